@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need, only when it is missing, so a fresh machine works
+# and a prepared one pays a few milliseconds. Usage: ensure-tools.sh [build|test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-build}"
+
+log() { echo "ensure-tools: $*" >&2; }
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  log "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown >&2
+fi
+
+# wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly: the generated glue
+# and the crate's ABI change between versions.
+want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ -z "$want" ]; then
+  log "Cargo.lock names no wasm-bindgen version"; exit 1
+fi
+if [ "$have" != "$want" ]; then
+  log "installing wasm-bindgen-cli $want (have: ${have:-none}); this takes ~10 minutes once per machine"
+  # Without --locked: with it, one of its dependencies fails to resolve.
+  cargo install wasm-bindgen-cli --version "$want" >&2
+fi
+
+# npm dependencies (wasm-opt from binaryen, esbuild; the MCP SDK and playwright-core for tests).
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing npm dependencies"
+  npm ci --no-audit --no-fund >&2
+fi
+
+if [ "$what" = test ]; then
+  if [ ! -x /usr/lib/chromium/chromium ] && [ ! -x /usr/bin/chromium ]; then
+    log "installing Debian's chromium"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
+  fi
+fi

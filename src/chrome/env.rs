@@ -1,0 +1,194 @@
+//! [`ChromeEnv`]: the core's `Env` traits over `chrome.storage` and `chrome.userScripts`.
+//! Values cross the boundary as JSON text (`JSON.stringify`/`JSON.parse`): one well-defined
+//! conversion, the same one Chrome's messaging applies anyway.
+
+use super::api::{self, StorageArea};
+use super::json;
+use crate::env::{Area, Capabilities, Clock, EnvError, Ids, Registration, Storage, UserScripts};
+use js_sys::{Array, Function, Reflect};
+use serde_json::{Map, Value};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+pub struct ChromeEnv;
+
+thread_local! {
+    /// One shared no-op rejection handler (a closure per call would leak).
+    static IGNORE: Closure<dyn FnMut(JsValue)> = Closure::new(|_: JsValue| {});
+}
+
+fn with_area<T>(area: Area, f: impl FnOnce(&StorageArea) -> T) -> T {
+    match area {
+        Area::Local => api::STORAGE_LOCAL.with(f),
+        Area::Session => api::STORAGE_SESSION.with(f),
+    }
+}
+
+fn js_error(context: &str, e: JsValue) -> EnvError {
+    let msg = Reflect::get(&e, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| "unknown error".to_owned());
+    EnvError(format!("{context}: {msg}"))
+}
+
+fn key_array(keys: &[&str]) -> JsValue {
+    keys.iter()
+        .map(|k| JsValue::from_str(k))
+        .collect::<Array>()
+        .into()
+}
+
+impl Storage for ChromeEnv {
+    async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError> {
+        let promise =
+            with_area(area, |a| a.get(&key_array(keys))).map_err(|e| js_error("storage.get", e))?;
+        let got = JsFuture::from(promise)
+            .await
+            .map_err(|e| js_error("storage.get", e))?;
+        match json::from_js(&got) {
+            Some(Value::Object(m)) => Ok(m),
+            _ => Err(EnvError(
+                "storage.get returned a value that is not an object".into(),
+            )),
+        }
+    }
+
+    async fn set(&self, area: Area, items: Map<String, Value>) -> Result<(), EnvError> {
+        let js = json::to_js(&Value::Object(items));
+        let promise = with_area(area, |a| a.set(&js)).map_err(|e| js_error("storage.set", e))?;
+        JsFuture::from(promise)
+            .await
+            .map_err(|e| js_error("storage.set", e))?;
+        Ok(())
+    }
+
+    async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
+        let promise = with_area(area, |a| a.remove(&key_array(keys)))
+            .map_err(|e| js_error("storage.remove", e))?;
+        JsFuture::from(promise)
+            .await
+            .map_err(|e| js_error("storage.remove", e))?;
+        Ok(())
+    }
+}
+
+impl Clock for ChromeEnv {
+    fn now_ms(&self) -> f64 {
+        js_sys::Date::now()
+    }
+}
+
+impl Capabilities for ChromeEnv {
+    /// Chrome's documented check: `chrome.userScripts` may be missing, or present but throwing,
+    /// while "Allow User Scripts" is off.
+    fn user_scripts_available(&self) -> bool {
+        let Some(us) = api::CHROME.with(|c| Reflect::get(c, &"userScripts".into()).ok()) else {
+            return false;
+        };
+        if us.is_undefined() || us.is_null() {
+            return false;
+        }
+        let Some(get_scripts) = Reflect::get(&us, &"getScripts".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<Function>().ok())
+        else {
+            return false;
+        };
+        match get_scripts.call0(&us) {
+            Ok(p) => {
+                // Swallow a late rejection so it does not surface as an unhandled error.
+                if let Ok(p) = p.dyn_into::<js_sys::Promise>() {
+                    IGNORE.with(|f| {
+                        let _ = p.catch(f);
+                    });
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Ids for ChromeEnv {
+    fn new_uuid(&self) -> String {
+        api::random_uuid()
+    }
+}
+
+fn user_scripts_api() -> Result<api::UserScriptsApi, EnvError> {
+    let us = api::CHROME
+        .with(|c| Reflect::get(c, &"userScripts".into()))
+        .map_err(|e| js_error("chrome.userScripts", e))?;
+    if us.is_undefined() || us.is_null() {
+        return Err(EnvError(
+            "chrome.userScripts is not available: \"Allow User Scripts\" is off".into(),
+        ));
+    }
+    Ok(us.unchecked_into())
+}
+
+async fn settle(what: &str, p: Result<js_sys::Promise, JsValue>) -> Result<JsValue, EnvError> {
+    let p = p.map_err(|e| js_error(what, e))?;
+    JsFuture::from(p).await.map_err(|e| js_error(what, e))
+}
+
+fn ids_filter(ids: &[String]) -> JsValue {
+    json::to_js(&serde_json::json!({ "ids": ids }))
+}
+
+fn registrations_js(regs: &[Registration]) -> Result<JsValue, EnvError> {
+    let v = serde_json::to_value(regs).map_err(|e| EnvError(e.to_string()))?;
+    Ok(json::to_js(&v))
+}
+
+impl UserScripts for ChromeEnv {
+    async fn registered(&self, ids: Option<&[String]>) -> Result<Vec<Registration>, EnvError> {
+        let api = user_scripts_api()?;
+        let filter = ids.map_or(JsValue::UNDEFINED, ids_filter);
+        let got = settle("userScripts.getScripts", api.get_scripts(&filter)).await?;
+        let v = json::from_js(&got).unwrap_or(Value::Array(Vec::new()));
+        // Entries Chrome returns that do not decode are skipped, never fatal.
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| serde_json::from_value(r.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn register(&self, regs: &[Registration]) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        settle(
+            "userScripts.register",
+            api.register(&registrations_js(regs)?),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn update(&self, regs: &[Registration]) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        settle("userScripts.update", api.update(&registrations_js(regs)?))
+            .await
+            .map(|_| ())
+    }
+
+    async fn unregister(&self, ids: &[String]) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        settle("userScripts.unregister", api.unregister(&ids_filter(ids)))
+            .await
+            .map(|_| ())
+    }
+
+    async fn configure_world(&self) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        // No messaging from scripts back to the extension: they are the user's code, not ours.
+        let props = json::to_js(&serde_json::json!({ "messaging": false }));
+        settle("userScripts.configureWorld", api.configure_world(&props))
+            .await
+            .map(|_| ())
+    }
+}

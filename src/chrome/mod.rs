@@ -1,0 +1,162 @@
+//! The shell: binds Chrome's APIs and wires them to the core. It decides nothing — every decision
+//! is a call into the core — and it is the only code that touches JS.
+//!
+//! [`start`] runs inside the loader's `initSync`, at the top level of the service worker, so both
+//! external listeners are registered synchronously and no cold-start message is lost.
+
+mod api;
+mod env;
+mod json;
+mod ports;
+
+use crate::control::{Effect, CONTROL_CHANNEL};
+use crate::probe::{self, ProbeError};
+use crate::provider::Provider;
+use env::ChromeEnv;
+use js_sys::{Function, Reflect};
+use serde_json::{json, Value};
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::spawn_local;
+
+thread_local! {
+    static PROVIDER: Rc<Provider<ChromeEnv>> = Rc::new(Provider::new(ChromeEnv));
+}
+
+fn provider() -> Rc<Provider<ChromeEnv>> {
+    PROVIDER.with(Rc::clone)
+}
+
+fn string_prop(obj: &JsValue, key: &str) -> Option<String> {
+    Reflect::get(obj, &JsValue::from_str(key))
+        .ok()
+        .and_then(|v| v.as_string())
+}
+
+fn runtime_id() -> Option<String> {
+    api::RUNTIME_ID.with(|v| v.as_string())
+}
+
+fn add<F: ?Sized + wasm_bindgen::closure::WasmClosure>(event: &api::Event, f: Closure<F>) {
+    event.add_listener(f.as_ref().unchecked_ref());
+    // Listeners live as long as the worker.
+    f.forget();
+}
+
+/// Registers every listener. Must stay synchronous: see the module docs.
+#[wasm_bindgen(start)]
+pub fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        api::console_error(&format!("lumo-userscripts panicked: {info}"));
+    }));
+
+    api::ON_MESSAGE_EXTERNAL.with(|e| {
+        add(
+            e,
+            Closure::<dyn FnMut(JsValue, JsValue, Function) -> JsValue>::new(on_message_external),
+        )
+    });
+    api::ON_CONNECT_EXTERNAL.with(|e| {
+        add(
+            e,
+            Closure::<dyn FnMut(api::Port)>::new(ports::on_connect_external),
+        )
+    });
+    api::ON_MESSAGE.with(|e| {
+        add(
+            e,
+            Closure::<dyn FnMut(JsValue, JsValue, Function) -> JsValue>::new(on_message_internal),
+        )
+    });
+    // Chrome wipes registered user scripts when the extension is updated: re-register them.
+    api::ON_INSTALLED.with(|e| {
+        add(
+            e,
+            Closure::<dyn FnMut(JsValue)>::new(|_| {
+                provider().mark_registry_stale();
+                spawn_local(async { provider().ensure_registry().await });
+            }),
+        )
+    });
+
+    // Reconcile after this first turn, off the path of the message that woke the worker.
+    let later = Closure::once_into_js(|| spawn_local(async { provider().ensure_registry().await }));
+    let _ = api::set_timeout(later.unchecked_ref(), 0.0);
+}
+
+/// L0. Answers asynchronously (`return true` keeps `sendResponse` alive across the storage read).
+fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
+    let sender_id = string_prop(&sender, "id");
+    let text = json::text_of(&msg);
+    spawn_local(async move {
+        let p = provider();
+        let response = match text {
+            Some(t) if t.len() > probe::MAX_PROBE_BYTES => {
+                probe::error_response(&ProbeError::TooLarge(t.len()))
+            }
+            Some(t) => match serde_json::from_str::<Value>(&t) {
+                Ok(v) => p.probe(&v, sender_id.as_deref()).await,
+                Err(_) => probe::error_response(&ProbeError::NotAnObject),
+            },
+            None => probe::error_response(&ProbeError::NotAnObject),
+        };
+        // The caller may have gone away; nothing to do about it.
+        let _ = send_response.call1(&JsValue::NULL, &json::to_js(&response));
+        refresh_badge();
+        p.ensure_registry().await;
+    });
+    JsValue::TRUE
+}
+
+/// Control messages from this extension's own pages. Anything else is ignored (returning false
+/// tells Chrome no answer is coming).
+fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
+    let Some(own_id) = runtime_id() else {
+        return JsValue::FALSE;
+    };
+    let from_own_page = string_prop(&sender, "id").as_deref() == Some(own_id.as_str())
+        && string_prop(&sender, "url")
+            .is_some_and(|u| u.starts_with(&format!("chrome-extension://{own_id}/")));
+    if !from_own_page || string_prop(&msg, "channel").as_deref() != Some(CONTROL_CHANNEL) {
+        return JsValue::FALSE;
+    }
+    let Some(value) = json::from_js(&msg) else {
+        return JsValue::FALSE;
+    };
+    spawn_local(async move {
+        let p = provider();
+        let reply = crate::control::handle(&p, &value).await;
+        for effect in &reply.effects {
+            match effect {
+                Effect::Notify { sessions, message } => {
+                    sessions.iter().for_each(|id| ports::post(*id, message))
+                }
+                Effect::Close { sessions, reason } => {
+                    sessions.iter().for_each(|id| ports::close(*id, reason))
+                }
+            }
+        }
+        let _ = send_response.call1(&JsValue::NULL, &json::to_js(&reply.value));
+        refresh_badge();
+        p.ensure_registry().await;
+    });
+    JsValue::TRUE
+}
+
+/// The action badge: the number of open sessions, or `!` while an approval waits.
+pub fn refresh_badge() {
+    spawn_local(async {
+        let p = provider();
+        let policy = p.policy().await;
+        let open = p.sessions_summary().len();
+        let (text, color) = if !policy.pending.is_empty() {
+            ("!".to_owned(), "#d93025")
+        } else if open > 0 {
+            (open.to_string(), "#188038")
+        } else {
+            (String::new(), "#188038")
+        };
+        let _ = api::set_badge_background_color(&json::to_js(&json!({ "color": color })));
+        let _ = api::set_badge_text(&json::to_js(&json!({ "text": text })));
+    });
+}

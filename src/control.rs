@@ -1,0 +1,232 @@
+//! Internal messages from this extension's own pages (options, popup): the pages render what the
+//! service worker returns and change state only through these operations, so the service worker
+//! stays the single owner of state. The shell admits only messages whose sender is this
+//! extension; this module decides what each operation does.
+
+use crate::env::Env;
+use crate::ids::ExtensionId;
+use crate::mcp::jsonrpc;
+use crate::policy::Switch;
+use crate::provider::Provider;
+use serde_json::{json, Value};
+
+pub const CONTROL_CHANNEL: &str = "lumo:internal";
+
+/// What the shell must do besides answering the page.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Post `message` to these sessions.
+    Notify { sessions: Vec<u64>, message: Value },
+    /// Close these sessions' ports.
+    Close { sessions: Vec<u64>, reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub value: Value,
+    pub effects: Vec<Effect>,
+}
+
+impl From<Value> for Reply {
+    fn from(value: Value) -> Self {
+        Reply {
+            value,
+            effects: Vec::new(),
+        }
+    }
+}
+
+pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
+    let before = p.policy().await;
+    let mut reply: Reply = handle_op(p, msg).await.into();
+    // The set of tools a caller may see changed: tell every open session.
+    if let Some(after) = reply
+        .value
+        .get("policy")
+        .and_then(|v| v.get("writesEnabled"))
+        .and_then(Value::as_bool)
+    {
+        if after != before.writes_enabled {
+            reply.effects.push(Effect::Notify {
+                sessions: p.ready_sessions(),
+                message: jsonrpc::notification("notifications/tools/list_changed"),
+            });
+        }
+    }
+    if msg.get("op").and_then(Value::as_str) == Some("sessions.disconnect")
+        && reply.value["ok"] == json!(true)
+    {
+        if let Ok(id) = id_arg(msg) {
+            reply.effects.push(Effect::Close {
+                sessions: p.sessions_of(&id),
+                reason: "disconnected by the user".into(),
+            });
+        }
+    }
+    reply
+}
+
+fn err(msg: impl Into<String>) -> Value {
+    json!({ "ok": false, "error": msg.into() })
+}
+
+fn id_arg(msg: &Value) -> Result<ExtensionId, Value> {
+    match msg.get("id") {
+        Some(Value::String(s)) => ExtensionId::parse(s.trim()).ok_or_else(|| {
+            err(format!(
+                "\"{}\" is not an extension id: it must be 32 letters from a to p",
+                crate::text::ellipsize(s, 40)
+            ))
+        }),
+        _ => Err(err("missing \"id\"")),
+    }
+}
+
+async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
+    let Some(op) = msg.get("op").and_then(Value::as_str) else {
+        return err("missing \"op\"");
+    };
+    let now = p.env.now_ms();
+    match op {
+        "state.get" => {
+            let policy = p.policy().await;
+            let cap = p.capability();
+            json!({
+                "ok": true,
+                "policy": policy,
+                "capability": { "ready": cap.ready, "reason": cap.reason },
+                "sessions": p.sessions_summary(),
+                "problems": *p.log.borrow(),
+            })
+        }
+        "sessions.disconnect" => match id_arg(msg) {
+            Ok(id) => json!({ "ok": true, "closed": p.sessions_of(&id).len() }),
+            Err(e) => e,
+        },
+        "policy.setSwitch" => {
+            let which: Switch = match msg.get("name").cloned().map(serde_json::from_value) {
+                Some(Ok(s)) => s,
+                _ => return err("\"name\" must be one of endpoint, writes, review"),
+            };
+            let Some(value) = msg.get("value").and_then(Value::as_bool) else {
+                return err("\"value\" must be true or false");
+            };
+            policy_result(
+                p.update_policy(|pol| {
+                    let changed = match which {
+                        Switch::Endpoint => pol.endpoint_enabled != value,
+                        Switch::Writes => pol.writes_enabled != value,
+                        Switch::Review => pol.review_writes != value,
+                    };
+                    pol.set_switch(which, value);
+                    (Ok(()), changed)
+                })
+                .await,
+            )
+        }
+        "policy.approve" | "policy.add" => {
+            let id = match id_arg(msg) {
+                Ok(id) => id,
+                Err(e) => return e,
+            };
+            let name = msg.get("name").and_then(Value::as_str).map(str::to_owned);
+            policy_result(
+                p.update_policy(|pol| match pol.approve(&id, name.as_deref(), now) {
+                    Ok(()) => (Ok(()), true),
+                    Err(e) => (Err(e.to_string()), false),
+                })
+                .await,
+            )
+        }
+        "policy.deny" => {
+            let id = match id_arg(msg) {
+                Ok(id) => id,
+                Err(e) => return e,
+            };
+            policy_result(
+                p.update_policy(|pol| {
+                    pol.deny(&id, now);
+                    (Ok(()), true)
+                })
+                .await,
+            )
+        }
+        "policy.remove" => {
+            let id = match id_arg(msg) {
+                Ok(id) => id,
+                Err(e) => return e,
+            };
+            policy_result(
+                p.update_policy(|pol| {
+                    let changed = pol.remove(&id);
+                    (Ok(()), changed)
+                })
+                .await,
+            )
+        }
+        other => err(format!(
+            "unknown operation \"{}\"",
+            crate::text::ellipsize(other, 40)
+        )),
+    }
+}
+
+fn policy_result(r: Result<(Result<(), String>, crate::policy::Policy), String>) -> Value {
+    match r {
+        Ok((Ok(()), policy)) => json!({ "ok": true, "policy": policy }),
+        Ok((Err(e), _)) | Err(e) => err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    fn call(p: &Provider<MemoryEnv>, v: Value) -> Value {
+        block_on(handle(p, &v)).value
+    }
+
+    #[test]
+    fn approve_deny_remove_and_switches() {
+        let p = Provider::new(MemoryEnv::new());
+        let id = "mobcibglkcoacmddjpdoknlbbicjchlk";
+        let r = call(&p, json!({"op": "policy.add", "id": id, "name": "Host"}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(r["policy"]["allowlist"][0]["name"], json!("Host"));
+        let r = call(&p, json!({"op": "policy.deny", "id": id}));
+        assert_eq!(r["policy"]["allowlist"], json!([]));
+        assert_eq!(r["policy"]["denied"][0]["id"], json!(id));
+        let r = call(&p, json!({"op": "policy.remove", "id": id}));
+        assert_eq!(r["policy"]["denied"], json!([]));
+        let r = call(
+            &p,
+            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+        );
+        assert_eq!(r["policy"]["writesEnabled"], json!(false));
+        let r = call(&p, json!({"op": "state.get"}));
+        assert_eq!(r["policy"]["writesEnabled"], json!(false));
+        assert_eq!(r["capability"]["ready"], json!(true));
+    }
+
+    #[test]
+    fn bad_input_changes_nothing() {
+        let p = Provider::new(MemoryEnv::new());
+        for v in [
+            json!({"op": "policy.add", "id": "not-an-id"}),
+            json!({"op": "policy.add", "id": "A".repeat(32)}),
+            json!({"op": "policy.add"}),
+            json!({"op": "policy.setSwitch", "name": "everything", "value": true}),
+            json!({"op": "policy.setSwitch", "name": "writes", "value": "no"}),
+            json!({"op": "nope"}),
+            json!({}),
+            json!(null),
+        ] {
+            let r = call(&p, v.clone());
+            assert_eq!(r["ok"], json!(false), "{v}");
+            assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()));
+        }
+        assert!(p.env.dump(crate::env::Area::Local).is_empty());
+    }
+}

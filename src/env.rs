@@ -1,0 +1,222 @@
+//! What the core needs from the outside world, as small traits. The shell (`chrome`) implements
+//! them over `chrome.storage` and `chrome.userScripts`; [`memory::MemoryEnv`] implements them in
+//! memory for native tests. Single-threaded: no `Send` bounds.
+
+#![allow(async_fn_in_trait)]
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// `chrome.storage.local` survives restarts; `chrome.storage.session` survives service-worker
+/// recycling but not a browser restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Area {
+    Local,
+    Session,
+}
+
+/// A failure of the outside world (storage quota, an API that threw), carried as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvError(pub String);
+
+impl fmt::Display for EnvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A key-value store with `chrome.storage` semantics: `set` of several keys is atomic.
+pub trait Storage {
+    async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError>;
+    async fn set(&self, area: Area, items: Map<String, Value>) -> Result<(), EnvError>;
+    async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError>;
+}
+
+/// Time and randomness, injected so decisions are reproducible in tests.
+pub trait Clock {
+    /// Milliseconds since the Unix epoch, as `Date.now()`.
+    fn now_ms(&self) -> f64;
+}
+
+/// Whether the browser can run user scripts right now (the "Allow User Scripts" toggle).
+pub trait Capabilities {
+    fn user_scripts_available(&self) -> bool;
+}
+
+/// `chrome.userScripts`: what is registered to run. Every call may fail (the toggle is off, or was
+/// turned off while running), and the core treats that as "reconcile later", never as fatal.
+pub trait UserScripts {
+    /// Registrations, all or those with the given ids.
+    async fn registered(&self, ids: Option<&[String]>) -> Result<Vec<Registration>, EnvError>;
+    async fn register(&self, regs: &[Registration]) -> Result<(), EnvError>;
+    async fn update(&self, regs: &[Registration]) -> Result<(), EnvError>;
+    async fn unregister(&self, ids: &[String]) -> Result<(), EnvError>;
+    /// Configures the USER_SCRIPT world the scripts run in.
+    async fn configure_world(&self) -> Result<(), EnvError>;
+}
+
+/// Randomness for new script ids.
+pub trait Ids {
+    /// A fresh RFC 4122 v4 uuid, lowercase.
+    fn new_uuid(&self) -> String;
+}
+
+/// Everything the provider needs.
+pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids {}
+impl<T: Storage + Clock + Capabilities + UserScripts + Ids> Env for T {}
+
+pub use crate::scripts::registry::Registration;
+
+pub mod memory {
+    //! In-memory environment for native tests.
+    use super::*;
+    use std::cell::{Cell, RefCell};
+    use std::collections::BTreeMap;
+
+    #[derive(Default)]
+    pub struct MemoryEnv {
+        pub areas: RefCell<BTreeMap<Area, Map<String, Value>>>,
+        pub now: Cell<f64>,
+        pub user_scripts: Cell<bool>,
+        /// When set, every `set` fails with this message (e.g. quota exceeded).
+        pub fail_writes: RefCell<Option<String>>,
+        pub registrations: RefCell<BTreeMap<String, Registration>>,
+        pub uuid_counter: Cell<u64>,
+    }
+
+    impl MemoryEnv {
+        pub fn new() -> Self {
+            let env = MemoryEnv::default();
+            env.user_scripts.set(true);
+            env.now.set(1_700_000_000_000.0);
+            env
+        }
+
+        pub fn advance(&self, ms: f64) {
+            self.now.set(self.now.get() + ms);
+        }
+
+        pub fn dump(&self, area: Area) -> Map<String, Value> {
+            self.areas.borrow().get(&area).cloned().unwrap_or_default()
+        }
+    }
+
+    impl Storage for MemoryEnv {
+        async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError> {
+            let areas = self.areas.borrow();
+            let mut out = Map::new();
+            if let Some(m) = areas.get(&area) {
+                for k in keys {
+                    if let Some(v) = m.get(*k) {
+                        out.insert((*k).to_owned(), v.clone());
+                    }
+                }
+            }
+            Ok(out)
+        }
+
+        async fn set(&self, area: Area, items: Map<String, Value>) -> Result<(), EnvError> {
+            if let Some(msg) = self.fail_writes.borrow().clone() {
+                return Err(EnvError(msg));
+            }
+            let mut areas = self.areas.borrow_mut();
+            let m = areas.entry(area).or_default();
+            for (k, v) in items {
+                m.insert(k, v);
+            }
+            Ok(())
+        }
+
+        async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
+            if let Some(msg) = self.fail_writes.borrow().clone() {
+                return Err(EnvError(msg));
+            }
+            if let Some(m) = self.areas.borrow_mut().get_mut(&area) {
+                for k in keys {
+                    m.remove(*k);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    impl Clock for MemoryEnv {
+        fn now_ms(&self) -> f64 {
+            self.now.get()
+        }
+    }
+
+    impl Capabilities for MemoryEnv {
+        fn user_scripts_available(&self) -> bool {
+            self.user_scripts.get()
+        }
+    }
+
+    impl Ids for MemoryEnv {
+        fn new_uuid(&self) -> String {
+            let n = self.uuid_counter.get() + 1;
+            self.uuid_counter.set(n);
+            format!("00000000-0000-4000-8000-{n:012x}")
+        }
+    }
+
+    impl MemoryEnv {
+        fn api(&self) -> Result<(), EnvError> {
+            if self.user_scripts.get() {
+                Ok(())
+            } else {
+                Err(EnvError("chrome.userScripts is not available".into()))
+            }
+        }
+    }
+
+    /// Mirrors Chrome: register fails on a duplicate id, update on a missing one.
+    impl UserScripts for MemoryEnv {
+        async fn registered(&self, ids: Option<&[String]>) -> Result<Vec<Registration>, EnvError> {
+            self.api()?;
+            let regs = self.registrations.borrow();
+            Ok(regs
+                .values()
+                .filter(|r| ids.is_none_or(|ids| ids.contains(&r.id)))
+                .cloned()
+                .collect())
+        }
+
+        async fn register(&self, regs: &[Registration]) -> Result<(), EnvError> {
+            self.api()?;
+            let mut map = self.registrations.borrow_mut();
+            if let Some(r) = regs.iter().find(|r| map.contains_key(&r.id)) {
+                return Err(EnvError(format!("Duplicate script ID '{}'", r.id)));
+            }
+            for r in regs {
+                map.insert(r.id.clone(), r.clone());
+            }
+            Ok(())
+        }
+
+        async fn update(&self, regs: &[Registration]) -> Result<(), EnvError> {
+            self.api()?;
+            let mut map = self.registrations.borrow_mut();
+            if let Some(r) = regs.iter().find(|r| !map.contains_key(&r.id)) {
+                return Err(EnvError(format!("No script with ID '{}'", r.id)));
+            }
+            for r in regs {
+                map.insert(r.id.clone(), r.clone());
+            }
+            Ok(())
+        }
+
+        async fn unregister(&self, ids: &[String]) -> Result<(), EnvError> {
+            self.api()?;
+            let mut map = self.registrations.borrow_mut();
+            for id in ids {
+                map.remove(id);
+            }
+            Ok(())
+        }
+
+        async fn configure_world(&self) -> Result<(), EnvError> {
+            self.api()
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! MCP over a `lumo:mcp` port: JSON-RPC envelopes and the server's methods.
+
+pub mod jsonrpc;
+pub mod server;

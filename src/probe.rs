@@ -1,0 +1,349 @@
+//! L0: the `lumo:probe` message. [`answer`] is a pure function of (request, sender id, policy,
+//! capability, time): it returns the response and mutates the policy only to record a pending
+//! approval or refresh `lastSeen`. `ok: false` is reserved for protocol failures; every policy
+//! outcome is `ok: true` with the status flags saying what the host must tell the user.
+
+use crate::ids::{is_extension_id, ExtensionId};
+use crate::policy::{Access, Policy};
+use serde_json::{json, Map, Value};
+
+pub const PROBE_CHANNEL: &str = "lumo:probe";
+pub const PROBE_VERSION: u64 = 1;
+pub const NAMESPACE: &str = "userscripts";
+pub const SERVICE_NAME: &str = "Lumo Userscripts";
+pub const SERVICE_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// A probe is a small metadata message; anything bigger is not one (checked by the shell on the
+/// serialized size before parsing).
+pub const MAX_PROBE_BYTES: usize = 16 * 1024;
+
+/// Whether the provider can do its job (is `chrome.userScripts` usable) — never permission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capability {
+    pub ready: bool,
+    pub reason: Option<String>,
+}
+
+impl Capability {
+    pub fn ready() -> Self {
+        Capability {
+            ready: true,
+            reason: None,
+        }
+    }
+
+    pub fn user_scripts_off() -> Self {
+        Capability {
+            ready: false,
+            reason: Some(USER_SCRIPTS_OFF.to_owned()),
+        }
+    }
+}
+
+pub const USER_SCRIPTS_OFF: &str =
+    "Scripts cannot run: turn on \"Allow User Scripts\" for Lumo Userscripts \
+(chrome://extensions → Lumo Userscripts → Details → Allow User Scripts).";
+
+/// A protocol failure: the only reason a probe answers `ok: false`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProbeError {
+    NotAnObject,
+    MissingChannel,
+    WrongChannel(String),
+    MissingVersion,
+    VersionMismatch(String),
+    Malformed(&'static str),
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeError::NotAnObject => f.write_str("malformed probe: the message is not a JSON object"),
+            ProbeError::MissingChannel => write!(f, "malformed probe: missing \"channel\" (expected \"{PROBE_CHANNEL}\")"),
+            ProbeError::WrongChannel(c) => write!(f, "unknown channel {c}; this provider answers \"{PROBE_CHANNEL}\""),
+            ProbeError::MissingVersion => write!(f, "malformed probe: missing \"version\" (this provider speaks probe version {PROBE_VERSION})"),
+            ProbeError::VersionMismatch(v) => write!(
+                f,
+                "probe version mismatch: the request is version {v}, this provider speaks version {PROBE_VERSION}"
+            ),
+            ProbeError::Malformed(why) => write!(f, "malformed probe: {why}"),
+            ProbeError::TooLarge(n) => write!(f, "malformed probe: {n} bytes is over the {MAX_PROBE_BYTES}-byte limit"),
+        }
+    }
+}
+
+/// The parts of a probe request the provider reads. `client.name` is display-only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeRequest {
+    pub id: Value,
+    pub client_name: String,
+}
+
+pub fn parse(msg: &Value) -> Result<ProbeRequest, ProbeError> {
+    let obj = msg.as_object().ok_or(ProbeError::NotAnObject)?;
+    match obj.get("channel") {
+        None => return Err(ProbeError::MissingChannel),
+        Some(Value::String(c)) if c == PROBE_CHANNEL => {}
+        Some(other) => return Err(ProbeError::WrongChannel(short(other))),
+    }
+    match obj.get("version") {
+        None => return Err(ProbeError::MissingVersion),
+        Some(Value::Number(n)) if n.as_u64() == Some(PROBE_VERSION) => {}
+        Some(other) => return Err(ProbeError::VersionMismatch(short(other))),
+    }
+    let id = match obj.get("id") {
+        Some(v @ (Value::String(_) | Value::Number(_))) => v.clone(),
+        Some(_) => return Err(ProbeError::Malformed("\"id\" must be a string or a number")),
+        None => return Err(ProbeError::Malformed("missing \"id\"")),
+    };
+    let client = match obj.get("client") {
+        Some(Value::Object(c)) => c,
+        Some(_) => return Err(ProbeError::Malformed("\"client\" must be an object")),
+        None => return Err(ProbeError::Malformed("missing \"client\"")),
+    };
+    // client.id is informational (authorization uses sender.id), but it is still an input path,
+    // so it goes through the one validator.
+    match client.get("id") {
+        Some(Value::String(s)) if is_extension_id(s) => {}
+        Some(Value::String(_)) => {
+            return Err(ProbeError::Malformed(
+                "\"client.id\" is not an extension id",
+            ))
+        }
+        Some(_) => return Err(ProbeError::Malformed("\"client.id\" must be a string")),
+        None => return Err(ProbeError::Malformed("missing \"client.id\"")),
+    }
+    let client_name = match client.get("name") {
+        Some(Value::String(s)) => s.clone(),
+        None => String::new(),
+        Some(_) => return Err(ProbeError::Malformed("\"client.name\" must be a string")),
+    };
+    if !matches!(client.get("version"), None | Some(Value::String(_))) {
+        return Err(ProbeError::Malformed("\"client.version\" must be a string"));
+    }
+    Ok(ProbeRequest { id, client_name })
+}
+
+/// Renders a wrong value for an error message without echoing a huge string back.
+fn short(v: &Value) -> String {
+    crate::text::ellipsize(&v.to_string(), 40)
+}
+
+pub fn error_response(err: &ProbeError) -> Value {
+    json!({ "ok": false, "error": err.to_string() })
+}
+
+/// Answers one probe. `policy` is mutated only to record a pending approval or refresh
+/// `lastSeen`; the returned flag says whether it changed (so the shell persists it).
+pub fn answer(
+    msg: &Value,
+    sender: Option<&str>,
+    policy: &mut Policy,
+    cap: &Capability,
+    now: f64,
+) -> (Value, bool) {
+    let req = match parse(msg) {
+        Ok(r) => r,
+        Err(e) => return (error_response(&e), false),
+    };
+    let sender = sender.and_then(ExtensionId::parse);
+    let changed = match &sender {
+        Some(id) => policy.note_probe(id, &req.client_name, now),
+        None => false,
+    };
+    let access = policy.access(sender.as_ref());
+    let authorized = sender.as_ref().is_some_and(|id| policy.is_allowlisted(id));
+    let pending = !authorized && sender.as_ref().is_some_and(|id| policy.is_pending(id));
+    let reason = match access {
+        Access::Granted => cap.reason.clone(),
+        Access::NotAllowlisted if pending => {
+            Some("Waiting for the user's approval in Lumo Userscripts (options page → pending approvals).".to_owned())
+        }
+        other => Some(other.reason().to_owned()),
+    };
+    let mut status = Map::new();
+    status.insert("enabled".into(), policy.endpoint_enabled.into());
+    status.insert("authorized".into(), authorized.into());
+    status.insert("ready".into(), cap.ready.into());
+    status.insert("pendingApproval".into(), pending.into());
+    if let Some(r) = reason {
+        status.insert("reason".into(), r.into());
+    }
+    let response = json!({
+        "ok": true,
+        "id": req.id,
+        "service": { "namespace": NAMESPACE, "name": SERVICE_NAME, "version": SERVICE_VERSION },
+        "status": status,
+    });
+    (response, changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Switch;
+
+    const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
+
+    fn probe() -> Value {
+        json!({"channel": "lumo:probe", "version": 1, "id": "probe-42",
+               "client": {"id": HOST, "name": "Lumo", "version": "1.0.19"}})
+    }
+
+    /// The host's state machine from the contract, applied to our answer: every row must be
+    /// reachable and map to the right user-visible outcome.
+    fn host_outcome(resp: &Value) -> String {
+        if resp["ok"] != json!(true) {
+            return resp["error"].as_str().unwrap_or("").to_owned();
+        }
+        let (Some(_), Some(st)) = (resp.get("service"), resp.get("status")) else {
+            return "Probe response is incomplete.".into();
+        };
+        if st["enabled"] == json!(false) {
+            return "Agent access is turned off in the provider.".into();
+        }
+        if st["authorized"] == json!(false) {
+            return if st["pendingApproval"] == json!(true) {
+                "Waiting for your approval in the provider.".into()
+            } else {
+                "The caller is not on the allowlist.".into()
+            };
+        }
+        if st["ready"] == json!(false) {
+            return st["reason"].as_str().unwrap_or("").to_owned();
+        }
+        "connected".into()
+    }
+
+    fn run(msg: &Value, sender: Option<&str>, p: &mut Policy, cap: &Capability) -> (Value, bool) {
+        answer(msg, sender, p, cap, 1000.0)
+    }
+
+    #[test]
+    fn first_probe_records_pending() {
+        let mut p = Policy::default();
+        let (r, changed) = run(&probe(), Some(HOST), &mut p, &Capability::ready());
+        assert!(changed);
+        assert_eq!(r["ok"], json!(true));
+        assert_eq!(r["id"], json!("probe-42"));
+        assert_eq!(r["service"]["namespace"], json!("userscripts"));
+        assert_eq!(
+            host_outcome(&r),
+            "Waiting for your approval in the provider."
+        );
+        // Repeated probes do not grow the list nor rewrite storage.
+        let (_, changed) = run(&probe(), Some(HOST), &mut p, &Capability::ready());
+        assert!(!changed);
+        assert_eq!(p.pending.len(), 1);
+    }
+
+    #[test]
+    fn every_host_row() {
+        let id = ExtensionId::parse(HOST).unwrap();
+        // enabled: false
+        let mut p = Policy::default();
+        p.set_switch(Switch::Endpoint, false);
+        let (r, changed) = run(&probe(), Some(HOST), &mut p, &Capability::ready());
+        assert_eq!(
+            host_outcome(&r),
+            "Agent access is turned off in the provider."
+        );
+        assert!(!changed && p.pending.is_empty());
+        // denied
+        let mut p = Policy::default();
+        p.deny(&id, 0.0);
+        let (r, _) = run(&probe(), Some(HOST), &mut p, &Capability::ready());
+        assert_eq!(r["status"]["pendingApproval"], json!(false));
+        assert_eq!(host_outcome(&r), "The caller is not on the allowlist.");
+        // ready: false with the reason
+        let mut p = Policy::default();
+        p.approve(&id, None, 0.0).unwrap();
+        let (r, _) = run(
+            &probe(),
+            Some(HOST),
+            &mut p,
+            &Capability::user_scripts_off(),
+        );
+        assert_eq!(r["status"]["authorized"], json!(true));
+        assert!(host_outcome(&r).contains("Allow User Scripts"));
+        // all pass
+        let (r, _) = run(&probe(), Some(HOST), &mut p, &Capability::ready());
+        assert_eq!(host_outcome(&r), "connected");
+        assert!(r["status"].get("reason").is_none());
+    }
+
+    #[test]
+    fn protocol_failures_are_ok_false() {
+        let mut p = Policy::default();
+        let cap = Capability::ready();
+        let mut v2 = probe();
+        v2["version"] = json!(2);
+        let (r, changed) = run(&v2, Some(HOST), &mut p, &cap);
+        assert_eq!(r["ok"], json!(false));
+        let msg = r["error"].as_str().unwrap();
+        assert!(msg.contains('1') && msg.contains('2'), "{msg}");
+        assert!(!changed && p.pending.is_empty());
+
+        let cases = [
+            json!(null),
+            json!(42),
+            json!([probe()]),
+            json!("lumo:probe"),
+            json!({"version": 1, "id": "x", "client": {"id": HOST}}),
+            json!({"channel": "lumo:other", "version": 1, "id": "x", "client": {"id": HOST}}),
+            json!({"channel": "lumo:probe", "id": "x", "client": {"id": HOST}}),
+            json!({"channel": "lumo:probe", "version": "1", "id": "x", "client": {"id": HOST}}),
+            json!({"channel": "lumo:probe", "version": 1.5, "id": "x", "client": {"id": HOST}}),
+            json!({"channel": "lumo:probe", "version": 1, "client": {"id": HOST}}),
+            json!({"channel": "lumo:probe", "version": 1, "id": {}, "client": {"id": HOST}}),
+            json!({"channel": "lumo:probe", "version": 1, "id": "x"}),
+            json!({"channel": "lumo:probe", "version": 1, "id": "x", "client": "Lumo"}),
+            json!({"channel": "lumo:probe", "version": 1, "id": "x", "client": {"id": "NOPE"}}),
+            json!({"channel": "lumo:probe", "version": 1, "id": "x", "client": {"id": HOST, "name": 5}}),
+            json!({"channel": "lumo:probe", "version": 1, "id": "x", "client": {"id": HOST, "version": 1}}),
+        ];
+        for c in cases {
+            let (r, changed) = run(&c, Some(HOST), &mut p, &cap);
+            assert_eq!(r["ok"], json!(false), "{c}");
+            assert!(r["error"].as_str().is_some_and(|m| !m.is_empty()));
+            assert!(!changed);
+        }
+        assert!(p.pending.is_empty());
+    }
+
+    #[test]
+    fn authorization_uses_sender_id_only() {
+        let host = ExtensionId::parse(HOST).unwrap();
+        let mut p = Policy::default();
+        p.approve(&host, None, 0.0).unwrap();
+        // Another extension claiming to be the host in client.id is not authorized.
+        let other = "a".repeat(32);
+        let (r, _) = run(&probe(), Some(&other), &mut p, &Capability::ready());
+        assert_eq!(r["status"]["authorized"], json!(false));
+        // A sender without a valid id (web page, native app) gets nothing and records nothing.
+        let before = p.clone();
+        for s in [
+            None,
+            Some(""),
+            Some("https://evil.example"),
+            Some("IMLIAKFDGONLDKMADDNHNNICLBHIOBPO"),
+        ] {
+            let (r, changed) = run(&probe(), s, &mut p, &Capability::ready());
+            assert_eq!(r["status"]["authorized"], json!(false));
+            assert_eq!(r["status"]["pendingApproval"], json!(false));
+            assert!(!changed);
+        }
+        assert_eq!(p, before);
+    }
+
+    #[test]
+    fn extra_fields_are_ignored_and_names_untrusted() {
+        let mut p = Policy::default();
+        let mut m = probe();
+        m["extra"] = json!({"deep": [1, 2, 3]});
+        m["client"]["name"] = json!("<img src=x onerror=alert(1)>\u{0}");
+        let (r, _) = run(&m, Some(HOST), &mut p, &Capability::ready());
+        assert_eq!(r["ok"], json!(true));
+        assert_eq!(p.pending[0].name, "<img src=x onerror=alert(1)>");
+    }
+}

@@ -1,0 +1,1395 @@
+//! Chrome match patterns (`@match`, `@exclude-match`), parsed and matched the way Chrome's
+//! `URLPattern` does for user scripts (extensions/common/url_pattern.cc with the user-script
+//! scheme set from extensions/common/user_script.cc), so that what we accept is exactly what
+//! `chrome.userScripts.register` accepts and what we say matches is what Chrome injects into.
+//!
+//! Grammar: `<all_urls>` | `<scheme>://<host>[:<port>]<path>` | `file://[<ignored>]<path>`
+//! - scheme: `http`, `https`, `file`, `ftp`, or `*` (= http or https); lowercase only, as in
+//!   Chrome. `uuid-in-package:<path>` is also accepted because Chrome still lists it (it replaced
+//!   the `urn:` scheme that older docs mention; `urn:` itself is now rejected).
+//! - host: `*`, `*.<host>` (the host and all its subdomains, never IP addresses) or a host;
+//!   matched case-insensitively. Not present for `file`.
+//! - port: optional; absent means any port. A numeric port needs a scheme with a default port
+//!   (so `*://host:8080/*` is rejected, like Chrome does).
+//! - path: required, starts with `/`; `*` matches any run of characters. It is matched against
+//!   the URL's path plus query (never the fragment), case-sensitively.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::glob::glob_matches;
+
+/// A validated Chrome match pattern. Keeps the string it was parsed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchPattern {
+    source: String,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    AllUrls,
+    Url {
+        scheme: SchemeSel,
+        /// Ignored for `file` (Chrome ignores the host of file patterns).
+        host: HostPattern,
+        /// `None` = any port. Kept as the written digits: Chrome compares port strings, so a
+        /// zero-padded port such as `080` parses but never matches.
+        port: Option<String>,
+        /// The path with `\` and `?` escaped so that only `*` is a wildcard (Chrome's
+        /// `path_escaped_`), ready for [`glob_matches`].
+        path_escaped: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Http,
+    Https,
+    File,
+    Ftp,
+    UuidInPackage,
+}
+
+impl Scheme {
+    /// The schemes Chrome lets user scripts run on (without command-line flags).
+    fn from_name(name: &str) -> Option<Scheme> {
+        match name {
+            "http" => Some(Scheme::Http),
+            "https" => Some(Scheme::Https),
+            "file" => Some(Scheme::File),
+            "ftp" => Some(Scheme::Ftp),
+            "uuid-in-package" => Some(Scheme::UuidInPackage),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+            Scheme::File => "file",
+            Scheme::Ftp => "ftp",
+            Scheme::UuidInPackage => "uuid-in-package",
+        }
+    }
+
+    /// Standard schemes use `://` and have a host; the others are `scheme:path`.
+    fn is_standard(self) -> bool {
+        !matches!(self, Scheme::UuidInPackage)
+    }
+
+    fn has_default_port(self) -> bool {
+        matches!(self, Scheme::Http | Scheme::Https | Scheme::Ftp)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SchemeSel {
+    HttpOrHttps,
+    Exact(Scheme),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostPattern {
+    /// Canonical (lowercase, punycode) host; empty with `subdomains` means any host.
+    name: String,
+    subdomains: bool,
+}
+
+/// Why a string is not a valid match pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatternError {
+    /// Neither `://` nor `:` after a scheme, e.g. `example.com/*`.
+    MissingSchemeSeparator,
+    /// Not a scheme Chrome knows for match patterns, e.g. `foo://*`.
+    InvalidScheme(String),
+    /// A real scheme user scripts cannot run on, e.g. `chrome://*`, `about:*`, `ws://*/*`.
+    UnsupportedScheme(String),
+    /// `HTTP://...`: Chrome compares pattern schemes case-sensitively.
+    UppercaseScheme(String),
+    /// `http:/bar` (a standard scheme needs `://`) or `uuid-in-package://x` (needs `:`).
+    WrongSchemeSeparator {
+        scheme: String,
+        expected: &'static str,
+    },
+    /// Nothing (or only `*.`) where the host should be, e.g. `https:///foo`.
+    EmptyHost,
+    /// `*` somewhere other than a leading `*.` or the whole host, e.g. `https://*foo/bar`,
+    /// `https://foo.*.bar/baz`.
+    InvalidHostWildcard,
+    /// The host is not followed by a `/path`, e.g. `https://www.google.com`.
+    MissingPath,
+    /// A port that is neither `*` nor a number in 0..=65535.
+    InvalidPort(String),
+    /// A numeric port with the `*` scheme (Chrome rejects it: `*` has no default port).
+    PortNeedsExplicitScheme(String),
+    /// A host with characters no URL host can contain.
+    InvalidHost(String),
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatternError::MissingSchemeSeparator => write!(
+                f,
+                "missing scheme separator: expected \"<scheme>://<host>/<path>\" \
+                 (e.g. \"https://example.com/*\") or \"<all_urls>\""
+            ),
+            PatternError::InvalidScheme(s) => write!(
+                f,
+                "invalid scheme \"{s}\": use http, https, * (http or https), file or ftp"
+            ),
+            PatternError::UnsupportedScheme(s) => write!(
+                f,
+                "unsupported scheme \"{s}\": user scripts only run on http, https, file and ftp pages"
+            ),
+            PatternError::UppercaseScheme(s) => write!(
+                f,
+                "scheme \"{s}\" must be written in lowercase (\"{}\")",
+                s.to_ascii_lowercase()
+            ),
+            PatternError::WrongSchemeSeparator { scheme, expected } => write!(
+                f,
+                "missing scheme separator: \"{scheme}\" must be followed by \"{expected}\""
+            ),
+            PatternError::EmptyHost => write!(
+                f,
+                "empty host: expected a host name, \"*\" or \"*.example.com\" after \"://\""
+            ),
+            PatternError::InvalidHostWildcard => write!(
+                f,
+                "invalid host wildcard: '*' must be the whole host or come first, followed by '.' \
+                 (e.g. \"*.example.com\")"
+            ),
+            PatternError::MissingPath => write!(
+                f,
+                "missing path: the host must be followed by a path starting with '/' (e.g. \"/*\")"
+            ),
+            PatternError::InvalidPort(p) => write!(
+                f,
+                "invalid port \"{p}\": use a number from 0 to 65535 or '*'"
+            ),
+            PatternError::PortNeedsExplicitScheme(p) => write!(
+                f,
+                "port \"{p}\" needs an explicit scheme (http, https or ftp), not '*'; \
+                 or use ':*' for any port"
+            ),
+            PatternError::InvalidHost(h) => write!(f, "invalid host \"{h}\""),
+        }
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+/// Schemes that exist but are never valid for user scripts; named so the error says
+/// "unsupported" rather than "invalid" (the distinction Chrome's docs make).
+const UNSUPPORTED_SCHEMES: &[&str] = &[
+    "about",
+    "blob",
+    "chrome",
+    "chrome-extension",
+    "chrome-search",
+    "chrome-untrusted",
+    "data",
+    "devtools",
+    "edge",
+    "extension",
+    "filesystem",
+    "javascript",
+    "moz-extension",
+    "urn",
+    "view-source",
+    "ws",
+    "wss",
+];
+
+const ALL_URLS: &str = "<all_urls>";
+
+/// Parses a match pattern with Chrome's rules (see the module docs).
+pub fn parse(s: &str) -> Result<MatchPattern, PatternError> {
+    let kind = parse_kind(s)?;
+    Ok(MatchPattern {
+        source: s.to_owned(),
+        kind,
+    })
+}
+
+fn parse_kind(s: &str) -> Result<Kind, PatternError> {
+    if s == ALL_URLS {
+        return Ok(Kind::AllUrls);
+    }
+    // Chrome looks for "://" anywhere first, then falls back to the first ':'.
+    let (scheme_str, has_standard_separator, rest) = match s.split_once("://") {
+        Some((scheme, rest)) => (scheme, true, rest),
+        None => match s.split_once(':') {
+            Some((scheme, rest)) => (scheme, false, rest),
+            None => return Err(PatternError::MissingSchemeSeparator),
+        },
+    };
+    let scheme = parse_scheme(scheme_str)?;
+    let standard = match scheme {
+        SchemeSel::HttpOrHttps => true,
+        SchemeSel::Exact(sc) => sc.is_standard(),
+    };
+    if standard != has_standard_separator {
+        return Err(PatternError::WrongSchemeSeparator {
+            scheme: scheme_str.to_owned(),
+            expected: if standard { "://" } else { ":" },
+        });
+    }
+    if rest.is_empty() {
+        return Err(PatternError::EmptyHost);
+    }
+
+    let any_host = HostPattern {
+        name: String::new(),
+        subdomains: false,
+    };
+    if !standard {
+        return Ok(Kind::Url {
+            scheme,
+            host: any_host,
+            port: None,
+            path_escaped: escape_path(rest),
+        });
+    }
+    if scheme == SchemeSel::Exact(Scheme::File) {
+        // Chrome ignores a file pattern's host; without any '/', the rest is the path
+        // (`file://foo*` means `file:///foo*`).
+        let path = match rest.find('/') {
+            Some(i) => rest.get(i..).unwrap_or_default().to_owned(),
+            None => format!("/{rest}"),
+        };
+        return Ok(Kind::Url {
+            scheme,
+            host: any_host,
+            port: None,
+            path_escaped: escape_path(&path),
+        });
+    }
+
+    let host_end = match rest.find('/') {
+        Some(0) => return Err(PatternError::EmptyHost),
+        Some(i) => i,
+        None => return Err(PatternError::MissingPath),
+    };
+    let host_and_port = rest.get(..host_end).unwrap_or_default();
+    let path = rest.get(host_end..).unwrap_or_default();
+
+    let (host_piece, port_str) = split_host_port(host_and_port)?;
+    let port = match port_str {
+        None | Some("*") => None,
+        Some(p) => Some(parse_port(scheme, p)?),
+    };
+    if host_piece.is_empty() {
+        return Err(PatternError::EmptyHost);
+    }
+    let (name, subdomains) = if host_piece == "*" {
+        ("", true)
+    } else if let Some(base) = host_piece.strip_prefix("*.") {
+        if base.is_empty() {
+            return Err(PatternError::EmptyHost);
+        }
+        (base, true)
+    } else {
+        (host_piece, false)
+    };
+    // Chrome rejects any other '*' to spare authors thinking the host takes globs.
+    if name.contains('*') {
+        return Err(PatternError::InvalidHostWildcard);
+    }
+    let name = if name.is_empty() {
+        String::new()
+    } else {
+        canonicalize_host(name).ok_or_else(|| PatternError::InvalidHost(name.to_owned()))?
+    };
+    Ok(Kind::Url {
+        scheme,
+        host: HostPattern { name, subdomains },
+        port,
+        path_escaped: escape_path(path),
+    })
+}
+
+fn parse_scheme(s: &str) -> Result<SchemeSel, PatternError> {
+    if s == "*" {
+        return Ok(SchemeSel::HttpOrHttps);
+    }
+    if let Some(sc) = Scheme::from_name(s) {
+        return Ok(SchemeSel::Exact(sc));
+    }
+    let lower = s.to_ascii_lowercase();
+    if lower != s && Scheme::from_name(&lower).is_some() {
+        return Err(PatternError::UppercaseScheme(s.to_owned()));
+    }
+    if UNSUPPORTED_SCHEMES.contains(&lower.as_str()) {
+        return Err(PatternError::UnsupportedScheme(s.to_owned()));
+    }
+    Err(PatternError::InvalidScheme(s.to_owned()))
+}
+
+/// Splits `host[:port]`, with IPv6 hosts in brackets (`[::1]:8080`).
+fn split_host_port(host_and_port: &str) -> Result<(&str, Option<&str>), PatternError> {
+    if !host_and_port.starts_with('[') {
+        return Ok(match host_and_port.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_and_port, None),
+        });
+    }
+    let close = host_and_port
+        .find(']')
+        .ok_or_else(|| PatternError::InvalidHost(host_and_port.to_owned()))?;
+    if close == 1 {
+        return Err(PatternError::EmptyHost);
+    }
+    let host = host_and_port.get(..=close).unwrap_or_default();
+    let after = host_and_port.get(close + 1..).unwrap_or_default();
+    if after.is_empty() {
+        return Ok((host, None));
+    }
+    match after.strip_prefix(':') {
+        Some(port) => Ok((host, Some(port))),
+        None => Err(PatternError::InvalidHost(host_and_port.to_owned())),
+    }
+}
+
+fn parse_port(scheme: SchemeSel, p: &str) -> Result<String, PatternError> {
+    let has_default_port = match scheme {
+        SchemeSel::HttpOrHttps => false,
+        SchemeSel::Exact(sc) => sc.has_default_port(),
+    };
+    if !has_default_port {
+        return Err(PatternError::PortNeedsExplicitScheme(p.to_owned()));
+    }
+    let valid = !p.is_empty()
+        && p.bytes().all(|b| b.is_ascii_digit())
+        && p.parse::<u32>().is_ok_and(|n| n <= 65535);
+    if valid {
+        Ok(p.to_owned())
+    } else {
+        Err(PatternError::InvalidPort(p.to_owned()))
+    }
+}
+
+/// Chrome's `path_escaped_`: only `*` stays a wildcard for [`glob_matches`].
+fn escape_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if c == '\\' || c == '?' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl MatchPattern {
+    /// The pattern exactly as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// True for `<all_urls>`.
+    pub fn is_all_urls(&self) -> bool {
+        self.kind == Kind::AllUrls
+    }
+
+    /// Does this pattern match `url` (as Chrome would for a user script)? Malformed URLs and
+    /// URLs on schemes user scripts cannot run on never match.
+    pub fn matches(&self, url: &str) -> bool {
+        let Some(test) = TestUrl::parse(url, true) else {
+            return false;
+        };
+        if Scheme::from_name(&test.scheme).is_none() {
+            return false;
+        }
+        let (scheme, host, port, path_escaped) = match &self.kind {
+            Kind::AllUrls => return true,
+            Kind::Url {
+                scheme,
+                host,
+                port,
+                path_escaped,
+            } => (scheme, host, port, path_escaped),
+        };
+        let scheme_ok = match scheme {
+            SchemeSel::HttpOrHttps => test.scheme == "http" || test.scheme == "https",
+            SchemeSel::Exact(sc) => sc.name() == test.scheme,
+        };
+        if !scheme_ok || test.path.is_empty() {
+            return false;
+        }
+        if *scheme != SchemeSel::Exact(Scheme::File) && !host_matches(host, &test.host) {
+            return false;
+        }
+        if let Some(p) = port {
+            if *p != test.effective_port() {
+                return false;
+            }
+        }
+        path_matches(path_escaped, &test.path)
+    }
+}
+
+impl fmt::Display for MatchPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+impl FromStr for MatchPattern {
+    type Err = PatternError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse(s)
+    }
+}
+
+fn host_matches(pattern: &HostPattern, test_host: &str) -> bool {
+    // Chrome ignores one trailing dot on either side ("example.com." is "example.com").
+    let test = test_host.strip_suffix('.').unwrap_or(test_host);
+    let want = pattern.name.strip_suffix('.').unwrap_or(&pattern.name);
+    if test == want {
+        return true;
+    }
+    if !pattern.subdomains {
+        return false;
+    }
+    if want.is_empty() {
+        return true;
+    }
+    // `*.1.2.3` must not match the address 0.1.2.3.
+    if is_ip_address(test) {
+        return false;
+    }
+    if test.len() <= want.len() + 1 || !test.ends_with(want) {
+        return false;
+    }
+    test.len()
+        .checked_sub(want.len() + 1)
+        .and_then(|i| test.as_bytes().get(i))
+        == Some(&b'.')
+}
+
+fn is_ip_address(host: &str) -> bool {
+    if host.starts_with('[') {
+        return true;
+    }
+    let mut parts = 0;
+    for part in host.split('.') {
+        parts += 1;
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+    }
+    parts == 4
+}
+
+fn path_matches(path_escaped: &str, test_path: &str) -> bool {
+    // Chrome: a pattern path "<p>/*" also matches the URL path "<p>" itself.
+    if path_escaped.len() == test_path.len() + 2
+        && path_escaped.starts_with(test_path)
+        && path_escaped.ends_with("/*")
+    {
+        return true;
+    }
+    glob_matches(path_escaped, test_path)
+}
+
+/// The parts of a URL that matching needs, normalized the way Chrome's GURL would present
+/// them: lowercase scheme, canonical host, path + query without fragment.
+struct TestUrl {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+    path: String,
+}
+
+impl TestUrl {
+    fn parse(url: &str, allow_inner: bool) -> Option<TestUrl> {
+        let (scheme, rest) = url.split_once(':')?;
+        let mut chars = scheme.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+            return None;
+        }
+        let scheme = scheme.to_ascii_lowercase();
+        // Chrome matches a filesystem: URL by the URL inside it (once; no nesting).
+        if scheme == "filesystem" {
+            return if allow_inner {
+                TestUrl::parse(rest, false)
+            } else {
+                None
+            };
+        }
+        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let standard = matches!(
+            scheme.as_str(),
+            "http" | "https" | "file" | "ftp" | "ws" | "wss"
+        );
+        if !standard {
+            return Some(TestUrl {
+                scheme,
+                host: String::new(),
+                port: None,
+                path: rest.to_owned(),
+            });
+        }
+        let after_slashes = rest.strip_prefix("//")?;
+        let authority_end = after_slashes
+            .find(['/', '?', '\\'])
+            .unwrap_or(after_slashes.len());
+        let authority = after_slashes.get(..authority_end)?;
+        let tail = after_slashes.get(authority_end..)?;
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+        let (host, port_str) = if host_port.starts_with('[') {
+            let close = host_port.find(']')?;
+            let after = host_port.get(close + 1..)?;
+            let port = if after.is_empty() {
+                None
+            } else {
+                Some(after.strip_prefix(':')?)
+            };
+            (host_port.get(..=close)?, port)
+        } else {
+            match host_port.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (host_port, None),
+            }
+        };
+        let port = match port_str {
+            None | Some("") => None,
+            Some(p) => {
+                if !p.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                Some(p.parse::<u16>().ok()?)
+            }
+        };
+        let host = if host.is_empty() {
+            if scheme != "file" {
+                return None;
+            }
+            String::new()
+        } else {
+            canonicalize_host(host)?
+        };
+        let path = if tail.starts_with('/') {
+            tail.to_owned()
+        } else {
+            format!("/{tail}")
+        };
+        Some(TestUrl {
+            scheme,
+            host,
+            port,
+            path,
+        })
+    }
+
+    /// Chrome compares the pattern's port with `NumberToString(EffectiveIntPort())`, which is
+    /// "-1" for schemes without ports.
+    fn effective_port(&self) -> String {
+        let default = match self.scheme.as_str() {
+            "http" | "ws" => Some(80),
+            "https" | "wss" => Some(443),
+            "ftp" => Some(21),
+            _ => None,
+        };
+        match self.port.or(default) {
+            Some(p) => p.to_string(),
+            None => "-1".to_owned(),
+        }
+    }
+}
+
+/// Longest non-ASCII label we convert to punycode. Real labels are at most 63 bytes; the cap
+/// keeps the (quadratic) encoder bounded on hostile input.
+const MAX_IDN_LABEL_CHARS: usize = 255;
+
+/// Canonicalizes a host roughly as Chrome's host canonicalizer does: lowercase, internationalized
+/// labels to punycode, IPv6 literals in brackets. Returns `None` for hosts no URL can have.
+///
+/// Not reproduced: IPv4 shorthand (`127.1`), IPv6 zero compression, percent-decoding and the
+/// full UTS-46 mapping table; such hosts are compared as written (lowercased).
+fn canonicalize_host(host: &str) -> Option<String> {
+    if let Some(inner) = host.strip_prefix('[') {
+        let inner = inner.strip_suffix(']')?;
+        let ok = inner.contains(':')
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+        return ok.then(|| format!("[{}]", inner.to_ascii_lowercase()));
+    }
+    let mut out = String::with_capacity(host.len());
+    // UTS-46 maps the ideographic and full-width full stops to '.'.
+    for (i, label) in host
+        .split(['.', '\u{3002}', '\u{ff0e}', '\u{ff61}'])
+        .enumerate()
+    {
+        if i > 0 {
+            out.push('.');
+        }
+        if label.is_ascii() {
+            for b in label.bytes() {
+                if is_forbidden_host_byte(b) {
+                    return None;
+                }
+                out.push(char::from(b.to_ascii_lowercase()));
+            }
+            continue;
+        }
+        let lower: Vec<char> = label.chars().flat_map(char::to_lowercase).collect();
+        if lower.len() > MAX_IDN_LABEL_CHARS {
+            return None;
+        }
+        let bad = lower.iter().any(|&c| {
+            c.is_control() || c.is_whitespace() || (c.is_ascii() && is_forbidden_host_byte(c as u8))
+        });
+        if bad {
+            return None;
+        }
+        out.push_str("xn--");
+        out.push_str(&punycode_encode(&lower)?);
+    }
+    Some(out)
+}
+
+fn is_forbidden_host_byte(b: u8) -> bool {
+    b <= b' ' || b == 0x7f || b"#%/:<>?@[\\]^|".contains(&b)
+}
+
+/// RFC 3492 punycode encoding of one label (without the `xn--` prefix). Checked arithmetic:
+/// overflow yields `None` instead of a panic.
+fn punycode_encode(input: &[char]) -> Option<String> {
+    const BASE: u32 = 36;
+    const TMIN: u32 = 1;
+    const TMAX: u32 = 26;
+    const SKEW: u32 = 38;
+    const DAMP: u32 = 700;
+
+    fn adapt(delta: u32, num_points: u32, first: bool) -> u32 {
+        let mut delta = if first { delta / DAMP } else { delta / 2 };
+        delta += delta / num_points.max(1);
+        let mut k = 0;
+        while delta > ((BASE - TMIN) * TMAX) / 2 {
+            delta /= BASE - TMIN;
+            k += BASE;
+        }
+        k + (((BASE - TMIN + 1) * delta) / (delta + SKEW))
+    }
+
+    fn digit(d: u32) -> Option<char> {
+        let byte = u8::try_from(d).ok()?;
+        match byte {
+            0..=25 => Some(char::from(b'a' + byte)),
+            26..=35 => Some(char::from(b'0' + byte - 26)),
+            _ => None,
+        }
+    }
+
+    let mut output: String = input.iter().filter(|c| c.is_ascii()).collect();
+    let basic = u32::try_from(output.len()).ok()?;
+    let total = u32::try_from(input.len()).ok()?;
+    if basic > 0 {
+        output.push('-');
+    }
+    let mut n: u32 = 128;
+    let mut delta: u32 = 0;
+    let mut bias: u32 = 72;
+    let mut handled = basic;
+    while handled < total {
+        let m = input
+            .iter()
+            .map(|&c| u32::from(c))
+            .filter(|&c| c >= n)
+            .min()?;
+        delta = delta.checked_add((m - n).checked_mul(handled.checked_add(1)?)?)?;
+        n = m;
+        for &c in input {
+            let c = u32::from(c);
+            if c < n {
+                delta = delta.checked_add(1)?;
+            }
+            if c == n {
+                let mut q = delta;
+                let mut k = BASE;
+                loop {
+                    let t = if k <= bias {
+                        TMIN
+                    } else if k >= bias + TMAX {
+                        TMAX
+                    } else {
+                        k - bias
+                    };
+                    if q < t {
+                        break;
+                    }
+                    output.push(digit(t + (q - t) % (BASE - t))?);
+                    q = (q - t) / (BASE - t);
+                    k = k.checked_add(BASE)?;
+                }
+                output.push(digit(q)?);
+                bias = adapt(delta, handled + 1, handled == basic);
+                delta = 0;
+                handled += 1;
+            }
+        }
+        delta = delta.checked_add(1)?;
+        n = n.checked_add(1)?;
+    }
+    Some(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> MatchPattern {
+        match parse(s) {
+            Ok(m) => m,
+            Err(e) => panic!("{s:?} should parse: {e}"),
+        }
+    }
+
+    fn assert_matches(pattern: &str, yes: &[&str], no: &[&str]) {
+        let m = p(pattern);
+        for u in yes {
+            assert!(m.matches(u), "{pattern} should match {u}");
+        }
+        for u in no {
+            assert!(!m.matches(u), "{pattern} should not match {u}");
+        }
+    }
+
+    // --- Examples from developer.chrome.com "Match patterns" (current and MV3-2023 pages) ---
+
+    #[test]
+    fn doc_https_any_host() {
+        assert_matches(
+            "https://*/*",
+            &[
+                "https://www.google.com/",
+                "https://example.org/foo/bar.html",
+            ],
+            &[
+                "http://www.google.com/",
+                "file:///foo",
+                "ftp://example.org/",
+            ],
+        );
+    }
+
+    #[test]
+    fn doc_http_any_host() {
+        assert_matches(
+            "http://*/*",
+            &[
+                "http://74.125.127.100/search",
+                "http://example.com/",
+                "http://www.google.com/",
+                "http://example.org/foo/bar.html",
+            ],
+            &["https://example.com/", "ftp://example.com/"],
+        );
+    }
+
+    #[test]
+    fn doc_path_prefix() {
+        assert_matches(
+            "https://*/foo*",
+            &[
+                "https://example.com/foo/bar.html",
+                "https://www.google.com/foo",
+            ],
+            &[
+                "https://example.com/",
+                "https://example.com/bar/foo",
+                "http://example.com/foo",
+            ],
+        );
+        assert_matches(
+            "http://*/foo*",
+            &[
+                "http://example.com/foo/bar.html",
+                "http://www.google.com/foo",
+            ],
+            &["http://www.google.com/fo"],
+        );
+    }
+
+    #[test]
+    fn doc_subdomains_and_path_glob() {
+        assert_matches(
+            "https://*.google.com/foo*bar",
+            &[
+                "https://www.google.com/foo/baz/bar",
+                "https://docs.google.com/foobar",
+                "https://google.com/foobar",
+            ],
+            &[
+                "https://www.google.com/foo/baz/bar/",
+                "https://google.com.evil.example/foobar",
+                "https://notgoogle.com/foobar",
+                "http://www.google.com/foobar",
+            ],
+        );
+        assert_matches(
+            "http://*.google.com/foo*bar",
+            &[
+                "http://www.google.com/foo/baz/bar",
+                "http://docs.google.com/foobar",
+            ],
+            &["https://docs.google.com/foobar"],
+        );
+    }
+
+    #[test]
+    fn doc_exact_url() {
+        assert_matches(
+            "http://example.org/foo/bar.html",
+            &["http://example.org/foo/bar.html"],
+            &[
+                "http://example.org/foo/bar.htm",
+                "http://example.org/foo/bar.html?x",
+                "https://example.org/foo/bar.html",
+                "http://www.example.org/foo/bar.html",
+            ],
+        );
+        // The fragment is never part of what is matched.
+        assert!(p("http://example.org/foo/bar.html").matches("http://example.org/foo/bar.html#top"));
+    }
+
+    #[test]
+    fn doc_file() {
+        assert_matches(
+            "file:///foo*",
+            &[
+                "file:///foo/bar.html",
+                "file:///foo",
+                "file://localhost/foo/x",
+            ],
+            &["file:///bar/foo", "http://example.com/foo"],
+        );
+    }
+
+    #[test]
+    fn doc_ip_address() {
+        assert_matches(
+            "http://127.0.0.1/*",
+            &[
+                "http://127.0.0.1/",
+                "http://127.0.0.1/foo/bar.html",
+                "http://127.0.0.1:8080/",
+            ],
+            &["https://127.0.0.1/", "http://127.0.0.2/"],
+        );
+        assert_matches(
+            "http://127.0.0.1/",
+            &["http://127.0.0.1/"],
+            &["http://127.0.0.1/x"],
+        );
+    }
+
+    #[test]
+    fn doc_localhost_any_port() {
+        assert_matches(
+            "http://localhost/*",
+            &[
+                "http://localhost:3000",
+                "http://localhost:8080",
+                "http://localhost/x",
+            ],
+            &["https://localhost/", "http://localhost.example/"],
+        );
+        assert_matches(
+            "http://localhost:*/*",
+            &["http://localhost:8080/", "http://localhost:3000/a"],
+            &[],
+        );
+        assert_matches(
+            "http://*:*/*",
+            &[
+                "http://localhost/",
+                "http://127.0.0.1:9/",
+                "http://example.com:8443/x",
+            ],
+            &["https://localhost/"],
+        );
+    }
+
+    #[test]
+    fn doc_any_scheme_mail() {
+        assert_matches(
+            "*://mail.google.com/*",
+            &[
+                "http://mail.google.com/foo/baz/bar",
+                "https://mail.google.com/foobar",
+            ],
+            &[
+                "ftp://mail.google.com/",
+                "file:///mail.google.com/",
+                "ws://mail.google.com/",
+                "https://google.com/",
+            ],
+        );
+    }
+
+    #[test]
+    fn doc_all_urls() {
+        assert_matches(
+            "<all_urls>",
+            &[
+                "http://example.org/foo/bar.html",
+                "https://example.org/",
+                "file:///bar/baz.html",
+                "ftp://example.org/",
+            ],
+            &[
+                "chrome://settings/",
+                "about:blank",
+                "data:text/html,hi",
+                "chrome-extension://abc/page.html",
+                "javascript:alert(1)",
+                "not a url",
+            ],
+        );
+        assert!(p("<all_urls>").is_all_urls());
+    }
+
+    #[test]
+    fn doc_https_root_only_for_content_scripts() {
+        // The docs list `https://*/` as "any https URL" for host permissions, where paths are
+        // ignored. For scripts the path counts, as in Chrome's URLPattern.
+        assert_matches(
+            "https://*/",
+            &["https://example.com/", "https://example.com"],
+            &["https://example.com/x"],
+        );
+    }
+
+    #[test]
+    fn doc_urn_and_uuid_in_package() {
+        // The 2023 docs showed `urn:*`; Chrome has since replaced `urn` with `uuid-in-package`.
+        assert_eq!(
+            parse("urn:*"),
+            Err(PatternError::UnsupportedScheme("urn".into()))
+        );
+        assert_matches(
+            "uuid-in-package:*",
+            &["uuid-in-package:54723bea-c94e-480e-80c8-a69846c3f582"],
+            &[
+                "urn:uuid:54723bea-c94e-480e-80c8-a69846c3f582",
+                "uuid-in-package:",
+            ],
+        );
+        assert!(matches!(
+            parse("uuid-in-package://x"),
+            Err(PatternError::WrongSchemeSeparator { expected: ":", .. })
+        ));
+    }
+
+    #[test]
+    fn doc_invalid_patterns() {
+        assert_eq!(
+            parse("https://www.google.com"),
+            Err(PatternError::MissingPath)
+        );
+        assert_eq!(
+            parse("http://www.google.com"),
+            Err(PatternError::MissingPath)
+        );
+        assert_eq!(
+            parse("https://*foo/bar"),
+            Err(PatternError::InvalidHostWildcard)
+        );
+        assert_eq!(
+            parse("http://*foo/bar"),
+            Err(PatternError::InvalidHostWildcard)
+        );
+        assert_eq!(
+            parse("https://foo.*.bar/baz"),
+            Err(PatternError::InvalidHostWildcard)
+        );
+        assert_eq!(
+            parse("http:/bar"),
+            Err(PatternError::WrongSchemeSeparator {
+                scheme: "http".into(),
+                expected: "://"
+            })
+        );
+        assert_eq!(
+            parse("foo://*"),
+            Err(PatternError::InvalidScheme("foo".into()))
+        );
+        assert_eq!(
+            parse("chrome://*"),
+            Err(PatternError::UnsupportedScheme("chrome".into()))
+        );
+        assert_eq!(
+            parse("chrome-extension://*"),
+            Err(PatternError::UnsupportedScheme("chrome-extension".into()))
+        );
+        assert_eq!(
+            parse("about:*"),
+            Err(PatternError::UnsupportedScheme("about".into()))
+        );
+        // Top-level-domain wildcards are not supported.
+        assert_eq!(
+            parse("http://google.*/*"),
+            Err(PatternError::InvalidHostWildcard)
+        );
+    }
+
+    // --- Further Chrome behaviour ---
+
+    #[test]
+    fn more_invalid_patterns() {
+        assert_eq!(parse(""), Err(PatternError::MissingSchemeSeparator));
+        assert_eq!(
+            parse("example.com/*"),
+            Err(PatternError::MissingSchemeSeparator)
+        );
+        assert_eq!(
+            parse("<ALL_URLS>"),
+            Err(PatternError::MissingSchemeSeparator)
+        );
+        assert_eq!(parse("http://"), Err(PatternError::EmptyHost));
+        assert_eq!(parse("http:///foo"), Err(PatternError::EmptyHost));
+        assert_eq!(parse("http://*./foo"), Err(PatternError::EmptyHost));
+        assert_eq!(parse("http://:80/foo"), Err(PatternError::EmptyHost));
+        assert_eq!(parse("http://[]/foo"), Err(PatternError::EmptyHost));
+        assert_eq!(
+            parse("http://[::1/foo"),
+            Err(PatternError::InvalidHost("[::1".into()))
+        );
+        assert_eq!(
+            parse("http://[::1]x/foo"),
+            Err(PatternError::InvalidHost("[::1]x".into()))
+        );
+        assert_eq!(
+            parse("http://a b/foo"),
+            Err(PatternError::InvalidHost("a b".into()))
+        );
+        assert_eq!(
+            parse("http://a%20b/foo"),
+            Err(PatternError::InvalidHost("a%20b".into()))
+        );
+        assert_eq!(
+            parse("http://*.*.example.com/"),
+            Err(PatternError::InvalidHostWildcard)
+        );
+        assert_eq!(
+            parse("http://example.com:/"),
+            Err(PatternError::InvalidPort("".into()))
+        );
+        assert_eq!(
+            parse("http://example.com:x/"),
+            Err(PatternError::InvalidPort("x".into()))
+        );
+        assert_eq!(
+            parse("http://example.com:65536/"),
+            Err(PatternError::InvalidPort("65536".into()))
+        );
+        assert_eq!(
+            parse("*://example.com:8080/*"),
+            Err(PatternError::PortNeedsExplicitScheme("8080".into()))
+        );
+        assert_eq!(
+            parse("HTTP://example.com/*"),
+            Err(PatternError::UppercaseScheme("HTTP".into()))
+        );
+        assert_eq!(
+            parse("ws://*/*"),
+            Err(PatternError::UnsupportedScheme("ws".into()))
+        );
+        assert_eq!(
+            parse("wss://*/*"),
+            Err(PatternError::UnsupportedScheme("wss".into()))
+        );
+        assert_eq!(
+            parse("data:*"),
+            Err(PatternError::UnsupportedScheme("data".into()))
+        );
+        assert_eq!(parse("file://"), Err(PatternError::EmptyHost));
+        assert_eq!(
+            parse("*:foo"),
+            Err(PatternError::WrongSchemeSeparator {
+                scheme: "*".into(),
+                expected: "://"
+            })
+        );
+    }
+
+    #[test]
+    fn error_messages_are_clear() {
+        let msg = |s: &str| parse(s).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg("https://www.google.com").contains("missing path"));
+        assert!(msg("https://foo.*.bar/baz").contains("'*'"));
+        assert!(msg("http:/bar").contains("\"://\""));
+        assert!(msg("foo://*").contains("invalid scheme \"foo\""));
+        assert!(msg("chrome://*").contains("unsupported scheme"));
+        assert!(msg("http:///x").contains("empty host"));
+        assert!(msg("HTTP://x/").contains("lowercase"));
+        assert!(msg("*://x:1/").contains("explicit scheme"));
+        assert!(msg("nothing").contains("missing scheme separator"));
+    }
+
+    #[test]
+    fn ports() {
+        assert_matches(
+            "http://example.com:8080/*",
+            &["http://example.com:8080/", "http://example.com:8080/a?b"],
+            &["http://example.com/", "http://example.com:8081/"],
+        );
+        // Default ports: an explicit :80 is the same URL as no port.
+        assert_matches(
+            "http://example.com:80/*",
+            &["http://example.com/", "http://example.com:80/x"],
+            &["http://example.com:8080/"],
+        );
+        assert_matches("https://example.com:443/*", &["https://example.com/"], &[]);
+        assert_matches("ftp://example.com:21/*", &["ftp://example.com/"], &[]);
+        // Chrome compares the written digits, so a padded port parses but never matches.
+        assert_matches("http://example.com:080/*", &[], &["http://example.com/"]);
+        // Patterns without a port match every port.
+        assert_matches("https://example.com/*", &["https://example.com:4443/"], &[]);
+        // Malformed URL ports never match.
+        assert!(!p("http://*/*").matches("http://example.com:99999/"));
+        assert!(!p("http://*/*").matches("http://example.com:8x/"));
+    }
+
+    #[test]
+    fn host_case_and_canonical_forms() {
+        assert_matches(
+            "https://Example.COM/*",
+            &[
+                "https://example.com/",
+                "HTTPS://EXAMPLE.com/x",
+                "https://example.com./",
+            ],
+            &[],
+        );
+        assert_matches("https://example.com./*", &["https://example.com/"], &[]);
+        assert_matches(
+            "https://*.example.com/*",
+            &[
+                "https://example.com/",
+                "https://a.b.example.com/",
+                "https://user:pw@x.example.com/",
+            ],
+            &["https://badexample.com/", "https://example.com.au/"],
+        );
+        // Path case matters.
+        assert_matches(
+            "https://example.com/Foo",
+            &["https://example.com/Foo"],
+            &["https://example.com/foo"],
+        );
+    }
+
+    #[test]
+    fn subdomain_wildcard_never_matches_ip_addresses() {
+        assert_matches(
+            "http://*.0.0.1/*",
+            &["http://0.0.1/"],
+            &["http://127.0.0.1/"],
+        );
+    }
+
+    #[test]
+    fn ipv6_hosts() {
+        assert_matches(
+            "http://[::1]/*",
+            &["http://[::1]/", "http://[::1]:8080/x"],
+            &["http://[::2]/"],
+        );
+        assert_matches(
+            "http://[::1]:8080/*",
+            &["http://[::1]:8080/"],
+            &["http://[::1]/"],
+        );
+        assert_matches("http://[FE80::1]/*", &["http://[fe80::1]/"], &[]);
+    }
+
+    #[test]
+    fn idn_hosts_are_punycoded() {
+        assert_eq!(
+            canonicalize_host("bücher.de").as_deref(),
+            Some("xn--bcher-kva.de")
+        );
+        assert_eq!(
+            canonicalize_host("BÜCHER.de").as_deref(),
+            Some("xn--bcher-kva.de")
+        );
+        assert_eq!(
+            canonicalize_host("münchen.de").as_deref(),
+            Some("xn--mnchen-3ya.de")
+        );
+        assert_eq!(
+            canonicalize_host("例え.テスト").as_deref(),
+            Some("xn--r8jz45g.xn--zckzah")
+        );
+        assert_eq!(
+            canonicalize_host("例え。テスト").as_deref(),
+            Some("xn--r8jz45g.xn--zckzah")
+        );
+        assert_matches(
+            "https://*.bücher.de/*",
+            &[
+                "https://www.xn--bcher-kva.de/",
+                "https://xn--bcher-kva.de/",
+                "https://bücher.de/",
+            ],
+            &["https://bucher.de/"],
+        );
+        assert_eq!(
+            parse(&format!("https://{}/", "é".repeat(300))),
+            Err(PatternError::InvalidHost("é".repeat(300)))
+        );
+    }
+
+    #[test]
+    fn path_rules() {
+        // "<p>/*" also matches "<p>".
+        assert_matches(
+            "https://example.com/foo/*",
+            &[
+                "https://example.com/foo",
+                "https://example.com/foo/",
+                "https://example.com/foo/x",
+            ],
+            &["https://example.com/foobar"],
+        );
+        // Query is part of the matched path; '?' in a pattern is literal.
+        assert_matches(
+            "https://example.com/search?q=*",
+            &[
+                "https://example.com/search?q=rust",
+                "https://example.com/search?q=",
+            ],
+            &[
+                "https://example.com/searchXq=rust",
+                "https://example.com/search",
+            ],
+        );
+        assert_matches(
+            "https://example.com/*",
+            &["https://example.com?x=1", "https://example.com/#frag"],
+            &[],
+        );
+        // Backslash in a pattern path is literal.
+        assert_matches(
+            "https://example.com/a\\*",
+            &["https://example.com/a\\xyz"],
+            &["https://example.com/a*"],
+        );
+        // Multiple stars.
+        assert_matches(
+            "https://example.com/*/edit/*",
+            &["https://example.com/doc/1/edit/2"],
+            &["https://example.com/doc/1/view/2"],
+        );
+    }
+
+    #[test]
+    fn file_patterns_ignore_host() {
+        assert_matches("file://*", &["file:///", "file:///anything"], &[]);
+        assert_matches(
+            "file://foo*",
+            &["file:///foo", "file:///foobar"],
+            &["file:///bar"],
+        );
+        assert_matches(
+            "file://server/share/*",
+            &["file:///share/x", "file://other/share/y"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn filesystem_urls_use_the_inner_url() {
+        assert_matches(
+            "https://example.com/*",
+            &["filesystem:https://example.com/temporary/a.txt"],
+            &[
+                "filesystem:filesystem:https://example.com/temporary/a.txt",
+                "blob:https://example.com/uuid",
+            ],
+        );
+    }
+
+    #[test]
+    fn keeps_source_and_roundtrips() {
+        let m = p("*://*.example.com/*");
+        assert_eq!(m.as_str(), "*://*.example.com/*");
+        assert_eq!(m.to_string(), "*://*.example.com/*");
+        let parsed: Result<MatchPattern, _> = "https://a/*".parse();
+        assert!(parsed.is_ok());
+    }
+
+    #[test]
+    fn no_panics_on_prefixes_and_garbage() {
+        let seeds = [
+            "https://*.bücher.de:8080/foo*bar?x=\\y",
+            "http://[fe80::1]:80/*",
+            "file://host/path*",
+            "uuid-in-package:abc",
+            "<all_urls>",
+            "*://*:*/*",
+        ];
+        let urls = [
+            "https://www.xn--bcher-kva.de:8080/foo/bar?x=\\y#f",
+            "http://[fe80::1]/",
+            "file:///path",
+            "filesystem:http://a/b",
+            "http://u@[::1]:8/",
+        ];
+        for seed in seeds.iter().chain(urls.iter()) {
+            for (i, _) in seed.char_indices() {
+                let prefix = seed.get(..i).unwrap_or_default();
+                let suffix = seed.get(i..).unwrap_or_default();
+                for candidate in [prefix, suffix] {
+                    if let Ok(m) = parse(candidate) {
+                        for u in urls.iter().chain(seeds.iter()) {
+                            let _ = m.matches(u);
+                            let _ = m.matches(candidate);
+                        }
+                    }
+                    for s in seeds {
+                        if let Ok(m) = parse(s) {
+                            let _ = m.matches(candidate);
+                        }
+                    }
+                }
+            }
+        }
+        for junk in [
+            "://",
+            ":",
+            "[",
+            "]",
+            "*:",
+            "http://[",
+            "http://[]:",
+            "http://@/",
+            "\u{0}:\u{0}",
+        ] {
+            let _ = parse(junk);
+            let _ = p("<all_urls>").matches(junk);
+            let _ = p("*://*/*").matches(junk);
+        }
+    }
+
+    #[test]
+    fn long_inputs_stay_fast() {
+        let start = std::time::Instant::now();
+        let long_path = format!("https://example.com/{}", "*a".repeat(5_000));
+        let m = p(&long_path);
+        let url = format!("https://example.com/{}", "a".repeat(50_000));
+        let _ = m.matches(&url);
+        let long_host = format!("https://{}.com/*", "a".repeat(100_000));
+        assert!(parse(&long_host).is_ok());
+        assert!(start.elapsed().as_secs() < 5);
+    }
+}

@@ -1,0 +1,1189 @@
+//! The `// ==UserScript==` metadata block: parsing, validation and diagnostics.
+//!
+//! Key handling follows Violentmonkey/Tampermonkey where it matters to script authors: a key
+//! runs from `@` to the first whitespace, the rest of the line (trimmed) is the value,
+//! single-value keys keep their first occurrence, `-`/`_` spellings are equivalent
+//! (`@exclude-match` = `@exclude_match` = `@excludeMatch`), `@key:locale` variants are
+//! localizations. What `chrome.userScripts` cannot honour is reported rather than silently
+//! ignored, so the caller can tell the author.
+//!
+//! Work is linear in the source size; per-key and total diagnostic caps keep the output bounded
+//! on hostile input.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::match_pattern;
+
+/// Most lines accepted for any one key; the first line beyond it is an error.
+pub const MAX_LINES_PER_KEY: usize = 256;
+
+/// Most diagnostics reported individually; the rest are summed up in one final diagnostic.
+pub const MAX_DIAGNOSTICS: usize = 256;
+
+/// When the script runs. Serialized exactly as `chrome.userScripts`' `RunAt` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunAt {
+    DocumentStart,
+    DocumentEnd,
+    #[default]
+    DocumentIdle,
+}
+
+/// The validated contents of a metadata block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// `@name`, trimmed and non-empty.
+    pub name: String,
+    pub namespace: Option<String>,
+    pub version: Option<String>,
+    pub description: Option<String>,
+    /// `@match` patterns, each accepted by [`match_pattern::parse`].
+    #[serde(default)]
+    pub matches: Vec<String>,
+    /// `@exclude-match` patterns, each accepted by [`match_pattern::parse`].
+    #[serde(default)]
+    pub exclude_matches: Vec<String>,
+    /// `@include` globs (regular-expression includes are dropped with a warning).
+    #[serde(default)]
+    pub include_globs: Vec<String>,
+    /// `@exclude` globs (regular-expression excludes are dropped with a warning).
+    #[serde(default)]
+    pub exclude_globs: Vec<String>,
+    #[serde(default)]
+    pub run_at: RunAt,
+    /// `@noframes`: run in the top frame only.
+    #[serde(default)]
+    pub no_frames: bool,
+    /// `@grant` values as written, in order.
+    #[serde(default)]
+    pub grants: Vec<String>,
+    /// Every other key, in order: (key without '@', value). Includes localized keys such as
+    /// `name:fr`.
+    #[serde(default)]
+    pub other: Vec<(String, String)>,
+}
+
+impl Metadata {
+    /// True when the script has at least one `@match` or `@include`, i.e. can run somewhere.
+    pub fn runs_anywhere(&self) -> bool {
+        !self.matches.is_empty() || !self.include_globs.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One problem found in the source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diagnostic {
+    /// 1-based line in the source.
+    pub line: usize,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// Result of [`parse`]: the metadata when there was no error, and every diagnostic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Parsed {
+    /// `None` when any diagnostic is an [`Severity::Error`].
+    pub metadata: Option<Metadata>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Parsed {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
+    }
+}
+
+/// Parses the metadata block of a userscript source. Never panics; linear in `source`.
+pub fn parse(source: &str) -> Parsed {
+    let text = source.strip_prefix('\u{feff}').unwrap_or(source);
+    let mut diags = Diagnostics::default();
+    // `split('\n')` + trimming '\r' handles LF and CRLF alike; line numbers are 1-based.
+    let lines: Vec<&str> = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+
+    let Some(start) = lines.iter().position(|l| marker(l) == Some(Marker::Start)) else {
+        diags.error(1, "no // ==UserScript== header".to_owned());
+        return diags.finish(None);
+    };
+    let header_line = start + 1;
+    let block = lines.get(start + 1..).unwrap_or_default();
+    let Some(len) = block.iter().position(|l| marker(l) == Some(Marker::End)) else {
+        diags.error(
+            header_line,
+            format!(
+                "the // ==UserScript== header on line {header_line} has no closing \
+                 // ==/UserScript== line"
+            ),
+        );
+        return diags.finish(None);
+    };
+
+    let mut builder = Builder::new(header_line);
+    for (offset, raw) in block.iter().take(len).enumerate() {
+        builder.line(header_line + 1 + offset, raw, &mut diags);
+    }
+    let metadata = builder.finish(&mut diags);
+    diags.finish(metadata)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Start,
+    End,
+}
+
+/// Recognizes `// ==UserScript==` and `// ==/UserScript==`, with any surrounding whitespace
+/// and any spaces or tabs after `//` (Violentmonkey and Tampermonkey accept both).
+fn marker(line: &str) -> Option<Marker> {
+    let rest = line
+        .trim()
+        .strip_prefix("//")?
+        .trim_start_matches([' ', '\t']);
+    match rest {
+        "==UserScript==" => Some(Marker::Start),
+        "==/UserScript==" => Some(Marker::End),
+        _ => None,
+    }
+}
+
+/// Collects diagnostics, reporting at most [`MAX_DIAGNOSTICS`] one by one and summing up the
+/// rest, while remembering whether any error occurred at all.
+#[derive(Default)]
+struct Diagnostics {
+    list: Vec<Diagnostic>,
+    has_error: bool,
+    suppressed: usize,
+    suppressed_errors: usize,
+    first_suppressed_line: usize,
+}
+
+impl Diagnostics {
+    fn push(&mut self, line: usize, severity: Severity, message: String) {
+        if severity == Severity::Error {
+            self.has_error = true;
+        }
+        if self.list.len() < MAX_DIAGNOSTICS {
+            self.list.push(Diagnostic {
+                line,
+                severity,
+                message,
+            });
+            return;
+        }
+        if self.suppressed == 0 {
+            self.first_suppressed_line = line;
+        }
+        self.suppressed += 1;
+        if severity == Severity::Error {
+            self.suppressed_errors += 1;
+        }
+    }
+
+    fn error(&mut self, line: usize, message: String) {
+        self.push(line, Severity::Error, message);
+    }
+
+    fn warning(&mut self, line: usize, message: String) {
+        self.push(line, Severity::Warning, message);
+    }
+
+    fn finish(mut self, metadata: Option<Metadata>) -> Parsed {
+        if self.suppressed > 0 {
+            // An error among the hidden ones must stay visible as an error.
+            let severity = if self.suppressed_errors > 0 {
+                Severity::Error
+            } else {
+                Severity::Warning
+            };
+            self.list.push(Diagnostic {
+                line: self.first_suppressed_line,
+                severity,
+                message: format!(
+                    "{} more problems not listed ({} of them errors), from line {} on",
+                    self.suppressed, self.suppressed_errors, self.first_suppressed_line
+                ),
+            });
+        }
+        Parsed {
+            metadata: if self.has_error { None } else { metadata },
+            diagnostics: self.list,
+        }
+    }
+}
+
+/// A single-value key's first occurrence: its value and line.
+type First = Option<(String, usize)>;
+
+struct Builder {
+    header_line: usize,
+    /// Lines seen per key (normalized), for [`MAX_LINES_PER_KEY`].
+    counts: BTreeMap<String, usize>,
+    name: First,
+    /// Line of the first `@name`, even if it was empty (so "missing @name" is not doubled).
+    name_line: Option<usize>,
+    namespace: First,
+    version: First,
+    description: First,
+    run_at: Option<(RunAt, usize)>,
+    run_at_line: Option<usize>,
+    matches: Vec<String>,
+    exclude_matches: Vec<String>,
+    include_globs: Vec<String>,
+    exclude_globs: Vec<String>,
+    no_frames: bool,
+    grants: Vec<String>,
+    other: Vec<(String, String)>,
+}
+
+impl Builder {
+    fn new(header_line: usize) -> Builder {
+        Builder {
+            header_line,
+            counts: BTreeMap::new(),
+            name: None,
+            name_line: None,
+            namespace: None,
+            version: None,
+            description: None,
+            run_at: None,
+            run_at_line: None,
+            matches: Vec::new(),
+            exclude_matches: Vec::new(),
+            include_globs: Vec::new(),
+            exclude_globs: Vec::new(),
+            no_frames: false,
+            grants: Vec::new(),
+            other: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, line_no: usize, raw: &str, diags: &mut Diagnostics) {
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return;
+        }
+        let Some(comment) = trimmed.strip_prefix("//") else {
+            diags.error(
+                line_no,
+                format!(
+                    "only // comment lines may appear inside the metadata block, found \"{}\"",
+                    snippet(trimmed)
+                ),
+            );
+            return;
+        };
+        // Plain comments (no '@') are allowed and ignored.
+        let Some(key_value) = comment.trim_start().strip_prefix('@') else {
+            return;
+        };
+        let (key, value) = match key_value.split_once(char::is_whitespace) {
+            Some((k, v)) => (k, v.trim()),
+            None => (key_value, ""),
+        };
+        if key.is_empty() {
+            diags.warning(line_no, "'@' without a key name; line ignored".to_owned());
+            return;
+        }
+        let normalized = if key.contains(':') {
+            key.to_owned()
+        } else {
+            normalize_key(key)
+        };
+
+        let count = self.counts.entry(normalized.clone()).or_insert(0);
+        *count += 1;
+        if *count > MAX_LINES_PER_KEY {
+            if *count == MAX_LINES_PER_KEY + 1 {
+                diags.error(
+                    line_no,
+                    format!(
+                        "more than {MAX_LINES_PER_KEY} @{key} lines; this one and any further \
+                         ones are ignored"
+                    ),
+                );
+            }
+            return;
+        }
+
+        match normalized.as_str() {
+            "name" => {
+                if let Some(first) = self.name_line {
+                    duplicate(diags, line_no, key, first);
+                    return;
+                }
+                self.name_line = Some(line_no);
+                if value.is_empty() {
+                    diags.error(line_no, "@name is empty".to_owned());
+                } else {
+                    self.name = Some((value.to_owned(), line_no));
+                }
+            }
+            "namespace" => set_single(&mut self.namespace, diags, line_no, key, value),
+            "version" => set_single(&mut self.version, diags, line_no, key, value),
+            "description" => set_single(&mut self.description, diags, line_no, key, value),
+            "runAt" => self.run_at(diags, line_no, key, value),
+            "match" => push_pattern(&mut self.matches, diags, line_no, key, value),
+            "excludeMatch" => push_pattern(&mut self.exclude_matches, diags, line_no, key, value),
+            "include" => push_glob(&mut self.include_globs, diags, line_no, key, value),
+            "exclude" => push_glob(&mut self.exclude_globs, diags, line_no, key, value),
+            "noframes" => self.no_frames = true,
+            "grant" => self.grant(diags, line_no, value),
+            _ => self.other.push((key.to_owned(), value.to_owned())),
+        }
+    }
+
+    fn run_at(&mut self, diags: &mut Diagnostics, line_no: usize, key: &str, value: &str) {
+        if let Some(first) = self.run_at_line {
+            duplicate(diags, line_no, key, first);
+            return;
+        }
+        self.run_at_line = Some(line_no);
+        let run_at = match value {
+            "document-start" => RunAt::DocumentStart,
+            "document-end" => RunAt::DocumentEnd,
+            "document-idle" => RunAt::DocumentIdle,
+            "document-body" => {
+                diags.warning(
+                    line_no,
+                    "@run-at document-body is not supported by chrome.userScripts; \
+                     the script runs at document-end instead"
+                        .to_owned(),
+                );
+                RunAt::DocumentEnd
+            }
+            _ => {
+                diags.error(
+                    line_no,
+                    format!(
+                        "unknown @run-at value \"{}\": use document-start, document-end or \
+                         document-idle",
+                        snippet(value)
+                    ),
+                );
+                return;
+            }
+        };
+        self.run_at = Some((run_at, line_no));
+    }
+
+    fn grant(&mut self, diags: &mut Diagnostics, line_no: usize, value: &str) {
+        if value.is_empty() {
+            diags.warning(line_no, "@grant without a value; ignored".to_owned());
+            return;
+        }
+        if value != "none" {
+            diags.warning(
+                line_no,
+                format!(
+                    "@grant {} is not implemented by this provider; the script runs without it",
+                    snippet(value)
+                ),
+            );
+        }
+        self.grants.push(value.to_owned());
+    }
+
+    fn finish(self, diags: &mut Diagnostics) -> Option<Metadata> {
+        if self.name_line.is_none() {
+            diags.error(self.header_line, "missing @name".to_owned());
+        }
+        if self.matches.is_empty() && self.include_globs.is_empty() {
+            diags.warning(
+                self.header_line,
+                "no @match or @include: the script will not run on any page".to_owned(),
+            );
+        }
+        let (name, _) = self.name?;
+        Some(Metadata {
+            name,
+            namespace: self.namespace.map(|(v, _)| v),
+            version: self.version.map(|(v, _)| v),
+            description: self.description.map(|(v, _)| v),
+            matches: self.matches,
+            exclude_matches: self.exclude_matches,
+            include_globs: self.include_globs,
+            exclude_globs: self.exclude_globs,
+            run_at: self.run_at.map(|(r, _)| r).unwrap_or_default(),
+            no_frames: self.no_frames,
+            grants: self.grants,
+            other: self.other,
+        })
+    }
+}
+
+/// `exclude-match`, `exclude_match` → `excludeMatch` (Violentmonkey's key normalization).
+fn normalize_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut upper_next = false;
+    for c in key.chars() {
+        if c == '-' || c == '_' {
+            upper_next = true;
+        } else if upper_next {
+            out.extend(c.to_uppercase());
+            upper_next = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn duplicate(diags: &mut Diagnostics, line_no: usize, key: &str, first: usize) {
+    diags.warning(
+        line_no,
+        format!("duplicate @{key} ignored: the one on line {first} is used"),
+    );
+}
+
+fn set_single(slot: &mut First, diags: &mut Diagnostics, line_no: usize, key: &str, value: &str) {
+    if let Some((_, first)) = slot {
+        duplicate(diags, line_no, key, *first);
+        return;
+    }
+    if value.is_empty() {
+        diags.warning(line_no, format!("@{key} has no value; ignored"));
+        return;
+    }
+    *slot = Some((value.to_owned(), line_no));
+}
+
+fn push_pattern(
+    list: &mut Vec<String>,
+    diags: &mut Diagnostics,
+    line_no: usize,
+    key: &str,
+    value: &str,
+) {
+    match match_pattern::parse(value) {
+        Ok(_) => list.push(value.to_owned()),
+        Err(e) => diags.error(
+            line_no,
+            format!("invalid @{key} \"{}\": {e}", snippet(value)),
+        ),
+    }
+}
+
+fn push_glob(
+    list: &mut Vec<String>,
+    diags: &mut Diagnostics,
+    line_no: usize,
+    key: &str,
+    value: &str,
+) {
+    if value.is_empty() {
+        diags.warning(line_no, format!("@{key} without a value; ignored"));
+        return;
+    }
+    if value.len() > 1 && value.starts_with('/') && value.ends_with('/') {
+        diags.warning(
+            line_no,
+            format!(
+                "regular-expression @{key} is not supported by chrome.userScripts; use @match or \
+                 a glob (this line is ignored)"
+            ),
+        );
+        return;
+    }
+    if value.contains(".tld") {
+        diags.warning(
+            line_no,
+            format!(
+                "@{key} \"{}\" uses .tld, which chrome.userScripts does not expand: it only \
+                 matches a literal \".tld\"",
+                snippet(value)
+            ),
+        );
+    }
+    list.push(value.to_owned());
+}
+
+/// At most 80 characters of `s`, for quoting user text in messages without echoing megabytes.
+fn snippet(s: &str) -> String {
+    const MAX: usize = 80;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", s.get(..cut).unwrap_or_default()),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn script(body: &[&str]) -> String {
+        let mut s = String::from("// ==UserScript==\n");
+        for l in body {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push_str("// ==/UserScript==\nconsole.log('hi');\n");
+        s
+    }
+
+    fn meta(p: &Parsed) -> &Metadata {
+        match &p.metadata {
+            Some(m) => m,
+            None => panic!("expected metadata, got {:?}", p.diagnostics),
+        }
+    }
+
+    fn errors(p: &Parsed) -> Vec<&Diagnostic> {
+        p.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .collect()
+    }
+
+    fn warnings(p: &Parsed) -> Vec<&Diagnostic> {
+        p.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .collect()
+    }
+
+    fn has(p: &Parsed, line: usize, severity: Severity, needle: &str) -> bool {
+        p.diagnostics
+            .iter()
+            .any(|d| d.line == line && d.severity == severity && d.message.contains(needle))
+    }
+
+    #[test]
+    fn every_key() {
+        let src = script(&[
+            "// @name        My Script",
+            "// @namespace   https://example.com/ns",
+            "// @version     1.2.3",
+            "// @description Does things",
+            "// @match       https://*.example.com/*",
+            "// @match       *://example.org/*",
+            "// @exclude-match https://example.com/private/*",
+            "// @include     https://other.example/*",
+            "// @include     *",
+            "// @exclude     *logout*",
+            "// @run-at      document-start",
+            "// @noframes",
+            "// @grant       none",
+            "// @author      Someone",
+            "// @icon        https://example.com/icon.png",
+            "// @name:fr     Mon script",
+            "// @require     https://cdn.example/lib.js",
+            "// @license     MIT",
+        ]);
+        let p = parse(&src);
+        assert!(errors(&p).is_empty(), "{:?}", p.diagnostics);
+        assert!(warnings(&p).is_empty(), "{:?}", p.diagnostics);
+        let m = meta(&p);
+        assert_eq!(m.name, "My Script");
+        assert_eq!(m.namespace.as_deref(), Some("https://example.com/ns"));
+        assert_eq!(m.version.as_deref(), Some("1.2.3"));
+        assert_eq!(m.description.as_deref(), Some("Does things"));
+        assert_eq!(m.matches, ["https://*.example.com/*", "*://example.org/*"]);
+        assert_eq!(m.exclude_matches, ["https://example.com/private/*"]);
+        assert_eq!(m.include_globs, ["https://other.example/*", "*"]);
+        assert_eq!(m.exclude_globs, ["*logout*"]);
+        assert_eq!(m.run_at, RunAt::DocumentStart);
+        assert!(m.no_frames);
+        assert_eq!(m.grants, ["none"]);
+        let other: Vec<(&str, &str)> = m
+            .other
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            other,
+            [
+                ("author", "Someone"),
+                ("icon", "https://example.com/icon.png"),
+                ("name:fr", "Mon script"),
+                ("require", "https://cdn.example/lib.js"),
+                ("license", "MIT"),
+            ]
+        );
+        assert!(m.runs_anywhere());
+    }
+
+    #[test]
+    fn defaults() {
+        let p = parse(&script(&["// @name x", "// @match https://a.example/*"]));
+        let m = meta(&p);
+        assert_eq!(m.run_at, RunAt::DocumentIdle);
+        assert!(!m.no_frames);
+        assert!(m.namespace.is_none() && m.version.is_none() && m.description.is_none());
+        assert!(m.grants.is_empty() && m.other.is_empty());
+        assert!(p.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn run_at_values() {
+        for (v, want) in [
+            ("document-start", RunAt::DocumentStart),
+            ("document-end", RunAt::DocumentEnd),
+            ("document-idle", RunAt::DocumentIdle),
+        ] {
+            let p = parse(&script(&[
+                "// @name x",
+                "// @match *://*/*",
+                &format!("// @run-at {v}"),
+            ]));
+            assert_eq!(meta(&p).run_at, want);
+            assert!(p.diagnostics.is_empty());
+        }
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @run-at document-body",
+        ]));
+        assert_eq!(meta(&p).run_at, RunAt::DocumentEnd);
+        assert!(has(&p, 4, Severity::Warning, "document-body"));
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @run-at context-menu",
+        ]));
+        assert!(p.metadata.is_none());
+        assert!(has(&p, 4, Severity::Error, "\"context-menu\""));
+        let p = parse(&script(&["// @name x", "// @match *://*/*", "// @run-at"]));
+        assert!(has(&p, 4, Severity::Error, "unknown @run-at value \"\""));
+    }
+
+    #[test]
+    fn key_spellings_are_equivalent() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @exclude_match https://a.example/*",
+            "// @excludeMatch https://b.example/*",
+            "// @run_at document-end",
+        ]));
+        let m = meta(&p);
+        assert_eq!(
+            m.exclude_matches,
+            ["https://a.example/*", "https://b.example/*"]
+        );
+        assert_eq!(m.run_at, RunAt::DocumentEnd);
+    }
+
+    #[test]
+    fn grants_warn_unless_none() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @grant none",
+            "// @grant GM_getValue",
+            "// @grant GM.xmlHttpRequest",
+            "// @grant unsafeWindow",
+            "// @grant window.close",
+            "// @grant",
+        ]));
+        let m = meta(&p);
+        assert_eq!(
+            m.grants,
+            [
+                "none",
+                "GM_getValue",
+                "GM.xmlHttpRequest",
+                "unsafeWindow",
+                "window.close"
+            ]
+        );
+        assert!(!has(&p, 4, Severity::Warning, "@grant"));
+        assert!(has(
+            &p,
+            5,
+            Severity::Warning,
+            "@grant GM_getValue is not implemented by this provider; the script runs without it"
+        ));
+        assert!(has(
+            &p,
+            6,
+            Severity::Warning,
+            "@grant GM.xmlHttpRequest is not implemented"
+        ));
+        assert!(has(
+            &p,
+            7,
+            Severity::Warning,
+            "@grant unsafeWindow is not implemented"
+        ));
+        assert!(has(
+            &p,
+            8,
+            Severity::Warning,
+            "@grant window.close is not implemented"
+        ));
+        assert!(has(&p, 9, Severity::Warning, "@grant without a value"));
+    }
+
+    #[test]
+    fn regex_includes_are_dropped_with_a_warning() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @include /^https?:\\/\\/example\\.com\\//",
+            "// @exclude /logout/",
+            "// @include /",
+            "// @match https://example.com/*",
+        ]));
+        let m = meta(&p);
+        assert_eq!(m.include_globs, ["/"]);
+        assert!(m.exclude_globs.is_empty());
+        assert!(has(&p, 3, Severity::Warning, "regular-expression @include is not supported by chrome.userScripts; use @match or a glob"));
+        assert!(has(&p, 4, Severity::Warning, "regular-expression @exclude"));
+    }
+
+    #[test]
+    fn only_regex_include_leaves_script_runnable_nowhere() {
+        let p = parse(&script(&["// @name x", "// @include /foo/"]));
+        let m = meta(&p);
+        assert!(!m.runs_anywhere());
+        assert!(has(
+            &p,
+            1,
+            Severity::Warning,
+            "no @match or @include: the script will not run on any page"
+        ));
+    }
+
+    #[test]
+    fn tld_include_warns() {
+        let p = parse(&script(&["// @name x", "// @include *://www.google.tld/*"]));
+        assert_eq!(meta(&p).include_globs, ["*://www.google.tld/*"]);
+        assert!(has(&p, 3, Severity::Warning, ".tld"));
+    }
+
+    #[test]
+    fn no_match_or_include_warns() {
+        let p = parse(&script(&["// @name x"]));
+        assert!(!meta(&p).runs_anywhere());
+        assert!(has(&p, 1, Severity::Warning, "no @match or @include"));
+    }
+
+    #[test]
+    fn no_header() {
+        for src in [
+            "",
+            "console.log(1);",
+            "// @name x\n// @match *://*/*\n",
+            "// ==/UserScript==\n",
+        ] {
+            let p = parse(src);
+            assert!(p.metadata.is_none());
+            assert_eq!(p.diagnostics.len(), 1);
+            assert!(has(&p, 1, Severity::Error, "no // ==UserScript== header"));
+        }
+    }
+
+    #[test]
+    fn missing_end_names_the_start_line() {
+        let p = parse("// license\n\n// ==UserScript==\n// @name x\n// @match *://*/*\ncode();\n");
+        assert!(p.metadata.is_none());
+        assert_eq!(p.diagnostics.len(), 1);
+        assert!(has(
+            &p,
+            3,
+            Severity::Error,
+            "header on line 3 has no closing // ==/UserScript=="
+        ));
+    }
+
+    #[test]
+    fn header_may_follow_other_lines_and_be_indented() {
+        let src = "'use strict';\n/* hi */\n  //   ==UserScript==  \n\t// @name  x \n  //@match *://*/*\n   // ==/UserScript==\n";
+        let p = parse(src);
+        let m = meta(&p);
+        assert_eq!(m.name, "x");
+        assert_eq!(m.matches, ["*://*/*"]);
+    }
+
+    #[test]
+    fn non_comment_line_in_block_is_an_error() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "var a = 1;",
+            "",
+            "// plain comment",
+            "//",
+            "/* block */",
+        ]));
+        assert!(p.metadata.is_none());
+        assert!(has(&p, 4, Severity::Error, "\"var a = 1;\""));
+        assert!(has(&p, 8, Severity::Error, "\"/* block */\""));
+        assert_eq!(errors(&p).len(), 2);
+    }
+
+    #[test]
+    fn name_errors() {
+        let p = parse(&script(&["// @match *://*/*"]));
+        assert!(p.metadata.is_none());
+        assert!(has(&p, 1, Severity::Error, "missing @name"));
+
+        let p = parse("\n\n// ==UserScript==\n// @match *://*/*\n// ==/UserScript==\n");
+        assert!(has(&p, 3, Severity::Error, "missing @name"));
+
+        let p = parse(&script(&["// @name   ", "// @match *://*/*"]));
+        assert!(p.metadata.is_none());
+        assert!(has(&p, 2, Severity::Error, "@name is empty"));
+        assert!(!p
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("missing @name")));
+
+        // A localized name alone is not a name.
+        let p = parse(&script(&["// @name:fr Nom", "// @match *://*/*"]));
+        assert!(has(&p, 1, Severity::Error, "missing @name"));
+    }
+
+    #[test]
+    fn duplicates_first_wins() {
+        let p = parse(&script(&[
+            "// @name first",
+            "// @namespace ns1",
+            "// @version 1",
+            "// @description d1",
+            "// @run-at document-start",
+            "// @name second",
+            "// @namespace ns2",
+            "// @version 2",
+            "// @description d2",
+            "// @run-at document-end",
+            "// @match *://*/*",
+        ]));
+        let m = meta(&p);
+        assert_eq!(m.name, "first");
+        assert_eq!(m.namespace.as_deref(), Some("ns1"));
+        assert_eq!(m.version.as_deref(), Some("1"));
+        assert_eq!(m.description.as_deref(), Some("d1"));
+        assert_eq!(m.run_at, RunAt::DocumentStart);
+        assert!(has(
+            &p,
+            7,
+            Severity::Warning,
+            "duplicate @name ignored: the one on line 2 is used"
+        ));
+        assert!(has(
+            &p,
+            8,
+            Severity::Warning,
+            "duplicate @namespace ignored: the one on line 3"
+        ));
+        assert!(has(
+            &p,
+            9,
+            Severity::Warning,
+            "duplicate @version ignored: the one on line 4"
+        ));
+        assert!(has(
+            &p,
+            10,
+            Severity::Warning,
+            "duplicate @description ignored: the one on line 5"
+        ));
+        assert!(has(
+            &p,
+            11,
+            Severity::Warning,
+            "duplicate @run-at ignored: the one on line 6"
+        ));
+        assert_eq!(warnings(&p).len(), 5);
+    }
+
+    #[test]
+    fn empty_single_values_are_ignored() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @version",
+            "// @version 2",
+            "// @match *://*/*",
+        ]));
+        assert_eq!(meta(&p).version.as_deref(), Some("2"));
+        assert!(has(&p, 3, Severity::Warning, "@version has no value"));
+    }
+
+    #[test]
+    fn invalid_patterns_are_errors_with_reasons() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match https://www.google.com",
+            "// @match https://ok.example/*",
+            "// @exclude-match foo://*",
+            "// @match",
+        ]));
+        assert!(p.metadata.is_none());
+        assert!(has(
+            &p,
+            3,
+            Severity::Error,
+            "invalid @match \"https://www.google.com\": missing path"
+        ));
+        assert!(has(
+            &p,
+            5,
+            Severity::Error,
+            "invalid @exclude-match \"foo://*\": invalid scheme \"foo\""
+        ));
+        assert!(has(&p, 6, Severity::Error, "invalid @match \"\""));
+        assert_eq!(errors(&p).len(), 3);
+    }
+
+    #[test]
+    fn empty_key_warns() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @",
+            "// @ value",
+        ]));
+        assert!(p.metadata.is_some());
+        assert!(has(&p, 4, Severity::Warning, "'@' without a key name"));
+        assert!(has(&p, 5, Severity::Warning, "'@' without a key name"));
+    }
+
+    #[test]
+    fn crlf_and_bom() {
+        let lf = script(&["// @name x", "// @match *://*/*", "// @version 1", "oops"]);
+        let crlf = lf.replace('\n', "\r\n");
+        let bom = format!("\u{feff}{crlf}");
+        let a = parse(&lf);
+        let b = parse(&crlf);
+        let c = parse(&bom);
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        assert!(has(&c, 5, Severity::Error, "\"oops\""));
+
+        let ok = format!(
+            "\u{feff}{}",
+            script(&["// @name x", "// @match *://*/*"]).replace('\n', "\r\n")
+        );
+        let p = parse(&ok);
+        assert_eq!(meta(&p).name, "x");
+        assert_eq!(meta(&p).matches, ["*://*/*"]);
+    }
+
+    #[test]
+    fn unicode_values() {
+        let p = parse(&script(&[
+            "// @name 名前 🚀 Ünïcödé",
+            "// @name:ja スクリプト",
+            "// @description   café — naïve  ",
+            "// @match https://bücher.example/*",
+            "// @include https://例え.テスト/*",
+        ]));
+        let m = meta(&p);
+        assert_eq!(m.name, "名前 🚀 Ünïcödé");
+        assert_eq!(m.description.as_deref(), Some("café — naïve"));
+        assert_eq!(m.other, [("name:ja".to_owned(), "スクリプト".to_owned())]);
+        assert_eq!(m.matches, ["https://bücher.example/*"]);
+        assert_eq!(m.include_globs, ["https://例え.テスト/*"]);
+    }
+
+    #[test]
+    fn serde_shapes() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @exclude-match https://a.example/*",
+            "// @noframes",
+        ]));
+        let json = serde_json::to_value(&p).unwrap_or_default();
+        let m = &json["metadata"];
+        assert_eq!(m["name"], "x");
+        assert_eq!(m["runAt"], "document_idle");
+        assert_eq!(m["noFrames"], true);
+        assert_eq!(m["excludeMatches"][0], "https://a.example/*");
+        assert!(m.get("includeGlobs").is_some() && m.get("excludeGlobs").is_some());
+        assert_eq!(
+            serde_json::to_value(RunAt::DocumentStart).unwrap_or_default(),
+            "document_start"
+        );
+        assert_eq!(
+            serde_json::to_value(RunAt::DocumentEnd).unwrap_or_default(),
+            "document_end"
+        );
+
+        let bad = parse(&script(&["// @version 1"]));
+        let json = serde_json::to_value(&bad).unwrap_or_default();
+        assert!(json["metadata"].is_null());
+        assert_eq!(json["diagnostics"][0]["severity"], "error");
+        assert_eq!(json["diagnostics"][0]["line"], 1);
+        assert_eq!(json["diagnostics"][1]["severity"], "warning");
+
+        // Metadata round-trips, and missing collections default.
+        let original = meta(&p).clone();
+        let text = serde_json::to_string(&original).unwrap_or_default();
+        let back: Result<Metadata, _> = serde_json::from_str(&text);
+        assert_eq!(back.ok(), Some(original));
+        let minimal: Result<Metadata, _> = serde_json::from_str(r#"{"name":"n"}"#);
+        let minimal = minimal.ok();
+        assert_eq!(
+            minimal.as_ref().map(|m| m.run_at),
+            Some(RunAt::DocumentIdle)
+        );
+        assert_eq!(minimal.map(|m| m.matches.len()), Some(0));
+    }
+
+    #[test]
+    fn cap_per_key() {
+        let mut body = vec!["// @name x".to_owned()];
+        for i in 0..10_000 {
+            body.push(format!("// @match https://site{i}.example/*"));
+        }
+        let refs: Vec<&str> = body.iter().map(String::as_str).collect();
+        let src = script(&refs);
+        let start = Instant::now();
+        let p = parse(&src);
+        assert!(start.elapsed().as_secs() < 5);
+        assert!(p.metadata.is_none());
+        // Header is line 1, @name line 2, the first @match line 3, so the 257th is line 259.
+        assert!(has(
+            &p,
+            3 + MAX_LINES_PER_KEY,
+            Severity::Error,
+            "more than 256 @match lines"
+        ));
+        assert_eq!(errors(&p).len(), 1);
+    }
+
+    #[test]
+    fn exactly_at_cap_is_fine() {
+        let mut body = vec!["// @name x".to_owned()];
+        for i in 0..MAX_LINES_PER_KEY {
+            body.push(format!("// @grant none{i}"));
+        }
+        body.push("// @match *://*/*".to_owned());
+        let refs: Vec<&str> = body.iter().map(String::as_str).collect();
+        let p = parse(&script(&refs));
+        assert_eq!(meta(&p).grants.len(), MAX_LINES_PER_KEY);
+    }
+
+    #[test]
+    fn cap_counts_key_spellings_together() {
+        let mut body = vec!["// @name x".to_owned(), "// @match *://*/*".to_owned()];
+        for i in 0..MAX_LINES_PER_KEY {
+            let key = if i % 2 == 0 {
+                "exclude-match"
+            } else {
+                "excludeMatch"
+            };
+            body.push(format!("// @{key} https://e{i}.example/*"));
+        }
+        body.push("// @exclude_match https://last.example/*".to_owned());
+        let refs: Vec<&str> = body.iter().map(String::as_str).collect();
+        let p = parse(&script(&refs));
+        assert!(p.metadata.is_none());
+        assert!(has(
+            &p,
+            4 + MAX_LINES_PER_KEY,
+            Severity::Error,
+            "more than 256 @exclude_match lines"
+        ));
+    }
+
+    #[test]
+    fn huge_source_is_linear() {
+        let mut src = script(&["// @name big", "// @match *://*/*"]);
+        for i in 0..100_000 {
+            src.push_str(&format!("let v{i} = {i}; // @name not metadata\n"));
+        }
+        let start = Instant::now();
+        let p = parse(&src);
+        assert_eq!(meta(&p).name, "big");
+        assert!(p.diagnostics.is_empty());
+
+        // 100k lines inside the block: every one is an error, but the report stays bounded.
+        let mut inside = String::from("// ==UserScript==\n// @name x\n// @match *://*/*\n");
+        for i in 0..100_000 {
+            inside.push_str(&format!("code{i}();\n"));
+        }
+        inside.push_str("// ==/UserScript==\n");
+        let p = parse(&inside);
+        assert!(p.metadata.is_none());
+        assert_eq!(p.diagnostics.len(), MAX_DIAGNOSTICS + 1);
+        let last = p.diagnostics.last();
+        assert_eq!(last.map(|d| d.severity), Some(Severity::Error));
+        assert!(last.is_some_and(|d| d.message.contains("more problems not listed")));
+
+        // A single enormous line.
+        let long = script(&[
+            "// @name x",
+            &format!("// @description {}", "é".repeat(1_000_000)),
+            "// @match *://*/*",
+        ]);
+        let p = parse(&long);
+        assert_eq!(
+            meta(&p).description.as_ref().map(|d| d.chars().count()),
+            Some(1_000_000)
+        );
+        assert!(start.elapsed().as_secs() < 10);
+    }
+
+    #[test]
+    fn long_values_are_snipped_in_messages() {
+        let p = parse(&script(&[
+            "// @name x",
+            &format!("// @match {}", "z".repeat(10_000)),
+        ]));
+        assert!(p.diagnostics.iter().all(|d| d.message.len() < 600));
+    }
+
+    #[test]
+    fn no_panics_on_prefixes_and_mutations() {
+        let base = format!(
+            "\u{feff}// ==UserScript==\r\n// @name 名前 🚀\r\n// @match https://*.bücher.de:8080/*\r\n\
+             // @include /re/\r\n// @exclude *.tld*\r\n// @run-at document-body\r\n// @grant GM.x\r\n\
+             //@noframes\r\n// @name:fr x\r\n// @\r\nbad\r\n// ==/UserScript==\r\n{}",
+            "code();"
+        );
+        for (i, _) in base.char_indices() {
+            let _ = parse(base.get(..i).unwrap_or_default());
+            let _ = parse(base.get(i..).unwrap_or_default());
+        }
+        // Deterministic pseudo-random mutations (xorshift), inserting and deleting characters
+        // that are meaningful to the parser.
+        let alphabet: Vec<char> = "/@=: *\r\n\t\u{feff}é🚀-_<>[]?\\%".chars().collect();
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..3_000 {
+            let mut chars: Vec<char> = base.chars().collect();
+            for _ in 0..(next() % 8 + 1) {
+                let len = chars.len().max(1);
+                let at = usize::try_from(next() % len as u64).unwrap_or(0);
+                if next() % 2 == 0 && at < chars.len() {
+                    chars.remove(at);
+                } else {
+                    let pick = usize::try_from(next() % alphabet.len() as u64).unwrap_or(0);
+                    chars.insert(
+                        at.min(chars.len()),
+                        alphabet.get(pick).copied().unwrap_or('@'),
+                    );
+                }
+            }
+            let s: String = chars.into_iter().collect();
+            let p = parse(&s);
+            // Invariant: metadata present exactly when there is no error.
+            assert_eq!(p.metadata.is_some(), !p.has_errors());
+        }
+    }
+}

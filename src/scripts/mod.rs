@@ -1,0 +1,9 @@
+//! The userscript model: metadata, match patterns, stored records and the registry diff.
+
+pub mod glob;
+pub mod match_pattern;
+pub mod metadata;
+pub mod record;
+pub mod registry;
+pub mod store;
+pub mod sync;

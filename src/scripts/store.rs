@@ -1,0 +1,709 @@
+//! Scripts in `chrome.storage.local`: one key per record (`script/<uuid>`), one per source
+//! (`source/<uuid>`), and a small index of uuids (`scripts/index`). Changing a script writes its
+//! two keys in one atomic `set`, so the cost does not grow with the number of scripts, and a
+//! failure (quota, bad input) leaves the previous version whole. Creation and deletion also
+//! rewrite the index. Every operation here assumes the caller holds the provider's write lock.
+
+use super::metadata::{self, Diagnostic, Metadata, Severity};
+use super::record::{ScriptRecord, BY_USER};
+use crate::env::{Area, Clock, Ids, Storage};
+use crate::guard::digest::sha256_hex;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+pub const INDEX_KEY: &str = "scripts/index";
+pub const MAX_SCRIPTS: usize = 2000;
+
+pub fn record_key(uuid: &str) -> String {
+    format!("script/{uuid}")
+}
+
+pub fn source_key(uuid: &str) -> String {
+    format!("source/{uuid}")
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScriptError {
+    NotFound(String),
+    StaleRevision {
+        expected: u64,
+        current: u64,
+    },
+    DuplicateIdentity {
+        namespace: Option<String>,
+        name: String,
+        uuid: String,
+    },
+    InvalidMetadata(Vec<Diagnostic>),
+    TooLarge {
+        size: usize,
+        max: usize,
+    },
+    TooMany,
+    PatchFailed(String),
+    Storage(String),
+}
+
+impl fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScriptError::NotFound(u) => write!(f, "no script with uuid {u}"),
+            ScriptError::StaleRevision { expected, current } => write!(
+                f,
+                "the script changed since you read it: you passed revision {expected}, it is now at revision {current}; read it again with get_script and redo your change"
+            ),
+            ScriptError::DuplicateIdentity { namespace, name, uuid } => write!(
+                f,
+                "a script with @namespace {} and @name {name:?} already exists (uuid {uuid}); update that one (pass its uuid and revision) or change @name/@namespace",
+                namespace.as_deref().map_or("(none)".to_owned(), |n| format!("{n:?}"))
+            ),
+            ScriptError::InvalidMetadata(d) => {
+                let errors: Vec<String> = d
+                    .iter()
+                    .filter(|d| d.severity == Severity::Error)
+                    .map(|d| format!("line {}: {}", d.line, d.message))
+                    .collect();
+                write!(f, "invalid metadata block: {}", errors.join("; "))
+            }
+            ScriptError::TooLarge { size, max } => write!(f, "the source is {size} bytes, over the {max}-byte limit"),
+            ScriptError::TooMany => write!(f, "{MAX_SCRIPTS} scripts are stored, the most this provider keeps; delete some first"),
+            ScriptError::PatchFailed(why) => write!(f, "patch not applied, nothing changed: {why}"),
+            ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
+        }
+    }
+}
+
+/// Parses and lints a source exactly as a write would.
+pub fn validate(
+    source: &str,
+    max_bytes: usize,
+) -> Result<(Metadata, Vec<Diagnostic>), ScriptError> {
+    if source.len() > max_bytes {
+        return Err(ScriptError::TooLarge {
+            size: source.len(),
+            max: max_bytes,
+        });
+    }
+    let parsed = metadata::parse(source);
+    let mut diagnostics = parsed.diagnostics;
+    match parsed.metadata {
+        Some(m) => {
+            if !m.matches.is_empty() && !m.include_globs.is_empty() {
+                // Chrome ANDs `matches` with `includeGlobs`; other managers OR them. Say so.
+                diagnostics.push(Diagnostic {
+                    line: 1,
+                    severity: Severity::Warning,
+                    message: "@match and @include together: Chrome runs the script only where a @match pattern AND an @include glob both match".to_owned(),
+                });
+            }
+            Ok((m, diagnostics))
+        }
+        None => Err(ScriptError::InvalidMetadata(diagnostics)),
+    }
+}
+
+fn storage_err(e: impl fmt::Display) -> ScriptError {
+    ScriptError::Storage(e.to_string())
+}
+
+pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
+    let got = s
+        .get(Area::Local, &[INDEX_KEY])
+        .await
+        .map_err(storage_err)?;
+    Ok(decode_index(got.get(INDEX_KEY)))
+}
+
+/// A missing or damaged index reads as the ids it still names; never a panic.
+fn decode_index(v: Option<&Value>) -> Vec<String> {
+    v.and_then(|v| v.get("uuids"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn index_value(uuids: &[String]) -> Value {
+    json!({ "uuids": uuids })
+}
+
+/// A record that does not decode is reported, not fatal: the others stay usable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub uuid: String,
+    pub message: String,
+}
+
+/// Every record in index order, plus the ones that could not be read.
+pub async fn load_all<S: Storage>(s: &S) -> Result<(Vec<ScriptRecord>, Vec<Problem>), ScriptError> {
+    let index = load_index(s).await?;
+    let keys: Vec<String> = index.iter().map(|u| record_key(u)).collect();
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got = if key_refs.is_empty() {
+        Map::new()
+    } else {
+        s.get(Area::Local, &key_refs).await.map_err(storage_err)?
+    };
+    let mut records = Vec::with_capacity(index.len());
+    let mut problems = Vec::new();
+    for (uuid, key) in index.iter().zip(&keys) {
+        match got
+            .get(key)
+            .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+        {
+            Some(Ok(r)) if &r.uuid == uuid => records.push(r),
+            Some(Ok(_)) => problems.push(Problem {
+                uuid: uuid.clone(),
+                message: "record names another uuid".into(),
+            }),
+            Some(Err(e)) => problems.push(Problem {
+                uuid: uuid.clone(),
+                message: format!("record is damaged: {e}"),
+            }),
+            None => problems.push(Problem {
+                uuid: uuid.clone(),
+                message: "record is missing".into(),
+            }),
+        }
+    }
+    Ok((records, problems))
+}
+
+pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<ScriptRecord, ScriptError> {
+    let key = record_key(uuid);
+    let got = s.get(Area::Local, &[&key]).await.map_err(storage_err)?;
+    match got
+        .get(&key)
+        .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+    {
+        Some(Ok(r)) if r.uuid == uuid => Ok(r),
+        Some(_) => Err(ScriptError::Storage(format!(
+            "the stored record of {uuid} is damaged"
+        ))),
+        None => Err(ScriptError::NotFound(uuid.to_owned())),
+    }
+}
+
+pub async fn load_with_source<S: Storage>(
+    s: &S,
+    uuid: &str,
+) -> Result<(ScriptRecord, String), ScriptError> {
+    let (rk, sk) = (record_key(uuid), source_key(uuid));
+    let got = s.get(Area::Local, &[&rk, &sk]).await.map_err(storage_err)?;
+    let record = match got
+        .get(&rk)
+        .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+    {
+        Some(Ok(r)) if r.uuid == uuid => r,
+        Some(_) => {
+            return Err(ScriptError::Storage(format!(
+                "the stored record of {uuid} is damaged"
+            )))
+        }
+        None => return Err(ScriptError::NotFound(uuid.to_owned())),
+    };
+    match got.get(&sk).and_then(Value::as_str) {
+        Some(src) => Ok((record, src.to_owned())),
+        None => Err(ScriptError::Storage(format!(
+            "the stored source of {uuid} is missing"
+        ))),
+    }
+}
+
+/// The result of a write: what is stored now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub record: ScriptRecord,
+    pub source: String,
+    pub created: bool,
+    pub diagnostics: Vec<Diagnostic>,
+    /// The revision before the change (0 for a new script).
+    pub previous_revision: u64,
+}
+
+fn check_identity(
+    records: &[ScriptRecord],
+    meta: &Metadata,
+    except: Option<&str>,
+) -> Result<(), ScriptError> {
+    let clash = records.iter().find(|r| {
+        Some(r.uuid.as_str()) != except
+            && r.metadata.name == meta.name
+            && r.metadata.namespace == meta.namespace
+    });
+    match clash {
+        Some(r) => Err(ScriptError::DuplicateIdentity {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            uuid: r.uuid.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+async fn save<S: Storage>(
+    s: &S,
+    record: &ScriptRecord,
+    source: Option<&str>,
+    index: Option<&[String]>,
+) -> Result<(), ScriptError> {
+    let mut items = Map::new();
+    items.insert(
+        record_key(&record.uuid),
+        serde_json::to_value(record).map_err(storage_err)?,
+    );
+    if let Some(src) = source {
+        items.insert(source_key(&record.uuid), src.into());
+    }
+    if let Some(ix) = index {
+        items.insert(INDEX_KEY.to_owned(), index_value(ix));
+    }
+    s.set(Area::Local, items).await.map_err(storage_err)
+}
+
+pub async fn create<E: Storage + Clock + Ids>(
+    env: &E,
+    actor: &str,
+    source: &str,
+    enabled: bool,
+    max_bytes: usize,
+) -> Result<Change, ScriptError> {
+    let (meta, diagnostics) = validate(source, max_bytes)?;
+    let mut index = load_index(env).await?;
+    if index.len() >= MAX_SCRIPTS {
+        return Err(ScriptError::TooMany);
+    }
+    let (records, _) = load_all(env).await?;
+    check_identity(&records, &meta, None)?;
+    let uuid = env.new_uuid();
+    let now = env.now_ms();
+    let record = ScriptRecord {
+        uuid: uuid.clone(),
+        metadata: meta,
+        enabled,
+        revision: 1,
+        created_at: now,
+        updated_at: now,
+        created_by: actor.to_owned(),
+        updated_by: actor.to_owned(),
+        sha256: sha256_hex(source.as_bytes()),
+        size: source.len(),
+    };
+    index.push(uuid);
+    save(env, &record, Some(source), Some(&index)).await?;
+    Ok(Change {
+        record,
+        source: source.to_owned(),
+        created: true,
+        diagnostics,
+        previous_revision: 0,
+    })
+}
+
+fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(), ScriptError> {
+    match expected {
+        Some(e) if e != current.revision => Err(ScriptError::StaleRevision {
+            expected: e,
+            current: current.revision,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Replaces the whole source of an existing script.
+pub async fn replace<E: Storage + Clock>(
+    env: &E,
+    actor: &str,
+    uuid: &str,
+    expected: u64,
+    source: &str,
+    enabled: Option<bool>,
+    max_bytes: usize,
+) -> Result<Change, ScriptError> {
+    let (meta, diagnostics) = validate(source, max_bytes)?;
+    let current = load(env, uuid).await?;
+    check_revision(&current, Some(expected))?;
+    let (records, _) = load_all(env).await?;
+    check_identity(&records, &meta, Some(uuid))?;
+    let record = ScriptRecord {
+        metadata: meta,
+        enabled: enabled.unwrap_or(current.enabled),
+        revision: current.revision + 1,
+        updated_at: env.now_ms(),
+        updated_by: actor.to_owned(),
+        sha256: sha256_hex(source.as_bytes()),
+        size: source.len(),
+        ..current.clone()
+    };
+    save(env, &record, Some(source), None).await?;
+    Ok(Change {
+        record,
+        source: source.to_owned(),
+        created: false,
+        diagnostics,
+        previous_revision: current.revision,
+    })
+}
+
+/// One search/replace edit of `patch`.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    pub search: String,
+    pub replace: String,
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// Applies edits in order; any edit that does not apply exactly leaves the source untouched.
+pub fn apply_edits(source: &str, edits: &[Edit]) -> Result<String, ScriptError> {
+    let mut out = source.to_owned();
+    for (i, e) in edits.iter().enumerate() {
+        if e.search.is_empty() {
+            return Err(ScriptError::PatchFailed(format!(
+                "edit {}: search text is empty",
+                i + 1
+            )));
+        }
+        let count = out.matches(e.search.as_str()).count();
+        match (count, e.all) {
+            (0, _) => {
+                return Err(ScriptError::PatchFailed(format!(
+                    "edit {}: search text {:?} not found",
+                    i + 1,
+                    crate::text::ellipsize(&e.search, 60)
+                )))
+            }
+            (1, _) | (_, true) => out = out.replace(e.search.as_str(), &e.replace),
+            (n, false) => {
+                return Err(ScriptError::PatchFailed(format!(
+                    "edit {}: search text occurs {n} times; make it unique or set all: true",
+                    i + 1
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub async fn patch<E: Storage + Clock>(
+    env: &E,
+    actor: &str,
+    uuid: &str,
+    expected: u64,
+    edits: &[Edit],
+    max_bytes: usize,
+) -> Result<Change, ScriptError> {
+    let (current, source) = load_with_source(env, uuid).await?;
+    check_revision(&current, Some(expected))?;
+    // Bound the work before doing it: each edit can at most grow the text by its replacement
+    // times the occurrences, so check the result's size right after each step instead.
+    let mut text = source;
+    for e in edits {
+        text = apply_edits(&text, std::slice::from_ref(e))?;
+        if text.len() > max_bytes {
+            return Err(ScriptError::TooLarge {
+                size: text.len(),
+                max: max_bytes,
+            });
+        }
+    }
+    replace(env, actor, uuid, expected, &text, None, max_bytes).await
+}
+
+pub async fn set_enabled<E: Storage + Clock>(
+    env: &E,
+    actor: &str,
+    uuid: &str,
+    enabled: bool,
+    expected: Option<u64>,
+) -> Result<Change, ScriptError> {
+    let (current, source) = load_with_source(env, uuid).await?;
+    check_revision(&current, expected)?;
+    if current.enabled == enabled {
+        let rev = current.revision;
+        return Ok(Change {
+            record: current,
+            source,
+            created: false,
+            diagnostics: Vec::new(),
+            previous_revision: rev,
+        });
+    }
+    let record = ScriptRecord {
+        enabled,
+        revision: current.revision + 1,
+        updated_at: env.now_ms(),
+        updated_by: actor.to_owned(),
+        ..current.clone()
+    };
+    save(env, &record, None, None).await?;
+    Ok(Change {
+        record,
+        source,
+        created: false,
+        diagnostics: Vec::new(),
+        previous_revision: current.revision,
+    })
+}
+
+/// Removes a script. The index goes first, so an interruption leaves at worst an unreachable
+/// record (never an index entry pointing at nothing that a reader would trip over).
+pub async fn delete<S: Storage>(
+    s: &S,
+    uuid: &str,
+    expected: Option<u64>,
+) -> Result<ScriptRecord, ScriptError> {
+    let current = load(s, uuid).await?;
+    check_revision(&current, expected)?;
+    let mut index = load_index(s).await?;
+    index.retain(|u| u != uuid);
+    let mut items = Map::new();
+    items.insert(INDEX_KEY.to_owned(), index_value(&index));
+    s.set(Area::Local, items).await.map_err(storage_err)?;
+    let (rk, sk) = (record_key(uuid), source_key(uuid));
+    // The script is already gone from every listing; a failure here only leaves dead bytes.
+    let _ = s.remove(Area::Local, &[&rk, &sk]).await;
+    Ok(current)
+}
+
+/// The actor string for provenance.
+pub fn actor_for(caller: Option<&crate::ids::ExtensionId>) -> String {
+    caller.map_or_else(|| BY_USER.to_owned(), |c| c.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    const MAX: usize = 256 * 1024;
+    const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
+
+    fn src(name: &str, body: &str) -> String {
+        format!("// ==UserScript==\n// @name {name}\n// @namespace test\n// @match https://example.com/*\n// ==/UserScript==\n{body}\n")
+    }
+
+    #[test]
+    fn create_read_update_delete() {
+        let env = MemoryEnv::new();
+        let c = block_on(create(&env, HOST, &src("A", "1"), true, MAX)).unwrap();
+        assert!(c.created);
+        assert_eq!(c.record.revision, 1);
+        assert_eq!(c.record.created_by, HOST);
+        let uuid = c.record.uuid.clone();
+        let (r, s) = block_on(load_with_source(&env, &uuid)).unwrap();
+        assert_eq!(s, src("A", "1"));
+        assert_eq!(r.sha256.len(), 64);
+
+        env.advance(10.0);
+        let u = block_on(replace(&env, BY_USER, &uuid, 1, &src("A", "2"), None, MAX)).unwrap();
+        assert_eq!(u.record.revision, 2);
+        assert_eq!(u.record.created_by, HOST);
+        assert_eq!(u.record.updated_by, BY_USER);
+        assert!(u.record.updated_at > u.record.created_at);
+
+        let d = block_on(delete(&env, &uuid, Some(2))).unwrap();
+        assert_eq!(d.uuid, uuid);
+        assert_eq!(
+            block_on(load(&env, &uuid)),
+            Err(ScriptError::NotFound(uuid.clone()))
+        );
+        assert!(block_on(load_index(&env)).unwrap().is_empty());
+        assert!(env.dump(Area::Local).keys().all(|k| k == INDEX_KEY));
+    }
+
+    #[test]
+    fn stale_revision_is_a_conflict_and_changes_nothing() {
+        let env = MemoryEnv::new();
+        let uuid = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        block_on(replace(&env, HOST, &uuid, 1, &src("A", "2"), None, MAX)).unwrap();
+        let before = env.dump(Area::Local);
+        let e = block_on(replace(&env, HOST, &uuid, 1, &src("A", "3"), None, MAX)).unwrap_err();
+        assert_eq!(
+            e,
+            ScriptError::StaleRevision {
+                expected: 1,
+                current: 2
+            }
+        );
+        assert!(e.to_string().contains("revision 2"));
+        assert_eq!(
+            block_on(delete(&env, &uuid, Some(1))).unwrap_err(),
+            ScriptError::StaleRevision {
+                expected: 1,
+                current: 2
+            }
+        );
+        assert_eq!(env.dump(Area::Local), before);
+    }
+
+    #[test]
+    fn namespace_and_name_are_unique() {
+        let env = MemoryEnv::new();
+        let a = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        assert!(matches!(
+            block_on(create(&env, HOST, &src("A", "x"), true, MAX)),
+            Err(ScriptError::DuplicateIdentity { .. })
+        ));
+        let b = block_on(create(&env, HOST, &src("B", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        // Renaming B to A clashes; rewriting A as A does not.
+        assert!(matches!(
+            block_on(replace(&env, HOST, &b, 1, &src("A", "2"), None, MAX)),
+            Err(ScriptError::DuplicateIdentity { .. })
+        ));
+        assert!(block_on(replace(&env, HOST, &a, 1, &src("A", "2"), None, MAX)).is_ok());
+    }
+
+    #[test]
+    fn failed_storage_keeps_the_previous_version() {
+        let env = MemoryEnv::new();
+        let uuid = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        let before = env.dump(Area::Local);
+        *env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+        assert!(matches!(
+            block_on(replace(&env, HOST, &uuid, 1, &src("A", "2"), None, MAX)),
+            Err(ScriptError::Storage(_))
+        ));
+        assert!(matches!(
+            block_on(create(&env, HOST, &src("B", "1"), true, MAX)),
+            Err(ScriptError::Storage(_))
+        ));
+        assert_eq!(env.dump(Area::Local), before);
+    }
+
+    #[test]
+    fn invalid_and_oversized_sources_are_refused() {
+        let env = MemoryEnv::new();
+        let e = block_on(create(&env, HOST, "console.log(1)", true, MAX)).unwrap_err();
+        assert!(matches!(e, ScriptError::InvalidMetadata(_)));
+        assert!(e.to_string().contains("line 1"), "{e}");
+        let big = src("A", &"x".repeat(MAX));
+        assert!(matches!(
+            block_on(create(&env, HOST, &big, true, MAX)),
+            Err(ScriptError::TooLarge { .. })
+        ));
+        assert!(env.dump(Area::Local).is_empty());
+    }
+
+    #[test]
+    fn patches_apply_exactly_or_not_at_all() {
+        let env = MemoryEnv::new();
+        let uuid = block_on(create(
+            &env,
+            HOST,
+            &src("A", "let a = 1; let b = 1;"),
+            true,
+            MAX,
+        ))
+        .unwrap()
+        .record
+        .uuid;
+        let edit = |s: &str, r: &str, all| Edit {
+            search: s.into(),
+            replace: r.into(),
+            all,
+        };
+        let e = block_on(patch(
+            &env,
+            HOST,
+            &uuid,
+            1,
+            &[edit("= 1", "= 2", false)],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("2 times"), "{e}");
+        let e = block_on(patch(
+            &env,
+            HOST,
+            &uuid,
+            1,
+            &[edit("let a", "let z", false), edit("nope", "x", false)],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(matches!(e, ScriptError::PatchFailed(_)));
+        assert_eq!(block_on(load(&env, &uuid)).unwrap().revision, 1);
+        let c = block_on(patch(
+            &env,
+            HOST,
+            &uuid,
+            1,
+            &[edit("= 1", "= 2", true), edit("let a", "const a", false)],
+            MAX,
+        ))
+        .unwrap();
+        assert!(c.source.contains("const a = 2; let b = 2;"));
+        assert_eq!(c.record.revision, 2);
+        // A patch that grows past the limit is refused.
+        let e = block_on(patch(
+            &env,
+            HOST,
+            &uuid,
+            2,
+            &[edit("const", &"x".repeat(MAX), false)],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(matches!(e, ScriptError::TooLarge { .. }));
+    }
+
+    #[test]
+    fn damaged_records_are_skipped_and_reported() {
+        let env = MemoryEnv::new();
+        let a = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        let b = block_on(create(&env, HOST, &src("B", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        env.areas
+            .borrow_mut()
+            .get_mut(&Area::Local)
+            .unwrap()
+            .insert(record_key(&a), json!({"garbage": true}));
+        let (records, problems) = block_on(load_all(&env)).unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].uuid, b);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].uuid, a);
+    }
+
+    #[test]
+    fn enable_toggle_bumps_revision_only_on_change() {
+        let env = MemoryEnv::new();
+        let uuid = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        assert_eq!(
+            block_on(set_enabled(&env, HOST, &uuid, true, None))
+                .unwrap()
+                .record
+                .revision,
+            1
+        );
+        let c = block_on(set_enabled(&env, HOST, &uuid, false, Some(1))).unwrap();
+        assert_eq!((c.record.enabled, c.record.revision), (false, 2));
+    }
+}

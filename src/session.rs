@@ -1,0 +1,342 @@
+//! One `lumo:mcp` port, as an explicit state machine:
+//!
+//! ```text
+//!  accept ──► Authorizing ──granted──► Open(Uninitialized) ──initialize──► Open(Ready)
+//!              │  (buffer)  └─refused─► Closed (−32001 to each buffered request)
+//!              └─overflow─────────────► Closed
+//!  any state ──port disconnected / closed by us──► Closed
+//! ```
+//!
+//! Messages that arrive while the authorization check (an async storage read) runs are buffered
+//! here, in order and bounded, then flushed to the MCP server or refused. The shell keeps the
+//! `Port` object; this type keeps everything that is decided.
+
+use crate::ids::ExtensionId;
+use crate::mcp::jsonrpc::{self, Inbound};
+use crate::policy::Access;
+use serde_json::Value;
+use std::cell::{Cell, RefCell};
+
+pub const MCP_PORT_NAME: &str = "lumo:mcp";
+/// Bounds on what a caller can make us hold before it is authorized.
+pub const MAX_BUFFERED_MESSAGES: usize = 64;
+pub const MAX_BUFFERED_BYTES: usize = 2 * 1024 * 1024;
+/// One message's serialized size. Large enough for the biggest script the tools accept, with
+/// room for JSON escaping; anything bigger is refused unparsed.
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// Why a port is refused at connect time, before any message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reject {
+    WrongName,
+    NoValidSender,
+}
+
+impl Reject {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Reject::WrongName => "port name is not lumo:mcp",
+            Reject::NoValidSender => "sender has no valid extension id",
+        }
+    }
+}
+
+/// Checks a new port: the fixed name, and a sender id that passes the one validator.
+pub fn accept(port_name: &str, sender_id: Option<&str>) -> Result<ExtensionId, Reject> {
+    if port_name != MCP_PORT_NAME {
+        return Err(Reject::WrongName);
+    }
+    sender_id
+        .and_then(ExtensionId::parse)
+        .ok_or(Reject::NoValidSender)
+}
+
+/// The negotiated MCP phase of an open port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Uninitialized,
+    Ready { version: &'static str },
+}
+
+#[derive(Debug)]
+enum State {
+    Authorizing { buffer: Vec<Value>, bytes: usize },
+    Open(Phase),
+    Closed,
+}
+
+/// What the shell must do with one inbound message.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Held until authorization completes.
+    Buffered,
+    /// Hand it to the MCP server now.
+    Dispatch(Value),
+    /// Answer this directly (parse error, oversized message) and go on.
+    Reply(Value),
+    /// The bound was exceeded: close the port; the reason is logged.
+    Close(String),
+    /// The port is closed: drop it.
+    Drop,
+}
+
+/// What authorization decided for the buffered messages.
+#[derive(Debug, PartialEq)]
+pub enum Authorized {
+    /// Dispatch these, in order.
+    Flush(Vec<Value>),
+    /// Send these −32001 errors, then close the port.
+    Refuse { replies: Vec<Value>, reason: String },
+}
+
+#[derive(Debug)]
+pub struct Session {
+    pub id: u64,
+    pub caller: ExtensionId,
+    pub opened_at: f64,
+    state: RefCell<State>,
+    /// Requests refused before they ran; exposed for diagnostics and tests.
+    refused: Cell<usize>,
+}
+
+impl Session {
+    pub fn new(id: u64, caller: ExtensionId, now: f64) -> Self {
+        Session {
+            id,
+            caller,
+            opened_at: now,
+            state: RefCell::new(State::Authorizing {
+                buffer: Vec::new(),
+                bytes: 0,
+            }),
+            refused: Cell::new(0),
+        }
+    }
+
+    /// One message arrived as JSON text (`None`: it had no JSON form).
+    pub fn inbound(&self, text: Option<&str>) -> Step {
+        let size = text.map_or(0, str::len);
+        let parsed = match text {
+            _ if size > MAX_MESSAGE_BYTES => Err(jsonrpc::error(
+                &Value::Null,
+                jsonrpc::INVALID_REQUEST,
+                &format!("message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
+            )),
+            Some(t) => serde_json::from_str::<Value>(t).map_err(|e| {
+                jsonrpc::error(
+                    &Value::Null,
+                    jsonrpc::PARSE_ERROR,
+                    &format!("parse error: {e}"),
+                )
+            }),
+            None => Err(jsonrpc::error(
+                &Value::Null,
+                jsonrpc::PARSE_ERROR,
+                "parse error: the message has no JSON form",
+            )),
+        };
+        let mut state = self.state.borrow_mut();
+        match &mut *state {
+            State::Closed => Step::Drop,
+            State::Open(_) => match parsed {
+                Ok(v) => Step::Dispatch(v),
+                Err(reply) => Step::Reply(reply),
+            },
+            State::Authorizing { buffer, bytes } => {
+                // Errors are buffered too, as their replies: order is kept either way.
+                let item = match parsed {
+                    Ok(v) => v,
+                    Err(reply) => Value::Array(vec![reply]),
+                };
+                if buffer.len() >= MAX_BUFFERED_MESSAGES || *bytes + size > MAX_BUFFERED_BYTES {
+                    *state = State::Closed;
+                    return Step::Close(format!(
+                        "more than {MAX_BUFFERED_MESSAGES} messages or {MAX_BUFFERED_BYTES} bytes sent before authorization completed"
+                    ));
+                }
+                *bytes += size;
+                buffer.push(item);
+                Step::Buffered
+            }
+        }
+    }
+
+    /// Authorization finished. Only the first call acts; the port may have closed meanwhile.
+    pub fn authorize(&self, access: Access) -> Authorized {
+        let mut state = self.state.borrow_mut();
+        let buffer = match std::mem::replace(&mut *state, State::Closed) {
+            State::Authorizing { buffer, .. } => buffer,
+            other => {
+                *state = other;
+                return Authorized::Flush(Vec::new());
+            }
+        };
+        if access == Access::Granted {
+            *state = State::Open(Phase::Uninitialized);
+            // Buffered parse errors travel as one-element arrays: unwrap them into replies.
+            return Authorized::Flush(buffer);
+        }
+        let reason = access.reason().to_owned();
+        let mut replies = Vec::new();
+        for item in &buffer {
+            if let Inbound::Request { id, .. } = jsonrpc::classify(item) {
+                replies.push(jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, &reason));
+                self.refused.set(self.refused.get() + 1);
+            }
+        }
+        Authorized::Refuse { replies, reason }
+    }
+
+    pub fn phase(&self) -> Option<Phase> {
+        match &*self.state.borrow() {
+            State::Open(p) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// Moves an open session to Ready. Returns false when it is not open or already initialized.
+    pub fn mark_initialized(&self, version: &'static str) -> bool {
+        let mut state = self.state.borrow_mut();
+        match &*state {
+            State::Open(Phase::Uninitialized) => {
+                *state = State::Open(Phase::Ready { version });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn close(&self) {
+        *self.state.borrow_mut() = State::Closed;
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(&*self.state.borrow(), State::Closed)
+    }
+
+    pub fn refused_count(&self) -> usize {
+        self.refused.get()
+    }
+}
+
+/// A buffered item is either a message or a pre-built error reply wrapped in a one-element array
+/// (see [`Session::inbound`]). Splits it for the dispatcher.
+pub fn buffered_item(item: Value) -> Step {
+    match item {
+        Value::Array(mut v) if v.len() == 1 => match v.pop() {
+            Some(reply) => Step::Reply(reply),
+            None => Step::Drop,
+        },
+        other => Step::Dispatch(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
+
+    fn session() -> Session {
+        Session::new(1, ExtensionId::parse(HOST).unwrap(), 0.0)
+    }
+
+    fn text(v: Value) -> String {
+        v.to_string()
+    }
+
+    #[test]
+    fn accept_checks_name_and_sender() {
+        assert!(accept("lumo:mcp", Some(HOST)).is_ok());
+        assert_eq!(accept("lumo:mcp2", Some(HOST)), Err(Reject::WrongName));
+        assert_eq!(accept("", Some(HOST)), Err(Reject::WrongName));
+        assert_eq!(accept("lumo:mcp", None), Err(Reject::NoValidSender));
+        assert_eq!(
+            accept("lumo:mcp", Some("https://example.com")),
+            Err(Reject::NoValidSender)
+        );
+    }
+
+    #[test]
+    fn buffers_in_order_then_flushes() {
+        let s = session();
+        let a = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"});
+        let b = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(s.inbound(Some(&text(a.clone()))), Step::Buffered);
+        assert_eq!(s.inbound(Some("{nope")), Step::Buffered);
+        assert_eq!(s.inbound(Some(&text(b.clone()))), Step::Buffered);
+        let Authorized::Flush(items) = s.authorize(Access::Granted) else {
+            panic!()
+        };
+        assert_eq!(items.len(), 3);
+        assert_eq!(buffered_item(items[0].clone()), Step::Dispatch(a));
+        assert!(
+            matches!(buffered_item(items[1].clone()), Step::Reply(r) if r["error"]["code"] == json!(-32700))
+        );
+        assert_eq!(buffered_item(items[2].clone()), Step::Dispatch(b));
+        assert_eq!(s.phase(), Some(Phase::Uninitialized));
+        // After authorization, messages go straight through.
+        assert!(matches!(s.inbound(Some("{\"x\":1}")), Step::Dispatch(_)));
+        assert!(s.mark_initialized("2025-06-18"));
+        assert!(!s.mark_initialized("2025-06-18"));
+    }
+
+    #[test]
+    fn refusal_answers_each_request_with_32001() {
+        let s = session();
+        s.inbound(Some(&text(
+            json!({"jsonrpc": "2.0", "id": "a", "method": "initialize"}),
+        )));
+        s.inbound(Some(&text(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )));
+        s.inbound(Some(&text(
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call"}),
+        )));
+        let Authorized::Refuse { replies, reason } = s.authorize(Access::NotAllowlisted) else {
+            panic!()
+        };
+        assert!(reason.contains("allowlist"));
+        assert_eq!(replies.len(), 2);
+        assert_eq!(replies[0]["id"], json!("a"));
+        assert_eq!(replies[1]["id"], json!(7));
+        assert!(replies.iter().all(|r| r["error"]["code"] == json!(-32001)));
+        assert!(s.is_closed());
+        assert_eq!(s.inbound(Some("{}")), Step::Drop);
+    }
+
+    #[test]
+    fn buffer_is_bounded() {
+        let s = session();
+        for _ in 0..MAX_BUFFERED_MESSAGES {
+            assert_eq!(s.inbound(Some("{}")), Step::Buffered);
+        }
+        assert!(matches!(s.inbound(Some("{}")), Step::Close(_)));
+        assert!(s.is_closed());
+
+        let s = session();
+        let big = format!("\"{}\"", "x".repeat(MAX_MESSAGE_BYTES - 2));
+        assert_eq!(s.inbound(Some(&big)), Step::Buffered);
+        assert_eq!(s.inbound(Some(&big)), Step::Buffered);
+        assert!(matches!(s.inbound(Some(&big)), Step::Close(_)));
+    }
+
+    #[test]
+    fn oversized_message_is_refused_unparsed() {
+        let s = session();
+        s.authorize(Access::Granted);
+        let huge = "x".repeat(MAX_MESSAGE_BYTES + 1);
+        assert!(
+            matches!(s.inbound(Some(&huge)), Step::Reply(r) if r["error"]["code"] == json!(-32600))
+        );
+    }
+
+    #[test]
+    fn authorize_after_close_does_nothing() {
+        let s = session();
+        s.close();
+        assert_eq!(s.authorize(Access::Granted), Authorized::Flush(Vec::new()));
+        assert!(s.is_closed());
+    }
+}

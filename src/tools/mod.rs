@@ -1,0 +1,134 @@
+//! Tool calls. [`call`] is the one place every check happens, in one fixed order:
+//!
+//! 1. **authorized** — the policy is re-read from storage; endpoint off or caller not on the
+//!    allowlist refuses the call and closes the caller's ports;
+//! 2. **known tool** — else JSON-RPC −32602;
+//! 3. **write allowed** — write tools only: read-only mode refuses with WRITE_DISABLED (403);
+//! 4. **valid arguments** — strict schemas; a refusal here does not spend a rate-limit slot;
+//! 5. **rate limit** — write tools only: 30 per 60 s sliding window per caller;
+//! 6. **review** — write tools only, when the review switch is on;
+//! 7. **execute** — under the provider's write lock;
+//! 8. **audit** — every write-tool attempt from step 3 on, whatever its result.
+
+pub mod catalog;
+pub mod limits;
+pub mod result;
+mod scripts;
+mod status;
+
+use crate::env::Env;
+use crate::guard::audit::Entry;
+use crate::guard::digest::digest_hex;
+use crate::ids::ExtensionId;
+use crate::policy::{Access, Policy};
+use crate::provider::Provider;
+use catalog::ToolDef;
+use result::{ErrorCode, ToolError};
+use serde_json::Value;
+
+pub use scripts::WriteArgs;
+
+#[derive(Debug, PartialEq)]
+pub enum CallOutcome {
+    /// The `tools/call` result (success or `isError`).
+    Result(Value),
+    /// The caller is no longer authorized: answer with this `isError` result, then close every
+    /// port of the caller.
+    AccessLost(Value),
+    UnknownTool,
+}
+
+/// Where a finished tool call went, for the audit entry.
+pub(crate) struct Executed {
+    pub result: Result<Value, ToolError>,
+    pub target: Option<String>,
+}
+
+pub async fn call<E: Env>(
+    p: &Provider<E>,
+    caller: &ExtensionId,
+    name: &str,
+    args: Value,
+) -> CallOutcome {
+    let policy = p.policy().await;
+    let access = policy.access(Some(caller));
+    if access != Access::Granted {
+        return CallOutcome::AccessLost(
+            ToolError::new(ErrorCode::Unauthorized, access.reason()).to_result(),
+        );
+    }
+    let Some(def) = catalog::find(name) else {
+        return CallOutcome::UnknownTool;
+    };
+    if !def.is_write() {
+        let result = match scripts::parse_read(def, &args) {
+            Ok(read) => scripts::run_read(p, caller, &policy, read).await,
+            Err(e) => Err(e),
+        };
+        return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
+    }
+    let digest = digest_hex(&args);
+    let done = write(p, caller, &policy, def, args).await;
+    let entry = Entry {
+        at: p.env.now_ms(),
+        tool: def.name.to_owned(),
+        caller: caller.as_str().to_owned(),
+        result: match &done.result {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => e.code.as_str().to_owned(),
+        },
+        target: done.target,
+        digest,
+    };
+    p.audit(&entry).await;
+    CallOutcome::Result(done.result.unwrap_or_else(|e| e.to_result()))
+}
+
+/// Steps 3–7 for a write tool.
+async fn write<E: Env>(
+    p: &Provider<E>,
+    caller: &ExtensionId,
+    policy: &Policy,
+    def: &ToolDef,
+    args: Value,
+) -> Executed {
+    if !policy.writes_enabled {
+        return Executed {
+            result: Err(ToolError::new(
+                ErrorCode::WriteDisabled,
+                "writes are turned off: the user has put Lumo Userscripts in read-only mode",
+            )),
+            target: args
+                .get("uuid")
+                .and_then(Value::as_str)
+                .filter(|u| crate::scripts::record::is_uuid(u))
+                .map(str::to_owned),
+        };
+    }
+    let parsed = match scripts::parse_write(def, &args) {
+        Ok(w) => w,
+        Err(e) => {
+            let target = args
+                .get("uuid")
+                .and_then(Value::as_str)
+                .filter(|u| crate::scripts::record::is_uuid(u))
+                .map(str::to_owned);
+            return Executed {
+                result: Err(e),
+                target,
+            };
+        }
+    };
+    let target = parsed.target().map(str::to_owned);
+    if let Err(e) = p.admit_write(caller).await {
+        return Executed {
+            result: Err(e),
+            target,
+        };
+    }
+    let done = scripts::run_write(p, caller, policy, parsed).await;
+    Executed {
+        result: done.result,
+        target: done.target.or(target),
+    }
+}
