@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test: the native core tests, then the real-browser tests against a fresh build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-tools.sh test
+
+echo "== native tests (cargo test)"
+cargo test --quiet
+
+echo "== build"
+scripts/build.sh
+
+echo "== real-browser tests (headless Chromium)"
+node tests/e2e/run.mjs

@@ -1,0 +1,107 @@
+//! Shared set-up for the native integration tests: a provider over the in-memory environment,
+//! with the test host approved, and a helper that drives one session like a port would.
+#![allow(dead_code)]
+
+use futures::executor::block_on;
+use lumo_userscripts::control;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::ids::ExtensionId;
+use lumo_userscripts::mcp::server::Outcome;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::session::{Authorized, Session, Step};
+use serde_json::{json, Value};
+use std::rc::Rc;
+
+pub const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
+
+pub fn host() -> ExtensionId {
+    ExtensionId::parse(HOST).unwrap()
+}
+
+pub fn provider() -> Provider<MemoryEnv> {
+    let p = Provider::new(MemoryEnv::new());
+    let r = block_on(control::handle(
+        &p,
+        &json!({"op": "policy.add", "id": HOST, "name": "Host"}),
+    ));
+    assert_eq!(r.value["ok"], json!(true));
+    p
+}
+
+pub fn set_switch(p: &Provider<MemoryEnv>, name: &str, value: bool) -> control::Reply {
+    block_on(control::handle(
+        p,
+        &json!({"op": "policy.setSwitch", "name": name, "value": value}),
+    ))
+}
+
+/// Opens and authorizes a session for HOST; returns it ready for `initialize`.
+pub fn open(p: &Provider<MemoryEnv>) -> Rc<Session> {
+    let s = p.open_session(host());
+    let policy = block_on(p.policy());
+    assert_eq!(
+        s.authorize(policy.access(Some(&host()))),
+        Authorized::Flush(vec![])
+    );
+    s
+}
+
+/// Sends one message as the shell would (text in, outcome out).
+pub fn send(p: &Provider<MemoryEnv>, s: &Session, msg: Value) -> Outcome {
+    match s.inbound(Some(&msg.to_string())) {
+        Step::Dispatch(v) => block_on(p.handle_mcp(s, &v)),
+        Step::Reply(r) => Outcome::Reply(r),
+        other => panic!("unexpected step {other:?}"),
+    }
+}
+
+pub fn reply(o: Outcome) -> Value {
+    match o {
+        Outcome::Reply(v) | Outcome::ReplyAndCloseCaller(v) => v,
+        Outcome::Silent => panic!("expected a reply"),
+    }
+}
+
+pub fn initialize(p: &Provider<MemoryEnv>, s: &Session, version: &str) -> Value {
+    let r = reply(send(
+        p,
+        s,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+    ));
+    assert!(matches!(
+        send(
+            p,
+            s,
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        ),
+        Outcome::Silent
+    ));
+    r
+}
+
+/// An initialized session.
+pub fn ready(p: &Provider<MemoryEnv>) -> Rc<Session> {
+    let s = open(p);
+    initialize(p, &s, "2025-06-18");
+    s
+}
+
+/// Calls a tool; returns the `tools/call` result.
+pub fn call(p: &Provider<MemoryEnv>, s: &Session, name: &str, args: Value) -> Value {
+    let r = reply(send(
+        p,
+        s,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": args}}),
+    ));
+    assert!(r.get("result").is_some(), "{r}");
+    r["result"].clone()
+}
+
+pub fn error_code(result: &Value) -> Option<&str> {
+    result["structuredContent"]["error_code"].as_str()
+}
+
+pub fn script(name: &str, body: &str) -> String {
+    format!("// ==UserScript==\n// @name {name}\n// @namespace tests\n// @match https://example.com/*\n// ==/UserScript==\n{body}\n")
+}

@@ -1,0 +1,263 @@
+// E2E harness: builds the test host + broken fixture into tests/e2e/out/, launches
+// headless Chromium with the provider (dist/), the host and the broken fixture loaded
+// as unpacked extensions, and offers small helpers for the tests.
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { dirname, extname, join, normalize, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const E2E_DIR = resolve(here, "..");
+export const REPO_ROOT = resolve(E2E_DIR, "../..");
+export const OUT_DIR = join(E2E_DIR, "out");
+export const DIST_DIR = resolve(REPO_ROOT, process.env.LUMO_DIST ?? "dist");
+export const PAGES_DIR = join(E2E_DIR, "fixtures/pages");
+const KEYS_DIR = join(REPO_ROOT, "keys");
+
+/** Chrome's extension id for a base64 DER public key: sha256, first 16 bytes, hex digits 0-f -> a-p. */
+export function extensionIdFromKey(b64) {
+  const hex = createHash("sha256").update(Buffer.from(b64.trim(), "base64")).digest("hex").slice(0, 32);
+  return [...hex].map((c) => String.fromCharCode(97 + parseInt(c, 16))).join("");
+}
+
+const readKey = (name) => readFileSync(join(KEYS_DIR, `${name}.pub.b64`), "utf8").trim();
+export const PROVIDER_ID = extensionIdFromKey(readKey("provider"));
+export const HOST_ID = extensionIdFromKey(readKey("host"));
+export const BROKEN_ID = extensionIdFromKey(readKey("broken"));
+/** A well-formed id that no loaded extension has. */
+export const ABSENT_ID = "a".repeat(32);
+
+export const CHROMIUM = process.env.LUMO_CHROMIUM ?? ["/usr/lib/chromium/chromium", "/usr/bin/chromium"].find(existsSync);
+
+// ---------------------------------------------------------------- build
+
+function copyWithKey(srcDir, outDir, keyName) {
+  rmSync(outDir, { recursive: true, force: true });
+  cpSync(srcDir, outDir, { recursive: true, filter: (p) => !p.startsWith(join(srcDir, "src")) });
+  const manifestPath = join(outDir, "manifest.json");
+  const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
+  writeFileSync(manifestPath, JSON.stringify({ ...manifest, key: readKey(keyName) }, null, 2));
+}
+
+let built;
+/** Builds out/host (esbuild bundle of host/src) and out/broken. Once per process. */
+export function buildExtensions() {
+  built ??= (async () => {
+    const hostOut = join(OUT_DIR, "host");
+    copyWithKey(join(E2E_DIR, "host"), hostOut, "host");
+    await build({
+      entryPoints: [join(E2E_DIR, "host/src/host.js")],
+      outfile: join(hostOut, "host.js"),
+      bundle: true,
+      format: "iife",
+      platform: "browser",
+      target: "chrome120",
+      sourcemap: "inline",
+      logLevel: "warning",
+      absWorkingDir: REPO_ROOT,
+    });
+    copyWithKey(join(E2E_DIR, "fixtures/broken"), join(OUT_DIR, "broken"), "broken");
+    return { host: hostOut, broken: join(OUT_DIR, "broken") };
+  })();
+  return built;
+}
+
+// ---------------------------------------------------------------- cleanup
+
+const cleanups = new Set();
+process.on("exit", () => {
+  for (const dir of cleanups) rmSync(dir, { recursive: true, force: true });
+});
+
+// ---------------------------------------------------------------- launch
+
+/**
+ * Launches Chromium with a fresh profile and the provider, host and broken fixture.
+ * Returns the harness object used by the tests; call close() when done.
+ */
+export async function launch({ dist = DIST_DIR } = {}) {
+  if (!CHROMIUM) throw new Error("Chromium not found (set LUMO_CHROMIUM)");
+  if (!existsSync(join(dist, "manifest.json"))) throw new Error(`No provider build at ${dist} (run make build, or set LUMO_DIST)`);
+  const { key } = JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8"));
+  if (!key || extensionIdFromKey(key) !== PROVIDER_ID) throw new Error(`${dist}/manifest.json: key does not give id ${PROVIDER_ID}`);
+  const { host, broken } = await buildExtensions();
+  const exts = [dist, host, broken].join(",");
+  const userDataDir = mkdtempSync(join(tmpdir(), "lumo-e2e-"));
+  cleanups.add(userDataDir);
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    ignoreDefaultArgs: ["--disable-extensions"],
+    args: [
+      `--disable-extensions-except=${exts}`, `--load-extension=${exts}`,
+      "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+  const h = new Harness(context, userDataDir);
+  try {
+    await h.waitForWorkerStatus(PROVIDER_ID, "running", 10_000);
+  } catch (e) {
+    await h.close();
+    throw e;
+  }
+  return h;
+}
+
+class Harness {
+  constructor(context, userDataDir) {
+    this.context = context;
+    this.userDataDir = userDataDir;
+    this._host = null;
+    this._provider = null;
+    this._sw = null;
+  }
+
+  /** A tab on the test host's host.html with window.lumo ready. */
+  async hostPage() {
+    if (this._host && !this._host.isClosed()) return this._host;
+    const page = await this.context.newPage();
+    await page.goto(`chrome-extension://${HOST_ID}/host.html`);
+    await page.waitForFunction(() => typeof window.lumo === "object");
+    this._host = page;
+    return page;
+  }
+
+  /** Runs window.lumo[fn](...args) in the host page. */
+  async lumo(fn, ...args) {
+    const page = await this.hostPage();
+    return page.evaluate(([fn, args]) => window.lumo[fn](...args), [fn, args]);
+  }
+
+  /** A tab on the provider's options.html, the place from which internal ops are sent. */
+  async providerPage() {
+    if (this._provider && !this._provider.isClosed()) return this._provider;
+    const page = await this.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    this._provider = page;
+    return page;
+  }
+
+  /** The provider's internal API: {channel: "lumo:internal", op, ...args}. Throws on {ok: false}. */
+  async internal(op, args = {}) {
+    const page = await this.providerPage();
+    const res = await page.evaluate((msg) => chrome.runtime.sendMessage(msg), { channel: "lumo:internal", op, ...args });
+    if (!res || res.ok !== true) throw new Error(`internal ${op} failed: ${JSON.stringify(res)}`);
+    return res;
+  }
+
+  /** Turns "Allow User Scripts" on/off for an extension via chrome://extensions. */
+  async setUserScriptsAccess(extensionId, value) {
+    const page = await this.context.newPage();
+    try {
+      await page.goto("chrome://extensions/");
+      return await page.evaluate(async ([extensionId, value]) => {
+        await chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: value });
+        const info = await chrome.developerPrivate.getExtensionInfo(extensionId);
+        return info.userScriptsAccess;
+      }, [extensionId, value]);
+    } finally {
+      await page.close();
+    }
+  }
+
+  // Service-worker state comes from the CDP ServiceWorker domain: Playwright's
+  // context.serviceWorkers() keeps listing a worker for a while after it stopped.
+  async _swDomain() {
+    if (this._sw) return this._sw;
+    const page = this.context.pages()[0] ?? (await this.context.newPage());
+    const cdp = await this.context.newCDPSession(page);
+    const versions = new Map(); // versionId -> {scriptURL, runningStatus, status}
+    const waiters = new Set();
+    cdp.on("ServiceWorker.workerVersionUpdated", ({ versions: list }) => {
+      for (const v of list) versions.set(v.versionId, v);
+      for (const w of waiters) w();
+    });
+    await cdp.send("ServiceWorker.enable");
+    this._sw = { cdp, versions, waiters };
+    return this._sw;
+  }
+
+  /** Versions of an extension's worker, newest first. */
+  _versionsOf(extensionId) {
+    const prefix = `chrome-extension://${extensionId}/`;
+    return [...this._sw.versions.values()]
+      .filter((v) => v.scriptURL.startsWith(prefix) && v.status !== "redundant")
+      .sort((a, b) => Number(b.versionId) - Number(a.versionId));
+  }
+
+  /** "running" | "starting" | "stopping" | "stopped" for the extension's worker. */
+  async workerStatus(extensionId = PROVIDER_ID) {
+    await this._swDomain();
+    return this._versionsOf(extensionId)[0]?.runningStatus ?? "stopped";
+  }
+
+  /**
+   * Waits until the extension's worker has runningStatus `wanted`; "running" also
+   * requires the version to be activated (stopping a worker that is still installing
+   * leaves Chrome unable to restart it, which would look like a provider bug).
+   */
+  async waitForWorkerStatus(extensionId, wanted, timeout = 5000) {
+    const sw = await this._swDomain();
+    const current = () => this._versionsOf(extensionId)[0];
+    const ok = () => {
+      const v = current();
+      if (wanted === "stopped") return !v || v.runningStatus === "stopped";
+      return v?.runningStatus === wanted && (wanted !== "running" || v.status === "activated");
+    };
+    if (ok()) return;
+    await new Promise((resolve, reject) => {
+      const done = () => { if (ok()) { clearTimeout(timer); sw.waiters.delete(done); resolve(); } };
+      const timer = setTimeout(() => {
+        sw.waiters.delete(done);
+        const v = current();
+        reject(new Error(`worker of ${extensionId} not ${wanted} within ${timeout} ms (is ${v ? `${v.runningStatus}/${v.status}` : "absent"})`));
+      }, timeout);
+      sw.waiters.add(done);
+    });
+  }
+
+  /** Stops the extension's service worker via CDP ServiceWorker.stopWorker and waits until it is stopped. */
+  async stopProviderWorker(extensionId = PROVIDER_ID, timeout = 5000) {
+    const sw = await this._swDomain();
+    for (const v of this._versionsOf(extensionId)) {
+      if (v.runningStatus !== "stopped") await sw.cdp.send("ServiceWorker.stopWorker", { versionId: v.versionId });
+    }
+    await this.waitForWorkerStatus(extensionId, "stopped", timeout);
+  }
+
+  async close() {
+    await this.context.close().catch(() => {});
+    rmSync(this.userDataDir, { recursive: true, force: true });
+    cleanups.delete(this.userDataDir);
+  }
+}
+
+// ---------------------------------------------------------------- static server
+
+const MIME = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".json": "application/json", ".css": "text/css" };
+
+/** Serves `root` on http://127.0.0.1:<random port>. Resolves to {url, close()}. */
+export async function startStaticServer(root = PAGES_DIR) {
+  const server = createServer((req, res) => {
+    const path = normalize(join(root, decodeURIComponent(new URL(req.url, "http://x").pathname)));
+    if (!path.startsWith(root + sep) || !existsSync(path)) {
+      res.writeHead(404).end("not found");
+      return;
+    }
+    res.writeHead(200, { "content-type": MIME[extname(path)] ?? "application/octet-stream" });
+    res.end(readFileSync(path));
+  });
+  await new Promise((res) => server.listen(0, "127.0.0.1", res));
+  const { port } = server.address();
+  const close = () => new Promise((res) => {
+    server.close(res);
+    server.closeAllConnections(); // the browser keeps keep-alive sockets open
+  });
+  return { url: `http://127.0.0.1:${port}`, close };
+}
+

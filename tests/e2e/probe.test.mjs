@@ -1,0 +1,207 @@
+// L0 probe: every row of the contract's state machine, seen from the test host,
+// plus cold starts of the provider's worker and an ordinary web page.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { ABSENT_ID, BROKEN_ID, HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { PROBE_CHANNEL, PROBE_TIMEOUT_MS, PROBE_VERSION, TEXT } from "./lib/contract.mjs";
+
+const T = { timeout: 60_000 };
+
+const rawProbe = (id, extra = {}) => ({
+  channel: PROBE_CHANNEL, version: PROBE_VERSION, id, client: { id: HOST_ID, name: "Lumo Test Host", version: "0.1.0" }, ...extra,
+});
+
+/** The probe reached the provider and it answered ok:true with the given status flags. */
+function assertStatus(r, flags) {
+  assert.equal(r.response?.ok, true, `expected ok:true, got ${JSON.stringify(r.response)}`);
+  assert.equal(r.response.id, r.requestId, "response id echoes the probe id");
+  assert.equal(r.response.service?.namespace, "userscripts");
+  assert.equal(typeof r.response.service?.name, "string");
+  assert.equal(typeof r.response.service?.version, "string");
+  for (const [k, v] of Object.entries(flags)) assert.equal(r.response.status?.[k], v, `status.${k} in ${JSON.stringify(r.response.status)}`);
+}
+
+const hostIn = (list) => list.some((e) => e.id === HOST_ID);
+
+describe("probe: caller not yet authorized (fresh profile)", () => {
+  let h;
+  before(async () => { h = await launch(); });
+  after(async () => { await h?.close(); });
+  const probe = (id, opts) => h.lumo("probe", id, opts);
+
+  test("not installed: probing an id no extension has", T, async () => {
+    const r = await probe(ABSENT_ID);
+    assert.equal(r.state, "error");
+    assert.equal(r.text, TEXT.notInstalled);
+  });
+
+  test("pending approval: the first probe from a fresh profile", T, async () => {
+    const before = await h.internal("state.get");
+    assert.ok(!hostIn(before.policy.pending) && !hostIn(before.policy.allowlist), "host unknown before its first probe");
+    const r = await probe(PROVIDER_ID);
+    assertStatus(r, { enabled: true, authorized: false, pendingApproval: true });
+    assert.equal(r.state, "error");
+    assert.equal(r.text, TEXT.pending);
+    const { policy } = await h.internal("state.get");
+    const entry = policy.pending.find((e) => e.id === HOST_ID);
+    assert.ok(entry, `host recorded as pending: ${JSON.stringify(policy.pending)}`);
+    assert.equal(entry.name, "Lumo Test Host");
+  });
+
+  test("ok:false: probe version 2 names both versions", T, async () => {
+    const r = await probe(PROVIDER_ID, { message: rawProbe("v2", { version: 2 }) });
+    assert.equal(r.response?.ok, false, JSON.stringify(r.response));
+    assert.equal(r.state, "error");
+    assert.equal(r.text, r.response.error);
+    assert.match(r.text, /\b1\b/, `message names version 1: ${r.text}`);
+    assert.match(r.text, /\b2\b/, `message names version 2: ${r.text}`);
+  });
+
+  const malformed = {
+    "missing channel": (() => { const { channel, ...m } = rawProbe("no-channel"); return m; })(),
+    "wrong channel": rawProbe("wrong-channel", { channel: "lumo:probes" }),
+    "non-object (string)": "lumo:probe",
+    "non-object (number)": 42,
+    "non-object (array)": [PROBE_CHANNEL, PROBE_VERSION],
+  };
+  for (const [name, message] of Object.entries(malformed)) {
+    test(`ok:false: malformed probe, ${name}`, T, async () => {
+      const r = await probe(PROVIDER_ID, { message });
+      assert.equal(r.response?.ok, false, `expected ok:false, got ${JSON.stringify(r.response)} (${r.text})`);
+      assert.equal(typeof r.response.error, "string");
+      assert.ok(r.response.error.length > 0, "error message is not empty");
+      assert.equal(r.state, "error");
+      assert.equal(r.text, r.response.error);
+    });
+  }
+
+  test("missing service/status: broken provider answers {ok:true}", T, async () => {
+    const r = await probe(BROKEN_ID);
+    assert.equal(r.response?.ok, true);
+    assert.equal(r.state, "error");
+    assert.equal(r.text, TEXT.incomplete);
+  });
+
+  test("timeout: broken provider never answers; host gives up at 1500 ms", T, async () => {
+    const r = await probe(BROKEN_ID, { message: rawProbe("hang") });
+    assert.equal(r.state, "error");
+    assert.equal(r.text, TEXT.timeout);
+    assert.ok(r.elapsedMs >= PROBE_TIMEOUT_MS - 10 && r.elapsedMs < PROBE_TIMEOUT_MS + 500, `gave up after ${r.elapsedMs} ms`);
+  });
+
+  test("denied: after policy.deny the caller is not on the allowlist", T, async () => {
+    await h.internal("policy.deny", { id: HOST_ID });
+    const { policy } = await h.internal("state.get");
+    assert.ok(hostIn(policy.denied), `host in denied: ${JSON.stringify(policy.denied)}`);
+    assert.ok(!hostIn(policy.pending), "host no longer pending");
+    const r = await probe(PROVIDER_ID);
+    assertStatus(r, { enabled: true, authorized: false, pendingApproval: false });
+    assert.equal(r.state, "error");
+    assert.equal(r.text, TEXT.notAllowed);
+    const again = await h.internal("state.get");
+    assert.ok(!hostIn(again.policy.pending), "a probe after deny does not re-queue the caller");
+  });
+
+  test("an ordinary http://127.0.0.1 page cannot reach the provider", T, async () => {
+    const server = await startStaticServer();
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`${server.url}/web.html`);
+      const result = await page.evaluate(async ([id, message]) => {
+        const rt = globalThis.chrome?.runtime;
+        if (!rt?.sendMessage && !rt?.connect) return { answered: false, why: "chrome.runtime is not available" };
+        const out = { answered: false, why: [] };
+        try {
+          const answer = await Promise.race([rt.sendMessage(id, message), new Promise((r) => setTimeout(() => r(undefined), 1500))]);
+          if (answer !== undefined) Object.assign(out, { answered: true, answer });
+          else out.why.push("sendMessage: no answer");
+        } catch (e) { out.why.push(`sendMessage: ${e.message}`); }
+        try {
+          const port = rt.connect(id, { name: "lumo:mcp" });
+          const got = await new Promise((r) => {
+            port.onMessage.addListener((m) => r({ message: m }));
+            port.onDisconnect.addListener(() => r(null));
+            port.postMessage({ jsonrpc: "2.0", id: 1, method: "ping" });
+            setTimeout(() => r(null), 1500);
+          });
+          if (got) Object.assign(out, { answered: true, portAnswer: got.message });
+          else out.why.push("connect: no answer");
+        } catch (e) { out.why.push(`connect: ${e.message}`); }
+        return out;
+      }, [PROVIDER_ID, rawProbe("from-web")]);
+      assert.equal(result.answered, false, `web page got an answer: ${JSON.stringify(result)}`);
+    } finally {
+      await page.close();
+      await server.close();
+    }
+  });
+});
+
+describe("probe: approved caller (fresh profile)", () => {
+  let h;
+  before(async () => {
+    h = await launch();
+    const first = await h.lumo("probe", PROVIDER_ID);
+    assert.equal(first.text, TEXT.pending, "setup: first probe is pending");
+    await h.internal("policy.approve", { id: HOST_ID });
+  });
+  after(async () => { await h?.close(); });
+  const probe = (id, opts) => h.lumo("probe", id, opts);
+
+  test("ready:false: user scripts not allowed, the provider's reason is shown", T, async () => {
+    const { policy, capability } = await h.internal("state.get");
+    assert.ok(hostIn(policy.allowlist), `host approved: ${JSON.stringify(policy.allowlist)}`);
+    assert.equal(capability.ready, false, "fresh profile: Allow User Scripts is off");
+    const r = await probe(PROVIDER_ID);
+    assertStatus(r, { enabled: true, authorized: true, ready: false, pendingApproval: false });
+    assert.equal(typeof r.response.status.reason, "string");
+    assert.match(r.response.status.reason, /Allow User Scripts/);
+    assert.equal(r.state, "error");
+    assert.equal(r.text, r.response.status.reason);
+  });
+
+  test("enabled:false: endpoint switched off", T, async () => {
+    await h.internal("policy.setSwitch", { name: "endpoint", value: false });
+    try {
+      const r = await probe(PROVIDER_ID);
+      assertStatus(r, { enabled: false });
+      assert.equal(r.state, "error");
+      assert.equal(r.text, TEXT.disabled);
+    } finally {
+      await h.internal("policy.setSwitch", { name: "endpoint", value: true });
+    }
+  });
+
+  test("all pass: approved + user scripts allowed -> connected with a tool count", T, async () => {
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    // The toggle reaches the provider's worker asynchronously; allow it up to 2 s.
+    let r;
+    for (const deadline = Date.now() + 2000; ;) {
+      r = await probe(PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready === true || Date.now() > deadline) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    assertStatus(r, { enabled: true, authorized: true, ready: true, pendingApproval: false });
+    assert.equal(r.state, "connected", `L0 passes: ${r.text}`);
+
+    const full = await probe(PROVIDER_ID);
+    assert.equal(full.l0, "pass");
+    assert.equal(full.state, "connected", `MCP session failed: ${full.text} (port closed: ${full.closeReason ?? "-"})`);
+    assert.ok(full.tools.length > 0, "the provider lists tools");
+    assert.equal(full.text, `Connected: ${full.tools.length} tools`);
+    await h.lumo("close", full.session);
+  });
+
+  test("cold start: 20 probes, each right after the worker was stopped, all answered within 1500 ms", T, async () => {
+    for (let i = 1; i <= 20; i++) {
+      await h.stopProviderWorker();
+      assert.equal(await h.workerStatus(), "stopped", `#${i}: worker stopped before the probe`);
+      const r = await probe(PROVIDER_ID, { openSession: false });
+      assert.ok(r.response, `#${i}: no answer: ${r.text} ${r.detail ?? ""}`);
+      assertStatus(r, { enabled: true, authorized: true, ready: true, pendingApproval: false });
+      assert.equal(r.state, "connected", `#${i}: ${r.text}`);
+      assert.ok(r.elapsedMs < PROBE_TIMEOUT_MS, `#${i}: answered after ${r.elapsedMs} ms`);
+      assert.equal(await h.workerStatus(), "running", `#${i}: the probe restarted the worker`);
+    }
+  });
+});

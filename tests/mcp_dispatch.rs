@@ -1,0 +1,290 @@
+//! The MCP dispatcher against raw JSON: every error code, id echo, version negotiation, the
+//! session state machine and policy re-checks.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use lumo_userscripts::mcp::server::{Outcome, SUPPORTED_VERSIONS};
+use lumo_userscripts::session::{Phase, Step};
+use serde_json::{json, Value};
+
+fn code(v: &Value) -> i64 {
+    v["error"]["code"].as_i64().unwrap_or(0)
+}
+
+#[test]
+fn version_negotiation_matrix() {
+    let p = provider();
+    for v in SUPPORTED_VERSIONS {
+        let s = open(&p);
+        let r = initialize(&p, &s, v);
+        assert_eq!(r["result"]["protocolVersion"], json!(v));
+        assert_eq!(s.phase(), Some(Phase::Ready { version: v }));
+    }
+    for unknown in ["2023-01-01", "2099-12-31", ""] {
+        let s = open(&p);
+        let r = initialize(&p, &s, unknown);
+        assert_eq!(r["result"]["protocolVersion"], json!(SUPPORTED_VERSIONS[0]));
+    }
+}
+
+#[test]
+fn initialize_result_shape() {
+    let p = provider();
+    let s = open(&p);
+    let r = initialize(&p, &s, "2025-11-25");
+    let res = &r["result"];
+    assert_eq!(res["capabilities"], json!({"tools": {"listChanged": true}}));
+    assert_eq!(res["serverInfo"]["name"], "lumo-userscripts");
+    assert_eq!(res["serverInfo"]["title"], "Lumo Userscripts");
+    assert!(res["instructions"].as_str().unwrap().contains("untrusted"));
+    assert_eq!(r["id"], json!(0));
+}
+
+#[test]
+fn instructions_follow_the_policy_at_initialize_time() {
+    let p = provider();
+    set_switch(&p, "writes", false);
+    let r = initialize(&p, &open(&p), "2025-06-18");
+    assert!(r["result"]["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("Read-only mode"));
+    set_switch(&p, "writes", true);
+    set_switch(&p, "review", true);
+    let r = initialize(&p, &open(&p), "2025-06-18");
+    let text = r["result"]["instructions"].as_str().unwrap();
+    assert!(!text.contains("Read-only") && text.contains("review"));
+}
+
+#[test]
+fn requests_before_initialize_are_refused_but_ping_works() {
+    let p = provider();
+    let s = open(&p);
+    let r = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": "x", "method": "tools/list"}),
+    ));
+    assert_eq!(code(&r), -32600);
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("initialize"));
+    let r = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+    ));
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 5, "result": {}}));
+    initialize(&p, &s, "2025-06-18");
+    // A second initialize on the same port is refused: one server per port, never replayed.
+    let r = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}),
+    ));
+    assert_eq!(code(&r), -32600);
+}
+
+#[test]
+fn every_error_code() {
+    let p = provider();
+    let s = ready(&p);
+    // -32700: not JSON.
+    match s.inbound(Some("{not json")) {
+        Step::Reply(r) => {
+            assert_eq!(code(&r), -32700);
+            assert_eq!(r["id"], Value::Null);
+        }
+        other => panic!("{other:?}"),
+    }
+    // -32600: invalid request.
+    assert_eq!(
+        code(&reply(send(
+            &p,
+            &s,
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+        ))),
+        -32600
+    );
+    assert_eq!(
+        code(&reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": true, "method": "ping"})
+        ))),
+        -32600
+    );
+    // -32601: unknown method, id echoed.
+    let r = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": "q-1", "method": "resources/list"}),
+    ));
+    assert_eq!((code(&r), r["id"].clone()), (-32601, json!("q-1")));
+    // -32602: invalid params, unknown tool.
+    assert_eq!(
+        code(&reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})
+        ))),
+        -32602
+    );
+    assert_eq!(
+        code(&reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope"}})
+        ))),
+        -32602
+    );
+    assert_eq!(
+        code(&reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "status", "arguments": [1]}})
+        ))),
+        -32602
+    );
+    let r = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}),
+    ));
+    assert!(code(&r) == -32602 || code(&r) == -32600);
+    // Notifications never get a reply, known or not.
+    for m in [
+        "notifications/initialized",
+        "notifications/cancelled",
+        "whatever",
+    ] {
+        assert_eq!(
+            send(&p, &s, json!({"jsonrpc": "2.0", "method": m})),
+            Outcome::Silent
+        );
+    }
+}
+
+#[test]
+fn ids_of_every_json_type() {
+    let p = provider();
+    let s = ready(&p);
+    for id in [
+        json!(0),
+        json!(-1),
+        json!(2.5),
+        json!("abc"),
+        json!(""),
+        json!(9007199254740991u64),
+    ] {
+        let r = reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": id, "method": "ping"}),
+        ));
+        assert_eq!(r["id"], id);
+    }
+    for bad in [json!(null), json!([1]), json!({"a": 1}), json!(false)] {
+        let r = reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": bad, "method": "ping"}),
+        ));
+        assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null));
+    }
+}
+
+#[test]
+fn tools_list_follows_the_write_switch() {
+    let p = provider();
+    let s = ready(&p);
+    let list = |p: &_, s: &_| {
+        reply(send(
+            p,
+            s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let all = list(&p, &s);
+    assert!(all.contains(&"write_script".to_owned()));
+    let reply = set_switch(&p, "writes", false);
+    // Open sessions are told the list changed.
+    assert!(reply.effects.iter().any(
+        |e| matches!(e, lumo_userscripts::control::Effect::Notify { sessions, message }
+        if sessions.contains(&s.id) && message["method"] == "notifications/tools/list_changed")
+    ));
+    let ro = list(&p, &s);
+    assert!(!ro.contains(&"write_script".to_owned()) && ro.contains(&"list_scripts".to_owned()));
+    // Flipping a switch that does not change the tool set sends nothing.
+    assert!(set_switch(&p, "review", true).effects.is_empty());
+}
+
+#[test]
+fn policy_is_rechecked_on_every_call() {
+    let p = provider();
+    let s = ready(&p);
+    assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
+    set_switch(&p, "endpoint", false);
+    let out = send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "status"}}),
+    );
+    let Outcome::ReplyAndCloseCaller(r) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(r["result"]["isError"], json!(true));
+    assert_eq!(
+        r["result"]["structuredContent"]["error_code"],
+        "UNAUTHORIZED"
+    );
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("turned off"));
+
+    set_switch(&p, "endpoint", true);
+    block_on(lumo_userscripts::control::handle(
+        &p,
+        &json!({"op": "policy.remove", "id": HOST}),
+    ));
+    let out = send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+    );
+    let Outcome::ReplyAndCloseCaller(r) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(code(&r), -32001);
+}
+
+#[test]
+fn unauthorized_port_gets_32001_for_each_request_and_runs_nothing() {
+    let p = provider();
+    let stranger = lumo_userscripts::ids::ExtensionId::parse(&"b".repeat(32)).unwrap();
+    let s = p.open_session(stranger.clone());
+    s.inbound(Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}).to_string()));
+    s.inbound(Some(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("X", "")}}}).to_string()));
+    let policy = block_on(p.policy());
+    let lumo_userscripts::session::Authorized::Refuse { replies, .. } =
+        s.authorize(policy.access(Some(&stranger)))
+    else {
+        panic!()
+    };
+    assert_eq!(replies.len(), 2);
+    assert!(replies.iter().all(|r| code(r) == -32001));
+    assert!(
+        block_on(lumo_userscripts::scripts::store::load_index(&p.env))
+            .unwrap()
+            .is_empty()
+    );
+}
