@@ -4,6 +4,7 @@
 //! extension; this module decides what each operation does.
 
 use crate::env::Env;
+use crate::guard::review::Decision;
 use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc;
 use crate::policy::Switch;
@@ -96,8 +97,31 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 "policy": policy,
                 "capability": { "ready": cap.ready, "reason": cap.reason },
                 "sessions": p.sessions_summary(),
+                "reviews": p.pending_reviews(),
                 "problems": *p.log.borrow(),
             })
+        }
+        "reviews.decide" => {
+            let Some(review) = msg.get("review").and_then(Value::as_str) else {
+                return err("missing \"review\" (the review id)");
+            };
+            let Some(approve) = msg.get("approve").and_then(Value::as_bool) else {
+                return err("\"approve\" must be true or false");
+            };
+            let allow_session = msg
+                .get("allowSession")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let decision = if approve {
+                Decision::Approve { allow_session }
+            } else {
+                Decision::Deny
+            };
+            if p.decide(review, decision) {
+                json!({ "ok": true })
+            } else {
+                err("that review is no longer waiting (it expired, was cancelled or was already decided)")
+            }
         }
         "sessions.disconnect" => match id_arg(msg) {
             Ok(id) => json!({ "ok": true, "closed": p.sessions_of(&id).len() }),

@@ -61,9 +61,14 @@ pub trait Ids {
     fn new_uuid(&self) -> String;
 }
 
+/// Timers, for bounded waits (a write waiting for the user's review).
+pub trait Timer {
+    async fn sleep(&self, ms: f64);
+}
+
 /// Everything the provider needs.
-pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids {}
-impl<T: Storage + Clock + Capabilities + UserScripts + Ids> Env for T {}
+pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer {}
+impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer> Env for T {}
 
 pub use crate::scripts::registry::Registration;
 
@@ -82,6 +87,8 @@ pub mod memory {
         pub fail_writes: RefCell<Option<String>>,
         pub registrations: RefCell<BTreeMap<String, Registration>>,
         pub uuid_counter: Cell<u64>,
+        /// `sleep` returns at once when true (a timeout fires immediately), never when false.
+        pub timers_fire: Cell<bool>,
     }
 
     impl MemoryEnv {
@@ -149,6 +156,16 @@ pub mod memory {
     impl Capabilities for MemoryEnv {
         fn user_scripts_available(&self) -> bool {
             self.user_scripts.get()
+        }
+    }
+
+    impl Timer for MemoryEnv {
+        async fn sleep(&self, ms: f64) {
+            if self.timers_fire.get() {
+                self.advance(ms);
+            } else {
+                futures::future::pending::<()>().await;
+            }
         }
     }
 

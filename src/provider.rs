@@ -5,6 +5,7 @@
 use crate::env::{Area, Env};
 use crate::guard::audit::{self, Entry};
 use crate::guard::rate_limit::{Admission, RateWindow};
+use crate::guard::review::{self, Decision, ReviewRequest, Stub};
 use crate::ids::ExtensionId;
 use crate::policy::Policy;
 use crate::probe::{self, Capability};
@@ -12,10 +13,12 @@ use crate::scripts::registry::Registration;
 use crate::scripts::sync;
 use crate::session::{Phase, Session};
 use crate::tools::result::{ErrorCode, ToolError};
+use futures::channel::oneshot;
+use futures::future::{select, Either};
 use futures::lock::{Mutex, MutexGuard};
 use serde_json::{json, Map, Value};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
@@ -43,6 +46,22 @@ pub struct Provider<E> {
     /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
     sessions: RefCell<BTreeMap<u64, Rc<Session>>>,
     next_session: Cell<u64>,
+    /// Writes waiting for the user's review, by review id.
+    reviews: RefCell<BTreeMap<String, Waiting>>,
+    /// Sessions whose writes the user allowed without further review ("allow for this session").
+    waived: RefCell<BTreeSet<u64>>,
+    /// Whether `chrome.userScripts` worked at the last look: coming back marks the registry stale.
+    last_available: Cell<bool>,
+    /// Called when something a page shows changed (reviews, sessions): the shell refreshes the
+    /// badge.
+    on_change: RefCell<Option<Box<dyn Fn()>>>,
+}
+
+struct Waiting {
+    request: ReviewRequest,
+    /// The JSON-RPC id of the `tools/call`, so `notifications/cancelled` can find it.
+    rpc_id: Value,
+    decide: Option<oneshot::Sender<Decision>>,
 }
 
 const MAX_LOG: usize = 50;
@@ -59,6 +78,20 @@ impl<E: Env> Provider<E> {
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(BTreeMap::new()),
             next_session: Cell::new(1),
+            reviews: RefCell::new(BTreeMap::new()),
+            waived: RefCell::new(BTreeSet::new()),
+            last_available: Cell::new(false),
+            on_change: RefCell::new(None),
+        }
+    }
+
+    pub fn set_on_change(&self, f: Box<dyn Fn()>) {
+        *self.on_change.borrow_mut() = Some(f);
+    }
+
+    fn changed(&self) {
+        if let Some(f) = &*self.on_change.borrow() {
+            f();
         }
     }
 
@@ -71,11 +104,16 @@ impl<E: Env> Provider<E> {
         s
     }
 
-    /// Forgets a port (closed by either side). Returns whether it was open.
+    /// Forgets a port (closed by either side): its pending reviews are cancelled and its
+    /// "allow for this session" ends. Returns whether it was open.
     pub fn close_session(&self, id: u64) -> bool {
-        match self.sessions.borrow_mut().remove(&id) {
+        self.cancel_reviews(id, None);
+        self.waived.borrow_mut().remove(&id);
+        let removed = self.sessions.borrow_mut().remove(&id);
+        match removed {
             Some(s) => {
                 s.close();
+                self.changed();
                 true
             }
             None => false,
@@ -235,7 +273,13 @@ impl<E: Env> Provider<E> {
     }
 
     pub fn capability(&self) -> Capability {
-        if self.env.user_scripts_available() {
+        let available = self.env.user_scripts_available();
+        if available && !self.last_available.get() {
+            // Back on (or first seen): Chrome may have dropped registrations meanwhile.
+            self.registry_stale.set(true);
+        }
+        self.last_available.set(available);
+        if available {
             Capability::ready()
         } else {
             Capability::user_scripts_off()
@@ -278,6 +322,145 @@ impl<E: Env> Provider<E> {
             self.save_policy(&p).await?;
         }
         Ok((out, p))
+    }
+
+    pub fn pending_reviews(&self) -> Vec<ReviewRequest> {
+        self.reviews
+            .borrow()
+            .values()
+            .map(|w| w.request.clone())
+            .collect()
+    }
+
+    pub fn is_waived(&self, session: u64) -> bool {
+        self.waived.borrow().contains(&session)
+    }
+
+    /// Waits for the user's decision on one write, bounded by [`review::REVIEW_TIMEOUT_MS`].
+    pub async fn await_review(
+        &self,
+        request: ReviewRequest,
+        rpc_id: Value,
+    ) -> Result<Decision, ToolError> {
+        if self.reviews.borrow().len() >= review::MAX_PENDING_REVIEWS {
+            return Err(ToolError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{} writes are already waiting for the user's review; wait for those first",
+                    review::MAX_PENDING_REVIEWS
+                ),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = request.id.clone();
+        let session = request.session;
+        self.reviews.borrow_mut().insert(
+            id.clone(),
+            Waiting {
+                request,
+                rpc_id,
+                decide: Some(tx),
+            },
+        );
+        self.save_review_stubs().await;
+        self.changed();
+        let decision = match select(rx, Box::pin(self.env.sleep(review::REVIEW_TIMEOUT_MS))).await {
+            Either::Left((Ok(d), _)) => d,
+            Either::Left((Err(_), _)) => Decision::Cancelled,
+            Either::Right(_) => Decision::Expired,
+        };
+        self.reviews.borrow_mut().remove(&id);
+        if let Decision::Approve {
+            allow_session: true,
+        } = decision
+        {
+            self.waived.borrow_mut().insert(session);
+        }
+        self.save_review_stubs().await;
+        self.changed();
+        Ok(decision)
+    }
+
+    /// The user's decision from the review surface. False when no such review waits (it
+    /// expired, or was already decided).
+    pub fn decide(&self, id: &str, decision: Decision) -> bool {
+        let sender = self
+            .reviews
+            .borrow_mut()
+            .get_mut(id)
+            .and_then(|w| w.decide.take());
+        match sender {
+            Some(tx) => tx.send(decision).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Cancels the reviews of a session: all of them (port closed) or the one for a cancelled
+    /// JSON-RPC request.
+    pub fn cancel_reviews(&self, session: u64, rpc_id: Option<&Value>) {
+        let senders: Vec<oneshot::Sender<Decision>> = self
+            .reviews
+            .borrow_mut()
+            .values_mut()
+            .filter(|w| w.request.session == session && rpc_id.is_none_or(|id| &w.rpc_id == id))
+            .filter_map(|w| w.decide.take())
+            .collect();
+        for tx in senders {
+            let _ = tx.send(Decision::Cancelled);
+        }
+    }
+
+    async fn save_review_stubs(&self) {
+        let stubs: Vec<Stub> = self
+            .reviews
+            .borrow()
+            .values()
+            .map(|w| w.request.stub())
+            .collect();
+        let mut m = Map::new();
+        m.insert(
+            review::STUBS_KEY.to_owned(),
+            serde_json::to_value(stubs).unwrap_or(Value::Null),
+        );
+        if let Err(e) = self.env.set(Area::Session, m).await {
+            self.note(format!("could not save pending reviews: {e}"));
+        }
+    }
+
+    /// At worker start: reviews that were waiting when the previous worker stopped cannot be
+    /// answered any more (their port died with it). Each is audited as REVIEW_INTERRUPTED.
+    pub async fn resume_interrupted_reviews(&self) {
+        let stored = match self.env.get(Area::Session, &[review::STUBS_KEY]).await {
+            Ok(m) => m.get(review::STUBS_KEY).cloned().unwrap_or(Value::Null),
+            Err(_) => return,
+        };
+        let stubs: Vec<Stub> = stored
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| serde_json::from_value(v.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let orphans: Vec<Stub> = stubs
+            .into_iter()
+            .filter(|s| !self.reviews.borrow().contains_key(&s.id))
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        for s in &orphans {
+            self.audit(&Entry {
+                at: self.env.now_ms(),
+                tool: s.tool.clone(),
+                caller: s.caller.clone(),
+                result: "REVIEW_INTERRUPTED".to_owned(),
+                target: s.target.clone(),
+                digest: s.digest.clone(),
+            })
+            .await;
+        }
+        self.save_review_stubs().await;
     }
 
     /// L0: answers one `lumo:probe` message from `sender` (Chrome's `sender.id`, unvalidated).

@@ -81,6 +81,9 @@ extern "C" {
     #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID)]
     pub fn random_uuid() -> String;
 
+    #[wasm_bindgen(js_namespace = ["chrome", "runtime"], js_name = getPlatformInfo, catch)]
+    pub fn get_platform_info() -> Result<Promise, JsValue>;
+
     #[wasm_bindgen(js_name = setTimeout)]
     pub fn set_timeout(f: &Function, ms: f64) -> JsValue;
 

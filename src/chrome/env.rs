@@ -4,7 +4,9 @@
 
 use super::api::{self, StorageArea};
 use super::json;
-use crate::env::{Area, Capabilities, Clock, EnvError, Ids, Registration, Storage, UserScripts};
+use crate::env::{
+    Area, Capabilities, Clock, EnvError, Ids, Registration, Storage, Timer, UserScripts,
+};
 use js_sys::{Array, Function, Reflect};
 use serde_json::{Map, Value};
 use wasm_bindgen::prelude::*;
@@ -190,5 +192,31 @@ impl UserScripts for ChromeEnv {
         settle("userScripts.configureWorld", api.configure_world(&props))
             .await
             .map(|_| ())
+    }
+}
+
+/// Chrome stops an idle worker after 30 s; any extension API call resets that timer. A long
+/// wait (a write under review) sleeps in steps with a cheap call between them.
+const KEEPALIVE_STEP_MS: f64 = 20_000.0;
+
+fn timeout(ms: f64) -> JsFuture {
+    JsFuture::from(js_sys::Promise::new(&mut |resolve, _| {
+        let _ = api::set_timeout(&resolve, ms);
+    }))
+}
+
+impl Timer for ChromeEnv {
+    async fn sleep(&self, ms: f64) {
+        let mut left = ms;
+        while left > 0.0 {
+            let step = left.min(KEEPALIVE_STEP_MS);
+            let _ = timeout(step).await;
+            left -= step;
+            if left > 0.0 {
+                if let Ok(p) = api::get_platform_info() {
+                    let _ = JsFuture::from(p).await;
+                }
+            }
+        }
     }
 }

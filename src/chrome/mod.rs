@@ -79,8 +79,16 @@ pub fn start() {
         )
     });
 
-    // Reconcile after this first turn, off the path of the message that woke the worker.
-    let later = Closure::once_into_js(|| spawn_local(async { provider().ensure_registry().await }));
+    provider().set_on_change(Box::new(refresh_badge));
+    // After this first turn, off the path of the message that woke the worker: settle reviews
+    // the previous worker left behind, then reconcile registrations.
+    let later = Closure::once_into_js(|| {
+        spawn_local(async {
+            let p = provider();
+            p.resume_interrupted_reviews().await;
+            p.ensure_registry().await;
+        })
+    });
     let _ = api::set_timeout(later.unchecked_ref(), 0.0);
 }
 
@@ -143,13 +151,13 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
     JsValue::TRUE
 }
 
-/// The action badge: the number of open sessions, or `!` while an approval waits.
+/// The action badge: the number of open sessions, or `!` while an approval or a review waits.
 pub fn refresh_badge() {
     spawn_local(async {
         let p = provider();
         let policy = p.policy().await;
         let open = p.sessions_summary().len();
-        let (text, color) = if !policy.pending.is_empty() {
+        let (text, color) = if !policy.pending.is_empty() || !p.pending_reviews().is_empty() {
             ("!".to_owned(), "#d93025")
         } else if open > 0 {
             (open.to_string(), "#188038")

@@ -3,3 +3,4 @@
 pub mod audit;
 pub mod digest;
 pub mod rate_limit;
+pub mod review;

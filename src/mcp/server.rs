@@ -8,7 +8,7 @@ use crate::policy::{Access, Policy};
 use crate::probe::{self, Capability};
 use crate::provider::Provider;
 use crate::session::{Phase, Session};
-use crate::tools::{self, catalog, CallOutcome};
+use crate::tools::{self, catalog, CallCtx, CallOutcome};
 use serde_json::{json, Map, Value};
 
 /// Supported protocol revisions, newest first. A client asking for one of them gets it; any other
@@ -69,9 +69,16 @@ impl<E: Env> Provider<E> {
         let (id, method, params) = match jsonrpc::classify(msg) {
             Inbound::Invalid(reply) => return Outcome::Reply(reply),
             Inbound::Ignored => return Outcome::Silent,
-            // Notifications (initialized, cancelled, …) need no answer; none changes our state:
-            // a session is ready once it has answered initialize.
-            Inbound::Notification { .. } => return Outcome::Silent,
+            // Notifications need no answer. A session is ready once it has answered initialize;
+            // a cancelled request that waits for review stops waiting.
+            Inbound::Notification { method, params } => {
+                if method == "notifications/cancelled" {
+                    if let Some(rid) = params.get("requestId") {
+                        self.cancel_reviews(session.id, Some(rid));
+                    }
+                }
+                return Outcome::Silent;
+            }
             Inbound::Request { id, method, params } => (id, method, params),
         };
         let Some(phase) = session.phase() else {
@@ -193,7 +200,12 @@ impl<E: Env> Provider<E> {
                 ))
             }
         };
-        match tools::call(self, &session.caller, name, args).await {
+        let ctx = CallCtx {
+            caller: &session.caller,
+            session: session.id,
+            rpc_id: id,
+        };
+        match tools::call(self, &ctx, name, args).await {
             CallOutcome::Result(r) => Outcome::Reply(jsonrpc::response(id, r)),
             CallOutcome::AccessLost(r) => Outcome::ReplyAndCloseCaller(jsonrpc::response(id, r)),
             CallOutcome::UnknownTool => Outcome::Reply(jsonrpc::error(

@@ -19,6 +19,7 @@ mod status;
 use crate::env::Env;
 use crate::guard::audit::Entry;
 use crate::guard::digest::digest_hex;
+use crate::guard::review::{Decision, REVIEW_TIMEOUT_MS};
 use crate::ids::ExtensionId;
 use crate::policy::{Access, Policy};
 use crate::provider::Provider;
@@ -38,6 +39,13 @@ pub enum CallOutcome {
     UnknownTool,
 }
 
+/// Who is calling, on which port, with which JSON-RPC id.
+pub struct CallCtx<'a> {
+    pub caller: &'a ExtensionId,
+    pub session: u64,
+    pub rpc_id: &'a Value,
+}
+
 /// Where a finished tool call went, for the audit entry.
 pub(crate) struct Executed {
     pub result: Result<Value, ToolError>,
@@ -46,10 +54,11 @@ pub(crate) struct Executed {
 
 pub async fn call<E: Env>(
     p: &Provider<E>,
-    caller: &ExtensionId,
+    ctx: &CallCtx<'_>,
     name: &str,
     args: Value,
 ) -> CallOutcome {
+    let caller = ctx.caller;
     let policy = p.policy().await;
     let access = policy.access(Some(caller));
     if access != Access::Granted {
@@ -68,7 +77,7 @@ pub async fn call<E: Env>(
         return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
     }
     let digest = digest_hex(&args);
-    let done = write(p, caller, &policy, def, args).await;
+    let done = write(p, ctx, &policy, def, args, &digest).await;
     let entry = Entry {
         at: p.env.now_ms(),
         tool: def.name.to_owned(),
@@ -84,51 +93,78 @@ pub async fn call<E: Env>(
     CallOutcome::Result(done.result.unwrap_or_else(|e| e.to_result()))
 }
 
+/// The uuid a write names, if it names a valid one: audited even when the call is refused.
+fn named_target(args: &Value) -> Option<String> {
+    args.get("uuid")
+        .and_then(Value::as_str)
+        .filter(|u| crate::scripts::record::is_uuid(u))
+        .map(str::to_owned)
+}
+
 /// Steps 3–7 for a write tool.
 async fn write<E: Env>(
     p: &Provider<E>,
-    caller: &ExtensionId,
+    ctx: &CallCtx<'_>,
     policy: &Policy,
     def: &ToolDef,
     args: Value,
+    digest: &str,
 ) -> Executed {
-    if !policy.writes_enabled {
-        return Executed {
-            result: Err(ToolError::new(
-                ErrorCode::WriteDisabled,
-                "writes are turned off: the user has put Lumo Userscripts in read-only mode",
-            )),
-            target: args
-                .get("uuid")
-                .and_then(Value::as_str)
-                .filter(|u| crate::scripts::record::is_uuid(u))
-                .map(str::to_owned),
-        };
-    }
-    let parsed = match scripts::parse_write(def, &args) {
-        Ok(w) => w,
-        Err(e) => {
-            let target = args
-                .get("uuid")
-                .and_then(Value::as_str)
-                .filter(|u| crate::scripts::record::is_uuid(u))
-                .map(str::to_owned);
-            return Executed {
-                result: Err(e),
-                target,
-            };
-        }
+    let refused = |e: ToolError| Executed {
+        result: Err(e),
+        target: named_target(&args),
     };
-    let target = parsed.target().map(str::to_owned);
-    if let Err(e) = p.admit_write(caller).await {
-        return Executed {
-            result: Err(e),
-            target,
-        };
+    if !policy.writes_enabled {
+        return refused(ToolError::new(
+            ErrorCode::WriteDisabled,
+            "writes are turned off: the user has put Lumo Userscripts in read-only mode",
+        ));
     }
-    let done = scripts::run_write(p, caller, policy, parsed).await;
+    let mut parsed = match scripts::parse_write(def, &args) {
+        Ok(w) => w,
+        Err(e) => return refused(e),
+    };
+    if let Err(e) = p.admit_write(ctx.caller).await {
+        return refused(e);
+    }
+    if policy.review_writes && !p.is_waived(ctx.session) {
+        let request = match scripts::review_request(p, ctx, policy, def, &parsed, digest).await {
+            Ok(r) => r,
+            Err(e) => return refused(e),
+        };
+        let base = request.base_revision;
+        let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
+            Ok(d) => d,
+            Err(e) => return refused(e),
+        };
+        match decision {
+            Decision::Approve { .. } => parsed = parsed.pinned(base),
+            Decision::Deny => {
+                return refused(ToolError::new(
+                    ErrorCode::UserRejected,
+                    "the user rejected this write; nothing changed",
+                ))
+            }
+            Decision::Expired => {
+                return refused(ToolError::new(
+                    ErrorCode::ReviewExpired,
+                    format!(
+                        "the user did not decide within {} s; nothing changed",
+                        REVIEW_TIMEOUT_MS / 1000.0
+                    ),
+                ))
+            }
+            Decision::Cancelled => {
+                return refused(ToolError::new(
+                    ErrorCode::ReviewExpired,
+                    "the request was cancelled before the user decided; nothing changed",
+                ))
+            }
+        }
+    }
+    let done = scripts::run_write(p, ctx.caller, policy, parsed).await;
     Executed {
         result: done.result,
-        target: done.target.or(target),
+        target: done.target.or_else(|| named_target(&args)),
     }
 }

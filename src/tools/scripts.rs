@@ -5,8 +5,9 @@ use super::catalog::{
     self, ToolDef, MAX_PAGE, MAX_PATCH_EDITS, MAX_QUERY_CHARS, MAX_SOURCE_BYTES, MAX_URL_BYTES,
 };
 use super::result::{success, ErrorCode, ToolError};
-use super::{status, Executed};
+use super::{status, CallCtx, Executed};
 use crate::env::Env;
+use crate::guard::review::{line_diff, ReviewRequest, REVIEW_TIMEOUT_MS};
 use crate::ids::ExtensionId;
 use crate::policy::Policy;
 use crate::provider::Provider;
@@ -120,6 +121,27 @@ pub enum WriteArgs {
 }
 
 impl WriteArgs {
+    /// After the user approved a write reviewed at revision `base`, the write must apply to that
+    /// revision and no other: a change in between is a CONFLICT, not a silent overwrite.
+    pub fn pinned(self, base: Option<u64>) -> Self {
+        match self {
+            WriteArgs::SetEnabled {
+                uuid,
+                enabled,
+                revision,
+            } => WriteArgs::SetEnabled {
+                uuid,
+                enabled,
+                revision: revision.or(base),
+            },
+            WriteArgs::Delete { uuid, revision } => WriteArgs::Delete {
+                uuid,
+                revision: revision.or(base),
+            },
+            other => other,
+        }
+    }
+
     pub fn target(&self) -> Option<&str> {
         match self {
             WriteArgs::Create { .. } => None,
@@ -646,4 +668,126 @@ fn write_result(c: &Change, registered: bool) -> Value {
     .as_object()
     .map(|o| success(text, Value::Object(o.clone())))
     .unwrap_or(Value::Null)
+}
+
+/// What the user reviews: checked against the store now, so a write that cannot succeed
+/// (unknown uuid, stale revision, invalid metadata, a patch that does not apply) fails at once
+/// instead of asking the user about it.
+pub(super) async fn review_request<E: Env>(
+    p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    policy: &Policy,
+    def: &ToolDef,
+    w: &WriteArgs,
+    digest: &str,
+) -> Result<ReviewRequest, ToolError> {
+    let current = match w.target() {
+        Some(uuid) => Some(
+            store::load_with_source(&p.env, uuid)
+                .await
+                .map_err(script_error)?,
+        ),
+        None => None,
+    };
+    let check = |expected: u64| match &current {
+        Some((r, _)) if r.revision != expected => Err(script_error(ScriptError::StaleRevision {
+            expected,
+            current: r.revision,
+        })),
+        _ => Ok(()),
+    };
+    let name_of = |src: &str| {
+        store::validate(src, MAX_SOURCE_BYTES)
+            .map(|(m, _)| m.name)
+            .map_err(script_error)
+    };
+    let (summary, diff) = match (w, &current) {
+        (WriteArgs::Create { source, enabled }, _) => {
+            let name = name_of(source)?;
+            (
+                format!(
+                    "Create the script \"{name}\"{}",
+                    if *enabled { "" } else { " (disabled)" }
+                ),
+                Some(line_diff("", source)),
+            )
+        }
+        (
+            WriteArgs::Replace {
+                revision, source, ..
+            },
+            Some((r, old)),
+        ) => {
+            check(*revision)?;
+            name_of(source)?;
+            (
+                format!("Replace the script \"{}\"", r.metadata.name),
+                Some(line_diff(old, source)),
+            )
+        }
+        (
+            WriteArgs::Patch {
+                revision, edits, ..
+            },
+            Some((r, old)),
+        ) => {
+            check(*revision)?;
+            let new = store::apply_edits(old, edits).map_err(script_error)?;
+            name_of(&new)?;
+            (
+                format!("Edit the script \"{}\"", r.metadata.name),
+                Some(line_diff(old, &new)),
+            )
+        }
+        (
+            WriteArgs::SetEnabled {
+                enabled, revision, ..
+            },
+            Some((r, _)),
+        ) => {
+            if let Some(rev) = revision {
+                check(*rev)?;
+            }
+            (
+                format!(
+                    "{} the script \"{}\"",
+                    if *enabled { "Enable" } else { "Disable" },
+                    r.metadata.name
+                ),
+                None,
+            )
+        }
+        (WriteArgs::Delete { revision, .. }, Some((r, old))) => {
+            if let Some(rev) = revision {
+                check(*rev)?;
+            }
+            (
+                format!("Delete the script \"{}\"", r.metadata.name),
+                Some(line_diff(old, "")),
+            )
+        }
+        (_, None) => return Err(invalid(def.name, "no target")),
+    };
+    let now = p.env.now_ms();
+    let caller_name = policy
+        .allowlist
+        .iter()
+        .find(|c| &c.id == ctx.caller)
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    Ok(ReviewRequest {
+        id: p.env.new_uuid(),
+        caller: ctx.caller.as_str().to_owned(),
+        caller_name,
+        session: ctx.session,
+        tool: def.name.to_owned(),
+        summary,
+        target: w.target().map(str::to_owned),
+        target_name: current.as_ref().map(|(r, _)| r.metadata.name.clone()),
+        base_revision: current.as_ref().map(|(r, _)| r.revision),
+        diff,
+        created_at: now,
+        expires_at: now + REVIEW_TIMEOUT_MS,
+        digest: digest.to_owned(),
+    })
 }

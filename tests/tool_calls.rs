@@ -1,0 +1,439 @@
+//! The tool-call walk through the core with an in-memory environment: every check in its order,
+//! the rate limit at its exact boundary, review outcomes, audit entries and the marker test.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use futures::future::join;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::Area;
+use lumo_userscripts::guard::audit;
+use lumo_userscripts::guard::review::Decision;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::session::Session;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Yields once to the executor, so a `join`ed side can make progress.
+struct YieldNow(bool);
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+fn audit_log(p: &Provider<MemoryEnv>) -> Vec<audit::Entry> {
+    block_on(audit::read_all(&p.env)).unwrap()
+}
+
+fn create(p: &Provider<MemoryEnv>, s: &Session, name: &str) -> Value {
+    let r = call(p, s, "write_script", json!({"source": script(name, "")}));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    r["structuredContent"]["script"].clone()
+}
+
+/// Runs a write while a second task plays the user on the review surface.
+fn with_review(
+    p: &Provider<MemoryEnv>,
+    s: &Session,
+    name: &str,
+    args: Value,
+    decide: Option<Decision>,
+) -> Value {
+    let user = async {
+        let Some(d) = decide else { return };
+        loop {
+            if let Some(r) = p.pending_reviews().first() {
+                assert!(p.decide(&r.id, d));
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": args}});
+    let (out, ()) = block_on(join(async { p.handle_mcp(s, &msg).await }, user));
+    reply(out)["result"].clone()
+}
+
+#[test]
+fn a_created_script_is_registered_and_readable() {
+    let p = provider();
+    let s = ready(&p);
+    let created = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "document.title = 'x';")}),
+    );
+    assert_eq!(created["structuredContent"]["registered"], json!(true));
+    let uuid = created["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(p.env.registrations.borrow().contains_key(&uuid));
+    let got = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(got["structuredContent"]["script"]["createdBy"], json!(HOST));
+    assert!(got["structuredContent"]["script"]["source"]
+        .as_str()
+        .unwrap()
+        .contains("document.title"));
+    let m = call(&p, &s, "match_url", json!({"url": "https://example.com/a"}));
+    assert_eq!(m["structuredContent"]["scripts"][0]["runs"], json!(true));
+    let none = call(&p, &s, "match_url", json!({"url": "https://other.org/"}));
+    assert_eq!(none["structuredContent"]["scripts"], json!([]));
+}
+
+#[test]
+fn bad_arguments_are_readable_errors() {
+    let p = provider();
+    let s = ready(&p);
+    let cases = [
+        ("get_script", json!({"uuid": "nope"}), "INVALID_ARGUMENTS"),
+        (
+            "get_script",
+            json!({"uuid": "00000000-0000-4000-8000-000000000099"}),
+            "NOT_FOUND",
+        ),
+        ("list_scripts", json!({"limit": 1000}), "PAYLOAD_TOO_LARGE"),
+        ("list_scripts", json!({"bogus": 1}), "INVALID_ARGUMENTS"),
+        (
+            "list_scripts",
+            json!({"enabled": "yes"}),
+            "INVALID_ARGUMENTS",
+        ),
+        (
+            "write_script",
+            json!({"source": "x".repeat(300 * 1024)}),
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            "write_script",
+            json!({"source": "no header"}),
+            "INVALID_METADATA",
+        ),
+        (
+            "write_script",
+            json!({"source": script("A", ""), "uuid": "00000000-0000-4000-8000-000000000001"}),
+            "INVALID_ARGUMENTS",
+        ),
+        (
+            "patch_script",
+            json!({"uuid": "00000000-0000-4000-8000-000000000001", "revision": 1, "edits": []}),
+            "INVALID_ARGUMENTS",
+        ),
+        (
+            "match_url",
+            json!({"url": "not a url"}),
+            "INVALID_ARGUMENTS",
+        ),
+    ];
+    for (tool, args, code) in cases {
+        let r = call(&p, &s, tool, args.clone());
+        assert_eq!(r["isError"], json!(true), "{tool} {args}");
+        assert_eq!(error_code(&r), Some(code), "{tool} {args}: {r}");
+        assert!(!r["content"][0]["text"].as_str().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn read_only_mode_refuses_every_write_and_audits_it() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "A");
+    set_switch(&p, "writes", false);
+    for (tool, args) in [
+        ("write_script", json!({"source": script("B", "")})),
+        (
+            "set_script_enabled",
+            json!({"uuid": a["uuid"], "enabled": false}),
+        ),
+        ("delete_script", json!({"uuid": a["uuid"]})),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(error_code(&r), Some("WRITE_DISABLED"));
+        assert_eq!(r["structuredContent"]["status"], json!(403));
+    }
+    let log = audit_log(&p);
+    assert_eq!(
+        log.iter().filter(|e| e.result == "WRITE_DISABLED").count(),
+        3
+    );
+    assert_eq!(log[0].target.as_deref(), a["uuid"].as_str());
+    // Reads still work.
+    assert_eq!(
+        call(&p, &s, "list_scripts", json!({}))["structuredContent"]["total"],
+        json!(1)
+    );
+}
+
+#[test]
+fn rate_limit_boundary_is_exact_and_refusals_do_not_count() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "A"); // write 1 at t
+    for i in 1..30 {
+        let r = call(
+            &p,
+            &s,
+            "set_script_enabled",
+            json!({"uuid": a["uuid"], "enabled": i % 2 == 0}),
+        );
+        assert_eq!(r["isError"], json!(false), "write {}", i + 1);
+    }
+    p.env.advance(59_999.0);
+    let r = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": a["uuid"], "enabled": true}),
+    );
+    assert_eq!(error_code(&r), Some("RATE_LIMITED"));
+    assert_eq!(
+        r["structuredContent"]["details"]["retryAfterSeconds"],
+        json!(1.0)
+    );
+    // Invalid arguments are refused before the rate limit and cost nothing either way.
+    assert_eq!(
+        error_code(&call(&p, &s, "delete_script", json!({"uuid": 1}))),
+        Some("INVALID_ARGUMENTS")
+    );
+    p.env.advance(1.0);
+    let r = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": a["uuid"], "enabled": false}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    // Reads are never limited.
+    for _ in 0..50 {
+        assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
+    }
+    let log = audit_log(&p);
+    assert_eq!(log.iter().filter(|e| e.result == "RATE_LIMITED").count(), 1);
+    assert_eq!(log.iter().filter(|e| e.result == "ok").count(), 31);
+}
+
+#[test]
+fn review_approve_deny_expire_and_changed_meanwhile() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "A");
+    set_switch(&p, "review", true);
+
+    let r = with_review(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": a["uuid"], "enabled": false}),
+        Some(Decision::Deny),
+    );
+    assert_eq!(error_code(&r), Some("USER_REJECTED"));
+    assert_eq!(r["structuredContent"]["status"], json!(403));
+
+    let r = with_review(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": a["uuid"], "enabled": false}),
+        Some(Decision::Approve {
+            allow_session: false,
+        }),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert_eq!(r["structuredContent"]["script"]["enabled"], json!(false));
+
+    p.env.timers_fire.set(true);
+    let r = with_review(&p, &s, "delete_script", json!({"uuid": a["uuid"]}), None);
+    assert_eq!(error_code(&r), Some("REVIEW_EXPIRED"));
+    p.env.timers_fire.set(false);
+    assert!(p.pending_reviews().is_empty());
+
+    // The target changes while the user looks at the review: approval gives CONFLICT.
+    let uuid = a["uuid"].as_str().unwrap().to_owned();
+    let msg = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "delete_script", "arguments": {"uuid": uuid}}});
+    let user = async {
+        loop {
+            if let Some(r) = p.pending_reviews().first() {
+                let rid = r.id.clone();
+                lumo_userscripts::scripts::store::set_enabled(&p.env, "user", &uuid, true, None)
+                    .await
+                    .unwrap();
+                assert!(p.decide(
+                    &rid,
+                    Decision::Approve {
+                        allow_session: false
+                    }
+                ));
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let (out, ()) = block_on(join(async { p.handle_mcp(&s, &msg).await }, user));
+    let r = reply(out)["result"].clone();
+    assert_eq!(error_code(&r), Some("CONFLICT"), "{r}");
+    assert!(block_on(lumo_userscripts::scripts::store::load(&p.env, &uuid)).is_ok());
+
+    let results: Vec<String> = audit_log(&p).iter().map(|e| e.result.clone()).collect();
+    for code in ["USER_REJECTED", "REVIEW_EXPIRED", "CONFLICT"] {
+        assert!(results.contains(&code.to_owned()), "{results:?}");
+    }
+}
+
+#[test]
+fn allow_for_this_session_skips_later_reviews_on_that_port_only() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let r = with_review(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "")}),
+        Some(Decision::Approve {
+            allow_session: true,
+        }),
+    );
+    assert_eq!(r["isError"], json!(false));
+    // No review now: a call that would wait forever completes.
+    let r = call(&p, &s, "write_script", json!({"source": script("B", "")}));
+    assert_eq!(r["isError"], json!(false));
+    let other = ready(&p);
+    let r = with_review(
+        &p,
+        &other,
+        "write_script",
+        json!({"source": script("C", "")}),
+        Some(Decision::Deny),
+    );
+    assert_eq!(error_code(&r), Some("USER_REJECTED"));
+}
+
+#[test]
+fn doomed_writes_fail_before_asking_the_user() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "A");
+    set_switch(&p, "review", true);
+    // No decider: if a review were opened this would hang; it must fail at once instead.
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "x"), "uuid": a["uuid"], "revision": 7}),
+    );
+    assert_eq!(error_code(&r), Some("CONFLICT"));
+    let r = call(
+        &p,
+        &s,
+        "patch_script",
+        json!({"uuid": a["uuid"], "revision": 1, "edits": [{"search": "absent", "replace": "x"}]}),
+    );
+    assert_eq!(error_code(&r), Some("INVALID_ARGUMENTS"));
+    assert!(p.pending_reviews().is_empty());
+}
+
+#[test]
+fn interrupted_reviews_are_audited_on_resume() {
+    let p = provider();
+    // A stub left by a previous worker.
+    let mut m = serde_json::Map::new();
+    m.insert("reviews".into(), json!([{"id": "r1", "caller": HOST, "tool": "delete_script", "target": null, "digest": "ab", "createdAt": 1.0}]));
+    block_on(lumo_userscripts::env::Storage::set(
+        &p.env,
+        Area::Session,
+        m,
+    ))
+    .unwrap();
+    block_on(p.resume_interrupted_reviews());
+    let log = audit_log(&p);
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].result, "REVIEW_INTERRUPTED");
+    assert_eq!(p.env.dump(Area::Session)["reviews"], json!([]));
+}
+
+#[test]
+fn audit_digest_is_of_the_arguments_and_source_never_stored_elsewhere() {
+    let p = provider();
+    let s = ready(&p);
+    let marker = "MARKER-7f3a9c2e-unique";
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Marked", &format!("console.log('{marker}');"))}),
+    );
+    let uuid = r["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Patch it too, so the marker appears in edit arguments as well.
+    let r = call(
+        &p,
+        &s,
+        "patch_script",
+        json!({"uuid": uuid, "revision": 1, "edits": [{"search": marker, "replace": format!("{marker}-2")}]}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let log = audit_log(&p);
+    assert_eq!(log.len(), 2);
+    assert!(log
+        .iter()
+        .all(|e| e.digest.len() == 64 && e.target.as_deref() == Some(uuid.as_str())));
+    for area in [Area::Local, Area::Session] {
+        for (k, v) in p.env.dump(area) {
+            if k == format!("source/{uuid}") {
+                continue;
+            }
+            assert!(
+                !v.to_string().contains("MARKER-7f3a9c2e"),
+                "marker found under {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn list_pages_filters_and_counts() {
+    let p = provider();
+    let s = ready(&p);
+    for i in 0..7 {
+        create(&p, &s, &format!("S{i}"));
+        p.env.advance(1.0);
+    }
+    let first = call(&p, &s, "list_scripts", json!({"limit": 3}));
+    assert_eq!(first["structuredContent"]["total"], json!(7));
+    assert_eq!(
+        first["structuredContent"]["scripts"][0]["name"],
+        json!("S6")
+    );
+    let next = first["structuredContent"]["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = call(&p, &s, "list_scripts", json!({"limit": 3, "cursor": next}));
+    assert_eq!(
+        second["structuredContent"]["scripts"][0]["name"],
+        json!("S3")
+    );
+    let q = call(&p, &s, "list_scripts", json!({"query": "s5"}));
+    assert_eq!(q["structuredContent"]["total"], json!(1));
+    let none = call(
+        &p,
+        &s,
+        "list_scripts",
+        json!({"url": "https://nowhere.test/"}),
+    );
+    assert_eq!(none["structuredContent"]["total"], json!(0));
+}
