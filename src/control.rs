@@ -4,11 +4,15 @@
 //! extension; this module decides what each operation does.
 
 use crate::env::Env;
+use crate::guard::audit;
 use crate::guard::review::Decision;
 use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc;
 use crate::policy::Switch;
 use crate::provider::Provider;
+use crate::scripts::record::{is_uuid, BY_USER};
+use crate::scripts::store;
+use crate::tools::{run_write, WriteArgs};
 use serde_json::{json, Value};
 
 pub const CONTROL_CHANNEL: &str = "lumo:internal";
@@ -34,6 +38,17 @@ impl From<Value> for Reply {
             value,
             effects: Vec::new(),
         }
+    }
+}
+
+fn uuid_arg(msg: &Value) -> Result<String, Value> {
+    match msg.get("uuid").and_then(Value::as_str) {
+        Some(u) if is_uuid(u) => Ok(u.to_owned()),
+        Some(u) => Err(err(format!(
+            "\"{}\" is not a script uuid",
+            crate::text::ellipsize(u, 40)
+        ))),
+        None => Err(err("missing \"uuid\"")),
     }
 }
 
@@ -123,6 +138,64 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 err("that review is no longer waiting (it expired, was cancelled or was already decided)")
             }
         }
+        "scripts.list" => match store::load_all(&p.env).await {
+            Ok((records, problems)) => {
+                let mut scripts: Vec<Value> = records.iter().map(|r| r.summary()).collect();
+                scripts.reverse();
+                let problems: Vec<Value> = problems
+                    .iter()
+                    .map(|pr| json!({ "uuid": pr.uuid, "message": pr.message }))
+                    .collect();
+                json!({ "ok": true, "scripts": scripts, "problems": problems })
+            }
+            Err(e) => err(e.to_string()),
+        },
+        "scripts.get" => {
+            let uuid = match uuid_arg(msg) {
+                Ok(u) => u,
+                Err(e) => return e,
+            };
+            match store::load_with_source(&p.env, &uuid).await {
+                Ok((record, source)) => {
+                    let diagnostics = store::validate(&source, usize::MAX)
+                        .map(|(_, d)| d)
+                        .unwrap_or_default();
+                    json!({ "ok": true, "script": record.full(&source, json!(diagnostics)) })
+                }
+                Err(e) => err(e.to_string()),
+            }
+        }
+        "scripts.setEnabled" | "scripts.delete" => {
+            let uuid = match uuid_arg(msg) {
+                Ok(u) => u,
+                Err(e) => return e,
+            };
+            let args = if op == "scripts.delete" {
+                WriteArgs::Delete {
+                    uuid,
+                    revision: None,
+                }
+            } else {
+                let Some(enabled) = msg.get("enabled").and_then(Value::as_bool) else {
+                    return err("\"enabled\" must be true or false");
+                };
+                WriteArgs::SetEnabled {
+                    uuid,
+                    enabled,
+                    revision: None,
+                }
+            };
+            match run_write(p, BY_USER, args).await.result {
+                Ok(result) => {
+                    json!({ "ok": true, "result": result.get("structuredContent").cloned().unwrap_or(Value::Null) })
+                }
+                Err(e) => err(e.message),
+            }
+        }
+        "audit.list" => match audit::read_all(&p.env).await {
+            Ok(entries) => json!({ "ok": true, "entries": entries }),
+            Err(e) => err(e),
+        },
         "sessions.disconnect" => match id_arg(msg) {
             Ok(id) => json!({ "ok": true, "closed": p.sessions_of(&id).len() }),
             Err(e) => e,

@@ -27,6 +27,7 @@ use catalog::ToolDef;
 use result::{ErrorCode, ToolError};
 use serde_json::Value;
 
+pub(crate) use scripts::run_write;
 pub use scripts::WriteArgs;
 
 #[derive(Debug, PartialEq)]
@@ -47,7 +48,7 @@ pub struct CallCtx<'a> {
 }
 
 /// Where a finished tool call went, for the audit entry.
-pub(crate) struct Executed {
+pub struct Executed {
     pub result: Result<Value, ToolError>,
     pub target: Option<String>,
 }
@@ -162,7 +163,7 @@ async fn write<E: Env>(
             }
         }
     }
-    let done = scripts::run_write(p, ctx.caller, policy, parsed).await;
+    let done = scripts::run_write(p, ctx.caller.as_str(), parsed).await;
     Executed {
         result: done.result,
         target: done.target.or_else(|| named_target(&args)),

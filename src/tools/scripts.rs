@@ -575,13 +575,8 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
     ))
 }
 
-pub(super) async fn run_write<E: Env>(
-    p: &Provider<E>,
-    caller: &ExtensionId,
-    _policy: &Policy,
-    args: WriteArgs,
-) -> Executed {
-    let actor = caller.as_str();
+/// Executes a write for `actor` (a caller id, or `user` for the extension's own pages).
+pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteArgs) -> Executed {
     let _guard = p.write_lock().await;
     let max = MAX_SOURCE_BYTES;
     let changed = match args {

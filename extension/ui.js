@@ -1,0 +1,70 @@
+// Shared helpers for the options page and the popup. The pages own no state: they ask the
+// service worker (the single owner) over internal messages and render what it returns.
+// Everything that comes from a caller (names, ids, script text) is rendered with textContent.
+
+export const CHANNEL = 'lumo:internal';
+
+/** One internal operation; resolves to the service worker's answer, throws its error. */
+export async function ask(op, args = {}) {
+  const reply = await chrome.runtime.sendMessage({ channel: CHANNEL, op, ...args });
+  if (!reply || reply.ok !== true) throw new Error(reply?.error ?? 'no answer from the service worker');
+  return reply;
+}
+
+/** Builds an element. Strings and numbers become text nodes: never parsed as HTML. */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else if (k === 'class') node.className = v;
+    else node.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+export function relTime(ms, now = Date.now()) {
+  if (typeof ms !== 'number') return 'never';
+  const s = Math.round((now - ms) / 1000);
+  if (s < 0) return 'in ' + relTime(now, now - s * 1000).replace(' ago', '');
+  if (s < 5) return 'just now';
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+export function absTime(ms) {
+  return typeof ms === 'number' ? new Date(ms).toLocaleString() : '';
+}
+
+/** Shows a message in a live region. */
+export function say(region, text, kind = 'info') {
+  region.textContent = text;
+  region.dataset.kind = kind;
+}
+
+/** Re-renders when stored state changes, and every few seconds for what storage does not hold
+ *  (open sessions, reviews). */
+export function keepFresh(render, everyMs = 2000) {
+  let queued = false;
+  const again = () => {
+    if (queued) return;
+    queued = true;
+    setTimeout(() => { queued = false; render().catch(() => {}); }, 50);
+  };
+  chrome.storage.onChanged.addListener(again);
+  setInterval(again, everyMs);
+  return again;
+}
+
+export function userScriptsNotice(capability) {
+  if (capability.ready) return null;
+  return el('p', { class: 'notice', role: 'status' },
+    el('strong', {}, 'Scripts cannot run. '),
+    'Turn on “Allow User Scripts”: open chrome://extensions, click Details on Lumo Userscripts, and switch on “Allow User Scripts”. Stored scripts start running as soon as it is on.');
+}
