@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  accept ──► Authorizing ──granted──► Open(Uninitialized) ──initialize──► Open(Ready)
-//!              │  (buffer)  └─refused─► Closed (−32001 to each buffered request)
+//!              │  (buffer)  ├─refused─► Closed (−32001 to each buffered request)
+//!              │            └─refused, nothing buffered─► Refused ──first request──► Closed
 //!              └─overflow─────────────► Closed
 //!  any state ──port disconnected / closed by us──► Closed
 //! ```
@@ -60,10 +61,20 @@ pub enum Phase {
 
 #[derive(Debug)]
 enum State {
-    Authorizing { buffer: Vec<Value>, bytes: usize },
+    Authorizing {
+        buffer: Vec<Value>,
+        bytes: usize,
+    },
     Open(Phase),
+    /// Refused before the caller said anything: the port stays open just long enough to answer
+    /// its first request with the reason (−32001); a bare close would leave the host with
+    /// "connection closed" and nothing to tell the user. The shell bounds the wait.
+    Refused(String),
     Closed,
 }
+
+/// How long a refused port waits for a first request to answer before it is closed anyway.
+pub const REFUSED_GRACE_MS: f64 = 5_000.0;
 
 /// What the shell must do with one inbound message.
 #[derive(Debug, PartialEq)]
@@ -76,6 +87,8 @@ pub enum Step {
     Reply(Value),
     /// The bound was exceeded: close the port; the reason is logged.
     Close(String),
+    /// Send this, then close the port.
+    ReplyAndClose(Value, String),
     /// The port is closed: drop it.
     Drop,
 }
@@ -87,6 +100,9 @@ pub enum Authorized {
     Flush(Vec<Value>),
     /// Send these −32001 errors, then close the port.
     Refuse { replies: Vec<Value>, reason: String },
+    /// Nothing to answer yet: keep the port open for its first request (at most
+    /// [`REFUSED_GRACE_MS`]), which gets the −32001; then close.
+    RefuseOnFirstRequest { reason: String },
 }
 
 #[derive(Debug)]
@@ -138,6 +154,16 @@ impl Session {
         let mut state = self.state.borrow_mut();
         match &mut *state {
             State::Closed => Step::Drop,
+            State::Refused(reason) => match parsed.as_ref().map(jsonrpc::classify) {
+                Ok(Inbound::Request { id, .. }) => {
+                    let reply = jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, reason);
+                    let reason = std::mem::take(reason);
+                    *state = State::Closed;
+                    self.refused.set(self.refused.get() + 1);
+                    Step::ReplyAndClose(reply, reason)
+                }
+                _ => Step::Drop,
+            },
             State::Open(_) => match parsed {
                 Ok(v) => Step::Dispatch(v),
                 Err(reply) => Step::Reply(reply),
@@ -183,6 +209,10 @@ impl Session {
                 replies.push(jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, &reason));
                 self.refused.set(self.refused.get() + 1);
             }
+        }
+        if replies.is_empty() {
+            *state = State::Refused(reason.clone());
+            return Authorized::RefuseOnFirstRequest { reason };
         }
         Authorized::Refuse { replies, reason }
     }
@@ -304,6 +334,35 @@ mod tests {
         assert!(replies.iter().all(|r| r["error"]["code"] == json!(-32001)));
         assert!(s.is_closed());
         assert_eq!(s.inbound(Some("{}")), Step::Drop);
+    }
+
+    #[test]
+    fn refusal_before_any_request_answers_the_first_one() {
+        let s = session();
+        s.inbound(Some(&text(
+            json!({"jsonrpc": "2.0", "method": "notifications/x"}),
+        )));
+        assert!(matches!(
+            s.authorize(Access::EndpointOff),
+            Authorized::RefuseOnFirstRequest { .. }
+        ));
+        assert_eq!(
+            s.inbound(Some(&text(
+                json!({"jsonrpc": "2.0", "method": "notifications/y"})
+            ))),
+            Step::Drop
+        );
+        match s.inbound(Some(&text(
+            json!({"jsonrpc": "2.0", "id": 4, "method": "initialize"}),
+        ))) {
+            Step::ReplyAndClose(r, reason) => {
+                assert_eq!(r["id"], json!(4));
+                assert_eq!(r["error"]["code"], json!(-32001));
+                assert!(reason.contains("turned off"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(s.is_closed());
     }
 
     #[test]

@@ -199,7 +199,7 @@ impl UserScripts for ChromeEnv {
 /// wait (a write under review) sleeps in steps with a cheap call between them.
 const KEEPALIVE_STEP_MS: f64 = 20_000.0;
 
-fn timeout(ms: f64) -> JsFuture {
+pub fn timeout(ms: f64) -> JsFuture {
     JsFuture::from(js_sys::Promise::new(&mut |resolve, _| {
         let _ = api::set_timeout(&resolve, ms);
     }))

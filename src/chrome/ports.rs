@@ -82,6 +82,10 @@ pub fn on_connect_external(port: Port) {
                 }
                 close(id, &reason);
             }
+            Authorized::RefuseOnFirstRequest { reason } => {
+                let _ = super::env::timeout(session::REFUSED_GRACE_MS).await;
+                close(id, &reason);
+            }
         }
     });
 }
@@ -95,6 +99,10 @@ fn inbound(id: u64, text: Option<String>) {
         Step::Dispatch(v) => dispatch(id, v),
         Step::Reply(r) => post(id, &r),
         Step::Close(reason) => close(id, &reason),
+        Step::ReplyAndClose(r, reason) => {
+            post(id, &r);
+            close(id, &reason);
+        }
     }
 }
 

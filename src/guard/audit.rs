@@ -59,7 +59,8 @@ async fn head<S: Storage>(s: &S) -> Result<Head, String> {
     Ok(got
         .get(HEAD_KEY)
         .and_then(|v| serde_json::from_value::<Head>(v.clone()).ok())
-        .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS)
+        // A head that cannot be right (or would overflow) starts the log over rather than panic.
+        .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS && h.last < u64::MAX / 2)
         .unwrap_or_default())
 }
 

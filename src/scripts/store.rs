@@ -332,7 +332,7 @@ pub async fn replace<E: Storage + Clock>(
     let record = ScriptRecord {
         metadata: meta,
         enabled: enabled.unwrap_or(current.enabled),
-        revision: current.revision + 1,
+        revision: current.revision.saturating_add(1),
         updated_at: env.now_ms(),
         updated_by: actor.to_owned(),
         sha256: sha256_hex(source.as_bytes()),
@@ -436,7 +436,7 @@ pub async fn set_enabled<E: Storage + Clock>(
     }
     let record = ScriptRecord {
         enabled,
-        revision: current.revision + 1,
+        revision: current.revision.saturating_add(1),
         updated_at: env.now_ms(),
         updated_by: actor.to_owned(),
         ..current.clone()

@@ -39,7 +39,7 @@ impl ToolDef {
             "title": self.title,
             "description": self.description,
             "inputSchema": (self.input_schema)(),
-            "outputSchema": (self.output_schema)(),
+            "outputSchema": with_error_shape((self.output_schema)()),
             "annotations": {
                 "title": self.title,
                 "readOnlyHint": self.class == Class::Read,
@@ -49,6 +49,29 @@ impl ToolDef {
             },
         })
     }
+}
+
+/// Business failures are results with `isError: true` whose `structuredContent` is
+/// `{error_code, status, message, details?}`. MCP clients (the official TypeScript SDK among
+/// them) validate `structuredContent` against `outputSchema` even for error results, so every
+/// output schema admits that shape too: the success fields are required in one `anyOf` branch,
+/// the error fields in the other.
+fn with_error_shape(mut schema: Value) -> Value {
+    let Some(obj) = schema.as_object_mut() else {
+        return schema;
+    };
+    let required = obj.remove("required").unwrap_or_else(|| json!([]));
+    if let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut) {
+        props.insert("error_code".into(), json!({ "type": "string", "description": "Set when isError is true: a stable code such as NOT_FOUND or CONFLICT." }));
+        props.insert("status".into(), json!({ "type": "integer" }));
+        props.insert("message".into(), json!({ "type": "string" }));
+        props.insert("details".into(), json!({ "type": "object" }));
+    }
+    obj.insert(
+        "anyOf".into(),
+        json!([{ "required": required }, { "required": ["error_code", "status", "message"] }]),
+    );
+    schema
 }
 
 /// Source size accepted by the tools. Large enough for bundled userscripts; small enough that a
@@ -411,6 +434,20 @@ mod tests {
             assert_eq!(d["annotations"]["openWorldHint"], false);
             // Read tools are never destructive.
             assert!(t.is_write() || !t.destructive, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn output_schemas_admit_success_and_error_shapes() {
+        for t in TOOLS {
+            let d = t.declaration();
+            let any = d["outputSchema"]["anyOf"].as_array().expect("anyOf");
+            assert_eq!(any.len(), 2, "{}", t.name);
+            assert_eq!(
+                any[1]["required"],
+                json!(["error_code", "status", "message"])
+            );
+            assert!(d["outputSchema"]["properties"]["error_code"].is_object());
         }
     }
 
