@@ -1,5 +1,5 @@
 // The options page: switches, callers (pending, allowed, denied) and the stored scripts.
-import { ask, el, relTime, absTime, say, keepFresh, userScriptsNotice } from './ui.js';
+import { ask, el, when, say, keepFresh, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -30,20 +30,20 @@ function renderPolicy(policy) {
   switches.review.checked = policy.reviewWrites;
 
   $('pending').replaceChildren(table(['Caller', 'First seen', 'Last seen', ''], policy.pending.map((c) =>
-    el('tr', {}, callerCell(c), el('td', {}, relTime(c.firstSeen)), el('td', {}, relTime(c.lastSeen)),
+    el('tr', {}, callerCell(c), el('td', {}, when(c.firstSeen)), el('td', {}, when(c.lastSeen)),
       el('td', { class: 'actions' },
         el('button', { class: 'primary', 'aria-label': `Approve ${c.name || c.id}`, onclick: () => act(() => ask('policy.approve', { id: c.id }), `Approved ${c.id}.`) }, 'Approve'), ' ',
         el('button', { class: 'danger', 'aria-label': `Deny ${c.name || c.id}`, onclick: () => act(() => ask('policy.deny', { id: c.id }), `Denied ${c.id}.`) }, 'Deny')))),
   'Nobody is waiting.'));
 
   $('allowlist').replaceChildren(table(['Caller', 'Added', 'Last seen', ''], policy.allowlist.map((c) =>
-    el('tr', {}, callerCell(c), el('td', { title: absTime(c.addedAt) }, relTime(c.addedAt)), el('td', { title: absTime(c.lastSeen) }, relTime(c.lastSeen)),
+    el('tr', {}, callerCell(c), el('td', {}, when(c.addedAt)), el('td', {}, when(c.lastSeen)),
       el('td', { class: 'actions' },
         el('button', { class: 'danger', 'aria-label': `Remove ${c.name || c.id}`, onclick: () => act(() => ask('policy.remove', { id: c.id }), `Removed ${c.id}.`) }, 'Remove')))),
   'No caller is allowed yet.'));
 
   $('denied').replaceChildren(table(['Caller', 'Denied', ''], policy.denied.map((c) =>
-    el('tr', {}, callerCell(c), el('td', {}, relTime(c.at)),
+    el('tr', {}, callerCell(c), el('td', {}, when(c.at)),
       el('td', { class: 'actions' },
         el('button', { 'aria-label': `Forget ${c.name || c.id}`, onclick: () => act(() => ask('policy.remove', { id: c.id }), `Forgot ${c.id}.`) }, 'Forget')))),
   'Nobody is denied.'));
@@ -75,8 +75,8 @@ function renderScripts(scripts, problems, names) {
       el('td', {}, el('strong', {}, s.name), s.version ? el('small', {}, ` v${s.version}`) : null,
         el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), source),
       el('td', {}, rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere')),
-      el('td', {}, el('div', {}, 'created by ', provenance(s.createdBy, names), ' ', el('span', { title: absTime(s.createdAt) }, relTime(s.createdAt))),
-        el('div', {}, 'changed by ', provenance(s.updatedBy, names), ' ', el('span', { title: absTime(s.updatedAt) }, relTime(s.updatedAt))),
+      el('td', {}, el('div', {}, 'created by ', provenance(s.createdBy, names), ' ', when(s.createdAt)),
+        el('div', {}, 'changed by ', provenance(s.updatedBy, names), ' ', when(s.updatedAt)),
         el('small', {}, `revision ${s.revision}`)),
       el('td', { class: 'actions' }, del));
   });
@@ -109,7 +109,7 @@ async function render(force = true) {
 
 for (const [name, input] of Object.entries(switches)) {
   input.addEventListener('change', () => act(() => ask('policy.setSwitch', { name, value: input.checked }),
-    `${input.parentElement.querySelector('span').textContent}: ${input.checked ? 'on' : 'off'}.`));
+    `${input.labels[0].textContent}: ${input.checked ? 'on' : 'off'}.`));
 }
 
 $('add-form').addEventListener('submit', (e) => {

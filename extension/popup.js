@@ -1,6 +1,6 @@
 // The popup: connected indicator with one-click disconnect, pending reviews with their diff,
 // and the audit log (filter, export).
-import { ask, el, relTime, absTime, say, keepFresh, userScriptsNotice } from './ui.js';
+import { ask, el, when, say, keepFresh, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -32,7 +32,7 @@ function renderReviews(reviews) {
   $('reviews-section').hidden = reviews.length === 0;
   $('reviews').replaceChildren(...reviews.map((r) => el('li', { class: 'review' },
     el('p', {}, el('strong', {}, r.summary)),
-    el('p', { class: 'muted' }, 'asked by ', r.callerName || '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool} · expires ${relTime(r.expiresAt)}`),
+    el('p', { class: 'muted' }, 'asked by ', r.callerName || '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool} · expires `, when(r.expiresAt)),
     r.diff ? diffView(r.diff) : null,
     el('div', { class: 'row' },
       el('button', { class: 'primary', onclick: () => act(() => ask('reviews.decide', { review: r.id, approve: true }), 'Approved.') }, 'Approve'),
@@ -49,7 +49,7 @@ function renderSessions(sessions) {
   }
   $('sessions').replaceChildren(...[...byCaller].map(([caller, list]) => el('li', { class: 'row' },
     el('span', { class: 'grow' }, el('span', { class: 'dot', 'aria-hidden': 'true' }), who(caller),
-      el('small', {}, ` · ${list.length} connection${list.length > 1 ? 's' : ''} · since ${relTime(Math.min(...list.map((s) => s.openedAt)))}`)),
+      el('small', {}, ` · ${list.length}\u00a0connection${list.length > 1 ? 's' : ''} · since `, when(Math.min(...list.map((s) => s.openedAt))))),
     el('button', { class: 'danger', 'aria-label': `Disconnect ${names.get(caller) || caller}`,
       onclick: () => act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`) }, 'Disconnect'))));
 }
@@ -69,7 +69,7 @@ function renderAudit() {
   $('audit').replaceChildren(...(shown.length ? shown.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`,
       e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller)))),
-    el('small', { title: absTime(e.at) }, relTime(e.at))))
+    el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
 }
 

@@ -42,10 +42,27 @@ export function absTime(ms) {
   return typeof ms === 'number' ? new Date(ms).toLocaleString() : '';
 }
 
+/** A relative time that keeps itself current (see the ticker below); the exact time on hover. */
+export function when(ms) {
+  return el('time', { 'data-at': typeof ms === 'number' ? ms : undefined, datetime: typeof ms === 'number' ? new Date(ms).toISOString() : undefined, title: absTime(ms) }, relTime(ms));
+}
+
+// Relative times are refreshed in place, so the pages need not be rebuilt (which would move
+// keyboard focus) just because time passed.
+setInterval(() => {
+  for (const t of document.querySelectorAll('time[data-at]')) {
+    const text = relTime(Number(t.dataset.at));
+    if (t.textContent !== text) t.textContent = text;
+  }
+}, 1000);
+
 /** Shows a message in a live region. */
 export function say(region, text, kind = 'info') {
   region.textContent = text;
   region.dataset.kind = kind;
+  // Confirmations fade after a while; errors stay until the next action.
+  clearTimeout(region._clear);
+  if (kind !== 'error') region._clear = setTimeout(() => { if (region.textContent === text) region.textContent = ''; }, 8000);
 }
 
 /** Re-renders when stored state changes, and every few seconds for what storage does not hold

@@ -7,6 +7,9 @@ scripts/ensure-tools.sh test
 echo "== native tests (cargo test)"
 cargo test --quiet
 
+echo "== fuzz (bounded; FUZZ_SECONDS=${FUZZ_SECONDS:-8} per target)"
+scripts/fuzz.sh
+
 echo "== build"
 scripts/build.sh
 

@@ -66,6 +66,33 @@ export function buildExtensions() {
   return built;
 }
 
+/**
+ * Builds another copy of the test host (same window.lumo API, its own id) into out/<name>, with
+ * `keyB64` (base64 DER public key) as its manifest key. Pass the returned dir to
+ * launch({extraExtensions}). Resolves to {dir, id}.
+ */
+export async function buildHostVariant(name, keyB64) {
+  const dir = join(OUT_DIR, name);
+  rmSync(dir, { recursive: true, force: true });
+  const src = join(E2E_DIR, "host");
+  cpSync(src, dir, { recursive: true, filter: (p) => !p.startsWith(join(src, "src")) });
+  const manifestPath = join(dir, "manifest.json");
+  const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
+  writeFileSync(manifestPath, JSON.stringify({ ...manifest, key: keyB64 }, null, 2));
+  await build({
+    entryPoints: [join(E2E_DIR, "host/src/host.js")],
+    outfile: join(dir, "host.js"),
+    bundle: true,
+    format: "iife",
+    platform: "browser",
+    target: "chrome120",
+    sourcemap: "inline",
+    logLevel: "warning",
+    absWorkingDir: REPO_ROOT,
+  });
+  return { dir, id: extensionIdFromKey(keyB64) };
+}
+
 // ---------------------------------------------------------------- cleanup
 
 const cleanups = new Set();
@@ -79,13 +106,13 @@ process.on("exit", () => {
  * Launches Chromium with a fresh profile and the provider, host and broken fixture.
  * Returns the harness object used by the tests; call close() when done.
  */
-export async function launch({ dist = DIST_DIR } = {}) {
+export async function launch({ dist = DIST_DIR, extraExtensions = [] } = {}) {
   if (!CHROMIUM) throw new Error("Chromium not found (set LUMO_CHROMIUM)");
   if (!existsSync(join(dist, "manifest.json"))) throw new Error(`No provider build at ${dist} (run make build, or set LUMO_DIST)`);
   const { key } = JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8"));
   if (!key || extensionIdFromKey(key) !== PROVIDER_ID) throw new Error(`${dist}/manifest.json: key does not give id ${PROVIDER_ID}`);
   const { host, broken } = await buildExtensions();
-  const exts = [dist, host, broken].join(",");
+  const exts = [dist, host, broken, ...extraExtensions].join(",");
   const userDataDir = mkdtempSync(join(tmpdir(), "lumo-e2e-"));
   cleanups.add(userDataDir);
   const context = await chromium.launchPersistentContext(userDataDir, {
@@ -194,6 +221,12 @@ class Harness {
   async workerStatus(extensionId = PROVIDER_ID) {
     await this._swDomain();
     return this._versionsOf(extensionId)[0]?.runningStatus ?? "stopped";
+  }
+
+  /** The id of the extension's newest worker version (changes when the extension reloads), or null. */
+  async workerVersionId(extensionId = PROVIDER_ID) {
+    await this._swDomain();
+    return this._versionsOf(extensionId)[0]?.versionId ?? null;
   }
 
   /**
