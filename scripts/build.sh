@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # Builds dist/: the unpacked extension to load in Chrome. Prints its path and extension id.
+# For tests only: LUMO_FEATURES=test-trap LUMO_OUT=target/dist-trap builds a variant elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh build
+dist="${LUMO_OUT:-dist}"
+features="${LUMO_FEATURES:-}"
 
-cargo build --quiet --release --target wasm32-unknown-unknown --lib
-out=target/bindgen
+cargo build --quiet --release --target wasm32-unknown-unknown --lib ${features:+--features "$features"} \
+  ${features:+--target-dir target/variant-$features}
+wasm="target${features:+/variant-$features}/wasm32-unknown-unknown/release/lumo_userscripts.wasm"
+out=target/bindgen${features:+-$features}
 rm -rf "$out" && mkdir -p "$out"
 wasm-bindgen --target web --no-typescript --out-dir "$out" \
-  target/wasm32-unknown-unknown/release/lumo_userscripts.wasm
+  "$wasm"
 # Features rustc enables by default for wasm32; wasm-opt must be told about them.
 node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue \
   "$out/lumo_userscripts_bg.wasm" -o "$out/lumo_userscripts_opt.wasm"
 
-rm -rf dist && mkdir -p dist/wasm
-cp manifest.json dist/
-cp extension/* dist/
-cp "$out/lumo_userscripts.js" dist/wasm/
-node scripts/embed-wasm.mjs "$out/lumo_userscripts_opt.wasm" dist/wasm/bytes.js
-node scripts/extension-id.mjs manifest.json dist
+rm -rf "$dist" && mkdir -p "$dist/wasm"
+cp manifest.json "$dist/"
+cp extension/* "$dist/"
+cp "$out/lumo_userscripts.js" "$dist/wasm/"
+node scripts/embed-wasm.mjs "$out/lumo_userscripts_opt.wasm" "$dist/wasm/bytes.js"
+node scripts/extension-id.mjs manifest.json "$dist"

@@ -12,6 +12,8 @@ scripts/fuzz.sh
 
 echo "== build"
 scripts/build.sh
+# A test-only variant that can be made to trap, for the recovery test.
+LUMO_FEATURES=test-trap LUMO_OUT=target/dist-trap scripts/build.sh >/dev/null
 
 echo "== real-browser tests (headless Chromium)"
 node tests/e2e/run.mjs

@@ -96,7 +96,21 @@ pub fn start() {
 fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
     let sender_id = string_prop(&sender, "id");
     let text = json::text_of(&msg);
+    #[cfg(feature = "test-trap")]
+    if text
+        .as_deref()
+        .is_some_and(|t| t.contains("__lumo_test_trap_sync__"))
+    {
+        panic!("test trap (sync)");
+    }
     spawn_local(async move {
+        #[cfg(feature = "test-trap")]
+        if text
+            .as_deref()
+            .is_some_and(|t| t.contains("__lumo_test_trap_async__"))
+        {
+            panic!("test trap (async)");
+        }
         let p = provider();
         let response = match text {
             Some(t) if t.len() > probe::MAX_PROBE_BYTES => {

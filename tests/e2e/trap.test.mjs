@@ -1,0 +1,64 @@
+// Recovery from a wasm trap. The core must never panic; if the module traps anyway, the loader
+// reloads the extension so every caller gets a working provider back, with nothing stored lost.
+// Runs against a test-only build (cargo feature `test-trap`, built by scripts/test.sh into
+// target/dist-trap) in which a probe carrying a magic id panics, in the listener itself (sync) or
+// in the task that answers it (async).
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, REPO_ROOT, launch } from "./lib/harness.mjs";
+
+const TRAP_DIST = join(REPO_ROOT, "target/dist-trap");
+const T = { timeout: 90_000 };
+const script = `// ==UserScript==\n// @name Survivor\n// @namespace trap\n// @match http://127.0.0.1/*\n// ==/UserScript==\ndocument.title = "survived";\n`;
+
+const probeMsg = (id) => ({ channel: "lumo:probe", version: 1, id, client: { id: HOST_ID, name: "Lumo Test Host", version: "1" } });
+
+describe("trap recovery (test-only build)", { skip: !existsSync(TRAP_DIST) && "target/dist-trap not built (scripts/test.sh builds it)" }, () => {
+  let h;
+  before(async () => {
+    h = await launch({ dist: TRAP_DIST });
+    // A user who loaded the extension unpacked has developer mode on; without it Chromium
+    // disables an unpacked extension that reloads itself ("unsupported developer extension").
+    const ext = await h.context.newPage();
+    await ext.goto("chrome://extensions/");
+    await ext.evaluate(() => chrome.developerPrivate.updateProfileConfiguration({ inDeveloperMode: true }));
+    await ext.close();
+    await h.internal("policy.approve", { id: HOST_ID });
+    await h.setUserScriptsAccess(PROVIDER_ID, true);
+    const s = await h.lumo("connect", PROVIDER_ID);
+    const r = await h.lumo("callTool", s, "write_script", { source: script });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    await h.lumo("close", s);
+  });
+  after(async () => { await h?.close(); });
+
+  for (const kind of ["sync", "async"]) {
+    test(`a ${kind} trap reloads the extension and the provider works again, state intact`, T, async () => {
+      const before = await h.workerVersionId();
+      const trapped = await h.lumo("probe", PROVIDER_ID, { message: probeMsg(`__lumo_test_trap_${kind}__`), openSession: false });
+      assert.equal(trapped.state, "error", "the trapping probe gets no answer");
+      // A new worker version appears: the extension reloaded itself.
+      const deadline = Date.now() + 20_000;
+      while ((await h.workerVersionId()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      assert.notEqual(await h.workerVersionId(), before, "the extension reloaded after the trap");
+      await h.waitForWorkerStatus(PROVIDER_ID, "running", 10_000);
+      // Working again, with the policy and the script still there and registered.
+      const ok = await h.lumo("probe", PROVIDER_ID);
+      assert.equal(ok.response?.status?.authorized, true, JSON.stringify(ok));
+      assert.match(ok.text, /^Connected: \d+ tools$/);
+      const s = await h.lumo("connect", PROVIDER_ID);
+      const list = await h.lumo("callTool", s, "list_scripts", {});
+      assert.deepEqual(list.structuredContent.scripts.map((x) => x.name), ["Survivor"]);
+      await h.lumo("close", s);
+      const page = await h.context.newPage();
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      const registered = await page.evaluate(async () => (await chrome.userScripts.getScripts()).length);
+      const reloads = await page.evaluate(async () => (await chrome.storage.local.get("trapReloads")).trapReloads?.length ?? 0);
+      await page.close();
+      assert.equal(registered, 1, "the script is registered again after the reload");
+      assert.ok(reloads >= 1, "the reload is counted (the loop guard)");
+    });
+  }
+});
