@@ -43,11 +43,16 @@ function copyWithKey(srcDir, outDir, keyName) {
   writeFileSync(manifestPath, JSON.stringify({ ...manifest, key: readKey(keyName) }, null, 2));
 }
 
+// Each test process builds into its own folder, so test files running at the same time (or two
+// developers' runs) never delete an extension another browser is loading.
+const RUN_OUT = join(OUT_DIR, `run-${process.pid}`);
+
 let built;
-/** Builds out/host (esbuild bundle of host/src) and out/broken. Once per process. */
+/** Builds out/run-<pid>/host (esbuild bundle of host/src) and .../broken. Once per process. */
 export function buildExtensions() {
   built ??= (async () => {
-    const hostOut = join(OUT_DIR, "host");
+    cleanups.add(RUN_OUT);
+    const hostOut = join(RUN_OUT, "host");
     copyWithKey(join(E2E_DIR, "host"), hostOut, "host");
     await build({
       entryPoints: [join(E2E_DIR, "host/src/host.js")],
@@ -60,8 +65,8 @@ export function buildExtensions() {
       logLevel: "warning",
       absWorkingDir: REPO_ROOT,
     });
-    copyWithKey(join(E2E_DIR, "fixtures/broken"), join(OUT_DIR, "broken"), "broken");
-    return { host: hostOut, broken: join(OUT_DIR, "broken") };
+    copyWithKey(join(E2E_DIR, "fixtures/broken"), join(RUN_OUT, "broken"), "broken");
+    return { host: hostOut, broken: join(RUN_OUT, "broken") };
   })();
   return built;
 }
@@ -72,7 +77,8 @@ export function buildExtensions() {
  * launch({extraExtensions}). Resolves to {dir, id}.
  */
 export async function buildHostVariant(name, keyB64) {
-  const dir = join(OUT_DIR, name);
+  cleanups.add(RUN_OUT);
+  const dir = join(RUN_OUT, name);
   rmSync(dir, { recursive: true, force: true });
   const src = join(E2E_DIR, "host");
   cpSync(src, dir, { recursive: true, filter: (p) => !p.startsWith(join(src, "src")) });
