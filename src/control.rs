@@ -138,8 +138,10 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 err("that review is no longer waiting (it expired, was cancelled or was already decided)")
             }
         }
-        "scripts.list" => match store::load_all(&p.env).await {
-            Ok((records, problems)) => {
+        "scripts.list" => match p.scripts().await {
+            Ok(store::Snapshot {
+                records, problems, ..
+            }) => {
                 let mut scripts: Vec<Value> = records.iter().map(|r| r.summary()).collect();
                 scripts.reverse();
                 let problems: Vec<Value> = problems

@@ -2,8 +2,7 @@
 //!
 //! ```text
 //!  accept ──► Authorizing ──granted──► Open(Uninitialized) ──initialize──► Open(Ready)
-//!              │  (buffer)  ├─refused─► Closed (−32001 to each buffered request)
-//!              │            └─refused, nothing buffered─► Refused ──first request──► Closed
+//!              │  (buffer)  └─refused─► Refused (−32001 to each request) ──linger/grace──► Closed
 //!              └─overflow─────────────► Closed
 //!  any state ──port disconnected / closed by us──► Closed
 //! ```
@@ -66,14 +65,21 @@ enum State {
         bytes: usize,
     },
     Open(Phase),
-    /// Refused before the caller said anything: the port stays open just long enough to answer
-    /// its first request with the reason (−32001); a bare close would leave the host with
-    /// "connection closed" and nothing to tell the user. The shell bounds the wait.
-    Refused(String),
+    /// Authorization was refused. Every request is answered with the reason (−32001) — a bare
+    /// close would leave the host with "connection closed" and nothing to tell the user — and
+    /// the shell closes the port shortly after the first answer, or after a grace period if no
+    /// request comes.
+    Refused {
+        reason: String,
+        answered: bool,
+    },
     Closed,
 }
 
-/// How long a refused port waits for a first request to answer before it is closed anyway.
+/// A refused port that has answered a request closes this long after, so requests the caller
+/// sent in the same burst are answered too.
+pub const REFUSED_LINGER_MS: f64 = 100.0;
+/// A refused port that has had no request to answer waits at most this long for one.
 pub const REFUSED_GRACE_MS: f64 = 5_000.0;
 
 /// What the shell must do with one inbound message.
@@ -87,8 +93,8 @@ pub enum Step {
     Reply(Value),
     /// The bound was exceeded: close the port; the reason is logged.
     Close(String),
-    /// Send this, then close the port.
-    ReplyAndClose(Value, String),
+    /// Send this, then close the port after [`REFUSED_LINGER_MS`].
+    ReplyAndCloseSoon(Value, String),
     /// The port is closed: drop it.
     Drop,
 }
@@ -98,11 +104,9 @@ pub enum Step {
 pub enum Authorized {
     /// Dispatch these, in order.
     Flush(Vec<Value>),
-    /// Send these −32001 errors, then close the port.
+    /// Send these −32001 errors; close the port after [`REFUSED_LINGER_MS`] if there were any,
+    /// else after [`REFUSED_GRACE_MS`] (a request arriving meanwhile is answered too).
     Refuse { replies: Vec<Value>, reason: String },
-    /// Nothing to answer yet: keep the port open for its first request (at most
-    /// [`REFUSED_GRACE_MS`]), which gets the −32001; then close.
-    RefuseOnFirstRequest { reason: String },
 }
 
 #[derive(Debug)]
@@ -154,13 +158,15 @@ impl Session {
         let mut state = self.state.borrow_mut();
         match &mut *state {
             State::Closed => Step::Drop,
-            State::Refused(reason) => match parsed.as_ref().map(jsonrpc::classify) {
+            State::Refused { reason, answered } => match parsed.as_ref().map(jsonrpc::classify) {
                 Ok(Inbound::Request { id, .. }) => {
                     let reply = jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, reason);
-                    let reason = std::mem::take(reason);
-                    *state = State::Closed;
                     self.refused.set(self.refused.get() + 1);
-                    Step::ReplyAndClose(reply, reason)
+                    if std::mem::replace(answered, true) {
+                        Step::Reply(reply)
+                    } else {
+                        Step::ReplyAndCloseSoon(reply, reason.clone())
+                    }
                 }
                 _ => Step::Drop,
             },
@@ -210,10 +216,10 @@ impl Session {
                 self.refused.set(self.refused.get() + 1);
             }
         }
-        if replies.is_empty() {
-            *state = State::Refused(reason.clone());
-            return Authorized::RefuseOnFirstRequest { reason };
-        }
+        *state = State::Refused {
+            reason: reason.clone(),
+            answered: !replies.is_empty(),
+        };
         Authorized::Refuse { replies, reason }
     }
 
@@ -238,6 +244,11 @@ impl Session {
 
     pub fn close(&self) {
         *self.state.borrow_mut() = State::Closed;
+    }
+
+    /// Refused ports linger briefly to answer; they are not connections.
+    pub fn is_refused(&self) -> bool {
+        matches!(&*self.state.borrow(), State::Refused { .. })
     }
 
     pub fn is_closed(&self) -> bool {
@@ -332,8 +343,18 @@ mod tests {
         assert_eq!(replies[0]["id"], json!("a"));
         assert_eq!(replies[1]["id"], json!(7));
         assert!(replies.iter().all(|r| r["error"]["code"] == json!(-32001)));
-        assert!(s.is_closed());
+        // Requests still in flight are answered too; the shell closes the port shortly.
+        match s.inbound(Some(&text(
+            json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}),
+        ))) {
+            Step::Reply(r) => assert_eq!(
+                (r["id"].clone(), r["error"]["code"].clone()),
+                (json!(8), json!(-32001))
+            ),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(s.inbound(Some("{}")), Step::Drop);
+        assert!(s.phase().is_none());
     }
 
     #[test]
@@ -342,10 +363,9 @@ mod tests {
         s.inbound(Some(&text(
             json!({"jsonrpc": "2.0", "method": "notifications/x"}),
         )));
-        assert!(matches!(
-            s.authorize(Access::EndpointOff),
-            Authorized::RefuseOnFirstRequest { .. }
-        ));
+        assert!(
+            matches!(s.authorize(Access::EndpointOff), Authorized::Refuse { replies, .. } if replies.is_empty())
+        );
         assert_eq!(
             s.inbound(Some(&text(
                 json!({"jsonrpc": "2.0", "method": "notifications/y"})
@@ -355,14 +375,19 @@ mod tests {
         match s.inbound(Some(&text(
             json!({"jsonrpc": "2.0", "id": 4, "method": "initialize"}),
         ))) {
-            Step::ReplyAndClose(r, reason) => {
+            Step::ReplyAndCloseSoon(r, reason) => {
                 assert_eq!(r["id"], json!(4));
                 assert_eq!(r["error"]["code"], json!(-32001));
                 assert!(reason.contains("turned off"));
             }
             other => panic!("{other:?}"),
         }
-        assert!(s.is_closed());
+        assert!(matches!(
+            s.inbound(Some(&text(
+                json!({"jsonrpc": "2.0", "id": 5, "method": "x"})
+            ))),
+            Step::Reply(_)
+        ));
     }
 
     #[test]

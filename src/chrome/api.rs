@@ -19,8 +19,8 @@ extern "C" {
     pub static ON_MESSAGE: Event;
     #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "runtime"], js_name = onInstalled)]
     pub static ON_INSTALLED: Event;
-    #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "runtime"], js_name = onStartup)]
-    pub static ON_STARTUP: Event;
+    #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "storage"], js_name = onChanged)]
+    pub static ON_STORAGE_CHANGED: Event;
     #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "runtime"], js_name = id)]
     pub static RUNTIME_ID: JsValue;
 

@@ -43,6 +43,10 @@ fn add<F: ?Sized + wasm_bindgen::closure::WasmClosure>(event: &api::Event, f: Cl
     f.forget();
 }
 
+/// Start-up work that no message needs waits this long, so the message that woke the worker is
+/// answered first.
+const START_WORK_DELAY_MS: f64 = 250.0;
+
 /// Registers every listener. Must stay synchronous: see the module docs.
 #[wasm_bindgen(start)]
 pub fn start() {
@@ -68,13 +72,23 @@ pub fn start() {
             Closure::<dyn FnMut(JsValue, JsValue, Function) -> JsValue>::new(on_message_internal),
         )
     });
+    // Keeps the provider's caches exact when storage changes by any other hand.
+    api::ON_STORAGE_CHANGED.with(|e| {
+        add(
+            e,
+            Closure::<dyn FnMut(JsValue, JsValue)>::new(on_storage_changed),
+        )
+    });
     // Chrome wipes registered user scripts when the extension is updated: re-register them.
     api::ON_INSTALLED.with(|e| {
         add(
             e,
             Closure::<dyn FnMut(JsValue)>::new(|_| {
-                provider().mark_registry_stale();
-                spawn_local(async { provider().ensure_registry().await });
+                spawn_local(async {
+                    let p = provider();
+                    p.mark_registry_stale().await;
+                    p.ensure_registry().await;
+                })
             }),
         )
     });
@@ -89,7 +103,24 @@ pub fn start() {
             p.ensure_registry().await;
         })
     });
-    let _ = api::set_timeout(later.unchecked_ref(), 0.0);
+    let _ = api::set_timeout(later.unchecked_ref(), START_WORK_DELAY_MS);
+}
+
+fn on_storage_changed(changes: JsValue, area: JsValue) {
+    let area = match area.as_string().as_deref() {
+        Some("local") => crate::env::Area::Local,
+        Some("session") => crate::env::Area::Session,
+        _ => return,
+    };
+    let Some(Value::Object(changes)) = json::from_js(&changes) else {
+        return;
+    };
+    // `{key: {oldValue, newValue}}` → `{key: newValue}`; a removed key has no newValue (null).
+    let news = changes
+        .into_iter()
+        .map(|(k, v)| (k, v.get("newValue").cloned().unwrap_or(Value::Null)))
+        .collect();
+    provider().storage_changed(area, &news);
 }
 
 /// L0. Answers asynchronously (`return true` keeps `sendResponse` alive across the storage read).
@@ -165,7 +196,12 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
     JsValue::TRUE
 }
 
+thread_local! {
+    static BADGE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 /// The action badge: the number of open sessions, or `!` while an approval or a review waits.
+/// Chrome is called only when the badge changes.
 pub fn refresh_badge() {
     spawn_local(async {
         let p = provider();
@@ -178,6 +214,10 @@ pub fn refresh_badge() {
         } else {
             (String::new(), "#188038")
         };
+        if BADGE.with(|b| b.borrow().as_deref() == Some(text.as_str())) {
+            return;
+        }
+        BADGE.with(|b| *b.borrow_mut() = Some(text.clone()));
         let _ = api::set_badge_background_color(&json::to_js(&json!({ "color": color })));
         let _ = api::set_badge_text(&json::to_js(&json!({ "text": text })));
     });

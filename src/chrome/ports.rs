@@ -80,11 +80,12 @@ pub fn on_connect_external(port: Port) {
                 for r in &replies {
                     post(id, r);
                 }
-                close(id, &reason);
-            }
-            Authorized::RefuseOnFirstRequest { reason } => {
-                let _ = super::env::timeout(session::REFUSED_GRACE_MS).await;
-                close(id, &reason);
+                let wait = if replies.is_empty() {
+                    session::REFUSED_GRACE_MS
+                } else {
+                    session::REFUSED_LINGER_MS
+                };
+                close_after(id, wait, reason);
             }
         }
     });
@@ -99,9 +100,9 @@ fn inbound(id: u64, text: Option<String>) {
         Step::Dispatch(v) => dispatch(id, v),
         Step::Reply(r) => post(id, &r),
         Step::Close(reason) => close(id, &reason),
-        Step::ReplyAndClose(r, reason) => {
+        Step::ReplyAndCloseSoon(r, reason) => {
             post(id, &r);
-            close(id, &reason);
+            close_after(id, session::REFUSED_LINGER_MS, reason);
         }
     }
 }
@@ -144,6 +145,13 @@ pub fn close(id: u64, reason: &str) {
         let _ = open.port.disconnect();
         drop_later(open);
     }
+}
+
+fn close_after(id: u64, ms: f64, reason: String) {
+    spawn_local(async move {
+        let _ = super::env::timeout(ms).await;
+        close(id, &reason);
+    });
 }
 
 /// The other side closed the port (or Chrome did).

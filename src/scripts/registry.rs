@@ -148,8 +148,8 @@ impl Plan {
     }
 }
 
-/// Compares by effect, not by representation: Chrome fills in defaults (world, runAt) when it
-/// returns registrations.
+/// Compares by effect, not by representation: Chrome fills in defaults (world, runAt) and
+/// returns pattern lists sorted, so lists compare as sets.
 fn same_effect(a: &Registration, b: &Registration) -> bool {
     let world = |r: &Registration| r.world.clone().unwrap_or_else(|| "USER_SCRIPT".to_owned());
     let run_at = |r: &Registration| {
@@ -157,10 +157,13 @@ fn same_effect(a: &Registration, b: &Registration) -> bool {
             .clone()
             .unwrap_or_else(|| "document_idle".to_owned())
     };
-    a.matches == b.matches
-        && a.exclude_matches == b.exclude_matches
-        && a.include_globs == b.include_globs
-        && a.exclude_globs == b.exclude_globs
+    fn set(v: &[String]) -> std::collections::BTreeSet<&String> {
+        v.iter().collect()
+    }
+    set(&a.matches) == set(&b.matches)
+        && set(&a.exclude_matches) == set(&b.exclude_matches)
+        && set(&a.include_globs) == set(&b.include_globs)
+        && set(&a.exclude_globs) == set(&b.exclude_globs)
         && a.all_frames == b.all_frames
         && run_at(a) == run_at(b)
         && world(a) == world(b)
@@ -250,9 +253,13 @@ mod tests {
         b_old.js[0].code = Some("old".into());
         let mut stray = a.clone();
         stray.id = "gone".into();
-        // Chrome returns defaults filled in; that is not a difference.
+        // Chrome returns defaults filled in and lists sorted; that is not a difference.
+        let mut a = a;
+        a.matches = vec!["https://c.com/*".into(), "https://a.com/*".into()];
         let mut a_chrome = a.clone();
         a_chrome.world = None;
+        a_chrome.matches.sort();
+        assert_ne!(a.matches, a_chrome.matches);
         let p = plan(vec![a.clone(), b.clone()], &[a_chrome, b_old, stray]);
         assert!(p.register.is_empty());
         assert_eq!(p.update, vec![b.clone()]);

@@ -138,9 +138,78 @@ pub struct Problem {
     pub message: String,
 }
 
+/// The index and every readable record (no sources): what listing, matching and the identity
+/// check need. The provider caches it; [`Snapshot::apply`] keeps a cached copy exact after a
+/// write.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Every uuid the index names, readable or not (a write must not drop an unreadable one).
+    pub index: Vec<String>,
+    pub records: Vec<ScriptRecord>,
+    pub problems: Vec<Problem>,
+}
+
+impl Snapshot {
+    /// After a successful create or update.
+    pub fn apply(&mut self, change: &Change) {
+        let r = &change.record;
+        if !self.index.contains(&r.uuid) {
+            self.index.push(r.uuid.clone());
+        }
+        match self.records.iter_mut().find(|x| x.uuid == r.uuid) {
+            Some(slot) => *slot = r.clone(),
+            None => self.records.push(r.clone()),
+        }
+        self.problems.retain(|p| p.uuid != r.uuid);
+    }
+
+    /// After a successful delete.
+    pub fn remove(&mut self, uuid: &str) {
+        self.index.retain(|u| u != uuid);
+        self.records.retain(|r| r.uuid != uuid);
+        self.problems.retain(|p| p.uuid != uuid);
+    }
+
+    /// Whether storage holding `value` under `key` agrees with this snapshot (`Null`: removed).
+    pub fn holds(&self, key: &str, value: &Value) -> bool {
+        if key == INDEX_KEY {
+            return decode_index(Some(value)) == self.index;
+        }
+        let Some(uuid) = key.strip_prefix("script/") else {
+            return true;
+        };
+        match self.records.iter().find(|r| r.uuid == uuid) {
+            Some(r) => serde_json::to_value(r).is_ok_and(|v| &v == value),
+            None => value.is_null() && !self.index.iter().any(|u| u == uuid),
+        }
+    }
+}
+
+/// Keys whose change can make a cached [`Snapshot`] wrong.
+pub fn is_snapshot_key(key: &str) -> bool {
+    key == INDEX_KEY || key.starts_with("script/")
+}
+
+pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
+    let index = load_index(s).await?;
+    let (records, problems) = load_records(s, &index).await?;
+    Ok(Snapshot {
+        index,
+        records,
+        problems,
+    })
+}
+
 /// Every record in index order, plus the ones that could not be read.
 pub async fn load_all<S: Storage>(s: &S) -> Result<(Vec<ScriptRecord>, Vec<Problem>), ScriptError> {
     let index = load_index(s).await?;
+    load_records(s, &index).await
+}
+
+async fn load_records<S: Storage>(
+    s: &S,
+    index: &[String],
+) -> Result<(Vec<ScriptRecord>, Vec<Problem>), ScriptError> {
     let keys: Vec<String> = index.iter().map(|u| record_key(u)).collect();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let got = if key_refs.is_empty() {
@@ -267,18 +336,18 @@ async fn save<S: Storage>(
 
 pub async fn create<E: Storage + Clock + Ids>(
     env: &E,
+    snap: &Snapshot,
     actor: &str,
     source: &str,
     enabled: bool,
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
     let (meta, diagnostics) = validate(source, max_bytes)?;
-    let mut index = load_index(env).await?;
+    let mut index = snap.index.clone();
     if index.len() >= MAX_SCRIPTS {
         return Err(ScriptError::TooMany);
     }
-    let (records, _) = load_all(env).await?;
-    check_identity(&records, &meta, None)?;
+    check_identity(&snap.records, &meta, None)?;
     let uuid = env.new_uuid();
     let now = env.now_ms();
     let record = ScriptRecord {
@@ -317,6 +386,7 @@ fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(), S
 /// Replaces the whole source of an existing script.
 pub async fn replace<E: Storage + Clock>(
     env: &E,
+    snap: &Snapshot,
     actor: &str,
     uuid: &str,
     expected: u64,
@@ -327,8 +397,7 @@ pub async fn replace<E: Storage + Clock>(
     let (meta, diagnostics) = validate(source, max_bytes)?;
     let current = load(env, uuid).await?;
     check_revision(&current, Some(expected))?;
-    let (records, _) = load_all(env).await?;
-    check_identity(&records, &meta, Some(uuid))?;
+    check_identity(&snap.records, &meta, Some(uuid))?;
     let record = ScriptRecord {
         metadata: meta,
         enabled: enabled.unwrap_or(current.enabled),
@@ -392,6 +461,7 @@ pub fn apply_edits(source: &str, edits: &[Edit]) -> Result<String, ScriptError> 
 
 pub async fn patch<E: Storage + Clock>(
     env: &E,
+    snap: &Snapshot,
     actor: &str,
     uuid: &str,
     expected: u64,
@@ -412,7 +482,7 @@ pub async fn patch<E: Storage + Clock>(
             });
         }
     }
-    replace(env, actor, uuid, expected, &text, None, max_bytes).await
+    replace(env, snap, actor, uuid, expected, &text, None, max_bytes).await
 }
 
 pub async fn set_enabled<E: Storage + Clock>(
@@ -455,12 +525,13 @@ pub async fn set_enabled<E: Storage + Clock>(
 /// record (never an index entry pointing at nothing that a reader would trip over).
 pub async fn delete<S: Storage>(
     s: &S,
+    snap: &Snapshot,
     uuid: &str,
     expected: Option<u64>,
 ) -> Result<ScriptRecord, ScriptError> {
     let current = load(s, uuid).await?;
     check_revision(&current, expected)?;
-    let mut index = load_index(s).await?;
+    let mut index = snap.index.clone();
     index.retain(|u| u != uuid);
     let mut items = Map::new();
     items.insert(INDEX_KEY.to_owned(), index_value(&index));
@@ -483,6 +554,10 @@ mod tests {
     use futures::executor::block_on;
 
     const MAX: usize = 256 * 1024;
+
+    fn snap(env: &MemoryEnv) -> Snapshot {
+        block_on(load_snapshot(env)).unwrap()
+    }
     const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
 
     fn src(name: &str, body: &str) -> String {
@@ -492,7 +567,7 @@ mod tests {
     #[test]
     fn create_read_update_delete() {
         let env = MemoryEnv::new();
-        let c = block_on(create(&env, HOST, &src("A", "1"), true, MAX)).unwrap();
+        let c = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX)).unwrap();
         assert!(c.created);
         assert_eq!(c.record.revision, 1);
         assert_eq!(c.record.created_by, HOST);
@@ -502,13 +577,23 @@ mod tests {
         assert_eq!(r.sha256.len(), 64);
 
         env.advance(10.0);
-        let u = block_on(replace(&env, BY_USER, &uuid, 1, &src("A", "2"), None, MAX)).unwrap();
+        let u = block_on(replace(
+            &env,
+            &snap(&env),
+            BY_USER,
+            &uuid,
+            1,
+            &src("A", "2"),
+            None,
+            MAX,
+        ))
+        .unwrap();
         assert_eq!(u.record.revision, 2);
         assert_eq!(u.record.created_by, HOST);
         assert_eq!(u.record.updated_by, BY_USER);
         assert!(u.record.updated_at > u.record.created_at);
 
-        let d = block_on(delete(&env, &uuid, Some(2))).unwrap();
+        let d = block_on(delete(&env, &snap(&env), &uuid, Some(2))).unwrap();
         assert_eq!(d.uuid, uuid);
         assert_eq!(
             block_on(load(&env, &uuid)),
@@ -521,13 +606,33 @@ mod tests {
     #[test]
     fn stale_revision_is_a_conflict_and_changes_nothing() {
         let env = MemoryEnv::new();
-        let uuid = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+        let uuid = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;
-        block_on(replace(&env, HOST, &uuid, 1, &src("A", "2"), None, MAX)).unwrap();
+        block_on(replace(
+            &env,
+            &snap(&env),
+            HOST,
+            &uuid,
+            1,
+            &src("A", "2"),
+            None,
+            MAX,
+        ))
+        .unwrap();
         let before = env.dump(Area::Local);
-        let e = block_on(replace(&env, HOST, &uuid, 1, &src("A", "3"), None, MAX)).unwrap_err();
+        let e = block_on(replace(
+            &env,
+            &snap(&env),
+            HOST,
+            &uuid,
+            1,
+            &src("A", "3"),
+            None,
+            MAX,
+        ))
+        .unwrap_err();
         assert_eq!(
             e,
             ScriptError::StaleRevision {
@@ -537,7 +642,7 @@ mod tests {
         );
         assert!(e.to_string().contains("revision 2"));
         assert_eq!(
-            block_on(delete(&env, &uuid, Some(1))).unwrap_err(),
+            block_on(delete(&env, &snap(&env), &uuid, Some(1))).unwrap_err(),
             ScriptError::StaleRevision {
                 expected: 1,
                 current: 2
@@ -549,41 +654,69 @@ mod tests {
     #[test]
     fn namespace_and_name_are_unique() {
         let env = MemoryEnv::new();
-        let a = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+        let a = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;
         assert!(matches!(
-            block_on(create(&env, HOST, &src("A", "x"), true, MAX)),
+            block_on(create(&env, &snap(&env), HOST, &src("A", "x"), true, MAX)),
             Err(ScriptError::DuplicateIdentity { .. })
         ));
-        let b = block_on(create(&env, HOST, &src("B", "1"), true, MAX))
+        let b = block_on(create(&env, &snap(&env), HOST, &src("B", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;
         // Renaming B to A clashes; rewriting A as A does not.
         assert!(matches!(
-            block_on(replace(&env, HOST, &b, 1, &src("A", "2"), None, MAX)),
+            block_on(replace(
+                &env,
+                &snap(&env),
+                HOST,
+                &b,
+                1,
+                &src("A", "2"),
+                None,
+                MAX
+            )),
             Err(ScriptError::DuplicateIdentity { .. })
         ));
-        assert!(block_on(replace(&env, HOST, &a, 1, &src("A", "2"), None, MAX)).is_ok());
+        assert!(block_on(replace(
+            &env,
+            &snap(&env),
+            HOST,
+            &a,
+            1,
+            &src("A", "2"),
+            None,
+            MAX
+        ))
+        .is_ok());
     }
 
     #[test]
     fn failed_storage_keeps_the_previous_version() {
         let env = MemoryEnv::new();
-        let uuid = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+        let uuid = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;
         let before = env.dump(Area::Local);
         *env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
         assert!(matches!(
-            block_on(replace(&env, HOST, &uuid, 1, &src("A", "2"), None, MAX)),
+            block_on(replace(
+                &env,
+                &snap(&env),
+                HOST,
+                &uuid,
+                1,
+                &src("A", "2"),
+                None,
+                MAX
+            )),
             Err(ScriptError::Storage(_))
         ));
         assert!(matches!(
-            block_on(create(&env, HOST, &src("B", "1"), true, MAX)),
+            block_on(create(&env, &snap(&env), HOST, &src("B", "1"), true, MAX)),
             Err(ScriptError::Storage(_))
         ));
         assert_eq!(env.dump(Area::Local), before);
@@ -592,12 +725,12 @@ mod tests {
     #[test]
     fn invalid_and_oversized_sources_are_refused() {
         let env = MemoryEnv::new();
-        let e = block_on(create(&env, HOST, "console.log(1)", true, MAX)).unwrap_err();
+        let e = block_on(create(&env, &snap(&env), HOST, "console.log(1)", true, MAX)).unwrap_err();
         assert!(matches!(e, ScriptError::InvalidMetadata(_)));
         assert!(e.to_string().contains("line 1"), "{e}");
         let big = src("A", &"x".repeat(MAX));
         assert!(matches!(
-            block_on(create(&env, HOST, &big, true, MAX)),
+            block_on(create(&env, &snap(&env), HOST, &big, true, MAX)),
             Err(ScriptError::TooLarge { .. })
         ));
         assert!(env.dump(Area::Local).is_empty());
@@ -608,6 +741,7 @@ mod tests {
         let env = MemoryEnv::new();
         let uuid = block_on(create(
             &env,
+            &snap(&env),
             HOST,
             &src("A", "let a = 1; let b = 1;"),
             true,
@@ -623,6 +757,7 @@ mod tests {
         };
         let e = block_on(patch(
             &env,
+            &snap(&env),
             HOST,
             &uuid,
             1,
@@ -633,6 +768,7 @@ mod tests {
         assert!(e.to_string().contains("2 times"), "{e}");
         let e = block_on(patch(
             &env,
+            &snap(&env),
             HOST,
             &uuid,
             1,
@@ -644,6 +780,7 @@ mod tests {
         assert_eq!(block_on(load(&env, &uuid)).unwrap().revision, 1);
         let c = block_on(patch(
             &env,
+            &snap(&env),
             HOST,
             &uuid,
             1,
@@ -656,6 +793,7 @@ mod tests {
         // A patch that grows past the limit is refused.
         let e = block_on(patch(
             &env,
+            &snap(&env),
             HOST,
             &uuid,
             2,
@@ -669,11 +807,11 @@ mod tests {
     #[test]
     fn damaged_records_are_skipped_and_reported() {
         let env = MemoryEnv::new();
-        let a = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+        let a = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;
-        let b = block_on(create(&env, HOST, &src("B", "1"), true, MAX))
+        let b = block_on(create(&env, &snap(&env), HOST, &src("B", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;
@@ -692,7 +830,7 @@ mod tests {
     #[test]
     fn enable_toggle_bumps_revision_only_on_change() {
         let env = MemoryEnv::new();
-        let uuid = block_on(create(&env, HOST, &src("A", "1"), true, MAX))
+        let uuid = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
             .unwrap()
             .record
             .uuid;

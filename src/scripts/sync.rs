@@ -47,14 +47,16 @@ pub struct Report {
     pub skipped: Vec<String>,
 }
 
-/// Makes Chrome's registrations exactly the enabled stored scripts.
-pub async fn reconcile<E: Storage + UserScripts + Capabilities>(env: &E) -> Result<Report, String> {
+/// Makes Chrome's registrations exactly the enabled scripts of `snapshot` (the stored records).
+pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
+    env: &E,
+    snapshot: &store::Snapshot,
+) -> Result<Report, String> {
     if !env.user_scripts_available() {
         return Err("chrome.userScripts is not available".into());
     }
     env.configure_world().await.map_err(|e| e.to_string())?;
-    let (records, problems) = store::load_all(env).await.map_err(|e| e.to_string())?;
-    let enabled: Vec<&ScriptRecord> = records.iter().filter(|r| r.enabled).collect();
+    let enabled: Vec<&ScriptRecord> = snapshot.records.iter().filter(|r| r.enabled).collect();
     let keys: Vec<String> = enabled.iter().map(|r| store::source_key(&r.uuid)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let sources = if refs.is_empty() {
@@ -65,8 +67,9 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities>(env: &E) -> Resu
             .map_err(|e| e.to_string())?
     };
     let mut report = Report {
-        skipped: problems
-            .into_iter()
+        skipped: snapshot
+            .problems
+            .iter()
             .map(|p| format!("{}: {}", p.uuid, p.message))
             .collect(),
         ..Report::default()
@@ -118,24 +121,50 @@ mod tests {
     fn reconcile_registers_enabled_and_removes_strays() {
         let env = MemoryEnv::new();
         env.user_scripts.set(false);
-        let a = block_on(store::create(&env, "user", &src("A"), true, 1 << 20))
-            .unwrap()
-            .record;
-        let b = block_on(store::create(&env, "user", &src("B"), false, 1 << 20))
-            .unwrap()
-            .record;
+        let a = block_on(store::create(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+            "user",
+            &src("A"),
+            true,
+            1 << 20,
+        ))
+        .unwrap()
+        .record;
+        let b = block_on(store::create(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+            "user",
+            &src("B"),
+            false,
+            1 << 20,
+        ))
+        .unwrap()
+        .record;
         assert!(block_on(sync_one(&env, &a.uuid, desired_for(&a, &src("A")))).is_err());
-        assert!(block_on(reconcile(&env)).is_err());
+        assert!(block_on(reconcile(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap()
+        ))
+        .is_err());
         env.user_scripts.set(true);
         let stray = registry::desired("stray", &a.metadata, "x").unwrap();
         block_on(env.register(&[stray])).unwrap();
-        let report = block_on(reconcile(&env)).unwrap();
+        let report = block_on(reconcile(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+        ))
+        .unwrap();
         assert_eq!((report.registered, report.unregistered), (1, 1));
         let ids: Vec<String> = env.registrations.borrow().keys().cloned().collect();
         assert_eq!(ids, vec![a.uuid.clone()]);
         assert!(!ids.contains(&b.uuid));
         // A second pass has nothing to do.
-        let again = block_on(reconcile(&env)).unwrap();
+        let again = block_on(reconcile(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+        ))
+        .unwrap();
         assert_eq!(
             (again.registered, again.updated, again.unregistered),
             (0, 0, 0)
@@ -145,9 +174,16 @@ mod tests {
     #[test]
     fn sync_one_registers_updates_and_unregisters() {
         let env = MemoryEnv::new();
-        let a = block_on(store::create(&env, "user", &src("A"), true, 1 << 20))
-            .unwrap()
-            .record;
+        let a = block_on(store::create(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+            "user",
+            &src("A"),
+            true,
+            1 << 20,
+        ))
+        .unwrap()
+        .record;
         assert_eq!(
             block_on(sync_one(&env, &a.uuid, desired_for(&a, &src("A")))),
             Ok(true)

@@ -201,7 +201,7 @@ pub static TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "list_scripts",
         title: "List userscripts",
-        description: "Lists the stored userscripts (no source), newest first, optionally filtered: by enabled state, by a URL (scripts that would run there), or by text in the name, namespace or description. Paged: pass nextCursor back as cursor for more.",
+        description: "Lists the stored userscripts (no source), most recently changed first, optionally filtered: by enabled state, by a URL (scripts whose rules match it, enabled or not: add enabled: true for the ones that run there), or by text in the name, namespace or description. Paged: pass nextCursor back as cursor for more.",
         class: Class::Read,
         destructive: false,
         idempotent: true,

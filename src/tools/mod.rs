@@ -27,8 +27,8 @@ use catalog::ToolDef;
 use result::{ErrorCode, ToolError};
 use serde_json::Value;
 
-pub(crate) use scripts::run_write;
 pub use scripts::WriteArgs;
+pub(crate) use scripts::{run_write, script_error};
 
 #[derive(Debug, PartialEq)]
 pub enum CallOutcome {

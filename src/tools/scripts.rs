@@ -14,7 +14,7 @@ use crate::provider::Provider;
 use crate::scripts::metadata::Diagnostic;
 use crate::scripts::record::is_uuid;
 use crate::scripts::registry::{self, Verdict};
-use crate::scripts::store::{self, Change, Edit, ScriptError};
+use crate::scripts::store::{self, Change, Edit, ScriptError, Snapshot};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -464,7 +464,7 @@ pub(super) async fn run_read<E: Env>(
             ))
         }
         ReadArgs::Match(url) => {
-            let (records, _) = store::load_all(&p.env).await.map_err(script_error)?;
+            let records = p.scripts().await.map_err(script_error)?.records;
             let mut rows = Vec::new();
             for r in &records {
                 let Some(reg) = registry::desired(&r.uuid, &r.metadata, "") else {
@@ -506,7 +506,11 @@ pub(super) async fn run_read<E: Env>(
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
-    let (mut records, problems) = store::load_all(&p.env).await.map_err(script_error)?;
+    let Snapshot {
+        mut records,
+        problems,
+        ..
+    } = p.scripts().await.map_err(script_error)?;
     let query = a.query.as_deref().map(str::to_lowercase);
     records.retain(|r| {
         a.enabled.is_none_or(|e| r.enabled == e)
@@ -578,30 +582,41 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
 /// Executes a write for `actor` (a caller id, or `user` for the extension's own pages).
 pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteArgs) -> Executed {
     let _guard = p.write_lock().await;
+    let snap = match p.scripts().await {
+        Ok(s) => s,
+        Err(e) => {
+            return Executed {
+                result: Err(script_error(e)),
+                target: args.target().map(str::to_owned),
+            }
+        }
+    };
+    let env = &p.env;
     let max = MAX_SOURCE_BYTES;
     let changed = match args {
         WriteArgs::Create { source, enabled } => {
-            store::create(&p.env, actor, &source, enabled, max).await
+            store::create(env, &snap, actor, &source, enabled, max).await
         }
         WriteArgs::Replace {
             uuid,
             revision,
             source,
             enabled,
-        } => store::replace(&p.env, actor, &uuid, revision, &source, enabled, max).await,
+        } => store::replace(env, &snap, actor, &uuid, revision, &source, enabled, max).await,
         WriteArgs::Patch {
             uuid,
             revision,
             edits,
-        } => store::patch(&p.env, actor, &uuid, revision, &edits, max).await,
+        } => store::patch(env, &snap, actor, &uuid, revision, &edits, max).await,
         WriteArgs::SetEnabled {
             uuid,
             enabled,
             revision,
-        } => store::set_enabled(&p.env, actor, &uuid, enabled, revision).await,
+        } => store::set_enabled(env, actor, &uuid, enabled, revision).await,
         WriteArgs::Delete { uuid, revision } => {
-            return match store::delete(&p.env, &uuid, revision).await {
+            return match store::delete(env, &snap, &uuid, revision).await {
                 Ok(record) => {
+                    p.scripts_deleted(&uuid);
                     p.sync_registration(&uuid, None).await;
                     Executed {
                         result: Ok(success(
@@ -612,7 +627,7 @@ pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteA
                     }
                 }
                 Err(e) => Executed {
-                    result: Err(script_error(e)),
+                    result: Err(p.script_failure(e)),
                     target: Some(uuid),
                 },
             };
@@ -620,6 +635,7 @@ pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteA
     };
     match changed {
         Ok(c) => {
+            p.scripts_written(&c);
             let registered = p
                 .sync_registration(
                     &c.record.uuid,
@@ -632,7 +648,7 @@ pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteA
             }
         }
         Err(e) => Executed {
-            result: Err(script_error(e)),
+            result: Err(p.script_failure(e)),
             target: None,
         },
     }

@@ -7,7 +7,6 @@ use crate::ids::ExtensionId;
 use crate::policy::Policy;
 use crate::probe::SERVICE_VERSION;
 use crate::provider::Provider;
-use crate::scripts::store;
 use serde_json::json;
 
 pub(super) async fn run<E: Env>(
@@ -16,9 +15,11 @@ pub(super) async fn run<E: Env>(
     policy: &Policy,
 ) -> Result<serde_json::Value, ToolError> {
     let cap = p.capability();
-    let count = store::load_index(&p.env)
+    let count = p
+        .scripts()
         .await
         .map_err(super::scripts::script_error)?
+        .index
         .len();
     let left = p.writes_left(caller).await;
     let text = format!(

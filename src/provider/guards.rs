@@ -1,0 +1,77 @@
+//! The rate-limit and audit steps of a write, and the write lock.
+
+use super::{keys, Provider};
+use crate::env::{Area, Env};
+use crate::guard::audit::{self, Entry};
+use crate::guard::rate_limit::{Admission, RateWindow};
+use crate::ids::ExtensionId;
+use crate::tools::result::{ErrorCode, ToolError};
+use futures::lock::MutexGuard;
+use serde_json::{json, Map, Value};
+
+impl<E: Env> Provider<E> {
+    /// Held while a script is read, checked and written.
+    pub async fn write_lock(&self) -> MutexGuard<'_, ()> {
+        self.write_lock.lock().await
+    }
+
+    /// The rate-limit step: admits one write of `caller` now, or says when to retry.
+    pub async fn admit_write(&self, caller: &ExtensionId) -> Result<(), ToolError> {
+        let _guard = self.rate_lock.lock().await;
+        let mut window = self.rate_window().await;
+        let now = self.env.now_ms();
+        match window.admit(caller.as_str(), now) {
+            Admission::Admitted => {
+                window.prune(now);
+                let mut m = Map::new();
+                m.insert(
+                    keys::RATE_WINDOW.to_owned(),
+                    serde_json::to_value(&window).unwrap_or(Value::Null),
+                );
+                // Fail closed: a write whose slot cannot be recorded does not run.
+                self.env.set(Area::Session, m).await.map_err(|e| {
+                    ToolError::new(
+                        ErrorCode::StorageError,
+                        format!("could not record the write in the rate window: {e}"),
+                    )
+                })
+            }
+            Admission::Limited { retry_after_ms } => {
+                let secs = (retry_after_ms / 1000.0).ceil().max(1.0);
+                Err(ToolError::new(
+                    ErrorCode::RateLimited,
+                    format!("rate limit: at most 30 writes per 60 seconds; retry in {secs} s"),
+                )
+                .with_details(json!({ "retryAfterSeconds": secs })))
+            }
+        }
+    }
+
+    pub(crate) async fn rate_window(&self) -> RateWindow {
+        self.env
+            .get(Area::Session, &[keys::RATE_WINDOW])
+            .await
+            .ok()
+            .and_then(|m| m.get(keys::RATE_WINDOW).cloned())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default()
+    }
+
+    pub async fn writes_left(&self, caller: &ExtensionId) -> usize {
+        self.rate_window()
+            .await
+            .remaining(caller.as_str(), self.env.now_ms())
+    }
+
+    /// Appends to the audit log. A failure cannot undo the write it records, so it is kept in
+    /// the provider's log for the user to see.
+    pub async fn audit(&self, entry: &Entry) {
+        let _guard = self.audit_lock.lock().await;
+        if let Err(e) = audit::append(&self.env, entry).await {
+            self.note(format!(
+                "audit entry not saved ({} {}): {e}",
+                entry.tool, entry.result
+            ));
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! The provider: the one object the shell drives. Policy, scripts and audit live in storage; the
+//! provider holds locks, open sessions, waiting reviews, and caches of what it last read or
+//! wrote (kept exact by `storage_changed`), so a recycled service worker loses nothing but
+//! in-flight work.
+
+mod guards;
+mod registry;
+mod reviews;
+mod sessions;
+mod state;
+
+use crate::env::Env;
+use crate::guard::review::{Decision, ReviewRequest};
+use crate::policy::Policy;
+use crate::probe;
+use crate::scripts::store::Snapshot;
+use crate::session::Session;
+use futures::channel::oneshot;
+use futures::lock::Mutex;
+use serde_json::Value;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+pub use registry::RegistryState;
+
+/// Storage keys owned by the provider (the script store and audit log own theirs).
+pub mod keys {
+    /// `chrome.storage.local`
+    pub const POLICY: &str = "policy";
+    /// `chrome.storage.session`: survives service-worker recycling, so a stopped worker does not
+    /// reset anyone's window.
+    pub const RATE_WINDOW: &str = "rateWindow";
+    /// `chrome.storage.session`: true once registrations were reconciled with storage. Session
+    /// storage is cleared exactly when Chrome may drop registrations (extension update or
+    /// reload), so a worker restart need not reconcile again.
+    pub const REGISTRY_SYNCED: &str = "registrySynced";
+}
+
+pub struct Provider<E> {
+    pub env: E,
+    /// The event loop interleaves tasks at every `await`; each read-modify-write of shared
+    /// stored state holds its lock so that no update is lost.
+    policy_lock: Mutex<()>,
+    write_lock: Mutex<()>,
+    rate_lock: Mutex<()>,
+    audit_lock: Mutex<()>,
+    /// The policy as last read or written; dropped when storage says it changed otherwise.
+    policy_cache: RefCell<Option<Policy>>,
+    /// The script index and records as last read or written, likewise.
+    scripts_cache: RefCell<Option<Snapshot>>,
+    registry: Cell<RegistryState>,
+    /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
+    pub log: RefCell<Vec<String>>,
+    /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
+    sessions: RefCell<BTreeMap<u64, Rc<Session>>>,
+    next_session: Cell<u64>,
+    /// Writes waiting for the user's review, by review id.
+    reviews: RefCell<BTreeMap<String, Waiting>>,
+    /// Sessions whose writes the user allowed without further review ("allow for this session").
+    waived: RefCell<BTreeSet<u64>>,
+    /// Whether `chrome.userScripts` worked at the last look (None: not looked yet this worker).
+    last_available: Cell<Option<bool>>,
+    /// Called when something a page shows changed (reviews, sessions): the shell refreshes the
+    /// badge.
+    on_change: RefCell<Option<Box<dyn Fn()>>>,
+}
+
+struct Waiting {
+    request: ReviewRequest,
+    /// The JSON-RPC id of the `tools/call`, so `notifications/cancelled` can find it.
+    rpc_id: Value,
+    decide: Option<oneshot::Sender<Decision>>,
+}
+
+const MAX_LOG: usize = 50;
+
+impl<E: Env> Provider<E> {
+    pub fn new(env: E) -> Self {
+        Provider {
+            env,
+            policy_lock: Mutex::new(()),
+            write_lock: Mutex::new(()),
+            rate_lock: Mutex::new(()),
+            audit_lock: Mutex::new(()),
+            policy_cache: RefCell::new(None),
+            scripts_cache: RefCell::new(None),
+            registry: Cell::new(RegistryState::Unknown),
+            log: RefCell::new(Vec::new()),
+            sessions: RefCell::new(BTreeMap::new()),
+            next_session: Cell::new(1),
+            reviews: RefCell::new(BTreeMap::new()),
+            waived: RefCell::new(BTreeSet::new()),
+            last_available: Cell::new(None),
+            on_change: RefCell::new(None),
+        }
+    }
+
+    pub fn set_on_change(&self, f: Box<dyn Fn()>) {
+        *self.on_change.borrow_mut() = Some(f);
+    }
+
+    pub(crate) fn changed(&self) {
+        if let Some(f) = &*self.on_change.borrow() {
+            f();
+        }
+    }
+
+    pub fn note(&self, msg: String) {
+        let mut log = self.log.borrow_mut();
+        if log.len() >= MAX_LOG {
+            log.remove(0);
+        }
+        log.push(msg);
+    }
+
+    /// L0: answers one `lumo:probe` message from `sender` (Chrome's `sender.id`, unvalidated).
+    pub async fn probe(&self, msg: &Value, sender: Option<&str>) -> Value {
+        let cap = self.capability();
+        let now = self.env.now_ms();
+        match self
+            .update_policy(|p| probe::answer(msg, sender, p, &cap, now))
+            .await
+        {
+            Ok((response, _)) => response,
+            // Storage is unreadable: still answer, from the defaults, without recording anything.
+            Err(_) => {
+                let mut p = Policy {
+                    endpoint_enabled: false,
+                    ..Policy::default()
+                };
+                probe::answer(msg, sender, &mut p, &cap, now).0
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use crate::env::Area;
+    use futures::executor::block_on;
+    use serde_json::json;
+    use serde_json::Map;
+
+    const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
+
+    fn probe_msg() -> Value {
+        json!({"channel": "lumo:probe", "version": 1, "id": 1, "client": {"id": HOST, "name": "Lumo"}})
+    }
+
+    #[test]
+    fn probe_persists_pending_approval() {
+        let p = Provider::new(MemoryEnv::new());
+        let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+        assert_eq!(r["status"]["pendingApproval"], json!(true));
+        let stored = block_on(p.policy());
+        assert_eq!(stored.pending.len(), 1);
+        assert_eq!(stored.pending[0].name, "Lumo");
+    }
+
+    #[test]
+    fn probe_reports_capability() {
+        let p = Provider::new(MemoryEnv::new());
+        p.env.user_scripts.set(false);
+        let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+        assert_eq!(r["status"]["ready"], json!(false));
+    }
+
+    #[test]
+    fn caches_follow_storage_changed_by_another_hand() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(p.probe(&probe_msg(), Some(HOST)));
+        assert_eq!(block_on(p.policy()).pending.len(), 1);
+        // Storage changed behind the provider's back (devtools, another copy of the worker).
+        let mut other = crate::policy::Policy::default();
+        other.writes_enabled = false;
+        let mut m = Map::new();
+        m.insert(keys::POLICY.into(), other.to_stored());
+        block_on(crate::env::Storage::set(&p.env, Area::Local, m.clone())).unwrap();
+        // Our own write arriving as a change notification keeps the cache…
+        let mine = block_on(p.policy());
+        let mut echo = Map::new();
+        echo.insert(keys::POLICY.into(), mine.to_stored());
+        p.storage_changed(Area::Local, &echo);
+        assert!(block_on(p.policy()).writes_enabled);
+        // …anything else drops it.
+        p.storage_changed(Area::Local, &m);
+        assert!(!block_on(p.policy()).writes_enabled);
+    }
+
+    #[test]
+    fn script_cache_survives_own_writes_and_drops_foreign_ones() {
+        use crate::scripts::store;
+        let p = Provider::new(MemoryEnv::new());
+        let src = "// ==UserScript==\n// @name A\n// @match https://a.com/*\n// ==/UserScript==\n";
+        let snap = block_on(p.scripts()).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", src, true, 1 << 20)).unwrap();
+        p.scripts_written(&c);
+        let key = store::record_key(&c.record.uuid);
+        let mut echo = Map::new();
+        echo.insert(key.clone(), serde_json::to_value(&c.record).unwrap());
+        echo.insert(store::INDEX_KEY.into(), json!({ "uuids": [c.record.uuid] }));
+        p.storage_changed(Area::Local, &echo);
+        assert!(
+            p.scripts_cache.borrow().is_some(),
+            "our own write keeps the cache"
+        );
+        let mut foreign = Map::new();
+        foreign.insert(key, json!({ "garbage": true }));
+        p.storage_changed(Area::Local, &foreign);
+        assert!(
+            p.scripts_cache.borrow().is_none(),
+            "a foreign write drops it"
+        );
+        assert_eq!(block_on(p.scripts()).unwrap().records.len(), 1);
+    }
+
+    #[test]
+    fn registry_reconciles_once_then_trusts_the_session_flag() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        assert_eq!(
+            p.env.dump(Area::Session)[keys::REGISTRY_SYNCED],
+            json!(true)
+        );
+        // A new worker over the same storage does not reconcile again…
+        let q = Provider::new(MemoryEnv::new());
+        *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+        block_on(q.ensure_registry());
+        assert_eq!(q.registry_state(), RegistryState::Synced);
+        // …until the API is seen coming back after being unavailable.
+        q.env.user_scripts.set(false);
+        q.capability();
+        q.env.user_scripts.set(true);
+        q.capability();
+        assert_eq!(q.registry_state(), RegistryState::Stale);
+        block_on(q.ensure_registry());
+        assert_eq!(q.registry_state(), RegistryState::Synced);
+    }
+
+    #[test]
+    fn unreadable_storage_still_answers_without_authorizing() {
+        let p = Provider::new(MemoryEnv::new());
+        *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+        let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+        assert_eq!(r["ok"], json!(true));
+        assert_eq!(r["status"]["authorized"], json!(false));
+    }
+}

@@ -1,0 +1,152 @@
+//! Writes waiting for the user's review: the wait (raced against a timer), decisions from the
+//! review surface, cancellation, and stubs kept for a worker restart.
+
+use super::{Provider, Waiting};
+use crate::env::{Area, Env};
+use crate::guard::audit::Entry;
+use crate::guard::review::{self, Decision, ReviewRequest, Stub};
+use crate::tools::result::{ErrorCode, ToolError};
+use futures::channel::oneshot;
+use futures::future::{select, Either};
+use serde_json::{Map, Value};
+
+impl<E: Env> Provider<E> {
+    pub fn pending_reviews(&self) -> Vec<ReviewRequest> {
+        self.reviews
+            .borrow()
+            .values()
+            .map(|w| w.request.clone())
+            .collect()
+    }
+
+    pub fn is_waived(&self, session: u64) -> bool {
+        self.waived.borrow().contains(&session)
+    }
+
+    /// Waits for the user's decision on one write, bounded by [`review::REVIEW_TIMEOUT_MS`].
+    pub async fn await_review(
+        &self,
+        request: ReviewRequest,
+        rpc_id: Value,
+    ) -> Result<Decision, ToolError> {
+        if self.reviews.borrow().len() >= review::MAX_PENDING_REVIEWS {
+            return Err(ToolError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{} writes are already waiting for the user's review; wait for those first",
+                    review::MAX_PENDING_REVIEWS
+                ),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = request.id.clone();
+        let session = request.session;
+        self.reviews.borrow_mut().insert(
+            id.clone(),
+            Waiting {
+                request,
+                rpc_id,
+                decide: Some(tx),
+            },
+        );
+        self.save_review_stubs().await;
+        self.changed();
+        let decision = match select(rx, Box::pin(self.env.sleep(review::REVIEW_TIMEOUT_MS))).await {
+            Either::Left((Ok(d), _)) => d,
+            Either::Left((Err(_), _)) => Decision::Cancelled,
+            Either::Right(_) => Decision::Expired,
+        };
+        self.reviews.borrow_mut().remove(&id);
+        if let Decision::Approve {
+            allow_session: true,
+        } = decision
+        {
+            self.waived.borrow_mut().insert(session);
+        }
+        self.save_review_stubs().await;
+        self.changed();
+        Ok(decision)
+    }
+
+    /// The user's decision from the review surface. False when no such review waits (it
+    /// expired, or was already decided).
+    pub fn decide(&self, id: &str, decision: Decision) -> bool {
+        let sender = self
+            .reviews
+            .borrow_mut()
+            .get_mut(id)
+            .and_then(|w| w.decide.take());
+        match sender {
+            Some(tx) => tx.send(decision).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Cancels the reviews of a session: all of them (port closed) or the one for a cancelled
+    /// JSON-RPC request.
+    pub fn cancel_reviews(&self, session: u64, rpc_id: Option<&Value>) {
+        let senders: Vec<oneshot::Sender<Decision>> = self
+            .reviews
+            .borrow_mut()
+            .values_mut()
+            .filter(|w| w.request.session == session && rpc_id.is_none_or(|id| &w.rpc_id == id))
+            .filter_map(|w| w.decide.take())
+            .collect();
+        for tx in senders {
+            let _ = tx.send(Decision::Cancelled);
+        }
+    }
+
+    pub(crate) async fn save_review_stubs(&self) {
+        let stubs: Vec<Stub> = self
+            .reviews
+            .borrow()
+            .values()
+            .map(|w| w.request.stub())
+            .collect();
+        let mut m = Map::new();
+        m.insert(
+            review::STUBS_KEY.to_owned(),
+            serde_json::to_value(stubs).unwrap_or(Value::Null),
+        );
+        if let Err(e) = self.env.set(Area::Session, m).await {
+            self.note(format!("could not save pending reviews: {e}"));
+        }
+    }
+
+    /// At worker start: reviews that were waiting when the previous worker stopped cannot be
+    /// answered any more (their port died with it). Each is audited as REVIEW_INTERRUPTED.
+    pub async fn resume_interrupted_reviews(&self) {
+        let stored = match self.env.get(Area::Session, &[review::STUBS_KEY]).await {
+            Ok(m) => m.get(review::STUBS_KEY).cloned().unwrap_or(Value::Null),
+            Err(_) => return,
+        };
+        let stubs: Vec<Stub> = stored
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| serde_json::from_value(v.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let orphans: Vec<Stub> = stubs
+            .into_iter()
+            .filter(|s| !self.reviews.borrow().contains_key(&s.id))
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        for s in &orphans {
+            self.audit(&Entry {
+                at: self.env.now_ms(),
+                tool: s.tool.clone(),
+                caller: s.caller.clone(),
+                result: "REVIEW_INTERRUPTED".to_owned(),
+                target: s.target.clone(),
+                digest: s.digest.clone(),
+            })
+            .await;
+        }
+        self.save_review_stubs().await;
+    }
+}

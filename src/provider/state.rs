@@ -1,0 +1,129 @@
+//! What the provider last read or wrote of the policy and the scripts, so a decision does not
+//! wait on storage. The caches are exact, not approximate: every write goes through the provider
+//! and updates them, and `storage_changed` (fed by `chrome.storage.onChanged`) drops an entry as
+//! soon as storage holds anything else — a page or devtools writing storage directly, or another
+//! copy of the worker.
+
+use super::{keys, Provider};
+use crate::env::{Area, Env};
+use crate::policy::Policy;
+use crate::scripts::store::{self, Change, ScriptError, Snapshot};
+use serde_json::{Map, Value};
+
+impl<E: Env> Provider<E> {
+    /// The policy for a decision. A storage failure yields the safe default for decisions that
+    /// only read (nobody authorized), never a panic.
+    pub async fn policy(&self) -> Policy {
+        if let Some(p) = self.policy_cache.borrow().clone() {
+            return p;
+        }
+        match self.env.get(Area::Local, &[keys::POLICY]).await {
+            Ok(m) => {
+                let p = Policy::from_stored(m.get(keys::POLICY)).0;
+                *self.policy_cache.borrow_mut() = Some(p.clone());
+                p
+            }
+            Err(_) => Policy {
+                endpoint_enabled: false,
+                ..Policy::default()
+            },
+        }
+    }
+
+    async fn save_policy(&self, p: &Policy) -> Result<(), String> {
+        let mut m = Map::new();
+        m.insert(keys::POLICY.to_owned(), p.to_stored());
+        // If the write fails, storage may hold either version: read it again next time.
+        *self.policy_cache.borrow_mut() = None;
+        self.env
+            .set(Area::Local, m)
+            .await
+            .map_err(|e| format!("could not save the policy: {e}"))?;
+        *self.policy_cache.borrow_mut() = Some(p.clone());
+        Ok(())
+    }
+
+    /// Applies `f` to the policy under the policy lock and saves it when `f` says it changed.
+    pub async fn update_policy<T>(
+        &self,
+        f: impl FnOnce(&mut Policy) -> (T, bool),
+    ) -> Result<(T, Policy), String> {
+        let _guard = self.policy_lock.lock().await;
+        let cached = self.policy_cache.borrow().clone();
+        let mut p = match cached {
+            Some(p) => p,
+            None => match self.env.get(Area::Local, &[keys::POLICY]).await {
+                Ok(m) => Policy::from_stored(m.get(keys::POLICY)).0,
+                Err(e) => return Err(format!("could not read the policy: {e}")),
+            },
+        };
+        let (out, changed) = f(&mut p);
+        if changed {
+            self.save_policy(&p).await?;
+        } else {
+            *self.policy_cache.borrow_mut() = Some(p.clone());
+        }
+        Ok((out, p))
+    }
+
+    /// The script index and records (no sources).
+    pub async fn scripts(&self) -> Result<Snapshot, ScriptError> {
+        if let Some(s) = self.scripts_cache.borrow().clone() {
+            return Ok(s);
+        }
+        let s = store::load_snapshot(&self.env).await?;
+        *self.scripts_cache.borrow_mut() = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Brings the cached snapshot in line with a write that succeeded.
+    pub(crate) fn scripts_written(&self, change: &Change) {
+        if let Some(s) = self.scripts_cache.borrow_mut().as_mut() {
+            s.apply(change);
+        }
+    }
+
+    pub(crate) fn scripts_deleted(&self, uuid: &str) {
+        if let Some(s) = self.scripts_cache.borrow_mut().as_mut() {
+            s.remove(uuid);
+        }
+    }
+
+    /// A failed write changed nothing by design, but a storage error leaves storage as the only
+    /// truth: the cache is dropped rather than trusted.
+    pub(crate) fn script_failure(&self, e: ScriptError) -> crate::tools::result::ToolError {
+        if matches!(e, ScriptError::Storage(_)) {
+            *self.scripts_cache.borrow_mut() = None;
+        }
+        crate::tools::script_error(e)
+    }
+
+    /// `chrome.storage.onChanged` for the local area: drops a cache entry whenever storage now
+    /// holds something other than what the cache says (our own writes match and keep it).
+    pub fn storage_changed(&self, area: Area, changes: &Map<String, Value>) {
+        if area != Area::Local {
+            return;
+        }
+        for (key, new) in changes {
+            if key == keys::POLICY {
+                let same = self
+                    .policy_cache
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|p| &p.to_stored() == new);
+                if !same {
+                    *self.policy_cache.borrow_mut() = None;
+                }
+            } else if store::is_snapshot_key(key) {
+                let same = self
+                    .scripts_cache
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|s| s.holds(key, new));
+                if !same {
+                    *self.scripts_cache.borrow_mut() = None;
+                }
+            }
+        }
+    }
+}
