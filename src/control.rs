@@ -139,9 +139,8 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
             }
         }
         "scripts.list" => match p.scripts().await {
-            Ok(store::Snapshot {
-                records, problems, ..
-            }) => {
+            Ok(snap) => {
+                let (records, problems) = (&snap.records, &snap.problems);
                 let mut scripts: Vec<Value> = records.iter().map(|r| r.summary()).collect();
                 scripts.reverse();
                 let problems: Vec<Value> = problems

@@ -48,7 +48,7 @@ pub struct Provider<E> {
     /// The policy as last read or written; dropped when storage says it changed otherwise.
     policy_cache: RefCell<Option<Policy>>,
     /// The script index and records as last read or written, likewise.
-    scripts_cache: RefCell<Option<Snapshot>>,
+    scripts_cache: RefCell<Option<Rc<Snapshot>>>,
     registry: Cell<RegistryState>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,

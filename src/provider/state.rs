@@ -9,6 +9,7 @@ use crate::env::{Area, Env};
 use crate::policy::Policy;
 use crate::scripts::store::{self, Change, ScriptError, Snapshot};
 use serde_json::{Map, Value};
+use std::rc::Rc;
 
 impl<E: Env> Provider<E> {
     /// The policy for a decision. A storage failure yields the safe default for decisions that
@@ -66,26 +67,27 @@ impl<E: Env> Provider<E> {
         Ok((out, p))
     }
 
-    /// The script index and records (no sources).
-    pub async fn scripts(&self) -> Result<Snapshot, ScriptError> {
+    /// The script index and records (no sources), shared: reading it copies nothing.
+    pub async fn scripts(&self) -> Result<Rc<Snapshot>, ScriptError> {
         if let Some(s) = self.scripts_cache.borrow().clone() {
             return Ok(s);
         }
-        let s = store::load_snapshot(&self.env).await?;
-        *self.scripts_cache.borrow_mut() = Some(s.clone());
+        let s = Rc::new(store::load_snapshot(&self.env).await?);
+        *self.scripts_cache.borrow_mut() = Some(Rc::clone(&s));
         Ok(s)
     }
 
-    /// Brings the cached snapshot in line with a write that succeeded.
+    /// Brings the cached snapshot in line with a write that succeeded (copy on write: readers
+    /// holding the old one keep it).
     pub(crate) fn scripts_written(&self, change: &Change) {
         if let Some(s) = self.scripts_cache.borrow_mut().as_mut() {
-            s.apply(change);
+            Rc::make_mut(s).apply(change);
         }
     }
 
     pub(crate) fn scripts_deleted(&self, uuid: &str) {
         if let Some(s) = self.scripts_cache.borrow_mut().as_mut() {
-            s.remove(uuid);
+            Rc::make_mut(s).remove(uuid);
         }
     }
 

@@ -13,8 +13,9 @@ use crate::policy::Policy;
 use crate::provider::Provider;
 use crate::scripts::metadata::Diagnostic;
 use crate::scripts::record::is_uuid;
+use crate::scripts::record::ScriptRecord;
 use crate::scripts::registry::{self, Verdict};
-use crate::scripts::store::{self, Change, Edit, ScriptError, Snapshot};
+use crate::scripts::store::{self, Change, Edit, ScriptError};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -464,9 +465,10 @@ pub(super) async fn run_read<E: Env>(
             ))
         }
         ReadArgs::Match(url) => {
-            let records = p.scripts().await.map_err(script_error)?.records;
+            let snap = p.scripts().await.map_err(script_error)?;
+            let records = &snap.records;
             let mut rows = Vec::new();
-            for r in &records {
+            for r in records {
                 let Some(reg) = registry::desired(&r.uuid, &r.metadata, "") else {
                     continue;
                 };
@@ -506,30 +508,31 @@ pub(super) async fn run_read<E: Env>(
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
-    let Snapshot {
-        mut records,
-        problems,
-        ..
-    } = p.scripts().await.map_err(script_error)?;
+    let snap = p.scripts().await.map_err(script_error)?;
     let query = a.query.as_deref().map(str::to_lowercase);
-    records.retain(|r| {
-        a.enabled.is_none_or(|e| r.enabled == e)
-            && a.url.as_deref().is_none_or(|u| {
-                registry::desired(&r.uuid, &r.metadata, "")
-                    .is_some_and(|reg| registry::verdict(&reg, u).runs())
-            })
-            && query.as_deref().is_none_or(|q| {
-                let m = &r.metadata;
-                m.name.to_lowercase().contains(q)
-                    || m.namespace
-                        .as_deref()
-                        .is_some_and(|n| n.to_lowercase().contains(q))
-                    || m.description
-                        .as_deref()
-                        .is_some_and(|d| d.to_lowercase().contains(q))
-            })
-    });
+    let mut records: Vec<&ScriptRecord> = snap
+        .records
+        .iter()
+        .filter(|r| {
+            a.enabled.is_none_or(|e| r.enabled == e)
+                && a.url.as_deref().is_none_or(|u| {
+                    registry::desired(&r.uuid, &r.metadata, "")
+                        .is_some_and(|reg| registry::verdict(&reg, u).runs())
+                })
+                && query.as_deref().is_none_or(|q| {
+                    let m = &r.metadata;
+                    m.name.to_lowercase().contains(q)
+                        || m.namespace
+                            .as_deref()
+                            .is_some_and(|n| n.to_lowercase().contains(q))
+                        || m.description
+                            .as_deref()
+                            .is_some_and(|d| d.to_lowercase().contains(q))
+                })
+        })
+        .collect();
     records.sort_by(|x, y| y.updated_at.total_cmp(&x.updated_at));
+    let problems = &snap.problems;
     let total = records.len();
     let offset: usize = a
         .cursor
