@@ -1,0 +1,56 @@
+// Loaded first in the "timed" copies of the providers (bench/lib/extensions.mjs), never in the
+// measured builds. Records performance.now() marks that bench/run.mjs reads over CDP: script
+// start, wasm compile and instantiate (which runs the start function that registers the
+// listeners), every storage and userScripts call, and when each external message came in and was answered.
+const marks = (globalThis.__benchMarks = { scriptStart: performance.now(), calls: [], messages: [] });
+const now = () => performance.now();
+
+const { Module, Instance } = WebAssembly;
+function TimedModule(...a) {
+  marks.compileStart = now();
+  const m = new Module(...a);
+  marks.compileEnd = now();
+  return m;
+}
+function TimedInstance(...a) {
+  marks.instantiateStart = now();
+  const i = new Instance(...a);
+  marks.instantiateEnd = now();
+  return i;
+}
+TimedModule.prototype = Module.prototype;
+TimedInstance.prototype = Instance.prototype;
+WebAssembly.Module = TimedModule;
+WebAssembly.Instance = TimedInstance;
+
+// Every asynchronous browser call the worker makes through these APIs: {api, start, end}.
+function timeCalls(obj, names, prefix) {
+  for (const name of names) {
+    const f = obj?.[name];
+    if (typeof f !== "function") continue;
+    obj[name] = (...a) => {
+      const call = { api: `${prefix}.${name}`, start: now() };
+      marks.calls.push(call);
+      const p = f.apply(obj, a);
+      const done = () => { call.end = now(); };
+      p?.then?.(done, done);
+      return p;
+    };
+  }
+}
+timeCalls(chrome.storage?.local, ["get", "set"], "storage.local");
+timeCalls(chrome.storage?.session, ["get", "set"], "storage.session");
+timeCalls(chrome.userScripts, ["getScripts", "register", "update"], "userScripts"); // present only while "Allow User Scripts" is on
+
+const ev = chrome.runtime.onMessageExternal;
+const addListener = ev.addListener.bind(ev);
+ev.addListener = (listener) => addListener((msg, sender, sendResponse) => {
+  const m = { received: now() };
+  marks.messages.push(m);
+  marks.received ??= m.received;
+  return listener(msg, sender, (...a) => {
+    m.replied ??= now();
+    marks.replied ??= m.replied;
+    return sendResponse(...a);
+  });
+});

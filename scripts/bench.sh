@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The bench (not a test): builds dist/, then measures the provider against a no-logic baseline
+# provider in headless Chromium (bench/run.mjs). Prints the tables and goals and writes
+# bench/out/<timestamp>.json and bench/out/latest.json.
+#   BENCH_NO_BUILD=1  measure dist/ as it is (LUMO_DIST=path measures another build)
+#   BENCH_QUICK=1     smoke run with tiny sample counts, for editing the bench; not for numbers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-tools.sh test
+[ -n "${BENCH_NO_BUILD:-}" ] || scripts/build.sh
+node bench/run.mjs
