@@ -49,6 +49,10 @@ pub struct Provider<E> {
     policy_cache: RefCell<Option<Policy>>,
     /// The script index and records as last read or written, likewise.
     scripts_cache: RefCell<Option<Rc<Snapshot>>>,
+    /// Bumped on every change to the caches above: a load that started before a change must not
+    /// fill the cache with what it read.
+    policy_gen: Cell<u64>,
+    scripts_gen: Cell<u64>,
     registry: Cell<RegistryState>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
@@ -85,6 +89,8 @@ impl<E: Env> Provider<E> {
             audit_lock: Mutex::new(()),
             policy_cache: RefCell::new(None),
             scripts_cache: RefCell::new(None),
+            policy_gen: Cell::new(0),
+            scripts_gen: Cell::new(0),
             registry: Cell::new(RegistryState::Unknown),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(BTreeMap::new()),

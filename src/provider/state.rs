@@ -3,6 +3,10 @@
 //! and updates them, and `storage_changed` (fed by `chrome.storage.onChanged`) drops an entry as
 //! soon as storage holds anything else — a page or devtools writing storage directly, or another
 //! copy of the worker.
+//!
+//! Reads that miss the cache load from storage without a lock, so a load can finish after a
+//! write it did not see. Every change to a cache bumps its generation, and a load fills the cache
+//! only if the generation is still the one it started with.
 
 use super::{keys, Provider};
 use crate::env::{Area, Env};
@@ -18,10 +22,13 @@ impl<E: Env> Provider<E> {
         if let Some(p) = self.policy_cache.borrow().clone() {
             return p;
         }
+        let generation = self.policy_gen.get();
         match self.env.get(Area::Local, &[keys::POLICY]).await {
             Ok(m) => {
                 let p = Policy::from_stored(m.get(keys::POLICY)).0;
-                *self.policy_cache.borrow_mut() = Some(p.clone());
+                if self.policy_gen.get() == generation {
+                    *self.policy_cache.borrow_mut() = Some(p.clone());
+                }
                 p
             }
             Err(_) => Policy {
@@ -35,13 +42,23 @@ impl<E: Env> Provider<E> {
         let mut m = Map::new();
         m.insert(keys::POLICY.to_owned(), p.to_stored());
         // If the write fails, storage may hold either version: read it again next time.
-        *self.policy_cache.borrow_mut() = None;
+        self.set_policy_cache(None);
         self.env
             .set(Area::Local, m)
             .await
             .map_err(|e| format!("could not save the policy: {e}"))?;
-        *self.policy_cache.borrow_mut() = Some(p.clone());
+        self.set_policy_cache(Some(p.clone()));
         Ok(())
+    }
+
+    fn set_policy_cache(&self, p: Option<Policy>) {
+        self.policy_gen.set(self.policy_gen.get().wrapping_add(1));
+        *self.policy_cache.borrow_mut() = p;
+    }
+
+    fn set_scripts_cache(&self, s: Option<Rc<Snapshot>>) {
+        self.scripts_gen.set(self.scripts_gen.get().wrapping_add(1));
+        *self.scripts_cache.borrow_mut() = s;
     }
 
     /// Applies `f` to the policy under the policy lock and saves it when `f` says it changed.
@@ -61,8 +78,6 @@ impl<E: Env> Provider<E> {
         let (out, changed) = f(&mut p);
         if changed {
             self.save_policy(&p).await?;
-        } else {
-            *self.policy_cache.borrow_mut() = Some(p.clone());
         }
         Ok((out, p))
     }
@@ -72,20 +87,25 @@ impl<E: Env> Provider<E> {
         if let Some(s) = self.scripts_cache.borrow().clone() {
             return Ok(s);
         }
+        let generation = self.scripts_gen.get();
         let s = Rc::new(store::load_snapshot(&self.env).await?);
-        *self.scripts_cache.borrow_mut() = Some(Rc::clone(&s));
+        if self.scripts_gen.get() == generation {
+            *self.scripts_cache.borrow_mut() = Some(Rc::clone(&s));
+        }
         Ok(s)
     }
 
     /// Brings the cached snapshot in line with a write that succeeded (copy on write: readers
     /// holding the old one keep it).
     pub(crate) fn scripts_written(&self, change: &Change) {
+        self.scripts_gen.set(self.scripts_gen.get().wrapping_add(1));
         if let Some(s) = self.scripts_cache.borrow_mut().as_mut() {
             Rc::make_mut(s).apply(change);
         }
     }
 
     pub(crate) fn scripts_deleted(&self, uuid: &str) {
+        self.scripts_gen.set(self.scripts_gen.get().wrapping_add(1));
         if let Some(s) = self.scripts_cache.borrow_mut().as_mut() {
             Rc::make_mut(s).remove(uuid);
         }
@@ -95,7 +115,7 @@ impl<E: Env> Provider<E> {
     /// truth: the cache is dropped rather than trusted.
     pub(crate) fn script_failure(&self, e: ScriptError) -> crate::tools::result::ToolError {
         if matches!(e, ScriptError::Storage(_)) {
-            *self.scripts_cache.borrow_mut() = None;
+            self.set_scripts_cache(None);
         }
         crate::tools::script_error(e)
     }
@@ -114,7 +134,7 @@ impl<E: Env> Provider<E> {
                     .as_ref()
                     .is_some_and(|p| &p.to_stored() == new);
                 if !same {
-                    *self.policy_cache.borrow_mut() = None;
+                    self.set_policy_cache(None);
                 }
             } else if store::is_snapshot_key(key) {
                 let same = self
@@ -123,7 +143,7 @@ impl<E: Env> Provider<E> {
                     .as_ref()
                     .is_some_and(|s| s.holds(key, new));
                 if !same {
-                    *self.scripts_cache.borrow_mut() = None;
+                    self.set_scripts_cache(None);
                 }
             }
         }
