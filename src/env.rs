@@ -30,6 +30,8 @@ pub trait Storage {
     async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError>;
     async fn set(&self, area: Area, items: Map<String, Value>) -> Result<(), EnvError>;
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError>;
+    /// Everything in the area: only for recovery (rebuilding a damaged index).
+    async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError>;
 }
 
 /// Time and randomness, injected so decisions are reproducible in tests.
@@ -132,6 +134,10 @@ pub mod memory {
                 m.insert(k, v);
             }
             Ok(())
+        }
+
+        async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
+            Ok(self.dump(area))
         }
 
         async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {

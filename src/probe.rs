@@ -53,6 +53,7 @@ pub enum ProbeError {
     VersionMismatch(String),
     Malformed(&'static str),
     TooLarge(usize),
+    NotJson(String),
 }
 
 impl std::fmt::Display for ProbeError {
@@ -67,6 +68,7 @@ impl std::fmt::Display for ProbeError {
                 "probe version mismatch: the request is version {v}, this provider speaks version {PROBE_VERSION}"
             ),
             ProbeError::Malformed(why) => write!(f, "malformed probe: {why}"),
+            ProbeError::NotJson(e) => write!(f, "malformed probe: not valid JSON ({e})"),
             ProbeError::TooLarge(n) => write!(f, "malformed probe: {n} bytes is over the {MAX_PROBE_BYTES}-byte limit"),
         }
     }
@@ -127,6 +129,18 @@ pub fn parse(msg: &Value) -> Result<ProbeRequest, ProbeError> {
 /// Renders a wrong value for an error message without echoing a huge string back.
 fn short(v: &Value) -> String {
     crate::text::ellipsize(&v.to_string(), 40)
+}
+
+/// The probe as the shell receives it: JSON text (`None`: the value has no JSON form).
+pub fn parse_text(text: Option<&str>) -> Result<Value, ProbeError> {
+    let Some(t) = text else {
+        return Err(ProbeError::NotAnObject);
+    };
+    if t.len() > MAX_PROBE_BYTES {
+        return Err(ProbeError::TooLarge(t.len()));
+    }
+    crate::text::parse_json(t)
+        .map_err(|e| ProbeError::NotJson(crate::text::ellipsize(&e.to_string(), 120)))
 }
 
 pub fn error_response(err: &ProbeError) -> Value {
@@ -334,6 +348,29 @@ mod tests {
             assert!(!changed);
         }
         assert_eq!(p, before);
+    }
+
+    #[test]
+    fn text_errors_say_what_is_wrong() {
+        let deep = format!("{{\"x\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        let e = parse_text(Some(&deep)).unwrap_err();
+        assert!(e.to_string().contains("not valid JSON"), "{e}");
+        assert!(matches!(
+            parse_text(Some(&"x".repeat(MAX_PROBE_BYTES + 1))),
+            Err(ProbeError::TooLarge(_))
+        ));
+        assert_eq!(parse_text(None), Err(ProbeError::NotAnObject));
+        // A lone surrogate in the name is not a reason to refuse the probe.
+        let t = r#"{"channel":"lumo:probe","version":1,"id":1,"client":{"id":"mobcibglkcoacmddjpdoknlbbicjchlk","name":"a\ud800"}}"#;
+        let v = parse_text(Some(t)).unwrap();
+        let (r, _) = answer(
+            &v,
+            Some(HOST),
+            &mut Policy::default(),
+            &Capability::ready(),
+            0.0,
+        );
+        assert_eq!(r["ok"], json!(true));
     }
 
     #[test]

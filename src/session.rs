@@ -142,7 +142,7 @@ impl Session {
                 jsonrpc::INVALID_REQUEST,
                 &format!("message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
             )),
-            Some(t) => serde_json::from_str::<Value>(t).map_err(|e| {
+            Some(t) => crate::text::parse_json(t).map_err(|e| {
                 jsonrpc::error(
                     &Value::Null,
                     jsonrpc::PARSE_ERROR,

@@ -66,6 +66,20 @@ impl Storage for ChromeEnv {
         Ok(())
     }
 
+    async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
+        let promise =
+            with_area(area, |a| a.get(&JsValue::NULL)).map_err(|e| js_error("storage.get", e))?;
+        let got = JsFuture::from(promise)
+            .await
+            .map_err(|e| js_error("storage.get", e))?;
+        match json::from_js(&got) {
+            Some(Value::Object(m)) => Ok(m),
+            _ => Err(EnvError(
+                "storage.get returned a value that is not an object".into(),
+            )),
+        }
+    }
+
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
         let promise = with_area(area, |a| a.remove(&key_array(keys)))
             .map_err(|e| js_error("storage.remove", e))?;

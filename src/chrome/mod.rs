@@ -10,7 +10,7 @@ mod json;
 mod ports;
 
 use crate::control::{Effect, CONTROL_CHANNEL};
-use crate::probe::{self, ProbeError};
+use crate::probe;
 use crate::provider::Provider;
 use env::ChromeEnv;
 use js_sys::{Function, Reflect};
@@ -143,15 +143,9 @@ fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -
             panic!("test trap (async)");
         }
         let p = provider();
-        let response = match text {
-            Some(t) if t.len() > probe::MAX_PROBE_BYTES => {
-                probe::error_response(&ProbeError::TooLarge(t.len()))
-            }
-            Some(t) => match serde_json::from_str::<Value>(&t) {
-                Ok(v) => p.probe(&v, sender_id.as_deref()).await,
-                Err(_) => probe::error_response(&ProbeError::NotAnObject),
-            },
-            None => probe::error_response(&ProbeError::NotAnObject),
+        let response = match probe::parse_text(text.as_deref()) {
+            Ok(v) => p.probe(&v, sender_id.as_deref()).await,
+            Err(e) => probe::error_response(&e),
         };
         // The caller may have gone away; nothing to do about it.
         let _ = send_response.call1(&JsValue::NULL, &json::to_js(&response));

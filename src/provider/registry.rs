@@ -108,6 +108,22 @@ impl<E: Env> Provider<E> {
         }
     }
 
+    /// A write is about to change storage ahead of the registry. Until its registration is done
+    /// the session flag must not say "synced": a worker stopped in between would skip the
+    /// reconcile and leave a stale registration running.
+    pub(crate) async fn registry_write_begins(&self) {
+        if self.registry.get() == RegistryState::Synced {
+            self.save_synced(false).await;
+        }
+    }
+
+    /// The write's registration is done (if it failed, the state is already Stale).
+    pub(crate) async fn registry_write_ends(&self) {
+        if self.registry.get() == RegistryState::Synced {
+            self.save_synced(true).await;
+        }
+    }
+
     /// Forces the next `ensure_registry` to reconcile (a registration failed, or the extension
     /// was installed or updated).
     pub async fn mark_registry_stale(&self) {

@@ -114,6 +114,49 @@ pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
     Ok(decode_index(got.get(INDEX_KEY)))
 }
 
+/// Whether a stored index is whole: `{uuids: [uuid, …]}` and nothing else in the list.
+fn index_is_whole(v: &Value) -> bool {
+    v.get("uuids").and_then(Value::as_array).is_some_and(|a| {
+        a.iter()
+            .all(|u| u.as_str().is_some_and(super::record::is_uuid))
+    })
+}
+
+/// A damaged index must not make scripts disappear (nor be written back without them): the
+/// uuids are recovered from the records themselves, oldest first.
+async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>, ScriptError> {
+    // What the damaged index still names, in its order…
+    let mut index: Vec<String> = damaged
+        .get("uuids")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .filter(|u| super::record::is_uuid(u))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    index.dedup();
+    // …then every stored record it lost, oldest first.
+    let all = s.get_all(Area::Local).await.map_err(storage_err)?;
+    let mut found: Vec<(f64, String)> = all
+        .iter()
+        .filter_map(|(k, v)| {
+            let uuid = k.strip_prefix("script/")?;
+            (super::record::is_uuid(uuid) && !index.iter().any(|u| u == uuid)).then(|| {
+                (
+                    v.get("createdAt").and_then(Value::as_f64).unwrap_or(0.0),
+                    uuid.to_owned(),
+                )
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    index.extend(found.into_iter().map(|(_, u)| u));
+    Ok(index)
+}
+
 /// A missing or damaged index reads as the ids it still names; never a panic.
 fn decode_index(v: Option<&Value>) -> Vec<String> {
     v.and_then(|v| v.get("uuids"))
@@ -191,8 +234,22 @@ pub fn is_snapshot_key(key: &str) -> bool {
 }
 
 pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
-    let index = load_index(s).await?;
-    let (records, problems) = load_records(s, &index).await?;
+    let got = s
+        .get(Area::Local, &[INDEX_KEY])
+        .await
+        .map_err(storage_err)?;
+    let (index, repaired) = match got.get(INDEX_KEY) {
+        None => (Vec::new(), false),
+        Some(v) if index_is_whole(v) => (decode_index(Some(v)), false),
+        Some(v) => (rebuild_index(s, v).await?, true),
+    };
+    let (records, mut problems) = load_records(s, &index).await?;
+    if repaired {
+        problems.insert(0, Problem {
+            uuid: INDEX_KEY.to_owned(),
+            message: format!("the script index was damaged; rebuilt it from the {} stored records (saved with the next change)", index.len()),
+        });
+    }
     Ok(Snapshot {
         index,
         records,
@@ -202,8 +259,8 @@ pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
 
 /// Every record in index order, plus the ones that could not be read.
 pub async fn load_all<S: Storage>(s: &S) -> Result<(Vec<ScriptRecord>, Vec<Problem>), ScriptError> {
-    let index = load_index(s).await?;
-    load_records(s, &index).await
+    let snap = load_snapshot(s).await?;
+    Ok((snap.records, snap.problems))
 }
 
 async fn load_records<S: Storage>(
@@ -825,6 +882,52 @@ mod tests {
         assert_eq!(records[0].uuid, b);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].uuid, a);
+    }
+
+    #[test]
+    fn a_damaged_index_is_rebuilt_from_the_records() {
+        let env = MemoryEnv::new();
+        let a = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        env.advance(5.0);
+        let b = block_on(create(&env, &snap(&env), HOST, &src("B", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        for garbage in [
+            json!("garbage"),
+            json!({"uuids": 5}),
+            json!({"uuids": [a.clone(), 7]}),
+            json!(null),
+        ] {
+            env.areas
+                .borrow_mut()
+                .get_mut(&Area::Local)
+                .unwrap()
+                .insert(INDEX_KEY.into(), garbage.clone());
+            let s = snap(&env);
+            assert_eq!(s.index, vec![a.clone(), b.clone()], "{garbage}");
+            assert_eq!(s.records.len(), 2);
+            assert_eq!(s.problems[0].uuid, INDEX_KEY);
+            // The next write saves the rebuilt index, with nobody lost.
+            let c = block_on(create(
+                &env,
+                &s,
+                HOST,
+                &src(&format!("C{}", garbage.to_string().len()), ""),
+                true,
+                MAX,
+            ))
+            .unwrap();
+            assert_eq!(load_index_now(&env).len(), 3, "{garbage}");
+            block_on(delete(&env, &snap(&env), &c.record.uuid, None)).unwrap();
+        }
+    }
+
+    fn load_index_now(env: &MemoryEnv) -> Vec<String> {
+        block_on(load_index(env)).unwrap()
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::scripts::metadata::Diagnostic;
 use crate::scripts::record::is_uuid;
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::registry::{self, Verdict};
-use crate::scripts::store::{self, Change, Edit, ScriptError};
+use crate::scripts::store::{self, Change, Edit, ScriptError, Snapshot as ScriptSnapshot};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -571,10 +571,13 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
         text.push_str(&format!("\n({total} in all; pass cursor \"{n}\" for more)"));
     }
     if !problems.is_empty() {
-        text.push_str(&format!(
-            "\n({} stored record(s) could not be read and are not listed)",
-            problems.len()
-        ));
+        // The user sees these in the options page; the agent gets a short account.
+        for pr in problems.iter().take(5) {
+            text.push_str(&format!(
+                "\n(could not be read as stored: {} — {})",
+                pr.uuid, pr.message
+            ));
+        }
     }
     Ok(success(
         text,
@@ -594,6 +597,18 @@ pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteA
             }
         }
     };
+    p.registry_write_begins().await;
+    let done = write_locked(p, actor, args, &snap).await;
+    p.registry_write_ends().await;
+    done
+}
+
+async fn write_locked<E: Env>(
+    p: &Provider<E>,
+    actor: &str,
+    args: WriteArgs,
+    snap: &ScriptSnapshot,
+) -> Executed {
     let env = &p.env;
     let max = MAX_SOURCE_BYTES;
     let changed = match args {
