@@ -180,8 +180,10 @@ mod tests {
         block_on(p.probe(&probe_msg(), Some(HOST)));
         assert_eq!(block_on(p.policy()).pending.len(), 1);
         // Storage changed behind the provider's back (devtools, another copy of the worker).
-        let mut other = crate::policy::Policy::default();
-        other.writes_enabled = false;
+        let other = crate::policy::Policy {
+            writes_enabled: false,
+            ..Default::default()
+        };
         let mut m = Map::new();
         m.insert(keys::POLICY.into(), other.to_stored());
         block_on(crate::env::Storage::set(&p.env, Area::Local, m.clone())).unwrap();

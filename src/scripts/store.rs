@@ -441,6 +441,7 @@ fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(), S
 }
 
 /// Replaces the whole source of an existing script.
+#[allow(clippy::too_many_arguments)] // each is one plain input of the write; a struct would only rename them
 pub async fn replace<E: Storage + Clock>(
     env: &E,
     snap: &Snapshot,

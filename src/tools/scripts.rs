@@ -613,26 +613,26 @@ async fn write_locked<E: Env>(
     let max = MAX_SOURCE_BYTES;
     let changed = match args {
         WriteArgs::Create { source, enabled } => {
-            store::create(env, &snap, actor, &source, enabled, max).await
+            store::create(env, snap, actor, &source, enabled, max).await
         }
         WriteArgs::Replace {
             uuid,
             revision,
             source,
             enabled,
-        } => store::replace(env, &snap, actor, &uuid, revision, &source, enabled, max).await,
+        } => store::replace(env, snap, actor, &uuid, revision, &source, enabled, max).await,
         WriteArgs::Patch {
             uuid,
             revision,
             edits,
-        } => store::patch(env, &snap, actor, &uuid, revision, &edits, max).await,
+        } => store::patch(env, snap, actor, &uuid, revision, &edits, max).await,
         WriteArgs::SetEnabled {
             uuid,
             enabled,
             revision,
         } => store::set_enabled(env, actor, &uuid, enabled, revision).await,
         WriteArgs::Delete { uuid, revision } => {
-            return match store::delete(env, &snap, &uuid, revision).await {
+            return match store::delete(env, snap, &uuid, revision).await {
                 Ok(record) => {
                     p.scripts_deleted(&uuid);
                     p.sync_registration(&uuid, None).await;
