@@ -437,3 +437,35 @@ fn list_pages_filters_and_counts() {
     );
     assert_eq!(none["structuredContent"]["total"], json!(0));
 }
+
+#[test]
+fn access_withdrawn_during_review_wins_over_the_approval() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let msg = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Late", "")}}});
+    let user = async {
+        loop {
+            if let Some(r) = p.pending_reviews().first() {
+                let rid = r.id.clone();
+                lumo_userscripts::control::handle(
+                    &p,
+                    &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+                )
+                .await;
+                assert!(p.decide(
+                    &rid,
+                    Decision::Approve {
+                        allow_session: false
+                    }
+                ));
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let (out, ()) = block_on(join(async { p.handle_mcp(&s, &msg).await }, user));
+    let r = reply(out)["result"].clone();
+    assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");
+    assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
+}

@@ -139,7 +139,22 @@ async fn write<E: Env>(
             Err(e) => return refused(e),
         };
         match decision {
-            Decision::Approve { .. } => parsed = parsed.pinned(base),
+            Decision::Approve { .. } => {
+                // The wait may have been long: the user may have withdrawn access or turned
+                // writes off meanwhile, and that wins over an approval given in the popup.
+                let now = p.policy().await;
+                let access = now.access(Some(ctx.caller));
+                if access != Access::Granted {
+                    return refused(ToolError::new(ErrorCode::Unauthorized, access.reason()));
+                }
+                if !now.writes_enabled {
+                    return refused(ToolError::new(
+                        ErrorCode::WriteDisabled,
+                        "writes were turned off while this write waited for review; nothing changed",
+                    ));
+                }
+                parsed = parsed.pinned(base)
+            }
             Decision::Deny => {
                 return refused(ToolError::new(
                     ErrorCode::UserRejected,
