@@ -329,13 +329,17 @@ impl Builder {
                     return;
                 }
                 self.name_line = Some(line_no);
+                let value = displayable(value, diags, line_no, key);
                 if value.is_empty() {
                     diags.error(line_no, "@name is empty".to_owned());
                 } else {
-                    self.name = Some((value.to_owned(), line_no));
+                    self.name = Some((value, line_no));
                 }
             }
-            "namespace" => set_single(&mut self.namespace, diags, line_no, key, value),
+            "namespace" => {
+                let value = displayable(value, diags, line_no, key);
+                set_single(&mut self.namespace, diags, line_no, key, &value)
+            }
             "version" => set_single(&mut self.version, diags, line_no, key, value),
             "description" => set_single(&mut self.description, diags, line_no, key, value),
             "runAt" => self.run_at(diags, line_no, key, value),
@@ -450,6 +454,30 @@ fn duplicate(diags: &mut Diagnostics, line_no: usize, key: &str, first: usize) {
         line_no,
         format!("duplicate @{key} ignored: the one on line {first} is used"),
     );
+}
+
+/// `@name` and `@namespace` are shown to the user (options page, review popup) as the identity of
+/// a script: control characters and direction overrides (which can make one name read as
+/// another) are removed, with a warning.
+fn displayable(value: &str, diags: &mut Diagnostics, line_no: usize, key: &str) -> String {
+    let deceptive = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    let removed = value.chars().filter(|c| deceptive(*c)).count();
+    if removed == 0 {
+        return value.to_owned();
+    }
+    diags.warning(
+        line_no,
+        format!("removed {removed} control or text-direction character(s) from @{key}"),
+    );
+    value
+        .chars()
+        .filter(|c| !deceptive(*c))
+        .collect::<String>()
+        .trim()
+        .to_owned()
 }
 
 fn set_single(slot: &mut First, diags: &mut Diagnostics, line_no: usize, key: &str, value: &str) {
@@ -903,6 +931,23 @@ mod tests {
             "duplicate @run-at ignored: the one on line 6"
         ));
         assert_eq!(warnings(&p).len(), 5);
+    }
+
+    #[test]
+    fn names_lose_control_and_direction_characters() {
+        let p = parse("// ==UserScript==\n// @name Safe\u{202E}txt.exe\u{0}\n// @namespace a\u{2066}b\n// ==/UserScript==\n");
+        let m = p.metadata.expect("still valid");
+        assert_eq!(m.name, "Safetxt.exe");
+        assert_eq!(m.namespace.as_deref(), Some("ab"));
+        assert_eq!(
+            p.diagnostics
+                .iter()
+                .filter(|d| d.message.contains("text-direction"))
+                .count(),
+            2
+        );
+        let only = parse("// ==UserScript==\n// @name \u{202E}\n// ==/UserScript==\n");
+        assert!(only.metadata.is_none());
     }
 
     #[test]
