@@ -42,19 +42,23 @@ fn key_array(keys: &[&str]) -> JsValue {
         .into()
 }
 
+/// `storage.get` of some keys (an array) or of everything (`null`).
+async fn storage_get(area: Area, keys: &JsValue) -> Result<Map<String, Value>, EnvError> {
+    let promise = with_area(area, |a| a.get(keys)).map_err(|e| js_error("storage.get", e))?;
+    let got = JsFuture::from(promise)
+        .await
+        .map_err(|e| js_error("storage.get", e))?;
+    match json::from_js(&got) {
+        Some(Value::Object(m)) => Ok(m),
+        _ => Err(EnvError(
+            "storage.get returned a value that is not an object".into(),
+        )),
+    }
+}
+
 impl Storage for ChromeEnv {
     async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError> {
-        let promise =
-            with_area(area, |a| a.get(&key_array(keys))).map_err(|e| js_error("storage.get", e))?;
-        let got = JsFuture::from(promise)
-            .await
-            .map_err(|e| js_error("storage.get", e))?;
-        match json::from_js(&got) {
-            Some(Value::Object(m)) => Ok(m),
-            _ => Err(EnvError(
-                "storage.get returned a value that is not an object".into(),
-            )),
-        }
+        storage_get(area, &key_array(keys)).await
     }
 
     async fn set(&self, area: Area, items: Map<String, Value>) -> Result<(), EnvError> {
@@ -67,17 +71,7 @@ impl Storage for ChromeEnv {
     }
 
     async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
-        let promise =
-            with_area(area, |a| a.get(&JsValue::NULL)).map_err(|e| js_error("storage.get", e))?;
-        let got = JsFuture::from(promise)
-            .await
-            .map_err(|e| js_error("storage.get", e))?;
-        match json::from_js(&got) {
-            Some(Value::Object(m)) => Ok(m),
-            _ => Err(EnvError(
-                "storage.get returned a value that is not an object".into(),
-            )),
-        }
+        storage_get(area, &JsValue::NULL).await
     }
 
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {

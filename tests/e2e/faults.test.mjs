@@ -7,26 +7,14 @@ import assert from "node:assert/strict";
 import { createHash, generateKeyPairSync } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, buildHostVariant, launch } from "./lib/harness.mjs";
+import { until, sleep, show } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 const WRITE_TOOLS = ["write_script", "patch_script", "set_script_enabled", "delete_script"];
 const ROUNDS = 20;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const show = (v) => {
-  const s = JSON.stringify(v);
-  return s && s.length > 600 ? `${s.slice(0, 600)}…(${s.length} chars)` : s;
-};
 const sha = (text) => createHash("sha256").update(text, "utf8").digest("hex");
 
-async function until(get, pred, timeout = 3000) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    const v = await get();
-    if (pred(v) || Date.now() > end) return v;
-    await sleep(25);
-  }
-}
 
 const userscript = (name, body = `console.log(${JSON.stringify(name)});`) => [
   "// ==UserScript==",

@@ -4,21 +4,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { until as untilFor, sleep, show } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
-const show = (v) => JSON.stringify(v);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const source = (name, body = "") =>
   `// ==UserScript==\n// @name ${name}\n// @namespace guardrails\n// @match https://example.com/*\n// ==/UserScript==\n${body}\n`;
 
-async function until(get, pred, timeout = 10_000) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    const v = await get();
-    if (pred(v) || Date.now() > end) return v;
-    await sleep(50);
-  }
-}
+const until = (get, pred, timeout = 10_000) => untilFor(get, pred, timeout);
 
 describe("guardrails", () => {
   let h, s;

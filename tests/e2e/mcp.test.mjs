@@ -8,6 +8,7 @@ import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 import { ABSENT_ID, HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
 import { MCP_PORT } from "./lib/contract.mjs";
+import { until, sleep, show } from "./lib/util.mjs";
 
 const T = { timeout: 60_000 };
 
@@ -32,17 +33,8 @@ const HINTS = {
   delete_script: [false, true, true], // gone for good; deleting again changes nothing
 };
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Calls get() until pred(value) holds or the timeout passes; returns the last value either way. */
-async function until(get, pred, timeout = 3000) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    const v = await get();
-    if (pred(v) || Date.now() > end) return v;
-    await sleep(25);
-  }
-}
 
 const userscript = (name) => [
   "// ==UserScript==",
@@ -61,7 +53,6 @@ const initialize = (id, protocolVersion = LATEST_PROTOCOL_VERSION) => ({
 const initialized = { jsonrpc: "2.0", method: "notifications/initialized" };
 
 const sorted = (a) => [...a].sort();
-const show = (v) => JSON.stringify(v);
 
 /** Session helpers bound to a harness. */
 function mcp(h) {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { ABSENT_ID, HOST_ID, OUT_DIR, PROVIDER_ID, buildHostVariant, launch } from "./lib/harness.mjs";
 import { PROBE_CHANNEL, PROBE_VERSION, TEXT } from "./lib/contract.mjs";
+import { until as untilFor, sleep, show } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
 const OPTIONS = `chrome-extension://${PROVIDER_ID}/options.html`;
@@ -23,18 +24,9 @@ const WRITE_TOOLS = ["delete_script", "patch_script", "set_script_enabled", "wri
 const READ_TOOLS = ["get_script", "list_scripts", "match_url", "status", "validate_script"];
 const HOST_NAME = "Lumo Test Host";
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const show = (v) => JSON.stringify(v);
 
 /** Calls get() until pred(value) holds or the timeout passes; returns the last value either way. */
-async function until(get, pred, timeout = UI_MS) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    const v = await get();
-    if (pred(v) || Date.now() > end) return v;
-    await sleep(50);
-  }
-}
+const until = (get, pred, timeout = UI_MS) => untilFor(get, pred, timeout);
 
 /** Waits until the locator is visible; fails with `what` instead of a bare timeout. */
 async function seen(locator, what, timeout = UI_MS) {

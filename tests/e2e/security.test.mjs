@@ -10,23 +10,11 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { DIST_DIR, HOST_ID, PROVIDER_ID, buildHostVariant, launch, startStaticServer } from "./lib/harness.mjs";
 import { MCP_PORT, PROBE_CHANNEL, PROBE_VERSION } from "./lib/contract.mjs";
+import { until, sleep, show } from "./lib/util.mjs";
 
 const T = { timeout: 60_000 };
 const UNAUTHORIZED = -32001;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const show = (v) => {
-  const s = JSON.stringify(v);
-  return s && s.length > 600 ? `${s.slice(0, 600)}…(${s.length} chars)` : s;
-};
-async function until(get, pred, timeout = 3000) {
-  const end = Date.now() + timeout;
-  for (;;) {
-    const v = await get();
-    if (pred(v) || Date.now() > end) return v;
-    await sleep(25);
-  }
-}
 const userscript = (name, { match = ["https://example.com/*"], body = `console.log(${JSON.stringify(name)});` } = {}) => [
   "// ==UserScript==",
   `// @name        ${name}`,

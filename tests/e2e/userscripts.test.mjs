@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 60_000 };
 /** How long a script may take to show its effect on a page that should run it. */
@@ -17,7 +18,6 @@ const TOGGLE_MS = 2000;
 const PAGE = "/userscripts/page.html";
 const EXCLUDED_PAGE = "/userscripts/excluded/page.html";
 
-const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 
 // ---------------------------------------------------------------- scripts
 

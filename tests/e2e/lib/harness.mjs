@@ -35,12 +35,29 @@ export const CHROMIUM = process.env.LUMO_CHROMIUM ?? ["/usr/lib/chromium/chromiu
 
 // ---------------------------------------------------------------- build
 
-function copyWithKey(srcDir, outDir, keyName) {
+/** Copies an extension (without its src/) to outDir with `key` (base64 DER) in its manifest. */
+function copyWithKey(srcDir, outDir, key) {
   rmSync(outDir, { recursive: true, force: true });
   cpSync(srcDir, outDir, { recursive: true, filter: (p) => !p.startsWith(join(srcDir, "src")) });
   const manifestPath = join(outDir, "manifest.json");
   const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
-  writeFileSync(manifestPath, JSON.stringify({ ...manifest, key: readKey(keyName) }, null, 2));
+  writeFileSync(manifestPath, JSON.stringify({ ...manifest, key }, null, 2));
+}
+
+/** A loadable test host in outDir: the manifest with `key`, host.html, and the bundled host.js. */
+async function buildHost(outDir, key) {
+  copyWithKey(join(E2E_DIR, "host"), outDir, key);
+  await build({
+    entryPoints: [join(E2E_DIR, "host/src/host.js")],
+    outfile: join(outDir, "host.js"),
+    bundle: true,
+    format: "iife",
+    platform: "browser",
+    target: "chrome120",
+    sourcemap: "inline",
+    logLevel: "warning",
+    absWorkingDir: REPO_ROOT,
+  });
 }
 
 // Each test process builds into its own folder, so test files running at the same time (or two
@@ -53,19 +70,8 @@ export function buildExtensions() {
   built ??= (async () => {
     cleanups.add(RUN_OUT);
     const hostOut = join(RUN_OUT, "host");
-    copyWithKey(join(E2E_DIR, "host"), hostOut, "host");
-    await build({
-      entryPoints: [join(E2E_DIR, "host/src/host.js")],
-      outfile: join(hostOut, "host.js"),
-      bundle: true,
-      format: "iife",
-      platform: "browser",
-      target: "chrome120",
-      sourcemap: "inline",
-      logLevel: "warning",
-      absWorkingDir: REPO_ROOT,
-    });
-    copyWithKey(join(E2E_DIR, "fixtures/broken"), join(RUN_OUT, "broken"), "broken");
+    await buildHost(hostOut, readKey("host"));
+    copyWithKey(join(E2E_DIR, "fixtures/broken"), join(RUN_OUT, "broken"), readKey("broken"));
     return { host: hostOut, broken: join(RUN_OUT, "broken") };
   })();
   return built;
@@ -79,23 +85,7 @@ export function buildExtensions() {
 export async function buildHostVariant(name, keyB64) {
   cleanups.add(RUN_OUT);
   const dir = join(RUN_OUT, name);
-  rmSync(dir, { recursive: true, force: true });
-  const src = join(E2E_DIR, "host");
-  cpSync(src, dir, { recursive: true, filter: (p) => !p.startsWith(join(src, "src")) });
-  const manifestPath = join(dir, "manifest.json");
-  const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
-  writeFileSync(manifestPath, JSON.stringify({ ...manifest, key: keyB64 }, null, 2));
-  await build({
-    entryPoints: [join(E2E_DIR, "host/src/host.js")],
-    outfile: join(dir, "host.js"),
-    bundle: true,
-    format: "iife",
-    platform: "browser",
-    target: "chrome120",
-    sourcemap: "inline",
-    logLevel: "warning",
-    absWorkingDir: REPO_ROOT,
-  });
+  await buildHost(dir, keyB64);
   return { dir, id: extensionIdFromKey(keyB64) };
 }
 
