@@ -581,12 +581,14 @@ describe("battery: bad input is answered with a clear error and changes nothing"
     assert.equal(r.structuredContent.metadata.name, "Battery late header");
   });
 
-  add("metadata: NUL, RTL override and emoji in @name come back exactly, promptly", async () => {
+  add("metadata: NUL and an RTL override in @name are removed with a warning; Hebrew and emoji stay", async () => {
     const name = "Bat\u0000tery \u202Edrow\u202C \u05E9\u05DC\u05D5\u05DD 🎉👩‍👩‍👧";
     const r = await prompt(() => call("validate_script", { source: header([`// @name ${name}`, "// @match https://example.com/*"]) }));
     assert.equal(r.isError, false, show(r));
-    if (r.structuredContent.valid) assert.equal(r.structuredContent.metadata.name, name, "the name is kept exactly (or refused)");
-    else assert.ok(r.structuredContent.diagnostics.some((d) => d.severity === "error" && d.line === 2), show(r.structuredContent.diagnostics));
+    assert.equal(r.structuredContent.valid, true, show(r.structuredContent.diagnostics));
+    // The name is what the user reads in the review popup: nothing may reorder or hide text.
+    assert.equal(r.structuredContent.metadata.name, "Battery drow \u05E9\u05DC\u05D5\u05DD 🎉👩‍👩‍👧");
+    assert.ok(r.structuredContent.diagnostics.some((d) => d.severity === "warning" && d.line === 2 && /text-direction/.test(d.message)), show(r.structuredContent.diagnostics));
   });
 
   add("metadata: no header -> INVALID_METADATA", async () => {
