@@ -33,6 +33,25 @@ describe("guardrails", () => {
   });
   after(async () => { await h?.close(); });
 
+  test("the badge shows the open sessions, and ! while a review waits", T, async () => {
+    const page = await h.providerPage();
+    const badge = () => page.evaluate(() => chrome.action.getBadgeText({}));
+    assert.equal(await until(badge, (b) => b === "1"), "1", "one connected session");
+    await setSwitch("review", true);
+    try {
+      const settle = await startWrite("write_script", { source: source("Badge review") });
+      const [review] = await waitingReview();
+      assert.equal(await until(badge, (b) => b === "!"), "!", "a review waits");
+      await h.internal("reviews.decide", { review: review.id, approve: false });
+      assert.equal((await settle()).structuredContent.error_code, "USER_REJECTED");
+      assert.equal(await until(badge, (b) => b === "1"), "1", "back to the session count");
+    } finally {
+      await setSwitch("review", false);
+    }
+    // The refused write spent a rate-limit slot; the burst below needs all 30.
+    await page.evaluate(() => chrome.storage.session.remove("rateWindow"));
+  });
+
   test("31 writes in a burst: exactly 30 run, the 31st is RATE_LIMITED with the seconds to wait", T, async () => {
     const page = await h.hostPage();
     // All 31 sent at once from the host page, as a misbehaving agent would.
