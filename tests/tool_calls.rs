@@ -32,6 +32,27 @@ impl Future for YieldNow {
     }
 }
 
+/// The review the provider is waiting on, as the user sees it in the popup (yields until one is).
+async fn next_review(p: &Provider<MemoryEnv>) -> String {
+    loop {
+        if let Some(r) = p.pending_reviews().first() {
+            return r.id.clone();
+        }
+        YieldNow(false).await;
+    }
+}
+
+/// Runs one `tools/call` while `user` acts on the review surface; returns the call's result.
+fn call_while<F: Future<Output = ()>>(
+    p: &Provider<MemoryEnv>,
+    s: &Session,
+    msg: Value,
+    user: F,
+) -> Value {
+    let (out, ()) = block_on(join(async { p.handle_mcp(s, &msg).await }, user));
+    reply(out)["result"].clone()
+}
+
 fn audit_log(p: &Provider<MemoryEnv>) -> Vec<audit::Entry> {
     block_on(audit::read_all(&p.env)).unwrap()
 }
@@ -51,18 +72,17 @@ fn with_review(
     decide: Option<Decision>,
 ) -> Value {
     let user = async {
-        let Some(d) = decide else { return };
-        loop {
-            if let Some(r) = p.pending_reviews().first() {
-                assert!(p.decide(&r.id, d));
-                return;
-            }
-            YieldNow(false).await;
+        if let Some(d) = decide {
+            let id = next_review(p).await;
+            assert!(p.decide(&id, d));
         }
     };
-    let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": args}});
-    let (out, ()) = block_on(join(async { p.handle_mcp(s, &msg).await }, user));
-    reply(out)["result"].clone()
+    call_while(
+        p,
+        s,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": args}}),
+        user,
+    )
 }
 
 #[test]
@@ -263,25 +283,18 @@ fn review_approve_deny_expire_and_changed_meanwhile() {
     let uuid = a["uuid"].as_str().unwrap().to_owned();
     let msg = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "delete_script", "arguments": {"uuid": uuid}}});
     let user = async {
-        loop {
-            if let Some(r) = p.pending_reviews().first() {
-                let rid = r.id.clone();
-                lumo_userscripts::scripts::store::set_enabled(&p.env, "user", &uuid, true, None)
-                    .await
-                    .unwrap();
-                assert!(p.decide(
-                    &rid,
-                    Decision::Approve {
-                        allow_session: false
-                    }
-                ));
-                return;
+        let rid = next_review(&p).await;
+        lumo_userscripts::scripts::store::set_enabled(&p.env, "user", &uuid, true, None)
+            .await
+            .unwrap();
+        assert!(p.decide(
+            &rid,
+            Decision::Approve {
+                allow_session: false
             }
-            YieldNow(false).await;
-        }
+        ));
     };
-    let (out, ()) = block_on(join(async { p.handle_mcp(&s, &msg).await }, user));
-    let r = reply(out)["result"].clone();
+    let r = call_while(&p, &s, msg, user);
     assert_eq!(error_code(&r), Some("CONFLICT"), "{r}");
     assert!(block_on(lumo_userscripts::scripts::store::load(&p.env, &uuid)).is_ok());
 
@@ -445,27 +458,17 @@ fn access_withdrawn_during_review_wins_over_the_approval() {
     set_switch(&p, "review", true);
     let msg = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Late", "")}}});
     let user = async {
-        loop {
-            if let Some(r) = p.pending_reviews().first() {
-                let rid = r.id.clone();
-                lumo_userscripts::control::handle(
-                    &p,
-                    &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
-                )
-                .await;
-                assert!(p.decide(
-                    &rid,
-                    Decision::Approve {
-                        allow_session: false
-                    }
-                ));
-                return;
+        let rid = next_review(&p).await;
+        let off = json!({"op": "policy.setSwitch", "name": "writes", "value": false});
+        lumo_userscripts::control::handle(&p, &off).await;
+        assert!(p.decide(
+            &rid,
+            Decision::Approve {
+                allow_session: false
             }
-            YieldNow(false).await;
-        }
+        ));
     };
-    let (out, ()) = block_on(join(async { p.handle_mcp(&s, &msg).await }, user));
-    let r = reply(out)["result"].clone();
+    let r = call_while(&p, &s, msg, user);
     assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");
     assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
 }

@@ -117,30 +117,26 @@ mod tests {
         format!("// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n// ==/UserScript==\n")
     }
 
+    fn create(env: &MemoryEnv, name: &str, enabled: bool) -> ScriptRecord {
+        let snap = block_on(store::load_snapshot(env)).unwrap();
+        block_on(store::create(
+            env,
+            &snap,
+            "user",
+            &src(name),
+            enabled,
+            1 << 20,
+        ))
+        .unwrap()
+        .record
+    }
+
     #[test]
     fn reconcile_registers_enabled_and_removes_strays() {
         let env = MemoryEnv::new();
         env.user_scripts.set(false);
-        let a = block_on(store::create(
-            &env,
-            &block_on(store::load_snapshot(&env)).unwrap(),
-            "user",
-            &src("A"),
-            true,
-            1 << 20,
-        ))
-        .unwrap()
-        .record;
-        let b = block_on(store::create(
-            &env,
-            &block_on(store::load_snapshot(&env)).unwrap(),
-            "user",
-            &src("B"),
-            false,
-            1 << 20,
-        ))
-        .unwrap()
-        .record;
+        let a = create(&env, "A", true);
+        let b = create(&env, "B", false);
         assert!(block_on(sync_one(&env, &a.uuid, desired_for(&a, &src("A")))).is_err());
         assert!(block_on(reconcile(
             &env,
@@ -174,16 +170,7 @@ mod tests {
     #[test]
     fn sync_one_registers_updates_and_unregisters() {
         let env = MemoryEnv::new();
-        let a = block_on(store::create(
-            &env,
-            &block_on(store::load_snapshot(&env)).unwrap(),
-            "user",
-            &src("A"),
-            true,
-            1 << 20,
-        ))
-        .unwrap()
-        .record;
+        let a = create(&env, "A", true);
         assert_eq!(
             block_on(sync_one(&env, &a.uuid, desired_for(&a, &src("A")))),
             Ok(true)
