@@ -616,6 +616,18 @@ mod tests {
     fn snap(env: &MemoryEnv) -> Snapshot {
         block_on(load_snapshot(env)).unwrap()
     }
+
+    /// `replace` as most tests call it: the whole new source, enabled state unchanged.
+    async fn rewrite(
+        env: &MemoryEnv,
+        actor: &str,
+        uuid: &str,
+        expected: u64,
+        source: &str,
+    ) -> Result<Change, ScriptError> {
+        let snap = load_snapshot(env).await?;
+        replace(env, &snap, actor, uuid, expected, source, None, MAX).await
+    }
     const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
 
     fn src(name: &str, body: &str) -> String {
@@ -635,17 +647,7 @@ mod tests {
         assert_eq!(r.sha256.len(), 64);
 
         env.advance(10.0);
-        let u = block_on(replace(
-            &env,
-            &snap(&env),
-            BY_USER,
-            &uuid,
-            1,
-            &src("A", "2"),
-            None,
-            MAX,
-        ))
-        .unwrap();
+        let u = block_on(rewrite(&env, BY_USER, &uuid, 1, &src("A", "2"))).unwrap();
         assert_eq!(u.record.revision, 2);
         assert_eq!(u.record.created_by, HOST);
         assert_eq!(u.record.updated_by, BY_USER);
@@ -668,29 +670,9 @@ mod tests {
             .unwrap()
             .record
             .uuid;
-        block_on(replace(
-            &env,
-            &snap(&env),
-            HOST,
-            &uuid,
-            1,
-            &src("A", "2"),
-            None,
-            MAX,
-        ))
-        .unwrap();
+        block_on(rewrite(&env, HOST, &uuid, 1, &src("A", "2"))).unwrap();
         let before = env.dump(Area::Local);
-        let e = block_on(replace(
-            &env,
-            &snap(&env),
-            HOST,
-            &uuid,
-            1,
-            &src("A", "3"),
-            None,
-            MAX,
-        ))
-        .unwrap_err();
+        let e = block_on(rewrite(&env, HOST, &uuid, 1, &src("A", "3"))).unwrap_err();
         assert_eq!(
             e,
             ScriptError::StaleRevision {
@@ -726,29 +708,10 @@ mod tests {
             .uuid;
         // Renaming B to A clashes; rewriting A as A does not.
         assert!(matches!(
-            block_on(replace(
-                &env,
-                &snap(&env),
-                HOST,
-                &b,
-                1,
-                &src("A", "2"),
-                None,
-                MAX
-            )),
+            block_on(rewrite(&env, HOST, &b, 1, &src("A", "2"))),
             Err(ScriptError::DuplicateIdentity { .. })
         ));
-        assert!(block_on(replace(
-            &env,
-            &snap(&env),
-            HOST,
-            &a,
-            1,
-            &src("A", "2"),
-            None,
-            MAX
-        ))
-        .is_ok());
+        assert!(block_on(rewrite(&env, HOST, &a, 1, &src("A", "2"))).is_ok());
     }
 
     #[test]
@@ -761,16 +724,7 @@ mod tests {
         let before = env.dump(Area::Local);
         *env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
         assert!(matches!(
-            block_on(replace(
-                &env,
-                &snap(&env),
-                HOST,
-                &uuid,
-                1,
-                &src("A", "2"),
-                None,
-                MAX
-            )),
+            block_on(rewrite(&env, HOST, &uuid, 1, &src("A", "2"))),
             Err(ScriptError::Storage(_))
         ));
         assert!(matches!(
