@@ -207,7 +207,7 @@ describe("battery: bad input is answered with a clear error and changes nothing"
 
   before(async () => {
     h = await launch();
-    h.context.on("console", (msg) => { if (/panicked/.test(msg.text())) panics.push(msg.text()); });
+    h.watchPanics(panics);
     await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     page = await h.hostPage();
@@ -676,7 +676,7 @@ describe("battery: records hand-corrupted in storage, worker restarted from stor
 
   before(async () => {
     h = await launch();
-    h.context.on("console", (msg) => { if (/panicked/.test(msg.text())) panics.push(msg.text()); });
+    h.watchPanics(panics);
     await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     s = await h.lumo("connect", PROVIDER_ID);

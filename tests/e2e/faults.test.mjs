@@ -151,7 +151,7 @@ describe("faults: the service worker stopped mid-write, mid-review and mid-burst
 
   before(async () => {
     h = await launch();
-    h.context.on("console", (msg) => { if (/panicked/.test(msg.text())) panics.push(msg.text()); });
+    h.watchPanics(panics);
     await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     s = await h.lumo("connect", PROVIDER_ID);
@@ -491,7 +491,7 @@ describe("faults: two hosts racing on one script; a host flooding its port", () 
     const key = generateKeyPairSync("rsa", { modulusLength: 2048 }).publicKey.export({ type: "spki", format: "der" }).toString("base64");
     second = await buildHostVariant("faults-second-host", key);
     h = await launch({ extraExtensions: [second.dir] });
-    h.context.on("console", (msg) => { if (/panicked/.test(msg.text())) panics.push(msg.text()); });
+    h.watchPanics(panics);
     page2 = await h.context.newPage();
     await page2.goto(`chrome-extension://${second.id}/host.html`);
     await page2.waitForFunction(() => typeof window.lumo === "object");

@@ -139,17 +139,12 @@ function assertToolError(r, code, messageRe) {
   assert.ok(r.content[0].text.includes(code), `the text names ${code}: ${r.content[0].text}`);
 }
 
-/** Collects "lumo-userscripts panicked" console errors (the provider's panic hook) from any context page or worker. */
-function watchPanics(h, into) {
-  h.context.on("console", (msg) => { if (/panicked/.test(msg.text())) into.push(msg.text()); });
-}
-
 // ------------------------------------------------------------------------------------------
 
 describe("mcp: caller never approved (fresh profile)", () => {
   let h, m, rp;
   const panics = [];
-  before(async () => { h = await launch(); m = mcp(h); rp = raw(h); watchPanics(h, panics); });
+  before(async () => { h = await launch(); m = mcp(h); rp = raw(h); h.watchPanics(panics); });
   after(async () => { await h?.close(); });
 
   test("2. unauthorized connect without probing: every buffered request gets -32001, port closed, no tool ran", T, async () => {
@@ -205,7 +200,7 @@ describe("mcp: approved caller", () => {
     h = await launch();
     m = mcp(h);
     rp = raw(h);
-    watchPanics(h, panics);
+    h.watchPanics(panics);
     await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
   });
   after(async () => { await h?.close(); });

@@ -97,7 +97,7 @@ describe("security", () => {
   before(async () => {
     for (let i = 1; i <= 4; i++) variants.push({ ...(await buildHostVariant(`security-variant-${i}`, newKey())), name: `Variant ${i}` });
     h = await launch({ extraExtensions: variants.map((v) => v.dir) });
-    h.context.on("console", (msg) => { if (/panicked/.test(msg.text())) panics.push(msg.text()); });
+    h.watchPanics(panics);
     for (const v of variants) {
       v.page = await h.context.newPage();
       await v.page.goto(`chrome-extension://${v.id}/host.html`);

@@ -140,6 +140,13 @@ class Harness {
     this._sw = null;
   }
 
+  /** Collects into `into` every panic message the provider logs from now on (a panic must never
+   *  happen: the hook in src/chrome logs it before the module traps). */
+  watchPanics(into) {
+    this.context.on("console", (msg) => { if (/panicked/.test(msg.text())) into.push(msg.text()); });
+    return into;
+  }
+
   /** A tab on the test host's host.html with window.lumo ready. */
   async hostPage() {
     if (this._host && !this._host.isClosed()) return this._host;
