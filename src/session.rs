@@ -136,25 +136,7 @@ impl Session {
     /// One message arrived as JSON text (`None`: it had no JSON form).
     pub fn inbound(&self, text: Option<&str>) -> Step {
         let size = text.map_or(0, str::len);
-        let parsed = match text {
-            _ if size > MAX_MESSAGE_BYTES => Err(jsonrpc::error(
-                &Value::Null,
-                jsonrpc::INVALID_REQUEST,
-                &format!("message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
-            )),
-            Some(t) => crate::text::parse_json(t).map_err(|e| {
-                jsonrpc::error(
-                    &Value::Null,
-                    jsonrpc::PARSE_ERROR,
-                    &format!("parse error: {e}"),
-                )
-            }),
-            None => Err(jsonrpc::error(
-                &Value::Null,
-                jsonrpc::PARSE_ERROR,
-                "parse error: the message has no JSON form",
-            )),
-        };
+        let parsed = jsonrpc::parse_message(text, MAX_MESSAGE_BYTES);
         let mut state = self.state.borrow_mut();
         match &mut *state {
             State::Closed => Step::Drop,

@@ -122,6 +122,11 @@ fn dispatch(id: u64, msg: Value) {
                     close(other, "the caller is no longer authorized");
                 }
             }
+            Outcome::CloseCaller => {
+                for other in p.sessions_of(&session.caller) {
+                    close(other, "the caller is no longer authorized");
+                }
+            }
         }
         p.ensure_registry().await;
     });

@@ -99,6 +99,152 @@ pub fn classify(v: &Value) -> Inbound {
     }
 }
 
+/// Serde's nesting limit: a message nested deeper cannot be parsed into a `Value`.
+pub const MAX_DEPTH: usize = 128;
+
+/// Parses one message as JSON text (`None`: it had no JSON form), or builds the error reply. A
+/// message too large or too deep to parse whole still names the request it answers whenever its
+/// top-level `"id"` can be read ([`recover_id`]): a reply with `id: null` matches no request,
+/// and the caller would wait for its timeout.
+pub fn parse_message(text: Option<&str>, max_bytes: usize) -> Result<Value, Value> {
+    let Some(t) = text else {
+        return Err(error(
+            &Value::Null,
+            PARSE_ERROR,
+            "parse error: the message has no JSON form",
+        ));
+    };
+    if t.len() > max_bytes {
+        return Err(error(
+            &recover_id(t).unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            &format!(
+                "message of {} bytes is over the {max_bytes}-byte limit",
+                t.len()
+            ),
+        ));
+    }
+    crate::text::parse_json(t).map_err(|e| {
+        let id = recover_id(t).unwrap_or(Value::Null);
+        if max_depth(t) > MAX_DEPTH {
+            error(
+                &id,
+                INVALID_REQUEST,
+                &format!("the message is nested more than {MAX_DEPTH} levels deep"),
+            )
+        } else {
+            error(&id, PARSE_ERROR, &format!("parse error: {e}"))
+        }
+    })
+}
+
+/// The end (exclusive) of the JSON string starting at `b[start] == '"'`, or the text's end.
+fn string_end(b: &[u8], start: usize) -> usize {
+    let mut i = start.saturating_add(1);
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'\\' => i = i.saturating_add(2),
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// The deepest nesting of arrays and objects in JSON text, counted in one pass without
+/// recursion (strings skipped).
+pub fn max_depth(text: &str) -> usize {
+    let b = text.as_bytes();
+    let (mut depth, mut deepest, mut i) = (0usize, 0usize, 0usize);
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                i = string_end(b, i);
+                continue;
+            }
+            b'{' | b'[' => {
+                depth = depth.saturating_add(1);
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    deepest
+}
+
+/// The top-level `"id"` of a JSON object in text that did not parse whole (too deep, too large,
+/// or broken further on): one linear pass that tracks the nesting with a counter — never
+/// recursion — and reads only a string or number id, as [`classify`] would accept. The last
+/// top-level `"id"` wins, as it does when serde parses an object with a repeated key.
+pub fn recover_id(text: &str) -> Option<Value> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    // At depth 1: the next string is a key / the next value belongs to the key "id".
+    let (mut expect_key, mut id_value_next) = (false, false);
+    let mut found = None;
+    let mut i = b
+        .iter()
+        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))?;
+    if b.get(i) != Some(&b'{') {
+        return None; // a batch or a scalar has no id to recover
+    }
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                let end = string_end(b, i);
+                let token = text.get(i..end).unwrap_or("");
+                if depth == 1 && expect_key {
+                    id_value_next = token == "\"id\"";
+                    expect_key = false;
+                } else if depth == 1 && id_value_next {
+                    found = serde_json::from_str::<Value>(token).ok();
+                    id_value_next = false;
+                }
+                i = end;
+                continue;
+            }
+            b'{' | b'[' => {
+                if depth == 1 && id_value_next {
+                    found = None; // an object or array id is not a usable id
+                    id_value_next = false;
+                }
+                depth = depth.saturating_add(1);
+                expect_key = depth == 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break; // the top-level object has ended
+                }
+            }
+            b',' if depth == 1 => expect_key = true,
+            b':' | b' ' | b'\t' | b'\n' | b'\r' | b',' => {}
+            _ if depth == 1 && id_value_next => {
+                // A number or a literal: up to the next delimiter.
+                let end = b
+                    .get(i..)
+                    .and_then(|rest| {
+                        rest.iter()
+                            .position(|c| matches!(c, b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r'))
+                    })
+                    .map_or(b.len(), |n| i + n);
+                found = text
+                    .get(i..end)
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                    .filter(Value::is_number);
+                id_value_next = false;
+                i = end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found.filter(|v| v.is_string() || v.is_number())
+}
+
 pub fn response(id: &Value, result: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
@@ -185,5 +331,86 @@ mod tests {
             classify(&json!({"jsonrpc": "2.0", "id": 1, "result": {}})),
             Inbound::Ignored
         );
+    }
+
+    fn deep(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn too_deep_or_too_large_still_answers_with_the_id() {
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{{"name":"status","arguments":{{"x":{}}}}}}}"#,
+            deep(130)
+        );
+        let e = parse_message(Some(&msg), 1 << 20).unwrap_err();
+        assert_eq!(e["id"], json!(41));
+        assert_eq!(e["error"]["code"], json!(INVALID_REQUEST));
+        assert!(e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("128 levels"));
+        // The id after the deep part, as a string, with escapes and odd spacing.
+        let msg = format!(
+            "\n {{ \"params\" : {{\"a\":{}}} , \"id\" : \"r\\\"1\" , \"jsonrpc\":\"2.0\"}}",
+            deep(200)
+        );
+        assert_eq!(
+            parse_message(Some(&msg), 1 << 20).unwrap_err()["id"],
+            json!("r\"1")
+        );
+        // Over the size limit: refused unparsed, with the id.
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":"big","method":"x","params":{{"s":"{}"}}}}"#,
+            "a".repeat(2000)
+        );
+        let e = parse_message(Some(&big), 1000).unwrap_err();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!("big"), json!(INVALID_REQUEST))
+        );
+        // Broken JSON keeps −32700, with the id when it was readable.
+        let e = parse_message(
+            Some(r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"#),
+            1000,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!(3), json!(PARSE_ERROR))
+        );
+        // A normal message parses.
+        assert!(parse_message(Some(r#"{"id":1}"#), 1000).is_ok());
+    }
+
+    #[test]
+    fn recover_id_reads_only_the_top_level() {
+        for (text, want) in [
+            (r#"{"params":{"id":9},"id":2}"#, Some(json!(2))),
+            (r#"{"params":{"id":9}}"#, None),
+            (r#"{"a":"\"id\":5","b":[{"id":1}]}"#, None),
+            (r#"{"id":{"x":1}}"#, None),
+            (r#"{"id":[1]}"#, None),
+            (r#"{"id":null}"#, None),
+            (r#"{"id":true}"#, None),
+            (r#"{"id":-1.5e3}"#, Some(json!(-1.5e3))),
+            (r#"{"id":1,"id":"two"}"#, Some(json!("two"))),
+            (r#"{"x":"id","id":7"#, Some(json!(7))),
+            (r#"[{"id":1}]"#, None),
+            (r#""id""#, None),
+            ("", None),
+            ("{", None),
+            (r#"{"id":"unterminated"#, None),
+            (r#"{"id""#, None),
+            (r#"{"id":"#, None),
+            (r#"{"a":1}{"id":2}"#, None),
+        ] {
+            assert_eq!(recover_id(text), want, "{text}");
+        }
+        // Linear and flat whatever the shape: a million brackets is one pass.
+        let text = format!(r#"{{"a":{},"id":8}}"#, deep(1_000_000));
+        assert_eq!(recover_id(&text), Some(json!(8)));
+        assert_eq!(max_depth(&text), 1_000_001);
+        assert_eq!(max_depth(r#"["[[[", {"a": "]]"}]"#), 2);
     }
 }

@@ -31,6 +31,8 @@ pub enum Outcome {
     Silent,
     /// The caller lost its authorization: send this, then close every port of that caller.
     ReplyAndCloseCaller(Value),
+    /// Likewise, for a request the caller cancelled: close without a reply.
+    CloseCaller,
 }
 
 /// The `instructions` of `initialize`, shaped by the policy at that moment.
@@ -70,10 +72,11 @@ impl<E: Env> Provider<E> {
             Inbound::Invalid(reply) => return Outcome::Reply(reply),
             Inbound::Ignored => return Outcome::Silent,
             // Notifications need no answer. A session is ready once it has answered initialize;
-            // a cancelled request that waits for review stops waiting.
+            // a cancelled request gets no reply, and one that waits for review stops waiting.
             Inbound::Notification { method, params } => {
                 if method == "notifications/cancelled" {
                     if let Some(rid) = params.get("requestId") {
+                        self.inflight.cancel(session.id, rid);
                         self.cancel_reviews(session.id, Some(rid));
                     }
                 }
@@ -81,6 +84,29 @@ impl<E: Env> Provider<E> {
             }
             Inbound::Request { id, method, params } => (id, method, params),
         };
+        // MCP: initialize is never cancelled by a client; everything else can be.
+        if method == "initialize" {
+            return self.request(session, id, method, params).await;
+        }
+        self.inflight.begin(session.id, &id);
+        let out = self.request(session, id.clone(), method, params).await;
+        if !self.inflight.end(session.id, &id) {
+            return out;
+        }
+        match out {
+            // The caller lost its authorization: its ports still close, without the reply.
+            Outcome::ReplyAndCloseCaller(_) => Outcome::CloseCaller,
+            _ => Outcome::Silent,
+        }
+    }
+
+    async fn request(
+        &self,
+        session: &Session,
+        id: Value,
+        method: String,
+        params: Map<String, Value>,
+    ) -> Outcome {
         let Some(phase) = session.phase() else {
             return Outcome::Silent;
         };

@@ -63,6 +63,8 @@ pub struct Provider<E> {
     reviews: RefCell<BTreeMap<String, Waiting>>,
     /// Sessions whose writes the user allowed without further review ("allow for this session").
     waived: RefCell<BTreeSet<u64>>,
+    /// Requests being handled, so a cancelled one gets no reply.
+    pub(crate) inflight: crate::mcp::inflight::InFlight,
     /// Whether `chrome.userScripts` worked at the last look (None: not looked yet this worker).
     last_available: Cell<Option<bool>>,
     /// Called when something a page shows changed (reviews, sessions): the shell refreshes the
@@ -97,6 +99,7 @@ impl<E: Env> Provider<E> {
             next_session: Cell::new(1),
             reviews: RefCell::new(BTreeMap::new()),
             waived: RefCell::new(BTreeSet::new()),
+            inflight: Default::default(),
             last_available: Cell::new(None),
             on_change: RefCell::new(None),
         }

@@ -22,6 +22,7 @@ impl<E: Env> Provider<E> {
     pub fn close_session(&self, id: u64) -> bool {
         self.cancel_reviews(id, None);
         self.waived.borrow_mut().remove(&id);
+        self.inflight.forget_session(id);
         let removed = self.sessions.borrow_mut().remove(&id);
         match removed {
             Some(s) => {

@@ -58,7 +58,7 @@ pub fn send(p: &Provider<MemoryEnv>, s: &Session, msg: Value) -> Outcome {
 pub fn reply(o: Outcome) -> Value {
     match o {
         Outcome::Reply(v) | Outcome::ReplyAndCloseCaller(v) => v,
-        Outcome::Silent => panic!("expected a reply"),
+        Outcome::Silent | Outcome::CloseCaller => panic!("expected a reply"),
     }
 }
 

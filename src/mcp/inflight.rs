@@ -1,0 +1,107 @@
+//! Requests being handled, per session, so that `notifications/cancelled` can mark one: MCP says
+//! the receiver of a cancellation must not send a response for the cancelled request. Work
+//! already done stays done (a cancelled write that ran is audited like any other); only the
+//! reply is dropped. An entry lives exactly as long as its handler runs, so the table is bounded
+//! by the tasks in flight.
+
+use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Default)]
+struct Entry {
+    /// Handlers running under this id (a caller may reuse an id; each is counted).
+    running: usize,
+    cancelled: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct InFlight {
+    /// Keyed by session and the id's JSON text: ids match exactly (`1` is not `"1"`).
+    map: RefCell<BTreeMap<(u64, String), Entry>>,
+}
+
+fn key(session: u64, id: &Value) -> (u64, String) {
+    (session, id.to_string())
+}
+
+impl InFlight {
+    /// A request with this id starts being handled.
+    pub fn begin(&self, session: u64, id: &Value) {
+        let mut map = self.map.borrow_mut();
+        let e = map.entry(key(session, id)).or_default();
+        e.running = e.running.saturating_add(1);
+    }
+
+    /// `notifications/cancelled` for `id`. Returns whether such a request is running (a
+    /// cancellation for an unknown or finished request is ignored, as MCP says).
+    pub fn cancel(&self, session: u64, id: &Value) -> bool {
+        match self.map.borrow_mut().get_mut(&key(session, id)) {
+            Some(e) => {
+                e.cancelled = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The handler finished. Returns whether its request was cancelled meanwhile (then no reply
+    /// may be sent).
+    pub fn end(&self, session: u64, id: &Value) -> bool {
+        let mut map = self.map.borrow_mut();
+        let k = key(session, id);
+        let Some(e) = map.get_mut(&k) else {
+            return false;
+        };
+        let cancelled = e.cancelled;
+        e.running = e.running.saturating_sub(1);
+        if e.running == 0 {
+            map.remove(&k);
+        }
+        cancelled
+    }
+
+    /// The session closed: nothing of it can be answered any more.
+    pub fn forget_session(&self, session: u64) {
+        self.map.borrow_mut().retain(|(s, _), _| *s != session);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.borrow().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cancelled_requests_are_marked_until_they_end() {
+        let f = InFlight::default();
+        f.begin(1, &json!(7));
+        assert!(!f.cancel(1, &json!("7")), "ids match exactly");
+        assert!(!f.cancel(2, &json!(7)), "and per session");
+        assert!(f.cancel(1, &json!(7)));
+        assert!(f.end(1, &json!(7)));
+        assert!(f.is_empty());
+        // Unknown or finished: ignored.
+        assert!(!f.cancel(1, &json!(7)));
+        f.begin(1, &json!(8));
+        assert!(!f.end(1, &json!(8)));
+        // A reused id: both handlers see the cancellation, the entry goes with the last.
+        f.begin(1, &json!("a"));
+        f.begin(1, &json!("a"));
+        f.cancel(1, &json!("a"));
+        assert!(f.end(1, &json!("a")));
+        assert_eq!(f.len(), 1);
+        assert!(f.end(1, &json!("a")));
+        f.begin(3, &json!(1));
+        f.forget_session(3);
+        assert!(f.is_empty());
+    }
+}
