@@ -69,6 +69,23 @@ pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
             });
         }
     }
+    // Revocation takes effect at once: every port of a caller the policy no longer grants is
+    // closed now (not at its next call), and turning review on ends every "allow for this
+    // session".
+    let op = msg.get("op").and_then(Value::as_str).unwrap_or("");
+    if op.starts_with("policy.") && reply.value["ok"] == json!(true) {
+        let after = p.policy().await;
+        if after.review_writes && !before.review_writes {
+            p.drop_allowances();
+        }
+        let revoked = p.revoke(&after);
+        if !revoked.is_empty() {
+            reply.effects.push(Effect::Close {
+                sessions: revoked,
+                reason: "access withdrawn by the user".into(),
+            });
+        }
+    }
     if msg.get("op").and_then(Value::as_str) == Some("sessions.disconnect")
         && reply.value["ok"] == json!(true)
     {

@@ -61,7 +61,7 @@ impl<E: Env> Provider<E> {
             allow_session: true,
         } = decision
         {
-            self.waived.borrow_mut().insert(session);
+            self.allow_session(session);
         }
         self.save_review_stubs().await;
         self.changed();

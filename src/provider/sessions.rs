@@ -3,6 +3,7 @@
 use super::Provider;
 use crate::env::Env;
 use crate::ids::ExtensionId;
+use crate::policy::{Access, Policy};
 use crate::session::{Phase, Session};
 use serde_json::{json, Value};
 use std::rc::Rc;
@@ -31,6 +32,37 @@ impl<E: Env> Provider<E> {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Revocation: closes at once, in the core, every session whose caller `policy` no longer
+    /// grants (removed, denied, endpoint off) — its waiting reviews are cancelled and its "allow
+    /// for this session" ends with it — and returns their ids for the shell to disconnect.
+    /// Refused ports are left to finish answering: they were never authorized.
+    pub fn revoke(&self, policy: &Policy) -> Vec<u64> {
+        let ids: Vec<u64> = self
+            .sessions
+            .borrow()
+            .values()
+            .filter(|s| !s.is_refused() && policy.access(Some(&s.caller)) != Access::Granted)
+            .map(|s| s.id)
+            .collect();
+        for id in &ids {
+            self.close_session(*id);
+        }
+        ids
+    }
+
+    /// Ends every "allow for this session" (the review switch was turned on).
+    pub fn drop_allowances(&self) {
+        self.waived.borrow_mut().clear();
+    }
+
+    /// Records the user's "allow for this session", only while that session is open: a session
+    /// revoked while the decision travelled must not leave an allowance behind.
+    pub(crate) fn allow_session(&self, session: u64) {
+        if self.sessions.borrow().contains_key(&session) {
+            self.waived.borrow_mut().insert(session);
         }
     }
 

@@ -1,0 +1,134 @@
+//! Revocation: removing, denying or switching off a caller closes every port of it at once and
+//! ends its "allow for this session"; turning review on ends every such allowance.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use lumo_userscripts::control::{self, Effect};
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::guard::review::Decision;
+use lumo_userscripts::mcp::server::Outcome;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::session::Session;
+use serde_json::{json, Value};
+
+fn op(p: &Provider<MemoryEnv>, v: Value) -> control::Reply {
+    let r = block_on(control::handle(p, &v));
+    assert_eq!(r.value["ok"], json!(true), "{}", r.value);
+    r
+}
+
+fn write(name: &str, id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "write_script", "arguments": {"source": script(name, "")}}})
+}
+
+/// A session whose writes the user allowed with "approve all from this session".
+fn allowed_session(p: &Provider<MemoryEnv>) -> std::rc::Rc<Session> {
+    set_switch(p, "review", true);
+    let s = ready(p);
+    let first = write("First", 1);
+    let (out, ()) = block_on(async {
+        futures::join!(p.handle_mcp(&s, &first), async {
+            let id = p.pending_reviews()[0].id.clone();
+            assert!(p.decide(
+                &id,
+                Decision::Approve {
+                    allow_session: true
+                }
+            ));
+        })
+    });
+    assert_eq!(error_code(&reply(out)["result"]), None);
+    assert!(p.is_waived(s.id));
+    s
+}
+
+fn closed(effects: &[Effect]) -> Vec<u64> {
+    effects
+        .iter()
+        .flat_map(|e| match e {
+            Effect::Close { sessions, .. } => sessions.clone(),
+            _ => vec![],
+        })
+        .collect()
+}
+
+#[test]
+fn removing_a_caller_closes_its_ports_and_ends_its_allowance() {
+    let p = provider();
+    let s = allowed_session(&p);
+    let other = ready(&p);
+    let r = op(&p, json!({"op": "policy.remove", "id": HOST}));
+    let mut ids = closed(&r.effects);
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        vec![s.id, other.id],
+        "every port of the caller, at once"
+    );
+    assert!(p.session(s.id).is_none() && s.is_closed());
+    assert!(!p.is_waived(s.id));
+    assert!(
+        p.sessions_summary().is_empty(),
+        "the popup no longer lists it"
+    );
+    // Re-added: the old port is dead, and a new session is reviewed again.
+    op(&p, json!({"op": "policy.add", "id": HOST, "name": "Host"}));
+    assert_eq!(
+        block_on(p.handle_mcp(&s, &write("Sneaky", 2))),
+        Outcome::Silent
+    );
+    let fresh = ready(&p);
+    let second = write("Second", 3);
+    let (out, ()) = block_on(async {
+        futures::join!(p.handle_mcp(&fresh, &second), async {
+            let waiting = p.pending_reviews();
+            assert_eq!(waiting.len(), 1, "the new session's write waits for review");
+            p.decide(&waiting[0].id, Decision::Deny);
+        })
+    });
+    assert_eq!(error_code(&reply(out)["result"]), Some("USER_REJECTED"));
+    let listed = call(&p, &fresh, "list_scripts", json!({}));
+    assert_eq!(
+        listed["structuredContent"]["total"],
+        json!(1),
+        "only the approved write landed"
+    );
+}
+
+#[test]
+fn deny_and_endpoint_off_close_too() {
+    let p = provider();
+    let s = ready(&p);
+    let r = op(&p, json!({"op": "policy.deny", "id": HOST}));
+    assert_eq!(closed(&r.effects), vec![s.id]);
+    op(&p, json!({"op": "policy.approve", "id": HOST}));
+    let s = ready(&p);
+    let r = set_switch(&p, "endpoint", false);
+    assert_eq!(closed(&r.effects), vec![s.id]);
+    assert!(p.sessions_summary().is_empty());
+    // A switch that keeps the caller authorized closes nothing.
+    set_switch(&p, "endpoint", true);
+    let s = ready(&p);
+    assert!(closed(&set_switch(&p, "writes", false).effects).is_empty());
+    assert!(p.session(s.id).is_some());
+}
+
+#[test]
+fn turning_review_on_ends_every_allowance() {
+    let p = provider();
+    let s = allowed_session(&p);
+    set_switch(&p, "review", false);
+    assert!(
+        p.is_waived(s.id),
+        "off alone keeps it (nothing is reviewed anyway)"
+    );
+    set_switch(&p, "review", true);
+    assert!(
+        !p.is_waived(s.id),
+        "on again: this session's writes are reviewed again"
+    );
+    assert!(p.session(s.id).is_some(), "the port itself stays open");
+}
