@@ -203,7 +203,7 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                     revision: None,
                 }
             };
-            match run_write(p, BY_USER, args).await.result {
+            match run_write(p, BY_USER, args, None).await.result {
                 Ok(result) => {
                     json!({ "ok": true, "result": result.get("structuredContent").cloned().unwrap_or(Value::Null) })
                 }

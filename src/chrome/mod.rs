@@ -99,6 +99,7 @@ pub fn start() {
     let later = Closure::once_into_js(|| {
         spawn_local(async {
             let p = provider();
+            p.recover_interrupted_write().await;
             p.resume_interrupted_reviews().await;
             p.ensure_registry().await;
         })

@@ -2,11 +2,25 @@
 //! tool, the caller, the result, the target uuid and a sha256 digest of the canonical JSON of the
 //! arguments — never an argument value, so script source never enters the log.
 //!
-//! Stored in `chrome.storage.local` as chunks of [`CHUNK`] entries (`audit/<n>`) plus a head
-//! (`audit/head`), so appending rewrites one small chunk, not the whole log. The oldest chunk is
-//! dropped past [`MAX_CHUNKS`]: the log keeps the newest 900–1000 entries.
+//! **Two budgets.** Entries go to one of two rings ([`Ring`]): *effects* — writes that changed
+//! something (`ok`) or may have ([`INTERRUPTED`]) — and *refusals* — everything else. A refusal
+//! costs the caller nothing (no rate-limit slot), so with one shared ring ~1,000 cheap refused
+//! calls would push the record of a real write out of the log. Now refusals only evict older
+//! refusals; an effect is evicted only by newer effects, which the rate limit paces (30 a
+//! minute per caller). The pages read both rings merged, newest first.
+//!
+//! **Write-ahead.** A write's entry is first stored as *pending* ([`PENDING_KEY`]) in the very
+//! `storage.set` that stores the script ([`Journaled`]), and finalized with the result later
+//! (one `set` that appends the entry and clears the pending one). A worker stopped in between
+//! leaves the pending entry, and the next worker finalizes it as [`INTERRUPTED`]: no write can
+//! land without its record. Writes are serialized by the provider's write lock, and each is
+//! finalized before the lock is released, so one pending slot is enough.
+//!
+//! Each ring is stored in `chrome.storage.local` as chunks of [`CHUNK`] entries plus a head, so
+//! appending rewrites one small chunk, not the whole log. The oldest chunk is dropped past
+//! [`MAX_CHUNKS`]: a ring keeps its newest 900–1000 entries.
 
-use crate::env::{Area, Storage};
+use crate::env::{Area, Clock, EnvError, Ids, Storage};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -14,6 +28,12 @@ pub const CHUNK: usize = 100;
 pub const MAX_CHUNKS: u64 = 10;
 pub const MAX_ENTRIES: usize = CHUNK * MAX_CHUNKS as usize;
 pub const HEAD_KEY: &str = "audit/head";
+/// The write in progress, stored with the script it writes (see the module docs).
+pub const PENDING_KEY: &str = "audit/pending";
+/// The result of a write whose worker stopped after it was stored and before its result was
+/// recorded (or sent): the script is stored; the caller never got an answer.
+pub const INTERRUPTED: &str = "INTERRUPTED";
+const PENDING: &str = "PENDING";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,15 +49,44 @@ pub struct Entry {
     pub digest: String,
 }
 
+/// Which budget an entry is kept in (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ring {
+    Effects,
+    Refusals,
+}
+
+impl Ring {
+    pub fn of(entry: &Entry) -> Ring {
+        if entry.result == "ok" || entry.result == INTERRUPTED {
+            Ring::Effects
+        } else {
+            Ring::Refusals
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            // The effects ring keeps the log's original keys.
+            Ring::Effects => "audit",
+            Ring::Refusals => "audit/refused",
+        }
+    }
+
+    fn head_key(self) -> String {
+        format!("{}/head", self.prefix())
+    }
+
+    fn chunk_key(self, n: u64) -> String {
+        format!("{}/{n}", self.prefix())
+    }
+}
+
 /// Chunks `first..=last` exist.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 struct Head {
     first: u64,
     last: u64,
-}
-
-fn chunk_key(n: u64) -> String {
-    format!("audit/{n}")
 }
 
 fn decode_chunk(v: Option<&Value>) -> Vec<Entry> {
@@ -51,45 +100,55 @@ fn decode_chunk(v: Option<&Value>) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
-async fn head<S: Storage>(s: &S) -> Result<Head, String> {
+async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, String> {
+    let key = ring.head_key();
     let got = s
-        .get(Area::Local, &[HEAD_KEY])
+        .get(Area::Local, &[&key])
         .await
         .map_err(|e| e.to_string())?;
     Ok(got
-        .get(HEAD_KEY)
+        .get(&key)
         .and_then(|v| serde_json::from_value::<Head>(v.clone()).ok())
         // A head that cannot be right (or would overflow) starts the log over rather than panic.
         .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS && h.last < u64::MAX / 2)
         .unwrap_or_default())
 }
 
-/// Appends one entry. The caller serializes appends (the provider's audit lock).
+/// Appends one entry to its ring. The caller serializes appends (the provider's audit lock).
 pub async fn append<S: Storage>(s: &S, entry: &Entry) -> Result<(), String> {
-    let mut h = head(s).await?;
-    let key = chunk_key(h.last);
+    append_with(s, entry, Map::new()).await
+}
+
+/// Appends one entry and writes `extra` in the same atomic `set`.
+async fn append_with<S: Storage>(
+    s: &S,
+    entry: &Entry,
+    mut items: Map<String, Value>,
+) -> Result<(), String> {
+    let ring = Ring::of(entry);
+    let mut h = head(s, ring).await?;
+    let key = ring.chunk_key(h.last);
     let got = s
         .get(Area::Local, &[&key])
         .await
         .map_err(|e| e.to_string())?;
     let mut chunk = decode_chunk(got.get(&key));
-    let mut items = Map::new();
     let mut drop = None;
     if chunk.len() >= CHUNK {
         h.last += 1;
         chunk.clear();
         if h.last - h.first >= MAX_CHUNKS {
-            drop = Some(chunk_key(h.first));
+            drop = Some(ring.chunk_key(h.first));
             h.first += 1;
         }
     }
     chunk.push(entry.clone());
     items.insert(
-        chunk_key(h.last),
+        ring.chunk_key(h.last),
         serde_json::to_value(&chunk).map_err(|e| e.to_string())?,
     );
     items.insert(
-        HEAD_KEY.to_owned(),
+        ring.head_key(),
         serde_json::to_value(h).map_err(|e| e.to_string())?,
     );
     s.set(Area::Local, items).await.map_err(|e| e.to_string())?;
@@ -99,15 +158,126 @@ pub async fn append<S: Storage>(s: &S, entry: &Entry) -> Result<(), String> {
     Ok(())
 }
 
-/// The whole log, newest first.
-pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, String> {
-    let h = head(s).await?;
-    let keys: Vec<String> = (h.first..=h.last).map(chunk_key).collect();
+async fn read_ring<S: Storage>(s: &S, ring: Ring) -> Result<Vec<Entry>, String> {
+    let h = head(s, ring).await?;
+    let keys: Vec<String> = (h.first..=h.last).map(|n| ring.chunk_key(n)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let got = s.get(Area::Local, &refs).await.map_err(|e| e.to_string())?;
-    let mut out: Vec<Entry> = keys.iter().flat_map(|k| decode_chunk(got.get(k))).collect();
+    Ok(keys.iter().flat_map(|k| decode_chunk(got.get(k))).collect())
+}
+
+/// The whole log, both rings, newest first.
+pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, String> {
+    let mut out = read_ring(s, Ring::Effects).await?;
+    out.extend(read_ring(s, Ring::Refusals).await?);
+    // Stable: entries of one ring keep their order on equal times.
     out.reverse();
+    out.sort_by(|a, b| b.at.total_cmp(&a.at));
     Ok(out)
+}
+
+/// "No write in progress": a value, not a removal, so it can ride in the finalizing `set`.
+fn cleared() -> Value {
+    Value::Object(Map::new())
+}
+
+/// Finalizes the write in progress: appends its entry (with its result) and clears the pending
+/// slot in one atomic `set`.
+pub async fn finalize<S: Storage>(s: &S, entry: &Entry) -> Result<(), String> {
+    let mut items = Map::new();
+    items.insert(PENDING_KEY.to_owned(), cleared());
+    append_with(s, entry, items).await
+}
+
+/// At worker start (or before the first write of a worker): a pending entry left by a worker
+/// that stopped mid-write is finalized as [`INTERRUPTED`]. Returns it, if there was one.
+pub async fn finalize_interrupted<S: Storage>(s: &S) -> Result<Option<Entry>, String> {
+    let got = s
+        .get(Area::Local, &[PENDING_KEY])
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(v) = got.get(PENDING_KEY) else {
+        return Ok(None);
+    };
+    match serde_json::from_value::<Entry>(v.clone()) {
+        Ok(mut e) => {
+            e.result = INTERRUPTED.to_owned();
+            finalize(s, &e).await?;
+            Ok(Some(e))
+        }
+        // Cleared, or damaged beyond reading: nothing to record.
+        Err(_) if v == &cleared() => Ok(None),
+        Err(_) => {
+            let mut items = Map::new();
+            items.insert(PENDING_KEY.to_owned(), cleared());
+            s.set(Area::Local, items).await.map_err(|e| e.to_string())?;
+            Ok(None)
+        }
+    }
+}
+
+/// Storage that stores a pending audit entry in the first `set` of `chrome.storage.local` made
+/// through it — the `set` that stores the script — so the record of a write is exactly as
+/// durable as the write. The entry names the script that `set` writes when it had no target
+/// yet (a create).
+pub struct Journaled<'a, E> {
+    inner: &'a E,
+    pending: std::cell::RefCell<Option<Entry>>,
+}
+
+impl<'a, E> Journaled<'a, E> {
+    pub fn new(inner: &'a E, entry: Entry) -> Self {
+        Journaled {
+            inner,
+            pending: std::cell::RefCell::new(Some(entry)),
+        }
+    }
+}
+
+impl<E: Storage> Storage for Journaled<'_, E> {
+    async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError> {
+        self.inner.get(area, keys).await
+    }
+
+    async fn set(&self, area: Area, mut items: Map<String, Value>) -> Result<(), EnvError> {
+        let pending = if area == Area::Local {
+            self.pending.borrow_mut().take()
+        } else {
+            None
+        };
+        if let Some(mut e) = pending {
+            if e.target.is_none() {
+                e.target = items
+                    .keys()
+                    .find_map(|k| k.strip_prefix("script/"))
+                    .map(str::to_owned);
+            }
+            e.result = PENDING.to_owned();
+            let v = serde_json::to_value(&e).map_err(|x| EnvError(x.to_string()))?;
+            items.insert(PENDING_KEY.to_owned(), v);
+        }
+        self.inner.set(area, items).await
+    }
+
+    async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
+        self.inner.remove(area, keys).await
+    }
+
+    async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
+        self.inner.get_all(area).await
+    }
+}
+
+impl<E: Clock> Clock for Journaled<'_, E> {
+    fn now_ms(&self) -> f64 {
+        self.inner.now_ms()
+    }
+}
+
+impl<E: Ids> Ids for Journaled<'_, E> {
+    fn new_uuid(&self) -> String {
+        self.inner.new_uuid()
+    }
 }
 
 #[cfg(test)]
@@ -172,5 +342,84 @@ mod tests {
         assert_eq!(block_on(read_all(&env)).unwrap().len(), 2);
         block_on(append(&env, &entry(3))).unwrap();
         assert_eq!(block_on(read_all(&env)).unwrap()[0].at, 3.0);
+    }
+
+    fn refusal(i: usize) -> Entry {
+        Entry {
+            result: "INVALID_ARGUMENTS".into(),
+            ..entry(i)
+        }
+    }
+
+    #[test]
+    fn refusals_never_evict_the_record_of_a_write() {
+        let env = MemoryEnv::new();
+        block_on(append(&env, &entry(0))).unwrap();
+        for i in 1..=1200 {
+            block_on(append(&env, &refusal(i))).unwrap();
+        }
+        let all = block_on(read_all(&env)).unwrap();
+        assert!(
+            all.iter().any(|e| e.result == "ok" && e.at == 0.0),
+            "the write survived"
+        );
+        let refused = all.iter().filter(|e| e.result != "ok").count();
+        assert!(
+            refused <= MAX_ENTRIES && refused > MAX_ENTRIES - CHUNK,
+            "{refused}"
+        );
+        // Merged newest first across both rings.
+        assert_eq!(all[0].at, 1200.0);
+        assert_eq!(all.last().unwrap().at, 0.0);
+        assert!(all.windows(2).all(|w| w[0].at >= w[1].at));
+        // Interrupted writes count as effects too.
+        assert_eq!(
+            Ring::of(&Entry {
+                result: INTERRUPTED.into(),
+                ..entry(1)
+            }),
+            Ring::Effects
+        );
+    }
+
+    #[test]
+    fn a_journaled_write_leaves_a_pending_entry_that_a_restart_finalizes() {
+        use crate::env::Storage;
+        let env = MemoryEnv::new();
+        // The script's own set carries the pending entry, naming the script it writes.
+        let j = Journaled::new(&env, entry(5));
+        let mut items = Map::new();
+        items.insert("script/u1".into(), serde_json::json!({"x": 1}));
+        items.insert("source/u1".into(), serde_json::json!("src"));
+        block_on(j.set(Area::Local, items.clone())).unwrap();
+        // A second set through the same journal adds nothing.
+        block_on(j.set(Area::Local, Map::new())).unwrap();
+        let stored = env.dump(Area::Local);
+        assert_eq!(stored[PENDING_KEY]["result"], "PENDING");
+        assert_eq!(stored[PENDING_KEY]["target"], "u1");
+        // The worker stops here. The next one finalizes it once.
+        let e = block_on(finalize_interrupted(&env)).unwrap().unwrap();
+        assert_eq!(
+            (e.result.as_str(), e.target.as_deref()),
+            (INTERRUPTED, Some("u1"))
+        );
+        assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);
+        let all = block_on(read_all(&env)).unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].result, INTERRUPTED);
+        // A finished write clears the slot in the same set that records it.
+        let j = Journaled::new(&env, entry(6));
+        block_on(j.set(Area::Local, items)).unwrap();
+        block_on(finalize(&env, &entry(6))).unwrap();
+        assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);
+        assert_eq!(block_on(read_all(&env)).unwrap().len(), 2);
+        // A damaged slot is cleared, never a panic.
+        env.areas
+            .borrow_mut()
+            .get_mut(&Area::Local)
+            .unwrap()
+            .insert(PENDING_KEY.into(), serde_json::json!([1, 2]));
+        assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);
+        assert_eq!(env.dump(Area::Local)[PENDING_KEY], serde_json::json!({}));
     }
 }

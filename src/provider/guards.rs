@@ -63,6 +63,39 @@ impl<E: Env> Provider<E> {
             .remaining(caller.as_str(), self.env.now_ms())
     }
 
+    /// Finalizes a write the previous worker left pending as INTERRUPTED: once per worker,
+    /// before its first journaled write (the caller holds the write lock) or at start-up.
+    pub async fn settle_interrupted_write(&self) -> Result<(), String> {
+        if self.journal_settled.get() {
+            return Ok(());
+        }
+        let _guard = self.audit_lock.lock().await;
+        audit::finalize_interrupted(&self.env).await?;
+        self.journal_settled.set(true);
+        Ok(())
+    }
+
+    /// At worker start, off the path of the waking message.
+    pub async fn recover_interrupted_write(&self) {
+        let _lock = self.write_lock().await;
+        if let Err(e) = self.settle_interrupted_write().await {
+            self.note(format!("could not record an interrupted write: {e}"));
+        }
+    }
+
+    /// Finalizes a journaled write with its result. On failure the pending entry stays, and
+    /// the next write settles it (as INTERRUPTED) before it runs.
+    pub async fn audit_final(&self, entry: &Entry) {
+        let _guard = self.audit_lock.lock().await;
+        if let Err(e) = audit::finalize(&self.env, entry).await {
+            self.journal_settled.set(false);
+            self.note(format!(
+                "audit entry not saved ({} {}): {e}",
+                entry.tool, entry.result
+            ));
+        }
+    }
+
     /// Appends to the audit log. A failure cannot undo the write it records, so it is kept in
     /// the provider's log for the user to see.
     pub async fn audit(&self, entry: &Entry) {

@@ -63,6 +63,9 @@ pub struct Provider<E> {
     reviews: RefCell<BTreeMap<String, Waiting>>,
     /// Sessions whose writes the user allowed without further review ("allow for this session").
     waived: RefCell<BTreeSet<u64>>,
+    /// Whether this worker has finalized a write the previous one left pending (see
+    /// `guard::audit`).
+    journal_settled: Cell<bool>,
     /// Requests being handled, so a cancelled one gets no reply.
     pub(crate) inflight: crate::mcp::inflight::InFlight,
     /// Whether `chrome.userScripts` worked at the last look (None: not looked yet this worker).
@@ -99,6 +102,7 @@ impl<E: Env> Provider<E> {
             next_session: Cell::new(1),
             reviews: RefCell::new(BTreeMap::new()),
             waived: RefCell::new(BTreeSet::new()),
+            journal_settled: Cell::new(false),
             inflight: Default::default(),
             last_available: Cell::new(None),
             on_change: RefCell::new(None),

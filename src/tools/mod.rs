@@ -8,7 +8,8 @@
 //! 5. **rate limit** — write tools only: 30 per 60 s sliding window per caller;
 //! 6. **review** — write tools only, when the review switch is on;
 //! 7. **execute** — under the provider's write lock;
-//! 8. **audit** — every write-tool attempt from step 3 on, whatever its result.
+//! 8. **audit** — every write-tool attempt from step 3 on, whatever its result; a write that
+//!    runs is journaled write-ahead with the script it stores (see `guard::audit`).
 
 pub mod catalog;
 pub mod limits;
@@ -78,20 +79,36 @@ pub async fn call<E: Env>(
         return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
     }
     let digest = digest_hex(&args);
-    let done = write(p, ctx, &policy, def, args, &digest).await;
     let entry = Entry {
         at: p.env.now_ms(),
         tool: def.name.to_owned(),
         caller: caller.as_str().to_owned(),
+        result: String::new(),
+        target: None,
+        digest: digest.clone(),
+    };
+    // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
+    let done = match write(p, ctx, &policy, def, args, &digest, &entry).await {
+        Ok(ran) => ran,
+        Err(refused) => {
+            p.audit(&finished(&entry, &refused, p.env.now_ms())).await;
+            refused
+        }
+    };
+    CallOutcome::Result(done.result.unwrap_or_else(|e| e.to_result()))
+}
+
+/// The audit entry of a finished write attempt.
+fn finished(base: &Entry, done: &Executed, at: f64) -> Entry {
+    Entry {
+        at,
         result: match &done.result {
             Ok(_) => "ok".to_owned(),
             Err(e) => e.code.as_str().to_owned(),
         },
-        target: done.target,
-        digest,
-    };
-    p.audit(&entry).await;
-    CallOutcome::Result(done.result.unwrap_or_else(|e| e.to_result()))
+        target: done.target.clone(),
+        ..base.clone()
+    }
 }
 
 /// The uuid a write names, if it names a valid one: audited even when the call is refused.
@@ -102,7 +119,8 @@ fn named_target(args: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Steps 3–7 for a write tool.
+/// Steps 3–7 for a write tool: `Err` when refused before it ran (not audited yet), `Ok` when
+/// it ran (audited write-ahead by [`run_write`]).
 async fn write<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
@@ -110,10 +128,13 @@ async fn write<E: Env>(
     def: &ToolDef,
     args: Value,
     digest: &str,
-) -> Executed {
-    let refused = |e: ToolError| Executed {
-        result: Err(e),
-        target: named_target(&args),
+    entry: &Entry,
+) -> Result<Executed, Executed> {
+    let refused = |e: ToolError| {
+        Err(Executed {
+            result: Err(e),
+            target: named_target(&args),
+        })
     };
     if !policy.writes_enabled {
         return refused(ToolError::new(
@@ -178,9 +199,5 @@ async fn write<E: Env>(
             }
         }
     }
-    let done = scripts::run_write(p, ctx.caller.as_str(), parsed).await;
-    Executed {
-        result: done.result,
-        target: done.target.or_else(|| named_target(&args)),
-    }
+    Ok(scripts::run_write(p, ctx.caller.as_str(), parsed, Some(entry.clone())).await)
 }

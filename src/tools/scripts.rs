@@ -6,7 +6,8 @@ use super::catalog::{
 };
 use super::result::{success, ErrorCode, ToolError};
 use super::{status, CallCtx, Executed};
-use crate::env::Env;
+use crate::env::{Clock, Env, Ids, Storage};
+use crate::guard::audit::{Entry, Journaled};
 use crate::guard::review::{line_diff, ReviewRequest, REVIEW_TIMEOUT_MS};
 use crate::ids::ExtensionId;
 use crate::policy::Policy;
@@ -585,31 +586,60 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
     ))
 }
 
-/// Executes a write for `actor` (a caller id, or `user` for the extension's own pages).
-pub(crate) async fn run_write<E: Env>(p: &Provider<E>, actor: &str, args: WriteArgs) -> Executed {
+/// Executes a write for `actor` (a caller id, or `user` for the extension's own pages). With a
+/// `journal` entry the write is audited write-ahead: pending in the `set` that stores the
+/// script, finalized with the result before the write lock is released.
+pub(crate) async fn run_write<E: Env>(
+    p: &Provider<E>,
+    actor: &str,
+    args: WriteArgs,
+    journal: Option<Entry>,
+) -> Executed {
     let _guard = p.write_lock().await;
-    let snap = match p.scripts().await {
-        Ok(s) => s,
-        Err(e) => {
-            return Executed {
-                result: Err(script_error(e)),
-                target: args.target().map(str::to_owned),
-            }
+    let named = args.target().map(str::to_owned);
+    let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
+        (Some(_), Err(e), _) => Executed {
+            result: Err(ToolError::new(
+                ErrorCode::StorageError,
+                format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"),
+            )),
+            target: named.clone(),
+        },
+        (_, _, Err(e)) => Executed {
+            result: Err(script_error(e)),
+            target: named.clone(),
+        },
+        (_, _, Ok(snap)) => {
+            p.registry_write_begins().await;
+            let done = match &journal {
+                Some(j) => {
+                    let env = Journaled::new(&p.env, j.clone());
+                    write_locked(p, &env, actor, args, &snap).await
+                }
+                None => write_locked(p, &p.env, actor, args, &snap).await,
+            };
+            p.registry_write_ends().await;
+            done
         }
     };
-    p.registry_write_begins().await;
-    let done = write_locked(p, actor, args, &snap).await;
-    p.registry_write_ends().await;
+    let done = Executed {
+        target: done.target.or(named),
+        ..done
+    };
+    if let Some(j) = journal {
+        p.audit_final(&super::finished(&j, &done, p.env.now_ms()))
+            .await;
+    }
     done
 }
 
-async fn write_locked<E: Env>(
+async fn write_locked<E: Env, S: Storage + Clock + Ids>(
     p: &Provider<E>,
+    env: &S,
     actor: &str,
     args: WriteArgs,
     snap: &ScriptSnapshot,
 ) -> Executed {
-    let env = &p.env;
     let max = MAX_SOURCE_BYTES;
     let changed = match args {
         WriteArgs::Create { source, enabled } => {

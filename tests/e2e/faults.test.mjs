@@ -64,14 +64,16 @@ async function inspect(h) {
       const m = /^(script|source)\/(.*)$/.exec(k);
       if (m && !uuids.includes(m[2])) problems.push(`${k} is not in the index (orphan of a half-done write)`);
     }
-    // The audit log.
-    const head = all["audit/head"];
+    // The audit log: two rings (effects under audit/, refusals under audit/refused/), read
+    // together, oldest first.
     const audit = [];
+    for (const prefix of ["audit", "audit/refused"]) {
+    const head = all[`${prefix}/head`];
     if (head !== undefined) {
-      if (!Number.isInteger(head?.first) || !Number.isInteger(head?.last) || head.first > head.last) problems.push(`audit/head ${JSON.stringify(head)}`);
+      if (!Number.isInteger(head?.first) || !Number.isInteger(head?.last) || head.first > head.last) problems.push(`${prefix}/head ${JSON.stringify(head)}`);
       for (let n = head.first; n <= head.last; n++) {
-        const chunk = all[`audit/${n}`];
-        if (!Array.isArray(chunk)) { problems.push(`audit/${n} is missing or not an array`); continue; }
+        const chunk = all[`${prefix}/${n}`];
+        if (!Array.isArray(chunk)) { problems.push(`${prefix}/${n} is missing or not an array`); continue; }
         if (chunk.length > 100) problems.push(`audit/${n} has ${chunk.length} entries`);
         for (const e of chunk) {
           const bad = [];
@@ -89,10 +91,15 @@ async function inspect(h) {
       }
     }
     for (const k of Object.keys(all)) {
-      const m = /^audit\/(\d+)$/.exec(k);
-      if (m && head && (Number(m[1]) < head.first || Number(m[1]) > head.last)) problems.push(`${k} is outside audit/head ${JSON.stringify(head)}`);
+      const m = new RegExp(`^${prefix}/(\\d+)$`).exec(k);
+      if (m && head && (Number(m[1]) < head.first || Number(m[1]) > head.last)) problems.push(`${k} is outside ${prefix}/head ${JSON.stringify(head)}`);
     }
-    return { problems, scripts, audit };
+    }
+    audit.sort((a, b) => a.at - b.at);
+    // Every stored script has a record of the write that made it (a write-ahead entry is
+    // finalized as INTERRUPTED by the next worker, shortly after it starts).
+    const unaudited = uuids.filter((u) => scripts[u] && !audit.some((e) => e.target === u));
+    return { problems, scripts, audit, unaudited };
   }, WRITE_TOOLS);
 }
 
@@ -178,7 +185,8 @@ describe("faults: the service worker stopped mid-write, mid-review and mid-burst
     await h.stopProviderWorker();
     const results = await lumo.settle();
     await warm(); // restarts the worker
-    const after = await inspect(h);
+    const after = await until(() => inspect(h), (x) => x.unaudited.length === 0, 3000);
+    for (const u of after.unaudited) after.problems.push(`${u} (${after.scripts[u].name}) is stored but no audit entry records its write`);
     const expected = {};
     for (const c of calls) if (c.expect) expected[c.expect.uuid] = c.expect;
     const problems = [...after.problems.map((p) => `${where}: ${p}`), ...checkTransitions(before, after, expected, where)];
