@@ -457,27 +457,23 @@ fn duplicate(diags: &mut Diagnostics, line_no: usize, key: &str, first: usize) {
 }
 
 /// `@name` and `@namespace` are shown to the user (options page, review popup) as the identity of
-/// a script: control characters and direction overrides (which can make one name read as
-/// another) are removed, with a warning.
+/// a script: what draws nothing or reorders text (which can make one name read as another) is
+/// removed and spaces are folded, with a warning; an over-long one is an error (see
+/// [`super::names`]).
 fn displayable(value: &str, diags: &mut Diagnostics, line_no: usize, key: &str) -> String {
-    let deceptive = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-    };
-    let removed = value.chars().filter(|c| deceptive(*c)).count();
-    if removed == 0 {
-        return value.to_owned();
+    let (shown, changed) = super::names::display(value);
+    if let Some(why) = super::names::too_long(key, &shown) {
+        diags.error(line_no, why);
     }
-    diags.warning(
-        line_no,
-        format!("removed {removed} control or text-direction character(s) from @{key}"),
-    );
-    value
-        .chars()
-        .filter(|c| !deceptive(*c))
-        .collect::<String>()
-        .trim()
-        .to_owned()
+    if changed && shown != value.trim() {
+        diags.warning(
+            line_no,
+            format!(
+                "removed invisible, control or text-direction characters or odd spaces from @{key}"
+            ),
+        );
+    }
+    shown
 }
 
 fn set_single(slot: &mut First, diags: &mut Diagnostics, line_no: usize, key: &str, value: &str) {

@@ -3,6 +3,7 @@
 pub mod glob;
 pub mod match_pattern;
 pub mod metadata;
+pub mod names;
 pub mod record;
 pub mod registry;
 pub mod store;

@@ -5,6 +5,7 @@
 //! rewrite the index. Every operation here assumes the caller holds the provider's write lock.
 
 use super::metadata::{self, Diagnostic, Metadata, Severity};
+use super::names;
 use super::record::{ScriptRecord, BY_USER};
 use crate::env::{Area, Clock, Ids, Storage};
 use crate::guard::digest::sha256_hex;
@@ -29,6 +30,7 @@ pub enum ScriptError {
         expected: u64,
         current: u64,
     },
+    /// Another script (this one) already has a name that reads the same.
     DuplicateIdentity {
         namespace: Option<String>,
         name: String,
@@ -54,7 +56,7 @@ impl fmt::Display for ScriptError {
             ),
             ScriptError::DuplicateIdentity { namespace, name, uuid } => write!(
                 f,
-                "a script with @namespace {} and @name {name:?} already exists (uuid {uuid}); update that one (pass its uuid and revision) or change @name/@namespace",
+                "a script with @namespace {} and @name {name:?} (uuid {uuid}) already exists, and this one's would read the same to the user (names are compared ignoring invisible characters, odd spaces and look-alike letters); update that one (pass its uuid and revision) or choose a clearly different @name/@namespace",
                 namespace.as_deref().map_or("(none)".to_owned(), |n| format!("{n:?}"))
             ),
             ScriptError::InvalidMetadata(d) => {
@@ -351,20 +353,22 @@ pub struct Change {
     pub previous_revision: u64,
 }
 
+/// `@namespace` + `@name` identify a script to the user, so no two may look the same: they are
+/// compared by confusable skeleton ([`names::identity`]), not byte for byte.
 fn check_identity(
     records: &[ScriptRecord],
     meta: &Metadata,
     except: Option<&str>,
 ) -> Result<(), ScriptError> {
+    let wanted = names::identity(meta.namespace.as_deref(), &meta.name);
     let clash = records.iter().find(|r| {
         Some(r.uuid.as_str()) != except
-            && r.metadata.name == meta.name
-            && r.metadata.namespace == meta.namespace
+            && names::identity(r.metadata.namespace.as_deref(), &r.metadata.name) == wanted
     });
     match clash {
         Some(r) => Err(ScriptError::DuplicateIdentity {
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone(),
+            namespace: r.metadata.namespace.clone(),
+            name: r.metadata.name.clone(),
             uuid: r.uuid.clone(),
         }),
         None => Ok(()),
@@ -901,5 +905,95 @@ mod tests {
         );
         let c = block_on(set_enabled(&env, HOST, &uuid, false, Some(1))).unwrap();
         assert_eq!((c.record.enabled, c.record.revision), (false, 2));
+    }
+
+    #[test]
+    fn look_alike_names_are_one_identity() {
+        let env = MemoryEnv::new();
+        let first = block_on(create(
+            &env,
+            &snap(&env),
+            HOST,
+            &src("Bank helper", "1"),
+            true,
+            MAX,
+        ))
+        .unwrap()
+        .record
+        .uuid;
+        for name in [
+            "Bank\u{200B} helper",
+            "Bank\u{00A0}helper",
+            "Bank \u{061C}helper",
+            "B\u{0430}nk helper",
+            "Bank h\u{0435}lper",
+            "Bank he\u{04CF}per",
+            "\u{FEFF}Bank  helper\u{2060}",
+            "Ba\u{0578}k helper",
+            "\u{FF22}ank helper",
+        ] {
+            let e =
+                block_on(create(&env, &snap(&env), HOST, &src(name, "x"), true, MAX)).unwrap_err();
+            match &e {
+                ScriptError::DuplicateIdentity {
+                    uuid,
+                    name: existing,
+                    ..
+                } => {
+                    assert_eq!(
+                        (uuid.as_str(), existing.as_str()),
+                        (first.as_str(), "Bank helper"),
+                        "{name:?}"
+                    );
+                }
+                other => panic!("{name:?} was not refused: {other:?}"),
+            }
+            assert!(
+                e.to_string().contains(&first) && e.to_string().contains("\"Bank helper\""),
+                "{e}"
+            );
+        }
+        assert_eq!(snap(&env).records.len(), 1);
+        // Renaming another script to a look-alike clashes too.
+        let b = block_on(create(
+            &env,
+            &snap(&env),
+            HOST,
+            &src("Other", "1"),
+            true,
+            MAX,
+        ))
+        .unwrap()
+        .record
+        .uuid;
+        assert!(matches!(
+            block_on(rewrite(&env, HOST, &b, 1, &src("B\u{0430}nk helper", "2"))),
+            Err(ScriptError::DuplicateIdentity { .. })
+        ));
+    }
+
+    #[test]
+    fn names_are_shown_clean_and_capped() {
+        let env = MemoryEnv::new();
+        let c = block_on(create(
+            &env,
+            &snap(&env),
+            HOST,
+            &src("Bank\u{200B}\u{00A0}helper", "1"),
+            true,
+            MAX,
+        ))
+        .unwrap();
+        assert_eq!(c.record.metadata.name, "Bank helper");
+        assert!(c
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("invisible")));
+        let long = "n".repeat(names::MAX_NAME_CHARS + 1);
+        let e = block_on(create(&env, &snap(&env), HOST, &src(&long, "1"), true, MAX)).unwrap_err();
+        assert!(matches!(e, ScriptError::InvalidMetadata(_)), "{e:?}");
+        assert!(e.to_string().contains("201 characters"), "{e}");
+        let ok = "n".repeat(names::MAX_NAME_CHARS);
+        assert!(block_on(create(&env, &snap(&env), HOST, &src(&ok, "1"), true, MAX)).is_ok());
     }
 }

@@ -1,0 +1,147 @@
+//! Names a person reads (`@name`, `@namespace`): what is shown, how long it may be, and when two
+//! names are the same to the eye.
+//!
+//! A name is the identity of a script in the options page and the review popup, so it must not
+//! be forgeable. Shown names lose what renders as nothing or only steers direction
+//! ([`is_invisible`]) and have every kind of space shown as one plain space ([`display`]).
+//! Uniqueness compares confusable *skeletons* ([`skeleton`], Unicode TR39: NFKC, then the UTS 39
+//! skeleton — NFD, default-ignorables removed, each character mapped to its prototype from
+//! `confusables.txt` — from the maintained `unicode-security` crate), so "Bank helper" written
+//! with a Cyrillic "а", a zero-width space, an NBSP or U+061C is the same name as the plain one.
+
+use unicode_normalization::UnicodeNormalization;
+
+/// The most characters `@name` or `@namespace` may have: long enough for any real name, short
+/// enough that the popup stays readable.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Characters that draw nothing or only reorder text: controls, Unicode's
+/// Default_Ignorable_Code_Point set (zero-width spaces and joiners, the Arabic letter mark U+061C,
+/// direction marks, embeddings, overrides and isolates, variation selectors, Hangul fillers, tags),
+/// and the Braille blank, which renders as empty space.
+pub fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{2800}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFF8}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// The name as it is shown: invisible characters removed, every run of spaces of any kind
+/// (NBSP, en/em spaces, ideographic space…) one plain space, trimmed. Returns the text and
+/// whether anything changed.
+pub fn display(value: &str) -> (String, bool) {
+    let mut out = String::with_capacity(value.len());
+    let mut space = false;
+    for c in value.chars() {
+        if is_invisible(c) {
+            continue;
+        }
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        out.push(c);
+    }
+    let changed = out != value;
+    (out, changed)
+}
+
+/// What a name looks like, for comparing two names: equal skeletons read the same.
+pub fn skeleton(value: &str) -> String {
+    let (shown, _) = display(value);
+    let nfkc: String = shown.nfkc().collect();
+    let skel: String = unicode_security::confusable_detection::skeleton(&nfkc).collect();
+    // The mapping can produce spaces and invisible marks of its own: fold them again.
+    display(&skel).0
+}
+
+/// The identity of a script for uniqueness: skeletons of `@namespace` and `@name`.
+pub fn identity(namespace: Option<&str>, name: &str) -> (String, String) {
+    (skeleton(namespace.unwrap_or("")), skeleton(name))
+}
+
+/// Why a name is too long, if it is.
+pub fn too_long(key: &str, value: &str) -> Option<String> {
+    let n = value.chars().count();
+    (n > MAX_NAME_CHARS)
+        .then(|| format!("@{key} is {n} characters long; the most is {MAX_NAME_CHARS}: shorten it"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ten ways to write "Bank helper" that look the same on screen.
+    pub const LOOK_ALIKES: [&str; 10] = [
+        "Bank helper",
+        "Bank\u{200B} helper",          // zero-width space
+        "Bank\u{00A0}helper",           // no-break space
+        "Bank \u{061C}helper",          // Arabic letter mark
+        "B\u{0430}nk helper",           // Cyrillic а
+        "Bank h\u{0435}lper",           // Cyrillic е
+        "Bank he\u{04CF}per",           // Cyrillic palochka for l
+        "\u{FEFF}Bank  helper\u{2060}", // BOM, two spaces, word joiner
+        "Ba\u{0578}k helper",           // Armenian vo for n
+        "\u{FF22}ank helper",           // fullwidth B
+    ];
+
+    #[test]
+    fn look_alikes_share_one_skeleton() {
+        let want = skeleton("Bank helper");
+        for (i, name) in LOOK_ALIKES.iter().enumerate() {
+            assert_eq!(skeleton(name), want, "look-alike #{i} {name:?}");
+        }
+        // Names that read differently stay different.
+        for other in ["Bank helpers", "Bankhelper", "Bank helper 2", "Tank helper"] {
+            assert_ne!(skeleton(other), want, "{other}");
+        }
+        assert_eq!(
+            identity(Some("ns\u{200D}"), "x"),
+            identity(Some("ns"), "x\u{FE0F}")
+        );
+        assert_ne!(identity(Some("a"), "x"), identity(Some("b"), "x"));
+    }
+
+    #[test]
+    fn display_drops_invisibles_and_folds_spaces() {
+        assert_eq!(
+            display("\u{200B} Bank\u{00A0}\u{2003}helper\u{202E}\u{061C} "),
+            ("Bank helper".to_owned(), true)
+        );
+        assert_eq!(display("Plain name"), ("Plain name".to_owned(), false));
+        assert_eq!(display("\u{200B}\u{2800}"), (String::new(), true));
+        assert_eq!(display("日本語 ✓"), ("日本語 ✓".to_owned(), false));
+    }
+
+    #[test]
+    fn long_names_are_refused_with_the_count() {
+        assert_eq!(too_long("name", &"a".repeat(MAX_NAME_CHARS)), None);
+        let msg = too_long("name", &"é".repeat(MAX_NAME_CHARS + 1)).unwrap();
+        assert!(
+            msg.contains("201 characters") && msg.contains("200"),
+            "{msg}"
+        );
+    }
+}

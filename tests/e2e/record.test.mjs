@@ -1,0 +1,169 @@
+// The user stays in charge and the record stays whole, tried as a hostile agent would over raw
+// lumo:mcp ports: revocation closes a caller's ports at once and ends "approve all from this
+// session"; refused calls cannot wipe the audit record of a real write; a request too deep or
+// too large to parse is still answered with its id; a cancelled request gets no reply.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { MCP_PORT } from "./lib/contract.mjs";
+import { until, sleep, show } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+const source = (name, body = "") =>
+  `// ==UserScript==\n// @name ${name}\n// @namespace lumo-record\n// @match https://example.com/*\n// ==/UserScript==\n${body}\n`;
+const initialize = (id) => ({
+  jsonrpc: "2.0", id, method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "record", version: "0" } },
+});
+const initialized = { jsonrpc: "2.0", method: "notifications/initialized" };
+const callMsg = (id, name, args) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } });
+
+describe("record", () => {
+  let h;
+  const panics = [];
+  const setSwitch = (name, value) => h.internal("policy.setSwitch", { name, value });
+  const reviews = async () => (await h.internal("state.get")).reviews;
+  const waitingReview = () => until(reviews, (r) => r.length > 0, 5000);
+
+  /** A raw port, initialized. */
+  async function rawReady() {
+    const p = await h.lumo("rawOpen", PROVIDER_ID, MCP_PORT);
+    assert.equal(typeof p, "number", show(p));
+    await h.lumo("rawSend", p, initialize("init"));
+    const got = await until(() => h.lumo("rawMessages", p), (m) => m.some((x) => x.id === "init"), 5000);
+    assert.ok(got.some((x) => x.id === "init" && x.result), show(got));
+    await h.lumo("rawSend", p, initialized);
+    return p;
+  }
+  const replyTo = (p, id, ms = 5000) =>
+    until(() => h.lumo("rawMessages", p), (m) => m.some((x) => x.id === id), ms).then((m) => m.find((x) => x.id === id));
+  async function send(p, msg) {
+    const r = await h.lumo("rawSend", p, msg);
+    assert.deepEqual(r, { sent: true }, show(r));
+  }
+
+  before(async () => {
+    h = await launch();
+    h.watchPanics(panics);
+    await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
+  });
+  after(async () => { await h?.close(); });
+
+  test("revocation: approve-all for a session, remove the caller -> its port closes at once; re-added, a new session is reviewed again", T, async () => {
+    await setSwitch("review", true);
+    try {
+      const p = await rawReady();
+      const other = await rawReady();
+      await send(p, callMsg("w1", "write_script", { source: source("Revoked 1") }));
+      const [review] = await waitingReview();
+      await h.internal("reviews.decide", { review: review.id, approve: true, allowSession: true });
+      assert.equal((await replyTo(p, "w1")).result?.isError, false);
+      // The allowance works: the next write of this session is not reviewed.
+      await send(p, callMsg("w2", "write_script", { source: source("Revoked 2") }));
+      assert.equal((await replyTo(p, "w2")).result?.isError, false, "allowed for this session");
+
+      const t0 = Date.now();
+      await h.internal("policy.remove", { id: HOST_ID });
+      const closed = await until(() => Promise.all([h.lumo("rawClosed", p), h.lumo("rawClosed", other)]), (c) => c.every(Boolean), 2000);
+      assert.deepEqual(closed, [true, true], "every port of the removed caller is closed right away");
+      assert.ok(Date.now() - t0 < 2000);
+      assert.deepEqual((await h.internal("state.get")).sessions, [], "the popup no longer lists it");
+      // Nothing the old port sends can reach the provider any more.
+      const late = await h.lumo("rawSend", p, callMsg("w3", "write_script", { source: source("Revoked 3") }));
+      assert.ok(late.error, `the old port is dead: ${show(late)}`);
+
+      await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
+      const fresh = await rawReady();
+      await send(fresh, callMsg("w4", "write_script", { source: source("Revoked 4") }));
+      const [again] = await waitingReview();
+      assert.equal(again.tool, "write_script", "the new session's write waits for review");
+      await h.internal("reviews.decide", { review: again.id, approve: false });
+      assert.equal((await replyTo(fresh, "w4")).result?.structuredContent?.error_code, "USER_REJECTED");
+      const audit = (await h.internal("audit.list")).entries;
+      assert.equal(audit.filter((e) => e.result === "ok").length, 2, "only the two allowed writes ran");
+
+      // Review off then on again ends every allowance, on a port that stays open.
+      await send(fresh, callMsg("w5", "write_script", { source: source("Revoked 5") }));
+      const [r5] = await waitingReview();
+      await h.internal("reviews.decide", { review: r5.id, approve: true, allowSession: true });
+      assert.equal((await replyTo(fresh, "w5")).result?.isError, false);
+      await setSwitch("review", false);
+      await setSwitch("review", true);
+      await send(fresh, callMsg("w6", "write_script", { source: source("Revoked 6") }));
+      const [r6] = await waitingReview();
+      assert.equal(r6.tool, "write_script", "reviewed again after review was switched back on");
+      await h.internal("reviews.decide", { review: r6.id, approve: false });
+      await replyTo(fresh, "w6");
+      await h.lumo("rawClose", fresh);
+    } finally {
+      await setSwitch("review", false);
+    }
+  });
+
+  test("a real write's audit entry survives 1,200 refused calls", T, async () => {
+    const p = await rawReady();
+    await send(p, callMsg("real", "write_script", { source: source("Audited write") }));
+    const made = await replyTo(p, "real");
+    assert.equal(made.result?.isError, false, show(made));
+    const uuid = made.result.structuredContent.script.uuid;
+    // 1,200 cheap refusals (invalid arguments: no rate-limit slot), sent in one go.
+    const page = await h.hostPage();
+    await page.evaluate(([p]) => {
+      for (let i = 0; i < 1200; i++) {
+        window.lumo.rawSend(p, { jsonrpc: "2.0", id: `x${i}`, method: "tools/call", params: { name: "delete_script", arguments: { uuid: `nope-${i}` } } });
+      }
+    }, [p]);
+    await until(() => h.lumo("rawMessages", p), (m) => m.some((x) => x.id === "x1199"), 90_000);
+    const entries = (await h.internal("audit.list")).entries;
+    assert.ok(entries.filter((e) => e.result === "INVALID_ARGUMENTS").length >= 900, "the refusals are audited too");
+    const mine = entries.filter((e) => e.target === uuid && e.result === "ok");
+    assert.equal(mine.length, 1, `the write's entry is still there: ${show(entries.slice(-3))}`);
+    await h.lumo("rawClose", p);
+  });
+
+  test("too deep or over 1 MiB: answered at once with the request's id", T, async () => {
+    const p = await rawReady();
+    let deep = 1;
+    for (let i = 0; i < 126; i++) deep = [deep];
+    const t0 = Date.now();
+    await send(p, callMsg("deep-1", "validate_script", { source: "x", extra: deep }));
+    const a = await replyTo(p, "deep-1", 3000);
+    assert.ok(a, `no reply carrying id "deep-1": ${show(await h.lumo("rawMessages", p))}`);
+    assert.equal(a.error?.code, -32600, show(a));
+    assert.match(a.error.message, /nested/);
+    // Over the message limit, with the id after the big part.
+    await send(p, { jsonrpc: "2.0", method: "tools/call", params: { name: "validate_script", arguments: { source: "y".repeat(1_100_000) } }, id: 77 });
+    const b = await replyTo(p, 77, 3000);
+    assert.ok(b, "no reply carrying id 77");
+    assert.equal(b.error?.code, -32600, show(b));
+    assert.match(b.error.message, /over the/);
+    assert.ok(Date.now() - t0 < 6000, "promptly");
+    // The port is still usable.
+    await send(p, { jsonrpc: "2.0", id: "after", method: "ping" });
+    assert.deepEqual((await replyTo(p, "after")).result, {});
+    await h.lumo("rawClose", p);
+  });
+
+  test("a request cancelled with notifications/cancelled gets no reply", T, async () => {
+    await setSwitch("review", true);
+    try {
+      const p = await rawReady();
+      await send(p, callMsg("c1", "write_script", { source: source("Cancelled write") }));
+      await waitingReview();
+      await send(p, { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c1", reason: "stop" } });
+      // The review is withdrawn…
+      assert.deepEqual(await until(reviews, (r) => r.length === 0, 3000), []);
+      // …and nothing answers c1, while a later request is answered.
+      await send(p, { jsonrpc: "2.0", id: "c2", method: "ping" });
+      await replyTo(p, "c2");
+      await sleep(500);
+      const msgs = await h.lumo("rawMessages", p);
+      assert.deepEqual(msgs.filter((m) => m.id === "c1"), [], `a cancelled request was answered: ${show(msgs)}`);
+      await h.lumo("rawClose", p);
+    } finally {
+      await setSwitch("review", false);
+    }
+  });
+
+  test("the provider logged no panic", () => { assert.deepEqual(panics, []); });
+});
