@@ -65,7 +65,7 @@ fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
     };
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(
-        &Journaled::new(&p.env, pending),
+        &Journaled::new(&p.env, Some(pending)),
         &snap,
         HOST,
         &script("Stopped", ""),

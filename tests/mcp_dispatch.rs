@@ -227,12 +227,28 @@ fn tools_list_follows_the_write_switch() {
     assert!(set_switch(&p, "review", true).effects.is_empty());
 }
 
+/// Writes the policy to storage directly, as devtools or another copy of the worker would.
+fn behind_the_back(
+    p: &lumo_userscripts::provider::Provider<lumo_userscripts::env::memory::MemoryEnv>,
+    policy: lumo_userscripts::policy::Policy,
+) {
+    use lumo_userscripts::env::{Area, Storage};
+    let mut m = serde_json::Map::new();
+    m.insert("policy".into(), policy.to_stored());
+    block_on(p.env.set(Area::Local, m.clone())).unwrap();
+    p.storage_changed(Area::Local, &m);
+}
+
 #[test]
 fn policy_is_rechecked_on_every_call() {
     let p = provider();
     let s = ready(&p);
     assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
-    set_switch(&p, "endpoint", false);
+    // Changed behind the provider's back (not through its pages, which would close the port at
+    // once: tests/revocation.rs): the next call still sees it.
+    let mut policy = block_on(p.policy());
+    policy.endpoint_enabled = false;
+    behind_the_back(&p, policy);
     let out = send(
         &p,
         &s,
@@ -251,11 +267,10 @@ fn policy_is_rechecked_on_every_call() {
         .unwrap()
         .contains("turned off"));
 
-    set_switch(&p, "endpoint", true);
-    block_on(lumo_userscripts::control::handle(
-        &p,
-        &json!({"op": "policy.remove", "id": HOST}),
-    ));
+    let mut policy = block_on(p.policy());
+    policy.endpoint_enabled = true;
+    policy.allowlist.clear();
+    behind_the_back(&p, policy);
     let out = send(
         &p,
         &s,

@@ -226,10 +226,12 @@ pub struct Journaled<'a, E> {
 }
 
 impl<'a, E> Journaled<'a, E> {
-    pub fn new(inner: &'a E, entry: Entry) -> Self {
+    /// `None` journals nothing (a write by the user from the extension's pages): one type for
+    /// both keeps the store's write functions instantiated once in the wasm.
+    pub fn new(inner: &'a E, entry: Option<Entry>) -> Self {
         Journaled {
             inner,
-            pending: std::cell::RefCell::new(Some(entry)),
+            pending: std::cell::RefCell::new(entry),
         }
     }
 }
@@ -387,7 +389,7 @@ mod tests {
         use crate::env::Storage;
         let env = MemoryEnv::new();
         // The script's own set carries the pending entry, naming the script it writes.
-        let j = Journaled::new(&env, entry(5));
+        let j = Journaled::new(&env, Some(entry(5)));
         let mut items = Map::new();
         items.insert("script/u1".into(), serde_json::json!({"x": 1}));
         items.insert("source/u1".into(), serde_json::json!("src"));
@@ -408,7 +410,7 @@ mod tests {
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].result, INTERRUPTED);
         // A finished write clears the slot in the same set that records it.
-        let j = Journaled::new(&env, entry(6));
+        let j = Journaled::new(&env, Some(entry(6)));
         block_on(j.set(Area::Local, items)).unwrap();
         block_on(finalize(&env, &entry(6))).unwrap();
         assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);

@@ -1,5 +1,6 @@
 //! The userscript model: metadata, match patterns, stored records and the registry diff.
 
+mod confusables;
 pub mod glob;
 pub mod match_pattern;
 pub mod metadata;

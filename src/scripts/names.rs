@@ -4,12 +4,16 @@
 //! A name is the identity of a script in the options page and the review popup, so it must not
 //! be forgeable. Shown names lose what renders as nothing or only steers direction
 //! ([`is_invisible`]) and have every kind of space shown as one plain space ([`display`]).
-//! Uniqueness compares confusable *skeletons* ([`skeleton`], Unicode TR39: NFKC, then the UTS 39
-//! skeleton — NFD, default-ignorables removed, each character mapped to its prototype from
-//! `confusables.txt` — from the maintained `unicode-security` crate), so "Bank helper" written
-//! with a Cyrillic "а", a zero-width space, an NBSP or U+061C is the same name as the plain one.
-
-use unicode_normalization::UnicodeNormalization;
+//! Uniqueness compares confusable *skeletons* ([`skeleton`], after Unicode TR39: default
+//! ignorables removed, each character replaced by its prototype from `confusables.txt`), so
+//! "Bank helper" written with a Cyrillic "а", a fullwidth "Ｂ", a zero-width space, an NBSP or
+//! U+061C is the same name as the plain one.
+//!
+//! Only the 2,269 prototypes that are ASCII are kept (`confusables.rs`, generated): the
+//! `unicode-security` crate has the whole table but cost +107 KiB gzip of wasm (232 → 339 KiB,
+//! over the 250 KiB budget), nearly all of it tables this use does not need. What the subset
+//! leaves out: look-alikes between two non-ASCII scripts (Cyrillic vs Greek), and NFD (a
+//! precomposed "é" and "e" + U+0301 stay different names).
 
 /// The most characters `@name` or `@namespace` may have: long enough for any real name, short
 /// enough that the popup stays readable.
@@ -68,13 +72,30 @@ pub fn display(value: &str) -> (String, bool) {
     (out, changed)
 }
 
-/// What a name looks like, for comparing two names: equal skeletons read the same.
+/// The ASCII look-alike of `c` from Unicode's confusables (see [`super::confusables`]).
+fn prototype(c: char) -> Option<&'static str> {
+    use super::confusables::{END, KEYS, PROTOS};
+    let i = KEYS.binary_search(&u32::from(c)).ok()?;
+    let start = match i.checked_sub(1) {
+        Some(prev) => usize::from(*END.get(prev)?),
+        None => 0,
+    };
+    PROTOS.get(start..usize::from(*END.get(i)?))
+}
+
+/// What a name looks like, for comparing two names: equal skeletons read the same. The TR39
+/// skeleton restricted to ASCII prototypes: invisible characters removed, spaces folded, every
+/// character that Unicode lists as confusable with ASCII replaced by that ASCII.
 pub fn skeleton(value: &str) -> String {
     let (shown, _) = display(value);
-    let nfkc: String = shown.nfkc().collect();
-    let skel: String = unicode_security::confusable_detection::skeleton(&nfkc).collect();
-    // The mapping can produce spaces and invisible marks of its own: fold them again.
-    display(&skel).0
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
+        match prototype(c) {
+            Some(p) => out.push_str(p),
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 /// The identity of a script for uniqueness: skeletons of `@namespace` and `@name`.
@@ -142,6 +163,26 @@ mod tests {
         assert!(
             msg.contains("201 characters") && msg.contains("200"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_generated_table_is_sorted_and_whole() {
+        use crate::scripts::confusables::{END, KEYS, PROTOS};
+        assert!(
+            KEYS.windows(2).all(|w| w[0] < w[1]),
+            "binary search needs sorted keys"
+        );
+        assert!(END.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(END.last().map(|e| usize::from(*e)), Some(PROTOS.len()));
+        assert!(PROTOS.is_ascii());
+        assert_eq!(prototype('\u{0430}'), Some("a"));
+        assert_eq!(prototype('\u{FF22}'), Some("B"));
+        assert_eq!(prototype('m'), Some("rn"));
+        assert_eq!(prototype('a'), None);
+        assert_eq!(
+            prototype(char::from_u32(KEYS[0]).unwrap()).map(str::len),
+            Some(usize::from(END[0]))
         );
     }
 }

@@ -6,7 +6,7 @@ use super::catalog::{
 };
 use super::result::{success, ErrorCode, ToolError};
 use super::{status, CallCtx, Executed};
-use crate::env::{Clock, Env, Ids, Storage};
+use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
 use crate::guard::review::{line_diff, ReviewRequest, REVIEW_TIMEOUT_MS};
 use crate::ids::ExtensionId;
@@ -611,13 +611,8 @@ pub(crate) async fn run_write<E: Env>(
         },
         (_, _, Ok(snap)) => {
             p.registry_write_begins().await;
-            let done = match &journal {
-                Some(j) => {
-                    let env = Journaled::new(&p.env, j.clone());
-                    write_locked(p, &env, actor, args, &snap).await
-                }
-                None => write_locked(p, &p.env, actor, args, &snap).await,
-            };
+            let env = Journaled::new(&p.env, journal.clone());
+            let done = write_locked(p, &env, actor, args, &snap).await;
             p.registry_write_ends().await;
             done
         }
@@ -633,9 +628,9 @@ pub(crate) async fn run_write<E: Env>(
     done
 }
 
-async fn write_locked<E: Env, S: Storage + Clock + Ids>(
+async fn write_locked<E: Env>(
     p: &Provider<E>,
-    env: &S,
+    env: &Journaled<'_, E>,
     actor: &str,
     args: WriteArgs,
     snap: &ScriptSnapshot,

@@ -1,7 +1,8 @@
 // The user stays in charge and the record stays whole, tried as a hostile agent would over raw
 // lumo:mcp ports: revocation closes a caller's ports at once and ends "approve all from this
 // session"; refused calls cannot wipe the audit record of a real write; a request too deep or
-// too large to parse is still answered with its id; a cancelled request gets no reply.
+// too large to parse is still answered with its id; a cancelled request gets no reply; names
+// that look the same are one identity.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
@@ -25,8 +26,15 @@ describe("record", () => {
   const reviews = async () => (await h.internal("state.get")).reviews;
   const waitingReview = () => until(reviews, (r) => r.length > 0, 5000);
 
+  /** The host on the allowlist (a failed test may have left it removed). */
+  async function approved() {
+    const { policy } = await h.internal("state.get");
+    if (!policy.allowlist.some((e) => e.id === HOST_ID)) await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
+  }
+
   /** A raw port, initialized. */
   async function rawReady() {
+    await approved();
     const p = await h.lumo("rawOpen", PROVIDER_ID, MCP_PORT);
     assert.equal(typeof p, "number", show(p));
     await h.lumo("rawSend", p, initialize("init"));
@@ -163,6 +171,47 @@ describe("record", () => {
     } finally {
       await setSwitch("review", false);
     }
+  });
+
+  test("ten look-alike \"Bank helper\" scripts: one is stored, the others are CONFLICT naming it; a 150 KB @name is refused; the pages render", T, async () => {
+    const p = await rawReady();
+    const looks = [
+      "Bank helper", "Bank\u200B helper", "Bank\u00A0helper", "Bank \u061Chelper", "B\u0430nk helper",
+      "Bank h\u0435lper", "Bank he\u04CFper", "\uFEFFBank  helper\u2060", "Ba\u0578k helper", "\uFF22ank helper",
+    ];
+    const results = [];
+    for (const [i, name] of looks.entries()) {
+      await send(p, callMsg(`n${i}`, "write_script", { source: source(name) }));
+      results.push((await replyTo(p, `n${i}`)).result);
+    }
+    assert.equal(results[0].isError, false, show(results[0]));
+    const uuid = results[0].structuredContent.script.uuid;
+    results.slice(1).forEach((r, i) => {
+      assert.equal(r.structuredContent?.error_code, "CONFLICT", `look-alike #${i + 1}: ${show(r)}`);
+      assert.equal(r.structuredContent.details?.existingUuid, uuid);
+      assert.match(r.content[0].text, /"Bank helper"/);
+    });
+    await send(p, callMsg("long", "write_script", { source: source("N".repeat(150_000)) }));
+    const long = (await replyTo(p, "long")).result;
+    assert.equal(long.structuredContent?.error_code, "INVALID_METADATA", show(long));
+    assert.match(long.content[0].text, /150000 characters long; the most is 200/);
+    const listed = (await h.internal("scripts.list")).scripts.filter((x) => /Bank|helper/.test(x.name));
+    assert.deepEqual(listed.map((x) => x.name), ["Bank helper"]);
+    // The pages show it once, at a sane width.
+    const page = await h.context.newPage();
+    await page.setViewportSize({ width: 380, height: 600 });
+    await page.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await page.waitForFunction(() => document.getElementById("audit")?.childElementCount > 0);
+    const options = await h.context.newPage();
+    await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    await options.getByText("Bank helper", { exact: true }).first().waitFor({ timeout: 5000 });
+    assert.equal(await options.getByText(/Bank.helper/).count(), 1, "one Bank helper in the options page");
+    for (const pg of [page, options]) {
+      const width = await pg.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width < 2000, `page width ${width}`);
+      await pg.close();
+    }
+    await h.lumo("rawClose", p);
   });
 
   test("the provider logged no panic", () => { assert.deepEqual(panics, []); });
