@@ -302,7 +302,12 @@ describe("mcp: approved caller", () => {
       await m.list(s);
       await h.internal("policy.setSwitch", { name: "endpoint", value: false });
       try {
-        check("status with the endpoint off", await m.call(s, "status"), "UNAUTHORIZED");
+        // Revocation closes the port at once; the SDK's reconnect for the next call is refused
+        // with the reason.
+        const i = await until(() => m.info(s), (x) => !x.connected, 2000);
+        if (i.connected) problems.push("endpoint off: the port stayed open");
+        const r = await m.call(s, "status");
+        if (r.error?.code !== UNAUTHORIZED || !/turned off/i.test(r.error.message)) problems.push(`status with the endpoint off: ${show(r)}`);
       } finally {
         await h.internal("policy.setSwitch", { name: "endpoint", value: true });
       }
@@ -463,7 +468,7 @@ describe("mcp: approved caller", () => {
     assert.deepEqual(failures, []);
   });
 
-  test("5. policy flipped mid-session: the next call is UNAUTHORIZED and the caller's ports close", T, async () => {
+  test("5. policy flipped mid-session: every port of the caller closes at once, and reconnecting is refused with the reason", T, async () => {
     await m.noHostSessions();
     // No listTools on these sessions: the SDK then returns the result as sent (see 1b for the other path).
     const s = await m.connect();
@@ -475,11 +480,9 @@ describe("mcp: approved caller", () => {
       // Endpoint switched off.
       await h.internal("policy.setSwitch", { name: "endpoint", value: false });
       try {
-        const r = await m.call(s, "status");
-        assertToolError(r, "UNAUTHORIZED", /turned off/i);
-        assert.equal(r.structuredContent.status, 403);
+        // No call needed: the switch itself closes the caller's ports.
         const i = await until(() => m.info(s), (x) => !x.connected, 2000);
-        assert.equal(i.connected, false, `the port of the refused call closed: ${show(i)}`);
+        assert.equal(i.connected, false, `the port closed when the endpoint went off: ${show(i)}`);
         assert.equal(typeof i.lastCloseReason, "string");
         const io = await until(() => m.info(other), (x) => !x.connected, 2000);
         assert.equal(io.connected, false, `the caller's other port closed too: ${show(io)}`);
@@ -498,11 +501,12 @@ describe("mcp: approved caller", () => {
       // Caller removed from the allowlist.
       await h.internal("policy.remove", { id: HOST_ID });
       try {
-        const r = await m.call(s, "status");
-        assertToolError(r, "UNAUTHORIZED", /allowlist/i);
         const i = await until(() => m.info(s), (x) => !x.connected, 2000);
-        assert.equal(i.connected, false, `the port closed after removal: ${show(i)}`);
+        assert.equal(i.connected, false, `the port closed at the removal: ${show(i)}`);
         assert.deepEqual(await until(m.hostSessions, (l) => l.length === 0, 2000), []);
+        const r = await m.call(s, "status");
+        assert.equal(r.error?.code, UNAUTHORIZED, `reconnect after the removal: ${show(r)}`);
+        assert.match(r.error.message, /allowlist/i);
       } finally {
         await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
       }
