@@ -26,4 +26,5 @@ fuzz_target!(|data: &[u8]| {
         at: 0.0, tool: "t".into(), caller: "c".into(), result: "ok".into(), target: None, digest: String::new(),
     }));
     block_on(p.resume_interrupted_reviews());
+    block_on(p.recover_interrupted_write());
 });
