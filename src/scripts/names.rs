@@ -54,8 +54,21 @@ pub fn is_invisible(c: char) -> bool {
 pub fn display(value: &str) -> (String, bool) {
     let mut out = String::with_capacity(value.len());
     let mut space = false;
-    for c in value.chars() {
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
         if is_invisible(c) {
+            // Zero-width (non-)joiners shape emoji sequences and Indic or Arabic text: kept
+            // between two visible non-ASCII characters, where they do that job, and nowhere
+            // else. Identity ignores them either way (see [`skeleton`]).
+            let joins = matches!(c, '\u{200C}' | '\u{200D}')
+                && !space
+                && out.chars().next_back().is_some_and(|p| !p.is_ascii())
+                && chars
+                    .peek()
+                    .is_some_and(|n| !n.is_ascii() && !is_invisible(*n) && !n.is_whitespace());
+            if joins {
+                out.push(c);
+            }
             continue;
         }
         if c.is_whitespace() {
@@ -89,7 +102,7 @@ fn prototype(c: char) -> Option<&'static str> {
 pub fn skeleton(value: &str) -> String {
     let (shown, _) = display(value);
     let mut out = String::with_capacity(shown.len());
-    for c in shown.chars() {
+    for c in shown.chars().filter(|c| !is_invisible(*c)) {
         match prototype(c) {
             Some(p) => out.push_str(p),
             None => out.push(c),
@@ -154,6 +167,13 @@ mod tests {
         assert_eq!(display("Plain name"), ("Plain name".to_owned(), false));
         assert_eq!(display("\u{200B}\u{2800}"), (String::new(), true));
         assert_eq!(display("日本語 ✓"), ("日本語 ✓".to_owned(), false));
+        // Joiners stay where they join (an emoji family, Devanagari), go elsewhere.
+        let family = "🎉👩\u{200D}👩\u{200D}👧";
+        assert_eq!(display(family), (family.to_owned(), false));
+        assert_eq!(display("क्\u{200D}ष"), ("क्\u{200D}ष".to_owned(), false));
+        assert_eq!(display("Bank\u{200D}helper").0, "Bankhelper");
+        assert_eq!(display("👩\u{200D} x").0, "👩 x");
+        assert_eq!(skeleton(family), skeleton("🎉👩👩👧"));
     }
 
     #[test]
