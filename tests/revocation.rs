@@ -132,3 +132,19 @@ fn turning_review_on_ends_every_allowance() {
     );
     assert!(p.session(s.id).is_some(), "the port itself stays open");
 }
+
+#[test]
+fn a_port_still_authorizing_is_left_to_its_own_refusal() {
+    let p = provider();
+    let stranger = lumo_userscripts::ids::ExtensionId::parse(&"b".repeat(32)).unwrap();
+    let s = p.open_session(stranger.clone());
+    // The user changes the policy while the stranger's authorization runs: its port is not cut
+    // off without a word; its own check refuses it with the reason.
+    assert!(closed(&set_switch(&p, "writes", false).effects).is_empty());
+    assert!(p.session(s.id).is_some());
+    let policy = block_on(p.policy());
+    assert!(matches!(
+        s.authorize(policy.access(Some(&stranger))),
+        lumo_userscripts::session::Authorized::Refuse { .. }
+    ));
+}

@@ -38,13 +38,15 @@ impl<E: Env> Provider<E> {
     /// Revocation: closes at once, in the core, every session whose caller `policy` no longer
     /// grants (removed, denied, endpoint off) — its waiting reviews are cancelled and its "allow
     /// for this session" ends with it — and returns their ids for the shell to disconnect.
-    /// Refused ports are left to finish answering: they were never authorized.
+    /// Only authorized (open) sessions are closed: a refused port is left to finish answering,
+    /// and one still authorizing gets its refusal, with the reason, from its own check (any
+    /// call it makes is checked again anyway).
     pub fn revoke(&self, policy: &Policy) -> Vec<u64> {
         let ids: Vec<u64> = self
             .sessions
             .borrow()
             .values()
-            .filter(|s| !s.is_refused() && policy.access(Some(&s.caller)) != Access::Granted)
+            .filter(|s| s.phase().is_some() && policy.access(Some(&s.caller)) != Access::Granted)
             .map(|s| s.id)
             .collect();
         for id in &ids {
