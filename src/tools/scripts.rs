@@ -597,6 +597,11 @@ pub(crate) async fn run_write<E: Env>(
 ) -> Executed {
     let _guard = p.write_lock().await;
     let named = args.target().map(str::to_owned);
+    // The pending entry names its script even when the first set writes no record (a delete).
+    let journal = journal.map(|j| Entry {
+        target: j.target.or_else(|| named.clone()),
+        ..j
+    });
     let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
         (Some(_), Err(e), _) => Executed {
             result: Err(ToolError::new(
