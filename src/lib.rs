@@ -10,6 +10,7 @@
 //! No function in the core may panic on any input: a wasm panic traps the module and kills the
 //! provider for every caller.
 
+pub mod badge;
 pub mod control;
 pub mod env;
 pub mod guard;
