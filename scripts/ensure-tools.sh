@@ -25,6 +25,16 @@ if [ "$have" != "$want" ]; then
   cargo install wasm-bindgen-cli --version "$want" >&2
 fi
 
+# wasm-pack builds the module (scripts/build.sh). It checks crates.io for a newer version of itself
+# unless its stamp file (next to the binary) is younger than 24 h; keeping the stamp fresh keeps
+# every build off the network.
+wp_want=0.15.1
+if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$wp_want" ]; then
+  log "installing wasm-pack $wp_want; this takes ~8 minutes once per machine"
+  cargo install wasm-pack --version "$wp_want" --locked >&2 || cargo install wasm-pack --version "$wp_want" >&2
+fi
+printf 'created %s\nversion %s' "$(date -Iseconds)" "$wp_want" >"$(dirname "$(command -v wasm-pack)")/wasm-pack.stamp"
+
 # npm dependencies (wasm-opt from binaryen, esbuild; the MCP SDK and playwright-core for tests).
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "installing npm dependencies"
