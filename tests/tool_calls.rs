@@ -472,3 +472,38 @@ fn access_withdrawn_during_review_wins_over_the_approval() {
     assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");
     assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
 }
+
+#[test]
+fn a_replace_all_bomb_is_refused_before_building_with_review_on_or_off() {
+    let p = provider();
+    let s = ready(&p);
+    const MAX: usize = 256 * 1024;
+    // A script whose body is one long line of `a`, as large as allowed.
+    let header = script("Bomb", "");
+    let source = format!("{header}{}", "a".repeat(MAX - header.len()));
+    let r = call(&p, &s, "write_script", json!({ "source": source }));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let uuid = r["structuredContent"]["script"]["uuid"].clone();
+    // Each `a` replaced by just under 256 KiB (the edits' own limit): ~64 GiB if built.
+    let edits = json!([{"search": "a", "replace": "b".repeat(MAX - 1), "all": true}]);
+    for review in [false, true] {
+        set_switch(&p, "review", review);
+        let started = std::time::Instant::now();
+        // With review on, the preview runs the same code first; it must fail before asking.
+        let r = call(
+            &p,
+            &s,
+            "patch_script",
+            json!({"uuid": uuid, "revision": 1, "edits": edits}),
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(error_code(&r), Some("PAYLOAD_TOO_LARGE"), "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("edit 1") && text.contains("limit"), "{text}");
+        assert!(p.pending_reviews().is_empty());
+    }
+    // Nothing changed and the provider still answers.
+    let got = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(got["structuredContent"]["script"]["revision"], json!(1));
+    assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
+}

@@ -41,6 +41,14 @@ pub enum ScriptError {
     },
     TooMany,
     PatchFailed(String),
+    /// Edit `edit` (1-based) would make the source `size` bytes (`None`: more than a `usize`
+    /// holds) by replacing `occurrences` matches; refused before it was built.
+    PatchTooLarge {
+        edit: usize,
+        occurrences: usize,
+        size: Option<usize>,
+        max: usize,
+    },
     Storage(String),
 }
 
@@ -68,6 +76,11 @@ impl fmt::Display for ScriptError {
             ScriptError::TooLarge { size, max } => write!(f, "the source is {size} bytes, over the {max}-byte limit"),
             ScriptError::TooMany => write!(f, "{MAX_SCRIPTS} scripts are stored, the most this provider keeps; delete some first"),
             ScriptError::PatchFailed(why) => write!(f, "patch not applied, nothing changed: {why}"),
+            ScriptError::PatchTooLarge { edit, occurrences, size, max } => write!(
+                f,
+                "patch not applied, nothing changed: edit {edit} replaces {occurrences} occurrence(s) and would make the source {} bytes, over the {max}-byte limit",
+                size.map_or_else(|| format!("more than {}", usize::MAX), |s| s.to_string())
+            ),
             ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
         }
     }
@@ -487,32 +500,51 @@ pub struct Edit {
 }
 
 /// Applies edits in order; any edit that does not apply exactly leaves the source untouched.
-pub fn apply_edits(source: &str, edits: &[Edit]) -> Result<String, ScriptError> {
+///
+/// The work is bounded before it is done: for each edit the occurrences are counted (no
+/// allocation) and the size of the result computed with checked arithmetic, and an edit whose
+/// result would be over `max_bytes` is refused before anything is built. A replace-all of a
+/// one-byte search by a long text would otherwise build gigabytes and trap the module.
+pub fn apply_edits(source: &str, edits: &[Edit], max_bytes: usize) -> Result<String, ScriptError> {
     let mut out = source.to_owned();
     for (i, e) in edits.iter().enumerate() {
+        let edit = i.saturating_add(1);
         if e.search.is_empty() {
             return Err(ScriptError::PatchFailed(format!(
-                "edit {}: search text is empty",
-                i + 1
+                "edit {edit}: search text is empty"
             )));
         }
         let count = out.matches(e.search.as_str()).count();
         match (count, e.all) {
             (0, _) => {
                 return Err(ScriptError::PatchFailed(format!(
-                    "edit {}: search text {:?} not found",
-                    i + 1,
+                    "edit {edit}: search text {:?} not found",
                     crate::text::ellipsize(&e.search, 60)
                 )))
             }
-            (1, _) | (_, true) => out = out.replace(e.search.as_str(), &e.replace),
+            (1, _) | (_, true) => {}
             (n, false) => {
                 return Err(ScriptError::PatchFailed(format!(
-                    "edit {}: search text occurs {n} times; make it unique or set all: true",
-                    i + 1
+                    "edit {edit}: search text occurs {n} times; make it unique or set all: true"
                 )))
             }
         }
+        let size = count
+            .checked_mul(e.search.len())
+            .and_then(|removed| out.len().checked_sub(removed))
+            .and_then(|kept| kept.checked_add(count.checked_mul(e.replace.len())?));
+        match size {
+            Some(size) if size <= max_bytes => {}
+            _ => {
+                return Err(ScriptError::PatchTooLarge {
+                    edit,
+                    occurrences: count,
+                    size,
+                    max: max_bytes,
+                })
+            }
+        }
+        out = out.replace(e.search.as_str(), &e.replace);
     }
     Ok(out)
 }
@@ -528,18 +560,7 @@ pub async fn patch<E: Storage + Clock>(
 ) -> Result<Change, ScriptError> {
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, Some(expected))?;
-    // Bound the work before doing it: each edit can at most grow the text by its replacement
-    // times the occurrences, so check the result's size right after each step instead.
-    let mut text = source;
-    for e in edits {
-        text = apply_edits(&text, std::slice::from_ref(e))?;
-        if text.len() > max_bytes {
-            return Err(ScriptError::TooLarge {
-                size: text.len(),
-                max: max_bytes,
-            });
-        }
-    }
+    let text = apply_edits(&source, edits, max_bytes)?;
     replace(env, snap, actor, uuid, expected, &text, None, max_bytes).await
 }
 
@@ -813,7 +834,146 @@ mod tests {
             MAX,
         ))
         .unwrap_err();
-        assert!(matches!(e, ScriptError::TooLarge { .. }));
+        assert!(
+            matches!(e, ScriptError::PatchTooLarge { edit: 1, .. }),
+            "{e:?}"
+        );
+    }
+
+    fn edit(search: &str, replace: &str, all: bool) -> Edit {
+        Edit {
+            search: search.into(),
+            replace: replace.into(),
+            all,
+        }
+    }
+
+    #[test]
+    fn a_replace_all_bomb_is_refused_before_it_is_built() {
+        // 256 KiB of `a`, each replaced by 256 KiB: 64 GiB if built. Refused from the count.
+        let source = "a".repeat(MAX);
+        let bomb = edit("a", &"b".repeat(MAX), true);
+        let started = std::time::Instant::now();
+        let e = apply_edits(&source, &[bomb], MAX).unwrap_err();
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(500),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            e,
+            ScriptError::PatchTooLarge {
+                edit: 1,
+                occurrences: MAX,
+                size: MAX.checked_mul(MAX),
+                max: MAX
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("edit 1") && msg.contains("262144-byte limit"),
+            "{msg}"
+        );
+        // Just over the limit: the size is reported exactly.
+        let e = apply_edits("aa", &[edit("a", "bb", true)], 3).unwrap_err();
+        assert!(
+            matches!(e, ScriptError::PatchTooLarge { size: Some(4), .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn patch_size_is_checked_per_edit_at_the_exact_limit() {
+        // Growing to exactly the limit is fine; one byte more is not.
+        assert_eq!(
+            apply_edits("ab", &[edit("b", "bcd", false)], 4).unwrap(),
+            "abcd"
+        );
+        assert!(matches!(
+            apply_edits("ab", &[edit("b", "bcde", false)], 4),
+            Err(ScriptError::PatchTooLarge {
+                edit: 1,
+                size: Some(5),
+                ..
+            })
+        ));
+        // An intermediate result over the limit is refused even if a later edit shrinks it.
+        assert!(matches!(
+            apply_edits(
+                "ab",
+                &[edit("b", "bcdef", false), edit("cdef", "", false)],
+                4
+            ),
+            Err(ScriptError::PatchTooLarge { edit: 1, .. })
+        ));
+        // Shrinking edits are never refused by the bound.
+        assert_eq!(apply_edits("aaaa", &[edit("a", "", true)], 4).unwrap(), "");
+    }
+
+    #[test]
+    fn patch_errors_name_the_edit_that_failed() {
+        let e = apply_edits(
+            "one two",
+            &[edit("one", "1", false), edit("three", "3", false)],
+            MAX,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("edit 2:"), "{e}");
+        let e = apply_edits(
+            "x x y",
+            &[
+                edit("y", "z", false),
+                edit("q", "r", true),
+                edit("x", "w", false),
+            ],
+            MAX,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("edit 2:"), "{e}");
+        let e =
+            apply_edits("x x", &[edit("nope", "", true), edit("x", "w", false)], MAX).unwrap_err();
+        assert!(e.to_string().contains("edit 1:"), "{e}");
+        // And through patch, which applies them one by one against storage.
+        let env = MemoryEnv::new();
+        let uuid = block_on(create(
+            &env,
+            &snap(&env),
+            HOST,
+            &src("A", "let a = 1;"),
+            true,
+            MAX,
+        ))
+        .unwrap()
+        .record
+        .uuid;
+        let e = block_on(patch(
+            &env,
+            &snap(&env),
+            HOST,
+            &uuid,
+            1,
+            &[edit("let", "const", false), edit("b = 2", "", false)],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("edit 2:"), "{e}");
+        let e = block_on(patch(
+            &env,
+            &snap(&env),
+            HOST,
+            &uuid,
+            1,
+            &[
+                edit("let", "const", false),
+                edit("1", &"9".repeat(MAX), false),
+            ],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(e, ScriptError::PatchTooLarge { edit: 2, .. }),
+            "{e:?}"
+        );
     }
 
     #[test]

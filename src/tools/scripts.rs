@@ -380,7 +380,9 @@ pub(crate) fn script_error(e: ScriptError) -> ToolError {
             ErrorCode::Conflict
         }
         ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
-        ScriptError::TooLarge { .. } | ScriptError::TooMany => ErrorCode::PayloadTooLarge,
+        ScriptError::TooLarge { .. } | ScriptError::PatchTooLarge { .. } | ScriptError::TooMany => {
+            ErrorCode::PayloadTooLarge
+        }
         ScriptError::PatchFailed(_) => ErrorCode::InvalidArguments,
         ScriptError::Storage(_) => ErrorCode::StorageError,
     };
@@ -761,7 +763,7 @@ pub(super) async fn review_request<E: Env>(
             Some((r, old)),
         ) => {
             check(*revision)?;
-            let new = store::apply_edits(old, edits).map_err(script_error)?;
+            let new = store::apply_edits(old, edits, MAX_SOURCE_BYTES).map_err(script_error)?;
             name_of(&new)?;
             (
                 format!("Edit the script \"{}\"", r.metadata.name),
