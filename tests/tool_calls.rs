@@ -222,6 +222,16 @@ fn rate_limit_boundary_is_exact_and_refusals_do_not_count() {
         r["structuredContent"]["details"]["retryAfterSeconds"],
         json!(1.0)
     );
+    // The text states the limit the limiter enforces (its constants), and when to retry.
+    use lumo_userscripts::guard::rate_limit::{MAX_WRITES, WINDOW_MS};
+    let text = r["structuredContent"]["message"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "at most {MAX_WRITES} writes per {} seconds; retry in 1 s",
+            WINDOW_MS / 1000.0
+        )),
+        "{text}"
+    );
     // Invalid arguments are refused before the rate limit and cost nothing either way.
     assert_eq!(
         error_code(&call(&p, &s, "delete_script", json!({"uuid": 1}))),

@@ -127,11 +127,15 @@ pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
     Ok(decode_index(got.get(INDEX_KEY)))
 }
 
-/// Whether a stored index is whole: `{uuids: [uuid, …]}` and nothing else in the list.
+/// Whether a stored index is whole: `{uuids: [uuid, …]}`, each uuid once, nothing else in the
+/// list. A repeated uuid would list (and register) one script twice.
 fn index_is_whole(v: &Value) -> bool {
+    let mut seen = std::collections::BTreeSet::new();
     v.get("uuids").and_then(Value::as_array).is_some_and(|a| {
-        a.iter()
-            .all(|u| u.as_str().is_some_and(super::record::is_uuid))
+        a.iter().all(|u| {
+            u.as_str()
+                .is_some_and(|u| super::record::is_uuid(u) && seen.insert(u))
+        })
     })
 }
 
@@ -139,18 +143,19 @@ fn index_is_whole(v: &Value) -> bool {
 /// uuids are recovered from the records themselves, oldest first.
 async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>, ScriptError> {
     // What the damaged index still names, in its order…
+    // (each once, at its first place: `Vec::dedup` would drop only adjacent repeats).
+    let mut seen = std::collections::BTreeSet::new();
     let mut index: Vec<String> = damaged
         .get("uuids")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
-                .filter(|u| super::record::is_uuid(u))
+                .filter(|u| super::record::is_uuid(u) && seen.insert(*u))
                 .map(str::to_owned)
                 .collect()
         })
         .unwrap_or_default();
-    index.dedup();
     // …then every stored record it lost, oldest first.
     let all = s.get_all(Area::Local).await.map_err(storage_err)?;
     let mut found: Vec<(f64, String)> = all
@@ -1011,11 +1016,25 @@ mod tests {
             .unwrap()
             .record
             .uuid;
-        for garbage in [
-            json!("garbage"),
-            json!({"uuids": 5}),
-            json!({"uuids": [a.clone(), 7]}),
-            json!(null),
+        let ab = vec![a.clone(), b.clone()];
+        for (garbage, expected) in [
+            (json!("garbage"), ab.clone()),
+            (json!({"uuids": 5}), ab.clone()),
+            (json!({"uuids": [a.clone(), 7]}), ab.clone()),
+            (json!(null), ab.clone()),
+            // Repeats, adjacent or not, are kept once at their first place.
+            (
+                json!({"uuids": [a.clone(), b.clone(), a.clone()]}),
+                ab.clone(),
+            ),
+            (
+                json!({"uuids": [a.clone(), 7, b.clone(), a.clone(), b.clone()]}),
+                ab.clone(),
+            ),
+            (
+                json!({"uuids": [b.clone(), a.clone(), b.clone()]}),
+                vec![b.clone(), a.clone()],
+            ),
         ] {
             env.areas
                 .borrow_mut()
@@ -1023,7 +1042,7 @@ mod tests {
                 .unwrap()
                 .insert(INDEX_KEY.into(), garbage.clone());
             let s = snap(&env);
-            assert_eq!(s.index, vec![a.clone(), b.clone()], "{garbage}");
+            assert_eq!(s.index, expected, "{garbage}");
             assert_eq!(s.records.len(), 2);
             assert_eq!(s.problems[0].uuid, INDEX_KEY);
             // The next write saves the rebuilt index, with nobody lost.
