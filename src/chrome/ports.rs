@@ -5,7 +5,7 @@
 use super::api::{self, Port};
 use super::{json, provider, string_prop};
 use crate::mcp::server::Outcome;
-use crate::session::{self, Authorized, Step};
+use crate::session::{self, Authorized, Buffered, Step};
 use js_sys::Function;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -69,10 +69,9 @@ pub fn on_connect_external(port: Port) {
         match session.authorize(policy.access(Some(&caller))) {
             Authorized::Flush(items) => {
                 for item in items {
-                    match session::buffered_item(item) {
-                        Step::Dispatch(v) => dispatch(id, v),
-                        Step::Reply(r) => post(id, &r),
-                        _ => {}
+                    match item {
+                        Buffered::Message(v) => dispatch(id, v),
+                        Buffered::Reply(r) => post(id, &r),
                     }
                 }
             }
