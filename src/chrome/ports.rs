@@ -126,15 +126,16 @@ fn dispatch(id: u64, msg: Value) {
     });
 }
 
-/// Posts to an open port; a port that closed meanwhile is skipped silently.
+/// Posts to an open port; a port that closed meanwhile is skipped silently. The `Port` is
+/// cloned out of the table before the call: no borrow is held across `postMessage`, so a
+/// listener it may run (a disconnect that removes the port) cannot hit a borrowed table.
 pub fn post(id: u64, msg: &Value) {
-    let js = json::to_js(msg);
-    PORTS.with(|ports| {
-        if let Some(open) = ports.borrow().get(&id) {
-            // Chrome throws when the other side is already gone; that is not our error.
-            let _ = open.port.post_message(&js);
-        }
-    });
+    let Some(port) = PORTS.with(|ports| ports.borrow().get(&id).map(|open| open.port.clone()))
+    else {
+        return;
+    };
+    // Chrome throws when the other side is already gone; that is not our error.
+    let _ = port.post_message(&json::to_js(msg));
 }
 
 /// Closes a port from our side.
