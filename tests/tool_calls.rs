@@ -14,6 +14,15 @@ use lumo_userscripts::provider::Provider;
 use lumo_userscripts::session::Session;
 use serde_json::{json, Value};
 use std::future::Future;
+
+/// Lowercase hex sha256, computed here (not with the provider's helper) to check its digests.
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -413,7 +422,33 @@ fn audit_digest_is_of_the_arguments_and_source_never_stored_elsewhere() {
     assert_eq!(log.len(), 2);
     assert!(log
         .iter()
-        .all(|e| e.digest.len() == 64 && e.target.as_deref() == Some(uuid.as_str())));
+        .all(|e| e.target.as_deref() == Some(uuid.as_str())));
+    // Each digest is the sha256 of the call's own arguments, as JSON text with sorted keys.
+    let created_args = format!(
+        "{{\"source\":{}}}",
+        serde_json::to_string(&script("Marked", &format!("console.log('{marker}');"))).unwrap()
+    );
+    let patch_args = format!(
+        "{{\"edits\":[{{\"replace\":\"{marker}-2\",\"search\":\"{marker}\"}}],\"revision\":1,\"uuid\":\"{uuid}\"}}"
+    );
+    // (The log reads newest first.)
+    assert_eq!(log[1].digest, sha256_hex(&created_args));
+    assert_eq!(log[0].digest, sha256_hex(&patch_args));
+    // Key order does not matter; any value does.
+    let refused = |args: &str| {
+        let msg = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"name\":\"delete_script\",\"arguments\":{args}}}}}"
+        );
+        let v: Value = serde_json::from_str(&msg).unwrap();
+        reply(send(&p, &s, v));
+        audit_log(&p)[0].digest.clone()
+    };
+    let a = refused(r#"{"uuid": "nope", "revision": 1}"#);
+    let b = refused(r#"{"revision": 1, "uuid": "nope"}"#);
+    let c = refused(r#"{"revision": 2, "uuid": "nope"}"#);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a, sha256_hex(r#"{"revision":1,"uuid":"nope"}"#));
     for area in [Area::Local, Area::Session] {
         for (k, v) in p.env.dump(area) {
             if k == format!("source/{uuid}") {
