@@ -15,7 +15,7 @@ use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc::{self, Inbound};
 use crate::policy::Access;
 use serde_json::Value;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 pub const MCP_PORT_NAME: &str = "lumo:mcp";
 /// Bounds on what a caller can make us hold before it is authorized.
@@ -125,8 +125,6 @@ pub struct Session {
     pub caller: ExtensionId,
     pub opened_at: f64,
     state: RefCell<State>,
-    /// Requests refused before they ran; exposed for diagnostics and tests.
-    refused: Cell<usize>,
 }
 
 impl Session {
@@ -139,7 +137,6 @@ impl Session {
                 buffer: Vec::new(),
                 bytes: 0,
             }),
-            refused: Cell::new(0),
         }
     }
 
@@ -171,7 +168,6 @@ impl Session {
             State::Refused { reason, answered } => match parsed.as_ref().map(jsonrpc::classify) {
                 Ok(Inbound::Request { id, .. }) => {
                     let reply = jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, reason);
-                    self.refused.set(self.refused.get() + 1);
                     if std::mem::replace(answered, true) {
                         Step::Reply(reply)
                     } else {
@@ -224,7 +220,6 @@ impl Session {
             };
             if let Inbound::Request { id, .. } = jsonrpc::classify(msg) {
                 replies.push(jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, &reason));
-                self.refused.set(self.refused.get() + 1);
             }
         }
         *state = State::Refused {
@@ -264,10 +259,6 @@ impl Session {
 
     pub fn is_closed(&self) -> bool {
         matches!(&*self.state.borrow(), State::Closed)
-    }
-
-    pub fn refused_count(&self) -> usize {
-        self.refused.get()
     }
 }
 

@@ -130,8 +130,12 @@ fn dispatch(id: u64, msg: Value) {
 /// cloned out of the table before the call: no borrow is held across `postMessage`, so a
 /// listener it may run (a disconnect that removes the port) cannot hit a borrowed table.
 pub fn post(id: u64, msg: &Value) {
-    let Some(port) = PORTS.with(|ports| ports.borrow().get(&id).map(|open| open.port.clone()))
-    else {
+    let Some(port) = PORTS.with(|ports| {
+        ports
+            .borrow()
+            .get(&id)
+            .map(|open| open.port.clone().unchecked_into::<Port>())
+    }) else {
         return;
     };
     // Chrome throws when the other side is already gone; that is not our error.

@@ -5,7 +5,7 @@
 //! rewrite the index. Every operation here assumes the caller holds the provider's write lock.
 
 use super::metadata::{self, Diagnostic, Metadata, Severity};
-use super::record::{ScriptRecord, BY_USER};
+use super::record::ScriptRecord;
 use crate::env::{Area, Clock, Ids, Storage};
 use crate::guard::digest::sha256_hex;
 use serde_json::{json, Map, Value};
@@ -365,8 +365,6 @@ pub struct Change {
     pub source: String,
     pub created: bool,
     pub diagnostics: Vec<Diagnostic>,
-    /// The revision before the change (0 for a new script).
-    pub previous_revision: u64,
 }
 
 fn check_identity(
@@ -444,7 +442,6 @@ pub async fn create<E: Storage + Clock + Ids>(
         source: source.to_owned(),
         created: true,
         diagnostics,
-        previous_revision: 0,
     })
 }
 
@@ -490,7 +487,6 @@ pub async fn replace<E: Storage + Clock>(
         source: source.to_owned(),
         created: false,
         diagnostics,
-        previous_revision: current.revision,
     })
 }
 
@@ -579,13 +575,11 @@ pub async fn set_enabled<E: Storage + Clock>(
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, expected)?;
     if current.enabled == enabled {
-        let rev = current.revision;
         return Ok(Change {
             record: current,
             source,
             created: false,
             diagnostics: Vec::new(),
-            previous_revision: rev,
         });
     }
     let record = ScriptRecord {
@@ -601,7 +595,6 @@ pub async fn set_enabled<E: Storage + Clock>(
         source,
         created: false,
         diagnostics: Vec::new(),
-        previous_revision: current.revision,
     })
 }
 
@@ -626,15 +619,11 @@ pub async fn delete<S: Storage>(
     Ok(current)
 }
 
-/// The actor string for provenance.
-pub fn actor_for(caller: Option<&crate::ids::ExtensionId>) -> String {
-    caller.map_or_else(|| BY_USER.to_owned(), |c| c.as_str().to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
+    use crate::scripts::record::BY_USER;
     use futures::executor::block_on;
 
     const MAX: usize = 256 * 1024;
