@@ -10,6 +10,7 @@
 //! Messages that arrive while the authorization check (an async storage read) runs are buffered
 //! here, in order and bounded, then flushed to the MCP server or refused. The shell keeps the
 //! `Port` object; this type keeps everything that is decided.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc::{self, Inbound};
@@ -33,6 +34,7 @@ pub enum Reject {
 }
 
 impl Reject {
+    #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
             Reject::WrongName => "port name is not lumo:mcp",
@@ -128,6 +130,7 @@ pub struct Session {
 }
 
 impl Session {
+    #[must_use]
     pub fn new(id: u64, caller: ExtensionId, now: f64) -> Self {
         Session {
             id,

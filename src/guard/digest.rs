@@ -16,17 +16,20 @@
 //!
 //! Depth: `serde_json` serializes recursively. Arguments reach this module parsed by
 //! `serde_json`, whose parser refuses nesting deeper than 128, so the recursion is bounded.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The canonical JSON text of `value` (see the module notes).
+#[must_use]
 pub fn canonical_json(value: &Value) -> String {
     value.to_string()
 }
 
 /// Lowercase hex SHA-256 of [`canonical_json`]`(value)`, hashed while it is written so the text
 /// is never held in memory.
+#[must_use]
 pub fn digest_hex(value: &Value) -> String {
     let mut sink = HashSink(Sha256::new());
     // Writing a `Value` cannot fail and the sink never does.
@@ -40,11 +43,11 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 fn hex_lower(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 0x0f)]));
+        // Writing to a String cannot fail.
+        let _ = write!(s, "{b:02x}");
     }
     s
 }

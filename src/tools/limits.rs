@@ -13,6 +13,7 @@
 //! The provider's catalogue is fixed, so the checks are `const fn` ([`name_ok`], [`namespace_ok`])
 //! and `catalog.rs` asserts them when the crate compiles: a catalogue that breaks a rule does not
 //! build. There is no runtime checker: nothing registers tools at run time.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 pub const MAX_TOOLS: usize = 64;
 pub const MAX_NAMESPACE: usize = 16;
@@ -52,38 +53,38 @@ const fn allowed(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
-const fn all_allowed(s: &[u8]) -> bool {
-    let mut i = 0;
-    while i < s.len() {
-        if !allowed(s[i]) {
+// The const fns walk slices with patterns (`slice::get` is not const), so no index can panic.
+
+const fn all_allowed(mut s: &[u8]) -> bool {
+    while let [b, rest @ ..] = s {
+        if !allowed(*b) {
             return false;
         }
-        i += 1;
+        s = rest;
     }
     true
 }
 
-const fn eq_ignore_ascii_case(a: &[u8], b: &[u8]) -> bool {
+const fn eq_ignore_ascii_case(mut a: &[u8], mut b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    let mut i = 0;
-    while i < a.len() {
-        if !a[i].eq_ignore_ascii_case(&b[i]) {
+    while let ([x, xs @ ..], [y, ys @ ..]) = (a, b) {
+        if !x.eq_ignore_ascii_case(y) {
             return false;
         }
-        i += 1;
+        (a, b) = (xs, ys);
     }
     true
 }
 
 const fn is_reserved(ns: &[u8]) -> bool {
-    let mut i = 0;
-    while i < RESERVED_NAMESPACES.len() {
-        if eq_ignore_ascii_case(ns, RESERVED_NAMESPACES[i].as_bytes()) {
+    let mut reserved: &[&str] = &RESERVED_NAMESPACES;
+    while let [r, rest @ ..] = reserved {
+        if eq_ignore_ascii_case(ns, r.as_bytes()) {
             return true;
         }
-        i += 1;
+        reserved = rest;
     }
     false
 }
@@ -119,12 +120,14 @@ const fn pair_violation(ns: &[u8], name: &[u8], limits: Limits) -> Option<Violat
 }
 
 /// Whether `namespace` may be used by a provider. Usable in `const` items.
+#[must_use]
 pub const fn namespace_ok(namespace: &str) -> bool {
     namespace_violation(namespace.as_bytes(), LIMITS).is_none()
 }
 
 /// Whether the tool `name` may be declared under `namespace` (checks both, and the combined
 /// length). Usable in `const` items: `const _: () = assert!(name_ok("userscripts", "list"));`
+#[must_use]
 pub const fn name_ok(namespace: &str, name: &str) -> bool {
     pair_violation(namespace.as_bytes(), name.as_bytes(), LIMITS).is_none()
 }
