@@ -73,7 +73,10 @@ mod tests {
     fn deserialize_validates() {
         let ok: Result<ExtensionId, _> =
             serde_json::from_str("\"imliakfdgonldkmaddnhnniclbhiobpo\"");
-        assert!(ok.is_ok());
+        assert_eq!(
+            ok.map(|id| id.as_str().to_owned()).ok().as_deref(),
+            Some("imliakfdgonldkmaddnhnniclbhiobpo")
+        );
         let bad: Result<ExtensionId, _> = serde_json::from_str("\"not-an-id\"");
         assert!(bad.is_err());
     }

@@ -282,7 +282,10 @@ mod tests {
 
     #[test]
     fn accept_checks_name_and_sender() {
-        assert!(accept("lumo:mcp", Some(HOST)).is_ok());
+        assert_eq!(
+            accept("lumo:mcp", Some(HOST)).map(|id| id.as_str().to_owned()),
+            Ok(HOST.to_owned())
+        );
         assert_eq!(accept("lumo:mcp2", Some(HOST)), Err(Reject::WrongName));
         assert_eq!(accept("", Some(HOST)), Err(Reject::WrongName));
         assert_eq!(accept("lumo:mcp", None), Err(Reject::NoValidSender));
