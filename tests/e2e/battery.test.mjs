@@ -842,9 +842,10 @@ describe("battery: records hand-corrupted in storage, worker restarted from stor
   });
 
   test("a lone surrogate in stored policy: the change is read (writes turned off take effect at once)", T, async () => {
-    // Stored by another hand while the worker runs; a JS string may hold a lone surrogate, which
-    // serde refuses. The change must still reach the provider's cache, and the stored policy
-    // must still be read, with the surrogate as U+FFFD.
+    // Stored by another hand while the worker runs. Checked against Chrome 156: storage keeps
+    // valid UTF-8 only, so the lone surrogate is already U+FFFD in storage and in onChanged (the
+    // build before from_js repaired surrogates passes this too); what this guards is that such
+    // a change still reaches the provider's cache and the stored policy is read.
     const { policy } = await store.get("policy");
     try {
       await pp.evaluate((policy) => chrome.storage.local.set({
