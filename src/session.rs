@@ -188,13 +188,14 @@ impl Session {
                     Ok(v) => Buffered::Message(v),
                     Err(reply) => Buffered::Reply(reply),
                 };
-                if buffer.len() >= MAX_BUFFERED_MESSAGES || *bytes + size > MAX_BUFFERED_BYTES {
+                let total = bytes.saturating_add(size);
+                if buffer.len() >= MAX_BUFFERED_MESSAGES || total > MAX_BUFFERED_BYTES {
                     *state = State::Closed;
                     return Step::Close(format!(
                         "more than {MAX_BUFFERED_MESSAGES} messages or {MAX_BUFFERED_BYTES} bytes sent before authorization completed"
                     ));
                 }
-                *bytes += size;
+                *bytes = total;
                 buffer.push(item);
                 Step::Buffered
             }
