@@ -62,6 +62,38 @@ fn call_while<F: Future<Output = ()>>(
     reply(out)["result"].clone()
 }
 
+/// Runs a call that must fail before any review opens. A review that opens anyway is denied
+/// (so the test fails with a message instead of hanging on a decision that never comes).
+fn call_expecting_no_review(
+    p: &Provider<MemoryEnv>,
+    s: &Session,
+    name: &str,
+    args: Value,
+) -> Value {
+    let opened = std::cell::Cell::new(false);
+    let watcher = async {
+        for _ in 0..1000 {
+            if let Some(r) = p.pending_reviews().first() {
+                opened.set(true);
+                p.decide(&r.id.clone(), Decision::Deny);
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let r = call_while(
+        p,
+        s,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": args}}),
+        watcher,
+    );
+    assert!(
+        !opened.get(),
+        "{name}: a review was opened for a doomed write: {r}"
+    );
+    r
+}
+
 fn audit_log(p: &Provider<MemoryEnv>) -> Vec<audit::Entry> {
     block_on(audit::read_all(&p.env)).unwrap()
 }
@@ -358,15 +390,14 @@ fn doomed_writes_fail_before_asking_the_user() {
     let s = ready(&p);
     let a = create(&p, &s, "A");
     set_switch(&p, "review", true);
-    // No decider: if a review were opened this would hang; it must fail at once instead.
-    let r = call(
+    let r = call_expecting_no_review(
         &p,
         &s,
         "write_script",
         json!({"source": script("A", "x"), "uuid": a["uuid"], "revision": 7}),
     );
     assert_eq!(error_code(&r), Some("CONFLICT"));
-    let r = call(
+    let r = call_expecting_no_review(
         &p,
         &s,
         "patch_script",
@@ -535,7 +566,7 @@ fn a_replace_all_bomb_is_refused_before_building_with_review_on_or_off() {
         set_switch(&p, "review", review);
         let started = std::time::Instant::now();
         // With review on, the preview runs the same code first; it must fail before asking.
-        let r = call(
+        let r = call_expecting_no_review(
             &p,
             &s,
             "patch_script",
