@@ -12,6 +12,12 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown >&2
 fi
 
+# clippy: `make test` lints before it tests.
+if [ "$what" = test ] && ! cargo clippy --version >/dev/null 2>&1; then
+  log "adding the clippy component"
+  rustup component add clippy >&2
+fi
+
 # wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly: the generated glue
 # and the crate's ABI change between versions.
 want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
