@@ -7,13 +7,15 @@ scripts/ensure-tools.sh build
 dist="${LUMO_OUT:-dist}"
 features="${LUMO_FEATURES:-}"
 
-cargo build --quiet --release --target wasm32-unknown-unknown --lib ${features:+--features "$features"} \
-  ${features:+--target-dir target/variant-$features}
-wasm="target${features:+/variant-$features}/wasm32-unknown-unknown/release/lumo_userscripts.wasm"
+# wasm-pack drives cargo and wasm-bindgen; its settings are in Cargo.toml
+# ([package.metadata.wasm-pack]). `--mode no-install` makes it use the pinned wasm-bindgen-cli that
+# ensure-tools.sh installed and download nothing; wasm-opt runs below from npm's binaryen, because
+# the one wasm-pack would fetch is not pinned.
 out=target/bindgen${features:+-$features}
-rm -rf "$out" && mkdir -p "$out"
-wasm-bindgen --target web --no-typescript --out-dir "$out" \
-  "$wasm"
+rm -rf "$out"
+CARGO_TARGET_DIR="target${features:+/variant-$features}" \
+  wasm-pack --log-level warn build --mode no-install --release --target web --no-typescript --no-pack \
+  --out-dir "$out" . -- --quiet ${features:+--features "$features"}
 # Features rustc enables by default for wasm32; wasm-opt must be told about them.
 node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \

@@ -12,6 +12,12 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown >&2
 fi
 
+# clippy: `make test` lints before it tests.
+if [ "$what" = test ] && ! cargo clippy --version >/dev/null 2>&1; then
+  log "adding the clippy component"
+  rustup component add clippy >&2
+fi
+
 # wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly: the generated glue
 # and the crate's ABI change between versions.
 want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
@@ -24,6 +30,16 @@ if [ "$have" != "$want" ]; then
   # Without --locked: with it, one of its dependencies fails to resolve.
   cargo install wasm-bindgen-cli --version "$want" >&2
 fi
+
+# wasm-pack builds the module (scripts/build.sh). It checks crates.io for a newer version of itself
+# unless its stamp file (next to the binary) is younger than 24 h; keeping the stamp fresh keeps
+# every build off the network.
+wp_want=0.15.1
+if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$wp_want" ]; then
+  log "installing wasm-pack $wp_want; this takes ~8 minutes once per machine"
+  cargo install wasm-pack --version "$wp_want" --locked >&2 || cargo install wasm-pack --version "$wp_want" >&2
+fi
+printf 'created %s\nversion %s' "$(date -Iseconds)" "$wp_want" >"$(dirname "$(command -v wasm-pack)")/wasm-pack.stamp"
 
 # npm dependencies (wasm-opt from binaryen, esbuild; the MCP SDK and playwright-core for tests).
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

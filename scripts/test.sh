@@ -4,6 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh test
 
+echo "== lints (clippy, native and wasm32; the lint set is in src/lib.rs)"
+cargo clippy --quiet --all-targets -- -D warnings
+cargo clippy --quiet --target wasm32-unknown-unknown --lib -- -D warnings
+
 echo "== native tests (cargo test)"
 cargo test --quiet
 

@@ -17,6 +17,22 @@ use serde_json::{json, Value};
 
 pub const CONTROL_CHANNEL: &str = "lumo:internal";
 
+/// Whether an internal message comes from one of this extension's own pages: the sender is this
+/// extension *and* its document is one of ours. A content script of this extension would carry
+/// the id but a web page's URL; a userscript never reaches `onMessage` (its world has no
+/// messaging to it). `own_id` is `chrome.runtime.id`.
+#[must_use]
+pub fn is_own_page(own_id: &str, sender_id: Option<&str>, sender_url: Option<&str>) -> bool {
+    let Some(rest) = sender_url.and_then(|u| u.strip_prefix("chrome-extension://")) else {
+        return false;
+    };
+    !own_id.is_empty()
+        && sender_id == Some(own_id)
+        && rest
+            .strip_prefix(own_id)
+            .is_some_and(|r| r.starts_with('/'))
+}
+
 /// What the shell must do besides answering the page.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
@@ -73,7 +89,7 @@ pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
     // closed now (not at its next call), and turning review on ends every "allow for this
     // session".
     let op = msg.get("op").and_then(Value::as_str).unwrap_or("");
-    if op.starts_with("policy.") && reply.value["ok"] == json!(true) {
+    if op.starts_with("policy.") && reply.value.get("ok") == Some(&json!(true)) {
         let after = p.policy().await;
         if after.review_writes && !before.review_writes {
             p.drop_allowances();
@@ -87,7 +103,7 @@ pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
         }
     }
     if msg.get("op").and_then(Value::as_str) == Some("sessions.disconnect")
-        && reply.value["ok"] == json!(true)
+        && reply.value.get("ok") == Some(&json!(true))
     {
         if let Ok(id) = id_arg(msg) {
             reply.effects.push(Effect::Close {
@@ -115,6 +131,7 @@ fn id_arg(msg: &Value) -> Result<ExtensionId, Value> {
     }
 }
 
+#[allow(clippy::too_many_lines)] // one function per op is scheduled (issue 12, "Structure")
 async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
     let Some(op) = msg.get("op").and_then(Value::as_str) else {
         return err("missing \"op\"");
@@ -323,6 +340,31 @@ mod tests {
         let r = call(&p, json!({"op": "state.get"}));
         assert_eq!(r["policy"]["writesEnabled"], json!(false));
         assert_eq!(r["capability"]["ready"], json!(true));
+    }
+
+    #[test]
+    fn only_this_extensions_pages_are_own_pages() {
+        let own = "imliakfdgonldkmaddnhnniclbhiobpo";
+        let page = format!("chrome-extension://{own}/options.html");
+        assert!(is_own_page(own, Some(own), Some(&page)));
+        let other = "mobcibglkcoacmddjpdoknlbbicjchlk";
+        // Another extension, or our id with a web page's URL (a content script), or a URL that
+        // only starts with our id, or no URL at all.
+        assert!(!is_own_page(own, Some(other), Some(&page)));
+        assert!(!is_own_page(own, Some(own), Some("https://example.com/")));
+        assert!(!is_own_page(
+            own,
+            Some(own),
+            Some(&format!("chrome-extension://{own}x/options.html"))
+        ));
+        assert!(!is_own_page(
+            own,
+            Some(own),
+            Some(&format!("chrome-extension://{other}/options.html"))
+        ));
+        assert!(!is_own_page(own, Some(own), None));
+        assert!(!is_own_page(own, None, Some(&page)));
+        assert!(!is_own_page("", Some(""), Some("chrome-extension:///x")));
     }
 
     #[test]

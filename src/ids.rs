@@ -1,11 +1,13 @@
 //! Extension ids. [`is_extension_id`] is the one and only validator (contract invariant): every
 //! input path — `sender.id`, `client.id`, allowlist entries, ids typed into the options page —
 //! goes through [`ExtensionId::parse`], which calls it.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 
 /// `/^[a-p]{32}$/`: Chrome's alphabet for extension ids (hex digits mapped 0-f → a-p).
+#[must_use]
 pub fn is_extension_id(s: &str) -> bool {
     s.len() == 32 && s.bytes().all(|b| (b'a'..=b'p').contains(&b))
 }
@@ -17,10 +19,12 @@ pub fn is_extension_id(s: &str) -> bool {
 pub struct ExtensionId(String);
 
 impl ExtensionId {
+    #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
         is_extension_id(s).then(|| ExtensionId(s.to_owned()))
     }
 
+    #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -69,7 +73,10 @@ mod tests {
     fn deserialize_validates() {
         let ok: Result<ExtensionId, _> =
             serde_json::from_str("\"imliakfdgonldkmaddnhnniclbhiobpo\"");
-        assert!(ok.is_ok());
+        assert_eq!(
+            ok.map(|id| id.as_str().to_owned()).ok().as_deref(),
+            Some("imliakfdgonldkmaddnhnniclbhiobpo")
+        );
         let bad: Result<ExtensionId, _> = serde_json::from_str("\"not-an-id\"");
         assert!(bad.is_err());
     }

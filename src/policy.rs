@@ -1,6 +1,7 @@
 //! The user's policy: endpoint switch, allowlist, pending approvals, denials, write and review
 //! switches — and the decisions made from it. Persisted as one JSON value (see `store::keys`),
 //! re-read whenever a decision is made, so a change made by a page takes effect at once.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use crate::ids::ExtensionId;
 use serde::{Deserialize, Serialize};
@@ -79,6 +80,7 @@ pub enum Access {
 }
 
 impl Access {
+    #[must_use]
     pub fn reason(self) -> &'static str {
         match self {
             Access::Granted => "authorized",
@@ -101,6 +103,7 @@ pub enum Switch {
 }
 
 /// Display names from callers are untrusted: strip control characters, trim, cap the length.
+#[must_use]
 pub fn clean_name(raw: &str) -> String {
     let s: String = raw
         .chars()
@@ -113,6 +116,7 @@ pub fn clean_name(raw: &str) -> String {
 impl Policy {
     /// Decodes what storage holds, leniently: a corrupt entry is skipped (and reported) instead of
     /// costing the user the whole allowlist; a missing or wrong-typed switch takes its default.
+    #[must_use]
     pub fn from_stored(v: Option<&Value>) -> (Policy, Vec<String>) {
         let mut p = Policy::default();
         let mut problems = Vec::new();
@@ -145,23 +149,28 @@ impl Policy {
         (p, problems)
     }
 
+    #[must_use]
     pub fn to_stored(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
+    #[must_use]
     pub fn is_allowlisted(&self, id: &ExtensionId) -> bool {
         self.allowlist.iter().any(|c| &c.id == id)
     }
 
+    #[must_use]
     pub fn is_pending(&self, id: &ExtensionId) -> bool {
         self.pending.iter().any(|c| &c.id == id)
     }
 
+    #[must_use]
     pub fn is_denied(&self, id: &ExtensionId) -> bool {
         self.denied.iter().any(|c| &c.id == id)
     }
 
     /// The one authorization decision. It compares the sender id only: names are display-only.
+    #[must_use]
     pub fn access(&self, sender: Option<&ExtensionId>) -> Access {
         if !self.endpoint_enabled {
             return Access::EndpointOff;

@@ -2,6 +2,7 @@
 //! capability, time): it returns the response and mutates the policy only to record a pending
 //! approval or refresh `lastSeen`. `ok: false` is reserved for protocol failures; every policy
 //! outcome is `ok: true` with the status flags saying what the host must tell the user.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use crate::ids::{is_extension_id, ExtensionId};
 use crate::policy::{Access, Policy};
@@ -24,6 +25,7 @@ pub struct Capability {
 }
 
 impl Capability {
+    #[must_use]
     pub fn ready() -> Self {
         Capability {
             ready: true,
@@ -31,6 +33,7 @@ impl Capability {
         }
     }
 
+    #[must_use]
     pub fn user_scripts_off() -> Self {
         Capability {
             ready: false,
@@ -143,6 +146,7 @@ pub fn parse_text(text: Option<&str>) -> Result<Value, ProbeError> {
         .map_err(|e| ProbeError::NotJson(crate::text::ellipsize(&e.to_string(), 120)))
 }
 
+#[must_use]
 pub fn error_response(err: &ProbeError) -> Value {
     json!({ "ok": false, "error": err.to_string() })
 }
@@ -295,7 +299,11 @@ mod tests {
         let (r, changed) = run(&v2, Some(HOST), &mut p, &cap);
         assert_eq!(r["ok"], json!(false));
         let msg = r["error"].as_str().unwrap();
-        assert!(msg.contains('1') && msg.contains('2'), "{msg}");
+        // Both numbers, each named for what it is (any text holds a '1' and a '2' somewhere).
+        assert!(
+            msg.contains("the request is version 2") && msg.contains("speaks version 1"),
+            "{msg}"
+        );
         assert!(!changed && p.pending.is_empty());
 
         let cases = [

@@ -10,12 +10,13 @@
 //! Messages that arrive while the authorization check (an async storage read) runs are buffered
 //! here, in order and bounded, then flushed to the MCP server or refused. The shell keeps the
 //! `Port` object; this type keeps everything that is decided.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc::{self, Inbound};
 use crate::policy::Access;
 use serde_json::Value;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 pub const MCP_PORT_NAME: &str = "lumo:mcp";
 /// Bounds on what a caller can make us hold before it is authorized.
@@ -33,6 +34,7 @@ pub enum Reject {
 }
 
 impl Reject {
+    #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
             Reject::WrongName => "port name is not lumo:mcp",
@@ -58,10 +60,20 @@ pub enum Phase {
     Ready { version: &'static str },
 }
 
+/// One message held while authorization runs, kept in arrival order. A message that could not
+/// be parsed is held as the error reply it gets, so the order of answers is kept either way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Buffered {
+    /// Parsed: hand it to the MCP server (whatever its shape: a batch is the server's to refuse).
+    Message(Value),
+    /// Unparsable or oversized: post this reply as it is.
+    Reply(Value),
+}
+
 #[derive(Debug)]
 enum State {
     Authorizing {
-        buffer: Vec<Value>,
+        buffer: Vec<Buffered>,
         bytes: usize,
     },
     Open(Phase),
@@ -102,8 +114,8 @@ pub enum Step {
 /// What authorization decided for the buffered messages.
 #[derive(Debug, PartialEq)]
 pub enum Authorized {
-    /// Dispatch these, in order.
-    Flush(Vec<Value>),
+    /// Dispatch or post these, in order.
+    Flush(Vec<Buffered>),
     /// Send these −32001 errors; close the port after [`REFUSED_LINGER_MS`] if there were any,
     /// else after [`REFUSED_GRACE_MS`] (a request arriving meanwhile is answered too).
     Refuse { replies: Vec<Value>, reason: String },
@@ -115,11 +127,10 @@ pub struct Session {
     pub caller: ExtensionId,
     pub opened_at: f64,
     state: RefCell<State>,
-    /// Requests refused before they ran; exposed for diagnostics and tests.
-    refused: Cell<usize>,
 }
 
 impl Session {
+    #[must_use]
     pub fn new(id: u64, caller: ExtensionId, now: f64) -> Self {
         Session {
             id,
@@ -129,7 +140,6 @@ impl Session {
                 buffer: Vec::new(),
                 bytes: 0,
             }),
-            refused: Cell::new(0),
         }
     }
 
@@ -143,7 +153,6 @@ impl Session {
             State::Refused { reason, answered } => match parsed.as_ref().map(jsonrpc::classify) {
                 Ok(Inbound::Request { id, .. }) => {
                     let reply = jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, reason);
-                    self.refused.set(self.refused.get() + 1);
                     if std::mem::replace(answered, true) {
                         Step::Reply(reply)
                     } else {
@@ -157,18 +166,18 @@ impl Session {
                 Err(reply) => Step::Reply(reply),
             },
             State::Authorizing { buffer, bytes } => {
-                // Errors are buffered too, as their replies: order is kept either way.
                 let item = match parsed {
-                    Ok(v) => v,
-                    Err(reply) => Value::Array(vec![reply]),
+                    Ok(v) => Buffered::Message(v),
+                    Err(reply) => Buffered::Reply(reply),
                 };
-                if buffer.len() >= MAX_BUFFERED_MESSAGES || *bytes + size > MAX_BUFFERED_BYTES {
+                let total = bytes.saturating_add(size);
+                if buffer.len() >= MAX_BUFFERED_MESSAGES || total > MAX_BUFFERED_BYTES {
                     *state = State::Closed;
                     return Step::Close(format!(
                         "more than {MAX_BUFFERED_MESSAGES} messages or {MAX_BUFFERED_BYTES} bytes sent before authorization completed"
                     ));
                 }
-                *bytes += size;
+                *bytes = total;
                 buffer.push(item);
                 Step::Buffered
             }
@@ -187,15 +196,16 @@ impl Session {
         };
         if access == Access::Granted {
             *state = State::Open(Phase::Uninitialized);
-            // Buffered parse errors travel as one-element arrays: unwrap them into replies.
             return Authorized::Flush(buffer);
         }
         let reason = access.reason().to_owned();
         let mut replies = Vec::new();
         for item in &buffer {
-            if let Inbound::Request { id, .. } = jsonrpc::classify(item) {
+            let Buffered::Message(msg) = item else {
+                continue;
+            };
+            if let Inbound::Request { id, .. } = jsonrpc::classify(msg) {
                 replies.push(jsonrpc::error(&id, jsonrpc::UNAUTHORIZED, &reason));
-                self.refused.set(self.refused.get() + 1);
             }
         }
         *state = State::Refused {
@@ -236,22 +246,6 @@ impl Session {
     pub fn is_closed(&self) -> bool {
         matches!(&*self.state.borrow(), State::Closed)
     }
-
-    pub fn refused_count(&self) -> usize {
-        self.refused.get()
-    }
-}
-
-/// A buffered item is either a message or a pre-built error reply wrapped in a one-element array
-/// (see [`Session::inbound`]). Splits it for the dispatcher.
-pub fn buffered_item(item: Value) -> Step {
-    match item {
-        Value::Array(mut v) if v.len() == 1 => match v.pop() {
-            Some(reply) => Step::Reply(reply),
-            None => Step::Drop,
-        },
-        other => Step::Dispatch(other),
-    }
 }
 
 #[cfg(test)]
@@ -271,7 +265,10 @@ mod tests {
 
     #[test]
     fn accept_checks_name_and_sender() {
-        assert!(accept("lumo:mcp", Some(HOST)).is_ok());
+        assert_eq!(
+            accept("lumo:mcp", Some(HOST)).map(|id| id.as_str().to_owned()),
+            Ok(HOST.to_owned())
+        );
         assert_eq!(accept("lumo:mcp2", Some(HOST)), Err(Reject::WrongName));
         assert_eq!(accept("", Some(HOST)), Err(Reject::WrongName));
         assert_eq!(accept("lumo:mcp", None), Err(Reject::NoValidSender));
@@ -293,16 +290,36 @@ mod tests {
             panic!()
         };
         assert_eq!(items.len(), 3);
-        assert_eq!(buffered_item(items[0].clone()), Step::Dispatch(a));
-        assert!(
-            matches!(buffered_item(items[1].clone()), Step::Reply(r) if r["error"]["code"] == json!(-32700))
-        );
-        assert_eq!(buffered_item(items[2].clone()), Step::Dispatch(b));
+        assert_eq!(items[0], Buffered::Message(a));
+        assert!(matches!(&items[1], Buffered::Reply(r) if r["error"]["code"] == json!(-32700)));
+        assert_eq!(items[2], Buffered::Message(b));
         assert_eq!(s.phase(), Some(Phase::Uninitialized));
         // After authorization, messages go straight through.
         assert!(matches!(s.inbound(Some("{\"x\":1}")), Step::Dispatch(_)));
         assert!(s.mark_initialized("2025-06-18"));
         assert!(!s.mark_initialized("2025-06-18"));
+    }
+
+    #[test]
+    fn a_batch_sent_before_authorization_is_a_message_not_a_reply() {
+        // A one-element batch looked exactly like a buffered error reply and was posted back to
+        // its sender. It is a message: the server answers it (−32600, batches unsupported).
+        let s = session();
+        let batch = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]);
+        let error_lookalike =
+            json!([{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "x"}}]);
+        assert_eq!(s.inbound(Some(&text(batch.clone()))), Step::Buffered);
+        assert_eq!(
+            s.inbound(Some(&text(error_lookalike.clone()))),
+            Step::Buffered
+        );
+        let Authorized::Flush(items) = s.authorize(Access::Granted) else {
+            panic!()
+        };
+        assert_eq!(
+            items,
+            vec![Buffered::Message(batch), Buffered::Message(error_lookalike)]
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Small text helpers for messages that quote untrusted input.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 /// The first `max` characters of `s`, with `…` when cut: error messages quote bad input without
 /// echoing a megabyte back.
+#[must_use]
 pub fn ellipsize(s: &str, max: usize) -> String {
     let mut chars = s.char_indices();
     match chars.nth(max) {
@@ -27,6 +29,7 @@ mod tests {
 /// escapes (a JS string can hold them; a Rust string cannot), which serde refuses. Each lone one
 /// becomes `\uFFFD`, as the WHATWG encoders do, so such a message gets an ordinary answer
 /// instead of a parse error that carries no id. Pairs and everything else are left alone.
+#[must_use]
 pub fn repair_lone_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
     let b = text.as_bytes();
     let hex_at = |i: usize| -> Option<u16> {

@@ -149,12 +149,29 @@ fn every_error_code() {
         ))),
         -32602
     );
+    // initialize on a ready port is refused as a request (−32600) whatever its params.
     let r = reply(send(
         &p,
         &s,
         json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}),
     ));
-    assert!(code(&r) == -32602 || code(&r) == -32600);
+    assert_eq!((code(&r), r["id"].clone()), (-32600, json!(2)));
+    // On a fresh port, initialize with bad params is −32602 and leaves the port uninitialized.
+    let fresh = open(&p);
+    for params in [
+        json!({}),
+        json!({"protocolVersion": 2025}),
+        json!({"protocolVersion": "2025-06-18", "capabilities": []}),
+        json!({"protocolVersion": "2025-06-18", "clientInfo": "x"}),
+    ] {
+        let r = reply(send(
+            &p,
+            &fresh,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": params}),
+        ));
+        assert_eq!((code(&r), r["id"].clone()), (-32602, json!(3)), "{params}");
+        assert_eq!(fresh.phase(), Some(Phase::Uninitialized));
+    }
     // Notifications never get a reply, known or not.
     for m in [
         "notifications/initialized",
@@ -282,24 +299,109 @@ fn policy_is_rechecked_on_every_call() {
     assert_eq!(code(&r), -32001);
 }
 
+/// What the shell does once authorization completes: every buffered message is dispatched and
+/// every buffered reply posted (granted), or the −32001 replies posted (refused). Returns what
+/// the caller receives, in order.
+fn authorize_like_the_shell(
+    p: &lumo_userscripts::provider::Provider<lumo_userscripts::env::memory::MemoryEnv>,
+    s: &lumo_userscripts::session::Session,
+) -> Vec<Value> {
+    use lumo_userscripts::session::{Authorized, Buffered};
+    let policy = block_on(p.policy());
+    match s.authorize(policy.access(Some(&s.caller))) {
+        Authorized::Flush(items) => items
+            .into_iter()
+            .filter_map(|item| match item {
+                Buffered::Message(m) => match block_on(p.handle_mcp(s, &m)) {
+                    Outcome::Reply(r) | Outcome::ReplyAndCloseCaller(r) => Some(r),
+                    Outcome::Silent | Outcome::CloseCaller => None,
+                },
+                Buffered::Reply(r) => Some(r),
+            })
+            .collect(),
+        Authorized::Refuse { replies, .. } => replies,
+    }
+}
+
+/// Sends after authorization, as the shell would: dispatched messages run, replies are posted.
+fn send_after(
+    p: &lumo_userscripts::provider::Provider<lumo_userscripts::env::memory::MemoryEnv>,
+    s: &lumo_userscripts::session::Session,
+    msg: Value,
+) -> Option<Value> {
+    match s.inbound(Some(&msg.to_string())) {
+        Step::Dispatch(m) => match block_on(p.handle_mcp(s, &m)) {
+            Outcome::Reply(r) | Outcome::ReplyAndCloseCaller(r) => Some(r),
+            Outcome::Silent | Outcome::CloseCaller => None,
+        },
+        Step::Reply(r) | Step::ReplyAndCloseSoon(r, _) => Some(r),
+        Step::Buffered | Step::Drop | Step::Close(_) => None,
+    }
+}
+
 #[test]
 fn unauthorized_port_gets_32001_for_each_request_and_runs_nothing() {
     let p = provider();
     let stranger = lumo_userscripts::ids::ExtensionId::parse(&"b".repeat(32)).unwrap();
     let s = p.open_session(stranger.clone());
-    s.inbound(Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}).to_string()));
-    s.inbound(Some(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("X", "")}}}).to_string()));
-    let policy = block_on(p.policy());
-    let lumo_userscripts::session::Authorized::Refuse { replies, .. } =
-        s.authorize(policy.access(Some(&stranger)))
-    else {
-        panic!()
-    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}});
+    let write = |id: i64, name: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script(name, "")}}});
+    s.inbound(Some(&init.to_string()));
+    s.inbound(Some(&write(2, "X").to_string()));
+    // Everything the shell would do with the buffer: nothing runs, each request gets −32001.
+    let replies = authorize_like_the_shell(&p, &s);
     assert_eq!(replies.len(), 2);
-    assert!(replies.iter().all(|r| code(r) == -32001));
+    assert!(replies.iter().all(|r| code(r) == -32001), "{replies:?}");
+    assert_eq!(
+        replies.iter().map(|r| r["id"].clone()).collect::<Vec<_>>(),
+        vec![json!(1), json!(2)]
+    );
+    // What it sends while the refused port lingers does not run either.
+    let late = send_after(&p, &s, write(3, "Y")).unwrap();
+    assert_eq!((code(&late), late["id"].clone()), (-32001, json!(3)));
     assert!(
         block_on(lumo_userscripts::scripts::store::load_index(&p.env))
             .unwrap()
             .is_empty()
     );
+    assert!(block_on(lumo_userscripts::guard::audit::read_all(&p.env))
+        .unwrap()
+        .is_empty());
+    // The same messages from the approved host do run: the test can tell the two apart.
+    let s = p.open_session(host());
+    s.inbound(Some(&init.to_string()));
+    s.inbound(Some(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+    ));
+    s.inbound(Some(&write(2, "X").to_string()));
+    let replies = authorize_like_the_shell(&p, &s);
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[1]["result"]["isError"], json!(false), "{replies:?}");
+    assert_eq!(
+        block_on(lumo_userscripts::scripts::store::load_index(&p.env))
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_batch_sent_before_authorization_is_answered_not_echoed() {
+    let p = provider();
+    let s = p.open_session(host());
+    let batch = json!([{"jsonrpc": "2.0", "id": "b1", "method": "ping"}]);
+    s.inbound(Some(&batch.to_string()));
+    s.inbound(Some("{not json"));
+    let replies = authorize_like_the_shell(&p, &s);
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_ne!(
+        replies[0], batch[0],
+        "the batch was posted back to its sender"
+    );
+    assert_eq!(code(&replies[0]), -32600, "{replies:?}");
+    assert!(replies[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("batch"));
+    assert_eq!(code(&replies[1]), -32700);
 }

@@ -14,6 +14,15 @@ use lumo_userscripts::provider::Provider;
 use lumo_userscripts::session::Session;
 use serde_json::{json, Value};
 use std::future::Future;
+
+/// Lowercase hex sha256, computed here (not with the provider's helper) to check its digests.
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -51,6 +60,38 @@ fn call_while<F: Future<Output = ()>>(
 ) -> Value {
     let (out, ()) = block_on(join(async { p.handle_mcp(s, &msg).await }, user));
     reply(out)["result"].clone()
+}
+
+/// Runs a call that must fail before any review opens. A review that opens anyway is denied
+/// (so the test fails with a message instead of hanging on a decision that never comes).
+fn call_expecting_no_review(
+    p: &Provider<MemoryEnv>,
+    s: &Session,
+    name: &str,
+    args: Value,
+) -> Value {
+    let opened = std::cell::Cell::new(false);
+    let watcher = async {
+        for _ in 0..1000 {
+            if let Some(r) = p.pending_reviews().first() {
+                opened.set(true);
+                p.decide(&r.id.clone(), Decision::Deny);
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let r = call_while(
+        p,
+        s,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": name, "arguments": args}}),
+        watcher,
+    );
+    assert!(
+        !opened.get(),
+        "{name}: a review was opened for a doomed write: {r}"
+    );
+    r
 }
 
 fn audit_log(p: &Provider<MemoryEnv>) -> Vec<audit::Entry> {
@@ -222,6 +263,16 @@ fn rate_limit_boundary_is_exact_and_refusals_do_not_count() {
         r["structuredContent"]["details"]["retryAfterSeconds"],
         json!(1.0)
     );
+    // The text states the limit the limiter enforces (its constants), and when to retry.
+    use lumo_userscripts::guard::rate_limit::{MAX_WRITES, WINDOW_MS};
+    let text = r["structuredContent"]["message"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "at most {MAX_WRITES} writes per {} seconds; retry in 1 s",
+            WINDOW_MS / 1000.0
+        )),
+        "{text}"
+    );
     // Invalid arguments are refused before the rate limit and cost nothing either way.
     assert_eq!(
         error_code(&call(&p, &s, "delete_script", json!({"uuid": 1}))),
@@ -339,15 +390,14 @@ fn doomed_writes_fail_before_asking_the_user() {
     let s = ready(&p);
     let a = create(&p, &s, "A");
     set_switch(&p, "review", true);
-    // No decider: if a review were opened this would hang; it must fail at once instead.
-    let r = call(
+    let r = call_expecting_no_review(
         &p,
         &s,
         "write_script",
         json!({"source": script("A", "x"), "uuid": a["uuid"], "revision": 7}),
     );
     assert_eq!(error_code(&r), Some("CONFLICT"));
-    let r = call(
+    let r = call_expecting_no_review(
         &p,
         &s,
         "patch_script",
@@ -403,7 +453,33 @@ fn audit_digest_is_of_the_arguments_and_source_never_stored_elsewhere() {
     assert_eq!(log.len(), 2);
     assert!(log
         .iter()
-        .all(|e| e.digest.len() == 64 && e.target.as_deref() == Some(uuid.as_str())));
+        .all(|e| e.target.as_deref() == Some(uuid.as_str())));
+    // Each digest is the sha256 of the call's own arguments, as JSON text with sorted keys.
+    let created_args = format!(
+        "{{\"source\":{}}}",
+        serde_json::to_string(&script("Marked", &format!("console.log('{marker}');"))).unwrap()
+    );
+    let patch_args = format!(
+        "{{\"edits\":[{{\"replace\":\"{marker}-2\",\"search\":\"{marker}\"}}],\"revision\":1,\"uuid\":\"{uuid}\"}}"
+    );
+    // (The log reads newest first.)
+    assert_eq!(log[1].digest, sha256_hex(&created_args));
+    assert_eq!(log[0].digest, sha256_hex(&patch_args));
+    // Key order does not matter; any value does.
+    let refused = |args: &str| {
+        let msg = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"name\":\"delete_script\",\"arguments\":{args}}}}}"
+        );
+        let v: Value = serde_json::from_str(&msg).unwrap();
+        reply(send(&p, &s, v));
+        audit_log(&p)[0].digest.clone()
+    };
+    let a = refused(r#"{"uuid": "nope", "revision": 1}"#);
+    let b = refused(r#"{"revision": 1, "uuid": "nope"}"#);
+    let c = refused(r#"{"revision": 2, "uuid": "nope"}"#);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a, sha256_hex(r#"{"revision":1,"uuid":"nope"}"#));
     for area in [Area::Local, Area::Session] {
         for (k, v) in p.env.dump(area) {
             if k == format!("source/{uuid}") {
@@ -471,4 +547,39 @@ fn access_withdrawn_during_review_wins_over_the_approval() {
     let r = call_while(&p, &s, msg, user);
     assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");
     assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
+}
+
+#[test]
+fn a_replace_all_bomb_is_refused_before_building_with_review_on_or_off() {
+    let p = provider();
+    let s = ready(&p);
+    const MAX: usize = 256 * 1024;
+    // A script whose body is one long line of `a`, as large as allowed.
+    let header = script("Bomb", "");
+    let source = format!("{header}{}", "a".repeat(MAX - header.len()));
+    let r = call(&p, &s, "write_script", json!({ "source": source }));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let uuid = r["structuredContent"]["script"]["uuid"].clone();
+    // Each `a` replaced by just under 256 KiB (the edits' own limit): ~64 GiB if built.
+    let edits = json!([{"search": "a", "replace": "b".repeat(MAX - 1), "all": true}]);
+    for review in [false, true] {
+        set_switch(&p, "review", review);
+        let started = std::time::Instant::now();
+        // With review on, the preview runs the same code first; it must fail before asking.
+        let r = call_expecting_no_review(
+            &p,
+            &s,
+            "patch_script",
+            json!({"uuid": uuid, "revision": 1, "edits": edits}),
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(error_code(&r), Some("PAYLOAD_TOO_LARGE"), "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("edit 1") && text.contains("limit"), "{text}");
+        assert!(p.pending_reviews().is_empty());
+    }
+    // Nothing changed and the provider still answers.
+    let got = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(got["structuredContent"]["script"]["revision"], json!(1));
+    assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
 }

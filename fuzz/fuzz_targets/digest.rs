@@ -1,4 +1,4 @@
-//! Canonical JSON: any value digests without a panic, and re-parsing the canonical text gives
+//! The argument digest: any value digests without a panic, and re-parsing the canonical text gives
 //! the same digest (the canonical form is a fixed point).
 #![no_main]
 use libfuzzer_sys::fuzz_target;

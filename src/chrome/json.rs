@@ -3,14 +3,16 @@
 use serde_json::Value;
 use wasm_bindgen::JsValue;
 
-/// `JSON.stringify` then parse. `None` when the value has no JSON form (undefined, a function,
-/// a BigInt, a lone surrogate that serde refuses): callers answer that with a parse error.
+/// The JSON text of a JS value (`JSON.stringify`). `None` when it has no JSON form (undefined,
+/// a function, a BigInt): callers answer that with a parse error.
 pub fn text_of(v: &JsValue) -> Option<String> {
     js_sys::JSON::stringify(v).ok().and_then(|s| s.as_string())
 }
 
+/// The value itself, parsed as every JS-side text is: lone surrogates become U+FFFD
+/// (`text::parse_json`), so storage and internal messages holding one are still read.
 pub fn from_js(v: &JsValue) -> Option<Value> {
-    text_of(v).and_then(|s| serde_json::from_str(&s).ok())
+    text_of(v).and_then(|s| crate::text::parse_json(&s).ok())
 }
 
 pub fn to_js(v: &Value) -> JsValue {

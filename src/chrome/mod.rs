@@ -162,9 +162,11 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
     let Some(own_id) = runtime_id() else {
         return JsValue::FALSE;
     };
-    let from_own_page = string_prop(&sender, "id").as_deref() == Some(own_id.as_str())
-        && string_prop(&sender, "url")
-            .is_some_and(|u| u.starts_with(&format!("chrome-extension://{own_id}/")));
+    let from_own_page = crate::control::is_own_page(
+        &own_id,
+        string_prop(&sender, "id").as_deref(),
+        string_prop(&sender, "url").as_deref(),
+    );
     if !from_own_page || string_prop(&msg, "channel").as_deref() != Some(CONTROL_CHANNEL) {
         return JsValue::FALSE;
     }
@@ -201,14 +203,11 @@ pub fn refresh_badge() {
     spawn_local(async {
         let p = provider();
         let policy = p.policy().await;
-        let open = p.sessions_summary().len();
-        let (text, color) = if !policy.pending.is_empty() || !p.pending_reviews().is_empty() {
-            ("!".to_owned(), "#d93025")
-        } else if open > 0 {
-            (open.to_string(), "#188038")
-        } else {
-            (String::new(), "#188038")
-        };
+        let crate::badge::Badge { text, color } = crate::badge::badge(
+            policy.pending.len(),
+            p.pending_reviews().len(),
+            p.sessions_summary().len(),
+        );
         if BADGE.with(|b| b.borrow().as_deref() == Some(text.as_str())) {
             return;
         }

@@ -5,7 +5,7 @@
 use super::api::{self, Port};
 use super::{json, provider, string_prop};
 use crate::mcp::server::Outcome;
-use crate::session::{self, Authorized, Step};
+use crate::session::{self, Authorized, Buffered, Step};
 use js_sys::Function;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -69,10 +69,9 @@ pub fn on_connect_external(port: Port) {
         match session.authorize(policy.access(Some(&caller))) {
             Authorized::Flush(items) => {
                 for item in items {
-                    match session::buffered_item(item) {
-                        Step::Dispatch(v) => dispatch(id, v),
-                        Step::Reply(r) => post(id, &r),
-                        _ => {}
+                    match item {
+                        Buffered::Message(v) => dispatch(id, v),
+                        Buffered::Reply(r) => post(id, &r),
                     }
                 }
             }
@@ -132,15 +131,20 @@ fn dispatch(id: u64, msg: Value) {
     });
 }
 
-/// Posts to an open port; a port that closed meanwhile is skipped silently.
+/// Posts to an open port; a port that closed meanwhile is skipped silently. The `Port` is
+/// cloned out of the table before the call: no borrow is held across `postMessage`, so a
+/// listener it may run (a disconnect that removes the port) cannot hit a borrowed table.
 pub fn post(id: u64, msg: &Value) {
-    let js = json::to_js(msg);
-    PORTS.with(|ports| {
-        if let Some(open) = ports.borrow().get(&id) {
-            // Chrome throws when the other side is already gone; that is not our error.
-            let _ = open.port.post_message(&js);
-        }
-    });
+    let Some(port) = PORTS.with(|ports| {
+        ports
+            .borrow()
+            .get(&id)
+            .map(|open| open.port.clone().unchecked_into::<Port>())
+    }) else {
+        return;
+    };
+    // Chrome throws when the other side is already gone; that is not our error.
+    let _ = port.post_message(&json::to_js(msg));
 }
 
 /// Closes a port from our side.

@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 
 pub const CHUNK: usize = 100;
 pub const MAX_CHUNKS: u64 = 10;
+#[allow(clippy::cast_possible_truncation)] // 10 fits any usize
 pub const MAX_ENTRIES: usize = CHUNK * MAX_CHUNKS as usize;
 pub const HEAD_KEY: &str = "audit/head";
 /// The write in progress, stored with the script it writes (see the module docs).

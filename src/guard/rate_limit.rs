@@ -21,6 +21,7 @@
 //!   with the table full of callers still in their window, the caller whose newest write is oldest
 //!   is forgotten (ties: the smallest key). That only ever lets the least recently active caller
 //!   write again early; refusing new callers instead would let anyone lock everyone else out.
+#![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -87,6 +88,7 @@ impl RateWindow {
     }
 
     /// How many writes `caller` may still make in the window at `now_ms` (read-only).
+    #[must_use]
     pub fn remaining(&self, caller: &str, now_ms: f64) -> usize {
         let key = caller_key(caller);
         let used = self.callers.get(key.as_ref()).map_or(0, |stamps| {

@@ -3,11 +3,19 @@
 use super::{keys, Provider};
 use crate::env::{Area, Env};
 use crate::guard::audit::{self, Entry};
-use crate::guard::rate_limit::{Admission, RateWindow};
+use crate::guard::rate_limit::{Admission, RateWindow, MAX_WRITES, WINDOW_MS};
 use crate::ids::ExtensionId;
 use crate::tools::result::{ErrorCode, ToolError};
 use futures::lock::MutexGuard;
 use serde_json::{json, Map, Value};
+
+/// The refusal text, from the limiter's own constants so it cannot drift from what it enforces.
+fn rate_limited_message(retry_secs: f64) -> String {
+    format!(
+        "rate limit: at most {MAX_WRITES} writes per {} seconds; retry in {retry_secs} s",
+        WINDOW_MS / 1000.0
+    )
+}
 
 impl<E: Env> Provider<E> {
     /// Held while a script is read, checked and written.
@@ -38,11 +46,10 @@ impl<E: Env> Provider<E> {
             }
             Admission::Limited { retry_after_ms } => {
                 let secs = (retry_after_ms / 1000.0).ceil().max(1.0);
-                Err(ToolError::new(
-                    ErrorCode::RateLimited,
-                    format!("rate limit: at most 30 writes per 60 seconds; retry in {secs} s"),
+                Err(
+                    ToolError::new(ErrorCode::RateLimited, rate_limited_message(secs))
+                        .with_details(json!({ "retryAfterSeconds": secs })),
                 )
-                .with_details(json!({ "retryAfterSeconds": secs })))
             }
         }
     }
@@ -106,5 +113,21 @@ impl<E: Env> Provider<E> {
                 entry.tool, entry.result
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limit_message_states_the_enforced_limit() {
+        let m = rate_limited_message(7.0);
+        let window = (WINDOW_MS / 1000.0).to_string();
+        assert_eq!(
+            m,
+            format!("rate limit: at most {MAX_WRITES} writes per {window} seconds; retry in 7 s")
+        );
+        assert!(!m.contains(".0"), "{m}");
     }
 }

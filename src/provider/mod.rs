@@ -72,7 +72,9 @@ pub struct Provider<E> {
     last_available: Cell<Option<bool>>,
     /// Called when something a page shows changed (reviews, sessions): the shell refreshes the
     /// badge.
-    on_change: RefCell<Option<Box<dyn Fn()>>>,
+    /// Kept as an `Rc` so it is cloned out and called with no borrow held: the callback may
+    /// re-enter the provider (close a session, set a new callback).
+    on_change: RefCell<Option<Rc<dyn Fn()>>>,
 }
 
 struct Waiting {
@@ -110,11 +112,12 @@ impl<E: Env> Provider<E> {
     }
 
     pub fn set_on_change(&self, f: Box<dyn Fn()>) {
-        *self.on_change.borrow_mut() = Some(f);
+        *self.on_change.borrow_mut() = Some(Rc::from(f));
     }
 
     pub(crate) fn changed(&self) {
-        if let Some(f) = &*self.on_change.borrow() {
+        let f = self.on_change.borrow().clone();
+        if let Some(f) = f {
             f();
         }
     }
@@ -254,6 +257,36 @@ mod tests {
         assert_eq!(q.registry_state(), RegistryState::Stale);
         block_on(q.ensure_registry());
         assert_eq!(q.registry_state(), RegistryState::Synced);
+    }
+
+    #[test]
+    fn the_change_callback_may_reenter_the_provider() {
+        // The shell's callback runs with no borrow of the provider held: it may close another
+        // session (a re-entrant disconnect) or replace itself without a BorrowMutError panic.
+        let p = Rc::new(Provider::new(MemoryEnv::new()));
+        let host = crate::ids::ExtensionId::parse(HOST).unwrap();
+        let a = p.open_session(host.clone()).id;
+        let b = p.open_session(host).id;
+        let calls = Rc::new(Cell::new(0));
+        let (weak, seen) = (Rc::downgrade(&p), Rc::clone(&calls));
+        p.set_on_change(Box::new(move || {
+            seen.set(seen.get() + 1);
+            let Some(p) = weak.upgrade() else { return };
+            // Closing `b` from inside the callback calls the callback again (nested).
+            p.close_session(b);
+            let seen = Rc::clone(&seen);
+            p.set_on_change(Box::new(move || seen.set(seen.get() + 100)));
+        }));
+        assert!(p.close_session(a));
+        assert!(p.session(b).is_none(), "closed from inside the callback");
+        assert!(calls.get() >= 1);
+        // The replacement is the one called from now on.
+        let before = calls.get();
+        let c = p
+            .open_session(crate::ids::ExtensionId::parse(HOST).unwrap())
+            .id;
+        p.close_session(c);
+        assert_eq!(calls.get(), before + 100);
     }
 
     #[test]

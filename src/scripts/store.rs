@@ -6,7 +6,7 @@
 
 use super::metadata::{self, Diagnostic, Metadata, Severity};
 use super::names;
-use super::record::{ScriptRecord, BY_USER};
+use super::record::ScriptRecord;
 use crate::env::{Area, Clock, Ids, Storage};
 use crate::guard::digest::sha256_hex;
 use serde_json::{json, Map, Value};
@@ -43,6 +43,14 @@ pub enum ScriptError {
     },
     TooMany,
     PatchFailed(String),
+    /// Edit `edit` (1-based) would make the source `size` bytes (`None`: more than a `usize`
+    /// holds) by replacing `occurrences` matches; refused before it was built.
+    PatchTooLarge {
+        edit: usize,
+        occurrences: usize,
+        size: Option<usize>,
+        max: usize,
+    },
     Storage(String),
 }
 
@@ -70,6 +78,11 @@ impl fmt::Display for ScriptError {
             ScriptError::TooLarge { size, max } => write!(f, "the source is {size} bytes, over the {max}-byte limit"),
             ScriptError::TooMany => write!(f, "{MAX_SCRIPTS} scripts are stored, the most this provider keeps; delete some first"),
             ScriptError::PatchFailed(why) => write!(f, "patch not applied, nothing changed: {why}"),
+            ScriptError::PatchTooLarge { edit, occurrences, size, max } => write!(
+                f,
+                "patch not applied, nothing changed: edit {edit} replaces {occurrences} occurrence(s) and would make the source {} bytes, over the {max}-byte limit",
+                size.map_or_else(|| format!("more than {}", usize::MAX), |s| s.to_string())
+            ),
             ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
         }
     }
@@ -116,11 +129,15 @@ pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
     Ok(decode_index(got.get(INDEX_KEY)))
 }
 
-/// Whether a stored index is whole: `{uuids: [uuid, …]}` and nothing else in the list.
+/// Whether a stored index is whole: `{uuids: [uuid, …]}`, each uuid once, nothing else in the
+/// list. A repeated uuid would list (and register) one script twice.
 fn index_is_whole(v: &Value) -> bool {
+    let mut seen = std::collections::BTreeSet::new();
     v.get("uuids").and_then(Value::as_array).is_some_and(|a| {
-        a.iter()
-            .all(|u| u.as_str().is_some_and(super::record::is_uuid))
+        a.iter().all(|u| {
+            u.as_str()
+                .is_some_and(|u| super::record::is_uuid(u) && seen.insert(u))
+        })
     })
 }
 
@@ -128,18 +145,19 @@ fn index_is_whole(v: &Value) -> bool {
 /// uuids are recovered from the records themselves, oldest first.
 async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>, ScriptError> {
     // What the damaged index still names, in its order…
+    // (each once, at its first place: `Vec::dedup` would drop only adjacent repeats).
+    let mut seen = std::collections::BTreeSet::new();
     let mut index: Vec<String> = damaged
         .get("uuids")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
-                .filter(|u| super::record::is_uuid(u))
+                .filter(|u| super::record::is_uuid(u) && seen.insert(*u))
                 .map(str::to_owned)
                 .collect()
         })
         .unwrap_or_default();
-    index.dedup();
     // …then every stored record it lost, oldest first.
     let all = s.get_all(Area::Local).await.map_err(storage_err)?;
     let mut found: Vec<(f64, String)> = all
@@ -349,8 +367,6 @@ pub struct Change {
     pub source: String,
     pub created: bool,
     pub diagnostics: Vec<Diagnostic>,
-    /// The revision before the change (0 for a new script).
-    pub previous_revision: u64,
 }
 
 /// `@namespace` + `@name` identify a script to the user, so no two may look the same: they are
@@ -430,7 +446,6 @@ pub async fn create<E: Storage + Clock + Ids>(
         source: source.to_owned(),
         created: true,
         diagnostics,
-        previous_revision: 0,
     })
 }
 
@@ -476,7 +491,6 @@ pub async fn replace<E: Storage + Clock>(
         source: source.to_owned(),
         created: false,
         diagnostics,
-        previous_revision: current.revision,
     })
 }
 
@@ -491,32 +505,51 @@ pub struct Edit {
 }
 
 /// Applies edits in order; any edit that does not apply exactly leaves the source untouched.
-pub fn apply_edits(source: &str, edits: &[Edit]) -> Result<String, ScriptError> {
+///
+/// The work is bounded before it is done: for each edit the occurrences are counted (no
+/// allocation) and the size of the result computed with checked arithmetic, and an edit whose
+/// result would be over `max_bytes` is refused before anything is built. A replace-all of a
+/// one-byte search by a long text would otherwise build gigabytes and trap the module.
+pub fn apply_edits(source: &str, edits: &[Edit], max_bytes: usize) -> Result<String, ScriptError> {
     let mut out = source.to_owned();
     for (i, e) in edits.iter().enumerate() {
+        let edit = i.saturating_add(1);
         if e.search.is_empty() {
             return Err(ScriptError::PatchFailed(format!(
-                "edit {}: search text is empty",
-                i + 1
+                "edit {edit}: search text is empty"
             )));
         }
         let count = out.matches(e.search.as_str()).count();
         match (count, e.all) {
             (0, _) => {
                 return Err(ScriptError::PatchFailed(format!(
-                    "edit {}: search text {:?} not found",
-                    i + 1,
+                    "edit {edit}: search text {:?} not found",
                     crate::text::ellipsize(&e.search, 60)
                 )))
             }
-            (1, _) | (_, true) => out = out.replace(e.search.as_str(), &e.replace),
+            (1, _) | (_, true) => {}
             (n, false) => {
                 return Err(ScriptError::PatchFailed(format!(
-                    "edit {}: search text occurs {n} times; make it unique or set all: true",
-                    i + 1
+                    "edit {edit}: search text occurs {n} times; make it unique or set all: true"
                 )))
             }
         }
+        let size = count
+            .checked_mul(e.search.len())
+            .and_then(|removed| out.len().checked_sub(removed))
+            .and_then(|kept| kept.checked_add(count.checked_mul(e.replace.len())?));
+        match size {
+            Some(size) if size <= max_bytes => {}
+            _ => {
+                return Err(ScriptError::PatchTooLarge {
+                    edit,
+                    occurrences: count,
+                    size,
+                    max: max_bytes,
+                })
+            }
+        }
+        out = out.replace(e.search.as_str(), &e.replace);
     }
     Ok(out)
 }
@@ -532,18 +565,7 @@ pub async fn patch<E: Storage + Clock>(
 ) -> Result<Change, ScriptError> {
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, Some(expected))?;
-    // Bound the work before doing it: each edit can at most grow the text by its replacement
-    // times the occurrences, so check the result's size right after each step instead.
-    let mut text = source;
-    for e in edits {
-        text = apply_edits(&text, std::slice::from_ref(e))?;
-        if text.len() > max_bytes {
-            return Err(ScriptError::TooLarge {
-                size: text.len(),
-                max: max_bytes,
-            });
-        }
-    }
+    let text = apply_edits(&source, edits, max_bytes)?;
     replace(env, snap, actor, uuid, expected, &text, None, max_bytes).await
 }
 
@@ -557,13 +579,11 @@ pub async fn set_enabled<E: Storage + Clock>(
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, expected)?;
     if current.enabled == enabled {
-        let rev = current.revision;
         return Ok(Change {
             record: current,
             source,
             created: false,
             diagnostics: Vec::new(),
-            previous_revision: rev,
         });
     }
     let record = ScriptRecord {
@@ -579,7 +599,6 @@ pub async fn set_enabled<E: Storage + Clock>(
         source,
         created: false,
         diagnostics: Vec::new(),
-        previous_revision: current.revision,
     })
 }
 
@@ -604,15 +623,11 @@ pub async fn delete<S: Storage>(
     Ok(current)
 }
 
-/// The actor string for provenance.
-pub fn actor_for(caller: Option<&crate::ids::ExtensionId>) -> String {
-    caller.map_or_else(|| BY_USER.to_owned(), |c| c.as_str().to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
+    use crate::scripts::record::BY_USER;
     use futures::executor::block_on;
 
     const MAX: usize = 256 * 1024;
@@ -817,7 +832,146 @@ mod tests {
             MAX,
         ))
         .unwrap_err();
-        assert!(matches!(e, ScriptError::TooLarge { .. }));
+        assert!(
+            matches!(e, ScriptError::PatchTooLarge { edit: 1, .. }),
+            "{e:?}"
+        );
+    }
+
+    fn edit(search: &str, replace: &str, all: bool) -> Edit {
+        Edit {
+            search: search.into(),
+            replace: replace.into(),
+            all,
+        }
+    }
+
+    #[test]
+    fn a_replace_all_bomb_is_refused_before_it_is_built() {
+        // 256 KiB of `a`, each replaced by 256 KiB: 64 GiB if built. Refused from the count.
+        let source = "a".repeat(MAX);
+        let bomb = edit("a", &"b".repeat(MAX), true);
+        let started = std::time::Instant::now();
+        let e = apply_edits(&source, &[bomb], MAX).unwrap_err();
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(500),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            e,
+            ScriptError::PatchTooLarge {
+                edit: 1,
+                occurrences: MAX,
+                size: MAX.checked_mul(MAX),
+                max: MAX
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("edit 1") && msg.contains("262144-byte limit"),
+            "{msg}"
+        );
+        // Just over the limit: the size is reported exactly.
+        let e = apply_edits("aa", &[edit("a", "bb", true)], 3).unwrap_err();
+        assert!(
+            matches!(e, ScriptError::PatchTooLarge { size: Some(4), .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn patch_size_is_checked_per_edit_at_the_exact_limit() {
+        // Growing to exactly the limit is fine; one byte more is not.
+        assert_eq!(
+            apply_edits("ab", &[edit("b", "bcd", false)], 4).unwrap(),
+            "abcd"
+        );
+        assert!(matches!(
+            apply_edits("ab", &[edit("b", "bcde", false)], 4),
+            Err(ScriptError::PatchTooLarge {
+                edit: 1,
+                size: Some(5),
+                ..
+            })
+        ));
+        // An intermediate result over the limit is refused even if a later edit shrinks it.
+        assert!(matches!(
+            apply_edits(
+                "ab",
+                &[edit("b", "bcdef", false), edit("cdef", "", false)],
+                4
+            ),
+            Err(ScriptError::PatchTooLarge { edit: 1, .. })
+        ));
+        // Shrinking edits are never refused by the bound.
+        assert_eq!(apply_edits("aaaa", &[edit("a", "", true)], 4).unwrap(), "");
+    }
+
+    #[test]
+    fn patch_errors_name_the_edit_that_failed() {
+        let e = apply_edits(
+            "one two",
+            &[edit("one", "1", false), edit("three", "3", false)],
+            MAX,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("edit 2:"), "{e}");
+        let e = apply_edits(
+            "x x y",
+            &[
+                edit("y", "z", false),
+                edit("q", "r", true),
+                edit("x", "w", false),
+            ],
+            MAX,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("edit 2:"), "{e}");
+        let e =
+            apply_edits("x x", &[edit("nope", "", true), edit("x", "w", false)], MAX).unwrap_err();
+        assert!(e.to_string().contains("edit 1:"), "{e}");
+        // And through patch, which applies them one by one against storage.
+        let env = MemoryEnv::new();
+        let uuid = block_on(create(
+            &env,
+            &snap(&env),
+            HOST,
+            &src("A", "let a = 1;"),
+            true,
+            MAX,
+        ))
+        .unwrap()
+        .record
+        .uuid;
+        let e = block_on(patch(
+            &env,
+            &snap(&env),
+            HOST,
+            &uuid,
+            1,
+            &[edit("let", "const", false), edit("b = 2", "", false)],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("edit 2:"), "{e}");
+        let e = block_on(patch(
+            &env,
+            &snap(&env),
+            HOST,
+            &uuid,
+            1,
+            &[
+                edit("let", "const", false),
+                edit("1", &"9".repeat(MAX), false),
+            ],
+            MAX,
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(e, ScriptError::PatchTooLarge { edit: 2, .. }),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -855,11 +1009,25 @@ mod tests {
             .unwrap()
             .record
             .uuid;
-        for garbage in [
-            json!("garbage"),
-            json!({"uuids": 5}),
-            json!({"uuids": [a.clone(), 7]}),
-            json!(null),
+        let ab = vec![a.clone(), b.clone()];
+        for (garbage, expected) in [
+            (json!("garbage"), ab.clone()),
+            (json!({"uuids": 5}), ab.clone()),
+            (json!({"uuids": [a.clone(), 7]}), ab.clone()),
+            (json!(null), ab.clone()),
+            // Repeats, adjacent or not, are kept once at their first place.
+            (
+                json!({"uuids": [a.clone(), b.clone(), a.clone()]}),
+                ab.clone(),
+            ),
+            (
+                json!({"uuids": [a.clone(), 7, b.clone(), a.clone(), b.clone()]}),
+                ab.clone(),
+            ),
+            (
+                json!({"uuids": [b.clone(), a.clone(), b.clone()]}),
+                vec![b.clone(), a.clone()],
+            ),
         ] {
             env.areas
                 .borrow_mut()
@@ -867,7 +1035,7 @@ mod tests {
                 .unwrap()
                 .insert(INDEX_KEY.into(), garbage.clone());
             let s = snap(&env);
-            assert_eq!(s.index, vec![a.clone(), b.clone()], "{garbage}");
+            assert_eq!(s.index, expected, "{garbage}");
             assert_eq!(s.records.len(), 2);
             assert_eq!(s.problems[0].uuid, INDEX_KEY);
             // The next write saves the rebuilt index, with nobody lost.

@@ -68,6 +68,7 @@ impl ToolError {
         }
     }
 
+    #[must_use]
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self

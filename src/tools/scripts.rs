@@ -125,6 +125,7 @@ pub enum WriteArgs {
 impl WriteArgs {
     /// After the user approved a write reviewed at revision `base`, the write must apply to that
     /// revision and no other: a change in between is a CONFLICT, not a silent overwrite.
+    #[must_use]
     pub fn pinned(self, base: Option<u64>) -> Self {
         match self {
             WriteArgs::SetEnabled {
@@ -381,7 +382,9 @@ pub(crate) fn script_error(e: ScriptError) -> ToolError {
             ErrorCode::Conflict
         }
         ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
-        ScriptError::TooLarge { .. } | ScriptError::TooMany => ErrorCode::PayloadTooLarge,
+        ScriptError::TooLarge { .. } | ScriptError::PatchTooLarge { .. } | ScriptError::TooMany => {
+            ErrorCode::PayloadTooLarge
+        }
         ScriptError::PatchFailed(_) => ErrorCode::InvalidArguments,
         ScriptError::Storage(_) => ErrorCode::StorageError,
     };
@@ -540,7 +543,10 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
         .as_deref()
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let limit = a.limit.map_or(catalog::DEFAULT_PAGE, |l| l as usize);
+    // Checked against MAX_PAGE when parsed; the conversion cannot fail, but must not truncate.
+    let limit = a.limit.map_or(catalog::DEFAULT_PAGE, |l| {
+        usize::try_from(l).map_or(MAX_PAGE, |l| l.min(MAX_PAGE))
+    });
     let page: Vec<Value> = records
         .iter()
         .skip(offset)
@@ -732,6 +738,7 @@ fn write_result(c: &Change, registered: bool) -> Value {
 /// What the user reviews: checked against the store now, so a write that cannot succeed
 /// (unknown uuid, stale revision, invalid metadata, a patch that does not apply) fails at once
 /// instead of asking the user about it.
+#[allow(clippy::too_many_lines)] // one arm per write; splitting tools/scripts.rs is scheduled
 pub(super) async fn review_request<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
@@ -791,7 +798,7 @@ pub(super) async fn review_request<E: Env>(
             Some((r, old)),
         ) => {
             check(*revision)?;
-            let new = store::apply_edits(old, edits).map_err(script_error)?;
+            let new = store::apply_edits(old, edits, MAX_SOURCE_BYTES).map_err(script_error)?;
             name_of(&new)?;
             (
                 format!("Edit the script \"{}\"", r.metadata.name),

@@ -393,6 +393,30 @@ describe("mcp: approved caller", () => {
     }
   });
 
+  test("8b. a batch sent before authorization completes is answered -32600, never echoed back", T, async () => {
+    // The worker is stopped first so the next start reads the policy from storage: the batch,
+    // sent in the same turn as the connect, arrives while that read runs and is buffered.
+    // A buffered one-element batch used to look like a buffered error reply and was posted back.
+    const page = await h.hostPage();
+    const batch = [{ jsonrpc: "2.0", id: "batch-ping", method: "ping" }];
+    for (let n = 1; n <= 3; n++) {
+      await h.stopProviderWorker();
+      const { p, sent } = await page.evaluate(([id, name, msgs]) => {
+        const p = window.lumo.rawOpen(id, name);
+        return { p, sent: msgs.map((msg) => window.lumo.rawSend(p, msg)) };
+      }, [PROVIDER_ID, MCP_PORT, [batch, initialize(`after-batch-${n}`)]]);
+      assert.equal(typeof p, "number", `rawOpen failed: ${show(p)}`);
+      assert.deepEqual(sent, [{ sent: true }, { sent: true }]);
+      const msgs = await until(() => rp.messages(p), (l) => l.length >= 2, 5000);
+      assert.equal(msgs.length, 2, `#${n}: one answer to the batch, one to initialize: ${show(msgs)}`);
+      assert.ok(!msgs.some((x) => "method" in x), `#${n}: the batch was echoed back: ${show(msgs)}`);
+      assertRpcError(msgs[0], null, INVALID_REQUEST, /batch/i);
+      assert.equal(msgs[1].id, `after-batch-${n}`);
+      assert.ok(msgs[1].result, `#${n}: the port works on: ${show(msgs[1])}`);
+      await rp.close(p);
+    }
+  });
+
   test("4. wrong port names are disconnected at once, with no reply", T, async () => {
     await m.noHostSessions();
     for (const name of ["lumo:mcp2", "", "lumo:probe"]) {

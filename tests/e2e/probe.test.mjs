@@ -53,8 +53,9 @@ describe("probe: caller not yet authorized (fresh profile)", () => {
     assert.equal(r.response?.ok, false, JSON.stringify(r.response));
     assert.equal(r.state, "error");
     assert.equal(r.text, r.response.error);
-    assert.match(r.text, /\b1\b/, `message names version 1: ${r.text}`);
-    assert.match(r.text, /\b2\b/, `message names version 2: ${r.text}`);
+    // Each number named for what it is: the request's version and the provider's.
+    assert.match(r.text, /request is version 2\b/, `message names the request's version 2: ${r.text}`);
+    assert.match(r.text, /speaks version 1\b/, `message names the provider's version 1: ${r.text}`);
   });
 
   const malformed = {
