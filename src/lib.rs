@@ -11,6 +11,7 @@
 //! provider for every caller.
 
 pub mod badge;
+pub mod bridge;
 pub mod control;
 pub mod env;
 pub mod guard;
