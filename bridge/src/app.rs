@@ -219,10 +219,12 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => return Err(format!(
+            Err(e) => {
+                return Err(format!(
                 "cannot listen for the extension on 127.0.0.1:{}: {e}; choose another with --port",
                 app.args.port
-            )),
+            ))
+            }
         }
     };
     let control_token = secrets::random_token();
