@@ -7,6 +7,10 @@ scripts/ensure-tools.sh test
 echo "== native tests (cargo test)"
 cargo test --quiet
 
+echo "== bridge: native unit and integration tests (the real binary), then the MCP TS SDK client"
+cargo test --quiet -p lumo-bridge
+LUMO_BRIDGE_BIN=target/debug/lumo-bridge node --test tests/bridge/
+
 echo "== fuzz (bounded; FUZZ_SECONDS=${FUZZ_SECONDS:-8} per target)"
 scripts/fuzz.sh
 
