@@ -3,6 +3,8 @@
 //! `fwd_hello` carrying the token from the 0600 token file before anything else — the core's
 //! connection refuses `call_tool` until then. Its ack hands the forwarder the extension token, so
 //! a forwarder that takes over keeps the link the user already authorized.
+// tungstenite's upgrade callback must return its (large) ErrorResponse type.
+#![allow(clippy::result_large_err)]
 
 use crate::ext::{check_upgrade, VERSION};
 use crate::hub::Hub;

@@ -1,6 +1,8 @@
 //! The loopback WebSocket the extension dials. The upgrade is refused (403) unless `Host` is a
 //! loopback name and `Origin` is `chrome-extension://<id>` (pinned to our id unless
 //! `--any-extension`); the first frame must be a `hello` with the token within the deadline.
+// tungstenite's upgrade callback must return its (large) ErrorResponse type.
+#![allow(clippy::result_large_err)]
 
 use crate::hub::Hub;
 use crate::link::{self, now_ms};

@@ -31,6 +31,12 @@ pub struct Ports {
     pub state: PathBuf,
 }
 
+impl Default for Ports {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Ports {
     pub fn new() -> Self {
         let state = std::env::temp_dir().join(format!(
