@@ -63,10 +63,13 @@ async fn run(args: args::Args) -> Result<(), String> {
     match http {
         Some(port) => http::serve(app, port, token).await,
         None => {
-            let server = mcp::McpServer { app }
-                .serve(rmcp::transport::stdio())
-                .await
-                .map_err(|e| format!("MCP over stdio: {e}"))?;
+            let served = mcp::McpServer { app }.serve(rmcp::transport::stdio()).await;
+            let server = match served {
+                Ok(s) => s,
+                // The client went away before initializing: nothing failed.
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+                Err(e) => return Err(format!("MCP over stdio: {e}")),
+            };
             let _ = server.waiting().await;
             Ok(())
         }
