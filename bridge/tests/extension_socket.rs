@@ -157,7 +157,11 @@ async fn tool_calls_reach_the_extension_and_answers_come_back() {
         .contains(TOKEN));
 
     let mut ws = ext_open(p.ext).await;
-    let ext = tokio::spawn(async move { serve_calls(&mut ws, 1).await });
+    // The socket is handed back (kept open) so that bridge_status still sees it connected.
+    let ext = tokio::spawn(async move {
+        let seen = serve_calls(&mut ws, 1).await;
+        (seen, ws)
+    });
     let r = tokio::task::spawn_blocking(move || {
         let r = b.call("get_script", json!({"uuid": "x"}), Duration::from_secs(10));
         let s = b.call("bridge_status", json!({}), Duration::from_secs(10));
@@ -165,7 +169,7 @@ async fn tool_calls_reach_the_extension_and_answers_come_back() {
     })
     .await
     .unwrap();
-    let seen = ext.await.unwrap();
+    let (seen, _ws) = ext.await.unwrap();
     assert_eq!(
         seen,
         vec![json!({"name": "get_script", "arguments": {"uuid": "x"}})]

@@ -82,6 +82,35 @@ fn http_needs_the_bearer_token_and_refuses_pages_and_rebinding() {
     );
     assert_eq!(status, 403, "{text}");
 
+    // A page on another local port is a different origin: refused.
+    let other = format!("http://127.0.0.1:{}", port.wrapping_add(1));
+    assert_eq!(
+        post(
+            port,
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Origin", &other)
+            ]
+        )
+        .0,
+        403
+    );
+    // The endpoint's own origin is accepted (it serves no pages, so only it can be that origin).
+    let own = format!("http://{host}");
+    assert_eq!(
+        post(
+            port,
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Origin", &own)
+            ]
+        )
+        .0,
+        200
+    );
+
     let evil = format!("evil.example:{port}");
     let (status, text) = post(port, &[("Host", &evil), ("Authorization", &bearer)]);
     assert_eq!(status, 403, "{text}");

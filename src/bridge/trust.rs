@@ -119,12 +119,25 @@ pub fn control_origin_allowed(origin: Option<&str>) -> bool {
     origin.is_none()
 }
 
-/// The HTTP MCP endpoint: native clients send no `Origin`; a browser's request is refused unless
-/// its origin was allowed explicitly (exact match, ASCII case-insensitive).
-pub fn http_origin_allowed(origin: Option<&str>, allowed: &[String]) -> bool {
+/// The HTTP MCP endpoint: native clients send no `Origin`. A browser's request passes only when
+/// its origin was allowed explicitly (exact match, ASCII case-insensitive) or is the endpoint's
+/// own origin: `http://` + the `Host` header, which [`host_allowed`] has already limited to
+/// loopback or the configured host, so it names this very server (port included), which serves
+/// no pages. A rebinding page has the attacker's host in both and is refused by `Host` first.
+pub fn http_origin_allowed(
+    origin: Option<&str>,
+    host_header: Option<&str>,
+    allowed: &[String],
+) -> bool {
     match origin {
         None => true,
-        Some(o) => allowed.iter().any(|a| a.eq_ignore_ascii_case(o)),
+        Some(o) => {
+            allowed.iter().any(|a| a.eq_ignore_ascii_case(o))
+                || host_header.is_some_and(|h| {
+                    o.strip_prefix("http://")
+                        .is_some_and(|rest| !h.is_empty() && rest.eq_ignore_ascii_case(h))
+                })
+        }
     }
 }
 
@@ -253,13 +266,51 @@ mod tests {
 
     #[test]
     fn http_origin() {
-        assert!(http_origin_allowed(None, &[]));
-        assert!(!http_origin_allowed(Some("https://evil.example"), &[]));
-        let allowed = vec!["http://localhost:6274".to_string()];
-        assert!(http_origin_allowed(Some("http://localhost:6274"), &allowed));
+        let host = Some("127.0.0.1:8931");
+        assert!(http_origin_allowed(None, host, &[]));
         assert!(!http_origin_allowed(
-            Some("http://localhost:6275"),
+            Some("https://evil.example"),
+            host,
+            &[]
+        ));
+        let allowed = vec!["http://localhost:6274".to_string()];
+        assert!(http_origin_allowed(
+            Some("http://localhost:6274"),
+            host,
             &allowed
         ));
+        assert!(!http_origin_allowed(
+            Some("http://localhost:6275"),
+            host,
+            &allowed
+        ));
+        // The endpoint's own origin (same host and port as the request's Host).
+        assert!(http_origin_allowed(
+            Some("http://127.0.0.1:8931"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(
+            Some("http://127.0.0.1:8932"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(
+            Some("https://127.0.0.1:8931"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(
+            Some("http://localhost:8931"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(Some("http://"), Some(""), &[]));
+        assert!(!http_origin_allowed(
+            Some("http://127.0.0.1:8931"),
+            None,
+            &[]
+        ));
+        assert!(!http_origin_allowed(Some("null"), host, &[]));
     }
 }
