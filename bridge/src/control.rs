@@ -14,7 +14,7 @@ use lumo_userscripts::bridge::{trust, types, Connection, WireError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 
 pub async fn serve(
@@ -23,8 +23,13 @@ pub async fn serve(
     control_token: String,
     hello_timeout_ms: u64,
 ) {
+    let pending = Arc::new(Semaphore::new(crate::ext::MAX_UNAUTHENTICATED));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            drop(stream);
             continue;
         };
         let (hub, token) = (hub.clone(), control_token.clone());
@@ -57,7 +62,7 @@ pub async fn serve(
                 let h = h.clone();
                 async move { answer(&h, &kind, payload).await }.boxed()
             });
-            let reason = link::run(ws, conn, tx, rx, |_| {}, Some(on_request)).await;
+            let reason = link::run(ws, conn, tx, rx, move |_| drop(permit), Some(on_request)).await;
             eprintln!("lumo-bridge: a forwarder left ({reason})");
         });
     }

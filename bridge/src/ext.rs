@@ -11,7 +11,7 @@ use lumo_userscripts::ids::ExtensionId;
 use serde_json::{json, Map};
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -43,9 +43,18 @@ fn refusal(why: &str) -> ErrorResponse {
     r
 }
 
+/// Sockets that have not completed hello yet, at most: a local process opening thousands of
+/// silent sockets gets the excess closed at once instead of holding memory for 10 s each.
+pub const MAX_UNAUTHENTICATED: usize = 16;
+
 pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
+    let pending = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            drop(stream);
             continue;
         };
         let (hub, cfg) = (hub.clone(), cfg.clone());
@@ -77,6 +86,7 @@ pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
             let attached = Arc::new(Mutex::new(None));
             let (hub2, tx2, attached2) = (hub.clone(), tx.clone(), attached.clone());
             let on_open = move |hello| {
+                drop(permit); // authenticated: no longer counts against the pre-hello limit
                 let id = hub2.attach(tx2, hello);
                 if let Ok(mut a) = attached2.lock() {
                     *a = Some(id);

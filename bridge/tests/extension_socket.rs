@@ -285,3 +285,29 @@ async fn the_token_never_appears_on_stdout() {
         .wait_stderr("connect.html", Duration::from_secs(5))
         .contains(TOKEN));
 }
+
+#[tokio::test]
+async fn silent_sockets_cannot_crowd_out_the_extension() {
+    // The listener is bound before "owner" is printed, so no probe connection is needed.
+    let (p, _b) = started(&[]);
+    let mut silent = Vec::new();
+    for _ in 0..16 {
+        silent.push(ws_connect(p.ext, &[("Origin", OWN_ORIGIN)]).await.expect("upgrade"));
+    }
+    // More are closed at once instead of waiting 10 s each…
+    let extra = tokio::net::TcpStream::connect(("127.0.0.1", p.ext))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), async {
+        extra.readable().await.ok();
+        extra.try_read(&mut buf).unwrap_or(0)
+    })
+    .await
+    .expect("closed promptly");
+    assert_eq!(n, 0);
+    // …and once the silent ones go, the extension gets in.
+    drop(silent);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ws = ext_open(p.ext).await;
+}
