@@ -292,7 +292,11 @@ async fn silent_sockets_cannot_crowd_out_the_extension() {
     let (p, _b) = started(&[]);
     let mut silent = Vec::new();
     for _ in 0..16 {
-        silent.push(ws_connect(p.ext, &[("Origin", OWN_ORIGIN)]).await.expect("upgrade"));
+        silent.push(
+            ws_connect(p.ext, &[("Origin", OWN_ORIGIN)])
+                .await
+                .expect("upgrade"),
+        );
     }
     // More are closed at once instead of waiting 10 s each…
     let extra = tokio::net::TcpStream::connect(("127.0.0.1", p.ext))
@@ -310,4 +314,34 @@ async fn silent_sockets_cannot_crowd_out_the_extension() {
     drop(silent);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _ws = ext_open(p.ext).await;
+}
+
+/// The extension will dial with the core's own `Connection` (compiled to wasm); here the same
+/// code dials the real bridge natively, so the two ends are proven to agree on the wire.
+#[tokio::test]
+async fn the_cores_dialling_connection_opens_against_the_real_bridge() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use lumo_userscripts::bridge::{Connection, Event};
+    use tokio_tungstenite::tungstenite::Message;
+    let (p, _b) = started(&["--readonly"]);
+    let mut ws = ext_connect(p.ext).await;
+    let mut hello = serde_json::Map::new();
+    hello.insert("token".into(), json!(TOKEN));
+    hello.insert("extVersion".into(), json!("0.1.0"));
+    let mut conn = Connection::dial("hello", hello, "0.1.0", 0, 10_000);
+    while let Some(t) = conn.poll_transmit() {
+        ws.send(Message::Text(t.into())).await.unwrap();
+    }
+    let Some(Ok(Message::Text(t))) = ws.next().await else {
+        panic!("no ack");
+    };
+    conn.handle_text(t.as_str());
+    match conn.poll_event() {
+        Some(Event::Ready(ack)) => {
+            assert_eq!(ack.result["readonly"], true);
+            assert_eq!(ack.server_version, env!("CARGO_PKG_VERSION"));
+        }
+        other => panic!("{other:?}: {:?}", conn.close_reason()),
+    }
+    assert!(conn.is_open());
 }
