@@ -108,3 +108,31 @@ pub fn not_connected_message(link: &str) -> String {
         "The Lumo Userscripts extension is not connected to this bridge. Ask the user to open this link in Chrome (where the extension is installed) and click Connect: {link}"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newer_connection_replaces_the_older_which_is_told_why() {
+        let hub = Hub::new(1, "t".repeat(64), "imliakfdgonldkmaddnhnniclbhiobpo");
+        assert_eq!(hub.status()["connected"], false);
+        let (tx1, mut rx1) = mpsc::channel(4);
+        let (tx2, _rx2) = mpsc::channel(4);
+        let first = hub.attach(tx1, Map::new());
+        assert_eq!(hub.status()["connected"], true);
+        let second = hub.attach(tx2, Map::new());
+        match rx1.try_recv() {
+            Ok(Cmd::Close { code, .. }) => assert_eq!(code, REPLACED),
+            _ => panic!("the replaced link was not closed"),
+        }
+        // The old link's late detach must not drop the new one.
+        hub.detach(first);
+        assert_eq!(hub.status()["connected"], true);
+        hub.detach(second);
+        assert_eq!(hub.status()["connected"], false);
+        assert!(hub.status()["connectLink"]
+            .as_str()
+            .is_some_and(|l| l.ends_with(&"t".repeat(64))));
+    }
+}
