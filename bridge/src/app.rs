@@ -4,7 +4,7 @@
 use crate::args::Args;
 use crate::election::{elect, Bind, Decision, Dial};
 use crate::ext::{self, ExtConfig, VERSION};
-use crate::hub::{self, Hub};
+use crate::hub::Hub;
 use crate::link::{self, now_ms, Cmd};
 use crate::{control, secrets};
 use futures_util::future::BoxFuture;
@@ -71,7 +71,13 @@ impl App {
             Snapshot::Owner(h) => h.call_tool(name, arguments).await,
             Snapshot::Forwarder(tx, _) => {
                 let payload = json!({ "name": name, "arguments": arguments });
-                link::request(&tx, types::CALL_TOOL, payload, hub::CALL_TIMEOUT + Duration::from_secs(5))
+                link::request(
+                    &tx,
+                    types::CALL_TOOL,
+                    payload,
+                    // The owner's own wait (and its one retry of a read) comes first.
+                    self.args.call_timeout * 2 + Duration::from_secs(5),
+                )
                     .await
                     .map_err(|e| format!("via the bridge that owns the extension link: {e}"))
             }
@@ -235,7 +241,9 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         .extension_id
         .as_ref()
         .map_or(crate::args::OWN_EXTENSION_ID, |i| i.as_str());
-    let hub = Arc::new(Hub::new(app.args.port, token, id));
+    let mut hub = Hub::new(app.args.port, token, id);
+    hub.call_timeout = app.args.call_timeout;
+    let hub = Arc::new(hub);
     let cfg = Arc::new(ExtConfig {
         pinned: app.args.extension_id.clone(),
         readonly: app.args.readonly,

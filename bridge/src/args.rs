@@ -45,6 +45,8 @@ pub struct Args {
     pub state_dir: Option<PathBuf>,
     /// Test hook: the hello deadline (default 10 s).
     pub hello_timeout_ms: u64,
+    /// Test hook: how long a tool call waits for the extension (default 120 s).
+    pub call_timeout: std::time::Duration,
 }
 
 pub enum Parsed {
@@ -64,6 +66,7 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
         extension_id: ExtensionId::parse(OWN_EXTENSION_ID),
         state_dir: None,
         hello_timeout_ms: lumo_userscripts::bridge::HELLO_TIMEOUT_MS,
+        call_timeout: crate::hub::CALL_TIMEOUT,
     };
     let mut it = argv.into_iter();
     while let Some(flag) = it.next() {
@@ -91,6 +94,13 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
                 a.hello_timeout_ms = v
                     .parse()
                     .map_err(|_| format!("--hello-timeout-ms: {v:?} is not a number"))?;
+            }
+            "--call-timeout-ms" => {
+                let v = value("--call-timeout-ms")?;
+                let ms: u64 = v
+                    .parse()
+                    .map_err(|_| format!("--call-timeout-ms: {v:?} is not a number"))?;
+                a.call_timeout = std::time::Duration::from_millis(ms);
             }
             other => return Err(format!("unknown flag {other:?}; see --help")),
         }

@@ -21,6 +21,8 @@ struct Current {
 
 pub struct Hub {
     pub port: u16,
+    /// How long a tool call waits for the extension (CALL_TIMEOUT; shorter in tests).
+    pub call_timeout: Duration,
     pub ext_token: String,
     pub connect_link: String,
     state: Mutex<(Option<Current>, u64)>,
@@ -32,6 +34,7 @@ impl Hub {
             format!("chrome-extension://{extension_id}/connect.html?port={port}&token={ext_token}");
         Hub {
             port,
+            call_timeout: CALL_TIMEOUT,
             ext_token,
             connect_link,
             state: Mutex::new((None, 0)),
@@ -96,7 +99,7 @@ impl Hub {
             &tx,
             types::CALL_TOOL,
             json!({ "name": name, "arguments": arguments }),
-            CALL_TIMEOUT,
+            self.call_timeout,
         )
         .await
         .map_err(|e| format!("the browser extension did not answer: {e}"))

@@ -78,73 +78,84 @@ where
     let mut on_open = Some(on_open);
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     loop {
-        while let Some(text) = conn.poll_transmit() {
-            if ws.send(Message::Text(text.into())).await.is_err() {
-                conn.handle_disconnect();
+        // Send, then handle events; handling may queue more frames (answers, a retry), so
+        // repeat until both are drained before waiting.
+        let mut handled = true;
+        while handled {
+            handled = false;
+            while let Some(text) = conn.poll_transmit() {
+                if ws.send(Message::Text(text.into())).await.is_err() {
+                    conn.handle_disconnect();
+                }
             }
-        }
-        while let Some(ev) = conn.poll_event() {
-            match ev {
-                Event::Hello(info) => {
-                    if let Some(f) = on_open.take() {
-                        f(info.payload);
+            while let Some(ev) = conn.poll_event() {
+                handled = true;
+                match ev {
+                    Event::Hello(info) => {
+                        if let Some(f) = on_open.take() {
+                            f(info.payload);
+                        }
                     }
-                }
-                Event::Ready(ack) => {
-                    if let Some(f) = on_open.take() {
-                        f(ack.result);
+                    Event::Ready(ack) => {
+                        if let Some(f) = on_open.take() {
+                            f(ack.result);
+                        }
                     }
-                }
-                Event::Request { id, kind, payload } => match &on_request {
-                    Some(handler) => {
-                        let fut = handler(kind, payload);
-                        let tx = cmd_tx.clone();
-                        tokio::spawn(async move {
-                            let outcome = fut.await;
-                            let _ = tx.send(Cmd::Respond { id, outcome }).await;
-                        });
+                    Event::Request { id, kind, payload } => match &on_request {
+                        Some(handler) => {
+                            let fut = handler(kind, payload);
+                            let tx = cmd_tx.clone();
+                            tokio::spawn(async move {
+                                let outcome = fut.await;
+                                let _ = tx.send(Cmd::Respond { id, outcome }).await;
+                            });
+                        }
+                        None => conn.respond(
+                            id,
+                            Err(WireError::new(
+                                "UNKNOWN_TYPE",
+                                format!("this end does not answer {kind} requests"),
+                            )),
+                        ),
+                    },
+                    Event::Notify { .. } => {}
+                    Event::Response { id, outcome, .. } => {
+                        if let Some(w) = waiting.remove(&id) {
+                            let _ = w.reply.send(outcome.map_err(|e| e.to_string()));
+                        }
                     }
-                    None => conn.respond(
-                        id,
-                        Err(WireError::new(
-                            "UNKNOWN_TYPE",
-                            format!("this end does not answer {kind} requests"),
-                        )),
-                    ),
-                },
-                Event::Notify { .. } => {}
-                Event::Response { id, outcome, .. } => {
-                    if let Some(w) = waiting.remove(&id) {
-                        let _ = w.reply.send(outcome.map_err(|e| e.to_string()));
-                    }
-                }
-                Event::Failed { id, failure, .. } => {
-                    let Some(w) = waiting.remove(&id) else {
-                        continue;
-                    };
-                    match failure {
-                        // Reads only (the core decides): one more try.
-                        Failure::Timeout { retryable: true } if !w.retried => {
-                            match conn.request(&w.kind, w.payload.clone(), now_ms(), ms(w.timeout))
-                            {
-                                Ok(nid) => {
-                                    waiting.insert(nid, Waiting { retried: true, ..w });
-                                }
-                                Err(e) => {
-                                    let _ = w.reply.send(Err(e.to_string()));
+                    Event::Failed { id, failure, .. } => {
+                        let Some(w) = waiting.remove(&id) else {
+                            continue;
+                        };
+                        match failure {
+                            // Reads only (the core decides): one more try.
+                            Failure::Timeout { retryable: true } if !w.retried => {
+                                match conn.request(
+                                    &w.kind,
+                                    w.payload.clone(),
+                                    now_ms(),
+                                    ms(w.timeout),
+                                ) {
+                                    Ok(nid) => {
+                                        waiting.insert(nid, Waiting { retried: true, ..w });
+                                    }
+                                    Err(e) => {
+                                        let _ = w.reply.send(Err(e.to_string()));
+                                    }
                                 }
                             }
-                        }
-                        Failure::Timeout { .. } => {
-                            let _ = w.reply.send(Err(format!(
+                            Failure::Timeout { .. } => {
+                                let _ = w.reply.send(Err(format!(
                                 "no answer within {} s; it may still have happened: check before repeating a write",
                                 w.timeout.as_secs()
                             )));
-                        }
-                        Failure::Disconnected => {
-                            let _ = w
-                                .reply
-                                .send(Err("the connection closed before the answer came".into()));
+                            }
+                            Failure::Disconnected => {
+                                let _ = w.reply.send(Err(
+                                    "the connection closed before the answer came".into(),
+                                ));
+                            }
                         }
                     }
                 }

@@ -345,3 +345,52 @@ async fn the_cores_dialling_connection_opens_against_the_real_bridge() {
     }
     assert!(conn.is_open());
 }
+
+/// Seed 001: only idempotent reads are retried after a timeout, never a write.
+#[tokio::test]
+async fn a_timed_out_read_is_retried_once_and_a_write_never() {
+    let (p, b) = started(&["--call-timeout-ms", "400"]);
+    let mut ws = ext_open(p.ext).await;
+    let client = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let read = b.call("list_scripts", json!({}), Duration::from_secs(10));
+        let write = b.call(
+            "delete_script",
+            json!({"uuid": "u"}),
+            Duration::from_secs(10),
+        );
+        (read, write, b)
+    });
+    // The read: ignore the first request, answer the retry.
+    let first = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(first["payload"]["name"], "list_scripts");
+    let retry = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(retry["payload"]["name"], "list_scripts");
+    assert_ne!(retry["id"], first["id"], "a retry is a new request");
+    send(
+        &mut ws,
+        json!({"k": "res", "id": retry["id"], "ok": true, "result": {
+        "content": [{"type": "text", "text": "ok"}], "isError": false}}),
+    )
+    .await;
+    // The write: ignored; it must not be sent again.
+    let w = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(w["payload"]["name"], "delete_script");
+    let (read, write, _b) = client.await.unwrap();
+    assert_eq!(read["isError"], false, "{read}");
+    assert_eq!(write["isError"], true, "{write}");
+    assert!(
+        write["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("may still have happened"),
+        "{write}"
+    );
+    send(&mut ws, json!({"k": "png"})).await;
+    assert_eq!(
+        recv(&mut ws, Duration::from_secs(5)).await.unwrap(),
+        json!({"k": "pog"}),
+        "no second delete_script was sent"
+    );
+}
