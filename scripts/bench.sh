@@ -7,5 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh test
-[ -n "${BENCH_NO_BUILD:-}" ] || scripts/build.sh
+[ -n "${BENCH_NO_BUILD:-}" ] || LUMO_NO_BRIDGE=1 scripts/build.sh
 node bench/run.mjs

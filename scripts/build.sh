@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Builds dist/: the unpacked extension to load in Chrome. Prints its path and extension id.
+# Then builds the native MCP bridge (bridge/) and prints its path; LUMO_NO_BRIDGE=1 skips it.
 # For tests only: LUMO_FEATURES=test-trap LUMO_OUT=target/dist-trap builds a variant elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,3 +29,10 @@ cp extension/* "$dist/"
 cp "$out/lumo_userscripts.js" "$dist/wasm/"
 node scripts/embed-wasm.mjs "$out/lumo_userscripts_opt.wasm" "$dist/wasm/bytes.js"
 node scripts/extension-id.mjs manifest.json "$dist"
+
+# The native bridge: its own profile (no LTO) keeps the tokio/rmcp tree affordable to build.
+# Test variants (LUMO_OUT set) skip it.
+if [ -z "${LUMO_NO_BRIDGE:-}" ] && [ -z "${LUMO_OUT:-}" ]; then
+  cargo build --quiet --profile bridge -p lumo-bridge
+  echo "Bridge: $(pwd)/target/bridge/lumo-bridge"
+fi

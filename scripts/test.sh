@@ -11,6 +11,15 @@ cargo clippy --quiet --target wasm32-unknown-unknown --lib -- -D warnings
 echo "== native tests (cargo test)"
 cargo test --quiet
 
+echo "== bridge: native unit and integration tests (the real binary), then the MCP TS SDK client"
+cargo test --quiet -p lumo-bridge
+LUMO_BRIDGE_BIN=target/debug/lumo-bridge node --test tests/bridge/
+echo "== bridge: the official MCP conformance suite (server scenarios) against --http"
+LUMO_BRIDGE_BIN=target/debug/lumo-bridge scripts/conformance.sh \
+  --expected-failures scripts/conformance/expected-failures.yml >target/conformance.log 2>&1 \
+  || { tail -40 target/conformance.log; exit 1; }
+sed -n '/SUMMARY/,/^Total/p' target/conformance.log
+
 echo "== fuzz (bounded; FUZZ_SECONDS=${FUZZ_SECONDS:-8} per target)"
 scripts/fuzz.sh
 

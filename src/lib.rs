@@ -33,6 +33,7 @@
 #![warn(clippy::return_self_not_must_use, clippy::too_many_lines)]
 
 pub mod badge;
+pub mod bridge;
 pub mod control;
 pub mod env;
 pub mod guard;

@@ -1,0 +1,143 @@
+//! MCP over Streamable HTTP at `/mcp` (rmcp's service), behind a guard that applies the core's
+//! pure rules to every request before rmcp sees it: `Host` (DNS rebinding) → 403, `Origin` →
+//! 403, then `Authorization: Bearer <token>` → 401. rmcp's own Host check is configured to the
+//! same list as a second line; its Origin check is off because ours (which also admits the
+//! endpoint's own origin, as the MCP conformance suite expects) runs first on every request.
+
+use crate::app::App;
+use crate::args::is_loopback_host;
+use crate::mcp::McpServer;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use lumo_userscripts::bridge::trust;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::sync::Arc;
+
+struct Guard {
+    host: String,
+    allow_origins: Vec<String>,
+    token: String,
+}
+
+/// The guard's decision for one request's headers, as a status to refuse with.
+fn refuse(
+    g: &Guard,
+    host: Option<&str>,
+    origin: Option<&str>,
+    auth: Option<&str>,
+) -> Option<(StatusCode, &'static str)> {
+    if !trust::host_allowed(host, Some(&g.host)) {
+        return Some((StatusCode::FORBIDDEN, "Host not allowed"));
+    }
+    if !trust::http_origin_allowed(origin, host, &g.allow_origins) {
+        return Some((StatusCode::FORBIDDEN, "Origin not allowed"));
+    }
+    if !trust::bearer_ok(auth, &g.token) {
+        return Some((StatusCode::UNAUTHORIZED, "missing or wrong bearer token"));
+    }
+    None
+}
+
+async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    // Scoped: a borrow of the request (whose body is not Sync) must not live across the await.
+    let decision = {
+        let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
+        refuse(
+            &g,
+            h(header::HOST),
+            h(header::ORIGIN),
+            h(header::AUTHORIZATION),
+        )
+    };
+    match decision {
+        None => next.run(req).await,
+        Some((status, why)) => {
+            let mut r = (status, why).into_response();
+            if status == StatusCode::UNAUTHORIZED {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            r
+        }
+    }
+}
+
+pub async fn serve(app: Arc<App>, port: u16, token: String) -> Result<(), String> {
+    let host = app.args.host.clone();
+    if !is_loopback_host(&host) {
+        eprintln!(
+            "lumo-bridge: WARNING: --host {host} is not loopback: other machines can reach /mcp. The bearer token is all that protects it, and the traffic is not encrypted: put TLS in front (e.g. a reverse proxy)."
+        );
+    }
+    let bind_host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let listener = tokio::net::TcpListener::bind((bind_host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot listen for HTTP on {host}:{port}: {e}"))?;
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    hosts.push(bind_host);
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .disable_allowed_origins();
+    let a = app.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(McpServer { app: a.clone() }),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let g = Arc::new(Guard {
+        host: host.clone(),
+        allow_origins: app.args.allow_origins.clone(),
+        token: token.clone(),
+    });
+    let router = axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(g, guard));
+    eprintln!("lumo-bridge: MCP over HTTP at http://{host}:{port}/mcp (header: Authorization: Bearer {token})");
+    axum::serve(listener, router)
+        .await
+        .map_err(|e| format!("HTTP server: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_checks_host_then_origin_then_bearer() {
+        let g = Guard {
+            host: "127.0.0.1".into(),
+            allow_origins: vec![],
+            token: "t".repeat(40),
+        };
+        let bearer = format!("Bearer {}", "t".repeat(40));
+        assert_eq!(refuse(&g, Some("127.0.0.1:1"), None, Some(&bearer)), None);
+        assert_eq!(
+            refuse(&g, Some("evil.example:1"), None, Some(&bearer)).map(|r| r.0),
+            Some(StatusCode::FORBIDDEN)
+        );
+        assert_eq!(
+            refuse(
+                &g,
+                Some("localhost"),
+                Some("https://evil.example"),
+                Some(&bearer)
+            )
+            .map(|r| r.0),
+            Some(StatusCode::FORBIDDEN)
+        );
+        assert_eq!(
+            refuse(&g, Some("localhost"), None, None).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            refuse(&g, Some("localhost"), None, Some("Bearer nope")).map(|r| r.0),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+    }
+}

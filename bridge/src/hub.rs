@@ -1,0 +1,141 @@
+//! The owner's one extension connection: at most one at a time; a newer one that passed the
+//! token check replaces the older (closed with 4003). Tool calls go to whichever is current.
+
+use crate::link::{self, Cmd};
+use lumo_userscripts::bridge::types;
+use serde_json::{json, Map, Value};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A tool call may wait for the user's review in the browser (up to 50 s) before it is answered.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Close code for a connection replaced by a newer one.
+pub const REPLACED: u16 = 4003;
+
+struct Current {
+    id: u64,
+    tx: mpsc::Sender<Cmd>,
+    hello: Map<String, Value>,
+}
+
+pub struct Hub {
+    pub port: u16,
+    /// How long a tool call waits for the extension (CALL_TIMEOUT; shorter in tests).
+    pub call_timeout: Duration,
+    pub ext_token: String,
+    pub connect_link: String,
+    state: Mutex<(Option<Current>, u64)>,
+}
+
+impl Hub {
+    pub fn new(port: u16, ext_token: String, extension_id: &str) -> Self {
+        let connect_link =
+            format!("chrome-extension://{extension_id}/connect.html?port={port}&token={ext_token}");
+        Hub {
+            port,
+            call_timeout: CALL_TIMEOUT,
+            ext_token,
+            connect_link,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// Makes this link the extension connection; returns its id for [`Hub::detach`].
+    pub fn attach(&self, tx: mpsc::Sender<Cmd>, hello: Map<String, Value>) -> u64 {
+        let Ok(mut st) = self.state.lock() else {
+            return 0;
+        };
+        st.1 = st.1.saturating_add(1);
+        let id = st.1;
+        if let Some(old) = st.0.replace(Current { id, tx, hello }) {
+            let _ = old.tx.try_send(Cmd::Close {
+                code: REPLACED,
+                reason: "replaced by a newer connection".into(),
+            });
+        }
+        id
+    }
+
+    pub fn detach(&self, id: u64) {
+        if let Ok(mut st) = self.state.lock() {
+            if st.0.as_ref().is_some_and(|c| c.id == id) {
+                st.0 = None;
+            }
+        }
+    }
+
+    fn current(&self) -> Option<(mpsc::Sender<Cmd>, Map<String, Value>)> {
+        let st = self.state.lock().ok()?;
+        st.0.as_ref().map(|c| (c.tx.clone(), c.hello.clone()))
+    }
+
+    /// `bridge_status` as the owner sees it.
+    pub fn status(&self) -> Value {
+        match self.current() {
+            Some((_, hello)) => json!({
+                "connected": true,
+                "extension": {
+                    "extVersion": hello.get("extVersion").cloned().unwrap_or(Value::Null),
+                    "label": hello.get("label").cloned().unwrap_or(Value::Null),
+                },
+                "port": self.port,
+            }),
+            None => json!({
+                "connected": false,
+                "connectLink": self.connect_link,
+                "port": self.port,
+                "message": not_connected_message(&self.connect_link),
+            }),
+        }
+    }
+
+    /// Forwards one tool call to the extension; the answer is an MCP tool result (JSON).
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, String> {
+        let Some((tx, _)) = self.current() else {
+            return Err(not_connected_message(&self.connect_link));
+        };
+        link::request(
+            &tx,
+            types::CALL_TOOL,
+            json!({ "name": name, "arguments": arguments }),
+            self.call_timeout,
+        )
+        .await
+        .map_err(|e| format!("the browser extension did not answer: {e}"))
+    }
+}
+
+pub fn not_connected_message(link: &str) -> String {
+    format!(
+        "The Lumo Userscripts extension is not connected to this bridge. Ask the user to open this link in Chrome (where the extension is installed) and click Connect: {link}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newer_connection_replaces_the_older_which_is_told_why() {
+        let hub = Hub::new(1, "t".repeat(64), "imliakfdgonldkmaddnhnniclbhiobpo");
+        assert_eq!(hub.status()["connected"], false);
+        let (tx1, mut rx1) = mpsc::channel(4);
+        let (tx2, _rx2) = mpsc::channel(4);
+        let first = hub.attach(tx1, Map::new());
+        assert_eq!(hub.status()["connected"], true);
+        let second = hub.attach(tx2, Map::new());
+        match rx1.try_recv() {
+            Ok(Cmd::Close { code, .. }) => assert_eq!(code, REPLACED),
+            _ => panic!("the replaced link was not closed"),
+        }
+        // The old link's late detach must not drop the new one.
+        hub.detach(first);
+        assert_eq!(hub.status()["connected"], true);
+        hub.detach(second);
+        assert_eq!(hub.status()["connected"], false);
+        assert!(hub.status()["connectLink"]
+            .as_str()
+            .is_some_and(|l| l.ends_with(&"t".repeat(64))));
+    }
+}

@@ -1,0 +1,250 @@
+//! The shell around the core's `bridge::Connection`: moves its frames over a WebSocket, feeds
+//! it the time, and turns its events into replies for whoever asked. Used for the extension
+//! socket (accepting), the control connections at the owner (accepting) and a forwarder's
+//! connection to the owner (dialling). It decides nothing the core does not.
+
+use futures_util::future::BoxFuture;
+use futures_util::{SinkExt as _, StreamExt as _};
+use lumo_userscripts::bridge::frame::MAX_FRAME_BYTES;
+use lumo_userscripts::bridge::inflight::Failure;
+use lumo_userscripts::bridge::{CloseReason, Connection, Event, WireError};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// Milliseconds since the process started: the core's clock.
+pub fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let ms = START.get_or_init(Instant::now).elapsed().as_millis();
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// The WebSocket layer refuses what the core would refuse anyway, before buffering it.
+pub fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES + 1024))
+        .max_frame_size(Some(MAX_FRAME_BYTES + 1024))
+}
+
+pub enum Cmd {
+    Request {
+        kind: String,
+        payload: Value,
+        timeout: Duration,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    Respond {
+        id: u64,
+        outcome: Result<Value, WireError>,
+    },
+    Close {
+        code: u16,
+        reason: String,
+    },
+}
+
+/// Answers the peer's requests (the owner's control port).
+pub type OnRequest =
+    Arc<dyn Fn(String, Value) -> BoxFuture<'static, Result<Value, WireError>> + Send + Sync>;
+
+struct Waiting {
+    reply: oneshot::Sender<Result<Value, String>>,
+    kind: String,
+    payload: Value,
+    timeout: Duration,
+    retried: bool,
+}
+
+/// Runs one connection to its end and returns why it ended. `on_open` is called once, with the
+/// hello payload (accepting) or the ack (dialling).
+pub async fn run<S>(
+    mut ws: WebSocketStream<S>,
+    mut conn: Connection,
+    cmd_tx: mpsc::Sender<Cmd>,
+    mut cmd_rx: mpsc::Receiver<Cmd>,
+    on_open: impl FnOnce(Map<String, Value>) + Send,
+    on_request: Option<OnRequest>,
+) -> CloseReason
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut on_open = Some(on_open);
+    let mut waiting: HashMap<u64, Waiting> = HashMap::new();
+    loop {
+        // Send, then handle events; handling may queue more frames (answers, a retry), so
+        // repeat until both are drained before waiting.
+        let mut handled = true;
+        while handled {
+            handled = false;
+            while let Some(text) = conn.poll_transmit() {
+                if ws.send(Message::Text(text.into())).await.is_err() {
+                    conn.handle_disconnect();
+                }
+            }
+            while let Some(ev) = conn.poll_event() {
+                handled = true;
+                match ev {
+                    Event::Hello(info) => {
+                        if let Some(f) = on_open.take() {
+                            f(info.payload);
+                        }
+                    }
+                    Event::Ready(ack) => {
+                        if let Some(f) = on_open.take() {
+                            f(ack.result);
+                        }
+                    }
+                    Event::Request { id, kind, payload } => match &on_request {
+                        Some(handler) => {
+                            let fut = handler(kind, payload);
+                            let tx = cmd_tx.clone();
+                            tokio::spawn(async move {
+                                let outcome = fut.await;
+                                let _ = tx.send(Cmd::Respond { id, outcome }).await;
+                            });
+                        }
+                        None => conn.respond(
+                            id,
+                            Err(WireError::new(
+                                "UNKNOWN_TYPE",
+                                format!("this end does not answer {kind} requests"),
+                            )),
+                        ),
+                    },
+                    Event::Notify { .. } => {}
+                    Event::Response { id, outcome, .. } => {
+                        if let Some(w) = waiting.remove(&id) {
+                            let _ = w.reply.send(outcome.map_err(|e| e.to_string()));
+                        }
+                    }
+                    Event::Failed { id, failure, .. } => {
+                        let Some(w) = waiting.remove(&id) else {
+                            continue;
+                        };
+                        match failure {
+                            // Reads only (the core decides): one more try.
+                            Failure::Timeout { retryable: true } if !w.retried => {
+                                match conn.request(
+                                    &w.kind,
+                                    w.payload.clone(),
+                                    now_ms(),
+                                    ms(w.timeout),
+                                ) {
+                                    Ok(nid) => {
+                                        waiting.insert(nid, Waiting { retried: true, ..w });
+                                    }
+                                    Err(e) => {
+                                        let _ = w.reply.send(Err(e.to_string()));
+                                    }
+                                }
+                            }
+                            Failure::Timeout { .. } => {
+                                let _ = w.reply.send(Err(format!(
+                                "no answer within {} s; it may still have happened: check before repeating a write",
+                                w.timeout.as_secs()
+                            )));
+                            }
+                            Failure::Disconnected => {
+                                let _ = w.reply.send(Err(
+                                    "the connection closed before the answer came".into(),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if conn.is_closed() {
+            break;
+        }
+        let deadline = conn.poll_timeout();
+        let sleep = async {
+            match deadline {
+                Some(d) => {
+                    tokio::time::sleep(Duration::from_millis(d.saturating_sub(now_ms()))).await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            msg = ws.next() => match msg {
+                Some(Ok(Message::Text(t))) => conn.handle_text(t.as_str()),
+                Some(Ok(Message::Binary(_))) => conn.close(1003, "binary frames are not accepted"),
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => conn.handle_disconnect(),
+                Some(Ok(_)) => {} // WebSocket ping/pong: tungstenite answers.
+            },
+            cmd = cmd_rx.recv() => match cmd {
+                Some(Cmd::Request { kind, payload, timeout, reply }) => {
+                    match conn.request(&kind, payload.clone(), now_ms(), ms(timeout)) {
+                        Ok(id) => { waiting.insert(id, Waiting { reply, kind, payload, timeout, retried: false }); }
+                        Err(e) => { let _ = reply.send(Err(e.to_string())); }
+                    }
+                }
+                Some(Cmd::Respond { id, outcome }) => conn.respond(id, outcome),
+                Some(Cmd::Close { code, reason }) => conn.close(code, &reason),
+                None => conn.close(1001, "going away"),
+            },
+            () = sleep => conn.handle_timeout(now_ms()),
+        }
+    }
+    // Flush a refusal (the ack with its reason) before closing, then close with the core's code.
+    while let Some(text) = conn.poll_transmit() {
+        let _ = ws.send(Message::Text(text.into())).await;
+    }
+    let reason = conn
+        .close_reason()
+        .cloned()
+        .unwrap_or(CloseReason::Disconnected);
+    if reason != CloseReason::Disconnected {
+        let text = reason.to_string();
+        // Close reasons are limited to 123 bytes by the WebSocket protocol.
+        let short: String = text
+            .char_indices()
+            .take_while(|(i, c)| i + c.len_utf8() <= 123)
+            .map(|(_, c)| c)
+            .collect();
+        let _ = ws
+            .send(Message::Close(Some(CloseFrame {
+                code: CloseCode::from(reason.code()),
+                reason: short.into(),
+            })))
+            .await;
+        // Let the peer read the close before the TCP connection goes.
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while let Some(Ok(_)) = ws.next().await {}
+        })
+        .await;
+    }
+    reason
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Sends a request over a link and waits for its answer.
+pub async fn request(
+    tx: &mpsc::Sender<Cmd>,
+    kind: &str,
+    payload: Value,
+    timeout: Duration,
+) -> Result<Value, String> {
+    let (reply, rx) = oneshot::channel();
+    tx.send(Cmd::Request {
+        kind: kind.to_string(),
+        payload,
+        timeout,
+        reply,
+    })
+    .await
+    .map_err(|_| "the connection is closed".to_string())?;
+    rx.await
+        .unwrap_or_else(|_| Err("the connection closed before the answer came".into()))
+}

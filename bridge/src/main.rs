@@ -1,0 +1,77 @@
+//! lumo-bridge: a local MCP server that lets any MCP client manage userscripts through the Lumo
+//! Userscripts extension. The extension dials this process over a loopback WebSocket; the wire,
+//! the trust rules and the tool catalogue come from the core crate (`lumo_userscripts::bridge`,
+//! `::tools::catalog`). See ARCHITECTURE.md, "The bridge".
+
+mod app;
+mod args;
+mod control;
+mod election;
+mod ext;
+mod http;
+mod hub;
+mod link;
+mod mcp;
+mod secrets;
+
+use rmcp::ServiceExt as _;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let parsed = match args::parse(std::env::args().skip(1)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("lumo-bridge: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let args = match parsed {
+        args::Parsed::Help => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        args::Parsed::Run(a) => *a,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lumo-bridge: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match rt.block_on(run(args)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("lumo-bridge: {e}");
+            1
+        }
+    };
+    // The stdin reader is a blocking thread that would hold the runtime's shutdown: exit now.
+    std::process::exit(code);
+}
+
+async fn run(args: args::Args) -> Result<(), String> {
+    let token = secrets::extension_token(args.token.as_deref())?;
+    let state_dir = secrets::state_dir(args.state_dir.as_deref())?;
+    let http = args.http;
+    let app = app::App::new(args, state_dir, token.clone());
+    app::run_election(app.clone()).await?;
+    match http {
+        Some(port) => http::serve(app, port, token).await,
+        None => {
+            let served = mcp::McpServer { app }.serve(rmcp::transport::stdio()).await;
+            let server = match served {
+                Ok(s) => s,
+                // The client went away before initializing: nothing failed.
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+                Err(e) => return Err(format!("MCP over stdio: {e}")),
+            };
+            let _ = server.waiting().await;
+            Ok(())
+        }
+    }
+}

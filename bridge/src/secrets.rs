@@ -1,0 +1,121 @@
+//! The two secrets: the extension token (256 random bits per start, or the user's) and the
+//! control token shared by the bridges of one user through a file only that user can read.
+
+use lumo_userscripts::bridge::trust;
+use rand::RngExt as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// 32 random bytes as 64 lowercase hex characters.
+pub fn random_token() -> String {
+    let bytes: [u8; 32] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The token from `--token`, else `LUMO_BRIDGE_TOKEN`, else a fresh random one.
+pub fn extension_token(flag: Option<&str>) -> Result<String, String> {
+    let chosen = flag.map(str::to_string).or_else(|| {
+        std::env::var("LUMO_BRIDGE_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    match chosen {
+        Some(t) => trust::check_token(&t).map(|()| t),
+        None => Ok(random_token()),
+    }
+}
+
+/// `--state-dir`, else `$XDG_RUNTIME_DIR/lumo-userscripts`, else `~/.lumo-userscripts`.
+pub fn state_dir(flag: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(run).join("lumo-userscripts"));
+    }
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|h| PathBuf::from(h).join(".lumo-userscripts"))
+        .ok_or_else(|| "neither XDG_RUNTIME_DIR nor HOME is set; pass --state-dir".to_string())
+}
+
+pub fn control_token_path(dir: &Path) -> PathBuf {
+    dir.join("control-token")
+}
+
+/// Writes the owner's control token: directory 0700, file 0600, replaced atomically so a
+/// forwarder never reads half a token.
+pub fn write_control_token(dir: &Path, token: &str) -> Result<(), String> {
+    let err = |what: &str, e: std::io::Error| format!("{what} {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(|e| err("cannot create", e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| err("cannot restrict", e))?;
+        let tmp = dir.join(format!("control-token.{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| err("cannot write the control token in", e))?;
+        f.write_all(token.as_bytes())
+            .map_err(|e| err("cannot write the control token in", e))?;
+        std::fs::rename(&tmp, control_token_path(dir))
+            .map_err(|e| err("cannot write the control token in", e))?;
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::write(control_token_path(dir), token)
+            .map_err(|e| err("cannot write the control token in", e))?;
+    }
+    Ok(())
+}
+
+pub fn read_control_token(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(control_token_path(dir))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_tokens_are_256_bits_and_differ() {
+        let a = random_token();
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(a, random_token());
+        assert!(trust::check_token(&a).is_ok());
+    }
+
+    #[test]
+    fn a_short_user_token_is_refused() {
+        assert!(extension_token(Some("short")).is_err());
+        assert_eq!(
+            extension_token(Some(&"x".repeat(40))).as_deref(),
+            Ok(&*"x".repeat(40))
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_control_token_file_is_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("lumo-bridge-test-{}", std::process::id()));
+        write_control_token(&dir, "secret").unwrap();
+        let mode = std::fs::metadata(control_token_path(&dir))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let dmode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(dmode & 0o777, 0o700);
+        assert_eq!(read_control_token(&dir).as_deref(), Some("secret"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

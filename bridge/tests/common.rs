@@ -1,0 +1,288 @@
+//! Helpers for the bridge's integration tests: they start the real binary, speak MCP to it over
+//! stdio (newline-delimited JSON-RPC) and play the extension over a real WebSocket.
+#![allow(dead_code)]
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{json, Value};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub const TOKEN: &str = "test-token-0123456789abcdef0123456789abcdef";
+pub const OWN_ORIGIN: &str = "chrome-extension://imliakfdgonldkmaddnhnniclbhiobpo";
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub struct Ports {
+    pub ext: u16,
+    pub control: u16,
+    pub state: PathBuf,
+}
+
+impl Default for Ports {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ports {
+    pub fn new() -> Self {
+        let state = std::env::temp_dir().join(format!(
+            "lumo-bridge-it-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        Ports {
+            ext: free_port(),
+            control: free_port(),
+            state,
+        }
+    }
+
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "--port".into(),
+            self.ext.to_string(),
+            "--control-port".into(),
+            self.control.to_string(),
+            "--state-dir".into(),
+            self.state.display().to_string(),
+            "--token".into(),
+            TOKEN.into(),
+        ]
+    }
+}
+
+/// A running bridge: stdin/stdout carry MCP, stderr lines are collected.
+pub struct Bridge {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: mpsc::Receiver<String>,
+    stderr: mpsc::Receiver<String>,
+    pub stderr_seen: Vec<String>,
+    next_id: u64,
+}
+
+impl Bridge {
+    pub fn start(args: &[String]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lumo-bridge"))
+            .args(args)
+            .env_remove("LUMO_BRIDGE_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start lumo-bridge");
+        let stdin = child.stdin.take();
+        let (otx, orx) = mpsc::channel();
+        let out = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = otx.send(line);
+            }
+        });
+        let (etx, erx) = mpsc::channel();
+        let err = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = etx.send(line);
+            }
+        });
+        Bridge {
+            child,
+            stdin,
+            stdout: orx,
+            stderr: erx,
+            stderr_seen: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Waits for a stderr line containing `needle`.
+    pub fn wait_stderr(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        if let Some(l) = self.stderr_seen.iter().find(|l| l.contains(needle)) {
+            return l.clone();
+        }
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(l) => {
+                    self.stderr_seen.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "no stderr line with {needle:?}; saw {:#?}",
+                    self.stderr_seen
+                ),
+            }
+        }
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{msg}").expect("write to the bridge");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a request and waits for the response with its id.
+    pub fn rpc(&mut self, method: &str, params: Value, within: Duration) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .stdout
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no answer to {method} within {within:?}"));
+            let v: Value = serde_json::from_str(&line).expect("JSON on stdout");
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        let r = self.rpc(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "it", "version": "0"}}),
+            Duration::from_secs(10),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+
+    pub fn call(&mut self, name: &str, args: Value, within: Duration) -> Value {
+        let r = self.rpc(
+            "tools/call",
+            json!({"name": name, "arguments": args}),
+            within,
+        );
+        r["result"].clone()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Opens a WebSocket with the given headers; Err carries the HTTP status of a refused upgrade.
+pub async fn ws_connect(port: u16, headers: &[(&str, &str)]) -> Result<Ws, u16> {
+    let mut req = format!("ws://127.0.0.1:{port}/")
+        .into_client_request()
+        .expect("request");
+    for (k, v) in headers {
+        let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())
+            .expect("name");
+        req.headers_mut()
+            .insert(name, HeaderValue::from_str(v).expect("value"));
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("connect: {e}"),
+    }
+}
+
+/// Connects as the extension (retrying while the bridge starts up).
+pub async fn ext_connect(port: u16) -> Ws {
+    for _ in 0..100 {
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)).await {
+            drop(s);
+            return ws_connect(port, &[("Origin", OWN_ORIGIN)])
+                .await
+                .expect("upgrade accepted");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the bridge never listened on {port}");
+}
+
+pub async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into()))
+        .await
+        .expect("send");
+}
+
+/// The next text frame as JSON, or Err(close code) when the socket closes.
+pub async fn recv(ws: &mut Ws, within: Duration) -> Result<Value, u16> {
+    let fut = async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => {
+                    return Ok(serde_json::from_str(t.as_str()).expect("JSON frame"))
+                }
+                Some(Ok(Message::Close(f))) => return Err(f.map_or(1005, |f| u16::from(f.code))),
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Err(1006),
+            }
+        }
+    };
+    tokio::time::timeout(within, fut)
+        .await
+        .unwrap_or_else(|_| panic!("nothing within {within:?}"))
+}
+
+pub fn hello(token: &str) -> Value {
+    json!({"k": "req", "id": 0, "type": "hello",
+           "payload": {"protocol": 1, "token": token, "extVersion": "0.1.0", "label": "test"}})
+}
+
+/// Connects, says hello with the right token, and returns the socket after the accepting ack.
+pub async fn ext_open(port: u16) -> Ws {
+    let mut ws = ext_connect(port).await;
+    send(&mut ws, hello(TOKEN)).await;
+    let ack = recv(&mut ws, Duration::from_secs(5)).await.expect("ack");
+    assert_eq!(ack["result"]["ok"], true, "{ack}");
+    ws
+}
+
+/// Plays the extension: answers each call_tool with a result naming the tool, until closed.
+pub async fn serve_calls(ws: &mut Ws, count: usize) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while seen.len() < count {
+        let Ok(f) = recv(ws, Duration::from_secs(20)).await else {
+            break;
+        };
+        if f["k"] == "req" && f["type"] == "call_tool" {
+            seen.push(f["payload"].clone());
+            let name = f["payload"]["name"].as_str().unwrap_or("").to_string();
+            send(
+                ws,
+                json!({"k": "res", "id": f["id"], "ok": true, "result": {
+                "content": [{"type": "text", "text": format!("ran {name}")}],
+                "structuredContent": {"ran": name}, "isError": false}}),
+            )
+            .await;
+        } else if f["k"] == "png" {
+            send(ws, json!({"k": "pog"})).await;
+        }
+    }
+    seen
+}

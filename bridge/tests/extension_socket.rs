@@ -1,0 +1,396 @@
+//! The extension's WebSocket, attacked as seed 002's threat table says: web pages, other
+//! extensions, DNS rebinding, local processes without or with a wrong token, silent sockets.
+mod common;
+use common::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn started(extra: &[&str]) -> (Ports, Bridge) {
+    let p = Ports::new();
+    let mut args = p.args();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut b = Bridge::start(&args);
+    b.wait_stderr("owner", Duration::from_secs(20));
+    (p, b)
+}
+
+#[tokio::test]
+async fn a_web_page_or_another_extension_is_refused_by_origin() {
+    let (p, _b) = started(&[]);
+    let _ = ext_connect(p.ext).await; // up, and our own origin passes
+    for origin in [
+        "https://evil.example",
+        "http://127.0.0.1:8000",
+        "null",
+        "chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    ] {
+        assert_eq!(
+            ws_connect(p.ext, &[("Origin", origin)]).await.err(),
+            Some(403),
+            "{origin}"
+        );
+    }
+    // A local process that sends no Origin at all is refused too.
+    assert_eq!(ws_connect(p.ext, &[]).await.err(), Some(403));
+}
+
+#[tokio::test]
+async fn any_extension_mode_still_refuses_pages() {
+    let (p, _b) = started(&["--any-extension"]);
+    let _ = ext_connect(p.ext).await;
+    assert!(ws_connect(
+        p.ext,
+        &[(
+            "Origin",
+            "chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        )]
+    )
+    .await
+    .is_ok());
+    assert_eq!(
+        ws_connect(p.ext, &[("Origin", "https://evil.example")])
+            .await
+            .err(),
+        Some(403)
+    );
+}
+
+#[tokio::test]
+async fn a_rebinding_host_is_refused() {
+    let (p, _b) = started(&[]);
+    let _ = ext_connect(p.ext).await;
+    let host = format!("evil.example:{}", p.ext);
+    assert_eq!(
+        ws_connect(p.ext, &[("Origin", OWN_ORIGIN), ("Host", &host)])
+            .await
+            .err(),
+        Some(403)
+    );
+    let ok = format!("localhost:{}", p.ext);
+    assert!(ws_connect(p.ext, &[("Origin", OWN_ORIGIN), ("Host", &ok)])
+        .await
+        .is_ok());
+}
+
+#[tokio::test]
+async fn a_wrong_or_missing_token_is_refused_with_a_reason() {
+    let (p, _b) = started(&[]);
+    for token in [
+        "",
+        "test-token-0123456789abcdef0123456789abcdeX",
+        &TOKEN[..TOKEN.len() - 1],
+    ] {
+        let mut ws = ext_connect(p.ext).await;
+        send(&mut ws, hello(token)).await;
+        let ack = recv(&mut ws, Duration::from_secs(5))
+            .await
+            .expect("a refusing ack");
+        assert_eq!(ack["result"]["ok"], false);
+        assert!(
+            ack["result"]["reason"].as_str().unwrap().contains("token"),
+            "{ack}"
+        );
+        assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4001));
+    }
+}
+
+#[tokio::test]
+async fn a_protocol_mismatch_names_both_numbers() {
+    let (p, _b) = started(&[]);
+    let mut ws = ext_connect(p.ext).await;
+    send(
+        &mut ws,
+        json!({"k": "req", "id": 0, "type": "hello", "payload": {"protocol": 7, "token": TOKEN}}),
+    )
+    .await;
+    let ack = recv(&mut ws, Duration::from_secs(5)).await.expect("ack");
+    let reason = ack["result"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("protocol 1") && reason.contains("protocol 7"),
+        "{reason}"
+    );
+    assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4000));
+}
+
+#[tokio::test]
+async fn a_socket_without_hello_is_dropped_at_the_deadline() {
+    let (p, _b) = started(&["--hello-timeout-ms", "700"]);
+    let mut ws = ext_connect(p.ext).await;
+    let t = Instant::now();
+    assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4008));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_tool_before_hello_closes_the_socket() {
+    let (p, _b) = started(&[]);
+    let mut ws = ext_connect(p.ext).await;
+    send(
+        &mut ws,
+        json!({"k": "req", "id": 1, "type": "call_tool", "payload": {"name": "status"}}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4000));
+}
+
+#[tokio::test]
+async fn tool_calls_reach_the_extension_and_answers_come_back() {
+    let (p, mut b) = started(&[]);
+    b.initialize();
+    // Not connected: a clear error with the connect link, and bridge_status says so.
+    let r = b.call("list_scripts", json!({}), Duration::from_secs(10));
+    assert_eq!(r["isError"], true);
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("not connected") && text.contains("connect.html?port="),
+        "{text}"
+    );
+    let s = b.call("bridge_status", json!({}), Duration::from_secs(10));
+    assert_eq!(s["structuredContent"]["connected"], false);
+    assert!(s["structuredContent"]["connectLink"]
+        .as_str()
+        .unwrap()
+        .contains(TOKEN));
+
+    let mut ws = ext_open(p.ext).await;
+    // The socket is handed back (kept open) so that bridge_status still sees it connected.
+    let ext = tokio::spawn(async move {
+        let seen = serve_calls(&mut ws, 1).await;
+        (seen, ws)
+    });
+    let r = tokio::task::spawn_blocking(move || {
+        let r = b.call("get_script", json!({"uuid": "x"}), Duration::from_secs(10));
+        let s = b.call("bridge_status", json!({}), Duration::from_secs(10));
+        (r, s, b)
+    })
+    .await
+    .unwrap();
+    let (seen, _ws) = ext.await.unwrap();
+    assert_eq!(
+        seen,
+        vec![json!({"name": "get_script", "arguments": {"uuid": "x"}})]
+    );
+    assert_eq!(r.0["structuredContent"]["ran"], "get_script");
+    assert_eq!(r.1["structuredContent"]["connected"], true);
+    assert!(
+        r.1["structuredContent"].get("connectLink").is_none(),
+        "no link once connected"
+    );
+}
+
+#[tokio::test]
+async fn readonly_hides_and_refuses_writes_without_asking_the_extension() {
+    let (p, b) = started(&["--readonly"]);
+    let mut ws = ext_open(p.ext).await;
+    let (list, r, ro, _b) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let list = b.rpc("tools/list", json!({}), Duration::from_secs(10));
+        let r = b.call(
+            "write_script",
+            json!({"source": "x"}),
+            Duration::from_secs(10),
+        );
+        let s = b.call("bridge_status", json!({}), Duration::from_secs(10));
+        (list, r, s, b)
+    })
+    .await
+    .unwrap();
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"list_scripts") && names.contains(&"bridge_status"));
+    for w in [
+        "write_script",
+        "patch_script",
+        "set_script_enabled",
+        "delete_script",
+    ] {
+        assert!(!names.contains(&w), "{w} listed in read-only mode");
+    }
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["structuredContent"]["status"], 403);
+    assert_eq!(r["structuredContent"]["error_code"], "WRITE_DISABLED");
+    assert_eq!(ro["structuredContent"]["readonly"], true);
+    // Nothing reached the extension.
+    send(&mut ws, json!({"k": "png"})).await;
+    assert_eq!(
+        recv(&mut ws, Duration::from_secs(5)).await.unwrap(),
+        json!({"k": "pog"})
+    );
+}
+
+#[tokio::test]
+async fn one_connection_at_a_time_and_only_a_valid_token_replaces_it() {
+    let (p, _b) = started(&[]);
+    let mut first = ext_open(p.ext).await;
+    // An intruder with a wrong token does not disturb the first.
+    let mut bad = ext_connect(p.ext).await;
+    send(&mut bad, hello("nope-nope-nope-nope-nope-nope-nope-nope")).await;
+    let _ = recv(&mut bad, Duration::from_secs(5)).await;
+    send(&mut first, json!({"k": "png"})).await;
+    assert_eq!(
+        recv(&mut first, Duration::from_secs(5)).await.unwrap(),
+        json!({"k": "pog"})
+    );
+    // A second one with the token replaces it: the first is closed with 4003.
+    let _second = ext_open(p.ext).await;
+    assert_eq!(recv(&mut first, Duration::from_secs(5)).await, Err(4003));
+}
+
+#[tokio::test]
+async fn a_disconnect_fails_the_in_flight_call_at_once() {
+    let (p, b) = started(&[]);
+    let mut ws = ext_open(p.ext).await;
+    let call = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let t = Instant::now();
+        let r = b.call(
+            "write_script",
+            json!({"source": "x"}),
+            Duration::from_secs(30),
+        );
+        (r, t.elapsed())
+    });
+    let f = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(f["type"], "call_tool");
+    drop(ws); // the browser went away mid-call
+    let (r, took) = call.await.unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("closed before the answer"),
+        "{r}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn the_token_never_appears_on_stdout() {
+    let (_p, mut b) = started(&[]);
+    let init = b.initialize();
+    assert!(!init.to_string().contains(TOKEN));
+    // It is on stderr (the connect link) only.
+    assert!(b
+        .wait_stderr("connect.html", Duration::from_secs(5))
+        .contains(TOKEN));
+}
+
+#[tokio::test]
+async fn silent_sockets_cannot_crowd_out_the_extension() {
+    // The listener is bound before "owner" is printed, so no probe connection is needed.
+    let (p, _b) = started(&[]);
+    let mut silent = Vec::new();
+    for _ in 0..16 {
+        silent.push(
+            ws_connect(p.ext, &[("Origin", OWN_ORIGIN)])
+                .await
+                .expect("upgrade"),
+        );
+    }
+    // More are closed at once instead of waiting 10 s each…
+    let extra = tokio::net::TcpStream::connect(("127.0.0.1", p.ext))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), async {
+        extra.readable().await.ok();
+        extra.try_read(&mut buf).unwrap_or(0)
+    })
+    .await
+    .expect("closed promptly");
+    assert_eq!(n, 0);
+    // …and once the silent ones go, the extension gets in.
+    drop(silent);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ws = ext_open(p.ext).await;
+}
+
+/// The extension will dial with the core's own `Connection` (compiled to wasm); here the same
+/// code dials the real bridge natively, so the two ends are proven to agree on the wire.
+#[tokio::test]
+async fn the_cores_dialling_connection_opens_against_the_real_bridge() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use lumo_userscripts::bridge::{Connection, Event};
+    use tokio_tungstenite::tungstenite::Message;
+    let (p, _b) = started(&["--readonly"]);
+    let mut ws = ext_connect(p.ext).await;
+    let mut hello = serde_json::Map::new();
+    hello.insert("token".into(), json!(TOKEN));
+    hello.insert("extVersion".into(), json!("0.1.0"));
+    let mut conn = Connection::dial("hello", hello, "0.1.0", 0, 10_000);
+    while let Some(t) = conn.poll_transmit() {
+        ws.send(Message::Text(t.into())).await.unwrap();
+    }
+    let Some(Ok(Message::Text(t))) = ws.next().await else {
+        panic!("no ack");
+    };
+    conn.handle_text(t.as_str());
+    match conn.poll_event() {
+        Some(Event::Ready(ack)) => {
+            assert_eq!(ack.result["readonly"], true);
+            assert_eq!(ack.server_version, env!("CARGO_PKG_VERSION"));
+        }
+        other => panic!("{other:?}: {:?}", conn.close_reason()),
+    }
+    assert!(conn.is_open());
+}
+
+/// Seed 001: only idempotent reads are retried after a timeout, never a write.
+#[tokio::test]
+async fn a_timed_out_read_is_retried_once_and_a_write_never() {
+    let (p, b) = started(&["--call-timeout-ms", "400"]);
+    let mut ws = ext_open(p.ext).await;
+    let client = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let read = b.call("list_scripts", json!({}), Duration::from_secs(10));
+        let write = b.call(
+            "delete_script",
+            json!({"uuid": "u"}),
+            Duration::from_secs(10),
+        );
+        (read, write, b)
+    });
+    // The read: ignore the first request, answer the retry.
+    let first = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(first["payload"]["name"], "list_scripts");
+    let retry = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(retry["payload"]["name"], "list_scripts");
+    assert_ne!(retry["id"], first["id"], "a retry is a new request");
+    send(
+        &mut ws,
+        json!({"k": "res", "id": retry["id"], "ok": true, "result": {
+        "content": [{"type": "text", "text": "ok"}], "isError": false}}),
+    )
+    .await;
+    // The write: ignored; it must not be sent again.
+    let w = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(w["payload"]["name"], "delete_script");
+    let (read, write, _b) = client.await.unwrap();
+    assert_eq!(read["isError"], false, "{read}");
+    assert_eq!(write["isError"], true, "{write}");
+    assert!(
+        write["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("may still have happened"),
+        "{write}"
+    );
+    send(&mut ws, json!({"k": "png"})).await;
+    assert_eq!(
+        recv(&mut ws, Duration::from_secs(5)).await.unwrap(),
+        json!({"k": "pog"}),
+        "no second delete_script was sent"
+    );
+}

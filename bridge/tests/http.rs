@@ -1,0 +1,142 @@
+//! `--http`: Streamable HTTP at /mcp behind Host, Origin and bearer checks. Raw HTTP/1.1 over TCP
+//! so the tests can send any Host header a rebinding browser would.
+mod common;
+use common::*;
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::time::Duration;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"it","version":"0"}}}"#;
+
+fn post(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut req = format!("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n", INIT.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(INIT);
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Read until the headers and the first event are in (SSE streams may stay open).
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&out);
+        if text.contains("\r\n\r\n")
+            && (text.contains("serverInfo") || !text.starts_with("HTTP/1.1 200"))
+        {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+fn start_http() -> (Bridge, u16) {
+    let p = Ports::new();
+    let http = free_port();
+    let mut args = p.args();
+    args.extend(["--http".to_string(), http.to_string()]);
+    let mut b = Bridge::start(&args);
+    b.wait_stderr("MCP over HTTP", Duration::from_secs(20));
+    for _ in 0..50 {
+        if TcpStream::connect(("127.0.0.1", http)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (b, http)
+}
+
+#[test]
+fn http_needs_the_bearer_token_and_refuses_pages_and_rebinding() {
+    let (_b, port) = start_http();
+    let host = format!("127.0.0.1:{port}");
+    let bearer = format!("Bearer {TOKEN}");
+
+    let (status, text) = post(port, &[("Host", &host)]);
+    assert_eq!(status, 401, "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{text}"
+    );
+    assert_eq!(
+        post(port, &[("Host", &host), ("Authorization", "Bearer wrong")]).0,
+        401
+    );
+
+    let (status, text) = post(
+        port,
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Origin", "https://evil.example"),
+        ],
+    );
+    assert_eq!(status, 403, "{text}");
+
+    // A page on another local port is a different origin: refused.
+    let other = format!("http://127.0.0.1:{}", port.wrapping_add(1));
+    assert_eq!(
+        post(
+            port,
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Origin", &other)
+            ]
+        )
+        .0,
+        403
+    );
+    // The endpoint's own origin is accepted (it serves no pages, so only it can be that origin).
+    let own = format!("http://{host}");
+    assert_eq!(
+        post(
+            port,
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Origin", &own)
+            ]
+        )
+        .0,
+        200
+    );
+
+    let evil = format!("evil.example:{port}");
+    let (status, text) = post(port, &[("Host", &evil), ("Authorization", &bearer)]);
+    assert_eq!(status, 403, "{text}");
+
+    let (status, text) = post(port, &[("Host", &host), ("Authorization", &bearer)]);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("lumo-userscripts-bridge"), "{text}");
+    let local = format!("localhost:{port}");
+    assert_eq!(
+        post(port, &[("Host", &local), ("Authorization", &bearer)]).0,
+        200
+    );
+}
+
+#[test]
+fn a_non_loopback_bind_warns_on_stderr() {
+    let p = Ports::new();
+    let http = free_port();
+    let mut args = p.args();
+    args.extend([
+        "--http".to_string(),
+        http.to_string(),
+        "--host".into(),
+        "0.0.0.0".into(),
+    ]);
+    let mut b = Bridge::start(&args);
+    let warning = b.wait_stderr("WARNING", Duration::from_secs(20));
+    assert!(warning.contains("not loopback"), "{warning}");
+}

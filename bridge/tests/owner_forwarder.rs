@@ -1,0 +1,125 @@
+//! Several MCP clients, one browser (seed 001's shared daemon): a second bridge forwards to the
+//! owner over the control port; the control port refuses browsers and unauthenticated processes;
+//! when the owner exits a forwarder takes over with the same extension token.
+mod common;
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_second_bridge_forwards_and_takes_over_when_the_owner_exits() {
+    let p = Ports::new();
+    let mut owner = Bridge::start(&p.args());
+    owner.wait_stderr("owner", Duration::from_secs(20));
+    // The forwarder gets no --token: it must adopt the owner's, so the link stays the same.
+    let mut fargs = p.args();
+    fargs.truncate(fargs.len() - 2);
+    let mut fwd = Bridge::start(&fargs);
+    fwd.wait_stderr("forwarder", Duration::from_secs(20));
+
+    let mut ws = ext_open(p.ext).await;
+    let ext = tokio::spawn(async move {
+        let seen = serve_calls(&mut ws, 1).await;
+        (seen, ws)
+    });
+    let (r, fwd) = tokio::task::spawn_blocking(move || {
+        let mut fwd = fwd;
+        fwd.initialize();
+        let r = fwd.call("list_scripts", json!({"limit": 3}), Duration::from_secs(20));
+        (r, fwd)
+    })
+    .await
+    .unwrap();
+    let (seen, mut ws) = ext.await.unwrap();
+    assert_eq!(
+        seen,
+        vec![json!({"name": "list_scripts", "arguments": {"limit": 3}})]
+    );
+    assert_eq!(r["structuredContent"]["ran"], "list_scripts", "{r}");
+
+    // The owner exits (its MCP client closed stdin): the extension's socket drops and the
+    // forwarder becomes the owner on the same ports.
+    owner.close_stdin();
+    assert!(recv(&mut ws, Duration::from_secs(10)).await.is_err());
+    let mut fwd = fwd;
+    fwd.wait_stderr("owner;", Duration::from_secs(20));
+    // The extension reconnects with the token it already has.
+    let mut ws = ext_open(p.ext).await;
+    let ext = tokio::spawn(async move {
+        let seen = serve_calls(&mut ws, 1).await;
+        (seen, ws)
+    });
+    let (r, s, _fwd) = tokio::task::spawn_blocking(move || {
+        let r = fwd.call("status", json!({}), Duration::from_secs(20));
+        let s = fwd.call("bridge_status", json!({}), Duration::from_secs(20));
+        (r, s, fwd)
+    })
+    .await
+    .unwrap();
+    let (seen, _ws) = ext.await.unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(r["structuredContent"]["ran"], "status", "{r}");
+    assert_eq!(s["structuredContent"]["role"], "owner");
+    assert_eq!(s["structuredContent"]["connected"], true);
+}
+
+#[tokio::test]
+async fn the_control_port_refuses_browsers_strangers_and_calls_before_hello() {
+    let p = Ports::new();
+    let mut owner = Bridge::start(&p.args());
+    owner.wait_stderr("owner", Duration::from_secs(20));
+    // Any Origin header: refused at the upgrade.
+    assert_eq!(
+        ws_connect(p.control, &[("Origin", OWN_ORIGIN)]).await.err(),
+        Some(403)
+    );
+    assert_eq!(
+        ws_connect(p.control, &[("Origin", "https://evil.example")])
+            .await
+            .err(),
+        Some(403)
+    );
+    // call_tool before fwd_hello: the socket is closed, nothing is called.
+    let mut ws = ws_connect(p.control, &[]).await.expect("native upgrade");
+    send(&mut ws, json!({"k": "req", "id": 1, "type": "call_tool", "payload": {"name": "delete_script", "arguments": {}}})).await;
+    assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4000));
+    // A process without the token file's content.
+    let mut ws = ws_connect(p.control, &[]).await.expect("native upgrade");
+    send(&mut ws, json!({"k": "req", "id": 0, "type": "fwd_hello", "payload": {"protocol": 1, "pid": 1, "token": "guess"}})).await;
+    let ack = recv(&mut ws, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(ack["result"]["ok"], false);
+    assert!(
+        ack["result"].get("extToken").is_none(),
+        "no secret in a refusal"
+    );
+    assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4001));
+    // With the file's token it is accepted (and is told the extension token).
+    let token = std::fs::read_to_string(p.state.join("control-token")).unwrap();
+    let mut ws = ws_connect(p.control, &[]).await.expect("native upgrade");
+    send(&mut ws, json!({"k": "req", "id": 0, "type": "fwd_hello", "payload": {"protocol": 1, "pid": 1, "token": token}})).await;
+    let ack = recv(&mut ws, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(ack["result"]["ok"], true, "{ack}");
+    assert_eq!(ack["result"]["extToken"], TOKEN);
+    send(&mut ws, json!({"k": "req", "id": 5, "type": "call_tool", "payload": {"name": "status", "arguments": {}}})).await;
+    let res = recv(&mut ws, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(res["id"], 5);
+    assert_eq!(res["ok"], false, "no extension connected: {res}");
+    assert!(res["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not connected"));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_control_token_file_is_readable_only_by_the_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let p = Ports::new();
+    let mut owner = Bridge::start(&p.args());
+    owner.wait_stderr("owner", Duration::from_secs(20));
+    let mode = std::fs::metadata(p.state.join("control-token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

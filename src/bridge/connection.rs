@@ -1,0 +1,528 @@
+//! One bridge socket as a state machine, for either end. It takes inbound text frames and the
+//! time (milliseconds, from the shell) and produces frames to send ([`Connection::poll_transmit`]),
+//! events ([`Connection::poll_event`]) and, once it is over, a [`CloseReason`] whose code the
+//! shell puts on the WebSocket close frame.
+//!
+//! ```text
+//!  accept: AwaitHello ──hello ok──► Open ──close/disconnect──► Closed
+//!            │  ├─ wrong protocol / token ─► ack{ok:false, reason} ─► Closed
+//!            │  ├─ any other frame first ──────────────────────────► Closed
+//!            └──── no hello by the deadline (10 s) ────────────────► Closed
+//!  dial:   AwaitAck ──ack ok, same protocol──► Open ──…──► Closed
+//!            └─ ack refused / other protocol / deadline ─► Closed
+//! ```
+//!
+//! The same machine serves the extension socket (`hello`) and the control port between bridge
+//! processes (`fwd_hello`): only the hello's type name differs.
+
+use super::frame::{self, Frame, FrameError, WireError};
+use super::inflight::{AddError, Failure, InFlight};
+use super::trust::token_eq;
+use super::{HELLO_TIMEOUT_MS, PROTOCOL_VERSION};
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// The listening end (the bridge; the owner on the control port). The peer's hello must
+    /// carry this token.
+    Accept { token: String },
+    /// The dialling end (the extension; a forwarder). `hello` is sent as the first frame, with
+    /// `protocol` added.
+    Dial { hello: Map<String, Value> },
+}
+
+/// What the accepting end learnt from an accepted hello (the token removed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelloInfo {
+    pub payload: Map<String, Value>,
+}
+
+/// An accepted `hello_ack`, as the dialling end saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelloAck {
+    pub server_version: String,
+    pub result: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Accept side: the peer's hello was accepted; requests may flow.
+    Hello(HelloInfo),
+    /// Dial side: the ack arrived and the versions agree.
+    Ready(HelloAck),
+    /// The peer asks something; answer with [`Connection::respond`].
+    Request {
+        id: u64,
+        kind: String,
+        payload: Value,
+    },
+    Notify {
+        kind: String,
+        payload: Value,
+    },
+    /// An answer to one of our requests.
+    Response {
+        id: u64,
+        kind: String,
+        outcome: Result<Value, WireError>,
+    },
+    /// One of our requests will get no answer.
+    Failed {
+        id: u64,
+        kind: String,
+        failure: Failure,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Different wire versions. `theirs` is `None` when the peer sent none (an older release).
+    ProtocolMismatch {
+        ours: u64,
+        theirs: Option<u64>,
+        /// Which end said it: true when the peer refused us.
+        by_peer: bool,
+    },
+    /// The hello's token was missing or wrong.
+    BadToken,
+    /// The peer refused our hello for another reason (its words).
+    Rejected(String),
+    /// No hello (or ack) before the deadline.
+    HelloTimeout,
+    /// A frame that does not parse, or a frame out of order.
+    Malformed(String),
+    /// Closed by this end (e.g. the user's Disconnect, or a newer connection replaced it).
+    Local { code: u16, reason: String },
+    /// The transport went away.
+    Disconnected,
+}
+
+impl CloseReason {
+    /// The WebSocket close code. 4002 is the sibling protocol's "disconnected by the user".
+    pub fn code(&self) -> u16 {
+        match self {
+            Self::ProtocolMismatch { .. } | Self::Malformed(_) => 4000,
+            Self::BadToken | Self::Rejected(_) => 4001,
+            Self::HelloTimeout => 4008,
+            Self::Local { code, .. } => *code,
+            Self::Disconnected => 1006,
+        }
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ProtocolMismatch {
+                ours,
+                theirs: Some(theirs),
+                ..
+            } => write!(
+                f,
+                "protocol mismatch: this end speaks bridge protocol {ours}, the other end speaks protocol {theirs}; update {}",
+                if ours < theirs { "this end" } else { "the other end" }
+            ),
+            Self::ProtocolMismatch { ours, theirs: None, .. } => write!(
+                f,
+                "protocol mismatch: this end speaks bridge protocol {ours}, the other end sent no protocol version (it predates protocol 1); update it"
+            ),
+            Self::BadToken => write!(f, "wrong or missing token: open the connect link the bridge printed"),
+            Self::Rejected(reason) => write!(f, "refused by the other end: {reason}"),
+            Self::HelloTimeout => write!(
+                f,
+                "no hello within the deadline ({} s)",
+                HELLO_TIMEOUT_MS / 1000
+            ),
+            Self::Malformed(why) => write!(f, "protocol error: {why}"),
+            Self::Local { reason, .. } => f.write_str(reason),
+            Self::Disconnected => f.write_str("connection lost"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestError {
+    NotOpen,
+    TooMany,
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotOpen => f.write_str("the connection is not open"),
+            Self::TooMany => write!(
+                f,
+                "too many requests in flight (at most {})",
+                super::inflight::MAX_IN_FLIGHT
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    AwaitHello { deadline: u64 },
+    AwaitAck { id: u64, deadline: u64 },
+    Open,
+    Closed,
+}
+
+#[derive(Debug)]
+pub struct Connection {
+    role: Role,
+    hello_type: &'static str,
+    version: String,
+    ack_extra: Map<String, Value>,
+    state: State,
+    inflight: InFlight,
+    transmit: VecDeque<String>,
+    events: VecDeque<Event>,
+    close: Option<CloseReason>,
+}
+
+/// The hello's own id on the dialling side; in-flight ids start at 1 in their own space, but the
+/// hello is answered before any of them exist.
+const HELLO_ID: u64 = 0;
+
+impl Connection {
+    /// The listening end. `version` is this program's version (for messages), `ack_extra` fields
+    /// added to an accepting ack (e.g. read-only mode), `hello_timeout_ms` normally
+    /// [`HELLO_TIMEOUT_MS`].
+    pub fn accept(
+        hello_type: &'static str,
+        token: &str,
+        version: &str,
+        ack_extra: Map<String, Value>,
+        now: u64,
+        hello_timeout_ms: u64,
+    ) -> Self {
+        Connection {
+            role: Role::Accept {
+                token: token.to_string(),
+            },
+            hello_type,
+            version: version.to_string(),
+            ack_extra,
+            state: State::AwaitHello {
+                deadline: now.saturating_add(hello_timeout_ms),
+            },
+            inflight: InFlight::new(),
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+            close: None,
+        }
+    }
+
+    /// The dialling end: queues the hello (with `protocol` set) as the first frame.
+    pub fn dial(
+        hello_type: &'static str,
+        mut hello: Map<String, Value>,
+        version: &str,
+        now: u64,
+        hello_timeout_ms: u64,
+    ) -> Self {
+        hello.insert("protocol".into(), json!(PROTOCOL_VERSION));
+        let first = frame::encode(&Frame::Request {
+            id: HELLO_ID,
+            kind: hello_type.to_string(),
+            payload: Value::Object(hello.clone()),
+        });
+        Connection {
+            role: Role::Dial { hello },
+            hello_type,
+            version: version.to_string(),
+            ack_extra: Map::new(),
+            state: State::AwaitAck {
+                id: HELLO_ID,
+                deadline: now.saturating_add(hello_timeout_ms),
+            },
+            inflight: InFlight::new(),
+            transmit: VecDeque::from([first]),
+            events: VecDeque::new(),
+            close: None,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Why it closed, once it has.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        self.close.as_ref()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<String> {
+        self.transmit.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.state {
+            State::AwaitHello { deadline } | State::AwaitAck { deadline, .. } => Some(deadline),
+            State::Open => self.inflight.next_deadline(),
+            State::Closed => None,
+        }
+    }
+
+    /// The hello deadline and request timeouts, decided from the time the shell passes in.
+    pub fn handle_timeout(&mut self, now: u64) {
+        match self.state {
+            State::AwaitHello { deadline } | State::AwaitAck { deadline, .. }
+                if now >= deadline =>
+            {
+                self.finish(CloseReason::HelloTimeout);
+            }
+            State::Open => {
+                for (id, p, failure) in self.inflight.expire(now) {
+                    self.events.push_back(Event::Failed {
+                        id,
+                        kind: p.kind,
+                        failure,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One inbound text frame.
+    pub fn handle_text(&mut self, text: &str) {
+        if self.state == State::Closed {
+            return;
+        }
+        match frame::parse(text) {
+            Ok(f) => self.handle_frame(f),
+            Err(e) => self.malformed(&e),
+        }
+    }
+
+    /// The transport closed: every in-flight request fails at once.
+    pub fn handle_disconnect(&mut self) {
+        self.finish(CloseReason::Disconnected);
+    }
+
+    /// Closes from this end (the shell then closes the socket with `code`).
+    pub fn close(&mut self, code: u16, reason: &str) {
+        self.finish(CloseReason::Local {
+            code,
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Sends a request; its answer or failure comes back as an event with this id.
+    pub fn request(
+        &mut self,
+        kind: &str,
+        payload: Value,
+        now: u64,
+        timeout_ms: u64,
+    ) -> Result<u64, RequestError> {
+        if self.state != State::Open {
+            return Err(RequestError::NotOpen);
+        }
+        let id = self
+            .inflight
+            .add(kind, &payload, now, timeout_ms)
+            .map_err(|AddError::Full| RequestError::TooMany)?;
+        self.transmit.push_back(frame::encode(&Frame::Request {
+            id,
+            kind: kind.to_string(),
+            payload,
+        }));
+        Ok(id)
+    }
+
+    /// Answers a request the peer made.
+    pub fn respond(&mut self, id: u64, outcome: Result<Value, WireError>) {
+        if self.state == State::Open {
+            self.transmit
+                .push_back(frame::encode(&Frame::Response { id, outcome }));
+        }
+    }
+
+    pub fn notify(&mut self, kind: &str, payload: Value) {
+        if self.state == State::Open && frame::is_type(kind) {
+            self.transmit.push_back(frame::encode(&Frame::Notify {
+                kind: kind.to_string(),
+                payload,
+            }));
+        }
+    }
+
+    pub fn ping(&mut self) {
+        if self.state == State::Open {
+            self.transmit.push_back(frame::encode(&Frame::Ping));
+        }
+    }
+
+    fn handle_frame(&mut self, f: Frame) {
+        match (self.state, f) {
+            (State::AwaitHello { .. }, Frame::Request { id, kind, payload })
+                if kind == self.hello_type =>
+            {
+                self.on_hello(id, payload);
+            }
+            (State::AwaitHello { .. }, _) => {
+                let why = format!("expected {} first", self.hello_type);
+                self.finish(CloseReason::Malformed(why));
+            }
+            (State::AwaitAck { id: want, .. }, Frame::Response { id, outcome }) if id == want => {
+                self.on_ack(outcome);
+            }
+            (State::AwaitAck { .. }, _) => {
+                let why = format!("expected the answer to {} first", self.hello_type);
+                self.finish(CloseReason::Malformed(why));
+            }
+            (State::Open, Frame::Request { id, kind, .. }) if kind == self.hello_type => {
+                let e = WireError::new("ALREADY_OPEN", format!("{kind} was already accepted"));
+                self.respond(id, Err(e));
+            }
+            (State::Open, Frame::Request { id, kind, payload }) => {
+                self.events.push_back(Event::Request { id, kind, payload });
+            }
+            (State::Open, Frame::Response { id, outcome }) => {
+                // A late answer to a request that already timed out finds nothing: ignored.
+                if let Some(p) = self.inflight.resolve(id) {
+                    self.events.push_back(Event::Response {
+                        id,
+                        kind: p.kind,
+                        outcome,
+                    });
+                }
+            }
+            (State::Open, Frame::Notify { kind, payload }) => {
+                self.events.push_back(Event::Notify { kind, payload });
+            }
+            (State::Open, Frame::Ping) => {
+                self.transmit.push_back(frame::encode(&Frame::Pong));
+            }
+            (State::Open, Frame::Pong) | (State::Closed, _) => {}
+        }
+    }
+
+    fn on_hello(&mut self, id: u64, payload: Value) {
+        let Role::Accept { token } = &self.role else {
+            return;
+        };
+        let Value::Object(mut hello) = payload else {
+            return self.refuse(
+                id,
+                CloseReason::Malformed("the hello payload is not an object".into()),
+            );
+        };
+        let theirs = hello.get("protocol").and_then(Value::as_u64);
+        if theirs != Some(PROTOCOL_VERSION) {
+            let reason = CloseReason::ProtocolMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs,
+                by_peer: false,
+            };
+            return self.refuse(id, reason);
+        }
+        let presented = hello.remove("token");
+        let good = presented
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|p| token_eq(p, token));
+        if !good {
+            return self.refuse(id, CloseReason::BadToken);
+        }
+        let mut ack = self.ack_extra.clone();
+        ack.insert("ok".into(), json!(true));
+        ack.insert("protocol".into(), json!(PROTOCOL_VERSION));
+        ack.insert("serverVersion".into(), json!(self.version));
+        self.transmit.push_back(frame::encode(&Frame::Response {
+            id,
+            outcome: Ok(Value::Object(ack)),
+        }));
+        self.state = State::Open;
+        self.events
+            .push_back(Event::Hello(HelloInfo { payload: hello }));
+    }
+
+    /// Sends the refusing ack (`ok: false` with the reason, as seed 001 shapes it), then closes.
+    fn refuse(&mut self, id: u64, reason: CloseReason) {
+        let ack = json!({
+            "ok": false,
+            "protocol": PROTOCOL_VERSION,
+            "serverVersion": self.version,
+            "reason": reason.to_string(),
+        });
+        self.transmit.push_back(frame::encode(&Frame::Response {
+            id,
+            outcome: Ok(ack),
+        }));
+        self.finish(reason);
+    }
+
+    fn on_ack(&mut self, outcome: Result<Value, WireError>) {
+        let result = match outcome {
+            Ok(Value::Object(r)) => r,
+            Ok(_) => return self.finish(CloseReason::Malformed("the ack is not an object".into())),
+            Err(e) => return self.finish(CloseReason::Rejected(e.to_string())),
+        };
+        let theirs = result.get("protocol").and_then(Value::as_u64);
+        let server_version = result
+            .get("serverVersion")
+            .and_then(Value::as_str)
+            .map(|s| frame::clip(s, 64))
+            .unwrap_or_default();
+        // The version rule first: an older peer's refusal may not be worded for us.
+        if theirs != Some(PROTOCOL_VERSION) {
+            return self.finish(CloseReason::ProtocolMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs,
+                by_peer: true,
+            });
+        }
+        if result.get("ok") != Some(&Value::Bool(true)) {
+            let reason = result
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given");
+            return self.finish(CloseReason::Rejected(frame::clip(
+                reason,
+                frame::MAX_ERROR_MESSAGE,
+            )));
+        }
+        self.state = State::Open;
+        self.events.push_back(Event::Ready(HelloAck {
+            server_version,
+            result,
+        }));
+    }
+
+    fn malformed(&mut self, e: &FrameError) {
+        self.finish(CloseReason::Malformed(e.to_string()));
+    }
+
+    /// Enters Closed once; every in-flight request fails at once.
+    fn finish(&mut self, reason: CloseReason) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        for (id, p, _) in self.inflight.disconnect() {
+            self.events.push_back(Event::Failed {
+                id,
+                kind: p.kind,
+                failure: Failure::Disconnected,
+            });
+        }
+        self.close = Some(reason);
+    }
+}
+
+#[cfg(test)]
+mod tests;

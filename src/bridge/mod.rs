@@ -1,0 +1,38 @@
+//! The bridge wire: how the extension and the native bridge (`bridge/`) talk over a loopback
+//! WebSocket. One implementation for both ends (the extension dials, the bridge accepts), sans-IO
+//! in the manner of quinn-proto: [`Connection`] takes text frames and the time, and hands back
+//! frames to send, events and a close reason. tokio (bridge) and the browser `WebSocket`
+//! (extension) are shells around it.
+//!
+//! - [`frame`]: the envelope from the sibling protocol (`../shared/seeds/001_…`): request,
+//!   response, notify, ping/pong; parsing bounded in size that never panics.
+//! - [`connection`]: `hello`/`hello_ack` with [`PROTOCOL_VERSION`] (a mismatch is refused with a
+//!   message naming both numbers), the hello deadline, and the in-flight table ([`inflight`]).
+//! - [`trust`]: token comparison in constant time and the Host/Origin rules of each listener.
+
+pub mod connection;
+pub mod frame;
+pub mod inflight;
+pub mod trust;
+
+pub use connection::{CloseReason, Connection, Event, HelloAck, HelloInfo, Role};
+pub use frame::{Frame, FrameError, WireError};
+
+/// The wire version, carried in `hello` and echoed in `hello_ack`. Bump it on any change that an
+/// older peer would misread; peers refuse a different number, never best-effort.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// A socket that has not completed `hello` by then is dropped (seed 001: 10 s).
+pub const HELLO_TIMEOUT_MS: u64 = 10_000;
+
+/// Request types on the wire.
+pub mod types {
+    /// ext → bridge, the first request on a socket.
+    pub const HELLO: &str = "hello";
+    /// bridge → ext: run one tool of the catalogue. `{name, arguments}` → an MCP tool result.
+    pub const CALL_TOOL: &str = "call_tool";
+    /// forwarder → owner on the control port, the first request there. `{pid, version, token}`.
+    pub const FWD_HELLO: &str = "fwd_hello";
+    /// forwarder → owner: the owner's `bridge_status` answer.
+    pub const BRIDGE_STATUS: &str = "bridge_status";
+}

@@ -1,0 +1,316 @@
+//! Who may talk to the bridge: pure decisions, used by the native bridge's listeners (and
+//! testable without a socket). Seed 002's threat table is the specification:
+//!
+//! - another local process needs the token: 256 random bits, compared in constant time
+//!   ([`token_eq`]), never in a URL the browser logs;
+//! - a web page opening the WebSocket is refused by `Origin`: only `chrome-extension://<id>`
+//!   ([`ws_origin_allowed`]), optionally pinned to one id;
+//! - DNS rebinding is refused by `Host`: loopback names or the configured host ([`host_allowed`]);
+//! - the control port between bridge processes refuses any `Origin` ([`control_origin_allowed`]):
+//!   browsers always send one, native processes do not;
+//! - the HTTP transport refuses a browser `Origin` unless the user allowed it
+//!   ([`http_origin_allowed`]).
+
+use crate::ids::{is_extension_id, ExtensionId};
+use subtle::ConstantTimeEq;
+
+/// Tokens from `--token` or the environment: long enough to be unguessable, and made of
+/// characters that need no escaping in the connect link's query string.
+pub const MIN_TOKEN_CHARS: usize = 32;
+pub const MAX_TOKEN_CHARS: usize = 256;
+
+/// Compares a presented token with ours in time independent of where they differ. The length is
+/// not secret (generated tokens are always 64 hex characters).
+pub fn token_eq(presented: &str, expected: &str) -> bool {
+    bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+/// Checks a user-chosen token; the message says what is wrong.
+pub fn check_token(token: &str) -> Result<(), String> {
+    let n = token.len();
+    if !(MIN_TOKEN_CHARS..=MAX_TOKEN_CHARS).contains(&n) {
+        return Err(format!(
+            "the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_CHARS} characters long; this one has {n}"
+        ));
+    }
+    if let Some(c) = token
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(format!(
+            "the token may hold only A-Z a-z 0-9 - _; it contains {c:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The `Host` header of a request to one of our listeners: `127.0.0.1`, `localhost`, `[::1]` or
+/// the configured bind host, each with an optional port. Anything else is a name a browser
+/// resolved to us on an attacker's behalf (DNS rebinding) and is refused. Missing → refused.
+pub fn host_allowed(host_header: Option<&str>, configured: Option<&str>) -> bool {
+    let Some(host) = host_header else {
+        return false;
+    };
+    let Some(name) = split_authority(host) else {
+        return false;
+    };
+    let loopback = ["127.0.0.1", "localhost", "[::1]"];
+    if loopback.iter().any(|l| name.eq_ignore_ascii_case(l)) {
+        return true;
+    }
+    match configured {
+        // A bare IPv6 bind address appears bracketed in a Host header.
+        Some(c) if c.contains(':') && !c.starts_with('[') => {
+            name.len() == c.len() + 2
+                && name.starts_with('[')
+                && name.ends_with(']')
+                && name
+                    .get(1..name.len() - 1)
+                    .is_some_and(|inner| inner.eq_ignore_ascii_case(c))
+        }
+        Some(c) => !c.is_empty() && name.eq_ignore_ascii_case(c),
+        None => false,
+    }
+}
+
+/// Splits `host[:port]` / `[v6][:port]`, checking the port is 1..=65535 digits. Returns the host
+/// part (with brackets for IPv6).
+fn split_authority(authority: &str) -> Option<&str> {
+    let (name, port) = if authority.starts_with('[') {
+        let close = authority.find(']')?;
+        let (name, rest) = authority.split_at(close + 1);
+        match rest {
+            "" => (name, None),
+            _ => (name, Some(rest.strip_prefix(':')?)),
+        }
+    } else {
+        match authority.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace() || b == b'@') {
+        return None;
+    }
+    if let Some(p) = port {
+        let ok = !p.is_empty()
+            && p.len() <= 5
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (1..=65535).contains(&n));
+        if !ok {
+            return None;
+        }
+    }
+    Some(name)
+}
+
+/// The extension's WebSocket upgrade: `Origin` must be exactly `chrome-extension://<id>` with a
+/// valid id, and that id when one is pinned. Web pages, other schemes and a missing Origin are
+/// refused.
+pub fn ws_origin_allowed(origin: Option<&str>, pinned: Option<&ExtensionId>) -> bool {
+    let Some(id) = origin.and_then(|o| o.strip_prefix("chrome-extension://")) else {
+        return false;
+    };
+    is_extension_id(id) && pinned.is_none_or(|p| p.as_str() == id)
+}
+
+/// The control port between bridge processes: no `Origin` at all.
+pub fn control_origin_allowed(origin: Option<&str>) -> bool {
+    origin.is_none()
+}
+
+/// The HTTP MCP endpoint: native clients send no `Origin`. A browser's request passes only when
+/// its origin was allowed explicitly (exact match, ASCII case-insensitive) or is the endpoint's
+/// own origin: `http://` + the `Host` header, which [`host_allowed`] has already limited to
+/// loopback or the configured host, so it names this very server (port included), which serves
+/// no pages. A rebinding page has the attacker's host in both and is refused by `Host` first.
+pub fn http_origin_allowed(
+    origin: Option<&str>,
+    host_header: Option<&str>,
+    allowed: &[String],
+) -> bool {
+    match origin {
+        None => true,
+        Some(o) => {
+            allowed.iter().any(|a| a.eq_ignore_ascii_case(o))
+                || host_header.is_some_and(|h| {
+                    o.strip_prefix("http://")
+                        .is_some_and(|rest| !h.is_empty() && rest.eq_ignore_ascii_case(h))
+                })
+        }
+    }
+}
+
+/// The `Authorization` header must be `Bearer <token>` with our token (constant time).
+pub fn bearer_ok(authorization: Option<&str>, token: &str) -> bool {
+    authorization
+        .and_then(|h| {
+            let (scheme, rest) = h.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(rest.trim())
+        })
+        .is_some_and(|presented| token_eq(presented, token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    const OWN: &str = "imliakfdgonldkmaddnhnniclbhiobpo";
+
+    #[test]
+    fn token_comparison() {
+        assert!(token_eq(TOKEN, TOKEN));
+        assert!(!token_eq("", TOKEN));
+        assert!(!token_eq(&TOKEN[..63], TOKEN));
+        assert!(!token_eq(&format!("{TOKEN}0"), TOKEN));
+        let mut flipped = TOKEN.to_string();
+        flipped.replace_range(63.., "0");
+        assert!(!token_eq(&flipped, TOKEN));
+        assert!(!token_eq(&TOKEN.to_uppercase(), TOKEN));
+    }
+
+    #[test]
+    fn user_tokens_are_checked() {
+        assert!(check_token(TOKEN).is_ok());
+        assert!(check_token(&"a".repeat(32)).is_ok());
+        assert!(check_token(&"a".repeat(31)).unwrap_err().contains("31"));
+        assert!(check_token(&"a".repeat(257)).is_err());
+        assert!(check_token(&format!("{}&x=1", "a".repeat(32)))
+            .unwrap_err()
+            .contains("'&'"));
+    }
+
+    #[test]
+    fn bearer() {
+        assert!(bearer_ok(Some(&format!("Bearer {TOKEN}")), TOKEN));
+        assert!(bearer_ok(Some(&format!("bearer {TOKEN}")), TOKEN));
+        assert!(!bearer_ok(None, TOKEN));
+        assert!(!bearer_ok(Some(TOKEN), TOKEN));
+        assert!(!bearer_ok(Some(&format!("Basic {TOKEN}")), TOKEN));
+        assert!(!bearer_ok(Some("Bearer wrong"), TOKEN));
+        assert!(!bearer_ok(Some("Bearer "), TOKEN));
+    }
+
+    #[test]
+    fn host_loopback_and_configured() {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]",
+            "[::1]:65535",
+        ] {
+            assert!(host_allowed(Some(ok), None), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.nip.io",
+            "localhost.evil.example",
+            "127.0.0.2",
+            "0.0.0.0",
+            "localhost:0",
+            "localhost:65536",
+            "localhost:",
+            "localhost:80a",
+            "[::1]x",
+            "[::1",
+            "",
+            "user@localhost",
+            "localhost :80",
+        ] {
+            assert!(!host_allowed(Some(bad), None), "{bad}");
+        }
+        assert!(!host_allowed(None, None));
+        assert!(host_allowed(Some("box.lan:9000"), Some("box.lan")));
+        assert!(host_allowed(Some("192.168.1.5"), Some("192.168.1.5")));
+        assert!(!host_allowed(Some("other.lan"), Some("box.lan")));
+        assert!(host_allowed(Some("[fe80::1]:80"), Some("fe80::1")));
+        assert!(!host_allowed(Some("[fe80::2]"), Some("fe80::1")));
+        assert!(!host_allowed(Some("anything"), Some("")));
+    }
+
+    #[test]
+    fn websocket_origin_only_chrome_extensions() {
+        let pinned = ExtensionId::parse(OWN);
+        let own = format!("chrome-extension://{OWN}");
+        let other = format!("chrome-extension://{}", "a".repeat(32));
+        assert!(ws_origin_allowed(Some(&own), None));
+        assert!(ws_origin_allowed(Some(&own), pinned.as_ref()));
+        assert!(ws_origin_allowed(Some(&other), None));
+        assert!(!ws_origin_allowed(Some(&other), pinned.as_ref()));
+        for bad in [
+            "https://evil.example",
+            "http://127.0.0.1",
+            "null",
+            "chrome-extension://",
+            "chrome-extension://short",
+            "moz-extension://imliakfdgonldkmaddnhnniclbhiobpo",
+            "chrome-extension://imliakfdgonldkmaddnhnniclbhiobpo/",
+            "chrome-extension://imliakfdgonldkmaddnhnniclbhiobpo.evil.example",
+            "CHROME-EXTENSION://imliakfdgonldkmaddnhnniclbhiobpo",
+        ] {
+            assert!(!ws_origin_allowed(Some(bad), None), "{bad}");
+        }
+        assert!(!ws_origin_allowed(None, None));
+    }
+
+    #[test]
+    fn control_port_refuses_every_origin() {
+        assert!(control_origin_allowed(None));
+        assert!(!control_origin_allowed(Some("chrome-extension://x")));
+        assert!(!control_origin_allowed(Some("")));
+    }
+
+    #[test]
+    fn http_origin() {
+        let host = Some("127.0.0.1:8931");
+        assert!(http_origin_allowed(None, host, &[]));
+        assert!(!http_origin_allowed(
+            Some("https://evil.example"),
+            host,
+            &[]
+        ));
+        let allowed = vec!["http://localhost:6274".to_string()];
+        assert!(http_origin_allowed(
+            Some("http://localhost:6274"),
+            host,
+            &allowed
+        ));
+        assert!(!http_origin_allowed(
+            Some("http://localhost:6275"),
+            host,
+            &allowed
+        ));
+        // The endpoint's own origin (same host and port as the request's Host).
+        assert!(http_origin_allowed(
+            Some("http://127.0.0.1:8931"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(
+            Some("http://127.0.0.1:8932"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(
+            Some("https://127.0.0.1:8931"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(
+            Some("http://localhost:8931"),
+            host,
+            &[]
+        ));
+        assert!(!http_origin_allowed(Some("http://"), Some(""), &[]));
+        assert!(!http_origin_allowed(
+            Some("http://127.0.0.1:8931"),
+            None,
+            &[]
+        ));
+        assert!(!http_origin_allowed(Some("null"), host, &[]));
+    }
+}
