@@ -5,5 +5,6 @@ pub mod match_pattern;
 pub mod metadata;
 pub mod record;
 pub mod registry;
+pub mod rules;
 pub mod store;
 pub mod sync;
