@@ -65,16 +65,132 @@ pub fn as_regex(value: &str) -> Option<&str> {
         .flatten()
 }
 
-/// Checks a user regular expression the way `new RegExp(src)` would.
+/// Most unbounded repetitions (`*`, `+`, `{n,}`, `{n,m}` with m > 10) in one expression.
+pub const MAX_UNBOUNDED_REPEATS: usize = 2;
+
+/// Checks a user regular expression the way `new RegExp(src)` would, and refuses the shapes
+/// that make a backtracking matcher take exponential or high-polynomial time (`match_url`
+/// evaluates it in the service worker, with no step limit, on a URL the agent chooses).
 pub fn check_regex(src: &str) -> Result<(), String> {
     if src.chars().count() > MAX_REGEX_CHARS {
         return Err(format!(
             "the regular expression is over {MAX_REGEX_CHARS} characters"
         ));
     }
-    regress::Regex::new(src)
-        .map(|_| ())
-        .map_err(|e| format!("invalid regular expression: {e}"))
+    regress::Regex::new(src).map_err(|e| format!("invalid regular expression: {e}"))?;
+    check_cost(src)
+}
+
+/// A quantifier at the start of `rest`: `Some(unbounded)`, or `None` when there is none.
+fn quantifier(rest: &[char]) -> Option<bool> {
+    match rest.first()? {
+        '*' | '+' => Some(true),
+        '?' => Some(false),
+        '{' => {
+            let close = rest.iter().position(|&c| c == '}')?;
+            let body: String = rest.get(1..close)?.iter().collect();
+            let (lo, hi) = match body.split_once(',') {
+                Some((lo, hi)) => (lo, Some(hi)),
+                None => (body.as_str(), None),
+            };
+            if lo.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            match hi {
+                None => Some(lo.parse::<u32>().map_or(true, |n| n > 10)),
+                Some("") => Some(true),
+                Some(h) if h.bytes().all(|b| b.is_ascii_digit()) => {
+                    Some(h.parse::<u32>().map_or(true, |n| n > 10))
+                }
+                Some(_) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn check_cost(src: &str) -> Result<(), String> {
+    let chars: Vec<char> = src.chars().collect();
+    // Per open group: does it contain a repetition or an alternation?
+    let mut frames: Vec<bool> = vec![false];
+    let mut unbounded = 0usize;
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        let mut atom_end = i + 1;
+        let mut complex = false;
+        match c {
+            '\\' => atom_end = i + 2,
+            '[' => {
+                let mut j = i + 1;
+                while let Some(&d) = chars.get(j) {
+                    if d == '\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if d == ']' && j > i + 1 {
+                        break;
+                    }
+                    j += 1;
+                }
+                atom_end = j + 1;
+            }
+            '(' => {
+                frames.push(false);
+                i += 1;
+                continue;
+            }
+            ')' => {
+                let inner = frames.pop().unwrap_or(false);
+                if let Some(top) = frames.last_mut() {
+                    *top |= inner;
+                }
+                complex = inner;
+            }
+            '|' => {
+                if let Some(top) = frames.last_mut() {
+                    *top = true;
+                }
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let rest = chars.get(atom_end..).unwrap_or_default();
+        if let Some(is_unbounded) = quantifier(rest) {
+            if complex && (is_unbounded || rest.first() == Some(&'{')) {
+                return Err(
+                    "a repeated group that itself repeats or alternates (such as \
+                     (a+)+ or (a|b)*) can take exponential time to match; rewrite it, or use \
+                     @match or a glob"
+                        .to_owned(),
+                );
+            }
+            if is_unbounded {
+                unbounded += 1;
+                if unbounded > MAX_UNBOUNDED_REPEATS {
+                    return Err(format!(
+                        "more than {MAX_UNBOUNDED_REPEATS} unbounded repetitions (*, +, {{n,}}) \
+                         can make matching very slow; use @match or a glob for the rest"
+                    ));
+                }
+            }
+            if let Some(top) = frames.last_mut() {
+                *top = true;
+            }
+            // Skip the quantifier (and a lazy '?').
+            let qlen = if rest.first() == Some(&'{') {
+                rest.iter().position(|&d| d == '}').map_or(1, |p| p + 1)
+            } else {
+                1
+            };
+            atom_end += qlen;
+            if chars.get(atom_end) == Some(&'?') {
+                atom_end += 1;
+            }
+        }
+        i = atom_end;
+    }
+    Ok(())
 }
 
 /// Where `.tld` stands for a suffix in a glob: before `/`, `:` or at the end.
@@ -473,6 +589,26 @@ mod tests {
                 assert_eq!(glob_matches(g, u), re_test(&re, u), "{g} {re} {u}");
             }
         }
+    }
+
+    #[test]
+    fn costly_regexes_are_refused() {
+        for bad in [
+            "(a+)+$", "(a|aa)*b", "(?:x*y)+", "(a*){2,}", ".*.*.*x", "a+b+c+d",
+        ] {
+            assert!(check_regex(bad).is_err(), "{bad} should be refused");
+        }
+        for good in [
+            "^https?:\\/\\/(www\\.)?example\\.com\\/.*",
+            "^https:\\/\\/(youtube|google)\\.com\\/watch\\?v=[\\w-]{11}",
+            "logout",
+            "[(+*]+x(?:a|b)?",
+            "a{2,5}b*",
+        ] {
+            assert_eq!(check_regex(good), Ok(()), "{good}");
+        }
+        assert!(check_regex("(").is_err());
+        assert!(check_regex(&"a".repeat(MAX_REGEX_CHARS + 1)).is_err());
     }
 
     #[test]
