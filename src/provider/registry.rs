@@ -219,3 +219,66 @@ impl<E: Env> Provider<E> {
         self.save_synced(false).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use crate::env::Storage;
+    use crate::scripts::store;
+    use futures::executor::block_on;
+
+    fn with_script(enabled: bool) -> (Provider<MemoryEnv>, String) {
+        let p = Provider::new(MemoryEnv::new());
+        let src =
+            "// ==UserScript==\n// @name A\n// @match https://example.com/*\n// ==/UserScript==\n";
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", src, enabled, 1 << 20)).unwrap();
+        (p, c.record.uuid)
+    }
+
+    #[test]
+    fn a_reconcile_that_loses_the_api_part_way_stays_stale() {
+        let (p, _) = with_script(true);
+        p.env.lose_api_on_register.set(true);
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        let flag = block_on(p.env.get(Area::Session, &[keys::REGISTRY_SYNCED])).unwrap();
+        assert_ne!(flag.get(keys::REGISTRY_SYNCED), Some(&Value::Bool(true)));
+        // When the API is back, the next reconcile registers it and only then says Synced.
+        p.env.lose_api_on_register.set(false);
+        p.env.user_scripts.set(true);
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        assert_eq!(p.env.registrations.borrow().len(), 1);
+    }
+
+    #[test]
+    fn a_refusal_is_recorded_durably_and_cleared_by_success() {
+        let (p, uuid) = with_script(true);
+        p.env.refuse_register.replace(Some("Invalid host.".into()));
+        let (record, source) = block_on(store::load_with_source(&p.env, &uuid)).unwrap();
+        let desired = sync::desired_for(&record, &source);
+        let out = block_on(p.sync_registration(&uuid, desired.clone()));
+        assert_eq!(out, SyncOutcome::Refused("Invalid host.".into()));
+        // Not blamed on the toggle: the registry is not stale, the refusal is stored.
+        assert_ne!(p.registry_state(), RegistryState::Stale);
+        let stored = p.env.dump(Area::Local);
+        assert_eq!(stored[keys::REGISTRY_ERRORS][&uuid], "Invalid host.");
+        // A fresh provider (worker restart) still sees it.
+        assert_eq!(
+            block_on(p.registration_errors()).get(&uuid),
+            Some(&Value::String("Invalid host.".into()))
+        );
+        // A reconcile that Chrome also refuses keeps it; one that succeeds clears it.
+        block_on(p.mark_registry_stale());
+        block_on(p.ensure_registry());
+        assert!(block_on(p.registration_errors()).contains_key(&uuid));
+        p.env.refuse_register.replace(None);
+        assert_eq!(
+            block_on(p.sync_registration(&uuid, desired)),
+            SyncOutcome::Registered
+        );
+        assert!(block_on(p.registration_errors()).is_empty());
+    }
+}
