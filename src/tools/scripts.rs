@@ -477,15 +477,19 @@ pub(super) async fn run_read<E: Env>(
             let mut rows = Vec::new();
             // Matched as the browser holds the URL (WHATWG normalization), as Chrome does.
             let normalized = crate::scripts::rules::normalize_url(&url);
+            let refused = p.registration_errors().await;
             for r in records {
                 let v = registry::verdict(&r.metadata, &url);
                 if v == Verdict::NoMatch {
                     continue;
                 }
-                let runs = v.runs() && r.enabled;
+                let refusal = refused.get(&r.uuid).and_then(Value::as_str);
+                let runs = v.runs() && r.enabled && refusal.is_none();
                 let mut reason = v.explain();
                 if v.runs() && !r.enabled {
                     reason.push_str(", but the script is disabled");
+                } else if let (true, Some(m)) = (v.runs(), refusal) {
+                    reason.push_str(&format!(", but Chrome refused to register it: {m}"));
                 }
                 rows.push(json!({ "uuid": r.uuid, "name": r.metadata.name, "enabled": r.enabled, "runs": runs, "reason": reason }));
             }

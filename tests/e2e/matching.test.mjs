@@ -4,7 +4,7 @@
 // the scripts SEEN running are compared with what match_url says — both directions.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { after, before, describe, test } from "node:test";
+import { after, before, beforeEach, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
 import { sleep } from "./lib/util.mjs";
 
@@ -80,6 +80,12 @@ describe("matching: what Chrome runs is what match_url says", () => {
     session = await h.lumo("connect", PROVIDER_ID);
     assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
     tab = await h.context.newPage();
+  });
+  // Each test starts with no scripts, so one failing test cannot leave scripts behind that make
+  // the next one fail for the wrong reason.
+  beforeEach(async () => {
+    if (!session) return;
+    for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await ok("delete_script", { uuid: s.uuid });
   });
   after(async () => {
     await h?.close();
