@@ -396,9 +396,9 @@ impl MatchPattern {
     }
 
     /// The pattern as a JavaScript `RegExp` source, tested against `location.href` (the
-    /// serialized URL, fragment included) by the runtime guard. With `expand_tld`, a host ending
-    /// in `.tld` matches any public suffix [`super::rules::TLD_REGEX`] allows.
-    pub fn js_regex(&self, expand_tld: bool) -> String {
+    /// serialized URL, fragment included) by the runtime guard. With `tld`, a host ending in
+    /// `.tld` has that suffix replaced by this RegExp piece (see [`super::rules::TLD_REGEX`]).
+    pub fn js_regex(&self, tld: Option<&str>) -> String {
         let (scheme, host, port, path_escaped) = match &self.kind {
             Kind::AllUrls => return "^(?:https?|file):".to_owned(),
             Kind::Url {
@@ -425,9 +425,9 @@ impl MatchPattern {
         } else {
             // Optional user info, which Chrome's matching ignores.
             re.push_str("://(?:[^/?#@]*@)?");
-            let (name, tld) = match host.name.strip_suffix(".tld") {
-                Some(base) if expand_tld => (base, true),
-                _ => (host.name.as_str(), false),
+            let (name, tld) = match (host.name.strip_suffix(".tld"), tld) {
+                (Some(base), Some(t)) => (base, Some(t)),
+                _ => (host.name.as_str(), None),
             };
             if host.subdomains && name.is_empty() {
                 // Any host, IPv6 literals (with their colons) included.
@@ -437,8 +437,8 @@ impl MatchPattern {
                     re.push_str("(?:[^/?#:@]*\\.)?");
                 }
                 re.push_str(&regex_escape(name));
-                if tld {
-                    re.push_str(super::rules::TLD_REGEX);
+                if let Some(t) = tld {
+                    re.push_str(t);
                 }
                 // Chrome ignores one trailing dot.
                 re.push_str("\\.?");

@@ -537,16 +537,22 @@ fn push_pattern(
         pattern = format!("*://{rest}");
     }
     if let Err(match_pattern::PatternError::MissingPath) = match_pattern::parse(&pattern) {
+        // Read in the direction that never widens where the script runs: an include covers
+        // the root page only, an exclude the whole site.
+        let (path, meaning) = if key.to_ascii_lowercase().starts_with("exclude") {
+            ("/*", "every page of the site")
+        } else {
+            ("/", "the site's root page only; add /* for every page")
+        };
         diags.warning(
             line_no,
             format!(
-                "@{key} \"{}\" has no path: read as \"{}/\" (the site's root page only; \
-                 add /* for every page)",
+                "@{key} \"{}\" has no path: read as \"{}{path}\" ({meaning})",
                 snippet(value),
                 snippet(&pattern)
             ),
         );
-        pattern.push('/');
+        pattern.push_str(path);
     }
     match match_pattern::parse(&pattern) {
         Ok(_) => {
@@ -882,13 +888,19 @@ mod tests {
             "// @match *",
             "// @match https://www.google.com",
             "// @exclude-match http*://a.example/private",
+            "// @exclude-match https://bank.example",
         ]));
         let m = meta(&p);
         assert_eq!(
             m.matches,
             ["*://a.example/*", "*://*/*", "https://www.google.com/"]
         );
-        assert_eq!(m.exclude_matches, ["*://a.example/private"]);
+        // Without a path, an exclude covers the whole site (never a narrower exclusion).
+        assert_eq!(
+            m.exclude_matches,
+            ["*://a.example/private", "https://bank.example/*"]
+        );
+        assert!(has(&p, 7, Severity::Warning, "every page of the site"));
         assert!(has(&p, 3, Severity::Warning, "http*:// is read as *://"));
         assert!(has(&p, 4, Severity::Warning, "@match * is read as *://*/*"));
         assert!(has(&p, 5, Severity::Warning, "has no path"));

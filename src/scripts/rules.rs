@@ -21,8 +21,12 @@ use serde_json::Value;
 
 /// What `.tld` expands to: one label (the PSL's default rule makes every single label a public
 /// suffix) or one of a few common two-label suffixes. Narrower than the full Public Suffix List,
-/// never wider, so a `.tld` rule may miss an exotic suffix but never runs on a non-suffix.
+/// never wider, so a `.tld` include may miss an exotic suffix but never runs on a non-suffix.
 pub const TLD_REGEX: &str = "\\.(?:(?:co|com|net|org|gov|ac|edu|ne|or)\\.(?:uk|au|jp|nz|br|cn|mx|in|kr|tr|tw|hk|za|ar|sg|il|id|th|my)|[a-z0-9-]+)";
+
+/// What `.tld` expands to in an exclude: any run of labels. Wider than the Public Suffix List,
+/// so an exclusion never misses a suffix (it may also exclude a non-suffix: the safe side).
+pub const TLD_REGEX_EXCLUDE: &str = "(?:\\.[a-z0-9-]+)+";
 
 /// The `matches` entry for a script with only `@include` rules. Chrome requires a non-empty
 /// `matches` and ORs it with `includeGlobs`, so `*://*/*` here would run the script everywhere;
@@ -241,13 +245,13 @@ fn broaden_tld_pattern(pattern: &str) -> Option<String> {
 
 /// A glob as an anchored RegExp source with Chrome's glob meaning (`*` any run, `?` at most one
 /// character, `\` escapes), `.tld` expanded when present.
-pub fn glob_regex(glob: &str) -> String {
+pub fn glob_regex(glob: &str, tld: &str) -> String {
     let tlds = tld_positions(glob);
     let mut out = String::from("^");
     let mut chars = glob.char_indices();
     while let Some((at, c)) = chars.next() {
         if tlds.contains(&at) {
-            out.push_str(TLD_REGEX);
+            out.push_str(tld);
             // Skip "tld" (ASCII, so three chars).
             chars.nth(2);
             continue;
@@ -286,7 +290,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
         let tld = pattern_has_tld(m);
         inc.push(GuardRule {
             rule: format!("@match {m}"),
-            regex: p.js_regex(tld),
+            regex: p.js_regex(tld.then_some(TLD_REGEX)),
         });
         match (tld, broaden_tld_pattern(m)) {
             (true, Some(b)) => {
@@ -317,13 +321,13 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
             push_unique(&mut r.include_globs, b);
             inc.push(GuardRule {
                 rule: format!("@include {g}"),
-                regex: glob_regex(g),
+                regex: glob_regex(g, TLD_REGEX),
             });
         } else {
             push_unique(&mut r.include_globs, g.clone());
             inc.push(GuardRule {
                 rule: format!("@include {g}"),
-                regex: glob_regex(g),
+                regex: glob_regex(g, TLD_REGEX),
             });
         }
     }
@@ -334,7 +338,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
         if pattern_has_tld(m) {
             exc.push(GuardRule {
                 rule: format!("@exclude-match {m}"),
-                regex: p.js_regex(true),
+                regex: p.js_regex(Some(TLD_REGEX_EXCLUDE)),
             });
         } else {
             push_unique(&mut r.exclude_matches, m.clone());
@@ -351,7 +355,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
         } else if glob_has_tld(g) {
             exc.push(GuardRule {
                 rule: format!("@exclude {g}"),
-                regex: glob_regex(g),
+                regex: glob_regex(g, TLD_REGEX_EXCLUDE),
             });
         } else {
             push_unique(&mut r.exclude_globs, g.clone());
@@ -558,7 +562,7 @@ mod tests {
         ];
         for p in patterns {
             let mp = match_pattern::parse(p).unwrap();
-            let re = mp.js_regex(false);
+            let re = mp.js_regex(None);
             for u in urls {
                 let n = normalize_url(u).unwrap();
                 assert_eq!(
@@ -579,7 +583,7 @@ mod tests {
             "*foo*bar",
             "a\\*b*",
         ] {
-            let re = glob_regex(g);
+            let re = glob_regex(g, TLD_REGEX);
             for u in [
                 "http://a.com/",
                 "https://w.a.com/xy",
@@ -676,6 +680,11 @@ mod tests {
         assert!(runs(lines, "https://www.amazon.co.jp/dp/1"));
         assert!(!runs(lines, "https://www.amazon.co.jp/gp/cart/view"));
         assert!(!runs(lines, "https://www.amazon.evil.com/x"));
+        // An exclude's .tld errs on the side of excluding: an exotic suffix is still excluded.
+        let lines = "// @match *://*/*\n// @exclude-match *://*.bank.tld/*\n";
+        assert!(!runs(lines, "https://www.bank.gov.xx/"));
+        assert!(!runs(lines, "https://bank.com/"));
+        assert!(runs(lines, "https://bank-other.com/"));
     }
 
     #[test]
