@@ -596,6 +596,42 @@ mod tests {
     }
 
     #[test]
+    fn generated_sources_always_parse() {
+        let weird = [
+            "*",
+            "\\",
+            "a\\",
+            "[",
+            "(",
+            "{1,2}",
+            "^$",
+            "?*?",
+            "é🚀",
+            "*.tld",
+            ".tld:",
+            "a.tld\\",
+            "x/]/)/}/|/+",
+            "\\*\\?",
+        ];
+        for g in weird {
+            for t in [TLD_REGEX, TLD_REGEX_EXCLUDE] {
+                let re = glob_regex(g, t);
+                assert!(regress::Regex::new(&re).is_ok(), "{g} → {re}");
+            }
+            for p in [
+                format!("https://example.com/{g}"),
+                format!("*://*.a.tld/{g}"),
+                format!("file:///{g}"),
+            ] {
+                if let Ok(mp) = match_pattern::parse(&p) {
+                    let re = mp.js_regex(Some(TLD_REGEX));
+                    assert!(regress::Regex::new(&re).is_ok(), "{p} → {re}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn costly_regexes_are_refused() {
         for bad in [
             "(a+)+$", "(a|aa)*b", "(?:x*y)+", "(a*){2,}", ".*.*.*x", "a+b+c+d",
