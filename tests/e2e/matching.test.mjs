@@ -195,4 +195,62 @@ describe("matching: what Chrome runs is what match_url says", () => {
     await ok("delete_script", { uuid: a.uuid });
     await ok("delete_script", { uuid: b.uuid });
   });
+
+  test("spellings other managers accept run where they mean (http*://, no path, @run-at document-ready / context-menu)", T, async () => {
+    const P = server.port;
+    const scripts = {
+      star: ["@match http*://spell.test/*", "@run-at document-ready"],
+      root: ["@match http://root.test", "@run-at context-menu"],
+    };
+    const tagOf = {};
+    for (const [tag, lines] of Object.entries(scripts)) {
+      const w = await ok("write_script", { source: script(tag, lines) });
+      assert.ok(w.diagnostics.some((d) => d.severity === "warning"), `${tag}: a warning says how it was read: ${JSON.stringify(w.diagnostics)}`);
+      tagOf[w.script.uuid] = tag;
+    }
+    const table = [
+      [`http://spell.test:${P}/a`, ["star"]],
+      [`http://root.test:${P}/`, ["root"]],
+      [`http://root.test:${P}/page`, []],
+      [`http://other.test:${P}/`, []],
+    ];
+    const mismatches = [];
+    for (const [url, want] of table) {
+      const seen = await ranOn(url);
+      const said = (await saysRun(url)).map((u) => tagOf[u]).filter(Boolean).sort();
+      if (JSON.stringify(seen) !== JSON.stringify(want)) mismatches.push(`${url}: ran ${JSON.stringify(seen)}, rules say ${JSON.stringify(want)}`);
+      if (JSON.stringify(said) !== JSON.stringify(seen)) mismatches.push(`${url}: match_url says ${JSON.stringify(said)}, Chrome ran ${JSON.stringify(seen)}`);
+    }
+    assert.deepEqual(mismatches, []);
+  });
+
+  test("reconcile compares Chrome's whole registration: a rule left behind in Chrome is removed", T, async () => {
+    const P = server.port;
+    const s = await write("left", ["@match http://left.test/*"]);
+    // Simulate a registration left over from an older version: same id, an extra include glob.
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      await page.evaluate(async (id) => {
+        const [reg] = await chrome.userScripts.getScripts({ ids: [id] });
+        await chrome.userScripts.unregister({ ids: [id] });
+        await chrome.userScripts.register([{ ...reg, includeGlobs: ["http://leftover.test:*/*"] }]);
+      }, s.uuid);
+    } finally {
+      await page.close();
+    }
+    assert.deepEqual(await ranOn(`http://leftover.test:${P}/`), ["left"], "the simulated leftover rule is active");
+    // The toggle going off and on makes the provider reconcile (Chrome may have dropped scripts).
+    await h.setUserScriptsAccess(PROVIDER_ID, false);
+    await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    await h.setUserScriptsAccess(PROVIDER_ID, true);
+    let seen;
+    for (const deadline = Date.now() + 5000; ;) {
+      await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      seen = await ranOn(`http://leftover.test:${P}/`);
+      if (seen.length === 0 || Date.now() > deadline) break;
+    }
+    assert.deepEqual(seen, [], "the leftover rule is gone after the reconcile");
+    assert.deepEqual(await ranOn(`http://left.test:${P}/`), ["left"]);
+  });
 });
