@@ -4,7 +4,7 @@
 //! Chrome's fields (and the runtime guard) lives in [`super::rules`].
 
 use super::metadata::Metadata;
-use super::rules::{self, Rules};
+use super::rules;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -94,11 +94,6 @@ pub fn verdict(meta: &Metadata, url: &str) -> Verdict {
         Some(r) => rules::verdict(&r, url),
         None => Verdict::NoMatch,
     }
-}
-
-/// The rules Chrome will hold for this metadata (for descriptions).
-pub fn rules_of(meta: &Metadata) -> Option<Rules> {
-    rules::compile(meta)
 }
 
 /// What to change so Chrome runs exactly the desired scripts. A changed registration is in
