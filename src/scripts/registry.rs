@@ -60,6 +60,8 @@ pub fn world_id(uuid: &str) -> String {
 pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration> {
     let r = rules::compile(meta)?;
     let code = match &r.guard {
+        // A leading "use strict" must stay the first statement to stay a directive.
+        Some(g) if starts_strict(source) => format!("\"use strict\";{}{source}", g.js(&meta.name)),
         Some(g) => format!("{}{source}", g.js(&meta.name)),
         None => source.to_owned(),
     };
@@ -79,6 +81,28 @@ pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration
         world_id: Some(world_id(uuid)),
         extra: Map::new(),
     })
+}
+
+/// Whether the source's first statement (after comments and whitespace, where the metadata
+/// block lives) is a "use strict" directive.
+fn starts_strict(source: &str) -> bool {
+    let mut rest = source.trim_start_matches('\u{feff}');
+    loop {
+        rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix("//") {
+            rest = r.split_once('\n').map_or("", |(_, after)| after);
+        } else if let Some(r) = rest.strip_prefix("/*") {
+            match r.split_once("*/") {
+                Some((_, after)) => rest = after,
+                None => return false,
+            }
+        } else {
+            break;
+        }
+    }
+    ["\"use strict\"", "'use strict'"]
+        .iter()
+        .any(|d| rest.starts_with(d))
 }
 
 fn run_at_str(meta: &Metadata) -> String {
@@ -201,6 +225,25 @@ mod tests {
         assert!(!verdict(&m, "https://include-only.invalid/ never matches").runs());
         let src = header("");
         assert!(desired("u", &meta(&src), &src).is_none());
+    }
+
+    #[test]
+    fn a_guarded_strict_script_stays_strict() {
+        let src = header("// @match https://a.example/*\n// @exclude /x/\n")
+            .replace("console.log(1);", "'use strict';\nconsole.log(1);");
+        let r = desired("u", &meta(&src), &src).unwrap();
+        let code = r.js[0].code.clone().unwrap_or_default();
+        assert!(code.starts_with("\"use strict\";(()=>{"), "{code}");
+        assert!(code.ends_with(&src));
+        let plain = header("// @match https://a.example/*\n// @exclude /x/\n");
+        let r = desired("u", &meta(&plain), &plain).unwrap();
+        assert!(r.js[0]
+            .code
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("(()=>{"));
+        assert!(!starts_strict("/* unterminated"));
+        assert!(starts_strict("\u{feff} /* a */ // b\n \"use strict\"; x"));
     }
 
     #[test]
