@@ -36,7 +36,8 @@ impl std::fmt::Display for SyncError {
     }
 }
 
-/// A failed call: refused by Chrome when the API still works, else unavailable.
+/// A failed `register`: refused by Chrome when the API still works, else unavailable. Any
+/// other failed call is "unavailable": the reconcile retries it.
 fn classify<E: Capabilities>(env: &E, e: EnvError) -> SyncError {
     if env.user_scripts_available() {
         SyncError::Refused(e.0)
@@ -54,7 +55,7 @@ async fn put<E: UserScripts + Capabilities>(
     if current.is_some() {
         env.unregister(std::slice::from_ref(&d.id))
             .await
-            .map_err(|e| classify(env, e))?;
+            .map_err(|e| SyncError::Unavailable(e.0))?;
     }
     env.register(std::slice::from_ref(d))
         .await
@@ -77,7 +78,7 @@ pub async fn sync_one<E: UserScripts + Capabilities>(
     let existing = env
         .registered(Some(&ids))
         .await
-        .map_err(|e| classify(env, e))?;
+        .map_err(|e| SyncError::Unavailable(e.0))?;
     let current = existing.iter().find(|r| r.id == uuid);
     match (desired, current) {
         (Some(d), Some(c)) if registry::same_effect(c, &d) => Ok(true),
@@ -86,7 +87,7 @@ pub async fn sync_one<E: UserScripts + Capabilities>(
             .unregister(&ids)
             .await
             .map(|()| false)
-            .map_err(|e| classify(env, e)),
+            .map_err(|e| SyncError::Unavailable(e.0)),
         (None, None) => Ok(false),
     }
 }
