@@ -490,6 +490,13 @@ pub(super) async fn run_read<E: Env>(
                     reason.push_str(", but the script is disabled");
                 } else if let (true, Some(m)) = (v.runs(), refusal) {
                     reason.push_str(&format!(", but Chrome refused to register it: {m}"));
+                } else if runs
+                    && url
+                        .get(..5)
+                        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+                {
+                    // Chrome injects into file: pages only with that per-extension switch on.
+                    reason.push_str(" (on file: pages only if \"Allow access to file URLs\" is on for Lumo Userscripts)");
                 }
                 rows.push(json!({ "uuid": r.uuid, "name": r.metadata.name, "enabled": r.enabled, "runs": runs, "reason": reason }));
             }
