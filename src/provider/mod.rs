@@ -22,7 +22,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-pub use registry::RegistryState;
+pub use registry::{RegistryState, SyncOutcome};
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
 pub mod keys {
@@ -35,6 +35,8 @@ pub mod keys {
     /// storage is cleared exactly when Chrome may drop registrations (extension update or
     /// reload), so a worker restart need not reconcile again.
     pub const REGISTRY_SYNCED: &str = "registrySynced";
+    /// `chrome.storage.local`: uuid → Chrome's message, for registrations Chrome refused.
+    pub const REGISTRY_ERRORS: &str = "registryErrors";
 }
 
 pub struct Provider<E> {
