@@ -138,6 +138,15 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 err("that review is no longer waiting (it expired, was cancelled or was already decided)")
             }
         }
+        "reviews.diff" => {
+            let Some(review) = msg.get("review").and_then(Value::as_str) else {
+                return err("missing \"review\" (the review id)");
+            };
+            match p.review_diff(review) {
+                Some(diff) => json!({ "ok": true, "review": review, "diff": diff }),
+                None => err("that review is no longer waiting, or changes no source"),
+            }
+        }
         "scripts.list" => match p.scripts().await {
             Ok(snap) => {
                 let (records, problems) = (&snap.records, &snap.problems);
