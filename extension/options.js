@@ -5,7 +5,7 @@
 // the page shows rows at once, and nothing is fetched on a timer but the small state (the
 // "Allow User Scripts" toggle has no event). The list is fetched again only when a script's
 // record changes in storage.
-import { ask, el, when, say, onStored, userScriptsNotice } from './ui.js';
+import { ask, el, when, say, onStored, oneAtATime, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -162,7 +162,7 @@ async function fillSource(details, uuid) {
 
 let lastPolicy = '';
 let lastCapability = '';
-async function refreshState() {
+const refreshState = oneAtATime(async () => {
   const state = await ask('state.get');
   const capability = JSON.stringify(state.capability);
   if (capability !== lastCapability) {
@@ -177,10 +177,10 @@ async function refreshState() {
   names = new Map(state.policy.allowlist.map((c) => [c.id, c.name]));
   // A caller's name shows in provenance: only the rows that name it are rebuilt.
   if (JSON.stringify([...names]) !== before && rows.size) renderScripts();
-}
+});
 
 let lastList = '';
-async function refreshScripts() {
+const refreshScripts = oneAtATime(async () => {
   const list = await ask('scripts.list');
   const key = JSON.stringify([list.scripts, list.problems]);
   if (key === lastList) return;
@@ -188,7 +188,7 @@ async function refreshScripts() {
   scripts = list.scripts;
   problems = list.problems;
   await renderScripts();
-}
+});
 
 for (const [name, input] of Object.entries(switches)) {
   input.addEventListener('change', () => act(() => ask('policy.setSwitch', { name, value: input.checked }),

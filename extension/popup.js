@@ -1,6 +1,6 @@
 // The popup: writes waiting for review (with every effect and the diff), the connected indicator
 // with one-click disconnect, and the audit log (filter, export).
-import { ask, el, when, say, onStored, marked, userScriptsNotice } from './ui.js';
+import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -177,7 +177,7 @@ async function act(fn, done) {
 }
 
 let lastState = '';
-async function refreshState() {
+const refreshState = oneAtATime(async () => {
   const state = await ask('state.get');
   renderReviews(state.reviews);
   // The rest is rebuilt only when it changed (a rebuild would move keyboard focus).
@@ -194,17 +194,17 @@ async function refreshState() {
     : '');
   renderSessions(state.sessions);
   if (JSON.stringify([...names]) !== namesBefore) renderAudit();
-}
+});
 
 let lastAudit = '';
-async function refreshAudit() {
+const refreshAudit = oneAtATime(async () => {
   const audit = await ask('audit.list');
   const key = JSON.stringify([audit.entries.length, audit.entries[0]]);
   if (key === lastAudit) return;
   lastAudit = key;
   entries = audit.entries;
   renderAudit();
-}
+});
 
 $('open-options').addEventListener('click', () => chrome.runtime.openOptionsPage());
 $('f-caller').addEventListener('change', renderAudit);

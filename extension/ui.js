@@ -101,6 +101,30 @@ export function onStored(fn, delayMs = 50) {
   });
 }
 
+/** `fn` made to run one at a time: a call while it runs asks for one more run after it, so an
+ *  older answer can never be rendered after a newer one. */
+export function oneAtATime(fn) {
+  let running = null;
+  let again = false;
+  return () => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await fn();
+        } while (again);
+      } finally {
+        running = null;
+      }
+    })();
+    return running;
+  };
+}
+
 // Invisible and direction characters reach the pages only as ⟨U+XXXX⟩ markers (the service
 // worker escapes them, and escapes "⟨" itself, so text can never pose as a marker). Markers are
 // drawn as marks, so they stand out from the code around them.
