@@ -55,8 +55,9 @@ try {
     (await chrome.storage.local.get(`script/${uuid}`))[`script/${uuid}`],
     (await chrome.userScripts.getScripts({ ids: [uuid] }))[0],
   ], first.uuid);
-  // Stored an hour ago: idle means relative times that change once a minute at most.
-  const HOUR_AGO = Date.now() - 3_600_000;
+  // Stored an hour ago: idle means relative times that change once a minute at most. FRESH=1
+  // stores them just now, so every "N s ago" changes every second for the first minute.
+  const HOUR_AGO = Date.now() - (process.env.FRESH ? 0 : 3_600_000);
   const items = {};
   const regs = [];
   const uuids = [first.uuid];
@@ -97,7 +98,7 @@ try {
     }
   });
   const rows = await options.evaluate(() => document.querySelectorAll("#scripts [role=row][data-uuid], #scripts tbody tr").length);
-  console.log(JSON.stringify({ dist: process.env.LUMO_DIST ?? "dist", scripts: N, browserAloneCpuPercentOfOneCore: closed, firstRowsMs: firstRows, allRowsMs: allRows,
+  console.log(JSON.stringify({ dist: process.env.LUMO_DIST ?? "dist", fresh: Boolean(process.env.FRESH), scripts: N, browserAloneCpuPercentOfOneCore: closed, firstRowsMs: firstRows, allRowsMs: allRows,
     idleCpuPercentOfOneCore: idle, writingCpuPercentOfOneCore: writing, written, rowsAfter: rows }));
 } finally {
   await h.close();
