@@ -56,8 +56,10 @@ function diffBlock(r) {
     more.disabled = true;
     try {
       const { diff } = await ask('reviews.diff', { review: r.id });
+      holdHeight(note.closest('li'));
       fillDiff(pre, diff);
-      note.replaceChildren(`Showing the whole change: ${r.diffTotalLines} lines. Scroll to read all of it.`);
+      note.firstChild.textContent = `Showing the whole change: ${r.diffTotalLines} lines. Scroll to read all of it.`;
+      more.textContent = 'Whole change shown';
     } catch (e) {
       more.disabled = false;
       say(status, e.message, 'error');
@@ -91,10 +93,17 @@ function reviewItem(r) {
     : null;
   return el('li', { class: 'review', 'data-review': r.id, 'data-seq': r.seq },
     el('p', {}, el('strong', {}, marked(r.summary))),
-    el('p', { class: 'muted' }, 'asked by ', r.callerName || '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool} · expires `, when(r.expiresAt)),
+    el('p', { class: 'muted' }, 'asked by ', r.callerName || '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool}`),
+    // On a line of its own: the countdown changes width every second and must not rewrap the line.
+    el('p', { class: 'muted' }, 'expires ', when(r.expiresAt)),
     effects,
     diffBlock(r),
     el('div', { class: 'row actions' }, buttons));
+}
+
+/** An item changing in place never gets shorter: what is below it stays where it was. */
+function holdHeight(li) {
+  if (li) li.style.minHeight = `${li.getBoundingClientRect().height}px`;
 }
 
 /** A review stops waiting: it keeps its place (so nothing below moves) until the pointer leaves. */
@@ -102,6 +111,7 @@ function finish(id, text) {
   const item = shown.get(id);
   if (!item || item.done) return;
   item.done = true;
+  holdHeight(item.li);
   item.li.classList.add('done');
   item.li.querySelector('.actions').replaceChildren(el('span', { class: 'muted' }, text));
   if (!pointerInside) sweep();

@@ -125,8 +125,11 @@ describe("the review surface", () => {
       const note = item.getByRole("note");
       const said = await note.textContent();
       assert.match(said, /Not all of the change is shown: 400 of \d+ lines; \d+ more lines are not shown\./, said);
+      const deny = item.getByRole("button", { name: "Deny", exact: true });
+      const denyAt = (await deny.boundingBox()).y;
       await item.getByRole("button", { name: "Show the whole change", exact: true }).click();
       const whole = await until(() => pre.innerText(), (t) => t.includes("exfiltrate"));
+      assert.equal((await deny.boundingBox()).y, denyAt, "showing the whole change moves no button (a double click must not land on another)");
       const lines = whole.split("\n");
       assert.equal(lines.at(-1), "+exfiltrate(document.cookie);", `the last line is the payload: ${show(lines.slice(-3))}`);
       assert.match(await note.textContent(), /Showing the whole change: \d+ lines\./);
