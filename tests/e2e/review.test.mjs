@@ -191,6 +191,31 @@ describe("the review surface", () => {
     }
   });
 
+  test("a review that appears under the pointer does not take the click that was already coming", T, async () => {
+    await resetRate();
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    const host = await h.hostPage();
+    const popup = await openPopup();
+    try {
+      await start(host, "sudden", s, "write_script", { source: userscript("Sudden") });
+      // The user clicks the instant the review is drawn, where its Approve button landed.
+      const handle = await popup.waitForFunction(() => document.querySelector('#reviews > li.review button.primary'), null, { polling: "raf", timeout: 8000 });
+      const box = await handle.asElement().boundingBox();
+      await popup.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+      await sleep(300);
+      assert.equal(await settle(host, "sudden", 100), "still waiting", "the click did not approve a review shown a moment before");
+      assert.equal((await reviews()).length, 1, "the review still waits");
+      // Once armed, the same click works.
+      const approve = reviewItem(popup, 'Create the script "Sudden"').getByRole("button", { name: "Approve", exact: true });
+      await until(() => approve.isEnabled(), Boolean, 3000);
+      await approve.click();
+      assert.equal((await settle(host, "sudden")).isError, false);
+    } finally {
+      await popup.close();
+      await denyAll();
+    }
+  });
+
   test("one caller cannot fill the review queue for another", T, async () => {
     await resetRate();
     await h.internal("policy.setSwitch", { name: "review", value: true });
