@@ -93,7 +93,7 @@ function reviewItem(r) {
     : null;
   return el('li', { class: 'review', 'data-review': r.id, 'data-seq': r.seq },
     el('p', {}, el('strong', {}, marked(r.summary))),
-    el('p', { class: 'muted' }, 'asked by ', r.callerName || '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool}`),
+    el('p', { class: 'muted' }, 'asked by ', r.callerName ? marked(r.callerName) : '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool}`),
     // On a line of its own: the countdown changes width every second and must not rewrap the line.
     el('p', { class: 'muted' }, 'expires ', when(r.expiresAt)),
     effects,

@@ -338,3 +338,29 @@ fn one_caller_cannot_fill_the_review_queue_for_another() {
         .to_owned();
     assert!(text.contains("of your writes"), "{text}");
 }
+
+#[test]
+fn a_caller_name_cannot_reorder_the_review_it_asks_for() {
+    let p = Provider::new(MemoryEnv::new());
+    let r = block_on(control::handle(
+        &p,
+        &json!({"op": "policy.add", "id": HOST, "name": "Trusted\u{202E}tnega live"}),
+    ));
+    assert_eq!(r.value["ok"], json!(true));
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let (_, shown) = while_reviewed(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "")}),
+        async |r| (Decision::Deny, r),
+    );
+    // Shown as a marker here; cleaning names at the source would do as well.
+    assert!(
+        !shown.caller_name.contains('\u{202E}'),
+        "{:?}",
+        shown.caller_name
+    );
+    assert!(shown.caller_name.starts_with("Trusted"));
+}

@@ -805,7 +805,8 @@ pub(super) async fn review_request<E: Env>(
         .allowlist
         .iter()
         .find(|c| &c.id == ctx.caller)
-        .map(|c| c.name.clone())
+        // What the user reads in the review: a direction or invisible character shows as a marker.
+        .map(|c| crate::guard::diff::visible(&c.name))
         .unwrap_or_default();
     Ok(ReviewRequest {
         id: p.env.new_uuid(),
