@@ -78,6 +78,15 @@ try {
   await page.close();
   await sleep(3000);
   const closed = await cpuOver(h.userDataDir, WINDOW_MS); // the browser alone, no options page
+  let next = N;
+  const agentWrites = async () => {
+    for (let i = 0; i < WINDOW_MS / 1000; i++) {
+      const r = await h.lumo("callTool", s, "write_script", { source: userscript(next++) });
+      if (r.isError !== false) throw new Error(`write failed: ${JSON.stringify(r)}`);
+      await sleep(1000);
+    }
+  };
+  const writingAlone = await cpuOver(h.userDataDir, WINDOW_MS, agentWrites); // the same writes, no page
 
 
   const options = await h.context.newPage();
@@ -85,21 +94,14 @@ try {
   await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
   await options.waitForFunction(() => document.querySelectorAll("#scripts [role=row][data-uuid], #scripts tbody tr").length > 0, null, { timeout: 60_000 });
   const firstRows = Date.now() - t0;
-  await options.waitForFunction((n) => document.querySelectorAll("#scripts [role=row][data-uuid], #scripts tbody tr").length === n, N, { timeout: 60_000, polling: 50 });
+  await options.waitForFunction((n) => document.querySelectorAll("#scripts [role=row][data-uuid], #scripts tbody tr").length === n, next, { timeout: 60_000, polling: 50 });
   const allRows = Date.now() - t0;
   await sleep(3000);
   const idle = await cpuOver(h.userDataDir, WINDOW_MS);
-  let written = 0;
-  const writing = await cpuOver(h.userDataDir, WINDOW_MS, async () => {
-    for (let i = 0; i < WINDOW_MS / 1000; i++) {
-      const r = await h.lumo("callTool", s, "write_script", { source: userscript(N + i) });
-      if (r.isError === false) written++;
-      await sleep(1000);
-    }
-  });
+  const writing = await cpuOver(h.userDataDir, WINDOW_MS, agentWrites);
   const rows = await options.evaluate(() => document.querySelectorAll("#scripts [role=row][data-uuid], #scripts tbody tr").length);
-  console.log(JSON.stringify({ dist: process.env.LUMO_DIST ?? "dist", fresh: Boolean(process.env.FRESH), scripts: N, browserAloneCpuPercentOfOneCore: closed, firstRowsMs: firstRows, allRowsMs: allRows,
-    idleCpuPercentOfOneCore: idle, writingCpuPercentOfOneCore: writing, written, rowsAfter: rows }));
+  console.log(JSON.stringify({ dist: process.env.LUMO_DIST ?? "dist", fresh: Boolean(process.env.FRESH), scripts: N, browserAloneCpuPercentOfOneCore: closed, writingWithoutPageCpuPercentOfOneCore: writingAlone, firstRowsMs: firstRows, allRowsMs: allRows,
+    idleCpuPercentOfOneCore: idle, writingCpuPercentOfOneCore: writing, rowsAfter: rows }));
 } finally {
   await h.close();
 }
