@@ -1,6 +1,7 @@
 //! Write review: when the user's review switch is on, each write waits for the user's decision on
-//! a surface in the extension (the popup). This module holds what the user sees — who asks, for
-//! what, and the diff — and the bounded diff itself. The waiting lives in the provider.
+//! a surface in the extension (the popup). This module holds what the user sees — who asks, the
+//! headline, every effect ([`super::effects`]) and the diff preview ([`super::diff`]) — and the
+//! bound on waiting reviews, per caller. The waiting lives in the provider.
 //!
 //! Decided: a review is not carried across a service-worker restart. The port that carried the
 //! call dies with the worker, so the host has already seen its request fail ("in-flight requests
