@@ -5,7 +5,7 @@
 // the page shows rows at once, and nothing is fetched on a timer but the small state (the
 // "Allow User Scripts" toggle has no event). The list is fetched again only when a script's
 // record changes in storage.
-import { ask, el, when, say, onStored, oneAtATime, userScriptsNotice } from './ui.js';
+import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -151,8 +151,9 @@ async function renderScripts() {
 
 async function fillSource(details, uuid) {
   try {
-    const { script } = await ask('scripts.get', { uuid });
-    details.querySelector('pre').textContent = script.source;
+    // As JavaScript reads it: every line break JavaScript sees is one, hidden characters marked.
+    const { shown } = await ask('scripts.get', { uuid });
+    details.querySelector('pre').replaceChildren(...marked(shown));
   } catch (e) {
     details.querySelector('pre').textContent = `Could not load the source: ${e.message}`;
   }

@@ -170,7 +170,10 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                     let diagnostics = store::validate(&source, usize::MAX)
                         .map(|(_, d)| d)
                         .unwrap_or_default();
-                    json!({ "ok": true, "script": record.full(&source, json!(diagnostics)) })
+                    // `shown`: the source as JavaScript splits it, hidden characters marked; the
+                    // page shows that, `source` is for copying.
+                    let shown = crate::guard::diff::shown_text(&source);
+                    json!({ "ok": true, "script": record.full(&source, json!(diagnostics)), "shown": shown })
                 }
                 Err(e) => err(e.to_string()),
             }

@@ -107,6 +107,16 @@ pub fn shown_lines(source: &str) -> Vec<String> {
         .collect()
 }
 
+/// `source` as the reviewer reads it, as one text: [`shown_lines`] joined with LF, ending with LF
+/// when the source ends a line. A source of plain LF lines is returned unchanged.
+pub fn shown_text(source: &str) -> String {
+    let mut out = shown_lines(source).join("\n");
+    if source.ends_with(['\n', '\r', '\u{2028}', '\u{2029}']) {
+        out.push('\n');
+    }
+    out
+}
+
 /// A unified-style diff of `old` → `new` over [`shown_lines`]: the common leading and trailing
 /// lines are trimmed and the changed middle is shown with three lines of context. Linear time, so
 /// a 256 KiB source cannot stall the worker. Every line is in it; [`Preview`] bounds what is sent
@@ -307,6 +317,18 @@ mod tests {
             ["// comment⟨U+000D⟩", "payload()"]
         );
         assert_eq!(shown_lines("a\u{2029}b\r\nc"), ["a⟨U+2029⟩", "b", "c"]);
+    }
+
+    #[test]
+    fn shown_text_keeps_plain_sources_as_they_are() {
+        for plain in ["", "a", "a\n", "a\nb\n\n", "\n"] {
+            assert_eq!(shown_text(plain), plain);
+        }
+        assert_eq!(shown_text("a\r\nb\r\n"), "a\nb\n");
+        assert_eq!(
+            shown_text("// c\rpay()\u{2028}"),
+            "// c⟨U+000D⟩\npay()⟨U+2028⟩\n"
+        );
     }
 
     #[test]

@@ -85,6 +85,26 @@ describe("the review surface", () => {
     }
   });
 
+  test("the options page shows a stored source as JavaScript reads it: the hidden line and the override visible", T, async () => {
+    await h.internal("policy.setSwitch", { name: "review", value: false });
+    const name = "Stored quiet";
+    const made = await h.lumo("callTool", s, "write_script", { source: userscript(name, ["// note\rsteal()", "let a\u202E = 1;"]) });
+    assert.equal(made.isError, false, show(made));
+    const options = await h.context.newPage();
+    try {
+      await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      const row = options.getByRole("row").filter({ hasText: made.structuredContent.script.uuid });
+      await row.getByText("Source (read-only)", { exact: true }).click();
+      const pre = row.getByLabel(`Source of ${name}`, { exact: true });
+      const lines = (await until(() => pre.innerText(), (t) => t.includes("steal"))).split("\n");
+      assert.ok(lines.includes("// note⟨U+000D⟩") && lines.includes("steal()"), `two lines, the CR marked: ${show(lines)}`);
+      assert.ok(lines.includes("let a⟨U+202E⟩ = 1;"), show(lines));
+      assert.equal(await pre.locator("mark.invisible").count(), 2);
+    } finally {
+      await options.close();
+    }
+  });
+
   test("write_script with the same source and enabled: true on a disabled script says it re-enables it", T, async () => {
     await h.internal("policy.setSwitch", { name: "review", value: false });
     const source = userscript("Bank helper", ["console.log('bank');"], ["https://bank.example/*"]);
