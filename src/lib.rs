@@ -46,6 +46,7 @@ pub mod scripts;
 pub mod session;
 pub mod text;
 pub mod tools;
+pub mod web;
 
 #[cfg(target_arch = "wasm32")]
 pub mod chrome;

@@ -8,6 +8,7 @@ mod api;
 mod env;
 mod json;
 mod ports;
+pub(crate) mod web;
 
 use crate::control::{Effect, CONTROL_CHANNEL};
 use crate::probe;

@@ -18,6 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::glob::glob_matches;
+use crate::web::ParsedUrl;
 
 /// A validated Chrome match pattern. Keeps the string it was parsed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -470,7 +471,14 @@ impl MatchPattern {
     /// Does this pattern match `url` (as Chrome would for a user script)? Malformed URLs and
     /// URLs on schemes user scripts cannot run on never match.
     pub fn matches(&self, url: &str) -> bool {
-        let Some(test) = TestUrl::parse(url, true) else {
+        crate::web::platform()
+            .parse_url(url)
+            .is_ok_and(|u| self.matches_parsed(&u))
+    }
+
+    /// [`Self::matches`] on a URL the browser already parsed (parse once, test many patterns).
+    pub fn matches_parsed(&self, url: &ParsedUrl) -> bool {
+        let Some(test) = TestUrl::from_parsed(url, true) else {
             return false;
         };
         if Scheme::from_name(&test.scheme).is_none() {
@@ -618,29 +626,24 @@ struct TestUrl {
 }
 
 impl TestUrl {
-    /// Parses with the WHATWG URL rules (the `url` crate), which is what the browser does to a
-    /// URL before Chrome matches it: host case, IDN → punycode, `..` segments, default ports.
-    fn parse(url: &str, allow_inner: bool) -> Option<TestUrl> {
-        let u = url::Url::parse(url).ok()?;
-        let scheme = u.scheme().to_owned();
+    /// The parts of a URL the browser's parser ([`crate::web`]) gave, which is what the browser
+    /// does to a URL before Chrome matches it: host case, IDN → punycode, `..` segments, ports.
+    fn from_parsed(u: &ParsedUrl, allow_inner: bool) -> Option<TestUrl> {
         // Chrome matches a filesystem: URL by the URL inside it (once; no nesting).
-        if scheme == "filesystem" {
+        if u.scheme == "filesystem" {
+            let inner = u.href.strip_prefix("filesystem:")?;
             return if allow_inner {
-                TestUrl::parse(u.path(), false)
+                let inner = crate::web::platform().parse_url(inner).ok()?;
+                TestUrl::from_parsed(&inner, false)
             } else {
                 None
             };
         }
-        let mut path = u.path().to_owned();
-        if let Some(q) = u.query() {
-            path.push('?');
-            path.push_str(q);
-        }
         Some(TestUrl {
-            scheme,
-            host: u.host_str().unwrap_or_default().to_owned(),
-            port: u.port(),
-            path,
+            scheme: u.scheme.clone(),
+            host: u.host.clone(),
+            port: u.port,
+            path: u.path_query.clone(),
         })
     }
 
@@ -660,16 +663,28 @@ impl TestUrl {
     }
 }
 
-/// Canonicalizes a pattern's host with the WHATWG host parser (the `url` crate), as Chrome
+/// Canonicalizes a pattern's host with the browser's URL parser ([`crate::web`]), as Chrome
 /// canonicalizes it through GURL: lowercase, IDN → punycode, IPv4 forms (`0x7f.1`) to dotted
 /// decimal, IPv6 compressed. `None` for hosts no URL can have, such as `256.256.256.256`
 /// (Chrome refuses those patterns with "Invalid host").
 pub(crate) fn canonicalize_host(host: &str) -> Option<String> {
-    match url::Host::parse(host).ok()? {
-        url::Host::Domain(d) => Some(d),
-        url::Host::Ipv4(a) => Some(a.to_string()),
-        url::Host::Ipv6(a) => Some(format!("[{a}]")),
+    // The host goes into `http://{host}/`: anything that would end the host there (or that the
+    // URL parser strips, such as tabs) would make it read another host than the one written.
+    let ipv6 = host.starts_with('[') && host.ends_with(']');
+    let forbidden = |c: char| {
+        c.is_ascii_control()
+            || c == ' '
+            || "@/\\?#".contains(c)
+            || (c == ':' && !ipv6)
+            || ((c == '[' || c == ']') && !ipv6)
+    };
+    if host.is_empty() || host.chars().any(forbidden) {
+        return None;
     }
+    let u = crate::web::platform()
+        .parse_url(&format!("http://{host}/"))
+        .ok()?;
+    (!u.host.is_empty() && u.port.is_none() && u.path_query == "/").then_some(u.host)
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 //! JavaScript RegExp sources generated here (every include rule when any was broadened, plus the
 //! excludes Chrome cannot express) and throws before the script body runs when the URL is
 //! outside the rules. So a script never runs more widely than its rules say, and [`verdict`]
-//! evaluates the very same regexes (ECMAScript semantics, `regress`) to say where it runs.
+//! evaluates the very same regexes with the browser's own `RegExp` ([`crate::web`]; `regress`
+//! natively) to say where it runs.
 
 use super::glob::glob_matches;
 use super::match_pattern::{self, regex_escape, MatchPattern};
@@ -81,7 +82,9 @@ pub fn check_regex(src: &str) -> Result<(), String> {
             "the regular expression is over {MAX_REGEX_CHARS} characters"
         ));
     }
-    regress::Regex::new(src).map_err(|e| format!("invalid regular expression: {e}"))?;
+    crate::web::platform()
+        .regex_compile_check(src, "")
+        .map_err(|e| format!("invalid regular expression: {e}"))?;
     check_cost(src)
 }
 
@@ -426,10 +429,10 @@ impl Verdict {
     }
 }
 
-/// The URL as the browser holds it (WHATWG URL serialization: host case, IDN → punycode, `..`
-/// segments, spaces, default ports), or `None` when the browser would not load it.
+/// The URL as the browser holds it (its URL parser's serialization: host case, IDN → punycode,
+/// `..` segments, spaces, default ports), or `None` when the browser would not load it.
 pub fn normalize_url(url: &str) -> Option<String> {
-    url::Url::parse(url).ok().map(|u| u.to_string())
+    crate::web::platform().parse_url(url).ok().map(|u| u.href)
 }
 
 /// Schemes user scripts run on with this extension's host permissions.
@@ -440,25 +443,27 @@ fn injectable(url: &str) -> bool {
 }
 
 fn regex_hit<'a>(rules: &'a [GuardRule], url: &str) -> Option<&'a GuardRule> {
-    rules.iter().find(|r| {
-        regress::Regex::new(&r.regex)
-            .ok()
-            .is_some_and(|re| re.find(url).is_some())
-    })
+    let web = crate::web::platform();
+    rules
+        .iter()
+        .find(|r| web.regex_test(&r.regex, "", url).unwrap_or(false))
 }
 
 /// Does the registration these rules produce run on `url`? Decided as Chrome does (matches OR
 /// include globs, minus excludes) on the normalized URL, then as the guard does.
 pub fn verdict(rules: &Rules, url: &str) -> Verdict {
-    let Some(url) = normalize_url(url) else {
+    let Ok(parsed) = crate::web::platform().parse_url(url) else {
         return Verdict::NoMatch;
     };
-    if !injectable(&url) {
+    let url = parsed.href.as_str();
+    if !injectable(url) {
         return Verdict::NoMatch;
     }
     let pattern_hit = |list: &[String]| {
         list.iter()
-            .find(|p| match_pattern::parse(p).is_ok_and(|mp: MatchPattern| mp.matches(&url)))
+            .find(|p| {
+                match_pattern::parse(p).is_ok_and(|mp: MatchPattern| mp.matches_parsed(&parsed))
+            })
             .cloned()
     };
     let chrome_hit = pattern_hit(&rules.matches)
@@ -467,7 +472,7 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
             rules
                 .include_globs
                 .iter()
-                .find(|g| glob_matches(g, &url))
+                .find(|g| glob_matches(g, url))
                 .map(|g| format!("@include {g}"))
         });
     let Some(chrome_hit) = chrome_hit else {
@@ -478,7 +483,7 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
             by: format!("@exclude-match {p}"),
         };
     }
-    if let Some(g) = rules.exclude_globs.iter().find(|g| glob_matches(g, &url)) {
+    if let Some(g) = rules.exclude_globs.iter().find(|g| glob_matches(g, url)) {
         return Verdict::Excluded {
             by: format!("@exclude {g}"),
         };
@@ -490,12 +495,12 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
     };
     let because = match &guard.include {
         None => chrome_hit,
-        Some(inc) => match regex_hit(inc, &url) {
+        Some(inc) => match regex_hit(inc, url) {
             Some(r) => r.rule.clone(),
             None => return Verdict::NoMatch,
         },
     };
-    if let Some(r) = regex_hit(&guard.exclude, &url) {
+    if let Some(r) = regex_hit(&guard.exclude, url) {
         return Verdict::Excluded { by: r.rule.clone() };
     }
     Verdict::Runs { because }
@@ -519,10 +524,9 @@ mod tests {
     }
 
     fn re_test(src: &str, url: &str) -> bool {
-        regress::Regex::new(src)
+        crate::web::platform()
+            .regex_test(src, "", url)
             .unwrap_or_else(|e| panic!("{src}: {e}"))
-            .find(url)
-            .is_some()
     }
 
     /// The guard's RegExp for a pattern agrees with the native matcher on normalized URLs.
@@ -616,7 +620,10 @@ mod tests {
         for g in weird {
             for t in [TLD_REGEX, TLD_REGEX_EXCLUDE] {
                 let re = glob_regex(g, t);
-                assert!(regress::Regex::new(&re).is_ok(), "{g} → {re}");
+                assert!(
+                    crate::web::platform().regex_compile_check(&re, "").is_ok(),
+                    "{g} → {re}"
+                );
             }
             for p in [
                 format!("https://example.com/{g}"),
@@ -625,7 +632,10 @@ mod tests {
             ] {
                 if let Ok(mp) = match_pattern::parse(&p) {
                     let re = mp.js_regex(Some(TLD_REGEX));
-                    assert!(regress::Regex::new(&re).is_ok(), "{p} → {re}");
+                    assert!(
+                        crate::web::platform().regex_compile_check(&re, "").is_ok(),
+                        "{p} → {re}"
+                    );
                 }
             }
         }

@@ -1,0 +1,141 @@
+//! The browser's own URL parser and RegExp engine, asked as pure functions.
+//!
+//! What `match_url` says must be decided by the engines that decide in the page: Chrome
+//! normalizes a page URL with its URL parser (what `new URL()` runs) and the guard tests it with
+//! V8's `RegExp`. Linking equivalent crates into the wasm doubled its size, so the core asks
+//! through [`WebPlatform`]: the shell (`chrome::web`) answers with `URL` and `RegExp` and decides
+//! nothing; natively (tests, fuzz targets, the bridge) [`native::Native`] answers with the
+//! `url` (WHATWG) and `regress` (ECMAScript) crates, which are not linked into the wasm.
+//!
+//! The platform has no state, so [`platform`] is a compile-time choice, not a global to set.
+
+use std::fmt;
+
+/// A URL as the browser's parser serializes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedUrl {
+    /// The whole serialization (`URL.href`).
+    pub href: String,
+    /// Lowercase, without the `:` (`URL.protocol` minus `:`).
+    pub scheme: String,
+    /// Canonical host, IPv6 in brackets; empty when there is none (`URL.hostname`).
+    pub host: String,
+    /// `None` when absent or the scheme's default (`URL.port`).
+    pub port: Option<u16>,
+    /// Path then `?query` when the URL has a query, even an empty one; never the fragment.
+    pub path_query: String,
+}
+
+/// Why the browser refused a URL or a regular expression (its own message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebError(pub String);
+
+impl fmt::Display for WebError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Pure computations the browser already has. Every method answers `Err` where the browser
+/// throws; none may panic.
+pub trait WebPlatform {
+    /// `new URL(input)`.
+    fn parse_url(&self, input: &str) -> Result<ParsedUrl, WebError>;
+    /// `new RegExp(source, flags)` without using it.
+    fn regex_compile_check(&self, source: &str, flags: &str) -> Result<(), WebError>;
+    /// `new RegExp(source, flags).test(input)`.
+    fn regex_test(&self, source: &str, flags: &str, input: &str) -> Result<bool, WebError>;
+}
+
+/// `path + ("?" + query when there is one)` from a `URL`'s parts: `search` is empty both for no
+/// query and for an empty one, so the serialization tells the two apart.
+pub fn path_query(href: &str, pathname: &str, search: &str) -> String {
+    let before_fragment = href.split('#').next().unwrap_or_default();
+    let mut out = pathname.to_owned();
+    if !search.is_empty() {
+        out.push_str(search);
+    } else if before_fragment.ends_with('?') {
+        out.push('?');
+    }
+    out
+}
+
+/// The platform of this build: the browser's engines in the wasm, the crates natively.
+#[cfg(target_arch = "wasm32")]
+pub fn platform() -> &'static dyn WebPlatform {
+    &crate::chrome::web::Browser
+}
+
+/// The platform of this build: the browser's engines in the wasm, the crates natively.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn platform() -> &'static dyn WebPlatform {
+    &native::Native
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod native {
+    //! The WHATWG URL rules (`url`) and ECMAScript regular expressions (`regress`), for builds
+    //! that have no browser. Not linked into the wasm.
+    use super::*;
+
+    pub struct Native;
+
+    impl WebPlatform for Native {
+        fn parse_url(&self, input: &str) -> Result<ParsedUrl, WebError> {
+            let u = url::Url::parse(input).map_err(|e| WebError(format!("Invalid URL: {e}")))?;
+            let href = u.to_string();
+            let mut path_query = u.path().to_owned();
+            if let Some(q) = u.query() {
+                path_query.push('?');
+                path_query.push_str(q);
+            }
+            Ok(ParsedUrl {
+                scheme: u.scheme().to_owned(),
+                host: u.host_str().unwrap_or_default().to_owned(),
+                port: u.port(),
+                path_query,
+                href,
+            })
+        }
+
+        fn regex_compile_check(&self, source: &str, flags: &str) -> Result<(), WebError> {
+            regress::Regex::with_flags(source, flags)
+                .map(|_| ())
+                .map_err(|e| WebError(e.to_string()))
+        }
+
+        fn regex_test(&self, source: &str, flags: &str, input: &str) -> Result<bool, WebError> {
+            regress::Regex::with_flags(source, flags)
+                .map(|re| re.find(input).is_some())
+                .map_err(|e| WebError(e.to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_query_keeps_an_empty_query_and_drops_the_fragment() {
+        assert_eq!(path_query("http://a/x?#f", "/x", ""), "/x?");
+        assert_eq!(path_query("http://a/x#f?", "/x", ""), "/x");
+        assert_eq!(path_query("http://a/x?q=1#f", "/x", "?q=1"), "/x?q=1");
+    }
+
+    #[test]
+    fn native_answers_like_the_browser() {
+        let w = platform();
+        let u = w.parse_url("HTTPS://Example.COM:443/a/../b?#x").unwrap();
+        assert_eq!(u.href, "https://example.com/b?#x");
+        assert_eq!(
+            (u.scheme.as_str(), u.host.as_str(), u.port),
+            ("https", "example.com", None)
+        );
+        assert_eq!(u.path_query, "/b?");
+        assert!(w.parse_url("http://256.256.256.256/").is_err());
+        assert!(w.regex_compile_check("(", "").is_err());
+        assert_eq!(w.regex_test("^a", "", "abc"), Ok(true));
+        assert_eq!(w.regex_test("^a", "", "bac"), Ok(false));
+    }
+}
