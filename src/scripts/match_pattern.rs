@@ -1180,6 +1180,23 @@ mod tests {
             canonicalize_host("例え。テスト").as_deref(),
             Some("xn--r8jz45g.xn--zckzah")
         );
+        // The host is read through `new URL("http://" + host + "/")`: nothing in it may end the
+        // host early and make the URL parser read another one.
+        for smuggled in [
+            "evil.test@good.test",
+            "good.test:80",
+            "good.test/x",
+            "good.test\\x",
+            "good.test?x",
+            "good.test#x",
+            "go\tod.test",
+            "go od.test",
+            "[good.test",
+        ] {
+            assert_eq!(canonicalize_host(smuggled), None, "{smuggled:?}");
+        }
+        assert_eq!(canonicalize_host("[::1]").as_deref(), Some("[::1]"));
+        assert_eq!(canonicalize_host("0x7f.1").as_deref(), Some("127.0.0.1"));
         assert_matches(
             "https://*.bücher.de/*",
             &[

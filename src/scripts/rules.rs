@@ -84,7 +84,13 @@ pub fn check_regex(src: &str) -> Result<(), String> {
     }
     crate::web::platform()
         .regex_compile_check(src, "")
-        .map_err(|e| format!("invalid regular expression: {e}"))?;
+        .map_err(|e| {
+            // V8 already starts its message with this phrase; say it once.
+            let why =
+                e.0.strip_prefix("Invalid regular expression: ")
+                    .unwrap_or(&e.0);
+            format!("invalid regular expression: {why}")
+        })?;
     check_cost(src)
 }
 
