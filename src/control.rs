@@ -220,7 +220,11 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                     revision: None,
                 }
             };
-            match run_write(p, BY_USER, args, None).await.result {
+            let actor = store::Actor {
+                by: BY_USER,
+                via: Some("options page"),
+            };
+            match run_write(p, actor, args, None).await.result {
                 Ok(result) => {
                     json!({ "ok": true, "result": result.get("structuredContent").cloned().unwrap_or(Value::Null) })
                 }

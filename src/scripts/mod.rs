@@ -2,10 +2,13 @@
 
 mod confusables;
 pub mod glob;
+pub mod history;
 pub mod match_pattern;
 pub mod metadata;
 pub mod names;
 pub mod record;
 pub mod registry;
+pub mod restore;
 pub mod store;
 pub mod sync;
+pub mod trash;

@@ -16,7 +16,7 @@ use crate::scripts::metadata::Diagnostic;
 use crate::scripts::record::is_uuid;
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::registry::{self, Verdict};
-use crate::scripts::store::{self, Change, Edit, ScriptError, Snapshot as ScriptSnapshot};
+use crate::scripts::store::{self, Actor, Change, Edit, ScriptError, Snapshot as ScriptSnapshot};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -33,12 +33,28 @@ pub(super) struct ListArgs {
     query: Option<String>,
     cursor: Option<String>,
     limit: Option<u64>,
+    deleted: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UuidArgs {
     uuid: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetArgs {
+    uuid: String,
+    revision: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreArgs {
+    uuid: String,
+    revision: u64,
+    current_revision: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,7 +104,8 @@ struct DeleteArgs {
 pub(super) enum ReadArgs {
     Status,
     List(ListArgs),
-    Get(String),
+    Get(String, Option<u64>),
+    Revisions(String),
     Validate(String),
     Match(String),
 }
@@ -120,9 +137,26 @@ pub enum WriteArgs {
         uuid: String,
         revision: Option<u64>,
     },
+    /// Brings back `revision` of a live or trashed script that is at `current_revision`.
+    Restore {
+        uuid: String,
+        revision: u64,
+        current_revision: u64,
+    },
 }
 
 impl WriteArgs {
+    /// The tool this write is, for the provenance of the version it stores.
+    pub fn tool(&self) -> &'static str {
+        match self {
+            WriteArgs::Create { .. } | WriteArgs::Replace { .. } => "write_script",
+            WriteArgs::Patch { .. } => "patch_script",
+            WriteArgs::SetEnabled { .. } => "set_script_enabled",
+            WriteArgs::Delete { .. } => "delete_script",
+            WriteArgs::Restore { .. } => "restore_script",
+        }
+    }
+
     /// After the user approved a write reviewed at revision `base`, the write must apply to that
     /// revision and no other: a change in between is a CONFLICT, not a silent overwrite.
     #[must_use]
@@ -151,7 +185,8 @@ impl WriteArgs {
             WriteArgs::Replace { uuid, .. }
             | WriteArgs::Patch { uuid, .. }
             | WriteArgs::SetEnabled { uuid, .. }
-            | WriteArgs::Delete { uuid, .. } => Some(uuid),
+            | WriteArgs::Delete { uuid, .. }
+            | WriteArgs::Restore { uuid, .. } => Some(uuid),
         }
     }
 }
@@ -264,9 +299,15 @@ pub(super) fn parse_read(def: &ToolDef, args: &Value) -> Result<ReadArgs, ToolEr
             ReadArgs::List(a)
         }
         "get_script" => {
+            let a: GetArgs = parse(def, args)?;
+            check_uuid(def, &a.uuid)?;
+            check_revision(def, a.revision)?;
+            ReadArgs::Get(a.uuid, a.revision)
+        }
+        "list_revisions" => {
             let a: UuidArgs = parse(def, args)?;
             check_uuid(def, &a.uuid)?;
-            ReadArgs::Get(a.uuid)
+            ReadArgs::Revisions(a.uuid)
         }
         "validate_script" => {
             let a: SourceArgs = parse(def, args)?;
@@ -371,13 +412,26 @@ pub(super) fn parse_write(def: &ToolDef, args: &Value) -> Result<WriteArgs, Tool
                 revision: a.revision,
             }
         }
+        "restore_script" => parse_restore(def, args)?,
         other => return Err(invalid(other, "not a write tool")),
+    })
+}
+
+fn parse_restore(def: &ToolDef, args: &Value) -> Result<WriteArgs, ToolError> {
+    let a: RestoreArgs = parse(def, args)?;
+    check_uuid(def, &a.uuid)?;
+    check_revision(def, Some(a.revision))?;
+    check_revision(def, Some(a.current_revision))?;
+    Ok(WriteArgs::Restore {
+        uuid: a.uuid,
+        revision: a.revision,
+        current_revision: a.current_revision,
     })
 }
 
 pub(crate) fn script_error(e: ScriptError) -> ToolError {
     let code = match &e {
-        ScriptError::NotFound(_) => ErrorCode::NotFound,
+        ScriptError::NotFound(_) | ScriptError::RevisionNotFound { .. } => ErrorCode::NotFound,
         ScriptError::StaleRevision { .. } | ScriptError::DuplicateIdentity { .. } => {
             ErrorCode::Conflict
         }
@@ -390,7 +444,10 @@ pub(crate) fn script_error(e: ScriptError) -> ToolError {
     };
     let details = match &e {
         ScriptError::InvalidMetadata(d) => Some(json!({ "diagnostics": d })),
-        ScriptError::StaleRevision { current, .. } => Some(json!({ "currentRevision": current })),
+        ScriptError::StaleRevision { current, .. }
+        | ScriptError::RevisionNotFound { current, .. } => {
+            Some(json!({ "currentRevision": current }))
+        }
         ScriptError::DuplicateIdentity { uuid, .. } => Some(json!({ "existingUuid": uuid })),
         _ => None,
     };
@@ -426,10 +483,15 @@ pub(super) async fn run_read<E: Env>(
     match args {
         ReadArgs::Status => status::run(p, caller, policy).await,
         ReadArgs::List(a) => list(p, a).await,
-        ReadArgs::Get(uuid) => {
-            let (record, source) = store::load_with_source(&p.env, &uuid)
-                .await
-                .map_err(script_error)?;
+        ReadArgs::Get(uuid, Some(revision)) => super::history::get(p, &uuid, Some(revision)).await,
+        ReadArgs::Revisions(uuid) => super::history::list_revisions(p, &uuid).await,
+        ReadArgs::Get(uuid, None) => {
+            let (record, source) = match store::load_with_source(&p.env, &uuid).await {
+                Ok(found) => found,
+                // Not live: perhaps in the trash, which get_script shows as such.
+                Err(ScriptError::NotFound(_)) => return super::history::get(p, &uuid, None).await,
+                Err(e) => return Err(script_error(e)),
+            };
             let diagnostics = store::validate(&source, usize::MAX)
                 .map(|(_, d)| d)
                 .unwrap_or_default();
@@ -512,6 +574,9 @@ pub(super) async fn run_read<E: Env>(
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
+    if a.deleted == Some(true) {
+        return super::history::list_trash(p).await;
+    }
     let snap = p.scripts().await.map_err(script_error)?;
     let query = a.query.as_deref().map(str::to_lowercase);
     let mut records: Vec<&ScriptRecord> = snap
@@ -597,7 +662,7 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
 /// script, finalized with the result before the write lock is released.
 pub(crate) async fn run_write<E: Env>(
     p: &Provider<E>,
-    actor: &str,
+    actor: Actor<'_>,
     args: WriteArgs,
     journal: Option<Entry>,
 ) -> Executed {
@@ -642,7 +707,7 @@ pub(crate) async fn run_write<E: Env>(
 async fn write_locked<E: Env>(
     p: &Provider<E>,
     env: &Journaled<'_, E>,
-    actor: &str,
+    actor: Actor<'_>,
     args: WriteArgs,
     snap: &ScriptSnapshot,
 ) -> Executed {
@@ -667,8 +732,24 @@ async fn write_locked<E: Env>(
             enabled,
             revision,
         } => store::set_enabled(env, actor, &uuid, enabled, revision).await,
+        WriteArgs::Restore {
+            uuid,
+            revision,
+            current_revision,
+        } => {
+            return super::history::run_restore(
+                p,
+                env,
+                actor,
+                snap,
+                uuid,
+                Some(revision),
+                Some(current_revision),
+            )
+            .await
+        }
         WriteArgs::Delete { uuid, revision } => {
-            return match store::delete(env, snap, &uuid, revision).await {
+            return match store::delete(env, snap, actor, &uuid, revision).await {
                 Ok(record) => {
                     p.scripts_deleted(&uuid);
                     p.sync_registration(&uuid, None).await;
@@ -747,6 +828,24 @@ pub(super) async fn review_request<E: Env>(
     w: &WriteArgs,
     digest: &str,
 ) -> Result<ReviewRequest, ToolError> {
+    if let WriteArgs::Restore {
+        uuid,
+        revision,
+        current_revision,
+    } = w
+    {
+        let pv = super::history::preview(p, uuid, Some(*revision), Some(*current_revision)).await?;
+        return Ok(request(
+            p,
+            ctx,
+            policy,
+            def,
+            w,
+            digest,
+            (pv.summary, Some(pv.diff)),
+            (Some(pv.name), Some(pv.base_revision)),
+        ));
+    }
     let current = match w.target() {
         Some(uuid) => Some(
             store::load_with_source(&p.env, uuid)
@@ -832,8 +931,36 @@ pub(super) async fn review_request<E: Env>(
                 Some(line_diff(old, "")),
             )
         }
-        (_, None) => return Err(invalid(def.name, "no target")),
+        (WriteArgs::Restore { .. } | WriteArgs::Delete { .. }, _) | (_, None) => {
+            return Err(invalid(def.name, "no target"))
+        }
     };
+    Ok(request(
+        p,
+        ctx,
+        policy,
+        def,
+        w,
+        digest,
+        (summary, diff),
+        (
+            current.as_ref().map(|(r, _)| r.metadata.name.clone()),
+            current.as_ref().map(|(r, _)| r.revision),
+        ),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)] // the parts of one request, named where they are built
+fn request<E: Env>(
+    p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    policy: &Policy,
+    def: &ToolDef,
+    w: &WriteArgs,
+    digest: &str,
+    (summary, diff): (String, Option<String>),
+    (target_name, base_revision): (Option<String>, Option<u64>),
+) -> ReviewRequest {
     let now = p.env.now_ms();
     let caller_name = policy
         .allowlist
@@ -841,7 +968,7 @@ pub(super) async fn review_request<E: Env>(
         .find(|c| &c.id == ctx.caller)
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    Ok(ReviewRequest {
+    ReviewRequest {
         id: p.env.new_uuid(),
         caller: ctx.caller.as_str().to_owned(),
         caller_name,
@@ -849,11 +976,11 @@ pub(super) async fn review_request<E: Env>(
         tool: def.name.to_owned(),
         summary,
         target: w.target().map(str::to_owned),
-        target_name: current.as_ref().map(|(r, _)| r.metadata.name.clone()),
-        base_revision: current.as_ref().map(|(r, _)| r.revision),
+        target_name,
+        base_revision,
         diff,
         created_at: now,
         expires_at: now + REVIEW_TIMEOUT_MS,
         digest: digest.to_owned(),
-    })
+    }
 }
