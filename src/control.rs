@@ -300,10 +300,17 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 .await,
             )
         }
-        other => err(format!(
-            "unknown operation \"{}\"",
-            crate::text::ellipsize(other, 40)
-        )),
+        "scripts.lint" => match msg.get("source").and_then(Value::as_str) {
+            Some(src) => crate::by_hand::lint(src),
+            None => err("\"source\" must be the script's text"),
+        },
+        other => match crate::by_hand::handle(p, other, msg).await {
+            Some(v) => v,
+            None => err(format!(
+                "unknown operation \"{}\"",
+                crate::text::ellipsize(other, 40)
+            )),
+        },
     }
 }
 
