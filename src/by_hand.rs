@@ -6,8 +6,8 @@
 
 use crate::env::Env;
 use crate::guard::audit::Entry;
+use crate::guard::diff::line_diff;
 use crate::guard::digest::digest_hex;
-use crate::guard::review::line_diff;
 use crate::provider::Provider;
 use crate::scripts::history::{self, Revision};
 use crate::scripts::record::{is_uuid, BY_USER};
@@ -169,7 +169,7 @@ async fn revision<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
             "revision": target.summary(target.record.revision == current.record().revision),
             "source": target.source,
             "currentRevision": current.record().revision,
-            "diff": line_diff(current.source(), &target.source),
+            "diff": line_diff(current.source(), &target.source).join("\n"),
         }),
         Err(e) => err(e.to_string()),
     }
@@ -226,7 +226,7 @@ async fn undo<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
     }
     if made != now {
         let diff = match h.find(made) {
-            Some(r) => line_diff(&r.source, current.source()),
+            Some(r) => line_diff(&r.source, current.source()).join("\n"),
             None => String::new(),
         };
         return json!({

@@ -6,9 +6,9 @@ use super::scripts::script_error;
 use super::Executed;
 use crate::env::Env;
 use crate::guard::audit::Journaled;
-use crate::guard::review::line_diff;
 use crate::provider::Provider;
 use crate::scripts::history;
+use crate::scripts::record::ScriptRecord;
 use crate::scripts::restore::{self, Current};
 use crate::scripts::store::{self, Actor, ScriptError, Snapshot};
 use crate::scripts::trash;
@@ -145,47 +145,21 @@ pub(super) async fn list_trash<E: Env>(p: &Provider<E>) -> Result<Value, ToolErr
     ))
 }
 
-/// What the user reviews for a restore: the diff from the current source to the restored one.
-pub(super) struct Preview {
-    pub summary: String,
-    pub diff: String,
-    pub base_revision: u64,
-    pub name: String,
-}
-
+/// What the user reviews for a restore: the live script (`None` when it is in the trash) and
+/// the version the restore brings back; refused at once when it could not succeed.
 pub(super) async fn preview<E: Env>(
     p: &Provider<E>,
     uuid: &str,
-    revision: Option<u64>,
-    expected: Option<u64>,
-) -> Result<Preview, ToolError> {
-    let (current, target) = restore::plan(&p.env, uuid, revision)
+    revision: u64,
+    expected: u64,
+) -> Result<(Option<(ScriptRecord, String)>, history::Revision), ToolError> {
+    let (current, target) = restore::plan(&p.env, uuid, Some(revision))
         .await
         .map_err(script_error)?;
-    store::check_revision(current.record(), expected).map_err(script_error)?;
-    let name = current.record().metadata.name.clone();
-    let (summary, diff) = match &current {
-        Current::Live(_, src) => (
-            format!(
-                "Restore revision {} of the script \"{name}\" (now at revision {})",
-                target.record.revision,
-                current.record().revision
-            ),
-            line_diff(src, &target.source),
-        ),
-        Current::Trashed(_) => (
-            format!(
-                "Bring back the deleted script \"{name}\" (revision {})",
-                target.record.revision
-            ),
-            line_diff("", &target.source),
-        ),
-    };
-    Ok(Preview {
-        summary,
-        diff,
-        base_revision: current.record().revision,
-        name,
+    store::check_revision(current.record(), Some(expected)).map_err(script_error)?;
+    Ok(match current {
+        Current::Live(r, s) => (Some((r, s)), target),
+        Current::Trashed(_) => (None, target),
     })
 }
 
@@ -218,34 +192,9 @@ pub(super) async fn run_restore<E: Env>(
                     crate::scripts::sync::desired_for(&c.record, &c.source),
                 )
                 .await;
-            let r = &c.record;
-            let text = format!(
-                "{} {} (uuid {}): it is now at revision {}{}.",
-                if c.created {
-                    "Brought back"
-                } else {
-                    "Restored"
-                },
-                r.metadata.name,
-                r.uuid,
-                r.revision,
-                match (r.enabled, registered) {
-                    (false, _) => ", disabled",
-                    (true, true) => ", enabled and registered",
-                    (true, false) => ", enabled but not registered to run now",
-                }
-            );
             Executed {
                 target: Some(uuid),
-                result: Ok(success(
-                    text,
-                    json!({
-                        "script": r.summary(),
-                        "created": c.created,
-                        "registered": registered,
-                        "diagnostics": c.diagnostics,
-                    }),
-                )),
+                result: Ok(super::scripts::write_result(&c, registered)),
             }
         }
         Err(e) => Executed {
