@@ -80,7 +80,9 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.deepEqual(await onPage(["u:v2"]), ["u:v2"]);
     const popup = await h.context.newPage();
     await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
-    const entryIndex = async () => (await h.internal("audit.list")).entries.findIndex((e) => e.tool === "write_script" && e.target === uuid && e.result === "ok");
+    // The write that made v2: the newest write_script on it now; found again by its time later.
+    const v2write = (await h.internal("audit.list")).entries.find((e) => e.tool === "write_script" && e.target === uuid && e.result === "ok");
+    const entryIndex = async () => (await h.internal("audit.list")).entries.findIndex((e) => e.at === v2write.at && e.tool === "write_script");
     const undoOf = async () => popup.locator("#audit > li").nth(await entryIndex()).getByRole("button", { name: /^Undo/ });
     await (await undoOf()).click();
     await popup.getByText(/^Undone/).waitFor({ timeout: 3000 });
@@ -124,7 +126,8 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await area.evaluate((t, at) => t.setSelectionRange(at, at), at);
     await options.keyboard.press("Backspace");
     await options.keyboard.type("2");
-    await options.keyboard.press("Tab"); // indents (two spaces) instead of leaving
+    await options.keyboard.press("End");
+    await options.keyboard.press("Tab"); // indents (two spaces, at the end of the line) instead of leaving
     assert.equal(await options.evaluate(() => document.activeElement?.id), "editor-text");
     await options.keyboard.press("Control+s");
     await options.getByText(/^Saved Keyboard \(revision 2\)/).waitFor({ timeout: 3000 });
@@ -132,10 +135,11 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const s = (await scripts()).find((x) => x.name === "Keyboard");
     assert.equal(s.createdBy, "user");
     // Metadata errors show at their line.
-    await area.evaluate((t) => { t.setSelectionRange(0, 0); });
-    await options.keyboard.type("junk\n");
-    await options.locator("#editor-diagnostics li").first().waitFor({ timeout: 3000 });
-    assert.match(await options.locator("#editor-diagnostics").textContent(), /line 1/);
+    const second = (await area.inputValue()).indexOf("\n") + 1;
+    await area.evaluate((t, at) => { t.setSelectionRange(at, at); }, second);
+    await options.keyboard.type("// @match nope\n");
+    await options.locator("#editor-diagnostics li.error").first().waitFor({ timeout: 3000 });
+    assert.match(await options.locator("#editor-diagnostics").textContent(), /line 2 error/);
   });
 
   test("read-only mode stops the agent but not the user's own edits", T, async () => {
@@ -164,7 +168,11 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.equal(names.filter((n) => n === "Hands u").length, 1, "the duplicate replaced, not added");
     assert.deepEqual(await onPage(["ia:v1", "ib:v1", "k:v2", "ro:v1", "u:v9"]), ["ia:v1", "ib:v1", "k:v2", "ro:v1", "u:v9"]);
 
-    await options.locator("#import-files").setInputFiles([{ name: "huge.user.js", mimeType: "text/javascript", buffer: Buffer.alloc(50 * 1024 * 1024, 0x20) }]);
+    const { writeFileSync, mkdtempSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const huge = `${mkdtempSync(`${tmpdir()}/lumo-hands-`)}/huge.user.js`;
+    writeFileSync(huge, Buffer.alloc(50 * 1024 * 1024, 0x20));
+    await options.locator("#import-files").setInputFiles(huge);
     await options.getByText(/huge\.user\.js: refused, \d+ bytes is over/).waitFor({ timeout: 10_000 });
     await options.locator("#import-files").setInputFiles([{ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") }]);
     await options.getByText(/notes\.txt: refused, not a userscript/).waitFor({ timeout: 3000 });
