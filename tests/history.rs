@@ -428,3 +428,55 @@ fn a_failed_write_keeps_history_and_script_as_they_were() {
         assert_eq!(before[&k], after[&k], "{k}");
     }
 }
+
+/// Yields once to the executor, so a `join`ed side can make progress.
+struct YieldNow(bool);
+impl std::future::Future for YieldNow {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+#[test]
+fn a_restore_under_review_shows_the_diff_and_a_denial_changes_nothing() {
+    use lumo_userscripts::guard::review::Decision;
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    set_switch(&p, "review", true);
+    let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "restore_script", "arguments": {"uuid": uuid, "revision": 1, "current_revision": 3}}});
+    let seen = std::cell::RefCell::new(None);
+    let user = async {
+        loop {
+            if let Some(r) = p.pending_reviews().first() {
+                *seen.borrow_mut() = Some(r.clone());
+                p.decide(&r.id, Decision::Deny);
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let (out, ()) = block_on(futures::future::join(
+        async { p.handle_mcp(&s, &msg).await },
+        user,
+    ));
+    let r = reply(out)["result"].clone();
+    assert_eq!(error_code(&r), Some("USER_REJECTED"));
+    let review = seen.borrow().clone().unwrap();
+    assert!(review.summary.starts_with("Restore"), "{}", review.summary);
+    let diff = review.diff.unwrap();
+    assert!(diff.contains("v1();") && diff.contains("v3();"), "{diff}");
+    assert_eq!(review.base_revision, Some(3));
+    let now = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(now["structuredContent"]["script"]["revision"], json!(3));
+}
