@@ -107,7 +107,11 @@ function scriptRow(s) {
     cell(el('div', {}, 'created by ', provenance(s.createdBy), ' ', when(s.createdAt)),
       el('div', {}, 'changed by ', provenance(s.updatedBy), ' ', when(s.updatedAt)),
       el('small', {}, `revision ${s.revision}`)),
-    el('div', { role: 'cell', class: 'actions' }, del));
+    el('div', { role: 'cell', class: 'actions' },
+      // The editor and the history live in editor.js.
+      el('button', { 'aria-label': `Edit ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:edit', { detail: { uuid: s.uuid } })) }, 'Edit'), ' ',
+      el('button', { 'aria-label': `History of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:history', { detail: { uuid: s.uuid } })) }, 'History'), ' ',
+      del));
 }
 
 let renderGen = 0;

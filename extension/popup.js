@@ -1,6 +1,7 @@
 // The popup: writes waiting for review (with every effect and the diff), the connected indicator
 // with one-click disconnect, and the audit log (filter, export).
 import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
+import { undoButton } from './undo.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -169,7 +170,7 @@ function renderAudit() {
   }
   $('audit').replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`,
-      e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller)))),
+      e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller))), undoButton(e)),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
 }

@@ -232,7 +232,11 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                     revision: None,
                 }
             };
-            match run_write(p, BY_USER, args, None).await.result {
+            let actor = store::Actor {
+                by: BY_USER,
+                via: Some("options page"),
+            };
+            match run_write(p, actor, args, None).await.result {
                 Ok(result) => {
                     json!({ "ok": true, "result": result.get("structuredContent").cloned().unwrap_or(Value::Null) })
                 }
@@ -308,10 +312,17 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 .await,
             )
         }
-        other => err(format!(
-            "unknown operation \"{}\"",
-            crate::text::ellipsize(other, 40)
-        )),
+        "scripts.lint" => match msg.get("source").and_then(Value::as_str) {
+            Some(src) => crate::by_hand::lint(src),
+            None => err("\"source\" must be the script's text"),
+        },
+        other => match crate::by_hand::handle(p, other, msg).await {
+            Some(v) => v,
+            None => err(format!(
+                "unknown operation \"{}\"",
+                crate::text::ellipsize(other, 40)
+            )),
+        },
     }
 }
 

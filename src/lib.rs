@@ -34,6 +34,7 @@
 
 pub mod badge;
 pub mod bridge;
+pub mod by_hand;
 pub mod control;
 pub mod env;
 pub mod guard;

@@ -2,11 +2,14 @@
 
 mod confusables;
 pub mod glob;
+pub mod history;
 pub mod match_pattern;
 pub mod metadata;
 pub mod names;
 pub mod record;
 pub mod registry;
+pub mod restore;
 pub mod rules;
 pub mod store;
 pub mod sync;
+pub mod trash;

@@ -21,6 +21,9 @@ pub struct ScriptRecord {
     /// The caller's extension id, or [`BY_USER`].
     pub created_by: String,
     pub updated_by: String,
+    /// Through which tool (`write_script`, …) or page (`options`, `popup`) the last change came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_via: Option<String>,
     /// sha256 (hex) of the source: lets a reviewer's decision be checked against what is stored.
     pub sha256: String,
     pub size: usize,
@@ -47,6 +50,7 @@ impl ScriptRecord {
             "updatedAt": self.updated_at,
             "createdBy": self.created_by,
             "updatedBy": self.updated_by,
+            "updatedVia": self.updated_via,
         })
     }
 

@@ -4,6 +4,7 @@
 //! failure (quota, bad input) leaves the previous version whole. Creation and deletion also
 //! rewrite the index. Every operation here assumes the caller holds the provider's write lock.
 
+use super::history::{self, Revision};
 use super::metadata::{self, Diagnostic, Metadata, Severity};
 use super::names;
 use super::record::ScriptRecord;
@@ -14,6 +15,26 @@ use std::fmt;
 
 pub const INDEX_KEY: &str = "scripts/index";
 pub const MAX_SCRIPTS: usize = 2000;
+
+/// Who makes a change (a caller's extension id, or [`super::record::BY_USER`]) and through
+/// which tool or page; recorded on the new version and so in its history.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Actor<'a> {
+    pub by: &'a str,
+    pub via: Option<&'a str>,
+}
+
+impl<'a> From<&'a str> for Actor<'a> {
+    fn from(by: &'a str) -> Self {
+        Actor { by, via: None }
+    }
+}
+
+impl Actor<'_> {
+    pub(super) fn via(&self) -> Option<String> {
+        self.via.map(str::to_owned)
+    }
+}
 
 pub fn record_key(uuid: &str) -> String {
     format!("script/{uuid}")
@@ -26,6 +47,13 @@ pub fn source_key(uuid: &str) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScriptError {
     NotFound(String),
+    /// The script exists but this revision is not kept (dropped by the history bounds, or never
+    /// existed).
+    RevisionNotFound {
+        uuid: String,
+        revision: u64,
+        current: u64,
+    },
     StaleRevision {
         expected: u64,
         current: u64,
@@ -58,6 +86,10 @@ impl fmt::Display for ScriptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ScriptError::NotFound(u) => write!(f, "no script with uuid {u}"),
+            ScriptError::RevisionNotFound { uuid, revision, current } => write!(
+                f,
+                "script {uuid} has no stored revision {revision} (it is at revision {current}; older revisions are dropped past the history bounds): list_revisions shows the ones kept"
+            ),
             ScriptError::StaleRevision { expected, current } => write!(
                 f,
                 "the script changed since you read it: you passed revision {expected}, it is now at revision {current}; read it again with get_script and redo your change"
@@ -108,7 +140,7 @@ pub fn validate(
     }
 }
 
-fn storage_err(e: impl fmt::Display) -> ScriptError {
+pub(super) fn storage_err(e: impl fmt::Display) -> ScriptError {
     ScriptError::Storage(e.to_string())
 }
 
@@ -181,7 +213,7 @@ fn decode_index(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn index_value(uuids: &[String]) -> Value {
+pub(super) fn index_value(uuids: &[String]) -> Value {
     json!({ "uuids": uuids })
 }
 
@@ -362,7 +394,7 @@ pub struct Change {
 
 /// `@namespace` + `@name` identify a script to the user, so no two may look the same: they are
 /// compared by confusable skeleton ([`names::identity`]), not byte for byte.
-fn check_identity(
+pub(super) fn check_identity(
     records: &[ScriptRecord],
     meta: &Metadata,
     except: Option<&str>,
@@ -382,13 +414,19 @@ fn check_identity(
     }
 }
 
+/// Stores a new version in one `set`: its record, its source (when it changed), the index (when
+/// it changed) and, for an update, the version it replaces appended to the history.
 async fn save<S: Storage>(
     s: &S,
     record: &ScriptRecord,
     source: Option<&str>,
     index: Option<&[String]>,
+    prev: Option<Revision>,
 ) -> Result<(), ScriptError> {
-    let mut items = Map::new();
+    let mut items = match prev {
+        Some(prev) => history::items_for(s, prev).await.map_err(storage_err)?,
+        None => Map::new(),
+    };
     items.insert(
         record_key(&record.uuid),
         serde_json::to_value(record).map_err(storage_err)?,
@@ -405,11 +443,12 @@ async fn save<S: Storage>(
 pub async fn create<E: Storage + Clock + Ids>(
     env: &E,
     snap: &Snapshot,
-    actor: &str,
+    actor: impl Into<Actor<'_>>,
     source: &str,
     enabled: bool,
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
+    let actor = actor.into();
     let (meta, diagnostics) = validate(source, max_bytes)?;
     let mut index = snap.index.clone();
     if index.len() >= MAX_SCRIPTS {
@@ -425,13 +464,14 @@ pub async fn create<E: Storage + Clock + Ids>(
         revision: 1,
         created_at: now,
         updated_at: now,
-        created_by: actor.to_owned(),
-        updated_by: actor.to_owned(),
+        created_by: actor.by.to_owned(),
+        updated_by: actor.by.to_owned(),
+        updated_via: actor.via(),
         sha256: sha256_hex(source.as_bytes()),
         size: source.len(),
     };
     index.push(uuid);
-    save(env, &record, Some(source), Some(&index)).await?;
+    save(env, &record, Some(source), Some(&index), None).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
@@ -440,7 +480,7 @@ pub async fn create<E: Storage + Clock + Ids>(
     })
 }
 
-fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(), ScriptError> {
+pub fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(), ScriptError> {
     match expected {
         Some(e) if e != current.revision => Err(ScriptError::StaleRevision {
             expected: e,
@@ -455,15 +495,16 @@ fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(), S
 pub async fn replace<E: Storage + Clock>(
     env: &E,
     snap: &Snapshot,
-    actor: &str,
+    actor: impl Into<Actor<'_>>,
     uuid: &str,
     expected: u64,
     source: &str,
     enabled: Option<bool>,
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
+    let actor = actor.into();
     let (meta, diagnostics) = validate(source, max_bytes)?;
-    let current = load(env, uuid).await?;
+    let (current, old_source) = load_with_source(env, uuid).await?;
     check_revision(&current, Some(expected))?;
     check_identity(&snap.records, &meta, Some(uuid))?;
     let record = ScriptRecord {
@@ -471,12 +512,17 @@ pub async fn replace<E: Storage + Clock>(
         enabled: enabled.unwrap_or(current.enabled),
         revision: current.revision.saturating_add(1),
         updated_at: env.now_ms(),
-        updated_by: actor.to_owned(),
+        updated_by: actor.by.to_owned(),
+        updated_via: actor.via(),
         sha256: sha256_hex(source.as_bytes()),
         size: source.len(),
         ..current.clone()
     };
-    save(env, &record, Some(source), None).await?;
+    let prev = Revision {
+        record: current,
+        source: old_source,
+    };
+    save(env, &record, Some(source), None, Some(prev)).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
@@ -548,12 +594,13 @@ pub fn apply_edits(source: &str, edits: &[Edit], max_bytes: usize) -> Result<Str
 pub async fn patch<E: Storage + Clock>(
     env: &E,
     snap: &Snapshot,
-    actor: &str,
+    actor: impl Into<Actor<'_>>,
     uuid: &str,
     expected: u64,
     edits: &[Edit],
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
+    let actor = actor.into();
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, Some(expected))?;
     let text = apply_edits(&source, edits, max_bytes)?;
@@ -562,11 +609,12 @@ pub async fn patch<E: Storage + Clock>(
 
 pub async fn set_enabled<E: Storage + Clock>(
     env: &E,
-    actor: &str,
+    actor: impl Into<Actor<'_>>,
     uuid: &str,
     enabled: bool,
     expected: Option<u64>,
 ) -> Result<Change, ScriptError> {
+    let actor = actor.into();
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, expected)?;
     if current.enabled == enabled {
@@ -581,10 +629,15 @@ pub async fn set_enabled<E: Storage + Clock>(
         enabled,
         revision: current.revision.saturating_add(1),
         updated_at: env.now_ms(),
-        updated_by: actor.to_owned(),
+        updated_by: actor.by.to_owned(),
+        updated_via: actor.via(),
         ..current.clone()
     };
-    save(env, &record, None, None).await?;
+    let prev = Revision {
+        record: current,
+        source: source.clone(),
+    };
+    save(env, &record, None, None, Some(prev)).await?;
     Ok(Change {
         record,
         source,
@@ -593,25 +646,15 @@ pub async fn set_enabled<E: Storage + Clock>(
     })
 }
 
-/// Removes a script. The index goes first, so an interruption leaves at worst an unreachable
-/// record (never an index entry pointing at nothing that a reader would trip over).
-pub async fn delete<S: Storage>(
-    s: &S,
+/// Deletes a script: it moves to the trash (see `trash`), from where it can be restored.
+pub async fn delete<E: Storage + Clock>(
+    env: &E,
     snap: &Snapshot,
+    actor: impl Into<Actor<'_>>,
     uuid: &str,
     expected: Option<u64>,
 ) -> Result<ScriptRecord, ScriptError> {
-    let current = load(s, uuid).await?;
-    check_revision(&current, expected)?;
-    let mut index = snap.index.clone();
-    index.retain(|u| u != uuid);
-    let mut items = Map::new();
-    items.insert(INDEX_KEY.to_owned(), index_value(&index));
-    s.set(Area::Local, items).await.map_err(storage_err)?;
-    let (rk, sk) = (record_key(uuid), source_key(uuid));
-    // The script is already gone from every listing; a failure here only leaves dead bytes.
-    let _ = s.remove(Area::Local, &[&rk, &sk]).await;
-    Ok(current)
+    super::trash::delete(env, snap, actor.into(), uuid, expected).await
 }
 
 #[cfg(test)]
@@ -663,14 +706,20 @@ mod tests {
         assert_eq!(u.record.updated_by, BY_USER);
         assert!(u.record.updated_at > u.record.created_at);
 
-        let d = block_on(delete(&env, &snap(&env), &uuid, Some(2))).unwrap();
+        let d = block_on(delete(&env, &snap(&env), BY_USER, &uuid, Some(2))).unwrap();
         assert_eq!(d.uuid, uuid);
         assert_eq!(
             block_on(load(&env, &uuid)),
             Err(ScriptError::NotFound(uuid.clone()))
         );
         assert!(block_on(load_index(&env)).unwrap().is_empty());
-        assert!(env.dump(Area::Local).keys().all(|k| k == INDEX_KEY));
+        // Nothing live is left; the script and its history wait in the trash.
+        let keys: Vec<String> = env.dump(Area::Local).keys().cloned().collect();
+        assert!(keys
+            .iter()
+            .all(|k| !k.starts_with("script/") && !k.starts_with("source/")));
+        assert!(keys.contains(&format!("trash/{uuid}")), "{keys:?}");
+        assert!(keys.contains(&format!("history/{uuid}")), "{keys:?}");
     }
 
     #[test]
@@ -692,7 +741,7 @@ mod tests {
         );
         assert!(e.to_string().contains("revision 2"));
         assert_eq!(
-            block_on(delete(&env, &snap(&env), &uuid, Some(1))).unwrap_err(),
+            block_on(delete(&env, &snap(&env), BY_USER, &uuid, Some(1))).unwrap_err(),
             ScriptError::StaleRevision {
                 expected: 1,
                 current: 2
@@ -1040,7 +1089,7 @@ mod tests {
             ))
             .unwrap();
             assert_eq!(load_index_now(&env).len(), 3, "{garbage}");
-            block_on(delete(&env, &snap(&env), &c.record.uuid, None)).unwrap();
+            block_on(delete(&env, &snap(&env), BY_USER, &c.record.uuid, None)).unwrap();
         }
     }
 

@@ -12,6 +12,7 @@
 //!    runs is journaled write-ahead with the script it stores (see `guard::audit`).
 
 pub mod catalog;
+mod history;
 pub mod limits;
 pub mod result;
 mod scripts;
@@ -199,5 +200,9 @@ async fn write<E: Env>(
             }
         }
     }
-    Ok(scripts::run_write(p, ctx.caller.as_str(), parsed, Some(entry.clone())).await)
+    let actor = crate::scripts::store::Actor {
+        by: ctx.caller.as_str(),
+        via: Some(def.name),
+    };
+    Ok(scripts::run_write(p, actor, parsed, Some(entry.clone())).await)
 }

@@ -17,7 +17,7 @@ use crate::scripts::metadata::Diagnostic;
 use crate::scripts::record::is_uuid;
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::registry::{self, Verdict};
-use crate::scripts::store::{self, Change, Edit, ScriptError, Snapshot as ScriptSnapshot};
+use crate::scripts::store::{self, Actor, Change, Edit, ScriptError, Snapshot as ScriptSnapshot};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -34,12 +34,28 @@ pub(super) struct ListArgs {
     query: Option<String>,
     cursor: Option<String>,
     limit: Option<u64>,
+    deleted: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UuidArgs {
     uuid: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetArgs {
+    uuid: String,
+    revision: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestoreArgs {
+    uuid: String,
+    revision: u64,
+    current_revision: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,7 +105,8 @@ struct DeleteArgs {
 pub(super) enum ReadArgs {
     Status,
     List(ListArgs),
-    Get(String),
+    Get(String, Option<u64>),
+    Revisions(String),
     Validate(String),
     Match(String),
 }
@@ -121,9 +138,26 @@ pub enum WriteArgs {
         uuid: String,
         revision: Option<u64>,
     },
+    /// Brings back `revision` of a live or trashed script that is at `current_revision`.
+    Restore {
+        uuid: String,
+        revision: u64,
+        current_revision: u64,
+    },
 }
 
 impl WriteArgs {
+    /// The tool this write is, for the provenance of the version it stores.
+    pub fn tool(&self) -> &'static str {
+        match self {
+            WriteArgs::Create { .. } | WriteArgs::Replace { .. } => "write_script",
+            WriteArgs::Patch { .. } => "patch_script",
+            WriteArgs::SetEnabled { .. } => "set_script_enabled",
+            WriteArgs::Delete { .. } => "delete_script",
+            WriteArgs::Restore { .. } => "restore_script",
+        }
+    }
+
     /// After the user approved a write reviewed at revision `base`, the write must apply to that
     /// revision and no other: a change in between is a CONFLICT, not a silent overwrite.
     #[must_use]
@@ -152,7 +186,8 @@ impl WriteArgs {
             WriteArgs::Replace { uuid, .. }
             | WriteArgs::Patch { uuid, .. }
             | WriteArgs::SetEnabled { uuid, .. }
-            | WriteArgs::Delete { uuid, .. } => Some(uuid),
+            | WriteArgs::Delete { uuid, .. }
+            | WriteArgs::Restore { uuid, .. } => Some(uuid),
         }
     }
 }
@@ -265,9 +300,15 @@ pub(super) fn parse_read(def: &ToolDef, args: &Value) -> Result<ReadArgs, ToolEr
             ReadArgs::List(a)
         }
         "get_script" => {
+            let a: GetArgs = parse(def, args)?;
+            check_uuid(def, &a.uuid)?;
+            check_revision(def, a.revision)?;
+            ReadArgs::Get(a.uuid, a.revision)
+        }
+        "list_revisions" => {
             let a: UuidArgs = parse(def, args)?;
             check_uuid(def, &a.uuid)?;
-            ReadArgs::Get(a.uuid)
+            ReadArgs::Revisions(a.uuid)
         }
         "validate_script" => {
             let a: SourceArgs = parse(def, args)?;
@@ -372,13 +413,26 @@ pub(super) fn parse_write(def: &ToolDef, args: &Value) -> Result<WriteArgs, Tool
                 revision: a.revision,
             }
         }
+        "restore_script" => parse_restore(def, args)?,
         other => return Err(invalid(other, "not a write tool")),
+    })
+}
+
+fn parse_restore(def: &ToolDef, args: &Value) -> Result<WriteArgs, ToolError> {
+    let a: RestoreArgs = parse(def, args)?;
+    check_uuid(def, &a.uuid)?;
+    check_revision(def, Some(a.revision))?;
+    check_revision(def, Some(a.current_revision))?;
+    Ok(WriteArgs::Restore {
+        uuid: a.uuid,
+        revision: a.revision,
+        current_revision: a.current_revision,
     })
 }
 
 pub(crate) fn script_error(e: ScriptError) -> ToolError {
     let code = match &e {
-        ScriptError::NotFound(_) => ErrorCode::NotFound,
+        ScriptError::NotFound(_) | ScriptError::RevisionNotFound { .. } => ErrorCode::NotFound,
         ScriptError::StaleRevision { .. } | ScriptError::DuplicateIdentity { .. } => {
             ErrorCode::Conflict
         }
@@ -391,7 +445,10 @@ pub(crate) fn script_error(e: ScriptError) -> ToolError {
     };
     let details = match &e {
         ScriptError::InvalidMetadata(d) => Some(json!({ "diagnostics": d })),
-        ScriptError::StaleRevision { current, .. } => Some(json!({ "currentRevision": current })),
+        ScriptError::StaleRevision { current, .. }
+        | ScriptError::RevisionNotFound { current, .. } => {
+            Some(json!({ "currentRevision": current }))
+        }
         ScriptError::DuplicateIdentity { uuid, .. } => Some(json!({ "existingUuid": uuid })),
         _ => None,
     };
@@ -427,16 +484,21 @@ pub(super) async fn run_read<E: Env>(
     match args {
         ReadArgs::Status => status::run(p, caller, policy).await,
         ReadArgs::List(a) => list(p, a).await,
-        ReadArgs::Get(uuid) => get(p, uuid).await,
+        ReadArgs::Get(uuid, Some(revision)) => super::history::get(p, &uuid, Some(revision)).await,
+        ReadArgs::Revisions(uuid) => super::history::list_revisions(p, &uuid).await,
+        ReadArgs::Get(uuid, None) => get(p, uuid).await,
         ReadArgs::Validate(source) => validate(&source),
         ReadArgs::Match(url) => match_url(p, url).await,
     }
 }
 
 async fn get<E: Env>(p: &Provider<E>, uuid: String) -> Result<Value, ToolError> {
-    let (record, source) = store::load_with_source(&p.env, &uuid)
-        .await
-        .map_err(script_error)?;
+    let (record, source) = match store::load_with_source(&p.env, &uuid).await {
+        Ok(found) => found,
+        // Not live: perhaps in the trash, which get_script shows as such.
+        Err(ScriptError::NotFound(_)) => return super::history::get(p, &uuid, None).await,
+        Err(e) => return Err(script_error(e)),
+    };
     let diagnostics = store::validate(&source, usize::MAX)
         .map(|(_, d)| d)
         .unwrap_or_default();
@@ -550,6 +612,9 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
+    if a.deleted == Some(true) {
+        return super::history::list_trash(p).await;
+    }
     let snap = p.scripts().await.map_err(script_error)?;
     let query = a.query.as_deref().map(str::to_lowercase);
     let mut records: Vec<&ScriptRecord> = snap
@@ -646,7 +711,7 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
 /// script, finalized with the result before the write lock is released.
 pub(crate) async fn run_write<E: Env>(
     p: &Provider<E>,
-    actor: &str,
+    actor: Actor<'_>,
     args: WriteArgs,
     journal: Option<Entry>,
 ) -> Executed {
@@ -691,7 +756,7 @@ pub(crate) async fn run_write<E: Env>(
 async fn write_locked<E: Env>(
     p: &Provider<E>,
     env: &Journaled<'_, E>,
-    actor: &str,
+    actor: Actor<'_>,
     args: WriteArgs,
     snap: &ScriptSnapshot,
 ) -> Executed {
@@ -716,8 +781,24 @@ async fn write_locked<E: Env>(
             enabled,
             revision,
         } => store::set_enabled(env, actor, &uuid, enabled, revision).await,
+        WriteArgs::Restore {
+            uuid,
+            revision,
+            current_revision,
+        } => {
+            return super::history::run_restore(
+                p,
+                env,
+                actor,
+                snap,
+                uuid,
+                Some(revision),
+                Some(current_revision),
+            )
+            .await
+        }
         WriteArgs::Delete { uuid, revision } => {
-            return match store::delete(env, snap, &uuid, revision).await {
+            return match store::delete(env, snap, actor, &uuid, revision).await {
                 Ok(record) => {
                     p.scripts_deleted(&uuid);
                     p.sync_registration(&uuid, None).await;
@@ -757,7 +838,7 @@ async fn write_locked<E: Env>(
     }
 }
 
-fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
+pub(super) fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     let r = &c.record;
     let verb = if c.created { "Created" } else { "Saved" };
     let registered = outcome == SyncOutcome::Registered;
@@ -803,13 +884,29 @@ pub(super) async fn review_request<E: Env>(
     w: &WriteArgs,
     digest: &str,
 ) -> Result<ReviewRequest, ToolError> {
-    let current = match w.target() {
-        Some(uuid) => Some(
-            store::load_with_source(&p.env, uuid)
-                .await
-                .map_err(script_error)?,
-        ),
-        None => None,
+    // A restore's "before" is the live script (none when it comes back from the trash) and its
+    // "after" the version it brings back.
+    let (current, restored) = match w {
+        WriteArgs::Restore {
+            uuid,
+            revision,
+            current_revision,
+        } => {
+            let (live, target) =
+                super::history::preview(p, uuid, *revision, *current_revision).await?;
+            (live, Some(target))
+        }
+        _ => match w.target() {
+            Some(uuid) => (
+                Some(
+                    store::load_with_source(&p.env, uuid)
+                        .await
+                        .map_err(script_error)?,
+                ),
+                None,
+            ),
+            None => (None, None),
+        },
     };
     let check = |expected: u64| match &current {
         Some((r, _)) if r.revision != expected => Err(script_error(ScriptError::StaleRevision {
@@ -871,10 +968,15 @@ pub(super) async fn review_request<E: Env>(
             }
             None
         }
+        (WriteArgs::Restore { .. }, _) => match restored {
+            Some(t) => Some((meta_of(&t.source)?, t.record.enabled, t.source)),
+            None => return Err(invalid(def.name, "no target")),
+        },
         (_, None) => return Err(invalid(def.name, "no target")),
     };
     let verb = match w {
         WriteArgs::Patch { .. } => "Edit",
+        WriteArgs::Restore { .. } => "Restore",
         WriteArgs::SetEnabled { enabled: true, .. } => "Enable",
         WriteArgs::SetEnabled { enabled: false, .. } => "Disable",
         _ => "Replace",

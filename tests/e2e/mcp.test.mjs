@@ -17,8 +17,8 @@ const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
 const INVALID_PARAMS = -32602;
 
-const READ_TOOLS = ["get_script", "list_scripts", "match_url", "status", "validate_script"];
-const WRITE_TOOLS = ["delete_script", "patch_script", "set_script_enabled", "write_script"];
+const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "status", "validate_script"];
+const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "write_script"];
 const ALL_TOOLS = [...READ_TOOLS, ...WRITE_TOOLS].sort();
 /** [readOnlyHint, destructiveHint, idempotentHint] per tool; openWorldHint is false for all. */
 const HINTS = {
@@ -30,7 +30,9 @@ const HINTS = {
   write_script: [false, true, false], // replaces a script's whole source
   patch_script: [false, true, false], // edits in place; a repeat applies the edits again
   set_script_enabled: [false, false, true], // reversible, same state when repeated
-  delete_script: [false, true, true], // gone for good; deleting again changes nothing
+  delete_script: [false, true, true], // to the trash; deleting again changes nothing
+  list_revisions: [true, false, true],
+  restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
 };
 
 

@@ -393,7 +393,8 @@ describe("security", () => {
       const hits = [];
       for (const [area, items] of Object.entries(all)) {
         for (const [k, v] of Object.entries(items)) {
-          if (area === "local" && k === `source/${uuid}`) continue;
+          // The script's own source and, since it was patched, its earlier versions.
+          if (area === "local" && (k === `source/${uuid}` || k === `history/${uuid}`)) continue;
           if (JSON.stringify(v).includes(marker)) hits.push(`${area}[${k}]`);
           if (k.includes(marker)) hits.push(`${area} key ${k}`);
         }

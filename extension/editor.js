@@ -1,0 +1,307 @@
+// The user's own hands in the options page: the script editor, a script's history (diff and
+// "Restore this version"), the trash, and import/export. Every change goes to the service worker
+// (scripts.save, scripts.restore, trash.purge), which runs it through the same store, validation,
+// locking and history as the agent's writes, attributed to "you".
+import { el, when, say } from './ui.js';
+
+const $ = (id) => document.getElementById(id);
+const status = () => $('status');
+
+/** An internal operation; resolves to the whole answer, {ok: false, error, code, details} included. */
+async function askRaw(op, args = {}) {
+  const reply = await chrome.runtime.sendMessage({ channel: 'lumo:internal', op, via: 'options page', ...args });
+  return reply ?? { ok: false, error: 'no answer from the service worker' };
+}
+async function ask(op, args) {
+  const r = await askRaw(op, args);
+  if (r.ok !== true) throw Object.assign(new Error(r.error), { reply: r });
+  return r;
+}
+const changed = () => document.dispatchEvent(new CustomEvent('lumo:scripts-changed'));
+const who = (by) => (by === 'user' ? 'you' : by);
+
+/** Largest source the provider stores (tools/catalog.rs MAX_SOURCE_BYTES). */
+const MAX_SOURCE_BYTES = 256 * 1024;
+/** Largest backup file read; refused before it is read. */
+const MAX_BACKUP_BYTES = 20 * 1024 * 1024;
+export const BACKUP_FORMAT = 'lumo-userscripts-backup';
+export const BACKUP_VERSION = 1;
+
+// ---------------------------------------------------------------- editor
+
+const editor = { uuid: null, revision: null, name: null };
+const area = $('editor-text');
+const gutter = $('editor-lines');
+const diags = $('editor-diagnostics');
+
+function renderGutter() {
+  const n = area.value.split('\n').length;
+  if (gutter.childElementCount !== n) {
+    gutter.textContent = Array.from({ length: n }, (_, i) => i + 1).join('\n');
+  }
+  gutter.scrollTop = area.scrollTop;
+}
+
+function goToLine(line) {
+  const lines = area.value.split('\n');
+  const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+  area.focus();
+  area.setSelectionRange(start, start + (lines[line - 1]?.length ?? 0));
+}
+
+function renderDiagnostics(list) {
+  diags.replaceChildren(...list.map((d) => el('li', { class: d.severity },
+    el('button', { class: 'link', onclick: () => goToLine(d.line), 'aria-label': `Go to line ${d.line}` }, `line ${d.line}`),
+    ` ${d.severity}: ${d.message}`)));
+}
+
+let lintTimer = 0;
+function lintSoon() {
+  clearTimeout(lintTimer);
+  lintTimer = setTimeout(async () => {
+    const r = await askRaw('scripts.lint', { source: area.value });
+    if (r.ok) renderDiagnostics(r.diagnostics);
+  }, 250);
+}
+
+export function openEditor(script) {
+  editor.uuid = script?.uuid ?? null;
+  editor.revision = script?.revision ?? null;
+  editor.name = script?.name ?? null;
+  $('editor-title').textContent = script ? `Edit ${script.name} (revision ${script.revision})` : 'New script';
+  area.value = script?.source ?? '// ==UserScript==\n// @name        New script\n// @namespace   mine\n// @match       https://example.com/*\n// ==/UserScript==\n\n';
+  $('editor-section').hidden = false;
+  renderGutter();
+  lintSoon();
+  area.focus();
+}
+
+async function save() {
+  const args = { source: area.value };
+  if (editor.uuid) Object.assign(args, { uuid: editor.uuid, revision: editor.revision });
+  const r = await askRaw('scripts.save', args);
+  if (r.ok) {
+    const s = r.result.script;
+    editor.uuid = s.uuid;
+    editor.revision = s.revision;
+    $('editor-title').textContent = `Edit ${s.name} (revision ${s.revision})`;
+    renderDiagnostics(r.result.diagnostics ?? []);
+    say(status(), `Saved ${s.name} (revision ${s.revision}).`);
+    changed();
+  } else {
+    if (r.details?.diagnostics) renderDiagnostics(r.details.diagnostics);
+    const more = r.code === 'CONFLICT' && r.details?.currentRevision
+      ? ` It changed since you opened it (now revision ${r.details.currentRevision}): copy your text, reopen it, and apply your change again.` : '';
+    say(status(), `Not saved: ${r.error}${more}`, 'error');
+  }
+}
+
+area.addEventListener('input', () => { renderGutter(); lintSoon(); });
+area.addEventListener('scroll', () => { gutter.scrollTop = area.scrollTop; });
+let tabReleased = false;
+area.addEventListener('keydown', (e) => {
+  if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === 's') {
+    e.preventDefault();
+    save();
+    return;
+  }
+  // Tab indents; Escape releases it for one keystroke so keyboard users can leave the editor.
+  if (e.key === 'Escape') { tabReleased = true; return; }
+  if (e.key === 'Tab' && !tabReleased && !e.shiftKey) {
+    e.preventDefault();
+    document.execCommand('insertText', false, '  ');
+    return;
+  }
+  tabReleased = false;
+});
+$('editor-save').addEventListener('click', save);
+$('editor-new').addEventListener('click', () => openEditor(null));
+$('editor-close').addEventListener('click', () => { $('editor-section').hidden = true; });
+
+document.addEventListener('lumo:edit', async (e) => {
+  try {
+    const { script } = await ask('scripts.get', { uuid: e.detail.uuid });
+    openEditor(script);
+  } catch (err) {
+    say(status(), err.message, 'error');
+  }
+});
+
+// ---------------------------------------------------------------- history
+
+function diffView(text) {
+  return el('pre', { class: 'diff', 'aria-label': 'Changes from the current version' },
+    text.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' ')));
+}
+
+export async function openHistory(uuid) {
+  const box = $('history');
+  $('history-section').hidden = false;
+  let h;
+  try {
+    h = await ask('scripts.revisions', { uuid });
+  } catch (e) {
+    box.replaceChildren(el('p', { class: 'notice' }, e.message));
+    return;
+  }
+  $('history-title').textContent = `History of ${h.name}${h.deleted ? ' (in the trash)' : ''}`;
+  const shown = el('div', { id: 'history-diff' });
+  const rows = h.revisions.map((r) => el('tr', {},
+    el('td', {}, `revision ${r.revision}`, r.current ? el('small', {}, ' (current)') : null),
+    el('td', {}, who(r.by), r.via ? el('small', {}, ` via ${r.via}`) : null),
+    el('td', {}, when(r.at)),
+    el('td', {}, `${r.size} bytes`, r.enabled ? '' : el('small', {}, ' disabled')),
+    el('td', { class: 'actions' }, r.current ? null : [
+      el('button', { 'aria-label': `Show changes of revision ${r.revision}`, onclick: async () => {
+        const v = await ask('scripts.revision', { uuid, revision: r.revision });
+        shown.replaceChildren(el('h3', {}, `Revision ${r.revision} compared with the current one`), diffView(v.diff));
+      } }, 'Diff'), ' ',
+      el('button', { class: 'primary', 'aria-label': `Restore revision ${r.revision}`, onclick: async () => {
+        const res = await askRaw('scripts.restore', { uuid, revision: r.revision, currentRevision: h.currentRevision });
+        if (res.ok) say(status(), `Restored revision ${r.revision} of ${h.name}.`);
+        else say(status(), `Not restored: ${res.error}`, 'error');
+        changed();
+        openHistory(uuid);
+      } }, 'Restore this version')])));
+  box.replaceChildren(
+    el('table', {}, el('thead', {}, el('tr', {}, ['Revision', 'By', 'When', 'Size', ''].map((x) => el('th', { scope: 'col' }, x)))), el('tbody', {}, rows)),
+    ...(h.problems.length ? [el('p', { class: 'notice' }, `Some history could not be read and was skipped: ${h.problems.join('; ')}`)] : []),
+    shown);
+}
+
+document.addEventListener('lumo:history', (e) => openHistory(e.detail.uuid));
+$('history-close').addEventListener('click', () => { $('history-section').hidden = true; });
+
+// ---------------------------------------------------------------- trash
+
+export async function renderTrash() {
+  const r = await askRaw('trash.list');
+  const box = $('trash');
+  if (!r.ok) { box.replaceChildren(el('p', { class: 'notice' }, r.error)); return; }
+  if (!r.scripts.length) { box.replaceChildren(el('p', { class: 'empty' }, 'The trash is empty.')); return; }
+  box.replaceChildren(el('table', {},
+    el('thead', {}, el('tr', {}, ['Script', 'Deleted', 'Kept until', ''].map((x) => el('th', { scope: 'col' }, x)))),
+    el('tbody', {}, r.scripts.map((s) => el('tr', { 'data-uuid': s.uuid },
+      el('td', {}, el('strong', {}, s.name), el('div', { class: 'muted' }, s.namespace ?? '')),
+      el('td', {}, 'by ', who(s.deletedBy), ' ', when(s.deletedAt)),
+      el('td', {}, when(s.purgeAt)),
+      el('td', { class: 'actions' },
+        el('button', { class: 'primary', 'aria-label': `Restore ${s.name}`, onclick: async () => {
+          const res = await askRaw('scripts.restore', { uuid: s.uuid, revision: s.revision, currentRevision: s.revision });
+          say(status(), res.ok ? `Restored ${s.name}.` : `Not restored: ${res.error}`, res.ok ? 'info' : 'error');
+          changed();
+        } }, 'Restore'), ' ',
+        el('button', { 'aria-label': `History of ${s.name}`, onclick: () => openHistory(s.uuid) }, 'History'), ' ',
+        el('button', { class: 'danger', 'aria-label': `Delete ${s.name} forever`, onclick: async () => {
+          if (!confirm(`Delete ${s.name} forever? Its history goes too; this cannot be undone.`)) return;
+          const res = await askRaw('trash.purge', { uuids: [s.uuid] });
+          say(status(), res.ok ? `Deleted ${s.name} forever.` : res.error, res.ok ? 'info' : 'error');
+          changed();
+        } }, 'Delete forever')))))));
+}
+
+$('trash-empty').addEventListener('click', async () => {
+  if (!confirm('Empty the trash? Every script in it, and its history, is deleted for good.')) return;
+  const res = await askRaw('trash.purge');
+  say(status(), res.ok ? `Deleted ${res.purged} script(s) forever.` : res.error, res.ok ? 'info' : 'error');
+  changed();
+});
+document.addEventListener('lumo:scripts-changed', () => renderTrash());
+
+// ---------------------------------------------------------------- import / export
+
+/** Imports .user.js files: each is checked before it is read whole; a duplicate asks first. */
+export async function importFiles(files) {
+  const report = [];
+  for (const f of files) {
+    if (f.size > MAX_SOURCE_BYTES) { report.push(`${f.name}: refused, ${f.size} bytes is over the ${MAX_SOURCE_BYTES}-byte limit (not read)`); continue; }
+    const source = await f.text();
+    if (!/==UserScript==/.test(source)) { report.push(`${f.name}: refused, not a userscript (no // ==UserScript== block)`); continue; }
+    let r = await askRaw('scripts.save', { source });
+    const existing = r.code === 'CONFLICT' ? r.details?.existingUuid : null;
+    if (existing) {
+      if (!confirm(`${f.name}: a script with the same @namespace and @name exists. Replace it?`)) { report.push(`${f.name}: skipped (kept the existing script)`); continue; }
+      const { script } = await ask('scripts.get', { uuid: existing });
+      r = await askRaw('scripts.save', { source, uuid: existing, revision: script.revision });
+    }
+    report.push(r.ok ? `${f.name}: ${existing ? 'replaced' : 'imported'} as ${r.result.script.name}` : `${f.name}: refused, ${r.error}`);
+  }
+  say(status(), report.join('\n'), report.some((x) => /refused/.test(x)) ? 'error' : 'info');
+  changed();
+  return report;
+}
+
+export async function exportAll() {
+  const { scripts } = await ask('scripts.list');
+  const out = [];
+  for (const s of scripts) {
+    const { script } = await ask('scripts.get', { uuid: s.uuid });
+    out.push({ uuid: script.uuid, name: script.name, namespace: script.namespace, enabled: script.enabled, source: script.source });
+  }
+  return { format: BACKUP_FORMAT, version: BACKUP_VERSION, exportedAt: new Date().toISOString(), scripts: out };
+}
+
+/** Restores a backup: every script is validated first; then each is created (or replaces the one
+ *  with its @namespace + @name). A failure stops the restore and says which scripts came in. */
+export async function restoreBackup(file) {
+  if (file.size > MAX_BACKUP_BYTES) throw new Error(`the file is ${file.size} bytes, over the ${MAX_BACKUP_BYTES}-byte limit for a backup (not read)`);
+  let data;
+  try { data = JSON.parse(await file.text()); } catch { throw new Error('not a Lumo Userscripts backup (not JSON)'); }
+  if (data?.format !== BACKUP_FORMAT) throw new Error('not a Lumo Userscripts backup (no "format": "lumo-userscripts-backup")');
+  if (!Number.isInteger(data.version) || data.version > BACKUP_VERSION) {
+    throw new Error(`this backup is format version ${data.version}, newer than the version ${BACKUP_VERSION} this extension reads: update the extension first`);
+  }
+  if (!Array.isArray(data.scripts) || data.scripts.some((s) => typeof s?.source !== 'string')) throw new Error('the backup is damaged: "scripts" must list sources');
+  for (const s of data.scripts) {
+    const lint = await ask('scripts.lint', { source: s.source });
+    if (!lint.valid) throw new Error(`the backup holds an invalid script (${s.name ?? '?'}); nothing was restored`);
+  }
+  const done = [];
+  for (const s of data.scripts) {
+    let r = await askRaw('scripts.save', { source: s.source, enabled: s.enabled !== false });
+    if (r.code === 'CONFLICT' && r.details?.existingUuid) {
+      const { script } = await ask('scripts.get', { uuid: r.details.existingUuid });
+      r = await askRaw('scripts.save', { source: s.source, uuid: script.uuid, revision: script.revision, enabled: s.enabled !== false });
+    }
+    if (!r.ok) throw new Error(`restored ${done.length} of ${data.scripts.length} scripts (${done.join(', ') || 'none'}), then stopped: ${s.name ?? '?'}: ${r.error}`);
+    done.push(r.result.script.name);
+  }
+  changed();
+  return done;
+}
+
+$('import-files').addEventListener('change', (e) => { importFiles([...e.target.files]); e.target.value = ''; });
+const drop = $('import-drop');
+drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
+drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove('over'); importFiles([...e.dataTransfer.files]); });
+$('export-all').addEventListener('click', async () => {
+  try {
+    const backup = await exportAll();
+    const url = URL.createObjectURL(new Blob([JSON.stringify(backup, null, 2)], { type: 'application/json' }));
+    const a = el('a', { href: url, download: `lumo-userscripts-${backup.exportedAt.slice(0, 10)}.json` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    say(status(), `Exported ${backup.scripts.length} script(s).`);
+  } catch (e) {
+    say(status(), e.message, 'error');
+  }
+});
+$('restore-file').addEventListener('change', async (e) => {
+  const [file] = e.target.files;
+  e.target.value = '';
+  if (!file) return;
+  try {
+    const done = await restoreBackup(file);
+    say(status(), `Restored ${done.length} script(s) from the backup.`);
+  } catch (err) {
+    say(status(), `Backup not restored: ${err.message}`, 'error');
+  }
+});
+
+renderTrash();
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === 'local' && Object.keys(changes).some((k) => k === 'trash/index')) renderTrash();
+});

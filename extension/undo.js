@@ -1,0 +1,29 @@
+// "Undo" beside each audited write of the last hour in the popup: brings back the revision
+// before that write (scripts.undo in the service worker). When the script changed since, nothing
+// is overwritten: the popup says so and shows the changes made since instead.
+import { el, say } from './ui.js';
+
+const HOUR_MS = 60 * 60 * 1000;
+const UNDOABLE = new Set(['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'restore_script']);
+
+/** The Undo control for an audit entry, or null when it cannot be undone from here. */
+export function undoButton(entry, now = Date.now()) {
+  if (entry.result !== 'ok' || !entry.target || !UNDOABLE.has(entry.tool) || now - entry.at > HOUR_MS) return null;
+  const out = el('div', { class: 'undo-result' });
+  const button = el('button', { 'aria-label': `Undo ${entry.tool} on ${entry.target}`, onclick: async () => {
+    button.disabled = true;
+    const r = await chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'scripts.undo', uuid: entry.target, caller: entry.caller, at: entry.at, via: 'popup' });
+    const status = document.getElementById('status');
+    if (r?.ok) {
+      say(status, `Undone: ${entry.tool} on ${entry.target.slice(0, 8)}.`);
+      out.replaceChildren();
+    } else {
+      say(status, `Not undone: ${r?.error ?? 'no answer'}`, 'error');
+      out.replaceChildren(el('p', { class: 'notice' }, r?.error ?? ''),
+        r?.diff ? el('pre', { class: 'diff', 'aria-label': 'Changes made since that write' },
+          r.diff.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' '))) : null);
+      button.disabled = false;
+    }
+  } }, 'Undo');
+  return el('span', {}, button, out);
+}

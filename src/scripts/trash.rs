@@ -1,0 +1,297 @@
+//! The trash: a deleted script's record and source move to `trash/<uuid>` (its history stays
+//! under `history/<uuid>`), listed in `trash/index`, oldest first. Kept [`KEEP_MS`] (30 days)
+//! and at most [`MAX_TRASH`] scripts; past either the oldest go for good, with their history,
+//! at the next delete or purge. Only the user purges (from the options page); no tool does.
+//!
+//! Atomicity: a delete is one `set` (index without the script, its trash entry, the trash
+//! index) followed by removing the live keys; an interruption in between leaves only an
+//! unreachable record, never a script both live and lost. Restoring is the mirror image (see
+//! `restore`).
+
+use super::history::{self, Revision};
+use super::record::ScriptRecord;
+use super::store::{
+    self, check_revision, index_value, load_with_source, storage_err, Actor, ScriptError, Snapshot,
+    INDEX_KEY,
+};
+use crate::env::{Area, Clock, Storage};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+pub const TRASH_INDEX_KEY: &str = "trash/index";
+pub const MAX_TRASH: usize = 100;
+pub const KEEP_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
+
+pub fn trash_key(uuid: &str) -> String {
+    format!("trash/{uuid}")
+}
+
+/// A script in the trash: the version that was deleted, and who deleted it when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trashed {
+    pub record: ScriptRecord,
+    pub source: String,
+    pub deleted_at: f64,
+    pub deleted_by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_via: Option<String>,
+}
+
+impl Trashed {
+    /// The listing form: the script's summary plus when and by whom it was deleted.
+    pub fn summary(&self) -> Value {
+        let mut v = self.record.summary();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("deleted".into(), true.into());
+            o.insert("deletedAt".into(), self.deleted_at.into());
+            o.insert("deletedBy".into(), self.deleted_by.clone().into());
+            o.insert("purgeAt".into(), (self.deleted_at + KEEP_MS).into());
+        }
+        v
+    }
+
+    pub fn revision(&self) -> Revision {
+        Revision {
+            record: self.record.clone(),
+            source: self.source.clone(),
+        }
+    }
+}
+
+/// One line of `trash/index`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Slot {
+    uuid: String,
+    deleted_at: f64,
+}
+
+fn decode_index(v: Option<&Value>) -> Vec<Slot> {
+    let mut seen = std::collections::BTreeSet::new();
+    v.and_then(|v| v.get("items"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| serde_json::from_value::<Slot>(x.clone()).ok())
+                .filter(|s| super::record::is_uuid(&s.uuid) && seen.insert(s.uuid.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn index_json(slots: &[Slot]) -> Value {
+    json!({ "items": slots })
+}
+
+async fn load_index<S: Storage>(s: &S) -> Result<Vec<Slot>, ScriptError> {
+    let got = s
+        .get(Area::Local, &[TRASH_INDEX_KEY])
+        .await
+        .map_err(storage_err)?;
+    Ok(decode_index(got.get(TRASH_INDEX_KEY)))
+}
+
+/// Splits the trash into what stays and what goes for good (expired, or the oldest past the
+/// count bound).
+fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
+    let mut gone: Vec<String> = Vec::new();
+    slots.retain(|s| {
+        let keep = now - s.deleted_at < KEEP_MS;
+        if !keep {
+            gone.push(s.uuid.clone());
+        }
+        keep
+    });
+    while slots.len() > MAX_TRASH {
+        let s = slots.remove(0);
+        gone.push(s.uuid);
+    }
+    (slots, gone)
+}
+
+/// Keys that hold a script for good once it leaves the trash.
+fn purged_keys(uuids: &[String]) -> Vec<String> {
+    uuids
+        .iter()
+        .flat_map(|u| [trash_key(u), history::history_key(u)])
+        .collect()
+}
+
+/// Moves a script to the trash (see the module docs for the order of writes).
+pub async fn delete<E: Storage + Clock>(
+    env: &E,
+    snap: &Snapshot,
+    actor: Actor<'_>,
+    uuid: &str,
+    expected: Option<u64>,
+) -> Result<ScriptRecord, ScriptError> {
+    let (current, source) = load_with_source(env, uuid).await?;
+    check_revision(&current, expected)?;
+    let now = env.now_ms();
+    let mut slots = load_index(env).await?;
+    slots.retain(|s| s.uuid != uuid);
+    slots.push(Slot {
+        uuid: uuid.to_owned(),
+        deleted_at: now,
+    });
+    let (slots, gone) = split_expired(slots, now);
+    let entry = Trashed {
+        record: current.clone(),
+        source,
+        deleted_at: now,
+        deleted_by: actor.by.to_owned(),
+        deleted_via: actor.via.map(str::to_owned),
+    };
+    let mut index = snap.index.clone();
+    index.retain(|u| u != uuid);
+    let mut items = Map::new();
+    items.insert(INDEX_KEY.to_owned(), index_value(&index));
+    items.insert(
+        trash_key(uuid),
+        serde_json::to_value(&entry).map_err(storage_err)?,
+    );
+    items.insert(TRASH_INDEX_KEY.to_owned(), index_json(&slots));
+    if !gone.is_empty() {
+        items.insert(
+            history::BUDGET_KEY.to_owned(),
+            history::budget_without(env, &gone)
+                .await
+                .map_err(storage_err)?,
+        );
+    }
+    env.set(Area::Local, items).await.map_err(storage_err)?;
+    let mut dead = vec![store::record_key(uuid), store::source_key(uuid)];
+    dead.extend(purged_keys(&gone));
+    let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
+    // The script is already in the trash and gone from every listing; a failure here only
+    // leaves dead bytes.
+    let _ = env.remove(Area::Local, &refs).await;
+    Ok(current)
+}
+
+/// A script in the trash.
+pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<Trashed, ScriptError> {
+    let key = trash_key(uuid);
+    let got = s.get(Area::Local, &[&key]).await.map_err(storage_err)?;
+    match got
+        .get(&key)
+        .map(|v| serde_json::from_value::<Trashed>(v.clone()))
+    {
+        Some(Ok(t)) if t.record.uuid == uuid => Ok(t),
+        Some(_) => Err(ScriptError::Storage(format!(
+            "the trashed copy of {uuid} is damaged"
+        ))),
+        None => Err(ScriptError::NotFound(uuid.to_owned())),
+    }
+}
+
+/// Whether `uuid` is in the trash (listed and not expired).
+pub async fn contains<E: Storage + Clock>(env: &E, uuid: &str) -> Result<bool, ScriptError> {
+    let now = env.now_ms();
+    Ok(load_index(env)
+        .await?
+        .iter()
+        .any(|s| s.uuid == uuid && now - s.deleted_at < KEEP_MS))
+}
+
+/// Everything in the trash that is not expired, most recently deleted first, and what could not
+/// be read.
+pub async fn list<E: Storage + Clock>(
+    env: &E,
+) -> Result<(Vec<Trashed>, Vec<store::Problem>), ScriptError> {
+    let now = env.now_ms();
+    let slots: Vec<Slot> = load_index(env)
+        .await?
+        .into_iter()
+        .filter(|s| now - s.deleted_at < KEEP_MS)
+        .collect();
+    let keys: Vec<String> = slots.iter().map(|s| trash_key(&s.uuid)).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got = if refs.is_empty() {
+        Map::new()
+    } else {
+        env.get(Area::Local, &refs).await.map_err(storage_err)?
+    };
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for (slot, key) in slots.iter().zip(&keys).rev() {
+        match got
+            .get(key)
+            .map(|v| serde_json::from_value::<Trashed>(v.clone()))
+        {
+            Some(Ok(t)) if t.record.uuid == slot.uuid => out.push(t),
+            _ => problems.push(store::Problem {
+                uuid: slot.uuid.clone(),
+                message: "the trashed copy is missing or damaged".into(),
+            }),
+        }
+    }
+    Ok((out, problems))
+}
+
+/// Deletes for good: the given scripts, or (`None`) everything in the trash. The user's
+/// action only; no tool reaches it. Returns how many went.
+pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize, ScriptError> {
+    let slots = load_index(s).await?;
+    let (keep, gone): (Vec<Slot>, Vec<Slot>) = slots
+        .into_iter()
+        .partition(|sl| uuids.is_some_and(|u| !u.contains(&sl.uuid)));
+    let gone: Vec<String> = gone.into_iter().map(|s| s.uuid).collect();
+    let mut items = Map::new();
+    items.insert(TRASH_INDEX_KEY.to_owned(), index_json(&keep));
+    items.insert(
+        history::BUDGET_KEY.to_owned(),
+        history::budget_without(s, &gone)
+            .await
+            .map_err(storage_err)?,
+    );
+    s.set(Area::Local, items).await.map_err(storage_err)?;
+    let dead = purged_keys(&gone);
+    let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
+    if !refs.is_empty() {
+        let _ = s.remove(Area::Local, &refs).await;
+    }
+    Ok(gone.len())
+}
+
+/// The `set` items that take `uuid` out of the trash index (for a restore).
+pub(super) async fn index_without<S: Storage>(s: &S, uuid: &str) -> Result<Value, ScriptError> {
+    let mut slots = load_index(s).await?;
+    slots.retain(|sl| sl.uuid != uuid);
+    Ok(index_json(&slots))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(n: u8, at: f64) -> Slot {
+        Slot {
+            uuid: format!("00000000-0000-4000-8000-0000000000{n:02x}"),
+            deleted_at: at,
+        }
+    }
+
+    #[test]
+    fn expired_and_overflowing_entries_go_oldest_first() {
+        let now = 100.0 * KEEP_MS;
+        let mut slots = vec![slot(0, now - KEEP_MS), slot(1, now - KEEP_MS + 1.0)];
+        for n in 2..=101 {
+            slots.push(slot(n, now - 10.0 + f64::from(n) / 1000.0));
+        }
+        let (keep, gone) = split_expired(slots, now);
+        assert_eq!(keep.len(), MAX_TRASH);
+        // 0 expired (exactly 30 days), then 1 was the oldest past the count.
+        assert_eq!(gone, vec![slot(0, 0.0).uuid, slot(1, 0.0).uuid]);
+        assert_eq!(keep[0].uuid, slot(2, 0.0).uuid);
+    }
+
+    #[test]
+    fn a_damaged_trash_index_reads_as_what_it_still_names() {
+        let v = json!({ "items": [ {"uuid": slot(1, 0.0).uuid, "deletedAt": 5.0}, {"uuid": "nope", "deletedAt": 1.0}, 7, {"uuid": slot(1, 0.0).uuid, "deletedAt": 6.0} ] });
+        let s = decode_index(Some(&v));
+        assert_eq!(s.len(), 1);
+        assert!(decode_index(Some(&json!("x"))).is_empty());
+    }
+}

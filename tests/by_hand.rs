@@ -1,0 +1,207 @@
+//! The user's own hands (the pages' internal operations): editing, undo, restore and the trash,
+//! through the same store, locking and history as the agent's writes.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use lumo_userscripts::control;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::Area;
+use lumo_userscripts::guard::audit;
+use lumo_userscripts::provider::Provider;
+use serde_json::{json, Value};
+
+fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
+    block_on(control::handle(p, &v)).value
+}
+
+#[test]
+fn the_user_creates_and_edits_unlimited_and_read_only_mode_does_not_stop_them() {
+    let p = provider();
+    set_switch(&p, "writes", false);
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Mine", "1")}),
+    );
+    assert_eq!(c["ok"], json!(true), "{c}");
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    assert_eq!(c["result"]["script"]["createdBy"], json!("user"));
+    // 40 saves at once: no rate limit for the user's own hands.
+    for rev in 1..=40u64 {
+        let r = op(
+            &p,
+            json!({"op": "scripts.save", "uuid": uuid, "revision": rev, "source": script("Mine", &format!("{}", rev + 1))}),
+        );
+        assert_eq!(r["ok"], json!(true), "save {rev}: {r}");
+    }
+    // A stale editor is refused, with the revision to reload.
+    let stale = op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 3, "source": script("Mine", "x")}),
+    );
+    assert_eq!(stale["code"], json!("CONFLICT"));
+    assert_eq!(stale["details"]["currentRevision"], json!(41));
+    // Bad metadata is refused with its line.
+    let bad = op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 41, "source": "// ==UserScript==\n// @match nope\n// ==/UserScript==\n"}),
+    );
+    assert_eq!(bad["code"], json!("INVALID_METADATA"));
+    assert!(bad["details"]["diagnostics"][0]["line"].as_u64().is_some());
+    let l = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    assert_eq!(l["revisions"][0]["by"], json!("user"));
+    assert_eq!(l["revisions"][0]["via"], json!("options page"));
+    // Audited like the agent's writes.
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    assert!(
+        log.iter()
+            .filter(|e| e.caller == "user" && e.result == "ok")
+            .count()
+            >= 41
+    );
+}
+
+#[test]
+fn undo_of_an_agent_write_and_undo_after_a_later_change() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("U", "v1")}));
+    let uuid = c["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("U", "v2")}),
+    );
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let w2 = log[0].clone();
+    assert_eq!(w2.tool, "write_script");
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at, "via": "popup"}),
+    );
+    assert_eq!(u["ok"], json!(true), "{u}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["source"],
+        json!(script("U", "v1"))
+    );
+    assert_eq!(
+        g["structuredContent"]["script"]["updatedVia"],
+        json!("popup")
+    );
+
+    // The agent writes again; undoing the earlier write now would overwrite that: refused, with the diff.
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 3, "source": script("U", "v4")}),
+    );
+    let again = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at}),
+    );
+    assert_eq!(again["code"], json!("CONFLICT"), "{again}");
+    assert!(again["diff"].as_str().unwrap().contains("v4"), "{again}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["source"],
+        json!(script("U", "v4")),
+        "nothing overwritten"
+    );
+}
+
+#[test]
+fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("Z", "1")}));
+    let uuid = c["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.env.advance(1000.0);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let del = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": del.caller, "at": del.at}),
+    );
+    assert_eq!(u["ok"], json!(true), "{u}");
+    assert!(p.env.registrations.borrow().contains_key(&uuid));
+
+    let c = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("New", "1")}),
+    );
+    let fresh = c["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let made = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": fresh, "caller": made.caller, "at": made.at}),
+    );
+    assert_eq!(u["ok"], json!(true), "{u}");
+    let t = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(t["scripts"][0]["uuid"], json!(fresh));
+}
+
+#[test]
+fn only_the_user_purges_the_trash_and_purging_removes_history_too() {
+    let p = provider();
+    let s = ready(&p);
+    let mut uuids = Vec::new();
+    for n in ["P1", "P2"] {
+        let c = call(&p, &s, "write_script", json!({"source": script(n, "1")}));
+        let u = c["structuredContent"]["script"]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        call(
+            &p,
+            &s,
+            "write_script",
+            json!({"uuid": u, "revision": 1, "source": script(n, "2")}),
+        );
+        call(&p, &s, "delete_script", json!({"uuid": u}));
+        uuids.push(u);
+    }
+    let r = op(&p, json!({"op": "trash.purge", "uuids": [uuids[0]]}));
+    assert_eq!(r["purged"], json!(1), "{r}");
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.iter().any(|k| k.contains(&uuids[0])), "{keys:?}");
+    assert!(keys.contains(&format!("trash/{}", uuids[1])));
+    let r = op(&p, json!({"op": "trash.purge"}));
+    assert_eq!(r["purged"], json!(1));
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.iter().any(|k| k.contains(&uuids[1])), "{keys:?}");
+    let budget = &p.env.dump(Area::Local)["history/budget"];
+    assert_eq!(budget, &json!({}));
+    // Bad input changes nothing.
+    assert_eq!(
+        op(&p, json!({"op": "trash.purge", "uuids": ["nope"]}))["ok"],
+        json!(false)
+    );
+}
+
+#[test]
+fn the_editor_lint_names_lines() {
+    let p = provider();
+    let r = op(
+        &p,
+        json!({"op": "scripts.lint", "source": "// ==UserScript==\n// @name A\n// @match bad pattern\n// ==/UserScript==\n"}),
+    );
+    assert_eq!(r["valid"], json!(false));
+    assert_eq!(r["diagnostics"][0]["line"], json!(3));
+}

@@ -1,0 +1,180 @@
+// Revision history, restore and trash through the MCP tools (official SDK client in the test
+// host), checked where it counts: the page runs the version the tools say is current.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
+
+const T = { timeout: 90_000 };
+const PAGE = "/userscripts/page.html";
+const RUN_TIMEOUT_MS = 5000;
+const SETTLE_MS = 500;
+
+/** A userscript that appends <lumo-mark data-tag data-v> to <html>: the page shows which version ran. */
+function userscript({ tag, version, name = `History ${tag}` }) {
+  return [
+    "// ==UserScript==",
+    `// @name         ${name}`,
+    "// @namespace    lumo-e2e-history",
+    "// @match        http://127.0.0.1/*",
+    "// ==/UserScript==",
+    "(() => {",
+    '  const mark = document.createElement("lumo-mark");',
+    `  mark.dataset.tag = ${JSON.stringify(tag)};`,
+    `  mark.dataset.v = ${JSON.stringify(version)};`,
+    "  document.documentElement.append(mark);",
+    "})();",
+    "",
+  ].join("\n");
+}
+
+const marksOf = (page) => page.evaluate(() => [...document.querySelectorAll("lumo-mark")].map((m) => `${m.dataset.tag}:${m.dataset.v}`).sort());
+
+/** Loads the page until exactly `expected` ran there (bounded); returns the marks seen last. */
+async function seen(page, url, expected, timeout = 3000) {
+  const want = JSON.stringify([...expected].sort());
+  let marks;
+  for (const deadline = Date.now() + timeout; ;) {
+    if (page.url() === url) await page.reload({ waitUntil: "load" });
+    else await page.goto(url, { waitUntil: "load" });
+    if (expected.length) {
+      await page.waitForFunction((n) => document.querySelectorAll("lumo-mark").length >= n, expected.length, { timeout: RUN_TIMEOUT_MS }).catch(() => {});
+    }
+    await sleep(SETTLE_MS);
+    marks = await marksOf(page);
+    if (JSON.stringify(marks) === want || Date.now() > deadline) return marks;
+  }
+}
+
+function tools(h, session) {
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session(), name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const ok = async (name, args) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, false, `${name} ${JSON.stringify(args)} failed: ${res.content?.[0]?.text}`);
+    return res.structuredContent;
+  };
+  const fails = async (name, args, code) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, true, `${name} should fail with ${code}, got ${JSON.stringify(res.structuredContent)}`);
+    assert.equal(res.structuredContent?.error_code, code, `${name}: ${res.content?.[0]?.text}`);
+    return res;
+  };
+  return { call, ok, fails };
+}
+
+async function setUp() {
+  const h = await launch();
+  const server = await startStaticServer();
+  const close = async () => { await h.close(); await server.close(); };
+  try {
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 2000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready === true || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    const session = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof session, "number", `setup: MCP session: ${JSON.stringify(session)}`);
+    const tab = await h.context.newPage();
+    return { h, session, tab, url: `${server.url}${PAGE}`, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+describe("history: revisions, restore and trash, seen on a real page", () => {
+  let env, t, uuid;
+  before(async () => {
+    env = await setUp();
+    t = tools(env.h, () => env.session);
+  });
+  after(async () => { await env?.close(); });
+  const onPage = (expected) => seen(env.tab, env.url, expected);
+
+  test("v1, v2, v3 by the agent -> list_revisions names them and their author -> restore v1 -> the page runs v1", T, async () => {
+    const w = await t.ok("write_script", { source: userscript({ tag: "h", version: "v1" }) });
+    uuid = w.script.uuid;
+    await t.ok("write_script", { uuid, revision: 1, source: userscript({ tag: "h", version: "v2" }) });
+    await t.ok("patch_script", { uuid, revision: 2, edits: [{ search: '"v2"', replace: '"v3"' }] });
+    assert.deepEqual(await onPage(["h:v3"]), ["h:v3"]);
+
+    const l = await t.ok("list_revisions", { uuid });
+    assert.deepEqual(l.revisions.map((r) => [r.revision, r.by, r.via, r.current]), [
+      [3, HOST_ID, "patch_script", true],
+      [2, HOST_ID, "write_script", false],
+      [1, HOST_ID, "write_script", false],
+    ]);
+    const v1 = await t.ok("get_script", { uuid, revision: 1 });
+    assert.equal(v1.script.source, userscript({ tag: "h", version: "v1" }));
+
+    await t.fails("restore_script", { uuid, revision: 1, current_revision: 2 }, "CONFLICT");
+    await t.fails("restore_script", { uuid, revision: 99, current_revision: 3 }, "NOT_FOUND");
+    const r = await t.ok("restore_script", { uuid, revision: 1, current_revision: 3 });
+    assert.equal(r.script.revision, 4);
+    assert.equal(r.registered, true);
+    assert.deepEqual(await onPage(["h:v1"]), ["h:v1"], "the restored v1 runs, once");
+    const after = await t.ok("list_revisions", { uuid });
+    assert.deepEqual(after.revisions.map((x) => [x.revision, x.via]), [[4, "restore_script"], [3, "patch_script"], [2, "write_script"], [1, "write_script"]]);
+  });
+
+  test("delete -> trash (listed, not running) -> restore_script -> runs again", T, async () => {
+    await t.ok("delete_script", { uuid, revision: 4 });
+    assert.deepEqual(await onPage([]), [], "a deleted script does not run");
+    assert.equal((await t.ok("list_scripts", {})).total, 0);
+    const trash = await t.ok("list_scripts", { deleted: true });
+    assert.deepEqual(trash.scripts.map((s) => [s.uuid, s.deleted, s.deletedBy]), [[uuid, true, HOST_ID]]);
+    const got = await t.ok("get_script", { uuid });
+    assert.equal(got.script.deleted, true);
+    const r = await t.ok("restore_script", { uuid, revision: 4, current_revision: 4 });
+    assert.equal(r.created, true);
+    assert.equal(r.registered, true);
+    assert.deepEqual(await onPage(["h:v1"]), ["h:v1"], "back from the trash, it runs");
+    assert.equal((await t.ok("list_scripts", { deleted: true })).total, 0);
+  });
+
+  test("read-only mode refuses restore_script (WRITE_DISABLED) and hides it; list_revisions still answers", T, async () => {
+    await env.h.internal("policy.setSwitch", { name: "writes", value: false });
+    try {
+      await t.fails("restore_script", { uuid, revision: 2, current_revision: 5 }, "WRITE_DISABLED");
+      await t.ok("list_revisions", { uuid });
+      assert.deepEqual(await onPage(["h:v1"]), ["h:v1"], "nothing changed");
+    } finally {
+      await env.h.internal("policy.setSwitch", { name: "writes", value: true });
+    }
+  });
+
+  test("the worker stopped mid-restore, 20 times: the script is whole and no version is lost", T, async () => {
+    const sources = new Set();
+    const stored = async () => (await t.ok("get_script", { uuid })).script;
+    let s = await stored();
+    const hist = async () => (await t.ok("list_revisions", { uuid })).revisions;
+    for (const r of await hist()) sources.add((await t.ok("get_script", { uuid, revision: r.revision })).script.sha256);
+    for (let i = 0; i < 20; i++) {
+      const revs = await hist();
+      const target = revs.find((r) => !r.current && r.sha256 !== s.sha256) ?? revs[revs.length - 1];
+      await env.h.hostPage().then((p) => p.evaluate(([sess, args]) => {
+        window.__inflight = [window.lumo.callTool(sess, "restore_script", args)];
+      }, [env.session, { uuid, revision: target.revision, current_revision: s.revision }]));
+      await sleep((i * 7) % 40);
+      await env.h.stopProviderWorker();
+      await env.h.hostPage().then((p) => p.evaluate(() => Promise.allSettled(window.__inflight)));
+      const now = await stored(); // restarts the worker
+      assert.ok(now.revision === s.revision || now.revision === s.revision + 1, `round ${i}: revision ${s.revision} -> ${now.revision}`);
+      const kept = new Set([(await stored()).sha256]);
+      for (const r of await hist()) kept.add(r.sha256);
+      // Every version seen so far is still current or in the history (20 revisions fit).
+      for (const sha of sources) assert.ok(kept.has(sha), `round ${i}: version ${sha} lost`);
+      sources.add(now.sha256);
+      s = now;
+      if (i % 10 === 9) await sleep(1000);
+    }
+    const mark = [`h:${/dataset\.v = "(v\d)"/.exec(s.source)[1]}`];
+    assert.deepEqual(await onPage(mark), mark, "the page runs the stored version");
+  });
+});

@@ -1,0 +1,482 @@
+//! Revision history, restore and trash through the tools, in the core with an in-memory
+//! environment: what is kept, who is named, locking, dropped revisions, the trash round trip,
+//! read-only mode and damaged history records.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::{Area, Storage};
+use lumo_userscripts::guard::audit;
+use lumo_userscripts::provider::Provider;
+use serde_json::{json, Map, Value};
+
+fn uuid_of(r: &Value) -> String {
+    r["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The code registered to run for `uuid`, as Chrome would get it.
+fn registered_code(p: &Provider<MemoryEnv>, uuid: &str) -> Option<String> {
+    p.env
+        .registrations
+        .borrow()
+        .get(uuid)
+        .map(|r| serde_json::to_string(&r.js).unwrap())
+}
+
+/// Writes v1, v2, v3 of one script; returns its uuid.
+fn three_versions(p: &Provider<MemoryEnv>, s: &lumo_userscripts::session::Session) -> String {
+    let c = call(
+        p,
+        s,
+        "write_script",
+        json!({"source": script("H", "v1();")}),
+    );
+    let uuid = uuid_of(&c);
+    for (rev, body) in [(1, "v2();"), (2, "v3();")] {
+        p.env.advance(1000.0);
+        let r = call(
+            p,
+            s,
+            "write_script",
+            json!({"uuid": uuid, "revision": rev, "source": script("H", body)}),
+        );
+        assert_eq!(r["isError"], json!(false), "{r}");
+    }
+    uuid
+}
+
+#[test]
+fn every_write_keeps_the_previous_version_and_restore_brings_one_back() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    let revs = l["structuredContent"]["revisions"].as_array().unwrap();
+    assert_eq!(
+        revs.iter()
+            .map(|r| r["revision"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![3, 2, 1]
+    );
+    assert!(revs.iter().all(|r| r["by"] == json!(HOST)));
+    assert_eq!(revs[2]["via"], json!("write_script"));
+    assert_eq!(revs[0]["current"], json!(true));
+
+    let old = call(&p, &s, "get_script", json!({"uuid": uuid, "revision": 1}));
+    assert_eq!(
+        old["structuredContent"]["script"]["source"],
+        json!(script("H", "v1();"))
+    );
+    assert_eq!(
+        old["structuredContent"]["script"]["currentRevision"],
+        json!(3)
+    );
+
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 3}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert_eq!(r["structuredContent"]["script"]["revision"], json!(4));
+    assert_eq!(
+        r["structuredContent"]["script"]["updatedVia"],
+        json!("restore_script")
+    );
+    let now = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        now["structuredContent"]["script"]["source"],
+        json!(script("H", "v1();"))
+    );
+    // Chrome gets v1 to run, and v3 is now in the history: the restore can be undone.
+    assert!(registered_code(&p, &uuid).unwrap().contains("v1();"));
+    let v3 = call(&p, &s, "get_script", json!({"uuid": uuid, "revision": 3}));
+    assert_eq!(
+        v3["structuredContent"]["script"]["source"],
+        json!(script("H", "v3();"))
+    );
+    // Audited like every write, with its target.
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    assert!(log.iter().any(|e| e.tool == "restore_script"
+        && e.result == "ok"
+        && e.target.as_deref() == Some(&uuid)));
+}
+
+#[test]
+fn a_restore_racing_another_write_is_a_conflict_and_changes_nothing() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    // The agent read revision 2; someone wrote revision 3 meanwhile.
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 2}),
+    );
+    assert_eq!(error_code(&r), Some("CONFLICT"));
+    assert_eq!(
+        r["structuredContent"]["details"]["currentRevision"],
+        json!(3)
+    );
+    let now = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(now["structuredContent"]["script"]["revision"], json!(3));
+    assert_eq!(
+        now["structuredContent"]["script"]["source"],
+        json!(script("H", "v3();"))
+    );
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    assert_eq!(
+        l["structuredContent"]["revisions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn a_dropped_revision_is_not_found() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("D", "0")}));
+    let uuid = uuid_of(&c);
+    for rev in 1..=25u64 {
+        let r = call(
+            &p,
+            &s,
+            "patch_script",
+            json!({"uuid": uuid, "revision": rev, "edits": [{"search": format!("\n{}\n", rev - 1), "replace": format!("\n{rev}\n")}]}),
+        );
+        assert_eq!(r["isError"], json!(false), "{r}");
+        if rev % 20 == 0 {
+            p.env.advance(61_000.0); // the rate limit
+        }
+    }
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    let revs = l["structuredContent"]["revisions"].as_array().unwrap();
+    assert_eq!(revs.len(), 21, "the current one and the 20 before it");
+    assert_eq!(revs[20]["revision"], json!(6));
+    for (tool, args) in [
+        ("get_script", json!({"uuid": uuid, "revision": 5})),
+        (
+            "restore_script",
+            json!({"uuid": uuid, "revision": 5, "current_revision": 26}),
+        ),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(error_code(&r), Some("NOT_FOUND"), "{tool}: {r}");
+    }
+    let ok = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 6, "current_revision": 26}),
+    );
+    assert_eq!(ok["isError"], json!(false), "{ok}");
+}
+
+#[test]
+fn delete_moves_to_the_trash_and_restore_brings_it_back_registered() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    let d = call(
+        &p,
+        &s,
+        "delete_script",
+        json!({"uuid": uuid, "revision": 3}),
+    );
+    assert_eq!(d["isError"], json!(false), "{d}");
+    assert!(
+        registered_code(&p, &uuid).is_none(),
+        "a deleted script stops running"
+    );
+    let live = call(&p, &s, "list_scripts", json!({}));
+    assert_eq!(live["structuredContent"]["total"], json!(0));
+    let trash = call(&p, &s, "list_scripts", json!({"deleted": true}));
+    let items = trash["structuredContent"]["scripts"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["uuid"], json!(uuid));
+    assert_eq!(items[0]["deletedBy"], json!(HOST));
+    let got = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(got["structuredContent"]["script"]["deleted"], json!(true));
+    // Its history survives the trip.
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    assert_eq!(l["structuredContent"]["deleted"], json!(true));
+    assert_eq!(
+        l["structuredContent"]["revisions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 3, "current_revision": 3}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert_eq!(r["structuredContent"]["created"], json!(true));
+    assert!(registered_code(&p, &uuid).unwrap().contains("v3();"));
+    let live = call(&p, &s, "list_scripts", json!({}));
+    assert_eq!(live["structuredContent"]["total"], json!(1));
+    let trash = call(&p, &s, "list_scripts", json!({"deleted": true}));
+    assert_eq!(trash["structuredContent"]["total"], json!(0));
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.contains(&format!("trash/{uuid}")), "{keys:?}");
+}
+
+#[test]
+fn a_script_from_the_trash_can_come_back_as_an_earlier_revision() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 2, "current_revision": 3}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert!(registered_code(&p, &uuid).unwrap().contains("v2();"));
+}
+
+#[test]
+fn restoring_a_name_now_taken_is_a_conflict() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let other = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("H", "other();")}),
+    );
+    assert_eq!(other["isError"], json!(false));
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 3, "current_revision": 3}),
+    );
+    assert_eq!(error_code(&r), Some("CONFLICT"), "{r}");
+    let trash = call(&p, &s, "list_scripts", json!({"deleted": true}));
+    assert_eq!(
+        trash["structuredContent"]["total"],
+        json!(1),
+        "still in the trash"
+    );
+}
+
+#[test]
+fn read_only_mode_refuses_restore_and_hides_it() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    set_switch(&p, "writes", false);
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 3}),
+    );
+    assert_eq!(error_code(&r), Some("WRITE_DISABLED"));
+    let list = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    ));
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"list_revisions"));
+    assert!(!names.contains(&"restore_script"));
+}
+
+#[test]
+fn restore_is_declared_a_write_that_is_not_destructive() {
+    let p = provider();
+    let s = ready(&p);
+    let list = reply(send(
+        &p,
+        &s,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    ));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let find = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == json!(n))
+            .unwrap()
+            .clone()
+    };
+    let restore = find("restore_script");
+    assert_eq!(restore["annotations"]["readOnlyHint"], json!(false));
+    assert_eq!(restore["annotations"]["destructiveHint"], json!(false));
+    assert_eq!(
+        restore["inputSchema"]["required"],
+        json!(["uuid", "revision", "current_revision"])
+    );
+    assert_eq!(
+        find("list_revisions")["annotations"]["readOnlyHint"],
+        json!(true)
+    );
+    // No tool empties the trash.
+    assert!(tools
+        .iter()
+        .all(|t| !t["name"].as_str().unwrap().contains("purge")));
+}
+
+#[test]
+fn a_damaged_history_record_is_reported_and_skipped_and_the_script_is_intact() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    let key = format!("history/{uuid}");
+    let mut h = p.env.dump(Area::Local)[&key].clone();
+    h["revisions"][0]["source"] = json!("tampered");
+    h["revisions"].as_array_mut().unwrap().push(json!(42));
+    let mut items = Map::new();
+    items.insert(key.clone(), h);
+    block_on(p.env.set(Area::Local, items)).unwrap();
+
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    assert_eq!(l["isError"], json!(false), "{l}");
+    let revs = l["structuredContent"]["revisions"].as_array().unwrap();
+    assert_eq!(
+        revs.iter()
+            .map(|r| r["revision"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![3, 2]
+    );
+    assert_eq!(
+        l["structuredContent"]["problems"].as_array().unwrap().len(),
+        2
+    );
+    let now = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        now["structuredContent"]["script"]["source"],
+        json!(script("H", "v3();"))
+    );
+    let r1 = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 3}),
+    );
+    assert_eq!(error_code(&r1), Some("NOT_FOUND"));
+    // A whole record of garbage: the script still reads and writes; the history starts anew.
+    let mut items = Map::new();
+    items.insert(key.clone(), json!("garbage"));
+    block_on(p.env.set(Area::Local, items)).unwrap();
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    assert_eq!(
+        l["structuredContent"]["problems"].as_array().unwrap().len(),
+        1
+    );
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 3, "source": script("H", "v4();")}),
+    );
+    assert_eq!(w["isError"], json!(false), "{w}");
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 3, "current_revision": 4}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+}
+
+#[test]
+fn a_failed_write_keeps_history_and_script_as_they_were() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    let before = p.env.dump(Area::Local);
+    *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 3}),
+    );
+    assert_eq!(error_code(&r), Some("STORAGE_ERROR"));
+    *p.env.fail_writes.borrow_mut() = None;
+    let after = p.env.dump(Area::Local);
+    for k in [
+        format!("script/{uuid}"),
+        format!("source/{uuid}"),
+        format!("history/{uuid}"),
+    ] {
+        assert_eq!(before[&k], after[&k], "{k}");
+    }
+}
+
+/// Yields once to the executor, so a `join`ed side can make progress.
+struct YieldNow(bool);
+impl std::future::Future for YieldNow {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+#[test]
+fn a_restore_under_review_shows_the_diff_and_a_denial_changes_nothing() {
+    use lumo_userscripts::guard::review::Decision;
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    set_switch(&p, "review", true);
+    let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "restore_script", "arguments": {"uuid": uuid, "revision": 1, "current_revision": 3}}});
+    let seen = std::cell::RefCell::new(None);
+    let user = async {
+        loop {
+            if let Some(r) = p.pending_reviews().first() {
+                *seen.borrow_mut() = Some(r.clone());
+                p.decide(&r.id, Decision::Deny);
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let (out, ()) = block_on(futures::future::join(
+        async { p.handle_mcp(&s, &msg).await },
+        user,
+    ));
+    let r = reply(out)["result"].clone();
+    assert_eq!(error_code(&r), Some("USER_REJECTED"));
+    let review = seen.borrow().clone().unwrap();
+    assert!(review.summary.starts_with("Restore"), "{}", review.summary);
+    let diff = review.diff.unwrap();
+    assert!(diff.contains("v1();") && diff.contains("v3();"), "{diff}");
+    assert_eq!(review.base_revision, Some(3));
+    let now = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(now["structuredContent"]["script"]["revision"], json!(3));
+}
