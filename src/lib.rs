@@ -34,6 +34,8 @@
 
 pub mod badge;
 pub mod bridge;
+pub mod bridge_ops;
+pub mod caller;
 pub mod control;
 pub mod env;
 pub mod guard;

@@ -17,11 +17,11 @@ pub mod result;
 mod scripts;
 mod status;
 
+use crate::caller::Caller;
 use crate::env::Env;
 use crate::guard::audit::Entry;
 use crate::guard::digest::digest_hex;
 use crate::guard::review::{Decision, REVIEW_TIMEOUT_MS};
-use crate::ids::ExtensionId;
 use crate::policy::{Access, Policy};
 use crate::provider::Provider;
 use catalog::ToolDef;
@@ -43,7 +43,7 @@ pub enum CallOutcome {
 
 /// Who is calling, on which port, with which JSON-RPC id.
 pub struct CallCtx<'a> {
-    pub caller: &'a ExtensionId,
+    pub caller: &'a Caller,
     pub session: u64,
     pub rpc_id: &'a Value,
 }
@@ -62,7 +62,7 @@ pub async fn call<E: Env>(
 ) -> CallOutcome {
     let caller = ctx.caller;
     let policy = p.policy().await;
-    let access = policy.access(Some(caller));
+    let access = caller.access(&policy);
     if access != Access::Granted {
         return CallOutcome::AccessLost(
             ToolError::new(ErrorCode::Unauthorized, access.reason()).to_result(),
@@ -73,7 +73,7 @@ pub async fn call<E: Env>(
     };
     if !def.is_write() {
         let result = match scripts::parse_read(def, &args) {
-            Ok(read) => scripts::run_read(p, caller, &policy, read).await,
+            Ok(read) => scripts::run_read(p, &caller.key(), &policy, read).await,
             Err(e) => Err(e),
         };
         return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
@@ -82,7 +82,7 @@ pub async fn call<E: Env>(
     let entry = Entry {
         at: p.env.now_ms(),
         tool: def.name.to_owned(),
-        caller: caller.as_str().to_owned(),
+        caller: caller.key(),
         result: String::new(),
         target: None,
         digest: digest.clone(),
@@ -136,6 +136,12 @@ async fn write<E: Env>(
             target: named_target(&args),
         })
     };
+    if ctx.caller.readonly() {
+        return refused(ToolError::new(
+            ErrorCode::WriteDisabled,
+            "writes are turned off: the local bridge runs in read-only mode (--readonly)",
+        ));
+    }
     if !policy.writes_enabled {
         return refused(ToolError::new(
             ErrorCode::WriteDisabled,
@@ -146,7 +152,7 @@ async fn write<E: Env>(
         Ok(w) => w,
         Err(e) => return refused(e),
     };
-    if let Err(e) = p.admit_write(ctx.caller).await {
+    if let Err(e) = p.admit_write(&ctx.caller.key()).await {
         return refused(e);
     }
     if policy.review_writes && !p.is_waived(ctx.session) {
@@ -164,7 +170,7 @@ async fn write<E: Env>(
                 // The wait may have been long: the user may have withdrawn access or turned
                 // writes off meanwhile, and that wins over an approval given in the popup.
                 let now = p.policy().await;
-                let access = now.access(Some(ctx.caller));
+                let access = ctx.caller.access(&now);
                 if access != Access::Granted {
                     return refused(ToolError::new(ErrorCode::Unauthorized, access.reason()));
                 }
@@ -199,5 +205,5 @@ async fn write<E: Env>(
             }
         }
     }
-    Ok(scripts::run_write(p, ctx.caller.as_str(), parsed, Some(entry.clone())).await)
+    Ok(scripts::run_write(p, &ctx.caller.key(), parsed, Some(entry.clone())).await)
 }

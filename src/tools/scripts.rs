@@ -9,7 +9,6 @@ use super::{status, CallCtx, Executed};
 use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
 use crate::guard::review::{line_diff, ReviewRequest, REVIEW_TIMEOUT_MS};
-use crate::ids::ExtensionId;
 use crate::policy::Policy;
 use crate::provider::Provider;
 use crate::scripts::metadata::Diagnostic;
@@ -419,7 +418,7 @@ fn diagnostics_text(d: &[Diagnostic]) -> String {
 
 pub(super) async fn run_read<E: Env>(
     p: &Provider<E>,
-    caller: &ExtensionId,
+    caller: &str,
     policy: &Policy,
     args: ReadArgs,
 ) -> Result<Value, ToolError> {
@@ -835,15 +834,18 @@ pub(super) async fn review_request<E: Env>(
         (_, None) => return Err(invalid(def.name, "no target")),
     };
     let now = p.env.now_ms();
-    let caller_name = policy
-        .allowlist
-        .iter()
-        .find(|c| &c.id == ctx.caller)
-        .map(|c| c.name.clone())
-        .unwrap_or_default();
+    let caller_name = match ctx.caller {
+        crate::caller::Caller::Extension(id) => policy
+            .allowlist
+            .iter()
+            .find(|c| &c.id == id)
+            .map(|c| c.name.clone())
+            .unwrap_or_default(),
+        bridge @ crate::caller::Caller::Bridge { .. } => bridge.display(),
+    };
     Ok(ReviewRequest {
         id: p.env.new_uuid(),
-        caller: ctx.caller.as_str().to_owned(),
+        caller: ctx.caller.key(),
         caller_name,
         session: ctx.session,
         tool: def.name.to_owned(),
