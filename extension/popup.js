@@ -40,7 +40,14 @@ function renderReviews(reviews) {
       el('button', { class: 'danger', onclick: () => act(() => ask('reviews.decide', { review: r.id, approve: false }), 'Denied.') }, 'Deny')))));
 }
 
+// The local bridge is a caller without an extension id: its label names it, and its Disconnect
+// closes the WebSocket with 4002 and forgets the user's authorization of its token.
+const disconnect = (caller, kind) => (kind === 'bridge'
+  ? act(() => ask('bridge.disconnect'), `Disconnected ${who(caller)}.`)
+  : act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`));
+
 function renderSessions(sessions) {
+  for (const s of sessions) if (s.label) names.set(s.caller, s.label);
   const byCaller = new Map();
   for (const s of sessions) byCaller.set(s.caller, [...(byCaller.get(s.caller) ?? []), s]);
   if (!byCaller.size) {
@@ -51,7 +58,14 @@ function renderSessions(sessions) {
     el('span', { class: 'grow' }, el('span', { class: 'dot', 'aria-hidden': 'true' }), who(caller),
       el('small', {}, ` · ${list.length}\u00a0connection${list.length > 1 ? 's' : ''} · since `, when(Math.min(...list.map((s) => s.openedAt))))),
     el('button', { class: 'danger', 'aria-label': `Disconnect ${names.get(caller) || caller}`,
-      onclick: () => act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`) }, 'Disconnect'))));
+      onclick: () => disconnect(caller, list[0].kind) }, 'Disconnect'))));
+}
+
+// A bridge link that ended or was refused says why (a refusing hello_ack's reason included).
+function renderBridge({ bridge }) {
+  $('bridge-status').replaceChildren(bridge.state !== 'connected' && bridge.error
+    ? el('p', { class: 'notice', role: 'status' }, `Local bridge (port ${bridge.port}): ${bridge.state === 'retrying' ? 'reconnecting. ' : ''}`, bridge.error)
+    : '');
 }
 
 function renderAudit() {
@@ -89,6 +103,7 @@ async function render(force = false) {
     : '');
   renderReviews(state.reviews);
   renderSessions(state.sessions);
+  renderBridge(await ask('bridge.status'));
   renderAudit();
 }
 

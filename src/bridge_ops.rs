@@ -48,9 +48,14 @@ async fn status<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
         .iter()
         .map(|t| json!({ "name": t.name, "title": t.title, "write": t.is_write() }))
         .collect();
+    // What the page should say about the address it was given, decided here, not in the page.
+    let host = msg.get("host").and_then(Value::as_str).unwrap_or("127.0.0.1");
+    let port = msg.get("port").and_then(Value::as_u64).unwrap_or(0);
+    let loopback = dialer::dial_url(host, port, false);
     json!({
         "ok": true,
         "bridge": p.bridge_view(),
+        "address": { "ok": loopback.is_ok(), "loopback": dialer::is_loopback(host), "error": loopback.err() },
         "authorized": authorized,
         "remembered": authorized && auth.is_some_and(|a| a.remember),
         "tools": tools,
