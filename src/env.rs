@@ -91,6 +91,11 @@ pub mod memory {
         pub uuid_counter: Cell<u64>,
         /// `sleep` returns at once when true (a timeout fires immediately), never when false.
         pub timers_fire: Cell<bool>,
+        /// When set, `register` fails with this message while the API stays available (Chrome
+        /// refusing a registration).
+        pub refuse_register: RefCell<Option<String>>,
+        /// When true, `register` turns the API off and fails (the toggle flipped mid-way).
+        pub lose_api_on_register: Cell<bool>,
     }
 
     impl MemoryEnv {
@@ -207,6 +212,13 @@ pub mod memory {
 
         async fn register(&self, regs: &[Registration]) -> Result<(), EnvError> {
             self.api()?;
+            if self.lose_api_on_register.get() {
+                self.user_scripts.set(false);
+                return Err(EnvError("Extension context invalidated".into()));
+            }
+            if let Some(m) = self.refuse_register.borrow().clone() {
+                return Err(EnvError(m));
+            }
             let mut map = self.registrations.borrow_mut();
             if let Some(r) = regs.iter().find(|r| map.contains_key(&r.id)) {
                 return Err(EnvError(format!("Duplicate script ID '{}'", r.id)));

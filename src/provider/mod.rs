@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
-pub use registry::RegistryState;
+pub use registry::{RegistryState, SyncOutcome};
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
 pub mod keys {
@@ -37,6 +37,8 @@ pub mod keys {
     /// storage is cleared exactly when Chrome may drop registrations (extension update or
     /// reload), so a worker restart need not reconcile again.
     pub const REGISTRY_SYNCED: &str = "registrySynced";
+    /// `chrome.storage.local`: uuid → Chrome's message, for registrations Chrome refused.
+    pub const REGISTRY_ERRORS: &str = "registryErrors";
 }
 
 pub struct Provider<E> {

@@ -5,7 +5,12 @@
 //!  Unknown (worker start) ──session flag says synced──► Synced
 //!     └──────────── otherwise ──────────────────────► Stale ──reconcile ok──► Synced
 //!  Synced ──a registration failed / API seen coming back / extension installed──► Stale
+//!  Stale ──reconcile starts──► Reconciling ──done, nothing marked it stale meanwhile──► Synced
+//!                                   └──── API lost part-way, or marked stale meanwhile ──► Stale
 //! ```
+//! A registration Chrome *refuses* (not a toggle that is off) is recorded per script in
+//! `chrome.storage.local` (`registryErrors`), so the refusal survives restarts and is shown by
+//! `list_scripts`, `get_script` and `status` until a registration of that script succeeds.
 //! Reconciling reads every record and source, so it runs only when needed, not at every
 //! worker start: the flag lives in `chrome.storage.session`, which Chrome clears exactly when it
 //! may drop registrations (extension update or reload).
@@ -14,7 +19,7 @@ use super::{keys, Provider};
 use crate::env::{Area, Env};
 use crate::probe::Capability;
 use crate::scripts::registry::Registration;
-use crate::scripts::sync;
+use crate::scripts::sync::{self, SyncError};
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +27,20 @@ pub enum RegistryState {
     Unknown,
     Synced,
     Stale,
+    Reconciling,
+}
+
+/// How one script's registration went after a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// Registered: it runs on matching pages.
+    Registered,
+    /// Not registered because it must not run (disabled, or no rule).
+    NotRegistered,
+    /// `chrome.userScripts` is unavailable; the reconcile will register it later.
+    Unavailable,
+    /// Chrome refused it, with Chrome's message.
+    Refused(String),
 }
 
 impl<E: Env> Provider<E> {
@@ -52,15 +71,65 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    /// Brings one script's registration in line; `true` when it is registered to run now. A
-    /// failure marks the registry stale for the next reconcile.
-    pub async fn sync_registration(&self, uuid: &str, desired: Option<Registration>) -> bool {
+    /// Brings one script's registration in line. An unavailable API marks the registry stale
+    /// for the next reconcile; a refusal is recorded durably for that script.
+    pub async fn sync_registration(
+        &self,
+        uuid: &str,
+        desired: Option<Registration>,
+    ) -> SyncOutcome {
         match sync::sync_one(&self.env, uuid, desired).await {
-            Ok(registered) => registered,
-            Err(_) => {
-                self.mark_registry_stale().await;
-                false
+            Ok(registered) => {
+                self.set_registration_errors(&[], &[uuid.to_owned()]).await;
+                if registered {
+                    SyncOutcome::Registered
+                } else {
+                    SyncOutcome::NotRegistered
+                }
             }
+            Err(SyncError::Unavailable(_)) => {
+                self.mark_registry_stale().await;
+                SyncOutcome::Unavailable
+            }
+            Err(SyncError::Refused(m)) => {
+                self.set_registration_errors(&[(uuid.to_owned(), m.clone())], &[])
+                    .await;
+                SyncOutcome::Refused(m)
+            }
+        }
+    }
+
+    /// Chrome's refusals by script uuid, as recorded (empty when none or unreadable).
+    pub async fn registration_errors(&self) -> Map<String, Value> {
+        self.env
+            .get(Area::Local, &[keys::REGISTRY_ERRORS])
+            .await
+            .ok()
+            .and_then(|mut m| m.remove(keys::REGISTRY_ERRORS))
+            .and_then(|v| match v {
+                Value::Object(o) => Some(o),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Records refusals and clears the entries of scripts now fine (or deleted).
+    pub(crate) async fn set_registration_errors(&self, add: &[(String, String)], clear: &[String]) {
+        let mut errors = self.registration_errors().await;
+        let before = errors.clone();
+        for u in clear {
+            errors.remove(u);
+        }
+        for (u, m) in add {
+            errors.insert(u.clone(), Value::String(crate::text::ellipsize(m, 500)));
+        }
+        if errors == before {
+            return;
+        }
+        let mut m = Map::new();
+        m.insert(keys::REGISTRY_ERRORS.to_owned(), Value::Object(errors));
+        if let Err(e) = self.env.set(Area::Local, m).await {
+            self.note(format!("could not record a registration error: {e}"));
         }
     }
 
@@ -95,16 +164,35 @@ impl<E: Env> Provider<E> {
             Ok(s) => s,
             Err(e) => return self.note(format!("could not reconcile registrations: {e}")),
         };
+        self.registry.set(RegistryState::Reconciling);
         match sync::reconcile(&self.env, &snapshot).await {
             Ok(report) => {
-                // A failure during the reconcile (below the lock) would have set Stale again.
-                self.registry.set(RegistryState::Synced);
-                self.save_synced(true).await;
+                let mut clear = report.ok.clone();
+                // Scripts no longer stored or enabled cannot stay "refused".
+                let errors = self.registration_errors().await;
+                clear.extend(
+                    errors
+                        .keys()
+                        .filter(|u| !snapshot.records.iter().any(|r| r.enabled && &r.uuid == *u))
+                        .cloned(),
+                );
+                self.set_registration_errors(&report.refused, &clear).await;
                 for s in report.skipped {
                     self.note(format!("script not registered: {s}"));
                 }
+                // Anything that marked the registry stale meanwhile (a failed write, the API
+                // seen coming back) wins, and so does an API lost part-way.
+                if self.registry.get() == RegistryState::Reconciling && !report.interrupted {
+                    self.registry.set(RegistryState::Synced);
+                    self.save_synced(true).await;
+                } else {
+                    self.registry.set(RegistryState::Stale);
+                }
             }
-            Err(e) => self.note(format!("could not reconcile registrations: {e}")),
+            Err(e) => {
+                self.registry.set(RegistryState::Stale);
+                self.note(format!("could not reconcile registrations: {e}"));
+            }
         }
     }
 
@@ -129,5 +217,68 @@ impl<E: Env> Provider<E> {
     pub async fn mark_registry_stale(&self) {
         self.registry.set(RegistryState::Stale);
         self.save_synced(false).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use crate::env::Storage;
+    use crate::scripts::store;
+    use futures::executor::block_on;
+
+    fn with_script(enabled: bool) -> (Provider<MemoryEnv>, String) {
+        let p = Provider::new(MemoryEnv::new());
+        let src =
+            "// ==UserScript==\n// @name A\n// @match https://example.com/*\n// ==/UserScript==\n";
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", src, enabled, 1 << 20)).unwrap();
+        (p, c.record.uuid)
+    }
+
+    #[test]
+    fn a_reconcile_that_loses_the_api_part_way_stays_stale() {
+        let (p, _) = with_script(true);
+        p.env.lose_api_on_register.set(true);
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        let flag = block_on(p.env.get(Area::Session, &[keys::REGISTRY_SYNCED])).unwrap();
+        assert_ne!(flag.get(keys::REGISTRY_SYNCED), Some(&Value::Bool(true)));
+        // When the API is back, the next reconcile registers it and only then says Synced.
+        p.env.lose_api_on_register.set(false);
+        p.env.user_scripts.set(true);
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        assert_eq!(p.env.registrations.borrow().len(), 1);
+    }
+
+    #[test]
+    fn a_refusal_is_recorded_durably_and_cleared_by_success() {
+        let (p, uuid) = with_script(true);
+        p.env.refuse_register.replace(Some("Invalid host.".into()));
+        let (record, source) = block_on(store::load_with_source(&p.env, &uuid)).unwrap();
+        let desired = sync::desired_for(&record, &source);
+        let out = block_on(p.sync_registration(&uuid, desired.clone()));
+        assert_eq!(out, SyncOutcome::Refused("Invalid host.".into()));
+        // Not blamed on the toggle: the registry is not stale, the refusal is stored.
+        assert_ne!(p.registry_state(), RegistryState::Stale);
+        let stored = p.env.dump(Area::Local);
+        assert_eq!(stored[keys::REGISTRY_ERRORS][&uuid], "Invalid host.");
+        // A fresh provider (worker restart) still sees it.
+        assert_eq!(
+            block_on(p.registration_errors()).get(&uuid),
+            Some(&Value::String("Invalid host.".into()))
+        );
+        // A reconcile that Chrome also refuses keeps it; one that succeeds clears it.
+        block_on(p.mark_registry_stale());
+        block_on(p.ensure_registry());
+        assert!(block_on(p.registration_errors()).contains_key(&uuid));
+        p.env.refuse_register.replace(None);
+        assert_eq!(
+            block_on(p.sync_registration(&uuid, desired)),
+            SyncOutcome::Registered
+        );
+        assert!(block_on(p.registration_errors()).is_empty());
     }
 }

@@ -395,6 +395,78 @@ impl MatchPattern {
         self.kind == Kind::AllUrls
     }
 
+    /// The pattern as a JavaScript `RegExp` source, tested against `location.href` (the
+    /// serialized URL, fragment included) by the runtime guard. With `tld`, a host ending in
+    /// `.tld` has that suffix replaced by this RegExp piece (see [`super::rules::TLD_REGEX`]).
+    pub fn js_regex(&self, tld: Option<&str>) -> String {
+        let (scheme, host, port, path_escaped) = match &self.kind {
+            Kind::AllUrls => return "^(?:https?|file):".to_owned(),
+            Kind::Url {
+                scheme,
+                host,
+                port,
+                path_escaped,
+            } => (scheme, host, port, path_escaped),
+        };
+        let mut re = String::from("^");
+        match scheme {
+            SchemeSel::HttpOrHttps => re.push_str("https?"),
+            SchemeSel::Exact(sc) => re.push_str(&regex_escape(sc.name())),
+        }
+        let is_file = *scheme == SchemeSel::Exact(Scheme::File);
+        let standard = match scheme {
+            SchemeSel::HttpOrHttps => true,
+            SchemeSel::Exact(sc) => sc.is_standard(),
+        };
+        if !standard {
+            re.push(':');
+        } else if is_file {
+            re.push_str("://[^/?#]*");
+        } else {
+            // Optional user info, which Chrome's matching ignores.
+            re.push_str("://(?:[^/?#@]*@)?");
+            let (name, tld) = match (host.name.strip_suffix(".tld"), tld) {
+                (Some(base), Some(t)) => (base, Some(t)),
+                _ => (host.name.as_str(), None),
+            };
+            if host.subdomains && name.is_empty() {
+                // Any host, IPv6 literals (with their colons) included.
+                re.push_str("(?:\\[[^\\]/?#]*\\]|[^/?#:]*)");
+            } else {
+                if host.subdomains {
+                    re.push_str("(?:[^/?#:@]*\\.)?");
+                }
+                re.push_str(&regex_escape(name));
+                if let Some(t) = tld {
+                    re.push_str(t);
+                }
+                // Chrome ignores one trailing dot.
+                re.push_str("\\.?");
+            }
+            match port {
+                // location.href omits a default port.
+                Some(p) if default_port_of(*scheme) == Some(p.as_str()) => {}
+                Some(p) => {
+                    re.push(':');
+                    re.push_str(p);
+                }
+                None => re.push_str("(?::\\d+)?"),
+            }
+        }
+        // The path glob covers path + query; the fragment is never part of the match.
+        let path = path_escaped;
+        let (body, also_bare) = match path.strip_suffix("/*") {
+            Some(p) => (p, true),
+            None => (path.as_str(), false),
+        };
+        re.push_str(&glob_body_regex(body));
+        if also_bare {
+            re.push_str("(?:/[^#]*)?");
+        }
+        re.push_str("(?:#[\\s\\S]*)?$");
+        re
+    }
+
     /// Does this pattern match `url` (as Chrome would for a user script)? Malformed URLs and
     /// URLs on schemes user scripts cannot run on never match.
     pub fn matches(&self, url: &str) -> bool {
@@ -443,6 +515,46 @@ impl FromStr for MatchPattern {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse(s)
     }
+}
+
+fn default_port_of(scheme: SchemeSel) -> Option<&'static str> {
+    match scheme {
+        SchemeSel::Exact(Scheme::Http) => Some("80"),
+        SchemeSel::Exact(Scheme::Https) => Some("443"),
+        SchemeSel::Exact(Scheme::Ftp) => Some("21"),
+        _ => None,
+    }
+}
+
+/// Escapes every character a JavaScript RegExp gives a meaning to.
+pub(crate) fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\^$.|?*+()[]{}/".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An escaped path glob (only `*` is a wildcard, `\\` escapes) as a RegExp piece that never
+/// crosses into the fragment.
+fn glob_body_regex(escaped: &str) -> String {
+    let mut out = String::new();
+    let mut chars = escaped.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => out.push_str("[^#]*"),
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.push_str(&regex_escape(&n.to_string()));
+                }
+            }
+            c => out.push_str(&regex_escape(&c.to_string())),
+        }
+    }
+    out
 }
 
 fn host_matches(pattern: &HostPattern, test_host: &str) -> bool {
@@ -506,83 +618,28 @@ struct TestUrl {
 }
 
 impl TestUrl {
+    /// Parses with the WHATWG URL rules (the `url` crate), which is what the browser does to a
+    /// URL before Chrome matches it: host case, IDN → punycode, `..` segments, default ports.
     fn parse(url: &str, allow_inner: bool) -> Option<TestUrl> {
-        let (scheme, rest) = url.split_once(':')?;
-        let mut chars = scheme.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
-            return None;
-        }
-        let scheme = scheme.to_ascii_lowercase();
+        let u = url::Url::parse(url).ok()?;
+        let scheme = u.scheme().to_owned();
         // Chrome matches a filesystem: URL by the URL inside it (once; no nesting).
         if scheme == "filesystem" {
             return if allow_inner {
-                TestUrl::parse(rest, false)
+                TestUrl::parse(u.path(), false)
             } else {
                 None
             };
         }
-        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
-        let standard = matches!(
-            scheme.as_str(),
-            "http" | "https" | "file" | "ftp" | "ws" | "wss"
-        );
-        if !standard {
-            return Some(TestUrl {
-                scheme,
-                host: String::new(),
-                port: None,
-                path: rest.to_owned(),
-            });
+        let mut path = u.path().to_owned();
+        if let Some(q) = u.query() {
+            path.push('?');
+            path.push_str(q);
         }
-        let after_slashes = rest.strip_prefix("//")?;
-        let authority_end = after_slashes
-            .find(['/', '?', '\\'])
-            .unwrap_or(after_slashes.len());
-        let authority = after_slashes.get(..authority_end)?;
-        let tail = after_slashes.get(authority_end..)?;
-        let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-        let (host, port_str) = if host_port.starts_with('[') {
-            let close = host_port.find(']')?;
-            let after = host_port.get(close + 1..)?;
-            let port = if after.is_empty() {
-                None
-            } else {
-                Some(after.strip_prefix(':')?)
-            };
-            (host_port.get(..=close)?, port)
-        } else {
-            match host_port.split_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (host_port, None),
-            }
-        };
-        let port = match port_str {
-            None | Some("") => None,
-            Some(p) => {
-                if !p.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                Some(p.parse::<u16>().ok()?)
-            }
-        };
-        let host = if host.is_empty() {
-            if scheme != "file" {
-                return None;
-            }
-            String::new()
-        } else {
-            canonicalize_host(host)?
-        };
-        let path = if tail.starts_with('/') {
-            tail.to_owned()
-        } else {
-            format!("/{tail}")
-        };
         Some(TestUrl {
             scheme,
-            host,
-            port,
+            host: u.host_str().unwrap_or_default().to_owned(),
+            port: u.port(),
             path,
         })
     }
@@ -603,142 +660,16 @@ impl TestUrl {
     }
 }
 
-/// Longest non-ASCII label we convert to punycode. Real labels are at most 63 bytes; the cap
-/// keeps the (quadratic) encoder bounded on hostile input.
-const MAX_IDN_LABEL_CHARS: usize = 255;
-
-/// Canonicalizes a host roughly as Chrome's host canonicalizer does: lowercase, internationalized
-/// labels to punycode, IPv6 literals in brackets. Returns `None` for hosts no URL can have.
-///
-/// Not reproduced: IPv4 shorthand (`127.1`), IPv6 zero compression, percent-decoding and the
-/// full UTS-46 mapping table; such hosts are compared as written (lowercased).
-fn canonicalize_host(host: &str) -> Option<String> {
-    if let Some(inner) = host.strip_prefix('[') {
-        let inner = inner.strip_suffix(']')?;
-        let ok = inner.contains(':')
-            && inner
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
-        return ok.then(|| format!("[{}]", inner.to_ascii_lowercase()));
+/// Canonicalizes a pattern's host with the WHATWG host parser (the `url` crate), as Chrome
+/// canonicalizes it through GURL: lowercase, IDN → punycode, IPv4 forms (`0x7f.1`) to dotted
+/// decimal, IPv6 compressed. `None` for hosts no URL can have, such as `256.256.256.256`
+/// (Chrome refuses those patterns with "Invalid host").
+pub(crate) fn canonicalize_host(host: &str) -> Option<String> {
+    match url::Host::parse(host).ok()? {
+        url::Host::Domain(d) => Some(d),
+        url::Host::Ipv4(a) => Some(a.to_string()),
+        url::Host::Ipv6(a) => Some(format!("[{a}]")),
     }
-    let mut out = String::with_capacity(host.len());
-    // UTS-46 maps the ideographic and full-width full stops to '.'.
-    for (i, label) in host
-        .split(['.', '\u{3002}', '\u{ff0e}', '\u{ff61}'])
-        .enumerate()
-    {
-        if i > 0 {
-            out.push('.');
-        }
-        if label.is_ascii() {
-            for b in label.bytes() {
-                if is_forbidden_host_byte(b) {
-                    return None;
-                }
-                out.push(char::from(b.to_ascii_lowercase()));
-            }
-            continue;
-        }
-        let lower: Vec<char> = label.chars().flat_map(char::to_lowercase).collect();
-        if lower.len() > MAX_IDN_LABEL_CHARS {
-            return None;
-        }
-        let bad = lower.iter().any(|&c| {
-            c.is_control() || c.is_whitespace() || (c.is_ascii() && is_forbidden_host_byte(c as u8))
-        });
-        if bad {
-            return None;
-        }
-        out.push_str("xn--");
-        out.push_str(&punycode_encode(&lower)?);
-    }
-    Some(out)
-}
-
-fn is_forbidden_host_byte(b: u8) -> bool {
-    b <= b' ' || b == 0x7f || b"#%/:<>?@[\\]^|".contains(&b)
-}
-
-/// RFC 3492 punycode encoding of one label (without the `xn--` prefix). Checked arithmetic:
-/// overflow yields `None` instead of a panic.
-fn punycode_encode(input: &[char]) -> Option<String> {
-    const BASE: u32 = 36;
-    const TMIN: u32 = 1;
-    const TMAX: u32 = 26;
-    const SKEW: u32 = 38;
-    const DAMP: u32 = 700;
-
-    fn adapt(delta: u32, num_points: u32, first: bool) -> u32 {
-        let mut delta = if first { delta / DAMP } else { delta / 2 };
-        delta += delta / num_points.max(1);
-        let mut k = 0;
-        while delta > ((BASE - TMIN) * TMAX) / 2 {
-            delta /= BASE - TMIN;
-            k += BASE;
-        }
-        k + (((BASE - TMIN + 1) * delta) / (delta + SKEW))
-    }
-
-    fn digit(d: u32) -> Option<char> {
-        let byte = u8::try_from(d).ok()?;
-        match byte {
-            0..=25 => Some(char::from(b'a' + byte)),
-            26..=35 => Some(char::from(b'0' + byte - 26)),
-            _ => None,
-        }
-    }
-
-    let mut output: String = input.iter().filter(|c| c.is_ascii()).collect();
-    let basic = u32::try_from(output.len()).ok()?;
-    let total = u32::try_from(input.len()).ok()?;
-    if basic > 0 {
-        output.push('-');
-    }
-    let mut n: u32 = 128;
-    let mut delta: u32 = 0;
-    let mut bias: u32 = 72;
-    let mut handled = basic;
-    while handled < total {
-        let m = input
-            .iter()
-            .map(|&c| u32::from(c))
-            .filter(|&c| c >= n)
-            .min()?;
-        delta = delta.checked_add((m - n).checked_mul(handled.checked_add(1)?)?)?;
-        n = m;
-        for &c in input {
-            let c = u32::from(c);
-            if c < n {
-                delta = delta.checked_add(1)?;
-            }
-            if c == n {
-                let mut q = delta;
-                let mut k = BASE;
-                loop {
-                    let t = if k <= bias {
-                        TMIN
-                    } else if k >= bias + TMAX {
-                        TMAX
-                    } else {
-                        k - bias
-                    };
-                    if q < t {
-                        break;
-                    }
-                    output.push(digit(t + (q - t) % (BASE - t))?);
-                    q = (q - t) / (BASE - t);
-                    k = k.checked_add(BASE)?;
-                }
-                output.push(digit(q)?);
-                bias = adapt(delta, handled + 1, handled == basic);
-                delta = 0;
-                handled += 1;
-            }
-        }
-        delta = delta.checked_add(1)?;
-        n = n.checked_add(1)?;
-    }
-    Some(output)
 }
 
 #[cfg(test)]
@@ -1243,10 +1174,23 @@ mod tests {
             ],
             &["https://bucher.de/"],
         );
-        assert_eq!(
-            parse(&format!("https://{}/", "é".repeat(300))),
-            Err(PatternError::InvalidHost("é".repeat(300)))
-        );
+        // Hosts no URL can have are refused, as Chrome refuses them.
+        for bad in [
+            "256.256.256.256",
+            "1.2.3.256",
+            "0x100000000",
+            "a b.com",
+            "exa%mple.com",
+        ] {
+            assert_eq!(
+                parse(&format!("https://{bad}/*")),
+                Err(PatternError::InvalidHost(bad.to_owned())),
+                "{bad}"
+            );
+        }
+        // IPv4 shorthand is canonicalized as the browser does.
+        assert_matches("http://127.1/*", &["http://127.0.0.1/x"], &[]);
+        assert_matches("http://0x7f.0.0.1/*", &["http://127.0.0.1/x"], &[]);
     }
 
     #[test]
@@ -1278,11 +1222,12 @@ mod tests {
             &["https://example.com?x=1", "https://example.com/#frag"],
             &[],
         );
-        // Backslash in a pattern path is literal.
+        // Backslash in a pattern path is literal; the browser turns one in an http(s) URL
+        // into '/' and keeps an encoded one as %5C, so no http(s) URL matches it.
         assert_matches(
             "https://example.com/a\\*",
-            &["https://example.com/a\\xyz"],
-            &["https://example.com/a*"],
+            &[],
+            &["https://example.com/a*", "https://example.com/a\\xyz"],
         );
         // Multiple stars.
         assert_matches(

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::match_pattern;
+use super::rules;
 
 /// Most lines accepted for any one key; the first line beyond it is an error.
 pub const MAX_LINES_PER_KEY: usize = 256;
@@ -47,10 +48,11 @@ pub struct Metadata {
     /// `@exclude-match` patterns, each accepted by [`match_pattern::parse`].
     #[serde(default)]
     pub exclude_matches: Vec<String>,
-    /// `@include` globs (regular-expression includes are dropped with a warning).
+    /// `@include` values as written: globs, `/regular expressions/`, globs with `.tld`
+    /// (see [`super::rules`] for how each reaches Chrome).
     #[serde(default)]
     pub include_globs: Vec<String>,
-    /// `@exclude` globs (regular-expression excludes are dropped with a warning).
+    /// `@exclude` values as written, like `include_globs`.
     #[serde(default)]
     pub exclude_globs: Vec<String>,
     #[serde(default)]
@@ -363,6 +365,24 @@ impl Builder {
             "document-start" => RunAt::DocumentStart,
             "document-end" => RunAt::DocumentEnd,
             "document-idle" => RunAt::DocumentIdle,
+            "document-ready" => {
+                diags.warning(
+                    line_no,
+                    "@run-at document-ready is read as document-end (when the document is \
+                     parsed, as DOMContentLoaded)"
+                        .to_owned(),
+                );
+                RunAt::DocumentEnd
+            }
+            "context-menu" => {
+                diags.warning(
+                    line_no,
+                    "@run-at context-menu is not available with chrome.userScripts: the script \
+                     runs at document-idle on every page its rules match, not from the context menu"
+                        .to_owned(),
+                );
+                RunAt::DocumentIdle
+            }
             "document-body" => {
                 diags.warning(
                     line_no,
@@ -488,6 +508,9 @@ fn set_single(slot: &mut First, diags: &mut Diagnostics, line_no: usize, key: &s
     *slot = Some((value.to_owned(), line_no));
 }
 
+/// A `@match`/`@exclude-match` value as Tampermonkey and Violentmonkey accept it, rewritten to
+/// Chrome's grammar where the meaning is clear (with a warning saying so), then validated as
+/// Chrome validates it.
 fn push_pattern(
     list: &mut Vec<String>,
     diags: &mut Diagnostics,
@@ -495,8 +518,52 @@ fn push_pattern(
     key: &str,
     value: &str,
 ) {
-    match match_pattern::parse(value) {
-        Ok(_) => list.push(value.to_owned()),
+    let mut pattern = value.to_owned();
+    if pattern == "*" {
+        diags.warning(
+            line_no,
+            format!("@{key} * is read as *://*/* (every http and https page)"),
+        );
+        pattern = "*://*/*".to_owned();
+    } else if let Some(rest) = pattern.strip_prefix("http*://") {
+        diags.warning(
+            line_no,
+            format!("@{key} http*:// is read as *:// (http and https)"),
+        );
+        pattern = format!("*://{rest}");
+    }
+    if let Err(match_pattern::PatternError::MissingPath) = match_pattern::parse(&pattern) {
+        // Read in the direction that never widens where the script runs: an include covers
+        // the root page only, an exclude the whole site.
+        let (path, meaning) = if key.to_ascii_lowercase().starts_with("exclude") {
+            ("/*", "every page of the site")
+        } else {
+            ("/", "the site's root page only; add /* for every page")
+        };
+        diags.warning(
+            line_no,
+            format!(
+                "@{key} \"{}\" has no path: read as \"{}{path}\" ({meaning})",
+                snippet(value),
+                snippet(&pattern)
+            ),
+        );
+        pattern.push_str(path);
+    }
+    match match_pattern::parse(&pattern) {
+        Ok(_) => {
+            if rules::pattern_has_tld(&pattern) {
+                diags.warning(
+                    line_no,
+                    format!(
+                        "@{key} \"{}\" uses .tld, which Chrome cannot express: the script is \
+                         registered for any host and a check at its top enforces this rule",
+                        snippet(value)
+                    ),
+                );
+            }
+            list.push(pattern);
+        }
         Err(e) => diags.error(
             line_no,
             format!("invalid @{key} \"{}\": {e}", snippet(value)),
@@ -515,22 +582,32 @@ fn push_glob(
         diags.warning(line_no, format!("@{key} without a value; ignored"));
         return;
     }
-    if value.len() > 1 && value.starts_with('/') && value.ends_with('/') {
-        diags.warning(
-            line_no,
-            format!(
-                "regular-expression @{key} is not supported by chrome.userScripts; use @match or \
-                 a glob (this line is ignored)"
+    if let Some(src) = rules::as_regex(value) {
+        match rules::check_regex(src) {
+            Ok(()) => diags.warning(
+                line_no,
+                format!(
+                    "regular-expression @{key}: Chrome cannot express it, so a check at the top \
+                     of the script enforces it{}",
+                    if key == "include" {
+                        " (the script is registered for every http and https page and stops \
+                         where the expression does not match)"
+                    } else {
+                        ""
+                    }
+                ),
             ),
-        );
-        return;
-    }
-    if value.contains(".tld") {
+            Err(e) => {
+                diags.error(line_no, format!("@{key} \"{}\": {e}", snippet(value)));
+                return;
+            }
+        }
+    } else if rules::glob_has_tld(value) {
         diags.warning(
             line_no,
             format!(
-                "@{key} \"{}\" uses .tld, which chrome.userScripts does not expand: it only \
-                 matches a literal \".tld\"",
+                "@{key} \"{}\" uses .tld, which Chrome cannot express: a check at the top of \
+                 the script enforces it",
                 snippet(value)
             ),
         );
@@ -682,8 +759,27 @@ mod tests {
             "// @match *://*/*",
             "// @run-at context-menu",
         ]));
+        assert_eq!(meta(&p).run_at, RunAt::DocumentIdle);
+        assert!(has(&p, 4, Severity::Warning, "not from the context menu"));
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @run-at document-ready",
+        ]));
+        assert_eq!(meta(&p).run_at, RunAt::DocumentEnd);
+        assert!(has(
+            &p,
+            4,
+            Severity::Warning,
+            "document-ready is read as document-end"
+        ));
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @run-at whenever",
+        ]));
         assert!(p.metadata.is_none());
-        assert!(has(&p, 4, Severity::Error, "\"context-menu\""));
+        assert!(has(&p, 4, Severity::Error, "\"whenever\""));
         let p = parse(&script(&["// @name x", "// @match *://*/*", "// @run-at"]));
         assert!(has(&p, 4, Severity::Error, "unknown @run-at value \"\""));
     }
@@ -757,7 +853,7 @@ mod tests {
     }
 
     #[test]
-    fn regex_includes_are_dropped_with_a_warning() {
+    fn regex_includes_are_kept_and_checked() {
         let p = parse(&script(&[
             "// @name x",
             "// @include /^https?:\\/\\/example\\.com\\//",
@@ -766,23 +862,44 @@ mod tests {
             "// @match https://example.com/*",
         ]));
         let m = meta(&p);
-        assert_eq!(m.include_globs, ["/"]);
-        assert!(m.exclude_globs.is_empty());
-        assert!(has(&p, 3, Severity::Warning, "regular-expression @include is not supported by chrome.userScripts; use @match or a glob"));
+        assert_eq!(m.include_globs, ["/^https?:\\/\\/example\\.com\\//", "/"]);
+        assert_eq!(m.exclude_globs, ["/logout/"]);
+        assert!(has(&p, 3, Severity::Warning, "regular-expression @include: Chrome cannot express it, so a check at the top of the script enforces it"));
         assert!(has(&p, 4, Severity::Warning, "regular-expression @exclude"));
+        // An expression JavaScript would refuse is an error at its line.
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://*/*",
+            "// @exclude /a(b/",
+        ]));
+        assert!(p.metadata.is_none());
+        assert!(has(&p, 4, Severity::Error, "invalid regular expression"));
     }
 
     #[test]
-    fn only_regex_include_leaves_script_runnable_nowhere() {
-        let p = parse(&script(&["// @name x", "// @include /foo/"]));
+    fn manager_spellings_are_accepted_with_a_warning() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match http*://a.example/*",
+            "// @match *",
+            "// @match https://www.google.com",
+            "// @exclude-match http*://a.example/private",
+            "// @exclude-match https://bank.example",
+        ]));
         let m = meta(&p);
-        assert!(!m.runs_anywhere());
-        assert!(has(
-            &p,
-            1,
-            Severity::Warning,
-            "no @match or @include: the script will not run on any page"
-        ));
+        assert_eq!(
+            m.matches,
+            ["*://a.example/*", "*://*/*", "https://www.google.com/"]
+        );
+        // Without a path, an exclude covers the whole site (never a narrower exclusion).
+        assert_eq!(
+            m.exclude_matches,
+            ["*://a.example/private", "https://bank.example/*"]
+        );
+        assert!(has(&p, 7, Severity::Warning, "every page of the site"));
+        assert!(has(&p, 3, Severity::Warning, "http*:// is read as *://"));
+        assert!(has(&p, 4, Severity::Warning, "@match * is read as *://*/*"));
+        assert!(has(&p, 5, Severity::Warning, "has no path"));
     }
 
     #[test]
@@ -962,7 +1079,7 @@ mod tests {
     fn invalid_patterns_are_errors_with_reasons() {
         let p = parse(&script(&[
             "// @name x",
-            "// @match https://www.google.com",
+            "// @match http://256.256.256.256/*",
             "// @match https://ok.example/*",
             "// @exclude-match foo://*",
             "// @match",
@@ -972,7 +1089,7 @@ mod tests {
             &p,
             3,
             Severity::Error,
-            "invalid @match \"https://www.google.com\": missing path"
+            "invalid @match \"http://256.256.256.256/*\": invalid host \"256.256.256.256\""
         ));
         assert!(has(
             &p,

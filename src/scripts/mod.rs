@@ -7,5 +7,6 @@ pub mod metadata;
 pub mod names;
 pub mod record;
 pub mod registry;
+pub mod rules;
 pub mod store;
 pub mod sync;

@@ -1,24 +1,29 @@
 //! `chrome.userScripts` registrations: what one stored script should look like to Chrome, which
-//! scripts run on a URL under Chrome's own rules, and the diff between what should be registered
-//! and what is. Pure: the provider applies the plan through the `UserScripts` trait.
+//! scripts run on a URL, and the diff between what should be registered and what is. Pure: the
+//! provider applies the plan through the `UserScripts` trait. The mapping from metadata to
+//! Chrome's fields (and the runtime guard) lives in [`super::rules`].
 
-use super::glob::glob_matches;
-use super::match_pattern;
 use super::metadata::Metadata;
+use super::rules;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-/// Chrome's `RegisteredUserScript`, as far as this provider uses it.
+pub use super::rules::Verdict;
+
+/// Chrome's `RegisteredUserScript`. Every list is always sent, empty or not: a registration is
+/// replaced whole (unregister + register), never patched with `update`, which keeps fields it
+/// is not given and ignores an empty `includeGlobs`/`excludeGlobs` (checked in Chromium 156).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Registration {
     pub id: String,
     #[serde(default)]
     pub matches: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub exclude_matches: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub include_globs: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub exclude_globs: Vec<String>,
     #[serde(default)]
     pub all_frames: bool,
@@ -28,6 +33,13 @@ pub struct Registration {
     pub js: Vec<ScriptCode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<String>,
+    /// The script's own USER_SCRIPT world, so scripts cannot read each other's globals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_id: Option<String>,
+    /// Anything else Chrome reports (a field a newer Chrome adds). Never set by us, so a
+    /// registration carrying one differs from the desired one and is replaced.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,36 +50,59 @@ pub struct ScriptCode {
     pub file: Option<String>,
 }
 
-/// Scripts with only `@include` rules still need a `matches` list for Chrome: every http(s)
-/// page, narrowed by the include globs.
-const INCLUDE_ONLY_MATCHES: [&str; 1] = ["*://*/*"];
+/// The world id for a script: its uuid (Chrome reserves ids starting with '_' and caps the
+/// length at 256; a uuid is 36 characters of hex and '-').
+pub fn world_id(uuid: &str) -> String {
+    uuid.to_owned()
+}
 
 /// The registration for a script, or `None` when it has no rule that lets it run anywhere.
 pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration> {
-    let matches: Vec<String> = if !meta.matches.is_empty() {
-        meta.matches.clone()
-    } else if !meta.include_globs.is_empty() {
-        INCLUDE_ONLY_MATCHES
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect()
-    } else {
-        return None;
+    let r = rules::compile(meta)?;
+    let code = match &r.guard {
+        // A leading "use strict" must stay the first statement to stay a directive.
+        Some(g) if starts_strict(source) => format!("\"use strict\";{}{source}", g.js(&meta.name)),
+        Some(g) => format!("{}{source}", g.js(&meta.name)),
+        None => source.to_owned(),
     };
     Some(Registration {
         id: uuid.to_owned(),
-        matches,
-        exclude_matches: meta.exclude_matches.clone(),
-        include_globs: meta.include_globs.clone(),
-        exclude_globs: meta.exclude_globs.clone(),
+        matches: r.matches,
+        exclude_matches: r.exclude_matches,
+        include_globs: r.include_globs,
+        exclude_globs: r.exclude_globs,
         all_frames: !meta.no_frames,
         run_at: Some(run_at_str(meta)),
         js: vec![ScriptCode {
-            code: Some(source.to_owned()),
+            code: Some(code),
             file: None,
         }],
         world: Some("USER_SCRIPT".to_owned()),
+        world_id: Some(world_id(uuid)),
+        extra: Map::new(),
     })
+}
+
+/// Whether the source's first statement (after comments and whitespace, where the metadata
+/// block lives) is a "use strict" directive.
+fn starts_strict(source: &str) -> bool {
+    let mut rest = source.trim_start_matches('\u{feff}');
+    loop {
+        rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix("//") {
+            rest = r.split_once('\n').map_or("", |(_, after)| after);
+        } else if let Some(r) = rest.strip_prefix("/*") {
+            match r.split_once("*/") {
+                Some((_, after)) => rest = after,
+                None => return false,
+            }
+        } else {
+            break;
+        }
+    }
+    ["\"use strict\"", "'use strict'"]
+        .iter()
+        .any(|d| rest.starts_with(d))
 }
 
 fn run_at_str(meta: &Metadata) -> String {
@@ -77,80 +112,33 @@ fn run_at_str(meta: &Metadata) -> String {
         .unwrap_or_else(|| "document_idle".to_owned())
 }
 
-/// Why a registration does or does not run on a URL, under Chrome's rules: some `matches`
-/// pattern AND (no include globs OR some include glob) AND no exclude match AND no exclude glob.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Runs { because: String },
-    NoMatch,
-    NotIncluded,
-    Excluded { by: String },
-}
-
-impl Verdict {
-    pub fn runs(&self) -> bool {
-        matches!(self, Verdict::Runs { .. })
-    }
-
-    pub fn explain(&self) -> String {
-        match self {
-            Verdict::Runs { because } => format!("matched by {because}"),
-            Verdict::NoMatch => "no @match or @include rule matches this URL".to_owned(),
-            Verdict::NotIncluded => {
-                "a @match pattern covers this URL but no @include glob matches it".to_owned()
-            }
-            Verdict::Excluded { by } => format!("excluded by {by}"),
-        }
+/// Does a script with this metadata run on `url`, exactly as Chrome plus the guard decide?
+pub fn verdict(meta: &Metadata, url: &str) -> Verdict {
+    match rules::compile(meta) {
+        Some(r) => rules::verdict(&r, url),
+        None => Verdict::NoMatch,
     }
 }
 
-pub fn verdict(reg: &Registration, url: &str) -> Verdict {
-    let pattern_hits = |list: &[String]| -> Option<String> {
-        list.iter()
-            .find(|p| match_pattern::parse(p).is_ok_and(|mp| mp.matches(url)))
-            .cloned()
-    };
-    let Some(hit) = pattern_hits(&reg.matches) else {
-        return Verdict::NoMatch;
-    };
-    let because = if reg.include_globs.is_empty() {
-        format!("@match {hit}")
-    } else {
-        match reg.include_globs.iter().find(|g| glob_matches(g, url)) {
-            Some(g) => format!("@include {g}"),
-            None => return Verdict::NotIncluded,
-        }
-    };
-    if let Some(p) = pattern_hits(&reg.exclude_matches) {
-        return Verdict::Excluded {
-            by: format!("@exclude-match {p}"),
-        };
-    }
-    if let Some(g) = reg.exclude_globs.iter().find(|g| glob_matches(g, url)) {
-        return Verdict::Excluded {
-            by: format!("@exclude {g}"),
-        };
-    }
-    Verdict::Runs { because }
-}
-
-/// What to change so Chrome runs exactly the desired scripts.
+/// What to change so Chrome runs exactly the desired scripts. A changed registration is in
+/// `replace`: unregistered, then registered again whole.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
     pub register: Vec<Registration>,
-    pub update: Vec<Registration>,
+    pub replace: Vec<Registration>,
     pub unregister: Vec<String>,
 }
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.register.is_empty() && self.update.is_empty() && self.unregister.is_empty()
+        self.register.is_empty() && self.replace.is_empty() && self.unregister.is_empty()
     }
 }
 
-/// Compares by effect, not by representation: Chrome fills in defaults (world, runAt) and
-/// returns pattern lists sorted, so lists compare as sets.
-fn same_effect(a: &Registration, b: &Registration) -> bool {
+/// Compares Chrome's whole registration (as `getScripts` returns it) with the desired one, by
+/// effect: Chrome fills in defaults (world, runAt), leaves out empty lists and returns pattern
+/// lists sorted, so lists compare as sets. Any field we do not set makes them differ.
+pub fn same_effect(a: &Registration, b: &Registration) -> bool {
     let world = |r: &Registration| r.world.clone().unwrap_or_else(|| "USER_SCRIPT".to_owned());
     let run_at = |r: &Registration| {
         r.run_at
@@ -160,14 +148,17 @@ fn same_effect(a: &Registration, b: &Registration) -> bool {
     fn set(v: &[String]) -> std::collections::BTreeSet<&String> {
         v.iter().collect()
     }
-    set(&a.matches) == set(&b.matches)
+    a.id == b.id
+        && set(&a.matches) == set(&b.matches)
         && set(&a.exclude_matches) == set(&b.exclude_matches)
         && set(&a.include_globs) == set(&b.include_globs)
         && set(&a.exclude_globs) == set(&b.exclude_globs)
         && a.all_frames == b.all_frames
         && run_at(a) == run_at(b)
         && world(a) == world(b)
+        && a.world_id == b.world_id
         && a.js == b.js
+        && a.extra == b.extra
 }
 
 pub fn plan(desired: Vec<Registration>, actual: &[Registration]) -> Plan {
@@ -175,7 +166,7 @@ pub fn plan(desired: Vec<Registration>, actual: &[Registration]) -> Plan {
     for d in desired.iter() {
         match actual.iter().find(|a| a.id == d.id) {
             None => p.register.push(d.clone()),
-            Some(a) if !same_effect(a, d) => p.update.push(d.clone()),
+            Some(a) if !same_effect(a, d) => p.replace.push(d.clone()),
             Some(_) => {}
         }
     }
@@ -191,6 +182,7 @@ pub fn plan(desired: Vec<Registration>, actual: &[Registration]) -> Plan {
 mod tests {
     use super::*;
     use crate::scripts::metadata;
+    use crate::scripts::rules;
 
     fn meta(src: &str) -> Metadata {
         metadata::parse(src).metadata.expect("valid metadata")
@@ -209,42 +201,84 @@ mod tests {
         assert_eq!(r.run_at.as_deref(), Some("document_start"));
         assert!(!r.all_frames);
         assert_eq!(r.world.as_deref(), Some("USER_SCRIPT"));
+        assert_eq!(r.world_id.as_deref(), Some("u1"));
         assert_eq!(r.js[0].code.as_deref(), Some(src.as_str()));
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["runAt"], "document_start");
+        assert_eq!(json["worldId"], "u1");
         assert_eq!(json["excludeMatches"][0], "https://example.com/private/*");
-        assert!(json.get("includeGlobs").is_none());
+        // Every list is sent, empty or not.
+        assert_eq!(json["includeGlobs"], serde_json::json!([]));
+        assert_eq!(json["excludeGlobs"], serde_json::json!([]));
     }
 
     #[test]
-    fn include_only_and_nowhere() {
-        let src = header("// @include https://*.example.org/*\n");
-        let r = desired("u", &meta(&src), &src).unwrap();
-        assert_eq!(r.matches, vec!["*://*/*"]);
-        assert!(verdict(&r, "https://a.example.org/x").runs());
-        assert_eq!(verdict(&r, "https://example.com/"), Verdict::NotIncluded);
+    fn include_only_is_not_registered_for_every_page() {
+        let src = header("// @include http://example.org:*/*\n");
+        let m = meta(&src);
+        let r = desired("u", &m, &src).unwrap();
+        assert_eq!(r.matches, vec![rules::INCLUDE_ONLY_PLACEHOLDER]);
+        assert!(!r.matches.iter().any(|p| p == "*://*/*"));
+        assert!(crate::scripts::match_pattern::parse(&r.matches[0]).is_ok());
+        assert!(verdict(&m, "http://example.org:8080/x").runs());
+        assert!(!verdict(&m, "http://example.com/").runs());
+        assert!(!verdict(&m, "https://include-only.invalid/ never matches").runs());
         let src = header("");
         assert!(desired("u", &meta(&src), &src).is_none());
     }
 
     #[test]
-    fn verdicts_follow_chrome_rules() {
-        let src = header("// @match https://example.com/*\n// @exclude https://example.com/admin*\n// @exclude-match https://example.com/private/*\n");
+    fn a_guarded_strict_script_stays_strict() {
+        let src = header("// @match https://a.example/*\n// @exclude /x/\n")
+            .replace("console.log(1);", "'use strict';\nconsole.log(1);");
         let r = desired("u", &meta(&src), &src).unwrap();
-        assert!(verdict(&r, "https://example.com/page").runs());
-        assert_eq!(verdict(&r, "https://other.com/"), Verdict::NoMatch);
-        assert!(matches!(
-            verdict(&r, "https://example.com/private/a"),
-            Verdict::Excluded { .. }
-        ));
-        assert!(matches!(
-            verdict(&r, "https://example.com/admin/x"),
-            Verdict::Excluded { .. }
-        ));
+        let code = r.js[0].code.clone().unwrap_or_default();
+        assert!(code.starts_with("\"use strict\";(()=>{"), "{code}");
+        assert!(code.ends_with(&src));
+        let plain = header("// @match https://a.example/*\n// @exclude /x/\n");
+        let r = desired("u", &meta(&plain), &plain).unwrap();
+        assert!(r.js[0]
+            .code
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("(()=>{"));
+        assert!(!starts_strict("/* unterminated"));
+        assert!(starts_strict("\u{feff} /* a */ // b\n \"use strict\"; x"));
     }
 
     #[test]
-    fn plan_diffs_by_id_and_effect() {
+    fn match_and_include_is_the_union() {
+        let src = header("// @match https://a.example/*\n// @include https://b.example/*\n");
+        let m = meta(&src);
+        assert!(verdict(&m, "https://a.example/x").runs());
+        assert!(verdict(&m, "https://b.example/x").runs());
+        assert!(!verdict(&m, "https://c.example/x").runs());
+    }
+
+    #[test]
+    fn verdicts_follow_chrome_rules() {
+        let src = header("// @match https://example.com/*\n// @exclude https://example.com/admin*\n// @exclude-match https://example.com/private/*\n");
+        let m = meta(&src);
+        assert!(verdict(&m, "https://example.com/page").runs());
+        assert_eq!(verdict(&m, "https://other.com/"), Verdict::NoMatch);
+        assert!(matches!(
+            verdict(&m, "https://example.com/private/a"),
+            Verdict::Excluded { .. }
+        ));
+        assert!(matches!(
+            verdict(&m, "https://example.com/admin/x"),
+            Verdict::Excluded { .. }
+        ));
+        // The URL is read as the browser reads it.
+        assert!(matches!(
+            verdict(&m, "https://EXAMPLE.com/a/../private/b"),
+            Verdict::Excluded { .. }
+        ));
+        assert!(verdict(&m, "https://example.com:443/page").runs());
+    }
+
+    #[test]
+    fn plan_diffs_by_id_and_whole_registration() {
         let src = header("// @match https://a.com/*\n");
         let m = meta(&src);
         let a = desired("a", &m, &src).unwrap();
@@ -253,17 +287,30 @@ mod tests {
         b_old.js[0].code = Some("old".into());
         let mut stray = a.clone();
         stray.id = "gone".into();
-        // Chrome returns defaults filled in and lists sorted; that is not a difference.
+        // Chrome returns defaults filled in, empty lists left out and lists sorted: no difference.
         let mut a = a;
         a.matches = vec!["https://c.com/*".into(), "https://a.com/*".into()];
-        let mut a_chrome = a.clone();
-        a_chrome.world = None;
-        a_chrome.matches.sort();
-        assert_ne!(a.matches, a_chrome.matches);
-        let p = plan(vec![a.clone(), b.clone()], &[a_chrome, b_old, stray]);
+        let mut a_chrome: Registration = serde_json::from_value(serde_json::json!({
+            "id": "a", "matches": ["https://a.com/*", "https://c.com/*"], "allFrames": true,
+            "runAt": "document_idle", "worldId": "a", "js": [{"code": src.clone()}]
+        }))
+        .unwrap();
+        let p = plan(
+            vec![a.clone(), b.clone()],
+            &[a_chrome.clone(), b_old, stray],
+        );
         assert!(p.register.is_empty());
-        assert_eq!(p.update, vec![b.clone()]);
+        assert_eq!(p.replace, vec![b.clone()]);
         assert_eq!(p.unregister, vec!["gone".to_owned()]);
+        // A rule Chrome still holds but we no longer want is a difference.
+        a_chrome.exclude_globs = vec!["*old*".into()];
+        assert_eq!(plan(vec![a.clone()], &[a_chrome.clone()]).replace.len(), 1);
+        a_chrome.exclude_globs.clear();
+        // So is a field we never set.
+        a_chrome
+            .extra
+            .insert("newField".into(), serde_json::json!(1));
+        assert_eq!(plan(vec![a.clone()], &[a_chrome]).replace.len(), 1);
         let p = plan(vec![a.clone()], &[]);
         assert_eq!(p.register, vec![a]);
         assert!(plan(vec![], &[]).is_empty());

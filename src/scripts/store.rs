@@ -100,19 +100,10 @@ pub fn validate(
         });
     }
     let parsed = metadata::parse(source);
-    let mut diagnostics = parsed.diagnostics;
+    let diagnostics = parsed.diagnostics;
     match parsed.metadata {
-        Some(m) => {
-            if !m.matches.is_empty() && !m.include_globs.is_empty() {
-                // Chrome ANDs `matches` with `includeGlobs`; other managers OR them. Say so.
-                diagnostics.push(Diagnostic {
-                    line: 1,
-                    severity: Severity::Warning,
-                    message: "@match and @include together: Chrome runs the script only where a @match pattern AND an @include glob both match".to_owned(),
-                });
-            }
-            Ok((m, diagnostics))
-        }
+        // `@match` with `@include` means the union, in Chrome as in other managers: no warning.
+        Some(m) => Ok((m, diagnostics)),
         None => Err(ScriptError::InvalidMetadata(diagnostics)),
     }
 }

@@ -18,23 +18,77 @@ pub fn desired_for(record: &ScriptRecord, source: &str) -> Option<Registration> 
     }
 }
 
-/// Brings one script's registration in line. `Ok(true)` when it is registered to run now.
+/// Why a registration could not be brought in line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncError {
+    /// `chrome.userScripts` cannot be used now ("Allow User Scripts" is off): retry later.
+    Unavailable(String),
+    /// Chrome refused this registration (its message); retrying will not help.
+    Refused(String),
+}
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncError::Unavailable(m) => write!(f, "chrome.userScripts is not available: {m}"),
+            SyncError::Refused(m) => write!(f, "Chrome refused the registration: {m}"),
+        }
+    }
+}
+
+/// A failed `register`: refused by Chrome when the API still works, else unavailable. Any
+/// other failed call is "unavailable": the reconcile retries it.
+fn classify<E: Capabilities>(env: &E, e: EnvError) -> SyncError {
+    if env.user_scripts_available() {
+        SyncError::Refused(e.0)
+    } else {
+        SyncError::Unavailable(e.0)
+    }
+}
+
+/// Registers `d` in place of whatever is registered under its id (nothing, or `current`).
+async fn put<E: UserScripts + Capabilities>(
+    env: &E,
+    d: &Registration,
+    current: Option<&Registration>,
+) -> Result<(), SyncError> {
+    if current.is_some() {
+        env.unregister(std::slice::from_ref(&d.id))
+            .await
+            .map_err(|e| SyncError::Unavailable(e.0))?;
+    }
+    env.register(std::slice::from_ref(d))
+        .await
+        .map_err(|e| classify(env, e))
+}
+
+/// Brings one script's registration in line, comparing with Chrome's whole registration.
+/// `Ok(true)` when it is registered to run now.
 pub async fn sync_one<E: UserScripts + Capabilities>(
     env: &E,
     uuid: &str,
     desired: Option<Registration>,
-) -> Result<bool, EnvError> {
+) -> Result<bool, SyncError> {
     if !env.user_scripts_available() {
-        return Err(EnvError("chrome.userScripts is not available".into()));
+        return Err(SyncError::Unavailable(
+            "\"Allow User Scripts\" is off".into(),
+        ));
     }
     let ids = [uuid.to_owned()];
-    let existing = env.registered(Some(&ids)).await?;
-    let is_registered = existing.iter().any(|r| r.id == uuid);
-    match desired {
-        Some(d) if is_registered => env.update(std::slice::from_ref(&d)).await.map(|()| true),
-        Some(d) => env.register(std::slice::from_ref(&d)).await.map(|()| true),
-        None if is_registered => env.unregister(&ids).await.map(|()| false),
-        None => Ok(false),
+    let existing = env
+        .registered(Some(&ids))
+        .await
+        .map_err(|e| SyncError::Unavailable(e.0))?;
+    let current = existing.iter().find(|r| r.id == uuid);
+    match (desired, current) {
+        (Some(d), Some(c)) if registry::same_effect(c, &d) => Ok(true),
+        (Some(d), c) => put(env, &d, c).await.map(|()| true),
+        (None, Some(_)) => env
+            .unregister(&ids)
+            .await
+            .map(|()| false)
+            .map_err(|e| SyncError::Unavailable(e.0)),
+        (None, None) => Ok(false),
     }
 }
 
@@ -42,9 +96,16 @@ pub async fn sync_one<E: UserScripts + Capabilities>(
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     pub registered: usize,
-    pub updated: usize,
+    pub replaced: usize,
     pub unregistered: usize,
+    /// Scripts that could not be read (problems in storage).
     pub skipped: Vec<String>,
+    /// Scripts Chrome refused: (uuid, Chrome's message).
+    pub refused: Vec<(String, String)>,
+    /// Scripts registered fine (their earlier refusal, if any, is over).
+    pub ok: Vec<String>,
+    /// The API stopped working part-way: the registry is still stale.
+    pub interrupted: bool,
 }
 
 /// Makes Chrome's registrations exactly the enabled scripts of `snapshot` (the stored records).
@@ -84,26 +145,36 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
         }
     }
     let actual = env.registered(None).await.map_err(|e| e.to_string())?;
-    let plan = registry::plan(desired, &actual);
+    let plan = registry::plan(desired.clone(), &actual);
     if !plan.unregister.is_empty() {
         env.unregister(&plan.unregister)
             .await
             .map_err(|e| e.to_string())?;
     }
-    // One by one, so a single script Chrome refuses does not keep the others from running.
-    for r in &plan.update {
-        match env.update(std::slice::from_ref(r)).await {
-            Ok(()) => report.updated += 1,
-            Err(e) => report.skipped.push(format!("{}: {e}", r.id)),
-        }
-    }
-    for r in &plan.register {
-        match env.register(std::slice::from_ref(r)).await {
-            Ok(()) => report.registered += 1,
-            Err(e) => report.skipped.push(format!("{}: {e}", r.id)),
-        }
-    }
     report.unregistered = plan.unregister.len();
+    // One by one, so a single script Chrome refuses does not keep the others from running.
+    let todo = plan
+        .replace
+        .iter()
+        .map(|r| (r, true))
+        .chain(plan.register.iter().map(|r| (r, false)));
+    for (r, existed) in todo {
+        let current = actual.iter().find(|a| a.id == r.id);
+        match put(env, r, current.filter(|_| existed)).await {
+            Ok(()) if existed => report.replaced += 1,
+            Ok(()) => report.registered += 1,
+            Err(SyncError::Refused(m)) => report.refused.push((r.id.clone(), m)),
+            Err(SyncError::Unavailable(_)) => {
+                report.interrupted = true;
+                return Ok(report);
+            }
+        }
+    }
+    report.ok = desired
+        .iter()
+        .map(|d| d.id.clone())
+        .filter(|id| !report.refused.iter().any(|(u, _)| u == id))
+        .collect();
     Ok(report)
 }
 
@@ -162,7 +233,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            (again.registered, again.updated, again.unregistered),
+            (again.registered, again.replaced, again.unregistered),
             (0, 0, 0)
         );
     }

@@ -194,6 +194,7 @@ pub static TOOLS: &[ToolDef] = &[
                 "scriptCount": { "type": "integer" },
                 "writesLeftInWindow": { "type": "integer" },
                 "rateLimit": { "type": "object" },
+                "registrationErrors": { "type": "object", "description": "uuid → Chrome's message, for scripts Chrome refused to register (they do not run)." },
             },
             "required": ["version", "writesEnabled", "reviewWrites", "scriptsCanRun", "scriptCount", "writesLeftInWindow"],
         }),
@@ -331,7 +332,7 @@ pub static TOOLS: &[ToolDef] = &[
     ToolDef {
         name: "match_url",
         title: "Which scripts run on a URL",
-        description: "Lists the scripts whose rules match a URL, and why (the @match or @include that matched, or the exclusion that stopped it), with whether each is enabled and so would run.",
+        description: "Lists the scripts whose rules match a URL, and why (the @match or @include that matched, or the exclusion that stopped it), with whether each runs there. The URL is read as the browser reads it (normalizedUrl) and decided exactly as Chrome and the script's guard decide.",
         class: Class::Read,
         destructive: false,
         idempotent: true,
@@ -342,6 +343,7 @@ pub static TOOLS: &[ToolDef] = &[
             "type": "object",
             "properties": {
                 "url": { "type": "string" },
+                "normalizedUrl": { "type": "string" },
                 "scripts": {
                     "type": "array",
                     "items": {

@@ -21,8 +21,18 @@ pub(super) async fn run<E: Env>(
         .index
         .len();
     let left = p.writes_left(caller).await;
+    let refused = p.registration_errors().await;
+    let refused_text = if refused.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Chrome refused to register {} script(s), which do not run: {}.",
+            refused.len(),
+            refused.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    };
     let text = format!(
-        "Lumo Userscripts {SERVICE_VERSION}: {} scripts stored. Writes {}{}. Scripts {}. {left} of {MAX_WRITES} writes left in the current 60-second window.",
+        "Lumo Userscripts {SERVICE_VERSION}: {} scripts stored. Writes {}{}. Scripts {}. {left} of {MAX_WRITES} writes left in the current 60-second window.{refused_text}",
         count,
         if policy.writes_enabled { "allowed" } else { "turned off (read-only mode)" },
         if policy.writes_enabled && policy.review_writes { ", each after the user's review" } else { "" },
@@ -38,6 +48,7 @@ pub(super) async fn run<E: Env>(
             "reason": cap.reason,
             "scriptCount": count,
             "writesLeftInWindow": left,
+            "registrationErrors": refused,
             "rateLimit": { "maxWrites": MAX_WRITES, "windowSeconds": WINDOW_MS / 1000.0 },
         }),
     ))

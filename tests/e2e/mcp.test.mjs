@@ -265,7 +265,7 @@ describe("mcp: approved caller", () => {
       const { reason, ...rest } = r.structuredContent;
       assert.deepEqual(rest, {
         version: i.serverInfo.version, writesEnabled: true, reviewWrites: false, scriptsCanRun: false,
-        scriptCount: 0, writesLeftInWindow: 30, rateLimit: { maxWrites: 30, windowSeconds: 60 },
+        scriptCount: 0, writesLeftInWindow: 30, rateLimit: { maxWrites: 30, windowSeconds: 60 }, registrationErrors: {},
       });
       assert.match(reason, /Allow User Scripts/);
       assert.equal(r.content?.[0]?.type, "text");

@@ -119,6 +119,8 @@ export async function launch({ dist = DIST_DIR, extraExtensions = [] } = {}) {
       `--disable-extensions-except=${exts}`, `--load-extension=${exts}`,
       "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync",
+      // Every host name resolves to the local test server, so pages can live on any host.
+      "--host-resolver-rules=MAP * 127.0.0.1",
     ],
   });
   const h = new Harness(context, userDataDir);

@@ -1,0 +1,756 @@
+//! Where a script runs, as rules Chrome can enforce plus a runtime guard for those it cannot.
+//!
+//! `chrome.userScripts` injects where some `matches` pattern OR some `includeGlobs` glob hits,
+//! minus `excludeMatches` and `excludeGlobs` (checked in Chromium 156; content scripts AND the
+//! two instead). That is also what Tampermonkey and Violentmonkey mean by `@match` + `@include`.
+//! Two kinds of rule have no Chrome form:
+//! - a regular expression `@include /…/` or `@exclude /…/`;
+//! - `.tld` in a host (`*://*.google.tld/*`: any public suffix).
+//!
+//! For those the registration is *broadened* (a regex include registers `*://*/*`; a `.tld`
+//! host becomes `*`) and a **guard** is prepended to the code: it tests `location.href` against
+//! JavaScript RegExp sources generated here (every include rule when any was broadened, plus the
+//! excludes Chrome cannot express) and throws before the script body runs when the URL is
+//! outside the rules. So a script never runs more widely than its rules say, and [`verdict`]
+//! evaluates the very same regexes (ECMAScript semantics, `regress`) to say where it runs.
+
+use super::glob::glob_matches;
+use super::match_pattern::{self, regex_escape, MatchPattern};
+use super::metadata::Metadata;
+use serde_json::Value;
+
+/// What `.tld` expands to: one label (the PSL's default rule makes every single label a public
+/// suffix) or one of a few common two-label suffixes. Narrower than the full Public Suffix List,
+/// never wider, so a `.tld` include may miss an exotic suffix but never runs on a non-suffix.
+pub const TLD_REGEX: &str = "\\.(?:(?:co|com|net|org|gov|ac|edu|ne|or)\\.(?:uk|au|jp|nz|br|cn|mx|in|kr|tr|tw|hk|za|ar|sg|il|id|th|my)|[a-z0-9-]+)";
+
+/// What `.tld` expands to in an exclude: any run of labels. Wider than the Public Suffix List,
+/// so an exclusion never misses a suffix (it may also exclude a non-suffix: the safe side).
+pub const TLD_REGEX_EXCLUDE: &str = "(?:\\.[a-z0-9-]+)+";
+
+/// The `matches` entry for a script with only `@include` rules. Chrome requires a non-empty
+/// `matches` and ORs it with `includeGlobs`, so `*://*/*` here would run the script everywhere;
+/// this pattern is accepted by Chrome and matches no URL (a canonical path never holds a space).
+pub const INCLUDE_ONLY_PLACEHOLDER: &str = "*://include-only.invalid/ never matches";
+
+/// Longest regular expression accepted in `@include`/`@exclude` (they run on every page load).
+pub const MAX_REGEX_CHARS: usize = 1000;
+
+/// One rule of the guard: the metadata line it comes from and its RegExp source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardRule {
+    pub rule: String,
+    pub regex: String,
+}
+
+/// The check prepended to a script whose rules Chrome cannot express.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Guard {
+    /// `Some`: the URL must match one of these (every include rule, because Chrome's side was
+    /// broadened). `None`: Chrome's include decision stands.
+    pub include: Option<Vec<GuardRule>>,
+    pub exclude: Vec<GuardRule>,
+}
+
+/// A script's rules as Chrome will hold them, plus the guard.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rules {
+    pub matches: Vec<String>,
+    pub exclude_matches: Vec<String>,
+    pub include_globs: Vec<String>,
+    pub exclude_globs: Vec<String>,
+    pub guard: Option<Guard>,
+}
+
+/// `/…/` → the RegExp source between the slashes (Violentmonkey's rule: no flags).
+pub fn as_regex(value: &str) -> Option<&str> {
+    (value.len() > 1 && value.starts_with('/') && value.ends_with('/'))
+        .then(|| value.get(1..value.len() - 1))
+        .flatten()
+}
+
+/// Most unbounded repetitions (`*`, `+`, `{n,}`, `{n,m}` with m > 10) in one expression.
+pub const MAX_UNBOUNDED_REPEATS: usize = 2;
+
+/// Checks a user regular expression the way `new RegExp(src)` would, and refuses the shapes
+/// that make a backtracking matcher take exponential or high-polynomial time (`match_url`
+/// evaluates it in the service worker, with no step limit, on a URL the agent chooses).
+pub fn check_regex(src: &str) -> Result<(), String> {
+    if src.chars().count() > MAX_REGEX_CHARS {
+        return Err(format!(
+            "the regular expression is over {MAX_REGEX_CHARS} characters"
+        ));
+    }
+    regress::Regex::new(src).map_err(|e| format!("invalid regular expression: {e}"))?;
+    check_cost(src)
+}
+
+/// A quantifier at the start of `rest`: `Some(unbounded)`, or `None` when there is none.
+fn quantifier(rest: &[char]) -> Option<bool> {
+    match rest.first()? {
+        '*' | '+' => Some(true),
+        '?' => Some(false),
+        '{' => {
+            let close = rest.iter().position(|&c| c == '}')?;
+            let body: String = rest.get(1..close)?.iter().collect();
+            let (lo, hi) = match body.split_once(',') {
+                Some((lo, hi)) => (lo, Some(hi)),
+                None => (body.as_str(), None),
+            };
+            if lo.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            match hi {
+                None => Some(lo.parse::<u32>().map_or(true, |n| n > 10)),
+                Some("") => Some(true),
+                Some(h) if h.bytes().all(|b| b.is_ascii_digit()) => {
+                    Some(h.parse::<u32>().map_or(true, |n| n > 10))
+                }
+                Some(_) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn check_cost(src: &str) -> Result<(), String> {
+    let chars: Vec<char> = src.chars().collect();
+    // Per open group: does it contain a repetition or an alternation?
+    let mut frames: Vec<bool> = vec![false];
+    let mut unbounded = 0usize;
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        let mut atom_end = i + 1;
+        let mut complex = false;
+        match c {
+            '\\' => atom_end = i + 2,
+            '[' => {
+                let mut j = i + 1;
+                while let Some(&d) = chars.get(j) {
+                    if d == '\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if d == ']' && j > i + 1 {
+                        break;
+                    }
+                    j += 1;
+                }
+                atom_end = j + 1;
+            }
+            '(' => {
+                frames.push(false);
+                i += 1;
+                continue;
+            }
+            ')' => {
+                let inner = frames.pop().unwrap_or(false);
+                if let Some(top) = frames.last_mut() {
+                    *top |= inner;
+                }
+                complex = inner;
+            }
+            '|' => {
+                if let Some(top) = frames.last_mut() {
+                    *top = true;
+                }
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let rest = chars.get(atom_end..).unwrap_or_default();
+        if let Some(is_unbounded) = quantifier(rest) {
+            if complex && (is_unbounded || rest.first() == Some(&'{')) {
+                return Err(
+                    "a repeated group that itself repeats or alternates (such as \
+                     (a+)+ or (a|b)*) can take exponential time to match; rewrite it, or use \
+                     @match or a glob"
+                        .to_owned(),
+                );
+            }
+            if is_unbounded {
+                unbounded += 1;
+                if unbounded > MAX_UNBOUNDED_REPEATS {
+                    return Err(format!(
+                        "more than {MAX_UNBOUNDED_REPEATS} unbounded repetitions (*, +, {{n,}}) \
+                         can make matching very slow; use @match or a glob for the rest"
+                    ));
+                }
+            }
+            if let Some(top) = frames.last_mut() {
+                *top = true;
+            }
+            // Skip the quantifier (and a lazy '?').
+            let qlen = if rest.first() == Some(&'{') {
+                rest.iter().position(|&d| d == '}').map_or(1, |p| p + 1)
+            } else {
+                1
+            };
+            atom_end += qlen;
+            if chars.get(atom_end) == Some(&'?') {
+                atom_end += 1;
+            }
+        }
+        i = atom_end;
+    }
+    Ok(())
+}
+
+/// Where `.tld` stands for a suffix in a glob: before `/`, `:` or at the end.
+fn tld_positions(glob: &str) -> Vec<usize> {
+    glob.match_indices(".tld")
+        .filter(|(i, _)| {
+            matches!(
+                glob.as_bytes().get(i + 4),
+                None | Some(b'/') | Some(b':') | Some(b'*')
+            )
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Does this glob use `.tld`?
+pub fn glob_has_tld(glob: &str) -> bool {
+    !tld_positions(glob).is_empty()
+}
+
+/// Does this match pattern's host end in `.tld`?
+pub fn pattern_has_tld(pattern: &str) -> bool {
+    host_of(pattern).is_some_and(|h| h.ends_with(".tld"))
+}
+
+/// The host part of `scheme://host[:port]/path`, as written.
+fn host_of(pattern: &str) -> Option<&str> {
+    let rest = pattern.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    Some(
+        authority
+            .rsplit_once(':')
+            .map_or(authority, |(h, _)| h)
+            .trim_end_matches('.'),
+    )
+}
+
+/// The Chrome pattern for a `.tld` pattern: same scheme, port and path, any host.
+fn broaden_tld_pattern(pattern: &str) -> Option<String> {
+    let (scheme, rest) = pattern.split_once("://")?;
+    let (authority, path) = rest.split_at(rest.find('/')?);
+    let port = authority
+        .rsplit_once(':')
+        .map(|(_, p)| format!(":{p}"))
+        .unwrap_or_default();
+    Some(format!("{scheme}://*{port}{path}"))
+}
+
+/// A glob as an anchored RegExp source with Chrome's glob meaning (`*` any run, `?` at most one
+/// character, `\` escapes), `.tld` expanded when present.
+pub fn glob_regex(glob: &str, tld: &str) -> String {
+    let tlds = tld_positions(glob);
+    let mut out = String::from("^");
+    let mut chars = glob.char_indices();
+    while let Some((at, c)) = chars.next() {
+        if tlds.contains(&at) {
+            out.push_str(tld);
+            // Skip "tld" (ASCII, so three chars).
+            chars.nth(2);
+            continue;
+        }
+        match c {
+            '*' => out.push_str("[\\s\\S]*"),
+            '?' => out.push_str("[\\s\\S]?"),
+            '\\' => {
+                if let Some((_, n)) = chars.next() {
+                    out.push_str(&regex_escape(&n.to_string()));
+                }
+            }
+            c => out.push_str(&regex_escape(&c.to_string())),
+        }
+    }
+    out.push('$');
+    out
+}
+
+/// Derives the Chrome registration fields and the guard from validated metadata. `None` when
+/// the script has no include rule at all (it runs nowhere and is not registered).
+pub fn compile(meta: &Metadata) -> Option<Rules> {
+    let mut r = Rules::default();
+    let mut inc: Vec<GuardRule> = Vec::new();
+    let mut exc: Vec<GuardRule> = Vec::new();
+    let mut broadened = false;
+    let push_unique = |list: &mut Vec<String>, v: String| {
+        if !list.contains(&v) {
+            list.push(v);
+        }
+    };
+    for m in &meta.matches {
+        let Ok(p) = match_pattern::parse(m) else {
+            continue;
+        };
+        let tld = pattern_has_tld(m);
+        inc.push(GuardRule {
+            rule: format!("@match {m}"),
+            regex: p.js_regex(tld.then_some(TLD_REGEX)),
+        });
+        match (tld, broaden_tld_pattern(m)) {
+            (true, Some(b)) => {
+                broadened = true;
+                push_unique(&mut r.matches, b);
+            }
+            (true, None) => {}
+            (false, _) => push_unique(&mut r.matches, m.clone()),
+        }
+    }
+    for g in &meta.include_globs {
+        if let Some(src) = as_regex(g) {
+            if check_regex(src).is_err() {
+                continue;
+            }
+            broadened = true;
+            push_unique(&mut r.matches, "*://*/*".to_owned());
+            inc.push(GuardRule {
+                rule: format!("@include {g}"),
+                regex: src.to_owned(),
+            });
+        } else if glob_has_tld(g) {
+            broadened = true;
+            let mut b = g.clone();
+            for at in tld_positions(g).into_iter().rev() {
+                b.replace_range(at..at + 4, ".*");
+            }
+            push_unique(&mut r.include_globs, b);
+            inc.push(GuardRule {
+                rule: format!("@include {g}"),
+                regex: glob_regex(g, TLD_REGEX),
+            });
+        } else {
+            push_unique(&mut r.include_globs, g.clone());
+            inc.push(GuardRule {
+                rule: format!("@include {g}"),
+                regex: glob_regex(g, TLD_REGEX),
+            });
+        }
+    }
+    for m in &meta.exclude_matches {
+        let Ok(p) = match_pattern::parse(m) else {
+            continue;
+        };
+        if pattern_has_tld(m) {
+            exc.push(GuardRule {
+                rule: format!("@exclude-match {m}"),
+                regex: p.js_regex(Some(TLD_REGEX_EXCLUDE)),
+            });
+        } else {
+            push_unique(&mut r.exclude_matches, m.clone());
+        }
+    }
+    for g in &meta.exclude_globs {
+        if let Some(src) = as_regex(g) {
+            if check_regex(src).is_ok() {
+                exc.push(GuardRule {
+                    rule: format!("@exclude {g}"),
+                    regex: src.to_owned(),
+                });
+            }
+        } else if glob_has_tld(g) {
+            exc.push(GuardRule {
+                rule: format!("@exclude {g}"),
+                regex: glob_regex(g, TLD_REGEX_EXCLUDE),
+            });
+        } else {
+            push_unique(&mut r.exclude_globs, g.clone());
+        }
+    }
+    if r.matches.is_empty() && r.include_globs.is_empty() {
+        return None;
+    }
+    if r.matches.is_empty() {
+        r.matches.push(INCLUDE_ONLY_PLACEHOLDER.to_owned());
+    }
+    if broadened || !exc.is_empty() {
+        r.guard = Some(Guard {
+            include: broadened.then_some(inc),
+            exclude: exc,
+        });
+    }
+    Some(r)
+}
+
+impl Guard {
+    /// The JavaScript prepended to the script (on the same line as its first line, so line
+    /// numbers in errors stay the script's own). It only tests; every decision was made here.
+    /// Throwing stops the rest of the code: nothing in the script body can undo it.
+    pub fn js(&self, name: &str) -> String {
+        let list = |rules: &[GuardRule]| {
+            Value::Array(
+                rules
+                    .iter()
+                    .map(|r| Value::String(r.regex.clone()))
+                    .collect(),
+            )
+            .to_string()
+        };
+        let include = self
+            .include
+            .as_deref()
+            .map_or_else(|| "null".to_owned(), list);
+        let message = Value::String(format!(
+            "Lumo Userscripts: \"{name}\" does not run on this URL (outside its @include/@exclude rules)"
+        ));
+        format!(
+            "(()=>{{const u=location.href,t=s=>new RegExp(s).test(u),i={include},e={};if(!(i===null||i.some(t))||e.some(t))throw new Error({message})}})();",
+            list(&self.exclude)
+        )
+    }
+}
+
+/// Why a script does or does not run on a URL: Chrome's decision, then the guard's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Runs { because: String },
+    NoMatch,
+    Excluded { by: String },
+}
+
+impl Verdict {
+    pub fn runs(&self) -> bool {
+        matches!(self, Verdict::Runs { .. })
+    }
+
+    pub fn explain(&self) -> String {
+        match self {
+            Verdict::Runs { because } => format!("matched by {because}"),
+            Verdict::NoMatch => "no @match or @include rule matches this URL".to_owned(),
+            Verdict::Excluded { by } => format!("excluded by {by}"),
+        }
+    }
+}
+
+/// The URL as the browser holds it (WHATWG URL serialization: host case, IDN → punycode, `..`
+/// segments, spaces, default ports), or `None` when the browser would not load it.
+pub fn normalize_url(url: &str) -> Option<String> {
+    url::Url::parse(url).ok().map(|u| u.to_string())
+}
+
+/// Schemes user scripts run on with this extension's host permissions.
+fn injectable(url: &str) -> bool {
+    ["http:", "https:", "file:"]
+        .iter()
+        .any(|s| url.starts_with(s))
+}
+
+fn regex_hit<'a>(rules: &'a [GuardRule], url: &str) -> Option<&'a GuardRule> {
+    rules.iter().find(|r| {
+        regress::Regex::new(&r.regex)
+            .ok()
+            .is_some_and(|re| re.find(url).is_some())
+    })
+}
+
+/// Does the registration these rules produce run on `url`? Decided as Chrome does (matches OR
+/// include globs, minus excludes) on the normalized URL, then as the guard does.
+pub fn verdict(rules: &Rules, url: &str) -> Verdict {
+    let Some(url) = normalize_url(url) else {
+        return Verdict::NoMatch;
+    };
+    if !injectable(&url) {
+        return Verdict::NoMatch;
+    }
+    let pattern_hit = |list: &[String]| {
+        list.iter()
+            .find(|p| match_pattern::parse(p).is_ok_and(|mp: MatchPattern| mp.matches(&url)))
+            .cloned()
+    };
+    let chrome_hit = pattern_hit(&rules.matches)
+        .map(|p| format!("@match {p}"))
+        .or_else(|| {
+            rules
+                .include_globs
+                .iter()
+                .find(|g| glob_matches(g, &url))
+                .map(|g| format!("@include {g}"))
+        });
+    let Some(chrome_hit) = chrome_hit else {
+        return Verdict::NoMatch;
+    };
+    if let Some(p) = pattern_hit(&rules.exclude_matches) {
+        return Verdict::Excluded {
+            by: format!("@exclude-match {p}"),
+        };
+    }
+    if let Some(g) = rules.exclude_globs.iter().find(|g| glob_matches(g, &url)) {
+        return Verdict::Excluded {
+            by: format!("@exclude {g}"),
+        };
+    }
+    let Some(guard) = &rules.guard else {
+        return Verdict::Runs {
+            because: chrome_hit,
+        };
+    };
+    let because = match &guard.include {
+        None => chrome_hit,
+        Some(inc) => match regex_hit(inc, &url) {
+            Some(r) => r.rule.clone(),
+            None => return Verdict::NoMatch,
+        },
+    };
+    if let Some(r) = regex_hit(&guard.exclude, &url) {
+        return Verdict::Excluded { by: r.rule.clone() };
+    }
+    Verdict::Runs { because }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::metadata;
+
+    fn meta(lines: &str) -> Metadata {
+        let src = format!("// ==UserScript==\n// @name T\n{lines}// ==/UserScript==\n");
+        match metadata::parse(&src).metadata {
+            Some(m) => m,
+            None => panic!("invalid: {:?}", metadata::parse(&src).diagnostics),
+        }
+    }
+
+    fn runs(lines: &str, url: &str) -> bool {
+        compile(&meta(lines)).is_some_and(|r| verdict(&r, url).runs())
+    }
+
+    fn re_test(src: &str, url: &str) -> bool {
+        regress::Regex::new(src)
+            .unwrap_or_else(|e| panic!("{src}: {e}"))
+            .find(url)
+            .is_some()
+    }
+
+    /// The guard's RegExp for a pattern agrees with the native matcher on normalized URLs.
+    #[test]
+    fn pattern_regexes_agree_with_the_matcher() {
+        let patterns = [
+            "<all_urls>",
+            "*://*/*",
+            "https://example.com/*",
+            "https://*.example.com/*",
+            "http://example.com/foo/*",
+            "http://example.com:8080/*",
+            "https://example.com:443/a?b*",
+            "*://*.example.com/a*c",
+            "file:///tmp/*",
+            "http://127.0.0.1/*",
+            "http://[::1]/*",
+        ];
+        let urls = [
+            "https://example.com/",
+            "https://example.com/x?y#z",
+            "http://example.com/foo",
+            "http://example.com/foo/bar",
+            "http://example.com/foobar",
+            "http://example.com:8080/x",
+            "http://example.com/x",
+            "https://a.b.example.com/abc",
+            "https://badexample.com/",
+            "https://example.com/a?b=1",
+            "https://user:pw@example.com/",
+            "https://example.com/a#b?x",
+            "file:///tmp/a",
+            "file:///etc/x",
+            "http://127.0.0.1/",
+            "http://[::1]:81/q",
+            "https://example.com./",
+        ];
+        for p in patterns {
+            let mp = match_pattern::parse(p).unwrap();
+            let re = mp.js_regex(None);
+            for u in urls {
+                let n = normalize_url(u).unwrap();
+                assert_eq!(
+                    mp.matches(&n),
+                    re_test(&re, &n),
+                    "pattern {p} (regex {re}) on {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn glob_regexes_agree_with_chrome_globs() {
+        for g in [
+            "*",
+            "http://a.com/*",
+            "*://*.a.com/x?",
+            "*foo*bar",
+            "a\\*b*",
+        ] {
+            let re = glob_regex(g, TLD_REGEX);
+            for u in [
+                "http://a.com/",
+                "https://w.a.com/xy",
+                "http://x/foo/y/bar",
+                "a*bc",
+            ] {
+                assert_eq!(glob_matches(g, u), re_test(&re, u), "{g} {re} {u}");
+            }
+        }
+    }
+
+    #[test]
+    fn generated_sources_always_parse() {
+        let weird = [
+            "*",
+            "\\",
+            "a\\",
+            "[",
+            "(",
+            "{1,2}",
+            "^$",
+            "?*?",
+            "é🚀",
+            "*.tld",
+            ".tld:",
+            "a.tld\\",
+            "x/]/)/}/|/+",
+            "\\*\\?",
+        ];
+        for g in weird {
+            for t in [TLD_REGEX, TLD_REGEX_EXCLUDE] {
+                let re = glob_regex(g, t);
+                assert!(regress::Regex::new(&re).is_ok(), "{g} → {re}");
+            }
+            for p in [
+                format!("https://example.com/{g}"),
+                format!("*://*.a.tld/{g}"),
+                format!("file:///{g}"),
+            ] {
+                if let Ok(mp) = match_pattern::parse(&p) {
+                    let re = mp.js_regex(Some(TLD_REGEX));
+                    assert!(regress::Regex::new(&re).is_ok(), "{p} → {re}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn costly_regexes_are_refused() {
+        for bad in [
+            "(a+)+$", "(a|aa)*b", "(?:x*y)+", "(a*){2,}", ".*.*.*x", "a+b+c+d",
+        ] {
+            assert!(check_regex(bad).is_err(), "{bad} should be refused");
+        }
+        for good in [
+            "^https?:\\/\\/(www\\.)?example\\.com\\/.*",
+            "^https:\\/\\/(youtube|google)\\.com\\/watch\\?v=[\\w-]{11}",
+            "logout",
+            "[(+*]+x(?:a|b)?",
+            "a{2,5}b*",
+        ] {
+            assert_eq!(check_regex(good), Ok(()), "{good}");
+        }
+        assert!(check_regex("(").is_err());
+        assert!(check_regex(&"a".repeat(MAX_REGEX_CHARS + 1)).is_err());
+    }
+
+    #[test]
+    fn include_only_runs_only_where_included() {
+        let m = meta("// @include http://example.org:*/*\n");
+        let r = compile(&m).unwrap();
+        assert_eq!(r.matches, [INCLUDE_ONLY_PLACEHOLDER]);
+        assert!(r.guard.is_none());
+        assert!(verdict(&r, "http://example.org:8080/").runs());
+        assert!(!verdict(&r, "http://example.com/").runs());
+        assert!(!verdict(&r, "https://example.org/").runs());
+    }
+
+    #[test]
+    fn regex_rules_are_enforced_by_the_guard() {
+        let lines = "// @include /^https:\\/\\/(www\\.)?example\\.com\\/app/\n// @exclude /logout/\n// @match https://other.example/*\n";
+        let r = compile(&meta(lines)).unwrap();
+        // Chrome's side is broadened; the guard holds every include rule.
+        assert!(r.matches.contains(&"*://*/*".to_owned()));
+        let g = r.guard.clone().unwrap();
+        assert_eq!(g.include.as_ref().map(Vec::len), Some(2));
+        assert_eq!(g.exclude.len(), 1);
+        assert!(runs(lines, "https://www.example.com/app/x"));
+        assert!(runs(lines, "https://other.example/y"));
+        assert!(!runs(lines, "https://example.com/other"));
+        assert!(!runs(lines, "https://evil.com/"));
+        assert!(!runs(lines, "https://example.com/app/logout"));
+        assert!(!runs(lines, "https://other.example/logout"));
+        let v = verdict(&r, "https://other.example/logout");
+        assert_eq!(v.explain(), "excluded by @exclude /logout/");
+        // A regex exclude alone: Chrome decides includes, the guard only excludes.
+        let r = compile(&meta(
+            "// @match https://a.example/*\n// @exclude /secret/\n",
+        ))
+        .unwrap();
+        assert_eq!(r.matches, ["https://a.example/*"]);
+        assert!(r.guard.as_ref().is_some_and(|g| g.include.is_none()));
+        assert!(!verdict(&r, "https://a.example/secret").runs());
+        assert!(verdict(&r, "https://a.example/public").runs());
+    }
+
+    #[test]
+    fn tld_rules_match_public_suffixes_only() {
+        let lines = "// @match *://*.google.tld/search*\n";
+        let r = compile(&meta(lines)).unwrap();
+        assert_eq!(r.matches, ["*://*/search*"]);
+        for yes in [
+            "https://www.google.com/search?q=1",
+            "https://google.de/search",
+            "https://www.google.co.uk/search",
+        ] {
+            assert!(runs(lines, yes), "{yes}");
+        }
+        for no in [
+            "https://google.evil.com/search",
+            "https://www.google.com/maps",
+            "https://notgoogle.com/search",
+            "https://evil.com/search?google.com",
+        ] {
+            assert!(!runs(lines, no), "{no}");
+        }
+        let lines = "// @include *://www.amazon.tld/*\n// @exclude *://www.amazon.tld/gp/cart*\n";
+        let r = compile(&meta(lines)).unwrap();
+        assert_eq!(r.include_globs, ["*://www.amazon.*/*"]);
+        assert!(runs(lines, "https://www.amazon.co.jp/dp/1"));
+        assert!(!runs(lines, "https://www.amazon.co.jp/gp/cart/view"));
+        assert!(!runs(lines, "https://www.amazon.evil.com/x"));
+        // An exclude's .tld errs on the side of excluding: an exotic suffix is still excluded.
+        let lines = "// @match *://*/*\n// @exclude-match *://*.bank.tld/*\n";
+        assert!(!runs(lines, "https://www.bank.gov.xx/"));
+        assert!(!runs(lines, "https://bank.com/"));
+        assert!(runs(lines, "https://bank-other.com/"));
+    }
+
+    #[test]
+    fn guard_js_only_tests_generated_sources() {
+        let r = compile(&meta(
+            "// @include /a\"b<\\/script>/\n// @exclude *://*.x.tld/*\n",
+        ))
+        .unwrap();
+        let js = r.guard.unwrap().js("N\"ame");
+        assert!(js.starts_with("(()=>{const u=location.href"));
+        assert!(js.contains("throw new Error("));
+        // Sources are JSON string literals: a quote in a rule cannot end the string.
+        assert!(js.contains(r#""a\"b<\\/script>""#), "{js}");
+        assert!(js.contains(r#"\"N\"ame\""#) || js.contains(r#"N\"ame"#));
+        assert!(!js.contains('\n'));
+    }
+
+    #[test]
+    fn normalization_is_the_browsers() {
+        let n = |u: &str| normalize_url(u).unwrap_or_default();
+        assert_eq!(
+            n("HTTP://Example.COM:80/a/../b c"),
+            "http://example.com/b%20c"
+        );
+        assert_eq!(n("https://bücher.de/"), "https://xn--bcher-kva.de/");
+        assert_eq!(n("https://example.com:443"), "https://example.com/");
+        assert!(normalize_url("not a url").is_none());
+        let lines =
+            "// @match https://example.com/b*\n// @exclude-match https://example.com/b%20c\n";
+        assert!(!runs(lines, "HTTPS://EXAMPLE.com:443/x/../b c"));
+        assert!(runs(lines, "HTTPS://EXAMPLE.com:443/x/../bd"));
+    }
+}

@@ -1,0 +1,256 @@
+// Where scripts really run, asked of Chrome itself: scripts are written through the MCP tools
+// (official SDK client in the test host), pages on any host name are served locally
+// (--host-resolver-rules maps every name to 127.0.0.1), and for each URL the page is loaded and
+// the scripts SEEN running are compared with what match_url says — both directions.
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+/** After the load event (document_idle has passed): how long to wait for scripts to show. */
+const SETTLE_MS = 400;
+
+/** A userscript whose body marks <html data-ran-TAG>, after the guard (if any) let it through. */
+function script(tag, lines, body = "") {
+  return [
+    "// ==UserScript==",
+    `// @name Matching ${tag}`,
+    "// @namespace lumo-e2e-matching",
+    ...lines.map((l) => `// ${l}`),
+    "// ==/UserScript==",
+    body || `document.documentElement.setAttribute("data-ran-${tag}", "1");`,
+    "",
+  ].join("\n");
+}
+
+/** A server that answers every path with a small page. */
+async function anyPathServer() {
+  const server = createServer((req, res) => {
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><title>page</title><p>page</p>");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
+  return { port: server.address().port, close };
+}
+
+describe("matching: what Chrome runs is what match_url says", () => {
+  let h, server, session, tab;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const ok = async (name, args) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
+    return res.structuredContent;
+  };
+  const write = async (tag, lines, body) => (await ok("write_script", { source: script(tag, lines, body) })).script;
+  /** Loads `url` and returns the tags of the scripts that ran there. */
+  const ranOn = async (url) => {
+    await tab.goto(url, { waitUntil: "load" });
+    await sleep(SETTLE_MS);
+    return tab.evaluate(() => [...document.documentElement.attributes].filter((a) => a.name.startsWith("data-ran-")).map((a) => a.name.slice(9)).sort());
+  };
+  /** match_url's answer: the uuids it says run on `url`. */
+  const saysRun = async (url) => (await ok("match_url", { url })).scripts.filter((s) => s.runs).map((s) => s.uuid);
+  const registrations = async () => {
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      return await page.evaluate(() => chrome.userScripts.getScripts());
+    } finally {
+      await page.close();
+    }
+  };
+
+  before(async () => {
+    h = await launch();
+    server = await anyPathServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    tab = await h.context.newPage();
+  });
+  // Each test starts with no scripts, so one failing test cannot leave scripts behind that make
+  // the next one fail for the wrong reason.
+  beforeEach(async () => {
+    if (!session) return;
+    for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await ok("delete_script", { uuid: s.uuid });
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("a table of URLs: every script runs exactly where match_url says, and only where its rules say", T, async () => {
+    const P = server.port;
+    const scripts = {
+      inconly: ["@include http://inc.test:*/*"],
+      union: ["@match http://m.test/*", "@include http://g.test:*/*"],
+      excl: ["@match http://*.x.test/*", "@exclude-match http://no.x.test/*", "@exclude *nope*"],
+      regex: ["@include /^http:\\/\\/re\\.test:\\d+\\/yes/", "@exclude /\\/yes\\/but-not/"],
+      tld: ["@match http://*.shop.tld/*"],
+      norm: ["@match http://norm.test/b*"],
+      every: ["@match *", "@exclude-match http://*.x.test/*", "@exclude /re\\.test/", "@exclude http://*shop.*", "@exclude http://inc.test:*", "@exclude http://m.test:*", "@exclude http://g.test:*"],
+    };
+    const uuids = {};
+    for (const [tag, lines] of Object.entries(scripts)) uuids[tag] = (await write(tag, lines)).uuid;
+    const tagOf = Object.fromEntries(Object.entries(uuids).map(([t, u]) => [u, t]));
+    // [url, tags that must run there] — the expectation is the rules' meaning, not our model.
+    const table = [
+      [`http://inc.test:${P}/a`, ["inconly"]],
+      [`http://other.test:${P}/`, ["every"]],
+      [`http://m.test:${P}/`, ["union"]],
+      [`http://g.test:${P}/x`, ["union"]],
+      [`http://a.x.test:${P}/`, ["excl"]],
+      [`http://no.x.test:${P}/`, []],
+      [`http://a.x.test:${P}/nope`, []],
+      [`http://re.test:${P}/yes/1`, ["regex"]],
+      [`http://re.test:${P}/yes/but-not`, []],
+      [`http://re.test:${P}/no`, []],
+      [`http://www.shop.com:${P}/`, ["tld"]],
+      [`http://shop.co.uk:${P}/`, ["tld"]],
+      [`http://shop.evil.com:${P}/`, []],
+      [`http://NORM.test:${P}/x/../b`, ["every", "norm"]],
+      [`http://norm.test:${P}/a`, ["every"]],
+    ];
+    const mismatches = [];
+    for (const [url, want] of table) {
+      const seen = await ranOn(url);
+      const said = (await saysRun(url)).map((u) => tagOf[u]).filter(Boolean).sort();
+      if (JSON.stringify(seen) !== JSON.stringify([...want].sort())) mismatches.push(`${url}: ran ${JSON.stringify(seen)}, rules say ${JSON.stringify(want)}`);
+      if (JSON.stringify(said) !== JSON.stringify(seen)) mismatches.push(`${url}: match_url says ${JSON.stringify(said)}, Chrome ran ${JSON.stringify(seen)}`);
+    }
+    assert.deepEqual(mismatches, []);
+    // list_scripts {url} agrees too.
+    const listed = (await ok("list_scripts", { url: `http://g.test:${P}/x` })).scripts.map((s) => tagOf[s.uuid]).filter(Boolean);
+    assert.deepEqual(listed, ["union"]);
+    // The include-only script is not registered for every page.
+    const inc = (await registrations()).find((r) => r.id === uuids.inconly);
+    assert.ok(!inc.matches.some((m) => m === "*://*/*" || m === "<all_urls>"), JSON.stringify(inc.matches));
+    for (const uuid of Object.values(uuids)) await ok("delete_script", { uuid });
+  });
+
+  test("validate_script: @match with @include is the union, with no AND warning", T, async () => {
+    const v = await ok("validate_script", { source: script("v", ["@match http://a.test/*", "@include http://b.test/*"]) });
+    assert.equal(v.valid, true);
+    assert.ok(!v.diagnostics.some((d) => /AND/.test(d.message)), JSON.stringify(v.diagnostics));
+  });
+
+  test("an update that drops an @include and an @exclude-match really removes them, also after a worker restart", T, async () => {
+    const P = server.port;
+    const v1 = ["@match http://upd.test/*", "@include http://upd2.test:*/*", "@exclude-match http://upd.test/ex*", "@exclude *skip*"];
+    const s = await write("upd", v1);
+    assert.deepEqual(await ranOn(`http://upd2.test:${P}/`), ["upd"]);
+    assert.deepEqual(await ranOn(`http://upd.test:${P}/ex`), []);
+    assert.deepEqual(await ranOn(`http://upd.test:${P}/skip`), []);
+    const v2 = await ok("write_script", { uuid: s.uuid, revision: s.revision, source: script("upd", ["@match http://upd.test/*"]) });
+    assert.equal(v2.registered, true);
+    const check = async (when) => {
+      assert.deepEqual(await ranOn(`http://upd2.test:${P}/`), [], `${when}: dropped @include still runs`);
+      assert.deepEqual(await ranOn(`http://upd.test:${P}/ex`), ["upd"], `${when}: dropped @exclude-match still excludes`);
+      assert.deepEqual(await ranOn(`http://upd.test:${P}/skip`), ["upd"], `${when}: dropped @exclude still excludes`);
+      const reg = (await registrations()).find((r) => r.id === s.uuid);
+      assert.deepEqual([reg.includeGlobs ?? [], reg.excludeMatches ?? [], reg.excludeGlobs ?? []], [[], [], []], `${when}: ${JSON.stringify(reg)}`);
+    };
+    await check("after the update");
+    await h.stopProviderWorker();
+    await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    await check("after a worker restart");
+    await ok("delete_script", { uuid: s.uuid });
+  });
+
+  test("a pattern Chrome refuses is refused at its line and nothing is registered", T, async () => {
+    const before = (await registrations()).map((r) => r.id).sort();
+    const res = await call("write_script", { source: script("badip", ["@match http://256.256.256.256/*"]) });
+    assert.equal(res.isError, true, JSON.stringify(res.structuredContent));
+    assert.equal(res.structuredContent.error_code, "INVALID_METADATA");
+    const d = res.structuredContent.details.diagnostics.find((x) => x.severity === "error");
+    assert.equal(d.line, 4);
+    assert.match(d.message, /256\.256\.256\.256.*invalid host/);
+    assert.deepEqual((await registrations()).map((r) => r.id).sort(), before);
+    const v = await ok("validate_script", { source: script("badip", ["@match http://256.256.256.256/*"]) });
+    assert.equal(v.valid, false);
+  });
+
+  test("two scripts run in separate worlds: one cannot read the other's globals", T, async () => {
+    const P = server.port;
+    const a = await write("wa", ["@match http://worlds.test/*", "@run-at document-start"], 'globalThis.lumoSecret = "from A"; document.documentElement.setAttribute("data-ran-wa", "1");');
+    const b = await write("wb", ["@match http://worlds.test/*"], 'document.documentElement.setAttribute("data-ran-wb", "1"); document.documentElement.setAttribute("data-b-sees", String(typeof globalThis.lumoSecret));');
+    assert.deepEqual(await ranOn(`http://worlds.test:${P}/`), ["wa", "wb"]);
+    assert.equal(await tab.evaluate(() => document.documentElement.getAttribute("data-b-sees")), "undefined");
+    const regs = await registrations();
+    const worlds = regs.filter((r) => r.id === a.uuid || r.id === b.uuid).map((r) => r.worldId);
+    assert.equal(new Set(worlds).size, 2, JSON.stringify(worlds));
+    await ok("delete_script", { uuid: a.uuid });
+    await ok("delete_script", { uuid: b.uuid });
+  });
+
+  test("spellings other managers accept run where they mean (http*://, no path, @run-at document-ready / context-menu)", T, async () => {
+    const P = server.port;
+    const scripts = {
+      star: ["@match http*://spell.test/*", "@run-at document-ready"],
+      root: ["@match http://root.test", "@run-at context-menu"],
+    };
+    const tagOf = {};
+    for (const [tag, lines] of Object.entries(scripts)) {
+      const w = await ok("write_script", { source: script(tag, lines) });
+      assert.ok(w.diagnostics.some((d) => d.severity === "warning"), `${tag}: a warning says how it was read: ${JSON.stringify(w.diagnostics)}`);
+      tagOf[w.script.uuid] = tag;
+    }
+    const table = [
+      [`http://spell.test:${P}/a`, ["star"]],
+      [`http://root.test:${P}/`, ["root"]],
+      [`http://root.test:${P}/page`, []],
+      [`http://other.test:${P}/`, []],
+    ];
+    const mismatches = [];
+    for (const [url, want] of table) {
+      const seen = await ranOn(url);
+      const said = (await saysRun(url)).map((u) => tagOf[u]).filter(Boolean).sort();
+      if (JSON.stringify(seen) !== JSON.stringify(want)) mismatches.push(`${url}: ran ${JSON.stringify(seen)}, rules say ${JSON.stringify(want)}`);
+      if (JSON.stringify(said) !== JSON.stringify(seen)) mismatches.push(`${url}: match_url says ${JSON.stringify(said)}, Chrome ran ${JSON.stringify(seen)}`);
+    }
+    assert.deepEqual(mismatches, []);
+  });
+
+  test("reconcile compares Chrome's whole registration: a rule left behind in Chrome is removed", T, async () => {
+    const P = server.port;
+    const s = await write("left", ["@match http://left.test/*"]);
+    // Simulate a registration left over from an older version: same id, an extra include glob.
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      await page.evaluate(async (id) => {
+        const [reg] = await chrome.userScripts.getScripts({ ids: [id] });
+        await chrome.userScripts.unregister({ ids: [id] });
+        await chrome.userScripts.register([{ ...reg, includeGlobs: ["http://leftover.test:*/*"] }]);
+      }, s.uuid);
+    } finally {
+      await page.close();
+    }
+    assert.deepEqual(await ranOn(`http://leftover.test:${P}/`), ["left"], "the simulated leftover rule is active");
+    // The toggle going off and on makes the provider reconcile (Chrome may have dropped scripts).
+    await h.setUserScriptsAccess(PROVIDER_ID, false);
+    await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    await h.setUserScriptsAccess(PROVIDER_ID, true);
+    let seen;
+    for (const deadline = Date.now() + 5000; ;) {
+      await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      seen = await ranOn(`http://leftover.test:${P}/`);
+      if (seen.length === 0 || Date.now() > deadline) break;
+    }
+    assert.deepEqual(seen, [], "the leftover rule is gone after the reconcile");
+    assert.deepEqual(await ranOn(`http://left.test:${P}/`), ["left"]);
+  });
+});

@@ -1,0 +1,135 @@
+//! What the tools say about where scripts run: match_url on the URL as the browser reads it, and
+//! a registration Chrome refuses reported as such (not blamed on the toggle), durably.
+
+mod common;
+
+use common::*;
+use lumo_userscripts::env::Area;
+use serde_json::{json, Value};
+
+fn source(rules: &[&str]) -> String {
+    let mut s = String::from("// ==UserScript==\n// @name Rules\n");
+    for r in rules {
+        s.push_str(&format!("// {r}\n"));
+    }
+    s.push_str("// ==/UserScript==\n");
+    s
+}
+
+fn runs(m: &Value) -> Vec<bool> {
+    m["structuredContent"]["scripts"]
+        .as_array()
+        .map(|a| a.iter().map(|s| s["runs"] == json!(true)).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn match_url_reads_the_url_as_the_browser_does() {
+    let p = provider();
+    let s = ready(&p);
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@match https://example.com/b*", "@exclude-match https://example.com/b%20c"])}),
+    );
+    assert_eq!(w["isError"], json!(false), "{w}");
+    let m = call(
+        &p,
+        &s,
+        "match_url",
+        json!({"url": "HTTPS://EXAMPLE.com:443/x/../bd"}),
+    );
+    assert_eq!(runs(&m), [true], "{m}");
+    assert_eq!(
+        m["structuredContent"]["normalizedUrl"],
+        json!("https://example.com/bd")
+    );
+    let m = call(
+        &p,
+        &s,
+        "match_url",
+        json!({"url": "https://example.com/a/../b c"}),
+    );
+    assert_eq!(runs(&m), [false], "{m}");
+    assert!(m["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("excluded by @exclude-match"));
+}
+
+#[test]
+fn include_only_and_union_in_match_url_and_list() {
+    let p = provider();
+    let s = ready(&p);
+    let inc = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@name Inc", "@include http://example.org:*/*"]).replace("// @name Rules\n", "")}),
+    );
+    assert_eq!(inc["isError"], json!(false), "{inc}");
+    let m = call(
+        &p,
+        &s,
+        "match_url",
+        json!({"url": "https://unrelated.example/"}),
+    );
+    assert_eq!(m["structuredContent"]["scripts"], json!([]), "{m}");
+    let l = call(
+        &p,
+        &s,
+        "list_scripts",
+        json!({"url": "http://example.org:8080/x"}),
+    );
+    assert_eq!(l["structuredContent"]["total"], json!(1), "{l}");
+    let l = call(&p, &s, "list_scripts", json!({"url": "http://other.org/"}));
+    assert_eq!(l["structuredContent"]["total"], json!(0), "{l}");
+}
+
+#[test]
+fn a_refused_registration_is_reported_truthfully_and_durably() {
+    let p = provider();
+    let s = ready(&p);
+    p.env
+        .refuse_register
+        .replace(Some("Script has invalid value for matches[0]".into()));
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@match https://example.com/*"])}),
+    );
+    assert_eq!(w["isError"], json!(false), "{w}");
+    let text = w["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("Chrome refused to register it"), "{text}");
+    assert!(!text.contains("Allow User Scripts"), "{text}");
+    assert_eq!(w["structuredContent"]["registered"], json!(false));
+    let uuid = w["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // Stored, so a worker restart still knows.
+    assert!(p.env.dump(Area::Local)["registryErrors"][&uuid].is_string());
+    let l = call(&p, &s, "list_scripts", json!({}));
+    assert!(l["structuredContent"]["scripts"][0]["registrationError"].is_string());
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert!(g["structuredContent"]["script"]["registrationError"].is_string());
+    let st = call(&p, &s, "status", json!({}));
+    assert!(st["structuredContent"]["registrationErrors"][&uuid].is_string());
+    let m = call(&p, &s, "match_url", json!({"url": "https://example.com/"}));
+    assert_eq!(runs(&m), [false], "{m}");
+    // Fixed: the next successful registration clears it.
+    p.env.refuse_register.replace(None);
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    let rev = g["structuredContent"]["script"]["revision"].clone();
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": rev, "source": source(&["@match https://example.com/*", "@version 2"])}),
+    );
+    assert_eq!(w["structuredContent"]["registered"], json!(true), "{w}");
+    let st = call(&p, &s, "status", json!({}));
+    assert_eq!(st["structuredContent"]["registrationErrors"], json!({}));
+}
