@@ -49,7 +49,10 @@ async fn status<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
         .map(|t| json!({ "name": t.name, "title": t.title, "write": t.is_write() }))
         .collect();
     // What the page should say about the address it was given, decided here, not in the page.
-    let host = msg.get("host").and_then(Value::as_str).unwrap_or("127.0.0.1");
+    let host = msg
+        .get("host")
+        .and_then(Value::as_str)
+        .unwrap_or("127.0.0.1");
     let port = msg.get("port").and_then(Value::as_u64).unwrap_or(0);
     let loopback = dialer::dial_url(host, port, false);
     json!({

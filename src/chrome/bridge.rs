@@ -248,7 +248,10 @@ fn on_event(gen: u64, e: Event) {
                     BridgeAnswer::Reply(outcome) => with_conn(gen, |c| c.respond(id, outcome)),
                     BridgeAnswer::ReplyAndClose(r) => with_conn(gen, |c| {
                         c.respond(id, Ok(r));
-                        c.close(dialer::USER_DISCONNECT, "agent access switched off by the user");
+                        c.close(
+                            dialer::USER_DISCONNECT,
+                            "agent access switched off by the user",
+                        );
                     }),
                 }
                 pump(gen);
@@ -257,7 +260,10 @@ fn on_event(gen: u64, e: Event) {
         Event::Request { id, kind, .. } => with_conn(gen, |c| {
             let e = WireError::new(
                 "UNKNOWN_TYPE",
-                format!("the extension does not answer {}", crate::text::ellipsize(&kind, 40)),
+                format!(
+                    "the extension does not answer {}",
+                    crate::text::ellipsize(&kind, 40)
+                ),
             );
             c.respond(id, Err(e));
         }),
