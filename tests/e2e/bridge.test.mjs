@@ -340,3 +340,30 @@ test("worker stopped, or the bridge restarted with the same token: the extension
   await disconnectAll();
   await b.client.close();
 });
+
+test("two stdio clients share one extension (owner and forwarder); the owner's exit hands over", async () => {
+  const port = await freePort();
+  const control = await freePort();
+  const state = fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
+  const owner = await agent({ port, control, state });
+  assert.equal((await owner.status()).role, "owner");
+  const page = await openConnect(owner.link);
+  const fwd = await agent({ port, control, state });
+  const fs0 = await fwd.status();
+  assert.equal(fs0.role, "forwarder", JSON.stringify(fs0));
+  assert.equal(fs0.connected, true, JSON.stringify(fs0));
+  // The forwarder's call goes through the owner to the one extension link.
+  const w = await call(fwd, "write_script", { source: scriptSource("Forwarded", "fw") });
+  assert.equal(w.isError, false, JSON.stringify(w.structuredContent));
+  const uuid = w.structuredContent.script.uuid;
+  assert.equal(w.structuredContent.script.createdBy, `bridge:${port}`);
+  // The owner exits: the forwarder wins the election, and the extension's remembered
+  // authorization (same token) reconnects to it without a click.
+  await owner.client.close();
+  await until(async () => { const s = await fwd.status(); return s.role === "owner" && s.connected; }, "handover", 30_000);
+  const r = await call(fwd, "delete_script", { uuid });
+  assert.equal(r.isError, false, JSON.stringify(r.structuredContent));
+  await page.close();
+  await disconnectAll();
+  await fwd.client.close();
+});
