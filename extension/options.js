@@ -1,17 +1,25 @@
 // The options page: switches, callers (pending, allowed, denied) and the stored scripts.
-import { ask, el, when, say, keepFresh, userScriptsNotice } from './ui.js';
+//
+// With 1,000 scripts the page must not rebuild itself: the script table is keyed by uuid, each
+// row is rebuilt only when that script's listing changed, the first render is built in slices so
+// the page shows rows at once, and nothing is fetched on a timer but the small state (the
+// "Allow User Scripts" toggle has no event). The list is fetched again only when a script's
+// record changes in storage.
+import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
 const switches = { endpoint: $('sw-endpoint'), writes: $('sw-writes'), review: $('sw-review') };
 const openSources = new Set();
 let confirmingDelete = null;
+/** Rows built per slice of the first render (or of a large change) before the page may paint. */
+const SLICE = 100;
 
 async function act(fn, done) {
   try {
     await fn();
     if (done) say(status, done);
-    await render();
+    await Promise.all([refreshState(), refreshScripts()]);
   } catch (e) {
     say(status, e.message, 'error');
   }
@@ -49,63 +57,139 @@ function renderPolicy(policy) {
   'Nobody is denied.'));
 }
 
-const provenance = (who, names) => (who === 'user' ? 'you' : names.get(who) ? `${names.get(who)} (${who})` : who);
+// ---------------------------------------------------------------- scripts
 
-function renderScripts(scripts, problems, names) {
-  const rows = scripts.map((s) => {
-    const rules = [
-      ...s.matches.map((m) => `@match ${m}`), ...s.includeGlobs.map((m) => `@include ${m}`),
-      ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
-    ];
-    const toggle = el('input', { type: 'checkbox', role: 'switch', 'aria-label': `Enabled: ${s.name}`,
-      onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`) });
-    toggle.checked = s.enabled;
-    const source = el('details', { open: openSources.has(s.uuid), ontoggle: async (e) => {
-      if (!e.target.open) { openSources.delete(s.uuid); return; }
-      openSources.add(s.uuid);
-      await fillSource(e.target, s.uuid);
-    } }, el('summary', {}, 'Source (read-only)'), el('pre', { 'aria-label': `Source of ${s.name}` }, '…'));
-    if (openSources.has(s.uuid)) fillSource(source, s.uuid);
-    const del = confirmingDelete === s.uuid
-      ? [el('button', { class: 'danger', onclick: () => { confirmingDelete = null; act(() => ask('scripts.delete', { uuid: s.uuid }), `Deleted ${s.name}.`); } }, `Confirm delete of ${s.name}`), ' ',
-         el('button', { onclick: () => { confirmingDelete = null; render(); } }, 'Cancel')]
-      : [el('button', { class: 'danger', 'aria-label': `Delete ${s.name}`, onclick: () => { confirmingDelete = s.uuid; render(); } }, 'Delete')];
-    return el('tr', {},
-      el('td', {}, toggle),
-      el('td', {}, el('strong', {}, s.name), s.version ? el('small', {}, ` v${s.version}`) : null,
-        el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), source),
-      el('td', {}, rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere')),
-      el('td', {}, el('div', {}, 'created by ', provenance(s.createdBy, names), ' ', when(s.createdAt)),
-        el('div', {}, 'changed by ', provenance(s.updatedBy, names), ' ', when(s.updatedAt)),
-        el('small', {}, `revision ${s.revision}`)),
-      el('td', { class: 'actions' }, del));
-  });
-  const parts = [table(['On', 'Script', 'Runs on', 'Provenance', ''], rows, 'No scripts stored.')];
-  if (problems.length) parts.push(el('p', { class: 'notice' }, `${problems.length} stored script record(s) could not be read and are not shown: `, problems.map((p) => `${p.uuid} (${p.message})`).join('; ')));
-  $('scripts').replaceChildren(...parts);
+let names = new Map();
+const provenance = (who) => (who === 'user' ? 'you' : names.get(who) ? `${names.get(who)} (${who})` : who);
+
+/** uuid -> { tr, key }: the row element shown for a script and the listing it was built from. */
+const rows = new Map();
+let scripts = [];
+let problems = [];
+// An ARIA table of grid rows rather than a <table>: each row can then skip layout and paint while
+// it is off screen (content-visibility, see options.html), which a table row cannot.
+const tbody = el('div', { role: 'rowgroup', class: 'script-rows' });
+const scriptTable = el('div', { role: 'table', 'aria-label': 'Stored scripts', class: 'scripts' },
+  el('div', { role: 'rowgroup' }, el('div', { role: 'row', class: 'script-row head' },
+    ['On', 'Script', 'Runs on', 'Provenance', ''].map((h) => el('span', { role: 'columnheader' }, h)))),
+  tbody);
+const emptyNote = el('p', { class: 'empty' }, 'No scripts stored.');
+const problemNote = el('p', { class: 'notice' });
+
+/** Everything a row shows: when this is unchanged, the row is kept as it is. */
+const rowKey = (s) => JSON.stringify([s, provenance(s.createdBy), provenance(s.updatedBy), confirmingDelete === s.uuid]);
+
+function scriptRow(s) {
+  const rules = [
+    ...s.matches.map((m) => `@match ${m}`), ...s.includeGlobs.map((m) => `@include ${m}`),
+    ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
+  ];
+  const toggle = el('input', { type: 'checkbox', role: 'switch', 'aria-label': `Enabled: ${s.name}`,
+    onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`) });
+  toggle.checked = s.enabled;
+  const source = el('details', { open: openSources.has(s.uuid), ontoggle: async (e) => {
+    if (!e.target.open) { openSources.delete(s.uuid); return; }
+    openSources.add(s.uuid);
+    await fillSource(e.target, s.uuid);
+  } }, el('summary', {}, 'Source (read-only)'), el('pre', { 'aria-label': `Source of ${s.name}` }, '…'));
+  if (openSources.has(s.uuid)) fillSource(source, s.uuid);
+  const confirm = (uuid) => { confirmingDelete = uuid; renderScripts(); };
+  const del = confirmingDelete === s.uuid
+    ? [el('button', { class: 'danger', onclick: () => { confirmingDelete = null; act(() => ask('scripts.delete', { uuid: s.uuid }), `Deleted ${s.name}.`); } }, `Confirm delete of ${s.name}`), ' ',
+       el('button', { onclick: () => confirm(null) }, 'Cancel')]
+    : [el('button', { class: 'danger', 'aria-label': `Delete ${s.name}`, onclick: () => confirm(s.uuid) }, 'Delete')];
+  const cell = (...c) => el('div', { role: 'cell' }, ...c);
+  return el('div', { role: 'row', class: 'script-row', 'data-uuid': s.uuid },
+    cell(toggle),
+    cell(el('strong', {}, s.name), s.version ? el('small', {}, ` v${s.version}`) : null,
+      el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), source),
+    cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere')),
+    cell(el('div', {}, 'created by ', provenance(s.createdBy), ' ', when(s.createdAt)),
+      el('div', {}, 'changed by ', provenance(s.updatedBy), ' ', when(s.updatedAt)),
+      el('small', {}, `revision ${s.revision}`)),
+    el('div', { role: 'cell', class: 'actions' }, del));
+}
+
+let renderGen = 0;
+const nextTask = () => new Promise((r) => setTimeout(r, 0));
+
+/** Brings the table in line with `scripts`: new or changed rows are built, the others kept in
+ *  place; done in slices so a large change does not block the page. */
+async function renderScripts() {
+  const gen = ++renderGen;
+  const container = $('scripts');
+  const parts = [scripts.length ? scriptTable : emptyNote];
+  if (problems.length) {
+    problemNote.textContent = `${problems.length} stored script record(s) could not be read and are not shown: ${problems.map((p) => `${p.uuid} (${p.message})`).join('; ')}`;
+    parts.push(problemNote);
+  }
+  if (container.childNodes.length !== parts.length || parts.some((p, i) => container.childNodes[i] !== p)) container.replaceChildren(...parts);
+  const wanted = new Set(scripts.map((s) => s.uuid));
+  for (const [uuid, row] of rows) {
+    if (!wanted.has(uuid)) { row.tr.remove(); rows.delete(uuid); }
+  }
+  let built = 0;
+  for (let i = 0; i < scripts.length; i++) {
+    const s = scripts[i];
+    const key = rowKey(s);
+    let row = rows.get(s.uuid);
+    if (!row || row.key !== key) {
+      const tr = scriptRow(s);
+      if (row) row.tr.replaceWith(tr);
+      row = { tr, key };
+      rows.set(s.uuid, row);
+      built++;
+    }
+    if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] ?? null);
+    if (built >= SLICE) {
+      built = 0;
+      await nextTask();
+      if (gen !== renderGen) return;
+    }
+  }
 }
 
 async function fillSource(details, uuid) {
   try {
-    const { script } = await ask('scripts.get', { uuid });
-    details.querySelector('pre').textContent = script.source;
+    // As JavaScript reads it: every line break JavaScript sees is one, hidden characters marked.
+    const { shown } = await ask('scripts.get', { uuid });
+    details.querySelector('pre').replaceChildren(...marked(shown));
   } catch (e) {
     details.querySelector('pre').textContent = `Could not load the source: ${e.message}`;
   }
 }
 
-let last = '';
-async function render(force = true) {
-  const [state, list] = await Promise.all([ask('state.get'), ask('scripts.list')]);
-  // Polling must not steal keyboard focus: rebuild only when something changed.
-  const key = JSON.stringify([state.policy, state.capability, list, confirmingDelete]);
-  if (!force && key === last) return;
-  last = key;
-  $('capability').replaceChildren(userScriptsNotice(state.capability) ?? '');
+// ---------------------------------------------------------------- refresh
+
+let lastPolicy = '';
+let lastCapability = '';
+const refreshState = oneAtATime(async () => {
+  const state = await ask('state.get');
+  const capability = JSON.stringify(state.capability);
+  if (capability !== lastCapability) {
+    lastCapability = capability;
+    $('capability').replaceChildren(userScriptsNotice(state.capability) ?? '');
+  }
+  const policy = JSON.stringify(state.policy);
+  if (policy === lastPolicy) return;
+  lastPolicy = policy;
   renderPolicy(state.policy);
-  const names = new Map(state.policy.allowlist.map((c) => [c.id, c.name]));
-  renderScripts(list.scripts, list.problems, names);
-}
+  const before = JSON.stringify([...names]);
+  names = new Map(state.policy.allowlist.map((c) => [c.id, c.name]));
+  // A caller's name shows in provenance: only the rows that name it are rebuilt.
+  if (JSON.stringify([...names]) !== before && rows.size) renderScripts();
+});
+
+let lastList = '';
+const refreshScripts = oneAtATime(async () => {
+  const list = await ask('scripts.list');
+  const key = JSON.stringify([list.scripts, list.problems]);
+  if (key === lastList) return;
+  lastList = key;
+  scripts = list.scripts;
+  problems = list.problems;
+  await renderScripts();
+});
 
 for (const [name, input] of Object.entries(switches)) {
   input.addEventListener('change', () => act(() => ask('policy.setSwitch', { name, value: input.checked }),
@@ -124,5 +208,12 @@ $('add-form').addEventListener('submit', (e) => {
 });
 
 $('version').textContent = `version ${chrome.runtime.getManifest().version} · id ${chrome.runtime.id}`;
-keepFresh(() => render(false), 3000);
-render().catch((e) => say(status, e.message, 'error'));
+onStored(async (keys) => {
+  const k = [...keys];
+  if (k.includes('local:policy')) await refreshState();
+  if (k.some((x) => x === 'local:scripts/index' || x.startsWith('local:script/'))) await refreshScripts();
+}, 100);
+// The "Allow User Scripts" toggle has no event: ask for the (small) state now and then.
+setInterval(() => refreshState().catch(() => {}), 3000);
+// The state first: the caller names are in it, and the rows show them.
+refreshState().then(refreshScripts).catch((e) => say(status, e.message, 'error'));

@@ -1,43 +1,41 @@
-// The popup: connected indicator with one-click disconnect, pending reviews with their diff,
-// and the audit log (filter, export).
-import { ask, el, when, say, keepFresh, userScriptsNotice } from './ui.js';
+// The popup: writes waiting for review (with every effect and the diff), the connected indicator
+// with one-click disconnect, and the audit log (filter, export).
+import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
 let entries = [];
 let names = new Map();
 
-async function act(fn, done) {
-  try {
-    await fn();
-    if (done) say(status, done);
-    await render(true);
-  } catch (e) {
-    say(status, e.message, 'error');
-  }
-}
-
 const who = (id) => (names.get(id) ? `${names.get(id)} (${id})` : id);
 
+// ---------------------------------------------------------------- reviews
+//
+// A review is approved by a click, so nothing may move under the pointer: reviews are listed by
+// arrival (the service worker's seq), new ones are appended at the end, an item is never rebuilt
+// once shown, and one that stops waiting keeps its place (greyed, buttons gone) until the pointer
+// leaves the list. Every button names its review by id. A newly shown review's buttons wait
+// ARM_MS before they take a click, so a review appearing where the pointer already is cannot
+// catch a click meant for something else.
+const ARM_MS = 800;
+const shown = new Map(); // review id -> { li, done: boolean }
+let pointerInside = false;
+const section = $('reviews-section');
+const list = $('reviews');
+section.addEventListener('pointerenter', () => { pointerInside = true; });
+section.addEventListener('pointerleave', () => { pointerInside = false; sweep(); });
+
 function diffView(text) {
-  const pre = el('pre', { class: 'diff', 'aria-label': 'Changes' });
-  for (const line of text.split('\n')) {
-    const cls = line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : undefined;
-    pre.append(el('span', { class: cls }, line), cls ? '' : '\n');
-  }
+  const pre = el('pre', { class: 'diff', 'aria-label': 'Changes', tabindex: '0' });
+  fillDiff(pre, text);
   return pre;
 }
 
-function renderReviews(reviews) {
-  $('reviews-section').hidden = reviews.length === 0;
-  $('reviews').replaceChildren(...reviews.map((r) => el('li', { class: 'review' },
-    el('p', {}, el('strong', {}, r.summary)),
-    el('p', { class: 'muted' }, 'asked by ', r.callerName || '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool} · expires `, when(r.expiresAt)),
-    r.diff ? diffView(r.diff) : null,
-    el('div', { class: 'row' },
-      el('button', { class: 'primary', onclick: () => act(() => ask('reviews.decide', { review: r.id, approve: true }), 'Approved.') }, 'Approve'),
-      el('button', { onclick: () => act(() => ask('reviews.decide', { review: r.id, approve: true, allowSession: true }), 'Approved; further writes on this connection will not ask.') }, 'Approve all from this session'),
-      el('button', { class: 'danger', onclick: () => act(() => ask('reviews.decide', { review: r.id, approve: false }), 'Denied.') }, 'Deny')))));
+function fillDiff(pre, text) {
+  pre.replaceChildren(...text.split('\n').map((line) => {
+    const cls = line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : 'ctx';
+    return el('span', { class: cls }, marked(line));
+  }));
 }
 
 // The local bridge is a caller without an extension id: its label names it, and its Disconnect
@@ -45,6 +43,109 @@ function renderReviews(reviews) {
 const disconnect = (caller, kind) => (kind === 'bridge'
   ? act(() => ask('bridge.disconnect'), `Disconnected ${who(caller)}.`)
   : act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`));
+
+function partialNote(r) {
+  const hidden = r.diffTotalLines - r.diffShownLines;
+  const what = hidden > 0
+    ? `Not all of the change is shown: ${r.diffShownLines} of ${r.diffTotalLines} lines; ${hidden} more line${hidden > 1 ? 's are' : ' is'} not shown.`
+    : `Not all of the change is shown: the last line is cut short.`;
+  return what;
+}
+
+function diffBlock(r) {
+  if (r.diff == null) return null;
+  const pre = diffView(r.diff);
+  if (!r.diffPartial) return pre;
+  const note = el('p', { class: 'notice', role: 'note' }, el('strong', {}, partialNote(r)), ' ');
+  const more = el('button', { type: 'button' }, 'Show the whole change');
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const { diff } = await ask('reviews.diff', { review: r.id });
+      holdHeight(note.closest('li'));
+      fillDiff(pre, diff);
+      note.firstChild.textContent = `Showing the whole change: ${r.diffTotalLines} lines. Scroll to read all of it.`;
+      more.textContent = 'Whole change shown';
+    } catch (e) {
+      more.disabled = false;
+      say(status, e.message, 'error');
+    }
+  });
+  note.append(more);
+  return el('div', {}, note, pre);
+}
+
+function reviewItem(r) {
+  const decide = (approve, allowSession, done) => async () => {
+    for (const b of buttons) b.disabled = true;
+    try {
+      await ask('reviews.decide', { review: r.id, approve, ...(allowSession ? { allowSession } : {}) });
+      say(status, done);
+      finish(r.id, done);
+    } catch (e) {
+      say(status, e.message, 'error');
+      finish(r.id, 'No longer waiting.');
+    }
+  };
+  const buttons = [
+    el('button', { class: 'primary', 'data-review': r.id, onclick: decide(true, false, 'Approved.') }, 'Approve'),
+    el('button', { 'data-review': r.id, onclick: decide(true, true, 'Approved; further writes on this connection will not ask.') }, 'Approve all from this session'),
+    el('button', { class: 'danger', 'data-review': r.id, onclick: decide(false, false, 'Denied.') }, 'Deny'),
+  ];
+  for (const b of buttons) b.disabled = true;
+  setTimeout(() => { if (!shown.get(r.id)?.done) for (const b of buttons) b.disabled = false; }, ARM_MS);
+  const effects = r.effects?.length
+    ? el('ul', { class: 'effects', 'aria-label': 'Effects' }, r.effects.map((e) => el('li', {}, marked(e))))
+    : null;
+  return el('li', { class: 'review', 'data-review': r.id, 'data-seq': r.seq },
+    el('p', {}, el('strong', {}, marked(r.summary))),
+    el('p', { class: 'muted' }, 'asked by ', r.callerName ? marked(r.callerName) : '(no name)', ' ', el('code', {}, r.caller), ` · ${r.tool}`),
+    // On a line of its own: the countdown changes width every second and must not rewrap the line.
+    el('p', { class: 'muted' }, 'expires ', when(r.expiresAt)),
+    effects,
+    diffBlock(r),
+    el('div', { class: 'row actions' }, buttons));
+}
+
+/** An item changing in place never gets shorter: what is below it stays where it was. */
+function holdHeight(li) {
+  if (li) li.style.minHeight = `${li.getBoundingClientRect().height}px`;
+}
+
+/** A review stops waiting: it keeps its place (so nothing below moves) until the pointer leaves. */
+function finish(id, text) {
+  const item = shown.get(id);
+  if (!item || item.done) return;
+  item.done = true;
+  holdHeight(item.li);
+  item.li.classList.add('done');
+  item.li.querySelector('.actions').replaceChildren(el('span', { class: 'muted' }, text));
+  if (!pointerInside) sweep();
+}
+
+function sweep() {
+  for (const [id, item] of shown) {
+    if (item.done) {
+      item.li.remove();
+      shown.delete(id);
+    }
+  }
+  section.hidden = shown.size === 0;
+}
+
+function renderReviews(reviews) {
+  const waiting = new Set(reviews.map((r) => r.id));
+  for (const [id, item] of shown) if (!item.done && !waiting.has(id)) finish(id, 'No longer waiting: decided, cancelled or expired.');
+  for (const r of [...reviews].sort((a, b) => a.seq - b.seq)) {
+    if (shown.has(r.id)) continue;
+    const li = reviewItem(r);
+    shown.set(r.id, { li, done: false });
+    list.append(li);
+  }
+  section.hidden = shown.size === 0;
+}
+
+// ---------------------------------------------------------------- sessions, audit
 
 function renderSessions(sessions) {
   for (const s of sessions) if (s.label) names.set(s.caller, s.label);
@@ -71,7 +172,7 @@ function renderBridge({ bridge }) {
 function renderAudit() {
   const caller = $('f-caller').value;
   const result = $('f-result').value;
-  const shown = entries.filter((e) => (!caller || e.caller === caller)
+  const shownEntries = entries.filter((e) => (!caller || e.caller === caller)
     && (!result || (result === 'ok' ? e.result === 'ok' : e.result !== 'ok')));
   const callers = [...new Set(entries.map((e) => e.caller))];
   const select = $('f-caller');
@@ -80,32 +181,55 @@ function renderAudit() {
     select.replaceChildren(el('option', { value: '' }, 'All'), ...callers.map((c) => el('option', { value: c }, who(c))));
     select.value = callers.includes(caller) ? caller : '';
   }
-  $('audit').replaceChildren(...(shown.length ? shown.slice(0, 200).map((e) => el('li', {},
+  $('audit').replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`,
       e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller)))),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
 }
 
-let last = '';
-async function render(force = false) {
-  const [state, audit] = await Promise.all([ask('state.get'), ask('audit.list')]);
-  const key = JSON.stringify([state, audit.entries.length, audit.entries[0]]);
-  if (!force && key === last) return;
-  last = key;
+// ---------------------------------------------------------------- refresh
+
+async function act(fn, done) {
+  try {
+    await fn();
+    if (done) say(status, done);
+    await refreshState();
+  } catch (e) {
+    say(status, e.message, 'error');
+  }
+}
+
+let lastState = '';
+const refreshState = oneAtATime(async () => {
+  const state = await ask('state.get');
+  renderReviews(state.reviews);
+  // The rest is rebuilt only when it changed (a rebuild would move keyboard focus).
+  const key = JSON.stringify([state.policy, state.capability, state.sessions, state.bridge]);
+  if (key === lastState) return;
+  const namesBefore = JSON.stringify([...names]);
+  lastState = key;
   names = new Map(state.policy.allowlist.map((c) => [c.id, c.name]));
-  entries = audit.entries;
   $('capability').replaceChildren(userScriptsNotice(state.capability) ?? '');
   const waiting = state.policy.pending.length;
   $('approvals').replaceChildren(waiting
     ? el('p', { class: 'notice', role: 'status' }, `${waiting} caller${waiting > 1 ? 's' : ''} waiting for approval. `,
       el('button', { onclick: () => chrome.runtime.openOptionsPage() }, 'Review in settings'))
     : '');
-  renderReviews(state.reviews);
   renderSessions(state.sessions);
-  renderBridge(await ask('bridge.status'));
+  renderBridge(state);
+  if (JSON.stringify([...names]) !== namesBefore) renderAudit();
+});
+
+let lastAudit = '';
+const refreshAudit = oneAtATime(async () => {
+  const audit = await ask('audit.list');
+  const key = JSON.stringify([audit.entries.length, audit.entries[0]]);
+  if (key === lastAudit) return;
+  lastAudit = key;
+  entries = audit.entries;
   renderAudit();
-}
+});
 
 $('open-options').addEventListener('click', () => chrome.runtime.openOptionsPage());
 $('f-caller').addEventListener('change', renderAudit);
@@ -119,5 +243,13 @@ $('export').addEventListener('click', async () => {
   a.remove();
 });
 
-keepFresh(() => render(false), 1000);
-render(true).catch((e) => say(status, e.message, 'error'));
+// Reviews and the policy are in storage (the review stubs in the session area): refresh when they
+// change. Open sessions are not, so a small state poll covers them; the audit log is read only
+// when it changes.
+onStored(async (keys) => {
+  const k = [...keys];
+  if (k.some((x) => x.startsWith('local:audit/'))) await refreshAudit();
+  if (k.some((x) => x === 'session:reviews' || x === 'local:policy')) await refreshState();
+});
+setInterval(() => refreshState().catch(() => {}), 1000);
+Promise.all([refreshState(), refreshAudit()]).catch((e) => say(status, e.message, 'error'));

@@ -44,15 +44,34 @@ export function absTime(ms) {
 
 /** A relative time that keeps itself current (see the ticker below); the exact time on hover. */
 export function when(ms) {
-  return el('time', { 'data-at': typeof ms === 'number' ? ms : undefined, datetime: typeof ms === 'number' ? new Date(ms).toISOString() : undefined, title: absTime(ms) }, relTime(ms));
+  const t = el('time', { 'data-at': typeof ms === 'number' ? ms : undefined, datetime: typeof ms === 'number' ? new Date(ms).toISOString() : undefined, title: absTime(ms) }, relTime(ms));
+  if (typeof ms === 'number') onScreen.observe(t);
+  return t;
 }
 
 // Relative times are refreshed in place, so the pages need not be rebuilt (which would move
-// keyboard focus) just because time passed.
+// keyboard focus) just because time passed; and only those on screen, so 2,000 of them in the
+// options page cost nothing while idle. One that scrolls into view is brought up to date then.
+const visibleTimes = new Set();
+const refreshTime = (t) => {
+  const text = relTime(Number(t.dataset.at));
+  if (t.textContent !== text) t.textContent = text;
+};
+const onScreen = new IntersectionObserver((seen) => {
+  for (const e of seen) {
+    if (e.isIntersecting && e.target.isConnected) {
+      visibleTimes.add(e.target);
+      refreshTime(e.target);
+    } else {
+      visibleTimes.delete(e.target);
+      if (!e.target.isConnected) onScreen.unobserve(e.target);
+    }
+  }
+});
 setInterval(() => {
-  for (const t of document.querySelectorAll('time[data-at]')) {
-    const text = relTime(Number(t.dataset.at));
-    if (t.textContent !== text) t.textContent = text;
+  for (const t of visibleTimes) {
+    if (t.isConnected) refreshTime(t);
+    else { visibleTimes.delete(t); onScreen.unobserve(t); }
   }
 }, 1000);
 
@@ -65,18 +84,57 @@ export function say(region, text, kind = 'info') {
   if (kind !== 'error') region._clear = setTimeout(() => { if (region.textContent === text) region.textContent = ''; }, 8000);
 }
 
-/** Re-renders when stored state changes, and every few seconds for what storage does not hold
- *  (open sessions, reviews). */
-export function keepFresh(render, everyMs = 2000) {
-  let queued = false;
-  const again = () => {
-    if (queued) return;
-    queued = true;
-    setTimeout(() => { queued = false; render().catch(() => {}); }, 50);
+/** Calls `fn(keys, area)` (debounced, with every key changed meanwhile) when stored state
+ *  changes. Pages refresh from this instead of polling what storage holds. */
+export function onStored(fn, delayMs = 50) {
+  let keys = new Set();
+  let timer = null;
+  chrome.storage.onChanged.addListener((changes, area) => {
+    for (const k of Object.keys(changes)) keys.add(`${area}:${k}`);
+    if (timer) return;
+    timer = setTimeout(() => {
+      const batch = keys;
+      keys = new Set();
+      timer = null;
+      Promise.resolve(fn(batch)).catch(() => {});
+    }, delayMs);
+  });
+}
+
+/** `fn` made to run one at a time: a call while it runs asks for one more run after it, so an
+ *  older answer can never be rendered after a newer one. */
+export function oneAtATime(fn) {
+  let running = null;
+  let again = false;
+  return () => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          await fn();
+        } while (again);
+      } finally {
+        running = null;
+      }
+    })();
+    return running;
   };
-  chrome.storage.onChanged.addListener(again);
-  setInterval(again, everyMs);
-  return again;
+}
+
+// Invisible and direction characters reach the pages only as ⟨U+XXXX⟩ markers (the service
+// worker escapes them, and escapes "⟨" itself, so text can never pose as a marker). Markers are
+// drawn as marks, so they stand out from the code around them.
+const MARKER = /(\u27e8U\+[0-9A-F]{4,6}\u27e9)/;
+
+/** Text with its ⟨U+XXXX⟩ markers highlighted, as nodes. */
+export function marked(text) {
+  return String(text).split(MARKER).filter((part) => part !== '').map((part) => (MARKER.test(part)
+    ? el('mark', { class: 'invisible', title: `An invisible or direction character (${part.slice(1, -1)}) is here` }, part)
+    : document.createTextNode(part)));
 }
 
 export function userScriptsNotice(capability) {

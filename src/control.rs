@@ -163,6 +163,8 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 "policy": policy,
                 "capability": { "ready": cap.ready, "reason": cap.reason },
                 "sessions": p.sessions_summary(),
+                // The local bridge link: its state and why it last ended (shown by the popup).
+                "bridge": p.bridge_view(),
                 "reviews": p.pending_reviews(),
                 "problems": *p.log.borrow(),
             })
@@ -189,6 +191,15 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 err("that review is no longer waiting (it expired, was cancelled or was already decided)")
             }
         }
+        "reviews.diff" => {
+            let Some(review) = msg.get("review").and_then(Value::as_str) else {
+                return err("missing \"review\" (the review id)");
+            };
+            match p.review_diff(review) {
+                Some(diff) => json!({ "ok": true, "review": review, "diff": diff }),
+                None => err("that review is no longer waiting, or changes no source"),
+            }
+        }
         "scripts.list" => match p.scripts().await {
             Ok(snap) => {
                 let (records, problems) = (&snap.records, &snap.problems);
@@ -212,7 +223,10 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                     let diagnostics = store::validate(&source, usize::MAX)
                         .map(|(_, d)| d)
                         .unwrap_or_default();
-                    json!({ "ok": true, "script": record.full(&source, json!(diagnostics)) })
+                    // `shown`: the source as JavaScript splits it, hidden characters marked; the
+                    // page shows that, `source` is for copying.
+                    let shown = crate::guard::diff::shown_text(&source);
+                    json!({ "ok": true, "script": record.full(&source, json!(diagnostics)), "shown": shown })
                 }
                 Err(e) => err(e.to_string()),
             }

@@ -84,9 +84,6 @@ extern "C" {
     #[wasm_bindgen(js_namespace = ["chrome", "runtime"], js_name = getPlatformInfo, catch)]
     pub fn get_platform_info() -> Result<Promise, JsValue>;
 
-    #[wasm_bindgen(js_name = setTimeout)]
-    pub fn set_timeout(f: &Function, ms: f64) -> JsValue;
-
     /// `chrome.action`, for the badge.
     #[wasm_bindgen(js_namespace = ["chrome", "action"], js_name = setBadgeText, catch)]
     pub fn set_badge_text(details: &JsValue) -> Result<Promise, JsValue>;

@@ -46,7 +46,7 @@ fn add<F: ?Sized + wasm_bindgen::closure::WasmClosure>(event: &api::Event, f: Cl
 
 /// Start-up work that no message needs waits this long, so the message that woke the worker is
 /// answered first.
-const START_WORK_DELAY_MS: f64 = 250.0;
+const START_WORK_DELAY_MS: u32 = 250;
 
 /// Registers every listener. Must stay synchronous: see the module docs.
 #[wasm_bindgen(start)]
@@ -97,7 +97,7 @@ pub fn start() {
     provider().set_on_change(Box::new(refresh_badge));
     // After this first turn, off the path of the message that woke the worker: settle reviews
     // the previous worker left behind, then reconcile registrations.
-    let later = Closure::once_into_js(|| {
+    gloo_timers::callback::Timeout::new(START_WORK_DELAY_MS, || {
         spawn_local(async {
             let p = provider();
             p.recover_interrupted_write().await;
@@ -106,8 +106,8 @@ pub fn start() {
             // A recycled worker dials the bridge again if the user authorized its token.
             bridge::resume();
         })
-    });
-    let _ = api::set_timeout(later.unchecked_ref(), START_WORK_DELAY_MS);
+    })
+    .forget();
 }
 
 fn on_storage_changed(changes: JsValue, area: JsValue) {

@@ -158,7 +158,7 @@ pub fn close(id: u64, reason: &str) {
 
 fn close_after(id: u64, ms: f64, reason: String) {
     spawn_local(async move {
-        let _ = super::env::timeout(ms).await;
+        super::env::timeout(ms).await;
         close(id, &reason);
     });
 }

@@ -1,6 +1,8 @@
 //! Guards every write passes: rate limit, review, audit; and the argument digest they share.
 
 pub mod audit;
+pub mod diff;
 pub mod digest;
+pub mod effects;
 pub mod rate_limit;
 pub mod review;

@@ -1,6 +1,7 @@
 //! Write review: when the user's review switch is on, each write waits for the user's decision on
-//! a surface in the extension (the popup). This module holds what the user sees — who asks, for
-//! what, and the diff — and the bounded diff itself. The waiting lives in the provider.
+//! a surface in the extension (the popup). This module holds what the user sees — who asks, the
+//! headline, every effect ([`super::effects`]) and the diff preview ([`super::diff`]) — and the
+//! bound on waiting reviews, per caller. The waiting lives in the provider.
 //!
 //! Decided: a review is not carried across a service-worker restart. The port that carried the
 //! call dies with the worker, so the host has already seen its request fail ("in-flight requests
@@ -8,14 +9,19 @@
 //! pending reviews are kept in `chrome.storage.session`, and on the next start each one is
 //! audited as `REVIEW_INTERRUPTED` and dropped.
 
+use super::diff::{line_diff, Preview};
+use super::effects::{effects, Version};
 use serde::{Deserialize, Serialize};
+use std::rc::Rc;
 
 /// Below the official MCP SDK's default 60 s request timeout, so the host hears our answer.
 pub const REVIEW_TIMEOUT_MS: f64 = 50_000.0;
-/// At most this many writes wait at once; more are refused rather than queued without bound.
-pub const MAX_PENDING_REVIEWS: usize = 16;
-/// The diff shown to the user is cut past this many lines (the full source is in get_script).
-pub const MAX_DIFF_LINES: usize = 400;
+/// At most this many writes of one caller wait at once; more are refused (RATE_LIMITED) rather
+/// than queued. Per caller, so one agent cannot fill the queue and refuse another's writes.
+pub const MAX_PENDING_PER_CALLER: usize = 8;
+/// At most this many writes wait in all: each holds up to two 256 KiB sources. Eight callers
+/// flooding at once are needed to reach it.
+pub const MAX_PENDING_REVIEWS: usize = 64;
 pub const STUBS_KEY: &str = "reviews";
 
 /// What the review surface shows.
@@ -23,20 +29,104 @@ pub const STUBS_KEY: &str = "reviews";
 #[serde(rename_all = "camelCase")]
 pub struct ReviewRequest {
     pub id: String,
+    /// Arrival order (from the provider's counter): the popup lists reviews by it, oldest first,
+    /// so a review queued later can never take the place of one the user is about to approve.
+    #[serde(default)]
+    pub seq: u64,
     pub caller: String,
     pub caller_name: String,
     pub session: u64,
     pub tool: String,
     /// What the write does, in one line ("Create script X", "Disable script Y", …).
     pub summary: String,
+    /// Every effect of the write, in words (see [`super::effects`]).
+    #[serde(default)]
+    pub effects: Vec<String>,
     pub target: Option<String>,
     pub target_name: Option<String>,
     /// The revision the review was made against: approval re-checks it (CONFLICT otherwise).
     pub base_revision: Option<u64>,
+    /// The first part of the diff; `diff_partial` says whether it is all of it. The whole diff
+    /// is one `reviews.diff` away.
     pub diff: Option<String>,
+    #[serde(default)]
+    pub diff_shown_lines: usize,
+    #[serde(default)]
+    pub diff_total_lines: usize,
+    #[serde(default)]
+    pub diff_partial: bool,
     pub created_at: f64,
     pub expires_at: f64,
     pub digest: String,
+    /// The sources the diff is made of, for the whole diff on request. Never serialized.
+    #[serde(skip)]
+    pub sources: Option<Rc<Sources>>,
+}
+
+/// The source before and after the write ("" where the script does not exist).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sources {
+    pub old: String,
+    pub new: String,
+}
+
+/// The user-facing part of a request: headline, effects and diff.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    pub summary: String,
+    pub effects: Vec<String>,
+    pub diff: Option<Preview>,
+    pub sources: Option<Rc<Sources>>,
+}
+
+/// What the user reads about a write that turns `before` into `after` (None where the script
+/// does not exist). `verb` names the tool's action on an existing script ("Replace", "Edit",
+/// "Enable"); the headline says what really happens when that differs (a replace that only
+/// re-enables is "Enable"). Everything the write changes is
+/// in the effects, whichever tool asks for it.
+pub fn describe(verb: &str, before: Option<Version>, after: Option<Version>) -> Shown {
+    let q = |s: &str| super::diff::visible(s);
+    let summary = match (&before, &after) {
+        (None, Some(a)) => format!(
+            "Create the script \"{}\"{}",
+            q(&a.metadata.name),
+            if a.enabled { "" } else { " (disabled)" }
+        ),
+        (Some(b), None) => format!("Delete the script \"{}\"", q(&b.metadata.name)),
+        (Some(b), Some(a)) => {
+            let same = b.source == a.source && b.metadata == a.metadata;
+            let name = q(&b.metadata.name);
+            match (same, b.enabled, a.enabled) {
+                (true, false, true) => format!("Enable the script \"{name}\""),
+                (true, true, false) => format!("Disable the script \"{name}\""),
+                (true, _, _) => format!("{verb} the script \"{name}\" (nothing changes)"),
+                (false, false, true) => format!("{verb} the script \"{name}\" and re-enable it"),
+                (false, true, false) => format!("{verb} the script \"{name}\" and disable it"),
+                (false, _, _) => format!("{verb} the script \"{name}\""),
+            }
+        }
+        (None, None) => String::new(),
+    };
+    let effects = effects(before.as_ref(), after.as_ref());
+    let old = before.map_or("", |b| b.source);
+    let new = after.map_or("", |a| a.source);
+    let (diff, sources) = if before.is_some() && after.is_some() && old == new {
+        (None, None)
+    } else {
+        (
+            Some(Preview::of(&line_diff(old, new))),
+            Some(Rc::new(Sources {
+                old: old.to_owned(),
+                new: new.to_owned(),
+            })),
+        )
+    };
+    Shown {
+        summary,
+        effects,
+        diff,
+        sources,
+    }
 }
 
 /// The part of a request kept in `chrome.storage.session` (no source, no diff).
@@ -62,6 +152,38 @@ impl ReviewRequest {
             created_at: self.created_at,
         }
     }
+
+    /// Every line of the diff, for the user who asks to see all of it.
+    pub fn full_diff(&self) -> Option<String> {
+        self.sources
+            .as_ref()
+            .map(|s| line_diff(&s.old, &s.new).join("\n"))
+    }
+}
+
+/// Why a new review cannot wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueFull {
+    Caller,
+    Everyone,
+}
+
+/// Whether `caller` may queue another review, given the callers of those that wait.
+pub fn admit<'a>(waiting: impl Iterator<Item = &'a str>, caller: &str) -> Result<(), QueueFull> {
+    let (mut all, mut mine) = (0usize, 0usize);
+    for c in waiting {
+        all += 1;
+        if c == caller {
+            mine += 1;
+        }
+    }
+    if mine >= MAX_PENDING_PER_CALLER {
+        Err(QueueFull::Caller)
+    } else if all >= MAX_PENDING_REVIEWS {
+        Err(QueueFull::Everyone)
+    } else {
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,92 +197,128 @@ pub enum Decision {
     Cancelled,
 }
 
-/// A unified-style diff of `old` → `new`: the common leading and trailing lines are trimmed and
-/// the changed middle is shown with three lines of context. Linear time, so a 256 KiB source
-/// cannot stall the worker; bounded output.
-pub fn line_diff(old: &str, new: &str) -> String {
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    if prefix == a.len() && prefix == b.len() {
-        return String::from("(no change to the source)");
-    }
-    let ctx = 3;
-    let start = prefix.saturating_sub(ctx);
-    let a_end = a.len() - suffix;
-    let b_end = b.len() - suffix;
-    let post = ctx.min(a.len() - a_end);
-    let mut out = vec![format!(
-        "@@ -{},{} +{},{} @@",
-        start + 1,
-        a_end - start + post,
-        start + 1,
-        b_end - start + post
-    )];
-    out.extend(
-        a.get(start..prefix)
-            .unwrap_or(&[])
-            .iter()
-            .map(|l| format!(" {l}")),
-    );
-    out.extend(
-        a.get(prefix..a_end)
-            .unwrap_or(&[])
-            .iter()
-            .map(|l| format!("-{l}")),
-    );
-    out.extend(
-        b.get(prefix..b_end)
-            .unwrap_or(&[])
-            .iter()
-            .map(|l| format!("+{l}")),
-    );
-    out.extend(
-        a.get(a_end..a_end + post)
-            .unwrap_or(&[])
-            .iter()
-            .map(|l| format!(" {l}")),
-    );
-    if out.len() > MAX_DIFF_LINES {
-        let more = out.len() - MAX_DIFF_LINES;
-        out.truncate(MAX_DIFF_LINES);
-        out.push(format!("… {more} more lines"));
-    }
-    out.join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scripts::metadata::parse;
 
     #[test]
-    fn diff_shows_the_changed_middle_with_context() {
-        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
-        let new = "a\nb\nc\nd\nX\nf\ng\nh\n";
-        let d = line_diff(old, new);
-        assert_eq!(d, "@@ -2,7 +2,7 @@\n b\n c\n d\n-e\n+X\n f\n g\n h");
-        assert_eq!(line_diff("same\n", "same\n"), "(no change to the source)");
-        assert_eq!(line_diff("", "new\n"), "@@ -1,0 +1,1 @@\n+new");
-        assert_eq!(line_diff("old\n", ""), "@@ -1,1 +1,0 @@\n-old");
+    fn the_queue_is_bounded_per_caller_then_overall() {
+        let a = ["a"; MAX_PENDING_PER_CALLER];
+        assert_eq!(admit(a.iter().copied(), "a"), Err(QueueFull::Caller));
+        assert_eq!(admit(a.iter().copied(), "b"), Ok(()));
+        let mut many: Vec<String> = Vec::new();
+        for i in 0..MAX_PENDING_REVIEWS {
+            many.push(format!(
+                "c{}",
+                i % (MAX_PENDING_REVIEWS / (MAX_PENDING_PER_CALLER - 1) + 1)
+            ));
+        }
+        assert_eq!(
+            admit(many.iter().map(String::as_str), "new"),
+            Err(QueueFull::Everyone)
+        );
+        assert_eq!(admit(std::iter::empty(), "a"), Ok(()));
     }
 
     #[test]
-    fn diff_handles_repeated_lines_and_is_bounded() {
-        // Prefix and suffix overlap on repeated lines: must not go negative or panic.
-        assert!(line_diff("x\nx\nx\n", "x\nx\n").contains("-x"));
-        assert!(line_diff("x\nx\n", "x\nx\nx\n").contains("+x"));
-        let big_old: String = (0..5000).map(|i| format!("{i}\n")).collect();
-        let big_new: String = (0..5000).map(|i| format!("n{i}\n")).collect();
-        let d = line_diff(&big_old, &big_new);
-        assert!(d.lines().count() <= MAX_DIFF_LINES + 1);
-        assert!(d.ends_with("more lines"));
+    fn the_headline_names_an_enabled_change_whatever_the_tool() {
+        let src =
+            "// ==UserScript==\n// @name X\n// @match https://a.example/*\n// ==/UserScript==\n";
+        let m = parse(src).metadata.unwrap();
+        let off = Version {
+            metadata: &m,
+            enabled: false,
+            source: src,
+        };
+        let on = Version {
+            enabled: true,
+            ..off
+        };
+        let s = describe("Replace", Some(off), Some(on));
+        assert_eq!(s.summary, "Enable the script \"X\"");
+        assert!(s.diff.is_none(), "no code change, no diff");
+        let changed = format!("{src}go();\n");
+        let m2 = parse(&changed).metadata.unwrap();
+        let on2 = Version {
+            metadata: &m2,
+            enabled: true,
+            source: &changed,
+        };
+        let s = describe("Replace", Some(off), Some(on2));
+        assert_eq!(s.summary, "Replace the script \"X\" and re-enable it");
+        assert!(
+            s.effects[0].starts_with("Re-enables the script"),
+            "{:?}",
+            s.effects
+        );
+        let d = s.diff.unwrap();
+        assert!(d.text.ends_with("+go();"), "{}", d.text);
+        assert!(!d.is_partial());
+        assert_eq!(
+            describe("Replace", None, Some(on)).summary,
+            "Create the script \"X\""
+        );
+        assert_eq!(
+            describe("Replace", None, Some(off)).summary,
+            "Create the script \"X\" (disabled)"
+        );
+        assert_eq!(
+            describe("Replace", Some(on), None).summary,
+            "Delete the script \"X\""
+        );
+    }
+
+    #[test]
+    fn the_whole_diff_is_kept_for_the_user_who_asks() {
+        let mut src = String::from("// ==UserScript==\n// @name X\n// ==/UserScript==\n");
+        for i in 0..450 {
+            src.push_str(&format!("// filler {i}\n"));
+        }
+        src.push_str("exfiltrate();\n");
+        let m = parse(&src).metadata.unwrap();
+        let s = describe(
+            "Replace",
+            None,
+            Some(Version {
+                metadata: &m,
+                enabled: true,
+                source: &src,
+            }),
+        );
+        let d = s.diff.clone().unwrap();
+        assert!(d.is_partial() && !d.text.contains("exfiltrate"));
+        let req = ReviewRequest {
+            id: "r".into(),
+            seq: 1,
+            caller: "c".into(),
+            caller_name: String::new(),
+            session: 1,
+            tool: "write_script".into(),
+            summary: s.summary,
+            effects: s.effects,
+            target: None,
+            target_name: None,
+            base_revision: None,
+            diff: Some(d.text),
+            diff_shown_lines: d.shown_lines,
+            diff_total_lines: d.total_lines,
+            diff_partial: true,
+            created_at: 0.0,
+            expires_at: 0.0,
+            digest: String::new(),
+            sources: s.sources,
+        };
+        let full = req.full_diff().unwrap();
+        assert!(
+            full.ends_with("+exfiltrate();"),
+            "{}",
+            &full[full.len() - 40..]
+        );
+        assert_eq!(full.split('\n').count(), d.total_lines);
+        // The sources never reach the page state or the stub.
+        let v = serde_json::to_value(&req).unwrap();
+        assert!(!v.to_string().contains("exfiltrate"));
+        assert_eq!(v["diffPartial"], serde_json::json!(true));
     }
 }

@@ -63,8 +63,10 @@ pub struct Provider<E> {
     /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
     sessions: RefCell<BTreeMap<u64, Rc<Session>>>,
     next_session: Cell<u64>,
-    /// Writes waiting for the user's review, by review id.
-    reviews: RefCell<BTreeMap<String, Waiting>>,
+    /// Writes waiting for the user's review, by arrival (`ReviewRequest::seq`).
+    reviews: RefCell<BTreeMap<u64, Waiting>>,
+    /// The last review's `seq`: arrival order, never reused in this worker.
+    review_seq: Cell<u64>,
     /// Sessions whose writes the user allowed without further review ("allow for this session").
     waived: RefCell<BTreeSet<u64>>,
     /// Whether this worker has finalized a write the previous one left pending (see
@@ -109,6 +111,7 @@ impl<E: Env> Provider<E> {
             sessions: RefCell::new(BTreeMap::new()),
             next_session: Cell::new(1),
             reviews: RefCell::new(BTreeMap::new()),
+            review_seq: Cell::new(0),
             waived: RefCell::new(BTreeSet::new()),
             journal_settled: Cell::new(false),
             inflight: Default::default(),

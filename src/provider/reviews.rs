@@ -4,19 +4,28 @@
 use super::{Provider, Waiting};
 use crate::env::{Area, Env};
 use crate::guard::audit::Entry;
-use crate::guard::review::{self, Decision, ReviewRequest, Stub};
+use crate::guard::review::{self, Decision, QueueFull, ReviewRequest, Stub};
 use crate::tools::result::{ErrorCode, ToolError};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use serde_json::{Map, Value};
 
 impl<E: Env> Provider<E> {
+    /// The reviews that wait, oldest first.
     pub fn pending_reviews(&self) -> Vec<ReviewRequest> {
         self.reviews
             .borrow()
             .values()
             .map(|w| w.request.clone())
             .collect()
+    }
+
+    /// Every line of a waiting review's diff (the popup shows the first part with the review).
+    /// None when no such review waits or the write changes no source.
+    pub fn review_diff(&self, id: &str) -> Option<String> {
+        let reviews = self.reviews.borrow();
+        let w = reviews.values().find(|w| w.request.id == id)?;
+        w.request.full_diff()
     }
 
     pub fn is_waived(&self, session: u64) -> bool {
@@ -29,20 +38,36 @@ impl<E: Env> Provider<E> {
         request: ReviewRequest,
         rpc_id: Value,
     ) -> Result<Decision, ToolError> {
-        if self.reviews.borrow().len() >= review::MAX_PENDING_REVIEWS {
+        let mut request = request;
+        let full = review::admit(
+            self.reviews
+                .borrow()
+                .values()
+                .map(|w| w.request.caller.as_str()),
+            &request.caller,
+        );
+        if let Err(why) = full {
             return Err(ToolError::new(
                 ErrorCode::RateLimited,
-                format!(
-                    "{} writes are already waiting for the user's review; wait for those first",
-                    review::MAX_PENDING_REVIEWS
-                ),
+                match why {
+                    QueueFull::Caller => format!(
+                        "{} of your writes are already waiting for the user's review; wait for those first",
+                        review::MAX_PENDING_PER_CALLER
+                    ),
+                    QueueFull::Everyone => format!(
+                        "{} writes are already waiting for the user's review; wait for those first",
+                        review::MAX_PENDING_REVIEWS
+                    ),
+                },
             ));
         }
+        let seq = self.review_seq.get().saturating_add(1);
+        self.review_seq.set(seq);
+        request.seq = seq;
         let (tx, rx) = oneshot::channel();
-        let id = request.id.clone();
         let session = request.session;
         self.reviews.borrow_mut().insert(
-            id.clone(),
+            seq,
             Waiting {
                 request,
                 rpc_id,
@@ -56,7 +81,7 @@ impl<E: Env> Provider<E> {
             Either::Left((Err(_), _)) => Decision::Cancelled,
             Either::Right(_) => Decision::Expired,
         };
-        self.reviews.borrow_mut().remove(&id);
+        self.reviews.borrow_mut().remove(&seq);
         if let Decision::Approve {
             allow_session: true,
         } = decision
@@ -74,7 +99,8 @@ impl<E: Env> Provider<E> {
         let sender = self
             .reviews
             .borrow_mut()
-            .get_mut(id)
+            .values_mut()
+            .find(|w| w.request.id == id)
             .and_then(|w| w.decide.take());
         match sender {
             Some(tx) => tx.send(decision).is_ok(),
@@ -131,7 +157,7 @@ impl<E: Env> Provider<E> {
             .unwrap_or_default();
         let orphans: Vec<Stub> = stubs
             .into_iter()
-            .filter(|s| !self.reviews.borrow().contains_key(&s.id))
+            .filter(|s| !self.reviews.borrow().values().any(|w| w.request.id == s.id))
             .collect();
         if orphans.is_empty() {
             return;

@@ -8,7 +8,8 @@ use super::result::{success, ErrorCode, ToolError};
 use super::{status, CallCtx, Executed};
 use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
-use crate::guard::review::{line_diff, ReviewRequest, REVIEW_TIMEOUT_MS};
+use crate::guard::effects::Version;
+use crate::guard::review::{self, ReviewRequest, REVIEW_TIMEOUT_MS};
 use crate::policy::Policy;
 use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::metadata::Diagnostic;
@@ -816,34 +817,31 @@ pub(super) async fn review_request<E: Env>(
         })),
         _ => Ok(()),
     };
-    let name_of = |src: &str| {
+    let meta_of = |src: &str| {
         store::validate(src, MAX_SOURCE_BYTES)
-            .map(|(m, _)| m.name)
+            .map(|(m, _)| m)
             .map_err(script_error)
     };
-    let (summary, diff) = match (w, &current) {
+    // The script as the write would leave it: (metadata, enabled, source); None when deleted.
+    let proposed = match (w, &current) {
         (WriteArgs::Create { source, enabled }, _) => {
-            let name = name_of(source)?;
-            (
-                format!(
-                    "Create the script \"{name}\"{}",
-                    if *enabled { "" } else { " (disabled)" }
-                ),
-                Some(line_diff("", source)),
-            )
+            Some((meta_of(source)?, *enabled, source.clone()))
         }
         (
             WriteArgs::Replace {
-                revision, source, ..
+                revision,
+                source,
+                enabled,
+                ..
             },
-            Some((r, old)),
+            Some((r, _)),
         ) => {
             check(*revision)?;
-            name_of(source)?;
-            (
-                format!("Replace the script \"{}\"", r.metadata.name),
-                Some(line_diff(old, source)),
-            )
+            Some((
+                meta_of(source)?,
+                enabled.unwrap_or(r.enabled),
+                source.clone(),
+            ))
         }
         (
             WriteArgs::Patch {
@@ -853,48 +851,54 @@ pub(super) async fn review_request<E: Env>(
         ) => {
             check(*revision)?;
             let new = store::apply_edits(old, edits, MAX_SOURCE_BYTES).map_err(script_error)?;
-            name_of(&new)?;
-            (
-                format!("Edit the script \"{}\"", r.metadata.name),
-                Some(line_diff(old, &new)),
-            )
+            Some((meta_of(&new)?, r.enabled, new))
         }
         (
             WriteArgs::SetEnabled {
                 enabled, revision, ..
             },
-            Some((r, _)),
+            Some((r, old)),
         ) => {
             if let Some(rev) = revision {
                 check(*rev)?;
             }
-            (
-                format!(
-                    "{} the script \"{}\"",
-                    if *enabled { "Enable" } else { "Disable" },
-                    r.metadata.name
-                ),
-                None,
-            )
+            Some((r.metadata.clone(), *enabled, old.clone()))
         }
-        (WriteArgs::Delete { revision, .. }, Some((r, old))) => {
+        (WriteArgs::Delete { revision, .. }, Some(_)) => {
             if let Some(rev) = revision {
                 check(*rev)?;
             }
-            (
-                format!("Delete the script \"{}\"", r.metadata.name),
-                Some(line_diff(old, "")),
-            )
+            None
         }
         (_, None) => return Err(invalid(def.name, "no target")),
     };
+    let verb = match w {
+        WriteArgs::Patch { .. } => "Edit",
+        WriteArgs::SetEnabled { enabled: true, .. } => "Enable",
+        WriteArgs::SetEnabled { enabled: false, .. } => "Disable",
+        _ => "Replace",
+    };
+    let shown = review::describe(
+        verb,
+        current.as_ref().map(|(r, src)| Version {
+            metadata: &r.metadata,
+            enabled: r.enabled,
+            source: src,
+        }),
+        proposed.as_ref().map(|(m, enabled, src)| Version {
+            metadata: m,
+            enabled: *enabled,
+            source: src,
+        }),
+    );
     let now = p.env.now_ms();
     let caller_name = match ctx.caller {
         crate::caller::Caller::Extension(id) => policy
             .allowlist
             .iter()
             .find(|c| &c.id == id)
-            .map(|c| c.name.clone())
+            // What the user reads in the review: a direction or invisible character shows as a marker.
+            .map(|c| crate::guard::diff::visible(&c.name))
             .unwrap_or_default(),
         bridge @ crate::caller::Caller::Bridge { .. } => bridge.display(),
     };
@@ -904,13 +908,19 @@ pub(super) async fn review_request<E: Env>(
         caller_name,
         session: ctx.session,
         tool: def.name.to_owned(),
-        summary,
+        summary: shown.summary,
+        effects: shown.effects,
         target: w.target().map(str::to_owned),
         target_name: current.as_ref().map(|(r, _)| r.metadata.name.clone()),
         base_revision: current.as_ref().map(|(r, _)| r.revision),
-        diff,
+        diff_shown_lines: shown.diff.as_ref().map_or(0, |d| d.shown_lines),
+        diff_total_lines: shown.diff.as_ref().map_or(0, |d| d.total_lines),
+        diff_partial: shown.diff.as_ref().is_some_and(|d| d.is_partial()),
+        diff: shown.diff.map(|d| d.text),
         created_at: now,
         expires_at: now + REVIEW_TIMEOUT_MS,
         digest: digest.to_owned(),
+        seq: 0,
+        sources: shown.sources,
     })
 }

@@ -540,7 +540,11 @@ describe("options scripts, popup audit, review and disconnect", () => {
       assert.notEqual(ok, "still waiting", "the call resolves after Approve");
       assert.equal(ok.isError, false, `approved write succeeds: ${show(ok)}`);
       assert.equal(ok.structuredContent?.created, true);
-      await gone(reviews, "the review section once nothing waits");
+      // A decided review keeps its place while the pointer is on the list (nothing moves under
+      // a click), marked as decided, and goes once the pointer leaves.
+      await seen(item.getByText("Approved.", { exact: true }), "the decided review, marked as decided");
+      await popup.mouse.move(1, 1);
+      await gone(reviews, "the review section once nothing waits and the pointer left");
 
       const rejected = "E2E Rejected";
       await start(userscript({ name: rejected }));

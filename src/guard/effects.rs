@@ -1,0 +1,536 @@
+//! Every effect of a write, in words, derived from the script as it is and as the write would
+//! leave it. The review shows this list above the diff: a write whose code does not change can
+//! still re-enable a script the user disabled, or widen where it runs, and the user must read that
+//! without decoding a metadata block.
+//!
+//! One function, [`effects`], over (current, proposed); every tool's review goes through it.
+
+use super::diff::visible;
+use crate::scripts::metadata::{Metadata, RunAt};
+use std::collections::BTreeMap;
+
+/// One side of a write: a script as stored, or as the write would store it.
+#[derive(Debug, Clone, Copy)]
+pub struct Version<'a> {
+    pub metadata: &'a Metadata,
+    pub enabled: bool,
+    pub source: &'a str,
+}
+
+/// More effects than this are summed up in one line (the diff has them all).
+pub const MAX_EFFECTS: usize = 100;
+
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", visible(s))
+}
+
+/// Where a `@match` / `@exclude-match` pattern runs, in words.
+pub fn describe_match(pattern: &str) -> String {
+    if pattern == "<all_urls>" {
+        return "every page of every site (http, https, file and more)".to_owned();
+    }
+    let Some((scheme, rest)) = pattern.split_once("://") else {
+        return format!("pages matching {}", visible(pattern));
+    };
+    let (host, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let scheme = match scheme {
+        "*" => "http or https".to_owned(),
+        s => visible(s),
+    };
+    let host = match host {
+        "*" => "any site".to_owned(),
+        "" => "this computer".to_owned(),
+        h => match h.strip_prefix("*.") {
+            Some(d) => format!("{} and all its subdomains", visible(d)),
+            None => visible(h),
+        },
+    };
+    let pages = match path {
+        "/*" => "every page".to_owned(),
+        "/" => "the start page".to_owned(),
+        p => format!("pages at {}", visible(p)),
+    };
+    format!("{pages} of {host} ({scheme})")
+}
+
+/// Where an `@include` / `@exclude` glob runs, in words.
+pub fn describe_glob(glob: &str) -> String {
+    match glob {
+        "*" => "every page of every site".to_owned(),
+        g => format!("any address matching {}", visible(g)),
+    }
+}
+
+/// A rule as written (`@match …`) and where it runs, in words.
+type Rule = (String, String);
+
+/// The rules that decide where a script runs (where it runs, where it does not), with words.
+fn rules(m: &Metadata) -> (Vec<Rule>, Vec<Rule>) {
+    let runs = m
+        .matches
+        .iter()
+        .map(|p| (format!("@match {}", visible(p)), describe_match(p)))
+        .chain(
+            m.include_globs
+                .iter()
+                .map(|g| (format!("@include {}", visible(g)), describe_glob(g))),
+        )
+        .collect();
+    let except = m
+        .exclude_matches
+        .iter()
+        .map(|p| (format!("@exclude-match {}", visible(p)), describe_match(p)))
+        .chain(
+            m.exclude_globs
+                .iter()
+                .map(|g| (format!("@exclude {}", visible(g)), describe_glob(g))),
+        )
+        .collect();
+    (runs, except)
+}
+
+/// Items of `a` not in `b`, counting repeats (a multiset difference), in `a`'s order.
+fn minus<'a, T: Ord + Clone>(a: &'a [T], b: &[T]) -> Vec<&'a T> {
+    let mut left: BTreeMap<&T, usize> = BTreeMap::new();
+    for x in b {
+        *left.entry(x).or_default() += 1;
+    }
+    a.iter()
+        .filter(|x| match left.get_mut(x) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+fn run_at_words(r: RunAt) -> &'static str {
+    match r {
+        RunAt::DocumentStart => "as soon as a page starts loading (document-start)",
+        RunAt::DocumentEnd => "once the page's HTML is read (document-end)",
+        RunAt::DocumentIdle => "after the page has loaded (document-idle)",
+    }
+}
+
+fn code_lines(source: &str) -> usize {
+    super::diff::js_lines(source).len()
+}
+
+/// Where the script runs: sites added and removed, in words.
+fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
+    let mut meta: Vec<String> = Vec::new();
+    let ((old_runs, old_except), (new_runs, new_except)) = (rules(om), rules(nm));
+    for (rule, words) in minus(&new_runs, &old_runs) {
+        meta.push(if creating {
+            format!("Runs on {words} ({rule})")
+        } else {
+            format!("Now also runs on {words} ({rule})")
+        });
+    }
+    for (rule, words) in minus(&old_runs, &new_runs) {
+        meta.push(format!("No longer runs on {words} ({rule} removed)"));
+    }
+    for (rule, words) in minus(&new_except, &old_except) {
+        meta.push(if creating {
+            format!("Except on {words} ({rule})")
+        } else {
+            format!("No longer runs on {words} (new {rule})")
+        });
+    }
+    for (rule, words) in minus(&old_except, &new_except) {
+        meta.push(format!("Runs again on {words} ({rule} removed)"));
+    }
+    if creating && new_runs.is_empty() {
+        meta.push("Runs on no site: it has no @match or @include".to_owned());
+    } else if !creating && !old_runs.is_empty() && new_runs.is_empty() {
+        meta.push("Runs on no site any more: no @match or @include is left".to_owned());
+    }
+
+    meta
+}
+
+/// What it asks for, when and where in a page it runs, and the rest of its metadata.
+fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
+    let mut meta: Vec<String> = Vec::new();
+    for g in minus(&nm.grants, &om.grants) {
+        if g != "none" {
+            meta.push(format!("Asks for @grant {}", visible(g)));
+        }
+    }
+    for g in minus(&om.grants, &nm.grants) {
+        if g != "none" {
+            meta.push(format!("Gives up @grant {}", visible(g)));
+        }
+    }
+
+    if om.run_at != nm.run_at && !(creating && nm.run_at == RunAt::default()) {
+        meta.push(format!(
+            "Runs {}{}",
+            run_at_words(nm.run_at),
+            if creating {
+                String::new()
+            } else {
+                format!(", no longer {}", run_at_words(om.run_at))
+            }
+        ));
+    }
+    if om.no_frames != nm.no_frames {
+        meta.push(if nm.no_frames {
+            "Runs only in the top frame of a page (@noframes)".to_owned()
+        } else {
+            "Now also runs inside frames of a page (@noframes removed)".to_owned()
+        });
+    }
+    if !creating && om.version != nm.version {
+        meta.push(format!(
+            "Version {} → {}",
+            om.version.as_deref().map_or("none".into(), visible),
+            nm.version.as_deref().map_or("none".into(), visible)
+        ));
+    }
+    if !creating && om.description != nm.description {
+        meta.push("Changes its description".to_owned());
+    }
+    let key = |(k, v): &(String, String)| format!("@{} {}", visible(k), visible(v));
+    for kv in minus(&nm.other, &om.other) {
+        meta.push(if creating {
+            format!("Declares {}", key(kv))
+        } else {
+            format!("Adds {}", key(kv))
+        });
+    }
+    for kv in minus(&om.other, &nm.other) {
+        meta.push(format!("Removes {}", key(kv)));
+    }
+
+    meta
+}
+
+/// Every effect of turning `before` into `after` (None: the script does not exist on that side),
+/// most consequential first: existence and enabled state, name, where it runs, what it asks for,
+/// when it runs, other metadata, and the code.
+pub fn effects(before: Option<&Version>, after: Option<&Version>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let (old, new) = match (before, after) {
+        (None, None) => return out,
+        (Some(b), None) => {
+            out.push(format!(
+                "Deletes the script {} and its code",
+                quoted(&b.metadata.name)
+            ));
+            if b.enabled {
+                out.push("It stops running on every site it ran on".to_owned());
+            }
+            return out;
+        }
+        (None, Some(a)) => {
+            out.push(format!("Creates the script {}", quoted(&a.metadata.name)));
+            out.push(if a.enabled {
+                "It is enabled: it runs as soon as it is saved".to_owned()
+            } else {
+                "It is created disabled: it does not run until it is enabled".to_owned()
+            });
+            (None, a)
+        }
+        (Some(b), Some(a)) => {
+            match (b.enabled, a.enabled) {
+                (false, true) => out.push(
+                    "Re-enables the script: you or an agent disabled it, and it will run again"
+                        .to_owned(),
+                ),
+                (true, false) => {
+                    out.push("Disables the script: it stops running on every site".to_owned())
+                }
+                _ => {}
+            }
+            if b.metadata.name != a.metadata.name {
+                out.push(format!(
+                    "Renames the script from {} to {}",
+                    quoted(&b.metadata.name),
+                    quoted(&a.metadata.name)
+                ));
+            }
+            if b.metadata.namespace != a.metadata.namespace {
+                out.push(format!(
+                    "Changes its namespace from {} to {}",
+                    b.metadata
+                        .namespace
+                        .as_deref()
+                        .map_or("none".into(), quoted),
+                    a.metadata
+                        .namespace
+                        .as_deref()
+                        .map_or("none".into(), quoted),
+                ));
+            }
+            (Some(b), a)
+        }
+    };
+    let empty = Metadata {
+        name: String::new(),
+        namespace: None,
+        version: None,
+        description: None,
+        matches: Vec::new(),
+        exclude_matches: Vec::new(),
+        include_globs: Vec::new(),
+        exclude_globs: Vec::new(),
+        run_at: RunAt::default(),
+        no_frames: false,
+        grants: Vec::new(),
+        other: Vec::new(),
+    };
+    let om = old.map_or(&empty, |o| o.metadata);
+    let nm = new.metadata;
+    let mut meta: Vec<String> = Vec::new();
+    let creating = old.is_none();
+    meta.extend(site_effects(om, nm, creating));
+    meta.extend(other_effects(om, nm, creating));
+
+    let room = MAX_EFFECTS.saturating_sub(out.len() + 1);
+    if meta.len() > room {
+        let more = meta.len() - room.saturating_sub(1);
+        meta.truncate(room.saturating_sub(1));
+        meta.push(format!(
+            "… and {more} more changes to the metadata block, all of them in the diff below"
+        ));
+    }
+    out.extend(meta);
+
+    out.push(match old {
+        None => format!(
+            "Its code: {} lines, all in the diff below",
+            code_lines(new.source)
+        ),
+        Some(o) if o.source == new.source => "The code does not change".to_owned(),
+        Some(o) => format!(
+            "Changes the code (was {} lines, becomes {}): see the diff below",
+            code_lines(o.source),
+            code_lines(new.source)
+        ),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::metadata::parse;
+
+    fn meta(src: &str) -> Metadata {
+        parse(src).metadata.expect("valid test metadata")
+    }
+
+    fn script(extra: &[&str]) -> String {
+        let mut s = String::from("// ==UserScript==\n// @name Bank helper\n");
+        for l in extra {
+            s.push_str("// ");
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push_str("// ==/UserScript==\nconsole.log(1);\n");
+        s
+    }
+
+    fn between(old: &str, old_on: bool, new: &str, new_on: bool) -> Vec<String> {
+        let (om, nm) = (meta(old), meta(new));
+        effects(
+            Some(&Version {
+                metadata: &om,
+                enabled: old_on,
+                source: old,
+            }),
+            Some(&Version {
+                metadata: &nm,
+                enabled: new_on,
+                source: new,
+            }),
+        )
+    }
+
+    #[test]
+    fn same_code_on_a_disabled_script_says_it_re_enables_it() {
+        let src = script(&["@match https://bank.example/*"]);
+        let e = between(&src, false, &src, true);
+        assert_eq!(
+            e,
+            [
+                "Re-enables the script: you or an agent disabled it, and it will run again",
+                "The code does not change"
+            ]
+        );
+        let e = between(&src, true, &src, false);
+        assert_eq!(e[0], "Disables the script: it stops running on every site");
+        assert_eq!(
+            between(&src, true, &src, true),
+            ["The code does not change"]
+        );
+    }
+
+    #[test]
+    fn match_rule_changes_are_said_in_words() {
+        let old = script(&[
+            "@match https://bank.example/*",
+            "@exclude-match https://bank.example/login*",
+        ]);
+        let new = script(&[
+            "@match https://bank.example/*",
+            "@match *://*/*",
+            "@include *",
+        ]);
+        let e = between(&old, true, &new, true);
+        assert!(
+            e.contains(
+                &"Now also runs on every page of any site (http or https) (@match *://*/*)"
+                    .to_owned()
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.contains(&"Now also runs on every page of every site (@include *)".to_owned()),
+            "{e:?}"
+        );
+        assert!(e.contains(&"Runs again on pages at /login* of bank.example (https) (@exclude-match https://bank.example/login* removed)".to_owned()), "{e:?}");
+        let e = between(&new, true, &old, true);
+        assert!(e.contains(&"No longer runs on every page of any site (http or https) (@match *://*/* removed)".to_owned()), "{e:?}");
+        assert!(e.contains(&"No longer runs on pages at /login* of bank.example (https) (new @exclude-match https://bank.example/login*)".to_owned()), "{e:?}");
+        let none = script(&[]);
+        let e = between(&old, true, &none, true);
+        assert!(
+            e.contains(&"Runs on no site any more: no @match or @include is left".to_owned()),
+            "{e:?}"
+        );
+        assert_eq!(
+            describe_match("https://*.example.com/*"),
+            "every page of example.com and all its subdomains (https)"
+        );
+        assert_eq!(
+            describe_match("file:///home/*"),
+            "pages at /home/* of this computer (file)"
+        );
+    }
+
+    #[test]
+    fn grants_timing_frames_and_other_keys_are_listed() {
+        let old = script(&["@match https://a.example/*", "@grant none", "@author me"]);
+        let new = script(&[
+            "@match https://a.example/*",
+            "@grant GM_xmlhttpRequest",
+            "@run-at document-start",
+            "@noframes",
+            "@connect evil.example",
+            "@author me",
+        ]);
+        let e = between(&old, true, &new, true);
+        for want in [
+            "Asks for @grant GM_xmlhttpRequest",
+            "Runs as soon as a page starts loading (document-start), no longer after the page has loaded (document-idle)",
+            "Runs only in the top frame of a page (@noframes)",
+            "Adds @connect evil.example",
+        ] {
+            assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
+        }
+        assert!(
+            !e.iter().any(|x| x.contains("@author")),
+            "unchanged keys are not listed: {e:?}"
+        );
+        let e = between(&new, true, &old, true);
+        assert!(
+            e.contains(&"Gives up @grant GM_xmlhttpRequest".to_owned()),
+            "{e:?}"
+        );
+        assert!(
+            e.contains(&"Removes @connect evil.example".to_owned()),
+            "{e:?}"
+        );
+        assert!(
+            e.contains(&"Now also runs inside frames of a page (@noframes removed)".to_owned()),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn create_and_delete_state_everything() {
+        let src = script(&[
+            "@match https://a.example/*",
+            "@exclude *://a.example/admin*",
+            "@grant GM_setValue",
+        ]);
+        let m = meta(&src);
+        let v = Version {
+            metadata: &m,
+            enabled: false,
+            source: &src,
+        };
+        let e = effects(None, Some(&v));
+        assert_eq!(e[0], "Creates the script \"Bank helper\"");
+        assert_eq!(
+            e[1],
+            "It is created disabled: it does not run until it is enabled"
+        );
+        assert!(
+            e.contains(
+                &"Runs on every page of a.example (https) (@match https://a.example/*)".to_owned()
+            ),
+            "{e:?}"
+        );
+        assert!(e.contains(&"Except on any address matching *://a.example/admin* (@exclude *://a.example/admin*)".to_owned()), "{e:?}");
+        assert!(
+            e.contains(&"Asks for @grant GM_setValue".to_owned()),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.last().map(String::as_str),
+            Some("Its code: 7 lines, all in the diff below")
+        );
+        let v = Version { enabled: true, ..v };
+        let e = effects(Some(&v), None);
+        assert_eq!(
+            e,
+            [
+                "Deletes the script \"Bank helper\" and its code",
+                "It stops running on every site it ran on"
+            ]
+        );
+    }
+
+    #[test]
+    fn hidden_characters_in_rules_are_visible_and_the_list_is_bounded() {
+        let old = script(&[]);
+        let new = script(&["@match https://a.example/*\u{202E}"]);
+        // Whatever the parser makes of it, no hidden character reaches the words.
+        if let Some(nm) = parse(&new).metadata {
+            let om = meta(&old);
+            let e = effects(
+                Some(&Version {
+                    metadata: &om,
+                    enabled: true,
+                    source: &old,
+                }),
+                Some(&Version {
+                    metadata: &nm,
+                    enabled: true,
+                    source: &new,
+                }),
+            );
+            assert!(e.iter().all(|x| !x.contains('\u{202E}')), "{e:?}");
+        }
+        let many: Vec<String> = (0..200)
+            .map(|i| format!("@match https://s{i}.example/*"))
+            .chain((0..200).map(|i| format!("@exclude-match https://s{i}.example/x")))
+            .collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let e = between(&old, true, &script(&refs), true);
+        assert!(e.len() <= MAX_EFFECTS + 1, "{}", e.len());
+        assert!(
+            e.iter()
+                .any(|x| x.starts_with("… and ") && x.contains("more changes")),
+            "{e:?}"
+        );
+    }
+}

