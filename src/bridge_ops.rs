@@ -96,6 +96,7 @@ async fn connect<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
     if let Err(e) = p.authorize_bridge(&auth).await {
         return err(format!("could not store the authorization: {e}"));
     }
+    p.bridge_clear_error();
     Reply {
         value: json!({ "ok": true, "url": url }),
         effects: vec![Effect::DialBridge],
@@ -114,11 +115,17 @@ mod tests {
     #[test]
     fn connect_stores_the_token_in_session_storage_unless_remembered() {
         let p = Provider::new(MemoryEnv::new());
+        p.bridge_closed(Some("refused by the other end: an old reason".into()), true);
         let r = block_on(handle(
             &p,
             "bridge.connect",
             &json!({"port": 17817, "token": TOKEN}),
         ));
+        assert_eq!(
+            p.bridge_view().error,
+            None,
+            "a new click clears the last link's reason"
+        );
         assert_eq!(r.value["ok"], json!(true), "{}", r.value);
         assert_eq!(r.value["url"], json!("ws://127.0.0.1:17817"));
         assert_eq!(r.effects, vec![Effect::DialBridge]);

@@ -131,6 +131,12 @@ impl<E: Env> Provider<E> {
         self.changed();
     }
 
+    /// A new click on the connect page: the last link's reason is history now (a retry keeps it,
+    /// to say why it is retrying).
+    pub(crate) fn bridge_clear_error(&self) {
+        self.bridge.borrow_mut().error = None;
+    }
+
     pub(crate) fn bridge_session(&self) -> Option<u64> {
         self.bridge.borrow().session
     }
