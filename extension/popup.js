@@ -39,6 +39,12 @@ function fillDiff(pre, text) {
   }));
 }
 
+// The local bridge is a caller without an extension id: its label names it, and its Disconnect
+// closes the WebSocket with 4002 and forgets the user's authorization of its token.
+const disconnect = (caller, kind) => (kind === 'bridge'
+  ? act(() => ask('bridge.disconnect'), `Disconnected ${who(caller)}.`)
+  : act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`));
+
 function partialNote(r) {
   const hidden = r.diffTotalLines - r.diffShownLines;
   const what = hidden > 0
@@ -143,6 +149,7 @@ function renderReviews(reviews) {
 // ---------------------------------------------------------------- sessions, audit
 
 function renderSessions(sessions) {
+  for (const s of sessions) if (s.label) names.set(s.caller, s.label);
   const byCaller = new Map();
   for (const s of sessions) byCaller.set(s.caller, [...(byCaller.get(s.caller) ?? []), s]);
   if (!byCaller.size) {
@@ -153,7 +160,14 @@ function renderSessions(sessions) {
     el('span', { class: 'grow' }, el('span', { class: 'dot', 'aria-hidden': 'true' }), who(caller),
       el('small', {}, ` · ${list.length}\u00a0connection${list.length > 1 ? 's' : ''} · since `, when(Math.min(...list.map((s) => s.openedAt))))),
     el('button', { class: 'danger', 'aria-label': `Disconnect ${names.get(caller) || caller}`,
-      onclick: () => act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`) }, 'Disconnect'))));
+      onclick: () => disconnect(caller, list[0].kind) }, 'Disconnect'))));
+}
+
+// A bridge link that ended or was refused says why (a refusing hello_ack's reason included).
+function renderBridge({ bridge }) {
+  $('bridge-status').replaceChildren(bridge.state !== 'connected' && bridge.error
+    ? el('p', { class: 'notice', role: 'status' }, `Local bridge (port ${bridge.port}): ${bridge.state === 'retrying' ? 'reconnecting. ' : ''}`, bridge.error)
+    : '');
 }
 
 function renderAudit() {
@@ -192,7 +206,7 @@ const refreshState = oneAtATime(async () => {
   const state = await ask('state.get');
   renderReviews(state.reviews);
   // The rest is rebuilt only when it changed (a rebuild would move keyboard focus).
-  const key = JSON.stringify([state.policy, state.capability, state.sessions]);
+  const key = JSON.stringify([state.policy, state.capability, state.sessions, state.bridge]);
   if (key === lastState) return;
   const namesBefore = JSON.stringify([...names]);
   lastState = key;
@@ -204,6 +218,7 @@ const refreshState = oneAtATime(async () => {
       el('button', { onclick: () => chrome.runtime.openOptionsPage() }, 'Review in settings'))
     : '');
   renderSessions(state.sessions);
+  renderBridge(state);
   if (JSON.stringify([...names]) !== namesBefore) renderAudit();
 });
 

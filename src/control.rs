@@ -40,6 +40,10 @@ pub enum Effect {
     Notify { sessions: Vec<u64>, message: Value },
     /// Close these sessions' ports.
     Close { sessions: Vec<u64>, reason: String },
+    /// Dial the local bridge the user just authorized (see `bridge_ops`).
+    DialBridge,
+    /// Close the local bridge link with this WebSocket close code.
+    CloseBridge { code: u16, reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +73,13 @@ fn uuid_arg(msg: &Value) -> Result<String, Value> {
 }
 
 pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
+    if let Some(op) = msg
+        .get("op")
+        .and_then(Value::as_str)
+        .filter(|op| op.starts_with("bridge."))
+    {
+        return crate::bridge_ops::handle(p, op, msg).await;
+    }
     let before = p.policy().await;
     let mut reply: Reply = handle_op(p, msg).await.into();
     // The set of tools a caller may see changed: tell every open session.
@@ -93,6 +104,12 @@ pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
         let after = p.policy().await;
         if after.review_writes && !before.review_writes {
             p.drop_allowances();
+        }
+        if !after.endpoint_enabled && p.bridge_view().session.is_some() {
+            reply.effects.push(Effect::CloseBridge {
+                code: crate::bridge::dialer::USER_DISCONNECT,
+                reason: "agent access switched off by the user".into(),
+            });
         }
         let revoked = p.revoke(&after);
         if !revoked.is_empty() {
@@ -146,6 +163,8 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                 "policy": policy,
                 "capability": { "ready": cap.ready, "reason": cap.reason },
                 "sessions": p.sessions_summary(),
+                // The local bridge link: its state and why it last ended (shown by the popup).
+                "bridge": p.bridge_view(),
                 "reviews": p.pending_reviews(),
                 "problems": *p.log.borrow(),
             })

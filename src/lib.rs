@@ -34,7 +34,9 @@
 
 pub mod badge;
 pub mod bridge;
+pub mod bridge_ops;
 pub mod by_hand;
+pub mod caller;
 pub mod control;
 pub mod env;
 pub mod guard;

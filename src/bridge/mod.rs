@@ -11,6 +11,7 @@
 //! - [`trust`]: token comparison in constant time and the Host/Origin rules of each listener.
 
 pub mod connection;
+pub mod dialer;
 pub mod frame;
 pub mod inflight;
 pub mod trust;

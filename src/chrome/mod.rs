@@ -5,6 +5,7 @@
 //! external listeners are registered synchronously and no cold-start message is lost.
 
 mod api;
+mod bridge;
 mod env;
 mod json;
 mod ports;
@@ -103,6 +104,8 @@ pub fn start() {
             p.recover_interrupted_write().await;
             p.resume_interrupted_reviews().await;
             p.ensure_registry().await;
+            // A recycled worker dials the bridge again if the user authorized its token.
+            bridge::resume();
         })
     })
     .forget();
@@ -185,6 +188,8 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
                 Effect::Close { sessions, reason } => {
                     sessions.iter().for_each(|id| ports::close(*id, reason))
                 }
+                Effect::DialBridge => bridge::dial_authorized(),
+                Effect::CloseBridge { code, reason } => bridge::close(*code, reason),
             }
         }
         let _ = send_response.call1(&JsValue::NULL, &json::to_js(&reply.value));

@@ -226,8 +226,9 @@ impl<E: Env> Provider<E> {
                 ))
             }
         };
+        let caller = crate::caller::Caller::Extension(session.caller.clone());
         let ctx = CallCtx {
-            caller: &session.caller,
+            caller: &caller,
             session: session.id,
             rpc_id: id,
         };

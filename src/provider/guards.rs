@@ -4,7 +4,6 @@ use super::{keys, Provider};
 use crate::env::{Area, Env};
 use crate::guard::audit::{self, Entry};
 use crate::guard::rate_limit::{Admission, RateWindow, MAX_WRITES, WINDOW_MS};
-use crate::ids::ExtensionId;
 use crate::tools::result::{ErrorCode, ToolError};
 use futures::lock::MutexGuard;
 use serde_json::{json, Map, Value};
@@ -24,11 +23,11 @@ impl<E: Env> Provider<E> {
     }
 
     /// The rate-limit step: admits one write of `caller` now, or says when to retry.
-    pub async fn admit_write(&self, caller: &ExtensionId) -> Result<(), ToolError> {
+    pub async fn admit_write(&self, caller: &str) -> Result<(), ToolError> {
         let _guard = self.rate_lock.lock().await;
         let mut window = self.rate_window().await;
         let now = self.env.now_ms();
-        match window.admit(caller.as_str(), now) {
+        match window.admit(caller, now) {
             Admission::Admitted => {
                 window.prune(now);
                 let mut m = Map::new();
@@ -64,10 +63,10 @@ impl<E: Env> Provider<E> {
             .unwrap_or_default()
     }
 
-    pub async fn writes_left(&self, caller: &ExtensionId) -> usize {
+    pub async fn writes_left(&self, caller: &str) -> usize {
         self.rate_window()
             .await
-            .remaining(caller.as_str(), self.env.now_ms())
+            .remaining(caller, self.env.now_ms())
     }
 
     /// Finalizes a write the previous worker left pending as INTERRUPTED: once per worker,

@@ -3,6 +3,7 @@
 //! wrote (kept exact by `storage_changed`), so a recycled service worker loses nothing but
 //! in-flight work.
 
+mod bridge;
 mod guards;
 mod registry;
 mod reviews;
@@ -22,6 +23,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
+pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
 pub use registry::{RegistryState, SyncOutcome};
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
@@ -79,6 +81,8 @@ pub struct Provider<E> {
     /// Kept as an `Rc` so it is cloned out and called with no borrow held: the callback may
     /// re-enter the provider (close a session, set a new callback).
     on_change: RefCell<Option<Rc<dyn Fn()>>>,
+    /// The local bridge link, as the shell last reported it (see `bridge.rs`).
+    bridge: RefCell<BridgeView>,
 }
 
 struct Waiting {
@@ -113,6 +117,7 @@ impl<E: Env> Provider<E> {
             inflight: Default::default(),
             last_available: Cell::new(None),
             on_change: RefCell::new(None),
+            bridge: RefCell::new(BridgeView::default()),
         }
     }
 

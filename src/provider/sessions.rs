@@ -63,7 +63,7 @@ impl<E: Env> Provider<E> {
     /// Records the user's "allow for this session", only while that session is open: a session
     /// revoked while the decision travelled must not leave an allowance behind.
     pub(crate) fn allow_session(&self, session: u64) {
-        if self.sessions.borrow().contains_key(&session) {
+        if self.sessions.borrow().contains_key(&session) || self.bridge_session() == Some(session) {
             self.waived.borrow_mut().insert(session);
         }
     }
@@ -94,6 +94,7 @@ impl<E: Env> Provider<E> {
 
     /// The connected indicator: one row per open port.
     pub fn sessions_summary(&self) -> Vec<Value> {
+        let bridge = self.bridge_summary();
         self.sessions
             .borrow()
             .values()
@@ -107,6 +108,7 @@ impl<E: Env> Provider<E> {
                     "protocolVersion": match s.phase() { Some(Phase::Ready { version }) => Some(version), _ => None },
                 })
             })
+            .chain(bridge)
             .collect()
     }
 }

@@ -18,11 +18,11 @@ pub mod result;
 mod scripts;
 mod status;
 
+use crate::caller::Caller;
 use crate::env::Env;
 use crate::guard::audit::Entry;
 use crate::guard::digest::digest_hex;
 use crate::guard::review::{Decision, REVIEW_TIMEOUT_MS};
-use crate::ids::ExtensionId;
 use crate::policy::{Access, Policy};
 use crate::provider::Provider;
 use catalog::ToolDef;
@@ -44,7 +44,7 @@ pub enum CallOutcome {
 
 /// Who is calling, on which port, with which JSON-RPC id.
 pub struct CallCtx<'a> {
-    pub caller: &'a ExtensionId,
+    pub caller: &'a Caller,
     pub session: u64,
     pub rpc_id: &'a Value,
 }
@@ -63,7 +63,7 @@ pub async fn call<E: Env>(
 ) -> CallOutcome {
     let caller = ctx.caller;
     let policy = p.policy().await;
-    let access = policy.access(Some(caller));
+    let access = caller.access(&policy);
     if access != Access::Granted {
         return CallOutcome::AccessLost(
             ToolError::new(ErrorCode::Unauthorized, access.reason()).to_result(),
@@ -74,7 +74,7 @@ pub async fn call<E: Env>(
     };
     if !def.is_write() {
         let result = match scripts::parse_read(def, &args) {
-            Ok(read) => scripts::run_read(p, caller, &policy, read).await,
+            Ok(read) => scripts::run_read(p, &caller.key(), &policy, read).await,
             Err(e) => Err(e),
         };
         return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
@@ -83,7 +83,7 @@ pub async fn call<E: Env>(
     let entry = Entry {
         at: p.env.now_ms(),
         tool: def.name.to_owned(),
-        caller: caller.as_str().to_owned(),
+        caller: caller.key(),
         result: String::new(),
         target: None,
         digest: digest.clone(),
@@ -137,6 +137,12 @@ async fn write<E: Env>(
             target: named_target(&args),
         })
     };
+    if ctx.caller.readonly() {
+        return refused(ToolError::new(
+            ErrorCode::WriteDisabled,
+            "writes are turned off: the local bridge runs in read-only mode (--readonly)",
+        ));
+    }
     if !policy.writes_enabled {
         return refused(ToolError::new(
             ErrorCode::WriteDisabled,
@@ -147,7 +153,7 @@ async fn write<E: Env>(
         Ok(w) => w,
         Err(e) => return refused(e),
     };
-    if let Err(e) = p.admit_write(ctx.caller).await {
+    if let Err(e) = p.admit_write(&ctx.caller.key()).await {
         return refused(e);
     }
     if policy.review_writes && !p.is_waived(ctx.session) {
@@ -165,7 +171,7 @@ async fn write<E: Env>(
                 // The wait may have been long: the user may have withdrawn access or turned
                 // writes off meanwhile, and that wins over an approval given in the popup.
                 let now = p.policy().await;
-                let access = now.access(Some(ctx.caller));
+                let access = ctx.caller.access(&now);
                 if access != Access::Granted {
                     return refused(ToolError::new(ErrorCode::Unauthorized, access.reason()));
                 }
@@ -200,8 +206,9 @@ async fn write<E: Env>(
             }
         }
     }
+    let by = ctx.caller.key();
     let actor = crate::scripts::store::Actor {
-        by: ctx.caller.as_str(),
+        by: &by,
         via: Some(def.name),
     };
     Ok(scripts::run_write(p, actor, parsed, Some(entry.clone())).await)

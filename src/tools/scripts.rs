@@ -10,7 +10,6 @@ use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
 use crate::guard::effects::Version;
 use crate::guard::review::{self, ReviewRequest, REVIEW_TIMEOUT_MS};
-use crate::ids::ExtensionId;
 use crate::policy::Policy;
 use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::metadata::Diagnostic;
@@ -477,7 +476,7 @@ fn diagnostics_text(d: &[Diagnostic]) -> String {
 
 pub(super) async fn run_read<E: Env>(
     p: &Provider<E>,
-    caller: &ExtensionId,
+    caller: &str,
     policy: &Policy,
     args: ReadArgs,
 ) -> Result<Value, ToolError> {
@@ -995,16 +994,19 @@ pub(super) async fn review_request<E: Env>(
         }),
     );
     let now = p.env.now_ms();
-    let caller_name = policy
-        .allowlist
-        .iter()
-        .find(|c| &c.id == ctx.caller)
-        // What the user reads in the review: a direction or invisible character shows as a marker.
-        .map(|c| crate::guard::diff::visible(&c.name))
-        .unwrap_or_default();
+    let caller_name = match ctx.caller {
+        crate::caller::Caller::Extension(id) => policy
+            .allowlist
+            .iter()
+            .find(|c| &c.id == id)
+            // What the user reads in the review: a direction or invisible character shows as a marker.
+            .map(|c| crate::guard::diff::visible(&c.name))
+            .unwrap_or_default(),
+        bridge @ crate::caller::Caller::Bridge { .. } => bridge.display(),
+    };
     Ok(ReviewRequest {
         id: p.env.new_uuid(),
-        caller: ctx.caller.as_str().to_owned(),
+        caller: ctx.caller.key(),
         caller_name,
         session: ctx.session,
         tool: def.name.to_owned(),

@@ -3,7 +3,6 @@
 use super::result::{success, ToolError};
 use crate::env::Env;
 use crate::guard::rate_limit::{MAX_WRITES, WINDOW_MS};
-use crate::ids::ExtensionId;
 use crate::policy::Policy;
 use crate::probe::SERVICE_VERSION;
 use crate::provider::Provider;
@@ -11,7 +10,7 @@ use serde_json::json;
 
 pub(super) async fn run<E: Env>(
     p: &Provider<E>,
-    caller: &ExtensionId,
+    caller: &str,
     policy: &Policy,
 ) -> Result<serde_json::Value, ToolError> {
     let cap = p.capability();

@@ -1,0 +1,247 @@
+//! The local bridge as one more caller: the link's state as the popup and connect page see it,
+//! the user's authorization of one bridge token, and `call_tool` requests run through the same
+//! tool walk as a `lumo:mcp` port, under the caller `Caller::Bridge`.
+//!
+//! The shell owns the WebSocket and the core `bridge::Connection`; it reports here what happened
+//! (dialling, open, closed) and asks here what to answer.
+
+use super::Provider;
+use crate::bridge::WireError;
+use crate::caller::{bridge_key, bridge_label, Caller};
+use crate::env::{Area, Env};
+use crate::tools::{self, CallCtx, CallOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// Storage key of the authorization: `chrome.storage.session` by default (gone when the browser
+/// restarts), `chrome.storage.local` only when the user ticked "remember".
+pub const AUTH_KEY: &str = "bridgeAuth";
+
+/// What the user authorized on the connect page: this token, at this address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeAuth {
+    pub host: String,
+    pub port: u16,
+    pub token: String,
+    #[serde(default)]
+    pub allow_remote: bool,
+    #[serde(default)]
+    pub remember: bool,
+}
+
+/// The link as the pages show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeView {
+    /// "off", "connecting", "connected" or "retrying".
+    pub state: &'static str,
+    pub host: String,
+    pub port: u16,
+    pub readonly: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
+    /// Why the last link ended or was refused (a refusing ack's reason included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Default for BridgeView {
+    fn default() -> Self {
+        BridgeView {
+            state: "off",
+            host: String::new(),
+            port: 0,
+            readonly: false,
+            session: None,
+            opened_at: None,
+            server_version: None,
+            error: None,
+        }
+    }
+}
+
+/// How to answer one `call_tool`.
+#[derive(Debug, PartialEq)]
+pub enum BridgeAnswer {
+    Reply(Result<Value, WireError>),
+    /// Answer, then close the link: the endpoint was switched off.
+    ReplyAndClose(Value),
+}
+
+impl<E: Env> Provider<E> {
+    pub fn bridge_view(&self) -> BridgeView {
+        self.bridge.borrow().clone()
+    }
+
+    pub fn bridge_dialing(&self, host: &str, port: u16) {
+        {
+            let mut b = self.bridge.borrow_mut();
+            let error = b.error.take();
+            *b = BridgeView {
+                state: "connecting",
+                host: host.to_owned(),
+                port,
+                error,
+                ..BridgeView::default()
+            };
+        }
+        self.changed();
+    }
+
+    /// The hello was acknowledged: the bridge is a connected caller, with a session id of its
+    /// own (reviews, "allow for this session").
+    pub fn bridge_opened(&self, readonly: bool, server_version: &str) -> u64 {
+        let id = self.next_session.get();
+        self.next_session.set(id.saturating_add(1));
+        {
+            let mut b = self.bridge.borrow_mut();
+            b.state = "connected";
+            b.readonly = readonly;
+            b.session = Some(id);
+            b.opened_at = Some(self.env.now_ms());
+            b.server_version = Some(crate::text::ellipsize(server_version, 64));
+            b.error = None;
+        }
+        self.changed();
+        id
+    }
+
+    /// The link ended (`retrying`: the shell dials again later). Its waiting reviews are
+    /// cancelled and its allowance ends, as for a closed port.
+    pub fn bridge_closed(&self, error: Option<String>, retrying: bool) {
+        let session = {
+            let mut b = self.bridge.borrow_mut();
+            let s = b.session.take();
+            b.state = if retrying { "retrying" } else { "off" };
+            b.opened_at = None;
+            if error.is_some() {
+                b.error = error;
+            }
+            s
+        };
+        if let Some(id) = session {
+            self.cancel_reviews(id, None);
+            self.waived.borrow_mut().remove(&id);
+        }
+        self.changed();
+    }
+
+    /// A new click on the connect page: the last link's reason is history now (a retry keeps it,
+    /// to say why it is retrying).
+    pub(crate) fn bridge_clear_error(&self) {
+        self.bridge.borrow_mut().error = None;
+    }
+
+    pub(crate) fn bridge_session(&self) -> Option<u64> {
+        self.bridge.borrow().session
+    }
+
+    /// The popup's row for the bridge while it is connected.
+    pub(crate) fn bridge_summary(&self) -> Option<Value> {
+        let b = self.bridge.borrow();
+        let session = b.session?;
+        Some(json!({
+            "id": session,
+            "kind": "bridge",
+            "caller": bridge_key(b.port),
+            "label": bridge_label(b.port),
+            "openedAt": b.opened_at,
+            "state": "ready",
+            "readonly": b.readonly,
+        }))
+    }
+
+    /// One `call_tool {name, arguments}` from the bridge on link `session`.
+    pub async fn bridge_call(&self, session: u64, payload: &Value) -> BridgeAnswer {
+        let caller = {
+            let b = self.bridge.borrow();
+            if b.session != Some(session) {
+                return BridgeAnswer::Reply(Err(WireError::new(
+                    "NOT_CONNECTED",
+                    "this bridge link is closed",
+                )));
+            }
+            Caller::Bridge {
+                port: b.port,
+                readonly: b.readonly,
+            }
+        };
+        let Some(name) = payload.get("name").and_then(Value::as_str) else {
+            return BridgeAnswer::Reply(Err(WireError::new(
+                "INVALID_PARAMS",
+                "call_tool needs \"name\" (a string)",
+            )));
+        };
+        let args = match payload.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return BridgeAnswer::Reply(Err(WireError::new(
+                    "INVALID_PARAMS",
+                    "\"arguments\" must be an object",
+                )))
+            }
+        };
+        // Reviews find their request by this id (for cancellation); a bridge call is never
+        // cancelled by id, so a unique value is enough.
+        let rpc_id = json!({ "bridge": self.env.new_uuid() });
+        let ctx = CallCtx {
+            caller: &caller,
+            session,
+            rpc_id: &rpc_id,
+        };
+        match tools::call(self, &ctx, name, args).await {
+            CallOutcome::Result(r) => BridgeAnswer::Reply(Ok(r)),
+            CallOutcome::AccessLost(r) => BridgeAnswer::ReplyAndClose(r),
+            CallOutcome::UnknownTool => BridgeAnswer::Reply(Err(WireError::new(
+                "UNKNOWN_TOOL",
+                format!("unknown tool: {}", crate::text::ellipsize(name, 60)),
+            ))),
+        }
+    }
+
+    /// The authorization the user gave, if any (session storage first, then a remembered one).
+    pub async fn bridge_auth(&self) -> Option<BridgeAuth> {
+        for area in [Area::Session, Area::Local] {
+            let found = self
+                .env
+                .get(area, &[AUTH_KEY])
+                .await
+                .ok()
+                .and_then(|m| m.get(AUTH_KEY).cloned())
+                .and_then(|v| serde_json::from_value::<BridgeAuth>(v).ok());
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+
+    /// Records the user's click on the connect page. The token is persisted across browser
+    /// restarts only with `remember`; a previous authorization (another token) is replaced.
+    pub async fn authorize_bridge(&self, auth: &BridgeAuth) -> Result<(), String> {
+        self.forget_bridge().await;
+        let area = if auth.remember {
+            Area::Local
+        } else {
+            Area::Session
+        };
+        let mut m = Map::new();
+        m.insert(
+            AUTH_KEY.to_owned(),
+            serde_json::to_value(auth).map_err(|e| e.to_string())?,
+        );
+        self.env.set(area, m).await.map_err(|e| e.to_string())
+    }
+
+    pub async fn forget_bridge(&self) {
+        for area in [Area::Session, Area::Local] {
+            let _ = self.env.remove(area, &[AUTH_KEY]).await;
+        }
+    }
+}

@@ -1,0 +1,369 @@
+// The local bridge end to end: the official MCP TypeScript SDK's stdio client launches the real
+// lumo-bridge binary (as Claude Code would), the user clicks Connect on the extension's connect
+// page in real Chromium, and the agent's tool calls run through the extension's one tool walk.
+// The seed-002 threats on the extension's side are tested as an attacker would try them.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { launch, startStaticServer, PROVIDER_ID, REPO_ROOT } from "./lib/harness.mjs";
+import { startWsProbe } from "./lib/ws-probe.mjs";
+
+const BIN = process.env.LUMO_BRIDGE_BIN ?? path.join(REPO_ROOT, "target/bridge/lumo-bridge");
+const TOKEN = "e2e-bridge-token-0123456789abcdef0123456789";
+let h, web;
+const panics = [];
+const children = new Set();
+
+before(async () => {
+  if (!fs.existsSync(BIN)) throw new Error(`no bridge binary at ${BIN} (run scripts/build.sh)`);
+  h = await launch();
+  h.watchPanics(panics);
+  web = await startStaticServer();
+  await h.setUserScriptsAccess(PROVIDER_ID, true);
+});
+
+after(async () => {
+  for (const c of children) await c.close().catch(() => {});
+  await web?.close();
+  await h?.close();
+  assert.deepEqual(panics, []);
+});
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** The SDK's stdio client, launching the real bridge binary. */
+async function agent({ port, control, state, extra = [] } = {}) {
+  port ??= await freePort();
+  control ??= await freePort();
+  state ??= fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", TOKEN, ...extra],
+    stderr: "pipe",
+  });
+  let stderr = "";
+  transport.stderr?.on("data", (d) => { stderr += d; });
+  const client = new Client({ name: "bridge-e2e", version: "0" });
+  await client.connect(transport);
+  children.add(client);
+  const status = async () => (await client.callTool({ name: "bridge_status", arguments: {} })).structuredContent;
+  const link = (await status()).connectLink;
+  return { client, transport, port, control, state, link, status, stderr: () => stderr, pid: transport.pid };
+}
+
+const call = (a, name, args = {}) => a.client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
+
+async function until(fn, what, timeout = 10_000) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Opens the connect link in a tab; `click` connects. Resolves to the page. */
+async function openConnect(link, { click = true, remember = false } = {}) {
+  const page = await h.context.newPage();
+  await page.goto(link);
+  await page.locator("#tools li").first().waitFor();
+  if (remember) await page.check("#remember");
+  if (click) {
+    await page.click("#connect");
+    await page.waitForFunction(() => document.getElementById("state").dataset.state === "connected", null, { timeout: 10_000 });
+  }
+  return page;
+}
+
+async function disconnectAll() {
+  await h.internal("bridge.disconnect");
+  await until(async () => (await h.internal("bridge.status")).bridge.state === "off", "link off");
+}
+
+function scriptSource(name, marker) {
+  return `// ==UserScript==
+// @name ${name}
+// @namespace e2e-bridge
+// @match ${web.url}/userscripts/*
+// @run-at document-end
+// ==/UserScript==
+const m = document.createElement('lumo-mark'); m.dataset.tag = ${JSON.stringify(marker)}; document.documentElement.append(m);
+`;
+}
+
+test("connect page: shows the address and tools, connects only on the click; the agent's script runs on a page", async () => {
+  const a = await agent();
+  assert.match(a.link, new RegExp(`^chrome-extension://${PROVIDER_ID}/connect\\.html\\?port=${a.port}&token=`));
+  const page = await openConnect(a.link, { click: false });
+  assert.equal(await page.textContent("#host"), "127.0.0.1");
+  assert.equal(await page.textContent("#port"), String(a.port));
+  const tools = await page.locator("#tools li code").allTextContents();
+  for (const t of ["status", "list_scripts", "write_script", "delete_script"]) assert.ok(tools.includes(t), t);
+  // Opening the link is not consent: nothing connects without the click.
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal((await a.status()).connected, false);
+  await page.click("#connect");
+  await page.waitForFunction(() => document.getElementById("state").dataset.state === "connected");
+  await until(async () => (await a.status()).connected, "bridge sees the extension");
+
+  const w = await call(a, "write_script", { source: scriptSource("Bridge e2e", "bridge-ran") });
+  assert.equal(w.isError, false, JSON.stringify(w));
+  const uuid = w.structuredContent.script.uuid;
+  assert.ok(uuid);
+  assert.equal(w.structuredContent.script.createdBy, `bridge:${a.port}`);
+  // Seen running: a page loaded and the script marked it.
+  const tab = await h.context.newPage();
+  await tab.goto(`${web.url}/userscripts/page.html`);
+  await tab.waitForSelector('lumo-mark[data-tag="bridge-ran"]', { state: "attached", timeout: 10_000 });
+  await tab.close();
+  // Attributed to the bridge caller, audited under it.
+  const { entries } = await h.internal("audit.list");
+  assert.equal(entries[0].caller, `bridge:${a.port}`);
+  assert.equal(entries[0].target, uuid);
+  // The popup lists it as a connected caller by its label.
+  const popup = await h.context.newPage();
+  await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+  await popup.getByText(`Local bridge (port ${a.port})`).first().waitFor();
+  await popup.close();
+  await call(a, "delete_script", { uuid, revision: w.structuredContent.script.revision });
+  await page.close();
+  await disconnectAll();
+  await a.client.close();
+});
+
+test("an attacker's connect link: a web page cannot open it, and a non-loopback host is refused even on click", async () => {
+  const probe = await startWsProbe();
+  try {
+    const evil = `chrome-extension://${PROVIDER_ID}/connect.html?host=evil.example&port=${probe.port}&token=${TOKEN}`;
+    // A web page linking to it: the page is not web-accessible, so the navigation is blocked.
+    const page = await h.context.newPage();
+    await page.goto(`${web.url}/web.html`);
+    await page.evaluate((href) => {
+      const a = document.createElement("a");
+      a.href = href;
+      a.textContent = "Connect your assistant";
+      document.body.append(a);
+      a.click();
+    }, evil);
+    await new Promise((r) => setTimeout(r, 1000));
+    const opened = await page.evaluate(() => !!document.getElementById("connect")).catch(() => false);
+    assert.equal(opened, false, "the connect page did not load inside the web page's tab");
+    await page.close();
+    // Opened directly (pasted): the page warns, and the click is refused by the worker.
+    const c = await h.context.newPage();
+    await c.goto(evil);
+    await c.locator("#tools li").first().waitFor();
+    assert.equal(await c.isVisible("#address-warning"), true);
+    assert.match(await c.textContent("#address-warning"), /not this computer/);
+    await c.click("#connect");
+    await c.waitForFunction(() => /loopback/.test(document.getElementById("status").textContent));
+    assert.equal((await h.internal("bridge.status")).bridge.state, "off");
+    // A loopback address on the same page that is never clicked: nothing connects either.
+    const idle = await h.context.newPage();
+    await idle.goto(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.deepEqual(probe.seen.upgrades, []);
+    await c.close();
+    await idle.close();
+  } finally {
+    await probe.close();
+  }
+});
+
+test("the token travels in the hello frame, never in the WebSocket URL; Origin is the extension", async () => {
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  try {
+    await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`);
+    assert.equal(probe.seen.upgrades.length, 1);
+    const up = probe.seen.upgrades[0];
+    assert.equal(up.url, "/");
+    assert.ok(!JSON.stringify(up).includes(TOKEN), "no token in the upgrade request");
+    assert.equal(up.origin, `chrome-extension://${PROVIDER_ID}`);
+    const hello = JSON.parse(probe.seen.frames[0]);
+    assert.equal(hello.type, "hello");
+    assert.equal(hello.payload.token, TOKEN);
+    assert.equal(hello.payload.protocol, 1);
+    // The popup's Disconnect closes with 4002.
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByRole("button", { name: `Disconnect Local bridge (port ${probe.port})` }).click();
+    await until(() => probe.seen.closes.length > 0, "close frame");
+    assert.equal(probe.seen.closes[0].code, 4002);
+    await popup.close();
+    // The authorization is forgotten: no reconnect.
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(probe.seen.upgrades.length, 1);
+  } finally {
+    await probe.close();
+  }
+});
+
+test("a refusing hello_ack's reason is shown on the connect page and in the popup", async () => {
+  const probe = await startWsProbe({ ack: { ok: false, protocol: 1, serverVersion: "probe", reason: "the profile cap is reached" } });
+  try {
+    const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
+    await page.click("#connect");
+    await page.waitForFunction(() => /profile cap/.test(document.getElementById("status").textContent));
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByText(/profile cap is reached/).waitFor();
+    await popup.close();
+    await page.close();
+    await disconnectAll();
+  } finally {
+    await probe.close();
+  }
+});
+
+test("read-only on either side refuses writes with 403", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  await h.internal("policy.setSwitch", { name: "writes", value: false });
+  const r = await call(a, "write_script", { source: scriptSource("RO", "ro") });
+  assert.equal(r.isError, true);
+  assert.equal(r.structuredContent.status, 403);
+  assert.equal(r.structuredContent.error_code, "WRITE_DISABLED");
+  await h.internal("policy.setSwitch", { name: "writes", value: true });
+  await page.close();
+  await disconnectAll();
+  await a.client.close();
+  // The bridge's own --readonly: the ack says so and the connect page shows it.
+  const ro = await agent({ extra: ["--readonly"] });
+  const p2 = await openConnect(ro.link);
+  assert.match(await p2.textContent("#state"), /read-only/);
+  const r2 = await call(ro, "write_script", { source: scriptSource("RO2", "ro2") });
+  assert.equal(r2.structuredContent.status, 403);
+  assert.equal((await h.internal("scripts.list")).scripts.filter((s) => s.name?.startsWith("RO")).length, 0);
+  await p2.close();
+  await disconnectAll();
+  await ro.client.close();
+});
+
+test("review and rate limit apply to the bridge caller", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  await h.internal("policy.setSwitch", { name: "review", value: true });
+  const pending = call(a, "write_script", { source: scriptSource("Reviewed", "rv") });
+  const review = await until(async () => (await h.internal("state.get")).reviews[0], "a review");
+  assert.equal(review.caller, `bridge:${a.port}`);
+  assert.equal(review.callerName, `Local bridge (port ${a.port})`);
+  await h.internal("reviews.decide", { review: review.id, approve: false });
+  const r = await pending;
+  assert.equal(r.structuredContent.error_code, "USER_REJECTED");
+  assert.equal(r.structuredContent.status, 403);
+  await h.internal("policy.setSwitch", { name: "review", value: false });
+  // 30 writes a minute per caller, and the denied write above spent one (the rate limit comes
+  // before the review): 29 more pass, the next is refused.
+  const uuids = [];
+  for (let i = 0; i < 29; i++) {
+    const w = await call(a, "write_script", { source: scriptSource(`Burst ${i}`, `b${i}`) });
+    assert.equal(w.isError, false, `${i}: ${JSON.stringify(w.structuredContent)}`);
+    uuids.push(w.structuredContent.script.uuid);
+  }
+  const limited = await call(a, "write_script", { source: scriptSource("Burst 30", "b30") });
+  assert.equal(limited.structuredContent.error_code, "RATE_LIMITED");
+  for (const uuid of uuids) await h.internal("scripts.delete", { uuid });
+  await page.close();
+  await disconnectAll();
+  await a.client.close();
+});
+
+test("disconnect from the popup: a call waiting for review fails at once", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  await h.internal("policy.setSwitch", { name: "review", value: true });
+  const started = Date.now();
+  const pending = call(a, "write_script", { source: scriptSource("Waiting", "wt") });
+  await until(async () => (await h.internal("state.get")).reviews.length === 1, "a review");
+  const popup = await h.context.newPage();
+  await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+  await popup.getByRole("button", { name: `Disconnect Local bridge (port ${a.port})` }).click();
+  const r = await pending;
+  assert.equal(r.isError, true);
+  assert.ok(Date.now() - started < 10_000, "failed at once, not at the 50 s review deadline");
+  assert.equal((await h.internal("state.get")).reviews.length, 0, "the review was withdrawn");
+  assert.equal((await a.status()).connected, false);
+  await until(async () => (await h.internal("bridge.status")).bridge.state === "off", "link off");
+  await h.internal("policy.setSwitch", { name: "review", value: false });
+  await popup.close();
+  await page.close();
+  await a.client.close();
+});
+
+test("bridge killed mid-call: the agent gets a clear error and nothing is half written", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  await h.internal("policy.setSwitch", { name: "review", value: true });
+  const before = (await h.internal("scripts.list")).scripts.length;
+  const pending = call(a, "write_script", { source: scriptSource("Killed", "kl") }).then((r) => ({ r }), (e) => ({ e }));
+  await until(async () => (await h.internal("state.get")).reviews.length === 1, "a review");
+  process.kill(a.pid, "SIGKILL");
+  const { e } = await pending;
+  assert.ok(e, "the SDK call fails");
+  assert.match(String(e.message), /closed|terminated|disconnect/i);
+  await until(async () => (await h.internal("state.get")).reviews.length === 0, "review withdrawn");
+  assert.equal((await h.internal("scripts.list")).scripts.length, before);
+  const s = await until(async () => { const b = (await h.internal("bridge.status")).bridge; return b.state === "retrying" && b; }, "retrying");
+  assert.match(s.error, /connection lost/);
+  await h.internal("policy.setSwitch", { name: "review", value: false });
+  await page.close();
+  await disconnectAll();
+});
+
+test("worker stopped, or the bridge restarted with the same token: the extension reconnects without a click", async () => {
+  const a = await agent();
+  await openConnect(a.link);
+  await h.stopProviderWorker();
+  await until(async () => !(await a.status()).connected, "bridge sees the drop");
+  // Any event wakes the worker (here a page's message); it dials again by itself.
+  await h.internal("state.get");
+  await until(async () => (await a.status()).connected, "reconnected after the worker restart", 15_000);
+  // The bridge goes away and a new one starts on the same port with the same token.
+  await a.client.close();
+  const b = await agent({ port: a.port, control: a.control, state: a.state });
+  await until(async () => (await b.status()).connected, "reconnected to the new bridge", 20_000);
+  const r = await call(b, "status");
+  assert.equal(r.isError, false);
+  await disconnectAll();
+  await b.client.close();
+});
+
+test("two stdio clients share one extension (owner and forwarder); the owner's exit hands over", async () => {
+  const port = await freePort();
+  const control = await freePort();
+  const state = fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
+  const owner = await agent({ port, control, state });
+  assert.equal((await owner.status()).role, "owner");
+  const page = await openConnect(owner.link);
+  const fwd = await agent({ port, control, state });
+  const fs0 = await fwd.status();
+  assert.equal(fs0.role, "forwarder", JSON.stringify(fs0));
+  assert.equal(fs0.connected, true, JSON.stringify(fs0));
+  // The forwarder's call goes through the owner to the one extension link.
+  const w = await call(fwd, "write_script", { source: scriptSource("Forwarded", "fw") });
+  assert.equal(w.isError, false, JSON.stringify(w.structuredContent));
+  const uuid = w.structuredContent.script.uuid;
+  assert.equal(w.structuredContent.script.createdBy, `bridge:${port}`);
+  // The owner exits: the forwarder wins the election, and the extension's remembered
+  // authorization (same token) reconnects to it without a click.
+  await owner.client.close();
+  await until(async () => { const s = await fwd.status(); return s.role === "owner" && s.connected; }, "handover", 30_000);
+  const r = await call(fwd, "delete_script", { uuid });
+  assert.equal(r.isError, false, JSON.stringify(r.structuredContent));
+  await page.close();
+  await disconnectAll();
+  await fwd.client.close();
+});

@@ -1,0 +1,61 @@
+// A minimal WebSocket server (RFC 6455, text and close frames only) that records what the
+// extension sends: the upgrade request (URL, Origin) and every frame, so tests can check what
+// never appears in a URL and which close code a Disconnect sends. It plays the bridge's part
+// of the hello when `ack` is given. Not a bridge: the real one is bridge/.
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+
+export async function startWsProbe({ ack } = {}) {
+  const seen = { upgrades: [], frames: [], closes: [] };
+  const sockets = new Set();
+  const server = createServer((_, res) => res.writeHead(426).end());
+  server.on("upgrade", (req, socket) => {
+    seen.upgrades.push({ url: req.url, origin: req.headers.origin, host: req.headers.host });
+    const accept = createHash("sha1").update(req.headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+    sockets.add(socket);
+    let buf = Buffer.alloc(0);
+    socket.on("data", (d) => {
+      buf = Buffer.concat([buf, d]);
+      for (;;) {
+        if (buf.length < 2) return;
+        const op = buf[0] & 0x0f;
+        let len = buf[1] & 0x7f;
+        let off = 2;
+        if (len === 126) { if (buf.length < 4) return; len = buf.readUInt16BE(2); off = 4; }
+        else if (len === 127) { if (buf.length < 10) return; len = Number(buf.readBigUInt64BE(2)); off = 10; }
+        if (buf.length < off + 4 + len) return;
+        const mask = buf.subarray(off, off + 4);
+        const data = Buffer.from(buf.subarray(off + 4, off + 4 + len));
+        for (let i = 0; i < data.length; i++) data[i] ^= mask[i % 4];
+        buf = buf.subarray(off + 4 + len);
+        if (op === 1) {
+          const text = data.toString("utf8");
+          seen.frames.push(text);
+          const f = JSON.parse(text);
+          if (ack && f.k === "req" && f.type === "hello") send(socket, { k: "res", id: f.id, ok: true, result: ack });
+          if (f.k === "png") send(socket, { k: "pog" });
+        } else if (op === 8) {
+          seen.closes.push({ code: data.length >= 2 ? data.readUInt16BE(0) : null, reason: data.subarray(2).toString("utf8") });
+          socket.end();
+        }
+      }
+    });
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {});
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    port: server.address().port,
+    seen,
+    request: (socketIndex, frame) => send([...sockets][socketIndex ?? 0], frame),
+    close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
+  };
+}
+
+function send(socket, obj) {
+  const data = Buffer.from(JSON.stringify(obj));
+  const head = data.length < 126 ? Buffer.from([0x81, data.length])
+    : Buffer.from([0x81, 126, data.length >> 8, data.length & 0xff]);
+  socket.write(Buffer.concat([head, data]));
+}
