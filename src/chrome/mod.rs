@@ -6,6 +6,7 @@
 
 mod api;
 mod env;
+mod execute;
 mod json;
 mod ports;
 

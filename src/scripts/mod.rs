@@ -10,3 +10,4 @@ pub mod registry;
 pub mod rules;
 pub mod store;
 pub mod sync;
+pub mod wrap;
