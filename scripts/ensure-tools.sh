@@ -42,9 +42,13 @@ fi
 printf 'created %s\nversion %s' "$(date -Iseconds)" "$wp_want" >"$(dirname "$(command -v wasm-pack)")/wasm-pack.stamp"
 
 # npm dependencies (wasm-opt from binaryen, esbuild; the MCP SDK and playwright-core for tests).
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# Installed again only when package-lock.json's *content* changed: a checkout or merge touches its
+# mtime, and a needless `npm ci` empties node_modules under any other run using it.
+lock_sha=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ ! -f node_modules/.package-lock.json ] || [ "$(cat node_modules/.lumo-lock-sha 2>/dev/null)" != "$lock_sha" ]; then
   log "installing npm dependencies"
   npm ci --no-audit --no-fund >&2
+  echo "$lock_sha" >node_modules/.lumo-lock-sha
 fi
 
 if [ "$what" = test ]; then
