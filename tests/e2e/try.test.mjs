@@ -186,6 +186,19 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.ok(!JSON.stringify(local).includes(SECRET), "the secret reached storage");
   });
 
+  test("tried code cannot call the provider: the try world has no messaging", T, async () => {
+    const reach = script(["@match *://*/*"], [
+      "const out = { sendMessage: typeof chrome !== 'undefined' && typeof chrome.runtime?.sendMessage };",
+      "try { out.answer = await chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'policy.setSwitch', name: 'review', value: true }); } catch (e) { out.error = String(e && e.message || e); }",
+      "return out;",
+    ]);
+    const r = await call("try_script", { source: reach, url });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    const v = r.structuredContent.frames[0].value;
+    assert.ok(v && v.answer === undefined, `the tried code got an answer from the provider: ${JSON.stringify(v)}`);
+    assert.equal((await h.internal("state.get")).policy.reviewWrites, false, "the tried code turned review on");
+  });
+
   test("a worker stopped mid-try gives a clear error, and the next try works", T, async () => {
     const slow = script(["@match *://*/*"], ["await new Promise((r) => setTimeout(r, 3000));", "return 'late';"]);
     const pending = h.lumo("callTool", session, "try_script", { source: slow, url, timeoutMs: 8000 });
