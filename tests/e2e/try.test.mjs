@@ -18,7 +18,8 @@ function script(lines, body) {
 async function anyPathServer() {
   const server = createServer((req, res) => {
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
-    res.end("<!doctype html><title>Try page</title><p id=p>hello</p>");
+    if (req.url === "/frames") res.end("<!doctype html><title>Framed</title><iframe src=/inner></iframe>");
+    else res.end("<!doctype html><title>Try page</title><p id=p>hello</p>");
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
@@ -184,6 +185,29 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.ok(!JSON.stringify(audit).includes(SECRET), "the secret reached the audit");
     const local = await (await h.providerPage()).evaluate(() => chrome.storage.local.get(null));
     assert.ok(!JSON.stringify(local).includes(SECRET), "the secret reached storage");
+  });
+
+  test("allFrames runs in every frame; a promise that never settles and a syntax error are said as such", T, async () => {
+    const framed = await h.context.newPage();
+    await framed.goto(`http://try.test:${server.port}/frames`, { waitUntil: "load" });
+    try {
+      const where = script(["@match *://*/*"], ["return location.pathname;"]);
+      const r = await call("try_script", { source: where, url: `http://try.test:${server.port}/frames`, allFrames: true });
+      assert.equal(r.isError, false, r.content?.[0]?.text);
+      assert.deepEqual(r.structuredContent.frames.map((f) => f.value).sort(), ["/frames", "/inner"]);
+    } finally {
+      await framed.close();
+    }
+    const never = await call("try_script", { source: script(["@match *://*/*"], ["console.log('waiting');", "await new Promise(() => {});"]), url, timeoutMs: 300 });
+    assert.equal(never.isError, false, never.content?.[0]?.text);
+    const f = never.structuredContent.frames[0];
+    assert.equal(f.timedOut, true);
+    assert.equal(f.ok, false);
+    assert.equal(f.console[0].text, "waiting");
+    const bad = await call("try_script", { source: script(["@match *://*/*"], ["return (;"]), url });
+    assert.equal(bad.isError, false, bad.content?.[0]?.text);
+    assert.equal(bad.structuredContent.frames[0].finished, false, JSON.stringify(bad.structuredContent));
+    assert.equal(bad.structuredContent.frames[0].ok, false);
   });
 
   test("tried code cannot call the provider: the try world has no messaging", T, async () => {
