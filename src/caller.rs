@@ -43,6 +43,21 @@ impl Caller {
         }
     }
 
+    /// The name a review shows for this caller: the allowlist's name for an extension (with any
+    /// invisible or direction character as a visible marker), the label for the bridge.
+    #[must_use]
+    pub fn review_name(&self, policy: &Policy) -> String {
+        match self {
+            Caller::Extension(id) => policy
+                .allowlist
+                .iter()
+                .find(|c| &c.id == id)
+                .map(|c| crate::guard::diff::visible(&c.name))
+                .unwrap_or_default(),
+            Caller::Bridge { port, .. } => bridge_label(*port),
+        }
+    }
+
     /// Step 1 of the tool walk: may this caller call tools now?
     #[must_use]
     pub fn access(&self, policy: &Policy) -> Access {

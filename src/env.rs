@@ -68,9 +68,34 @@ pub trait Timer {
     async fn sleep(&self, ms: f64);
 }
 
+/// An open tab, as `chrome.tabs.query` describes it (url and title only where the extension has
+/// host permission; empty otherwise).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tab {
+    pub id: i64,
+    pub url: String,
+    pub title: String,
+    /// `lastAccessed`, ms since the epoch (0 when Chrome does not say).
+    pub last_accessed: f64,
+}
+
+/// Open tabs and running code in them once (`chrome.userScripts.execute`, `try_script`).
+pub trait Tabs {
+    async fn tabs(&self) -> Result<Vec<Tab>, EnvError>;
+    /// Runs `code` once in the tab (all frames or the top one) in the USER_SCRIPT world `world`;
+    /// the value is Chrome's array of injection results (`{frameId, result?, error?}`), as JSON.
+    async fn execute(
+        &self,
+        tab_id: i64,
+        all_frames: bool,
+        world: &str,
+        code: &str,
+    ) -> Result<Value, EnvError>;
+}
+
 /// Everything the provider needs.
-pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer {}
-impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer> Env for T {}
+pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs {}
+impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs> Env for T {}
 
 pub use crate::scripts::registry::Registration;
 
@@ -96,6 +121,11 @@ pub mod memory {
         pub refuse_register: RefCell<Option<String>>,
         /// When true, `register` turns the API off and fails (the toggle flipped mid-way).
         pub lose_api_on_register: Cell<bool>,
+        pub tabs: RefCell<Vec<Tab>>,
+        /// What `execute` answers (None: it never settles, like a page in an endless loop).
+        pub execute_answer: RefCell<Option<Result<Value, String>>>,
+        /// Every `execute` call: (tab, all frames, world, code).
+        pub executed: RefCell<Vec<(i64, bool, String, String)>>,
     }
 
     impl MemoryEnv {
@@ -176,6 +206,33 @@ pub mod memory {
                 self.advance(ms);
             } else {
                 futures::future::pending::<()>().await;
+            }
+        }
+    }
+
+    impl Tabs for MemoryEnv {
+        async fn tabs(&self) -> Result<Vec<Tab>, EnvError> {
+            Ok(self.tabs.borrow().clone())
+        }
+
+        async fn execute(
+            &self,
+            tab_id: i64,
+            all_frames: bool,
+            world: &str,
+            code: &str,
+        ) -> Result<Value, EnvError> {
+            self.api()?;
+            self.executed.borrow_mut().push((
+                tab_id,
+                all_frames,
+                world.to_owned(),
+                code.to_owned(),
+            ));
+            let answer = self.execute_answer.borrow().clone();
+            match answer {
+                Some(r) => r.map_err(EnvError),
+                None => futures::future::pending().await,
             }
         }
     }

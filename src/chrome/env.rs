@@ -26,7 +26,7 @@ fn with_area<T>(area: Area, f: impl FnOnce(&StorageArea) -> T) -> T {
     }
 }
 
-fn js_error(context: &str, e: JsValue) -> EnvError {
+pub(super) fn js_error(context: &str, e: JsValue) -> EnvError {
     let msg = Reflect::get(&e, &"message".into())
         .ok()
         .and_then(|m| m.as_string())
@@ -118,7 +118,7 @@ impl Ids for ChromeEnv {
     }
 }
 
-fn user_scripts_api() -> Result<api::UserScriptsApi, EnvError> {
+pub(super) fn user_scripts_api() -> Result<api::UserScriptsApi, EnvError> {
     let us = api::CHROME
         .with(|c| Reflect::get(c, &"userScripts".into()))
         .map_err(|e| js_error("chrome.userScripts", e))?;
@@ -130,7 +130,10 @@ fn user_scripts_api() -> Result<api::UserScriptsApi, EnvError> {
     Ok(us.unchecked_into())
 }
 
-async fn settle(what: &str, p: Result<js_sys::Promise, JsValue>) -> Result<JsValue, EnvError> {
+pub(super) async fn settle(
+    what: &str,
+    p: Result<js_sys::Promise, JsValue>,
+) -> Result<JsValue, EnvError> {
     let p = p.map_err(|e| js_error(what, e))?;
     JsFuture::from(p).await.map_err(|e| js_error(what, e))
 }

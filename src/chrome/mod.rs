@@ -7,6 +7,7 @@
 mod api;
 mod bridge;
 mod env;
+mod execute;
 mod json;
 mod ports;
 pub(crate) mod web;

@@ -24,6 +24,34 @@ fn quoted(s: &str) -> String {
     format!("\"{}\"", visible(s))
 }
 
+/// What a `try_script` does, in words: the tab it runs in (address and title, as the user reads
+/// them), whether the script's own rules cover that page, and that nothing is kept.
+pub fn try_effects(
+    url: &str,
+    title: &str,
+    rules_match: bool,
+    all_frames: bool,
+    timeout_ms: u32,
+) -> Vec<String> {
+    let mut out = vec![
+        format!(
+            "Runs the code below once, now, in the open tab {} ({}){}",
+            quoted(&crate::text::ellipsize(title, 200)),
+            visible(&crate::text::ellipsize(url, 500)),
+            if all_frames { ", in every frame of the page" } else { "" }
+        ),
+        "It can read and change that page as you see it, with your logins, as an installed script would".to_owned(),
+    ];
+    if !rules_match {
+        out.push("The script's own @match/@include rules do not cover this page: it runs here only because it is tried".to_owned());
+    }
+    out.push(format!(
+        "Nothing is stored or registered; the agent gets back what it returned, threw and logged (stopped waiting after {} s)",
+        timeout_ms / 1000
+    ));
+    out
+}
+
 /// Where a `@match` / `@exclude-match` pattern runs, in words.
 pub fn describe_match(pattern: &str) -> String {
     if pattern == "<all_urls>" {

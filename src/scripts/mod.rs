@@ -13,3 +13,4 @@ pub mod rules;
 pub mod store;
 pub mod sync;
 pub mod trash;
+pub mod wrap;

@@ -424,6 +424,54 @@ pub static TOOLS: &[ToolDef] = &[
             "required": ["url", "scripts"],
         }),
     },
+    ToolDef {
+        name: "try_script",
+        title: "Run a userscript once in a tab",
+        description: "Runs a script once, now, in one open tab, and returns what happened per frame: the page URL and title, whether the script's own @match/@include rules match that page (it runs anyway), the value its top-level code returns (a returned promise is awaited up to timeoutMs), an uncaught exception or rejection with its line and column in the script's own source (metadata block included), every console call with its line, and the duration. Give source (a whole userscript) or the uuid of a stored script, and tabId or url (the most recently used open tab whose URL equals it or matches it as a match pattern). Nothing is stored or registered. It runs code in the user's page, so it counts as a write: refused in read-only mode, rate-limited, and reviewed by the user when review is on. A script that throws is a successful call that says so; isError means the provider could not run it (tab gone, a chrome:// or Web Store page, no access, Allow User Scripts off, timeout). The loop: validate_script → try_script → read the error and console → patch the source → try_script again → write_script once it works.",
+        class: Class::Write,
+        destructive: false,
+        idempotent: false,
+        input_schema: || object(json!({
+            "source": source_schema(),
+            "uuid": uuid_schema(),
+            "revision": revision_schema("With uuid: the revision to try; only the current revision is kept, so another one is NOT_FOUND."),
+            "tabId": { "type": "integer", "description": "The tab to run in." },
+            "url": { "type": "string", "minLength": 1, "maxLength": MAX_URL_BYTES, "description": "Run in the most recently used open tab whose URL equals this, or matches it as a match pattern (https://example.com/*)." },
+            "allFrames": { "type": "boolean", "description": "Run in every frame of the tab, not only the top one (default false)." },
+            "timeoutMs": { "type": "integer", "minimum": 100, "maximum": 30000, "description": "How long to wait for the script, and for a promise it returns (default 5000)." },
+        }), &[]),
+        output_schema: || json!({
+            "type": "object",
+            "properties": {
+                "tab": { "type": "object", "properties": { "id": { "type": "integer" }, "url": { "type": "string" }, "title": { "type": "string" } } },
+                "frames": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "frameId": { "type": "integer" },
+                            "finished": { "type": "boolean" },
+                            "ok": { "type": "boolean", "description": "Finished without throwing." },
+                            "url": { "type": "string" },
+                            "title": { "type": "string" },
+                            "rulesMatch": { "type": "boolean", "description": "Whether the script's own rules match this page (it ran anyway)." },
+                            "value": { "description": "What the top-level code returned, made JSON-safe (cycles, functions and DOM nodes as strings; cut at 16 KiB)." },
+                            "valueTruncated": { "type": "boolean" },
+                            "error": { "type": "object", "properties": { "name": { "type": "string" }, "message": { "type": "string" }, "line": { "type": ["integer", "null"] }, "column": { "type": ["integer", "null"] } } },
+                            "console": { "type": "array", "items": { "type": "object", "properties": { "level": { "type": "string" }, "text": { "type": "string" }, "line": { "type": ["integer", "null"] } } } },
+                            "consoleDropped": { "type": "integer" },
+                            "timedOut": { "type": "boolean" },
+                            "durationMs": { "type": "number" },
+                            "reason": { "type": "string" },
+                        },
+                        "required": ["frameId", "ok", "finished"],
+                    },
+                },
+                "framesDropped": { "type": "integer" },
+            },
+            "required": ["tab", "frames"],
+        }),
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static ToolDef> {

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod result;
 mod scripts;
 mod status;
+mod try_script;
 
 use crate::caller::Caller;
 use crate::env::Env;
@@ -89,7 +90,12 @@ pub async fn call<E: Env>(
         digest: digest.clone(),
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
-    let done = match write(p, ctx, &policy, def, args, &digest, &entry).await {
+    let ran = if def.name == try_script::NAME {
+        try_script::call(p, ctx, &policy, &args, &digest, &entry).await
+    } else {
+        write(p, ctx, &policy, def, args, &digest, &entry).await
+    };
+    let done = match ran {
         Ok(ran) => ran,
         Err(refused) => {
             p.audit(&finished(&entry, &refused, p.env.now_ms())).await;
@@ -100,7 +106,7 @@ pub async fn call<E: Env>(
 }
 
 /// The audit entry of a finished write attempt.
-fn finished(base: &Entry, done: &Executed, at: f64) -> Entry {
+pub(crate) fn finished(base: &Entry, done: &Executed, at: f64) -> Entry {
     Entry {
         at,
         result: match &done.result {

@@ -17,6 +17,12 @@ pub enum ErrorCode {
     ReviewExpired,
     Unauthorized,
     StorageError,
+    /// Chrome cannot or will not run code in that tab (chrome:// page, Web Store, no access).
+    CannotRun,
+    /// Scripts cannot run now ("Allow User Scripts" is off).
+    Unavailable,
+    /// A try did not finish in time (the page may hang).
+    Timeout,
 }
 
 impl ErrorCode {
@@ -33,6 +39,9 @@ impl ErrorCode {
             ErrorCode::ReviewExpired => "REVIEW_EXPIRED",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::StorageError => "STORAGE_ERROR",
+            ErrorCode::CannotRun => "CANNOT_RUN",
+            ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::Timeout => "TIMEOUT",
         }
     }
 
@@ -47,6 +56,9 @@ impl ErrorCode {
             ErrorCode::ReviewExpired => 408,
             ErrorCode::InvalidArguments | ErrorCode::InvalidMetadata => 400,
             ErrorCode::StorageError => 500,
+            ErrorCode::CannotRun => 422,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Timeout => 504,
         }
     }
 }

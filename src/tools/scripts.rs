@@ -994,16 +994,7 @@ pub(super) async fn review_request<E: Env>(
         }),
     );
     let now = p.env.now_ms();
-    let caller_name = match ctx.caller {
-        crate::caller::Caller::Extension(id) => policy
-            .allowlist
-            .iter()
-            .find(|c| &c.id == id)
-            // What the user reads in the review: a direction or invisible character shows as a marker.
-            .map(|c| crate::guard::diff::visible(&c.name))
-            .unwrap_or_default(),
-        bridge @ crate::caller::Caller::Bridge { .. } => bridge.display(),
-    };
+    let caller_name = ctx.caller.review_name(policy);
     Ok(ReviewRequest {
         id: p.env.new_uuid(),
         caller: ctx.caller.key(),

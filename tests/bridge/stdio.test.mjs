@@ -17,7 +17,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = process.env.LUMO_BRIDGE_BIN ?? path.join(root, 'target/debug/lumo-bridge');
 const TOKEN = 'node-test-token-0123456789abcdef0123456789';
-const WRITES = ['write_script', 'patch_script', 'set_script_enabled', 'delete_script'];
+const WRITES = ['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'try_script'];
 
 async function freePort() {
   return new Promise((resolve) => {

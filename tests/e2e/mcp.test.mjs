@@ -18,7 +18,7 @@ const METHOD_NOT_FOUND = -32601;
 const INVALID_PARAMS = -32602;
 
 const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "status", "validate_script"];
-const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "write_script"];
+const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "try_script", "write_script"];
 const ALL_TOOLS = [...READ_TOOLS, ...WRITE_TOOLS].sort();
 /** [readOnlyHint, destructiveHint, idempotentHint] per tool; openWorldHint is false for all. */
 const HINTS = {
@@ -33,6 +33,7 @@ const HINTS = {
   delete_script: [false, true, true], // to the trash; deleting again changes nothing
   list_revisions: [true, false, true],
   restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
+  try_script: [false, false, false], // runs code in a page (a write) but changes nothing stored; a repeat runs again
 };
 
 
@@ -236,7 +237,7 @@ describe("mcp: approved caller", () => {
       assert.equal(sessions[0].protocolVersion, LATEST_PROTOCOL_VERSION);
 
       const tools = await m.list(s);
-      assert.equal(tools.length, 9, show(tools.map((t) => t.name)));
+      assert.equal(tools.length, 10, show(tools.map((t) => t.name)));
       assert.deepEqual(sorted(tools.map((t) => t.name)), ALL_TOOLS);
       const validator = new CfWorkerJsonSchemaValidator();
       for (const t of tools) {
@@ -359,7 +360,7 @@ describe("mcp: approved caller", () => {
       }
       const listed = await rp.rpc(p, { jsonrpc: "2.0", id: "list-7", method: "tools/list" });
       assert.strictEqual(listed.id, "list-7");
-      assert.equal(listed.result.tools.length, 9);
+      assert.equal(listed.result.tools.length, 10);
       const called = await rp.rpc(p, { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "status", arguments: {} } });
       assert.strictEqual(called.id, 7);
       assert.equal(called.result.isError, false);

@@ -20,7 +20,7 @@ const UI_MS = 6000;
 const TOGGLE_MS = 2000;
 const SHOTS = join(OUT_DIR, "screenshots");
 
-const WRITE_TOOLS = ["delete_script", "patch_script", "set_script_enabled", "write_script"];
+const WRITE_TOOLS = ["delete_script", "patch_script", "set_script_enabled", "try_script", "write_script"];
 const READ_TOOLS = ["get_script", "list_scripts", "match_url", "status", "validate_script"];
 const HOST_NAME = "Lumo Test Host";
 

@@ -1,0 +1,24 @@
+//! What a page hands back from `try_script` (the tried code shares the wrapper's world and can
+//! forge it): any JSON never panics, and what comes out is bounded and positioned in the source.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use lumo_userscripts::scripts::wrap::{self, MAX_LOGS, MAX_LOG_CHARS, MAX_TEXT_CHARS};
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let Ok(v) = lumo_userscripts::text::parse_json(&text) else { return };
+    let lines = (data.len() % 50) as u64;
+    if let Some(r) = wrap::parse_report(&v, "n", lines) {
+        assert!(r.logs.len() <= MAX_LOGS);
+        let chars: usize = r.logs.iter().map(|l| l.text.chars().count()).sum();
+        assert!(chars <= MAX_LOG_CHARS);
+        for l in &r.logs {
+            assert!(l.text.chars().count() <= MAX_TEXT_CHARS + 1);
+            assert!(l.line.is_none_or(|n| n >= 1 && n <= lines));
+        }
+        if let Some(e) = &r.error {
+            assert!(e.line.is_none_or(|n| n >= 1 && n <= lines));
+        }
+        let _ = r.to_json();
+    }
+});

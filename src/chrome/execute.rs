@@ -1,0 +1,77 @@
+//! `chrome.tabs.query` and `chrome.userScripts.execute` for `try_script`: carries the call out and
+//! the answer back as JSON; every decision (which tab, what the answer means) is the core's.
+
+use super::api::UserScriptsApi;
+use super::env::{settle, user_scripts_api, ChromeEnv};
+use super::json as js_json;
+use crate::env::{EnvError, Tab, Tabs};
+use js_sys::Promise;
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+
+/// Chrome's answer is bounded by the wrapper in the page, but the tried code shares its world and
+/// could inflate it: anything larger is refused before it is parsed.
+const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = ["chrome", "tabs"], js_name = query, catch)]
+    fn tabs_query(q: &JsValue) -> Result<Promise, JsValue>;
+
+    #[wasm_bindgen(method, catch)]
+    fn execute(this: &UserScriptsApi, injection: &JsValue) -> Result<Promise, JsValue>;
+}
+
+impl Tabs for ChromeEnv {
+    async fn tabs(&self) -> Result<Vec<Tab>, EnvError> {
+        let got = settle("tabs.query", tabs_query(&js_json::to_js(&json!({})))).await?;
+        let Some(Value::Array(items)) = js_json::from_js(&got) else {
+            return Err(EnvError("tabs.query returned no list".into()));
+        };
+        Ok(items
+            .iter()
+            .filter_map(|t| {
+                Some(Tab {
+                    id: t.get("id")?.as_i64()?,
+                    url: t
+                        .get("url")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    title: t
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    last_accessed: t.get("lastAccessed").and_then(Value::as_f64).unwrap_or(0.0),
+                })
+            })
+            .collect())
+    }
+
+    async fn execute(
+        &self,
+        tab_id: i64,
+        all_frames: bool,
+        world: &str,
+        code: &str,
+    ) -> Result<Value, EnvError> {
+        let api = user_scripts_api()?;
+        let injection = js_json::to_js(&json!({
+            "target": { "tabId": tab_id, "allFrames": all_frames },
+            "world": "USER_SCRIPT",
+            "worldId": world,
+            "injectImmediately": true,
+            "js": [{ "code": code }],
+        }));
+        let got = settle("userScripts.execute", api.execute(&injection)).await?;
+        let text = js_json::text_of(&got).unwrap_or_else(|| "null".to_owned());
+        if text.len() > MAX_ANSWER_BYTES {
+            return Err(EnvError(format!(
+                "the page's answer is {} bytes, over the {MAX_ANSWER_BYTES}-byte bound",
+                text.len()
+            )));
+        }
+        crate::text::parse_json(&text).map_err(|e| EnvError(e.to_string()))
+    }
+}

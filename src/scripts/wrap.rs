@@ -1,0 +1,360 @@
+//! The code `try_script` hands to `chrome.userScripts.execute`: the script's whole source (metadata
+//! block included, so line numbers are the script's own) inside an async function, with a console
+//! proxy and try/catch, returning one bounded report. Chrome does not reliably report an error
+//! thrown by executed code, and a page's console is out of our reach, so the wrapper collects both
+//! itself.
+//!
+//! Positions: the prelude is [`prelude_lines`] lines long and the source starts on the next line at
+//! column 1, so line `L` of the executed code is line `L - prelude_lines` of the source and columns
+//! are unchanged. Stack frames are found by the `//# sourceURL` name, unique per try (the nonce).
+//!
+//! Bounds are applied twice: in the page, before anything crosses back (a script that logs 10 MB
+//! must not ship 10 MB through Chrome), and again by [`parse_report`], because the tried code runs
+//! in the same world as the wrapper and can forge or inflate the report.
+
+use crate::text::ellipsize;
+use serde_json::{json, Map, Value};
+
+/// At most this many console calls are kept per frame; later ones are counted.
+pub const MAX_LOGS: usize = 200;
+/// A console line or error message is cut at this many characters.
+pub const MAX_TEXT_CHARS: usize = 2000;
+/// All console text of one frame, in characters.
+pub const MAX_LOG_CHARS: usize = 64 * 1024;
+/// The completion value's JSON, in bytes.
+pub const MAX_VALUE_BYTES: usize = 16 * 1024;
+/// The part of an error stack shipped back (for line extraction only).
+const MAX_STACK_CHARS: usize = 4096;
+
+/// The wrapper before the source. `__NONCE__` and `__TIMEOUT__` are replaced; it holds no other
+/// placeholder, and neither can occur in the nonce or timeout themselves.
+const PRELUDE: &str = r#"(async () => {
+const __lumo = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), t0 = now(); const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { const r = { lumo: N, url: String(location.href), title: String(document.title), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); restore(); } r.logsDropped = dropped; r.ms = now() - t0; return r; }; return { finish }; })();
+return __lumo.finish(async () => {
+"#;
+
+/// After the source: closes the function and names the code for stack frames.
+const EPILOGUE: &str = "\n});\n})()\n//# sourceURL=lumo-try-__NONCE__.js\n";
+
+/// How many lines the prelude takes: the source's line 1 is executed line `prelude_lines() + 1`.
+pub fn prelude_lines() -> u32 {
+    u32::try_from(PRELUDE.matches('\n').count()).unwrap_or(u32::MAX)
+}
+
+/// The code to execute: `source` wrapped, its frames named `lumo-try-<nonce>.js`. `nonce` must be
+/// alphanumeric or `-` (a uuid): it goes into a JS string and a regex unescaped.
+pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
+    if nonce.is_empty() || !nonce.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return None;
+    }
+    let prelude = PRELUDE
+        .replace("__NONCE__", nonce)
+        .replace("__TIMEOUT__", &timeout_ms.to_string())
+        .replace("__MAXL__", &MAX_LOGS.to_string())
+        .replace("__MAXT__", &MAX_TEXT_CHARS.to_string())
+        .replace("__MAXLC__", &MAX_LOG_CHARS.to_string())
+        .replace("__MAXV__", &MAX_VALUE_BYTES.to_string())
+        .replace("__MAXS__", &MAX_STACK_CHARS.to_string())
+        .replace("__PL__", &prelude_lines().to_string());
+    let mut code = String::with_capacity(prelude.len() + source.len() + EPILOGUE.len() + 40);
+    code.push_str(&prelude);
+    code.push_str(source);
+    code.push_str(&EPILOGUE.replace("__NONCE__", nonce));
+    Some(code)
+}
+
+/// Line `executed` of the wrapped code as a line of the source (1-based); None when it lies in
+/// the wrapper itself.
+pub fn source_line(executed: u64, source_lines: u64) -> Option<u64> {
+    let line = executed.checked_sub(u64::from(prelude_lines()))?;
+    (line >= 1 && line <= source_lines).then_some(line)
+}
+
+/// Lines of `source` as JavaScript counts them (LF, CR, CRLF, U+2028, U+2029 end a line).
+pub fn js_line_count(source: &str) -> u64 {
+    let mut n: u64 = 1;
+    let mut prev_cr = false;
+    for c in source.chars() {
+        match c {
+            '\n' if prev_cr => {}
+            '\n' | '\r' | '\u{2028}' | '\u{2029}' => n = n.saturating_add(1),
+            _ => {}
+        }
+        prev_cr = c == '\r';
+    }
+    n
+}
+
+/// One console call, as reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub level: String,
+    pub text: String,
+    pub line: Option<u64>,
+}
+
+/// What the script threw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thrown {
+    pub name: String,
+    pub message: String,
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+}
+
+/// One frame's report, bounded and with positions in the source's own lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameReport {
+    pub url: String,
+    pub title: String,
+    /// The completion value as JSON text (possibly cut), or None for undefined.
+    pub value: Option<Value>,
+    pub value_truncated: bool,
+    pub error: Option<Thrown>,
+    pub logs: Vec<LogLine>,
+    pub logs_dropped: u64,
+    pub timed_out: bool,
+    pub ms: f64,
+}
+
+fn text_of(v: Option<&Value>, max: usize) -> String {
+    v.and_then(Value::as_str)
+        .map(|s| ellipsize(s, max))
+        .unwrap_or_default()
+}
+
+fn uint(v: Option<&Value>) -> Option<u64> {
+    v.and_then(Value::as_u64)
+}
+
+/// Reads the report the wrapper returned, distrusting it: every field is bounded again and
+/// positions are mapped to the source (a position inside the wrapper is dropped). None when the
+/// value is not a report of this try (wrong nonce, not an object): the frame did not finish.
+pub fn parse_report(v: &Value, nonce: &str, source_lines: u64) -> Option<FrameReport> {
+    let o = v.as_object()?;
+    if o.get("lumo").and_then(Value::as_str) != Some(nonce) {
+        return None;
+    }
+    let map = |l: Option<u64>| l.and_then(|l| source_line(l, source_lines));
+    let mut logs = Vec::new();
+    let mut dropped = uint(o.get("logsDropped")).unwrap_or(0);
+    let mut chars = 0usize;
+    for item in o
+        .get("logs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(e) = item.as_object() else { continue };
+        let text = text_of(e.get("text"), MAX_TEXT_CHARS);
+        chars = chars.saturating_add(text.chars().count());
+        if logs.len() >= MAX_LOGS || chars > MAX_LOG_CHARS {
+            dropped = dropped.saturating_add(1);
+            continue;
+        }
+        let level = match e.get("level").and_then(Value::as_str) {
+            Some(l @ ("log" | "info" | "warn" | "error" | "debug" | "trace")) => l.to_owned(),
+            _ => "log".to_owned(),
+        };
+        logs.push(LogLine {
+            level,
+            text,
+            line: map(uint(e.get("line"))),
+        });
+    }
+    let error = o.get("error").and_then(Value::as_object).map(|e| Thrown {
+        name: text_of(e.get("name"), 200),
+        message: text_of(e.get("message"), MAX_TEXT_CHARS),
+        line: map(uint(e.get("line"))),
+        column: if map(uint(e.get("line"))).is_some() {
+            uint(e.get("column"))
+        } else {
+            None
+        },
+    });
+    // The page says whether it cut the value (a long string, a deep or wide object); a value
+    // cut at the byte bound is no longer JSON and is returned as its text.
+    let cut_in_page = o.get("valueTruncated") == Some(&json!(true));
+    let (value, value_truncated) = match o.get("value").and_then(Value::as_str) {
+        Some(j) if j.len() <= MAX_VALUE_BYTES => match crate::text::parse_json(j) {
+            Ok(v) => (Some(v), cut_in_page),
+            Err(_) => (Some(Value::String(ellipsize(j, MAX_VALUE_BYTES))), true),
+        },
+        Some(j) => (Some(Value::String(ellipsize(j, MAX_VALUE_BYTES))), true),
+        None => (None, false),
+    };
+    Some(FrameReport {
+        url: text_of(o.get("url"), 4096),
+        title: text_of(o.get("title"), 300),
+        value,
+        value_truncated,
+        error: if o.get("threw") == Some(&json!(true)) || error.is_some() {
+            error.or(Some(Thrown {
+                name: "Error".into(),
+                message: String::new(),
+                line: None,
+                column: None,
+            }))
+        } else {
+            None
+        },
+        logs,
+        logs_dropped: dropped,
+        timed_out: o.get("timedOut") == Some(&json!(true)),
+        ms: o
+            .get("ms")
+            .and_then(Value::as_f64)
+            .filter(|m| m.is_finite() && *m >= 0.0)
+            .unwrap_or(0.0),
+    })
+}
+
+impl FrameReport {
+    /// The JSON the tool returns for this frame.
+    pub fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("url".into(), json!(self.url));
+        o.insert("title".into(), json!(self.title));
+        o.insert("ok".into(), json!(self.error.is_none() && !self.timed_out));
+        o.insert("value".into(), self.value.clone().unwrap_or(Value::Null));
+        o.insert("valueTruncated".into(), json!(self.value_truncated));
+        if let Some(e) = &self.error {
+            o.insert(
+                "error".into(),
+                json!({ "name": e.name, "message": e.message, "line": e.line, "column": e.column }),
+            );
+        }
+        o.insert(
+            "console".into(),
+            Value::Array(
+                self.logs
+                    .iter()
+                    .map(|l| json!({ "level": l.level, "text": l.text, "line": l.line }))
+                    .collect(),
+            ),
+        );
+        o.insert("consoleDropped".into(), json!(self.logs_dropped));
+        o.insert("timedOut".into(), json!(self.timed_out));
+        o.insert("durationMs".into(), json!((self.ms * 10.0).round() / 10.0));
+        Value::Object(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "// ==UserScript==\n// @name t\n// @match *://*/*\n// ==/UserScript==\nconsole.log('a');\nnull.x;\n";
+
+    #[test]
+    fn the_source_starts_on_its_own_line_after_the_prelude() {
+        let code = wrap(SRC, "abc-1", 3000).unwrap();
+        let pl = usize::try_from(prelude_lines()).unwrap();
+        let lines: Vec<&str> = code.split('\n').collect();
+        // Executed line pl+1 is source line 1, column unchanged.
+        assert_eq!(lines[pl], "// ==UserScript==");
+        assert_eq!(lines[pl + 5], "null.x;");
+        assert_eq!(
+            source_line(u64::try_from(pl).unwrap() + 6, js_line_count(SRC)),
+            Some(6)
+        );
+        assert!(code.ends_with("//# sourceURL=lumo-try-abc-1.js\n"));
+        for ph in [
+            "__NONCE__",
+            "__TIMEOUT__",
+            "__MAXL__",
+            "__MAXT__",
+            "__MAXLC__",
+            "__MAXV__",
+            "__MAXS__",
+            "__PL__",
+        ] {
+            assert!(!code.contains(ph), "{ph} is left");
+        }
+    }
+
+    #[test]
+    fn positions_inside_the_wrapper_map_to_nothing() {
+        let pl = u64::from(prelude_lines());
+        assert_eq!(source_line(1, 10), None);
+        assert_eq!(source_line(pl, 10), None);
+        assert_eq!(source_line(pl + 1, 10), Some(1));
+        assert_eq!(source_line(pl + 11, 10), None); // the epilogue
+        assert_eq!(source_line(0, 10), None);
+    }
+
+    #[test]
+    fn lines_are_counted_as_javascript_counts_them() {
+        assert_eq!(js_line_count("a"), 1);
+        assert_eq!(js_line_count("a\r\nb\rc\u{2028}d\u{2029}e\n"), 6);
+    }
+
+    #[test]
+    fn a_nonce_that_could_break_out_is_refused() {
+        assert!(wrap(SRC, "a\"b", 1).is_none());
+        assert!(wrap(SRC, "", 1).is_none());
+        assert!(wrap(SRC, "a.b", 1).is_none());
+    }
+
+    #[test]
+    fn a_report_is_mapped_and_bounded() {
+        let pl = u64::from(prelude_lines());
+        let logs: Vec<Value> = (0..500)
+            .map(|i| json!({"level": "warn", "text": "x".repeat(5000), "line": pl + 5 + i % 2}))
+            .collect();
+        let r = json!({
+            "lumo": "n1", "url": "http://a/", "title": "T", "threw": true,
+            "error": {"name": "TypeError", "message": "boom", "line": pl + 6, "column": 6},
+            "logs": logs, "logsDropped": 3, "ms": 1.25, "value": null
+        });
+        let f = parse_report(&r, "n1", 7).unwrap();
+        assert_eq!(f.error.as_ref().unwrap().line, Some(6));
+        assert_eq!(f.error.as_ref().unwrap().column, Some(6));
+        assert!(f.logs.len() <= MAX_LOGS);
+        let chars: usize = f.logs.iter().map(|l| l.text.chars().count()).sum();
+        assert!(chars <= MAX_LOG_CHARS, "{chars}");
+        assert!(f
+            .logs
+            .iter()
+            .all(|l| l.text.chars().count() <= MAX_TEXT_CHARS + 1));
+        assert_eq!(f.logs[0].line, Some(5));
+        assert_eq!(f.logs[1].line, Some(6));
+        assert!(f.logs_dropped >= 500 - u64::try_from(f.logs.len()).unwrap() + 3);
+        // Another try's report, or something else entirely, is not this try's report.
+        assert!(parse_report(&r, "n2", 7).is_none());
+        assert!(parse_report(&json!([1]), "n1", 7).is_none());
+    }
+
+    #[test]
+    fn a_forged_position_in_the_wrapper_or_beyond_the_source_is_dropped() {
+        let r = json!({"lumo": "n", "threw": true, "error": {"name": "E", "message": "m", "line": 2, "column": 9},
+                       "logs": [{"level": "evil", "text": 5, "line": 999999}]});
+        let f = parse_report(&r, "n", 3).unwrap();
+        assert_eq!(f.error.as_ref().unwrap().line, None);
+        assert_eq!(f.error.as_ref().unwrap().column, None);
+        assert_eq!(f.logs[0].level, "log");
+        assert_eq!(f.logs[0].line, None);
+    }
+
+    #[test]
+    fn values_are_bounded_and_json() {
+        let ok = parse_report(&json!({"lumo": "n", "value": "{\"a\":[1,2]}"}), "n", 1).unwrap();
+        assert_eq!(ok.value, Some(json!({"a": [1, 2]})));
+        assert!(!ok.value_truncated);
+        let big = "\"".to_owned() + &"y".repeat(MAX_VALUE_BYTES * 4) + "\"";
+        let cut = parse_report(&json!({"lumo": "n", "value": big}), "n", 1).unwrap();
+        assert!(cut.value_truncated);
+        assert!(cut.value.unwrap().as_str().unwrap().len() <= MAX_VALUE_BYTES + 4);
+        let lossy = parse_report(
+            &json!({"lumo": "n", "value": "\"yy…\"", "valueTruncated": true}),
+            "n",
+            1,
+        )
+        .unwrap();
+        assert_eq!(lossy.value, Some(json!("yy…")));
+        assert!(lossy.value_truncated);
+        let none = parse_report(&json!({"lumo": "n"}), "n", 1).unwrap();
+        assert_eq!(none.value, None);
+        assert_eq!(none.to_json()["ok"], true);
+    }
+}

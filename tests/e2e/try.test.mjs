@@ -1,0 +1,237 @@
+// try_script in real Chromium through the official SDK client: the agent's loop on a local page
+// (a TypeError on a known line, then the patched script's value), read-only, review (the target
+// tab shown; a denial runs nothing), an endless loop, the audit never holding the tried source or
+// its console output, and a worker stopped mid-try.
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+const SECRET = "MARKER-try-5ecret-93";
+
+function script(lines, body) {
+  return ["// ==UserScript==", "// @name Try e2e", "// @namespace lumo-e2e-try", ...lines.map((l) => `// ${l}`), "// ==/UserScript==", ...body, ""].join("\n");
+}
+
+async function anyPathServer() {
+  const server = createServer((req, res) => {
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    if (req.url === "/frames") res.end("<!doctype html><title>Framed</title><iframe src=/inner></iframe>");
+    else res.end("<!doctype html><title>Try page</title><p id=p>hello</p>");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
+  return { port: server.address().port, close };
+}
+
+describe("try_script: run once in a tab, read what happened", () => {
+  let h, server, session, tab, url;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const marked = () => tab.evaluate(() => document.documentElement.getAttribute("data-tried"));
+
+  before(async () => {
+    h = await launch();
+    server = await anyPathServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+    tab = await h.context.newPage();
+    url = `http://try.test:${server.port}/page`;
+    await tab.goto(url, { waitUntil: "load" });
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("the loop: a TypeError on line 8 comes back with that line and the console lines before it; patched, the value comes back", T, async () => {
+    const broken = script(["@match http://try.test/*"], [
+      "console.log('start', {n: 1});", // line 6
+      "const el = document.querySelector('#missing');", // line 7
+      "console.warn('el is', el); el.textContent = 'x';", // line 8
+    ]);
+    const r = await call("try_script", { source: broken, url });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    const f = r.structuredContent.frames[0];
+    assert.equal(f.ok, false);
+    assert.equal(f.error.name, "TypeError");
+    assert.equal(f.error.line, 8, JSON.stringify(f.error));
+    assert.equal(f.error.column, 43, JSON.stringify(f.error)); // V8 points at the assignment's '='
+    assert.deepEqual(f.console.map((c) => [c.level, c.text, c.line]), [["log", 'start {"n":1}', 6], ["warn", "el is null", 8]]);
+    assert.equal(f.url, url);
+    assert.equal(f.title, "Try page");
+    assert.equal(f.rulesMatch, true);
+    assert.equal(await marked(), null);
+
+    const fixed = script(["@match http://other.test/*"], [
+      "const el = document.querySelector('#p');",
+      "await new Promise((r) => setTimeout(r, 50));",
+      "document.documentElement.setAttribute('data-tried', '1');",
+      "return { text: el.textContent, self: (() => { const o = {}; o.o = o; return o; })(), fn: () => 1 };",
+    ]);
+    const ok = await call("try_script", { source: fixed, url: `http://try.test:${server.port}/*` });
+    assert.equal(ok.isError, false, ok.content?.[0]?.text);
+    const g = ok.structuredContent.frames[0];
+    assert.equal(g.ok, true, JSON.stringify(g));
+    assert.deepEqual(g.value, { text: "hello", self: { o: "[Circular]" }, fn: "[function fn]" });
+    assert.equal(g.rulesMatch, false, "its rules name other.test");
+    assert.match(ok.content[0].text, /do NOT match/);
+    assert.equal(await marked(), "1", "the try was seen running in the page");
+    // Nothing was stored or registered.
+    assert.equal((await call("status")).structuredContent.scriptCount, 0);
+  });
+
+  test("a huge log and a huge value are bounded; an endless loop times out and the provider still answers", T, async () => {
+    const flood = script(["@match *://*/*"], ["for (let i = 0; i < 100000; i++) console.log('x'.repeat(1000));", "return 'y'.repeat(10 * 1024 * 1024);"]);
+    const r = await call("try_script", { source: flood, url });
+    assert.equal(r.isError, false, JSON.stringify(r).slice(0, 2000));
+    const f = r.structuredContent.frames[0];
+    assert.ok(f.console.length <= 200 && f.consoleDropped > 0, `${f.console.length} kept, ${f.consoleDropped} dropped`);
+    assert.equal(f.valueTruncated, true);
+    assert.ok(JSON.stringify(r).length < 512 * 1024, `result is ${JSON.stringify(r).length} bytes`);
+
+    const loop = script(["@match *://*/*"], ["while (true) {}"]);
+    const t0 = Date.now();
+    const hung = await call("try_script", { source: loop, url, timeoutMs: 500 });
+    assert.equal(hung.isError, true);
+    assert.equal(hung.structuredContent.error_code, "TIMEOUT");
+    assert.match(hung.structuredContent.message, /may be hanging/);
+    assert.ok(Date.now() - t0 < 10_000);
+    assert.equal((await call("status")).isError, false, "the provider answers after a hung try");
+    await tab.close(); // the hung page
+    tab = await h.context.newPage();
+    await tab.goto(url, { waitUntil: "load" });
+  });
+
+  test("refusals: read-only (403), a chrome:// tab, a URL no tab shows", T, async () => {
+    const src = script(["@match *://*/*"], ["document.documentElement.setAttribute('data-tried', 'ro');"]);
+    await h.internal("policy.setSwitch", { name: "writes", value: false });
+    try {
+      const ro = await call("try_script", { source: src, url });
+      assert.equal(ro.isError, true);
+      assert.equal(ro.structuredContent.error_code, "WRITE_DISABLED");
+      assert.equal(ro.structuredContent.status, 403);
+    } finally {
+      await h.internal("policy.setSwitch", { name: "writes", value: true });
+    }
+    session = await h.lumo("connect", PROVIDER_ID); // the switch closed the port
+    assert.notEqual(await marked(), "ro");
+    const none = await call("try_script", { source: src, url: "http://nowhere.test/x" });
+    assert.equal(none.structuredContent.error_code, "NOT_FOUND");
+    assert.match(none.structuredContent.message, /nowhere\.test/);
+    const settings = await h.context.newPage();
+    await settings.goto("chrome://version/");
+    const cr = await call("try_script", { source: src, url: "chrome://version/" });
+    await settings.close();
+    assert.equal(cr.isError, true);
+    assert.ok(["CANNOT_RUN", "NOT_FOUND"].includes(cr.structuredContent.error_code), JSON.stringify(cr.structuredContent));
+  });
+
+  test("review shows the target tab and the source; a denial runs nothing; the audit holds no source or console text", T, async () => {
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    try {
+      const src = script(["@match *://*/*"], [`console.log('${SECRET}');`, "document.documentElement.setAttribute('data-tried', 'denied');"]);
+      const pending = h.lumo("callTool", session, "try_script", { source: src, url });
+      let review;
+      for (const deadline = Date.now() + 5000; !review && Date.now() < deadline; await sleep(50)) {
+        review = (await h.internal("state.get")).reviews.find((r) => r.tool === "try_script");
+      }
+      assert.ok(review, "a review waits");
+      const effects = review.effects.join("\n");
+      assert.ok(effects.includes(url), effects);
+      assert.ok(effects.includes("Try page"), effects);
+      assert.ok(review.diff.includes(SECRET), "the source is shown");
+      // What the user reads in the popup: the tab's address and title, and the source; denied there.
+      const popup = await h.context.newPage();
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const item = popup.locator("#reviews > li.review").filter({ hasText: "Run \"Try e2e\" once now" });
+      await item.waitFor({ timeout: 8000 });
+      const shown = await item.innerText();
+      assert.ok(shown.includes(url) && shown.includes("Try page"), `the popup names the tab: ${shown}`);
+      assert.ok(shown.includes(`console.log('${SECRET}');`), `the popup shows the source: ${shown}`);
+      await sleep(900); // a new review's buttons take clicks after 800 ms
+      await item.getByRole("button", { name: "Deny", exact: true }).click();
+      await popup.close();
+      const denied = await pending;
+      assert.equal(denied.structuredContent.error_code, "USER_REJECTED");
+      assert.notEqual(await marked(), "denied", "a denied try ran");
+      // Approved: it runs, and its console output comes back.
+      const again = h.lumo("callTool", session, "try_script", { source: src, url });
+      let second;
+      for (const deadline = Date.now() + 5000; !second && Date.now() < deadline; await sleep(50)) {
+        second = (await h.internal("state.get")).reviews.find((r) => r.tool === "try_script");
+      }
+      await h.internal("reviews.decide", { review: second.id, approve: true });
+      const ran = await again;
+      assert.equal(ran.structuredContent.frames[0].console[0].text, SECRET);
+      assert.equal(await marked(), "denied");
+    } finally {
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+    }
+    const audit = await h.internal("audit.list");
+    const tries = audit.entries.filter((e) => e.tool === "try_script");
+    assert.ok(tries.some((e) => e.result === "USER_REJECTED") && tries.some((e) => e.result === "ok"), JSON.stringify(tries));
+    assert.ok(!JSON.stringify(audit).includes(SECRET), "the secret reached the audit");
+    const local = await (await h.providerPage()).evaluate(() => chrome.storage.local.get(null));
+    assert.ok(!JSON.stringify(local).includes(SECRET), "the secret reached storage");
+  });
+
+  test("allFrames runs in every frame; a promise that never settles and a syntax error are said as such", T, async () => {
+    const framed = await h.context.newPage();
+    await framed.goto(`http://try.test:${server.port}/frames`, { waitUntil: "load" });
+    try {
+      const where = script(["@match *://*/*"], ["return location.pathname;"]);
+      const r = await call("try_script", { source: where, url: `http://try.test:${server.port}/frames`, allFrames: true });
+      assert.equal(r.isError, false, r.content?.[0]?.text);
+      assert.deepEqual(r.structuredContent.frames.map((f) => f.value).sort(), ["/frames", "/inner"]);
+    } finally {
+      await framed.close();
+    }
+    const never = await call("try_script", { source: script(["@match *://*/*"], ["console.log('waiting');", "await new Promise(() => {});"]), url, timeoutMs: 300 });
+    assert.equal(never.isError, false, never.content?.[0]?.text);
+    const f = never.structuredContent.frames[0];
+    assert.equal(f.timedOut, true);
+    assert.equal(f.ok, false);
+    assert.equal(f.console[0].text, "waiting");
+    const bad = await call("try_script", { source: script(["@match *://*/*"], ["return (;"]), url });
+    assert.equal(bad.isError, false, bad.content?.[0]?.text);
+    assert.equal(bad.structuredContent.frames[0].finished, false, JSON.stringify(bad.structuredContent));
+    assert.equal(bad.structuredContent.frames[0].ok, false);
+  });
+
+  test("tried code cannot call the provider: the try world has no messaging", T, async () => {
+    const reach = script(["@match *://*/*"], [
+      "const out = { sendMessage: typeof chrome !== 'undefined' && typeof chrome.runtime?.sendMessage };",
+      "try { out.answer = await chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'policy.setSwitch', name: 'review', value: true }); } catch (e) { out.error = String(e && e.message || e); }",
+      "return out;",
+    ]);
+    const r = await call("try_script", { source: reach, url });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    const v = r.structuredContent.frames[0].value;
+    assert.ok(v && v.answer === undefined, `the tried code got an answer from the provider: ${JSON.stringify(v)}`);
+    assert.equal((await h.internal("state.get")).policy.reviewWrites, false, "the tried code turned review on");
+  });
+
+  test("a worker stopped mid-try gives a clear error, and the next try works", T, async () => {
+    const slow = script(["@match *://*/*"], ["await new Promise((r) => setTimeout(r, 3000));", "return 'late';"]);
+    const pending = h.lumo("callTool", session, "try_script", { source: slow, url, timeoutMs: 8000 });
+    await sleep(700);
+    await h.stopProviderWorker();
+    const r = await pending;
+    assert.ok(r?.error || r?.isError, `an interrupted try must not look like a result: ${JSON.stringify(r)}`);
+    const again = await call("try_script", { source: script(["@match *://*/*"], ["return 2;"]), url });
+    assert.equal(again.isError, false, again.content?.[0]?.text);
+    assert.equal(again.structuredContent.frames[0].value, 2);
+  });
+});

@@ -1,0 +1,203 @@
+//! `try_script` through the whole tool-call walk, as a hostile agent would drive it: read-only,
+//! review denial, an endless loop, a vanished tab, the toggle off, and the audit never holding
+//! the tried source or what it logged.
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use futures::future::join;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::{Area, Tab};
+use lumo_userscripts::guard::review::Decision;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::scripts::wrap;
+use serde_json::{json, Value};
+
+const SECRET: &str = "MARKER-5ecret-71";
+
+fn with_tab(p: &Provider<MemoryEnv>) {
+    p.env.tabs.borrow_mut().push(Tab {
+        id: 7,
+        url: "https://example.com/page".into(),
+        title: "Example page".into(),
+        last_accessed: 1.0,
+    });
+}
+
+fn nonce_of(code: &str) -> String {
+    let i = code.rfind("lumo-try-").unwrap() + "lumo-try-".len();
+    code[i..].split(".js").next().unwrap().to_owned()
+}
+
+fn args() -> Value {
+    json!({"source": script("t", &format!("console.log('{SECRET}'); return 1;")), "url": "https://example.com/page"})
+}
+
+#[test]
+fn read_only_refuses_and_runs_nothing() {
+    let p = provider();
+    with_tab(&p);
+    set_switch(&p, "writes", false);
+    let s = ready(&p);
+    let r = call(&p, &s, "try_script", args());
+    assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");
+    assert_eq!(r["structuredContent"]["status"], 403);
+    assert!(p.env.executed.borrow().is_empty());
+}
+
+#[test]
+fn a_denied_review_shows_the_tab_and_the_source_and_runs_nothing() {
+    let p = provider();
+    with_tab(&p);
+    set_switch(&p, "review", true);
+    let s = ready(&p);
+    let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "try_script", "arguments": args()}});
+    let look = async {
+        for _ in 0..10_000 {
+            if let Some(r) = p.pending_reviews().into_iter().next() {
+                assert!(p.decide(&r.id, Decision::Deny));
+                return r;
+            }
+            futures::pending!();
+        }
+        panic!("no review");
+    };
+    let (out, review) = block_on(join(async { reply(p.handle_mcp(&s, &msg).await) }, look));
+    assert_eq!(
+        out["result"]["structuredContent"]["error_code"],
+        "USER_REJECTED"
+    );
+    let effects = review.effects.join("\n");
+    assert!(effects.contains("https://example.com/page"), "{effects}");
+    assert!(effects.contains("Example page"), "{effects}");
+    assert!(review.diff.as_deref().unwrap_or("").contains(SECRET));
+    assert!(p.env.executed.borrow().is_empty(), "a denied try ran");
+}
+
+#[test]
+fn an_endless_loop_times_out_and_the_provider_still_answers() {
+    let p = provider();
+    with_tab(&p);
+    p.env.timers_fire.set(true); // the page never answers; the provider's timer fires
+    let s = ready(&p);
+    let r = call(&p, &s, "try_script", args());
+    assert_eq!(error_code(&r), Some("TIMEOUT"), "{r}");
+    assert!(r["structuredContent"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("may be hanging"));
+    assert_eq!(call(&p, &s, "status", json!({}))["isError"], false);
+}
+
+#[test]
+fn a_thrown_error_is_a_successful_call_with_its_line_and_nothing_reaches_the_audit() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let src = script("t", &format!("console.log('{SECRET}');\nnull.x;"));
+    let pl = u64::from(wrap::prelude_lines());
+    // The env answers with the report the wrapper would send; the nonce is the next uuid.
+    let nonce = "00000000-0000-4000-8000-000000000001";
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([{ "frameId": 0, "result": {
+        "lumo": nonce, "url": "https://example.com/page", "title": "Example page", "threw": true,
+        "error": {"name": "TypeError", "message": "Cannot read properties of null (reading 'x')", "line": pl + 7, "column": 6},
+        "logs": [{"level": "log", "text": SECRET, "line": pl + 6}], "ms": 3 }}])));
+    let r = call(&p, &s, "try_script", json!({"source": src, "tabId": 7}));
+    assert_eq!(r["isError"], false, "{r}");
+    let code = p.env.executed.borrow()[0].3.clone();
+    assert_eq!(nonce_of(&code), nonce);
+    assert_eq!(p.env.executed.borrow()[0].2, "lumo-try");
+    let f = &r["structuredContent"]["frames"][0];
+    assert_eq!(f["error"]["line"], 7);
+    assert_eq!(f["console"][0]["line"], 6);
+    assert_eq!(f["rulesMatch"], true);
+    // The audit holds a digest, never the source nor what it logged.
+    let local = serde_json::to_string(&p.env.dump(Area::Local)).unwrap();
+    assert!(local.contains("try_script"), "not audited");
+    assert!(!local.contains(SECRET), "the secret reached storage");
+}
+
+#[test]
+fn refusals_say_why() {
+    let p = provider();
+    let s = ready(&p);
+    // No such tab.
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "url": "https://nowhere.test/"}),
+    );
+    assert_eq!(error_code(&r), Some("NOT_FOUND"));
+    assert!(r["structuredContent"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("https://nowhere.test/"));
+    // A chrome:// tab.
+    p.env.tabs.borrow_mut().push(Tab {
+        id: 2,
+        url: "chrome://settings/".into(),
+        title: "S".into(),
+        last_accessed: 0.0,
+    });
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "tabId": 2}),
+    );
+    assert_eq!(error_code(&r), Some("CANNOT_RUN"));
+    // The toggle off: the probe's reason.
+    with_tab(&p);
+    p.env.user_scripts.set(false);
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "tabId": 7}),
+    );
+    assert_eq!(error_code(&r), Some("UNAVAILABLE"));
+    assert!(r["structuredContent"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Allow User Scripts"));
+    p.env.user_scripts.set(true);
+    // The tab closed between the lookup and the run.
+    *p.env.execute_answer.borrow_mut() = Some(Err("No tab with id: 7.".into()));
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "tabId": 7}),
+    );
+    assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    // A stored script at a revision that is not kept.
+    *p.env.execute_answer.borrow_mut() = None;
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("stored", "")}),
+    );
+    let uuid = w["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"uuid": uuid, "revision": 5, "tabId": 7}),
+    );
+    assert_eq!(error_code(&r), Some("NOT_FOUND"));
+    assert!(r["structuredContent"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("current revision (1)"));
+    // Nothing was stored by any try: one script, the one written.
+    assert_eq!(
+        call(&p, &s, "status", json!({}))["structuredContent"]["scriptCount"],
+        1
+    );
+}
