@@ -20,8 +20,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = block_on(audit::read_all(&env));
     let p = Provider::new(env);
     let host = lumo_userscripts::ids::ExtensionId::parse("mobcibglkcoacmddjpdoknlbbicjchlk").unwrap();
-    let _ = block_on(p.writes_left(&host));
-    let _ = block_on(p.admit_write(&host));
+    let _ = block_on(p.writes_left(host.as_str()));
+    let _ = block_on(p.admit_write(host.as_str()));
     let _ = block_on(audit::append(&p.env, &audit::Entry {
         at: 0.0, tool: "t".into(), caller: "c".into(), result: "ok".into(), target: None, digest: String::new(),
     }));

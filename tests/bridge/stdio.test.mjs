@@ -17,7 +17,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = process.env.LUMO_BRIDGE_BIN ?? path.join(root, 'target/debug/lumo-bridge');
 const TOKEN = 'node-test-token-0123456789abcdef0123456789';
-const WRITES = ['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'try_script'];
+const WRITES = ['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'restore_script', 'try_script'];
 
 async function freePort() {
   return new Promise((resolve) => {
@@ -48,7 +48,7 @@ test('stdio: initialize, tools/list is the catalogue plus bridge_status, status 
     assert.match(client.getInstructions() ?? '', /untrusted/);
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
-    for (const n of ['status', 'list_scripts', 'get_script', 'validate_script', 'match_url', ...WRITES, 'bridge_status']) {
+    for (const n of ['status', 'list_scripts', 'get_script', 'list_revisions', 'validate_script', 'match_url', ...WRITES, 'bridge_status']) {
       assert.ok(names.includes(n), `${n} listed`);
     }
     const del = tools.find((t) => t.name === 'delete_script');

@@ -237,7 +237,7 @@ describe("mcp: approved caller", () => {
       assert.equal(sessions[0].protocolVersion, LATEST_PROTOCOL_VERSION);
 
       const tools = await m.list(s);
-      assert.equal(tools.length, 10, show(tools.map((t) => t.name)));
+      assert.equal(tools.length, ALL_TOOLS.length, show(tools.map((t) => t.name)));
       assert.deepEqual(sorted(tools.map((t) => t.name)), ALL_TOOLS);
       const validator = new CfWorkerJsonSchemaValidator();
       for (const t of tools) {
@@ -360,7 +360,7 @@ describe("mcp: approved caller", () => {
       }
       const listed = await rp.rpc(p, { jsonrpc: "2.0", id: "list-7", method: "tools/list" });
       assert.strictEqual(listed.id, "list-7");
-      assert.equal(listed.result.tools.length, 10);
+      assert.equal(listed.result.tools.length, ALL_TOOLS.length);
       const called = await rp.rpc(p, { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "status", arguments: {} } });
       assert.strictEqual(called.id, 7);
       assert.equal(called.result.isError, false);

@@ -20,8 +20,8 @@ const UI_MS = 6000;
 const TOGGLE_MS = 2000;
 const SHOTS = join(OUT_DIR, "screenshots");
 
-const WRITE_TOOLS = ["delete_script", "patch_script", "set_script_enabled", "try_script", "write_script"];
-const READ_TOOLS = ["get_script", "list_scripts", "match_url", "status", "validate_script"];
+const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "try_script", "write_script"];
+const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "status", "validate_script"];
 const HOST_NAME = "Lumo Test Host";
 
 
@@ -423,9 +423,10 @@ describe("options scripts, popup audit, review and disconnect", () => {
     await confirm.click();
     await alertText(page, `Deleted ${name}.`);
     await gone(region(page, "Scripts").getByRole("row").filter({ hasText: uuid }), "the deleted script's row");
+    // Deleting moves the script to the trash: get_script still finds it, marked deleted.
     const after = await getScript(uuid);
-    assert.equal(after.isError, true, "get_script after delete fails");
-    assert.equal(after.structuredContent?.error_code, "NOT_FOUND");
+    assert.equal(after.isError, false, "get_script finds a trashed script");
+    assert.equal(after.structuredContent?.script?.deleted, true, "marked deleted");
     await page.close();
   });
 

@@ -411,9 +411,19 @@ describe("security", () => {
       await call("delete_script", { uuid });
       await host("close", g);
     }
-    // After the review was decided and the script deleted: still nowhere.
-    const rest = await pp.evaluate(async () => JSON.stringify({ local: await chrome.storage.local.get(null), session: await chrome.storage.session.get(null) }));
-    assert.ok(!rest.includes(marker), "the marker is gone with the script");
+    // After the review was decided and the script deleted, the source lives only in the trash
+    // (and the history that goes with it), which the user can undo from…
+    const keysWithMarker = async () => pp.evaluate(async (m) => {
+      const out = [];
+      for (const [area, items] of [["local", await chrome.storage.local.get(null)], ["session", await chrome.storage.session.get(null)]]) {
+        for (const [k, v] of Object.entries(items)) if (JSON.stringify(v).includes(m) || k.includes(m)) out.push(`${area}[${k}]`);
+      }
+      return out.sort();
+    }, marker);
+    assert.deepEqual(await keysWithMarker(), [`local[history/${uuid}]`, `local[trash/${uuid}]`], "deleted: only the trash and its history hold the source");
+    // …and once the user empties the trash, it is nowhere.
+    await h.internal("trash.purge", { uuids: [uuid] });
+    assert.deepEqual(await keysWithMarker(), [], "the marker is gone once the trash is emptied");
   });
 
   // ------------------------------------------------------------------ pending approvals
