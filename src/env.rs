@@ -15,6 +15,29 @@ pub enum Area {
     Session,
 }
 
+impl Area {
+    /// The area `chrome.storage.onChanged` names; areas we do not use (`sync`, `managed`) are
+    /// none of ours.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Area> {
+        match name {
+            "local" => Some(Area::Local),
+            "session" => Some(Area::Session),
+            _ => None,
+        }
+    }
+}
+
+/// `chrome.storage.onChanged`'s `{key: {oldValue, newValue}}` → `{key: newValue}`; a removed
+/// key has no `newValue` and becomes null (what the caches compare against).
+#[must_use]
+pub fn changed_values(changes: Map<String, Value>) -> Map<String, Value> {
+    changes
+        .into_iter()
+        .map(|(k, v)| (k, v.get("newValue").cloned().unwrap_or(Value::Null)))
+        .collect()
+}
+
 /// A failure of the outside world (storage quota, an API that threw), carried as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvError(pub String);
@@ -310,5 +333,31 @@ pub mod memory {
         async fn configure_world(&self) -> Result<(), EnvError> {
             self.api()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn storage_changes_decode_to_new_values() {
+        let Value::Object(raw) = json!({
+            "policy": {"oldValue": {"a": 1}, "newValue": {"a": 2}},
+            "script/x": {"oldValue": {"r": 1}},
+            "added": {"newValue": false},
+        }) else {
+            unreachable!()
+        };
+        let news = changed_values(raw);
+        assert_eq!(
+            Value::Object(news),
+            json!({"policy": {"a": 2}, "script/x": null, "added": false})
+        );
+        assert_eq!(Area::parse("local"), Some(Area::Local));
+        assert_eq!(Area::parse("session"), Some(Area::Session));
+        assert_eq!(Area::parse("sync"), None);
+        assert_eq!(Area::parse("managed"), None);
     }
 }
