@@ -116,6 +116,38 @@ pub trait Tabs {
     ) -> Result<Value, EnvError>;
 }
 
+/// Chrome stops an idle worker after 30 s; any extension API call resets that timer. A long
+/// wait (a write under review) sleeps in steps of at most this, with a cheap call between them.
+pub const KEEPALIVE_STEP_MS: f64 = 20_000.0;
+
+/// The steps of a wait of `ms`: each step's length, and whether a keep-alive call follows it
+/// (only between steps, never after the last). NaN or negative waits take no step.
+pub fn sleep_steps(ms: f64) -> impl Iterator<Item = (f64, bool)> {
+    let mut left = if ms.is_nan() { 0.0 } else { ms };
+    std::iter::from_fn(move || {
+        if left <= 0.0 {
+            return None;
+        }
+        let step = left.min(KEEPALIVE_STEP_MS);
+        left -= step;
+        Some((step, left > 0.0))
+    })
+}
+
+/// A wait in whole milliseconds for `setTimeout`: NaN → 0, clamped to 0..=2^31−1 (setTimeout
+/// caps there anyway), so the conversion is exact.
+#[must_use]
+pub fn timer_ms(ms: f64) -> u32 {
+    let ms = if ms.is_nan() {
+        0.0
+    } else {
+        ms.clamp(0.0, f64::from(i32::MAX))
+    };
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let whole = ms as u32;
+    whole
+}
+
 /// Everything the provider needs.
 pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs {}
 impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs> Env for T {}
@@ -359,5 +391,25 @@ mod tests {
         assert_eq!(Area::parse("session"), Some(Area::Session));
         assert_eq!(Area::parse("sync"), None);
         assert_eq!(Area::parse("managed"), None);
+    }
+
+    #[test]
+    fn long_waits_are_stepped_with_a_keepalive_between_steps() {
+        let steps: Vec<_> = sleep_steps(50_000.0).collect();
+        assert_eq!(
+            steps,
+            vec![(20_000.0, true), (20_000.0, true), (10_000.0, false)]
+        );
+        assert_eq!(
+            sleep_steps(20_000.0).collect::<Vec<_>>(),
+            vec![(20_000.0, false)]
+        );
+        assert_eq!(sleep_steps(0.0).count(), 0);
+        assert_eq!(sleep_steps(-5.0).count(), 0);
+        assert_eq!(sleep_steps(f64::NAN).count(), 0);
+        assert_eq!(timer_ms(f64::NAN), 0);
+        assert_eq!(timer_ms(-1.0), 0);
+        assert_eq!(timer_ms(100.7), 100);
+        assert_eq!(timer_ms(1e300), 2_147_483_647);
     }
 }
