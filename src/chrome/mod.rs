@@ -53,6 +53,8 @@ const START_WORK_DELAY_MS: u32 = 250;
 /// Registers every listener. Must stay synchronous: see the module docs.
 #[wasm_bindgen(start)]
 pub fn start() {
+    // Before anything can match a URL: the core asks the browser's own engines.
+    crate::web::install(&web::Browser);
     std::panic::set_hook(Box::new(|info| {
         api::console_error(&format!("lumo-userscripts panicked: {info}"));
     }));

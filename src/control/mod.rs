@@ -10,6 +10,7 @@
 
 mod audit;
 mod policy;
+pub mod reply;
 mod reviews;
 mod scripts;
 mod sessions;
@@ -21,6 +22,8 @@ use crate::provider::Provider;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
+
+pub use reply::{Effect, Reply};
 
 pub const CONTROL_CHANNEL: &str = "lumo:internal";
 
@@ -38,34 +41,6 @@ pub fn is_own_page(own_id: &str, sender_id: Option<&str>, sender_url: Option<&st
         && rest
             .strip_prefix(own_id)
             .is_some_and(|r| r.starts_with('/'))
-}
-
-/// What the shell must do besides answering the page.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// Post `message` to these sessions.
-    Notify { sessions: Vec<u64>, message: Value },
-    /// Close these sessions' ports.
-    Close { sessions: Vec<u64>, reason: String },
-    /// Dial the local bridge the user just authorized (see `bridge_ops`).
-    DialBridge,
-    /// Close the local bridge link with this WebSocket close code.
-    CloseBridge { code: u16, reason: String },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reply {
-    pub value: Value,
-    pub effects: Vec<Effect>,
-}
-
-impl From<Value> for Reply {
-    fn from(value: Value) -> Self {
-        Reply {
-            value,
-            effects: Vec::new(),
-        }
-    }
 }
 
 /// Every operation a page may ask for, by its wire name. Arguments are read loosely (a missing

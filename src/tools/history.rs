@@ -1,15 +1,13 @@
 //! The history tools: `list_revisions`, `get_script` with a `revision`, `list_scripts` of the
-//! trash, and `restore_script` (its review preview and its execution under the write lock).
+//! trash, and what the review of a `restore_script` shows (its execution is in `write`).
 
 use super::result::{success, ToolError};
-use super::Executed;
 use crate::env::Env;
-use crate::guard::audit::Journaled;
 use crate::provider::Provider;
 use crate::scripts::history;
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::restore::{self, Current};
-use crate::scripts::store::{self, Actor, ScriptError, Snapshot};
+use crate::scripts::store::{self, ScriptError};
 use crate::scripts::trash;
 use serde_json::{json, Value};
 
@@ -160,45 +158,4 @@ pub(super) async fn preview<E: Env>(
         Current::Live(r, s) => (Some((r, s)), target),
         Current::Trashed(_) => (None, target),
     })
-}
-
-/// Runs a restore under the write lock (called from `run_write`).
-pub(super) async fn run_restore<E: Env>(
-    p: &Provider<E>,
-    env: &Journaled<'_, E>,
-    actor: Actor<'_>,
-    snap: &Snapshot,
-    uuid: String,
-    revision: Option<u64>,
-    expected: Option<u64>,
-) -> Executed {
-    let done = restore::restore(
-        env,
-        snap,
-        actor,
-        &uuid,
-        revision,
-        expected,
-        super::catalog::MAX_SOURCE_BYTES,
-    )
-    .await;
-    match done {
-        Ok(c) => {
-            p.scripts_written(&c);
-            let registered = p
-                .sync_registration(
-                    &c.record.uuid,
-                    crate::scripts::sync::desired_for(&c.record, &c.source),
-                )
-                .await;
-            Executed {
-                target: Some(uuid),
-                result: Ok(super::write::write_result(&c, registered)),
-            }
-        }
-        Err(e) => Executed {
-            result: Err(p.script_failure(e).into()),
-            target: Some(uuid),
-        },
-    }
 }

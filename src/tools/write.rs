@@ -9,6 +9,7 @@ use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
 use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::store::{self, Actor, Change, Snapshot as ScriptSnapshot};
+use crate::scripts::{restore, trash};
 use serde_json::{json, Value};
 
 /// Executes a write for `actor` (a caller id, or `user` for the extension's own pages). With a
@@ -91,7 +92,7 @@ async fn write_locked<E: Env>(
             revision,
             current_revision,
         } => {
-            return super::history::run_restore(
+            return run_restore(
                 p,
                 env,
                 actor,
@@ -103,7 +104,7 @@ async fn write_locked<E: Env>(
             .await
         }
         WriteArgs::Delete { uuid, revision } => {
-            return match store::delete(env, snap, actor, &uuid, revision).await {
+            return match trash::delete(env, snap, actor, &uuid, revision).await {
                 Ok(record) => {
                     p.scripts_deleted(&uuid);
                     p.sync_registration(&uuid, None).await;
@@ -143,7 +144,48 @@ async fn write_locked<E: Env>(
     }
 }
 
-pub(super) fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
+/// Brings back a revision of a live or trashed script, under the write lock.
+async fn run_restore<E: Env>(
+    p: &Provider<E>,
+    env: &Journaled<'_, E>,
+    actor: Actor<'_>,
+    snap: &ScriptSnapshot,
+    uuid: String,
+    revision: Option<u64>,
+    expected: Option<u64>,
+) -> Executed {
+    let done = restore::restore(
+        env,
+        snap,
+        actor,
+        &uuid,
+        revision,
+        expected,
+        MAX_SOURCE_BYTES,
+    )
+    .await;
+    match done {
+        Ok(c) => {
+            p.scripts_written(&c);
+            let registered = p
+                .sync_registration(
+                    &c.record.uuid,
+                    crate::scripts::sync::desired_for(&c.record, &c.source),
+                )
+                .await;
+            Executed {
+                target: Some(uuid),
+                result: Ok(write_result(&c, registered)),
+            }
+        }
+        Err(e) => Executed {
+            result: Err(p.script_failure(e).into()),
+            target: Some(uuid),
+        },
+    }
+}
+
+fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     let r = &c.record;
     let verb = if c.created { "Created" } else { "Saved" };
     let registered = outcome == SyncOutcome::Registered;
