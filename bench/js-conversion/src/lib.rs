@@ -6,13 +6,20 @@ use wasm_bindgen::prelude::*;
 thread_local! { static HELD: RefCell<Value> = RefCell::new(Value::Null); }
 
 fn size(v: &Value) -> usize {
-    match v { Value::Array(a) => a.len(), Value::Object(o) => o.len(), _ => 0 }
+    match v {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        _ => 0,
+    }
 }
 
 /// The project's way (chrome/json.rs): JSON.stringify, then serde_json parses the text.
 #[wasm_bindgen]
 pub fn json_from(v: &JsValue) -> usize {
-    let text = js_sys::JSON::stringify(v).ok().and_then(|s| s.as_string()).unwrap_or_default();
+    let text = js_sys::JSON::stringify(v)
+        .ok()
+        .and_then(|s| s.as_string())
+        .unwrap_or_default();
     let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let n = size(&v);
     HELD.with(|h| *h.borrow_mut() = v);
