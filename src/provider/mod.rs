@@ -26,7 +26,6 @@ use std::rc::Rc;
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
 pub use guards::AdmitError;
 pub use registry::{RegistryState, SyncOutcome};
-pub use state::PolicyStoreError;
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
 pub mod keys {
