@@ -58,7 +58,7 @@ async fn status<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
     json!({
         "ok": true,
         "bridge": p.bridge_view(),
-        "address": { "ok": loopback.is_ok(), "loopback": dialer::is_loopback(host), "error": loopback.err() },
+        "address": { "ok": loopback.is_ok(), "loopback": dialer::is_loopback(host), "error": loopback.err().map(|e| e.to_string()) },
         "authorized": authorized,
         "remembered": authorized && auth.is_some_and(|a| a.remember),
         "tools": tools,
@@ -80,11 +80,11 @@ async fn connect<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
         return err("the link has no token: open the connect link the bridge printed");
     };
     if let Err(e) = check_token(token) {
-        return err(e);
+        return err(e.to_string());
     }
     let url = match dialer::dial_url(host, port, allow_remote) {
         Ok(u) => u,
-        Err(e) => return err(e),
+        Err(e) => return err(e.to_string()),
     };
     let auth = BridgeAuth {
         host: host.to_owned(),

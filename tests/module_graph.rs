@@ -6,10 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Cycles that exist and are known: each is one to break, never one to add to.
-/// `scripts::metadata` validates rule syntax with helpers in `scripts::rules`, which compiles
-/// `Metadata`; moving those helpers is left until the matching work in `rules.rs` has landed.
-const KNOWN_CYCLES: &[&[&str]] = &[&["scripts/metadata", "scripts/rules"]];
+/// Cycles that exist and are known: each is one to break, never one to add to. None is left
+/// (`scripts/metadata` <-> `scripts/rules` was broken by `scripts/rule_syntax`).
+const KNOWN_CYCLES: &[&[&str]] = &[];
 
 fn modules() -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();

@@ -20,7 +20,9 @@ pub fn extension_token(flag: Option<&str>) -> Result<String, String> {
             .filter(|t| !t.is_empty())
     });
     match chosen {
-        Some(t) => trust::check_token(&t).map(|()| t),
+        Some(t) => trust::check_token(&t)
+            .map(|()| t)
+            .map_err(|e| e.to_string()),
         None => Ok(random_token()),
     }
 }

@@ -22,14 +22,44 @@ pub fn is_loopback(host: &str) -> bool {
         .any(|l| host.eq_ignore_ascii_case(l))
 }
 
+/// Why the worker will not dial an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DialError {
+    /// Not 1–65535.
+    NotAPort(u64),
+    /// Not a plain host name or address (a path, credentials or a query could ride along).
+    NotAHost(String),
+    /// Not this computer, and the user did not turn on "Allow other hosts".
+    NotLoopback(String),
+}
+
+impl std::fmt::Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DialError::NotAPort(port) => write!(f, "{port} is not a port (1–65535)"),
+            DialError::NotAHost(host) => write!(
+                f,
+                "\"{}\" is not a host name or address",
+                crate::text::ellipsize(host, 60)
+            ),
+            DialError::NotLoopback(host) => write!(
+                f,
+                "{host} is not this computer (loopback): refused. A bridge runs on 127.0.0.1; only turn on \"Allow other hosts\" if you run one elsewhere on purpose"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DialError {}
+
 /// The WebSocket URL for a bridge at `host:port`. Refuses a non-loopback host unless
 /// `allow_remote` (the connect page's advanced switch), and any host that is not a plain name
 /// or address (no path, credentials or query can ride along). The token is never in it.
-pub fn dial_url(host: &str, port: u64, allow_remote: bool) -> Result<String, String> {
+pub fn dial_url(host: &str, port: u64, allow_remote: bool) -> Result<String, DialError> {
     let port = u16::try_from(port)
         .ok()
         .filter(|p| *p != 0)
-        .ok_or_else(|| format!("{port} is not a port (1–65535)"))?;
+        .ok_or(DialError::NotAPort(port))?;
     let host = if host == "::1" { "[::1]" } else { host };
     let plain = !host.is_empty()
         && host.len() <= 253
@@ -38,15 +68,10 @@ pub fn dial_url(host: &str, port: u64, allow_remote: bool) -> Result<String, Str
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
             || host == "[::1]");
     if !plain {
-        return Err(format!(
-            "\"{}\" is not a host name or address",
-            crate::text::ellipsize(host, 60)
-        ));
+        return Err(DialError::NotAHost(host.to_owned()));
     }
     if !is_loopback(host) && !allow_remote {
-        return Err(format!(
-            "{host} is not this computer (loopback): refused. A bridge runs on 127.0.0.1; only turn on \"Allow other hosts\" if you run one elsewhere on purpose"
-        ));
+        return Err(DialError::NotLoopback(host.to_owned()));
     }
     Ok(format!("ws://{host}:{port}"))
 }
@@ -98,9 +123,9 @@ mod tests {
         );
         assert_eq!(dial_url("localhost", 1, false).unwrap(), "ws://localhost:1");
         assert_eq!(dial_url("::1", 9, false).unwrap(), "ws://[::1]:9");
-        assert!(dial_url("evil.example", 17817, false)
-            .unwrap_err()
-            .contains("loopback"));
+        let e = dial_url("evil.example", 17817, false).unwrap_err();
+        assert_eq!(e, DialError::NotLoopback("evil.example".into()));
+        assert!(e.to_string().contains("loopback"), "{e}");
         assert!(dial_url("10.0.0.5", 17817, false).is_err());
         // 127.0.0.1.evil.example is a remote name.
         assert!(dial_url("127.0.0.1.evil.example", 17817, false).is_err());

@@ -25,21 +25,42 @@ pub fn token_eq(presented: &str, expected: &str) -> bool {
     bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
-/// Checks a user-chosen token; the message says what is wrong.
-pub fn check_token(token: &str) -> Result<(), String> {
+/// What is wrong with a user-chosen token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenError {
+    /// Its length in bytes, outside `MIN_TOKEN_CHARS..=MAX_TOKEN_CHARS`.
+    Length(usize),
+    /// The first character outside A-Z a-z 0-9 - _.
+    Character(char),
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenError::Length(n) => write!(
+                f,
+                "the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_CHARS} characters long; this one has {n}"
+            ),
+            TokenError::Character(c) => {
+                write!(f, "the token may hold only A-Z a-z 0-9 - _; it contains {c:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TokenError {}
+
+/// Checks a user-chosen token; the error says what is wrong.
+pub fn check_token(token: &str) -> Result<(), TokenError> {
     let n = token.len();
     if !(MIN_TOKEN_CHARS..=MAX_TOKEN_CHARS).contains(&n) {
-        return Err(format!(
-            "the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_CHARS} characters long; this one has {n}"
-        ));
+        return Err(TokenError::Length(n));
     }
     if let Some(c) = token
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
     {
-        return Err(format!(
-            "the token may hold only A-Z a-z 0-9 - _; it contains {c:?}"
-        ));
+        return Err(TokenError::Character(c));
     }
     Ok(())
 }
@@ -174,10 +195,15 @@ mod tests {
     fn user_tokens_are_checked() {
         assert!(check_token(TOKEN).is_ok());
         assert!(check_token(&"a".repeat(32)).is_ok());
-        assert!(check_token(&"a".repeat(31)).unwrap_err().contains("31"));
+        assert_eq!(check_token(&"a".repeat(31)), Err(TokenError::Length(31)));
+        assert!(check_token(&"a".repeat(31))
+            .unwrap_err()
+            .to_string()
+            .contains("this one has 31"));
         assert!(check_token(&"a".repeat(257)).is_err());
         assert!(check_token(&format!("{}&x=1", "a".repeat(32)))
             .unwrap_err()
+            .to_string()
             .contains("'&'"));
     }
 

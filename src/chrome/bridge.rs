@@ -87,7 +87,7 @@ fn dial(auth: &BridgeAuth) {
     let p = provider();
     let url = match dialer::dial_url(&auth.host, u64::from(auth.port), auth.allow_remote) {
         Ok(u) => u,
-        Err(e) => return p.bridge_closed(Some(e), false),
+        Err(e) => return p.bridge_closed(Some(e.to_string()), false),
     };
     p.bridge_dialing(&auth.host, auth.port);
     let gen = GEN.with(|g| {

@@ -10,6 +10,6 @@ use serde_json::{json, Value};
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match audit::read_all(&p.env).await {
         Ok(entries) => json!({ "ok": true, "entries": entries }),
-        Err(e) => err(e),
+        Err(e) => err(e.to_string()),
     }
 }

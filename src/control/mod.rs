@@ -403,3 +403,28 @@ mod parse_tests {
         assert!(matches!(r.effects.as_slice(), [Effect::Close { .. }]));
     }
 }
+
+#[cfg(test)]
+mod store_error_tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    /// A policy change storage refuses is not made, and the page reads why.
+    #[test]
+    fn a_policy_that_cannot_be_saved_says_so() {
+        let p = Provider::new(MemoryEnv::new());
+        *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+        let r = block_on(handle(
+            &p,
+            &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+        ));
+        assert_eq!(
+            r.value,
+            json!({"ok": false, "error": "could not save the policy: QUOTA_BYTES quota exceeded"})
+        );
+        assert!(r.effects.is_empty());
+        *p.env.fail_writes.borrow_mut() = None;
+        assert!(block_on(p.policy()).writes_enabled);
+    }
+}

@@ -6,7 +6,7 @@ use super::{err, extension_id, Effect, Reply};
 use crate::env::Env;
 use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc;
-use crate::policy::{Policy, Switch};
+use crate::policy::{Policy, PolicyError, Switch};
 use crate::provider::Provider;
 use serde_json::json;
 
@@ -43,7 +43,7 @@ pub(super) async fn approve<E: Env>(
     with_id(p, id, |pol, id, now| {
         match pol.approve(id, name.as_deref(), now) {
             Ok(()) => (Ok(()), true),
-            Err(e) => (Err(e.to_string()), false),
+            Err(e) => (Err(e), false),
         }
     })
     .await
@@ -67,7 +67,8 @@ pub(super) async fn remove<E: Env>(p: &Provider<E>, id: Option<String>) -> Reply
     .await
 }
 
-type Outcome = (Result<(), String>, bool);
+/// What a change did: refused by the policy's own rules, or made; and whether it changed anything.
+type Outcome = (Result<(), PolicyError>, bool);
 
 async fn with_id<E: Env>(
     p: &Provider<E>,
@@ -87,7 +88,8 @@ async fn change<E: Env>(p: &Provider<E>, f: impl FnOnce(&mut Policy) -> Outcome)
     let before = p.policy().await;
     let after = match p.update_policy(f).await {
         Ok((Ok(()), policy)) => policy,
-        Ok((Err(e), _)) | Err(e) => return err(e).into(),
+        Ok((Err(e), _)) => return err(e.to_string()).into(),
+        Err(e) => return err(e.to_string()).into(),
     };
     let mut effects = Vec::new();
     // The set of tools a caller may see changed: tell every open session.

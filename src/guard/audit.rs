@@ -101,12 +101,30 @@ fn decode_chunk(v: Option<&Value>) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
-async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, String> {
+/// Why the audit log could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditError {
+    /// The storage call failed (its message).
+    Storage(EnvError),
+    /// An entry or a ring head could not be turned into JSON.
+    Encode(String),
+}
+
+impl std::fmt::Display for AuditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuditError::Storage(e) => write!(f, "{e}"),
+            AuditError::Encode(e) => f.write_str(e),
+        }
+    }
+}
+
+async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, AuditError> {
     let key = ring.head_key();
     let got = s
         .get(Area::Local, &[&key])
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(AuditError::Storage)?;
     Ok(got
         .get(&key)
         .and_then(|v| serde_json::from_value::<Head>(v.clone()).ok())
@@ -116,7 +134,7 @@ async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, String> {
 }
 
 /// Appends one entry to its ring. The caller serializes appends (the provider's audit lock).
-pub async fn append<S: Storage>(s: &S, entry: &Entry) -> Result<(), String> {
+pub async fn append<S: Storage>(s: &S, entry: &Entry) -> Result<(), AuditError> {
     append_with(s, entry, Map::new()).await
 }
 
@@ -125,14 +143,14 @@ async fn append_with<S: Storage>(
     s: &S,
     entry: &Entry,
     mut items: Map<String, Value>,
-) -> Result<(), String> {
+) -> Result<(), AuditError> {
     let ring = Ring::of(entry);
     let mut h = head(s, ring).await?;
     let key = ring.chunk_key(h.last);
     let got = s
         .get(Area::Local, &[&key])
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(AuditError::Storage)?;
     let mut chunk = decode_chunk(got.get(&key));
     let mut drop = None;
     if chunk.len() >= CHUNK {
@@ -146,29 +164,34 @@ async fn append_with<S: Storage>(
     chunk.push(entry.clone());
     items.insert(
         ring.chunk_key(h.last),
-        serde_json::to_value(&chunk).map_err(|e| e.to_string())?,
+        serde_json::to_value(&chunk).map_err(|e| AuditError::Encode(e.to_string()))?,
     );
     items.insert(
         ring.head_key(),
-        serde_json::to_value(h).map_err(|e| e.to_string())?,
+        serde_json::to_value(h).map_err(|e| AuditError::Encode(e.to_string()))?,
     );
-    s.set(Area::Local, items).await.map_err(|e| e.to_string())?;
+    s.set(Area::Local, items)
+        .await
+        .map_err(AuditError::Storage)?;
     if let Some(k) = drop {
         let _ = s.remove(Area::Local, &[&k]).await;
     }
     Ok(())
 }
 
-async fn read_ring<S: Storage>(s: &S, ring: Ring) -> Result<Vec<Entry>, String> {
+async fn read_ring<S: Storage>(s: &S, ring: Ring) -> Result<Vec<Entry>, AuditError> {
     let h = head(s, ring).await?;
     let keys: Vec<String> = (h.first..=h.last).map(|n| ring.chunk_key(n)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let got = s.get(Area::Local, &refs).await.map_err(|e| e.to_string())?;
+    let got = s
+        .get(Area::Local, &refs)
+        .await
+        .map_err(AuditError::Storage)?;
     Ok(keys.iter().flat_map(|k| decode_chunk(got.get(k))).collect())
 }
 
 /// The whole log, both rings, newest first.
-pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, String> {
+pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, AuditError> {
     let mut out = read_ring(s, Ring::Effects).await?;
     out.extend(read_ring(s, Ring::Refusals).await?);
     // Stable: entries of one ring keep their order on equal times.
@@ -184,7 +207,7 @@ fn cleared() -> Value {
 
 /// Finalizes the write in progress: appends its entry (with its result) and clears the pending
 /// slot in one atomic `set`.
-pub async fn finalize<S: Storage>(s: &S, entry: &Entry) -> Result<(), String> {
+pub async fn finalize<S: Storage>(s: &S, entry: &Entry) -> Result<(), AuditError> {
     let mut items = Map::new();
     items.insert(PENDING_KEY.to_owned(), cleared());
     append_with(s, entry, items).await
@@ -192,11 +215,11 @@ pub async fn finalize<S: Storage>(s: &S, entry: &Entry) -> Result<(), String> {
 
 /// At worker start (or before the first write of a worker): a pending entry left by a worker
 /// that stopped mid-write is finalized as [`INTERRUPTED`]. Returns it, if there was one.
-pub async fn finalize_interrupted<S: Storage>(s: &S) -> Result<Option<Entry>, String> {
+pub async fn finalize_interrupted<S: Storage>(s: &S) -> Result<Option<Entry>, AuditError> {
     let got = s
         .get(Area::Local, &[PENDING_KEY])
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(AuditError::Storage)?;
     let Some(v) = got.get(PENDING_KEY) else {
         return Ok(None);
     };
@@ -211,7 +234,9 @@ pub async fn finalize_interrupted<S: Storage>(s: &S) -> Result<Option<Entry>, St
         Err(_) => {
             let mut items = Map::new();
             items.insert(PENDING_KEY.to_owned(), cleared());
-            s.set(Area::Local, items).await.map_err(|e| e.to_string())?;
+            s.set(Area::Local, items)
+                .await
+                .map_err(AuditError::Storage)?;
             Ok(None)
         }
     }

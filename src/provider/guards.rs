@@ -89,7 +89,7 @@ impl<E: Env> Provider<E> {
 
     /// Finalizes a write the previous worker left pending as INTERRUPTED: once per worker,
     /// before its first journaled write (the caller holds the write lock) or at start-up.
-    pub async fn settle_interrupted_write(&self) -> Result<(), String> {
+    pub async fn settle_interrupted_write(&self) -> Result<(), audit::AuditError> {
         if self.journal_settled.get() {
             return Ok(());
         }

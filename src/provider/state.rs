@@ -9,11 +9,27 @@
 //! only if the generation is still the one it started with.
 
 use super::{keys, Provider};
-use crate::env::{Area, Env};
+use crate::env::{Area, Env, EnvError};
 use crate::policy::Policy;
 use crate::scripts::store::{self, Change, ScriptError, Snapshot};
 use serde_json::{Map, Value};
 use std::rc::Rc;
+
+/// The stored policy could not be read or saved (the change is not made).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyStoreError {
+    Read(EnvError),
+    Save(EnvError),
+}
+
+impl std::fmt::Display for PolicyStoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyStoreError::Read(e) => write!(f, "could not read the policy: {e}"),
+            PolicyStoreError::Save(e) => write!(f, "could not save the policy: {e}"),
+        }
+    }
+}
 
 impl<E: Env> Provider<E> {
     /// The policy for a decision. A storage failure yields the safe default for decisions that
@@ -38,7 +54,7 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    async fn save_policy(&self, p: &Policy) -> Result<(), String> {
+    async fn save_policy(&self, p: &Policy) -> Result<(), PolicyStoreError> {
         let mut m = Map::new();
         m.insert(keys::POLICY.to_owned(), p.to_stored());
         // If the write fails, storage may hold either version: read it again next time.
@@ -46,7 +62,7 @@ impl<E: Env> Provider<E> {
         self.env
             .set(Area::Local, m)
             .await
-            .map_err(|e| format!("could not save the policy: {e}"))?;
+            .map_err(PolicyStoreError::Save)?;
         self.set_policy_cache(Some(p.clone()));
         Ok(())
     }
@@ -65,14 +81,14 @@ impl<E: Env> Provider<E> {
     pub async fn update_policy<T>(
         &self,
         f: impl FnOnce(&mut Policy) -> (T, bool),
-    ) -> Result<(T, Policy), String> {
+    ) -> Result<(T, Policy), PolicyStoreError> {
         let _guard = self.policy_lock.lock().await;
         let cached = self.policy_cache.borrow().clone();
         let mut p = match cached {
             Some(p) => p,
             None => match self.env.get(Area::Local, &[keys::POLICY]).await {
                 Ok(m) => Policy::from_stored(m.get(keys::POLICY)).0,
-                Err(e) => return Err(format!("could not read the policy: {e}")),
+                Err(e) => return Err(PolicyStoreError::Read(e)),
             },
         };
         let (out, changed) = f(&mut p);

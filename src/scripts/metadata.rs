@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::match_pattern;
-use super::rules;
+use super::rule_syntax;
 
 /// Most lines accepted for any one key; the first line beyond it is an error.
 pub const MAX_LINES_PER_KEY: usize = 256;
@@ -552,7 +552,7 @@ fn push_pattern(
     }
     match match_pattern::parse(&pattern) {
         Ok(_) => {
-            if rules::pattern_has_tld(&pattern) {
+            if rule_syntax::pattern_has_tld(&pattern) {
                 diags.warning(
                     line_no,
                     format!(
@@ -582,8 +582,8 @@ fn push_glob(
         diags.warning(line_no, format!("@{key} without a value; ignored"));
         return;
     }
-    if let Some(src) = rules::as_regex(value) {
-        match rules::check_regex(src) {
+    if let Some(src) = rule_syntax::as_regex(value) {
+        match rule_syntax::check_regex(src) {
             Ok(()) => diags.warning(
                 line_no,
                 format!(
@@ -602,7 +602,7 @@ fn push_glob(
                 return;
             }
         }
-    } else if rules::glob_has_tld(value) {
+    } else if rule_syntax::glob_has_tld(value) {
         diags.warning(
             line_no,
             format!(

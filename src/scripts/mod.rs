@@ -9,6 +9,7 @@ pub mod names;
 pub mod record;
 pub mod registry;
 pub mod restore;
+pub mod rule_syntax;
 pub mod rules;
 pub mod store;
 pub mod sync;

@@ -18,6 +18,11 @@
 use super::glob::glob_matches;
 use super::match_pattern::{self, regex_escape, MatchPattern};
 use super::metadata::Metadata;
+use super::rule_syntax::tld_positions;
+pub use super::rule_syntax::{
+    as_regex, check_regex, glob_has_tld, pattern_has_tld, RegexError, MAX_REGEX_CHARS,
+    MAX_UNBOUNDED_REPEATS,
+};
 use serde_json::Value;
 
 /// What `.tld` expands to: one label (the PSL's default rule makes every single label a public
@@ -33,9 +38,6 @@ pub const TLD_REGEX_EXCLUDE: &str = "(?:\\.[a-z0-9-]+)+";
 /// `matches` and ORs it with `includeGlobs`, so `*://*/*` here would run the script everywhere;
 /// this pattern is accepted by Chrome and matches no URL (a canonical path never holds a space).
 pub const INCLUDE_ONLY_PLACEHOLDER: &str = "*://include-only.invalid/ never matches";
-
-/// Longest regular expression accepted in `@include`/`@exclude` (they run on every page load).
-pub const MAX_REGEX_CHARS: usize = 1000;
 
 /// One rule of the guard: the metadata line it comes from and its RegExp source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,184 +63,6 @@ pub struct Rules {
     pub include_globs: Vec<String>,
     pub exclude_globs: Vec<String>,
     pub guard: Option<Guard>,
-}
-
-/// `/…/` → the RegExp source between the slashes (Violentmonkey's rule: no flags).
-pub fn as_regex(value: &str) -> Option<&str> {
-    (value.len() > 1 && value.starts_with('/') && value.ends_with('/'))
-        .then(|| value.get(1..value.len() - 1))
-        .flatten()
-}
-
-/// Most unbounded repetitions (`*`, `+`, `{n,}`, `{n,m}` with m > 10) in one expression.
-pub const MAX_UNBOUNDED_REPEATS: usize = 2;
-
-/// Checks a user regular expression the way `new RegExp(src)` would, and refuses the shapes
-/// that make a backtracking matcher take exponential or high-polynomial time (`match_url`
-/// evaluates it in the service worker, with no step limit, on a URL the agent chooses).
-pub fn check_regex(src: &str) -> Result<(), String> {
-    if src.chars().count() > MAX_REGEX_CHARS {
-        return Err(format!(
-            "the regular expression is over {MAX_REGEX_CHARS} characters"
-        ));
-    }
-    crate::web::platform()
-        .regex_compile_check(src, "")
-        .map_err(|e| {
-            // V8 already starts its message with this phrase; say it once.
-            let why =
-                e.0.strip_prefix("Invalid regular expression: ")
-                    .unwrap_or(&e.0);
-            format!("invalid regular expression: {why}")
-        })?;
-    check_cost(src)
-}
-
-/// A quantifier at the start of `rest`: `Some(unbounded)`, or `None` when there is none.
-fn quantifier(rest: &[char]) -> Option<bool> {
-    match rest.first()? {
-        '*' | '+' => Some(true),
-        '?' => Some(false),
-        '{' => {
-            let close = rest.iter().position(|&c| c == '}')?;
-            let body: String = rest.get(1..close)?.iter().collect();
-            let (lo, hi) = match body.split_once(',') {
-                Some((lo, hi)) => (lo, Some(hi)),
-                None => (body.as_str(), None),
-            };
-            if lo.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            match hi {
-                None => Some(lo.parse::<u32>().map_or(true, |n| n > 10)),
-                Some("") => Some(true),
-                Some(h) if h.bytes().all(|b| b.is_ascii_digit()) => {
-                    Some(h.parse::<u32>().map_or(true, |n| n > 10))
-                }
-                Some(_) => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-fn check_cost(src: &str) -> Result<(), String> {
-    let chars: Vec<char> = src.chars().collect();
-    // Per open group: does it contain a repetition or an alternation?
-    let mut frames: Vec<bool> = vec![false];
-    let mut unbounded = 0usize;
-    let mut i = 0;
-    while let Some(&c) = chars.get(i) {
-        let mut atom_end = i + 1;
-        let mut complex = false;
-        match c {
-            '\\' => atom_end = i + 2,
-            '[' => {
-                let mut j = i + 1;
-                while let Some(&d) = chars.get(j) {
-                    if d == '\\' {
-                        j += 2;
-                        continue;
-                    }
-                    if d == ']' && j > i + 1 {
-                        break;
-                    }
-                    j += 1;
-                }
-                atom_end = j + 1;
-            }
-            '(' => {
-                frames.push(false);
-                i += 1;
-                continue;
-            }
-            ')' => {
-                let inner = frames.pop().unwrap_or(false);
-                if let Some(top) = frames.last_mut() {
-                    *top |= inner;
-                }
-                complex = inner;
-            }
-            '|' => {
-                if let Some(top) = frames.last_mut() {
-                    *top = true;
-                }
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        let rest = chars.get(atom_end..).unwrap_or_default();
-        if let Some(is_unbounded) = quantifier(rest) {
-            if complex && (is_unbounded || rest.first() == Some(&'{')) {
-                return Err(
-                    "a repeated group that itself repeats or alternates (such as \
-                     (a+)+ or (a|b)*) can take exponential time to match; rewrite it, or use \
-                     @match or a glob"
-                        .to_owned(),
-                );
-            }
-            if is_unbounded {
-                unbounded += 1;
-                if unbounded > MAX_UNBOUNDED_REPEATS {
-                    return Err(format!(
-                        "more than {MAX_UNBOUNDED_REPEATS} unbounded repetitions (*, +, {{n,}}) \
-                         can make matching very slow; use @match or a glob for the rest"
-                    ));
-                }
-            }
-            if let Some(top) = frames.last_mut() {
-                *top = true;
-            }
-            // Skip the quantifier (and a lazy '?').
-            let qlen = if rest.first() == Some(&'{') {
-                rest.iter().position(|&d| d == '}').map_or(1, |p| p + 1)
-            } else {
-                1
-            };
-            atom_end += qlen;
-            if chars.get(atom_end) == Some(&'?') {
-                atom_end += 1;
-            }
-        }
-        i = atom_end;
-    }
-    Ok(())
-}
-
-/// Where `.tld` stands for a suffix in a glob: before `/`, `:` or at the end.
-fn tld_positions(glob: &str) -> Vec<usize> {
-    glob.match_indices(".tld")
-        .filter(|(i, _)| {
-            matches!(
-                glob.as_bytes().get(i + 4),
-                None | Some(b'/') | Some(b':') | Some(b'*')
-            )
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
-/// Does this glob use `.tld`?
-pub fn glob_has_tld(glob: &str) -> bool {
-    !tld_positions(glob).is_empty()
-}
-
-/// Does this match pattern's host end in `.tld`?
-pub fn pattern_has_tld(pattern: &str) -> bool {
-    host_of(pattern).is_some_and(|h| h.ends_with(".tld"))
-}
-
-/// The host part of `scheme://host[:port]/path`, as written.
-fn host_of(pattern: &str) -> Option<&str> {
-    let rest = pattern.split_once("://")?.1;
-    let authority = rest.split('/').next()?;
-    Some(
-        authority
-            .rsplit_once(':')
-            .map_or(authority, |(h, _)| h)
-            .trim_end_matches('.'),
-    )
 }
 
 /// The Chrome pattern for a `.tld` pattern: same scheme, port and path, any host.

@@ -36,6 +36,24 @@ impl std::fmt::Display for SyncError {
     }
 }
 
+/// Why a reconcile did not run to the end (the registry stays stale and is retried).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReconcileError {
+    /// "Allow User Scripts" is off.
+    Unavailable,
+    /// A `chrome.userScripts` or storage call failed (its message).
+    Env(EnvError),
+}
+
+impl std::fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReconcileError::Unavailable => f.write_str("chrome.userScripts is not available"),
+            ReconcileError::Env(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// A failed `register`: refused by Chrome when the API still works, else unavailable. Any
 /// other failed call is "unavailable": the reconcile retries it.
 fn classify<E: Capabilities>(env: &E, e: EnvError) -> SyncError {
@@ -112,11 +130,11 @@ pub struct Report {
 pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
     env: &E,
     snapshot: &store::Snapshot,
-) -> Result<Report, String> {
+) -> Result<Report, ReconcileError> {
     if !env.user_scripts_available() {
-        return Err("chrome.userScripts is not available".into());
+        return Err(ReconcileError::Unavailable);
     }
-    env.configure_world().await.map_err(|e| e.to_string())?;
+    env.configure_world().await.map_err(ReconcileError::Env)?;
     let enabled: Vec<&ScriptRecord> = snapshot.records.iter().filter(|r| r.enabled).collect();
     let keys: Vec<String> = enabled.iter().map(|r| store::source_key(&r.uuid)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -125,7 +143,7 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
     } else {
         env.get(Area::Local, &refs)
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(ReconcileError::Env)?
     };
     let mut report = Report {
         skipped: snapshot
@@ -144,12 +162,12 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
                 .push(format!("{}: source is missing", r.uuid)),
         }
     }
-    let actual = env.registered(None).await.map_err(|e| e.to_string())?;
+    let actual = env.registered(None).await.map_err(ReconcileError::Env)?;
     let plan = registry::plan(desired.clone(), &actual);
     if !plan.unregister.is_empty() {
         env.unregister(&plan.unregister)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ReconcileError::Env)?;
     }
     report.unregistered = plan.unregister.len();
     // One by one, so a single script Chrome refuses does not keep the others from running.

@@ -1,0 +1,244 @@
+//! The syntax of one `@include`/`@exclude`/`@match` value, shared by the metadata parser (which
+//! reports it) and `rules` (which compiles it): is it a regular expression, may that expression
+//! run, does it use `.tld`. Its own module so the parser and the compiler do not import each
+//! other.
+
+use std::fmt;
+
+/// Longest regular expression accepted in `@include`/`@exclude` (they run on every page load).
+pub const MAX_REGEX_CHARS: usize = 1000;
+
+/// Why a regular expression in `@include`/`@exclude` is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegexError {
+    /// Over [`MAX_REGEX_CHARS`] characters.
+    TooLong,
+    /// `new RegExp` refused it; the browser's reason.
+    Invalid(String),
+    /// A repeated group that itself repeats or alternates (exponential backtracking).
+    NestedRepeat,
+    /// More than [`MAX_UNBOUNDED_REPEATS`] unbounded repetitions.
+    TooManyRepeats,
+}
+
+impl fmt::Display for RegexError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegexError::TooLong => write!(
+                f,
+                "the regular expression is over {MAX_REGEX_CHARS} characters"
+            ),
+            RegexError::Invalid(why) => write!(f, "invalid regular expression: {why}"),
+            RegexError::NestedRepeat => f.write_str(
+                "a repeated group that itself repeats or alternates (such as (a+)+ or (a|b)*) \
+                 can take exponential time to match; rewrite it, or use @match or a glob",
+            ),
+            RegexError::TooManyRepeats => write!(
+                f,
+                "more than {MAX_UNBOUNDED_REPEATS} unbounded repetitions (*, +, {{n,}}) can make \
+                 matching very slow; use @match or a glob for the rest"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RegexError {}
+
+/// `/…/` → the RegExp source between the slashes (Violentmonkey's rule: no flags).
+pub fn as_regex(value: &str) -> Option<&str> {
+    (value.len() > 1 && value.starts_with('/') && value.ends_with('/'))
+        .then(|| value.get(1..value.len() - 1))
+        .flatten()
+}
+
+/// Most unbounded repetitions (`*`, `+`, `{n,}`, `{n,m}` with m > 10) in one expression.
+pub const MAX_UNBOUNDED_REPEATS: usize = 2;
+
+/// Checks a user regular expression the way `new RegExp(src)` would, and refuses the shapes
+/// that make a backtracking matcher take exponential or high-polynomial time (`match_url`
+/// evaluates it in the service worker, with no step limit, on a URL the agent chooses).
+pub fn check_regex(src: &str) -> Result<(), RegexError> {
+    if src.chars().count() > MAX_REGEX_CHARS {
+        return Err(RegexError::TooLong);
+    }
+    crate::web::platform()
+        .regex_compile_check(src, "")
+        .map_err(|e| {
+            // V8 already starts its message with this phrase; say it once.
+            let why =
+                e.0.strip_prefix("Invalid regular expression: ")
+                    .unwrap_or(&e.0);
+            RegexError::Invalid(why.to_owned())
+        })?;
+    check_cost(src)
+}
+
+/// A quantifier at the start of `rest`: `Some(unbounded)`, or `None` when there is none.
+fn quantifier(rest: &[char]) -> Option<bool> {
+    match rest.first()? {
+        '*' | '+' => Some(true),
+        '?' => Some(false),
+        '{' => {
+            let close = rest.iter().position(|&c| c == '}')?;
+            let body: String = rest.get(1..close)?.iter().collect();
+            let (lo, hi) = match body.split_once(',') {
+                Some((lo, hi)) => (lo, Some(hi)),
+                None => (body.as_str(), None),
+            };
+            if lo.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            match hi {
+                None => Some(lo.parse::<u32>().map_or(true, |n| n > 10)),
+                Some("") => Some(true),
+                Some(h) if h.bytes().all(|b| b.is_ascii_digit()) => {
+                    Some(h.parse::<u32>().map_or(true, |n| n > 10))
+                }
+                Some(_) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn check_cost(src: &str) -> Result<(), RegexError> {
+    let chars: Vec<char> = src.chars().collect();
+    // Per open group: does it contain a repetition or an alternation?
+    let mut frames: Vec<bool> = vec![false];
+    let mut unbounded = 0usize;
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        let mut atom_end = i + 1;
+        let mut complex = false;
+        match c {
+            '\\' => atom_end = i + 2,
+            '[' => {
+                let mut j = i + 1;
+                while let Some(&d) = chars.get(j) {
+                    if d == '\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if d == ']' && j > i + 1 {
+                        break;
+                    }
+                    j += 1;
+                }
+                atom_end = j + 1;
+            }
+            '(' => {
+                frames.push(false);
+                i += 1;
+                continue;
+            }
+            ')' => {
+                let inner = frames.pop().unwrap_or(false);
+                if let Some(top) = frames.last_mut() {
+                    *top |= inner;
+                }
+                complex = inner;
+            }
+            '|' => {
+                if let Some(top) = frames.last_mut() {
+                    *top = true;
+                }
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let rest = chars.get(atom_end..).unwrap_or_default();
+        if let Some(is_unbounded) = quantifier(rest) {
+            if complex && (is_unbounded || rest.first() == Some(&'{')) {
+                return Err(RegexError::NestedRepeat);
+            }
+            if is_unbounded {
+                unbounded += 1;
+                if unbounded > MAX_UNBOUNDED_REPEATS {
+                    return Err(RegexError::TooManyRepeats);
+                }
+            }
+            if let Some(top) = frames.last_mut() {
+                *top = true;
+            }
+            // Skip the quantifier (and a lazy '?').
+            let qlen = if rest.first() == Some(&'{') {
+                rest.iter().position(|&d| d == '}').map_or(1, |p| p + 1)
+            } else {
+                1
+            };
+            atom_end += qlen;
+            if chars.get(atom_end) == Some(&'?') {
+                atom_end += 1;
+            }
+        }
+        i = atom_end;
+    }
+    Ok(())
+}
+
+/// Where `.tld` stands for a suffix in a glob: before `/`, `:` or at the end.
+pub(super) fn tld_positions(glob: &str) -> Vec<usize> {
+    glob.match_indices(".tld")
+        .filter(|(i, _)| {
+            matches!(
+                glob.as_bytes().get(i + 4),
+                None | Some(b'/') | Some(b':') | Some(b'*')
+            )
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Does this glob use `.tld`?
+pub fn glob_has_tld(glob: &str) -> bool {
+    !tld_positions(glob).is_empty()
+}
+
+/// Does this match pattern's host end in `.tld`?
+pub fn pattern_has_tld(pattern: &str) -> bool {
+    host_of(pattern).is_some_and(|h| h.ends_with(".tld"))
+}
+
+/// The host part of `scheme://host[:port]/path`, as written.
+fn host_of(pattern: &str) -> Option<&str> {
+    let rest = pattern.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    Some(
+        authority
+            .rsplit_once(':')
+            .map_or(authority, |(h, _)| h)
+            .trim_end_matches('.'),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_is_its_own_variant_with_its_reason() {
+        assert_eq!(check_regex("(a+)+$"), Err(RegexError::NestedRepeat));
+        assert_eq!(check_regex("a*b*c*"), Err(RegexError::TooManyRepeats));
+        assert_eq!(
+            check_regex(&"a".repeat(MAX_REGEX_CHARS + 1)),
+            Err(RegexError::TooLong)
+        );
+        let Err(RegexError::Invalid(why)) = check_regex("a(") else {
+            panic!("an unclosed group is invalid");
+        };
+        assert!(!why.is_empty());
+        // What the metadata parser shows the agent.
+        assert_eq!(
+            RegexError::TooManyRepeats.to_string(),
+            format!(
+                "more than {MAX_UNBOUNDED_REPEATS} unbounded repetitions (*, +, {{n,}}) can make \
+                 matching very slow; use @match or a glob for the rest"
+            )
+        );
+        assert!(RegexError::NestedRepeat
+            .to_string()
+            .contains("(such as (a+)+ or (a|b)*) can take exponential time"));
+        assert_eq!(check_regex("^https://a\\.example/"), Ok(()));
+    }
+}
