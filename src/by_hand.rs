@@ -90,6 +90,49 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
             write(p, msg, "restore_script", args).await
         }
         "scripts.undo" => undo(p, msg).await,
+        // The options page's switch and Delete: audited like every other change by hand.
+        "scripts.setEnabled" => {
+            let uuid = match uuid_of(msg) {
+                Ok(u) => u,
+                Err(e) => return Some(e),
+            };
+            let Some(enabled) = msg.get("enabled").and_then(Value::as_bool) else {
+                return Some(err("\"enabled\" must be true or false"));
+            };
+            let revision = match msg.get("revision") {
+                None | Some(Value::Null) => None,
+                Some(_) => match revision_of(msg, "revision") {
+                    Ok(r) => Some(r),
+                    Err(e) => return Some(e),
+                },
+            };
+            let args = WriteArgs::SetEnabled {
+                uuid,
+                enabled,
+                revision,
+            };
+            write(p, msg, "set_script_enabled", args).await
+        }
+        "scripts.delete" => {
+            let uuid = match uuid_of(msg) {
+                Ok(u) => u,
+                Err(e) => return Some(e),
+            };
+            let revision = match msg.get("revision") {
+                None | Some(Value::Null) => None,
+                Some(_) => match revision_of(msg, "revision") {
+                    Ok(r) => Some(r),
+                    Err(e) => return Some(e),
+                },
+            };
+            write(
+                p,
+                msg,
+                "delete_script",
+                WriteArgs::Delete { uuid, revision },
+            )
+            .await
+        }
         "scripts.save" => save(p, msg).await,
         "trash.list" => match trash::list(&p.env).await {
             Ok((items, problems)) => json!({
@@ -118,7 +161,23 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
                 Some(_) => return Some(err("\"uuids\" must be a list of script uuids")),
             };
             let _lock = p.write_lock().await;
-            match trash::purge(&p.env, only.as_deref()).await {
+            let done = trash::purge(&p.env, only.as_deref()).await;
+            // Audited like every change by hand: one entry for "Empty trash", one named
+            // script for "Delete forever".
+            let target = match only.as_deref() {
+                Some([one]) => Some(one.clone()),
+                _ => None,
+            };
+            p.audit(&Entry {
+                at: p.env.now_ms(),
+                tool: "purge_trash".to_owned(),
+                caller: BY_USER.to_owned(),
+                result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+                target,
+                digest: digest_hex(msg),
+            })
+            .await;
+            match done {
                 Ok(n) => json!({ "ok": true, "purged": n }),
                 Err(e) => err(e.to_string()),
             }

@@ -10,9 +10,8 @@ use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc;
 use crate::policy::Switch;
 use crate::provider::Provider;
-use crate::scripts::record::{is_uuid, BY_USER};
+use crate::scripts::record::is_uuid;
 use crate::scripts::store;
-use crate::tools::{run_write, WriteArgs};
 use serde_json::{json, Value};
 
 pub const CONTROL_CHANNEL: &str = "lumo:internal";
@@ -229,37 +228,6 @@ async fn handle_op<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
                     json!({ "ok": true, "script": record.full(&source, json!(diagnostics)), "shown": shown })
                 }
                 Err(e) => err(e.to_string()),
-            }
-        }
-        "scripts.setEnabled" | "scripts.delete" => {
-            let uuid = match uuid_arg(msg) {
-                Ok(u) => u,
-                Err(e) => return e,
-            };
-            let args = if op == "scripts.delete" {
-                WriteArgs::Delete {
-                    uuid,
-                    revision: None,
-                }
-            } else {
-                let Some(enabled) = msg.get("enabled").and_then(Value::as_bool) else {
-                    return err("\"enabled\" must be true or false");
-                };
-                WriteArgs::SetEnabled {
-                    uuid,
-                    enabled,
-                    revision: None,
-                }
-            };
-            let actor = store::Actor {
-                by: BY_USER,
-                via: Some("options page"),
-            };
-            match run_write(p, actor, args, None).await.result {
-                Ok(result) => {
-                    json!({ "ok": true, "result": result.get("structuredContent").cloned().unwrap_or(Value::Null) })
-                }
-                Err(e) => err(e.message),
             }
         }
         "audit.list" => match audit::read_all(&p.env).await {

@@ -205,3 +205,62 @@ fn the_editor_lint_names_lines() {
     assert_eq!(r["valid"], json!(false));
     assert_eq!(r["diagnostics"][0]["line"], json!(3));
 }
+
+/// The options page's switch, Delete and Delete forever are audited as the user's, and the
+/// switch and Delete leave a revision like any other change (they used to skip the audit).
+#[test]
+fn the_options_switch_delete_and_purge_are_audited_and_kept_in_history() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Sw", "1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    let r = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // A stale revision is refused like the agent's.
+    let stale = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": true, "revision": 1}),
+    );
+    assert_eq!(stale["code"], json!("CONFLICT"), "{stale}");
+    let r = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    let revs: Vec<(u64, bool)> = h["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_u64().unwrap(),
+                r["enabled"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert!(revs.contains(&(2, false)), "{h}");
+    assert_eq!(h["deleted"], json!(true));
+    let r = op(&p, json!({"op": "trash.purge", "uuids": [uuid]}));
+    assert_eq!(r["purged"], json!(1), "{r}");
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let mine: Vec<(&str, &str, Option<&str>)> = log
+        .iter()
+        .filter(|e| e.caller == "user")
+        .map(|e| (e.tool.as_str(), e.result.as_str(), e.target.as_deref()))
+        .collect();
+    for want in [
+        ("set_script_enabled", "ok"),
+        ("set_script_enabled", "CONFLICT"),
+        ("delete_script", "ok"),
+        ("purge_trash", "ok"),
+    ] {
+        assert!(
+            mine.iter()
+                .any(|(t, r, u)| (*t, *r) == want && *u == Some(uuid.as_str())),
+            "{want:?} missing from {mine:?}"
+        );
+    }
+}
