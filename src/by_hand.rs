@@ -182,7 +182,7 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
                 Err(e) => err(e.to_string()),
             }
         }
-        _ => return None,
+        _ => return crate::import_ops::handle(p, op, msg).await,
     })
 }
 
