@@ -179,7 +179,8 @@ async fn run<E: Env>(p: &Provider<E>, msg: &Value, items: Vec<Item>, answers: &A
     match done {
         Ok(d) => json!({
             "ok": true,
-            "imported": d.changes.iter().map(|c| json!({
+            "imported": d.changes.iter().zip(&d.labels).map(|(c, label)| json!({
+                "label": label,
                 "uuid": c.record.uuid,
                 "name": c.record.metadata.name,
                 "revision": c.record.revision,

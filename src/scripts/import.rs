@@ -106,6 +106,8 @@ pub struct Answers {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Imported {
     pub changes: Vec<Change>,
+    /// The label of each change's item, in the same order.
+    pub labels: Vec<String>,
     /// Labels of the items skipped because the user kept the existing script.
     pub kept: Vec<String>,
 }
@@ -218,6 +220,7 @@ pub async fn import<E: Storage + Clock + Ids>(
     let mut prevs = Vec::new();
     let mut changes = Vec::new();
     let mut kept = Vec::new();
+    let mut labels = Vec::new();
     for (item, meta, diagnostics, step) in checked {
         let record = match step {
             Step::Keep => {
@@ -261,6 +264,7 @@ pub async fn import<E: Storage + Clock + Ids>(
                 record
             }
         };
+        labels.push(item.label);
         changes.push(Change {
             created: record.revision == 1,
             record,
@@ -269,7 +273,11 @@ pub async fn import<E: Storage + Clock + Ids>(
         });
     }
     if changes.is_empty() {
-        return Ok(Imported { changes, kept });
+        return Ok(Imported {
+            changes,
+            labels,
+            kept,
+        });
     }
 
     let mut set = if prevs.is_empty() {
@@ -306,5 +314,9 @@ pub async fn import<E: Storage + Clock + Ids>(
     env.set(Area::Local, set)
         .await
         .map_err(|e| ImportError::Storage(e.to_string()))?;
-    Ok(Imported { changes, kept })
+    Ok(Imported {
+        changes,
+        labels,
+        kept,
+    })
 }
