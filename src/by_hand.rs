@@ -90,49 +90,7 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
             write(p, msg, "restore_script", args).await
         }
         "scripts.undo" => undo(p, msg).await,
-        // The options page's switch and Delete: audited like every other change by hand.
-        "scripts.setEnabled" => {
-            let uuid = match uuid_of(msg) {
-                Ok(u) => u,
-                Err(e) => return Some(e),
-            };
-            let Some(enabled) = msg.get("enabled").and_then(Value::as_bool) else {
-                return Some(err("\"enabled\" must be true or false"));
-            };
-            let revision = match msg.get("revision") {
-                None | Some(Value::Null) => None,
-                Some(_) => match revision_of(msg, "revision") {
-                    Ok(r) => Some(r),
-                    Err(e) => return Some(e),
-                },
-            };
-            let args = WriteArgs::SetEnabled {
-                uuid,
-                enabled,
-                revision,
-            };
-            write(p, msg, "set_script_enabled", args).await
-        }
-        "scripts.delete" => {
-            let uuid = match uuid_of(msg) {
-                Ok(u) => u,
-                Err(e) => return Some(e),
-            };
-            let revision = match msg.get("revision") {
-                None | Some(Value::Null) => None,
-                Some(_) => match revision_of(msg, "revision") {
-                    Ok(r) => Some(r),
-                    Err(e) => return Some(e),
-                },
-            };
-            write(
-                p,
-                msg,
-                "delete_script",
-                WriteArgs::Delete { uuid, revision },
-            )
-            .await
-        }
+        "scripts.setEnabled" | "scripts.delete" => switch_or_delete(p, op, msg).await,
         "scripts.save" => save(p, msg).await,
         "trash.list" => match trash::list(&p.env).await {
             Ok((items, problems)) => json!({
@@ -184,6 +142,40 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
         }
         _ => return crate::import_ops::handle(p, op, msg).await,
     })
+}
+
+/// The options page's switch and Delete: audited like every other change by hand, and locked
+/// on a revision when the page passes one.
+async fn switch_or_delete<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Value {
+    let uuid = match uuid_of(msg) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let revision = match msg.get("revision") {
+        None | Some(Value::Null) => None,
+        Some(_) => match revision_of(msg, "revision") {
+            Ok(r) => Some(r),
+            Err(e) => return e,
+        },
+    };
+    if op == "scripts.delete" {
+        return write(
+            p,
+            msg,
+            "delete_script",
+            WriteArgs::Delete { uuid, revision },
+        )
+        .await;
+    }
+    let Some(enabled) = msg.get("enabled").and_then(Value::as_bool) else {
+        return err("\"enabled\" must be true or false");
+    };
+    let args = WriteArgs::SetEnabled {
+        uuid,
+        enabled,
+        revision,
+    };
+    write(p, msg, "set_script_enabled", args).await
 }
 
 async fn revisions<E: Env>(p: &Provider<E>, msg: &Value) -> Value {

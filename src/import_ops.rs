@@ -166,8 +166,11 @@ async fn run<E: Env>(p: &Provider<E>, msg: &Value, items: Vec<Item>, answers: &A
         at: p.env.now_ms(),
         result: result.to_owned(),
         target: match &done {
-            Ok(d) if d.changes.len() == 1 => Some(d.changes[0].record.uuid.clone()),
-            _ => None,
+            Ok(d) => match d.changes.as_slice() {
+                [one] => Some(one.record.uuid.clone()),
+                _ => None,
+            },
+            Err(_) => None,
         },
         ..entry
     };

@@ -5,6 +5,7 @@
 //! worker stopped mid-import leaves either the state before or the state after.
 
 use super::history::{self, Revision};
+use super::metadata::{Diagnostic, Metadata};
 use super::names;
 use super::record::ScriptRecord;
 use super::store::{self, check_identity, Actor, Change, Snapshot, MAX_SCRIPTS};
@@ -137,6 +138,9 @@ enum Step {
     Keep,
 }
 
+/// An item checked: its metadata, its lint, and what the import does with it.
+type Checked = (Item, Metadata, Vec<Diagnostic>, Step);
+
 /// Imports `items` for `actor` in one `set`, or refuses with nothing written.
 pub async fn import<E: Storage + Clock + Ids>(
     env: &E,
@@ -145,10 +149,42 @@ pub async fn import<E: Storage + Clock + Ids>(
     items: Vec<Item>,
     answers: &Answers,
 ) -> Result<Imported, ImportError> {
+    let checked = check(snap, items, answers)?;
+    let (set, imported) = build(env, snap, actor, checked).await?;
+    if imported.changes.is_empty() {
+        return Ok(imported);
+    }
+    // The quota, bounded before the write: Chrome would refuse the whole `set` anyway, but
+    // with a message that tells the user nothing.
+    let all = env
+        .get_all(Area::Local)
+        .await
+        .map_err(|e| ImportError::Storage(e.to_string()))?;
+    let (in_use, needed) = bytes_after(&all, &set);
+    let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
+    if needed > limit {
+        return Err(ImportError::Quota {
+            needed,
+            limit,
+            in_use,
+        });
+    }
+    env.set(Area::Local, set)
+        .await
+        .map_err(|e| ImportError::Storage(e.to_string()))?;
+    Ok(imported)
+}
+
+/// Every item checked before anything is read or written: metadata, the same script twice,
+/// duplicates of stored scripts (answered or not), the script count.
+fn check(
+    snap: &Snapshot,
+    items: Vec<Item>,
+    answers: &Answers,
+) -> Result<Vec<Checked>, ImportError> {
     if items.is_empty() {
         return Err(ImportError::Empty);
     }
-    // Check every item before anything else is read or written.
     let mut checked = Vec::with_capacity(items.len());
     let mut seen: Vec<((String, String), String)> = Vec::new();
     let mut unanswered = Vec::new();
@@ -213,7 +249,16 @@ pub async fn import<E: Storage + Clock + Ids>(
             adding,
         });
     }
+    Ok(checked)
+}
 
+/// The records, sources, index and history of the import: one `set`, not yet written.
+async fn build<E: Storage + Clock + Ids>(
+    env: &E,
+    snap: &Snapshot,
+    actor: Actor<'_>,
+    checked: Vec<Checked>,
+) -> Result<(Map<String, Value>, Imported), ImportError> {
     let storage = |e: store::ScriptError| ImportError::Storage(e.to_string());
     let now = env.now_ms();
     let mut index = snap.index.clone();
@@ -272,14 +317,6 @@ pub async fn import<E: Storage + Clock + Ids>(
             diagnostics,
         });
     }
-    if changes.is_empty() {
-        return Ok(Imported {
-            changes,
-            labels,
-            kept,
-        });
-    }
-
     let mut set = if prevs.is_empty() {
         Map::new()
     } else {
@@ -296,27 +333,12 @@ pub async fn import<E: Storage + Clock + Ids>(
     if index.len() != snap.index.len() {
         set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
     }
-    // The quota, bounded before the write: Chrome would refuse the whole `set` anyway, but
-    // with a message that tells the user nothing.
-    let all = env
-        .get_all(Area::Local)
-        .await
-        .map_err(|e| ImportError::Storage(e.to_string()))?;
-    let (in_use, needed) = bytes_after(&all, &set);
-    let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
-    if needed > limit {
-        return Err(ImportError::Quota {
-            needed,
-            limit,
-            in_use,
-        });
-    }
-    env.set(Area::Local, set)
-        .await
-        .map_err(|e| ImportError::Storage(e.to_string()))?;
-    Ok(Imported {
-        changes,
-        labels,
-        kept,
-    })
+    Ok((
+        set,
+        Imported {
+            changes,
+            labels,
+            kept,
+        },
+    ))
 }
