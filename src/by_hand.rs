@@ -92,7 +92,7 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
         "scripts.undo" => undo(p, msg).await,
         "scripts.setEnabled" | "scripts.delete" => switch_or_delete(p, op, msg).await,
         "scripts.save" => save(p, msg).await,
-        "trash.list" => match trash::list(&p.env).await {
+        "trash.list" => match list_trash(p).await {
             Ok((items, problems)) => json!({
                 "ok": true,
                 "scripts": items.iter().map(trash::Trashed::summary).collect::<Vec<_>>(),
@@ -176,6 +176,17 @@ async fn switch_or_delete<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Val
         revision,
     };
     write(p, msg, "set_script_enabled", args).await
+}
+
+/// The trash, after what expired is deleted for good (under the write lock: it writes).
+async fn list_trash<E: Env>(
+    p: &Provider<E>,
+) -> Result<(Vec<trash::Trashed>, Vec<store::Problem>), ScriptError> {
+    {
+        let _lock = p.write_lock().await;
+        trash::purge_expired(&p.env).await?;
+    }
+    trash::list(&p.env).await
 }
 
 async fn revisions<E: Env>(p: &Provider<E>, msg: &Value) -> Value {

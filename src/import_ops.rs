@@ -124,6 +124,10 @@ async fn run<E: Env>(p: &Provider<E>, msg: &Value, items: Vec<Item>, answers: &A
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
     }
+    // Expired trash still holds bytes the quota counts: it goes first.
+    if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
+        return err(e.to_string());
+    }
     let snap = match p.scripts().await {
         Ok(s) => s,
         Err(e) => return err(e.to_string()),

@@ -264,3 +264,33 @@ fn the_options_switch_delete_and_purge_are_audited_and_kept_in_history() {
         );
     }
 }
+
+/// After 30 days a trashed script is gone: not listed, not restorable, and its bytes (copy and
+/// history) leave storage when the trash is next listed, even if nothing else is deleted.
+#[test]
+fn the_trash_keeps_a_script_30_days_then_frees_its_bytes() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Old", "1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Old", "2")}),
+    );
+    op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    p.env.advance(29.9 * 24.0 * 3600.0 * 1000.0);
+    let l = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(l["scripts"].as_array().unwrap().len(), 1, "{l}");
+    p.env.advance(0.2 * 24.0 * 3600.0 * 1000.0);
+    let l = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(l["scripts"], json!([]), "{l}");
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.iter().any(|k| k.contains(&uuid)), "{keys:?}");
+    let r = op(
+        &p,
+        json!({"op": "scripts.restore", "uuid": uuid, "revision": 3, "currentRevision": 3}),
+    );
+    assert_eq!(r["ok"], json!(false), "{r}");
+}
