@@ -166,6 +166,13 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+A");
     await options.keyboard.type("no such text");
     assert.equal(await options.locator("#find-count").textContent(), "No match");
+    await options.keyboard.press("Control+A");
+    await options.keyboard.type("dataset");
+    for (const scheme of ["light", "dark"]) {
+      await options.emulateMedia({ colorScheme: scheme });
+      await options.locator("#editor-section").screenshot({ path: `tests/e2e/out/editor-${scheme}.png` });
+    }
+    await options.emulateMedia({ colorScheme: "light" });
     await options.keyboard.press("Escape");
   });
 
@@ -293,6 +300,18 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       assert.match(await li.first().textContent(), /you/, `${tool} is shown as the user's`);
     }
     await popup.close();
+    // "Empty trash": everything in it goes for good, audited once.
+    const e = (await h.internal("scripts.save", { source: userscript({ tag: "em", version: "v1", name: "Emptied" }) })).result.script;
+    await h.internal("scripts.delete", { uuid: e.uuid });
+    await options.reload();
+    await options.locator("#trash").getByText("Emptied").waitFor({ timeout: 3000 });
+    await options.locator("#trash-empty").click();
+    await options.getByText(/^Deleted 1 script\(s\) forever/).waitFor({ timeout: 3000 });
+    await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 3000 });
+    const left = await options.evaluate((u) => chrome.storage.local.get([`trash/${u}`, `history/${u}`, `source/${u}`]), e.uuid);
+    assert.deepEqual(left, {}, "nothing of it is left in storage");
+    const emptied = (await h.internal("audit.list")).entries[0];
+    assert.deepEqual([emptied.tool, emptied.caller, emptied.result, emptied.target], ["purge_trash", "user", "ok", undefined]);
   });
 
   test("import is all or nothing: one bad file among three stores none; 45 files over the storage quota are refused before writing", T, async () => {
