@@ -256,6 +256,19 @@ async fn undo<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
         Ok(x) => x,
         Err(e) => return err(e.to_string()),
     };
+    // The write was the delete (the script is still in the trash it put it in): bring it back,
+    // whoever made the script's last version.
+    if let Current::Trashed(t) = &current {
+        if t.deleted_by == caller && t.deleted_at <= at {
+            let now = t.record.revision;
+            let args = WriteArgs::Restore {
+                uuid,
+                revision: now,
+                current_revision: now,
+            };
+            return write(p, msg, "restore_script", args).await;
+        }
+    }
     let h = match history::load(&p.env, &uuid).await {
         Ok(h) => h,
         Err(e) => return err(e.to_string()),

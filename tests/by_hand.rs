@@ -294,3 +294,36 @@ fn the_trash_keeps_a_script_30_days_then_frees_its_bytes() {
     );
     assert_eq!(r["ok"], json!(false), "{r}");
 }
+
+/// Undo of the user's own Delete of a script an agent wrote last: the delete made no revision by
+/// the user, so it is found as the trash's record of who deleted it.
+#[test]
+fn undo_of_the_users_delete_of_an_agents_script_brings_it_back() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Theirs", "1")}),
+    );
+    let uuid = c["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.env.advance(1000.0);
+    let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(d["ok"], json!(true), "{d}");
+    let del = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!(
+        (del.tool.as_str(), del.caller.as_str()),
+        ("delete_script", "user")
+    );
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": del.caller, "at": del.at, "via": "popup"}),
+    );
+    assert_eq!(u["ok"], json!(true), "{u}");
+    assert!(p.env.registrations.borrow().contains_key(&uuid));
+    assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"], json!([]));
+}
