@@ -45,7 +45,12 @@ fn page_of(msg: &Value) -> &'static str {
 }
 
 /// Runs a user's write: audited (caller `user`), never rate-limited or reviewed.
-async fn write<E: Env>(p: &Provider<E>, msg: &Value, tool: &str, args: WriteArgs) -> Value {
+pub(crate) async fn write<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    tool: &str,
+    args: WriteArgs,
+) -> Value {
     let entry = Entry {
         at: p.env.now_ms(),
         tool: tool.to_owned(),
@@ -90,7 +95,6 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
             write(p, msg, "restore_script", args).await
         }
         "scripts.undo" => undo(p, msg).await,
-        "scripts.setEnabled" | "scripts.delete" => switch_or_delete(p, op, msg).await,
         "scripts.save" => save(p, msg).await,
         "trash.list" => match list_trash(p).await {
             Ok((items, problems)) => json!({
@@ -142,40 +146,6 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
         }
         _ => return crate::import_ops::handle(p, op, msg).await,
     })
-}
-
-/// The options page's switch and Delete: audited like every other change by hand, and locked
-/// on a revision when the page passes one.
-async fn switch_or_delete<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Value {
-    let uuid = match uuid_of(msg) {
-        Ok(u) => u,
-        Err(e) => return e,
-    };
-    let revision = match msg.get("revision") {
-        None | Some(Value::Null) => None,
-        Some(_) => match revision_of(msg, "revision") {
-            Ok(r) => Some(r),
-            Err(e) => return e,
-        },
-    };
-    if op == "scripts.delete" {
-        return write(
-            p,
-            msg,
-            "delete_script",
-            WriteArgs::Delete { uuid, revision },
-        )
-        .await;
-    }
-    let Some(enabled) = msg.get("enabled").and_then(Value::as_bool) else {
-        return err("\"enabled\" must be true or false");
-    };
-    let args = WriteArgs::SetEnabled {
-        uuid,
-        enabled,
-        revision,
-    };
-    write(p, msg, "set_script_enabled", args).await
 }
 
 /// The trash, after what expired is deleted for good (under the write lock: it writes).
