@@ -373,4 +373,22 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       assert.ok(marks.includes(`${tag}:v1`), `${tag} runs: ${marks}`);
     }
   });
+  test("popup Undo of the user's own Delete of a script the agent wrote brings it back, running", T, async () => {
+    const w = await call("write_script", { source: userscript({ tag: "th", version: "v1", name: "Theirs" }) });
+    const uuid = w.script.uuid;
+    await options.reload();
+    await options.getByRole("button", { name: "Delete Theirs" }).click();
+    await options.getByRole("button", { name: "Confirm delete of Theirs" }).click();
+    await options.getByText("Deleted Theirs.").waitFor({ timeout: 3000 });
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const idx = (await h.internal("audit.list")).entries.findIndex((e) => e.tool === "delete_script" && e.target === uuid && e.caller === "user");
+    assert.ok(idx >= 0);
+    await popup.locator("#audit > li").nth(idx).getByRole("button", { name: /^Undo/ }).click();
+    await popup.getByText(/^Undone/).waitFor({ timeout: 3000 });
+    await popup.close();
+    const marks = await seen(tab, url, []);
+    assert.ok(marks.includes("th:v1"), `Theirs runs again: ${marks}`);
+    assert.equal((await scripts()).find((s) => s.uuid === uuid)?.name, "Theirs");
+  });
 });
