@@ -1,6 +1,8 @@
-// The user's own hands, in the real options page and popup: the editor (keyboard only), import,
-// export and restore from the export, the trash, and "Undo" in the popup, each checked on a page
-// where the script is seen running.
+// The user's own hands, in the real options page and popup: the editor (keyboard only, find,
+// problems at their line), import (all or none: a bad file, the storage quota, the worker stopped
+// mid-import 20 times), export and restore from the export, the trash (Delete forever, Empty
+// trash), the audit of every change by hand as "you", and "Undo" in the popup, each checked on a
+// page where the script is seen running.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
