@@ -24,8 +24,6 @@ const who = (by) => (by === 'user' ? 'you' : by);
 const MAX_SOURCE_BYTES = 256 * 1024;
 /** Largest backup file read; refused before it is read. */
 const MAX_BACKUP_BYTES = 20 * 1024 * 1024;
-export const BACKUP_FORMAT = 'lumo-userscripts-backup';
-export const BACKUP_VERSION = 1;
 
 // ---------------------------------------------------------------- editor
 
@@ -34,10 +32,18 @@ const area = $('editor-text');
 const gutter = $('editor-lines');
 const diags = $('editor-diagnostics');
 
+/** Lines with a metadata error or warning, marked in the gutter at their line. */
+let flagged = new Map();
+
 function renderGutter() {
   const n = area.value.split('\n').length;
-  if (gutter.childElementCount !== n) {
-    gutter.textContent = Array.from({ length: n }, (_, i) => i + 1).join('\n');
+  const key = JSON.stringify([n, [...flagged]]);
+  if (gutter.dataset.key !== key) {
+    gutter.dataset.key = key;
+    gutter.replaceChildren(...Array.from({ length: n }, (_, i) => {
+      const sev = flagged.get(i + 1);
+      return el('span', sev ? { class: sev, title: `${sev} on line ${i + 1}` } : {}, `${i + 1}\n`);
+    }));
   }
   gutter.scrollTop = area.scrollTop;
 }
@@ -50,6 +56,9 @@ function goToLine(line) {
 }
 
 function renderDiagnostics(list) {
+  flagged = new Map();
+  for (const d of list) if (d.severity === 'error' || !flagged.has(d.line)) flagged.set(d.line, d.severity);
+  renderGutter();
   diags.replaceChildren(...list.map((d) => el('li', { class: d.severity },
     el('button', { class: 'link', onclick: () => goToLine(d.line), 'aria-label': `Go to line ${d.line}` }, `line ${d.line}`),
     ` ${d.severity}: ${d.message}`)));
@@ -99,6 +108,60 @@ async function save() {
 area.addEventListener('input', () => { renderGutter(); lintSoon(); });
 area.addEventListener('scroll', () => { gutter.scrollTop = area.scrollTop; });
 let tabReleased = false;
+// ---- find in the script: a bar above the text; matches are selected in the textarea itself.
+const findBar = $('editor-find');
+const findText = $('find-text');
+const findCount = $('find-count');
+
+/** Every start offset of `needle` in the text (case-insensitive), bounded. */
+function matchesOf(needle) {
+  if (!needle) return [];
+  const hay = area.value.toLowerCase();
+  const n = needle.toLowerCase();
+  const out = [];
+  for (let i = hay.indexOf(n); i !== -1 && out.length < 10_000; i = hay.indexOf(n, i + n.length)) out.push(i);
+  return out;
+}
+
+/** Selects the next (or previous) match from the cursor, wrapping; says "n of m". */
+function findStep(back = false, fromStart = false) {
+  const needle = findText.value;
+  const all = matchesOf(needle);
+  if (!all.length) { findCount.textContent = needle ? 'No match' : ''; return; }
+  let k = back
+    ? all.findLastIndex((i) => i < area.selectionStart)
+    : all.findIndex((i) => i >= (fromStart ? area.selectionStart : area.selectionEnd));
+  if (k === -1) k = back ? all.length - 1 : 0;
+  area.setSelectionRange(all[k], all[k] + needle.length, back ? 'backward' : 'forward');
+  // Scroll the match into view: the textarea scrolls to its selection when focused briefly.
+  const line = area.value.slice(0, all[k]).split('\n').length;
+  area.scrollTop = Math.max(0, (line - 5) * 18);
+  gutter.scrollTop = area.scrollTop;
+  findCount.textContent = `${k + 1} of ${all.length}${all.length === 10_000 ? '+' : ''}`;
+}
+
+function openFind() {
+  findBar.hidden = false;
+  const sel = area.value.slice(area.selectionStart, area.selectionEnd);
+  if (sel && !sel.includes('\n')) findText.value = sel;
+  findText.focus();
+  findText.select();
+  if (findText.value) findStep(false, true);
+}
+
+findText.addEventListener('input', () => findStep(false, true));
+findText.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter') { e.preventDefault(); findStep(e.shiftKey); }
+  if (e.key === 'Escape') { e.preventDefault(); findBar.hidden = true; area.focus(); }
+});
+$('find-next').addEventListener('click', () => findStep(false));
+$('find-prev').addEventListener('click', () => findStep(true));
+$('find-close').addEventListener('click', () => { findBar.hidden = true; area.focus(); });
+$('editor-section').addEventListener('keydown', (e) => {
+  if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === 'f') { e.preventDefault(); openFind(); }
+  if (e.key === 'F3') { e.preventDefault(); findStep(e.shiftKey); }
+});
+
 area.addEventListener('keydown', (e) => {
   if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === 's') {
     e.preventDefault();
@@ -210,64 +273,59 @@ document.addEventListener('lumo:scripts-changed', () => renderTrash());
 
 // ---------------------------------------------------------------- import / export
 
-/** Imports .user.js files: each is checked before it is read whole; a duplicate asks first. */
-export async function importFiles(files) {
-  const report = [];
-  for (const f of files) {
-    if (f.size > MAX_SOURCE_BYTES) { report.push(`${f.name}: refused, ${f.size} bytes is over the ${MAX_SOURCE_BYTES}-byte limit (not read)`); continue; }
-    const source = await f.text();
-    if (!/==UserScript==/.test(source)) { report.push(`${f.name}: refused, not a userscript (no // ==UserScript== block)`); continue; }
-    let r = await askRaw('scripts.save', { source });
-    const existing = r.code === 'CONFLICT' ? r.details?.existingUuid : null;
-    if (existing) {
-      if (!confirm(`${f.name}: a script with the same @namespace and @name exists. Replace it?`)) { report.push(`${f.name}: skipped (kept the existing script)`); continue; }
-      const { script } = await ask('scripts.get', { uuid: existing });
-      r = await askRaw('scripts.save', { source, uuid: existing, revision: script.revision });
+/** Sends an import (scripts.import or backup.restore) and, when it would replace scripts, asks
+ *  about each one and sends it again with the answers. The worker stores all or none. */
+async function importAsking(op, args) {
+  let r = await askRaw(op, args);
+  if (r.code === 'DUPLICATES') {
+    const replace = [];
+    const keep = [];
+    for (const d of r.duplicates) {
+      const ns = d.namespace ? ` (@namespace ${d.namespace})` : '';
+      (confirm(`${d.label}: a script named ${d.name}${ns} exists. Replace it?`) ? replace : keep).push(d.uuid);
     }
-    report.push(r.ok ? `${f.name}: ${existing ? 'replaced' : 'imported'} as ${r.result.script.name}` : `${f.name}: refused, ${r.error}`);
+    r = await askRaw(op, { ...args, replace, keep });
   }
-  say(status(), report.join('\n'), report.some((x) => /refused/.test(x)) ? 'error' : 'info');
+  return r;
+}
+
+function importReport(r) {
+  if (!r.ok) return `Nothing imported: ${r.error}`;
+  return [
+    ...r.imported.map((s) => `${s.label}: ${s.replaced ? 'replaced' : 'imported'} as ${s.name}`),
+    ...r.kept.map((k) => `${k}: skipped (kept the existing script)`),
+  ].join('\n') || 'Nothing to import.';
+}
+
+/** Imports .user.js files in one step: each file's size is checked before it is read. */
+export async function importFiles(files) {
+  const refused = [];
+  const read = [];
+  for (const f of files) {
+    if (f.size > MAX_SOURCE_BYTES) { refused.push(`${f.name}: refused, ${f.size} bytes is over the ${MAX_SOURCE_BYTES}-byte limit (not read)`); continue; }
+    const source = await f.text();
+    if (!/==UserScript==/.test(source)) { refused.push(`${f.name}: refused, not a userscript (no // ==UserScript== block)`); continue; }
+    read.push({ name: f.name, source });
+  }
+  const r = read.length ? await importAsking('scripts.import', { files: read }) : { ok: true, imported: [], kept: [] };
+  const report = [...refused, importReport(r)].filter(Boolean);
+  say(status(), report.join('\n'), refused.length || !r.ok ? 'error' : 'info');
   changed();
   return report;
 }
 
+/** The backup of every script (built by the worker). */
 export async function exportAll() {
-  const { scripts } = await ask('scripts.list');
-  const out = [];
-  for (const s of scripts) {
-    const { script } = await ask('scripts.get', { uuid: s.uuid });
-    out.push({ uuid: script.uuid, name: script.name, namespace: script.namespace, enabled: script.enabled, source: script.source });
-  }
-  return { format: BACKUP_FORMAT, version: BACKUP_VERSION, exportedAt: new Date().toISOString(), scripts: out };
+  return (await ask('backup.export')).backup;
 }
 
-/** Restores a backup: every script is validated first; then each is created (or replaces the one
- *  with its @namespace + @name). A failure stops the restore and says which scripts came in. */
+/** Restores a backup: the worker parses and checks it, then stores every script or none. */
 export async function restoreBackup(file) {
   if (file.size > MAX_BACKUP_BYTES) throw new Error(`the file is ${file.size} bytes, over the ${MAX_BACKUP_BYTES}-byte limit for a backup (not read)`);
-  let data;
-  try { data = JSON.parse(await file.text()); } catch { throw new Error('not a Lumo Userscripts backup (not JSON)'); }
-  if (data?.format !== BACKUP_FORMAT) throw new Error('not a Lumo Userscripts backup (no "format": "lumo-userscripts-backup")');
-  if (!Number.isInteger(data.version) || data.version > BACKUP_VERSION) {
-    throw new Error(`this backup is format version ${data.version}, newer than the version ${BACKUP_VERSION} this extension reads: update the extension first`);
-  }
-  if (!Array.isArray(data.scripts) || data.scripts.some((s) => typeof s?.source !== 'string')) throw new Error('the backup is damaged: "scripts" must list sources');
-  for (const s of data.scripts) {
-    const lint = await ask('scripts.lint', { source: s.source });
-    if (!lint.valid) throw new Error(`the backup holds an invalid script (${s.name ?? '?'}); nothing was restored`);
-  }
-  const done = [];
-  for (const s of data.scripts) {
-    let r = await askRaw('scripts.save', { source: s.source, enabled: s.enabled !== false });
-    if (r.code === 'CONFLICT' && r.details?.existingUuid) {
-      const { script } = await ask('scripts.get', { uuid: r.details.existingUuid });
-      r = await askRaw('scripts.save', { source: s.source, uuid: script.uuid, revision: script.revision, enabled: s.enabled !== false });
-    }
-    if (!r.ok) throw new Error(`restored ${done.length} of ${data.scripts.length} scripts (${done.join(', ') || 'none'}), then stopped: ${s.name ?? '?'}: ${r.error}`);
-    done.push(r.result.script.name);
-  }
+  const r = await importAsking('backup.restore', { text: await file.text() });
   changed();
-  return done;
+  if (!r.ok) throw new Error(r.error);
+  return [...r.imported.map((s) => s.name)];
 }
 
 $('import-files').addEventListener('change', (e) => { importFiles([...e.target.files]); e.target.value = ''; });
@@ -279,7 +337,7 @@ $('export-all').addEventListener('click', async () => {
   try {
     const backup = await exportAll();
     const url = URL.createObjectURL(new Blob([JSON.stringify(backup, null, 2)], { type: 'application/json' }));
-    const a = el('a', { href: url, download: `lumo-userscripts-${backup.exportedAt.slice(0, 10)}.json` });
+    const a = el('a', { href: url, download: `lumo-userscripts-${new Date(backup.exportedAt).toISOString().slice(0, 10)}.json` });
     document.body.append(a);
     a.click();
     a.remove();

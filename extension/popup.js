@@ -8,7 +8,7 @@ const status = $('status');
 let entries = [];
 let names = new Map();
 
-const who = (id) => (names.get(id) ? `${names.get(id)} (${id})` : id);
+const who = (id) => (id === 'user' ? 'you' : names.get(id) ? `${names.get(id)} (${id})` : id);
 
 // ---------------------------------------------------------------- reviews
 //

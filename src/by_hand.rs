@@ -45,7 +45,12 @@ fn page_of(msg: &Value) -> &'static str {
 }
 
 /// Runs a user's write: audited (caller `user`), never rate-limited or reviewed.
-async fn write<E: Env>(p: &Provider<E>, msg: &Value, tool: &str, args: WriteArgs) -> Value {
+pub(crate) async fn write<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    tool: &str,
+    args: WriteArgs,
+) -> Value {
     let entry = Entry {
         at: p.env.now_ms(),
         tool: tool.to_owned(),
@@ -91,7 +96,7 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
         }
         "scripts.undo" => undo(p, msg).await,
         "scripts.save" => save(p, msg).await,
-        "trash.list" => match trash::list(&p.env).await {
+        "trash.list" => match list_trash(p).await {
             Ok((items, problems)) => json!({
                 "ok": true,
                 "scripts": items.iter().map(trash::Trashed::summary).collect::<Vec<_>>(),
@@ -118,13 +123,40 @@ pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Va
                 Some(_) => return Some(err("\"uuids\" must be a list of script uuids")),
             };
             let _lock = p.write_lock().await;
-            match trash::purge(&p.env, only.as_deref()).await {
+            let done = trash::purge(&p.env, only.as_deref()).await;
+            // Audited like every change by hand: one entry for "Empty trash", one named
+            // script for "Delete forever".
+            let target = match only.as_deref() {
+                Some([one]) => Some(one.clone()),
+                _ => None,
+            };
+            p.audit(&Entry {
+                at: p.env.now_ms(),
+                tool: "purge_trash".to_owned(),
+                caller: BY_USER.to_owned(),
+                result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+                target,
+                digest: digest_hex(msg),
+            })
+            .await;
+            match done {
                 Ok(n) => json!({ "ok": true, "purged": n }),
                 Err(e) => err(e.to_string()),
             }
         }
-        _ => return None,
+        _ => return crate::import_ops::handle(p, op, msg).await,
     })
+}
+
+/// The trash, after what expired is deleted for good (under the write lock: it writes).
+async fn list_trash<E: Env>(
+    p: &Provider<E>,
+) -> Result<(Vec<trash::Trashed>, Vec<store::Problem>), ScriptError> {
+    {
+        let _lock = p.write_lock().await;
+        trash::purge_expired(&p.env).await?;
+    }
+    trash::list(&p.env).await
 }
 
 async fn revisions<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
@@ -194,6 +226,19 @@ async fn undo<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
         Ok(x) => x,
         Err(e) => return err(e.to_string()),
     };
+    // The write was the delete (the script is still in the trash it put it in): bring it back,
+    // whoever made the script's last version.
+    if let Current::Trashed(t) = &current {
+        if t.deleted_by == caller && t.deleted_at <= at {
+            let now = t.record.revision;
+            let args = WriteArgs::Restore {
+                uuid,
+                revision: now,
+                current_revision: now,
+            };
+            return write(p, msg, "restore_script", args).await;
+        }
+    }
     let h = match history::load(&p.env, &uuid).await {
         Ok(h) => h,
         Err(e) => return err(e.to_string()),

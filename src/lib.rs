@@ -41,6 +41,7 @@ pub mod control;
 pub mod env;
 pub mod guard;
 pub mod ids;
+pub mod import_ops;
 pub mod mcp;
 pub mod policy;
 pub mod probe;

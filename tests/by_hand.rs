@@ -205,3 +205,125 @@ fn the_editor_lint_names_lines() {
     assert_eq!(r["valid"], json!(false));
     assert_eq!(r["diagnostics"][0]["line"], json!(3));
 }
+
+/// The options page's switch, Delete and Delete forever are audited as the user's, and the
+/// switch and Delete leave a revision like any other change (they used to skip the audit).
+#[test]
+fn the_options_switch_delete_and_purge_are_audited_and_kept_in_history() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Sw", "1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    let r = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // A stale revision is refused like the agent's.
+    let stale = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": true, "revision": 1}),
+    );
+    assert_eq!(stale["code"], json!("CONFLICT"), "{stale}");
+    let r = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    let revs: Vec<(u64, bool)> = h["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_u64().unwrap(),
+                r["enabled"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert!(revs.contains(&(2, false)), "{h}");
+    assert_eq!(h["deleted"], json!(true));
+    let r = op(&p, json!({"op": "trash.purge", "uuids": [uuid]}));
+    assert_eq!(r["purged"], json!(1), "{r}");
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let mine: Vec<(&str, &str, Option<&str>)> = log
+        .iter()
+        .filter(|e| e.caller == "user")
+        .map(|e| (e.tool.as_str(), e.result.as_str(), e.target.as_deref()))
+        .collect();
+    for want in [
+        ("set_script_enabled", "ok"),
+        ("set_script_enabled", "CONFLICT"),
+        ("delete_script", "ok"),
+        ("purge_trash", "ok"),
+    ] {
+        assert!(
+            mine.iter()
+                .any(|(t, r, u)| (*t, *r) == want && *u == Some(uuid.as_str())),
+            "{want:?} missing from {mine:?}"
+        );
+    }
+}
+
+/// After 30 days a trashed script is gone: not listed, not restorable, and its bytes (copy and
+/// history) leave storage when the trash is next listed, even if nothing else is deleted.
+#[test]
+fn the_trash_keeps_a_script_30_days_then_frees_its_bytes() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Old", "1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Old", "2")}),
+    );
+    op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    p.env.advance(29.9 * 24.0 * 3600.0 * 1000.0);
+    let l = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(l["scripts"].as_array().unwrap().len(), 1, "{l}");
+    p.env.advance(0.2 * 24.0 * 3600.0 * 1000.0);
+    let l = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(l["scripts"], json!([]), "{l}");
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.iter().any(|k| k.contains(&uuid)), "{keys:?}");
+    let r = op(
+        &p,
+        json!({"op": "scripts.restore", "uuid": uuid, "revision": 3, "currentRevision": 3}),
+    );
+    assert_eq!(r["ok"], json!(false), "{r}");
+}
+
+/// Undo of the user's own Delete of a script an agent wrote last: the delete made no revision by
+/// the user, so it is found as the trash's record of who deleted it.
+#[test]
+fn undo_of_the_users_delete_of_an_agents_script_brings_it_back() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Theirs", "1")}),
+    );
+    let uuid = c["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.env.advance(1000.0);
+    let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(d["ok"], json!(true), "{d}");
+    let del = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!(
+        (del.tool.as_str(), del.caller.as_str()),
+        ("delete_script", "user")
+    );
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": del.caller, "at": del.at, "via": "popup"}),
+    );
+    assert_eq!(u["ok"], json!(true), "{u}");
+    assert!(p.env.registrations.borrow().contains_key(&uuid));
+    assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"], json!([]));
+}

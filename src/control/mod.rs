@@ -72,17 +72,22 @@ pub enum Op {
         #[serde(default, deserialize_with = "loose")]
         uuid: Option<String>,
     },
+    /// `revision`: when given, the write is refused (CONFLICT) if the script moved since.
     #[serde(rename = "scripts.setEnabled")]
     ScriptsSetEnabled {
         #[serde(default, deserialize_with = "loose")]
         uuid: Option<String>,
         #[serde(default, deserialize_with = "loose")]
         enabled: Option<bool>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
     },
     #[serde(rename = "scripts.delete")]
     ScriptsDelete {
         #[serde(default, deserialize_with = "loose")]
         uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
     },
     #[serde(rename = "scripts.lint")]
     ScriptsLint {
@@ -171,10 +176,16 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
         Op::ReviewsDiff { review } => reviews::diff(p, review).into(),
         Op::ScriptsList => scripts::list(p).await.into(),
         Op::ScriptsGet { uuid } => scripts::get(p, uuid).await.into(),
-        Op::ScriptsSetEnabled { uuid, enabled } => {
-            scripts::set_enabled(p, uuid, enabled).await.into()
+        Op::ScriptsSetEnabled {
+            uuid,
+            enabled,
+            revision,
+        } => scripts::set_enabled(p, msg, uuid, enabled, revision)
+            .await
+            .into(),
+        Op::ScriptsDelete { uuid, revision } => {
+            scripts::delete(p, msg, uuid, revision).await.into()
         }
-        Op::ScriptsDelete { uuid } => scripts::delete(p, uuid).await.into(),
         Op::ScriptsLint { source } => scripts::lint(source).into(),
         Op::AuditList => audit::list(p).await.into(),
         Op::SessionsDisconnect { id } => sessions::disconnect(p, id),

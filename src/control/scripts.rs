@@ -1,12 +1,13 @@
 //! The user's own reads and writes of scripts from the options page. Writes go through the same
-//! write path as the agent's (lock, journal, registration), attributed to the user.
+//! write path as the agent's (lock, journal, registration), attributed to the user and audited
+//! (`by_hand::write`).
 
 use super::err;
 use crate::env::Env;
 use crate::provider::Provider;
-use crate::scripts::record::{is_uuid, BY_USER};
+use crate::scripts::record::is_uuid;
 use crate::scripts::store;
-use crate::tools::{run_write, WriteArgs};
+use crate::tools::WriteArgs;
 use serde_json::{json, Value};
 
 fn uuid_arg(uuid: Option<String>) -> Result<String, Value> {
@@ -57,11 +58,13 @@ pub(super) async fn get<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value 
     }
 }
 
-/// `scripts.setEnabled`.
+/// `scripts.setEnabled`: audited as the user's like every change by hand (`by_hand`).
 pub(super) async fn set_enabled<E: Env>(
     p: &Provider<E>,
+    msg: &Value,
     uuid: Option<String>,
     enabled: Option<bool>,
+    revision: Option<u64>,
 ) -> Value {
     let uuid = match uuid_arg(uuid) {
         Ok(u) => u,
@@ -70,29 +73,25 @@ pub(super) async fn set_enabled<E: Env>(
     let Some(enabled) = enabled else {
         return err("\"enabled\" must be true or false");
     };
-    write(
-        p,
-        WriteArgs::SetEnabled {
-            uuid,
-            enabled,
-            revision: None,
-        },
-    )
-    .await
+    let args = WriteArgs::SetEnabled {
+        uuid,
+        enabled,
+        revision,
+    };
+    crate::by_hand::write(p, msg, "set_script_enabled", args).await
 }
 
-/// `scripts.delete`: into the trash.
-pub(super) async fn delete<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value {
+/// `scripts.delete`: into the trash, audited as the user's.
+pub(super) async fn delete<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuid: Option<String>,
+    revision: Option<u64>,
+) -> Value {
     match uuid_arg(uuid) {
         Ok(uuid) => {
-            write(
-                p,
-                WriteArgs::Delete {
-                    uuid,
-                    revision: None,
-                },
-            )
-            .await
+            let args = WriteArgs::Delete { uuid, revision };
+            crate::by_hand::write(p, msg, "delete_script", args).await
         }
         Err(e) => e,
     }
@@ -103,18 +102,5 @@ pub(super) fn lint(source: Option<String>) -> Value {
     match source {
         Some(src) => crate::by_hand::lint(&src),
         None => err("\"source\" must be the script's text"),
-    }
-}
-
-async fn write<E: Env>(p: &Provider<E>, args: WriteArgs) -> Value {
-    let actor = store::Actor {
-        by: BY_USER,
-        via: Some("options page"),
-    };
-    match run_write(p, actor, args, None).await.result {
-        Ok(result) => {
-            json!({ "ok": true, "result": result.get("structuredContent").cloned().unwrap_or(Value::Null) })
-        }
-        Err(e) => err(e.message),
     }
 }

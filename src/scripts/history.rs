@@ -157,16 +157,29 @@ pub async fn items_for<S: Storage>(
     s: &S,
     prev: Revision,
 ) -> Result<Map<String, Value>, crate::env::EnvError> {
-    let uuid = prev.record.uuid.clone();
-    let got = s
-        .get(Area::Local, &[&history_key(&uuid), BUDGET_KEY])
-        .await?;
-    let own = push(decode(&uuid, got.get(&history_key(&uuid))), prev);
+    items_for_many(s, vec![prev]).await
+}
+
+/// [`items_for`] for several scripts replaced in one `set` (an import): one budget for all, so
+/// no script's share is lost to another's.
+pub async fn items_for_many<S: Storage>(
+    s: &S,
+    prevs: Vec<Revision>,
+) -> Result<Map<String, Value>, crate::env::EnvError> {
+    let got = s.get(Area::Local, &[BUDGET_KEY]).await?;
     let mut budget = decode_budget(got.get(BUDGET_KEY));
-    budget.insert(uuid.clone(), json!(own.bytes()));
     let mut histories: Map<String, Value> = Map::new();
     let mut loaded: std::collections::BTreeMap<String, History> = Default::default();
-    loaded.insert(uuid.clone(), own);
+    for prev in prevs {
+        let uuid = prev.record.uuid.clone();
+        let h = match loaded.remove(&uuid) {
+            Some(h) => h,
+            None => load(s, &uuid).await?,
+        };
+        let own = push(h, prev);
+        budget.insert(uuid.clone(), json!(own.bytes()));
+        loaded.insert(uuid, own);
+    }
     // The total bound: the script with the most history gives up its oldest revision. Each
     // step removes a revision, so this ends within the number of revisions stored.
     let mut steps = 0usize;

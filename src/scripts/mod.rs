@@ -1,8 +1,10 @@
 //! The userscript model: metadata, match patterns, stored records and the registry diff.
 
+pub mod backup;
 mod confusables;
 pub mod glob;
 pub mod history;
+pub mod import;
 pub mod match_pattern;
 pub mod metadata;
 pub mod names;

@@ -394,7 +394,7 @@ pub struct Change {
 
 /// `@namespace` + `@name` identify a script to the user, so no two may look the same: they are
 /// compared by confusable skeleton ([`names::identity`]), not byte for byte.
-pub(super) fn check_identity(
+pub(crate) fn check_identity(
     records: &[ScriptRecord],
     meta: &Metadata,
     except: Option<&str>,

@@ -255,6 +255,17 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
     Ok(gone.len())
 }
 
+/// Deletes for good what has been in the trash 30 days (or is past the count bound): the trash
+/// listing hides it at once, but its bytes stay until this runs (at the next delete, when the
+/// options page lists the trash, and before an import counts the quota). Returns how many went.
+pub async fn purge_expired<E: Storage + Clock>(env: &E) -> Result<usize, ScriptError> {
+    let (_, gone) = split_expired(load_index(env).await?, env.now_ms());
+    if gone.is_empty() {
+        return Ok(0);
+    }
+    purge(env, Some(&gone)).await
+}
+
 /// The `set` items that take `uuid` out of the trash index (for a restore).
 pub(super) async fn index_without<S: Storage>(s: &S, uuid: &str) -> Result<Value, ScriptError> {
     let mut slots = load_index(s).await?;

@@ -1,6 +1,8 @@
-// The user's own hands, in the real options page and popup: the editor (keyboard only), import,
-// export and restore from the export, the trash, and "Undo" in the popup, each checked on a page
-// where the script is seen running.
+// The user's own hands, in the real options page and popup: the editor (keyboard only, find,
+// problems at their line), import (all or none: a bad file, the storage quota, the worker stopped
+// mid-import 20 times), export and restore from the export, the trash (Delete forever, Empty
+// trash), the audit of every change by hand as "you", and "Undo" in the popup, each checked on a
+// page where the script is seen running.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
@@ -140,6 +142,40 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.type("// @match nope\n");
     await options.locator("#editor-diagnostics li.error").first().waitFor({ timeout: 3000 });
     assert.match(await options.locator("#editor-diagnostics").textContent(), /line 2 error/);
+    await options.locator("#editor-lines span.error").first().waitFor({ timeout: 3000 });
+    assert.equal(await options.locator("#editor-lines span.error").first().textContent(), "2\n", "the gutter marks line 2");
+
+    // Find, with the keyboard: Ctrl+F, type, Enter / Shift+Enter step through the matches (wrapping), Escape returns.
+    const selected = () => area.evaluate((t) => [t.selectionStart, t.value.slice(t.selectionStart, t.selectionEnd)]);
+    await options.keyboard.press("Control+f");
+    assert.equal(await options.evaluate(() => document.activeElement?.id), "find-text");
+    await options.keyboard.type("DATASET");
+    assert.equal(await options.locator("#find-count").textContent(), "1 of 2");
+    const [first, word] = await selected();
+    assert.equal(word, "dataset", "the match is selected in the text (case-insensitive)");
+    await options.keyboard.press("Enter");
+    assert.equal(await options.locator("#find-count").textContent(), "2 of 2");
+    const [second2] = await selected();
+    assert.ok(second2 > first);
+    await options.keyboard.press("Enter");
+    assert.equal((await selected())[0], first, "wraps to the first");
+    await options.keyboard.press("Shift+Enter");
+    assert.equal((await selected())[0], second2, "Shift+Enter goes back");
+    await options.keyboard.press("Escape");
+    assert.equal(await options.evaluate(() => document.activeElement?.id), "editor-text");
+    assert.deepEqual(await selected(), [second2, "dataset"]);
+    await options.keyboard.press("Control+f");
+    await options.keyboard.press("Control+A");
+    await options.keyboard.type("no such text");
+    assert.equal(await options.locator("#find-count").textContent(), "No match");
+    await options.keyboard.press("Control+A");
+    await options.keyboard.type("dataset");
+    for (const scheme of ["light", "dark"]) {
+      await options.emulateMedia({ colorScheme: scheme });
+      await options.locator("#editor-section").screenshot({ path: `tests/e2e/out/editor-${scheme}.png` });
+    }
+    await options.emulateMedia({ colorScheme: "light" });
+    await options.keyboard.press("Escape");
   });
 
   test("read-only mode stops the agent but not the user's own edits", T, async () => {
@@ -202,7 +238,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     // A backup from a newer format version is refused, naming both versions.
     const newer = JSON.stringify({ ...JSON.parse(backup), version: 2 });
     await options.locator("#restore-file").setInputFiles([{ name: "newer.json", mimeType: "application/json", buffer: Buffer.from(newer) }]);
-    await options.getByText(/format version 2, newer than the version 1/).waitFor({ timeout: 3000 });
+    await options.getByText(/format version 2, newer than version 1/).waitFor({ timeout: 3000 });
     assert.deepEqual(await scripts(), []);
 
     await options.locator("#restore-file").setInputFiles([{ name: "backup.json", mimeType: "application/json", buffer: backup }]);
@@ -239,5 +275,122 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       await options.emulateMedia({ colorScheme: scheme });
       await options.screenshot({ path: `tests/e2e/out/history-${scheme}.png`, fullPage: true });
     }
+  });
+  test("the options page's switch, Delete and Delete forever are audited as \"you\" (popup) and kept in history", T, async () => {
+    await h.internal("scripts.save", { source: userscript({ tag: "sw", version: "v1", name: "Switched" }) });
+    const sw = (await scripts()).find((s) => s.name === "Switched");
+    await options.reload();
+    await options.getByRole("switch", { name: "Enabled: Switched" }).click();
+    await options.getByText("Disabled Switched.").waitFor({ timeout: 3000 });
+    await options.getByRole("button", { name: "Delete Switched" }).click();
+    await options.getByRole("button", { name: "Confirm delete of Switched" }).click();
+    await options.getByText("Deleted Switched.").waitFor({ timeout: 3000 });
+    const hist = await h.internal("scripts.revisions", { uuid: sw.uuid });
+    assert.equal(hist.deleted, true);
+    assert.ok(hist.revisions.some((r) => r.revision === 2 && r.enabled === false && r.by === "user" && r.via === "options page"), JSON.stringify(hist.revisions));
+    await options.reload();
+    await options.locator("#trash").getByRole("button", { name: "Delete Switched forever" }).click();
+    await options.getByText("Deleted Switched forever.").waitFor({ timeout: 3000 });
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const entries = (await h.internal("audit.list")).entries.filter((e) => e.target === sw.uuid && e.caller === "user");
+    assert.deepEqual(entries.map((e) => `${e.tool} ${e.result}`).reverse(),
+      ["write_script ok", "set_script_enabled ok", "delete_script ok", "purge_trash ok"]);
+    for (const tool of ["set_script_enabled", "delete_script", "purge_trash"]) {
+      const li = popup.locator("#audit > li", { hasText: tool }).filter({ hasText: sw.uuid.slice(0, 8) });
+      await li.first().waitFor({ timeout: 3000 });
+      assert.match(await li.first().textContent(), /you/, `${tool} is shown as the user's`);
+    }
+    await popup.close();
+    // "Empty trash": everything in it goes for good, audited once.
+    const e = (await h.internal("scripts.save", { source: userscript({ tag: "em", version: "v1", name: "Emptied" }) })).result.script;
+    await h.internal("scripts.delete", { uuid: e.uuid });
+    await options.reload();
+    await options.locator("#trash").getByText("Emptied").waitFor({ timeout: 3000 });
+    await options.locator("#trash-empty").click();
+    await options.getByText(/^Deleted 1 script\(s\) forever/).waitFor({ timeout: 3000 });
+    await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 3000 });
+    const left = await options.evaluate((u) => chrome.storage.local.get([`trash/${u}`, `history/${u}`, `source/${u}`]), e.uuid);
+    assert.deepEqual(left, {}, "nothing of it is left in storage");
+    const emptied = (await h.internal("audit.list")).entries[0];
+    assert.deepEqual([emptied.tool, emptied.caller, emptied.result, emptied.target], ["purge_trash", "user", "ok", undefined]);
+  });
+
+  test("import is all or nothing: one bad file among three stores none; 45 files over the storage quota are refused before writing", T, async () => {
+    await options.reload();
+    const before = (await scripts()).map((s) => s.uuid).sort();
+    await options.locator("#import-files").setInputFiles([
+      { name: "g1.user.js", mimeType: "text/javascript", buffer: Buffer.from(userscript({ tag: "g1", version: "v1", name: "Good 1" })) },
+      { name: "bad.user.js", mimeType: "text/javascript", buffer: Buffer.from("// ==UserScript==\n// @match not a pattern\n// ==/UserScript==\n") },
+      { name: "g2.user.js", mimeType: "text/javascript", buffer: Buffer.from(userscript({ tag: "g2", version: "v1", name: "Good 2" })) },
+    ]);
+    await options.getByText(/Nothing imported: bad\.user\.js/).waitFor({ timeout: 5000 });
+    assert.deepEqual((await scripts()).map((s) => s.uuid).sort(), before);
+    const pad = `// ${"x".repeat(250 * 1024)}\n`;
+    const big = Array.from({ length: 45 }, (_, i) => ({ name: `big${i}.user.js`, mimeType: "text/javascript", buffer: Buffer.from(userscript({ tag: `b${i}`, version: "v1", name: `Big ${i}` }) + pad) }));
+    await options.locator("#import-files").setInputFiles(big);
+    await options.getByText(/Nothing imported: not enough storage/).waitFor({ timeout: 20_000 });
+    assert.deepEqual((await scripts()).map((s) => s.uuid).sort(), before, "not one of the 45 stored");
+    const usage = await options.evaluate(() => chrome.storage.local.getBytesInUse(null));
+    assert.ok(usage < 4 * 1024 * 1024, `storage holds ${usage} bytes`);
+    const refused = (await h.internal("audit.list")).entries.find((e) => e.tool === "import_scripts");
+    assert.equal(refused?.result, "STORAGE_ERROR");
+    assert.equal(refused?.caller, "user");
+  });
+
+  test("the worker stopped mid-import, 20 times: each import is stored whole or not at all, and no script is lost", T, async () => {
+    const names = async () => new Set((await scripts()).map((s) => s.name));
+    const kept = await names();
+    const outcomes = { whole: 0, none: 0 };
+    for (let i = 0; i < 20; i++) {
+      const files = Array.from({ length: 8 }, (_, j) => ({ name: `r${i}-${j}.user.js`, source: userscript({ tag: `r${i}-${j}`, version: "v1", name: `Round ${i} ${j}` }) + `// ${"y".repeat(8 * 1024)}\n` }));
+      await options.evaluate((files) => {
+        window.__import = chrome.runtime.sendMessage({ channel: "lumo:internal", op: "scripts.import", files }).catch((e) => ({ lost: String(e) }));
+      }, files);
+      await sleep((i * 3) % 25);
+      await h.stopProviderWorker();
+      await options.evaluate(() => window.__import);
+      const now = await names(); // restarts the worker
+      for (const n of kept) assert.ok(now.has(n), `round ${i}: ${n} lost`);
+      const came = files.filter((_, j) => now.has(`Round ${i} ${j}`)).length;
+      assert.ok(came === 0 || came === files.length, `round ${i}: ${came} of ${files.length} stored`);
+      if (came) { outcomes.whole++; for (let j = 0; j < files.length; j++) kept.add(`Round ${i} ${j}`); } else outcomes.none++;
+    }
+    console.log(`mid-import stops: ${outcomes.whole} stored whole, ${outcomes.none} not stored`);
+    // The running worker settles an interrupted entry at start.
+    let pending;
+    for (const deadline = Date.now() + 3000; ;) {
+      ({ "audit/pending": pending } = await options.evaluate(() => chrome.storage.local.get("audit/pending")));
+      if (pending?.tool === undefined || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    assert.equal(pending?.tool, undefined, "no import is left pending in the journal");
+    const log = (await h.internal("audit.list")).entries.filter((e) => e.tool === "import_scripts" && e.result !== "STORAGE_ERROR");
+    assert.ok(log.length >= outcomes.whole, `every stored import is in the audit (${log.length} entries, ${outcomes.whole} stored)`);
+    // A round stored while the worker was being stopped runs on the page.
+    const some = [...kept].find((n) => n.startsWith("Round "));
+    if (some) {
+      const tag = some.replace(/^Round (\d+) (\d+)$/, "r$1-$2");
+      const marks = await seen(tab, url, []);
+      assert.ok(marks.includes(`${tag}:v1`), `${tag} runs: ${marks}`);
+    }
+  });
+  test("popup Undo of the user's own Delete of a script the agent wrote brings it back, running", T, async () => {
+    const w = await call("write_script", { source: userscript({ tag: "th", version: "v1", name: "Theirs" }) });
+    const uuid = w.script.uuid;
+    await options.reload();
+    await options.getByRole("button", { name: "Delete Theirs" }).click();
+    await options.getByRole("button", { name: "Confirm delete of Theirs" }).click();
+    await options.getByText("Deleted Theirs.").waitFor({ timeout: 3000 });
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const idx = (await h.internal("audit.list")).entries.findIndex((e) => e.tool === "delete_script" && e.target === uuid && e.caller === "user");
+    assert.ok(idx >= 0);
+    await popup.locator("#audit > li").nth(idx).getByRole("button", { name: /^Undo/ }).click();
+    await popup.getByText(/^Undone/).waitFor({ timeout: 3000 });
+    await popup.close();
+    const marks = await seen(tab, url, []);
+    assert.ok(marks.includes("th:v1"), `Theirs runs again: ${marks}`);
+    assert.equal((await scripts()).find((s) => s.uuid === uuid)?.name, "Theirs");
   });
 });

@@ -1,0 +1,230 @@
+//! The options page's import and backup operations: `scripts.import` (several `.user.js` files),
+//! `backup.export` and `backup.restore`. An import is one write by the user: under the write
+//! lock, audited write-ahead (the pending entry rides in the import's one `set`), never
+//! rate-limited or reviewed; it stores every script or none (`scripts::import`).
+
+use crate::env::Env;
+use crate::guard::audit::{Entry, Journaled};
+use crate::guard::digest::digest_hex;
+use crate::provider::Provider;
+use crate::scripts::backup::{self, MAX_BACKUP_BYTES};
+use crate::scripts::import::{self, Answers, ImportError, Item};
+use crate::scripts::record::{is_uuid, BY_USER};
+use crate::scripts::store::{self, Actor, MAX_SCRIPTS};
+use crate::tools::catalog::MAX_SOURCE_BYTES;
+use serde_json::{json, Value};
+
+pub const IMPORT_TOOL: &str = "import_scripts";
+
+fn err(msg: impl Into<String>) -> Value {
+    json!({ "ok": false, "error": msg.into() })
+}
+
+/// Handles one of this module's operations, or `None` when `op` is not one.
+pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Value> {
+    Some(match op {
+        "scripts.import" => match files(msg).and_then(|f| answers(msg).map(|a| (f, a))) {
+            Ok((items, answers)) => run(p, msg, items, &answers).await,
+            Err(e) => err(e),
+        },
+        "backup.restore" => {
+            let Some(text) = msg.get("text").and_then(Value::as_str) else {
+                return Some(err("\"text\" must be the backup file's text"));
+            };
+            match (backup::parse(text), answers(msg)) {
+                (Ok(items), Ok(a)) => run(p, msg, items, &a).await,
+                (Err(e), _) => err(e.to_string()),
+                (_, Err(e)) => err(e),
+            }
+        }
+        "backup.export" => export(p).await,
+        _ => return None,
+    })
+}
+
+/// `files: [{name, source}]`, bounded before anything is copied.
+fn files(msg: &Value) -> Result<Vec<Item>, String> {
+    let Some(list) = msg.get("files").and_then(Value::as_array) else {
+        return Err("\"files\" must list {name, source}".into());
+    };
+    if list.len() > MAX_SCRIPTS {
+        return Err(format!(
+            "{} files, more than the {MAX_SCRIPTS} scripts this provider keeps; nothing was imported",
+            list.len()
+        ));
+    }
+    let mut total = 0usize;
+    list.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let label = f
+                .get("name")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("file {}", i + 1), |n| crate::text::ellipsize(n, 80));
+            let Some(source) = f.get("source").and_then(Value::as_str) else {
+                return Err(format!("{label}: no source; nothing was imported"));
+            };
+            if source.len() > MAX_SOURCE_BYTES {
+                return Err(format!(
+                    "{label}: {} bytes, over the {MAX_SOURCE_BYTES}-byte limit; nothing was imported",
+                    source.len()
+                ));
+            }
+            total = total.saturating_add(source.len());
+            if total > MAX_BACKUP_BYTES {
+                return Err(format!(
+                    "the files hold more than {MAX_BACKUP_BYTES} bytes; nothing was imported"
+                ));
+            }
+            Ok(Item {
+                label,
+                source: source.to_owned(),
+                enabled: None,
+            })
+        })
+        .collect()
+}
+
+fn uuids(msg: &Value, key: &str) -> Result<Vec<String>, String> {
+    match msg.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) if a.len() <= MAX_SCRIPTS => a
+            .iter()
+            .map(|u| match u.as_str() {
+                Some(u) if is_uuid(u) => Ok(u.to_owned()),
+                _ => Err(format!("\"{key}\" must list script uuids")),
+            })
+            .collect(),
+        Some(_) => Err(format!("\"{key}\" must list script uuids")),
+    }
+}
+
+fn answers(msg: &Value) -> Result<Answers, String> {
+    Ok(Answers {
+        replace: uuids(msg, "replace")?,
+        keep: uuids(msg, "keep")?,
+    })
+}
+
+async fn run<E: Env>(p: &Provider<E>, msg: &Value, items: Vec<Item>, answers: &Answers) -> Value {
+    let _guard = p.write_lock().await;
+    let entry = Entry {
+        at: p.env.now_ms(),
+        tool: IMPORT_TOOL.to_owned(),
+        caller: BY_USER.to_owned(),
+        result: String::new(),
+        target: None,
+        // The digest of what was imported, not of the whole message (which may be megabytes
+        // of JSON hashed twice otherwise).
+        digest: digest_hex(&json!({
+            "sources": items.iter().map(|i| crate::guard::digest::sha256_hex(i.source.as_bytes())).collect::<Vec<_>>(),
+            "replace": answers.replace, "keep": answers.keep,
+        })),
+    };
+    if let Err(e) = p.settle_interrupted_write().await {
+        return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
+    }
+    // Expired trash still holds bytes the quota counts: it goes first.
+    if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
+        return err(e.to_string());
+    }
+    let snap = match p.scripts().await {
+        Ok(s) => s,
+        Err(e) => return err(e.to_string()),
+    };
+    let actor = Actor {
+        by: BY_USER,
+        via: Some(match msg.get("op").and_then(Value::as_str) {
+            Some("backup.restore") => "backup restore",
+            _ => "import",
+        }),
+    };
+    p.registry_write_begins().await;
+    let env = Journaled::new(&p.env, Some(entry.clone()));
+    let done = import::import(&env, &snap, actor, items, answers).await;
+    let mut registered = Vec::new();
+    if let Ok(done) = &done {
+        for c in &done.changes {
+            p.scripts_written(c);
+        }
+        for c in &done.changes {
+            let outcome = p
+                .sync_registration(
+                    &c.record.uuid,
+                    crate::scripts::sync::desired_for(&c.record, &c.source),
+                )
+                .await;
+            registered.push(format!("{outcome:?}"));
+        }
+    }
+    p.registry_write_ends().await;
+    // A refusal wrote nothing, so nothing is pending: only a write that ran is finalized.
+    let wrote = matches!(&done, Ok(d) if !d.changes.is_empty());
+    let result = match &done {
+        Ok(_) => "ok",
+        Err(ImportError::Duplicates(_)) => "CONFLICT",
+        Err(ImportError::Quota { .. } | ImportError::Storage(_)) => "STORAGE_ERROR",
+        Err(_) => "INVALID_ARGUMENT",
+    };
+    let finished = Entry {
+        at: p.env.now_ms(),
+        result: result.to_owned(),
+        target: match &done {
+            Ok(d) => match d.changes.as_slice() {
+                [one] => Some(one.record.uuid.clone()),
+                _ => None,
+            },
+            Err(_) => None,
+        },
+        ..entry
+    };
+    if wrote {
+        p.audit_final(&finished).await;
+    } else {
+        p.audit(&finished).await;
+    }
+    match done {
+        Ok(d) => json!({
+            "ok": true,
+            "imported": d.changes.iter().zip(&d.labels).map(|(c, label)| json!({
+                "label": label,
+                "uuid": c.record.uuid,
+                "name": c.record.metadata.name,
+                "revision": c.record.revision,
+                "replaced": !c.created,
+                "enabled": c.record.enabled,
+            })).collect::<Vec<_>>(),
+            "kept": d.kept,
+        }),
+        Err(ImportError::Duplicates(d)) => json!({
+            "ok": false,
+            "code": "DUPLICATES",
+            "error": ImportError::Duplicates(d.clone()).to_string(),
+            "duplicates": d.iter().map(|d| json!({
+                "label": d.label, "uuid": d.uuid, "name": d.name, "namespace": d.namespace,
+            })).collect::<Vec<_>>(),
+        }),
+        Err(e) => json!({ "ok": false, "code": result, "error": e.to_string() }),
+    }
+}
+
+/// Every stored script, with its source, as one backup document.
+async fn export<E: Env>(p: &Provider<E>) -> Value {
+    let snap = match p.scripts().await {
+        Ok(s) => s,
+        Err(e) => return err(e.to_string()),
+    };
+    let mut all = Vec::with_capacity(snap.records.len());
+    for r in &snap.records {
+        match store::load_with_source(&p.env, &r.uuid).await {
+            Ok(x) => all.push(x),
+            Err(e) => {
+                return err(format!(
+                    "{} could not be read, so no backup was made: {e}",
+                    r.metadata.name
+                ))
+            }
+        }
+    }
+    json!({ "ok": true, "backup": backup::export(&all, p.env.now_ms()), "problems": snap.problems.len() })
+}

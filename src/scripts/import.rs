@@ -1,0 +1,344 @@
+//! Importing many scripts at once (several `.user.js` files, or a backup): all of them are
+//! stored in one `set`, or none. Everything is checked first — each source's metadata, the
+//! scripts it would replace, the script count, and the bytes `chrome.storage.local` would hold
+//! afterwards against its quota — so a refusal says why before anything is written, and a
+//! worker stopped mid-import leaves either the state before or the state after.
+
+use super::history::{self, Revision};
+use super::metadata::{Diagnostic, Metadata};
+use super::names;
+use super::record::ScriptRecord;
+use super::store::{self, check_identity, Actor, Change, Snapshot, MAX_SCRIPTS};
+use crate::env::{Area, Clock, Ids, Storage};
+use crate::guard::digest::sha256_hex;
+use crate::tools::catalog::MAX_SOURCE_BYTES;
+use serde_json::{json, Map, Value};
+use std::fmt;
+
+/// `chrome.storage.local.QUOTA_BYTES` (the extension has no `unlimitedStorage`).
+pub const QUOTA_BYTES: usize = 10 * 1024 * 1024;
+/// Kept free after an import: the audit entry, the registry's and the policy's small writes.
+pub const HEADROOM_BYTES: usize = 256 * 1024;
+
+/// One script to import: a file's or a backup entry's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    /// What the user calls it in messages: the file name, or the backup entry's name.
+    pub label: String,
+    pub source: String,
+    /// `None`: a new script is enabled, a replaced one keeps its state.
+    pub enabled: Option<bool>,
+}
+
+/// A script already stored with the same `@namespace` + `@name` as an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Duplicate {
+    pub label: String,
+    pub uuid: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImportError {
+    Empty,
+    Invalid {
+        label: String,
+        error: store::ScriptError,
+    },
+    /// Two items of one import read as the same script.
+    SameTwice {
+        first: String,
+        second: String,
+    },
+    /// Items that would replace stored scripts the user has not answered for.
+    Duplicates(Vec<Duplicate>),
+    TooMany {
+        stored: usize,
+        adding: usize,
+    },
+    /// `needed` bytes would be in use after the import, over `limit`.
+    Quota {
+        needed: usize,
+        limit: usize,
+        in_use: usize,
+    },
+    Storage(String),
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImportError::Empty => write!(f, "nothing to import"),
+            ImportError::Invalid { label, error } => {
+                write!(f, "{label}: {error}; nothing was imported")
+            }
+            ImportError::SameTwice { first, second } => write!(
+                f,
+                "{first} and {second} have the same @namespace and @name; import one of them; nothing was imported"
+            ),
+            ImportError::Duplicates(d) => write!(
+                f,
+                "{} would replace existing scripts ({}); answer whether to replace each",
+                d.len(),
+                d.iter().map(|d| d.label.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            ImportError::TooMany { stored, adding } => write!(
+                f,
+                "{stored} scripts are stored and this adds {adding}, over the {MAX_SCRIPTS} this provider keeps; nothing was imported"
+            ),
+            ImportError::Quota { needed, limit, in_use } => write!(
+                f,
+                "not enough storage: after this import the extension's storage would hold {needed} bytes, over the {limit} it may use ({in_use} in use now); import fewer scripts or empty the trash; nothing was imported"
+            ),
+            ImportError::Storage(e) => write!(f, "storage failed: {e}; nothing was imported"),
+        }
+    }
+}
+
+/// The user's answers for the duplicates: replace these uuids, keep (skip the item for) those.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answers {
+    pub replace: Vec<String>,
+    pub keep: Vec<String>,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    pub changes: Vec<Change>,
+    /// The label of each change's item, in the same order.
+    pub labels: Vec<String>,
+    /// Labels of the items skipped because the user kept the existing script.
+    pub kept: Vec<String>,
+}
+
+/// The bytes `chrome.storage` counts for one item: the key and the value's JSON.
+fn item_bytes(key: &str, v: &Value) -> usize {
+    key.len()
+        .saturating_add(serde_json::to_string(v).map_or(usize::MAX, |s| s.len()))
+}
+
+/// The bytes in use after `items` are set over `all` (the area's current content).
+pub fn bytes_after(all: &Map<String, Value>, items: &Map<String, Value>) -> (usize, usize) {
+    let in_use = all
+        .iter()
+        .map(|(k, v)| item_bytes(k, v))
+        .fold(0usize, usize::saturating_add);
+    let after = items.iter().fold(in_use, |n, (k, v)| {
+        let old = all.get(k).map_or(0, |o| item_bytes(k, o));
+        n.saturating_sub(old).saturating_add(item_bytes(k, v))
+    });
+    (in_use, after)
+}
+
+enum Step {
+    Create,
+    Replace(String),
+    Keep,
+}
+
+/// An item checked: its metadata, its lint, and what the import does with it.
+type Checked = (Item, Metadata, Vec<Diagnostic>, Step);
+
+/// Imports `items` for `actor` in one `set`, or refuses with nothing written.
+pub async fn import<E: Storage + Clock + Ids>(
+    env: &E,
+    snap: &Snapshot,
+    actor: Actor<'_>,
+    items: Vec<Item>,
+    answers: &Answers,
+) -> Result<Imported, ImportError> {
+    let checked = check(snap, items, answers)?;
+    let (set, imported) = build(env, snap, actor, checked).await?;
+    if imported.changes.is_empty() {
+        return Ok(imported);
+    }
+    // The quota, bounded before the write: Chrome would refuse the whole `set` anyway, but
+    // with a message that tells the user nothing.
+    let all = env
+        .get_all(Area::Local)
+        .await
+        .map_err(|e| ImportError::Storage(e.to_string()))?;
+    let (in_use, needed) = bytes_after(&all, &set);
+    let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
+    if needed > limit {
+        return Err(ImportError::Quota {
+            needed,
+            limit,
+            in_use,
+        });
+    }
+    env.set(Area::Local, set)
+        .await
+        .map_err(|e| ImportError::Storage(e.to_string()))?;
+    Ok(imported)
+}
+
+/// Every item checked before anything is read or written: metadata, the same script twice,
+/// duplicates of stored scripts (answered or not), the script count.
+fn check(
+    snap: &Snapshot,
+    items: Vec<Item>,
+    answers: &Answers,
+) -> Result<Vec<Checked>, ImportError> {
+    if items.is_empty() {
+        return Err(ImportError::Empty);
+    }
+    let mut checked = Vec::with_capacity(items.len());
+    let mut seen: Vec<((String, String), String)> = Vec::new();
+    let mut unanswered = Vec::new();
+    for item in items {
+        let (meta, diagnostics) = match store::validate(&item.source, MAX_SOURCE_BYTES) {
+            Ok(x) => x,
+            Err(error) => {
+                return Err(ImportError::Invalid {
+                    label: item.label,
+                    error,
+                })
+            }
+        };
+        let identity = names::identity(meta.namespace.as_deref(), &meta.name);
+        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == identity) {
+            return Err(ImportError::SameTwice {
+                first: first.clone(),
+                second: item.label,
+            });
+        }
+        seen.push((identity, item.label.clone()));
+        let step = match check_identity(&snap.records, &meta, None) {
+            Ok(()) => Step::Create,
+            Err(store::ScriptError::DuplicateIdentity {
+                uuid,
+                name,
+                namespace,
+            }) => {
+                if answers.replace.contains(&uuid) {
+                    Step::Replace(uuid)
+                } else if answers.keep.contains(&uuid) {
+                    Step::Keep
+                } else {
+                    unanswered.push(Duplicate {
+                        label: item.label.clone(),
+                        uuid,
+                        name,
+                        namespace,
+                    });
+                    Step::Keep
+                }
+            }
+            Err(error) => {
+                return Err(ImportError::Invalid {
+                    label: item.label,
+                    error,
+                })
+            }
+        };
+        checked.push((item, meta, diagnostics, step));
+    }
+    if !unanswered.is_empty() {
+        return Err(ImportError::Duplicates(unanswered));
+    }
+    let adding = checked
+        .iter()
+        .filter(|c| matches!(c.3, Step::Create))
+        .count();
+    if snap.index.len().saturating_add(adding) > MAX_SCRIPTS {
+        return Err(ImportError::TooMany {
+            stored: snap.index.len(),
+            adding,
+        });
+    }
+    Ok(checked)
+}
+
+/// The records, sources, index and history of the import: one `set`, not yet written.
+async fn build<E: Storage + Clock + Ids>(
+    env: &E,
+    snap: &Snapshot,
+    actor: Actor<'_>,
+    checked: Vec<Checked>,
+) -> Result<(Map<String, Value>, Imported), ImportError> {
+    let storage = |e: store::ScriptError| ImportError::Storage(e.to_string());
+    let now = env.now_ms();
+    let mut index = snap.index.clone();
+    let mut prevs = Vec::new();
+    let mut changes = Vec::new();
+    let mut kept = Vec::new();
+    let mut labels = Vec::new();
+    for (item, meta, diagnostics, step) in checked {
+        let record = match step {
+            Step::Keep => {
+                kept.push(item.label);
+                continue;
+            }
+            Step::Create => {
+                let uuid = env.new_uuid();
+                index.push(uuid.clone());
+                ScriptRecord {
+                    uuid,
+                    metadata: meta,
+                    enabled: item.enabled.unwrap_or(true),
+                    revision: 1,
+                    created_at: now,
+                    updated_at: now,
+                    created_by: actor.by.to_owned(),
+                    updated_by: actor.by.to_owned(),
+                    updated_via: actor.via.map(str::to_owned),
+                    sha256: sha256_hex(item.source.as_bytes()),
+                    size: item.source.len(),
+                }
+            }
+            Step::Replace(uuid) => {
+                let (current, old) = store::load_with_source(env, &uuid).await.map_err(storage)?;
+                let record = ScriptRecord {
+                    metadata: meta,
+                    enabled: item.enabled.unwrap_or(current.enabled),
+                    revision: current.revision.saturating_add(1),
+                    updated_at: now,
+                    updated_by: actor.by.to_owned(),
+                    updated_via: actor.via.map(str::to_owned),
+                    sha256: sha256_hex(item.source.as_bytes()),
+                    size: item.source.len(),
+                    ..current.clone()
+                };
+                prevs.push(Revision {
+                    record: current,
+                    source: old,
+                });
+                record
+            }
+        };
+        labels.push(item.label);
+        changes.push(Change {
+            created: record.revision == 1,
+            record,
+            source: item.source,
+            diagnostics,
+        });
+    }
+    let mut set = if prevs.is_empty() {
+        Map::new()
+    } else {
+        history::items_for_many(env, prevs)
+            .await
+            .map_err(|e| ImportError::Storage(e.to_string()))?
+    };
+    for c in &changes {
+        let record =
+            serde_json::to_value(&c.record).map_err(|e| ImportError::Storage(e.to_string()))?;
+        set.insert(store::record_key(&c.record.uuid), record);
+        set.insert(store::source_key(&c.record.uuid), c.source.clone().into());
+    }
+    if index.len() != snap.index.len() {
+        set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
+    }
+    Ok((
+        set,
+        Imported {
+            changes,
+            labels,
+            kept,
+        },
+    ))
+}

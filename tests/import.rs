@@ -1,0 +1,283 @@
+//! Import and backup: all or nothing, duplicates asked about, the quota bounded before the
+//! write, and the backup format's round trip (export → parse → restore → the same scripts).
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use lumo_userscripts::control;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::Area;
+use lumo_userscripts::guard::audit;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::scripts::backup;
+use serde_json::{json, Map, Value};
+
+fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
+    block_on(control::handle(p, &v)).value
+}
+
+/// The scripts' stored content, without the audit and the registry's bookkeeping.
+fn scripts_state(p: &Provider<MemoryEnv>) -> Map<String, Value> {
+    p.env
+        .dump(Area::Local)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("audit"))
+        .collect()
+}
+
+fn listed(p: &Provider<MemoryEnv>) -> Vec<(String, bool, String)> {
+    let mut out: Vec<(String, bool, String)> = op(p, json!({"op": "scripts.list"}))["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let full = op(p, json!({"op": "scripts.get", "uuid": s["uuid"]}));
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["enabled"].as_bool().unwrap(),
+                full["script"]["source"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn file(name: &str, source: String) -> Value {
+    json!({"name": name, "source": source})
+}
+
+/// A tiny deterministic generator: the property test needs variety, not a crate.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn text(&mut self, max: u64) -> String {
+        const CHARS: &[char] = &[
+            'a', 'Z', ' ', '\n', '\t', '"', '\\', 'é', '😀', '\u{2028}', '/', '*', '`',
+        ];
+        (0..self.next() % max)
+            .map(|_| CHARS[(self.next() % CHARS.len() as u64) as usize])
+            .collect()
+    }
+}
+
+#[test]
+fn export_parse_restore_round_trips_every_script_byte_for_byte() {
+    for seed in 1..=12u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let p = provider();
+        let n = 1 + rng.next() % 9;
+        for i in 0..n {
+            let body = rng.text(400);
+            let enabled = rng.next() % 2 == 0;
+            let r = op(
+                &p,
+                json!({"op": "scripts.save", "source": script(&format!("S{seed}-{i}"), &body), "enabled": enabled}),
+            );
+            assert_eq!(r["ok"], json!(true), "{r}");
+        }
+        let before = listed(&p);
+        let exported = op(&p, json!({"op": "backup.export"}));
+        assert_eq!(exported["ok"], json!(true), "{exported}");
+        let text = serde_json::to_string_pretty(&exported["backup"]).unwrap();
+        // export → parse: the same sources and states.
+        let items = backup::parse(&text).unwrap();
+        let mut parsed: Vec<(bool, String)> = items
+            .iter()
+            .map(|i| (i.enabled.unwrap(), i.source.clone()))
+            .collect();
+        parsed.sort_by(|a, b| a.1.cmp(&b.1));
+        let mut want: Vec<(bool, String)> =
+            before.iter().map(|(_, e, s)| (*e, s.clone())).collect();
+        want.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(parsed, want, "seed {seed}");
+        // → a wiped provider restores everything as it was.
+        let fresh = provider();
+        let r = op(&fresh, json!({"op": "backup.restore", "text": text}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(listed(&fresh), before, "seed {seed}");
+    }
+}
+
+#[test]
+fn an_import_stores_every_file_or_none() {
+    let p = provider();
+    op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Kept", "old")}),
+    );
+    let before = scripts_state(&p);
+    // One bad file among good ones: nothing is stored, and the error names it.
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "files": [
+            file("a.user.js", script("A", "1")),
+            file("bad.user.js", "// ==UserScript==\n// @match nope\n// ==/UserScript==\n".into()),
+            file("b.user.js", script("B", "1")),
+        ]}),
+    );
+    assert_eq!(r["ok"], json!(false));
+    assert!(r["error"].as_str().unwrap().contains("bad.user.js"), "{r}");
+    assert_eq!(scripts_state(&p), before);
+    // Two files that are the same script.
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1")), file("a2.user.js", script("A", "2"))]}),
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("a.user.js and a2.user.js"),
+        "{r}"
+    );
+    assert_eq!(scripts_state(&p), before);
+    // Storage failing: the one set fails whole.
+    *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1"))]}),
+    );
+    assert_eq!(r["ok"], json!(false));
+    *p.env.fail_writes.borrow_mut() = None;
+    assert_eq!(scripts_state(&p), before);
+    // The good ones: all stored, audited once as the user's.
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1")), file("b.user.js", script("B", "1"))]}),
+    );
+    assert_eq!(r["imported"].as_array().unwrap().len(), 2, "{r}");
+    assert_eq!(listed(&p).len(), 3);
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    assert!(
+        log.iter()
+            .any(|e| e.tool == "import_scripts" && e.caller == "user" && e.result == "ok"),
+        "{log:?}"
+    );
+    let pending = p.env.dump(Area::Local).get("audit/pending").cloned();
+    assert!(
+        pending.is_some_and(|v| v.get("tool").is_none()),
+        "the pending entry is cleared"
+    );
+}
+
+#[test]
+fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Dup", "old")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    let before = scripts_state(&p);
+    let files = json!([
+        file("dup.user.js", script("Dup", "new")),
+        file("n.user.js", script("N", "1"))
+    ]);
+    let r = op(&p, json!({"op": "scripts.import", "files": files}));
+    assert_eq!(r["code"], json!("DUPLICATES"), "{r}");
+    assert_eq!(r["duplicates"][0]["uuid"], json!(uuid));
+    assert_eq!(r["duplicates"][0]["label"], json!("dup.user.js"));
+    assert_eq!(scripts_state(&p), before, "asking writes nothing");
+    // Kept: only the new one comes in.
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "files": files, "keep": [uuid]}),
+    );
+    assert_eq!(r["kept"], json!(["dup.user.js"]), "{r}");
+    assert_eq!(listed(&p).len(), 2);
+    // Replaced: a new revision, the old one in history, by the user via import.
+    op(
+        &p,
+        json!({"op": "scripts.delete", "uuid": r["imported"][0]["uuid"]}),
+    );
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "files": files, "replace": [uuid]}),
+    );
+    assert_eq!(r["imported"][0]["replaced"], json!(true), "{r}");
+    let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    assert_eq!(h["revisions"][0]["revision"], json!(2));
+    assert_eq!(h["revisions"][0]["via"], json!("import"));
+    assert_eq!(h["revisions"][1]["revision"], json!(1));
+    let got = op(&p, json!({"op": "scripts.get", "uuid": uuid}));
+    assert!(got["script"]["source"].as_str().unwrap().contains("new"));
+}
+
+#[test]
+fn the_quota_is_bounded_before_anything_is_written() {
+    let p = provider();
+    op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Kept", "old")}),
+    );
+    let before = scripts_state(&p);
+    let big = "x".repeat(250 * 1024);
+    let files: Vec<Value> = (0..45)
+        .map(|i| {
+            file(
+                &format!("{i}.user.js"),
+                script(&format!("Big {i}"), &format!("// {big}")),
+            )
+        })
+        .collect();
+    let r = op(&p, json!({"op": "scripts.import", "files": files}));
+    assert_eq!(r["ok"], json!(false));
+    let e = r["error"].as_str().unwrap();
+    assert!(
+        e.contains("not enough storage") && e.contains("nothing was imported"),
+        "{e}"
+    );
+    assert_eq!(scripts_state(&p), before);
+    // Refused, and audited as such.
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    assert!(log
+        .iter()
+        .any(|e| e.tool == "import_scripts" && e.result == "STORAGE_ERROR"));
+    // 30 of them fit.
+    let files: Vec<Value> = (0..30)
+        .map(|i| {
+            file(
+                &format!("{i}.user.js"),
+                script(&format!("Big {i}"), &format!("// {big}")),
+            )
+        })
+        .collect();
+    let r = op(&p, json!({"op": "scripts.import", "files": files}));
+    assert_eq!(r["ok"], json!(true), "{}", r["error"]);
+}
+
+#[test]
+fn hostile_backups_change_nothing() {
+    let p = provider();
+    op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Kept", "old")}),
+    );
+    let before = scripts_state(&p);
+    for (text, want) in [
+        (json!({"format": backup::FORMAT, "version": 2, "scripts": []}).to_string(), "format version 2, newer than version 1"),
+        ("not json".to_owned(), "not JSON"),
+        (json!({"format": backup::FORMAT, "version": 1, "scripts": [{"source": script("A", "1")}, {"source": "no metadata"}]}).to_string(), "script 2"),
+    ] {
+        let r = op(&p, json!({"op": "backup.restore", "text": text}));
+        assert_eq!(r["ok"], json!(false));
+        assert!(r["error"].as_str().unwrap().contains(want), "{r}");
+        assert_eq!(scripts_state(&p), before);
+    }
+    for bad in [
+        json!({"op": "scripts.import"}),
+        json!({"op": "scripts.import", "files": [{"name": "x"}]}),
+        json!({"op": "scripts.import", "files": [], "replace": ["nope"]}),
+        json!({"op": "backup.restore"}),
+    ] {
+        assert_eq!(op(&p, bad.clone())["ok"], json!(false), "{bad}");
+    }
+    assert_eq!(scripts_state(&p), before);
+}
