@@ -152,9 +152,12 @@ where
                             )));
                             }
                             Failure::Disconnected => {
-                                let _ = w.reply.send(Err(
-                                    "the connection closed before the answer came".into(),
-                                ));
+                                let why = conn
+                                    .close_reason()
+                                    .map_or_else(String::new, |r| format!(": {r}"));
+                                let _ = w.reply.send(Err(format!(
+                                    "the connection closed before the answer came{why}"
+                                )));
                             }
                         }
                     }
@@ -177,7 +180,8 @@ where
             msg = ws.next() => match msg {
                 Some(Ok(Message::Text(t))) => conn.handle_text(t.as_str()),
                 Some(Ok(Message::Binary(_))) => conn.close(1003, "binary frames are not accepted"),
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => conn.handle_disconnect(),
+                Some(Ok(Message::Close(Some(f)))) => conn.handle_close(u16::from(f.code), f.reason.as_str()),
+                Some(Ok(Message::Close(None))) | Some(Err(_)) | None => conn.handle_disconnect(),
                 Some(Ok(_)) => {} // WebSocket ping/pong: tungstenite answers.
             },
             cmd = cmd_rx.recv() => match cmd {
@@ -202,7 +206,11 @@ where
         .close_reason()
         .cloned()
         .unwrap_or(CloseReason::Disconnected);
-    if reason != CloseReason::Disconnected {
+    // The peer's own close (or a lost transport) needs no close frame from here.
+    if !matches!(
+        reason,
+        CloseReason::Disconnected | CloseReason::Remote { .. }
+    ) {
         let text = reason.to_string();
         // Close reasons are limited to 123 bytes by the WebSocket protocol.
         let short: String = text

@@ -4,6 +4,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::protocol::{frame::coding::CloseCode, CloseFrame};
 
 fn started(extra: &[&str]) -> (Ports, Bridge) {
     let p = Ports::new();
@@ -273,6 +274,44 @@ async fn a_disconnect_fails_the_in_flight_call_at_once() {
         "{r}"
     );
     assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn the_users_disconnect_4002_fails_the_in_flight_call_with_that_reason() {
+    let (p, b) = started(&[]);
+    let mut ws = ext_open(p.ext).await;
+    let call = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let t = Instant::now();
+        let r = b.call(
+            "write_script",
+            json!({"source": "x"}),
+            Duration::from_secs(30),
+        );
+        let s = b.call("bridge_status", json!({}), Duration::from_secs(10));
+        (r, s, t.elapsed(), b)
+    });
+    let f = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(f["type"], "call_tool");
+    ws.close(Some(CloseFrame {
+        code: CloseCode::from(4002),
+        reason: "disconnected by the user".into(),
+    }))
+    .await
+    .unwrap();
+    let (r, s, took, mut b) = call.await.unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("the user disconnected the extension (close code 4002)"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(s["structuredContent"]["connected"], false, "{s}");
+    assert!(b
+        .wait_stderr("close code 4002", Duration::from_secs(5))
+        .contains("the extension disconnected"));
 }
 
 #[tokio::test]
