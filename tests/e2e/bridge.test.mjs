@@ -44,13 +44,13 @@ async function freePort() {
 }
 
 /** The SDK's stdio client, launching the real bridge binary. */
-async function agent({ port, control, state, extra = [] } = {}) {
+async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
   port ??= await freePort();
   control ??= await freePort();
   state ??= fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
   const transport = new StdioClientTransport({
     command: BIN,
-    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", TOKEN, ...extra],
+    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", token, ...extra],
     stderr: "pipe",
   });
   let stderr = "";
@@ -76,8 +76,8 @@ async function until(fn, what, timeout = 10_000) {
 }
 
 /** Opens the connect link in a tab; `click` connects. Resolves to the page. */
-async function openConnect(link, { click = true, remember = false } = {}) {
-  const page = await h.context.newPage();
+async function openConnect(link, { click = true, remember = false, browser = h } = {}) {
+  const page = await browser.context.newPage();
   await page.goto(link);
   await page.locator("#tools li").first().waitFor();
   if (remember) await page.check("#remember");
@@ -294,6 +294,9 @@ test("disconnect from the popup: a call waiting for review fails at once", async
   const r = await pending;
   assert.equal(r.isError, true);
   assert.ok(Date.now() - started < 10_000, "failed at once, not at the 50 s review deadline");
+  // Chrome's close frame carried 4002 to the bridge, and the agent is told who closed.
+  assert.match(r.content[0].text, /the user disconnected the extension \(close code 4002\)/);
+  assert.match(a.stderr(), /the extension disconnected \(the user disconnected the extension \(close code 4002\)\)/);
   assert.equal((await h.internal("state.get")).reviews.length, 0, "the review was withdrawn");
   assert.equal((await a.status()).connected, false);
   await until(async () => (await h.internal("bridge.status")).bridge.state === "off", "link off");
@@ -366,4 +369,97 @@ test("two stdio clients share one extension (owner and forwarder); the owner's e
   await page.close();
   await disconnectAll();
   await fwd.client.close();
+});
+
+test("review: \"Approve all from this session\" in the popup lets that bridge link write without asking, and only that link", async () => {
+  const a = await agent();
+  let page = await openConnect(a.link);
+  await h.internal("policy.setSwitch", { name: "review", value: true });
+  const uuids = [];
+  try {
+    const first = call(a, "write_script", { source: scriptSource("Approve all 1", "aa1") });
+    await until(async () => (await h.internal("state.get")).reviews.length === 1, "a review");
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByRole("button", { name: "Approve all from this session" }).click();
+    const w1 = await first;
+    assert.equal(w1.isError, false, JSON.stringify(w1.structuredContent));
+    uuids.push(w1.structuredContent.script.uuid);
+    await popup.close();
+    // The next write on the same link is not asked about.
+    const w2 = await call(a, "write_script", { source: scriptSource("Approve all 2", "aa2") });
+    assert.equal(w2.isError, false, JSON.stringify(w2.structuredContent));
+    uuids.push(w2.structuredContent.script.uuid);
+    assert.equal((await h.internal("state.get")).reviews.length, 0);
+    // A new link (disconnect, connect again: a new session) is asked again.
+    await page.close();
+    await disconnectAll();
+    page = await openConnect(a.link);
+    const third = call(a, "write_script", { source: scriptSource("Approve all 3", "aa3") });
+    const review = await until(async () => (await h.internal("state.get")).reviews[0], "a review on the new link");
+    assert.equal(review.caller, `bridge:${a.port}`);
+    await h.internal("reviews.decide", { review: review.id, approve: false });
+    assert.equal((await third).structuredContent.error_code, "USER_REJECTED");
+  } finally {
+    await h.internal("policy.setSwitch", { name: "review", value: false });
+    for (const uuid of uuids) await h.internal("scripts.delete", { uuid });
+    await page.close();
+    await disconnectAll();
+    await a.client.close();
+  }
+});
+
+test("Remember: the authorization is for that token only, and survives a browser restart only when ticked", async () => {
+  const a = await agent();
+  let b = await launch();
+  const profile = b.userDataDir;
+  const restart = async () => {
+    await b.close({ keepProfile: true });
+    await until(async () => !(await a.status()).connected, "the bridge sees the browser go");
+    b = await launch({ userDataDir: profile });
+  };
+  const stillOff = async (who, ms = 3000) => {
+    await new Promise((r) => setTimeout(r, ms));
+    assert.equal((await who.status()).connected, false);
+    assert.equal((await b.internal("bridge.status")).bridge.state, "off");
+  };
+  let other;
+  try {
+    // Not ticked: the authorization lives in session storage; a restart forgets it.
+    await openConnect(a.link, { browser: b });
+    await until(async () => (await a.status()).connected, "connected");
+    await restart();
+    await stillOff(a);
+    let page = await openConnect(a.link, { browser: b, click: false });
+    assert.equal(await page.isChecked("#remember"), false);
+    assert.equal(await page.getAttribute("#state", "data-state"), "off");
+    await page.close();
+    // Ticked: the restarted browser dials this bridge again without a click.
+    await openConnect(a.link, { browser: b, remember: true });
+    await restart();
+    await until(async () => (await a.status()).connected, "reconnected after the restart without a click", 20_000);
+    page = await openConnect(a.link, { browser: b, click: false });
+    assert.equal(await page.isChecked("#remember"), true, "the page shows the remembered token");
+    await page.close();
+    // For that token only: the same address with another token is not authorized by it…
+    const otherToken = "e2e-bridge-other-token-0123456789abcdef0123";
+    const stranger = await openConnect(a.link.replace(/token=[^&]+/, `token=${otherToken}`), { browser: b, click: false });
+    assert.equal(await stranger.isChecked("#remember"), false);
+    assert.equal(await stranger.getAttribute("#state", "data-state"), "off");
+    await stranger.close();
+    // …and a bridge that restarts on that port with a new token is not dialled into: the
+    // remembered token is refused and forgotten.
+    await a.client.close();
+    other = await agent({ port: a.port, control: a.control, state: a.state, token: otherToken });
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.equal((await other.status()).connected, false);
+    await until(async () => (await b.internal("bridge.status")).bridge.state === "off", "the link gives up");
+    await b.close({ keepProfile: true });
+    b = await launch({ userDataDir: profile });
+    await stillOff(other);
+  } finally {
+    await other?.client.close();
+    await a.client.close().catch(() => {});
+    await b.close();
+  }
 });
