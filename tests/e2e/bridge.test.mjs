@@ -129,8 +129,10 @@ test("connect page: shows the address and tools, connects only on the click; the
   await tab.goto(`${web.url}/userscripts/page.html`);
   await tab.waitForSelector('lumo-mark[data-tag="bridge-ran"]', { state: "attached", timeout: 10_000 });
   await tab.close();
-  // Attributed to the bridge caller, audited under it.
+  // Attributed to the bridge caller, audited under it; the token is in no record.
   const { entries } = await h.internal("audit.list");
+  assert.ok(!JSON.stringify(entries).includes(TOKEN), "no token in the audit");
+  assert.ok(!JSON.stringify(await h.internal("bridge.status")).includes(TOKEN), "nor in the link's state");
   assert.equal(entries[0].caller, `bridge:${a.port}`);
   assert.equal(entries[0].target, uuid);
   // The popup lists it as a connected caller by its label.
@@ -461,5 +463,64 @@ test("Remember: the authorization is for that token only, and survives a browser
     await other?.client.close();
     await a.client.close().catch(() => {});
     await b.close();
+  }
+});
+
+test("a web page that knows the token still cannot open the bridge's WebSocket (Origin), and the user's link stays", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  const web1 = await h.context.newPage();
+  try {
+    await web1.goto(`${web.url}/web.html`);
+    // The attacker's page tries the bridge's port with the right token in a hello, as the extension would.
+    const outcome = await web1.evaluate(({ port, token }) => new Promise((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+      let opened = false;
+      ws.onopen = () => {
+        opened = true;
+        ws.send(JSON.stringify({ k: "req", id: 0, type: "hello", payload: { protocol: 1, token, extVersion: "0", label: "page" } }));
+      };
+      ws.onmessage = (e) => resolve({ opened, message: String(e.data) });
+      ws.onclose = (e) => resolve({ opened, code: e.code });
+      setTimeout(() => resolve({ opened, timeout: true }), 5000);
+    }), { port: a.port, token: TOKEN });
+    assert.equal(outcome.opened, false, JSON.stringify(outcome));
+    assert.equal(outcome.code, 1006, "the upgrade was refused (403), no socket");
+    // The control: the same page can open a loopback WebSocket that does not check Origin, so
+    // the refusal above is the bridge's, not Chrome's.
+    const probe = await startWsProbe();
+    try {
+      const ok = await web1.evaluate((port) => new Promise((resolve) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+        ws.onopen = () => { ws.close(); resolve(true); };
+        ws.onclose = () => resolve(false);
+      }), probe.port);
+      assert.equal(ok, true, "a page can reach a loopback WebSocket that does not check Origin");
+    } finally {
+      await probe.close();
+    }
+    // The extension's link is the one still attached, and still answers.
+    assert.equal((await a.status()).connected, true);
+    assert.equal((await call(a, "status")).isError, false);
+    assert.doesNotMatch(a.stderr(), /the extension disconnected/);
+  } finally {
+    await web1.close();
+    await page.close();
+    await disconnectAll();
+    await a.client.close();
+  }
+});
+
+test("the worker pings an idle link within 30 s (Chrome keeps a worker alive while its WebSocket is active)", async () => {
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  try {
+    await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`);
+    const opened = Date.now();
+    await until(() => probe.seen.frames.some((f) => JSON.parse(f).k === "png"), "a ping frame", 30_000);
+    assert.ok(Date.now() - opened < 30_000);
+    assert.equal((await h.internal("bridge.status")).bridge.state, "connected", "the pong kept it open");
+  } finally {
+    await disconnectAll();
+    await probe.close();
   }
 });
