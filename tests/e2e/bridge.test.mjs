@@ -524,3 +524,26 @@ test("the worker pings an idle link within 30 s (Chrome keeps a worker alive whi
     await probe.close();
   }
 });
+
+test("the advanced switch: a host that is not this computer is dialled only when the user ticks it", async () => {
+  // Every host name resolves to 127.0.0.1 in this browser, so the probe stands in for a remote bridge.
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  try {
+    const link = `chrome-extension://${PROVIDER_ID}/connect.html?host=bridge.example&port=${probe.port}&token=${TOKEN}`;
+    const page = await openConnect(link, { click: false });
+    assert.equal(await page.textContent("#host"), "bridge.example");
+    assert.equal(await page.isVisible("#address-warning"), true);
+    await page.click("#connect");
+    await page.waitForFunction(() => /loopback/.test(document.getElementById("status").textContent));
+    assert.deepEqual(probe.seen.upgrades, [], "not dialled without the switch");
+    await page.check("#allow-remote");
+    await page.click("#connect");
+    await page.waitForFunction(() => document.getElementById("state").dataset.state === "connected", null, { timeout: 10_000 });
+    assert.equal(probe.seen.upgrades.length, 1);
+    assert.equal(probe.seen.upgrades[0].host, `bridge.example:${probe.port}`);
+    await page.close();
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
