@@ -547,3 +547,19 @@ test("the advanced switch: a host that is not this computer is dialled only when
     await probe.close();
   }
 });
+
+test("a bridge that speaks another protocol version is refused, and the page names both numbers", async () => {
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 2, serverVersion: "probe-next", readonly: false } });
+  try {
+    const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
+    await page.click("#connect");
+    await page.waitForFunction(() => /protocol 1.*protocol 2/.test(document.getElementById("status").textContent), null, { timeout: 10_000 });
+    await until(() => probe.seen.closes.length > 0, "the extension closes");
+    assert.equal(probe.seen.closes[0].code, 4000);
+    assert.notEqual((await h.internal("bridge.status")).bridge.state, "connected");
+    await page.close();
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
