@@ -563,3 +563,25 @@ test("a bridge that speaks another protocol version is refused, and the page nam
     await probe.close();
   }
 });
+
+test("the endpoint switch: turning the provider off closes the bridge link (4002), and the agent is told", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  try {
+    await h.internal("policy.setSwitch", { name: "endpoint", value: false });
+    await until(async () => !(await a.status()).connected, "the bridge sees the link close");
+    assert.match(a.stderr(), /the user disconnected the extension \(close code 4002\)/);
+    const r = await call(a, "list_scripts");
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /not connected/);
+    // The switch forgot the authorization: turning it back on does not reconnect by itself.
+    await h.internal("policy.setSwitch", { name: "endpoint", value: true });
+    await new Promise((res) => setTimeout(res, 2000));
+    assert.equal((await a.status()).connected, false);
+  } finally {
+    await h.internal("policy.setSwitch", { name: "endpoint", value: true });
+    await page.close();
+    await disconnectAll();
+    await a.client.close();
+  }
+});
