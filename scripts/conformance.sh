@@ -43,7 +43,7 @@ status=0
 node target/conformance/cli.mjs server --url "http://127.0.0.1:$proxy/mcp" \
   -o target/conformance/results "$@" || status=$?
 if [ -n "$browser" ]; then
-  kill -TERM "$browser"
+  kill -USR2 "$browser"
   wait "$browser" || status=1
   browser=
 fi

@@ -1,7 +1,7 @@
 // Connects the real extension, in headless Chromium, to the bridge the conformance suite tests,
 // the way a user does: the connect link from the bridge's stderr, then a click on the connect page.
 // Before the suite: a tool call through the bridge's HTTP endpoint must be answered by the
-// extension. On SIGTERM (after the suite): the link must still be up, then Chromium closes.
+// extension. On SIGUSR2 (after the suite): the link must still be up, then Chromium closes.
 // Prints "connected" on stdout when ready; exits non-zero on any failure.
 // Usage: node extension.mjs BRIDGE_LOG HTTP_PORT   (TOKEN in the environment)
 import fs from 'node:fs';
@@ -30,9 +30,18 @@ for (let i = 0; i < 100 && !link; i++) {
 if (!link?.startsWith(`chrome-extension://${PROVIDER_ID}/connect.html?`)) fail(`no connect link in ${log}`);
 
 const h = await launch();
+const events = [];
+h.watchPanics(events);
+h.context.on('console', (m) => { if (m.type() === 'error') events.push(`console error: ${m.text()}`); });
+h.context.on('serviceworker', (w) => { if (w.url().includes(PROVIDER_ID)) events.push('the provider worker started again'); });
 let client;
 try {
   const page = await h.context.newPage();
+  const t0 = Date.now();
+  page.on('close', () => events.push(`the connect page closed at ${Date.now() - t0} ms`));
+  for (const w of h.context.serviceWorkers()) {
+    if (w.url().includes(PROVIDER_ID)) w.on('close', () => events.push(`the provider worker closed at ${Date.now() - t0} ms`));
+  }
   await page.goto(link);
   await page.locator('#tools li').first().waitFor();
   await page.click('#connect');
@@ -49,11 +58,16 @@ try {
   fail(e.stack ?? String(e));
 }
 
-process.on('SIGTERM', async () => {
+// SIGUSR2, not SIGTERM: Playwright closes the browser on SIGTERM itself, which would race the check.
+process.on('SIGUSR2', async () => {
   let code = 0;
   try {
     const s = await bridgeStatus(client);
-    if (s?.connected !== true) throw new Error(`the extension is no longer connected: ${JSON.stringify(s)}`);
+    if (s?.connected !== true) {
+      const ext = await h.internal('bridge.status').then((v) => v.bridge, (e) => String(e));
+      events.push(`the extension's view: ${JSON.stringify(ext)}`);
+      throw new Error(`the extension is no longer connected: ${JSON.stringify(s)}; in the browser: ${JSON.stringify(events)}`);
+    }
     console.error('conformance/extension: the extension stayed connected through the suite');
   } catch (e) {
     console.error(`conformance/extension: ${e.message}`);
