@@ -14,11 +14,6 @@ cargo test --quiet
 echo "== bridge: native unit and integration tests (the real binary), then the MCP TS SDK client"
 cargo test --quiet -p lumo-bridge
 LUMO_BRIDGE_BIN=target/debug/lumo-bridge node --test tests/bridge/
-echo "== bridge: the official MCP conformance suite (server scenarios) against --http"
-LUMO_BRIDGE_BIN=target/debug/lumo-bridge scripts/conformance.sh \
-  --expected-failures scripts/conformance/expected-failures.yml >target/conformance.log 2>&1 \
-  || { tail -40 target/conformance.log; exit 1; }
-sed -n '/SUMMARY/,/^Total/p' target/conformance.log
 
 echo "== fuzz (bounded; FUZZ_SECONDS=${FUZZ_SECONDS:-8} per target)"
 scripts/fuzz.sh
@@ -27,6 +22,14 @@ echo "== build"
 scripts/build.sh
 # A test-only variant that can be made to trap, for the recovery test.
 LUMO_FEATURES=test-trap LUMO_OUT=target/dist-trap scripts/build.sh >/dev/null
+
+echo "== bridge: the official MCP conformance suite (server scenarios) against --http, with the"
+echo "   extension connected from headless Chromium"
+LUMO_BRIDGE_BIN=target/debug/lumo-bridge timeout 300 scripts/conformance.sh \
+  --suite all --expected-failures scripts/conformance/expected-failures.yml >target/conformance.log 2>&1 \
+  || { tail -40 target/conformance.log; exit 1; }
+grep '^conformance' target/conformance.log
+sed -n '/SUMMARY/,/^Total/p' target/conformance.log
 
 echo "== real-browser tests (headless Chromium)"
 node tests/e2e/run.mjs

@@ -3,10 +3,8 @@
 //! `fwd_hello` carrying the token from the 0600 token file before anything else — the core's
 //! connection refuses `call_tool` until then. Its ack hands the forwarder the extension token, so
 //! a forwarder that takes over keeps the link the user already authorized.
-// tungstenite's upgrade callback must return its (large) ErrorResponse type.
-#![allow(clippy::result_large_err)]
-
-use crate::ext::{check_upgrade, VERSION};
+use crate::accept;
+use crate::ext::VERSION;
 use crate::hub::Hub;
 use crate::link::{self, now_ms, OnRequest};
 use futures_util::FutureExt as _;
@@ -14,8 +12,7 @@ use lumo_userscripts::bridge::{trust, types, Connection, WireError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
-use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio::sync::mpsc;
 
 pub async fn serve(
     listener: TcpListener,
@@ -23,49 +20,35 @@ pub async fn serve(
     control_token: String,
     hello_timeout_ms: u64,
 ) {
-    let pending = Arc::new(Semaphore::new(crate::ext::MAX_UNAUTHENTICATED));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let Ok(permit) = pending.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let (hub, token) = (hub.clone(), control_token.clone());
-        tokio::spawn(async move {
-            let check = |req: &Request, resp: Response| {
-                check_upgrade(req, trust::control_origin_allowed).map(|()| resp)
-            };
-            let Ok(ws) = tokio_tungstenite::accept_hdr_async_with_config(
-                stream,
-                check,
-                Some(link::ws_config()),
-            )
-            .await
-            else {
-                return;
-            };
-            let mut extra = Map::new();
-            extra.insert("extToken".into(), json!(hub.ext_token));
-            let conn = Connection::accept(
-                types::FWD_HELLO,
-                &token,
-                VERSION,
-                extra,
-                now_ms(),
-                hello_timeout_ms,
-            );
-            let (tx, rx) = mpsc::channel(64);
-            let h = hub.clone();
-            let on_request: OnRequest = Arc::new(move |kind: String, payload: Value| {
-                let h = h.clone();
-                async move { answer(&h, &kind, payload).await }.boxed()
-            });
-            let reason = link::run(ws, conn, tx, rx, move |_| drop(permit), Some(on_request)).await;
-            eprintln!("lumo-bridge: a forwarder left ({reason})");
-        });
-    }
+    accept::serve(
+        listener,
+        trust::control_origin_allowed,
+        move |ws, permit| {
+            let (hub, token) = (hub.clone(), control_token.clone());
+            async move {
+                let mut extra = Map::new();
+                extra.insert("extToken".into(), json!(hub.ext_token));
+                let conn = Connection::accept(
+                    types::FWD_HELLO,
+                    &token,
+                    VERSION,
+                    extra,
+                    now_ms(),
+                    hello_timeout_ms,
+                );
+                let (tx, rx) = mpsc::channel(64);
+                let h = hub.clone();
+                let on_request: OnRequest = Arc::new(move |kind: String, payload: Value| {
+                    let h = h.clone();
+                    async move { answer(&h, &kind, payload).await }.boxed()
+                });
+                let reason =
+                    link::run(ws, conn, tx, rx, move |_| drop(permit), Some(on_request)).await;
+                eprintln!("lumo-bridge: a forwarder left ({reason})");
+            }
+        },
+    )
+    .await;
 }
 
 async fn answer(hub: &Hub, kind: &str, payload: Value) -> Result<Value, WireError> {

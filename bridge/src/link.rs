@@ -78,18 +78,15 @@ where
     let mut on_open = Some(on_open);
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     loop {
-        // Send, then handle events; handling may queue more frames (answers, a retry), so
-        // repeat until both are drained before waiting.
-        let mut handled = true;
-        while handled {
-            handled = false;
-            while let Some(text) = conn.poll_transmit() {
-                if ws.send(Message::Text(text.into())).await.is_err() {
-                    conn.handle_disconnect();
-                }
-            }
+        // Handle events, then send; handling may queue more frames (answers, a retry) and a
+        // failed send more events, so repeat until both are drained before waiting. Events
+        // first: the hello's `on_open` attaches the link before its ack goes out, so a peer
+        // that acts on the ack at once finds the link attached.
+        let mut busy = true;
+        while busy {
+            busy = false;
             while let Some(ev) = conn.poll_event() {
-                handled = true;
+                busy = true;
                 match ev {
                     Event::Hello(info) => {
                         if let Some(f) = on_open.take() {
@@ -152,12 +149,21 @@ where
                             )));
                             }
                             Failure::Disconnected => {
-                                let _ = w.reply.send(Err(
-                                    "the connection closed before the answer came".into(),
-                                ));
+                                let why = conn
+                                    .close_reason()
+                                    .map_or_else(String::new, |r| format!(": {r}"));
+                                let _ = w.reply.send(Err(format!(
+                                    "the connection closed before the answer came{why}"
+                                )));
                             }
                         }
                     }
+                }
+            }
+            while let Some(text) = conn.poll_transmit() {
+                busy = true;
+                if ws.send(Message::Text(text.into())).await.is_err() {
+                    conn.handle_disconnect();
                 }
             }
         }
@@ -177,7 +183,8 @@ where
             msg = ws.next() => match msg {
                 Some(Ok(Message::Text(t))) => conn.handle_text(t.as_str()),
                 Some(Ok(Message::Binary(_))) => conn.close(1003, "binary frames are not accepted"),
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => conn.handle_disconnect(),
+                Some(Ok(Message::Close(Some(f)))) => conn.handle_close(u16::from(f.code), f.reason.as_str()),
+                Some(Ok(Message::Close(None))) | Some(Err(_)) | None => conn.handle_disconnect(),
                 Some(Ok(_)) => {} // WebSocket ping/pong: tungstenite answers.
             },
             cmd = cmd_rx.recv() => match cmd {
@@ -202,7 +209,11 @@ where
         .close_reason()
         .cloned()
         .unwrap_or(CloseReason::Disconnected);
-    if reason != CloseReason::Disconnected {
+    // The peer's own close (or a lost transport) needs no close frame from here.
+    if !matches!(
+        reason,
+        CloseReason::Disconnected | CloseReason::Remote { .. }
+    ) {
         let text = reason.to_string();
         // Close reasons are limited to 123 bytes by the WebSocket protocol.
         let short: String = text
@@ -247,4 +258,55 @@ pub async fn request(
     .map_err(|_| "the connection is closed".to_string())?;
     rx.await
         .unwrap_or_else(|_| Err("the connection closed before the answer came".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lumo_userscripts::bridge::types;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const TOKEN: &str = "link-test-token-0123456789abcdef0123456789";
+
+    /// Found under load: the ack went out before `on_open` attached the link, so an extension
+    /// that called at once (or an agent asking bridge_status) could find the bridge "not
+    /// connected". `on_open` here is slow on purpose; the ack must still come after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_ack_goes_out_only_after_the_link_is_attached() {
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let attached = Arc::new(AtomicBool::new(false));
+        let flag = attached.clone();
+        let server = tokio::spawn(async move {
+            let ws = tokio_tungstenite::accept_async(server_io).await.unwrap();
+            let conn = Connection::accept(types::HELLO, TOKEN, "0", Map::new(), now_ms(), 10_000);
+            let (tx, rx) = mpsc::channel(4);
+            let on_open = move |_| {
+                std::thread::sleep(Duration::from_millis(300));
+                flag.store(true, Ordering::SeqCst);
+            };
+            run(ws, conn, tx, rx, on_open, None).await
+        });
+        let (mut ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
+            .await
+            .unwrap();
+        let hello = serde_json::json!({"k": "req", "id": 0, "type": "hello",
+            "payload": {"protocol": 1, "token": TOKEN, "extVersion": "0"}});
+        ws.send(Message::Text(hello.to_string().into()))
+            .await
+            .unwrap();
+        let ack = loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => break t.to_string(),
+                Some(Ok(_)) => continue,
+                other => panic!("no ack: {other:?}"),
+            }
+        };
+        assert!(ack.contains("\"ok\":true"), "{ack}");
+        assert!(
+            attached.load(Ordering::SeqCst),
+            "the ack arrived before the link was attached"
+        );
+        drop(ws);
+        let _ = server.await;
+    }
 }

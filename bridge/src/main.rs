@@ -3,6 +3,7 @@
 //! the trust rules and the tool catalogue come from the core crate (`lumo_userscripts::bridge`,
 //! `::tools::catalog`). See ARCHITECTURE.md, "The bridge".
 
+mod accept;
 mod app;
 mod args;
 mod control;

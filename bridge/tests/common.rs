@@ -77,9 +77,17 @@ pub struct Bridge {
 
 impl Bridge {
     pub fn start(args: &[String]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lumo-bridge"))
-            .args(args)
-            .env_remove("LUMO_BRIDGE_TOKEN")
+        Self::start_env(args, None)
+    }
+
+    /// `token_env`: the value of `LUMO_BRIDGE_TOKEN` (unset otherwise).
+    pub fn start_env(args: &[String], token_env: Option<&str>) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lumo-bridge"));
+        cmd.args(args).env_remove("LUMO_BRIDGE_TOKEN");
+        if let Some(t) = token_env {
+            cmd.env("LUMO_BRIDGE_TOKEN", t);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

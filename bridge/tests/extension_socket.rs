@@ -4,6 +4,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::protocol::{frame::coding::CloseCode, CloseFrame};
 
 fn started(extra: &[&str]) -> (Ports, Bridge) {
     let p = Ports::new();
@@ -273,6 +274,78 @@ async fn a_disconnect_fails_the_in_flight_call_at_once() {
         "{r}"
     );
     assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn the_users_disconnect_4002_fails_the_in_flight_call_with_that_reason() {
+    let (p, b) = started(&[]);
+    let mut ws = ext_open(p.ext).await;
+    let call = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let t = Instant::now();
+        let r = b.call(
+            "write_script",
+            json!({"source": "x"}),
+            Duration::from_secs(30),
+        );
+        let s = b.call("bridge_status", json!({}), Duration::from_secs(10));
+        (r, s, t.elapsed(), b)
+    });
+    let f = recv(&mut ws, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(f["type"], "call_tool");
+    ws.close(Some(CloseFrame {
+        code: CloseCode::from(4002),
+        reason: "disconnected by the user".into(),
+    }))
+    .await
+    .unwrap();
+    let (r, s, took, mut b) = call.await.unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("the user disconnected the extension (close code 4002)"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(s["structuredContent"]["connected"], false, "{s}");
+    assert!(b
+        .wait_stderr("close code 4002", Duration::from_secs(5))
+        .contains("the extension disconnected"));
+}
+
+/// The token of the connect link a bridge started with `args` (and `token_env`) prints.
+fn printed_token(args: &[String], token_env: Option<&str>) -> (Bridge, String) {
+    let mut b = Bridge::start_env(args, token_env);
+    let line = b.wait_stderr("connect.html?port=", Duration::from_secs(20));
+    let token = line.split("token=").nth(1).unwrap().trim().to_string();
+    (b, token)
+}
+
+#[tokio::test]
+async fn the_token_is_random_per_start_unless_the_flag_or_the_environment_sets_it() {
+    let without_flag = |p: &Ports| {
+        let mut a = p.args();
+        let i = a.iter().position(|x| x == "--token").unwrap();
+        a.drain(i..i + 2);
+        a
+    };
+    let (p1, p2) = (Ports::new(), Ports::new());
+    let (_b1, t1) = printed_token(&without_flag(&p1), None);
+    let (_b2, t2) = printed_token(&without_flag(&p2), None);
+    assert_ne!(t1, t2, "a fresh token per start");
+    // 256 bits: at least 43 characters of base64url (or 64 of hex).
+    assert!(t1.len() >= 43, "{t1}");
+    // LUMO_BRIDGE_TOKEN sets it, and a hello carrying it opens the link.
+    let p3 = Ports::new();
+    let (_b3, t3) = printed_token(&without_flag(&p3), Some(TOKEN));
+    assert_eq!(t3, TOKEN);
+    let _ws = ext_open(p3.ext).await;
+    // --token wins over the environment.
+    let p4 = Ports::new();
+    let other = "another-token-0123456789abcdef-0123456789";
+    let (_b4, t4) = printed_token(&p4.args(), Some(other));
+    assert_eq!(t4, TOKEN);
 }
 
 #[tokio::test]

@@ -19,6 +19,15 @@ fuzz_target!(|data: &[u8]| {
     let mut dial = Connection::dial("hello", Map::new(), "0", 0, HELLO_TIMEOUT_MS);
     let mut now = 0u64;
     for line in text.split('\n') {
+        // A line starting with '!' is the peer's close frame: its length is the code, the rest
+        // the reason (any text, any length).
+        if let Some(rest) = line.strip_prefix('!') {
+            let code = u16::try_from(rest.len()).unwrap_or(u16::MAX);
+            dial.handle_close(code, rest);
+            assert!(dial.is_closed() && dial.poll_timeout().is_none());
+            assert!(dial.close_reason().is_some_and(|r| r.to_string().len() < 1024));
+            continue;
+        }
         // A line starting with '@' advances the clock by its length in seconds.
         if let Some(rest) = line.strip_prefix('@') {
             now = now.saturating_add(rest.len() as u64 * 1000);

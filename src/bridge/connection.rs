@@ -95,6 +95,8 @@ pub enum CloseReason {
     Malformed(String),
     /// Closed by this end (e.g. the user's Disconnect, or a newer connection replaced it).
     Local { code: u16, reason: String },
+    /// The other end closed the socket with this code (4002: the user's Disconnect).
+    Remote { code: u16, reason: String },
     /// The transport went away.
     Disconnected,
 }
@@ -106,7 +108,7 @@ impl CloseReason {
             Self::ProtocolMismatch { .. } | Self::Malformed(_) => 4000,
             Self::BadToken | Self::Rejected(_) => 4001,
             Self::HelloTimeout => 4008,
-            Self::Local { code, .. } => *code,
+            Self::Local { code, .. } | Self::Remote { code, .. } => *code,
             Self::Disconnected => 1006,
         }
     }
@@ -137,6 +139,15 @@ impl fmt::Display for CloseReason {
             ),
             Self::Malformed(why) => write!(f, "protocol error: {why}"),
             Self::Local { reason, .. } => f.write_str(reason),
+            Self::Remote { code: 4002, .. } => {
+                f.write_str("the user disconnected the extension (close code 4002)")
+            }
+            Self::Remote { code, reason } if reason.is_empty() => {
+                write!(f, "closed by the other end (code {code})")
+            }
+            Self::Remote { code, reason } => {
+                write!(f, "closed by the other end (code {code}: {reason})")
+            }
             Self::Disconnected => f.write_str("connection lost"),
         }
     }
@@ -310,6 +321,15 @@ impl Connection {
     /// The transport closed: every in-flight request fails at once.
     pub fn handle_disconnect(&mut self) {
         self.finish(CloseReason::Disconnected);
+    }
+
+    /// The other end sent a close frame: like a disconnect, but the reason says who and why.
+    pub fn handle_close(&mut self, code: u16, reason: &str) {
+        self.finish(CloseReason::Remote {
+            code,
+            // A close reason is at most 123 bytes on the wire; bound what a peer can make us keep.
+            reason: crate::text::ellipsize(reason, 123),
+        });
     }
 
     /// Closes from this end (the shell then closes the socket with `code`).

@@ -97,6 +97,7 @@ pub fn after_close(reason: &CloseReason, attempt: u32) -> Retry {
             Retry::After(SLOW_RETRY_MS)
         }
         CloseReason::Disconnected
+        | CloseReason::Remote { .. }
         | CloseReason::HelloTimeout
         | CloseReason::Malformed(_)
         | CloseReason::Local { .. } => Retry::After(backoff(attempt)),

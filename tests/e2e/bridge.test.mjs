@@ -44,13 +44,13 @@ async function freePort() {
 }
 
 /** The SDK's stdio client, launching the real bridge binary. */
-async function agent({ port, control, state, extra = [] } = {}) {
+async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
   port ??= await freePort();
   control ??= await freePort();
   state ??= fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
   const transport = new StdioClientTransport({
     command: BIN,
-    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", TOKEN, ...extra],
+    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", token, ...extra],
     stderr: "pipe",
   });
   let stderr = "";
@@ -76,8 +76,8 @@ async function until(fn, what, timeout = 10_000) {
 }
 
 /** Opens the connect link in a tab; `click` connects. Resolves to the page. */
-async function openConnect(link, { click = true, remember = false } = {}) {
-  const page = await h.context.newPage();
+async function openConnect(link, { click = true, remember = false, browser = h } = {}) {
+  const page = await browser.context.newPage();
   await page.goto(link);
   await page.locator("#tools li").first().waitFor();
   if (remember) await page.check("#remember");
@@ -129,8 +129,10 @@ test("connect page: shows the address and tools, connects only on the click; the
   await tab.goto(`${web.url}/userscripts/page.html`);
   await tab.waitForSelector('lumo-mark[data-tag="bridge-ran"]', { state: "attached", timeout: 10_000 });
   await tab.close();
-  // Attributed to the bridge caller, audited under it.
+  // Attributed to the bridge caller, audited under it; the token is in no record.
   const { entries } = await h.internal("audit.list");
+  assert.ok(!JSON.stringify(entries).includes(TOKEN), "no token in the audit");
+  assert.ok(!JSON.stringify(await h.internal("bridge.status")).includes(TOKEN), "nor in the link's state");
   assert.equal(entries[0].caller, `bridge:${a.port}`);
   assert.equal(entries[0].target, uuid);
   // The popup lists it as a connected caller by its label.
@@ -294,6 +296,9 @@ test("disconnect from the popup: a call waiting for review fails at once", async
   const r = await pending;
   assert.equal(r.isError, true);
   assert.ok(Date.now() - started < 10_000, "failed at once, not at the 50 s review deadline");
+  // Chrome's close frame carried 4002 to the bridge, and the agent is told who closed.
+  assert.match(r.content[0].text, /the user disconnected the extension \(close code 4002\)/);
+  assert.match(a.stderr(), /the extension disconnected \(the user disconnected the extension \(close code 4002\)\)/);
   assert.equal((await h.internal("state.get")).reviews.length, 0, "the review was withdrawn");
   assert.equal((await a.status()).connected, false);
   await until(async () => (await h.internal("bridge.status")).bridge.state === "off", "link off");
@@ -366,4 +371,217 @@ test("two stdio clients share one extension (owner and forwarder); the owner's e
   await page.close();
   await disconnectAll();
   await fwd.client.close();
+});
+
+test("review: \"Approve all from this session\" in the popup lets that bridge link write without asking, and only that link", async () => {
+  const a = await agent();
+  let page = await openConnect(a.link);
+  await h.internal("policy.setSwitch", { name: "review", value: true });
+  const uuids = [];
+  try {
+    const first = call(a, "write_script", { source: scriptSource("Approve all 1", "aa1") });
+    await until(async () => (await h.internal("state.get")).reviews.length === 1, "a review");
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByRole("button", { name: "Approve all from this session" }).click();
+    const w1 = await first;
+    assert.equal(w1.isError, false, JSON.stringify(w1.structuredContent));
+    uuids.push(w1.structuredContent.script.uuid);
+    await popup.close();
+    // The next write on the same link is not asked about.
+    const w2 = await call(a, "write_script", { source: scriptSource("Approve all 2", "aa2") });
+    assert.equal(w2.isError, false, JSON.stringify(w2.structuredContent));
+    uuids.push(w2.structuredContent.script.uuid);
+    assert.equal((await h.internal("state.get")).reviews.length, 0);
+    // A new link (disconnect, connect again: a new session) is asked again.
+    await page.close();
+    await disconnectAll();
+    page = await openConnect(a.link);
+    const third = call(a, "write_script", { source: scriptSource("Approve all 3", "aa3") });
+    const review = await until(async () => (await h.internal("state.get")).reviews[0], "a review on the new link");
+    assert.equal(review.caller, `bridge:${a.port}`);
+    await h.internal("reviews.decide", { review: review.id, approve: false });
+    assert.equal((await third).structuredContent.error_code, "USER_REJECTED");
+  } finally {
+    await h.internal("policy.setSwitch", { name: "review", value: false });
+    for (const uuid of uuids) await h.internal("scripts.delete", { uuid });
+    await page.close();
+    await disconnectAll();
+    await a.client.close();
+  }
+});
+
+test("Remember: the authorization is for that token only, and survives a browser restart only when ticked", async () => {
+  const a = await agent();
+  let b = await launch();
+  const profile = b.userDataDir;
+  const restart = async () => {
+    await b.close({ keepProfile: true });
+    await until(async () => !(await a.status()).connected, "the bridge sees the browser go");
+    b = await launch({ userDataDir: profile });
+  };
+  const stillOff = async (who, ms = 3000) => {
+    await new Promise((r) => setTimeout(r, ms));
+    assert.equal((await who.status()).connected, false);
+    assert.equal((await b.internal("bridge.status")).bridge.state, "off");
+  };
+  let other;
+  try {
+    // Not ticked: the authorization lives in session storage; a restart forgets it.
+    await openConnect(a.link, { browser: b });
+    await until(async () => (await a.status()).connected, "connected");
+    await restart();
+    await stillOff(a);
+    let page = await openConnect(a.link, { browser: b, click: false });
+    assert.equal(await page.isChecked("#remember"), false);
+    assert.equal(await page.getAttribute("#state", "data-state"), "off");
+    await page.close();
+    // Ticked: the restarted browser dials this bridge again without a click.
+    await openConnect(a.link, { browser: b, remember: true });
+    await restart();
+    await until(async () => (await a.status()).connected, "reconnected after the restart without a click", 20_000);
+    page = await openConnect(a.link, { browser: b, click: false });
+    assert.equal(await page.isChecked("#remember"), true, "the page shows the remembered token");
+    await page.close();
+    // For that token only: the same address with another token is not authorized by it…
+    const otherToken = "e2e-bridge-other-token-0123456789abcdef0123";
+    const stranger = await openConnect(a.link.replace(/token=[^&]+/, `token=${otherToken}`), { browser: b, click: false });
+    assert.equal(await stranger.isChecked("#remember"), false);
+    assert.equal(await stranger.getAttribute("#state", "data-state"), "off");
+    await stranger.close();
+    // …and a bridge that restarts on that port with a new token is not dialled into: the
+    // remembered token is refused and forgotten.
+    await a.client.close();
+    other = await agent({ port: a.port, control: a.control, state: a.state, token: otherToken });
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.equal((await other.status()).connected, false);
+    await until(async () => (await b.internal("bridge.status")).bridge.state === "off", "the link gives up");
+    await b.close({ keepProfile: true });
+    b = await launch({ userDataDir: profile });
+    await stillOff(other);
+  } finally {
+    await other?.client.close();
+    await a.client.close().catch(() => {});
+    await b.close();
+  }
+});
+
+test("a web page that knows the token still cannot open the bridge's WebSocket (Origin), and the user's link stays", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  const web1 = await h.context.newPage();
+  try {
+    await web1.goto(`${web.url}/web.html`);
+    // The attacker's page tries the bridge's port with the right token in a hello, as the extension would.
+    const outcome = await web1.evaluate(({ port, token }) => new Promise((resolve) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+      let opened = false;
+      ws.onopen = () => {
+        opened = true;
+        ws.send(JSON.stringify({ k: "req", id: 0, type: "hello", payload: { protocol: 1, token, extVersion: "0", label: "page" } }));
+      };
+      ws.onmessage = (e) => resolve({ opened, message: String(e.data) });
+      ws.onclose = (e) => resolve({ opened, code: e.code });
+      setTimeout(() => resolve({ opened, timeout: true }), 5000);
+    }), { port: a.port, token: TOKEN });
+    assert.equal(outcome.opened, false, JSON.stringify(outcome));
+    assert.equal(outcome.code, 1006, "the upgrade was refused (403), no socket");
+    // The control: the same page can open a loopback WebSocket that does not check Origin, so
+    // the refusal above is the bridge's, not Chrome's.
+    const probe = await startWsProbe();
+    try {
+      const ok = await web1.evaluate((port) => new Promise((resolve) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
+        ws.onopen = () => { ws.close(); resolve(true); };
+        ws.onclose = () => resolve(false);
+      }), probe.port);
+      assert.equal(ok, true, "a page can reach a loopback WebSocket that does not check Origin");
+    } finally {
+      await probe.close();
+    }
+    // The extension's link is the one still attached, and still answers.
+    assert.equal((await a.status()).connected, true);
+    assert.equal((await call(a, "status")).isError, false);
+    assert.doesNotMatch(a.stderr(), /the extension disconnected/);
+  } finally {
+    await web1.close();
+    await page.close();
+    await disconnectAll();
+    await a.client.close();
+  }
+});
+
+test("the worker pings an idle link within 30 s (Chrome keeps a worker alive while its WebSocket is active)", async () => {
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  try {
+    await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`);
+    const opened = Date.now();
+    await until(() => probe.seen.frames.some((f) => JSON.parse(f).k === "png"), "a ping frame", 30_000);
+    assert.ok(Date.now() - opened < 30_000);
+    assert.equal((await h.internal("bridge.status")).bridge.state, "connected", "the pong kept it open");
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
+
+test("the advanced switch: a host that is not this computer is dialled only when the user ticks it", async () => {
+  // Every host name resolves to 127.0.0.1 in this browser, so the probe stands in for a remote bridge.
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  try {
+    const link = `chrome-extension://${PROVIDER_ID}/connect.html?host=bridge.example&port=${probe.port}&token=${TOKEN}`;
+    const page = await openConnect(link, { click: false });
+    assert.equal(await page.textContent("#host"), "bridge.example");
+    assert.equal(await page.isVisible("#address-warning"), true);
+    await page.click("#connect");
+    await page.waitForFunction(() => /loopback/.test(document.getElementById("status").textContent));
+    assert.deepEqual(probe.seen.upgrades, [], "not dialled without the switch");
+    await page.check("#allow-remote");
+    await page.click("#connect");
+    await page.waitForFunction(() => document.getElementById("state").dataset.state === "connected", null, { timeout: 10_000 });
+    assert.equal(probe.seen.upgrades.length, 1);
+    assert.equal(probe.seen.upgrades[0].host, `bridge.example:${probe.port}`);
+    await page.close();
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
+
+test("a bridge that speaks another protocol version is refused, and the page names both numbers", async () => {
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 2, serverVersion: "probe-next", readonly: false } });
+  try {
+    const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
+    await page.click("#connect");
+    await page.waitForFunction(() => /protocol 1.*protocol 2/.test(document.getElementById("status").textContent), null, { timeout: 10_000 });
+    await until(() => probe.seen.closes.length > 0, "the extension closes");
+    assert.equal(probe.seen.closes[0].code, 4000);
+    assert.notEqual((await h.internal("bridge.status")).bridge.state, "connected");
+    await page.close();
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
+
+test("the endpoint switch: turning the provider off closes the bridge link (4002), and the agent is told", async () => {
+  const a = await agent();
+  const page = await openConnect(a.link);
+  try {
+    await h.internal("policy.setSwitch", { name: "endpoint", value: false });
+    await until(async () => !(await a.status()).connected, "the bridge sees the link close");
+    assert.match(a.stderr(), /the user disconnected the extension \(close code 4002\)/);
+    const r = await call(a, "list_scripts");
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /not connected/);
+    // The switch forgot the authorization: turning it back on does not reconnect by itself.
+    await h.internal("policy.setSwitch", { name: "endpoint", value: true });
+    await new Promise((res) => setTimeout(res, 2000));
+    assert.equal((await a.status()).connected, false);
+  } finally {
+    await h.internal("policy.setSwitch", { name: "endpoint", value: true });
+    await page.close();
+    await disconnectAll();
+    await a.client.close();
+  }
 });

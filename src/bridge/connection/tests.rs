@@ -326,6 +326,42 @@ fn a_local_close_carries_its_code() {
 }
 
 #[test]
+fn the_peers_close_frame_fails_in_flight_and_says_who_closed() {
+    let (mut s, _c) = open_pair();
+    let _ = events(&mut s);
+    let id = s
+        .request("call_tool", json!({"name": "write_script"}), 0, 60_000)
+        .unwrap();
+    s.handle_close(4002, "disconnected by the user");
+    assert_eq!(
+        events(&mut s),
+        vec![Event::Failed {
+            id,
+            kind: "call_tool".into(),
+            failure: Failure::Disconnected
+        }]
+    );
+    let r = s.close_reason().cloned().unwrap();
+    assert_eq!(r.code(), 4002);
+    assert_eq!(
+        r.to_string(),
+        "the user disconnected the extension (close code 4002)"
+    );
+    // Any other code is named with the peer's reason, bounded.
+    let (mut t, _c) = open_pair();
+    t.handle_close(1001, &"x".repeat(10_000));
+    let r = t.close_reason().unwrap().to_string();
+    assert!(
+        r.starts_with("closed by the other end (code 1001: xxx"),
+        "{r}"
+    );
+    assert!(r.len() < 200, "{}", r.len());
+    // The first reason stays.
+    t.handle_disconnect();
+    assert_eq!(t.close_reason().map(CloseReason::code), Some(1001));
+}
+
+#[test]
 fn a_malformed_frame_after_open_closes_and_fails_in_flight() {
     let (mut s, _c) = open_pair();
     let _ = events(&mut s);

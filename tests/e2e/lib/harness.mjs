@@ -102,14 +102,15 @@ process.on("exit", () => {
  * Launches Chromium with a fresh profile and the provider, host and broken fixture.
  * Returns the harness object used by the tests; call close() when done.
  */
-export async function launch({ dist = DIST_DIR, extraExtensions = [] } = {}) {
+export async function launch({ dist = DIST_DIR, extraExtensions = [], userDataDir } = {}) {
   if (!CHROMIUM) throw new Error("Chromium not found (set LUMO_CHROMIUM)");
   if (!existsSync(join(dist, "manifest.json"))) throw new Error(`No provider build at ${dist} (run make build, or set LUMO_DIST)`);
   const { key } = JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8"));
   if (!key || extensionIdFromKey(key) !== PROVIDER_ID) throw new Error(`${dist}/manifest.json: key does not give id ${PROVIDER_ID}`);
   const { host, broken } = await buildExtensions();
   const exts = [dist, host, broken, ...extraExtensions].join(",");
-  const userDataDir = mkdtempSync(join(tmpdir(), "lumo-e2e-"));
+  // `userDataDir` reopens a profile a harness closed with `keepProfile` (a browser restart).
+  userDataDir ??= mkdtempSync(join(tmpdir(), "lumo-e2e-"));
   cleanups.add(userDataDir);
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
@@ -268,8 +269,10 @@ class Harness {
     await this.waitForWorkerStatus(extensionId, "stopped", timeout);
   }
 
-  async close() {
+  /** Quits the browser. `keepProfile`: the profile stays for `launch({ userDataDir })`. */
+  async close({ keepProfile = false } = {}) {
     await this.context.close().catch(() => {});
+    if (keepProfile) return;
     rmSync(this.userDataDir, { recursive: true, force: true });
     cleanups.delete(this.userDataDir);
   }
