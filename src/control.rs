@@ -80,6 +80,13 @@ pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
     {
         return crate::bridge_ops::handle(p, op, msg).await;
     }
+    if let Some(op) = msg
+        .get("op")
+        .and_then(Value::as_str)
+        .filter(|op| op.starts_with("runs."))
+    {
+        return crate::runs_ops::handle(p, op, msg).await;
+    }
     let before = p.policy().await;
     let mut reply: Reply = handle_op(p, msg).await.into();
     // The set of tools a caller may see changed: tell every open session.

@@ -46,6 +46,7 @@ pub mod mcp;
 pub mod policy;
 pub mod probe;
 pub mod provider;
+pub mod runs_ops;
 pub mod scripts;
 pub mod session;
 pub mod text;

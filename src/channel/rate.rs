@@ -73,6 +73,11 @@ impl RateLimit {
         ok
     }
 
+    /// How many of this script's messages were refused and not yet taken.
+    pub fn pending_dropped(&self, uuid: &str) -> u64 {
+        self.dropped.get(uuid).copied().unwrap_or(0)
+    }
+
     /// How many of this script's messages were refused since the last call (and resets it).
     pub fn take_dropped(&mut self, uuid: &str) -> u64 {
         self.dropped.remove(uuid).unwrap_or(0)
@@ -94,6 +99,7 @@ mod tests {
         assert!(!r.admit_script("a", t + 2.0));
         // Another script is not starved by the first.
         assert!(r.admit_script("b", t + 3.0));
+        assert_eq!(r.pending_dropped("a"), 2);
         assert_eq!(r.take_dropped("a"), 2);
         assert_eq!(r.take_dropped("a"), 0);
         // The window ends.

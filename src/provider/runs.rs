@@ -119,6 +119,11 @@ impl<E: Env> Provider<E> {
         Ok(id)
     }
 
+    /// Reports of this script the rate limit refused that no stored ring counts yet.
+    pub fn runs_dropped_pending(&self, uuid: &str) -> u64 {
+        self.channel_limits.borrow().pending_dropped(uuid)
+    }
+
     /// The rings of these scripts (missing or damaged ones read as empty).
     pub async fn run_rings(&self, uuids: &[String]) -> Result<Vec<Ring>, EnvError> {
         if uuids.is_empty() {

@@ -92,7 +92,11 @@ pub async fn run<E: Env>(p: &Provider<E>, args: &Value) -> Result<Value, ToolErr
         .max()
         .or(a.since)
         .unwrap_or(0);
-    let dropped: u64 = rings.iter().map(|r| r.dropped).sum();
+    let dropped = rings
+        .iter()
+        .map(|r| r.dropped)
+        .chain(uuids.iter().map(|u| p.runs_dropped_pending(u)))
+        .fold(0u64, u64::saturating_add);
     let errors = selected
         .iter()
         .filter(|r| r.get("ok") == Some(&Value::Bool(false)))

@@ -129,4 +129,122 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.equal(run.error.column, 16, JSON.stringify(run.error));
     assert.deepEqual(run.console.map((c) => [c.level, c.text, c.line]), [["warn", "about to fail", 8]]);
   });
+
+  test("options page: each script's last run (when, where, ok or error) and a Runs view with the error and console lines, updated in place", T, async () => {
+    const uuid = await write(script("Runs in the page", ["@match http://ui.test/*"], [
+      "console.info('ui says hi');", // line 6
+      "document.documentElement.setAttribute('data-ran-ui', '1');",
+      "if (location.pathname === '/bad') undefinedFunction();", // line 8
+    ]));
+    const options = await h.context.newPage();
+    await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const cell = options.locator(`[data-last-run="${uuid}"]`);
+    await cell.waitFor({ timeout: 8000 });
+    await options.waitForFunction((u) => document.querySelector(`[data-last-run="${u}"]`)?.textContent.includes("no run seen yet"), uuid, { timeout: 5000 });
+    const good = await h.context.newPage();
+    await good.goto(`http://ui.test:${server.port}/good`, { waitUntil: "load" });
+    await options.waitForFunction((u) => document.querySelector(`[data-last-run="${u}"]`)?.textContent.includes("ran ok"), uuid, { timeout: 8000 });
+    assert.ok((await cell.innerText()).includes(`http://ui.test:${server.port}/good`), await cell.innerText());
+    // The Runs view, then a failing load arrives while it is open: prepended, the first item kept.
+    await options.getByRole("button", { name: "Runs of Runs in the page", exact: true }).click();
+    const list = options.getByRole("list", { name: "Runs of Runs in the page" });
+    await list.locator("li").first().waitFor({ timeout: 5000 });
+    const firstItem = await list.locator("li").first().elementHandle();
+    await good.goto(`http://ui.test:${server.port}/bad`, { waitUntil: "load" });
+    await options.waitForFunction(() => document.querySelectorAll("ol.runs > li").length === 2, null, { timeout: 8000 });
+    const top = await list.locator("li").first().innerText();
+    assert.ok(top.includes("ReferenceError") && top.includes("line 8"), top);
+    assert.ok(top.includes("info (line 6): ui says hi"), top);
+    assert.ok(await firstItem.evaluate((e) => e.isConnected), "the run already shown was rebuilt");
+    await options.waitForFunction((u) => document.querySelector(`[data-last-run="${u}"]`)?.textContent.includes("threw"), uuid, { timeout: 8000 });
+    await good.close();
+    await options.close();
+  });
+
+  test("Chromium's sender for a userscript message: the page's URL, frame and tab, and no world id (why reports carry a token)", T, async () => {
+    await worker().evaluate(() => {
+      globalThis.__lumoSenders = [];
+      chrome.runtime.onUserScriptMessage.addListener((msg, sender) => { globalThis.__lumoSenders.push({ keys: Object.keys(sender).sort(), url: sender.url, frameId: sender.frameId, tabId: sender.tab?.id, worldId: sender.userScriptWorldId ?? null }); });
+    });
+    await write(script("Runs sender", ["@match http://sender.test/*"], ["document.documentElement.setAttribute('data-ran-sender', '1');"]));
+    const page = await h.context.newPage();
+    await page.goto(`http://sender.test:${server.port}/s`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-sender"), null, { timeout: 5000 });
+    let seen = [];
+    for (const deadline = Date.now() + 5000; !seen.length && Date.now() < deadline; await sleep(100)) seen = await worker().evaluate(() => globalThis.__lumoSenders);
+    await page.close();
+    assert.equal(seen.length, 1, JSON.stringify(seen));
+    const s = seen[0];
+    assert.equal(s.url, `http://sender.test:${server.port}/s`);
+    assert.equal(s.frameId, 0);
+    assert.equal(typeof s.tabId, "number");
+    assert.equal(s.worldId, null, "Chromium now names the world: attribution could use it");
+    assert.ok(!s.keys.includes("userScriptWorldId"), JSON.stringify(s.keys));
+    console.log(`# sender keys in this Chromium: ${s.keys.join(", ")}`);
+  });
+
+  test("a userscript forging reports for another script (its uuid, a made-up token) is ignored; its own reports stay its own", T, async () => {
+    const victim = await write(script("Runs victim", ["@match http://victim.test/*"], ["document.documentElement.setAttribute('data-ran-victim', '1');"]));
+    const forger = await write(script("Runs forger", ["@match http://forger.test/*"], [
+      "const out = { lumoRunType: typeof __lumoRun, token: null };",
+      `const victim = ${JSON.stringify(victim)};`,
+      "const fake = { v: 1, kind: 'run', runAt: 'document_idle', ms: 1, error: { name: 'Forged', message: 'forged', line: 1, column: 1 } };",
+      "for (const lumo of [victim + '.1.' + '0'.repeat(32), victim + '.1.' + 'f'.repeat(32), victim, 'x']) chrome.runtime.sendMessage({ ...fake, lumo }).catch(() => {});",
+      "chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'policy.setSwitch', name: 'review', value: true }).catch(() => {});",
+      // Its own prelude's run() is reachable by name, but only reports as this same script.
+      "try { __lumoRun.run(function () { throw new Error('self-made'); }); } catch (e) {}",
+      "try { out.token = JSON.stringify(Object.keys(__lumoRun)); } catch (e) { out.token = String(e); }",
+      "document.documentElement.dataset.forger = JSON.stringify(out);",
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://forger.test:${server.port}/f`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.dataset.forger, null, { timeout: 5000 });
+    const out = JSON.parse(await page.evaluate(() => document.documentElement.dataset.forger));
+    assert.equal(out.token, '["run"]', "the prelude hands out nothing but run()");
+    const own = await runsOf(forger, {}, 2);
+    await page.close();
+    await sleep(300);
+    assert.equal((await call("script_runs", { uuid: victim })).structuredContent.runs.length, 0, "a forged report reached the victim");
+    assert.deepEqual(own.runs.map((r) => [r.uuid, r.ok]).sort(), [[forger, false], [forger, true]].sort());
+    assert.equal((await h.internal("state.get")).policy.reviewWrites, false);
+  });
+
+  test("a page's own script cannot send reports: nothing is recorded from a page no script matches", T, async () => {
+    const before = (await call("script_runs", {})).structuredContent;
+    const page = await h.context.newPage();
+    await page.goto(`http://page.test:${server.port}/pagesend`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.title === "sent", null, { timeout: 5000 });
+    const out = await page.evaluate(() => window.__out);
+    await sleep(500);
+    await page.close();
+    assert.notEqual(out.runtime, "object", `a web page got chrome.runtime: ${JSON.stringify(out)}`);
+    const after = (await call("script_runs", { since: before.cursor })).structuredContent;
+    assert.deepEqual(after.runs, []);
+  });
+
+  // Last: the flood spends the channel's window for a minute.
+  test("a looping script's flood of reports is bounded, counted, and the provider keeps answering", T, async () => {
+    const uuid = await write(script("Runs flood", ["@match http://flood.test/*"], [
+      "for (let i = 0; i < 3000; i++) { try { __lumoRun.run(function () { console.log('spam', i); }); } catch (e) {} }",
+      "for (let i = 0; i < 3000; i++) chrome.runtime.sendMessage({ lumo: 'garbage', v: 1, kind: 'run', pad: 'x'.repeat(1000) }).catch(() => {});",
+      "document.documentElement.setAttribute('data-ran-flood', '1');",
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://flood.test:${server.port}/x`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-flood"), null, { timeout: 15000 });
+    const t0 = Date.now();
+    const pong = await h.lumo("ping", session);
+    const pingMs = Date.now() - t0;
+    assert.ok(!pong?.error, JSON.stringify(pong));
+    assert.ok(pingMs < 3000, `ping took ${pingMs} ms during the flood`);
+    await sleep(1500);
+    await page.close();
+    const out = (await call("script_runs", { uuid })).structuredContent;
+    assert.ok(out.runs.length >= 1 && out.runs.length <= 30, `runs kept: ${out.runs.length}`);
+    assert.ok(out.droppedByRateLimit > 0, JSON.stringify({ n: out.runs.length, d: out.droppedByRateLimit }));
+    assert.ok(out.runs.every((r) => r.uuid === uuid && r.console.length <= 1));
+    // The stored ring stays within its byte bound.
+    const ring = await stored(`runs/${uuid}`);
+    assert.ok(JSON.stringify(ring).length <= 64 * 1024);
+  });
 });
