@@ -1,8 +1,8 @@
 //! `chrome.runtime.onUserScriptMessage`: messages from USER_SCRIPT worlds configured with
 //! messaging (see `crate::channel` for the trust boundary). Registered synchronously in `start`,
 //! so a report that wakes the worker is not lost. This file carries the message's JSON text and
-//! what Chrome says about its sender into the core and decides nothing; it never answers (a run
-//! report needs no answer, and a hostile script learns nothing from silence).
+//! what Chrome says about its sender into the core and decides nothing; it answers every message
+//! at once with nothing (a run report needs no answer, and a hostile script learns nothing).
 
 use super::{json, provider, string_prop};
 use crate::provider::Sender;
@@ -20,7 +20,10 @@ fn int_prop(obj: &JsValue, key: &str) -> Option<i64> {
     })
 }
 
-fn on_user_script_message(msg: JsValue, sender: JsValue, _send_response: Function) -> JsValue {
+fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
+    // Settle the sender's promise at once, with nothing: without an answer Chromium 156 leaves a
+    // script's `await chrome.runtime.sendMessage(…)` pending (security.test.mjs waits on one).
+    let _ = send_response.call0(&JsValue::NULL);
     let tab = Reflect::get(&sender, &JsValue::from_str("tab")).unwrap_or(JsValue::UNDEFINED);
     let from = Sender {
         url: string_prop(&sender, "url"),

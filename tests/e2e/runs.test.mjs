@@ -189,7 +189,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       "const out = { lumoRunType: typeof __lumoRun, token: null };",
       `const victim = ${JSON.stringify(victim)};`,
       "const fake = { v: 1, kind: 'run', runAt: 'document_idle', ms: 1, error: { name: 'Forged', message: 'forged', line: 1, column: 1 } };",
-      "for (const lumo of [victim + '.1.' + '0'.repeat(32), victim + '.1.' + 'f'.repeat(32), victim, 'x']) chrome.runtime.sendMessage({ ...fake, lumo }).catch(() => {});",
+      "(async () => { for (const lumo of [victim + '.1.' + '0'.repeat(32), victim + '.1.' + 'f'.repeat(32), victim, 'x']) out.answers = [...(out.answers ?? []), await chrome.runtime.sendMessage({ ...fake, lumo }).then((a) => a ?? null, (e) => 'error: ' + e.message)]; document.documentElement.dataset.forgerAnswers = JSON.stringify(out.answers); })();",
       "chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'policy.setSwitch', name: 'review', value: true }).catch(() => {});",
       // Its own prelude's run() is reachable by name, but only reports as this same script.
       "try { __lumoRun.run(function () { throw new Error('self-made'); }); } catch (e) {}",
@@ -200,6 +200,9 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     await page.goto(`http://forger.test:${server.port}/f`, { waitUntil: "load" });
     await page.waitForFunction(() => document.documentElement.dataset.forger, null, { timeout: 5000 });
     const out = JSON.parse(await page.evaluate(() => document.documentElement.dataset.forger));
+    // Every forged message is answered at once, with nothing (a pending promise would hang the script).
+    await page.waitForFunction(() => document.documentElement.dataset.forgerAnswers, null, { timeout: 5000 });
+    assert.deepEqual(JSON.parse(await page.evaluate(() => document.documentElement.dataset.forgerAnswers)), [null, null, null, null]);
     assert.equal(out.token, '["run"]', "the prelude hands out nothing but run()");
     const own = await runsOf(forger, {}, 2);
     await page.close();
