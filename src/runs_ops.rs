@@ -4,7 +4,7 @@
 //! - `runs.last {uuids}` → `{ok, last: {uuid: {id, at, url, ok, revision} | null}}`
 //! - `runs.list {uuid, since?}` → `{ok, runs (newest first, ≤ 100), cursor, more, dropped}`
 
-use crate::control::Reply;
+use crate::control::reply::Reply;
 use crate::env::Env;
 use crate::provider::Provider;
 use crate::scripts::record::is_uuid;
