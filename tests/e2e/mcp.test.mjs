@@ -32,6 +32,7 @@ const HINTS = {
   set_script_enabled: [false, false, true], // reversible, same state when repeated
   delete_script: [false, true, true], // to the trash; deleting again changes nothing
   list_revisions: [true, false, true],
+  script_runs: [true, false, true],
   restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
   try_script: [false, false, false], // runs code in a page (a write) but changes nothing stored; a repeat runs again
 };
