@@ -95,10 +95,18 @@ impl Prelude {
 
 /// Puts the prelude into a registration `registry::desired` made, if it asked for one and a key
 /// exists. Without a key the script is registered as it is (it runs; it cannot report).
+///
+/// A registration with include globs gets no prelude and no messaging: in Chromium 156 a
+/// message from a script Chrome injected through an include glob crashes the page's renderer
+/// (`matching.test.mjs`; reproduced with a bare `@include` glob, with and without excludes).
+/// Such a script runs exactly as before and does not report its runs.
 pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>) {
     let (Some(slot), Some(key)) = (reg.prelude_slot.take(), key) else {
         return;
     };
+    if !reg.include_globs.is_empty() {
+        return;
+    }
     let Some(code) = reg.js.first().and_then(|c| c.code.clone()) else {
         return;
     };
@@ -170,6 +178,29 @@ mod tests {
         assert!(token_at < run_at);
         assert_eq!(code.matches("TOKEN-x").count(), 1);
         assert!(!head.contains("globalThis.__lumo") && !head.contains("window."));
+    }
+
+    #[test]
+    fn a_registration_with_include_globs_gets_no_prelude_and_no_messaging() {
+        use crate::scripts::metadata;
+        let key = ChannelKey::from_uuids(U, U).unwrap();
+        let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @include http://b.test:*/*\n// ==/UserScript==\nx;\n";
+        let meta = metadata::parse(src).metadata.unwrap();
+        let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
+        assert!(!reg.include_globs.is_empty());
+        apply(&mut reg, Some(&key));
+        assert_eq!(reg.js[0].code.as_deref(), Some(src));
+        assert!(!reg.messaging);
+        let plain = src.replace("// @include http://b.test:*/*\n", "");
+        let meta = metadata::parse(&plain).metadata.unwrap();
+        let mut reg = crate::scripts::registry::desired(U, 1, &meta, &plain).unwrap();
+        apply(&mut reg, Some(&key));
+        assert!(reg.messaging);
+        assert!(reg.js[0]
+            .code
+            .as_deref()
+            .unwrap()
+            .contains(&key.token(U, 1)));
     }
 
     #[test]

@@ -60,15 +60,15 @@ fn with_prelude(mut d: Registration, key: Option<&ChannelKey>) -> Registration {
 }
 
 /// Registers `d` in place of whatever is registered under its id (nothing, or `current`). Its
-/// world gets messaging first when its prelude needs the channel (a world's configuration
-/// outlives its scripts, so it is set every time).
+/// world is configured first: messaging when its prelude needs the channel, none otherwise (a
+/// world's configuration outlives its scripts; the shell skips a configuration Chrome holds).
 async fn put<E: UserScripts + Capabilities>(
     env: &E,
     d: &Registration,
     current: Option<&Registration>,
 ) -> Result<(), SyncError> {
-    if let Some(world) = d.world_id.as_deref().filter(|_| d.messaging) {
-        env.configure_script_world(world, true)
+    if let Some(world) = d.world_id.as_deref() {
+        env.configure_script_world(world, d.messaging)
             .await
             .map_err(|e| classify(env, e))?;
     }
