@@ -6,6 +6,7 @@
 // "Allow User Scripts" toggle has no event). The list is fetched again only when a script's
 // record changes in storage.
 import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
+import { lastRunCell } from './runs.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -71,7 +72,7 @@ let problems = [];
 const tbody = el('div', { role: 'rowgroup', class: 'script-rows' });
 const scriptTable = el('div', { role: 'table', 'aria-label': 'Stored scripts', class: 'scripts' },
   el('div', { role: 'rowgroup' }, el('div', { role: 'row', class: 'script-row head' },
-    ['On', 'Script', 'Runs on', 'Provenance', ''].map((h) => el('span', { role: 'columnheader' }, h)))),
+    ['On', 'Script', 'Runs on', 'Provenance · last run', ''].map((h) => el('span', { role: 'columnheader' }, h)))),
   tbody);
 const emptyNote = el('p', { class: 'empty' }, 'No scripts stored.');
 const problemNote = el('p', { class: 'notice' });
@@ -106,11 +107,14 @@ function scriptRow(s) {
     cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere')),
     cell(el('div', {}, 'created by ', provenance(s.createdBy), ' ', when(s.createdAt)),
       el('div', {}, 'changed by ', provenance(s.updatedBy), ' ', when(s.updatedAt)),
-      el('small', {}, `revision ${s.revision}`)),
+      el('small', {}, `revision ${s.revision}`),
+      // Kept per script by runs.js and moved into a rebuilt row, so it is never rebuilt here.
+      lastRunCell(s.uuid)),
     el('div', { role: 'cell', class: 'actions' },
       // The editor and the history live in editor.js.
       el('button', { 'aria-label': `Edit ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:edit', { detail: { uuid: s.uuid } })) }, 'Edit'), ' ',
       el('button', { 'aria-label': `History of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:history', { detail: { uuid: s.uuid } })) }, 'History'), ' ',
+      el('button', { 'aria-label': `Runs of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:runs', { detail: { uuid: s.uuid, name: s.name } })) }, 'Runs'), ' ',
       del));
 }
 

@@ -42,7 +42,7 @@ function guard(event, wrap = guarded) {
   event.addListener = (listener, ...rest) => add(wrap(listener), ...rest);
 }
 const { runtime } = chrome;
-for (const event of [runtime.onMessage, runtime.onMessageExternal, runtime.onInstalled]) guard(event);
+for (const event of [runtime.onMessage, runtime.onMessageExternal, runtime.onInstalled, runtime.onUserScriptMessage]) if (event) guard(event);
 guard(runtime.onConnectExternal, (listener) => guarded((port) => {
   guard(port.onMessage);
   guard(port.onDisconnect);

@@ -9,3 +9,5 @@ cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh test
 [ -n "${BENCH_NO_BUILD:-}" ] || LUMO_NO_BRIDGE=1 scripts/build.sh
 node bench/run.mjs
+# try_script next to a bare chrome.userScripts.execute of the same code, as a ratio.
+node bench/try.mjs

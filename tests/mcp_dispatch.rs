@@ -56,6 +56,10 @@ fn instructions_follow_the_policy_at_initialize_time() {
     let r = initialize(&p, &open(&p), "2025-06-18");
     let text = r["result"]["instructions"].as_str().unwrap();
     assert!(!text.contains("Read-only") && text.contains("review"));
+    // The loop the agent is taught ends by reading what the script did on real page loads.
+    let loop_at = |name: &str| text.find(name).unwrap_or(usize::MAX);
+    assert!(loop_at("try_script") < loop_at("write_script once it works"));
+    assert!(loop_at("write_script once it works") < loop_at("read script_runs"));
 }
 
 #[test]

@@ -229,3 +229,43 @@ fn a_cycle_is_found() {
     g.insert("c".into(), ["a".to_owned()].into());
     assert_eq!(cycles(&g), vec![vec!["a".to_owned(), "b".to_owned()]]);
 }
+
+/// The userscript channel is hostile input: its core and its handlers name nothing that could
+/// call a tool, change the policy, answer a probe or reach a host (ARCHITECTURE.md, "The
+/// userscript channel").
+#[test]
+fn the_userscript_channel_reaches_no_tool_policy_probe_or_mcp() {
+    let graph = edges();
+    let forbidden = [
+        "tools", "policy", "probe", "mcp", "session", "control", "caller", "bridge",
+    ];
+    let handlers: Vec<&String> = graph
+        .keys()
+        .filter(|m| {
+            *m == "channel"
+                || m.starts_with("channel/")
+                || *m == "provider/runs"
+                || *m == "chrome/channel"
+        })
+        .collect();
+    assert!(handlers.len() >= 6, "{handlers:?}");
+    for m in handlers {
+        let bad: Vec<&String> = graph[m]
+            .iter()
+            .filter(|t| {
+                forbidden
+                    .iter()
+                    .any(|f| *t == f || t.starts_with(&format!("{f}/")))
+            })
+            .collect();
+        assert!(bad.is_empty(), "{m} imports {bad:?}");
+    }
+    // The check sees imports at all: the handler imports the channel core.
+    assert!(
+        graph["provider/runs"]
+            .iter()
+            .any(|t| t.starts_with("channel")),
+        "{:?}",
+        graph["provider/runs"]
+    );
+}

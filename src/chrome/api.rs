@@ -77,6 +77,8 @@ extern "C" {
     pub fn unregister(this: &UserScriptsApi, filter: &JsValue) -> Result<Promise, JsValue>;
     #[wasm_bindgen(method, catch, js_name = configureWorld)]
     pub fn configure_world(this: &UserScriptsApi, props: &JsValue) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = getWorldConfigurations)]
+    pub fn get_world_configurations(this: &UserScriptsApi) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID)]
     pub fn random_uuid() -> String;

@@ -195,6 +195,44 @@ impl UserScripts for ChromeEnv {
             .await
             .map(|_| ())
     }
+
+    async fn configure_script_world(
+        &self,
+        world_id: &str,
+        messaging: bool,
+    ) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        // Only when Chrome does not already hold this configuration: reconfiguring a world that
+        // live pages use crashed their renderer at the next navigation (Chromium 156,
+        // matching.test.mjs's update test). A missing getWorldConfigurations configures anyway.
+        {
+            if let Ok(got) = settle(
+                "userScripts.getWorldConfigurations",
+                api.get_world_configurations(),
+            )
+            .await
+            {
+                let already = json::from_js(&got)
+                    .and_then(|v| v.as_array().cloned())
+                    .is_some_and(|a| {
+                        a.iter().any(|w| {
+                            w.get("worldId").and_then(serde_json::Value::as_str) == Some(world_id)
+                                && w.get("messaging").and_then(serde_json::Value::as_bool)
+                                    == Some(messaging)
+                        })
+                    });
+                if already {
+                    return Ok(());
+                }
+            }
+        }
+        // Messaging only for worlds whose prelude reports to the worker (channel/, prelude.rs).
+        let props =
+            json::to_js(&serde_json::json!({ "worldId": world_id, "messaging": messaging }));
+        settle("userScripts.configureWorld", api.configure_world(&props))
+            .await
+            .map(|_| ())
+    }
 }
 
 /// A timer that is cleared when dropped (`gloo-timers`): a wait that loses a race (a review the

@@ -128,6 +128,9 @@ pub enum Op {
     /// `bridge.*`: the local bridge's family (`bridge_ops`), by name.
     #[serde(skip)]
     Bridge(String),
+    /// `runs.*`: what scripts did on page loads (`runs_ops`, read-only), by name.
+    #[serde(skip)]
+    Runs(String),
     /// Any other name: the user's history, trash and editing (`by_hand`), or unknown.
     #[serde(skip)]
     ByHand(String),
@@ -148,6 +151,9 @@ impl Op {
         };
         if name.starts_with("bridge.") {
             return Ok(Op::Bridge(name.to_owned()));
+        }
+        if name.starts_with("runs.") {
+            return Ok(Op::Runs(name.to_owned()));
         }
         // Every field is loose, so only an unknown name falls through here.
         match Op::deserialize(msg) {
@@ -194,6 +200,7 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
         Op::PolicyDeny { id } => policy::deny(p, id).await,
         Op::PolicyRemove { id } => policy::remove(p, id).await,
         Op::Bridge(name) => crate::bridge_ops::handle(p, &name, msg).await,
+        Op::Runs(name) => crate::runs_ops::handle(p, &name, msg).await,
         Op::ByHand(name) => match crate::by_hand::handle(p, &name, msg).await {
             Some(v) => v.into(),
             None => unknown(&name).into(),
@@ -328,6 +335,10 @@ mod parse_tests {
         assert!(matches!(
             Op::parse(&json!({"op": "bridge.status"})),
             Ok(Op::Bridge(n)) if n == "bridge.status"
+        ));
+        assert!(matches!(
+            Op::parse(&json!({"op": "runs.last", "uuids": []})),
+            Ok(Op::Runs(n)) if n == "runs.last"
         ));
         assert!(matches!(
             Op::parse(&json!({"op": "trash.list"})),

@@ -40,6 +40,20 @@ pub struct Registration {
     /// registration carrying one differs from the desired one and is replaced.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// Where the worker's prelude goes (`scripts::prelude::apply`); never sent to Chrome.
+    #[serde(skip)]
+    pub prelude_slot: Option<PreludeSlot>,
+    /// Whether the script's world needs messaging (set by the prelude); never sent to Chrome.
+    #[serde(skip)]
+    pub messaging: bool,
+}
+
+/// What `prelude::apply` needs to know about a desired registration: the revision its token is
+/// for, and where the source starts in the code (after the guard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreludeSlot {
+    pub revision: u64,
+    pub source_at: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,15 +70,18 @@ pub fn world_id(uuid: &str) -> String {
     uuid.to_owned()
 }
 
-/// The registration for a script, or `None` when it has no rule that lets it run anywhere.
-pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration> {
+/// The registration for a script, or `None` when it has no rule that lets it run anywhere. Its
+/// code is the guard and the source; `revision` is kept for the prelude (`prelude::apply`).
+pub fn desired(uuid: &str, revision: u64, meta: &Metadata, source: &str) -> Option<Registration> {
     let r = rules::compile(meta)?;
-    let code = match &r.guard {
+    let prefix = match &r.guard {
         // A leading "use strict" must stay the first statement to stay a directive.
-        Some(g) if starts_strict(source) => format!("\"use strict\";{}{source}", g.js(&meta.name)),
-        Some(g) => format!("{}{source}", g.js(&meta.name)),
-        None => source.to_owned(),
+        Some(g) if starts_strict(source) => format!("\"use strict\";{}", g.js(&meta.name)),
+        Some(g) => g.js(&meta.name),
+        None => String::new(),
     };
+    let source_at = prefix.len();
+    let code = prefix + source;
     Some(Registration {
         id: uuid.to_owned(),
         matches: r.matches,
@@ -80,6 +97,11 @@ pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration
         world: Some("USER_SCRIPT".to_owned()),
         world_id: Some(world_id(uuid)),
         extra: Map::new(),
+        prelude_slot: Some(PreludeSlot {
+            revision,
+            source_at,
+        }),
+        messaging: false,
     })
 }
 
@@ -195,7 +217,7 @@ mod tests {
     #[test]
     fn maps_metadata_to_chrome_fields() {
         let src = header("// @match https://example.com/*\n// @exclude-match https://example.com/private/*\n// @run-at document-start\n// @noframes\n");
-        let r = desired("u1", &meta(&src), &src).unwrap();
+        let r = desired("u1", 1, &meta(&src), &src).unwrap();
         assert_eq!(r.matches, vec!["https://example.com/*"]);
         assert_eq!(r.exclude_matches, vec!["https://example.com/private/*"]);
         assert_eq!(r.run_at.as_deref(), Some("document_start"));
@@ -216,7 +238,7 @@ mod tests {
     fn include_only_is_not_registered_for_every_page() {
         let src = header("// @include http://example.org:*/*\n");
         let m = meta(&src);
-        let r = desired("u", &m, &src).unwrap();
+        let r = desired("u", 1, &m, &src).unwrap();
         assert_eq!(r.matches, vec![rules::INCLUDE_ONLY_PLACEHOLDER]);
         assert!(!r.matches.iter().any(|p| p == "*://*/*"));
         assert!(crate::scripts::match_pattern::parse(&r.matches[0]).is_ok());
@@ -224,19 +246,19 @@ mod tests {
         assert!(!verdict(&m, "http://example.com/").runs());
         assert!(!verdict(&m, "https://include-only.invalid/ never matches").runs());
         let src = header("");
-        assert!(desired("u", &meta(&src), &src).is_none());
+        assert!(desired("u", 1, &meta(&src), &src).is_none());
     }
 
     #[test]
     fn a_guarded_strict_script_stays_strict() {
         let src = header("// @match https://a.example/*\n// @exclude /x/\n")
             .replace("console.log(1);", "'use strict';\nconsole.log(1);");
-        let r = desired("u", &meta(&src), &src).unwrap();
+        let r = desired("u", 1, &meta(&src), &src).unwrap();
         let code = r.js[0].code.clone().unwrap_or_default();
         assert!(code.starts_with("\"use strict\";(()=>{"), "{code}");
         assert!(code.ends_with(&src));
         let plain = header("// @match https://a.example/*\n// @exclude /x/\n");
-        let r = desired("u", &meta(&plain), &plain).unwrap();
+        let r = desired("u", 1, &meta(&plain), &plain).unwrap();
         assert!(r.js[0]
             .code
             .as_deref()
@@ -281,8 +303,8 @@ mod tests {
     fn plan_diffs_by_id_and_whole_registration() {
         let src = header("// @match https://a.com/*\n");
         let m = meta(&src);
-        let a = desired("a", &m, &src).unwrap();
-        let b = desired("b", &m, &src).unwrap();
+        let a = desired("a", 1, &m, &src).unwrap();
+        let b = desired("b", 1, &m, &src).unwrap();
         let mut b_old = b.clone();
         b_old.js[0].code = Some("old".into());
         let mut stray = a.clone();

@@ -6,13 +6,14 @@
 use super::record::ScriptRecord;
 use super::registry::{self, Registration};
 use super::store;
-use crate::env::{Area, Capabilities, EnvError, Storage, UserScripts};
+use crate::channel::{key_store, ChannelKey};
+use crate::env::{Area, Capabilities, EnvError, Ids, Storage, UserScripts};
 use serde_json::Value;
 
 /// The registration a stored script should have (None: it must not be registered).
 pub fn desired_for(record: &ScriptRecord, source: &str) -> Option<Registration> {
     if record.enabled {
-        registry::desired(&record.uuid, &record.metadata, source)
+        registry::desired(&record.uuid, record.revision, &record.metadata, source)
     } else {
         None
     }
@@ -64,12 +65,31 @@ fn classify<E: Capabilities>(env: &E, e: EnvError) -> SyncError {
     }
 }
 
-/// Registers `d` in place of whatever is registered under its id (nothing, or `current`).
+/// The channel key for the preludes, made if needed. Without one (storage failing) scripts are
+/// registered without the prelude: they run, they cannot report.
+async fn channel_key<E: Storage + Ids>(env: &E) -> Option<ChannelKey> {
+    key_store::ensure(env).await.ok()
+}
+
+/// The registration with the worker's prelude in it (see `prelude::apply`).
+fn with_prelude(mut d: Registration, key: Option<&ChannelKey>) -> Registration {
+    super::prelude::apply(&mut d, key);
+    d
+}
+
+/// Registers `d` in place of whatever is registered under its id (nothing, or `current`). Its
+/// world is configured first: messaging when its prelude needs the channel, none otherwise (a
+/// world's configuration outlives its scripts; the shell skips a configuration Chrome holds).
 async fn put<E: UserScripts + Capabilities>(
     env: &E,
     d: &Registration,
     current: Option<&Registration>,
 ) -> Result<(), SyncError> {
+    if let Some(world) = d.world_id.as_deref() {
+        env.configure_script_world(world, d.messaging)
+            .await
+            .map_err(|e| classify(env, e))?;
+    }
     if current.is_some() {
         env.unregister(std::slice::from_ref(&d.id))
             .await
@@ -82,7 +102,7 @@ async fn put<E: UserScripts + Capabilities>(
 
 /// Brings one script's registration in line, comparing with Chrome's whole registration.
 /// `Ok(true)` when it is registered to run now.
-pub async fn sync_one<E: UserScripts + Capabilities>(
+pub async fn sync_one<E: UserScripts + Capabilities + Storage + Ids>(
     env: &E,
     uuid: &str,
     desired: Option<Registration>,
@@ -92,6 +112,10 @@ pub async fn sync_one<E: UserScripts + Capabilities>(
             "\"Allow User Scripts\" is off".into(),
         ));
     }
+    let desired = match desired {
+        Some(d) => Some(with_prelude(d, channel_key(env).await.as_ref())),
+        None => None,
+    };
     let ids = [uuid.to_owned()];
     let existing = env
         .registered(Some(&ids))
@@ -127,7 +151,7 @@ pub struct Report {
 }
 
 /// Makes Chrome's registrations exactly the enabled scripts of `snapshot` (the stored records).
-pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
+pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     env: &E,
     snapshot: &store::Snapshot,
 ) -> Result<Report, ReconcileError> {
@@ -153,10 +177,13 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
             .collect(),
         ..Report::default()
     };
+    let channel = channel_key(env).await;
     let mut desired = Vec::new();
     for (r, key) in enabled.iter().zip(&keys) {
         match sources.get(key).and_then(Value::as_str) {
-            Some(src) => desired.extend(desired_for(r, src)),
+            Some(src) => {
+                desired.extend(desired_for(r, src).map(|d| with_prelude(d, channel.as_ref())))
+            }
             None => report
                 .skipped
                 .push(format!("{}: source is missing", r.uuid)),
@@ -233,7 +260,7 @@ mod tests {
         ))
         .is_err());
         env.user_scripts.set(true);
-        let stray = registry::desired("stray", &a.metadata, "x").unwrap();
+        let stray = registry::desired("stray", 1, &a.metadata, "x").unwrap();
         block_on(env.register(&[stray])).unwrap();
         let report = block_on(reconcile(
             &env,

@@ -114,7 +114,13 @@ fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
 fn purged_keys(uuids: &[String]) -> Vec<String> {
     uuids
         .iter()
-        .flat_map(|u| [trash_key(u), history::history_key(u)])
+        .flat_map(|u| {
+            [
+                trash_key(u),
+                history::history_key(u),
+                super::runs::runs_key(u),
+            ]
+        })
         .collect()
 }
 
@@ -276,6 +282,51 @@ pub(super) async fn index_without<S: Storage>(s: &S, uuid: &str) -> Result<Value
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_purged_script_takes_its_run_reports_with_it_and_a_trashed_one_keeps_them() {
+        use crate::env::memory::MemoryEnv;
+        use futures::executor::block_on;
+        let env = MemoryEnv::new();
+        let src =
+            "// ==UserScript==\n// @name R\n// @match https://a.example/*\n// ==/UserScript==\n";
+        let snap = block_on(super::super::store::load_snapshot(&env)).unwrap();
+        let c = block_on(super::super::store::create(
+            &env,
+            &snap,
+            "user",
+            src,
+            true,
+            1 << 20,
+        ))
+        .unwrap();
+        let uuid = c.record.uuid;
+        let key = super::super::runs::runs_key(&uuid);
+        let mut m = Map::new();
+        m.insert(
+            key.clone(),
+            serde_json::json!({"v": 1, "runs": [], "dropped": 0}),
+        );
+        block_on(env.set(Area::Local, m)).unwrap();
+        let snap = block_on(super::super::store::load_snapshot(&env)).unwrap();
+        let actor = Actor {
+            by: "user",
+            via: None,
+        };
+        block_on(delete(&env, &snap, actor, &uuid, None)).unwrap();
+        assert!(
+            env.dump(Area::Local).contains_key(&key),
+            "the trash keeps the runs"
+        );
+        assert_eq!(
+            block_on(purge(&env, Some(std::slice::from_ref(&uuid)))).unwrap(),
+            1
+        );
+        assert!(
+            !env.dump(Area::Local).contains_key(&key),
+            "purged with the script"
+        );
+    }
 
     fn slot(n: u8, at: f64) -> Slot {
         Slot {

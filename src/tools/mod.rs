@@ -18,6 +18,7 @@ pub mod limits;
 mod read;
 pub mod result;
 mod review_request;
+mod script_runs;
 mod status;
 mod try_script;
 mod write;
@@ -76,6 +77,10 @@ pub async fn call<E: Env>(
     let Some(def) = catalog::find(name) else {
         return CallOutcome::UnknownTool;
     };
+    if def.name == script_runs::NAME {
+        let result = script_runs::run(p, &args).await;
+        return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
+    }
     if !def.is_write() {
         let result = match args::parse_read(def, &args) {
             Ok(read) => read::run_read(p, &caller.key(), &policy, read).await,

@@ -48,7 +48,7 @@ test('stdio: initialize, tools/list is the catalogue plus bridge_status, status 
     assert.match(client.getInstructions() ?? '', /untrusted/);
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name);
-    for (const n of ['status', 'list_scripts', 'get_script', 'list_revisions', 'validate_script', 'match_url', ...WRITES, 'bridge_status']) {
+    for (const n of ['status', 'list_scripts', 'get_script', 'list_revisions', 'validate_script', 'match_url', 'script_runs', ...WRITES, 'bridge_status']) {
       assert.ok(names.includes(n), `${n} listed`);
     }
     const del = tools.find((t) => t.name === 'delete_script');

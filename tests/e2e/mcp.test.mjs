@@ -17,7 +17,7 @@ const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
 const INVALID_PARAMS = -32602;
 
-const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "status", "validate_script"];
+const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "script_runs", "status", "validate_script"];
 const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "try_script", "write_script"];
 const ALL_TOOLS = [...READ_TOOLS, ...WRITE_TOOLS].sort();
 /** [readOnlyHint, destructiveHint, idempotentHint] per tool; openWorldHint is false for all. */
@@ -32,6 +32,7 @@ const HINTS = {
   set_script_enabled: [false, false, true], // reversible, same state when repeated
   delete_script: [false, true, true], // to the trash; deleting again changes nothing
   list_revisions: [true, false, true],
+  script_runs: [true, false, true],
   restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
   try_script: [false, false, false], // runs code in a page (a write) but changes nothing stored; a repeat runs again
 };

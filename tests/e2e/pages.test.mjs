@@ -21,7 +21,7 @@ const TOGGLE_MS = 2000;
 const SHOTS = join(OUT_DIR, "screenshots");
 
 const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "try_script", "write_script"];
-const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "status", "validate_script"];
+const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "script_runs", "status", "validate_script"];
 const HOST_NAME = "Lumo Test Host";
 
 

@@ -324,7 +324,9 @@ describe("security", () => {
     }
   });
 
-  test("a userscript the agent writes cannot call the provider (no messaging from the USER_SCRIPT world)", T, async () => {
+  // Its world has messaging (for run reports), so its messages reach the userscript channel: they
+  // must get no content back and change nothing (the channel only stores well-formed, signed runs).
+  test("a userscript the agent writes cannot call the provider (its messages reach only the run-report channel, which answers nothing)", T, async () => {
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     await until(() => host("probe", PROVIDER_ID, { openSession: false }), (r) => r.state === "connected", 3000);
     const body = `(async () => {
@@ -348,9 +350,17 @@ describe("security", () => {
       await web.goto(`${server.url}/web.html`);
       await web.waitForFunction(() => document.documentElement.dataset.lumoReach, null, { timeout: 5000 });
       const out = JSON.parse(await web.evaluate(() => document.documentElement.dataset.lumoReach));
-      assert.ok(out.answer === undefined && out.external === undefined, `the script got an answer from the provider: ${show(out)}`);
+      assert.ok(out.answer == null && out.external == null, `the script got an answer from the provider: ${show(out)}`);
+      assert.ok(out.error === undefined && out.externalError === undefined, `the script's call hung or failed oddly: ${show(out)}`);
       await sleep(300);
-      assertSame(before, await state(), "after the script ran");
+      // The one thing its run may add is its own run report (the channel's only effect).
+      const now = await state();
+      const own = `runs/${w.structuredContent.script.uuid}`;
+      const added = Object.keys(now.local).filter((k) => !(k in before.local));
+      assert.deepEqual(added.sort(), [own, "runs/cursor"].sort(), `keys added by the script's run: ${show(added)}`);
+      assert.ok(now.local[own].runs.every((r) => r.uuid === w.structuredContent.script.uuid && r.url.endsWith("/web.html")), show(now.local[own]));
+      for (const k of added) delete now.local[k];
+      assertSame(before, now, "after the script ran");
       assert.equal((await h.internal("state.get")).policy.reviewWrites, false);
     } finally {
       await web.close();

@@ -1,0 +1,33 @@
+//! A message on the userscript channel (any userscript can send anything): any text never
+//! panics, what is accepted is bounded, and no token but the key's own proves a sender.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use lumo_userscripts::channel::message::{
+    self, Message, MAX_MESSAGE_BYTES, MAX_RUN_LOGS, MAX_RUN_LOG_CHARS, MAX_RUN_TEXT_CHARS,
+};
+use lumo_userscripts::channel::{decide, rate::RateLimit, ChannelKey, Verdict};
+
+const A: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+const B: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data).into_owned();
+    if let Ok(e) = message::parse(&text) {
+        assert!(text.len() <= MAX_MESSAGE_BYTES);
+        let Message::Run(r) = e.message;
+        assert!(r.console.len() <= MAX_RUN_LOGS);
+        let chars: usize = r.console.iter().map(|l| l.text.chars().count()).sum();
+        assert!(chars <= MAX_RUN_LOG_CHARS);
+        assert!(r.console.iter().all(|l| l.text.chars().count() <= MAX_RUN_TEXT_CHARS + 1));
+        assert!(r.duration_ms.is_finite() && r.duration_ms >= 0.0);
+        if let Some(err) = &r.error {
+            assert!(err.column.is_none() || err.line.is_some());
+        }
+    }
+    let key = ChannelKey::from_uuids(A, B).unwrap();
+    let mut limits = RateLimit::default();
+    if let Verdict::Accept { from, .. } = decide(&mut limits, Some(&key), || Some(text.clone()), 1.0) {
+        // Only a token this key made is accepted: the fuzzer cannot find a mac.
+        assert!(text.contains(&key.token(&from.uuid, from.revision)));
+    }
+});

@@ -1,0 +1,253 @@
+// Run reports in real Chromium through the official SDK client: a script written with
+// write_script reports its runs on real page loads (seen by Chrome: the page was loaded and the
+// script ran), a throw on a real load shows its line, forged reports (another script's uuid or
+// token, a page's own script) are ignored, a flood is bounded while the provider keeps answering.
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+
+function script(name, lines, body) {
+  return ["// ==UserScript==", `// @name ${name}`, "// @namespace lumo-e2e-runs", ...lines.map((l) => `// ${l}`), "// ==/UserScript==", ...body, ""].join("\n");
+}
+
+async function anyPathServer() {
+  const server = createServer((req, res) => {
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    if (req.url.startsWith("/pagesend")) {
+      // The page's own script tries every way a page has to reach the extension.
+      res.end(`<!doctype html><title>Page sends</title><script>
+        const out = {};
+        try { out.chrome = typeof chrome; out.runtime = typeof (window.chrome && chrome.runtime); } catch (e) {}
+        try { chrome.runtime.sendMessage(${JSON.stringify(PROVIDER_ID)}, { lumo: "x", v: 1, kind: "run", runAt: "document_idle", ms: 1 }, () => { out.cb = String(chrome.runtime.lastError && chrome.runtime.lastError.message); }); } catch (e) { out.err = String(e.message || e); }
+        window.postMessage({ lumo: "x", v: 1, kind: "run" }, "*");
+        document.title = "sent"; window.__out = out;
+      </script>`);
+    } else res.end("<!doctype html><title>Runs page</title><p id=p>hello</p>");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
+  return { port: server.address().port, close };
+}
+
+describe("script_runs: what installed scripts did on real page loads", () => {
+  let h, server, session, base;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const write = async (source) => {
+    const w = await call("write_script", { source });
+    assert.equal(w.isError, false, w.content?.[0]?.text);
+    assert.equal(w.structuredContent.registered, true, JSON.stringify(w.structuredContent));
+    return w.structuredContent.script.uuid;
+  };
+  const visit = async (path, marker) => {
+    const page = await h.context.newPage();
+    await page.goto(`${base}${path}`, { waitUntil: "load" });
+    if (marker) await page.waitForFunction((m) => document.documentElement.hasAttribute(m), marker, { timeout: 5000 });
+    return page;
+  };
+  const runsOf = async (uuid, extra = {}, want = 1, timeout = 5000) => {
+    for (const deadline = Date.now() + timeout; ;) {
+      const r = await call("script_runs", { uuid, ...extra });
+      assert.equal(r.isError, false, r.content?.[0]?.text);
+      if (r.structuredContent.runs.length >= want || Date.now() > deadline) return r.structuredContent;
+      await sleep(150);
+    }
+  };
+  const worker = () => h.context.serviceWorkers().find((w) => w.url().startsWith(`chrome-extension://${PROVIDER_ID}/`));
+  const stored = (key) => worker().evaluate((k) => chrome.storage.local.get(k).then((o) => o[k] ?? null), key);
+
+  before(async () => {
+    h = await launch();
+    server = await anyPathServer();
+    base = `http://runs.test:${server.port}`;
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("write_script → the page is visited → script_runs shows the run, with Chrome's URL and the script's console", T, async () => {
+    const uuid = await write(script("Runs ok", ["@match http://runs.test/*"], [
+      "console.log('hello from', location.pathname);", // line 6
+      "document.documentElement.setAttribute('data-ran-ok', '1');",
+    ]));
+    const page = await visit("/ok?x=1", "data-ran-ok");
+    const out = await runsOf(uuid);
+    await page.close();
+    assert.equal(out.runs.length, 1, JSON.stringify(out));
+    const run = out.runs[0];
+    assert.equal(run.uuid, uuid);
+    assert.equal(run.revision, 1);
+    assert.equal(run.url, `${base}/ok?x=1`);
+    assert.equal(run.ok, true);
+    assert.equal(run.runAt, "document-idle");
+    assert.deepEqual(run.console, [{ level: "log", text: "hello from /ok", line: 6 }]);
+    assert.equal(typeof run.durationMs, "number");
+    assert.ok(Math.abs(run.at - Date.now()) < 60_000, JSON.stringify(run));
+    assert.equal(typeof out.cursor, "number");
+    // Since that cursor: nothing new until the page is loaded again.
+    const none = await call("script_runs", { uuid, since: out.cursor });
+    assert.deepEqual(none.structuredContent.runs, []);
+    const again = await visit("/ok?x=2", "data-ran-ok");
+    const next = await runsOf(uuid, { since: out.cursor });
+    await again.close();
+    assert.equal(next.runs.length, 1);
+    assert.equal(next.runs[0].url, `${base}/ok?x=2`);
+    assert.ok(next.cursor > out.cursor);
+  });
+
+  test("a script throwing on a real page load shows the error at its own line and column", T, async () => {
+    const uuid = await write(script("Runs throws", ["@match http://runs.test/throw*", "@run-at document-end"], [
+      "document.documentElement.setAttribute('data-ran-throw', '1');", // line 7
+      "console.warn('about to fail');", // line 8
+      "const el = document.querySelector('#missing');", // line 9
+      "el.textContent = 'x';", // line 10
+    ]));
+    const page = await visit("/throw", "data-ran-throw");
+    const out = await runsOf(uuid, { errorsOnly: true });
+    await page.close();
+    const run = out.runs[0];
+    assert.equal(run.ok, false, JSON.stringify(run));
+    assert.equal(run.runAt, "document-end");
+    assert.equal(run.error.name, "TypeError");
+    assert.equal(run.error.line, 10, JSON.stringify(run.error));
+    assert.equal(run.error.column, 16, JSON.stringify(run.error));
+    assert.deepEqual(run.console.map((c) => [c.level, c.text, c.line]), [["warn", "about to fail", 8]]);
+  });
+
+  test("options page: each script's last run (when, where, ok or error) and a Runs view with the error and console lines, updated in place", T, async () => {
+    const uuid = await write(script("Runs in the page", ["@match http://ui.test/*"], [
+      "console.info('ui says hi');", // line 6
+      "document.documentElement.setAttribute('data-ran-ui', '1');",
+      "if (location.pathname === '/bad') undefinedFunction();", // line 8
+    ]));
+    const options = await h.context.newPage();
+    await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const cell = options.locator(`[data-last-run="${uuid}"]`);
+    await cell.waitFor({ timeout: 8000 });
+    await options.waitForFunction((u) => document.querySelector(`[data-last-run="${u}"]`)?.textContent.includes("no run seen yet"), uuid, { timeout: 5000 });
+    const good = await h.context.newPage();
+    await good.goto(`http://ui.test:${server.port}/good`, { waitUntil: "load" });
+    await options.waitForFunction((u) => document.querySelector(`[data-last-run="${u}"]`)?.textContent.includes("ran ok"), uuid, { timeout: 8000 });
+    assert.ok((await cell.innerText()).includes(`http://ui.test:${server.port}/good`), await cell.innerText());
+    // The Runs view, then a failing load arrives while it is open: prepended, the first item kept.
+    await options.getByRole("button", { name: "Runs of Runs in the page", exact: true }).click();
+    const list = options.getByRole("list", { name: "Runs of Runs in the page" });
+    await list.locator("li").first().waitFor({ timeout: 5000 });
+    const firstItem = await list.locator("li").first().elementHandle();
+    await good.goto(`http://ui.test:${server.port}/bad`, { waitUntil: "load" });
+    await options.waitForFunction(() => document.querySelectorAll("ol.runs > li").length === 2, null, { timeout: 8000 });
+    const top = await list.locator("li").first().innerText();
+    assert.ok(top.includes("ReferenceError") && top.includes("line 8"), top);
+    assert.ok(top.includes("info (line 6): ui says hi"), top);
+    assert.ok(await firstItem.evaluate((e) => e.isConnected), "the run already shown was rebuilt");
+    await options.waitForFunction((u) => document.querySelector(`[data-last-run="${u}"]`)?.textContent.includes("threw"), uuid, { timeout: 8000 });
+    await good.close();
+    await options.close();
+  });
+
+  test("Chromium's sender for a userscript message: the page's URL, frame and tab, and no world id (why reports carry a token)", T, async () => {
+    await worker().evaluate(() => {
+      globalThis.__lumoSenders = [];
+      chrome.runtime.onUserScriptMessage.addListener((msg, sender) => { globalThis.__lumoSenders.push({ keys: Object.keys(sender).sort(), url: sender.url, frameId: sender.frameId, tabId: sender.tab?.id, worldId: sender.userScriptWorldId ?? null }); });
+    });
+    await write(script("Runs sender", ["@match http://sender.test/*"], ["document.documentElement.setAttribute('data-ran-sender', '1');"]));
+    const page = await h.context.newPage();
+    await page.goto(`http://sender.test:${server.port}/s`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-sender"), null, { timeout: 5000 });
+    let seen = [];
+    for (const deadline = Date.now() + 5000; !seen.length && Date.now() < deadline; await sleep(100)) seen = await worker().evaluate(() => globalThis.__lumoSenders);
+    await page.close();
+    assert.equal(seen.length, 1, JSON.stringify(seen));
+    const s = seen[0];
+    assert.equal(s.url, `http://sender.test:${server.port}/s`);
+    assert.equal(s.frameId, 0);
+    assert.equal(typeof s.tabId, "number");
+    assert.equal(s.worldId, null, "Chromium now names the world: attribution could use it");
+    assert.ok(!s.keys.includes("userScriptWorldId"), JSON.stringify(s.keys));
+    console.log(`# sender keys in this Chromium: ${s.keys.join(", ")}`);
+  });
+
+  test("a userscript forging reports for another script (its uuid, a made-up token) is ignored; its own reports stay its own", T, async () => {
+    const victim = await write(script("Runs victim", ["@match http://victim.test/*"], ["document.documentElement.setAttribute('data-ran-victim', '1');"]));
+    const forger = await write(script("Runs forger", ["@match http://forger.test/*"], [
+      "const out = { lumoRunType: typeof __lumoRun, token: null };",
+      `const victim = ${JSON.stringify(victim)};`,
+      "const fake = { v: 1, kind: 'run', runAt: 'document_idle', ms: 1, error: { name: 'Forged', message: 'forged', line: 1, column: 1 } };",
+      "(async () => { for (const lumo of [victim + '.1.' + '0'.repeat(32), victim + '.1.' + 'f'.repeat(32), victim, 'x']) out.answers = [...(out.answers ?? []), await chrome.runtime.sendMessage({ ...fake, lumo }).then((a) => a ?? null, (e) => 'error: ' + e.message)]; document.documentElement.dataset.forgerAnswers = JSON.stringify(out.answers); })();",
+      "chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'policy.setSwitch', name: 'review', value: true }).catch(() => {});",
+      // Its own prelude's run() is reachable by name, but only reports as this same script.
+      "try { __lumoRun.run(function () { throw new Error('self-made'); }); } catch (e) {}",
+      "try { out.token = JSON.stringify(Object.keys(__lumoRun)); } catch (e) { out.token = String(e); }",
+      "document.documentElement.dataset.forger = JSON.stringify(out);",
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://forger.test:${server.port}/f`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.dataset.forger, null, { timeout: 5000 });
+    const out = JSON.parse(await page.evaluate(() => document.documentElement.dataset.forger));
+    // Every forged message is answered at once, with nothing (a pending promise would hang the script).
+    await page.waitForFunction(() => document.documentElement.dataset.forgerAnswers, null, { timeout: 5000 });
+    assert.deepEqual(JSON.parse(await page.evaluate(() => document.documentElement.dataset.forgerAnswers)), [null, null, null, null]);
+    assert.equal(out.token, '["run"]', "the prelude hands out nothing but run()");
+    const own = await runsOf(forger, {}, 2);
+    await page.close();
+    await sleep(300);
+    assert.equal((await call("script_runs", { uuid: victim })).structuredContent.runs.length, 0, "a forged report reached the victim");
+    assert.deepEqual(own.runs.map((r) => [r.uuid, r.ok]).sort(), [[forger, false], [forger, true]].sort());
+    assert.equal((await h.internal("state.get")).policy.reviewWrites, false);
+  });
+
+  test("a page's own script cannot send reports: nothing is recorded from a page no script matches", T, async () => {
+    const before = (await call("script_runs", {})).structuredContent;
+    const page = await h.context.newPage();
+    await page.goto(`http://page.test:${server.port}/pagesend`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.title === "sent", null, { timeout: 5000 });
+    const out = await page.evaluate(() => window.__out);
+    await sleep(500);
+    await page.close();
+    assert.notEqual(out.runtime, "object", `a web page got chrome.runtime: ${JSON.stringify(out)}`);
+    const after = (await call("script_runs", { since: before.cursor })).structuredContent;
+    assert.deepEqual(after.runs, []);
+  });
+
+  // Last: the flood spends the channel's window for a minute.
+  test("a looping script's flood of reports is bounded, counted, and the provider keeps answering", T, async () => {
+    const uuid = await write(script("Runs flood", ["@match http://flood.test/*"], [
+      "for (let i = 0; i < 3000; i++) { try { __lumoRun.run(function () { console.log('spam', i); }); } catch (e) {} }",
+      "for (let i = 0; i < 3000; i++) chrome.runtime.sendMessage({ lumo: 'garbage', v: 1, kind: 'run', pad: 'x'.repeat(1000) }).catch(() => {});",
+      "document.documentElement.setAttribute('data-ran-flood', '1');",
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://flood.test:${server.port}/x`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-flood"), null, { timeout: 15000 });
+    const t0 = Date.now();
+    const pong = await h.lumo("ping", session);
+    const pingMs = Date.now() - t0;
+    assert.ok(!pong?.error, JSON.stringify(pong));
+    assert.ok(pingMs < 3000, `ping took ${pingMs} ms during the flood`);
+    await sleep(1500);
+    await page.close();
+    const out = (await call("script_runs", { uuid })).structuredContent;
+    assert.ok(out.runs.length >= 1 && out.runs.length <= 30, `runs kept: ${out.runs.length}`);
+    assert.ok(out.droppedByRateLimit > 0, JSON.stringify({ n: out.runs.length, d: out.droppedByRateLimit }));
+    assert.ok(out.runs.every((r) => r.uuid === uuid && r.console.length <= 1));
+    // The stored ring stays within its byte bound.
+    const ring = await stored(`runs/${uuid}`);
+    assert.ok(JSON.stringify(ring).length <= 64 * 1024);
+  });
+});
