@@ -39,6 +39,7 @@ pub mod by_hand;
 pub mod caller;
 pub mod control;
 pub mod env;
+pub mod gm;
 pub mod guard;
 pub mod ids;
 pub mod mcp;
