@@ -5,3 +5,4 @@
 
 pub mod api;
 pub mod connect;
+pub mod values;

@@ -59,11 +59,21 @@ pub fn world_id(uuid: &str) -> String {
 /// The registration for a script, or `None` when it has no rule that lets it run anywhere.
 pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration> {
     let r = rules::compile(meta)?;
-    let code = match &r.guard {
+    // The guard first (it throws where the rules say the script must not run), then the GM
+    // functions its grants name; both on the source's first line.
+    let mut prefix = r
+        .guard
+        .as_ref()
+        .map(|g| g.js(&meta.name))
+        .unwrap_or_default();
+    prefix.push_str(&super::prelude::prelude(uuid, meta, source));
+    let code = if prefix.is_empty() {
+        source.to_owned()
+    } else if starts_strict(source) {
         // A leading "use strict" must stay the first statement to stay a directive.
-        Some(g) if starts_strict(source) => format!("\"use strict\";{}{source}", g.js(&meta.name)),
-        Some(g) => format!("{}{source}", g.js(&meta.name)),
-        None => source.to_owned(),
+        format!("\"use strict\";{prefix}{source}")
+    } else {
+        format!("{prefix}{source}")
     };
     Some(Registration {
         id: uuid.to_owned(),
@@ -190,6 +200,25 @@ mod tests {
 
     fn header(lines: &str) -> String {
         format!("// ==UserScript==\n// @name T\n{lines}// ==/UserScript==\nconsole.log(1);\n")
+    }
+
+    #[test]
+    fn granted_functions_come_after_the_guard_and_keep_line_numbers() {
+        let none = header("// @match https://example.com/*\n// @grant none\n");
+        let r = desired("u1", &meta(&none), &none).unwrap();
+        assert_eq!(r.js[0].code.as_deref(), Some(none.as_str()));
+
+        let src = format!(
+            "'use strict';\n{}",
+            header("// @include /^https:\\/\\/a\\.example\\//\n// @grant GM_addStyle\n")
+        );
+        let r = desired("u1", &meta(&src), &src).unwrap();
+        let code = r.js[0].code.clone().unwrap();
+        let guard = code.find("new RegExp").unwrap();
+        let prelude = code.find("d('GM_addStyle'").unwrap();
+        assert!(code.starts_with("\"use strict\";") && guard < prelude);
+        assert!(code.ends_with(&src));
+        assert_eq!(code.lines().count(), src.lines().count());
     }
 
     #[test]

@@ -1,0 +1,207 @@
+//! The code put before a registered script's source, in its own USER_SCRIPT world: the GM
+//! functions its `@grant`s name ([`crate::gm::api::provided`]), and nothing for `@grant none`
+//! or no grant at all.
+//!
+//! One line, with no line break, so the source's own line numbers are unchanged in stack
+//! traces. The functions are configurable, writable properties of the world's global object
+//! (never `const`/`let`): a script that declares its own `GM_addStyle` fallback (`function
+//! GM_addStyle…`, `let GM_info`) still compiles and its own definition wins. Each script has
+//! its own world (`worldId` = its uuid), so one script's functions are invisible to another
+//! and to the page.
+
+use serde_json::{json, Value};
+
+use super::metadata::Metadata;
+use crate::gm::api;
+
+/// The handler's name in `GM_info.scriptHandler`.
+pub const HANDLER: &str = "Lumo Userscripts";
+
+/// The prelude for a script, or `""` when it is given no GM function.
+pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
+    let given = api::provided(&meta.grants);
+    if given.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "(()=>{const d=(n,v)=>Object.defineProperty(globalThis,n,{value:v,writable:true,\
+         configurable:true}),G={};",
+    );
+    for name in &given {
+        out.push_str(&api_js(name, uuid, meta, source));
+    }
+    // The `GM` object of promise forms, when it is given any (`GM.info` is a plain object
+    // there, as in Violentmonkey).
+    out.push_str("d('GM',G);})();");
+    out
+}
+
+fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
+    match name {
+        "GM_info" => format!(
+            "const I={};Object.freeze(I.script);Object.freeze(I);d('GM_info',I);G.info=I;",
+            info(uuid, meta, source)
+        ),
+        // At document-start there may be no <head> nor even <html> yet: the element is
+        // returned at once and put in place as soon as the document has a root.
+        "GM_addStyle" => format!(
+            "{PUT}const S=c=>{{const s=document.createElement('style');\
+             s.textContent=String(c);return P(s)}};d('GM_addStyle',S);\
+             G.addStyle=c=>Promise.resolve(S(c));"
+        ),
+        "GM_addElement" => format!(
+            "{PUT}const E=(a,b,c)=>{{let p=null,t=a,o=b;if(typeof a!=='string'){{p=a;t=b;o=c}}\
+             const e=document.createElement(String(t));\
+             for(const[k,v]of Object.entries(o||{{}})){{if(k==='textContent')e.textContent=v;\
+             else e.setAttribute(k,v)}}return P(e,p)}};d('GM_addElement',E);\
+             G.addElement=(...a)=>Promise.resolve(E(...a));"
+        ),
+        "GM_log" => format!(
+            "const L=(...a)=>console.log({},...a);d('GM_log',L);G.log=(...a)=>Promise.resolve(L(...a));",
+            Value::String(format!("[{}]", meta.name))
+        ),
+        // The world's own window: the page's DOM, not the page's JavaScript (validate_script
+        // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
+        "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// `P(element, parent?)`: appends to `parent`, else to `<head>` or the root, waiting for one
+/// if the document has none yet. Defined once per prelude (`var`: both users may declare it).
+const PUT: &str = "var P=P||((e,p)=>{const r=()=>p||document.head||document.documentElement,\
+     t=r();if(t)t.appendChild(e);else new MutationObserver((_,o)=>{const x=r();if(x){o.disconnect();\
+     x.appendChild(e)}}).observe(document,{childList:true,subtree:true});return e});";
+
+/// `GM_info` as a JS object literal (JSON is one): what Violentmonkey's carries that a script
+/// reads.
+fn info(uuid: &str, meta: &Metadata, source: &str) -> String {
+    let run_at = match meta.run_at {
+        super::metadata::RunAt::DocumentStart => "document-start",
+        super::metadata::RunAt::DocumentEnd => "document-end",
+        super::metadata::RunAt::DocumentIdle => "document-idle",
+    };
+    let resources: Vec<Value> = meta
+        .resources
+        .iter()
+        .map(|(name, url)| json!({ "name": name, "url": url }))
+        .collect();
+    json!({
+        "uuid": uuid,
+        "scriptHandler": HANDLER,
+        "version": env!("CARGO_PKG_VERSION"),
+        "injectInto": "content",
+        "scriptMetaStr": meta_block(source),
+        "script": {
+            "name": meta.name,
+            "namespace": meta.namespace.clone().unwrap_or_default(),
+            "version": meta.version.clone().unwrap_or_default(),
+            "description": meta.description.clone().unwrap_or_default(),
+            "matches": meta.matches,
+            "excludeMatches": meta.exclude_matches,
+            "includes": meta.include_globs,
+            "excludes": meta.exclude_globs,
+            "runAt": run_at,
+            "noframes": meta.no_frames,
+            "grant": meta.grants,
+            "connects": meta.connects,
+            "require": meta.requires,
+            "resources": resources,
+        },
+    })
+    .to_string()
+}
+
+/// The text of the `// ==UserScript==` … `// ==/UserScript==` block, markers included; `""`
+/// when the markers are not found (the parser accepted the script, so they are).
+fn meta_block(source: &str) -> &str {
+    let Some(start) = source.find("==UserScript==") else {
+        return "";
+    };
+    let line_start = source
+        .get(..start)
+        .and_then(|b| b.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let Some(end) = source.get(start..).and_then(|r| r.find("==/UserScript==")) else {
+        return "";
+    };
+    let end = start + end + "==/UserScript==".len();
+    source.get(line_start..end).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::metadata;
+
+    fn meta_of(src: &str) -> Metadata {
+        metadata::parse(src).metadata.unwrap()
+    }
+
+    fn src(grants: &[&str]) -> String {
+        let mut s =
+            String::from("// ==UserScript==\n// @name P \"q\"\n// @match https://a.example/*\n");
+        for g in grants {
+            s.push_str(&format!("// @grant {g}\n"));
+        }
+        s.push_str("// ==/UserScript==\nbody();\n");
+        s
+    }
+
+    #[test]
+    fn none_and_no_grant_give_nothing() {
+        for g in [
+            &[][..],
+            &["none"][..],
+            &["GM_bogus"][..],
+            &["GM_getValue"][..],
+        ] {
+            let s = src(g);
+            assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");
+        }
+    }
+
+    #[test]
+    fn only_granted_functions_are_defined_on_one_line() {
+        let s = src(&["GM_addStyle"]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert!(p.contains("d('GM_addStyle'"));
+        assert!(
+            !p.contains("GM_info") && !p.contains("unsafeWindow") && !p.contains("GM_addElement")
+        );
+        assert!(!p.contains('\n') && !p.contains('\r'));
+        let s = src(&["GM.info", "GM_addElement", "unsafeWindow", "GM_log"]);
+        let p = prelude("uuid-1", &meta_of(&s), &s);
+        for want in [
+            "d('GM_info'",
+            "d('GM_addElement'",
+            "d('unsafeWindow',window)",
+            "d('GM_log'",
+            "d('GM',G)",
+        ] {
+            assert!(p.contains(want), "{want}: {p}");
+        }
+        assert!(!p.contains('\n'));
+    }
+
+    #[test]
+    fn info_carries_the_metadata_as_json() {
+        let s = src(&["GM_info"]);
+        let p = prelude("uuid-1", &meta_of(&s), &s);
+        let start = p.find("const I=").unwrap() + "const I=".len();
+        let end = p.find(";Object.freeze(I.script)").unwrap();
+        let v: Value = serde_json::from_str(&p[start..end]).unwrap();
+        assert_eq!(v["script"]["name"], "P \"q\"");
+        assert_eq!(v["scriptHandler"], HANDLER);
+        assert_eq!(v["uuid"], "uuid-1");
+        assert_eq!(v["script"]["grant"], json!(["GM_info"]));
+        assert!(v["scriptMetaStr"]
+            .as_str()
+            .unwrap()
+            .starts_with("// ==UserScript=="));
+        assert!(v["scriptMetaStr"]
+            .as_str()
+            .unwrap()
+            .ends_with("// ==/UserScript=="));
+    }
+}
