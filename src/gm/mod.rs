@@ -5,4 +5,6 @@
 
 pub mod api;
 pub mod connect;
+pub mod message;
 pub mod values;
+pub mod xhr;
