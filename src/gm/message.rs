@@ -87,12 +87,19 @@ fn string<'a>(o: &'a Map<String, Value>, k: &'static str, max: usize) -> Result<
 fn key(v: &Value) -> Result<String, GmError> {
     let k = v.as_str().ok_or_else(|| bad("a key must be a string"))?;
     if k.len() > MAX_KEY_BYTES {
-        return Err(bad(&format!("a key of {} bytes is over {MAX_KEY_BYTES}", k.len())));
+        return Err(bad(&format!(
+            "a key of {} bytes is over {MAX_KEY_BYTES}",
+            k.len()
+        )));
     }
     Ok(k.to_owned())
 }
 
-fn list<'a>(o: &'a Map<String, Value>, k: &'static str, max: usize) -> Result<&'a [Value], GmError> {
+fn list<'a>(
+    o: &'a Map<String, Value>,
+    k: &'static str,
+    max: usize,
+) -> Result<&'a [Value], GmError> {
     let a = o
         .get(k)
         .and_then(Value::as_array)
@@ -228,7 +235,10 @@ mod tests {
         assert_eq!(p(json!({"op": "values.get"})), Ok(GmRequest::ValuesGet));
         assert_eq!(
             p(json!({"op": "values.set", "items": [["a", "1"], ["b", "{\"x\":2}"]]})),
-            Ok(GmRequest::Values(Op::Set(vec![("a".into(), "1".into()), ("b".into(), "{\"x\":2}".into())])))
+            Ok(GmRequest::Values(Op::Set(vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "{\"x\":2}".into())
+            ])))
         );
         assert_eq!(
             p(json!({"op": "values.delete", "keys": ["a"]})),
@@ -247,8 +257,13 @@ mod tests {
         ] {
             assert!(p(bad.clone()).is_err(), "{bad}");
         }
-        let many: Vec<Value> = (0..=MAX_KEYS_PER_OP).map(|i| json!([i.to_string(), "1"])).collect();
-        assert!(p(json!({"op": "values.set", "items": many})).unwrap_err().0.contains("over"));
+        let many: Vec<Value> = (0..=MAX_KEYS_PER_OP)
+            .map(|i| json!([i.to_string(), "1"]))
+            .collect();
+        assert!(p(json!({"op": "values.set", "items": many}))
+            .unwrap_err()
+            .0
+            .contains("over"));
     }
 
     #[test]
@@ -268,12 +283,22 @@ mod tests {
                 anonymous: false,
             })
         );
-        let r = p(json!({"op": "xhr", "id": 1, "method": "post", "url": "u", "headers": [["X-A", "1"]],
-            "data": "body", "responseType": "json", "timeout": 2500.7})).unwrap();
+        let r = p(
+            json!({"op": "xhr", "id": 1, "method": "post", "url": "u", "headers": [["X-A", "1"]],
+            "data": "body", "responseType": "json", "timeout": 2500.7}),
+        )
+        .unwrap();
         let GmRequest::Xhr(x) = r else { panic!() };
-        assert_eq!((x.method.as_str(), x.timeout_ms, x.response_type), ("POST", 2500, ResponseType::Json));
+        assert_eq!(
+            (x.method.as_str(), x.timeout_ms, x.response_type),
+            ("POST", 2500, ResponseType::Json)
+        );
         assert_eq!(x.headers, [("X-A".to_owned(), "1".to_owned())]);
-        let GmRequest::Xhr(x) = p(json!({"op": "xhr", "id": 1, "url": "u", "timeout": 1e300})).unwrap() else { panic!() };
+        let GmRequest::Xhr(x) =
+            p(json!({"op": "xhr", "id": 1, "url": "u", "timeout": 1e300})).unwrap()
+        else {
+            panic!()
+        };
         assert_eq!(x.timeout_ms, MAX_TIMEOUT_MS);
         for bad in [
             json!({"op": "xhr", "url": "u"}),
@@ -287,6 +312,9 @@ mod tests {
         ] {
             assert!(p(bad.clone()).is_err(), "{bad}");
         }
-        assert_eq!(p(json!({"op": "xhr.abort", "id": 3})), Ok(GmRequest::XhrAbort { id: 3 }));
+        assert_eq!(
+            p(json!({"op": "xhr.abort", "id": 3})),
+            Ok(GmRequest::XhrAbort { id: 3 })
+        );
     }
 }

@@ -6,5 +6,6 @@
 pub mod api;
 pub mod connect;
 pub mod message;
+pub mod store;
 pub mod values;
 pub mod xhr;

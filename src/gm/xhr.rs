@@ -47,9 +47,7 @@ pub fn decide(
     if url.scheme != "http" && url.scheme != "https" {
         return Err(Refused::Scheme(ellipsize(&url.scheme, 20)));
     }
-    let page_host = page_url
-        .and_then(|p| web.parse_url(p).ok())
-        .map(|p| p.host);
+    let page_host = page_url.and_then(|p| web.parse_url(p).ok()).map(|p| p.host);
     if !connect::allows(rules, &url.host, page_host.as_deref()) {
         return Err(Refused::NotConnected {
             host: ellipsize(&url.host, 200),
@@ -65,9 +63,7 @@ pub fn final_allowed(
     rules: &[Rule],
     page_url: Option<&str>,
 ) -> bool {
-    let page_host = page_url
-        .and_then(|p| web.parse_url(p).ok())
-        .map(|p| p.host);
+    let page_host = page_url.and_then(|p| web.parse_url(p).ok()).map(|p| p.host);
     web.parse_url(final_url).is_ok_and(|u| {
         (u.scheme == "http" || u.scheme == "https")
             && connect::allows(rules, &u.host, page_host.as_deref())
@@ -95,7 +91,9 @@ mod tests {
     }
 
     fn rules(v: &[&str]) -> Vec<Rule> {
-        v.iter().map(|r| connect::parse(platform(), r).unwrap()).collect()
+        v.iter()
+            .map(|r| connect::parse(platform(), r).unwrap())
+            .collect()
     }
 
     #[test]
@@ -103,11 +101,19 @@ mod tests {
         let w = platform();
         let r = rules(&["api.test", "self"]);
         let page = Some("http://page.test:8080/a");
-        assert_eq!(decide(w, &req("http://api.test:9/x?y"), &r, page), Ok("http://api.test:9/x?y".into()));
+        assert_eq!(
+            decide(w, &req("http://api.test:9/x?y"), &r, page),
+            Ok("http://api.test:9/x?y".into())
+        );
         assert!(decide(w, &req("https://v2.api.test/"), &r, page).is_ok());
         assert!(decide(w, &req("http://page.test:1234/"), &r, page).is_ok());
         let e = decide(w, &req("http://other.test/"), &r, page).unwrap_err();
-        assert_eq!(e, Refused::NotConnected { host: "other.test".into() });
+        assert_eq!(
+            e,
+            Refused::NotConnected {
+                host: "other.test".into()
+            }
+        );
         assert!(e.to_string().contains("@connect other.test"));
         // Without a known page, self allows nothing.
         assert!(decide(w, &req("http://page.test/"), &r, None).is_err());
@@ -119,12 +125,30 @@ mod tests {
     fn only_absolute_http_urls() {
         let w = platform();
         let r = rules(&["*"]);
-        assert!(matches!(decide(w, &req("/relative"), &r, None), Err(Refused::BadUrl(_))));
-        for u in ["file:///etc/passwd", "chrome://settings", "data:text/plain,x", "javascript:1", "ftp://a.test/"] {
-            assert!(matches!(decide(w, &req(u), &r, None), Err(Refused::Scheme(_))), "{u}");
+        assert!(matches!(
+            decide(w, &req("/relative"), &r, None),
+            Err(Refused::BadUrl(_))
+        ));
+        for u in [
+            "file:///etc/passwd",
+            "chrome://settings",
+            "data:text/plain,x",
+            "javascript:1",
+            "ftp://a.test/",
+        ] {
+            assert!(
+                matches!(decide(w, &req(u), &r, None), Err(Refused::Scheme(_))),
+                "{u}"
+            );
         }
         // Userinfo and odd spellings are read as the URL parser reads them.
-        assert!(decide(w, &req("http://api.test@evil.test/"), &rules(&["api.test"]), None).is_err());
+        assert!(decide(
+            w,
+            &req("http://api.test@evil.test/"),
+            &rules(&["api.test"]),
+            None
+        )
+        .is_err());
         assert!(decide(w, &req("http://API.TEST./"), &rules(&["api.test"]), None).is_err());
     }
 
