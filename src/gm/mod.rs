@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod connect;
+pub mod inject;
 pub mod message;
 pub mod store;
 pub mod values;

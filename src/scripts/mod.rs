@@ -6,7 +6,6 @@ pub mod history;
 pub mod match_pattern;
 pub mod metadata;
 pub mod names;
-pub mod prelude;
 pub mod record;
 pub mod registry;
 pub mod restore;

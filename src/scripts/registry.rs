@@ -66,7 +66,7 @@ pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration
         .as_ref()
         .map(|g| g.js(&meta.name))
         .unwrap_or_default();
-    prefix.push_str(&super::prelude::prelude(uuid, meta, source));
+    prefix.push_str(&crate::gm::inject::prelude(uuid, meta, source));
     let code = if prefix.is_empty() {
         source.to_owned()
     } else if starts_strict(source) {

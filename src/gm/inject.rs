@@ -1,6 +1,6 @@
-//! The code put before a registered script's source, in its own USER_SCRIPT world: the GM
-//! functions its `@grant`s name ([`crate::gm::api::provided`]), and nothing for `@grant none`
-//! or no grant at all.
+//! The GM part of the code put before a registered script's source, in its own USER_SCRIPT
+//! world: the GM functions its `@grant`s name ([`crate::gm::api::provided`]), and nothing for
+//! `@grant none` or no grant at all.
 //!
 //! One line, with no line break, so the source's own line numbers are unchanged in stack
 //! traces. The functions are configurable, writable properties of the world's global object
@@ -11,8 +11,8 @@
 
 use serde_json::{json, Value};
 
-use super::metadata::Metadata;
 use crate::gm::api;
+use crate::scripts::metadata::{self, Metadata};
 
 /// The handler's name in `GM_info.scriptHandler`.
 pub const HANDLER: &str = "Lumo Userscripts";
@@ -77,9 +77,9 @@ const PUT: &str = "var P=P||((e,p)=>{const r=()=>p||document.head||document.docu
 /// reads.
 fn info(uuid: &str, meta: &Metadata, source: &str) -> String {
     let run_at = match meta.run_at {
-        super::metadata::RunAt::DocumentStart => "document-start",
-        super::metadata::RunAt::DocumentEnd => "document-end",
-        super::metadata::RunAt::DocumentIdle => "document-idle",
+        metadata::RunAt::DocumentStart => "document-start",
+        metadata::RunAt::DocumentEnd => "document-end",
+        metadata::RunAt::DocumentIdle => "document-idle",
     };
     let resources: Vec<Value> = meta
         .resources
@@ -132,7 +132,6 @@ fn meta_block(source: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scripts::metadata;
 
     fn meta_of(src: &str) -> Metadata {
         metadata::parse(src).metadata.unwrap()
@@ -203,5 +202,102 @@ mod tests {
             .as_str()
             .unwrap()
             .ends_with("// ==/UserScript=="));
+    }
+}
+
+/// The value functions (`GM_getValue` … and their `GM.*` forms), for a script granted any of
+/// them. Needs, in scope: `S(op, fields)` → a promise of the worker's reply (the channel, its
+/// token in a closure), `d` and `G` (see [`prelude`]). `SNAP` is the script's values when it
+/// was registered, so `GM_getValue` answers synchronously from the first statement, at every
+/// `@run-at`. A change updates this world's copy at once and is sent in one batch per task
+/// (a loop of 10,000 `GM_setValue`s is one message with the last value of each key); the
+/// script's own bounds are checked here first, so `GM_setValue` throws at once when one is
+/// passed, and the worker checks them all again (and the total) before it stores anything.
+pub fn values_js(snapshot: &crate::gm::values::Values, given: &[&str]) -> String {
+    let names: Vec<&str> = given
+        .iter()
+        .filter_map(|n| n.strip_prefix("GM_"))
+        .filter(|n| VALUE_FUNCTIONS.contains(n))
+        .collect();
+    if names.is_empty() {
+        return String::new();
+    }
+    VALUES_JS
+        .replace("__GIVEN__", &serde_json::json!(names).to_string())
+        .replace("__SNAP__", &snapshot.encode().to_string())
+        .replace("__MAXB__", &crate::gm::values::MAX_SCRIPT_BYTES.to_string())
+        .replace("__MAXK__", &crate::gm::values::MAX_KEYS.to_string())
+        .replace("__MAXKB__", &crate::gm::values::MAX_KEY_BYTES.to_string())
+}
+
+/// The value functions, without their `GM_` prefix.
+const VALUE_FUNCTIONS: &[&str] = &[
+    "getValue",
+    "setValue",
+    "deleteValue",
+    "listValues",
+    "getValues",
+    "setValues",
+    "deleteValues",
+    "addValueChangeListener",
+    "removeValueChangeListener",
+];
+
+const VALUES_JS: &str = concat!(
+    "{const C=Object.assign(Object.create(null),__SNAP__),L=new Map(),enc=new TextEncoder(),",
+    "len=s=>enc.encode(s).length,par=t=>{try{return JSON.parse(t)}catch(e){return undefined}};",
+    "let lid=0,pend=null,wait=[];",
+    "const fire=(k,o,n,r)=>{for(const l of L.values())if(l.k===k)try{l.f(k,o===undefined?undefined:par(o),",
+    "n===undefined?undefined:par(n),r)}catch(e){console.error(e)}};",
+    "const flush=()=>{const p=pend;pend=null;const w=wait;wait=[];const set=[],del=[];",
+    "for(const[k,t]of p)t===undefined?del.push(k):set.push([k,t]);",
+    "const q=[];if(del.length)q.push(S('values.delete',{keys:del}));if(set.length)q.push(S('values.set',{items:set}));",
+    "Promise.all(q).then(rs=>{const bad=rs.find(r=>!r||r.error);if(bad){const m=bad&&bad.error||'GM values: the provider did not answer; not saved';",
+    "console.error(m);for(const x of w)x[1](new Error(m))}else for(const x of w)x[0]()},e=>{for(const x of w)x[1](e)})};",
+    "const put=items=>{const next=Object.assign(Object.create(null),C);for(const[k,t]of items){",
+    "if(len(k)>__MAXKB__)throw new Error('GM_setValue: a key longer than __MAXKB__ bytes');",
+    "if(t===undefined)delete next[k];else next[k]=t}",
+    "let b=0,n=0;for(const k in next){n++;b+=len(k)+len(next[k])}",
+    "if(b>__MAXB__)throw new Error('GM_setValue refused: this script\\'s values would take '+b+' bytes, over its limit of __MAXB__; nothing was changed');",
+    "if(n>__MAXK__)throw new Error('GM_setValue refused: this script would hold '+n+' keys, over the limit of __MAXK__; nothing was changed');",
+    "for(const[k,t]of items){const o=C[k];if(o===t)continue;if(t===undefined)delete C[k];else C[k]=t;",
+    "if(!pend){pend=new Map();setTimeout(flush,0)}pend.set(k,t);fire(k,o,t,false)}",
+    "};",
+    "const text=v=>{const t=JSON.stringify(v);return t};",
+    "const get=(k,dv)=>{k=String(k);return k in C?par(C[k]):dv};",
+    "const set=(k,v)=>{put([[String(k),text(v)]])};",
+    "const api={getValue:get,setValue:set,deleteValue:k=>{put([[String(k),undefined]])},",
+    "listValues:()=>Object.keys(C),",
+    "getValues:ks=>{const o={};if(Array.isArray(ks)){for(const k of ks)if(String(k)in C)o[k]=par(C[String(k)])}",
+    "else if(ks&&typeof ks==='object'){for(const k of Object.keys(ks))o[k]=String(k)in C?par(C[k]):ks[k]}return o},",
+    "setValues:o=>{put(Object.keys(o||{}).map(k=>[k,text(o[k])]))},",
+    "deleteValues:ks=>{put((ks||[]).map(k=>[String(k),undefined]))},",
+    "addValueChangeListener:(k,f)=>{const id=++lid;L.set(id,{k:String(k),f});return id},",
+    "removeValueChangeListener:id=>{L.delete(id)}};",
+    "for(const n of __GIVEN__){const f=api[n];d('GM_'+n,f);",
+    "G[n]=(...a)=>{try{const r=f(...a);return pend&&/^(set|delete)/.test(n)?new Promise((ok,no)=>wait.push([()=>ok(r),no])):Promise.resolve(r)}catch(e){return Promise.reject(e)}}}",
+    "}",
+);
+
+#[cfg(test)]
+mod values_tests {
+    use super::*;
+    use crate::gm::values::{Op, Values};
+
+    #[test]
+    fn values_js_defines_only_granted_value_functions() {
+        let mut v = Values::default();
+        v.apply(
+            &Op::Set(vec![("k".into(), "\"</script>\\u2028\"".into())]),
+            0,
+        )
+        .unwrap();
+        assert_eq!(values_js(&v, &["GM_addStyle"]), "");
+        let js = values_js(&v, &["GM_getValue", "GM_setValue", "GM_info"]);
+        assert!(js.contains(r#"["getValue","setValue"]"#), "{js}");
+        assert!(!js.contains('\n') && !js.contains("__"));
+        if let Ok(path) = std::env::var("LUMO_DUMP_VALUES_JS") {
+            std::fs::write(path, &js).unwrap();
+        }
     }
 }
