@@ -53,8 +53,11 @@ pub trait UserScripts {
     async fn register(&self, regs: &[Registration]) -> Result<(), EnvError>;
     async fn update(&self, regs: &[Registration]) -> Result<(), EnvError>;
     async fn unregister(&self, ids: &[String]) -> Result<(), EnvError>;
-    /// Configures the USER_SCRIPT world the scripts run in.
+    /// Configures the default USER_SCRIPT world (every world without its own configuration).
     async fn configure_world(&self) -> Result<(), EnvError>;
+    /// Configures one script's own world (`worldId`): whether it may message the worker.
+    async fn configure_script_world(&self, world_id: &str, messaging: bool)
+        -> Result<(), EnvError>;
 }
 
 /// Randomness for new script ids.
@@ -126,6 +129,8 @@ pub mod memory {
         pub execute_answer: RefCell<Option<Result<Value, String>>>,
         /// Every `execute` call: (tab, all frames, world, code).
         pub executed: RefCell<Vec<(i64, bool, String, String)>>,
+        /// Per-script world configurations: world id → messaging.
+        pub worlds: RefCell<BTreeMap<String, bool>>,
     }
 
     impl MemoryEnv {
@@ -309,6 +314,18 @@ pub mod memory {
 
         async fn configure_world(&self) -> Result<(), EnvError> {
             self.api()
+        }
+
+        async fn configure_script_world(
+            &self,
+            world_id: &str,
+            messaging: bool,
+        ) -> Result<(), EnvError> {
+            self.api()?;
+            self.worlds
+                .borrow_mut()
+                .insert(world_id.to_owned(), messaging);
+            Ok(())
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod bridge;
 pub mod bridge_ops;
 pub mod by_hand;
 pub mod caller;
+pub mod channel;
 pub mod control;
 pub mod env;
 pub mod gm;

@@ -195,6 +195,20 @@ impl UserScripts for ChromeEnv {
             .await
             .map(|_| ())
     }
+
+    async fn configure_script_world(
+        &self,
+        world_id: &str,
+        messaging: bool,
+    ) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        // Messaging only for worlds whose prelude reports to the worker (channel/, prelude.rs).
+        let props =
+            json::to_js(&serde_json::json!({ "worldId": world_id, "messaging": messaging }));
+        settle("userScripts.configureWorld", api.configure_world(&props))
+            .await
+            .map(|_| ())
+    }
 }
 
 /// Chrome stops an idle worker after 30 s; any extension API call resets that timer. A long

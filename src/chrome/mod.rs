@@ -6,6 +6,7 @@
 
 mod api;
 mod bridge;
+mod channel;
 mod env;
 mod execute;
 mod json;
@@ -75,6 +76,8 @@ pub fn start() {
             Closure::<dyn FnMut(JsValue, JsValue, Function) -> JsValue>::new(on_message_internal),
         )
     });
+    // Run reports from registered scripts (the userscript channel; hostile input).
+    channel::listen();
     // Keeps the provider's caches exact when storage changes by any other hand.
     api::ON_STORAGE_CHANGED.with(|e| {
         add(

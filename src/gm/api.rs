@@ -44,15 +44,15 @@ pub const APIS: &[Api] = &[
     api("GM_addElement", Provided, false),
     api("GM_log", Provided, false),
     api("unsafeWindow", Provided, false),
-    api("GM_getValue", NotProvided, true),
-    api("GM_setValue", NotProvided, true),
-    api("GM_deleteValue", NotProvided, true),
-    api("GM_listValues", NotProvided, true),
-    api("GM_getValues", NotProvided, true),
-    api("GM_setValues", NotProvided, true),
-    api("GM_deleteValues", NotProvided, true),
-    api("GM_addValueChangeListener", NotProvided, true),
-    api("GM_removeValueChangeListener", NotProvided, true),
+    api("GM_getValue", Provided, true),
+    api("GM_setValue", Provided, true),
+    api("GM_deleteValue", Provided, true),
+    api("GM_listValues", Provided, true),
+    api("GM_getValues", Provided, true),
+    api("GM_setValues", Provided, true),
+    api("GM_deleteValues", Provided, true),
+    api("GM_addValueChangeListener", Provided, true),
+    api("GM_removeValueChangeListener", Provided, true),
     api("GM_xmlhttpRequest", NotProvided, true),
     api("GM_download", NotProvided, true),
     api("GM_registerMenuCommand", NotProvided, true),
@@ -177,9 +177,14 @@ mod tests {
                 "bogus",
                 "GM_info"
             ])),
-            ["GM_info", "GM_addStyle"]
+            ["GM_info", "GM_addStyle", "GM_getValue"]
         );
         assert_eq!(provided(&grants(&["unsafeWindow"])), ["unsafeWindow"]);
+    }
+
+    #[test]
+    fn values_need_the_channel() {
+        assert!(needs_channel(&grants(&["GM.getValue"])));
     }
 
     #[test]

@@ -17,23 +17,73 @@ use crate::scripts::metadata::{self, Metadata};
 /// The handler's name in `GM_info.scriptHandler`.
 pub const HANDLER: &str = "Lumo Userscripts";
 
-/// The prelude for a script, or `""` when it is given no GM function.
-pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
+/// What a script's GM code is made of, computed when its registration is: the functions that
+/// need nothing from the worker (`head`), and the value functions it was granted, whose
+/// snapshot of values is added when the registration is sent ([`assemble`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GmParts {
+    pub head: String,
+    pub value_names: Vec<&'static str>,
+}
+
+impl GmParts {
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.value_names.is_empty()
+    }
+
+    /// Whether the values must be loaded for [`assemble`].
+    pub fn needs_values(&self) -> bool {
+        !self.value_names.is_empty()
+    }
+}
+
+/// The GM parts for a script; empty when it is given no GM function.
+pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     let given = api::provided(&meta.grants);
-    if given.is_empty() {
+    let mut head = String::new();
+    for name in &given {
+        head.push_str(&api_js(name, uuid, meta, source));
+    }
+    GmParts {
+        head,
+        value_names: given
+            .iter()
+            .copied()
+            .filter(|n| {
+                n.strip_prefix("GM_")
+                    .is_some_and(|n| VALUE_FUNCTIONS.contains(&n))
+            })
+            .collect(),
+    }
+}
+
+/// The GM code, one line: a block that defines the granted functions as globals of the
+/// script's world. `send` is a JS expression for the channel (`(op, fields) => Promise`), in
+/// scope where the block is put (the shared prelude's `__lumoRun.gm`). `""` when none.
+pub fn assemble(parts: &GmParts, send: &str, values: &crate::gm::values::Values) -> String {
+    if parts.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
-        "(()=>{const d=(n,v)=>Object.defineProperty(globalThis,n,{value:v,writable:true,\
-         configurable:true}),G={};",
+    let mut out = format!(
+        "{{const S={send},d=(n,v)=>Object.defineProperty(globalThis,n,{{value:v,writable:true,\
+         configurable:true}}),G={{}};"
     );
-    for name in &given {
-        out.push_str(&api_js(name, uuid, meta, source));
-    }
-    // The `GM` object of promise forms, when it is given any (`GM.info` is a plain object
-    // there, as in Violentmonkey).
-    out.push_str("d('GM',G);})();");
+    out.push_str(&parts.head);
+    out.push_str(&values_js(values, &parts.value_names));
+    // The `GM` object of promise forms (`GM.info` is a plain object there, as in
+    // Violentmonkey).
+    out.push_str("d('GM',G);}");
     out
+}
+
+/// The GM code for a script that needs no channel and has no values (tests, and the shape
+/// checks below).
+pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
+    assemble(
+        &parts(uuid, meta, source),
+        "()=>Promise.resolve({})",
+        &crate::gm::values::Values::default(),
+    )
 }
 
 fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
@@ -153,7 +203,7 @@ mod tests {
             &[][..],
             &["none"][..],
             &["GM_bogus"][..],
-            &["GM_getValue"][..],
+            &["GM_xmlhttpRequest"][..],
         ] {
             let s = src(g);
             assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");

@@ -4,9 +4,11 @@
 //! in-flight work.
 
 mod bridge;
+mod gm;
 mod guards;
 mod registry;
 mod reviews;
+mod runs;
 mod sessions;
 mod state;
 
@@ -25,6 +27,7 @@ use std::rc::Rc;
 
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
 pub use registry::{RegistryState, SyncOutcome};
+pub use runs::{Received, Sender};
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
 pub mod keys {
@@ -83,6 +86,13 @@ pub struct Provider<E> {
     on_change: RefCell<Option<Rc<dyn Fn()>>>,
     /// The local bridge link, as the shell last reported it (see `bridge.rs`).
     bridge: RefCell<BridgeView>,
+    /// The userscript channel (see `runs.rs`): its rate limits, its key as last read, and the
+    /// lock of the run rings' read-modify-write.
+    channel_limits: RefCell<crate::channel::rate::RateLimit>,
+    channel_key: RefCell<Option<crate::channel::ChannelKey>>,
+    runs_lock: Mutex<()>,
+    /// Serializes every change of GM values (`gm::store`).
+    gm_values: crate::gm::store::ValueStore,
 }
 
 struct Waiting {
@@ -118,6 +128,10 @@ impl<E: Env> Provider<E> {
             last_available: Cell::new(None),
             on_change: RefCell::new(None),
             bridge: RefCell::new(BridgeView::default()),
+            channel_limits: RefCell::new(Default::default()),
+            channel_key: RefCell::new(None),
+            runs_lock: Mutex::new(()),
+            gm_values: Default::default(),
         }
     }
 

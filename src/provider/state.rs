@@ -127,7 +127,9 @@ impl<E: Env> Provider<E> {
             return;
         }
         for (key, new) in changes {
-            if key == keys::POLICY {
+            if key == crate::channel::token::KEY_STORAGE {
+                self.forget_channel_key();
+            } else if key == keys::POLICY {
                 let same = self
                     .policy_cache
                     .borrow()

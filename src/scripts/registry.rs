@@ -40,6 +40,22 @@ pub struct Registration {
     /// registration carrying one differs from the desired one and is replaced.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// Where the worker's prelude goes (`scripts::prelude::apply`); never sent to Chrome.
+    #[serde(skip)]
+    pub prelude_slot: Option<PreludeSlot>,
+    /// Whether the script's world needs messaging (set by the prelude); never sent to Chrome.
+    #[serde(skip)]
+    pub messaging: bool,
+}
+
+/// What `prelude::apply` needs to know about a desired registration: the revision its token is
+/// for, and where the source starts in the code (after the guard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreludeSlot {
+    pub revision: u64,
+    pub source_at: usize,
+    /// The GM functions its grants name (`gm::inject`), put inside the prelude.
+    pub gm: crate::gm::inject::GmParts,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,25 +72,18 @@ pub fn world_id(uuid: &str) -> String {
     uuid.to_owned()
 }
 
-/// The registration for a script, or `None` when it has no rule that lets it run anywhere.
-pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration> {
+/// The registration for a script, or `None` when it has no rule that lets it run anywhere. Its
+/// code is the guard and the source; `revision` is kept for the prelude (`prelude::apply`).
+pub fn desired(uuid: &str, revision: u64, meta: &Metadata, source: &str) -> Option<Registration> {
     let r = rules::compile(meta)?;
-    // The guard first (it throws where the rules say the script must not run), then the GM
-    // functions its grants name; both on the source's first line.
-    let mut prefix = r
-        .guard
-        .as_ref()
-        .map(|g| g.js(&meta.name))
-        .unwrap_or_default();
-    prefix.push_str(&crate::gm::inject::prelude(uuid, meta, source));
-    let code = if prefix.is_empty() {
-        source.to_owned()
-    } else if starts_strict(source) {
+    let prefix = match &r.guard {
         // A leading "use strict" must stay the first statement to stay a directive.
-        format!("\"use strict\";{prefix}{source}")
-    } else {
-        format!("{prefix}{source}")
+        Some(g) if starts_strict(source) => format!("\"use strict\";{}", g.js(&meta.name)),
+        Some(g) => g.js(&meta.name),
+        None => String::new(),
     };
+    let source_at = prefix.len();
+    let code = prefix + source;
     Some(Registration {
         id: uuid.to_owned(),
         matches: r.matches,
@@ -90,6 +99,12 @@ pub fn desired(uuid: &str, meta: &Metadata, source: &str) -> Option<Registration
         world: Some("USER_SCRIPT".to_owned()),
         world_id: Some(world_id(uuid)),
         extra: Map::new(),
+        prelude_slot: Some(PreludeSlot {
+            revision,
+            source_at,
+            gm: crate::gm::inject::parts(uuid, meta, source),
+        }),
+        messaging: false,
     })
 }
 
@@ -203,28 +218,45 @@ mod tests {
     }
 
     #[test]
-    fn granted_functions_come_after_the_guard_and_keep_line_numbers() {
+    fn granted_functions_go_inside_the_prelude_on_its_line_with_the_values() {
+        use crate::channel::ChannelKey;
+        use crate::gm::values::{Op, Values};
+        const U: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let key = ChannelKey::from_uuids(U, "7c9e6679-7425-40de-944b-e07fc1f90ae7").unwrap();
         let none = header("// @match https://example.com/*\n// @grant none\n");
-        let r = desired("u1", &meta(&none), &none).unwrap();
-        assert_eq!(r.js[0].code.as_deref(), Some(none.as_str()));
+        let mut r = desired(U, 1, &meta(&none), &none).unwrap();
+        crate::scripts::prelude::apply(&mut r, Some(&key), &Values::default());
+        assert!(!r.js[0]
+            .code
+            .clone()
+            .unwrap()
+            .contains("defineProperty(globalThis"));
 
         let src = format!(
             "'use strict';\n{}",
-            header("// @include /^https:\\/\\/a\\.example\\//\n// @grant GM_addStyle\n")
+            header("// @include /^https:\\/\\/a\\.example\\//\n// @grant GM_addStyle\n// @grant GM_getValue\n")
         );
-        let r = desired("u1", &meta(&src), &src).unwrap();
+        let mut v = Values::default();
+        // A value that looks like a placeholder stays a value.
+        v.apply(&Op::Set(vec![("k".into(), "\"__T__ __GM__\"".into())]), 0)
+            .unwrap();
+        let mut r = desired(U, 1, &meta(&src), &src).unwrap();
+        crate::scripts::prelude::apply(&mut r, Some(&key), &v);
         let code = r.js[0].code.clone().unwrap();
         let guard = code.find("new RegExp").unwrap();
-        let prelude = code.find("d('GM_addStyle'").unwrap();
-        assert!(code.starts_with("\"use strict\";") && guard < prelude);
-        assert!(code.ends_with(&src));
-        assert_eq!(code.lines().count(), src.lines().count());
+        let gm = code.find("d('GM_addStyle'").unwrap();
+        let run = code.find("__lumoRun.run(function").unwrap();
+        assert!(code.starts_with("\"use strict\";") && guard < gm && gm < run);
+        assert!(code.contains(r#"{"k":"\"__T__ __GM__\""}"#), "{code}");
+        assert!(r.messaging);
+        // The GM code is on the prelude's line: the source still starts on line 2.
+        assert_eq!(code.split('\n').nth(1), Some("'use strict';"));
     }
 
     #[test]
     fn maps_metadata_to_chrome_fields() {
         let src = header("// @match https://example.com/*\n// @exclude-match https://example.com/private/*\n// @run-at document-start\n// @noframes\n");
-        let r = desired("u1", &meta(&src), &src).unwrap();
+        let r = desired("u1", 1, &meta(&src), &src).unwrap();
         assert_eq!(r.matches, vec!["https://example.com/*"]);
         assert_eq!(r.exclude_matches, vec!["https://example.com/private/*"]);
         assert_eq!(r.run_at.as_deref(), Some("document_start"));
@@ -245,7 +277,7 @@ mod tests {
     fn include_only_is_not_registered_for_every_page() {
         let src = header("// @include http://example.org:*/*\n");
         let m = meta(&src);
-        let r = desired("u", &m, &src).unwrap();
+        let r = desired("u", 1, &m, &src).unwrap();
         assert_eq!(r.matches, vec![rules::INCLUDE_ONLY_PLACEHOLDER]);
         assert!(!r.matches.iter().any(|p| p == "*://*/*"));
         assert!(crate::scripts::match_pattern::parse(&r.matches[0]).is_ok());
@@ -253,19 +285,19 @@ mod tests {
         assert!(!verdict(&m, "http://example.com/").runs());
         assert!(!verdict(&m, "https://include-only.invalid/ never matches").runs());
         let src = header("");
-        assert!(desired("u", &meta(&src), &src).is_none());
+        assert!(desired("u", 1, &meta(&src), &src).is_none());
     }
 
     #[test]
     fn a_guarded_strict_script_stays_strict() {
         let src = header("// @match https://a.example/*\n// @exclude /x/\n")
             .replace("console.log(1);", "'use strict';\nconsole.log(1);");
-        let r = desired("u", &meta(&src), &src).unwrap();
+        let r = desired("u", 1, &meta(&src), &src).unwrap();
         let code = r.js[0].code.clone().unwrap_or_default();
         assert!(code.starts_with("\"use strict\";(()=>{"), "{code}");
         assert!(code.ends_with(&src));
         let plain = header("// @match https://a.example/*\n// @exclude /x/\n");
-        let r = desired("u", &meta(&plain), &plain).unwrap();
+        let r = desired("u", 1, &meta(&plain), &plain).unwrap();
         assert!(r.js[0]
             .code
             .as_deref()
@@ -310,8 +342,8 @@ mod tests {
     fn plan_diffs_by_id_and_whole_registration() {
         let src = header("// @match https://a.com/*\n");
         let m = meta(&src);
-        let a = desired("a", &m, &src).unwrap();
-        let b = desired("b", &m, &src).unwrap();
+        let a = desired("a", 1, &m, &src).unwrap();
+        let b = desired("b", 1, &m, &src).unwrap();
         let mut b_old = b.clone();
         b_old.js[0].code = Some("old".into());
         let mut stray = a.clone();

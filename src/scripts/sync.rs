@@ -6,13 +6,14 @@
 use super::record::ScriptRecord;
 use super::registry::{self, Registration};
 use super::store;
-use crate::env::{Area, Capabilities, EnvError, Storage, UserScripts};
+use crate::channel::{key_store, ChannelKey};
+use crate::env::{Area, Capabilities, EnvError, Ids, Storage, UserScripts};
 use serde_json::Value;
 
 /// The registration a stored script should have (None: it must not be registered).
 pub fn desired_for(record: &ScriptRecord, source: &str) -> Option<Registration> {
     if record.enabled {
-        registry::desired(&record.uuid, &record.metadata, source)
+        registry::desired(&record.uuid, record.revision, &record.metadata, source)
     } else {
         None
     }
@@ -46,12 +47,43 @@ fn classify<E: Capabilities>(env: &E, e: EnvError) -> SyncError {
     }
 }
 
-/// Registers `d` in place of whatever is registered under its id (nothing, or `current`).
+/// The channel key for the preludes, made if needed. Without one (storage failing) scripts are
+/// registered without the prelude: they run, they cannot report.
+async fn channel_key<E: Storage + Ids>(env: &E) -> Option<ChannelKey> {
+    key_store::ensure(env).await.ok()
+}
+
+/// The registration with the worker's prelude in it (see `prelude::apply`), with the script's
+/// GM values when it was granted value functions (unreadable values register as none: the
+/// script runs, `GM_getValue` gives its defaults).
+async fn with_prelude<E: Storage>(
+    env: &E,
+    mut d: Registration,
+    key: Option<&ChannelKey>,
+) -> Registration {
+    let values = match &d.prelude_slot {
+        Some(slot) if slot.gm.needs_values() => {
+            crate::gm::store::load(env, &d.id).await.unwrap_or_default()
+        }
+        _ => crate::gm::values::Values::default(),
+    };
+    super::prelude::apply(&mut d, key, &values);
+    d
+}
+
+/// Registers `d` in place of whatever is registered under its id (nothing, or `current`). Its
+/// world gets messaging first when its prelude needs the channel (a world's configuration
+/// outlives its scripts, so it is set every time).
 async fn put<E: UserScripts + Capabilities>(
     env: &E,
     d: &Registration,
     current: Option<&Registration>,
 ) -> Result<(), SyncError> {
+    if let Some(world) = d.world_id.as_deref().filter(|_| d.messaging) {
+        env.configure_script_world(world, true)
+            .await
+            .map_err(|e| classify(env, e))?;
+    }
     if current.is_some() {
         env.unregister(std::slice::from_ref(&d.id))
             .await
@@ -64,7 +96,7 @@ async fn put<E: UserScripts + Capabilities>(
 
 /// Brings one script's registration in line, comparing with Chrome's whole registration.
 /// `Ok(true)` when it is registered to run now.
-pub async fn sync_one<E: UserScripts + Capabilities>(
+pub async fn sync_one<E: UserScripts + Capabilities + Storage + Ids>(
     env: &E,
     uuid: &str,
     desired: Option<Registration>,
@@ -74,6 +106,10 @@ pub async fn sync_one<E: UserScripts + Capabilities>(
             "\"Allow User Scripts\" is off".into(),
         ));
     }
+    let desired = match desired {
+        Some(d) => Some(with_prelude(env, d, channel_key(env).await.as_ref()).await),
+        None => None,
+    };
     let ids = [uuid.to_owned()];
     let existing = env
         .registered(Some(&ids))
@@ -109,7 +145,7 @@ pub struct Report {
 }
 
 /// Makes Chrome's registrations exactly the enabled scripts of `snapshot` (the stored records).
-pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
+pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     env: &E,
     snapshot: &store::Snapshot,
 ) -> Result<Report, String> {
@@ -135,10 +171,15 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities>(
             .collect(),
         ..Report::default()
     };
+    let channel = channel_key(env).await;
     let mut desired = Vec::new();
     for (r, key) in enabled.iter().zip(&keys) {
         match sources.get(key).and_then(Value::as_str) {
-            Some(src) => desired.extend(desired_for(r, src)),
+            Some(src) => {
+                if let Some(d) = desired_for(r, src) {
+                    desired.push(with_prelude(env, d, channel.as_ref()).await);
+                }
+            }
             None => report
                 .skipped
                 .push(format!("{}: source is missing", r.uuid)),
@@ -215,7 +256,7 @@ mod tests {
         ))
         .is_err());
         env.user_scripts.set(true);
-        let stray = registry::desired("stray", &a.metadata, "x").unwrap();
+        let stray = registry::desired("stray", 1, &a.metadata, "x").unwrap();
         block_on(env.register(&[stray])).unwrap();
         let report = block_on(reconcile(
             &env,

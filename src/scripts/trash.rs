@@ -115,7 +115,13 @@ fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
 fn purged_keys(uuids: &[String]) -> Vec<String> {
     uuids
         .iter()
-        .flat_map(|u| [trash_key(u), history::history_key(u)])
+        .flat_map(|u| {
+            [
+                trash_key(u),
+                history::history_key(u),
+                super::runs::runs_key(u),
+            ]
+        })
         .collect()
 }
 

@@ -15,6 +15,7 @@ pub mod catalog;
 mod history;
 pub mod limits;
 pub mod result;
+mod script_runs;
 mod scripts;
 mod status;
 mod try_script;
@@ -73,6 +74,10 @@ pub async fn call<E: Env>(
     let Some(def) = catalog::find(name) else {
         return CallOutcome::UnknownTool;
     };
+    if def.name == script_runs::NAME {
+        let result = script_runs::run(p, &args).await;
+        return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
+    }
     if !def.is_write() {
         let result = match scripts::parse_read(def, &args) {
             Ok(read) => scripts::run_read(p, &caller.key(), &policy, read).await,

@@ -1,0 +1,151 @@
+//! The userscript channel: messages registered scripts send to the worker over
+//! `chrome.runtime.onUserScriptMessage` (run reports today; the GM API adds kinds).
+//!
+//! **Trust boundary.** A web page's own JavaScript cannot reach this channel (only USER_SCRIPT
+//! worlds configured with `messaging: true` can), but any userscript can send anything. So:
+//! the whole channel is bounded before parsing ([`rate::ALL`], [`message::MAX_MESSAGE_BYTES`]);
+//! a message is parsed into the closed [`Message`] enum or dropped; its sender is the script its
+//! token proves ([`token`]), never what the message says; each script is rate-limited; and a
+//! decision here only ever yields a [`Message`] for the provider's channel handlers
+//! (`provider::runs`). This module imports nothing from tools, policy, probe, MCP or sessions,
+//! and no channel handler calls them: nothing sent here can call a tool, change the policy,
+//! answer a probe or reach a host.
+
+pub mod key_store;
+pub mod message;
+pub mod rate;
+pub mod token;
+
+pub use message::{ChannelError, Envelope, Message};
+pub use token::{ChannelKey, Proven};
+
+/// What to do with one message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Accept { from: Proven, message: Message },
+    Drop(Dropped),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dropped {
+    /// The channel as a whole is over its bound: not even parsed.
+    Flooded,
+    Malformed(ChannelError),
+    /// No key yet (nothing registered with a token), or a token this key did not make.
+    UnknownSender,
+    /// The script is over its own bound.
+    RateLimited,
+}
+
+/// The channel's decision for one message: bounded, parsed, attributed, rate-limited. `key` is
+/// the worker's channel key (None: none exists, so no token can be valid). `raw` is asked for
+/// only once the channel as a whole admits the message, so a flood costs no conversion to text.
+pub fn decide(
+    limits: &mut rate::RateLimit,
+    key: Option<&ChannelKey>,
+    raw: impl FnOnce() -> Option<String>,
+    now: f64,
+) -> Verdict {
+    if !limits.admit_any(now) {
+        return Verdict::Drop(Dropped::Flooded);
+    }
+    let Some(raw) = raw() else {
+        return Verdict::Drop(Dropped::Malformed(ChannelError::NotJson));
+    };
+    let envelope = match message::parse(&raw) {
+        Ok(e) => e,
+        Err(e) => return Verdict::Drop(Dropped::Malformed(e)),
+    };
+    let Some(from) = key.and_then(|k| k.verify(&envelope.token)) else {
+        return Verdict::Drop(Dropped::UnknownSender);
+    };
+    // GM requests have their own, larger window: run reports cannot starve them, nor they
+    // the reports.
+    let admitted = match envelope.message {
+        Message::Gm(_) => limits.admit_gm(&from.uuid, now),
+        Message::Run(_) => limits.admit_script(&from.uuid, now),
+    };
+    if !admitted {
+        return Verdict::Drop(Dropped::RateLimited);
+    }
+    Verdict::Accept {
+        from,
+        message: envelope.message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const A: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    const B: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+
+    fn report(token: &str) -> String {
+        json!({"lumo": token, "v": 1, "kind": "run", "runAt": "document_idle", "ms": 2}).to_string()
+    }
+
+    #[test]
+    fn a_report_is_attributed_by_its_token_only() {
+        let key = ChannelKey::from_uuids(A, B).unwrap();
+        let mut l = rate::RateLimit::default();
+        match decide(&mut l, Some(&key), || Some(report(&key.token(A, 2))), 1.0) {
+            Verdict::Accept { from, .. } => assert_eq!((from.uuid.as_str(), from.revision), (A, 2)),
+            v => panic!("{v:?}"),
+        }
+        // A script that knows its own token cannot claim another script's uuid with it.
+        let own = key.token(A, 2);
+        let forged = own.replacen(A, B, 1);
+        assert_eq!(
+            decide(&mut l, Some(&key), || Some(report(&forged)), 1.0),
+            Verdict::Drop(Dropped::UnknownSender)
+        );
+        // No key: nothing is accepted.
+        assert_eq!(
+            decide(&mut l, None, || Some(report(&own)), 1.0),
+            Verdict::Drop(Dropped::UnknownSender)
+        );
+    }
+
+    #[test]
+    fn a_flooding_script_is_cut_off_and_others_still_pass() {
+        let key = ChannelKey::from_uuids(A, B).unwrap();
+        let mut l = rate::RateLimit::default();
+        let a = report(&key.token(A, 1));
+        let accepted = (0..100)
+            .filter(|_| {
+                matches!(
+                    decide(&mut l, Some(&key), || Some(a.clone()), 10.0),
+                    Verdict::Accept { .. }
+                )
+            })
+            .count();
+        assert_eq!(accepted, usize::try_from(rate::PER_SCRIPT).unwrap());
+        assert!(matches!(
+            decide(&mut l, Some(&key), || Some(report(&key.token(B, 1))), 10.0),
+            Verdict::Accept { .. }
+        ));
+        assert_eq!(l.take_dropped(A), 70);
+        // Past the channel's bound nothing is even parsed.
+        for _ in 0..rate::ALL {
+            decide(&mut l, Some(&key), || Some("garbage".into()), 10.0);
+        }
+        assert_eq!(
+            decide(&mut l, Some(&key), || Some(report(&key.token(B, 1))), 10.0),
+            Verdict::Drop(Dropped::Flooded)
+        );
+        // …and the message is not even turned into text.
+        let asked = std::cell::Cell::new(false);
+        decide(
+            &mut l,
+            Some(&key),
+            || {
+                asked.set(true);
+                None
+            },
+            10.0,
+        );
+        assert!(!asked.get());
+    }
+}

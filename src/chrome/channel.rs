@@ -1,0 +1,73 @@
+//! `chrome.runtime.onUserScriptMessage`: messages from USER_SCRIPT worlds configured with
+//! messaging (see `crate::channel` for the trust boundary). Registered synchronously in `start`,
+//! so a report that wakes the worker is not lost. This file carries the message's JSON text and
+//! what Chrome says about its sender into the core and decides nothing. It answers what the core
+//! answers (a GM request's result) and `null` otherwise, so a hostile script learns nothing
+//! from the answer to anything but its own accepted GM requests.
+
+use super::{json, provider, string_prop};
+use crate::provider::{Received, Sender};
+use js_sys::{Function, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::spawn_local;
+
+fn int_prop(obj: &JsValue, key: &str) -> Option<i64> {
+    let n = Reflect::get(obj, &JsValue::from_str(key)).ok()?.as_f64()?;
+    // Chrome's ids are small integers; anything else is not an id.
+    (n.fract() == 0.0 && n.abs() < 9.0e15).then(|| {
+        #[allow(clippy::cast_possible_truncation)]
+        let i = n as i64;
+        i
+    })
+}
+
+fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
+    let tab = Reflect::get(&sender, &JsValue::from_str("tab")).unwrap_or(JsValue::UNDEFINED);
+    let from = Sender {
+        url: string_prop(&sender, "url"),
+        frame_id: int_prop(&sender, "frameId"),
+        tab_id: if tab.is_object() {
+            int_prop(&tab, "id")
+        } else {
+            None
+        },
+    };
+    spawn_local(async move {
+        // JSON.stringify of what Chrome delivered, done only if the core admits the message; the
+        // core bounds the text before parsing it.
+        let received = provider()
+            .user_script_message(move || json::text_of(&msg), from)
+            .await;
+        // A GM request gets its answer; anything else an empty one, so the sender's promise
+        // settles (a dropped GM request reads as "no answer" to the script).
+        let answer = match received {
+            Received::Answered(v) => json::to_js(&v),
+            _ => JsValue::NULL,
+        };
+        let _ = send_response.call1(&JsValue::NULL, &answer);
+    });
+    // The answer comes after an await: keep the message channel open.
+    JsValue::TRUE
+}
+
+/// Adds the listener, if this Chrome has the event (Chrome 135+ with the userScripts permission).
+pub fn listen() {
+    let event = super::api::CHROME.with(|c| {
+        Reflect::get(c, &JsValue::from_str("runtime"))
+            .and_then(|r| Reflect::get(&r, &JsValue::from_str("onUserScriptMessage")))
+            .ok()
+    });
+    let Some(event) = event.filter(|e| {
+        e.is_object()
+            && Reflect::get(e, &JsValue::from_str("addListener")).is_ok_and(|f| f.is_function())
+    }) else {
+        super::api::console_warn(
+            "lumo-userscripts: chrome.runtime.onUserScriptMessage is missing; scripts cannot report runs",
+        );
+        return;
+    };
+    super::add(
+        event.unchecked_ref(),
+        Closure::<dyn FnMut(JsValue, JsValue, Function) -> JsValue>::new(on_user_script_message),
+    );
+}

@@ -1,0 +1,241 @@
+//! The provider's side of the userscript channel: a message the shell received on
+//! `onUserScriptMessage` is decided by `channel::decide` and, if it is a run report of a live
+//! script, appended to that script's ring (`scripts::runs`). Nothing here calls tools, the
+//! policy, the probe or a session: the channel's only effect is a stored run.
+
+use super::Provider;
+use crate::channel::{self, key_store, ChannelKey, Dropped, Message, Verdict};
+use crate::env::{Area, Env, EnvError};
+use crate::scripts::runs::{self, Ring, Seen, CURSOR_KEY};
+use serde_json::{Map, Value};
+
+/// What Chrome says about the sender (`MessageSender`): trusted, unlike the message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sender {
+    pub url: Option<String>,
+    pub frame_id: Option<i64>,
+    pub tab_id: Option<i64>,
+}
+
+/// What became of one message (for tests and the worker's log).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    Stored {
+        uuid: String,
+        id: u64,
+    },
+    Dropped(Dropped),
+    /// Well-formed and proven, but the script is gone (deleted) or the revision is not one it had.
+    NotLive,
+    /// Storage refused the write.
+    Failed(String),
+    /// A GM request, and the answer the script gets.
+    Answered(Value),
+}
+
+impl<E: Env> Provider<E> {
+    /// The channel key as stored (cached once found; the cache is dropped when storage changes
+    /// it, see `storage_changed`).
+    async fn channel_key(&self) -> Option<ChannelKey> {
+        if let Some(k) = self.channel_key.borrow().clone() {
+            return Some(k);
+        }
+        let k = key_store::load(&self.env).await?;
+        *self.channel_key.borrow_mut() = Some(k.clone());
+        Some(k)
+    }
+
+    pub(crate) fn forget_channel_key(&self) {
+        *self.channel_key.borrow_mut() = None;
+    }
+
+    /// One message from a userscript world. `raw` gives its JSON text, and is called only if
+    /// the channel admits one more message (a flood costs no conversion).
+    pub async fn user_script_message(
+        &self,
+        raw: impl FnOnce() -> Option<String>,
+        sender: Sender,
+    ) -> Received {
+        let key = self.channel_key().await;
+        let now = self.env.now_ms();
+        let verdict = {
+            let mut limits = self.channel_limits.borrow_mut();
+            channel::decide(&mut limits, key.as_ref(), raw, now)
+        };
+        let (from, message) = match verdict {
+            Verdict::Accept { from, message } => (from, message),
+            Verdict::Drop(d) => return Received::Dropped(d),
+        };
+        let live = match self.scripts().await {
+            Ok(s) => s
+                .records
+                .iter()
+                .any(|r| r.uuid == from.uuid && from.revision <= r.revision),
+            Err(_) => false,
+        };
+        if !live {
+            return Received::NotLive;
+        }
+        match message {
+            Message::Gm(req) => Received::Answered(self.gm_request(&from.uuid, req).await),
+            Message::Run(report) => {
+                let seen = Seen {
+                    uuid: from.uuid.clone(),
+                    revision: from.revision,
+                    url: sender.url.unwrap_or_default(),
+                    frame_id: sender.frame_id,
+                    tab_id: sender.tab_id,
+                    at: now,
+                };
+                let dropped = self.channel_limits.borrow_mut().take_dropped(&from.uuid);
+                match self.store_run(&seen, &report, dropped).await {
+                    Ok(id) => Received::Stored {
+                        uuid: from.uuid,
+                        id,
+                    },
+                    Err(e) => {
+                        self.note(format!("could not store a run report: {e}"));
+                        Received::Failed(e.0)
+                    }
+                }
+            }
+        }
+    }
+
+    async fn store_run(
+        &self,
+        seen: &Seen,
+        report: &channel::message::RunReport,
+        dropped: u64,
+    ) -> Result<u64, EnvError> {
+        let _guard = self.runs_lock.lock().await;
+        let key = runs::runs_key(&seen.uuid);
+        let got = self.env.get(Area::Local, &[&key, CURSOR_KEY]).await?;
+        let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
+        let id = runs::next_cursor(last, seen.at);
+        let mut ring = Ring::decode(got.get(&key));
+        ring.push(runs::run_json(id, seen, report), dropped);
+        let mut m = Map::new();
+        m.insert(key, ring.encode());
+        m.insert(CURSOR_KEY.to_owned(), Value::from(id));
+        self.env.set(Area::Local, m).await?;
+        Ok(id)
+    }
+
+    /// The rings of these scripts (missing or damaged ones read as empty).
+    pub async fn run_rings(&self, uuids: &[String]) -> Result<Vec<Ring>, EnvError> {
+        if uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = uuids.iter().map(|u| runs::runs_key(u)).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let got = self.env.get(Area::Local, &refs).await?;
+        Ok(keys.iter().map(|k| Ring::decode(got.get(k))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use crate::scripts::{store, sync};
+    use futures::executor::block_on;
+    use serde_json::json;
+
+    fn setup() -> (Provider<MemoryEnv>, String, ChannelKey) {
+        let p = Provider::new(MemoryEnv::new());
+        let src =
+            "// ==UserScript==\n// @name A\n// @match https://example.com/*\n// ==/UserScript==\n";
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", src, true, 1 << 20)).unwrap();
+        let uuid = c.record.uuid.clone();
+        // Registering makes the key and puts the token in the registered code.
+        block_on(p.sync_registration(&uuid, sync::desired_for(&c.record, &c.source)));
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        (p, uuid, key)
+    }
+
+    fn report(token: &str) -> String {
+        json!({"lumo": token, "v": 1, "kind": "run", "runAt": "document_idle", "ms": 3,
+               "error": {"name": "TypeError", "message": "x", "line": 5, "column": 2}})
+        .to_string()
+    }
+
+    fn page() -> Sender {
+        Sender {
+            url: Some("https://example.com/a".into()),
+            frame_id: Some(0),
+            tab_id: Some(9),
+        }
+    }
+
+    #[test]
+    fn a_registered_script_holds_its_token_and_its_world_has_messaging() {
+        let (p, uuid, key) = setup();
+        let regs = p.env.registrations.borrow();
+        let code = regs[&uuid].js[0].code.clone().unwrap();
+        assert!(code.contains(&key.token(&uuid, 1)));
+        assert_eq!(p.env.worlds.borrow().get(&uuid), Some(&true));
+    }
+
+    #[test]
+    fn a_proven_report_is_stored_with_chromes_url_and_survives_a_restart() {
+        let (p, uuid, key) = setup();
+        let got = block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 1))), page()));
+        let Received::Stored { id, .. } = got else {
+            panic!("{got:?}")
+        };
+        // A new provider on the same storage (a worker restart) reads the same ring.
+        let q = Provider::new(MemoryEnv::new());
+        *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+        let rings = block_on(q.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        let run = &rings[0].runs[0];
+        assert_eq!(run["id"], id);
+        assert_eq!(run["url"], "https://example.com/a");
+        assert_eq!(run["error"]["line"], 5);
+        assert_eq!(run["tabId"], 9);
+        // The next run's cursor is after this one.
+        let again = block_on(q.user_script_message(|| Some(report(&key.token(&uuid, 1))), page()));
+        assert!(matches!(again, Received::Stored { id: next, .. } if next > id));
+    }
+
+    #[test]
+    fn forged_unknown_and_future_senders_store_nothing() {
+        let (p, uuid, key) = setup();
+        let other = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+        let forged = key.token(&uuid, 1).replacen(&uuid, other, 1);
+        assert_eq!(
+            block_on(p.user_script_message(|| Some(report(&forged)), page())),
+            Received::Dropped(Dropped::UnknownSender)
+        );
+        // A real token of a script that does not exist (or a revision it never had).
+        assert_eq!(
+            block_on(p.user_script_message(|| Some(report(&key.token(other, 1))), page())),
+            Received::NotLive
+        );
+        assert_eq!(
+            block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 2))), page())),
+            Received::NotLive
+        );
+        assert!(!p.env.dump(Area::Local).contains_key(&runs::runs_key(&uuid)));
+    }
+
+    #[test]
+    fn a_flood_is_bounded_and_counted() {
+        let (p, uuid, key) = setup();
+        let r = report(&key.token(&uuid, 1));
+        for _ in 0..200 {
+            block_on(p.user_script_message(|| Some(r.clone()), page()));
+        }
+        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        assert_eq!(
+            rings[0].runs.len(),
+            usize::try_from(channel::rate::PER_SCRIPT).unwrap()
+        );
+        // The next accepted run (next window) carries the count of the refused ones.
+        p.env.advance(channel::rate::WINDOW_MS);
+        block_on(p.user_script_message(|| Some(r.clone()), page()));
+        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        assert_eq!(rings[0].dropped, 170);
+    }
+}

@@ -1,0 +1,191 @@
+//! The code the worker puts around a registered script (generated here, in Rust; one prelude that
+//! every feature on the userscript channel adds to). Today: the run report. The registered code is
+//!
+//! ```text
+//! [guard (rules.rs)][prelude: one line]\n
+//! <the script's source, unchanged, from line 2 column 1 (more if the guard spans lines)>
+//! \n[epilogue]
+//! //# sourceURL=lumo-run-<uuid>.js
+//! ```
+//!
+//! The source runs inside `function () { … }` called at once, so its top-level code runs
+//! synchronously as before; a top-level `var`/`function` becomes local to that function (as in
+//! Violentmonkey), and a top-level `return` is allowed. A leading `"use strict"` stays the first
+//! statement of that function body, so it stays a directive.
+//!
+//! **The token lives in a closure the source cannot see**: it is an argument of an inner arrow
+//! function whose scope does not enclose the source, and nothing returned from that arrow hands it
+//! out. Only `__lumoRun.run` is visible to the script, and calling it can only produce reports
+//! for this same script (its own token): the worker never attributes by what a message says.
+//! The channel's `sendMessage` is taken from `chrome.runtime` before the source runs.
+//!
+//! The run report: duration of the synchronous run, an uncaught error (rethrown after the report,
+//! so the page's console still shows it) with its line and column in the script's own source
+//! (the `//# sourceURL` name and a fixed line offset, as `wrap.rs` does for `try_script`), and the
+//! console calls made during the run (bounded in the page, again in `channel::message`; the
+//! original console is still called). Errors from callbacks that run later, and console calls
+//! after the run, are not reported.
+
+use super::registry::Registration;
+use super::wrap::js_line_count;
+use crate::channel::message::{MAX_RUN_LOGS, MAX_RUN_LOG_CHARS, MAX_RUN_TEXT_CHARS, VERSION};
+use crate::channel::ChannelKey;
+
+/// What the worker adds to one script's registered code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prelude {
+    /// `<uuid>.<revision>.<mac>` (see `channel::token`).
+    pub token: String,
+    /// The frames' name in stack traces: `lumo-run-<uuid>.js`.
+    pub uuid: String,
+    /// As registered: `document_start`, `document_end` or `document_idle`.
+    pub run_at: String,
+    /// Whether the script reports its runs. Every script does (see ARCHITECTURE.md, "Run
+    /// reports and @grant none"); kept as a field so a feature that does not want them can say so.
+    pub report_runs: bool,
+    /// The GM functions the script is given (`gm::inject::assemble`), one line; they reach the
+    /// worker through `__lumoRun.gm`, which adds this script's token.
+    pub gm: String,
+}
+
+impl Prelude {
+    /// Whether this script's world needs `configureWorld({messaging: true})`.
+    pub fn needs_messaging(&self) -> bool {
+        self.report_runs || !self.gm.is_empty()
+    }
+}
+
+const PRELUDE: &str = r#"(() => { const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__); __GM__ __lumoRun.run(function () {"#;
+
+const EPILOGUE: &str = "\n}); })();\n//# sourceURL=lumo-run-__N__.js\n";
+
+/// JSON text of a string: a JavaScript string literal that cannot end early.
+fn js_str(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
+impl Prelude {
+    /// The registered code: `prefix` (the guard, with its "use strict" if any), this prelude,
+    /// then `source` from the start of a line. None when the uuid could break the regex or the
+    /// frame name (it is always a uuid).
+    pub fn wrap(&self, prefix: &str, source: &str) -> Option<String> {
+        if !crate::scripts::record::is_uuid(&self.uuid) {
+            return None;
+        }
+        // Lines before the source: the prefix's own line ends plus the one after the prelude.
+        let pl = js_line_count(prefix);
+        let prelude = PRELUDE
+            .replace("__T__", &js_str(&self.token))
+            .replace("__RA__", &js_str(&self.run_at))
+            .replace("__PL__", &pl.to_string())
+            .replace("__SL__", &js_line_count(source).to_string())
+            .replace("__N__", &js_str(&self.uuid))
+            .replace("__V__", &VERSION.to_string())
+            .replace("__MAXL__", &MAX_RUN_LOGS.to_string())
+            .replace("__MAXT__", &MAX_RUN_TEXT_CHARS.to_string())
+            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string())
+            // Last: the GM code carries the script's values, which no placeholder may touch.
+            .replace("__GM__", &self.gm);
+        let epilogue = EPILOGUE.replace("__N__", &self.uuid);
+        let mut code =
+            String::with_capacity(prefix.len() + prelude.len() + source.len() + epilogue.len() + 4);
+        code.push_str(prefix);
+        code.push_str(&prelude);
+        code.push('\n');
+        code.push_str(source);
+        code.push_str(&epilogue);
+        Some(code)
+    }
+}
+
+/// Puts the prelude into a registration `registry::desired` made, if it asked for one and a key
+/// exists. Without a key the script is registered as it is (it runs; it cannot report).
+pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::gm::values::Values) {
+    let (Some(slot), Some(key)) = (reg.prelude_slot.take(), key) else {
+        return;
+    };
+    let Some(code) = reg.js.first().and_then(|c| c.code.clone()) else {
+        return;
+    };
+    let Some((prefix, source)) = code.split_at_checked(slot.source_at) else {
+        return;
+    };
+    let p = Prelude {
+        token: key.token(&reg.id, slot.revision),
+        uuid: reg.id.clone(),
+        run_at: reg
+            .run_at
+            .clone()
+            .unwrap_or_else(|| "document_idle".to_owned()),
+        report_runs: true,
+        gm: crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values),
+    };
+    if let Some(wrapped) = p.wrap(prefix, source) {
+        if let Some(first) = reg.js.first_mut() {
+            first.code = Some(wrapped);
+        }
+        reg.messaging = p.needs_messaging();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    fn prelude() -> Prelude {
+        Prelude {
+            token: "TOKEN-x".into(),
+            uuid: U.into(),
+            run_at: "document_end".into(),
+            report_runs: true,
+            gm: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_source_starts_a_line_after_the_prefix_and_prelude() {
+        let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
+        let code = prelude().wrap("GUARD;", src).unwrap();
+        let lines: Vec<&str> = code.split('\n').collect();
+        assert!(lines[0].starts_with("GUARD;(() => { const __lumoRun"));
+        assert_eq!(lines[1], "// ==UserScript==");
+        assert_eq!(lines[4], "null.x;");
+        assert!(code.ends_with(
+            "\n}); })();\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"
+        ));
+        assert!(lines[0].contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
+        for ph in [
+            "__T__", "__RA__", "__PL__", "__SL__", "__N__", "__V__", "__MAX",
+        ] {
+            assert!(!code.contains(ph), "{ph} is left");
+        }
+        // A prefix spanning lines moves the source down by as many.
+        let code = prelude().wrap("A;\nB;", src).unwrap();
+        assert!(code.contains("(\"TOKEN-x\", \"document_end\", 2, 4, "));
+        assert_eq!(code.split('\n').nth(2), Some("// ==UserScript=="));
+    }
+
+    #[test]
+    fn the_token_is_not_in_the_scope_of_the_source() {
+        let code = prelude().wrap("", "x").unwrap();
+        // The token is an argument of the inner arrow, which closes before the source starts.
+        let (head, _) = code.split_once("\nx").unwrap();
+        let token_at = head.find("\"TOKEN-x\"").unwrap();
+        let run_at = head.rfind("__lumoRun.run(function () {").unwrap();
+        assert!(token_at < run_at);
+        assert_eq!(code.matches("TOKEN-x").count(), 1);
+        assert!(!head.contains("globalThis.__lumo") && !head.contains("window."));
+    }
+
+    #[test]
+    fn strings_cannot_break_out() {
+        let mut p = prelude();
+        p.token = "\"); alert(1); (\"".into();
+        let code = p.wrap("", "x").unwrap();
+        assert!(code.contains(r#""\"); alert(1); (\"""#));
+        p.uuid = "not-a-uuid\"".into();
+        assert!(p.wrap("", "x").is_none());
+    }
+}
