@@ -4,7 +4,7 @@
 
 use crate::bridge::dialer::{self, USER_DISCONNECT};
 use crate::bridge::trust::{check_token, token_eq};
-use crate::control::{Effect, Reply};
+use crate::control::reply::{Effect, Reply};
 use crate::env::Env;
 use crate::provider::{BridgeAuth, Provider};
 use crate::tools::catalog;

@@ -15,6 +15,29 @@ pub enum Area {
     Session,
 }
 
+impl Area {
+    /// The area `chrome.storage.onChanged` names; areas we do not use (`sync`, `managed`) are
+    /// none of ours.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Area> {
+        match name {
+            "local" => Some(Area::Local),
+            "session" => Some(Area::Session),
+            _ => None,
+        }
+    }
+}
+
+/// `chrome.storage.onChanged`'s `{key: {oldValue, newValue}}` → `{key: newValue}`; a removed
+/// key has no `newValue` and becomes null (what the caches compare against).
+#[must_use]
+pub fn changed_values(changes: Map<String, Value>) -> Map<String, Value> {
+    changes
+        .into_iter()
+        .map(|(k, v)| (k, v.get("newValue").cloned().unwrap_or(Value::Null)))
+        .collect()
+}
+
 /// A failure of the outside world (storage quota, an API that threw), carried as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvError(pub String);
@@ -94,6 +117,38 @@ pub trait Tabs {
         world: &str,
         code: &str,
     ) -> Result<Value, EnvError>;
+}
+
+/// Chrome stops an idle worker after 30 s; any extension API call resets that timer. A long
+/// wait (a write under review) sleeps in steps of at most this, with a cheap call between them.
+pub const KEEPALIVE_STEP_MS: f64 = 20_000.0;
+
+/// The steps of a wait of `ms`: each step's length, and whether a keep-alive call follows it
+/// (only between steps, never after the last). NaN or negative waits take no step.
+pub fn sleep_steps(ms: f64) -> impl Iterator<Item = (f64, bool)> {
+    let mut left = if ms.is_nan() { 0.0 } else { ms };
+    std::iter::from_fn(move || {
+        if left <= 0.0 {
+            return None;
+        }
+        let step = left.min(KEEPALIVE_STEP_MS);
+        left -= step;
+        Some((step, left > 0.0))
+    })
+}
+
+/// A wait in whole milliseconds for `setTimeout`: NaN → 0, clamped to 0..=2^31−1 (setTimeout
+/// caps there anyway), so the conversion is exact.
+#[must_use]
+pub fn timer_ms(ms: f64) -> u32 {
+    let ms = if ms.is_nan() {
+        0.0
+    } else {
+        ms.clamp(0.0, f64::from(i32::MAX))
+    };
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let whole = ms as u32;
+    whole
 }
 
 /// Everything the provider needs.
@@ -327,5 +382,51 @@ pub mod memory {
                 .insert(world_id.to_owned(), messaging);
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn storage_changes_decode_to_new_values() {
+        let Value::Object(raw) = json!({
+            "policy": {"oldValue": {"a": 1}, "newValue": {"a": 2}},
+            "script/x": {"oldValue": {"r": 1}},
+            "added": {"newValue": false},
+        }) else {
+            unreachable!()
+        };
+        let news = changed_values(raw);
+        assert_eq!(
+            Value::Object(news),
+            json!({"policy": {"a": 2}, "script/x": null, "added": false})
+        );
+        assert_eq!(Area::parse("local"), Some(Area::Local));
+        assert_eq!(Area::parse("session"), Some(Area::Session));
+        assert_eq!(Area::parse("sync"), None);
+        assert_eq!(Area::parse("managed"), None);
+    }
+
+    #[test]
+    fn long_waits_are_stepped_with_a_keepalive_between_steps() {
+        let steps: Vec<_> = sleep_steps(50_000.0).collect();
+        assert_eq!(
+            steps,
+            vec![(20_000.0, true), (20_000.0, true), (10_000.0, false)]
+        );
+        assert_eq!(
+            sleep_steps(20_000.0).collect::<Vec<_>>(),
+            vec![(20_000.0, false)]
+        );
+        assert_eq!(sleep_steps(0.0).count(), 0);
+        assert_eq!(sleep_steps(-5.0).count(), 0);
+        assert_eq!(sleep_steps(f64::NAN).count(), 0);
+        assert_eq!(timer_ms(f64::NAN), 0);
+        assert_eq!(timer_ms(-1.0), 0);
+        assert_eq!(timer_ms(100.7), 100);
+        assert_eq!(timer_ms(1e300), 2_147_483_647);
     }
 }

@@ -116,9 +116,14 @@ pub enum Step {
 pub enum Authorized {
     /// Dispatch or post these, in order.
     Flush(Vec<Buffered>),
-    /// Send these −32001 errors; close the port after [`REFUSED_LINGER_MS`] if there were any,
-    /// else after [`REFUSED_GRACE_MS`] (a request arriving meanwhile is answered too).
-    Refuse { replies: Vec<Value>, reason: String },
+    /// Send these −32001 errors, then close the port after `close_after_ms`:
+    /// [`REFUSED_LINGER_MS`] if there were any, else [`REFUSED_GRACE_MS`] (a request arriving
+    /// meanwhile is answered too).
+    Refuse {
+        replies: Vec<Value>,
+        reason: String,
+        close_after_ms: f64,
+    },
 }
 
 #[derive(Debug)]
@@ -212,7 +217,16 @@ impl Session {
             reason: reason.clone(),
             answered: !replies.is_empty(),
         };
-        Authorized::Refuse { replies, reason }
+        let close_after_ms = if replies.is_empty() {
+            REFUSED_GRACE_MS
+        } else {
+            REFUSED_LINGER_MS
+        };
+        Authorized::Refuse {
+            replies,
+            reason,
+            close_after_ms,
+        }
     }
 
     pub fn phase(&self) -> Option<Phase> {
@@ -334,10 +348,17 @@ mod tests {
         s.inbound(Some(&text(
             json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call"}),
         )));
-        let Authorized::Refuse { replies, reason } = s.authorize(Access::NotAllowlisted) else {
+        let Authorized::Refuse {
+            replies,
+            reason,
+            close_after_ms,
+        } = s.authorize(Access::NotAllowlisted)
+        else {
             panic!()
         };
         assert!(reason.contains("allowlist"));
+        // Answered: the port lingers only long enough for the rest of the burst.
+        assert_eq!(close_after_ms, REFUSED_LINGER_MS);
         assert_eq!(replies.len(), 2);
         assert_eq!(replies[0]["id"], json!("a"));
         assert_eq!(replies[1]["id"], json!(7));
@@ -362,8 +383,9 @@ mod tests {
         s.inbound(Some(&text(
             json!({"jsonrpc": "2.0", "method": "notifications/x"}),
         )));
+        // Nothing answered yet: the port waits for a request to answer, up to the grace.
         assert!(
-            matches!(s.authorize(Access::EndpointOff), Authorized::Refuse { replies, .. } if replies.is_empty())
+            matches!(s.authorize(Access::EndpointOff), Authorized::Refuse { replies, close_after_ms, .. } if replies.is_empty() && close_after_ms == REFUSED_GRACE_MS)
         );
         assert_eq!(
             s.inbound(Some(&text(

@@ -7,7 +7,8 @@
 //! nothing; natively (tests, fuzz targets, the bridge) [`native::Native`] answers with the
 //! `url` (WHATWG) and `regress` (ECMAScript) crates, which are not linked into the wasm.
 //!
-//! The platform has no state, so [`platform`] is a compile-time choice, not a global to set.
+//! Natively [`platform`] is a compile-time choice; in the wasm the shell installs its engines
+//! with [`install`] first thing at start, so the core never imports the shell.
 
 use std::fmt;
 
@@ -60,10 +61,47 @@ pub fn path_query(href: &str, pathname: &str, search: &str) -> String {
     out
 }
 
-/// The platform of this build: the browser's engines in the wasm, the crates natively.
+#[cfg(target_arch = "wasm32")]
+thread_local! {
+    static INSTALLED: std::cell::Cell<Option<&'static dyn WebPlatform>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The shell's engines, installed first thing at start (the core never names the shell).
+#[cfg(target_arch = "wasm32")]
+pub fn install(platform: &'static dyn WebPlatform) {
+    INSTALLED.with(|p| p.set(Some(platform)));
+}
+
+/// The platform of this build: in the wasm, the browser's engines the shell installed; before
+/// that, one that refuses everything (so nothing matches, nothing panics).
 #[cfg(target_arch = "wasm32")]
 pub fn platform() -> &'static dyn WebPlatform {
-    &crate::chrome::web::Browser
+    INSTALLED
+        .with(std::cell::Cell::get)
+        .unwrap_or(&NotInstalled)
+}
+
+/// Answers `Err` to everything: the shell has not installed the browser's engines.
+#[cfg(target_arch = "wasm32")]
+struct NotInstalled;
+
+#[cfg(target_arch = "wasm32")]
+impl WebPlatform for NotInstalled {
+    fn parse_url(&self, _: &str) -> Result<ParsedUrl, WebError> {
+        Err(not_installed())
+    }
+    fn regex_compile_check(&self, _: &str, _: &str) -> Result<(), WebError> {
+        Err(not_installed())
+    }
+    fn regex_test(&self, _: &str, _: &str, _: &str) -> Result<bool, WebError> {
+        Err(not_installed())
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn not_installed() -> WebError {
+    WebError("the browser's URL parser and RegExp are not installed yet".into())
 }
 
 /// The platform of this build: the browser's engines in the wasm, the crates natively.

@@ -211,31 +211,17 @@ impl UserScripts for ChromeEnv {
     }
 }
 
-/// Chrome stops an idle worker after 30 s; any extension API call resets that timer. A long
-/// wait (a write under review) sleeps in steps with a cheap call between them.
-const KEEPALIVE_STEP_MS: f64 = 20_000.0;
-
 /// A timer that is cleared when dropped (`gloo-timers`): a wait that loses a race (a review the
 /// user decided) leaves no timer and no keep-alive behind.
 pub fn timeout(ms: f64) -> gloo_timers::future::TimeoutFuture {
-    // Clamped first, so the cast is exact: NaN → 0, and setTimeout caps at 2^31-1 ms anyway.
-    let ms = if ms.is_nan() {
-        0.0
-    } else {
-        ms.clamp(0.0, f64::from(i32::MAX))
-    };
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    gloo_timers::future::TimeoutFuture::new(ms as u32)
+    gloo_timers::future::TimeoutFuture::new(crate::env::timer_ms(ms))
 }
 
 impl Timer for ChromeEnv {
     async fn sleep(&self, ms: f64) {
-        let mut left = ms;
-        while left > 0.0 {
-            let step = left.min(KEEPALIVE_STEP_MS);
+        for (step, keepalive) in crate::env::sleep_steps(ms) {
             timeout(step).await;
-            left -= step;
-            if left > 0.0 {
+            if keepalive {
                 if let Ok(p) = api::get_platform_info() {
                     let _ = JsFuture::from(p).await;
                 }

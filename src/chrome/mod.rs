@@ -54,6 +54,8 @@ const START_WORK_DELAY_MS: u32 = 250;
 /// Registers every listener. Must stay synchronous: see the module docs.
 #[wasm_bindgen(start)]
 pub fn start() {
+    // Before anything can match a URL: the core asks the browser's own engines.
+    crate::web::install(&web::Browser);
     std::panic::set_hook(Box::new(|info| {
         api::console_error(&format!("lumo-userscripts panicked: {info}"));
     }));
@@ -116,20 +118,17 @@ pub fn start() {
 }
 
 fn on_storage_changed(changes: JsValue, area: JsValue) {
-    let area = match area.as_string().as_deref() {
-        Some("local") => crate::env::Area::Local,
-        Some("session") => crate::env::Area::Session,
-        _ => return,
+    let Some(area) = area
+        .as_string()
+        .as_deref()
+        .and_then(crate::env::Area::parse)
+    else {
+        return;
     };
     let Some(Value::Object(changes)) = json::from_js(&changes) else {
         return;
     };
-    // `{key: {oldValue, newValue}}` → `{key: newValue}`; a removed key has no newValue (null).
-    let news = changes
-        .into_iter()
-        .map(|(k, v)| (k, v.get("newValue").cloned().unwrap_or(Value::Null)))
-        .collect();
-    provider().storage_changed(area, &news);
+    provider().storage_changed(area, &crate::env::changed_values(changes));
 }
 
 /// L0. Answers asynchronously (`return true` keeps `sendResponse` alive across the storage read).

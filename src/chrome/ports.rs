@@ -75,16 +75,15 @@ pub fn on_connect_external(port: Port) {
                     }
                 }
             }
-            Authorized::Refuse { replies, reason } => {
+            Authorized::Refuse {
+                replies,
+                reason,
+                close_after_ms,
+            } => {
                 for r in &replies {
                     post(id, r);
                 }
-                let wait = if replies.is_empty() {
-                    session::REFUSED_GRACE_MS
-                } else {
-                    session::REFUSED_LINGER_MS
-                };
-                close_after(id, wait, reason);
+                close_after(id, close_after_ms, reason);
             }
         }
     });

@@ -168,6 +168,21 @@ pub enum QueueFull {
     Everyone,
 }
 
+impl std::fmt::Display for QueueFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueFull::Caller => write!(
+                f,
+                "{MAX_PENDING_PER_CALLER} of your writes are already waiting for the user's review; wait for those first"
+            ),
+            QueueFull::Everyone => write!(
+                f,
+                "{MAX_PENDING_REVIEWS} writes are already waiting for the user's review; wait for those first"
+            ),
+        }
+    }
+}
+
 /// Whether `caller` may queue another review, given the callers of those that wait.
 pub fn admit<'a>(waiting: impl Iterator<Item = &'a str>, caller: &str) -> Result<(), QueueFull> {
     let (mut all, mut mine) = (0usize, 0usize);

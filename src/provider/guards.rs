@@ -4,9 +4,8 @@ use super::{keys, Provider};
 use crate::env::{Area, Env};
 use crate::guard::audit::{self, Entry};
 use crate::guard::rate_limit::{Admission, RateWindow, MAX_WRITES, WINDOW_MS};
-use crate::tools::result::{ErrorCode, ToolError};
 use futures::lock::MutexGuard;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// The refusal text, from the limiter's own constants so it cannot drift from what it enforces.
 fn rate_limited_message(retry_secs: f64) -> String {
@@ -16,6 +15,28 @@ fn rate_limited_message(retry_secs: f64) -> String {
     )
 }
 
+/// Why a write was not admitted by the rate-limit step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AdmitError {
+    /// The slot could not be recorded, so the write does not run (fail closed).
+    Storage(String),
+    /// The caller's window is full; retry after this many whole seconds.
+    Limited { retry_after_secs: f64 },
+}
+
+impl std::fmt::Display for AdmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdmitError::Storage(e) => {
+                write!(f, "could not record the write in the rate window: {e}")
+            }
+            AdmitError::Limited { retry_after_secs } => {
+                f.write_str(&rate_limited_message(*retry_after_secs))
+            }
+        }
+    }
+}
+
 impl<E: Env> Provider<E> {
     /// Held while a script is read, checked and written.
     pub async fn write_lock(&self) -> MutexGuard<'_, ()> {
@@ -23,7 +44,7 @@ impl<E: Env> Provider<E> {
     }
 
     /// The rate-limit step: admits one write of `caller` now, or says when to retry.
-    pub async fn admit_write(&self, caller: &str) -> Result<(), ToolError> {
+    pub async fn admit_write(&self, caller: &str) -> Result<(), AdmitError> {
         let _guard = self.rate_lock.lock().await;
         let mut window = self.rate_window().await;
         let now = self.env.now_ms();
@@ -36,19 +57,16 @@ impl<E: Env> Provider<E> {
                     serde_json::to_value(&window).unwrap_or(Value::Null),
                 );
                 // Fail closed: a write whose slot cannot be recorded does not run.
-                self.env.set(Area::Session, m).await.map_err(|e| {
-                    ToolError::new(
-                        ErrorCode::StorageError,
-                        format!("could not record the write in the rate window: {e}"),
-                    )
-                })
+                self.env
+                    .set(Area::Session, m)
+                    .await
+                    .map_err(|e| AdmitError::Storage(e.to_string()))
             }
             Admission::Limited { retry_after_ms } => {
                 let secs = (retry_after_ms / 1000.0).ceil().max(1.0);
-                Err(
-                    ToolError::new(ErrorCode::RateLimited, rate_limited_message(secs))
-                        .with_details(json!({ "retryAfterSeconds": secs })),
-                )
+                Err(AdmitError::Limited {
+                    retry_after_secs: secs,
+                })
             }
         }
     }

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
+pub use guards::AdmitError;
 pub use registry::{RegistryState, SyncOutcome};
 pub use runs::{Received, Sender};
 

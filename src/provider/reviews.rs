@@ -5,7 +5,6 @@ use super::{Provider, Waiting};
 use crate::env::{Area, Env};
 use crate::guard::audit::Entry;
 use crate::guard::review::{self, Decision, QueueFull, ReviewRequest, Stub};
-use crate::tools::result::{ErrorCode, ToolError};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use serde_json::{Map, Value};
@@ -37,7 +36,7 @@ impl<E: Env> Provider<E> {
         &self,
         request: ReviewRequest,
         rpc_id: Value,
-    ) -> Result<Decision, ToolError> {
+    ) -> Result<Decision, QueueFull> {
         let mut request = request;
         let full = review::admit(
             self.reviews
@@ -46,21 +45,7 @@ impl<E: Env> Provider<E> {
                 .map(|w| w.request.caller.as_str()),
             &request.caller,
         );
-        if let Err(why) = full {
-            return Err(ToolError::new(
-                ErrorCode::RateLimited,
-                match why {
-                    QueueFull::Caller => format!(
-                        "{} of your writes are already waiting for the user's review; wait for those first",
-                        review::MAX_PENDING_PER_CALLER
-                    ),
-                    QueueFull::Everyone => format!(
-                        "{} writes are already waiting for the user's review; wait for those first",
-                        review::MAX_PENDING_REVIEWS
-                    ),
-                },
-            ));
-        }
+        full?;
         let seq = self.review_seq.get().saturating_add(1);
         self.review_seq.set(seq);
         request.seq = seq;

@@ -113,11 +113,11 @@ impl<E: Env> Provider<E> {
 
     /// A failed write changed nothing by design, but a storage error leaves storage as the only
     /// truth: the cache is dropped rather than trusted.
-    pub(crate) fn script_failure(&self, e: ScriptError) -> crate::tools::result::ToolError {
+    pub(crate) fn script_failure(&self, e: ScriptError) -> ScriptError {
         if matches!(e, ScriptError::Storage(_)) {
             self.set_scripts_cache(None);
         }
-        crate::tools::script_error(e)
+        e
     }
 
     /// `chrome.storage.onChanged` for the local area: drops a cache entry whenever storage now

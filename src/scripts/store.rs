@@ -646,17 +646,6 @@ pub async fn set_enabled<E: Storage + Clock>(
     })
 }
 
-/// Deletes a script: it moves to the trash (see `trash`), from where it can be restored.
-pub async fn delete<E: Storage + Clock>(
-    env: &E,
-    snap: &Snapshot,
-    actor: impl Into<Actor<'_>>,
-    uuid: &str,
-    expected: Option<u64>,
-) -> Result<ScriptRecord, ScriptError> {
-    super::trash::delete(env, snap, actor.into(), uuid, expected).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,7 +695,14 @@ mod tests {
         assert_eq!(u.record.updated_by, BY_USER);
         assert!(u.record.updated_at > u.record.created_at);
 
-        let d = block_on(delete(&env, &snap(&env), BY_USER, &uuid, Some(2))).unwrap();
+        let d = block_on(super::super::trash::delete(
+            &env,
+            &snap(&env),
+            BY_USER.into(),
+            &uuid,
+            Some(2),
+        ))
+        .unwrap();
         assert_eq!(d.uuid, uuid);
         assert_eq!(
             block_on(load(&env, &uuid)),
@@ -741,7 +737,14 @@ mod tests {
         );
         assert!(e.to_string().contains("revision 2"));
         assert_eq!(
-            block_on(delete(&env, &snap(&env), BY_USER, &uuid, Some(1))).unwrap_err(),
+            block_on(super::super::trash::delete(
+                &env,
+                &snap(&env),
+                BY_USER.into(),
+                &uuid,
+                Some(1)
+            ))
+            .unwrap_err(),
             ScriptError::StaleRevision {
                 expected: 1,
                 current: 2
@@ -1089,7 +1092,14 @@ mod tests {
             ))
             .unwrap();
             assert_eq!(load_index_now(&env).len(), 3, "{garbage}");
-            block_on(delete(&env, &snap(&env), BY_USER, &c.record.uuid, None)).unwrap();
+            block_on(super::super::trash::delete(
+                &env,
+                &snap(&env),
+                BY_USER.into(),
+                &c.record.uuid,
+                None,
+            ))
+            .unwrap();
         }
     }
 

@@ -1,16 +1,13 @@
 //! The history tools: `list_revisions`, `get_script` with a `revision`, `list_scripts` of the
-//! trash, and `restore_script` (its review preview and its execution under the write lock).
+//! trash, and what the review of a `restore_script` shows (its execution is in `write`).
 
 use super::result::{success, ToolError};
-use super::scripts::script_error;
-use super::Executed;
 use crate::env::Env;
-use crate::guard::audit::Journaled;
 use crate::provider::Provider;
 use crate::scripts::history;
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::restore::{self, Current};
-use crate::scripts::store::{self, Actor, ScriptError, Snapshot};
+use crate::scripts::store::{self, ScriptError};
 use crate::scripts::trash;
 use serde_json::{json, Value};
 
@@ -29,7 +26,7 @@ pub(super) async fn get<E: Env>(
 ) -> Result<Value, ToolError> {
     let (current, target) = restore::plan(&p.env, uuid, revision)
         .await
-        .map_err(script_error)?;
+        .map_err(ToolError::from)?;
     let diagnostics = store::validate(&target.source, usize::MAX)
         .map(|(_, d)| d)
         .unwrap_or_default();
@@ -65,10 +62,10 @@ pub(super) async fn list_revisions<E: Env>(
 ) -> Result<Value, ToolError> {
     let (current, _) = restore::plan(&p.env, uuid, None)
         .await
-        .map_err(script_error)?;
+        .map_err(ToolError::from)?;
     let h = history::load(&p.env, uuid)
         .await
-        .map_err(|e| script_error(ScriptError::Storage(e.to_string())))?;
+        .map_err(|e| ToolError::from(ScriptError::Storage(e.to_string())))?;
     let now = history::Revision {
         record: current.record().clone(),
         source: current.source().to_owned(),
@@ -116,7 +113,7 @@ pub(super) async fn list_revisions<E: Env>(
 
 /// `list_scripts {deleted: true}`: the trash, most recently deleted first.
 pub(super) async fn list_trash<E: Env>(p: &Provider<E>) -> Result<Value, ToolError> {
-    let (items, problems) = trash::list(&p.env).await.map_err(script_error)?;
+    let (items, problems) = trash::list(&p.env).await.map_err(ToolError::from)?;
     let page: Vec<Value> = items.iter().map(trash::Trashed::summary).collect();
     let mut text = if page.is_empty() {
         "The trash is empty.".to_owned()
@@ -155,51 +152,10 @@ pub(super) async fn preview<E: Env>(
 ) -> Result<(Option<(ScriptRecord, String)>, history::Revision), ToolError> {
     let (current, target) = restore::plan(&p.env, uuid, Some(revision))
         .await
-        .map_err(script_error)?;
-    store::check_revision(current.record(), Some(expected)).map_err(script_error)?;
+        .map_err(ToolError::from)?;
+    store::check_revision(current.record(), Some(expected)).map_err(ToolError::from)?;
     Ok(match current {
         Current::Live(r, s) => (Some((r, s)), target),
         Current::Trashed(_) => (None, target),
     })
-}
-
-/// Runs a restore under the write lock (called from `run_write`).
-pub(super) async fn run_restore<E: Env>(
-    p: &Provider<E>,
-    env: &Journaled<'_, E>,
-    actor: Actor<'_>,
-    snap: &Snapshot,
-    uuid: String,
-    revision: Option<u64>,
-    expected: Option<u64>,
-) -> Executed {
-    let done = restore::restore(
-        env,
-        snap,
-        actor,
-        &uuid,
-        revision,
-        expected,
-        super::catalog::MAX_SOURCE_BYTES,
-    )
-    .await;
-    match done {
-        Ok(c) => {
-            p.scripts_written(&c);
-            let registered = p
-                .sync_registration(
-                    &c.record.uuid,
-                    crate::scripts::sync::desired_for(&c.record, &c.source),
-                )
-                .await;
-            Executed {
-                target: Some(uuid),
-                result: Ok(super::scripts::write_result(&c, registered)),
-            }
-        }
-        Err(e) => Executed {
-            result: Err(p.script_failure(e)),
-            target: Some(uuid),
-        },
-    }
 }

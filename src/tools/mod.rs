@@ -11,14 +11,17 @@
 //! 8. **audit** — every write-tool attempt from step 3 on, whatever its result; a write that
 //!    runs is journaled write-ahead with the script it stores (see `guard::audit`).
 
+mod args;
 pub mod catalog;
 mod history;
 pub mod limits;
+mod read;
 pub mod result;
+mod review_request;
 mod script_runs;
-mod scripts;
 mod status;
 mod try_script;
+mod write;
 
 use crate::caller::Caller;
 use crate::env::Env;
@@ -31,8 +34,8 @@ use catalog::ToolDef;
 use result::{ErrorCode, ToolError};
 use serde_json::Value;
 
-pub use scripts::WriteArgs;
-pub(crate) use scripts::{run_write, script_error};
+pub use args::WriteArgs;
+pub(crate) use write::run_write;
 
 #[derive(Debug, PartialEq)]
 pub enum CallOutcome {
@@ -79,8 +82,8 @@ pub async fn call<E: Env>(
         return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
     }
     if !def.is_write() {
-        let result = match scripts::parse_read(def, &args) {
-            Ok(read) => scripts::run_read(p, &caller.key(), &policy, read).await,
+        let result = match args::parse_read(def, &args) {
+            Ok(read) => read::run_read(p, &caller.key(), &policy, read).await,
             Err(e) => Err(e),
         };
         return CallOutcome::Result(result.unwrap_or_else(|e| e.to_result()));
@@ -160,22 +163,23 @@ async fn write<E: Env>(
             "writes are turned off: the user has put Lumo Userscripts in read-only mode",
         ));
     }
-    let mut parsed = match scripts::parse_write(def, &args) {
+    let mut parsed = match args::parse_write(def, &args) {
         Ok(w) => w,
         Err(e) => return refused(e),
     };
     if let Err(e) = p.admit_write(&ctx.caller.key()).await {
-        return refused(e);
+        return refused(e.into());
     }
     if policy.review_writes && !p.is_waived(ctx.session) {
-        let request = match scripts::review_request(p, ctx, policy, def, &parsed, digest).await {
-            Ok(r) => r,
-            Err(e) => return refused(e),
-        };
+        let request =
+            match review_request::review_request(p, ctx, policy, def, &parsed, digest).await {
+                Ok(r) => r,
+                Err(e) => return refused(e),
+            };
         let base = request.base_revision;
         let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
             Ok(d) => d,
-            Err(e) => return refused(e),
+            Err(e) => return refused(e.into()),
         };
         match decision {
             Decision::Approve { .. } => {
@@ -222,5 +226,5 @@ async fn write<E: Env>(
         by: &by,
         via: Some(def.name),
     };
-    Ok(scripts::run_write(p, actor, parsed, Some(entry.clone())).await)
+    Ok(write::run_write(p, actor, parsed, Some(entry.clone())).await)
 }

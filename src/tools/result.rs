@@ -1,6 +1,10 @@
 //! Tool results. A business failure is a *successful* MCP call with `isError: true`, a readable
 //! reason and a stable `error_code`, so the model can read why instead of losing the turn.
 
+use crate::guard::review::QueueFull;
+use crate::provider::AdmitError;
+use crate::scripts::metadata::Diagnostic;
+use crate::scripts::store::ScriptError;
 use serde_json::{json, Value};
 
 /// Stable codes an agent can branch on.
@@ -111,4 +115,73 @@ pub fn success(text: String, structured: Value) -> Value {
         "structuredContent": structured,
         "isError": false,
     })
+}
+
+/// The wire form of a store error: its code, its message and what the agent needs to retry.
+impl From<ScriptError> for ToolError {
+    fn from(e: ScriptError) -> Self {
+        let code = match &e {
+            ScriptError::NotFound(_) | ScriptError::RevisionNotFound { .. } => ErrorCode::NotFound,
+            ScriptError::StaleRevision { .. } | ScriptError::DuplicateIdentity { .. } => {
+                ErrorCode::Conflict
+            }
+            ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
+            ScriptError::TooLarge { .. }
+            | ScriptError::PatchTooLarge { .. }
+            | ScriptError::TooMany => ErrorCode::PayloadTooLarge,
+            ScriptError::PatchFailed(_) => ErrorCode::InvalidArguments,
+            ScriptError::Storage(_) => ErrorCode::StorageError,
+        };
+        let details = match &e {
+            ScriptError::InvalidMetadata(d) => Some(json!({ "diagnostics": d })),
+            ScriptError::StaleRevision { current, .. }
+            | ScriptError::RevisionNotFound { current, .. } => {
+                Some(json!({ "currentRevision": current }))
+            }
+            ScriptError::DuplicateIdentity { uuid, .. } => Some(json!({ "existingUuid": uuid })),
+            _ => None,
+        };
+        let err = ToolError::new(code, e.to_string());
+        match details {
+            Some(d) => err.with_details(d),
+            None => err,
+        }
+    }
+}
+
+/// Diagnostics as lines of the text result.
+pub(crate) fn diagnostics_text(d: &[Diagnostic]) -> String {
+    d.iter()
+        .map(|d| {
+            format!(
+                "\n  line {} {}: {}",
+                d.line,
+                serde_json::to_value(d.severity)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                d.message
+            )
+        })
+        .collect()
+}
+
+/// A full review queue is a rate limit: wait for the reviews already queued.
+impl From<QueueFull> for ToolError {
+    fn from(e: QueueFull) -> Self {
+        ToolError::new(ErrorCode::RateLimited, e.to_string())
+    }
+}
+
+/// The rate-limit step's refusal, with the delay the agent should wait.
+impl From<AdmitError> for ToolError {
+    fn from(e: AdmitError) -> Self {
+        match e {
+            AdmitError::Storage(_) => ToolError::new(ErrorCode::StorageError, e.to_string()),
+            AdmitError::Limited { retry_after_secs } => {
+                ToolError::new(ErrorCode::RateLimited, e.to_string())
+                    .with_details(json!({ "retryAfterSeconds": retry_after_secs }))
+            }
+        }
+    }
 }

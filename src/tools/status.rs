@@ -14,12 +14,7 @@ pub(super) async fn run<E: Env>(
     policy: &Policy,
 ) -> Result<serde_json::Value, ToolError> {
     let cap = p.capability();
-    let count = p
-        .scripts()
-        .await
-        .map_err(super::scripts::script_error)?
-        .index
-        .len();
+    let count = p.scripts().await.map_err(ToolError::from)?.index.len();
     let left = p.writes_left(caller).await;
     let refused = p.registration_errors().await;
     let refused_text = if refused.is_empty() {

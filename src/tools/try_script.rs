@@ -11,7 +11,7 @@
 
 use super::catalog::{MAX_SOURCE_BYTES, MAX_URL_BYTES};
 use super::result::{success, ErrorCode, ToolError};
-use super::{finished, script_error, CallCtx, Executed};
+use super::{finished, CallCtx, Executed};
 use crate::env::{Env, Tab};
 use crate::guard::audit::Entry;
 use crate::guard::diff::{line_diff, visible, Preview};
@@ -224,7 +224,7 @@ struct Script {
 async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError> {
     match what {
         What::Source(s) => {
-            let (metadata, _) = store::validate(s, MAX_SOURCE_BYTES).map_err(script_error)?;
+            let (metadata, _) = store::validate(s, MAX_SOURCE_BYTES).map_err(ToolError::from)?;
             Ok(Script {
                 source: s.clone(),
                 metadata,
@@ -234,7 +234,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError>
         What::Stored { uuid, revision } => {
             let (r, source) = store::load_with_source(&p.env, uuid)
                 .await
-                .map_err(script_error)?;
+                .map_err(ToolError::from)?;
             if let Some(rev) = revision {
                 if *rev != r.revision {
                     return Err(ToolError::new(
@@ -376,7 +376,7 @@ pub(super) async fn call<E: Env>(
         Err(e) => return refused(e),
     };
     if let Err(e) = p.admit_write(&ctx.caller.key()).await {
-        return refused(e);
+        return refused(e.into());
     }
     if !p.env.user_scripts_available() {
         return refused(ToolError::new(
@@ -392,7 +392,7 @@ pub(super) async fn call<E: Env>(
         let request = review_request(p, ctx, policy, &script, &tab, &a, digest);
         let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
             Ok(d) => d,
-            Err(e) => return refused(e),
+            Err(e) => return refused(e.into()),
         };
         if let Err(e) = after_review(p, ctx, decision).await {
             return refused(e);

@@ -1,0 +1,405 @@
+//! Internal messages from this extension's own pages (options, popup): the pages render what the
+//! service worker returns and change state only through these operations, so the service worker
+//! stays the single owner of state. The shell admits only messages whose sender is this
+//! extension; this module decides what each operation does.
+//!
+//! A message is parsed once into [`Op`]; each op is one function (in the file of its family)
+//! that returns its reply *and* its effects on open sessions, so nothing re-reads a reply to
+//! decide what happened. The user's history/trash/editing ops (`by_hand`) and the bridge's ops
+//! (`bridge_ops`) are families of their own, reached through [`Op::ByHand`] and [`Op::Bridge`].
+
+mod audit;
+mod policy;
+pub mod reply;
+mod reviews;
+mod scripts;
+mod sessions;
+
+use crate::env::Env;
+use crate::ids::ExtensionId;
+use crate::policy::Switch;
+use crate::provider::Provider;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::{json, Value};
+
+pub use reply::{Effect, Reply};
+
+pub const CONTROL_CHANNEL: &str = "lumo:internal";
+
+/// Whether an internal message comes from one of this extension's own pages: the sender is this
+/// extension *and* its document is one of ours. A content script of this extension would carry
+/// the id but a web page's URL; a userscript never reaches `onMessage` (its world has no
+/// messaging to it). `own_id` is `chrome.runtime.id`.
+#[must_use]
+pub fn is_own_page(own_id: &str, sender_id: Option<&str>, sender_url: Option<&str>) -> bool {
+    let Some(rest) = sender_url.and_then(|u| u.strip_prefix("chrome-extension://")) else {
+        return false;
+    };
+    !own_id.is_empty()
+        && sender_id == Some(own_id)
+        && rest
+            .strip_prefix(own_id)
+            .is_some_and(|r| r.starts_with('/'))
+}
+
+/// Every operation a page may ask for, by its wire name. Arguments are read loosely (a missing
+/// or mistyped field is `None`) so that each op's function refuses it with its own message,
+/// naming the field and what it must be.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op")]
+pub enum Op {
+    #[serde(rename = "state.get")]
+    StateGet,
+    #[serde(rename = "reviews.decide")]
+    ReviewsDecide {
+        #[serde(default, deserialize_with = "loose")]
+        review: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        approve: Option<bool>,
+        #[serde(default, rename = "allowSession", deserialize_with = "loose")]
+        allow_session: Option<bool>,
+    },
+    #[serde(rename = "reviews.diff")]
+    ReviewsDiff {
+        #[serde(default, deserialize_with = "loose")]
+        review: Option<String>,
+    },
+    #[serde(rename = "scripts.list")]
+    ScriptsList,
+    #[serde(rename = "scripts.get")]
+    ScriptsGet {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+    },
+    #[serde(rename = "scripts.setEnabled")]
+    ScriptsSetEnabled {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        enabled: Option<bool>,
+    },
+    #[serde(rename = "scripts.delete")]
+    ScriptsDelete {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+    },
+    #[serde(rename = "scripts.lint")]
+    ScriptsLint {
+        #[serde(default, deserialize_with = "loose")]
+        source: Option<String>,
+    },
+    #[serde(rename = "audit.list")]
+    AuditList,
+    #[serde(rename = "sessions.disconnect")]
+    SessionsDisconnect {
+        #[serde(default, deserialize_with = "loose")]
+        id: Option<String>,
+    },
+    #[serde(rename = "policy.setSwitch")]
+    PolicySetSwitch {
+        #[serde(default, deserialize_with = "loose")]
+        name: Option<Switch>,
+        #[serde(default, deserialize_with = "loose")]
+        value: Option<bool>,
+    },
+    #[serde(rename = "policy.approve", alias = "policy.add")]
+    PolicyApprove {
+        #[serde(default, deserialize_with = "loose")]
+        id: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        name: Option<String>,
+    },
+    #[serde(rename = "policy.deny")]
+    PolicyDeny {
+        #[serde(default, deserialize_with = "loose")]
+        id: Option<String>,
+    },
+    #[serde(rename = "policy.remove")]
+    PolicyRemove {
+        #[serde(default, deserialize_with = "loose")]
+        id: Option<String>,
+    },
+    /// `bridge.*`: the local bridge's family (`bridge_ops`), by name.
+    #[serde(skip)]
+    Bridge(String),
+    /// Any other name: the user's history, trash and editing (`by_hand`), or unknown.
+    #[serde(skip)]
+    ByHand(String),
+    #[serde(other)]
+    Other,
+}
+
+/// The value when it has type `T`; `None` for anything else (the op names what it must be).
+fn loose<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+}
+
+impl Op {
+    /// Parses a page's message; the error is the reply to send (a missing "op").
+    pub fn parse(msg: &Value) -> Result<Op, Value> {
+        let Some(name) = msg.get("op").and_then(Value::as_str) else {
+            return Err(err("missing \"op\""));
+        };
+        if name.starts_with("bridge.") {
+            return Ok(Op::Bridge(name.to_owned()));
+        }
+        // Every field is loose, so only an unknown name falls through here.
+        match Op::deserialize(msg) {
+            Ok(Op::Other) | Err(_) => Ok(Op::ByHand(name.to_owned())),
+            Ok(op) => Ok(op),
+        }
+    }
+}
+
+/// Answers one internal message: its reply and what the shell must do to open sessions.
+pub async fn handle<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
+    match Op::parse(msg) {
+        Ok(op) => run(p, op, msg).await,
+        Err(e) => e.into(),
+    }
+}
+
+async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
+    match op {
+        Op::StateGet => sessions::state(p).await.into(),
+        Op::ReviewsDecide {
+            review,
+            approve,
+            allow_session,
+        } => reviews::decide(p, review, approve, allow_session).into(),
+        Op::ReviewsDiff { review } => reviews::diff(p, review).into(),
+        Op::ScriptsList => scripts::list(p).await.into(),
+        Op::ScriptsGet { uuid } => scripts::get(p, uuid).await.into(),
+        Op::ScriptsSetEnabled { uuid, enabled } => {
+            scripts::set_enabled(p, uuid, enabled).await.into()
+        }
+        Op::ScriptsDelete { uuid } => scripts::delete(p, uuid).await.into(),
+        Op::ScriptsLint { source } => scripts::lint(source).into(),
+        Op::AuditList => audit::list(p).await.into(),
+        Op::SessionsDisconnect { id } => sessions::disconnect(p, id),
+        Op::PolicySetSwitch { name, value } => policy::set_switch(p, name, value).await,
+        Op::PolicyApprove { id, name } => policy::approve(p, id, name).await,
+        Op::PolicyDeny { id } => policy::deny(p, id).await,
+        Op::PolicyRemove { id } => policy::remove(p, id).await,
+        Op::Bridge(name) => crate::bridge_ops::handle(p, &name, msg).await,
+        Op::ByHand(name) => match crate::by_hand::handle(p, &name, msg).await {
+            Some(v) => v.into(),
+            None => unknown(&name).into(),
+        },
+        Op::Other => unknown("").into(),
+    }
+}
+
+fn unknown(name: &str) -> Value {
+    err(format!(
+        "unknown operation \"{}\"",
+        crate::text::ellipsize(name, 40)
+    ))
+}
+
+/// The reply of a refused op.
+fn err(msg: impl Into<String>) -> Value {
+    json!({ "ok": false, "error": msg.into() })
+}
+
+/// An extension id argument, through the one validator.
+fn extension_id(id: Option<&str>) -> Result<ExtensionId, Value> {
+    let Some(s) = id else {
+        return Err(err("missing \"id\""));
+    };
+    ExtensionId::parse(s.trim()).ok_or_else(|| {
+        err(format!(
+            "\"{}\" is not an extension id: it must be 32 letters from a to p",
+            crate::text::ellipsize(s, 40)
+        ))
+    })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    fn call(p: &Provider<MemoryEnv>, v: Value) -> Value {
+        block_on(handle(p, &v)).value
+    }
+
+    #[test]
+    fn approve_deny_remove_and_switches() {
+        let p = Provider::new(MemoryEnv::new());
+        let id = "mobcibglkcoacmddjpdoknlbbicjchlk";
+        let r = call(&p, json!({"op": "policy.add", "id": id, "name": "Host"}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(r["policy"]["allowlist"][0]["name"], json!("Host"));
+        let r = call(&p, json!({"op": "policy.deny", "id": id}));
+        assert_eq!(r["policy"]["allowlist"], json!([]));
+        assert_eq!(r["policy"]["denied"][0]["id"], json!(id));
+        let r = call(&p, json!({"op": "policy.remove", "id": id}));
+        assert_eq!(r["policy"]["denied"], json!([]));
+        let r = call(
+            &p,
+            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+        );
+        assert_eq!(r["policy"]["writesEnabled"], json!(false));
+        let r = call(&p, json!({"op": "state.get"}));
+        assert_eq!(r["policy"]["writesEnabled"], json!(false));
+        assert_eq!(r["capability"]["ready"], json!(true));
+    }
+
+    #[test]
+    fn only_this_extensions_pages_are_own_pages() {
+        let own = "imliakfdgonldkmaddnhnniclbhiobpo";
+        let page = format!("chrome-extension://{own}/options.html");
+        assert!(is_own_page(own, Some(own), Some(&page)));
+        let other = "mobcibglkcoacmddjpdoknlbbicjchlk";
+        // Another extension, or our id with a web page's URL (a content script), or a URL that
+        // only starts with our id, or no URL at all.
+        assert!(!is_own_page(own, Some(other), Some(&page)));
+        assert!(!is_own_page(own, Some(own), Some("https://example.com/")));
+        assert!(!is_own_page(
+            own,
+            Some(own),
+            Some(&format!("chrome-extension://{own}x/options.html"))
+        ));
+        assert!(!is_own_page(
+            own,
+            Some(own),
+            Some(&format!("chrome-extension://{other}/options.html"))
+        ));
+        assert!(!is_own_page(own, Some(own), None));
+        assert!(!is_own_page(own, None, Some(&page)));
+        assert!(!is_own_page("", Some(""), Some("chrome-extension:///x")));
+    }
+
+    #[test]
+    fn bad_input_changes_nothing() {
+        let p = Provider::new(MemoryEnv::new());
+        for v in [
+            json!({"op": "policy.add", "id": "not-an-id"}),
+            json!({"op": "policy.add", "id": "A".repeat(32)}),
+            json!({"op": "policy.add"}),
+            json!({"op": "policy.setSwitch", "name": "everything", "value": true}),
+            json!({"op": "policy.setSwitch", "name": "writes", "value": "no"}),
+            json!({"op": "nope"}),
+            json!({}),
+            json!(null),
+        ] {
+            let r = call(&p, v.clone());
+            assert_eq!(r["ok"], json!(false), "{v}");
+            assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()));
+        }
+        assert!(p.env.dump(crate::env::Area::Local).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    fn call(p: &Provider<MemoryEnv>, v: Value) -> Value {
+        block_on(handle(p, &v)).value
+    }
+
+    #[test]
+    fn ops_parse_by_wire_name_with_extra_fields() {
+        let ch = CONTROL_CHANNEL;
+        assert!(matches!(
+            Op::parse(&json!({"op": "state.get", "channel": ch})),
+            Ok(Op::StateGet)
+        ));
+        assert!(matches!(
+            Op::parse(&json!({"op": "policy.add", "id": 5})),
+            Ok(Op::PolicyApprove { id: None, .. })
+        ));
+        assert!(matches!(
+            Op::parse(&json!({"op": "bridge.status"})),
+            Ok(Op::Bridge(n)) if n == "bridge.status"
+        ));
+        assert!(matches!(
+            Op::parse(&json!({"op": "trash.list"})),
+            Ok(Op::ByHand(n)) if n == "trash.list"
+        ));
+    }
+
+    /// The pages show these messages; they name the field and what it must be.
+    #[test]
+    fn refusals_name_the_field() {
+        let p = Provider::new(MemoryEnv::new());
+        for (msg, want) in [
+            (json!({"op": 5}), "missing \"op\""),
+            (json!({"op": "nope"}), "unknown operation \"nope\""),
+            (
+                json!({"op": "reviews.decide"}),
+                "missing \"review\" (the review id)",
+            ),
+            (
+                json!({"op": "reviews.decide", "review": "r", "approve": "yes"}),
+                "\"approve\" must be true or false",
+            ),
+            (
+                json!({"op": "reviews.diff", "review": 1}),
+                "missing \"review\" (the review id)",
+            ),
+            (json!({"op": "scripts.get"}), "missing \"uuid\""),
+            (
+                json!({"op": "scripts.get", "uuid": "x"}),
+                "\"x\" is not a script uuid",
+            ),
+            (
+                json!({"op": "scripts.setEnabled", "uuid": "00000000-0000-4000-8000-000000000000"}),
+                "\"enabled\" must be true or false",
+            ),
+            (
+                json!({"op": "scripts.delete", "uuid": 3}),
+                "missing \"uuid\"",
+            ),
+            (
+                json!({"op": "scripts.lint"}),
+                "\"source\" must be the script's text",
+            ),
+            (json!({"op": "sessions.disconnect"}), "missing \"id\""),
+            (
+                json!({"op": "policy.deny", "id": "nope"}),
+                "\"nope\" is not an extension id: it must be 32 letters from a to p",
+            ),
+            (
+                json!({"op": "policy.setSwitch", "name": "all", "value": true}),
+                "\"name\" must be one of endpoint, writes, review",
+            ),
+            (
+                json!({"op": "policy.setSwitch", "name": "writes"}),
+                "\"value\" must be true or false",
+            ),
+        ] {
+            let r = call(&p, msg.clone());
+            assert_eq!(r["ok"], json!(false), "{msg}");
+            assert_eq!(r["error"], json!(want), "{msg}");
+        }
+    }
+
+    #[test]
+    fn policy_ops_return_their_effects() {
+        let p = Provider::new(MemoryEnv::new());
+        let r = block_on(handle(
+            &p,
+            &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+        ));
+        assert_eq!(r.value["ok"], json!(true));
+        assert!(matches!(r.effects.as_slice(), [Effect::Notify { .. }]));
+        // The same value again changes nothing: no notification.
+        let r = block_on(handle(
+            &p,
+            &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+        ));
+        assert!(r.effects.is_empty(), "{:?}", r.effects);
+        let r = block_on(handle(
+            &p,
+            &json!({"op": "sessions.disconnect", "id": "mobcibglkcoacmddjpdoknlbbicjchlk"}),
+        ));
+        assert_eq!(r.value, json!({"ok": true, "closed": 0}));
+        assert!(matches!(r.effects.as_slice(), [Effect::Close { .. }]));
+    }
+}
