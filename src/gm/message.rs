@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::values::{self, Op, MAX_KEYS_PER_OP, MAX_KEY_BYTES, MAX_SCRIPT_BYTES};
+use super::values::{Op, MAX_KEYS_PER_OP, MAX_KEY_BYTES};
 use crate::text::ellipsize;
 
 /// Longest URL a request may carry, in bytes.
@@ -121,12 +121,9 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
                 let [k, v] = item.as_array().map(Vec::as_slice).unwrap_or_default() else {
                     return Err(bad("each item must be [key, JSON text]"));
                 };
+                // Its size is the store's to refuse, with the reason (the channel bounds the
+                // message as a whole).
                 let v = v.as_str().ok_or_else(|| bad("a value must be JSON text"))?;
-                if v.len() > MAX_SCRIPT_BYTES {
-                    return Err(GmError(
-                        values::ValueError::ScriptFull { bytes: v.len() }.to_string(),
-                    ));
-                }
                 pairs.push((key(k)?, v.to_owned()));
             }
             Ok(GmRequest::Values(Op::Set(pairs)))

@@ -89,3 +89,83 @@ impl<E: Env> Provider<E> {
         self.sync_registration(&current.uuid, desired).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::key_store;
+    use crate::env::memory::MemoryEnv;
+    use crate::provider::{Received, Sender};
+    use crate::scripts::{store, sync};
+    use futures::executor::block_on;
+
+    fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
+        let src = format!(
+            "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
+        );
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
+        block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
+        c.record.uuid
+    }
+
+    fn gm(p: &Provider<MemoryEnv>, token: &str, fields: Value) -> Value {
+        let mut m = fields.as_object().cloned().unwrap();
+        m.insert("lumo".into(), token.into());
+        m.insert("v".into(), 1.into());
+        m.insert("kind".into(), "gm".into());
+        let raw = Value::Object(m).to_string();
+        match block_on(p.user_script_message(|| Some(raw), Sender::default())) {
+            Received::Answered(v) => v,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_are_the_proven_scripts_own_and_reach_its_next_registration() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_setValue\n// @grant GM_getValue\n");
+        let b = script(&p, "B", "// @grant GM_getValue\n");
+        let none = script(&p, "N", "// @grant none\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let (ta, tb, tn) = (key.token(&a, 1), key.token(&b, 1), key.token(&none, 1));
+
+        let r = gm(&p, &ta, json!({"op": "values.set", "items": [["k", "41"]]}));
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(
+            gm(&p, &ta, json!({"op": "values.get"}))["values"],
+            json!({"k": "41"})
+        );
+        // B, asking with its own token, sees its own (empty) values, whatever else it says.
+        let r = gm(&p, &tb, json!({"op": "values.get", "uuid": a, "script": a}));
+        assert_eq!(r["values"], json!({}));
+        // A script without a value grant is refused, even though its world has the channel.
+        let r = gm(&p, &tn, json!({"op": "values.set", "items": [["k", "1"]]}));
+        assert!(
+            r["error"].as_str().unwrap().contains("does not @grant"),
+            "{r}"
+        );
+        assert_eq!(
+            block_on(crate::gm::store::load(&p.env, &none)).unwrap(),
+            Default::default()
+        );
+        // A's next page load starts with the value: its registration carries it.
+        let code = p.env.registrations.borrow()[&a].js[0].code.clone().unwrap();
+        assert!(code.contains(r#"{"k":"41"}"#), "snapshot missing");
+        // Over the script's bound: refused with the reason, nothing stored.
+        let big = format!("\"{}\"", "x".repeat(crate::gm::values::MAX_SCRIPT_BYTES));
+        let r = gm(
+            &p,
+            &ta,
+            json!({"op": "values.set", "items": [["big", big]]}),
+        );
+        assert!(
+            r["error"].as_str().unwrap().contains("over its limit"),
+            "{r}"
+        );
+        assert_eq!(
+            gm(&p, &ta, json!({"op": "values.get"}))["values"],
+            json!({"k": "41"})
+        );
+    }
+}

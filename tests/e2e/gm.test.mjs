@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
-import { sleep } from "./lib/util.mjs";
+import { sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 
@@ -56,6 +56,27 @@ describe("gm: the GM functions a script is given", () => {
     await sleep(400);
     return tab.evaluate(() => Object.fromEntries([...document.documentElement.attributes]
       .filter((a) => a.name.startsWith("data-gm-")).map((a) => [a.name.slice(8), a.value])));
+  };
+
+  /** What the provider's storage holds under `key`, read from its own page. */
+  const stored = async (key) => {
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      return await page.evaluate(async (k) => (await chrome.storage.local.get(k))[k], key);
+    } finally {
+      await page.close();
+    }
+  };
+  /** The code Chrome has registered for `uuid`. */
+  const registeredCode = async (uuid) => {
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      return await page.evaluate(async (id) => (await chrome.userScripts.getScripts({ ids: [id] }))[0]?.js?.[0]?.code ?? "", uuid);
+    } finally {
+      await page.close();
+    }
   };
 
   before(async () => {
@@ -173,5 +194,69 @@ describe("gm: the GM functions a script is given", () => {
     } finally {
       await page.close();
     }
+  });
+  test("values: GM_getValue answers at document-start, values persist across reload and worker restart, a script reads only its own", T, async () => {
+    const counter = await write("counter", ["@match http://values.test/*", "@grant GM_getValue", "@grant GM_setValue", "@run-at document-start"],
+      "const n = GM_getValue('n', 0);\nGM_setValue('n', n + 1);\n"
+      + "const mark = () => document.documentElement.setAttribute('data-gm-n', String(n));\n"
+      + "document.documentElement ? mark() : addEventListener('DOMContentLoaded', mark);");
+    // Another script on the same page, asking for every value it can see and for the counter's key.
+    await write("other", ["@match http://values.test/*", "@grant GM_getValue", "@grant GM_listValues"],
+      "document.documentElement.setAttribute('data-gm-other', JSON.stringify([GM_listValues(), GM_getValue('n', 'none')]));");
+    const seenAfter = async (n) => {
+      // Stored, and in the registered code the next page load starts with.
+      assert.equal(await until(() => stored(`values/${counter.uuid}`), (v) => v?.n === String(n), 5000).then((v) => v?.n), String(n));
+      assert.ok((await until(() => registeredCode(counter.uuid), (c) => c.includes(`{"n":"${n}"}`), 5000)).includes(`{"n":"${n}"}`));
+    };
+    assert.deepEqual(await load(url("values.test")), { n: "0", other: JSON.stringify([[], "none"]) });
+    await seenAfter(1);
+    assert.deepEqual(await load(url("values.test")), { n: "1", other: JSON.stringify([[], "none"]) });
+    await seenAfter(2);
+    await h.stopProviderWorker();
+    // The worker is stopped: the page still starts with the value, and its change wakes the worker.
+    assert.equal((await load(url("values.test"))).n, "2");
+    await seenAfter(3);
+    // The page's own JavaScript reaches neither the scripts' worlds nor the channel.
+    assert.deepEqual(await tab.evaluate((id) => {
+      let sent;
+      try { chrome.runtime.sendMessage(id, { lumo: "x", v: 1, kind: "gm", op: "values.set", items: [["n", "999"]] }); sent = "sent"; } catch (e) { sent = "threw"; }
+      return [typeof window.__lumoRun, typeof window.GM_setValue, typeof globalThis.chrome?.runtime?.sendMessage === "function" ? sent : "no sendMessage"];
+    }, PROVIDER_ID), ["undefined", "undefined", "no sendMessage"]);
+    await sleep(300);
+    assert.equal((await stored(`values/${counter.uuid}`)).n, "3");
+    // Deleted with the script: the values stay in the trash with it, and leave when it is purged.
+    await ok("delete_script", { uuid: counter.uuid });
+    assert.equal((await stored(`values/${counter.uuid}`))?.n, "3");
+    await h.internal("trash.purge", { uuids: [counter.uuid] });
+    assert.equal(await stored(`values/${counter.uuid}`), undefined);
+  });
+
+  test("values: GM.* promise forms, listeners, and a flood of GM_setValue is one bounded message while the provider stays responsive", T, async () => {
+    await write("promise", ["@match http://promise.test/*", "@grant GM.setValue", "@grant GM.getValue", "@grant GM.deleteValue", "@grant GM_addValueChangeListener"],
+      "const heard = [];\nGM_addValueChangeListener('p', (k, o, n, remote) => heard.push([k, o ?? null, n ?? null, remote]));\n"
+      + "GM.setValue('p', { a: 1 }).then(() => GM.getValue('p')).then(async (v) => {\n"
+      + "  await GM.deleteValue('p');\n"
+      + "  document.documentElement.setAttribute('data-gm-promise', JSON.stringify([v, await GM.getValue('p', 'gone'), heard]));\n"
+      + "});");
+    const flood = await write("flood", ["@match http://flood.test/*", "@grant GM_setValue", "@grant GM_getValue"],
+      "for (let i = 0; i < 100000; i++) GM_setValue('same', i);\n"
+      + "let err = '';\ntry { for (let i = 0; i < 5000; i++) GM_setValue('k' + i, 'x'.repeat(100)); } catch (e) { err = e.message; }\n"
+      + "document.documentElement.setAttribute('data-gm-flood', JSON.stringify([GM_getValue('same'), err]));");
+    const p = await until(() => load(url("promise.test")), (g) => g.promise, 3000);
+    assert.deepEqual(JSON.parse(p.promise), [{ a: 1 }, "gone", [["p", null, { a: 1 }, false], ["p", { a: 1 }, null, false]]]);
+    const started = Date.now();
+    const f = await load(url("flood.test"));
+    const [last, err] = JSON.parse(f.flood);
+    assert.equal(last, 99999);
+    assert.match(err, /over the limit of 1000; nothing was changed/);
+    // The provider answers its host at once, and stored the last value of the loop with the
+    // keys that fit, in one batch.
+    const t0 = Date.now();
+    await ok("list_scripts", { limit: 5 });
+    assert.ok(Date.now() - t0 < 2000, `list_scripts took ${Date.now() - t0} ms after the flood`);
+    const v = await until(() => stored(`values/${flood.uuid}`), (x) => x?.same === "99999", 5000);
+    assert.equal(v?.same, "99999");
+    assert.equal(Object.keys(v).length, 1000);
+    console.log(`# flood page + store: ${Date.now() - started} ms`);
   });
 });
