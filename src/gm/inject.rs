@@ -95,9 +95,9 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         // At document-start there may be no <head> nor even <html> yet: the element is
         // returned at once and put in place as soon as the document has a root.
         "GM_addStyle" => format!(
-            "{PUT}const S=c=>{{const s=document.createElement('style');\
-             s.textContent=String(c);return P(s)}};d('GM_addStyle',S);\
-             G.addStyle=c=>Promise.resolve(S(c));"
+            "{PUT}const AS=c=>{{const s=document.createElement('style');\
+             s.textContent=String(c);return P(s)}};d('GM_addStyle',AS);\
+             G.addStyle=c=>Promise.resolve(AS(c));"
         ),
         "GM_addElement" => format!(
             "{PUT}const E=(a,b,c)=>{{let p=null,t=a,o=b;if(typeof a!=='string'){{p=a;t=b;o=c}}\
@@ -304,13 +304,13 @@ const VALUES_JS: &str = concat!(
     "const q=[];if(del.length)q.push(S('values.delete',{keys:del}));if(set.length)q.push(S('values.set',{items:set}));",
     "Promise.all(q).then(rs=>{const bad=rs.find(r=>!r||r.error);if(bad){const m=bad&&bad.error||'GM values: the provider did not answer; not saved';",
     "console.error(m);for(const x of w)x[1](new Error(m))}else for(const x of w)x[0]()},e=>{for(const x of w)x[1](e)})};",
-    "const put=items=>{const next=Object.assign(Object.create(null),C);for(const[k,t]of items){",
-    "if(len(k)>__MAXKB__)throw new Error('GM_setValue: a key longer than __MAXKB__ bytes');",
-    "if(t===undefined)delete next[k];else next[k]=t}",
-    "let b=0,n=0;for(const k in next){n++;b+=len(k)+len(next[k])}",
+    "let B=0,N=0;for(const k in C){N++;B+=len(k)+len(C[k])}",
+    "const put=items=>{const last=new Map();for(const[k,t]of items){",
+    "if(len(k)>__MAXKB__)throw new Error('GM_setValue: a key longer than __MAXKB__ bytes');last.set(k,t)}",
+    "let b=B,n=N;for(const[k,t]of last){const o=C[k];if(o!==undefined){b-=len(k)+len(o);n--}if(t!==undefined){b+=len(k)+len(t);n++}}",
     "if(b>__MAXB__)throw new Error('GM_setValue refused: this script\\'s values would take '+b+' bytes, over its limit of __MAXB__; nothing was changed');",
     "if(n>__MAXK__)throw new Error('GM_setValue refused: this script would hold '+n+' keys, over the limit of __MAXK__; nothing was changed');",
-    "for(const[k,t]of items){const o=C[k];if(o===t)continue;if(t===undefined)delete C[k];else C[k]=t;",
+    "B=b;N=n;for(const[k,t]of last){const o=C[k];if(o===t)continue;if(t===undefined)delete C[k];else C[k]=t;",
     "if(!pend){pend=new Map();setTimeout(flush,0)}pend.set(k,t);fire(k,o,t,false)}",
     "};",
     "const text=v=>{const t=JSON.stringify(v);return t};",
