@@ -53,7 +53,7 @@ pub const APIS: &[Api] = &[
     api("GM_deleteValues", Provided, true),
     api("GM_addValueChangeListener", Provided, true),
     api("GM_removeValueChangeListener", Provided, true),
-    api("GM_xmlhttpRequest", NotProvided, true),
+    api("GM_xmlhttpRequest", Provided, true),
     api("GM_download", NotProvided, true),
     api("GM_registerMenuCommand", NotProvided, true),
     api("GM_unregisterMenuCommand", NotProvided, true),

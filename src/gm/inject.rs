@@ -110,12 +110,38 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
             "const L=(...a)=>console.log({},...a);d('GM_log',L);G.log=(...a)=>Promise.resolve(L(...a));",
             Value::String(format!("[{}]", meta.name))
         ),
+        "GM_xmlhttpRequest" => XHR_JS.to_owned(),
         // The world's own window: the page's DOM, not the page's JavaScript (validate_script
         // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
         "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
         _ => String::new(),
     }
 }
+
+/// `GM_xmlhttpRequest` / `GM.xmlHttpRequest`: the worker performs it (`provider::gm`) and
+/// answers once; the callbacks get the fields scripts read. A relative URL is resolved against
+/// the page here; the worker decides on the absolute one. `abort()` drops the answer.
+const XHR_JS: &str = concat!(
+    "let XI=0;const X=o=>{o=o||{};const id=++XI;let done=false;",
+    "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
+    "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
+    "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
+    "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,finalUrl:url};cb('onabort',e);cb('onloadend',e)}};",
+    "S('xhr',{id,method:o.method||'GET',url,headers:h,data:o.data==null?null:String(o.data),",
+    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous}).then(r=>{if(done)return;done=true;",
+    "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
+    "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",
+    "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",
+    "const t=o.responseType;let resp=r.text,rt=r.text;",
+    "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}",
+    "else if(t==='json'){try{resp=JSON.parse(r.text)}catch(e){resp=null}}",
+    "const x={readyState:4,status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders,",
+    "response:resp,responseText:rt,context:o.context};cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
+    "return ctrl};d('GM_xmlhttpRequest',X);",
+    "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
+    "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
+    "pr.abort=()=>c.abort();return pr};",
+);
 
 /// `P(element, parent?)`: appends to `parent`, else to `<head>` or the root, waiting for one
 /// if the document has none yet. Defined once per prelude (`var`: both users may declare it).
@@ -203,7 +229,7 @@ mod tests {
             &[][..],
             &["none"][..],
             &["GM_bogus"][..],
-            &["GM_xmlhttpRequest"][..],
+            &["GM_registerMenuCommand"][..],
         ] {
             let s = src(g);
             assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");

@@ -5,9 +5,10 @@
 //! left the allowed hosts is withheld from the script (see [`final_allowed`]).
 
 use super::connect::{self, Rule};
-use super::message::XhrRequest;
+use super::message::{ResponseType, XhrRequest};
 use crate::text::ellipsize;
 use crate::web::WebPlatform;
+use serde_json::{json, Value};
 
 /// Why a request is not sent; the script gets this text in its `onerror`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,10 +71,83 @@ pub fn final_allowed(
     })
 }
 
+/// Largest response body handed to a script.
+pub const MAX_RESPONSE_BYTES: usize = 5 * 1024 * 1024;
+
+/// The answer a script's `GM_xmlhttpRequest` gets: the fields scripts read; the body as text
+/// (`text`, `json`: UTF-8, invalid sequences replaced) or base64 (`arraybuffer`, `blob`).
+pub fn response_json(r: &crate::env::HttpResponse, ty: ResponseType) -> Value {
+    let headers: String = r
+        .headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let mut out = json!({
+        "status": r.status,
+        "statusText": r.status_text,
+        "finalUrl": r.final_url,
+        "responseHeaders": headers,
+    });
+    let body = match ty {
+        ResponseType::Text | ResponseType::Json => (
+            "text",
+            Value::String(String::from_utf8_lossy(&r.body).into_owned()),
+        ),
+        ResponseType::ArrayBuffer | ResponseType::Blob => {
+            ("base64", Value::String(base64(&r.body)))
+        }
+    };
+    if let Some(o) = out.as_object_mut() {
+        o.insert(body.0.to_owned(), body.1);
+    }
+    out
+}
+
+/// Standard base64 with padding.
+pub fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let sym = |i: u32| char::from(A.get((i & 63) as usize).copied().unwrap_or(b'='));
+    let mut out = String::with_capacity(bytes.len().saturating_add(2) / 3 * 4);
+    for chunk in bytes.chunks(3) {
+        let b = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let n = (b(0) << 16) | (b(1) << 8) | b(2);
+        out.push(sym(n >> 18));
+        out.push(sym(n >> 12));
+        out.push(if chunk.len() > 1 { sym(n >> 6) } else { '=' });
+        out.push(if chunk.len() > 2 { sym(n) } else { '=' });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gm::message::{ResponseType, MAX_TIMEOUT_MS};
+    use crate::gm::message::MAX_TIMEOUT_MS;
+
+    #[test]
+    fn base64_and_response_fields() {
+        for (raw, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(raw.as_bytes()), want);
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
+        let r = crate::env::HttpResponse {
+            status: 201,
+            status_text: "Created".into(),
+            final_url: "http://a.test/x".into(),
+            headers: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
+            body: b"hi\xff".to_vec(),
+        };
+        let v = response_json(&r, ResponseType::Text);
+        assert_eq!(v["responseHeaders"], "a: 1\r\nb: 2\r\n");
+        assert_eq!(v["text"], "hi\u{fffd}");
+        assert_eq!(response_json(&r, ResponseType::Blob)["base64"], "aGn/");
+    }
     use crate::web::platform;
 
     fn req(url: &str) -> XhrRequest {

@@ -39,7 +39,8 @@ const VALUE_GRANTS: &[&str] = &[
 
 impl<E: Env> Provider<E> {
     /// Answers one GM request of the script `uuid` (proven by the channel).
-    pub(crate) async fn gm_request(&self, uuid: &str, req: GmRequest) -> Value {
+    /// `page` is the sender's URL as Chrome reports it (for `@connect self`).
+    pub(crate) async fn gm_request(&self, uuid: &str, page: Option<&str>, req: GmRequest) -> Value {
         let record = match self.scripts().await {
             Ok(s) => s.records.iter().find(|r| r.uuid == uuid).cloned(),
             Err(e) => return error(format!("GM: the provider could not read its scripts: {e}")),
@@ -71,9 +72,58 @@ impl<E: Env> Provider<E> {
                 "GM values: this script does not @grant GM_getValue/GM_setValue (or another \
                  value function)",
             ),
-            GmRequest::Xhr(_) | GmRequest::XhrAbort { .. } => {
-                error("GM_xmlhttpRequest is not available in this provider yet")
+            GmRequest::Xhr(x) if grants_any(&record, &["GM_xmlhttpRequest"]) => {
+                self.gm_xhr(&record, page, &x).await
             }
+            GmRequest::Xhr(_) => {
+                error("GM_xmlhttpRequest: this script does not @grant GM_xmlhttpRequest")
+            }
+            // The request is not cancelled in the worker: the page drops its answer.
+            GmRequest::XhrAbort { .. } => json!({ "ok": true }),
+        }
+    }
+
+    /// Sends a request the script's `@connect` rules allow (never one they do not), and
+    /// withholds a response whose redirects left them.
+    async fn gm_xhr(
+        &self,
+        record: &ScriptRecord,
+        page: Option<&str>,
+        x: &crate::gm::message::XhrRequest,
+    ) -> Value {
+        let web = crate::web::platform();
+        let rules = crate::gm::connect::rules(web, &record.metadata.connects);
+        let url = match crate::gm::xhr::decide(web, x, &rules, page) {
+            Ok(u) => u,
+            Err(e) => return json!({ "error": e.to_string(), "refused": true }),
+        };
+        let req = crate::env::HttpRequest {
+            method: x.method.clone(),
+            url,
+            headers: x.headers.clone(),
+            body: x.data.clone(),
+            timeout_ms: x.timeout_ms,
+            anonymous: x.anonymous,
+        };
+        match self
+            .env
+            .fetch(&req, crate::gm::xhr::MAX_RESPONSE_BYTES)
+            .await
+        {
+            Ok(r) if !crate::gm::xhr::final_allowed(web, &r.final_url, &rules, page) => json!({
+                "error": format!(
+                    "GM_xmlhttpRequest: the response was withheld: it was redirected to {}, \
+                     which is not in this script's @connect list",
+                    crate::text::ellipsize(&r.final_url, 200)
+                ),
+                "refused": true,
+            }),
+            Ok(r) => crate::gm::xhr::response_json(&r, x.response_type),
+            Err(e) if e.0.starts_with("timeout") => json!({
+                "error": format!("GM_xmlhttpRequest: no answer within {} ms", x.timeout_ms),
+                "timeout": true,
+            }),
+            Err(e) => error(format!("GM_xmlhttpRequest failed: {}", e.0)),
         }
     }
 
@@ -110,12 +160,20 @@ mod tests {
     }
 
     fn gm(p: &Provider<MemoryEnv>, token: &str, fields: Value) -> Value {
+        gm_from(p, token, fields, None)
+    }
+
+    fn gm_from(p: &Provider<MemoryEnv>, token: &str, fields: Value, page: Option<&str>) -> Value {
         let mut m = fields.as_object().cloned().unwrap();
         m.insert("lumo".into(), token.into());
         m.insert("v".into(), 1.into());
         m.insert("kind".into(), "gm".into());
         let raw = Value::Object(m).to_string();
-        match block_on(p.user_script_message(|| Some(raw), Sender::default())) {
+        let sender = Sender {
+            url: page.map(str::to_owned),
+            ..Sender::default()
+        };
+        match block_on(p.user_script_message(|| Some(raw), sender)) {
             Received::Answered(v) => v,
             other => panic!("{other:?}"),
         }
@@ -166,6 +224,57 @@ mod tests {
         assert_eq!(
             gm(&p, &ta, json!({"op": "values.get"}))["values"],
             json!({"k": "41"})
+        );
+    }
+
+    #[test]
+    fn xhr_goes_only_to_connect_hosts_and_self_and_nothing_else_is_sent() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "X",
+            "// @grant GM_xmlhttpRequest\n// @connect api.test\n// @connect self\n",
+        );
+        let n = script(&p, "N", "// @grant GM_getValue\n// @connect api.test\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let ta = key.token(&a, 1);
+        let page = Some("https://example.com/page");
+        let req = |url: &str| json!({"op": "xhr", "id": 1, "url": url, "headers": [["X-A", "1"]]});
+        let r = gm_from(&p, &ta, req("https://v1.api.test/data"), page);
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["text"], "https://v1.api.test/data");
+        assert_eq!(r["responseHeaders"], "x-test: yes\r\n");
+        let r = gm_from(&p, &ta, req("https://example.com/own"), page);
+        assert_eq!(r["status"], 200, "self: {r}");
+        for refused in [
+            "https://evil.test/",
+            "http://localhost/",
+            "file:///etc/passwd",
+        ] {
+            let r = gm_from(&p, &ta, req(refused), page);
+            assert!(r["error"].is_string(), "{refused}: {r}");
+        }
+        // Without the grant, even a declared host is refused.
+        let r = gm_from(&p, &key.token(&n, 1), req("https://api.test/"), page);
+        assert!(r["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not @grant GM_xmlhttpRequest"));
+        // Exactly the two allowed requests left the browser.
+        let sent: Vec<String> = p
+            .env
+            .fetched
+            .borrow()
+            .iter()
+            .map(|r| r.url.clone())
+            .collect();
+        assert_eq!(
+            sent,
+            ["https://v1.api.test/data", "https://example.com/own"]
+        );
+        assert_eq!(
+            p.env.fetched.borrow()[0].headers,
+            [("X-A".to_owned(), "1".to_owned())]
         );
     }
 }

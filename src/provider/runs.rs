@@ -77,7 +77,10 @@ impl<E: Env> Provider<E> {
             return Received::NotLive;
         }
         match message {
-            Message::Gm(req) => Received::Answered(self.gm_request(&from.uuid, req).await),
+            Message::Gm(req) => Received::Answered(
+                self.gm_request(&from.uuid, sender.url.as_deref(), req)
+                    .await,
+            ),
             Message::Run(report) => {
                 let seen = Seen {
                     uuid: from.uuid.clone(),

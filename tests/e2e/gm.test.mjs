@@ -27,6 +27,11 @@ async function pageServer() {
   const hits = [];
   const server = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
+    if (req.url.startsWith("/api")) {
+      res.writeHead(200, { "content-type": "application/json", "x-test": "yes", "access-control-allow-origin": "*" });
+      res.end(JSON.stringify({ method: req.method, host: req.headers.host.split(":")[0], path: req.url, h: req.headers["x-script"] ?? null }));
+      return;
+    }
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
     res.end("<!doctype html><title>page</title><script>window.pageVar = 'page';</script><p id=p>text</p>");
   });
@@ -259,6 +264,32 @@ describe("gm: the GM functions a script is given", () => {
     assert.equal(Object.keys(v).length, 1000);
     console.log(`# flood page + store: ${Date.now() - started} ms`);
   });
+  test("GM_xmlhttpRequest reaches a declared host with body and headers; an undeclared one is refused and never sent", T, async () => {
+    await write("xhr", ["@match http://xhrpage.test/*", "@grant GM_xmlhttpRequest", "@grant GM.xmlHttpRequest", "@connect api.test"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-xhr', JSON.stringify(out)); };\n"
+      + "GM_xmlhttpRequest({ url: `http://api.test:${port}/api/one`, headers: { 'X-Script': 'hi' }, responseType: 'json',\n"
+      + "  onload: (r) => { out.ok = [r.status, r.response, /x-test: yes/i.test(r.responseHeaders), r.finalUrl]; done(); } });\n"
+      + "GM_xmlhttpRequest({ url: `http://undeclared.test:${port}/api/secret`,\n"
+      + "  onload: () => { out.leak = 'loaded'; done(); }, onerror: (e) => { out.refused = e.error; done(); } });\n"
+      + "GM.xmlHttpRequest({ method: 'POST', url: `http://sub.api.test:${port}/api/two`, data: 'x=1' })\n"
+      + "  .then((r) => { out.promise = JSON.parse(r.responseText).method; done(); });\n"
+      + "GM_xmlhttpRequest({ url: `/api/self`, onload: () => { out.self = 'loaded'; done(); }, onerror: (e) => { out.self = e.error; done(); } });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("xhrpage.test")), (g) => g.xhr, 5000);
+    const out = JSON.parse(got.xhr);
+    const P = server.port;
+    assert.deepEqual(out.ok, [200, { method: "GET", host: "api.test", path: "/api/one", h: "hi" }, true, `http://api.test:${P}/api/one`]);
+    assert.equal(out.promise, "POST");
+    assert.match(out.refused, /undeclared\.test is not in this script's @connect list.*not sent/);
+    // The page's own host is not declared (no @connect self): refused too.
+    assert.match(out.self, /xhrpage\.test is not in this script's @connect list/);
+    assert.equal(out.leak, undefined);
+    // The server saw the declared requests and never the refused ones.
+    assert.ok(server.hits.includes(`api.test:${P}/api/one`), JSON.stringify(server.hits));
+    assert.ok(!server.hits.some((h) => h.startsWith("undeclared.test") || h.includes("/api/self")), JSON.stringify(server.hits));
+  });
+
   // A measurement, not a check: what carrying the values in the registered code costs a page
   // load (the issue's bench), printed for the README. Nothing here can fail but the set-up.
   test("measure: page-load cost of a script with 200 KB of values vs the same script with @grant none", T, async () => {
