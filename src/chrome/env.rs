@@ -299,22 +299,7 @@ impl crate::env::Http for ChromeEnv {
                 .and_then(|v| v.as_string())
                 .unwrap_or_default()
         };
-        let mut headers = Vec::new();
-        if let Ok(h) = Reflect::get(&resp, &"headers".into()) {
-            let entries = Reflect::get(&h, &"entries".into())
-                .ok()
-                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-                .and_then(|f| f.call0(&h).ok());
-            if let Some(it) = entries {
-                for pair in Array::from(&it).iter() {
-                    let pair = Array::from(&pair);
-                    headers.push((
-                        pair.get(0).as_string().unwrap_or_default(),
-                        pair.get(1).as_string().unwrap_or_default(),
-                    ));
-                }
-            }
-        }
+        let headers = response_headers(&resp);
         let ab: js_sys::Function = Reflect::get(&resp, &"arrayBuffer".into())
             .ok()
             .and_then(|f| f.dyn_into().ok())
@@ -339,4 +324,25 @@ impl crate::env::Http for ChromeEnv {
             body: bytes.to_vec(),
         })
     }
+}
+
+/// A `Response`'s headers as (name, value) pairs.
+fn response_headers(resp: &JsValue) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    if let Ok(h) = Reflect::get(resp, &"headers".into()) {
+        let entries = Reflect::get(&h, &"entries".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .and_then(|f| f.call0(&h).ok());
+        if let Some(it) = entries {
+            for pair in Array::from(&it).iter() {
+                let pair = Array::from(&pair);
+                headers.push((
+                    pair.get(0).as_string().unwrap_or_default(),
+                    pair.get(1).as_string().unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    headers
 }
