@@ -129,7 +129,10 @@ impl<E: Env> Provider<E> {
 
     /// Registers the script again with its new values, so the next page load starts with them
     /// (the registered code carries the snapshot `GM_getValue` answers from).
+    /// Under the write lock: a script write between reading the record and registering would
+    /// otherwise be overwritten by this older registration.
     async fn refresh_values_snapshot(&self, record: &ScriptRecord) {
+        let _guard = self.write_lock().await;
         let Ok((current, source)) =
             crate::scripts::store::load_with_source(&self.env, &record.uuid).await
         else {
