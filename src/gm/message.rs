@@ -26,6 +26,9 @@ pub const MAX_XHR_IN_FLIGHT: usize = 16;
 pub enum GmRequest {
     /// The script's values now (a page that started before the last change asks once).
     ValuesGet,
+    /// Wait for the next change made elsewhere (another tab or frame), for value-change
+    /// listeners; answered with the changes or, after a while, with none.
+    ValuesWait,
     /// Set or delete values.
     Values(Op),
     /// `GM_xmlhttpRequest`.
@@ -115,6 +118,7 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
     let op = string(o, "op", 32)?;
     match op {
         "values.get" => Ok(GmRequest::ValuesGet),
+        "values.wait" => Ok(GmRequest::ValuesWait),
         "values.set" => {
             let mut pairs = Vec::new();
             for item in list(o, "items", MAX_KEYS_PER_OP)? {

@@ -12,6 +12,19 @@ use crate::gm::message::GmRequest;
 use crate::gm::store::{self, StoreError};
 use crate::scripts::record::ScriptRecord;
 
+/// How long a `values.wait` is held before it is answered with no change (the page asks again).
+pub const WAIT_MS: f64 = 25_000.0;
+/// Most pages waiting per script; the oldest is answered first when more come.
+pub const MAX_WAITERS: usize = 64;
+
+/// One waiting page: its tab and frame (Chrome's), and where its answer goes.
+pub(crate) type Waiter = (
+    Option<i64>,
+    Option<i64>,
+    futures::channel::oneshot::Sender<Value>,
+);
+pub(crate) type Waiters = std::collections::BTreeMap<String, Vec<Waiter>>;
+
 fn error(message: impl Into<String>) -> Value {
     json!({ "error": message.into() })
 }
@@ -40,7 +53,13 @@ const VALUE_GRANTS: &[&str] = &[
 impl<E: Env> Provider<E> {
     /// Answers one GM request of the script `uuid` (proven by the channel).
     /// `page` is the sender's URL as Chrome reports it (for `@connect self`).
-    pub(crate) async fn gm_request(&self, uuid: &str, page: Option<&str>, req: GmRequest) -> Value {
+    pub(crate) async fn gm_request(
+        &self,
+        uuid: &str,
+        from: &crate::provider::Sender,
+        req: GmRequest,
+    ) -> Value {
+        let page = from.url.as_deref();
         let record = match self.scripts().await {
             Ok(s) => s.records.iter().find(|r| r.uuid == uuid).cloned(),
             Err(e) => return error(format!("GM: the provider could not read its scripts: {e}")),
@@ -59,6 +78,7 @@ impl<E: Env> Provider<E> {
                 match self.gm_values.apply(&self.env, uuid, &op).await {
                     Ok((changes, _)) => {
                         if !changes.is_empty() {
+                            self.wake_waiters(uuid, from, &changes);
                             self.refresh_values_snapshot(&record).await;
                         }
                         json!({ "ok": true, "changed": changes.len() })
@@ -67,6 +87,12 @@ impl<E: Env> Provider<E> {
                         error(e.to_string())
                     }
                 }
+            }
+            GmRequest::ValuesWait if grants_any(&record, &["GM_addValueChangeListener"]) => {
+                self.gm_wait(uuid, from).await
+            }
+            GmRequest::ValuesWait => {
+                error("GM values: this script does not @grant GM_addValueChangeListener")
             }
             GmRequest::ValuesGet | GmRequest::Values(_) => error(
                 "GM values: this script does not @grant GM_getValue/GM_setValue (or another \
@@ -80,6 +106,57 @@ impl<E: Env> Provider<E> {
             }
             // The request is not cancelled in the worker: the page drops its answer.
             GmRequest::XhrAbort { .. } => json!({ "ok": true }),
+        }
+    }
+
+    /// Holds a page's `values.wait` until another page of the same script changes a value, or
+    /// [`WAIT_MS`] pass.
+    async fn gm_wait(&self, uuid: &str, from: &crate::provider::Sender) -> Value {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        {
+            let mut w = self.gm_waiters.borrow_mut();
+            let list = w.entry(uuid.to_owned()).or_default();
+            if list.len() >= MAX_WAITERS && !list.is_empty() {
+                let (_, _, old) = list.remove(0);
+                let _ = old.send(json!({ "changes": [] }));
+            }
+            list.push((from.tab_id, from.frame_id, tx));
+        }
+        let timer = self.env.sleep(WAIT_MS);
+        futures::pin_mut!(timer);
+        match futures::future::select(rx, timer).await {
+            futures::future::Either::Left((Ok(v), _)) => v,
+            _ => json!({ "changes": [] }),
+        }
+    }
+
+    /// Answers every page of `uuid` waiting for changes but the one that made them.
+    fn wake_waiters(
+        &self,
+        uuid: &str,
+        from: &crate::provider::Sender,
+        changes: &[crate::gm::values::Change],
+    ) {
+        let list = self
+            .gm_waiters
+            .borrow_mut()
+            .remove(uuid)
+            .unwrap_or_default();
+        let body = json!({ "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>() });
+        let mut keep = Vec::new();
+        for (tab, frame, tx) in list {
+            if tab.is_some() && tab == from.tab_id && frame == from.frame_id {
+                keep.push((tab, frame, tx));
+            } else {
+                let _ = tx.send(body.clone());
+            }
+        }
+        if !keep.is_empty() {
+            self.gm_waiters
+                .borrow_mut()
+                .entry(uuid.to_owned())
+                .or_default()
+                .extend(keep);
         }
     }
 
@@ -279,5 +356,57 @@ mod tests {
             p.env.fetched.borrow()[0].headers,
             [("X-A".to_owned(), "1".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_change_wakes_the_scripts_other_pages_not_the_one_that_made_it() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "W",
+            "// @grant GM_setValue\n// @grant GM_addValueChangeListener\n",
+        );
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let t = key.token(&a, 1);
+        let msg = |fields: Value| {
+            let mut m = fields.as_object().cloned().unwrap();
+            m.insert("lumo".into(), t.clone().into());
+            m.insert("v".into(), 1.into());
+            m.insert("kind".into(), "gm".into());
+            Value::Object(m).to_string()
+        };
+        let tab = |id: i64| Sender {
+            url: Some("https://example.com/".into()),
+            frame_id: Some(0),
+            tab_id: Some(id),
+        };
+        let (wait_raw, set_raw) = (
+            msg(json!({"op": "values.wait"})),
+            msg(json!({"op": "values.set", "items": [["k", "1"]]})),
+        );
+        let (other, own, set) = block_on(async {
+            futures::join!(
+                p.user_script_message(|| Some(wait_raw.clone()), tab(1)),
+                async {
+                    // The writer's own tab waits too: it is not woken by its own change.
+                    let own = p.user_script_message(|| Some(wait_raw.clone()), tab(2));
+                    futures::pin_mut!(own);
+                    let polled = futures::poll!(own.as_mut());
+                    assert!(polled.is_pending());
+                    polled
+                },
+                p.user_script_message(|| Some(set_raw.clone()), tab(2)),
+            )
+        });
+        let Received::Answered(v) = other else {
+            panic!("{other:?}")
+        };
+        assert_eq!(v["changes"], json!([["k", null, "1"]]));
+        assert!(own.is_pending());
+        assert!(
+            matches!(set, Received::Answered(ref r) if r["ok"] == true),
+            "{set:?}"
+        );
+        assert_eq!(p.gm_waiters.borrow().get(&a).map(Vec::len), Some(1));
     }
 }

@@ -94,6 +94,8 @@ pub struct Provider<E> {
     runs_lock: Mutex<()>,
     /// Serializes every change of GM values (`gm::store`).
     gm_values: crate::gm::store::ValueStore,
+    /// Pages waiting for another page's value changes: uuid → (tab, frame, answer).
+    gm_waiters: RefCell<gm::Waiters>,
 }
 
 struct Waiting {
@@ -133,6 +135,7 @@ impl<E: Env> Provider<E> {
             channel_key: RefCell::new(None),
             runs_lock: Mutex::new(()),
             gm_values: Default::default(),
+            gm_waiters: RefCell::new(Default::default()),
         }
     }
 

@@ -77,10 +77,7 @@ impl<E: Env> Provider<E> {
             return Received::NotLive;
         }
         match message {
-            Message::Gm(req) => Received::Answered(
-                self.gm_request(&from.uuid, sender.url.as_deref(), req)
-                    .await,
-            ),
+            Message::Gm(req) => Received::Answered(self.gm_request(&from.uuid, &sender, req).await),
             Message::Run(report) => {
                 let seen = Seen {
                     uuid: from.uuid.clone(),

@@ -249,7 +249,7 @@ describe("gm: the GM functions a script is given", () => {
       "for (let i = 0; i < 100000; i++) GM_setValue('same', i);\n"
       + "let err = '';\ntry { for (let i = 0; i < 5000; i++) GM_setValue('k' + i, 'x'.repeat(100)); } catch (e) { err = e.message; }\n"
       + "document.documentElement.setAttribute('data-gm-flood', JSON.stringify([GM_getValue('same'), err]));");
-    const p = await until(() => load(url("promise.test")), (g) => g.promise, 3000);
+    const p = await until(() => load(url("promise.test")), (g) => g.promise, 10000);
     assert.deepEqual(JSON.parse(p.promise), [{ a: 1 }, "gone", [["p", null, { a: 1 }, false], ["p", { a: 1 }, null, false]]]);
     const started = Date.now();
     const f = await load(url("flood.test"));
@@ -290,6 +290,26 @@ describe("gm: the GM functions a script is given", () => {
     // The server saw the declared requests and never the refused ones.
     assert.ok(server.hits.includes(`api.test:${P}/api/one`), JSON.stringify(server.hits));
     assert.ok(!server.hits.some((h) => h.startsWith("undeclared.test") || h.includes("/api/self")), JSON.stringify(server.hits));
+  });
+
+  test("values: a change in one tab reaches the listeners of the same script in another tab (remote: true)", T, async () => {
+    await write("sync", ["@match http://sync.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_addValueChangeListener"],
+      "GM_addValueChangeListener('shared', (k, o, n, remote) => document.documentElement.setAttribute('data-gm-heard', JSON.stringify([o ?? null, n, remote])));\n"
+      + "document.documentElement.setAttribute('data-gm-start', String(GM_getValue('shared', 'none')));\n"
+      + "if (location.pathname === '/writer') setTimeout(() => GM_setValue('shared', 'from-writer'), 1500);");
+    const other = await h.context.newPage();
+    try {
+      await other.goto(url("sync.test", "/listener"), { waitUntil: "load" });
+      await sleep(500);
+      await load(url("sync.test", "/writer"));
+      const heard = await until(() => other.evaluate(() => document.documentElement.getAttribute("data-gm-heard")), (v) => v, 8000);
+      assert.deepEqual(JSON.parse(heard), [null, "from-writer", true]);
+      // The writer's own listener heard its own change as local.
+      const own = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-heard")), (v) => v, 3000);
+      assert.deepEqual(JSON.parse(own), [null, "from-writer", false]);
+    } finally {
+      await other.close();
+    }
   });
 
   // A measurement, not a check: what carrying the values in the registered code costs a page
