@@ -104,7 +104,8 @@ function scriptRow(s) {
     cell(toggle),
     cell(el('strong', {}, s.name), s.version ? el('small', {}, ` v${s.version}`) : null,
       el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), source),
-    cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere')),
+    cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere'),
+      asks(s)),
     cell(el('div', {}, 'created by ', provenance(s.createdBy), ' ', when(s.createdAt)),
       el('div', {}, 'changed by ', provenance(s.updatedBy), ' ', when(s.updatedAt)),
       el('small', {}, `revision ${s.revision}`),
@@ -116,6 +117,21 @@ function scriptRow(s) {
       el('button', { 'aria-label': `History of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:history', { detail: { uuid: s.uuid } })) }, 'History'), ' ',
       el('button', { 'aria-label': `Runs of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:runs', { detail: { uuid: s.uuid, name: s.name } })) }, 'Runs'), ' ',
       del));
+}
+
+/** What the script asks for beyond running: its grants and the hosts it may send requests to. */
+function asks(s) {
+  const grants = (s.grants ?? []).filter((g) => g !== 'none');
+  const connects = s.connects ?? [];
+  const requires = s.requires ?? [];
+  const items = [
+    ...grants.map((g) => `@grant ${g}`),
+    ...connects.map((c) => `@connect ${c}${c === '*' ? ' (any site)' : ''}`),
+    ...requires.map((r) => `@require ${r}`),
+  ];
+  return items.length
+    ? el('ul', { class: 'rules mono grants', 'aria-label': `What ${s.name} asks for` }, items.map((r) => el('li', {}, r)))
+    : el('div', { class: 'muted', 'aria-label': `What ${s.name} asks for` }, 'no GM functions (@grant none)');
 }
 
 let renderGen = 0;

@@ -151,9 +151,37 @@ pub fn timer_ms(ms: f64) -> u32 {
     whole
 }
 
+/// A request the worker makes for a script's `GM_xmlhttpRequest`, after the core decided it
+/// may be sent (`gm::xhr::decide`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+    pub timeout_ms: u64,
+    /// No cookies.
+    pub anonymous: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub status_text: String,
+    /// After redirects.
+    pub final_url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// `fetch` from the service worker. A timeout is an error whose text starts with "timeout".
+pub trait Http {
+    async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError>;
+}
+
 /// Everything the provider needs.
-pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs {}
-impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs> Env for T {}
+pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs + Http {}
+impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs + Http> Env for T {}
 
 pub use crate::scripts::registry::Registration;
 
@@ -165,6 +193,8 @@ pub mod memory {
 
     #[derive(Default)]
     pub struct MemoryEnv {
+        /// Every `fetch` made (GM_xmlhttpRequest).
+        pub fetched: RefCell<Vec<HttpRequest>>,
         pub areas: RefCell<BTreeMap<Area, Map<String, Value>>>,
         pub now: Cell<f64>,
         pub user_scripts: Cell<bool>,
@@ -267,6 +297,24 @@ pub mod memory {
             } else {
                 futures::future::pending::<()>().await;
             }
+        }
+    }
+
+    impl Http for MemoryEnv {
+        /// Answers 200 with the request's URL as the body, and records the request.
+        async fn fetch(
+            &self,
+            req: &HttpRequest,
+            _max_body: usize,
+        ) -> Result<HttpResponse, EnvError> {
+            self.fetched.borrow_mut().push(req.clone());
+            Ok(HttpResponse {
+                status: 200,
+                status_text: "OK".into(),
+                final_url: req.url.clone(),
+                headers: vec![("x-test".into(), "yes".into())],
+                body: req.url.clone().into_bytes(),
+            })
         }
     }
 

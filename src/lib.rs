@@ -40,6 +40,7 @@ pub mod caller;
 pub mod channel;
 pub mod control;
 pub mod env;
+pub mod gm;
 pub mod guard;
 pub mod ids;
 pub mod import_ops;

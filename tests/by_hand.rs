@@ -177,8 +177,21 @@ fn only_the_user_purges_the_trash_and_purging_removes_history_too() {
         call(&p, &s, "delete_script", json!({"uuid": u}));
         uuids.push(u);
     }
+    // GM values outlive the trash (a restore brings them back) and leave with the script.
+    let vs = lumo_userscripts::gm::store::ValueStore::default();
+    for u in &uuids {
+        let set = lumo_userscripts::gm::values::Op::Set(vec![("k".into(), "1".into())]);
+        block_on(vs.apply(&p.env, u, &set)).unwrap();
+    }
     let r = op(&p, json!({"op": "trash.purge", "uuids": [uuids[0]]}));
     assert_eq!(r["purged"], json!(1), "{r}");
+    let dump = p.env.dump(Area::Local);
+    assert!(dump.contains_key(&format!("values/{}", uuids[1])));
+    assert!(
+        dump["values/budget"].get(&uuids[0]).is_none(),
+        "{}",
+        dump["values/budget"]
+    );
     let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
     assert!(!keys.iter().any(|k| k.contains(&uuids[0])), "{keys:?}");
     assert!(keys.contains(&format!("trash/{}", uuids[1])));
@@ -188,6 +201,7 @@ fn only_the_user_purges_the_trash_and_purging_removes_history_too() {
     assert!(!keys.iter().any(|k| k.contains(&uuids[1])), "{keys:?}");
     let budget = &p.env.dump(Area::Local)["history/budget"];
     assert_eq!(budget, &json!({}));
+    assert_eq!(&p.env.dump(Area::Local)["values/budget"], &json!({}));
     // Bad input changes nothing.
     assert_eq!(
         op(&p, json!({"op": "trash.purge", "uuids": ["nope"]}))["ok"],

@@ -12,8 +12,10 @@ use std::fmt;
 
 /// The channel's wire version: a message of another version is refused naming both.
 pub const VERSION: u64 = 1;
-/// A message's JSON text, in bytes, before anything is parsed.
-pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+/// A message's JSON text, in bytes, before anything is parsed: room for a GM value batch at
+/// the per-script bound (256 KiB of JSON text, which JSON escapes at most twice over), the
+/// run report's fields being bounded on their own.
+pub const MAX_MESSAGE_BYTES: usize = 600 * 1024;
 /// Console calls kept per run; later ones are counted.
 pub const MAX_RUN_LOGS: usize = 50;
 /// One console line or error message, in characters.
@@ -69,6 +71,8 @@ pub struct Envelope {
 pub enum Message {
     /// One run of a registered script on a page load.
     Run(RunReport),
+    /// A GM function's request (`crate::gm::message`); answered to the script.
+    Gm(crate::gm::message::GmRequest),
 }
 
 /// When the script ran, as registered (`@run-at`).
@@ -148,6 +152,9 @@ pub fn parse(raw: &str) -> Result<Envelope, ChannelError> {
     }
     let message = match o.get("kind").and_then(Value::as_str) {
         Some("run") => Message::Run(run_report(&o)?),
+        Some("gm") => Message::Gm(
+            crate::gm::message::parse(&o).map_err(|_| ChannelError::BadField("gm request"))?,
+        ),
         Some(k) => return Err(ChannelError::UnknownKind(ellipsize(k, 40))),
         None => return Err(ChannelError::BadField("kind")),
     };
@@ -246,7 +253,9 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(e.token, "tok");
-        let Message::Run(r) = e.message;
+        let Message::Run(r) = e.message else {
+            panic!("not a run")
+        };
         assert_eq!(r.run_at, RunAt::DocumentEnd);
         assert_eq!(r.duration_ms, 1.5);
         let err = r.error.unwrap();
@@ -303,7 +312,9 @@ mod tests {
         let raw = run(
             json!({"console": console[..70].to_vec(), "error": {"message": "m".repeat(5000), "line": 0, "column": 4}}),
         );
-        let Message::Run(r) = parse(&raw).unwrap().message;
+        let Message::Run(r) = parse(&raw).unwrap().message else {
+            panic!("not a run")
+        };
         assert!(r.console.len() <= MAX_RUN_LOGS);
         let chars: usize = r.console.iter().map(|l| l.text.chars().count()).sum();
         assert!(chars <= MAX_RUN_LOG_CHARS);

@@ -59,7 +59,13 @@ pub fn decide(
     let Some(from) = key.and_then(|k| k.verify(&envelope.token)) else {
         return Verdict::Drop(Dropped::UnknownSender);
     };
-    if !limits.admit_script(&from.uuid, now) {
+    // GM requests have their own, larger window: run reports cannot starve them, nor they
+    // the reports.
+    let admitted = match envelope.message {
+        Message::Gm(_) => limits.admit_gm(&from.uuid, now),
+        Message::Run(_) => limits.admit_script(&from.uuid, now),
+    };
+    if !admitted {
         return Verdict::Drop(Dropped::RateLimited);
     }
     Verdict::Accept {

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 
 /// Messages accepted per script per window.
 pub const PER_SCRIPT: u32 = 30;
+/// GM requests accepted per script per window (a page's value changes are batched per task,
+/// so this is clicks and requests, not loop iterations).
+pub const GM_PER_SCRIPT: u32 = 600;
 /// Messages looked at (parsed) per window from all scripts together, counted before parsing.
-pub const ALL: u32 = 300;
+pub const ALL: u32 = 1200;
 pub const WINDOW_MS: f64 = 60_000.0;
 /// Scripts tracked at once; past it, windows that are over are forgotten first, then all.
 const MAX_TRACKED: usize = 2048;
@@ -39,6 +42,7 @@ impl Window {
 pub struct RateLimit {
     all: Window,
     scripts: BTreeMap<String, Window>,
+    gm: BTreeMap<String, Window>,
     /// Messages refused per script since its last accepted one (reported with the next run).
     dropped: BTreeMap<String, u64>,
 }
@@ -76,6 +80,21 @@ impl RateLimit {
     /// How many of this script's messages were refused and not yet taken.
     pub fn pending_dropped(&self, uuid: &str) -> u64 {
         self.dropped.get(uuid).copied().unwrap_or(0)
+    }
+
+    /// After the token proved the script: false when its GM requests are over their bound.
+    pub fn admit_gm(&mut self, uuid: &str, now: f64) -> bool {
+        if !self.gm.contains_key(uuid) && self.gm.len() >= MAX_TRACKED {
+            self.gm
+                .retain(|_, w| now >= w.start && now - w.start < WINDOW_MS);
+            if self.gm.len() >= MAX_TRACKED {
+                self.gm.clear();
+            }
+        }
+        self.gm
+            .entry(uuid.to_owned())
+            .or_default()
+            .admit(now, GM_PER_SCRIPT)
     }
 
     /// How many of this script's messages were refused since the last call (and resets it).

@@ -1,11 +1,12 @@
 //! `chrome.runtime.onUserScriptMessage`: messages from USER_SCRIPT worlds configured with
 //! messaging (see `crate::channel` for the trust boundary). Registered synchronously in `start`,
 //! so a report that wakes the worker is not lost. This file carries the message's JSON text and
-//! what Chrome says about its sender into the core and decides nothing; it answers every message
-//! at once with nothing (a run report needs no answer, and a hostile script learns nothing).
+//! what Chrome says about its sender into the core and decides nothing. It answers what the core
+//! answers (a GM request's result) and `null` otherwise, so a hostile script learns nothing
+//! from the answer to anything but its own accepted GM requests.
 
 use super::{json, provider, string_prop};
-use crate::provider::Sender;
+use crate::provider::{Received, Sender};
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
@@ -21,9 +22,6 @@ fn int_prop(obj: &JsValue, key: &str) -> Option<i64> {
 }
 
 fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
-    // Settle the sender's promise at once, with nothing: without an answer Chromium 156 leaves a
-    // script's `await chrome.runtime.sendMessage(…)` pending (security.test.mjs waits on one).
-    let _ = send_response.call0(&JsValue::NULL);
     let tab = Reflect::get(&sender, &JsValue::from_str("tab")).unwrap_or(JsValue::UNDEFINED);
     let from = Sender {
         url: string_prop(&sender, "url"),
@@ -37,11 +35,19 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
     spawn_local(async move {
         // JSON.stringify of what Chrome delivered, done only if the core admits the message; the
         // core bounds the text before parsing it.
-        provider()
+        let received = provider()
             .user_script_message(move || json::text_of(&msg), from)
             .await;
+        // A GM request gets its answer; anything else an empty one, so the sender's promise
+        // settles (a dropped GM request reads as "no answer" to the script).
+        let answer = match received {
+            Received::Answered(v) => json::to_js(&v),
+            _ => JsValue::NULL,
+        };
+        let _ = send_response.call1(&JsValue::NULL, &answer);
     });
-    JsValue::FALSE
+    // The answer comes after an await: keep the message channel open.
+    JsValue::TRUE
 }
 
 /// Adds the listener, if this Chrome has the event (Chrome 135+ with the userScripts permission).

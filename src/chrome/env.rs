@@ -253,3 +253,120 @@ impl Timer for ChromeEnv {
         }
     }
 }
+
+/// `fetch` for `GM_xmlhttpRequest`: the core already decided the request may be sent.
+impl crate::env::Http for ChromeEnv {
+    async fn fetch(
+        &self,
+        req: &crate::env::HttpRequest,
+        max_body: usize,
+    ) -> Result<crate::env::HttpResponse, EnvError> {
+        let global = js_sys::global();
+        let fetch: js_sys::Function = Reflect::get(&global, &"fetch".into())
+            .ok()
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or_else(|| EnvError("fetch is not available".into()))?;
+        let init = js_sys::Object::new();
+        let set = |k: &str, v: &JsValue| {
+            let _ = Reflect::set(&init, &k.into(), v);
+        };
+        set("method", &req.method.as_str().into());
+        set(
+            "credentials",
+            &(if req.anonymous { "omit" } else { "include" }).into(),
+        );
+        set("redirect", &"follow".into());
+        set("cache", &"no-store".into());
+        let headers = Array::new();
+        for (k, v) in &req.headers {
+            headers.push(&Array::of2(&k.as_str().into(), &v.as_str().into()));
+        }
+        set("headers", &headers);
+        if let Some(b) = &req.body {
+            if req.method != "GET" && req.method != "HEAD" {
+                set("body", &b.as_str().into());
+            }
+        }
+        // AbortSignal.timeout(ms): the request is cancelled, not only the wait.
+        let signal = Reflect::get(&global, &"AbortSignal".into())
+            .ok()
+            .and_then(|a| {
+                let t: js_sys::Function =
+                    Reflect::get(&a, &"timeout".into()).ok()?.dyn_into().ok()?;
+                #[allow(clippy::cast_precision_loss)]
+                let ms = req.timeout_ms as f64;
+                t.call1(&a, &ms.into()).ok()
+            });
+        if let Some(s) = signal {
+            set("signal", &s);
+        }
+        let fail = |e: JsValue| {
+            let name = Reflect::get(&e, &"name".into())
+                .ok()
+                .and_then(|n| n.as_string());
+            if name.as_deref() == Some("TimeoutError") {
+                EnvError("timeout".into())
+            } else {
+                js_error("fetch", e)
+            }
+        };
+        let promise: js_sys::Promise = fetch
+            .call2(&global, &req.url.as_str().into(), &init)
+            .map_err(fail)?
+            .dyn_into()
+            .map_err(fail)?;
+        let resp = JsFuture::from(promise).await.map_err(fail)?;
+        let num = |k: &str| Reflect::get(&resp, &k.into()).ok().and_then(|v| v.as_f64());
+        let text = |o: &JsValue, k: &str| {
+            Reflect::get(o, &k.into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .unwrap_or_default()
+        };
+        let headers = response_headers(&resp);
+        let ab: js_sys::Function = Reflect::get(&resp, &"arrayBuffer".into())
+            .ok()
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or_else(|| EnvError("no response body".into()))?;
+        let p: js_sys::Promise = ab.call0(&resp).map_err(fail)?.dyn_into().map_err(fail)?;
+        let buf = JsFuture::from(p).await.map_err(fail)?;
+        let bytes = js_sys::Uint8Array::new(&buf);
+        let len = usize::try_from(bytes.length()).unwrap_or(usize::MAX);
+        if len > max_body {
+            return Err(EnvError(format!(
+                "the response is {len} bytes, over the {max_body} a script may receive"
+            )));
+        }
+        let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let status = status as u16;
+        Ok(crate::env::HttpResponse {
+            status,
+            status_text: text(&resp, "statusText"),
+            final_url: text(&resp, "url"),
+            headers,
+            body: bytes.to_vec(),
+        })
+    }
+}
+
+/// A `Response`'s headers as (name, value) pairs.
+fn response_headers(resp: &JsValue) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    if let Ok(h) = Reflect::get(resp, &"headers".into()) {
+        let entries = Reflect::get(&h, &"entries".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .and_then(|f| f.call0(&h).ok());
+        if let Some(it) = entries {
+            for pair in Array::from(&it).iter() {
+                let pair = Array::from(&pair);
+                headers.push((
+                    pair.get(0).as_string().unwrap_or_default(),
+                    pair.get(1).as_string().unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    headers
+}

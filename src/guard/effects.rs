@@ -182,6 +182,55 @@ fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
     meta
 }
 
+/// The hosts its requests may reach (`@connect`) and the code and files it loads from
+/// elsewhere (`@require`, `@resource`), in words.
+fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in minus(&nm.connects, &om.connects) {
+        out.push(match c.trim() {
+            "*" => "May send requests to ANY site (@connect *)".to_owned(),
+            "self" => "May send requests to the site it runs on (@connect self)".to_owned(),
+            "localhost" => {
+                "May send requests to this computer's local services (@connect localhost)"
+                    .to_owned()
+            }
+            host => format!("May send requests to {} (@connect)", visible(host)),
+        });
+    }
+    for c in minus(&om.connects, &nm.connects) {
+        out.push(format!(
+            "No longer sends requests to {} (@connect removed)",
+            visible(c)
+        ));
+    }
+    for r in minus(&nm.requires, &om.requires) {
+        out.push(format!(
+            "This script loads code from {} (@require)",
+            visible(r)
+        ));
+    }
+    for r in minus(&om.requires, &nm.requires) {
+        out.push(format!(
+            "No longer loads code from {} (@require removed)",
+            visible(r)
+        ));
+    }
+    for (name, url) in minus(&nm.resources, &om.resources) {
+        out.push(format!(
+            "Loads the file {} from {} (@resource)",
+            visible(name),
+            visible(url)
+        ));
+    }
+    for (name, _) in minus(&om.resources, &nm.resources) {
+        out.push(format!(
+            "No longer loads {} (@resource removed)",
+            visible(name)
+        ));
+    }
+    out
+}
+
 /// What it asks for, when and where in a page it runs, and the rest of its metadata.
 fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
     let mut meta: Vec<String> = Vec::new();
@@ -195,6 +244,7 @@ fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
             meta.push(format!("Gives up @grant {}", visible(g)));
         }
     }
+    meta.extend(connect_effects(om, nm));
 
     if om.run_at != nm.run_at && !(creating && nm.run_at == RunAt::default()) {
         meta.push(format!(
@@ -299,20 +349,7 @@ pub fn effects(before: Option<&Version>, after: Option<&Version>) -> Vec<String>
             (Some(b), a)
         }
     };
-    let empty = Metadata {
-        name: String::new(),
-        namespace: None,
-        version: None,
-        description: None,
-        matches: Vec::new(),
-        exclude_matches: Vec::new(),
-        include_globs: Vec::new(),
-        exclude_globs: Vec::new(),
-        run_at: RunAt::default(),
-        no_frames: false,
-        grants: Vec::new(),
-        other: Vec::new(),
-    };
+    let empty = Metadata::default();
     let om = old.map_or(&empty, |o| o.metadata);
     let nm = new.metadata;
     let mut meta: Vec<String> = Vec::new();
@@ -444,6 +481,27 @@ mod tests {
     }
 
     #[test]
+    fn connect_require_and_resource_are_said_in_words() {
+        let old = script(&["@match https://a.example/*"]);
+        let new = script(&[
+            "@match https://a.example/*",
+            "@connect *",
+            "@connect localhost",
+            "@require https://cdn.example/lib.js",
+            "@resource logo https://cdn.example/logo.png",
+        ]);
+        let e = between(&old, true, &new, true);
+        for want in [
+            "May send requests to ANY site (@connect *)",
+            "May send requests to this computer's local services (@connect localhost)",
+            "This script loads code from https://cdn.example/lib.js (@require)",
+            "Loads the file logo from https://cdn.example/logo.png (@resource)",
+        ] {
+            assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
+        }
+    }
+
+    #[test]
     fn grants_timing_frames_and_other_keys_are_listed() {
         let old = script(&["@match https://a.example/*", "@grant none", "@author me"]);
         let new = script(&[
@@ -459,7 +517,7 @@ mod tests {
             "Asks for @grant GM_xmlhttpRequest",
             "Runs as soon as a page starts loading (document-start), no longer after the page has loaded (document-idle)",
             "Runs only in the top frame of a page (@noframes)",
-            "Adds @connect evil.example",
+            "May send requests to evil.example (@connect)",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }
@@ -473,7 +531,7 @@ mod tests {
             "{e:?}"
         );
         assert!(
-            e.contains(&"Removes @connect evil.example".to_owned()),
+            e.contains(&"No longer sends requests to evil.example (@connect removed)".to_owned()),
             "{e:?}"
         );
         assert!(

@@ -4,6 +4,7 @@
 //! in-flight work.
 
 mod bridge;
+mod gm;
 mod guards;
 mod registry;
 mod reviews;
@@ -91,6 +92,10 @@ pub struct Provider<E> {
     channel_limits: RefCell<crate::channel::rate::RateLimit>,
     channel_key: RefCell<Option<crate::channel::ChannelKey>>,
     runs_lock: Mutex<()>,
+    /// Serializes every change of GM values (`gm::store`).
+    gm_values: crate::gm::store::ValueStore,
+    /// Pages waiting for another page's value changes: uuid → (tab, frame, answer).
+    gm_waiters: RefCell<gm::Waiters>,
 }
 
 struct Waiting {
@@ -129,6 +134,8 @@ impl<E: Env> Provider<E> {
             channel_limits: RefCell::new(Default::default()),
             channel_key: RefCell::new(None),
             runs_lock: Mutex::new(()),
+            gm_values: Default::default(),
+            gm_waiters: RefCell::new(Default::default()),
         }
     }
 

@@ -29,6 +29,8 @@ pub enum Received {
     NotLive,
     /// Storage refused the write.
     Failed(String),
+    /// A GM request, and the answer the script gets.
+    Answered(Value),
 }
 
 impl<E: Env> Provider<E> {
@@ -75,6 +77,7 @@ impl<E: Env> Provider<E> {
             return Received::NotLive;
         }
         match message {
+            Message::Gm(req) => Received::Answered(self.gm_request(&from.uuid, &sender, req).await),
             Message::Run(report) => {
                 let seen = Seen {
                     uuid: from.uuid.clone(),

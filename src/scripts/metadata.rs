@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::match_pattern;
 use super::rule_syntax;
+use crate::gm::api::{self, Grant, Support};
+use crate::gm::connect;
 
 /// Most lines accepted for any one key; the first line beyond it is an error.
 pub const MAX_LINES_PER_KEY: usize = 256;
@@ -34,7 +36,7 @@ pub enum RunAt {
 }
 
 /// The validated contents of a metadata block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     /// `@name`, trimmed and non-empty.
@@ -63,6 +65,15 @@ pub struct Metadata {
     /// `@grant` values as written, in order.
     #[serde(default)]
     pub grants: Vec<String>,
+    /// `@connect` values as written, in order (each accepted by [`crate::gm::connect::parse`]).
+    #[serde(default)]
+    pub connects: Vec<String>,
+    /// `@require` URLs, in order.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// `@resource` (name, URL) pairs, in order.
+    #[serde(default)]
+    pub resources: Vec<(String, String)>,
     /// Every other key, in order: (key without '@', value). Includes localized keys such as
     /// `name:fr`.
     #[serde(default)]
@@ -251,6 +262,9 @@ struct Builder {
     exclude_globs: Vec<String>,
     no_frames: bool,
     grants: Vec<String>,
+    connects: Vec<String>,
+    requires: Vec<String>,
+    resources: Vec<(String, String)>,
     other: Vec<(String, String)>,
 }
 
@@ -272,6 +286,9 @@ impl Builder {
             exclude_globs: Vec::new(),
             no_frames: false,
             grants: Vec::new(),
+            connects: Vec::new(),
+            requires: Vec::new(),
+            resources: Vec::new(),
             other: Vec::new(),
         }
     }
@@ -351,6 +368,9 @@ impl Builder {
             "exclude" => push_glob(&mut self.exclude_globs, diags, line_no, key, value),
             "noframes" => self.no_frames = true,
             "grant" => self.grant(diags, line_no, value),
+            "connect" => self.connect(diags, line_no, value),
+            "require" => self.require(diags, line_no, value),
+            "resource" => self.resource(diags, line_no, value),
             _ => self.other.push((key.to_owned(), value.to_owned())),
         }
     }
@@ -412,16 +432,79 @@ impl Builder {
             diags.warning(line_no, "@grant without a value; ignored".to_owned());
             return;
         }
-        if value != "none" {
-            diags.warning(
+        match api::classify(value) {
+            Grant::None => {}
+            Grant::Known(a) if a.name == "unsafeWindow" => {
+                diags.warning(line_no, api::UNSAFE_WINDOW_NOTE.to_owned());
+            }
+            Grant::Known(a) if a.support == Support::Provided => {}
+            Grant::Known(_) => diags.warning(
                 line_no,
                 format!(
                     "@grant {} is not implemented by this provider; the script runs without it",
                     snippet(value)
                 ),
-            );
+            ),
+            Grant::Unknown => diags.warning(
+                line_no,
+                format!(
+                    "@grant {}: no such API (a typo?); the script runs without it",
+                    snippet(value)
+                ),
+            ),
         }
         self.grants.push(value.to_owned());
+    }
+
+    fn connect(&mut self, diags: &mut Diagnostics, line_no: usize, value: &str) {
+        match connect::parse(crate::web::platform(), value) {
+            Ok(rule) => {
+                if let Some(risk) = connect::risk(&rule) {
+                    diags.warning(line_no, risk);
+                }
+                self.connects.push(value.to_owned());
+            }
+            Err(e) => diags.warning(line_no, format!("{e}; ignored")),
+        }
+    }
+
+    fn require(&mut self, diags: &mut Diagnostics, line_no: usize, value: &str) {
+        if value.is_empty() {
+            diags.warning(line_no, "@require without a URL; ignored".to_owned());
+            return;
+        }
+        diags.warning(
+            line_no,
+            format!(
+                "@require {} is not loaded by this provider yet; the script runs without that \
+                 code",
+                snippet(value)
+            ),
+        );
+        self.requires.push(value.to_owned());
+    }
+
+    fn resource(&mut self, diags: &mut Diagnostics, line_no: usize, value: &str) {
+        let Some((name, url)) = value
+            .split_once(char::is_whitespace)
+            .map(|(n, u)| (n, u.trim()))
+            .filter(|(n, u)| !n.is_empty() && !u.is_empty())
+        else {
+            diags.warning(
+                line_no,
+                "@resource needs a name and a URL (@resource name https://…); ignored".to_owned(),
+            );
+            return;
+        };
+        diags.warning(
+            line_no,
+            format!(
+                "@resource {} is not loaded by this provider yet; GM_getResourceText is not \
+                 available",
+                snippet(name)
+            ),
+        );
+        self.resources.push((name.to_owned(), url.to_owned()));
     }
 
     fn finish(self, diags: &mut Diagnostics) -> Option<Metadata> {
@@ -447,6 +530,9 @@ impl Builder {
             run_at: self.run_at.map(|(r, _)| r).unwrap_or_default(),
             no_frames: self.no_frames,
             grants: self.grants,
+            connects: self.connects,
+            requires: self.requires,
+            resources: self.resources,
             other: self.other,
         })
     }
@@ -685,7 +771,6 @@ mod tests {
             "// @author      Someone",
             "// @icon        https://example.com/icon.png",
             "// @name:fr     Mon script",
-            "// @require     https://cdn.example/lib.js",
             "// @license     MIT",
         ]);
         let p = parse(&src);
@@ -714,7 +799,6 @@ mod tests {
                 ("author", "Someone"),
                 ("icon", "https://example.com/icon.png"),
                 ("name:fr", "Mon script"),
-                ("require", "https://cdn.example/lib.js"),
                 ("license", "MIT"),
             ]
         );
@@ -802,6 +886,88 @@ mod tests {
     }
 
     #[test]
+    fn provided_grants_are_quiet_unknown_ones_named() {
+        let p = parse(&script(&[
+            "// @name g",
+            "// @match https://a.example/*",
+            "// @grant GM_addStyle",
+            "// @grant GM.info",
+            "// @grant GM_getvalue",
+        ]));
+        assert!(
+            !has(&p, 4, Severity::Warning, "@grant"),
+            "{:?}",
+            p.diagnostics
+        );
+        assert!(
+            !has(&p, 5, Severity::Warning, "@grant"),
+            "{:?}",
+            p.diagnostics
+        );
+        assert!(has(
+            &p,
+            6,
+            Severity::Warning,
+            "@grant GM_getvalue: no such API (a typo?)"
+        ));
+        assert_eq!(meta(&p).grants, ["GM_addStyle", "GM.info", "GM_getvalue"]);
+    }
+
+    #[test]
+    fn connect_lines_are_kept_checked_and_flagged() {
+        let p = parse(&script(&[
+            "// @name c",
+            "// @match https://a.example/*",
+            "// @connect api.example.com",
+            "// @connect *",
+            "// @connect self",
+            "// @connect not a host",
+            "// @connect com",
+            "// @connect",
+        ]));
+        let m = meta(&p);
+        assert_eq!(m.connects, ["api.example.com", "*", "self", "com"]);
+        assert!(!has(&p, 4, Severity::Warning, "@connect"));
+        assert!(has(&p, 5, Severity::Warning, "any site"));
+        assert!(!has(&p, 6, Severity::Warning, "@connect"));
+        assert!(has(&p, 7, Severity::Warning, "is not a host name"));
+        assert!(has(&p, 8, Severity::Warning, "every site under .com"));
+        assert!(has(&p, 9, Severity::Warning, "@connect without a value"));
+        assert!(errors(&p).is_empty());
+    }
+
+    #[test]
+    fn require_and_resource_are_modelled_and_not_silently_dropped() {
+        let p = parse(&script(&[
+            "// @name r",
+            "// @match https://a.example/*",
+            "// @require https://cdn.example/lib.js",
+            "// @resource css https://cdn.example/a.css",
+            "// @resource lonely",
+        ]));
+        let m = meta(&p);
+        assert_eq!(m.requires, ["https://cdn.example/lib.js"]);
+        assert_eq!(
+            m.resources,
+            [("css".to_owned(), "https://cdn.example/a.css".to_owned())]
+        );
+        assert!(m.other.is_empty());
+        assert!(has(
+            &p,
+            4,
+            Severity::Warning,
+            "not loaded by this provider yet"
+        ));
+        assert!(has(
+            &p,
+            5,
+            Severity::Warning,
+            "not loaded by this provider yet"
+        ));
+        assert!(has(&p, 6, Severity::Warning, "needs a name and a URL"));
+    }
+
+    #[test]
     fn grants_warn_unless_none() {
         let p = parse(&script(&[
             "// @name x",
@@ -825,24 +991,12 @@ mod tests {
             ]
         );
         assert!(!has(&p, 4, Severity::Warning, "@grant"));
-        assert!(has(
-            &p,
-            5,
-            Severity::Warning,
-            "@grant GM_getValue is not implemented by this provider; the script runs without it"
-        ));
-        assert!(has(
-            &p,
-            6,
-            Severity::Warning,
-            "@grant GM.xmlHttpRequest is not implemented"
-        ));
-        assert!(has(
-            &p,
-            7,
-            Severity::Warning,
-            "@grant unsafeWindow is not implemented"
-        ));
+        // Values are given: no warning.
+        assert!(!has(&p, 5, Severity::Warning, "@grant"));
+        assert!(!has(&p, 6, Severity::Warning, "@grant"));
+        // unsafeWindow is given, with what it is and is not said plainly.
+        assert!(has(&p, 7, Severity::Warning, "NOT the page's JavaScript"));
+        assert!(has(&p, 7, Severity::Warning, "MAIN world"));
         assert!(has(
             &p,
             8,

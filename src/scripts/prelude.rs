@@ -43,16 +43,19 @@ pub struct Prelude {
     /// Whether the script reports its runs. Every script does (see ARCHITECTURE.md, "Run
     /// reports and @grant none"); kept as a field so a feature that does not want them can say so.
     pub report_runs: bool,
+    /// The GM functions the script is given (`gm::inject::assemble`), one line; they reach the
+    /// worker through `__lumoRun.gm`, which adds this script's token.
+    pub gm: String,
 }
 
 impl Prelude {
     /// Whether this script's world needs `configureWorld({messaging: true})`.
     pub fn needs_messaging(&self) -> bool {
-        self.report_runs
+        self.report_runs || !self.gm.is_empty()
     }
 }
 
-const PRELUDE: &str = r#"(() => { const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; return { run(body) { const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__); __lumoRun.run(function () {"#;
+const PRELUDE: &str = r#"(() => { const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__); __GM__ __lumoRun.run(function () {"#;
 
 const EPILOGUE: &str = "\n}); })();\n//# sourceURL=lumo-run-__N__.js\n";
 
@@ -80,7 +83,9 @@ impl Prelude {
             .replace("__V__", &VERSION.to_string())
             .replace("__MAXL__", &MAX_RUN_LOGS.to_string())
             .replace("__MAXT__", &MAX_RUN_TEXT_CHARS.to_string())
-            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string());
+            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string())
+            // Last: the GM code carries the script's values, which no placeholder may touch.
+            .replace("__GM__", &self.gm);
         let epilogue = EPILOGUE.replace("__N__", &self.uuid);
         let mut code =
             String::with_capacity(prefix.len() + prelude.len() + source.len() + epilogue.len() + 4);
@@ -100,7 +105,7 @@ impl Prelude {
 /// message from a script Chrome injected through an include glob crashes the page's renderer
 /// (`matching.test.mjs`; reproduced with a bare `@include` glob, with and without excludes).
 /// Such a script runs exactly as before and does not report its runs.
-pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>) {
+pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::gm::values::Values) {
     let (Some(slot), Some(key)) = (reg.prelude_slot.take(), key) else {
         return;
     };
@@ -121,6 +126,7 @@ pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>) {
             .clone()
             .unwrap_or_else(|| "document_idle".to_owned()),
         report_runs: true,
+        gm: crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values),
     };
     if let Some(wrapped) = p.wrap(prefix, source) {
         if let Some(first) = reg.js.first_mut() {
@@ -142,6 +148,7 @@ mod tests {
             uuid: U.into(),
             run_at: "document_end".into(),
             report_runs: true,
+            gm: String::new(),
         }
     }
 
@@ -188,13 +195,13 @@ mod tests {
         let meta = metadata::parse(src).metadata.unwrap();
         let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
         assert!(!reg.include_globs.is_empty());
-        apply(&mut reg, Some(&key));
+        apply(&mut reg, Some(&key), &crate::gm::values::Values::default());
         assert_eq!(reg.js[0].code.as_deref(), Some(src));
         assert!(!reg.messaging);
         let plain = src.replace("// @include http://b.test:*/*\n", "");
         let meta = metadata::parse(&plain).metadata.unwrap();
         let mut reg = crate::scripts::registry::desired(U, 1, &meta, &plain).unwrap();
-        apply(&mut reg, Some(&key));
+        apply(&mut reg, Some(&key), &crate::gm::values::Values::default());
         assert!(reg.messaging);
         assert!(reg.js[0]
             .code

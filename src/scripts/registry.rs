@@ -50,10 +50,12 @@ pub struct Registration {
 
 /// What `prelude::apply` needs to know about a desired registration: the revision its token is
 /// for, and where the source starts in the code (after the guard).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreludeSlot {
     pub revision: u64,
     pub source_at: usize,
+    /// The GM functions its grants name (`gm::inject`), put inside the prelude.
+    pub gm: crate::gm::inject::GmParts,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,6 +102,7 @@ pub fn desired(uuid: &str, revision: u64, meta: &Metadata, source: &str) -> Opti
         prelude_slot: Some(PreludeSlot {
             revision,
             source_at,
+            gm: crate::gm::inject::parts(uuid, meta, source),
         }),
         messaging: false,
     })
@@ -212,6 +215,42 @@ mod tests {
 
     fn header(lines: &str) -> String {
         format!("// ==UserScript==\n// @name T\n{lines}// ==/UserScript==\nconsole.log(1);\n")
+    }
+
+    #[test]
+    fn granted_functions_go_inside_the_prelude_on_its_line_with_the_values() {
+        use crate::channel::ChannelKey;
+        use crate::gm::values::{Op, Values};
+        const U: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let key = ChannelKey::from_uuids(U, "7c9e6679-7425-40de-944b-e07fc1f90ae7").unwrap();
+        let none = header("// @match https://example.com/*\n// @grant none\n");
+        let mut r = desired(U, 1, &meta(&none), &none).unwrap();
+        crate::scripts::prelude::apply(&mut r, Some(&key), &Values::default());
+        assert!(!r.js[0]
+            .code
+            .clone()
+            .unwrap()
+            .contains("defineProperty(globalThis"));
+
+        let src = format!(
+            "'use strict';\n{}",
+            header("// @include /^https:\\/\\/a\\.example\\//\n// @grant GM_addStyle\n// @grant GM_getValue\n")
+        );
+        let mut v = Values::default();
+        // A value that looks like a placeholder stays a value.
+        v.apply(&Op::Set(vec![("k".into(), "\"__T__ __GM__\"".into())]), 0)
+            .unwrap();
+        let mut r = desired(U, 1, &meta(&src), &src).unwrap();
+        crate::scripts::prelude::apply(&mut r, Some(&key), &v);
+        let code = r.js[0].code.clone().unwrap();
+        let guard = code.find("new RegExp").unwrap();
+        let gm = code.find("d('GM_addStyle'").unwrap();
+        let run = code.find("__lumoRun.run(function").unwrap();
+        assert!(code.starts_with("\"use strict\";") && guard < gm && gm < run);
+        assert!(code.contains(r#"{"k":"\"__T__ __GM__\""}"#), "{code}");
+        assert!(r.messaging);
+        // The GM code is on the prelude's line: the source still starts on line 2.
+        assert_eq!(code.split('\n').nth(1), Some("'use strict';"));
     }
 
     #[test]

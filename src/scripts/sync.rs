@@ -71,9 +71,21 @@ async fn channel_key<E: Storage + Ids>(env: &E) -> Option<ChannelKey> {
     key_store::ensure(env).await.ok()
 }
 
-/// The registration with the worker's prelude in it (see `prelude::apply`).
-fn with_prelude(mut d: Registration, key: Option<&ChannelKey>) -> Registration {
-    super::prelude::apply(&mut d, key);
+/// The registration with the worker's prelude in it (see `prelude::apply`), with the script's
+/// GM values when it was granted value functions (unreadable values register as none: the
+/// script runs, `GM_getValue` gives its defaults).
+async fn with_prelude<E: Storage>(
+    env: &E,
+    mut d: Registration,
+    key: Option<&ChannelKey>,
+) -> Registration {
+    let values = match &d.prelude_slot {
+        Some(slot) if slot.gm.needs_values() => {
+            crate::gm::store::load(env, &d.id).await.unwrap_or_default()
+        }
+        _ => crate::gm::values::Values::default(),
+    };
+    super::prelude::apply(&mut d, key, &values);
     d
 }
 
@@ -113,7 +125,7 @@ pub async fn sync_one<E: UserScripts + Capabilities + Storage + Ids>(
         ));
     }
     let desired = match desired {
-        Some(d) => Some(with_prelude(d, channel_key(env).await.as_ref())),
+        Some(d) => Some(with_prelude(env, d, channel_key(env).await.as_ref()).await),
         None => None,
     };
     let ids = [uuid.to_owned()];
@@ -182,7 +194,9 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     for (r, key) in enabled.iter().zip(&keys) {
         match sources.get(key).and_then(Value::as_str) {
             Some(src) => {
-                desired.extend(desired_for(r, src).map(|d| with_prelude(d, channel.as_ref())))
+                if let Some(d) = desired_for(r, src) {
+                    desired.push(with_prelude(env, d, channel.as_ref()).await);
+                }
             }
             None => report
                 .skipped

@@ -15,6 +15,7 @@ use super::store::{
     INDEX_KEY,
 };
 use crate::env::{Area, Clock, Storage};
+use crate::gm::store as gm_store;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -158,6 +159,7 @@ pub async fn delete<E: Storage + Clock>(
         serde_json::to_value(&entry).map_err(storage_err)?,
     );
     items.insert(TRASH_INDEX_KEY.to_owned(), index_json(&slots));
+    let mut dead = vec![store::record_key(uuid), store::source_key(uuid)];
     if !gone.is_empty() {
         items.insert(
             history::BUDGET_KEY.to_owned(),
@@ -165,9 +167,13 @@ pub async fn delete<E: Storage + Clock>(
                 .await
                 .map_err(storage_err)?,
         );
+        let (value_keys, budget) = gm_store::purged_items(env, &gone)
+            .await
+            .map_err(storage_err)?;
+        items.insert(crate::gm::values::BUDGET_KEY.to_owned(), budget);
+        dead.extend(value_keys);
     }
     env.set(Area::Local, items).await.map_err(storage_err)?;
-    let mut dead = vec![store::record_key(uuid), store::source_key(uuid)];
     dead.extend(purged_keys(&gone));
     let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
     // The script is already in the trash and gone from every listing; a failure here only
@@ -252,8 +258,13 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
             .await
             .map_err(storage_err)?,
     );
+    let (value_keys, budget) = gm_store::purged_items(s, &gone)
+        .await
+        .map_err(storage_err)?;
+    items.insert(crate::gm::values::BUDGET_KEY.to_owned(), budget);
     s.set(Area::Local, items).await.map_err(storage_err)?;
-    let dead = purged_keys(&gone);
+    let mut dead = purged_keys(&gone);
+    dead.extend(value_keys);
     let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
     if !refs.is_empty() {
         let _ = s.remove(Area::Local, &refs).await;

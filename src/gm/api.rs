@@ -1,0 +1,211 @@
+//! The GM functions a `@grant` can name, and what this provider does with each.
+//!
+//! A grant is one of: a function this provider gives the script ([`Support::Provided`]), a name
+//! Violentmonkey or Tampermonkey know that this provider does not give yet
+//! ([`Support::NotProvided`]: the script runs without it, and validation says so), or a name no
+//! manager knows ([`Grant::Unknown`], almost always a typo). `@grant none`, or no `@grant` at
+//! all (Violentmonkey's reading), gives the script no GM function and no channel to the
+//! provider.
+
+/// What the provider does with one known API name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Defined in the script's world by the prelude.
+    Provided,
+    /// Known to other managers; this provider does not define it (yet).
+    NotProvided,
+}
+
+/// One known API: its `GM_*` (or other) name, the `GM.*` promise form's name when there is
+/// one, and whether it needs the channel to the service worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Api {
+    pub name: &'static str,
+    pub support: Support,
+    /// Needs messages to the service worker (values, requests, menu commands…).
+    pub needs_channel: bool,
+}
+
+const fn api(name: &'static str, support: Support, needs_channel: bool) -> Api {
+    Api {
+        name,
+        support,
+        needs_channel,
+    }
+}
+
+use Support::{NotProvided, Provided};
+
+/// Every name a `@grant` may carry, in the classic form; `GM.x` names map to `GM_x` (with
+/// `GM.xmlHttpRequest` ↔ `GM_xmlhttpRequest`).
+pub const APIS: &[Api] = &[
+    api("GM_info", Provided, false),
+    api("GM_addStyle", Provided, false),
+    api("GM_addElement", Provided, false),
+    api("GM_log", Provided, false),
+    api("unsafeWindow", Provided, false),
+    api("GM_getValue", Provided, true),
+    api("GM_setValue", Provided, true),
+    api("GM_deleteValue", Provided, true),
+    api("GM_listValues", Provided, true),
+    api("GM_getValues", Provided, true),
+    api("GM_setValues", Provided, true),
+    api("GM_deleteValues", Provided, true),
+    api("GM_addValueChangeListener", Provided, true),
+    api("GM_removeValueChangeListener", Provided, true),
+    api("GM_xmlhttpRequest", Provided, true),
+    api("GM_download", NotProvided, true),
+    api("GM_registerMenuCommand", NotProvided, true),
+    api("GM_unregisterMenuCommand", NotProvided, true),
+    api("GM_openInTab", NotProvided, true),
+    api("GM_notification", NotProvided, true),
+    api("GM_setClipboard", NotProvided, true),
+    api("GM_getResourceText", NotProvided, false),
+    api("GM_getResourceURL", NotProvided, false),
+    api("GM_getTab", NotProvided, true),
+    api("GM_saveTab", NotProvided, true),
+    api("GM_getTabs", NotProvided, true),
+    api("GM_cookie", NotProvided, true),
+    api("GM_webRequest", NotProvided, true),
+    api("GM_audio", NotProvided, true),
+    api("window.close", NotProvided, true),
+    api("window.focus", NotProvided, true),
+    api("window.onurlchange", NotProvided, false),
+];
+
+/// How one `@grant` value reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// `@grant none`.
+    None,
+    Known(Api),
+    Unknown,
+}
+
+/// Classifies one `@grant` value. `GM.getValue` is the promise form of `GM_getValue`.
+pub fn classify(value: &str) -> Grant {
+    if value == "none" {
+        return Grant::None;
+    }
+    let classic = match value.strip_prefix("GM.") {
+        Some("xmlHttpRequest") => "GM_xmlhttpRequest".to_owned(),
+        Some("getResourceUrl") => "GM_getResourceURL".to_owned(),
+        Some(rest) => format!("GM_{rest}"),
+        None => value.to_owned(),
+    };
+    APIS.iter()
+        .find(|a| a.name == classic)
+        .map_or(Grant::Unknown, |a| Grant::Known(*a))
+}
+
+/// The classic names of the APIs this script is given, deduplicated, in [`APIS`] order.
+/// Empty for `@grant none` alone or no grant at all.
+pub fn provided(grants: &[String]) -> Vec<&'static str> {
+    APIS.iter()
+        .filter(|a| a.support == Provided)
+        .filter(|a| {
+            grants
+                .iter()
+                .any(|g| matches!(classify(g), Grant::Known(k) if k.name == a.name))
+        })
+        .map(|a| a.name)
+        .collect()
+}
+
+/// Whether the script's world is given messaging to the service worker: only when a grant
+/// it is given needs it (`@grant none` and style-only scripts get no channel).
+pub fn needs_channel(grants: &[String]) -> bool {
+    grants
+        .iter()
+        .any(|g| matches!(classify(g), Grant::Known(a) if a.support == Provided && a.needs_channel))
+}
+
+/// What `unsafeWindow` is here, in words for `validate_script`.
+pub const UNSAFE_WINDOW_NOTE: &str = "@grant unsafeWindow: here unsafeWindow is the window of \
+     the script's own isolated world. It shares the page's DOM (document, elements, events) but \
+     NOT the page's JavaScript: the page's own globals and functions (window.jQuery, an app's \
+     objects) are not visible through it, and properties the script sets on it are not seen by \
+     the page. In a manager that runs scripts in the page's MAIN world, unsafeWindow is the \
+     page's own window, with all of that. Risky either way: a script that reaches into the page \
+     can be fed data by the page.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grants(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn promise_forms_map_to_classic_names() {
+        for (promise, classic) in [
+            ("GM.info", "GM_info"),
+            ("GM.addStyle", "GM_addStyle"),
+            ("GM.xmlHttpRequest", "GM_xmlhttpRequest"),
+            ("GM.getResourceUrl", "GM_getResourceURL"),
+            ("GM.getValue", "GM_getValue"),
+        ] {
+            assert!(
+                matches!(classify(promise), Grant::Known(a) if a.name == classic),
+                "{promise}"
+            );
+        }
+        assert_eq!(classify("none"), Grant::None);
+        for typo in [
+            "GM_getvalue",
+            "GM.xmlhttprequest",
+            "GM_",
+            "GM.",
+            "",
+            "gm_info",
+            "window",
+        ] {
+            assert_eq!(classify(typo), Grant::Unknown, "{typo}");
+        }
+    }
+
+    #[test]
+    fn provided_is_exactly_the_granted_provided_apis() {
+        assert!(provided(&grants(&["none"])).is_empty());
+        assert!(provided(&[]).is_empty());
+        assert_eq!(
+            provided(&grants(&[
+                "GM.addStyle",
+                "GM_info",
+                "GM_getValue",
+                "bogus",
+                "GM_info"
+            ])),
+            ["GM_info", "GM_addStyle", "GM_getValue"]
+        );
+        assert_eq!(provided(&grants(&["unsafeWindow"])), ["unsafeWindow"]);
+    }
+
+    #[test]
+    fn values_need_the_channel() {
+        assert!(needs_channel(&grants(&["GM.getValue"])));
+    }
+
+    #[test]
+    fn style_and_info_need_no_channel() {
+        assert!(!needs_channel(&grants(&[
+            "GM_addStyle",
+            "GM_info",
+            "unsafeWindow",
+            "none"
+        ])));
+        assert!(!needs_channel(&[]));
+    }
+
+    #[test]
+    fn names_are_unique() {
+        for (i, a) in APIS.iter().enumerate() {
+            assert!(
+                APIS.iter().skip(i + 1).all(|b| b.name != a.name),
+                "{}",
+                a.name
+            );
+        }
+    }
+}

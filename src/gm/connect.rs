@@ -1,0 +1,256 @@
+//! `@connect`: the hosts a script's `GM_xmlhttpRequest` may reach.
+//!
+//! Each line is one rule (Tampermonkey's spelling): a domain (itself and its subdomains), an IP
+//! address (exactly), `self` (the host of the page the script runs in), `localhost` (the
+//! machine itself: `localhost`, `*.localhost`, 127.0.0.0/8, `[::1]`), or `*` (any site, flagged
+//! in validation and review). Loopback targets are reached only through `localhost`, their own
+//! address or `self`, never through `*` or a domain: a script that may talk to "any site"
+//! still cannot probe the user's local services.
+//!
+//! Hosts are compared in the URL parser's canonical form (lowercase, punycode, IPv4 in dotted
+//! decimal, IPv6 in brackets), the same form the request's URL is parsed to.
+
+use std::net::Ipv4Addr;
+
+use crate::web::WebPlatform;
+
+/// One parsed `@connect` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    /// `*`: any host but loopback.
+    Any,
+    /// `self`: the page's own host.
+    SelfHost,
+    /// `localhost`: loopback names and addresses.
+    Localhost,
+    /// A domain, canonical: it and its subdomains.
+    Domain(String),
+    /// An IP address, canonical (`1.2.3.4`, `[::1]`): exactly.
+    Ip(String),
+}
+
+/// Why a `@connect` value was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleError {
+    Empty,
+    NotAHost(String),
+}
+
+impl std::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuleError::Empty => f.write_str("@connect without a value"),
+            RuleError::NotAHost(v) => write!(
+                f,
+                "@connect \"{v}\" is not a host name, an IP address, self, localhost or *"
+            ),
+        }
+    }
+}
+
+/// Parses one `@connect` value. A URL (`https://api.example.com/v1`) or a leading `*.` is read
+/// as its host, as Tampermonkey does; a port is dropped (rules are per host).
+pub fn parse(web: &dyn WebPlatform, value: &str) -> Result<Rule, RuleError> {
+    let v = value.trim();
+    match v {
+        "" => return Err(RuleError::Empty),
+        "*" => return Ok(Rule::Any),
+        "self" => return Ok(Rule::SelfHost),
+        "localhost" => return Ok(Rule::Localhost),
+        _ => {}
+    }
+    let not_a_host = || RuleError::NotAHost(crate::text::ellipsize(v, 80));
+    let after_scheme = v.split_once("://").map_or(v, |(_, rest)| rest);
+    let host_port = after_scheme
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host_port = host_port.strip_prefix("*.").unwrap_or(host_port);
+    if host_port.is_empty() || host_port.contains(['@', '*', ' ']) {
+        return Err(not_a_host());
+    }
+    let url = web
+        .parse_url(&format!("http://{host_port}/"))
+        .map_err(|_| not_a_host())?;
+    let host = url.host;
+    if host.is_empty() {
+        return Err(not_a_host());
+    }
+    if is_ip(&host) {
+        Ok(Rule::Ip(host))
+    } else if host == "localhost" {
+        Ok(Rule::Localhost)
+    } else {
+        Ok(Rule::Domain(host))
+    }
+}
+
+/// What validation and review say about a rule that reaches far: `*`, or a bare top-level
+/// name such as `com` (every site under it).
+pub fn risk(rule: &Rule) -> Option<String> {
+    match rule {
+        Rule::Any => Some(
+            "@connect * lets the script send requests to any site (with your cookies for \
+             that site)"
+                .to_owned(),
+        ),
+        Rule::Domain(d) if !d.contains('.') => Some(format!(
+            "@connect {d} lets the script send requests to every site under .{d}"
+        )),
+        _ => None,
+    }
+}
+
+fn is_ip(host: &str) -> bool {
+    host.starts_with('[') || host.parse::<Ipv4Addr>().is_ok()
+}
+
+/// The machine itself: `localhost`, `*.localhost`, 127.0.0.0/8, `[::1]` (canonical forms).
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "[::1]"
+        || host.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+}
+
+/// Whether a request to `target` (a canonical host) is allowed by `rules`, for a script
+/// running in a page whose host is `page` (`None` when unknown: `self` then allows nothing).
+pub fn allows(rules: &[Rule], target: &str, page: Option<&str>) -> bool {
+    if target.is_empty() {
+        return false;
+    }
+    rules.iter().any(|r| match r {
+        Rule::Any => !is_loopback(target),
+        Rule::SelfHost => page.is_some_and(|p| !p.is_empty() && p == target),
+        Rule::Localhost => is_loopback(target),
+        Rule::Ip(a) => a == target,
+        Rule::Domain(d) => {
+            !is_ip(target)
+                && !is_loopback(target)
+                && (target == d
+                    || target
+                        .strip_suffix(d.as_str())
+                        .is_some_and(|head| head.ends_with('.')))
+        }
+    })
+}
+
+/// Every rule of a script's `@connect` values that parses (the others were reported when the
+/// script was validated).
+pub fn rules(web: &dyn WebPlatform, values: &[String]) -> Vec<Rule> {
+    values.iter().filter_map(|v| parse(web, v).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::platform;
+
+    fn rule(v: &str) -> Rule {
+        parse(platform(), v).unwrap()
+    }
+
+    fn ok(rules: &[&str], target: &str, page: Option<&str>) -> bool {
+        let rs: Vec<Rule> = rules.iter().map(|r| rule(r)).collect();
+        allows(&rs, target, page)
+    }
+
+    #[test]
+    fn parses_every_form() {
+        assert_eq!(rule("*"), Rule::Any);
+        assert_eq!(rule("self"), Rule::SelfHost);
+        assert_eq!(rule("localhost"), Rule::Localhost);
+        assert_eq!(rule("Example.COM"), Rule::Domain("example.com".into()));
+        assert_eq!(rule("*.example.com"), Rule::Domain("example.com".into()));
+        assert_eq!(
+            rule("https://api.example.com/v1?x"),
+            Rule::Domain("api.example.com".into())
+        );
+        assert_eq!(rule("example.com:8443"), Rule::Domain("example.com".into()));
+        assert_eq!(
+            rule("bücher.example"),
+            Rule::Domain("xn--bcher-kva.example".into())
+        );
+        assert_eq!(rule("10.0.0.1"), Rule::Ip("10.0.0.1".into()));
+        assert_eq!(rule("127.1"), Rule::Ip("127.0.0.1".into()));
+        assert_eq!(rule("[::1]"), Rule::Ip("[::1]".into()));
+        assert_eq!(rule("LOCALHOST"), Rule::Localhost);
+        for bad in [
+            "",
+            "  ",
+            "a b",
+            "user@host",
+            "*.*",
+            "exa*mple.com",
+            "http://",
+            "[::1",
+        ] {
+            assert!(parse(platform(), bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn domains_cover_subdomains_only() {
+        let r = ["example.com"];
+        assert!(ok(&r, "example.com", None));
+        assert!(ok(&r, "api.example.com", None));
+        assert!(ok(&r, "a.b.example.com", None));
+        assert!(!ok(&r, "badexample.com", None));
+        assert!(!ok(&r, "example.com.evil.net", None));
+        assert!(!ok(&r, "example.org", None));
+        assert!(!ok(&r, "", None));
+    }
+
+    #[test]
+    fn ips_match_exactly_and_never_by_domain() {
+        assert!(ok(&["10.0.0.1"], "10.0.0.1", None));
+        assert!(!ok(&["10.0.0.1"], "10.0.0.2", None));
+        // A domain rule ending like an address does not cover an address.
+        assert!(!ok(&["0.1"], "10.0.0.1", None));
+        assert!(ok(&["[::1]"], "[::1]", None));
+    }
+
+    #[test]
+    fn self_is_the_page_host_exactly() {
+        assert!(ok(&["self"], "a.test", Some("a.test")));
+        assert!(!ok(&["self"], "b.a.test", Some("a.test")));
+        assert!(!ok(&["self"], "a.test", None));
+        assert!(!ok(&["self"], "", Some("")));
+        // The page on the machine itself: self reaches it.
+        assert!(ok(&["self"], "localhost", Some("localhost")));
+    }
+
+    #[test]
+    fn loopback_only_when_declared() {
+        for lo in [
+            "localhost",
+            "x.localhost",
+            "127.0.0.1",
+            "127.9.9.9",
+            "[::1]",
+        ] {
+            assert!(!ok(&["*"], lo, None), "* must not reach {lo}");
+            assert!(ok(&["localhost"], lo, None), "localhost reaches {lo}");
+        }
+        assert!(!ok(&["example.com"], "localhost", None));
+        assert!(ok(&["127.0.0.1"], "127.0.0.1", None));
+        assert!(!ok(&["localhost"], "example.com", None));
+    }
+
+    #[test]
+    fn star_is_any_other_site_and_flagged() {
+        assert!(ok(&["*"], "example.com", None));
+        assert!(ok(&["*"], "8.8.8.8", None));
+        assert!(risk(&Rule::Any).unwrap().contains("any site"));
+        assert!(risk(&rule("com"))
+            .unwrap()
+            .contains("every site under .com"));
+        assert!(risk(&rule("example.com")).is_none());
+        assert!(risk(&Rule::Localhost).is_none());
+    }
+
+    #[test]
+    fn no_rules_allow_nothing() {
+        assert!(!allows(&[], "example.com", Some("example.com")));
+    }
+}

@@ -1,0 +1,384 @@
+//! The GM part of the code put before a registered script's source, in its own USER_SCRIPT
+//! world: the GM functions its `@grant`s name ([`crate::gm::api::provided`]), and nothing for
+//! `@grant none` or no grant at all.
+//!
+//! One line, with no line break, so the source's own line numbers are unchanged in stack
+//! traces. The functions are configurable, writable properties of the world's global object
+//! (never `const`/`let`): a script that declares its own `GM_addStyle` fallback (`function
+//! GM_addStyle…`, `let GM_info`) still compiles and its own definition wins. Each script has
+//! its own world (`worldId` = its uuid), so one script's functions are invisible to another
+//! and to the page.
+
+use serde_json::{json, Value};
+
+use crate::gm::api;
+use crate::scripts::metadata::{self, Metadata};
+
+/// The handler's name in `GM_info.scriptHandler`.
+pub const HANDLER: &str = "Lumo Userscripts";
+
+/// What a script's GM code is made of, computed when its registration is: the functions that
+/// need nothing from the worker (`head`), and the value functions it was granted, whose
+/// snapshot of values is added when the registration is sent ([`assemble`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GmParts {
+    pub head: String,
+    pub value_names: Vec<&'static str>,
+}
+
+impl GmParts {
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.value_names.is_empty()
+    }
+
+    /// Whether the values must be loaded for [`assemble`].
+    pub fn needs_values(&self) -> bool {
+        !self.value_names.is_empty()
+    }
+}
+
+/// The GM parts for a script; empty when it is given no GM function.
+pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
+    let given = api::provided(&meta.grants);
+    let mut head = String::new();
+    for name in &given {
+        head.push_str(&api_js(name, uuid, meta, source));
+    }
+    GmParts {
+        head,
+        value_names: given
+            .iter()
+            .copied()
+            .filter(|n| {
+                n.strip_prefix("GM_")
+                    .is_some_and(|n| VALUE_FUNCTIONS.contains(&n))
+            })
+            .collect(),
+    }
+}
+
+/// The GM code, one line: a block that defines the granted functions as globals of the
+/// script's world. `send` is a JS expression for the channel (`(op, fields) => Promise`), in
+/// scope where the block is put (the shared prelude's `__lumoRun.gm`). `""` when none.
+pub fn assemble(parts: &GmParts, send: &str, values: &crate::gm::values::Values) -> String {
+    if parts.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "{{const S={send},d=(n,v)=>Object.defineProperty(globalThis,n,{{value:v,writable:true,\
+         configurable:true}}),G={{}};"
+    );
+    out.push_str(&parts.head);
+    out.push_str(&values_js(values, &parts.value_names));
+    // The `GM` object of promise forms (`GM.info` is a plain object there, as in
+    // Violentmonkey).
+    out.push_str("d('GM',G);}");
+    out
+}
+
+/// The GM code for a script that needs no channel and has no values (tests, and the shape
+/// checks below).
+pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
+    assemble(
+        &parts(uuid, meta, source),
+        "()=>Promise.resolve({})",
+        &crate::gm::values::Values::default(),
+    )
+}
+
+fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
+    match name {
+        "GM_info" => format!(
+            "const I={};Object.freeze(I.script);Object.freeze(I);d('GM_info',I);G.info=I;",
+            info(uuid, meta, source)
+        ),
+        // At document-start there may be no <head> nor even <html> yet: the element is
+        // returned at once and put in place as soon as the document has a root.
+        "GM_addStyle" => format!(
+            "{PUT}const AS=c=>{{const s=document.createElement('style');\
+             s.textContent=String(c);return P(s)}};d('GM_addStyle',AS);\
+             G.addStyle=c=>Promise.resolve(AS(c));"
+        ),
+        "GM_addElement" => format!(
+            "{PUT}const E=(a,b,c)=>{{let p=null,t=a,o=b;if(typeof a!=='string'){{p=a;t=b;o=c}}\
+             const e=document.createElement(String(t));\
+             for(const[k,v]of Object.entries(o||{{}})){{if(k==='textContent')e.textContent=v;\
+             else e.setAttribute(k,v)}}return P(e,p)}};d('GM_addElement',E);\
+             G.addElement=(...a)=>Promise.resolve(E(...a));"
+        ),
+        "GM_log" => format!(
+            "const L=(...a)=>console.log({},...a);d('GM_log',L);G.log=(...a)=>Promise.resolve(L(...a));",
+            Value::String(format!("[{}]", meta.name))
+        ),
+        "GM_xmlhttpRequest" => XHR_JS.to_owned(),
+        // The world's own window: the page's DOM, not the page's JavaScript (validate_script
+        // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
+        "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// `GM_xmlhttpRequest` / `GM.xmlHttpRequest`: the worker performs it (`provider::gm`) and
+/// answers once; the callbacks get the fields scripts read. A relative URL is resolved against
+/// the page here; the worker decides on the absolute one. `abort()` drops the answer.
+const XHR_JS: &str = concat!(
+    "let XI=0;const X=o=>{o=o||{};const id=++XI;let done=false;",
+    "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
+    "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
+    "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
+    "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,finalUrl:url};cb('onabort',e);cb('onloadend',e)}};",
+    "S('xhr',{id,method:o.method||'GET',url,headers:h,data:o.data==null?null:String(o.data),",
+    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous}).then(r=>{if(done)return;done=true;",
+    "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
+    "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",
+    "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",
+    "const t=o.responseType;let resp=r.text,rt=r.text;",
+    "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}",
+    "else if(t==='json'){try{resp=JSON.parse(r.text)}catch(e){resp=null}}",
+    "const x={readyState:4,status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders,",
+    "response:resp,responseText:rt,context:o.context};cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
+    "return ctrl};d('GM_xmlhttpRequest',X);",
+    "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
+    "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
+    "pr.abort=()=>c.abort();return pr};",
+);
+
+/// `P(element, parent?)`: appends to `parent`, else to `<head>` or the root, waiting for one
+/// if the document has none yet. Defined once per prelude (`var`: both users may declare it).
+const PUT: &str = "var P=P||((e,p)=>{const r=()=>p||document.head||document.documentElement,\
+     t=r();if(t)t.appendChild(e);else new MutationObserver((_,o)=>{const x=r();if(x){o.disconnect();\
+     x.appendChild(e)}}).observe(document,{childList:true,subtree:true});return e});";
+
+/// `GM_info` as a JS object literal (JSON is one): what Violentmonkey's carries that a script
+/// reads.
+fn info(uuid: &str, meta: &Metadata, source: &str) -> String {
+    let run_at = match meta.run_at {
+        metadata::RunAt::DocumentStart => "document-start",
+        metadata::RunAt::DocumentEnd => "document-end",
+        metadata::RunAt::DocumentIdle => "document-idle",
+    };
+    let resources: Vec<Value> = meta
+        .resources
+        .iter()
+        .map(|(name, url)| json!({ "name": name, "url": url }))
+        .collect();
+    json!({
+        "uuid": uuid,
+        "scriptHandler": HANDLER,
+        "version": env!("CARGO_PKG_VERSION"),
+        "injectInto": "content",
+        "scriptMetaStr": meta_block(source),
+        "script": {
+            "name": meta.name,
+            "namespace": meta.namespace.clone().unwrap_or_default(),
+            "version": meta.version.clone().unwrap_or_default(),
+            "description": meta.description.clone().unwrap_or_default(),
+            "matches": meta.matches,
+            "excludeMatches": meta.exclude_matches,
+            "includes": meta.include_globs,
+            "excludes": meta.exclude_globs,
+            "runAt": run_at,
+            "noframes": meta.no_frames,
+            "grant": meta.grants,
+            "connects": meta.connects,
+            "require": meta.requires,
+            "resources": resources,
+        },
+    })
+    .to_string()
+}
+
+/// The text of the `// ==UserScript==` … `// ==/UserScript==` block, markers included; `""`
+/// when the markers are not found (the parser accepted the script, so they are).
+fn meta_block(source: &str) -> &str {
+    let Some(start) = source.find("==UserScript==") else {
+        return "";
+    };
+    let line_start = source
+        .get(..start)
+        .and_then(|b| b.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let Some(end) = source.get(start..).and_then(|r| r.find("==/UserScript==")) else {
+        return "";
+    };
+    let end = start + end + "==/UserScript==".len();
+    source.get(line_start..end).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta_of(src: &str) -> Metadata {
+        metadata::parse(src).metadata.unwrap()
+    }
+
+    fn src(grants: &[&str]) -> String {
+        let mut s =
+            String::from("// ==UserScript==\n// @name P \"q\"\n// @match https://a.example/*\n");
+        for g in grants {
+            s.push_str(&format!("// @grant {g}\n"));
+        }
+        s.push_str("// ==/UserScript==\nbody();\n");
+        s
+    }
+
+    #[test]
+    fn none_and_no_grant_give_nothing() {
+        for g in [
+            &[][..],
+            &["none"][..],
+            &["GM_bogus"][..],
+            &["GM_registerMenuCommand"][..],
+        ] {
+            let s = src(g);
+            assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");
+        }
+    }
+
+    #[test]
+    fn only_granted_functions_are_defined_on_one_line() {
+        let s = src(&["GM_addStyle"]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert!(p.contains("d('GM_addStyle'"));
+        assert!(
+            !p.contains("GM_info") && !p.contains("unsafeWindow") && !p.contains("GM_addElement")
+        );
+        assert!(!p.contains('\n') && !p.contains('\r'));
+        let s = src(&["GM.info", "GM_addElement", "unsafeWindow", "GM_log"]);
+        let p = prelude("uuid-1", &meta_of(&s), &s);
+        for want in [
+            "d('GM_info'",
+            "d('GM_addElement'",
+            "d('unsafeWindow',window)",
+            "d('GM_log'",
+            "d('GM',G)",
+        ] {
+            assert!(p.contains(want), "{want}: {p}");
+        }
+        assert!(!p.contains('\n'));
+    }
+
+    #[test]
+    fn info_carries_the_metadata_as_json() {
+        let s = src(&["GM_info"]);
+        let p = prelude("uuid-1", &meta_of(&s), &s);
+        let start = p.find("const I=").unwrap() + "const I=".len();
+        let end = p.find(";Object.freeze(I.script)").unwrap();
+        let v: Value = serde_json::from_str(&p[start..end]).unwrap();
+        assert_eq!(v["script"]["name"], "P \"q\"");
+        assert_eq!(v["scriptHandler"], HANDLER);
+        assert_eq!(v["uuid"], "uuid-1");
+        assert_eq!(v["script"]["grant"], json!(["GM_info"]));
+        assert!(v["scriptMetaStr"]
+            .as_str()
+            .unwrap()
+            .starts_with("// ==UserScript=="));
+        assert!(v["scriptMetaStr"]
+            .as_str()
+            .unwrap()
+            .ends_with("// ==/UserScript=="));
+    }
+}
+
+/// The value functions (`GM_getValue` … and their `GM.*` forms), for a script granted any of
+/// them. Needs, in scope: `S(op, fields)` → a promise of the worker's reply (the channel, its
+/// token in a closure), `d` and `G` (see [`prelude`]). `SNAP` is the script's values when it
+/// was registered, so `GM_getValue` answers synchronously from the first statement, at every
+/// `@run-at`. A change updates this world's copy at once and is sent in one batch per task
+/// (a loop of 10,000 `GM_setValue`s is one message with the last value of each key); the
+/// script's own bounds are checked here first, so `GM_setValue` throws at once when one is
+/// passed, and the worker checks them all again (and the total) before it stores anything.
+pub fn values_js(snapshot: &crate::gm::values::Values, given: &[&str]) -> String {
+    let names: Vec<&str> = given
+        .iter()
+        .filter_map(|n| n.strip_prefix("GM_"))
+        .filter(|n| VALUE_FUNCTIONS.contains(n))
+        .collect();
+    if names.is_empty() {
+        return String::new();
+    }
+    VALUES_JS
+        .replace("__GIVEN__", &serde_json::json!(names).to_string())
+        .replace("__SNAP__", &snapshot.encode().to_string())
+        .replace("__MAXB__", &crate::gm::values::MAX_SCRIPT_BYTES.to_string())
+        .replace("__MAXK__", &crate::gm::values::MAX_KEYS.to_string())
+        .replace("__MAXKB__", &crate::gm::values::MAX_KEY_BYTES.to_string())
+}
+
+/// The value functions, without their `GM_` prefix.
+const VALUE_FUNCTIONS: &[&str] = &[
+    "getValue",
+    "setValue",
+    "deleteValue",
+    "listValues",
+    "getValues",
+    "setValues",
+    "deleteValues",
+    "addValueChangeListener",
+    "removeValueChangeListener",
+];
+
+const VALUES_JS: &str = concat!(
+    "{const C=Object.assign(Object.create(null),__SNAP__),L=new Map(),enc=new TextEncoder(),",
+    "len=s=>enc.encode(s).length,par=t=>{try{return JSON.parse(t)}catch(e){return undefined}};",
+    "let lid=0,pend=null,wait=[];",
+    "const fire=(k,o,n,r)=>{for(const l of L.values())if(l.k===k)try{l.f(k,o===undefined?undefined:par(o),",
+    "n===undefined?undefined:par(n),r)}catch(e){console.error(e)}};",
+    "const flush=()=>{const p=pend;pend=null;const w=wait;wait=[];const set=[],del=[];",
+    "for(const[k,t]of p)t===undefined?del.push(k):set.push([k,t]);",
+    "const q=[];if(del.length)q.push(S('values.delete',{keys:del}));if(set.length)q.push(S('values.set',{items:set}));",
+    "Promise.all(q).then(rs=>{const bad=rs.find(r=>!r||r.error);if(bad){const m=bad&&bad.error||'GM values: the provider did not answer; not saved';",
+    "console.error(m);for(const x of w)x[1](new Error(m))}else for(const x of w)x[0]()},e=>{for(const x of w)x[1](e)})};",
+    "let B=0,N=0;for(const k in C){N++;B+=len(k)+len(C[k])}",
+    "const put=items=>{const last=new Map();for(const[k,t]of items){",
+    "if(len(k)>__MAXKB__)throw new Error('GM_setValue: a key longer than __MAXKB__ bytes');last.set(k,t)}",
+    "let b=B,n=N;for(const[k,t]of last){const o=C[k];if(o!==undefined){b-=len(k)+len(o);n--}if(t!==undefined){b+=len(k)+len(t);n++}}",
+    "if(b>__MAXB__)throw new Error('GM_setValue refused: this script\\'s values would take '+b+' bytes, over its limit of __MAXB__; nothing was changed');",
+    "if(n>__MAXK__)throw new Error('GM_setValue refused: this script would hold '+n+' keys, over the limit of __MAXK__; nothing was changed');",
+    "B=b;N=n;for(const[k,t]of last){const o=C[k];if(o===t)continue;if(t===undefined)delete C[k];else C[k]=t;",
+    "if(!pend){pend=new Map();setTimeout(flush,0)}pend.set(k,t);fire(k,o,t,false)}",
+    "};",
+    "let polling=false;const remote=(k,t)=>{const o=C[k];if(o===t)return;if(o!==undefined){B-=len(k)+len(o);N--}",
+    "if(t!==undefined){B+=len(k)+len(t);N++;C[k]=t}else delete C[k];fire(k,o,t,true)};",
+    "const poll=()=>S('values.wait',{}).then(r=>{if(r&&Array.isArray(r.changes))for(const c of r.changes)",
+    "if(Array.isArray(c)&&typeof c[0]==='string')remote(c[0],typeof c[2]==='string'?c[2]:undefined);",
+    "setTimeout(poll,r&&!r.error?0:2000)},()=>setTimeout(poll,2000));",
+    "const text=v=>{const t=JSON.stringify(v);return t};",
+    "const get=(k,dv)=>{k=String(k);return k in C?par(C[k]):dv};",
+    "const set=(k,v)=>{put([[String(k),text(v)]])};",
+    "const api={getValue:get,setValue:set,deleteValue:k=>{put([[String(k),undefined]])},",
+    "listValues:()=>Object.keys(C),",
+    "getValues:ks=>{const o={};if(Array.isArray(ks)){for(const k of ks)if(String(k)in C)o[k]=par(C[String(k)])}",
+    "else if(ks&&typeof ks==='object'){for(const k of Object.keys(ks))o[k]=String(k)in C?par(C[k]):ks[k]}return o},",
+    "setValues:o=>{put(Object.keys(o||{}).map(k=>[k,text(o[k])]))},",
+    "deleteValues:ks=>{put((ks||[]).map(k=>[String(k),undefined]))},",
+    "addValueChangeListener:(k,f)=>{const id=++lid;L.set(id,{k:String(k),f});if(!polling){polling=true;poll()}return id},",
+    "removeValueChangeListener:id=>{L.delete(id)}};",
+    "for(const n of __GIVEN__){const f=api[n];d('GM_'+n,f);",
+    "G[n]=(...a)=>{try{const r=f(...a);return pend&&/^(set|delete)/.test(n)?new Promise((ok,no)=>wait.push([()=>ok(r),no])):Promise.resolve(r)}catch(e){return Promise.reject(e)}}}",
+    "}",
+);
+
+#[cfg(test)]
+mod values_tests {
+    use super::*;
+    use crate::gm::values::{Op, Values};
+
+    #[test]
+    fn values_js_defines_only_granted_value_functions() {
+        let mut v = Values::default();
+        v.apply(
+            &Op::Set(vec![("k".into(), "\"</script>\\u2028\"".into())]),
+            0,
+        )
+        .unwrap();
+        assert_eq!(values_js(&v, &["GM_addStyle"]), "");
+        let js = values_js(&v, &["GM_getValue", "GM_setValue", "GM_info"]);
+        assert!(js.contains(r#"["getValue","setValue"]"#), "{js}");
+        assert!(!js.contains('\n') && !js.contains("__"));
+        if let Ok(path) = std::env::var("LUMO_DUMP_VALUES_JS") {
+            std::fs::write(path, &js).unwrap();
+        }
+    }
+}

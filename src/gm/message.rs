@@ -1,0 +1,321 @@
+//! What a script's GM functions may ask of the worker: one closed enum parsed from the fields of
+//! a channel message of kind `"gm"` (`{lumo, v, kind: "gm", op, …}`). Hostile input: every field
+//! is bounded here whatever the prelude promised, anything unknown is an error, and nothing in
+//! a request names the script — the channel's token does.
+
+use serde_json::{Map, Value};
+
+use super::values::{Op, MAX_KEYS_PER_OP, MAX_KEY_BYTES};
+use crate::text::ellipsize;
+
+/// Longest URL a request may carry, in bytes.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+/// Most request headers.
+pub const MAX_HEADERS: usize = 64;
+/// Longest header name or value, in bytes.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// Largest request body, in bytes (of its text; binary bodies come base64-encoded).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// Longest timeout a script may ask for; 0 means this default.
+pub const MAX_TIMEOUT_MS: u64 = 120_000;
+/// Most requests of one script in flight at once.
+pub const MAX_XHR_IN_FLIGHT: usize = 16;
+
+/// One GM request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GmRequest {
+    /// The script's values now (a page that started before the last change asks once).
+    ValuesGet,
+    /// Wait for the next change made elsewhere (another tab or frame), for value-change
+    /// listeners; answered with the changes or, after a while, with none.
+    ValuesWait,
+    /// Set or delete values.
+    Values(Op),
+    /// `GM_xmlhttpRequest`.
+    Xhr(XhrRequest),
+    /// Abort the script's request `id`.
+    XhrAbort { id: u32 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseType {
+    Text,
+    Json,
+    ArrayBuffer,
+    Blob,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XhrRequest {
+    /// The script's own number for it (for abort and progress).
+    pub id: u32,
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// Text body, or base64 of a binary one (`binary`).
+    pub data: Option<String>,
+    pub binary: bool,
+    pub response_type: ResponseType,
+    /// Milliseconds, 1..=[`MAX_TIMEOUT_MS`].
+    pub timeout_ms: u64,
+    /// `anonymous: true`: no cookies.
+    pub anonymous: bool,
+}
+
+/// Why a request was refused; the script is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GmError(pub String);
+
+impl std::fmt::Display for GmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn bad(what: &str) -> GmError {
+    GmError(format!("GM request: {what}"))
+}
+
+fn string<'a>(o: &'a Map<String, Value>, k: &'static str, max: usize) -> Result<&'a str, GmError> {
+    let s = o
+        .get(k)
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad(&format!("{k} must be a string")))?;
+    if s.len() > max {
+        return Err(bad(&format!("{k} is {} bytes, over {max}", s.len())));
+    }
+    Ok(s)
+}
+
+fn key(v: &Value) -> Result<String, GmError> {
+    let k = v.as_str().ok_or_else(|| bad("a key must be a string"))?;
+    if k.len() > MAX_KEY_BYTES {
+        return Err(bad(&format!(
+            "a key of {} bytes is over {MAX_KEY_BYTES}",
+            k.len()
+        )));
+    }
+    Ok(k.to_owned())
+}
+
+fn list<'a>(
+    o: &'a Map<String, Value>,
+    k: &'static str,
+    max: usize,
+) -> Result<&'a [Value], GmError> {
+    let a = o
+        .get(k)
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad(&format!("{k} must be a list")))?;
+    if a.len() > max {
+        return Err(bad(&format!("{} items in {k}, over {max}", a.len())));
+    }
+    Ok(a)
+}
+
+/// Parses the fields of a `"gm"` message.
+pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
+    let op = string(o, "op", 32)?;
+    match op {
+        "values.get" => Ok(GmRequest::ValuesGet),
+        "values.wait" => Ok(GmRequest::ValuesWait),
+        "values.set" => {
+            let mut pairs = Vec::new();
+            for item in list(o, "items", MAX_KEYS_PER_OP)? {
+                let [k, v] = item.as_array().map(Vec::as_slice).unwrap_or_default() else {
+                    return Err(bad("each item must be [key, JSON text]"));
+                };
+                // Its size is the store's to refuse, with the reason (the channel bounds the
+                // message as a whole).
+                let v = v.as_str().ok_or_else(|| bad("a value must be JSON text"))?;
+                pairs.push((key(k)?, v.to_owned()));
+            }
+            Ok(GmRequest::Values(Op::Set(pairs)))
+        }
+        "values.delete" => {
+            let keys = list(o, "keys", MAX_KEYS_PER_OP)?
+                .iter()
+                .map(key)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(GmRequest::Values(Op::Delete(keys)))
+        }
+        "xhr" => xhr(o).map(GmRequest::Xhr),
+        "xhr.abort" => Ok(GmRequest::XhrAbort { id: id(o)? }),
+        other => Err(bad(&format!("unknown op {:?}", ellipsize(other, 32)))),
+    }
+}
+
+fn id(o: &Map<String, Value>) -> Result<u32, GmError> {
+    o.get("id")
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| bad("id must be a whole number"))
+}
+
+/// Methods a request may use (`fetch` refuses CONNECT, TRACE and TRACK anyway).
+const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+
+fn xhr(o: &Map<String, Value>) -> Result<XhrRequest, GmError> {
+    let method = match o.get("method") {
+        None | Some(Value::Null) => "GET".to_owned(),
+        Some(_) => string(o, "method", 16)?.to_ascii_uppercase(),
+    };
+    if !METHODS.contains(&method.as_str()) {
+        return Err(bad(&format!(
+            "method {:?} is not one of {}",
+            ellipsize(&method, 16),
+            METHODS.join(", ")
+        )));
+    }
+    let url = string(o, "url", MAX_URL_BYTES)?.to_owned();
+    let mut headers = Vec::new();
+    if o.get("headers").is_some_and(|h| !h.is_null()) {
+        for h in list(o, "headers", MAX_HEADERS)? {
+            let [Value::String(n), Value::String(v)] =
+                h.as_array().map(Vec::as_slice).unwrap_or_default()
+            else {
+                return Err(bad("each header must be [name, value]"));
+            };
+            if n.len() > MAX_HEADER_BYTES || v.len() > MAX_HEADER_BYTES {
+                return Err(bad(&format!("a header is over {MAX_HEADER_BYTES} bytes")));
+            }
+            headers.push((n.clone(), v.clone()));
+        }
+    }
+    let data = match o.get("data") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(string(o, "data", MAX_BODY_BYTES.saturating_mul(4) / 3 + 4)?.to_owned()),
+    };
+    let binary = o.get("binary").and_then(Value::as_bool).unwrap_or(false);
+    let response_type = match o.get("responseType").and_then(Value::as_str) {
+        None | Some("" | "text") => ResponseType::Text,
+        Some("json") => ResponseType::Json,
+        Some("arraybuffer") => ResponseType::ArrayBuffer,
+        Some("blob") => ResponseType::Blob,
+        Some(other) => {
+            return Err(bad(&format!(
+                "responseType {:?} is not text, json, arraybuffer or blob",
+                ellipsize(other, 16)
+            )))
+        }
+    };
+    let timeout_ms = match o.get("timeout").and_then(Value::as_f64) {
+        Some(t) if t.is_finite() && t >= 1.0 => {
+            // Clamped to the bound: f64 → u64 of a value in range.
+            let t = t.min(MAX_TIMEOUT_MS as f64);
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let ms = t as u64;
+            ms.max(1)
+        }
+        _ => MAX_TIMEOUT_MS,
+    };
+    Ok(XhrRequest {
+        id: id(o)?,
+        method,
+        url,
+        headers,
+        data,
+        binary,
+        response_type,
+        timeout_ms,
+        anonymous: o.get("anonymous").and_then(Value::as_bool).unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(v: Value) -> Result<GmRequest, GmError> {
+        parse(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn values_ops() {
+        assert_eq!(p(json!({"op": "values.get"})), Ok(GmRequest::ValuesGet));
+        assert_eq!(
+            p(json!({"op": "values.set", "items": [["a", "1"], ["b", "{\"x\":2}"]]})),
+            Ok(GmRequest::Values(Op::Set(vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "{\"x\":2}".into())
+            ])))
+        );
+        assert_eq!(
+            p(json!({"op": "values.delete", "keys": ["a"]})),
+            Ok(GmRequest::Values(Op::Delete(vec!["a".into()])))
+        );
+        for bad in [
+            json!({"op": "values.set", "items": [["a"]]}),
+            json!({"op": "values.set", "items": [[1, "1"]]}),
+            json!({"op": "values.set", "items": [["a", 1]]}),
+            json!({"op": "values.set", "items": "x"}),
+            json!({"op": "values.delete", "keys": [null]}),
+            json!({"op": "values.set", "items": [["k".repeat(MAX_KEY_BYTES + 1), "1"]]}),
+            json!({"op": "values.nope"}),
+            json!({"op": 3}),
+            json!({}),
+        ] {
+            assert!(p(bad.clone()).is_err(), "{bad}");
+        }
+        let many: Vec<Value> = (0..=MAX_KEYS_PER_OP)
+            .map(|i| json!([i.to_string(), "1"]))
+            .collect();
+        assert!(p(json!({"op": "values.set", "items": many}))
+            .unwrap_err()
+            .0
+            .contains("over"));
+    }
+
+    #[test]
+    fn xhr_fields_defaults_and_bounds() {
+        let r = p(json!({"op": "xhr", "id": 7, "url": "https://a.example/x"})).unwrap();
+        assert_eq!(
+            r,
+            GmRequest::Xhr(XhrRequest {
+                id: 7,
+                method: "GET".into(),
+                url: "https://a.example/x".into(),
+                headers: vec![],
+                data: None,
+                binary: false,
+                response_type: ResponseType::Text,
+                timeout_ms: MAX_TIMEOUT_MS,
+                anonymous: false,
+            })
+        );
+        let r = p(
+            json!({"op": "xhr", "id": 1, "method": "post", "url": "u", "headers": [["X-A", "1"]],
+            "data": "body", "responseType": "json", "timeout": 2500.7}),
+        )
+        .unwrap();
+        let GmRequest::Xhr(x) = r else { panic!() };
+        assert_eq!(
+            (x.method.as_str(), x.timeout_ms, x.response_type),
+            ("POST", 2500, ResponseType::Json)
+        );
+        assert_eq!(x.headers, [("X-A".to_owned(), "1".to_owned())]);
+        let GmRequest::Xhr(x) =
+            p(json!({"op": "xhr", "id": 1, "url": "u", "timeout": 1e300})).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(x.timeout_ms, MAX_TIMEOUT_MS);
+        for bad in [
+            json!({"op": "xhr", "url": "u"}),
+            json!({"op": "xhr", "id": -1, "url": "u"}),
+            json!({"op": "xhr", "id": 1}),
+            json!({"op": "xhr", "id": 1, "url": "u", "method": "CONNECT"}),
+            json!({"op": "xhr", "id": 1, "url": "u", "responseType": "document"}),
+            json!({"op": "xhr", "id": 1, "url": "u", "headers": [["a"]]}),
+            json!({"op": "xhr", "id": 1, "url": "u".repeat(MAX_URL_BYTES + 1)}),
+            json!({"op": "xhr.abort"}),
+        ] {
+            assert!(p(bad.clone()).is_err(), "{bad}");
+        }
+        assert_eq!(
+            p(json!({"op": "xhr.abort", "id": 3})),
+            Ok(GmRequest::XhrAbort { id: 3 })
+        );
+    }
+}

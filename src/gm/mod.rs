@@ -1,0 +1,12 @@
+//! The GM API model: which `@grant`s a script asks for and what each means here
+//! ([`api`]), and which hosts its `@connect` lines let it reach ([`connect`]). Pure: the
+//! metadata parser reports with these, the review shows them, the prelude
+//! (`scripts::prelude`) gives a script exactly the functions its grants name.
+
+pub mod api;
+pub mod connect;
+pub mod inject;
+pub mod message;
+pub mod store;
+pub mod values;
+pub mod xhr;

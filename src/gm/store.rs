@@ -1,0 +1,134 @@
+//! Scripts' values in `chrome.storage.local`: `values/<uuid>` (key → JSON text) and
+//! `values/budget` (uuid → bytes, for the total bound). One [`ValueStore`] per worker serializes
+//! the read-modify-write of every change, so two messages cannot lose each other's update; a
+//! change and its budget are one `storage.set`. Values stay while the script is in the trash
+//! (a restore brings them back) and go when it leaves it for good ([`purged_items`]).
+
+use futures::lock::Mutex;
+use serde_json::{json, Map, Value};
+
+use super::values::{self, Change, Op, Values};
+use crate::env::{Area, Storage};
+
+#[derive(Default)]
+pub struct ValueStore {
+    lock: Mutex<()>,
+}
+
+/// Why values could not be read or saved; the script is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    Refused(values::ValueError),
+    Storage(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Refused(e) => write!(f, "{e}"),
+            StoreError::Storage(e) => write!(f, "GM values could not be saved: {e}"),
+        }
+    }
+}
+
+/// A script's values as stored (empty when none or unreadable).
+pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<Values, StoreError> {
+    let key = values::storage_key(uuid);
+    let got = s
+        .get(Area::Local, &[key.as_str()])
+        .await
+        .map_err(|e| StoreError::Storage(e.0))?;
+    Ok(Values::decode(got.get(&key)))
+}
+
+impl ValueStore {
+    /// Applies `op` to the values of `uuid`; returns the changes and the values after it.
+    pub async fn apply<S: Storage>(
+        &self,
+        s: &S,
+        uuid: &str,
+        op: &Op,
+    ) -> Result<(Vec<Change>, Values), StoreError> {
+        let _guard = self.lock.lock().await;
+        let key = values::storage_key(uuid);
+        let got = s
+            .get(Area::Local, &[key.as_str(), values::BUDGET_KEY])
+            .await
+            .map_err(|e| StoreError::Storage(e.0))?;
+        let mut vals = Values::decode(got.get(&key));
+        let mut budget = values::decode_budget(got.get(values::BUDGET_KEY));
+        let changes = vals
+            .apply(op, values::others_bytes(&budget, uuid))
+            .map_err(StoreError::Refused)?;
+        if changes.is_empty() {
+            return Ok((changes, vals));
+        }
+        budget.insert(uuid.to_owned(), vals.bytes());
+        let mut items = Map::new();
+        items.insert(key, vals.encode());
+        items.insert(values::BUDGET_KEY.to_owned(), json!(budget));
+        s.set(Area::Local, items)
+            .await
+            .map_err(|e| StoreError::Storage(e.0))?;
+        Ok((changes, vals))
+    }
+}
+
+/// The keys to remove and the budget to set when `uuids` leave the trash for good.
+pub async fn purged_items<S: Storage>(
+    s: &S,
+    uuids: &[String],
+) -> Result<(Vec<String>, Value), String> {
+    let got = s
+        .get(Area::Local, &[values::BUDGET_KEY])
+        .await
+        .map_err(|e| e.0)?;
+    let mut budget = values::decode_budget(got.get(values::BUDGET_KEY));
+    for u in uuids {
+        budget.remove(u);
+    }
+    Ok((
+        uuids.iter().map(|u| values::storage_key(u)).collect(),
+        json!(budget),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    #[test]
+    fn changes_persist_with_their_budget_and_scripts_are_apart() {
+        let env = MemoryEnv::default();
+        let vs = ValueStore::default();
+        block_on(async {
+            let set = |k: &str, v: &str| Op::Set(vec![(k.to_owned(), v.to_owned())]);
+            vs.apply(&env, "a", &set("k", "1")).await.unwrap();
+            vs.apply(&env, "b", &set("k", "\"two\"")).await.unwrap();
+            assert_eq!(load(&env, "a").await.unwrap().get("k"), Some("1"));
+            assert_eq!(load(&env, "b").await.unwrap().get("k"), Some("\"two\""));
+            let got = env.get(Area::Local, &[values::BUDGET_KEY]).await.unwrap();
+            assert_eq!(got[values::BUDGET_KEY], json!({"a": 2, "b": 6}));
+            // Another script's bytes count against the total.
+            let big = format!("\"{}\"", "x".repeat(values::MAX_SCRIPT_BYTES - 10));
+            let fill = env.get(Area::Local, &[values::BUDGET_KEY]).await.unwrap();
+            let mut b = values::decode_budget(fill.get(values::BUDGET_KEY));
+            b.insert("c".into(), values::MAX_TOTAL_BYTES);
+            let mut items = Map::new();
+            items.insert(values::BUDGET_KEY.into(), json!(b));
+            env.set(Area::Local, items).await.unwrap();
+            let e = vs.apply(&env, "a", &set("big", &big)).await.unwrap_err();
+            assert!(
+                matches!(e, StoreError::Refused(values::ValueError::AllFull { .. })),
+                "{e:?}"
+            );
+            assert_eq!(load(&env, "a").await.unwrap().get("big"), None);
+            // Purging b drops its values key and its budget entry.
+            let (keys, budget) = purged_items(&env, &["b".into()]).await.unwrap();
+            assert_eq!(keys, ["values/b"]);
+            assert!(budget.get("b").is_none() && budget.get("a").is_some());
+        });
+    }
+}

@@ -1,0 +1,412 @@
+//! The provider's side of the GM functions: a request the channel accepted (its script proven by
+//! its token, never by what it says) is checked against that script's own `@grant`s and
+//! answered. Values are the script's own (`values/<uuid>` of the proven uuid): no request can
+//! name another script. Nothing here calls tools, the policy, the probe or a session.
+
+use serde_json::{json, Value};
+
+use super::Provider;
+use crate::env::Env;
+use crate::gm::api::{self, Grant};
+use crate::gm::message::GmRequest;
+use crate::gm::store::{self, StoreError};
+use crate::scripts::record::ScriptRecord;
+
+/// How long a `values.wait` is held before it is answered with no change (the page asks again).
+pub const WAIT_MS: f64 = 25_000.0;
+/// Most pages waiting per script; the oldest is answered first when more come.
+pub const MAX_WAITERS: usize = 64;
+
+/// One waiting page: its tab and frame (Chrome's), and where its answer goes.
+pub(crate) type Waiter = (
+    Option<i64>,
+    Option<i64>,
+    futures::channel::oneshot::Sender<Value>,
+);
+pub(crate) type Waiters = std::collections::BTreeMap<String, Vec<Waiter>>;
+
+fn error(message: impl Into<String>) -> Value {
+    json!({ "error": message.into() })
+}
+
+/// Whether the script grants any of these classic names (either spelling).
+fn grants_any(record: &ScriptRecord, names: &[&str]) -> bool {
+    record
+        .metadata
+        .grants
+        .iter()
+        .any(|g| matches!(api::classify(g), Grant::Known(a) if names.contains(&a.name)))
+}
+
+const VALUE_GRANTS: &[&str] = &[
+    "GM_getValue",
+    "GM_setValue",
+    "GM_deleteValue",
+    "GM_listValues",
+    "GM_getValues",
+    "GM_setValues",
+    "GM_deleteValues",
+    "GM_addValueChangeListener",
+    "GM_removeValueChangeListener",
+];
+
+impl<E: Env> Provider<E> {
+    /// Answers one GM request of the script `uuid` (proven by the channel).
+    /// `page` is the sender's URL as Chrome reports it (for `@connect self`).
+    pub(crate) async fn gm_request(
+        &self,
+        uuid: &str,
+        from: &crate::provider::Sender,
+        req: GmRequest,
+    ) -> Value {
+        let page = from.url.as_deref();
+        let record = match self.scripts().await {
+            Ok(s) => s.records.iter().find(|r| r.uuid == uuid).cloned(),
+            Err(e) => return error(format!("GM: the provider could not read its scripts: {e}")),
+        };
+        let Some(record) = record else {
+            return error("GM: this script is no longer installed");
+        };
+        match req {
+            GmRequest::ValuesGet if grants_any(&record, VALUE_GRANTS) => {
+                match store::load(&self.env, uuid).await {
+                    Ok(v) => json!({ "values": v.encode() }),
+                    Err(e) => error(e.to_string()),
+                }
+            }
+            GmRequest::Values(op) if grants_any(&record, VALUE_GRANTS) => {
+                match self.gm_values.apply(&self.env, uuid, &op).await {
+                    Ok((changes, _)) => {
+                        if !changes.is_empty() {
+                            self.wake_waiters(uuid, from, &changes);
+                            self.refresh_values_snapshot(&record).await;
+                        }
+                        json!({ "ok": true, "changed": changes.len() })
+                    }
+                    Err(e @ (StoreError::Refused(_) | StoreError::Storage(_))) => {
+                        error(e.to_string())
+                    }
+                }
+            }
+            GmRequest::ValuesWait if grants_any(&record, &["GM_addValueChangeListener"]) => {
+                self.gm_wait(uuid, from).await
+            }
+            GmRequest::ValuesWait => {
+                error("GM values: this script does not @grant GM_addValueChangeListener")
+            }
+            GmRequest::ValuesGet | GmRequest::Values(_) => error(
+                "GM values: this script does not @grant GM_getValue/GM_setValue (or another \
+                 value function)",
+            ),
+            GmRequest::Xhr(x) if grants_any(&record, &["GM_xmlhttpRequest"]) => {
+                self.gm_xhr(&record, page, &x).await
+            }
+            GmRequest::Xhr(_) => {
+                error("GM_xmlhttpRequest: this script does not @grant GM_xmlhttpRequest")
+            }
+            // The request is not cancelled in the worker: the page drops its answer.
+            GmRequest::XhrAbort { .. } => json!({ "ok": true }),
+        }
+    }
+
+    /// Holds a page's `values.wait` until another page of the same script changes a value, or
+    /// [`WAIT_MS`] pass.
+    async fn gm_wait(&self, uuid: &str, from: &crate::provider::Sender) -> Value {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        {
+            let mut w = self.gm_waiters.borrow_mut();
+            let list = w.entry(uuid.to_owned()).or_default();
+            if list.len() >= MAX_WAITERS && !list.is_empty() {
+                let (_, _, old) = list.remove(0);
+                let _ = old.send(json!({ "changes": [] }));
+            }
+            list.push((from.tab_id, from.frame_id, tx));
+        }
+        let timer = self.env.sleep(WAIT_MS);
+        futures::pin_mut!(timer);
+        match futures::future::select(rx, timer).await {
+            futures::future::Either::Left((Ok(v), _)) => v,
+            _ => json!({ "changes": [] }),
+        }
+    }
+
+    /// Answers every page of `uuid` waiting for changes but the one that made them.
+    fn wake_waiters(
+        &self,
+        uuid: &str,
+        from: &crate::provider::Sender,
+        changes: &[crate::gm::values::Change],
+    ) {
+        let list = self
+            .gm_waiters
+            .borrow_mut()
+            .remove(uuid)
+            .unwrap_or_default();
+        let body = json!({ "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>() });
+        let mut keep = Vec::new();
+        for (tab, frame, tx) in list {
+            if tab.is_some() && tab == from.tab_id && frame == from.frame_id {
+                keep.push((tab, frame, tx));
+            } else {
+                let _ = tx.send(body.clone());
+            }
+        }
+        if !keep.is_empty() {
+            self.gm_waiters
+                .borrow_mut()
+                .entry(uuid.to_owned())
+                .or_default()
+                .extend(keep);
+        }
+    }
+
+    /// Sends a request the script's `@connect` rules allow (never one they do not), and
+    /// withholds a response whose redirects left them.
+    async fn gm_xhr(
+        &self,
+        record: &ScriptRecord,
+        page: Option<&str>,
+        x: &crate::gm::message::XhrRequest,
+    ) -> Value {
+        let web = crate::web::platform();
+        let rules = crate::gm::connect::rules(web, &record.metadata.connects);
+        let url = match crate::gm::xhr::decide(web, x, &rules, page) {
+            Ok(u) => u,
+            Err(e) => return json!({ "error": e.to_string(), "refused": true }),
+        };
+        let req = crate::env::HttpRequest {
+            method: x.method.clone(),
+            url,
+            headers: x.headers.clone(),
+            body: x.data.clone(),
+            timeout_ms: x.timeout_ms,
+            anonymous: x.anonymous,
+        };
+        match self
+            .env
+            .fetch(&req, crate::gm::xhr::MAX_RESPONSE_BYTES)
+            .await
+        {
+            Ok(r) if !crate::gm::xhr::final_allowed(web, &r.final_url, &rules, page) => json!({
+                "error": format!(
+                    "GM_xmlhttpRequest: the response was withheld: it was redirected to {}, \
+                     which is not in this script's @connect list",
+                    crate::text::ellipsize(&r.final_url, 200)
+                ),
+                "refused": true,
+            }),
+            Ok(r) => crate::gm::xhr::response_json(&r, x.response_type),
+            Err(e) if e.0.starts_with("timeout") => json!({
+                "error": format!("GM_xmlhttpRequest: no answer within {} ms", x.timeout_ms),
+                "timeout": true,
+            }),
+            Err(e) => error(format!("GM_xmlhttpRequest failed: {}", e.0)),
+        }
+    }
+
+    /// Registers the script again with its new values, so the next page load starts with them
+    /// (the registered code carries the snapshot `GM_getValue` answers from).
+    /// Under the write lock: a script write between reading the record and registering would
+    /// otherwise be overwritten by this older registration.
+    async fn refresh_values_snapshot(&self, record: &ScriptRecord) {
+        let _guard = self.write_lock().await;
+        let Ok((current, source)) =
+            crate::scripts::store::load_with_source(&self.env, &record.uuid).await
+        else {
+            return;
+        };
+        let desired = crate::scripts::sync::desired_for(&current, &source);
+        self.sync_registration(&current.uuid, desired).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::key_store;
+    use crate::env::memory::MemoryEnv;
+    use crate::provider::{Received, Sender};
+    use crate::scripts::{store, sync};
+    use futures::executor::block_on;
+
+    fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
+        let src = format!(
+            "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
+        );
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
+        block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
+        c.record.uuid
+    }
+
+    fn gm(p: &Provider<MemoryEnv>, token: &str, fields: Value) -> Value {
+        gm_from(p, token, fields, None)
+    }
+
+    fn gm_from(p: &Provider<MemoryEnv>, token: &str, fields: Value, page: Option<&str>) -> Value {
+        let mut m = fields.as_object().cloned().unwrap();
+        m.insert("lumo".into(), token.into());
+        m.insert("v".into(), 1.into());
+        m.insert("kind".into(), "gm".into());
+        let raw = Value::Object(m).to_string();
+        let sender = Sender {
+            url: page.map(str::to_owned),
+            ..Sender::default()
+        };
+        match block_on(p.user_script_message(|| Some(raw), sender)) {
+            Received::Answered(v) => v,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_are_the_proven_scripts_own_and_reach_its_next_registration() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_setValue\n// @grant GM_getValue\n");
+        let b = script(&p, "B", "// @grant GM_getValue\n");
+        let none = script(&p, "N", "// @grant none\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let (ta, tb, tn) = (key.token(&a, 1), key.token(&b, 1), key.token(&none, 1));
+
+        let r = gm(&p, &ta, json!({"op": "values.set", "items": [["k", "41"]]}));
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(
+            gm(&p, &ta, json!({"op": "values.get"}))["values"],
+            json!({"k": "41"})
+        );
+        // B, asking with its own token, sees its own (empty) values, whatever else it says.
+        let r = gm(&p, &tb, json!({"op": "values.get", "uuid": a, "script": a}));
+        assert_eq!(r["values"], json!({}));
+        // A script without a value grant is refused, even though its world has the channel.
+        let r = gm(&p, &tn, json!({"op": "values.set", "items": [["k", "1"]]}));
+        assert!(
+            r["error"].as_str().unwrap().contains("does not @grant"),
+            "{r}"
+        );
+        assert_eq!(
+            block_on(crate::gm::store::load(&p.env, &none)).unwrap(),
+            Default::default()
+        );
+        // A's next page load starts with the value: its registration carries it.
+        let code = p.env.registrations.borrow()[&a].js[0].code.clone().unwrap();
+        assert!(code.contains(r#"{"k":"41"}"#), "snapshot missing");
+        // Over the script's bound: refused with the reason, nothing stored.
+        let big = format!("\"{}\"", "x".repeat(crate::gm::values::MAX_SCRIPT_BYTES));
+        let r = gm(
+            &p,
+            &ta,
+            json!({"op": "values.set", "items": [["big", big]]}),
+        );
+        assert!(
+            r["error"].as_str().unwrap().contains("over its limit"),
+            "{r}"
+        );
+        assert_eq!(
+            gm(&p, &ta, json!({"op": "values.get"}))["values"],
+            json!({"k": "41"})
+        );
+    }
+
+    #[test]
+    fn xhr_goes_only_to_connect_hosts_and_self_and_nothing_else_is_sent() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "X",
+            "// @grant GM_xmlhttpRequest\n// @connect api.test\n// @connect self\n",
+        );
+        let n = script(&p, "N", "// @grant GM_getValue\n// @connect api.test\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let ta = key.token(&a, 1);
+        let page = Some("https://example.com/page");
+        let req = |url: &str| json!({"op": "xhr", "id": 1, "url": url, "headers": [["X-A", "1"]]});
+        let r = gm_from(&p, &ta, req("https://v1.api.test/data"), page);
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["text"], "https://v1.api.test/data");
+        assert_eq!(r["responseHeaders"], "x-test: yes\r\n");
+        let r = gm_from(&p, &ta, req("https://example.com/own"), page);
+        assert_eq!(r["status"], 200, "self: {r}");
+        for refused in [
+            "https://evil.test/",
+            "http://localhost/",
+            "file:///etc/passwd",
+        ] {
+            let r = gm_from(&p, &ta, req(refused), page);
+            assert!(r["error"].is_string(), "{refused}: {r}");
+        }
+        // Without the grant, even a declared host is refused.
+        let r = gm_from(&p, &key.token(&n, 1), req("https://api.test/"), page);
+        assert!(r["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not @grant GM_xmlhttpRequest"));
+        // Exactly the two allowed requests left the browser.
+        let sent: Vec<String> = p
+            .env
+            .fetched
+            .borrow()
+            .iter()
+            .map(|r| r.url.clone())
+            .collect();
+        assert_eq!(
+            sent,
+            ["https://v1.api.test/data", "https://example.com/own"]
+        );
+        assert_eq!(
+            p.env.fetched.borrow()[0].headers,
+            [("X-A".to_owned(), "1".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_change_wakes_the_scripts_other_pages_not_the_one_that_made_it() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "W",
+            "// @grant GM_setValue\n// @grant GM_addValueChangeListener\n",
+        );
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let t = key.token(&a, 1);
+        let msg = |fields: Value| {
+            let mut m = fields.as_object().cloned().unwrap();
+            m.insert("lumo".into(), t.clone().into());
+            m.insert("v".into(), 1.into());
+            m.insert("kind".into(), "gm".into());
+            Value::Object(m).to_string()
+        };
+        let tab = |id: i64| Sender {
+            url: Some("https://example.com/".into()),
+            frame_id: Some(0),
+            tab_id: Some(id),
+        };
+        let (wait_raw, set_raw) = (
+            msg(json!({"op": "values.wait"})),
+            msg(json!({"op": "values.set", "items": [["k", "1"]]})),
+        );
+        let (other, own, set) = block_on(async {
+            futures::join!(
+                p.user_script_message(|| Some(wait_raw.clone()), tab(1)),
+                async {
+                    // The writer's own tab waits too: it is not woken by its own change.
+                    let own = p.user_script_message(|| Some(wait_raw.clone()), tab(2));
+                    futures::pin_mut!(own);
+                    let polled = futures::poll!(own.as_mut());
+                    assert!(polled.is_pending());
+                    polled
+                },
+                p.user_script_message(|| Some(set_raw.clone()), tab(2)),
+            )
+        });
+        let Received::Answered(v) = other else {
+            panic!("{other:?}")
+        };
+        assert_eq!(v["changes"], json!([["k", null, "1"]]));
+        assert!(own.is_pending());
+        assert!(
+            matches!(set, Received::Answered(ref r) if r["ok"] == true),
+            "{set:?}"
+        );
+        assert_eq!(p.gm_waiters.borrow().get(&a).map(Vec::len), Some(1));
+    }
+}

@@ -1,0 +1,339 @@
+// The GM API as real scripts see it in Chrome: scripts are written through the MCP tools (official
+// SDK client in the test host), pages are served locally under any host name, and what a script
+// could call is read from what it wrote into the page (it has no other way out).
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { sleep, until } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+
+/** A userscript whose body runs after its metadata block. */
+function script(name, lines, body) {
+  return [
+    "// ==UserScript==",
+    `// @name GM ${name}`,
+    "// @namespace lumo-e2e-gm",
+    ...lines.map((l) => `// ${l}`),
+    "// ==/UserScript==",
+    body,
+    "",
+  ].join("\n");
+}
+
+/** Every path: a page whose own JavaScript sets a global, with a paragraph to style. */
+async function pageServer() {
+  const hits = [];
+  const server = createServer((req, res) => {
+    hits.push(`${req.headers.host}${req.url}`);
+    if (req.url.startsWith("/api")) {
+      res.writeHead(200, { "content-type": "application/json", "x-test": "yes", "access-control-allow-origin": "*" });
+      res.end(JSON.stringify({ method: req.method, host: req.headers.host.split(":")[0], path: req.url, h: req.headers["x-script"] ?? null }));
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><title>page</title><script>window.pageVar = 'page';</script><p id=p>text</p>");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
+  return { port: server.address().port, hits, close };
+}
+
+describe("gm: the GM functions a script is given", () => {
+  let h, server, session, tab;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const ok = async (name, args) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
+    return res.structuredContent;
+  };
+  const write = async (name, lines, body) =>
+    (await ok("write_script", { source: script(name, lines, body) })).script;
+  const url = (host, path = "/") => `http://${host}:${server.port}${path}`;
+  /** Loads `u` and returns the `data-gm-*` attributes the scripts left on <html>. */
+  const load = async (u) => {
+    await tab.goto(u, { waitUntil: "load" });
+    await sleep(400);
+    return tab.evaluate(() => Object.fromEntries([...document.documentElement.attributes]
+      .filter((a) => a.name.startsWith("data-gm-")).map((a) => [a.name.slice(8), a.value])));
+  };
+
+  /** What the provider's storage holds under `key`, read from its own page. */
+  const stored = async (key) => {
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      return await page.evaluate(async (k) => (await chrome.storage.local.get(k))[k], key);
+    } finally {
+      await page.close();
+    }
+  };
+  /** The code Chrome has registered for `uuid`. */
+  const registeredCode = async (uuid) => {
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      return await page.evaluate(async (id) => (await chrome.userScripts.getScripts({ ids: [id] }))[0]?.js?.[0]?.code ?? "", uuid);
+    } finally {
+      await page.close();
+    }
+  };
+
+  before(async () => {
+    h = await launch();
+    server = await pageServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    tab = await h.context.newPage();
+  });
+  beforeEach(async () => {
+    if (!session) return;
+    // Cleared by the user's own hands (not rate-limited), so the agent's 30 writes a minute are
+    // the tests' own.
+    for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await h.internal("scripts.delete", { uuid: s.uuid });
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("GM_addStyle changes the computed style, also from document-start before <html> exists", T, async () => {
+    await write("style", ["@match http://style.test/*", "@grant GM_addStyle"],
+      "const s = GM_addStyle('#p { color: rgb(1, 2, 3) }');\n"
+      + "document.documentElement.setAttribute('data-gm-style', s instanceof HTMLStyleElement ? 'element' : typeof s);");
+    await write("early", ["@match http://early.test/*", "@grant GM.addStyle", "@run-at document-start"],
+      // At document-start the root may not exist yet: the attribute is set when it does.
+      "GM.addStyle('#p { background-color: rgb(4, 5, 6) }').then((s) => {\n"
+      + "  const mark = () => document.documentElement.setAttribute('data-gm-early', String(s.isConnected));\n"
+      + "  document.documentElement ? mark() : addEventListener('DOMContentLoaded', mark);\n"
+      + "});");
+    assert.deepEqual(await load(url("style.test")), { style: "element" });
+    assert.equal(await tab.evaluate(() => getComputedStyle(document.getElementById("p")).color), "rgb(1, 2, 3)");
+    // The same page without a matching script: the colour came from the script, not the page.
+    await load(url("plain.test"));
+    assert.notEqual(await tab.evaluate(() => getComputedStyle(document.getElementById("p")).color), "rgb(1, 2, 3)");
+    assert.deepEqual(await load(url("early.test")), { early: "true" });
+    assert.equal(await tab.evaluate(() => getComputedStyle(document.getElementById("p")).backgroundColor), "rgb(4, 5, 6)");
+  });
+
+  test("@grant none (and no @grant) gives no GM function; a granted one is seen by no other script and not by the page", T, async () => {
+    const probe = (tag) => "const seen = ['GM_addStyle', 'GM_info', 'GM', 'unsafeWindow', 'GM_addElement', 'GM_log', 'GM_getValue']"
+      + ".filter((n) => typeof globalThis[n] !== 'undefined');\n"
+      + `document.documentElement.setAttribute('data-gm-${tag}', seen.join(',') || 'nothing');`;
+    await write("none", ["@match http://iso.test/*", "@grant none"], probe("none"));
+    await write("nogrant", ["@match http://iso.test/*"], probe("nogrant"));
+    await write("styler", ["@match http://iso.test/*", "@grant GM_addStyle", "@grant GM_info"], probe("styler"));
+    assert.deepEqual(await load(url("iso.test")), { none: "nothing", nogrant: "nothing", styler: "GM_addStyle,GM_info,GM" });
+    // The page's own JavaScript (MAIN world) sees none of it.
+    assert.deepEqual(await tab.evaluate(() => ["GM_addStyle", "GM_info", "GM", "unsafeWindow"].map((n) => typeof window[n])),
+      ["undefined", "undefined", "undefined", "undefined"]);
+  });
+
+  test("GM_info describes the script; a script's own definitions of GM names still compile and win", T, async () => {
+    await write("info", ["@match http://info.test/*", "@version 1.2.3", "@grant GM_info", "@grant GM.info"],
+      "document.documentElement.setAttribute('data-gm-info', JSON.stringify([GM_info.script.name, GM_info.script.version,"
+      + " GM_info.scriptHandler, GM.info === GM_info, GM_info.script.grant, GM_info.scriptMetaStr.includes('@version 1.2.3')]));");
+    // A common polyfill shape: the script declares the name itself, at top level, with let.
+    await write("own", ["@match http://info.test/*", "@grant GM_addStyle"],
+      "let GM_addStyle = () => 'mine';\ndocument.documentElement.setAttribute('data-gm-own', GM_addStyle());");
+    const got = await load(url("info.test"));
+    assert.deepEqual(JSON.parse(got.info), ["GM info", "1.2.3", "Lumo Userscripts", true, ["GM_info", "GM.info"], true]);
+    assert.equal(got.own, "mine");
+  });
+
+  test("unsafeWindow is the page's DOM but not the page's JavaScript, as validate_script says", T, async () => {
+    const v = await ok("validate_script", { source: script("uw", ["@match http://uw.test/*", "@grant unsafeWindow"], "") });
+    assert.ok(v.diagnostics.some((d) => /NOT the page's JavaScript/.test(d.message) && /MAIN world/.test(d.message)),
+      JSON.stringify(v.diagnostics));
+    await write("uw", ["@match http://uw.test/*", "@grant unsafeWindow"],
+      "document.documentElement.setAttribute('data-gm-uw', JSON.stringify([unsafeWindow.document === document,"
+      + " typeof unsafeWindow.pageVar, !!unsafeWindow.document.getElementById('p')]));");
+    const got = await load(url("uw.test"));
+    assert.deepEqual(JSON.parse(got.uw), [true, "undefined", true]);
+  });
+
+  test("GM_addElement and GM_log run in the page's DOM and console", T, async () => {
+    await write("el", ["@match http://el.test/*", "@grant GM_addElement", "@grant GM_log"],
+      "const e = GM_addElement(document.body, 'span', { id: 'added', textContent: 'hi', 'data-x': '1' });\n"
+      + "GM_log('logged', 42);\n"
+      + "document.documentElement.setAttribute('data-gm-el', e.id);");
+    const logs = [];
+    const onLog = (m) => logs.push(m.text());
+    tab.on("console", onLog);
+    try {
+      assert.deepEqual(await load(url("el.test")), { el: "added" });
+      assert.deepEqual(await tab.evaluate(() => { const s = document.getElementById("added"); return [s.parentNode === document.body, s.textContent, s.dataset.x]; }),
+        [true, "hi", "1"]);
+      assert.ok(logs.some((t) => t.includes("[GM el]") && t.includes("logged") && t.includes("42")), JSON.stringify(logs));
+    } finally {
+      tab.off("console", onLog);
+    }
+  });
+
+  test("the options page, list_scripts and validate_script show grants and @connect hosts", T, async () => {
+    const s = await write("asks", ["@match http://asks.test/*", "@grant GM_addStyle", "@connect api.example.com", "@connect *"], "");
+    const listed = (await ok("list_scripts", { limit: 100 })).scripts.find((x) => x.uuid === s.uuid);
+    assert.deepEqual(listed.grants, ["GM_addStyle"]);
+    assert.deepEqual(listed.connects, ["api.example.com", "*"]);
+    const v = await ok("validate_script", { source: script("asks2", ["@match http://asks.test/*", "@connect *", "@grant GM_nosuch"], "") });
+    assert.ok(v.diagnostics.some((d) => /any site/.test(d.message)), JSON.stringify(v.diagnostics));
+    assert.ok(v.diagnostics.some((d) => /GM_nosuch: no such API/.test(d.message)), JSON.stringify(v.diagnostics));
+    // The options page shows them next to the script.
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      const text = await page.getByLabel("What GM asks asks for").innerText({ timeout: 10_000 });
+      assert.match(text, /@grant GM_addStyle/);
+      assert.match(text, /@connect api\.example\.com/);
+      assert.match(text, /@connect \* \(any site\)/);
+    } finally {
+      await page.close();
+    }
+  });
+  test("values: GM_getValue answers at document-start, values persist across reload and worker restart, a script reads only its own", T, async () => {
+    const counter = await write("counter", ["@match http://values.test/*", "@grant GM_getValue", "@grant GM_setValue", "@run-at document-start"],
+      "const n = GM_getValue('n', 0);\nGM_setValue('n', n + 1);\n"
+      + "const mark = () => document.documentElement.setAttribute('data-gm-n', String(n));\n"
+      + "document.documentElement ? mark() : addEventListener('DOMContentLoaded', mark);");
+    // Another script on the same page, asking for every value it can see and for the counter's key.
+    await write("other", ["@match http://values.test/*", "@grant GM_getValue", "@grant GM_listValues"],
+      "document.documentElement.setAttribute('data-gm-other', JSON.stringify([GM_listValues(), GM_getValue('n', 'none')]));");
+    const seenAfter = async (n) => {
+      // Stored, and in the registered code the next page load starts with.
+      assert.equal(await until(() => stored(`values/${counter.uuid}`), (v) => v?.n === String(n), 5000).then((v) => v?.n), String(n));
+      assert.ok((await until(() => registeredCode(counter.uuid), (c) => c.includes(`{"n":"${n}"}`), 5000)).includes(`{"n":"${n}"}`));
+    };
+    assert.deepEqual(await load(url("values.test")), { n: "0", other: JSON.stringify([[], "none"]) });
+    await seenAfter(1);
+    assert.deepEqual(await load(url("values.test")), { n: "1", other: JSON.stringify([[], "none"]) });
+    await seenAfter(2);
+    await h.stopProviderWorker();
+    // The worker is stopped: the page still starts with the value, and its change wakes the worker.
+    assert.equal((await load(url("values.test"))).n, "2");
+    await seenAfter(3);
+    // The page's own JavaScript reaches neither the scripts' worlds nor the channel.
+    assert.deepEqual(await tab.evaluate((id) => {
+      let sent;
+      try { chrome.runtime.sendMessage(id, { lumo: "x", v: 1, kind: "gm", op: "values.set", items: [["n", "999"]] }); sent = "sent"; } catch (e) { sent = "threw"; }
+      return [typeof window.__lumoRun, typeof window.GM_setValue, typeof globalThis.chrome?.runtime?.sendMessage === "function" ? sent : "no sendMessage"];
+    }, PROVIDER_ID), ["undefined", "undefined", "no sendMessage"]);
+    await sleep(300);
+    assert.equal((await stored(`values/${counter.uuid}`)).n, "3");
+    // Deleted with the script: the values stay in the trash with it, and leave when it is purged.
+    await ok("delete_script", { uuid: counter.uuid });
+    assert.equal((await stored(`values/${counter.uuid}`))?.n, "3");
+    await h.internal("trash.purge", { uuids: [counter.uuid] });
+    assert.equal(await stored(`values/${counter.uuid}`), undefined);
+  });
+
+  test("values: GM.* promise forms, listeners, and a flood of GM_setValue is one bounded message while the provider stays responsive", T, async () => {
+    await write("promise", ["@match http://promise.test/*", "@grant GM.setValue", "@grant GM.getValue", "@grant GM.deleteValue", "@grant GM_addValueChangeListener"],
+      "const heard = [];\nGM_addValueChangeListener('p', (k, o, n, remote) => heard.push([k, o ?? null, n ?? null, remote]));\n"
+      + "GM.setValue('p', { a: 1 }).then(() => GM.getValue('p')).then(async (v) => {\n"
+      + "  await GM.deleteValue('p');\n"
+      + "  document.documentElement.setAttribute('data-gm-promise', JSON.stringify([v, await GM.getValue('p', 'gone'), heard]));\n"
+      + "});");
+    const flood = await write("flood", ["@match http://flood.test/*", "@grant GM_setValue", "@grant GM_getValue"],
+      "for (let i = 0; i < 100000; i++) GM_setValue('same', i);\n"
+      + "let err = '';\ntry { for (let i = 0; i < 5000; i++) GM_setValue('k' + i, 'x'.repeat(100)); } catch (e) { err = e.message; }\n"
+      + "document.documentElement.setAttribute('data-gm-flood', JSON.stringify([GM_getValue('same'), err]));");
+    const p = await until(() => load(url("promise.test")), (g) => g.promise, 10000);
+    assert.deepEqual(JSON.parse(p.promise), [{ a: 1 }, "gone", [["p", null, { a: 1 }, false], ["p", { a: 1 }, null, false]]]);
+    const started = Date.now();
+    const f = await load(url("flood.test"));
+    const [last, err] = JSON.parse(f.flood);
+    assert.equal(last, 99999);
+    assert.match(err, /over the limit of 1000; nothing was changed/);
+    // The provider answers its host at once, and stored the last value of the loop with the
+    // keys that fit, in one batch.
+    const t0 = Date.now();
+    await ok("list_scripts", { limit: 5 });
+    assert.ok(Date.now() - t0 < 2000, `list_scripts took ${Date.now() - t0} ms after the flood`);
+    const v = await until(() => stored(`values/${flood.uuid}`), (x) => x?.same === "99999", 5000);
+    assert.equal(v?.same, "99999");
+    assert.equal(Object.keys(v).length, 1000);
+    console.log(`# flood page + store: ${Date.now() - started} ms`);
+  });
+  test("GM_xmlhttpRequest reaches a declared host with body and headers; an undeclared one is refused and never sent", T, async () => {
+    await write("xhr", ["@match http://xhrpage.test/*", "@grant GM_xmlhttpRequest", "@grant GM.xmlHttpRequest", "@connect api.test"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-xhr', JSON.stringify(out)); };\n"
+      + "GM_xmlhttpRequest({ url: `http://api.test:${port}/api/one`, headers: { 'X-Script': 'hi' }, responseType: 'json',\n"
+      + "  onload: (r) => { out.ok = [r.status, r.response, /x-test: yes/i.test(r.responseHeaders), r.finalUrl]; done(); } });\n"
+      + "GM_xmlhttpRequest({ url: `http://undeclared.test:${port}/api/secret`,\n"
+      + "  onload: () => { out.leak = 'loaded'; done(); }, onerror: (e) => { out.refused = e.error; done(); } });\n"
+      + "GM.xmlHttpRequest({ method: 'POST', url: `http://sub.api.test:${port}/api/two`, data: 'x=1' })\n"
+      + "  .then((r) => { out.promise = JSON.parse(r.responseText).method; done(); });\n"
+      + "GM_xmlhttpRequest({ url: `/api/self`, onload: () => { out.self = 'loaded'; done(); }, onerror: (e) => { out.self = e.error; done(); } });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("xhrpage.test")), (g) => g.xhr, 5000);
+    const out = JSON.parse(got.xhr);
+    const P = server.port;
+    assert.deepEqual(out.ok, [200, { method: "GET", host: "api.test", path: "/api/one", h: "hi" }, true, `http://api.test:${P}/api/one`]);
+    assert.equal(out.promise, "POST");
+    assert.match(out.refused, /undeclared\.test is not in this script's @connect list.*not sent/);
+    // The page's own host is not declared (no @connect self): refused too.
+    assert.match(out.self, /xhrpage\.test is not in this script's @connect list/);
+    assert.equal(out.leak, undefined);
+    // The server saw the declared requests and never the refused ones.
+    assert.ok(server.hits.includes(`api.test:${P}/api/one`), JSON.stringify(server.hits));
+    assert.ok(!server.hits.some((h) => h.startsWith("undeclared.test") || h.includes("/api/self")), JSON.stringify(server.hits));
+  });
+
+  test("values: a change in one tab reaches the listeners of the same script in another tab (remote: true)", T, async () => {
+    await write("sync", ["@match http://sync.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_addValueChangeListener"],
+      "GM_addValueChangeListener('shared', (k, o, n, remote) => document.documentElement.setAttribute('data-gm-heard', JSON.stringify([o ?? null, n, remote])));\n"
+      + "document.documentElement.setAttribute('data-gm-start', String(GM_getValue('shared', 'none')));\n"
+      + "if (location.pathname === '/writer') setTimeout(() => GM_setValue('shared', 'from-writer'), 1500);");
+    const other = await h.context.newPage();
+    try {
+      await other.goto(url("sync.test", "/listener"), { waitUntil: "load" });
+      await sleep(500);
+      await load(url("sync.test", "/writer"));
+      const heard = await until(() => other.evaluate(() => document.documentElement.getAttribute("data-gm-heard")), (v) => v, 8000);
+      assert.deepEqual(JSON.parse(heard), [null, "from-writer", true]);
+      // The writer's own listener heard its own change as local.
+      const own = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-heard")), (v) => v, 3000);
+      assert.deepEqual(JSON.parse(own), [null, "from-writer", false]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  // A measurement, not a check: what carrying the values in the registered code costs a page
+  // load (the issue's bench), printed for the README. Nothing here can fail but the set-up.
+  test("measure: page-load cost of a script with 200 KB of values vs the same script with @grant none", T, async () => {
+    const body = (tag) => `document.documentElement.setAttribute('data-gm-${tag}', String(performance.now()));`;
+    const heavy = await write("heavy", ["@match http://heavy.test/*", "@grant GM_setValue", "@grant GM_getValue", "@run-at document-start"],
+      "if (!GM_getValue('k0')) for (let i = 0; i < 20; i++) GM_setValue('k' + i, 'x'.repeat(10000));\n" + body("t"));
+    await write("light", ["@match http://light.test/*", "@grant none", "@run-at document-start"], body("t"));
+    await load(url("heavy.test"));
+    await until(() => registeredCode(heavy.uuid), (c) => c.includes('"k19"'), 5000);
+    const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const times = async (host) => {
+      const xs = [];
+      for (let i = 0; i < 7; i++) {
+        const t0 = Date.now();
+        const g = await load(url(host));
+        xs.push([Number(g.t), Date.now() - t0 - 400]);
+      }
+      return [median(xs.map((x) => x[0])), median(xs.map((x) => x[1]))];
+    };
+    const [hs, hl] = await times("heavy.test");
+    const [ls, ll] = await times("light.test");
+    const size = (await registeredCode(heavy.uuid)).length;
+    console.log(`# values cost: registered code ${size} chars; script start ${hs.toFixed(1)} ms vs ${ls.toFixed(1)} ms after navigation (@grant none); load ${hl} ms vs ${ll} ms (medians of 7)`);
+  });
+});
