@@ -698,6 +698,18 @@ fn push_glob(
             ),
         );
     }
+    if key == "include" && rule_syntax::as_regex(value).is_none() {
+        // Chrome injects such a script through `includeGlobs`; in Chromium 156 a script injected
+        // that way crashes the page's renderer when it messages the extension, so it gets no
+        // prelude (see `scripts::prelude::apply`). Say what that costs the script.
+        diags.warning(
+            line_no,
+            "@include glob: a script Chrome injects through a glob gets no GM functions and does \
+             not report its runs (Chromium 156 crashes the page when such a script messages the \
+             extension); use @match where you can"
+                .to_owned(),
+        );
+    }
     list.push(value.to_owned());
 }
 
