@@ -3,6 +3,7 @@
 // (scripts.save, scripts.restore, trash.purge), which runs it through the same store, validation,
 // locking and history as the agent's writes, attributed to "you".
 import { el, when, say } from './ui.js';
+import { createEditor } from './codemirror.js';
 
 const $ = (id) => document.getElementById(id);
 const status = () => $('status');
@@ -28,39 +29,16 @@ const MAX_BACKUP_BYTES = 20 * 1024 * 1024;
 // ---------------------------------------------------------------- editor
 
 const editor = { uuid: null, revision: null, name: null };
-const area = $('editor-text');
-const gutter = $('editor-lines');
 const diags = $('editor-diagnostics');
+const code = createEditor($('editor-text'), {
+  label: 'Script source', describedBy: 'editor-help', onChange: () => lintSoon(), onSave: () => save(),
+});
 
-/** Lines with a metadata error or warning, marked in the gutter at their line. */
-let flagged = new Map();
-
-function renderGutter() {
-  const n = area.value.split('\n').length;
-  const key = JSON.stringify([n, [...flagged]]);
-  if (gutter.dataset.key !== key) {
-    gutter.dataset.key = key;
-    gutter.replaceChildren(...Array.from({ length: n }, (_, i) => {
-      const sev = flagged.get(i + 1);
-      return el('span', sev ? { class: sev, title: `${sev} on line ${i + 1}` } : {}, `${i + 1}\n`);
-    }));
-  }
-  gutter.scrollTop = area.scrollTop;
-}
-
-function goToLine(line) {
-  const lines = area.value.split('\n');
-  const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
-  area.focus();
-  area.setSelectionRange(start, start + (lines[line - 1]?.length ?? 0));
-}
-
+/** Metadata problems: marked at their line in the editor (gutter and underline) and listed below it. */
 function renderDiagnostics(list) {
-  flagged = new Map();
-  for (const d of list) if (d.severity === 'error' || !flagged.has(d.line)) flagged.set(d.line, d.severity);
-  renderGutter();
+  code.setProblems(list);
   diags.replaceChildren(...list.map((d) => el('li', { class: d.severity },
-    el('button', { class: 'link', onclick: () => goToLine(d.line), 'aria-label': `Go to line ${d.line}` }, `line ${d.line}`),
+    el('button', { class: 'link', onclick: () => code.goToLine(d.line), 'aria-label': `Go to line ${d.line}` }, `line ${d.line}`),
     ` ${d.severity}: ${d.message}`)));
 }
 
@@ -68,7 +46,7 @@ let lintTimer = 0;
 function lintSoon() {
   clearTimeout(lintTimer);
   lintTimer = setTimeout(async () => {
-    const r = await askRaw('scripts.lint', { source: area.value });
+    const r = await askRaw('scripts.lint', { source: code.text });
     if (r.ok) renderDiagnostics(r.diagnostics);
   }, 250);
 }
@@ -78,15 +56,14 @@ export function openEditor(script) {
   editor.revision = script?.revision ?? null;
   editor.name = script?.name ?? null;
   $('editor-title').textContent = script ? `Edit ${script.name} (revision ${script.revision})` : 'New script';
-  area.value = script?.source ?? '// ==UserScript==\n// @name        New script\n// @namespace   mine\n// @match       https://example.com/*\n// ==/UserScript==\n\n';
+  code.text = script?.source ?? '// ==UserScript==\n// @name        New script\n// @namespace   mine\n// @match       https://example.com/*\n// ==/UserScript==\n\n';
   $('editor-section').hidden = false;
-  renderGutter();
   lintSoon();
-  area.focus();
+  code.focus();
 }
 
 async function save() {
-  const args = { source: area.value };
+  const args = { source: code.text };
   if (editor.uuid) Object.assign(args, { uuid: editor.uuid, revision: editor.revision });
   const r = await askRaw('scripts.save', args);
   if (r.ok) {
@@ -105,78 +82,6 @@ async function save() {
   }
 }
 
-area.addEventListener('input', () => { renderGutter(); lintSoon(); });
-area.addEventListener('scroll', () => { gutter.scrollTop = area.scrollTop; });
-let tabReleased = false;
-// ---- find in the script: a bar above the text; matches are selected in the textarea itself.
-const findBar = $('editor-find');
-const findText = $('find-text');
-const findCount = $('find-count');
-
-/** Every start offset of `needle` in the text (case-insensitive), bounded. */
-function matchesOf(needle) {
-  if (!needle) return [];
-  const hay = area.value.toLowerCase();
-  const n = needle.toLowerCase();
-  const out = [];
-  for (let i = hay.indexOf(n); i !== -1 && out.length < 10_000; i = hay.indexOf(n, i + n.length)) out.push(i);
-  return out;
-}
-
-/** Selects the next (or previous) match from the cursor, wrapping; says "n of m". */
-function findStep(back = false, fromStart = false) {
-  const needle = findText.value;
-  const all = matchesOf(needle);
-  if (!all.length) { findCount.textContent = needle ? 'No match' : ''; return; }
-  let k = back
-    ? all.findLastIndex((i) => i < area.selectionStart)
-    : all.findIndex((i) => i >= (fromStart ? area.selectionStart : area.selectionEnd));
-  if (k === -1) k = back ? all.length - 1 : 0;
-  area.setSelectionRange(all[k], all[k] + needle.length, back ? 'backward' : 'forward');
-  // Scroll the match into view: the textarea scrolls to its selection when focused briefly.
-  const line = area.value.slice(0, all[k]).split('\n').length;
-  area.scrollTop = Math.max(0, (line - 5) * 18);
-  gutter.scrollTop = area.scrollTop;
-  findCount.textContent = `${k + 1} of ${all.length}${all.length === 10_000 ? '+' : ''}`;
-}
-
-function openFind() {
-  findBar.hidden = false;
-  const sel = area.value.slice(area.selectionStart, area.selectionEnd);
-  if (sel && !sel.includes('\n')) findText.value = sel;
-  findText.focus();
-  findText.select();
-  if (findText.value) findStep(false, true);
-}
-
-findText.addEventListener('input', () => findStep(false, true));
-findText.addEventListener('keydown', (e) => {
-  if (e.key === 'Enter') { e.preventDefault(); findStep(e.shiftKey); }
-  if (e.key === 'Escape') { e.preventDefault(); findBar.hidden = true; area.focus(); }
-});
-$('find-next').addEventListener('click', () => findStep(false));
-$('find-prev').addEventListener('click', () => findStep(true));
-$('find-close').addEventListener('click', () => { findBar.hidden = true; area.focus(); });
-$('editor-section').addEventListener('keydown', (e) => {
-  if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === 'f') { e.preventDefault(); openFind(); }
-  if (e.key === 'F3') { e.preventDefault(); findStep(e.shiftKey); }
-});
-
-area.addEventListener('keydown', (e) => {
-  if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === 's') {
-    e.preventDefault();
-    save();
-    return;
-  }
-  // Tab indents; Escape releases it for one keystroke so keyboard users can leave the editor.
-  if (e.key === 'Escape') { tabReleased = true; return; }
-  if (e.key === 'Tab' && !tabReleased && !e.shiftKey) {
-    e.preventDefault();
-    document.execCommand('insertText', false, '  ');
-    return;
-  }
-  tabReleased = false;
-});
 $('editor-save').addEventListener('click', save);
 $('editor-new').addEventListener('click', () => openEditor(null));
 $('editor-close').addEventListener('click', () => { $('editor-section').hidden = true; });

@@ -105,69 +105,93 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
   });
 
   test("the user creates and edits a script in the options page with the keyboard only, and it runs", T, async () => {
+    // The editor is CodeMirror 6 (dist/codemirror.js); everything below goes through the keyboard
+    // and reads what CodeMirror shows (its lines, gutters, search panel), not our own state.
     await options.reload();
     await options.locator("#editor-new").focus();
     await options.keyboard.press("Enter");
-    const area = options.locator("#editor-text");
-    await area.waitFor();
-    assert.equal(await options.evaluate(() => document.activeElement?.id), "editor-text", "the editor has the focus");
+    await options.locator("#editor-text .cm-content").waitFor();
+    const inEditor = () => options.evaluate(() => !!document.activeElement?.matches("#editor-text .cm-content"));
+    const text = () => options.locator("#editor-text .cm-line").allTextContents().then((l) => l.join("\n"));
+    assert.ok(await inEditor(), "the editor has the focus");
     await options.keyboard.press("Control+A");
     await options.keyboard.press("Delete");
     const lines = userscript({ tag: "k", version: "v1", name: "Keyboard" }).split("\n");
     for (const line of lines.slice(0, -1)) {
-      await options.keyboard.type(line.trimStart());
+      await options.keyboard.type(line.trimStart()); // the editor indents after Enter
       await options.keyboard.press("Enter");
     }
-    // A bad line shows its error at its line before saving.
+    assert.match(await text(), /\n  mark\.dataset\.v = "v1";\n/, "typed text, indented by the editor");
     await options.keyboard.press("Control+s");
     await options.getByText(/^Saved Keyboard/).waitFor({ timeout: 3000 });
     assert.deepEqual(await onPage(["k:v1", "u:v4"]), ["k:v1", "u:v4"], "the new script runs");
-    // Edit: change v1 to v2 with the keyboard (End of the line, backspace, type), save with Ctrl+S.
-    const text = await area.inputValue();
-    const at = text.indexOf('"v1"') + 3;
-    await area.evaluate((t, at) => t.setSelectionRange(at, at), at);
-    await options.keyboard.press("Backspace");
-    await options.keyboard.type("2");
-    await options.keyboard.press("End");
-    await options.keyboard.press("Tab"); // indents (two spaces, at the end of the line) instead of leaving
-    assert.equal(await options.evaluate(() => document.activeElement?.id), "editor-text");
+
+    // Edit: find "v1" (Ctrl+F, type, Enter), Escape back to the text with the match selected, type over it.
+    await options.keyboard.press("Control+f");
+    assert.ok(await options.evaluate(() => !!document.activeElement?.matches("#editor-text .cm-search input[name=search]")), "Ctrl+F opens the search panel");
+    await options.keyboard.type('"v1"');
+    await options.keyboard.press("Enter");
+    assert.equal(await options.locator("#editor-text .cm-searchMatch-selected").textContent({ timeout: 3000 }), '"v1"');
+    await options.keyboard.press("Escape");
+    assert.ok(await inEditor(), "Escape returns to the text");
+    await options.keyboard.type('"v2"');
+    // Tab indents (the whole line, two spaces) and keeps the focus; Escape then Tab leaves the editor.
+    const before = (await text()).split("\n").find((l) => l.includes('"v2"'));
+    await options.keyboard.press("Tab");
+    assert.ok(await inEditor(), "Tab stays in the editor");
+    assert.equal((await text()).split("\n").find((l) => l.includes('"v2"')), `  ${before}`, "Tab indented the line");
+    await options.keyboard.press("Escape");
+    await options.keyboard.press("Tab");
+    assert.ok(!(await inEditor()), "Escape, Tab leaves the editor (no keyboard trap)");
+    await options.keyboard.press("Shift+Tab");
+    assert.ok(await inEditor(), "Shift+Tab comes back");
     await options.keyboard.press("Control+s");
     await options.getByText(/^Saved Keyboard \(revision 2\)/).waitFor({ timeout: 3000 });
     assert.deepEqual(await onPage(["k:v2", "u:v4"]), ["k:v2", "u:v4"], "the edited script runs");
     const s = (await scripts()).find((x) => x.name === "Keyboard");
     assert.equal(s.createdBy, "user");
-    // Metadata errors show at their line.
-    const second = (await area.inputValue()).indexOf("\n") + 1;
-    await area.evaluate((t, at) => { t.setSelectionRange(at, at); }, second);
-    await options.keyboard.type("// @match nope\n");
+    const saved = (await h.internal("scripts.get", { uuid: s.uuid })).script.source;
+    assert.equal(saved, await text(), "the saved source is what the editor shows");
+    assert.match(saved, /\n    mark\.dataset\.v = "v2";\n/, "Tab indented by two spaces");
+
+    // Metadata errors show at their line: a new line 2, marked in the lint gutter beside "2".
+    await options.keyboard.press("Control+Home");
+    await options.keyboard.press("End");
+    await options.keyboard.press("Enter");
+    await options.keyboard.type("// @match nope");
     await options.locator("#editor-diagnostics li.error").first().waitFor({ timeout: 3000 });
     assert.match(await options.locator("#editor-diagnostics").textContent(), /line 2 error/);
-    await options.locator("#editor-lines span.error").first().waitFor({ timeout: 3000 });
-    assert.equal(await options.locator("#editor-lines span.error").first().textContent(), "2\n", "the gutter marks line 2");
+    const marker = options.locator("#editor-text .cm-lint-marker-error").first();
+    await marker.waitFor({ timeout: 3000 });
+    const lineNo = options.locator("#editor-text .cm-lineNumbers .cm-gutterElement", { hasText: /^2$/ });
+    const [mb, lb] = [await marker.boundingBox({ timeout: 3000 }), await lineNo.boundingBox({ timeout: 3000 })];
+    assert.ok(Math.abs(mb.y + mb.height / 2 - (lb.y + lb.height / 2)) < lb.height / 2, `the gutter marks line 2 (${JSON.stringify([mb, lb])})`);
+    assert.equal(await options.locator("#editor-text .cm-line").nth(1).locator(".cm-lintRange-error").count(), 1, "line 2 is underlined");
+    assert.equal(await options.locator("#editor-text .cm-lintRange-error").count(), 1, "and only line 2");
 
     // Find, with the keyboard: Ctrl+F, type, Enter / Shift+Enter step through the matches (wrapping), Escape returns.
-    const selected = () => area.evaluate((t) => [t.selectionStart, t.value.slice(t.selectionStart, t.selectionEnd)]);
+    const at = async () => JSON.stringify(await options.locator("#editor-text .cm-searchMatch-selected").boundingBox({ timeout: 3000 }));
     await options.keyboard.press("Control+f");
-    assert.equal(await options.evaluate(() => document.activeElement?.id), "find-text");
+    await options.keyboard.press("Control+A");
     await options.keyboard.type("DATASET");
-    assert.equal(await options.locator("#find-count").textContent(), "1 of 2");
-    const [first, word] = await selected();
-    assert.equal(word, "dataset", "the match is selected in the text (case-insensitive)");
+    assert.equal(await options.locator("#editor-text .cm-searchMatch, #editor-text .cm-searchMatch-selected").count(), 2, "both matches highlighted (case-insensitive)");
     await options.keyboard.press("Enter");
-    assert.equal(await options.locator("#find-count").textContent(), "2 of 2");
-    const [second2] = await selected();
-    assert.ok(second2 > first);
+    const first = await at();
+    assert.equal(await options.locator("#editor-text .cm-searchMatch-selected").textContent({ timeout: 3000 }), "dataset");
     await options.keyboard.press("Enter");
-    assert.equal((await selected())[0], first, "wraps to the first");
+    const second = await at();
+    assert.notEqual(second, first);
+    await options.keyboard.press("Enter");
+    assert.equal(await at(), first, "wraps to the first");
     await options.keyboard.press("Shift+Enter");
-    assert.equal((await selected())[0], second2, "Shift+Enter goes back");
+    assert.equal(await at(), second, "Shift+Enter goes back");
     await options.keyboard.press("Escape");
-    assert.equal(await options.evaluate(() => document.activeElement?.id), "editor-text");
-    assert.deepEqual(await selected(), [second2, "dataset"]);
+    assert.ok(await inEditor(), "Escape returns to the text");
+    assert.equal(await options.evaluate(() => getSelection().toString()), "dataset", "with the match selected");
     await options.keyboard.press("Control+f");
     await options.keyboard.press("Control+A");
     await options.keyboard.type("no such text");
-    assert.equal(await options.locator("#find-count").textContent(), "No match");
+    assert.equal(await options.locator("#editor-text .cm-searchMatch").count(), 0, "no match, nothing highlighted");
     await options.keyboard.press("Control+A");
     await options.keyboard.type("dataset");
     for (const scheme of ["light", "dark"]) {
