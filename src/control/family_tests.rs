@@ -11,11 +11,14 @@ fn call(p: &Provider<MemoryEnv>, v: Value) -> Value {
     block_on(handle(p, &v)).value
 }
 
+/// Whether an op is the variant a name must parse to.
+type IsVariant = fn(&Op) -> bool;
+
 const UUID: &str = "00000000-0000-4000-8000-000000000000";
 
 #[test]
 fn every_family_wire_name_parses_to_its_variant() {
-    let cases: [(&str, fn(&Op) -> bool); 13] = [
+    let cases: [(&str, IsVariant); 13] = [
         ("bridge.status", |o| {
             matches!(o, Op::Bridge(BridgeOp::Status { .. }))
         }),
