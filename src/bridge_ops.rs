@@ -4,44 +4,99 @@
 
 use crate::bridge::dialer::{self, USER_DISCONNECT};
 use crate::bridge::trust::{check_token, token_eq};
+use crate::control::args::{loose, Arg};
 use crate::control::reply::{Effect, Reply};
 use crate::env::Env;
 use crate::provider::{BridgeAuth, Provider};
 use crate::tools::catalog;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 fn err(msg: impl Into<String>) -> Reply {
     json!({ "ok": false, "error": msg.into() }).into()
 }
 
-pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Reply {
+/// The `bridge.*` ops by wire name; fields are read loosely (`control::args`) so that each
+/// op's function refuses a bad one with its own message.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op")]
+pub enum BridgeOp {
+    /// `token`: the page's token, compared, never echoed; `host`/`port`: the address to judge.
+    #[serde(rename = "bridge.status")]
+    Status {
+        #[serde(default, deserialize_with = "loose")]
+        token: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        host: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        port: Option<u64>,
+    },
+    #[serde(rename = "bridge.connect")]
+    Connect {
+        #[serde(default)]
+        host: Arg<String>,
+        #[serde(default, deserialize_with = "loose")]
+        port: Option<u64>,
+        #[serde(default, rename = "allowRemote", deserialize_with = "loose")]
+        allow_remote: Option<bool>,
+        #[serde(default, deserialize_with = "loose")]
+        remember: Option<bool>,
+        #[serde(default, deserialize_with = "loose")]
+        token: Option<String>,
+    },
+    #[serde(rename = "bridge.disconnect")]
+    Disconnect,
+}
+
+/// Runs one `bridge.*` op: its reply and what the shell must do to the link.
+pub async fn run<E: Env>(p: &Provider<E>, op: BridgeOp) -> Reply {
     match op {
-        "bridge.status" => status(p, msg).await.into(),
-        "bridge.connect" => connect(p, msg).await,
-        "bridge.disconnect" => {
-            p.forget_bridge().await;
-            let was = p.bridge_view().session.is_some();
-            Reply {
-                value: json!({ "ok": true, "closed": was }),
-                effects: vec![Effect::CloseBridge {
-                    code: USER_DISCONNECT,
-                    reason: "disconnected by the user".into(),
-                }],
-            }
+        BridgeOp::Status { token, host, port } => status(p, token, host, port).await.into(),
+        BridgeOp::Connect {
+            host,
+            port,
+            allow_remote,
+            remember,
+            token,
+        } => {
+            connect(
+                p,
+                host,
+                port,
+                allow_remote == Some(true),
+                remember == Some(true),
+                token,
+            )
+            .await
         }
-        other => err(format!(
-            "unknown operation \"{}\"",
-            crate::text::ellipsize(other, 40)
-        )),
+        BridgeOp::Disconnect => disconnect(p).await,
+    }
+}
+
+/// `bridge.disconnect`: forgets the authorization and closes the link with 4002.
+async fn disconnect<E: Env>(p: &Provider<E>) -> Reply {
+    p.forget_bridge().await;
+    let was = p.bridge_view().session.is_some();
+    Reply {
+        value: json!({ "ok": true, "closed": was }),
+        effects: vec![Effect::CloseBridge {
+            code: USER_DISCONNECT,
+            reason: "disconnected by the user".into(),
+        }],
     }
 }
 
 /// The link's state, the tools the bridge will expose (its catalogue is ours, linked in), and
 /// whether the token on the page is the one the user already authorized (never the token).
-async fn status<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
+async fn status<E: Env>(
+    p: &Provider<E>,
+    token: Option<String>,
+    host: Option<String>,
+    port: Option<u64>,
+) -> Value {
     let auth = p.bridge_auth().await;
-    let authorized = match (msg.get("token").and_then(Value::as_str), &auth) {
-        (Some(t), Some(a)) => token_eq(t, &a.token),
+    let authorized = match (token, &auth) {
+        (Some(t), Some(a)) => token_eq(&t, &a.token),
         _ => false,
     };
     let tools: Vec<Value> = catalog::TOOLS
@@ -49,12 +104,8 @@ async fn status<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
         .map(|t| json!({ "name": t.name, "title": t.title, "write": t.is_write() }))
         .collect();
     // What the page should say about the address it was given, decided here, not in the page.
-    let host = msg
-        .get("host")
-        .and_then(Value::as_str)
-        .unwrap_or("127.0.0.1");
-    let port = msg.get("port").and_then(Value::as_u64).unwrap_or(0);
-    let loopback = dialer::dial_url(host, port, false);
+    let host = host.as_deref().unwrap_or("127.0.0.1");
+    let loopback = dialer::dial_url(host, port.unwrap_or(0), false);
     json!({
         "ok": true,
         "bridge": p.bridge_view(),
@@ -65,31 +116,37 @@ async fn status<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
     })
 }
 
-async fn connect<E: Env>(p: &Provider<E>, msg: &Value) -> Reply {
-    let host = match msg.get("host") {
-        None | Some(Value::Null) => "127.0.0.1",
-        Some(Value::String(h)) => h.as_str(),
-        Some(_) => return err("\"host\" must be a string"),
+/// `bridge.connect`: the user's click. Checks, stores the authorization, then dials.
+async fn connect<E: Env>(
+    p: &Provider<E>,
+    host: Arg<String>,
+    port: Option<u64>,
+    allow_remote: bool,
+    remember: bool,
+    token: Option<String>,
+) -> Reply {
+    let host = match host {
+        Arg::Absent => "127.0.0.1".to_owned(),
+        Arg::Is(h) => h,
+        Arg::Wrong => return err("\"host\" must be a string"),
     };
-    let Some(port) = msg.get("port").and_then(Value::as_u64) else {
+    let Some(port) = port else {
         return err("\"port\" must be a number (1–65535)");
     };
-    let allow_remote = msg.get("allowRemote").and_then(Value::as_bool) == Some(true);
-    let remember = msg.get("remember").and_then(Value::as_bool) == Some(true);
-    let Some(token) = msg.get("token").and_then(Value::as_str) else {
+    let Some(token) = token else {
         return err("the link has no token: open the connect link the bridge printed");
     };
-    if let Err(e) = check_token(token) {
+    if let Err(e) = check_token(&token) {
         return err(e.to_string());
     }
-    let url = match dialer::dial_url(host, port, allow_remote) {
+    let url = match dialer::dial_url(&host, port, allow_remote) {
         Ok(u) => u,
         Err(e) => return err(e.to_string()),
     };
     let auth = BridgeAuth {
-        host: host.to_owned(),
+        host,
         port: u16::try_from(port).unwrap_or_default(),
-        token: token.to_owned(),
+        token,
         allow_remote,
         remember,
     };
@@ -111,6 +168,17 @@ mod tests {
     use futures::executor::block_on;
 
     const TOKEN: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF";
+
+    /// Runs `op` with the fields of `msg`, parsed as the pages' message would be.
+    async fn handle(p: &Provider<MemoryEnv>, op: &str, msg: &Value) -> Reply {
+        let mut m = msg.clone();
+        m["op"] = json!(op);
+        run(p, BridgeOp::deserialize(&m).expect("a bridge op")).await
+    }
+
+    async fn status(p: &Provider<MemoryEnv>, msg: &Value) -> Value {
+        handle(p, "bridge.status", msg).await.value
+    }
 
     #[test]
     fn connect_stores_the_token_in_session_storage_unless_remembered() {

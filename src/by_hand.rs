@@ -4,6 +4,7 @@
 //! [`BY_USER`]; they are not rate-limited or reviewed, and they are audited like the agent's
 //! writes (caller `user`).
 
+use crate::control::args::{loose, Arg};
 use crate::env::Env;
 use crate::guard::audit::Entry;
 use crate::guard::diff::line_diff;
@@ -16,23 +17,105 @@ use crate::scripts::store::{self, Actor, ScriptError};
 use crate::scripts::trash;
 use crate::tools::catalog::MAX_SOURCE_BYTES;
 use crate::tools::{run_write, WriteArgs};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 fn err(msg: impl Into<String>) -> Value {
     json!({ "ok": false, "error": msg.into() })
 }
 
-fn uuid_of(msg: &Value) -> Result<String, Value> {
-    match msg.get("uuid").and_then(Value::as_str) {
-        Some(u) if is_uuid(u) => Ok(u.to_owned()),
+fn uuid_of(uuid: Option<String>) -> Result<String, Value> {
+    match uuid {
+        Some(u) if is_uuid(&u) => Ok(u),
         _ => Err(err("\"uuid\" must be a script uuid")),
     }
 }
 
-fn revision_of(msg: &Value, key: &str) -> Result<u64, Value> {
-    match msg.get(key).and_then(Value::as_u64) {
+fn revision_of(revision: Option<u64>, key: &str) -> Result<u64, Value> {
+    match revision {
         Some(r) if r >= 1 => Ok(r),
         _ => Err(err(format!("\"{key}\" must be a revision (1 or more)"))),
+    }
+}
+
+/// The history, trash and editing ops by wire name; fields are read loosely
+/// (`control::args`) so that each op's function refuses a bad one with its own message.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op")]
+pub enum HandOp {
+    #[serde(rename = "scripts.revisions")]
+    Revisions {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+    },
+    #[serde(rename = "scripts.revision")]
+    Revision {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+    },
+    #[serde(rename = "scripts.restore")]
+    Restore {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+        #[serde(default, rename = "currentRevision", deserialize_with = "loose")]
+        current_revision: Option<u64>,
+    },
+    /// The audited write to undo, named by its script, its caller and its time.
+    #[serde(rename = "scripts.undo")]
+    Undo {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        caller: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        at: Option<f64>,
+    },
+    /// No `uuid`: create; a `uuid`: edit the `revision` the editor loaded.
+    #[serde(rename = "scripts.save")]
+    Save {
+        #[serde(default, deserialize_with = "loose")]
+        source: Option<String>,
+        #[serde(default)]
+        uuid: Arg<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+        #[serde(default, deserialize_with = "loose")]
+        enabled: Option<bool>,
+    },
+    #[serde(rename = "trash.list")]
+    TrashList,
+    /// No `uuids`: empty the trash; a list: delete those forever.
+    #[serde(rename = "trash.purge")]
+    TrashPurge {
+        #[serde(default)]
+        uuids: Arg<Vec<Value>>,
+    },
+}
+
+/// Runs one of this family's ops. `msg` is the whole message, for the audit digest and the
+/// page it came from (`via`).
+pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
+    match op {
+        HandOp::Revisions { uuid } => revisions(p, uuid).await,
+        HandOp::Revision { uuid, revision } => self::revision(p, uuid, revision).await,
+        HandOp::Restore {
+            uuid,
+            revision,
+            current_revision,
+        } => restore(p, msg, uuid, revision, current_revision).await,
+        HandOp::Undo { uuid, caller, at } => undo(p, msg, uuid, caller, at).await,
+        HandOp::Save {
+            source,
+            uuid,
+            revision,
+            enabled,
+        } => save(p, msg, source, uuid, revision, enabled).await,
+        HandOp::TrashList => trash_list(p).await,
+        HandOp::TrashPurge { uuids } => trash_purge(p, msg, uuids).await,
     }
 }
 
@@ -73,79 +156,81 @@ pub(crate) async fn write<E: Env>(
     }
 }
 
-/// Handles one of this module's operations, or `None` when `op` is not one.
-pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Value> {
-    Some(match op {
-        "scripts.revisions" => revisions(p, msg).await,
-        "scripts.revision" => revision(p, msg).await,
-        "scripts.restore" => {
-            let (uuid, revision, current) = match (
-                uuid_of(msg),
-                revision_of(msg, "revision"),
-                revision_of(msg, "currentRevision"),
-            ) {
-                (Ok(u), Ok(r), Ok(c)) => (u, r, c),
-                (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Some(e),
-            };
-            let args = WriteArgs::Restore {
-                uuid,
-                revision,
-                current_revision: current,
-            };
-            write(p, msg, "restore_script", args).await
-        }
-        "scripts.undo" => undo(p, msg).await,
-        "scripts.save" => save(p, msg).await,
-        "trash.list" => match list_trash(p).await {
-            Ok((items, problems)) => json!({
-                "ok": true,
-                "scripts": items.iter().map(trash::Trashed::summary).collect::<Vec<_>>(),
-                "problems": problems.iter().map(|pr| json!({ "uuid": pr.uuid, "message": pr.message })).collect::<Vec<_>>(),
-            }),
-            Err(e) => err(e.to_string()),
-        },
-        "trash.purge" => {
-            // The user's action only: no tool reaches this.
-            let only: Option<Vec<String>> = match msg.get("uuids") {
-                None | Some(Value::Null) => None,
-                Some(Value::Array(a)) => {
-                    let u: Vec<String> = a
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .filter(|u| is_uuid(u))
-                        .map(str::to_owned)
-                        .collect();
-                    if u.len() != a.len() {
-                        return Some(err("\"uuids\" must be script uuids"));
-                    }
-                    Some(u)
-                }
-                Some(_) => return Some(err("\"uuids\" must be a list of script uuids")),
-            };
-            let _lock = p.write_lock().await;
-            let done = trash::purge(&p.env, only.as_deref()).await;
-            // Audited like every change by hand: one entry for "Empty trash", one named
-            // script for "Delete forever".
-            let target = match only.as_deref() {
-                Some([one]) => Some(one.clone()),
-                _ => None,
-            };
-            p.audit(&Entry {
-                at: p.env.now_ms(),
-                tool: "purge_trash".to_owned(),
-                caller: BY_USER.to_owned(),
-                result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
-                target,
-                digest: digest_hex(msg),
-            })
-            .await;
-            match done {
-                Ok(n) => json!({ "ok": true, "purged": n }),
-                Err(e) => err(e.to_string()),
+/// `scripts.restore`: brings back one revision, if the script is still at `currentRevision`.
+async fn restore<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuid: Option<String>,
+    revision: Option<u64>,
+    current: Option<u64>,
+) -> Value {
+    let (uuid, revision, current) = match (
+        uuid_of(uuid),
+        revision_of(revision, "revision"),
+        revision_of(current, "currentRevision"),
+    ) {
+        (Ok(u), Ok(r), Ok(c)) => (u, r, c),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return e,
+    };
+    let args = WriteArgs::Restore {
+        uuid,
+        revision,
+        current_revision: current,
+    };
+    write(p, msg, "restore_script", args).await
+}
+
+/// `trash.list`: the trashed scripts, and the records that could not be read.
+async fn trash_list<E: Env>(p: &Provider<E>) -> Value {
+    match list_trash(p).await {
+        Ok((items, problems)) => json!({
+            "ok": true,
+            "scripts": items.iter().map(trash::Trashed::summary).collect::<Vec<_>>(),
+            "problems": problems.iter().map(|pr| json!({ "uuid": pr.uuid, "message": pr.message })).collect::<Vec<_>>(),
+        }),
+        Err(e) => err(e.to_string()),
+    }
+}
+
+/// `trash.purge`: the user's action only, no tool reaches this.
+async fn trash_purge<E: Env>(p: &Provider<E>, msg: &Value, uuids: Arg<Vec<Value>>) -> Value {
+    let only: Option<Vec<String>> = match uuids {
+        Arg::Absent => None,
+        Arg::Is(a) => {
+            let u: Vec<String> = a
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|u| is_uuid(u))
+                .map(str::to_owned)
+                .collect();
+            if u.len() != a.len() {
+                return err("\"uuids\" must be script uuids");
             }
+            Some(u)
         }
-        _ => return crate::import_ops::handle(p, op, msg).await,
+        Arg::Wrong => return err("\"uuids\" must be a list of script uuids"),
+    };
+    let _lock = p.write_lock().await;
+    let done = trash::purge(&p.env, only.as_deref()).await;
+    // Audited like every change by hand: one entry for "Empty trash", one named script for
+    // "Delete forever".
+    let target = match only.as_deref() {
+        Some([one]) => Some(one.clone()),
+        _ => None,
+    };
+    p.audit(&Entry {
+        at: p.env.now_ms(),
+        tool: "purge_trash".to_owned(),
+        caller: BY_USER.to_owned(),
+        result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+        target,
+        digest: digest_hex(msg),
     })
+    .await;
+    match done {
+        Ok(n) => json!({ "ok": true, "purged": n }),
+        Err(e) => err(e.to_string()),
+    }
 }
 
 /// The trash, after what expired is deleted for good (under the write lock: it writes).
@@ -159,8 +244,9 @@ async fn list_trash<E: Env>(
     trash::list(&p.env).await
 }
 
-async fn revisions<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
-    let uuid = match uuid_of(msg) {
+/// `scripts.revisions`: the current version and every kept one, newest first.
+async fn revisions<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value {
+    let uuid = match uuid_of(uuid) {
         Ok(u) => u,
         Err(e) => return e,
     };
@@ -190,8 +276,8 @@ async fn revisions<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
 }
 
 /// One revision's source, and its diff against the current source.
-async fn revision<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
-    let (uuid, rev) = match (uuid_of(msg), revision_of(msg, "revision")) {
+async fn revision<E: Env>(p: &Provider<E>, uuid: Option<String>, rev: Option<u64>) -> Value {
+    let (uuid, rev) = match (uuid_of(uuid), revision_of(rev, "revision")) {
         (Ok(u), Ok(r)) => (u, r),
         (Err(e), _) | (_, Err(e)) => return e,
     };
@@ -211,15 +297,18 @@ async fn revision<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
 /// write is named by its script, its caller and its time (the audit entry): the revision it
 /// made is the newest one by that caller at or before that time. When the script changed
 /// since, nothing is overwritten: the answer says so and carries the diff.
-async fn undo<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
-    let uuid = match uuid_of(msg) {
+async fn undo<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuid: Option<String>,
+    caller: Option<String>,
+    at: Option<f64>,
+) -> Value {
+    let uuid = match uuid_of(uuid) {
         Ok(u) => u,
         Err(e) => return e,
     };
-    let (Some(caller), Some(at)) = (
-        msg.get("caller").and_then(Value::as_str),
-        msg.get("at").and_then(Value::as_f64),
-    ) else {
+    let (Some(caller), Some(at)) = (caller, at) else {
         return err("\"caller\" and \"at\" must name the audited write");
     };
     let (current, _) = match restore::plan(&p.env, &uuid, None).await {
@@ -316,8 +405,15 @@ async fn undo<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
 }
 
 /// Create (no uuid) or edit (uuid + the revision the editor loaded) a script by hand.
-async fn save<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
-    let Some(source) = msg.get("source").and_then(Value::as_str) else {
+async fn save<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    source: Option<String>,
+    uuid: Arg<String>,
+    revision: Option<u64>,
+    enabled: Option<bool>,
+) -> Value {
+    let Some(source) = source else {
         return err("\"source\" must be the script's text");
     };
     if source.len() > MAX_SOURCE_BYTES {
@@ -326,21 +422,24 @@ async fn save<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
             source.len()
         ));
     }
-    let enabled = msg.get("enabled").and_then(Value::as_bool);
-    let args = match msg.get("uuid") {
-        None | Some(Value::Null) => WriteArgs::Create {
-            source: source.to_owned(),
+    let args = match uuid {
+        Arg::Absent => WriteArgs::Create {
+            source,
             enabled: enabled.unwrap_or(true),
         },
-        Some(_) => {
-            let (uuid, revision) = match (uuid_of(msg), revision_of(msg, "revision")) {
+        uuid => {
+            let uuid = match uuid {
+                Arg::Is(u) => Some(u),
+                _ => None,
+            };
+            let (uuid, revision) = match (uuid_of(uuid), revision_of(revision, "revision")) {
                 (Ok(u), Ok(r)) => (u, r),
                 (Err(e), _) | (_, Err(e)) => return e,
             };
             WriteArgs::Replace {
                 uuid,
                 revision,
-                source: source.to_owned(),
+                source,
                 enabled,
             }
         }

@@ -3,6 +3,7 @@
 //! lock, audited write-ahead (the pending entry rides in the import's one `set`), never
 //! rate-limited or reviewed; it stores every script or none (`scripts::import`).
 
+use crate::control::args::{loose, Arg};
 use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
 use crate::guard::digest::digest_hex;
@@ -12,6 +13,7 @@ use crate::scripts::import::{self, Answers, ImportError, Item};
 use crate::scripts::record::{is_uuid, BY_USER};
 use crate::scripts::store::{self, Actor, MAX_SCRIPTS};
 use crate::tools::catalog::MAX_SOURCE_BYTES;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 pub const IMPORT_TOOL: &str = "import_scripts";
@@ -20,31 +22,84 @@ fn err(msg: impl Into<String>) -> Value {
     json!({ "ok": false, "error": msg.into() })
 }
 
-/// Handles one of this module's operations, or `None` when `op` is not one.
-pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Option<Value> {
-    Some(match op {
-        "scripts.import" => match files(msg).and_then(|f| answers(msg).map(|a| (f, a))) {
-            Ok((items, answers)) => run(p, msg, items, &answers).await,
-            Err(e) => err(e),
-        },
-        "backup.restore" => {
-            let Some(text) = msg.get("text").and_then(Value::as_str) else {
-                return Some(err("\"text\" must be the backup file's text"));
-            };
-            match (backup::parse(text), answers(msg)) {
-                (Ok(items), Ok(a)) => run(p, msg, items, &a).await,
-                (Err(e), _) => err(e.to_string()),
-                (_, Err(e)) => err(e),
-            }
-        }
-        "backup.export" => export(p).await,
-        _ => return None,
-    })
+/// The import and backup ops by wire name; fields are read loosely (`control::args`) so that
+/// each op's function refuses a bad one with its own message.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op")]
+pub enum ImportOp {
+    /// `files: [{name, source}]`; `replace`/`keep`: the user's answers about duplicates.
+    #[serde(rename = "scripts.import")]
+    Import {
+        #[serde(default, deserialize_with = "loose")]
+        files: Option<Vec<Value>>,
+        #[serde(default)]
+        replace: Arg<Vec<Value>>,
+        #[serde(default)]
+        keep: Arg<Vec<Value>>,
+    },
+    #[serde(rename = "backup.export")]
+    Export,
+    #[serde(rename = "backup.restore")]
+    Restore {
+        #[serde(default, deserialize_with = "loose")]
+        text: Option<String>,
+        #[serde(default)]
+        replace: Arg<Vec<Value>>,
+        #[serde(default)]
+        keep: Arg<Vec<Value>>,
+    },
+}
+
+/// Runs one of this family's ops.
+pub async fn run<E: Env>(p: &Provider<E>, op: ImportOp) -> Value {
+    match op {
+        ImportOp::Import {
+            files,
+            replace,
+            keep,
+        } => import_files(p, files, replace, keep).await,
+        ImportOp::Export => export(p).await,
+        ImportOp::Restore {
+            text,
+            replace,
+            keep,
+        } => restore(p, text, replace, keep).await,
+    }
+}
+
+/// `scripts.import`: several `.user.js` files, all or none.
+async fn import_files<E: Env>(
+    p: &Provider<E>,
+    files: Option<Vec<Value>>,
+    replace: Arg<Vec<Value>>,
+    keep: Arg<Vec<Value>>,
+) -> Value {
+    match self::files(files).and_then(|f| answers(replace, keep).map(|a| (f, a))) {
+        Ok((items, answers)) => import_items(p, "import", items, &answers).await,
+        Err(e) => err(e),
+    }
+}
+
+/// `backup.restore`: a backup file's scripts, all or none.
+async fn restore<E: Env>(
+    p: &Provider<E>,
+    text: Option<String>,
+    replace: Arg<Vec<Value>>,
+    keep: Arg<Vec<Value>>,
+) -> Value {
+    let Some(text) = text else {
+        return err("\"text\" must be the backup file's text");
+    };
+    match (backup::parse(&text), answers(replace, keep)) {
+        (Ok(items), Ok(a)) => import_items(p, "backup restore", items, &a).await,
+        (Err(e), _) => err(e.to_string()),
+        (_, Err(e)) => err(e),
+    }
 }
 
 /// `files: [{name, source}]`, bounded before anything is copied.
-fn files(msg: &Value) -> Result<Vec<Item>, String> {
-    let Some(list) = msg.get("files").and_then(Value::as_array) else {
+fn files(files: Option<Vec<Value>>) -> Result<Vec<Item>, String> {
+    let Some(list) = files else {
         return Err("\"files\" must list {name, source}".into());
     };
     if list.len() > MAX_SCRIPTS {
@@ -85,28 +140,34 @@ fn files(msg: &Value) -> Result<Vec<Item>, String> {
         .collect()
 }
 
-fn uuids(msg: &Value, key: &str) -> Result<Vec<String>, String> {
-    match msg.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(a)) if a.len() <= MAX_SCRIPTS => a
+fn uuids(list: Arg<Vec<Value>>, key: &str) -> Result<Vec<String>, String> {
+    match list {
+        Arg::Absent => Ok(Vec::new()),
+        Arg::Is(a) if a.len() <= MAX_SCRIPTS => a
             .iter()
             .map(|u| match u.as_str() {
                 Some(u) if is_uuid(u) => Ok(u.to_owned()),
                 _ => Err(format!("\"{key}\" must list script uuids")),
             })
             .collect(),
-        Some(_) => Err(format!("\"{key}\" must list script uuids")),
+        _ => Err(format!("\"{key}\" must list script uuids")),
     }
 }
 
-fn answers(msg: &Value) -> Result<Answers, String> {
+fn answers(replace: Arg<Vec<Value>>, keep: Arg<Vec<Value>>) -> Result<Answers, String> {
     Ok(Answers {
-        replace: uuids(msg, "replace")?,
-        keep: uuids(msg, "keep")?,
+        replace: uuids(replace, "replace")?,
+        keep: uuids(keep, "keep")?,
     })
 }
 
-async fn run<E: Env>(p: &Provider<E>, msg: &Value, items: Vec<Item>, answers: &Answers) -> Value {
+/// One import by the user; `via` is its provenance ("import", "backup restore").
+async fn import_items<E: Env>(
+    p: &Provider<E>,
+    via: &'static str,
+    items: Vec<Item>,
+    answers: &Answers,
+) -> Value {
     let _guard = p.write_lock().await;
     let entry = Entry {
         at: p.env.now_ms(),
@@ -134,10 +195,7 @@ async fn run<E: Env>(p: &Provider<E>, msg: &Value, items: Vec<Item>, answers: &A
     };
     let actor = Actor {
         by: BY_USER,
-        via: Some(match msg.get("op").and_then(Value::as_str) {
-            Some("backup.restore") => "backup restore",
-            _ => "import",
-        }),
+        via: Some(via),
     };
     p.registry_write_begins().await;
     let env = Journaled::new(&p.env, Some(entry.clone()));

@@ -4,11 +4,13 @@
 //! - `runs.last {uuids}` → `{ok, last: {uuid: {id, at, url, ok, revision} | null}}`
 //! - `runs.list {uuid, since?}` → `{ok, runs (newest first, ≤ 100), cursor, more, dropped}`
 
+use crate::control::args::loose;
 use crate::control::reply::Reply;
 use crate::env::Env;
 use crate::provider::Provider;
 use crate::scripts::record::is_uuid;
 use crate::scripts::runs;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 /// uuids asked for in one `runs.last` (the page asks for the rows it has).
@@ -18,16 +20,36 @@ fn err(msg: impl Into<String>) -> Value {
     json!({ "ok": false, "error": msg.into() })
 }
 
-pub async fn handle<E: Env>(p: &Provider<E>, op: &str, msg: &Value) -> Reply {
+/// The `runs.*` ops by wire name; fields are read loosely (`control::args`) so that each op's
+/// function refuses a bad one with its own message.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op")]
+pub enum RunsOp {
+    /// `uuids`: the rows the page shows.
+    #[serde(rename = "runs.last")]
+    Last {
+        #[serde(default, deserialize_with = "loose")]
+        uuids: Option<Vec<Value>>,
+    },
+    /// `uuid`: one script; `since`: the cursor of the page's newest run.
+    #[serde(rename = "runs.list")]
+    List {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        since: Option<u64>,
+    },
+}
+
+pub async fn run<E: Env>(p: &Provider<E>, op: RunsOp) -> Reply {
     match op {
-        "runs.last" => last(p, msg).await.into(),
-        "runs.list" => list(p, msg).await.into(),
-        other => err(format!("unknown operation {other:?}")).into(),
+        RunsOp::Last { uuids } => last(p, uuids).await.into(),
+        RunsOp::List { uuid, since } => list(p, uuid, since).await.into(),
     }
 }
 
-async fn last<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
-    let Some(items) = msg.get("uuids").and_then(Value::as_array) else {
+async fn last<E: Env>(p: &Provider<E>, uuids: Option<Vec<Value>>) -> Value {
+    let Some(items) = uuids else {
         return err("missing \"uuids\"");
     };
     if items.len() > MAX_UUIDS {
@@ -52,15 +74,10 @@ async fn last<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
     }
 }
 
-async fn list<E: Env>(p: &Provider<E>, msg: &Value) -> Value {
-    let Some(uuid) = msg
-        .get("uuid")
-        .and_then(Value::as_str)
-        .filter(|u| is_uuid(u))
-    else {
+async fn list<E: Env>(p: &Provider<E>, uuid: Option<String>, since: Option<u64>) -> Value {
+    let Some(uuid) = uuid.as_deref().filter(|u| is_uuid(u)) else {
         return err("missing or invalid \"uuid\"");
     };
-    let since = msg.get("since").and_then(Value::as_u64);
     match p.run_rings(&[uuid.to_owned()]).await {
         Ok(rings) => {
             let (selected, more) = runs::select(&rings, since, false, 100);

@@ -5,9 +5,11 @@
 //!
 //! A message is parsed once into [`Op`]; each op is one function (in the file of its family)
 //! that returns its reply *and* its effects on open sessions, so nothing re-reads a reply to
-//! decide what happened. The user's history/trash/editing ops (`by_hand`) and the bridge's ops
-//! (`bridge_ops`) are families of their own, reached through [`Op::ByHand`] and [`Op::Bridge`].
+//! decide what happened. The bridge's ops (`bridge_ops`), the user's history/trash/editing ops
+//! (`by_hand`) and the import/backup ops (`import_ops`) are typed families of their own, each a
+//! `#[serde(tag = "op")]` enum, reached through [`Op::Bridge`], [`Op::ByHand`], [`Op::Import`].
 
+pub mod args;
 mod audit;
 mod policy;
 pub mod reply;
@@ -15,12 +17,16 @@ mod reviews;
 mod scripts;
 mod sessions;
 
+use crate::bridge_ops::BridgeOp;
+use crate::by_hand::HandOp;
 use crate::env::Env;
 use crate::ids::ExtensionId;
+use crate::import_ops::ImportOp;
 use crate::policy::Switch;
 use crate::provider::Provider;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
+use crate::runs_ops::RunsOp;
+use args::loose;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 pub use reply::{Effect, Reply};
@@ -125,22 +131,23 @@ pub enum Op {
         #[serde(default, deserialize_with = "loose")]
         id: Option<String>,
     },
-    /// `bridge.*`: the local bridge's family (`bridge_ops`), by name.
+    /// `bridge.*`: the local bridge's family (`bridge_ops`).
     #[serde(skip)]
-    Bridge(String),
-    /// `runs.*`: what scripts did on page loads (`runs_ops`, read-only), by name.
+    Bridge(BridgeOp),
+    /// `runs.*`: what scripts did on page loads (`runs_ops`, read-only).
     #[serde(skip)]
-    Runs(String),
-    /// Any other name: the user's history, trash and editing (`by_hand`), or unknown.
+    Runs(RunsOp),
+    /// History, restore, undo, trash and editing (`by_hand`).
     #[serde(skip)]
-    ByHand(String),
+    ByHand(HandOp),
+    /// `scripts.import`, `backup.*` (`import_ops`).
+    #[serde(skip)]
+    Import(ImportOp),
+    /// A name no family knows (ellipsized in the refusal).
+    #[serde(skip)]
+    Unknown(String),
     #[serde(other)]
     Other,
-}
-
-/// The value when it has type `T`; `None` for anything else (the op names what it must be).
-fn loose<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
 }
 
 impl Op {
@@ -149,17 +156,24 @@ impl Op {
         let Some(name) = msg.get("op").and_then(Value::as_str) else {
             return Err(err("missing \"op\""));
         };
-        if name.starts_with("bridge.") {
-            return Ok(Op::Bridge(name.to_owned()));
-        }
-        if name.starts_with("runs.") {
-            return Ok(Op::Runs(name.to_owned()));
-        }
-        // Every field is loose, so only an unknown name falls through here.
-        match Op::deserialize(msg) {
-            Ok(Op::Other) | Err(_) => Ok(Op::ByHand(name.to_owned())),
-            Ok(op) => Ok(op),
-        }
+        // Which family knows the name, asked with the name alone (every field is loose and
+        // optional, so it parses exactly when the name is the family's): the message itself,
+        // which may be megabytes of scripts, is then read once, by that family.
+        let probe = json!({ "op": name });
+        let op = if !matches!(Op::deserialize(&probe), Ok(Op::Other) | Err(_)) {
+            Op::deserialize(msg).ok()
+        } else if BridgeOp::deserialize(&probe).is_ok() {
+            BridgeOp::deserialize(msg).ok().map(Op::Bridge)
+        } else if RunsOp::deserialize(&probe).is_ok() {
+            RunsOp::deserialize(msg).ok().map(Op::Runs)
+        } else if HandOp::deserialize(&probe).is_ok() {
+            HandOp::deserialize(msg).ok().map(Op::ByHand)
+        } else if ImportOp::deserialize(&probe).is_ok() {
+            ImportOp::deserialize(msg).ok().map(Op::Import)
+        } else {
+            None
+        };
+        Ok(op.unwrap_or_else(|| Op::Unknown(name.to_owned())))
     }
 }
 
@@ -199,12 +213,11 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
         Op::PolicyApprove { id, name } => policy::approve(p, id, name).await,
         Op::PolicyDeny { id } => policy::deny(p, id).await,
         Op::PolicyRemove { id } => policy::remove(p, id).await,
-        Op::Bridge(name) => crate::bridge_ops::handle(p, &name, msg).await,
-        Op::Runs(name) => crate::runs_ops::handle(p, &name, msg).await,
-        Op::ByHand(name) => match crate::by_hand::handle(p, &name, msg).await {
-            Some(v) => v.into(),
-            None => unknown(&name).into(),
-        },
+        Op::Bridge(op) => crate::bridge_ops::run(p, op).await,
+        Op::Runs(op) => crate::runs_ops::run(p, op).await,
+        Op::ByHand(op) => crate::by_hand::run(p, op, msg).await.into(),
+        Op::Import(op) => crate::import_ops::run(p, op).await.into(),
+        Op::Unknown(name) => unknown(&name).into(),
         Op::Other => unknown("").into(),
     }
 }
@@ -312,6 +325,9 @@ mod tests {
 }
 
 #[cfg(test)]
+mod family_tests;
+
+#[cfg(test)]
 mod parse_tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
@@ -333,16 +349,23 @@ mod parse_tests {
             Ok(Op::PolicyApprove { id: None, .. })
         ));
         assert!(matches!(
-            Op::parse(&json!({"op": "bridge.status"})),
-            Ok(Op::Bridge(n)) if n == "bridge.status"
+            Op::parse(&json!({"op": "bridge.status", "channel": ch})),
+            Ok(Op::Bridge(BridgeOp::Status { .. }))
         ));
         assert!(matches!(
             Op::parse(&json!({"op": "runs.last", "uuids": []})),
-            Ok(Op::Runs(n)) if n == "runs.last"
+            Ok(Op::Runs(RunsOp::Last { uuids: Some(u) })) if u.is_empty()
+        ));
+        assert!(matches!(
+            Op::parse(&json!({"op": "runs.list", "uuid": 7, "since": 3})),
+            Ok(Op::Runs(RunsOp::List {
+                uuid: None,
+                since: Some(3)
+            }))
         ));
         assert!(matches!(
             Op::parse(&json!({"op": "trash.list"})),
-            Ok(Op::ByHand(n)) if n == "trash.list"
+            Ok(Op::ByHand(HandOp::TrashList))
         ));
     }
 
