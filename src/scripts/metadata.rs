@@ -517,6 +517,27 @@ impl Builder {
                 "no @match or @include: the script will not run on any page".to_owned(),
             );
         }
+        // Chrome injects a script with a plain @include through `includeGlobs`; in Chromium 156 such
+        // a script crashes the page's renderer when it messages the extension, so it gets no
+        // prelude (`scripts::prelude::apply`) and with it no GM functions: say so where it matters.
+        let globbed = self
+            .include_globs
+            .iter()
+            .any(|g| rule_syntax::as_regex(g).is_none());
+        let grants_gm = self
+            .grants
+            .iter()
+            .any(|g| matches!(api::classify(g), Grant::Known(a) if a.support == Support::Provided));
+        if globbed && grants_gm {
+            diags.warning(
+                self.header_line,
+                "this script grants GM functions but runs through an @include glob: a script \
+                 Chrome injects through a glob gets no GM functions and does not report its runs \
+                 (Chromium 156 crashes the page when such a script messages the extension); use \
+                 @match instead"
+                    .to_owned(),
+            );
+        }
         let (name, _) = self.name?;
         Some(Metadata {
             name,
@@ -698,18 +719,6 @@ fn push_glob(
             ),
         );
     }
-    if key == "include" && rule_syntax::as_regex(value).is_none() {
-        // Chrome injects such a script through `includeGlobs`; in Chromium 156 a script injected
-        // that way crashes the page's renderer when it messages the extension, so it gets no
-        // prelude (see `scripts::prelude::apply`). Say what that costs the script.
-        diags.warning(
-            line_no,
-            "@include glob: a script Chrome injects through a glob gets no GM functions and does \
-             not report its runs (Chromium 156 crashes the page when such a script messages the \
-             extension); use @match where you can"
-                .to_owned(),
-        );
-    }
     list.push(value.to_owned());
 }
 
@@ -725,6 +734,27 @@ fn snippet(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gm_grants_with_an_include_glob_are_warned_and_nothing_else_is() {
+        let warned = |extra: &str| {
+            let src = format!("// ==UserScript==\n// @name g\n{extra}// ==/UserScript==\n");
+            parse(&src)
+                .diagnostics
+                .iter()
+                .any(|d| d.message.contains("runs through an @include glob"))
+        };
+        assert!(warned(
+            "// @include http://a.test/*\n// @grant GM_addStyle\n"
+        ));
+        assert!(!warned("// @include http://a.test/*\n// @grant none\n"));
+        assert!(!warned(
+            "// @match http://a.test/*\n// @grant GM_addStyle\n"
+        ));
+        assert!(!warned(
+            "// @include /^https?:\\/\\/a\\.test\\//\n// @grant GM_addStyle\n"
+        ));
+    }
     use std::time::Instant;
 
     fn script(body: &[&str]) -> String {
