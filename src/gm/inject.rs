@@ -300,10 +300,11 @@ pub fn values_js(snapshot: &crate::gm::values::Values, given: &[&str]) -> String
     }
     VALUES_JS
         .replace("__GIVEN__", &serde_json::json!(names).to_string())
-        .replace("__SNAP__", &snapshot.encode().to_string())
         .replace("__MAXB__", &crate::gm::values::MAX_SCRIPT_BYTES.to_string())
         .replace("__MAXK__", &crate::gm::values::MAX_KEYS.to_string())
         .replace("__MAXKB__", &crate::gm::values::MAX_KEY_BYTES.to_string())
+        // Last: the snapshot is the script's own data, which no placeholder may touch.
+        .replace("__SNAP__", &snapshot.encode().to_string())
 }
 
 /// The value functions, without their `GM_` prefix.
@@ -364,6 +365,16 @@ const VALUES_JS: &str = concat!(
 mod values_tests {
     use super::*;
     use crate::gm::values::{Op, Values};
+
+    #[test]
+    fn a_value_that_spells_a_placeholder_is_kept_as_it_is() {
+        let mut v = Values::default();
+        let raw = "\"__MAXB__ __MAXK__ __MAXKB__ __GIVEN__\"";
+        v.apply(&Op::Set(vec![("k".into(), raw.into())]), 0)
+            .unwrap();
+        let js = values_js(&v, &["GM_getValue"]);
+        assert!(js.contains("__MAXB__ __MAXK__ __MAXKB__ __GIVEN__"), "{js}");
+    }
 
     #[test]
     fn values_js_defines_only_granted_value_functions() {

@@ -184,7 +184,11 @@ describe("the review surface", () => {
       await popup.mouse.move(x, y);
       await approve.evaluate((b) => { b.__intended = true; });
       // The agent queues more writes, and the review above goes away, while the user hovers.
-      for (let i = 0; i < 5; i++) await start(host, `evil${i}`, s, "write_script", { source: userscript(`Evil ${i}`, ["steal();"]) });
+      // Each waits for its review before the next is sent, so arrival order is the order sent.
+      for (let i = 0; i < 5; i++) {
+        await start(host, `evil${i}`, s, "write_script", { source: userscript(`Evil ${i}`, ["steal();"]) });
+        await until(reviews, (r) => r.some((x) => x.summary === `Create the script "Evil ${i}"`));
+      }
       await lumo2("close", other);
       await until(reviews, (r) => r.length === 6 && !r.some((x) => x.summary.includes("Above")));
       await until(() => popup.locator("#reviews > li.review").count(), (n) => n === 7);
