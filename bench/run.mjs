@@ -401,19 +401,31 @@ function report(r) {
   console.log(`\nBaseline worker: JS heap ${kib(r.baselineMemory.jsHeapUsed)}.`);
   console.log(`Size: wasm ${kib(r.size.wasmRaw)} raw, ${kib(r.size.wasmGzip)} gzip; loader dist/wasm/bytes.js ${kib(r.size.loaderRaw)} raw, ${kib(r.size.loaderGzip)} gzip.`);
 
-  // Goals
-  const list10 = net(base.list, base.listPing), list1k = net(r.scale.byCount[1000].list, r.scale.byCount[1000].listPing);
+  // Goals (issue 17), each a ratio from this one run. `floor`: Chrome's own call at the same
+  // scale, measured from a provider page in this run, printed where the goal is relative to it.
+  const at = (n) => r.scale.byCount[n];
   const coldP = S(cold("provider"));
+  const own = (n) => m(at(n).write) - at(n).parts.updateOne; // the provider's share of a write
+  const goal = (name, value, ok, fmt, floor = "") => ({ goal: name, value, pass: value !== null && ok(value), shown: fmt(value), floor });
   const goals = [
-    ["warm probe ≤ 1.10× baseline", ratio(m(r.warmProbe.provider), m(r.warmProbe.baseline)), (x) => x <= 1.1, times],
-    ["warm ping ≤ 1.10× baseline", ratio(m(r.mcp.ping), m(r.mcp.baselinePing)), (x) => x <= 1.1, times],
-    ["cold start ≤ 1.25× baseline", ratio(coldP.median, m(cold("baseline"))), (x) => x <= 1.25, times],
-    ["cold start far inside 1500 ms (p95 ≤ 500 ms)", coldP.p95, (x) => x <= 500, (x) => `${ms(x)} ms`],
-    ["write at 1,000 stored ≈ at 10 (≤ 1.10×)", ratio(m(r.scale.byCount[1000].write), m(base.write)), (x) => x <= 1.1, times],
-    ["list of 1,000 ≤ 3× list of 10 (net of ping)", ratio(list1k, list10), (x) => x <= 3, times],
-    ["wasm ≤ 250 KiB gzip", r.size.wasmGzip, (x) => x <= 250 * 1024, kib],
-  ].map(([goal, value, ok, fmt]) => ({ goal, value, pass: value !== null && ok(value), shown: fmt(value) }));
-  console.log("\n" + table(["goal", "measured", ""], goals.map((g) => [g.goal, g.shown, g.pass ? "PASS" : "MISS"])));
+    goal("warm probe ≤ 1.10× baseline probe", ratio(m(r.warmProbe.provider), m(r.warmProbe.baseline)), (x) => x <= 1.1, times),
+    goal("warm ping ≤ 1.10× baseline echo", ratio(m(r.mcp.ping), m(r.mcp.baselinePing)), (x) => x <= 1.1, times),
+    goal("warm tools/call status ≤ 1.10× baseline echo", ratio(m(r.mcp.status), m(r.mcp.baselinePing)), (x) => x <= 1.1, times),
+    goal("cold start ≤ 1.25× baseline", ratio(coldP.median, m(cold("baseline"))), (x) => x <= 1.25, times),
+    goal("cold start p95 < 100 ms", coldP.p95, (x) => x < 100, (x) => `${ms(x)} ms`),
+    ...SCALES.map((n) => goal(`write at ${n} stored ≤ 1.10× Chrome's update([one])`, ratio(m(at(n).write), at(n).parts.updateOne), (x) => x <= 1.1, times,
+      `floor: update([one]) ${ms(at(n).parts.updateOne)} ms, write ${ms(m(at(n).write))} ms`)),
+    goal(`provider's share of a write flat: at ${SCALES.at(-1)} ≤ 1.2× at ${SCALES[0]}`, ratio(own(SCALES.at(-1)), own(SCALES[0])), (x) => x <= 1.2, times,
+      `share ${ms(own(SCALES[0]))} → ${ms(own(SCALES.at(-1)))} ms`),
+    goal("list_scripts page of 50 at 1,000 ≤ 1.2× at 100", ratio(m(at(1000).list), m(at(100).list)), (x) => x <= 1.2, times,
+      `${ms(m(at(100).list))} → ${ms(m(at(1000).list))} ms`),
+    goal("wasm ≤ 200 KiB gzip (the .wasm)", r.size.wasmGzip, (x) => x <= 200 * 1024, kib),
+    goal("  as shipped (dist/wasm/bytes.js) ≤ 200 KiB gzip", r.size.loaderGzip, (x) => x <= 200 * 1024, kib),
+  ];
+  console.log("\n" + table(["goal", "measured", "", "floor / detail"], goals.map((g) => [g.goal, g.shown, g.pass ? "PASS" : "MISS", g.floor])));
+  const mem = at(SCALES.at(-1)).memory;
+  console.log(`Reported, no goal: worker at ${SCALES.at(-1)} scripts: JS heap ${kib(mem.jsHeapUsed)}, wasm memory ${kib(mem.wasmMemory)}. ` +
+    "try_script vs bare execute: bench/try.mjs below. Not measured yet: bridge round trip beside the port's, page-load cost of a GM script with values.");
   return goals.map(({ goal, value, pass }) => ({ goal, value, pass }));
 }
 

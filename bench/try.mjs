@@ -50,7 +50,7 @@ try {
   const ratio = median(tool) / median(base);
   console.log(`try_script round trip: median ${median(tool).toFixed(2)} ms, p90 ${p90(tool).toFixed(2)} ms (n=${N})`);
   console.log(`bare userScripts.execute: median ${median(base).toFixed(2)} ms, p90 ${p90(base).toFixed(2)} ms (n=${N})`);
-  console.log(`ratio (try_script / bare execute, medians): ${ratio.toFixed(2)}×`);
+  console.log(`ratio (try_script / bare execute, medians): ${ratio.toFixed(2)}× — goal ≤ 1.20×: ${ratio <= 1.2 ? "PASS" : "MISS"} (floor: the bare execute, ${median(base).toFixed(2)} ms)`);
 } finally {
   await h.close();
   server.close();
