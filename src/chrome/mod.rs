@@ -102,6 +102,10 @@ pub fn start() {
     });
 
     provider().set_on_change(Box::new(refresh_badge));
+    // Every first message (probe, port, page) needs the policy: its storage read starts in this
+    // first turn, before the message that woke the worker is dispatched, which then waits on the
+    // policy lock instead of starting a read of its own.
+    spawn_local(async { provider().warm_policy().await });
     // After this first turn, off the path of the message that woke the worker: settle reviews
     // the previous worker left behind, then reconcile registrations.
     gloo_timers::callback::Timeout::new(START_WORK_DELAY_MS, || {

@@ -212,6 +212,38 @@ mod tests {
         assert_eq!(r["status"]["ready"], json!(false));
     }
 
+    /// A probe that changes nothing (agent access off here) must still leave the policy cached,
+    /// so the next probe does not read storage. Storage is changed below WITHOUT the change
+    /// notification Chrome always sends, only to see whether the second probe read it.
+    #[test]
+    fn a_probe_that_changes_nothing_caches_the_policy() {
+        let off = Policy {
+            endpoint_enabled: false,
+            ..Default::default()
+        };
+        let mut m = Map::new();
+        m.insert(keys::POLICY.into(), off.to_stored());
+        for warm_first in [false, true] {
+            let p = Provider::new(MemoryEnv::new());
+            block_on(crate::env::Storage::set(&p.env, Area::Local, m.clone())).unwrap();
+            // The first reader: a probe, or the shell's start-up `warm_policy`.
+            if warm_first {
+                block_on(p.warm_policy());
+            } else {
+                block_on(p.probe(&probe_msg(), Some(HOST)));
+            }
+            let mut on = Map::new();
+            on.insert(keys::POLICY.into(), Policy::default().to_stored());
+            block_on(crate::env::Storage::set(&p.env, Area::Local, on)).unwrap();
+            let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+            assert_eq!(
+                r["status"]["enabled"],
+                json!(false),
+                "read storage again: {r}"
+            );
+        }
+    }
+
     #[test]
     fn caches_follow_storage_changed_by_another_hand() {
         let p = Provider::new(MemoryEnv::new());

@@ -86,16 +86,34 @@ impl<E: Env> Provider<E> {
         let cached = self.policy_cache.borrow().clone();
         let mut p = match cached {
             Some(p) => p,
-            None => match self.env.get(Area::Local, &[keys::POLICY]).await {
-                Ok(m) => Policy::from_stored(m.get(keys::POLICY)).0,
-                Err(e) => return Err(PolicyStoreError::Read(e)),
-            },
+            // Filled here too, not only by `policy()`: a probe that changes nothing (every probe
+            // of an approved caller) would otherwise read storage every time.
+            None => {
+                let generation = self.policy_gen.get();
+                match self.env.get(Area::Local, &[keys::POLICY]).await {
+                    Ok(m) => {
+                        let p = Policy::from_stored(m.get(keys::POLICY)).0;
+                        if self.policy_gen.get() == generation {
+                            *self.policy_cache.borrow_mut() = Some(p.clone());
+                        }
+                        p
+                    }
+                    Err(e) => return Err(PolicyStoreError::Read(e)),
+                }
+            }
         };
         let (out, changed) = f(&mut p);
         if changed {
             self.save_policy(&p).await?;
         }
         Ok((out, p))
+    }
+
+    /// Reads the policy into the cache under the policy lock. The shell calls it in the worker's
+    /// first turn, so the storage read is already under way when the message that woke the
+    /// worker is dispatched, and that message's handler (waiting on the lock) finds it cached.
+    pub async fn warm_policy(&self) {
+        let _ = self.update_policy(|_| ((), false)).await;
     }
 
     /// The script index and records (no sources), shared: reading it copies nothing.
