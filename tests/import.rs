@@ -8,6 +8,7 @@ use futures::executor::block_on;
 use lumo_userscripts::control;
 use lumo_userscripts::env::memory::MemoryEnv;
 use lumo_userscripts::env::Area;
+use lumo_userscripts::gm::values as gm_values;
 use lumo_userscripts::guard::audit;
 use lumo_userscripts::provider::Provider;
 use lumo_userscripts::scripts::backup;
@@ -262,7 +263,7 @@ fn hostile_backups_change_nothing() {
     );
     let before = scripts_state(&p);
     for (text, want) in [
-        (json!({"format": backup::FORMAT, "version": 2, "scripts": []}).to_string(), "format version 2, newer than version 1"),
+        (json!({"format": backup::FORMAT, "version": 3, "scripts": []}).to_string(), "format version 3, newer than version 2"),
         ("not json".to_owned(), "not JSON"),
         (json!({"format": backup::FORMAT, "version": 1, "scripts": [{"source": script("A", "1")}, {"source": "no metadata"}]}).to_string(), "script 2"),
     ] {
@@ -280,4 +281,235 @@ fn hostile_backups_change_nothing() {
         assert_eq!(op(&p, bad.clone())["ok"], json!(false), "{bad}");
     }
     assert_eq!(scripts_state(&p), before);
+}
+
+/// A script that reads its values (so its registered code carries them).
+fn valued(name: &str, body: &str) -> String {
+    format!("// ==UserScript==\n// @name {name}\n// @namespace tests\n// @match https://example.com/*\n// @grant GM_getValue\n// ==/UserScript==\n{body}\n")
+}
+
+fn set_values(p: &Provider<MemoryEnv>, uuid: &str, pairs: Vec<(String, String)>) {
+    let vs = lumo_userscripts::gm::store::ValueStore::default();
+    block_on(vs.apply(&p.env, uuid, &gm_values::Op::Set(pairs))).unwrap();
+}
+
+/// Each script's values by name, as stored.
+fn values_by_name(p: &Provider<MemoryEnv>) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = op(p, json!({"op": "scripts.list"}))["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let uuid = s["uuid"].as_str().unwrap();
+            let v = block_on(lumo_userscripts::gm::store::load(&p.env, uuid)).unwrap();
+            (s["name"].as_str().unwrap().to_owned(), v.encode())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The code Chrome was given for the script named `name`.
+fn registered_code(p: &Provider<MemoryEnv>, name: &str) -> String {
+    let list = op(p, json!({"op": "scripts.list"}));
+    let uuid = list["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == json!(name))
+        .unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    serde_json::to_string(&p.env.registrations.borrow()[&uuid].js).unwrap()
+}
+
+#[test]
+fn values_round_trip_when_asked_for_and_stay_out_otherwise() {
+    for seed in 1..=8u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let p = provider();
+        let n = 1 + rng.next() % 6;
+        for i in 0..n {
+            let name = format!("V{seed}-{i}");
+            let r = op(
+                &p,
+                json!({"op": "scripts.save", "source": valued(&name, &rng.text(200))}),
+            );
+            let uuid = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+            // Some scripts hold no values at all.
+            let pairs: Vec<(String, String)> = (0..rng.next() % 5)
+                .map(|k| {
+                    let text = serde_json::to_string(&rng.text(60)).unwrap();
+                    (format!("{}{k}", rng.text(8)), text)
+                })
+                .collect();
+            if !pairs.is_empty() {
+                set_values(&p, &uuid, pairs);
+            }
+        }
+        set_values(
+            &p,
+            op(&p, json!({"op": "scripts.list"}))["scripts"][0]["uuid"]
+                .as_str()
+                .unwrap(),
+            vec![("marker".into(), "\"restoredmarker42\"".into())],
+        );
+        let before = values_by_name(&p);
+        let scripts_before = listed(&p);
+
+        // Without values (the default): version 1, no values in it, none restored.
+        let plain = op(&p, json!({"op": "backup.export"}));
+        assert_eq!(plain["backup"]["version"], json!(1), "seed {seed}");
+        assert!(!plain["backup"].to_string().contains("restoredmarker42"));
+        let fresh = provider();
+        let r = op(
+            &fresh,
+            json!({"op": "backup.restore", "text": plain["backup"].to_string()}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert!(values_by_name(&fresh).iter().all(|(_, v)| v == &json!({})));
+
+        // With values: version 2, every script's values back as they were, and in the code
+        // registered for it.
+        let full = op(&p, json!({"op": "backup.export", "values": true}));
+        assert_eq!(full["backup"]["version"], json!(2), "seed {seed}");
+        let text = serde_json::to_string_pretty(&full["backup"]).unwrap();
+        let fresh = provider();
+        let r = op(&fresh, json!({"op": "backup.restore", "text": text}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(listed(&fresh), scripts_before, "seed {seed}");
+        assert_eq!(values_by_name(&fresh), before, "seed {seed}");
+        let marked = &before
+            .iter()
+            .find(|(_, v)| v.get("marker").is_some())
+            .unwrap()
+            .0;
+        assert!(
+            registered_code(&fresh, marked).contains("restoredmarker42"),
+            "the registered snapshot has the restored values"
+        );
+        let budget = &fresh.env.dump(Area::Local)["values/budget"];
+        let total: u64 = budget
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|b| b.as_u64().unwrap())
+            .sum();
+        let want: usize = before
+            .iter()
+            .flat_map(|(_, v)| v.as_object().unwrap().iter())
+            .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+            .sum();
+        assert_eq!(
+            total as usize, want,
+            "the budget counts the restored values"
+        );
+    }
+}
+
+#[test]
+fn a_restore_over_a_script_replaces_its_values_only_when_the_backup_has_them() {
+    let p = provider();
+    let r = op(
+        &p,
+        json!({"op": "scripts.save", "source": valued("Mine", "1")}),
+    );
+    let uuid = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    set_values(
+        &p,
+        &uuid,
+        vec![("k".into(), "\"old\"".into()), ("gone".into(), "1".into())],
+    );
+    let entry = |values: Option<Value>| {
+        let mut e = json!({"name": "Mine", "source": valued("Mine", "2")});
+        if let Some(v) = values {
+            e["values"] = v;
+        }
+        json!({"format": backup::FORMAT, "version": 2, "scripts": [e]}).to_string()
+    };
+    let r = op(
+        &p,
+        json!({"op": "backup.restore", "text": entry(None), "replace": [uuid]}),
+    );
+    assert_eq!(r["imported"][0]["values"], json!(null), "{r}");
+    assert_eq!(
+        values_by_name(&p),
+        [("Mine".into(), json!({"k": "\"old\"", "gone": "1"}))]
+    );
+    let r = op(
+        &p,
+        json!({"op": "backup.restore", "text": entry(Some(json!({"k": "\"new\""}))), "replace": [uuid]}),
+    );
+    assert_eq!(r["imported"][0]["values"], json!(1), "{r}");
+    assert_eq!(
+        values_by_name(&p),
+        [("Mine".into(), json!({"k": "\"new\""}))]
+    );
+    assert!(registered_code(&p, "Mine").contains("new"));
+}
+
+#[test]
+fn a_backup_with_values_over_a_bound_is_refused_whole() {
+    let p = provider();
+    let r = op(
+        &p,
+        json!({"op": "scripts.save", "source": valued("Holder", "1")}),
+    );
+    let holder = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    // The stored scripts already hold most of the total.
+    let big = format!("\"{}\"", "x".repeat(gm_values::MAX_SCRIPT_BYTES - 20));
+    set_values(&p, &holder, vec![("a".into(), big.clone())]);
+    for i in 0..6 {
+        let r = op(
+            &p,
+            json!({"op": "scripts.save", "source": valued(&format!("Filler {i}"), "1")}),
+        );
+        let u = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+        set_values(&p, &u, vec![("a".into(), big.clone())]);
+    }
+    let before = scripts_state(&p);
+    let backup = |scripts: Vec<Value>| {
+        json!({"format": backup::FORMAT, "version": 2, "scripts": scripts}).to_string()
+    };
+    let fine =
+        |name: &str| json!({"name": name, "source": valued(name, "1"), "values": {"k": "1"}});
+    let cases = [
+        // One script over its own bound, next to a good one.
+        (
+            backup(vec![
+                fine("Good"),
+                json!({"name": "Huge", "source": valued("Huge", "1"), "values": {"k": format!("\"{}\"", "x".repeat(gm_values::MAX_SCRIPT_BYTES))}}),
+            ]),
+            "the values of script 2 (Huge) are over a bound",
+        ),
+        // Within its own bounds, but with what is stored the total is over.
+        (
+            backup(vec![
+                fine("Good"),
+                json!({"name": "Big", "source": valued("Big", "1"), "values": {"a": big}}),
+                json!({"name": "Big 2", "source": valued("Big 2", "1"), "values": {"a": big}}),
+            ]),
+            "over the 2097152 they may hold together",
+        ),
+        (
+            backup(vec![
+                json!({"name": "Bad", "source": valued("Bad", "1"), "values": {"k": "{not json"}}),
+            ]),
+            "not JSON text",
+        ),
+    ];
+    for (text, want) in cases {
+        let r = op(&p, json!({"op": "backup.restore", "text": text}));
+        assert_eq!(r["ok"], json!(false), "{r}");
+        let e = r["error"].as_str().unwrap();
+        assert!(e.contains(want) && e.contains("nothing was"), "{e}");
+        assert_eq!(scripts_state(&p), before, "nothing written: {want}");
+    }
+    // Replacing the holder's values with smaller ones fits: what is replaced does not count.
+    let r = op(
+        &p,
+        json!({"op": "backup.restore", "replace": [holder], "text": backup(vec![json!({"name": "Holder", "source": valued("Holder", "2"), "values": {"a": "1"}})])}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
 }
