@@ -130,8 +130,12 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+f");
     assert.ok(await options.evaluate(() => !!document.activeElement?.matches("#editor-text .cm-search input[name=search]")), "Ctrl+F opens the search panel");
     await options.keyboard.type('"v1"');
+    const count = options.locator("#editor-text .cm-search .cm-search-count");
+    const counted = async (want) => { await options.waitForFunction((w) => document.querySelector("#editor-text .cm-search-count")?.textContent === w, want, { timeout: 3000 }).catch(() => {}); return count.textContent(); };
+    assert.equal(await counted("1 match"), "1 match", "the panel counts the matches");
     await options.keyboard.press("Enter");
     assert.equal(await options.locator("#editor-text .cm-searchMatch-selected").textContent({ timeout: 3000 }), '"v1"');
+    assert.equal(await counted("1 of 1"), "1 of 1");
     await options.keyboard.press("Escape");
     assert.ok(await inEditor(), "Escape returns to the text");
     await options.keyboard.type('"v2"');
@@ -175,16 +179,21 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+A");
     await options.keyboard.type("DATASET");
     assert.equal(await options.locator("#editor-text .cm-searchMatch, #editor-text .cm-searchMatch-selected").count(), 2, "both matches highlighted (case-insensitive)");
+    assert.equal(await counted("2 matches"), "2 matches");
     await options.keyboard.press("Enter");
     const first = await at();
     assert.equal(await options.locator("#editor-text .cm-searchMatch-selected").textContent({ timeout: 3000 }), "dataset");
+    assert.equal(await counted("1 of 2"), "1 of 2", "n of m: the first match selected");
     await options.keyboard.press("Enter");
     const second = await at();
     assert.notEqual(second, first);
+    assert.equal(await counted("2 of 2"), "2 of 2");
     await options.keyboard.press("Enter");
     assert.equal(await at(), first, "wraps to the first");
+    assert.equal(await counted("1 of 2"), "1 of 2", "the count wraps with it");
     await options.keyboard.press("Shift+Enter");
     assert.equal(await at(), second, "Shift+Enter goes back");
+    assert.equal(await counted("2 of 2"), "2 of 2");
     await options.keyboard.press("Escape");
     assert.ok(await inEditor(), "Escape returns to the text");
     assert.equal(await options.evaluate(() => getSelection().toString()), "dataset", "with the match selected");
@@ -192,6 +201,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+A");
     await options.keyboard.type("no such text");
     assert.equal(await options.locator("#editor-text .cm-searchMatch").count(), 0, "no match, nothing highlighted");
+    assert.equal(await counted("no matches"), "no matches");
     await options.keyboard.press("Control+A");
     await options.keyboard.type("dataset");
     for (const scheme of ["light", "dark"]) {
@@ -260,9 +270,9 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
 
     await options.reload();
     // A backup from a newer format version is refused, naming both versions.
-    const newer = JSON.stringify({ ...JSON.parse(backup), version: 2 });
+    const newer = JSON.stringify({ ...JSON.parse(backup), version: 3 });
     await options.locator("#restore-file").setInputFiles([{ name: "newer.json", mimeType: "application/json", buffer: Buffer.from(newer) }]);
-    await options.getByText(/format version 2, newer than version 1/).waitFor({ timeout: 3000 });
+    await options.getByText(/format version 3, newer than version 2/).waitFor({ timeout: 3000 });
     assert.deepEqual(await scripts(), []);
 
     await options.locator("#restore-file").setInputFiles([{ name: "backup.json", mimeType: "application/json", buffer: backup }]);
@@ -416,5 +426,52 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const marks = await seen(tab, url, []);
     assert.ok(marks.includes("th:v1"), `Theirs runs again: ${marks}`);
     assert.equal((await scripts()).find((s) => s.uuid === uuid)?.name, "Theirs");
+  });
+  test("GM values: set by a script in a page, kept out of a plain export, exported when asked, and back after delete forever + restore", T, async () => {
+    const { readFileSync } = await import("node:fs");
+    const vurl = `http://values.test:${new URL(server.url).port}${PAGE}`;
+    const source = [
+      "// ==UserScript==", "// @name         Hands values", "// @namespace    lumo-e2e-hands",
+      "// @match        http://values.test/*", "// @grant        GM_getValue", "// @grant        GM_setValue",
+      "// ==/UserScript==",
+      "(() => {",
+      '  const v = GM_getValue("seen", "none");',
+      '  const mark = document.createElement("lumo-mark");',
+      '  mark.dataset.tag = "val";',
+      "  mark.dataset.v = v;",
+      "  document.documentElement.append(mark);",
+      '  if (v === "none") GM_setValue("seen", "kept-42");',
+      "})();", "",
+    ].join("\n");
+    const { uuid } = (await h.internal("scripts.save", { source })).result.script;
+    const vtab = await h.context.newPage();
+    assert.deepEqual(await seen(vtab, vurl, ["val:none"]), ["val:none"], "no value yet");
+    assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"], 5000), ["val:kept-42"], "the page's GM_setValue was kept");
+
+    await options.reload();
+    const exported = async () => {
+      const [download] = await Promise.all([options.waitForEvent("download"), options.locator("#export-all").click()]);
+      const path = await download.path();
+      return { path, backup: JSON.parse(readFileSync(path)) };
+    };
+    assert.equal(await options.locator("#export-values").isChecked(), false, "values are off by default");
+    const plain = await exported();
+    assert.equal(plain.backup.version, 1);
+    assert.ok(plain.backup.scripts.every((s) => !("values" in s)), "a plain export holds no values");
+    await options.locator("#export-values").check();
+    const full = await exported();
+    assert.equal(full.backup.version, 2);
+    assert.deepEqual(full.backup.scripts.find((s) => s.name === "Hands values").values, { seen: '"kept-42"' });
+
+    await h.internal("scripts.delete", { uuid });
+    await h.internal("trash.purge", { uuids: [uuid] });
+    assert.deepEqual(await seen(vtab, vurl, []), [], "deleted forever: it runs no more");
+    const left = await options.evaluate((u) => chrome.storage.local.get(`values/${u}`), uuid);
+    assert.deepEqual(left, {}, "and its values are gone");
+
+    await options.locator("#restore-file").setInputFiles(full.path);
+    await options.getByText(/^Restored \d+ script\(s\) from the backup, with \d+ value\(s\)/).waitFor({ timeout: 10_000 });
+    assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"]), ["val:kept-42"], "the restored script starts with its restored value");
+    await vtab.close();
   });
 });
