@@ -5,50 +5,17 @@
 // page where the script is seen running.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
+import { PAGE, markScript, seen, setUp } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
-const PAGE = "/userscripts/page.html";
 
-function userscript({ tag, version, name = `Hands ${tag}`, namespace = "lumo-e2e-hands" }) {
-  return [
-    "// ==UserScript==",
-    `// @name         ${name}`,
-    `// @namespace    ${namespace}`,
-    "// @match        http://127.0.0.1/*",
-    "// ==/UserScript==",
-    "(() => {",
-    '  const mark = document.createElement("lumo-mark");',
-    `  mark.dataset.tag = ${JSON.stringify(tag)};`,
-    `  mark.dataset.v = ${JSON.stringify(version)};`,
-    "  document.documentElement.append(mark);",
-    "})();",
-    "",
-  ].join("\n");
-}
-
-const marksOf = (page) => page.evaluate(() => [...document.querySelectorAll("lumo-mark")].map((m) => `${m.dataset.tag}:${m.dataset.v}`).sort());
-
-async function seen(page, url, expected, timeout = 3000) {
-  const want = JSON.stringify([...expected].sort());
-  let marks;
-  for (const deadline = Date.now() + timeout; ;) {
-    if (page.url() === url) await page.reload({ waitUntil: "load" });
-    else await page.goto(url, { waitUntil: "load" });
-    await sleep(400);
-    marks = await marksOf(page);
-    if (JSON.stringify(marks) === want || Date.now() > deadline) return marks;
-  }
-}
+const userscript = ({ tag, version, name = `Hands ${tag}`, namespace = "lumo-e2e-hands" }) => markScript({ tag, version, name, namespace });
 
 describe("the user's own hands: editor, import/export, trash and undo", () => {
-  let h, server, session, tab, url, options;
-  const call = async (name, args) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.equal(res.isError, false, `${name}: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, tab, url, options;
+  const call = (name, args) => env.tools.ok(name, args);
   const onPage = (expected) => seen(tab, url, expected);
   const scripts = async () => (await h.internal("scripts.list")).scripts;
   const status = () => options.locator("#status").textContent();
@@ -59,21 +26,12 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
   };
 
   before(async () => {
-    h = await launch();
-    server = await startStaticServer();
-    url = `${server.url}${PAGE}`;
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 2000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready === true || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    tab = await h.context.newPage();
+    env = await setUp();
+    ({ h, server, tab } = env);
+    url = env.url(PAGE);
     await openOptions();
   });
-  after(async () => { await h?.close(); await server?.close(); });
+  after(async () => { await env?.close(); });
 
   test("popup Undo of an agent write brings back the version before it; after a later change it shows the conflict instead", T, async () => {
     const w = await call("write_script", { source: userscript({ tag: "u", version: "v1" }) });
@@ -215,7 +173,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
   test("read-only mode stops the agent but not the user's own edits", T, async () => {
     await h.internal("policy.setSwitch", { name: "writes", value: false });
     try {
-      const res = await h.lumo("callTool", session, "write_script", { source: userscript({ tag: "ro", version: "v1" }) });
+      const res = await env.tools.call("write_script", { source: userscript({ tag: "ro", version: "v1" }) });
       assert.equal(res.structuredContent?.error_code, "WRITE_DISABLED");
       const r = await h.internal("scripts.save", { source: userscript({ tag: "ro", version: "v1" }) });
       assert.equal(r.result.script.createdBy, "user");
