@@ -5,10 +5,10 @@
 import { EditorState, Compartment } from '@codemirror/state';
 import {
   EditorView, keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter,
-  highlightSpecialChars, drawSelection, dropCursor, rectangularSelection,
+  highlightSpecialChars, drawSelection, dropCursor, rectangularSelection, ViewPlugin,
 } from '@codemirror/view';
 import { defaultKeymap, history, historyKeymap, indentWithTab } from '@codemirror/commands';
-import { searchKeymap, highlightSelectionMatches } from '@codemirror/search';
+import { searchKeymap, highlightSelectionMatches, getSearchQuery, searchPanelOpen } from '@codemirror/search';
 import {
   indentOnInput, syntaxHighlighting, defaultHighlightStyle, bracketMatching, foldGutter, foldKeymap,
 } from '@codemirror/language';
@@ -32,8 +32,56 @@ const pageTheme = EditorView.theme({
   '.cm-textfield, .cm-button': { color: 'var(--fg)', backgroundColor: 'var(--bg)', backgroundImage: 'none', border: '1px solid var(--line)' },
   '.cm-searchMatch': { backgroundColor: 'color-mix(in srgb, var(--warn-line) 35%, transparent)' },
   '.cm-searchMatch.cm-searchMatch-selected': { backgroundColor: 'color-mix(in srgb, var(--accent) 45%, transparent)' },
+  '.cm-search-count': { margin: '0 0.5em', color: 'var(--muted)', fontVariantNumeric: 'tabular-nums', whiteSpace: 'nowrap' },
   '.cm-tooltip': { backgroundColor: 'var(--card)', color: 'var(--fg)', border: '1px solid var(--line)' },
 });
+
+/** Matches counted at most: a one-letter query in a 256 KiB script stays cheap per keystroke. */
+const MAX_COUNTED = 1000;
+
+/** "n of m" for the search panel: how many matches the query has and which one is selected
+ *  (CodeMirror's own panel shows neither). Counted with the panel's own query and cursor, so it
+ *  agrees with what is highlighted; put in the panel (`.cm-search`) as a polite live region. */
+const matchCount = ViewPlugin.fromClass(class {
+  constructor(view) { this.key = ''; this.update({ view }); }
+  // After the update's DOM is written: the panel that opens in this update is in the page then.
+  update({ view }) { view.requestMeasure({ key: this, read: () => null, write: () => this.render(view) }); }
+  render(view) {
+    const { state } = view;
+    const panel = searchPanelOpen(state) && view.dom.querySelector('.cm-search');
+    if (!panel) { this.key = ''; return; }
+    const query = getSearchQuery(state);
+    const sel = state.selection.main;
+    const key = JSON.stringify([query.search, query.caseSensitive, query.regexp, query.wholeWord, sel.from, sel.to]);
+    let out = panel.querySelector('.cm-search-count');
+    if (out && key === this.key && state.doc === this.doc) return;
+    this.key = key;
+    this.doc = state.doc;
+    if (!out) {
+      out = Object.assign(document.createElement('span'), { className: 'cm-search-count' });
+      out.setAttribute('role', 'status');
+      out.setAttribute('aria-live', 'polite');
+      panel.querySelector('input[name=search]')?.after(out);
+    }
+    out.textContent = describe(query, state, sel);
+  }
+});
+
+function describe(query, state, sel) {
+  if (!query.search) return '';
+  if (!query.valid) return 'invalid pattern';
+  let total = 0;
+  let current = 0;
+  const cursor = query.getCursor(state);
+  for (let m = cursor.next(); !m.done; m = cursor.next()) {
+    total += 1;
+    if (m.value.from === sel.from && m.value.to === sel.to) current = total;
+    if (total >= MAX_COUNTED) break;
+  }
+  const of = total >= MAX_COUNTED ? `${MAX_COUNTED}+` : `${total}`;
+  if (!total) return 'no matches';
+  return current ? `${current} of ${of}` : `${of} ${total === 1 ? 'match' : 'matches'}`;
+}
 
 const dark = window.matchMedia('(prefers-color-scheme: dark)');
 const colours = () => syntaxHighlighting(dark.matches ? oneDarkHighlightStyle : defaultHighlightStyle, { fallback: true });
@@ -49,7 +97,7 @@ export function createEditor(parent, { onChange, onSave, label, describedBy }) {
     lineNumbers(), highlightActiveLineGutter(), foldGutter(), lintGutter(),
     highlightSpecialChars(), history(), drawSelection(), dropCursor(),
     EditorState.allowMultipleSelections.of(true), indentOnInput(), bracketMatching(),
-    rectangularSelection(), highlightActiveLine(), highlightSelectionMatches(),
+    rectangularSelection(), highlightActiveLine(), highlightSelectionMatches(), matchCount,
     highlight.of(colours()), javascript(), pageTheme,
     EditorView.contentAttributes.of({ 'aria-label': label, 'aria-describedby': describedBy }),
     keymap.of([

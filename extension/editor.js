@@ -219,9 +219,10 @@ export async function importFiles(files) {
   return report;
 }
 
-/** The backup of every script (built by the worker). */
-export async function exportAll() {
-  return (await ask('backup.export')).backup;
+/** The backup of every script (built by the worker); with their GM values only when asked:
+ *  values can hold what a script keeps private (logins, tokens), so they stay out by default. */
+export async function exportAll({ values = false } = {}) {
+  return (await ask('backup.export', { values })).backup;
 }
 
 /** Restores a backup: the worker parses and checks it, then stores every script or none. */
@@ -230,7 +231,7 @@ export async function restoreBackup(file) {
   const r = await importAsking('backup.restore', { text: await file.text() });
   changed();
   if (!r.ok) throw new Error(r.error);
-  return [...r.imported.map((s) => s.name)];
+  return r.imported;
 }
 
 $('import-files').addEventListener('change', (e) => { importFiles([...e.target.files]); e.target.value = ''; });
@@ -240,14 +241,15 @@ drop.addEventListener('dragleave', () => drop.classList.remove('over'));
 drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove('over'); importFiles([...e.dataTransfer.files]); });
 $('export-all').addEventListener('click', async () => {
   try {
-    const backup = await exportAll();
+    const values = $('export-values').checked;
+    const backup = await exportAll({ values });
     const url = URL.createObjectURL(new Blob([JSON.stringify(backup, null, 2)], { type: 'application/json' }));
     const a = el('a', { href: url, download: `lumo-userscripts-${new Date(backup.exportedAt).toISOString().slice(0, 10)}.json` });
     document.body.append(a);
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    say(status(), `Exported ${backup.scripts.length} script(s).`);
+    say(status(), `Exported ${backup.scripts.length} script(s)${values ? ' with their values' : ''}.`);
   } catch (e) {
     say(status(), e.message, 'error');
   }
@@ -258,7 +260,8 @@ $('restore-file').addEventListener('change', async (e) => {
   if (!file) return;
   try {
     const done = await restoreBackup(file);
-    say(status(), `Restored ${done.length} script(s) from the backup.`);
+    const values = done.reduce((n, s) => n + (s.values ?? 0), 0);
+    say(status(), `Restored ${done.length} script(s) from the backup${values ? `, with ${values} value(s)` : ''}.`);
   } catch (err) {
     say(status(), `Backup not restored: ${err.message}`, 'error');
   }

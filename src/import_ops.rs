@@ -37,8 +37,13 @@ pub enum ImportOp {
         #[serde(default)]
         keep: Arg<Vec<Value>>,
     },
+    /// `values: true` puts each script's GM values in the backup (off unless asked: values
+    /// can hold what a script keeps private, tokens and the like).
     #[serde(rename = "backup.export")]
-    Export,
+    Export {
+        #[serde(default, deserialize_with = "loose")]
+        values: Option<bool>,
+    },
     #[serde(rename = "backup.restore")]
     Restore {
         #[serde(default, deserialize_with = "loose")]
@@ -58,7 +63,7 @@ pub async fn run<E: Env>(p: &Provider<E>, op: ImportOp) -> Value {
             replace,
             keep,
         } => import_files(p, files, replace, keep).await,
-        ImportOp::Export => export(p).await,
+        ImportOp::Export { values } => export(p, values == Some(true)).await,
         ImportOp::Restore {
             text,
             replace,
@@ -135,6 +140,7 @@ fn files(files: Option<Vec<Value>>) -> Result<Vec<Item>, String> {
                 label,
                 source: source.to_owned(),
                 enabled: None,
+                values: None,
             })
         })
         .collect()
@@ -169,6 +175,9 @@ async fn import_items<E: Env>(
     answers: &Answers,
 ) -> Value {
     let _guard = p.write_lock().await;
+    // A restore may write values: no GM_setValue runs between its read of the budget and its
+    // write (taken for every import, so the order of the two locks is always the same).
+    let _values = p.gm_values.hold().await;
     let entry = Entry {
         at: p.env.now_ms(),
         tool: IMPORT_TOOL.to_owned(),
@@ -221,7 +230,9 @@ async fn import_items<E: Env>(
     let result = match &done {
         Ok(_) => "ok",
         Err(ImportError::Duplicates(_)) => "CONFLICT",
-        Err(ImportError::Quota { .. } | ImportError::Storage(_)) => "STORAGE_ERROR",
+        Err(
+            ImportError::Quota { .. } | ImportError::ValuesTotal { .. } | ImportError::Storage(_),
+        ) => "STORAGE_ERROR",
         Err(_) => "INVALID_ARGUMENT",
     };
     let finished = Entry {
@@ -244,13 +255,14 @@ async fn import_items<E: Env>(
     match done {
         Ok(d) => json!({
             "ok": true,
-            "imported": d.changes.iter().zip(&d.labels).map(|(c, label)| json!({
+            "imported": d.changes.iter().zip(&d.labels).zip(&d.values).map(|((c, label), values)| json!({
                 "label": label,
                 "uuid": c.record.uuid,
                 "name": c.record.metadata.name,
                 "revision": c.record.revision,
                 "replaced": !c.created,
                 "enabled": c.record.enabled,
+                "values": values,
             })).collect::<Vec<_>>(),
             "kept": d.kept,
         }),
@@ -266,16 +278,30 @@ async fn import_items<E: Env>(
     }
 }
 
-/// Every stored script, with its source, as one backup document.
-async fn export<E: Env>(p: &Provider<E>) -> Value {
+/// Every stored script, with its source (and its values when `with_values`), as one backup
+/// document. A script whose values cannot be read makes no backup rather than one without them.
+async fn export<E: Env>(p: &Provider<E>, with_values: bool) -> Value {
     let snap = match p.scripts().await {
         Ok(s) => s,
         Err(e) => return err(e.to_string()),
     };
     let mut all = Vec::with_capacity(snap.records.len());
     for r in &snap.records {
+        let values = if with_values {
+            match crate::gm::store::load(&p.env, &r.uuid).await {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    return err(format!(
+                        "the values of {} could not be read, so no backup was made: {e}",
+                        r.metadata.name
+                    ))
+                }
+            }
+        } else {
+            None
+        };
         match store::load_with_source(&p.env, &r.uuid).await {
-            Ok(x) => all.push(x),
+            Ok((record, source)) => all.push((record, source, values)),
             Err(e) => {
                 return err(format!(
                     "{} could not be read, so no backup was made: {e}",

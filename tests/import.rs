@@ -8,6 +8,7 @@ use futures::executor::block_on;
 use lumo_userscripts::control;
 use lumo_userscripts::env::memory::MemoryEnv;
 use lumo_userscripts::env::Area;
+use lumo_userscripts::gm::values as gm_values;
 use lumo_userscripts::guard::audit;
 use lumo_userscripts::provider::Provider;
 use lumo_userscripts::scripts::backup;
@@ -15,6 +16,35 @@ use serde_json::{json, Map, Value};
 
 fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
     block_on(control::handle(p, &v)).value
+}
+
+/// An op that must succeed; its answer.
+fn ok(p: &Provider<MemoryEnv>, v: Value) -> Value {
+    let r = op(p, v);
+    assert_eq!(r["ok"], json!(true), "{r}");
+    r
+}
+
+/// A script saved by hand; its uuid.
+fn saved(p: &Provider<MemoryEnv>, source: String) -> String {
+    let r = ok(p, json!({"op": "scripts.save", "source": source}));
+    r["result"]["script"]["uuid"].as_str().unwrap().to_owned()
+}
+
+/// An op that must be refused with an error containing `want` and write nothing at all
+/// (scripts, sources, history, values): the all-or-nothing check every bad input gets.
+fn refused(p: &Provider<MemoryEnv>, v: Value, want: &str) -> Value {
+    let before = scripts_state(p);
+    let r = op(p, v);
+    assert_eq!(r["ok"], json!(false), "{r}");
+    let e = r["error"].as_str().unwrap_or_default();
+    assert!(e.contains(want), "{e} (wanted {want})");
+    assert_eq!(
+        scripts_state(p),
+        before,
+        "a refusal wrote something: {want}"
+    );
+    r
 }
 
 /// The scripts' stored content, without the audit and the registry's bookkeeping.
@@ -76,15 +106,13 @@ fn export_parse_restore_round_trips_every_script_byte_for_byte() {
         for i in 0..n {
             let body = rng.text(400);
             let enabled = rng.next() % 2 == 0;
-            let r = op(
+            ok(
                 &p,
                 json!({"op": "scripts.save", "source": script(&format!("S{seed}-{i}"), &body), "enabled": enabled}),
             );
-            assert_eq!(r["ok"], json!(true), "{r}");
         }
         let before = listed(&p);
-        let exported = op(&p, json!({"op": "backup.export"}));
-        assert_eq!(exported["ok"], json!(true), "{exported}");
+        let exported = ok(&p, json!({"op": "backup.export"}));
         let text = serde_json::to_string_pretty(&exported["backup"]).unwrap();
         // export → parse: the same sources and states.
         let items = backup::parse(&text).unwrap();
@@ -99,8 +127,7 @@ fn export_parse_restore_round_trips_every_script_byte_for_byte() {
         assert_eq!(parsed, want, "seed {seed}");
         // → a wiped provider restores everything as it was.
         let fresh = provider();
-        let r = op(&fresh, json!({"op": "backup.restore", "text": text}));
-        assert_eq!(r["ok"], json!(true), "{r}");
+        ok(&fresh, json!({"op": "backup.restore", "text": text}));
         assert_eq!(listed(&fresh), before, "seed {seed}");
     }
 }
@@ -108,47 +135,33 @@ fn export_parse_restore_round_trips_every_script_byte_for_byte() {
 #[test]
 fn an_import_stores_every_file_or_none() {
     let p = provider();
-    op(
-        &p,
-        json!({"op": "scripts.save", "source": script("Kept", "old")}),
-    );
-    let before = scripts_state(&p);
+    saved(&p, script("Kept", "old"));
     // One bad file among good ones: nothing is stored, and the error names it.
-    let r = op(
+    refused(
         &p,
         json!({"op": "scripts.import", "files": [
             file("a.user.js", script("A", "1")),
             file("bad.user.js", "// ==UserScript==\n// @match nope\n// ==/UserScript==\n".into()),
             file("b.user.js", script("B", "1")),
         ]}),
+        "bad.user.js",
     );
-    assert_eq!(r["ok"], json!(false));
-    assert!(r["error"].as_str().unwrap().contains("bad.user.js"), "{r}");
-    assert_eq!(scripts_state(&p), before);
     // Two files that are the same script.
-    let r = op(
+    refused(
         &p,
         json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1")), file("a2.user.js", script("A", "2"))]}),
+        "a.user.js and a2.user.js",
     );
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("a.user.js and a2.user.js"),
-        "{r}"
-    );
-    assert_eq!(scripts_state(&p), before);
     // Storage failing: the one set fails whole.
     *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
-    let r = op(
+    refused(
         &p,
         json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1"))]}),
+        "nothing was imported",
     );
-    assert_eq!(r["ok"], json!(false));
     *p.env.fail_writes.borrow_mut() = None;
-    assert_eq!(scripts_state(&p), before);
     // The good ones: all stored, audited once as the user's.
-    let r = op(
+    let r = ok(
         &p,
         json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1")), file("b.user.js", script("B", "1"))]}),
     );
@@ -170,21 +183,20 @@ fn an_import_stores_every_file_or_none() {
 #[test]
 fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     let p = provider();
-    let c = op(
-        &p,
-        json!({"op": "scripts.save", "source": script("Dup", "old")}),
-    );
-    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
-    let before = scripts_state(&p);
+    let uuid = saved(&p, script("Dup", "old"));
     let files = json!([
         file("dup.user.js", script("Dup", "new")),
         file("n.user.js", script("N", "1"))
     ]);
-    let r = op(&p, json!({"op": "scripts.import", "files": files}));
+    // Asking writes nothing.
+    let r = refused(
+        &p,
+        json!({"op": "scripts.import", "files": files}),
+        "would replace existing scripts",
+    );
     assert_eq!(r["code"], json!("DUPLICATES"), "{r}");
     assert_eq!(r["duplicates"][0]["uuid"], json!(uuid));
     assert_eq!(r["duplicates"][0]["label"], json!("dup.user.js"));
-    assert_eq!(scripts_state(&p), before, "asking writes nothing");
     // Kept: only the new one comes in.
     let r = op(
         &p,
@@ -213,11 +225,7 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
 #[test]
 fn the_quota_is_bounded_before_anything_is_written() {
     let p = provider();
-    op(
-        &p,
-        json!({"op": "scripts.save", "source": script("Kept", "old")}),
-    );
-    let before = scripts_state(&p);
+    saved(&p, script("Kept", "old"));
     let big = "x".repeat(250 * 1024);
     let files: Vec<Value> = (0..45)
         .map(|i| {
@@ -227,14 +235,15 @@ fn the_quota_is_bounded_before_anything_is_written() {
             )
         })
         .collect();
-    let r = op(&p, json!({"op": "scripts.import", "files": files}));
-    assert_eq!(r["ok"], json!(false));
-    let e = r["error"].as_str().unwrap();
-    assert!(
-        e.contains("not enough storage") && e.contains("nothing was imported"),
-        "{e}"
+    let r = refused(
+        &p,
+        json!({"op": "scripts.import", "files": files}),
+        "not enough storage",
     );
-    assert_eq!(scripts_state(&p), before);
+    assert!(r["error"]
+        .as_str()
+        .unwrap()
+        .contains("nothing was imported"));
     // Refused, and audited as such.
     let log = block_on(audit::read_all(&p.env)).unwrap();
     assert!(log
@@ -249,27 +258,19 @@ fn the_quota_is_bounded_before_anything_is_written() {
             )
         })
         .collect();
-    let r = op(&p, json!({"op": "scripts.import", "files": files}));
-    assert_eq!(r["ok"], json!(true), "{}", r["error"]);
+    ok(&p, json!({"op": "scripts.import", "files": files}));
 }
 
 #[test]
 fn hostile_backups_change_nothing() {
     let p = provider();
-    op(
-        &p,
-        json!({"op": "scripts.save", "source": script("Kept", "old")}),
-    );
-    let before = scripts_state(&p);
+    saved(&p, script("Kept", "old"));
     for (text, want) in [
-        (json!({"format": backup::FORMAT, "version": 2, "scripts": []}).to_string(), "format version 2, newer than version 1"),
+        (json!({"format": backup::FORMAT, "version": 3, "scripts": []}).to_string(), "format version 3, newer than version 2"),
         ("not json".to_owned(), "not JSON"),
         (json!({"format": backup::FORMAT, "version": 1, "scripts": [{"source": script("A", "1")}, {"source": "no metadata"}]}).to_string(), "script 2"),
     ] {
-        let r = op(&p, json!({"op": "backup.restore", "text": text}));
-        assert_eq!(r["ok"], json!(false));
-        assert!(r["error"].as_str().unwrap().contains(want), "{r}");
-        assert_eq!(scripts_state(&p), before);
+        refused(&p, json!({"op": "backup.restore", "text": text}), want);
     }
     for bad in [
         json!({"op": "scripts.import"}),
@@ -277,7 +278,214 @@ fn hostile_backups_change_nothing() {
         json!({"op": "scripts.import", "files": [], "replace": ["nope"]}),
         json!({"op": "backup.restore"}),
     ] {
-        assert_eq!(op(&p, bad.clone())["ok"], json!(false), "{bad}");
+        refused(&p, bad, "");
     }
-    assert_eq!(scripts_state(&p), before);
+}
+
+/// A script that reads its values (so its registered code carries them).
+fn valued(name: &str, body: &str) -> String {
+    format!("// ==UserScript==\n// @name {name}\n// @namespace tests\n// @match https://example.com/*\n// @grant GM_getValue\n// ==/UserScript==\n{body}\n")
+}
+
+fn set_values(p: &Provider<MemoryEnv>, uuid: &str, pairs: Vec<(String, String)>) {
+    let vs = lumo_userscripts::gm::store::ValueStore::default();
+    block_on(vs.apply(&p.env, uuid, &gm_values::Op::Set(pairs))).unwrap();
+}
+
+/// Each script's values by name, as stored.
+fn values_by_name(p: &Provider<MemoryEnv>) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = op(p, json!({"op": "scripts.list"}))["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let uuid = s["uuid"].as_str().unwrap();
+            let v = block_on(lumo_userscripts::gm::store::load(&p.env, uuid)).unwrap();
+            (s["name"].as_str().unwrap().to_owned(), v.encode())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The code Chrome was given for the script named `name`.
+fn registered_code(p: &Provider<MemoryEnv>, name: &str) -> String {
+    let list = op(p, json!({"op": "scripts.list"}));
+    let uuid = list["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == json!(name))
+        .unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    serde_json::to_string(&p.env.registrations.borrow()[&uuid].js).unwrap()
+}
+
+#[test]
+fn values_round_trip_when_asked_for_and_stay_out_otherwise() {
+    for seed in 1..=8u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let p = provider();
+        let n = 1 + rng.next() % 6;
+        for i in 0..n {
+            let name = format!("V{seed}-{i}");
+            let uuid = saved(&p, valued(&name, &rng.text(200)));
+            // Some scripts hold no values at all.
+            let pairs: Vec<(String, String)> = (0..rng.next() % 5)
+                .map(|k| {
+                    let text = serde_json::to_string(&rng.text(60)).unwrap();
+                    (format!("{}{k}", rng.text(8)), text)
+                })
+                .collect();
+            if !pairs.is_empty() {
+                set_values(&p, &uuid, pairs);
+            }
+        }
+        set_values(
+            &p,
+            op(&p, json!({"op": "scripts.list"}))["scripts"][0]["uuid"]
+                .as_str()
+                .unwrap(),
+            vec![("marker".into(), "\"restoredmarker42\"".into())],
+        );
+        let before = values_by_name(&p);
+        let scripts_before = listed(&p);
+
+        // Without values (the default): version 1, no values in it, none restored.
+        let plain = op(&p, json!({"op": "backup.export"}));
+        assert_eq!(plain["backup"]["version"], json!(1), "seed {seed}");
+        assert!(!plain["backup"].to_string().contains("restoredmarker42"));
+        let fresh = provider();
+        ok(
+            &fresh,
+            json!({"op": "backup.restore", "text": plain["backup"].to_string()}),
+        );
+        assert!(values_by_name(&fresh).iter().all(|(_, v)| v == &json!({})));
+
+        // With values: version 2, every script's values back as they were, and in the code
+        // registered for it.
+        let full = op(&p, json!({"op": "backup.export", "values": true}));
+        assert_eq!(full["backup"]["version"], json!(2), "seed {seed}");
+        let text = serde_json::to_string_pretty(&full["backup"]).unwrap();
+        let fresh = provider();
+        ok(&fresh, json!({"op": "backup.restore", "text": text}));
+        assert_eq!(listed(&fresh), scripts_before, "seed {seed}");
+        assert_eq!(values_by_name(&fresh), before, "seed {seed}");
+        let marked = &before
+            .iter()
+            .find(|(_, v)| v.get("marker").is_some())
+            .unwrap()
+            .0;
+        assert!(
+            registered_code(&fresh, marked).contains("restoredmarker42"),
+            "the registered snapshot has the restored values"
+        );
+        let budget = &fresh.env.dump(Area::Local)["values/budget"];
+        let total: u64 = budget
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|b| b.as_u64().unwrap())
+            .sum();
+        let want: usize = before
+            .iter()
+            .flat_map(|(_, v)| v.as_object().unwrap().iter())
+            .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+            .sum();
+        assert_eq!(
+            total as usize, want,
+            "the budget counts the restored values"
+        );
+    }
+}
+
+#[test]
+fn a_restore_over_a_script_replaces_its_values_only_when_the_backup_has_them() {
+    let p = provider();
+    let uuid = saved(&p, valued("Mine", "1"));
+    set_values(
+        &p,
+        &uuid,
+        vec![("k".into(), "\"old\"".into()), ("gone".into(), "1".into())],
+    );
+    let entry = |values: Option<Value>| {
+        let mut e = json!({"name": "Mine", "source": valued("Mine", "2")});
+        if let Some(v) = values {
+            e["values"] = v;
+        }
+        json!({"format": backup::FORMAT, "version": 2, "scripts": [e]}).to_string()
+    };
+    let r = ok(
+        &p,
+        json!({"op": "backup.restore", "text": entry(None), "replace": [uuid]}),
+    );
+    assert_eq!(r["imported"][0]["values"], json!(null), "{r}");
+    assert_eq!(
+        values_by_name(&p),
+        [("Mine".into(), json!({"k": "\"old\"", "gone": "1"}))]
+    );
+    let r = ok(
+        &p,
+        json!({"op": "backup.restore", "text": entry(Some(json!({"k": "\"new\""}))), "replace": [uuid]}),
+    );
+    assert_eq!(r["imported"][0]["values"], json!(1), "{r}");
+    assert_eq!(
+        values_by_name(&p),
+        [("Mine".into(), json!({"k": "\"new\""}))]
+    );
+    assert!(registered_code(&p, "Mine").contains("new"));
+}
+
+#[test]
+fn a_backup_with_values_over_a_bound_is_refused_whole() {
+    let p = provider();
+    let holder = saved(&p, valued("Holder", "1"));
+    // The stored scripts already hold most of the total.
+    let big = format!("\"{}\"", "x".repeat(gm_values::MAX_SCRIPT_BYTES - 20));
+    set_values(&p, &holder, vec![("a".into(), big.clone())]);
+    for i in 0..6 {
+        let u = saved(&p, valued(&format!("Filler {i}"), "1"));
+        set_values(&p, &u, vec![("a".into(), big.clone())]);
+    }
+    let backup = |scripts: Vec<Value>| {
+        json!({"format": backup::FORMAT, "version": 2, "scripts": scripts}).to_string()
+    };
+    let fine =
+        |name: &str| json!({"name": name, "source": valued(name, "1"), "values": {"k": "1"}});
+    let cases = [
+        // One script over its own bound, next to a good one.
+        (
+            backup(vec![
+                fine("Good"),
+                json!({"name": "Huge", "source": valued("Huge", "1"), "values": {"k": format!("\"{}\"", "x".repeat(gm_values::MAX_SCRIPT_BYTES))}}),
+            ]),
+            "the values of script 2 (Huge) are over a bound",
+        ),
+        // Within its own bounds, but with what is stored the total is over.
+        (
+            backup(vec![
+                fine("Good"),
+                json!({"name": "Big", "source": valued("Big", "1"), "values": {"a": big}}),
+                json!({"name": "Big 2", "source": valued("Big 2", "1"), "values": {"a": big}}),
+            ]),
+            "over the 2097152 they may hold together",
+        ),
+        (
+            backup(vec![
+                json!({"name": "Bad", "source": valued("Bad", "1"), "values": {"k": "{not json"}}),
+            ]),
+            "not JSON text",
+        ),
+    ];
+    for (text, want) in cases {
+        let r = refused(&p, json!({"op": "backup.restore", "text": text}), want);
+        assert!(r["error"].as_str().unwrap().contains("nothing was"), "{r}");
+    }
+    // Replacing the holder's values with smaller ones fits: what is replaced does not count.
+    ok(
+        &p,
+        json!({"op": "backup.restore", "replace": [holder], "text": backup(vec![json!({"name": "Holder", "source": valued("Holder", "2"), "values": {"a": "1"}})])}),
+    );
 }

@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     let kept = "// ==UserScript==\n// @name Kept\n// @match https://a.test/*\n// ==/UserScript==\n";
     block_on(control::handle(&p, &json!({"op": "scripts.save", "source": kept})));
     let scripts = |p: &Provider<MemoryEnv>| -> Vec<(String, serde_json::Value)> {
-        p.env.dump(Area::Local).into_iter().filter(|(k, _)| k.starts_with("script/") || k.starts_with("source/")).collect()
+        p.env.dump(Area::Local).into_iter().filter(|(k, _)| k.starts_with("script/") || k.starts_with("source/") || k.starts_with("values/")).collect()
     };
     let before = scripts(&p);
     let r = block_on(control::handle(&p, &json!({"op": "backup.restore", "text": text}))).value;

@@ -51,7 +51,7 @@ fn every_family_wire_name_parses_to_its_variant() {
             matches!(o, Op::Import(ImportOp::Import { .. }))
         }),
         ("backup.export", |o| {
-            matches!(o, Op::Import(ImportOp::Export))
+            matches!(o, Op::Import(ImportOp::Export { .. }))
         }),
         ("backup.restore", |o| {
             matches!(o, Op::Import(ImportOp::Restore { .. }))

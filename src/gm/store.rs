@@ -42,6 +42,12 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<Values, StoreError> {
 }
 
 impl ValueStore {
+    /// Holds every change of values off while the caller writes values itself (a backup
+    /// restore), so neither loses the other's update of the budget.
+    pub async fn hold(&self) -> futures::lock::MutexGuard<'_, ()> {
+        self.lock.lock().await
+    }
+
     /// Applies `op` to the values of `uuid`; returns the changes and the values after it.
     pub async fn apply<S: Storage>(
         &self,

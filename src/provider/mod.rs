@@ -93,7 +93,7 @@ pub struct Provider<E> {
     channel_key: RefCell<Option<crate::channel::ChannelKey>>,
     runs_lock: Mutex<()>,
     /// Serializes every change of GM values (`gm::store`).
-    gm_values: crate::gm::store::ValueStore,
+    pub(crate) gm_values: crate::gm::store::ValueStore,
     /// Pages waiting for another page's value changes: uuid → (tab, frame, answer).
     gm_waiters: RefCell<gm::Waiters>,
 }

@@ -10,6 +10,7 @@ use super::names;
 use super::record::ScriptRecord;
 use super::store::{self, check_identity, Actor, Change, Snapshot, MAX_SCRIPTS};
 use crate::env::{Area, Clock, Ids, Storage};
+use crate::gm::values::{self as gm_values, Values};
 use crate::guard::digest::sha256_hex;
 use crate::tools::catalog::MAX_SOURCE_BYTES;
 use serde_json::{json, Map, Value};
@@ -28,6 +29,9 @@ pub struct Item {
     pub source: String,
     /// `None`: a new script is enabled, a replaced one keeps its state.
     pub enabled: Option<bool>,
+    /// Its GM values (a backup exported with them): they replace the script's values whole.
+    /// `None`: a new script has none, a replaced one keeps its own.
+    pub values: Option<Values>,
 }
 
 /// A script already stored with the same `@namespace` + `@name` as an item.
@@ -63,6 +67,11 @@ pub enum ImportError {
         limit: usize,
         in_use: usize,
     },
+    /// The restored values and those of the scripts left as they are would hold `bytes`, over
+    /// the total `GM_setValue` keeps.
+    ValuesTotal {
+        bytes: usize,
+    },
     Storage(String),
 }
 
@@ -91,6 +100,11 @@ impl fmt::Display for ImportError {
                 f,
                 "not enough storage: after this import the extension's storage would hold {needed} bytes, over the {limit} it may use ({in_use} in use now); import fewer scripts or empty the trash; nothing was imported"
             ),
+            ImportError::ValuesTotal { bytes } => write!(
+                f,
+                "with these values, the values of all scripts would take {bytes} bytes, over the {} they may hold together; nothing was imported",
+                gm_values::MAX_TOTAL_BYTES
+            ),
             ImportError::Storage(e) => write!(f, "storage failed: {e}; nothing was imported"),
         }
     }
@@ -109,6 +123,8 @@ pub struct Imported {
     pub changes: Vec<Change>,
     /// The label of each change's item, in the same order.
     pub labels: Vec<String>,
+    /// How many values each change restored (`None`: its values were left as they are).
+    pub values: Vec<Option<usize>>,
     /// Labels of the items skipped because the user kept the existing script.
     pub kept: Vec<String>,
 }
@@ -150,7 +166,7 @@ pub async fn import<E: Storage + Clock + Ids>(
     answers: &Answers,
 ) -> Result<Imported, ImportError> {
     let checked = check(snap, items, answers)?;
-    let (set, imported) = build(env, snap, actor, checked).await?;
+    let (mut set, imported, restored) = build(env, snap, actor, checked).await?;
     if imported.changes.is_empty() {
         return Ok(imported);
     }
@@ -160,6 +176,7 @@ pub async fn import<E: Storage + Clock + Ids>(
         .get_all(Area::Local)
         .await
         .map_err(|e| ImportError::Storage(e.to_string()))?;
+    put_values(&mut set, &all, restored)?;
     let (in_use, needed) = bytes_after(&all, &set);
     let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
     if needed > limit {
@@ -173,6 +190,32 @@ pub async fn import<E: Storage + Clock + Ids>(
         .await
         .map_err(|e| ImportError::Storage(e.to_string()))?;
     Ok(imported)
+}
+
+/// Puts restored values (uuid → values) in the import's `set` with the budget they make, after
+/// the total bound `GM_setValue` keeps: the values of the scripts left as they are count, the
+/// values being replaced do not.
+fn put_values(
+    set: &mut Map<String, Value>,
+    all: &Map<String, Value>,
+    restored: Vec<(String, Values)>,
+) -> Result<(), ImportError> {
+    if restored.is_empty() {
+        return Ok(());
+    }
+    let mut budget = gm_values::decode_budget(all.get(gm_values::BUDGET_KEY));
+    for (uuid, v) in &restored {
+        budget.insert(uuid.clone(), v.bytes());
+    }
+    let bytes = budget.values().fold(0usize, |n, b| n.saturating_add(*b));
+    if bytes > gm_values::MAX_TOTAL_BYTES {
+        return Err(ImportError::ValuesTotal { bytes });
+    }
+    for (uuid, v) in restored {
+        set.insert(gm_values::storage_key(&uuid), v.encode());
+    }
+    set.insert(gm_values::BUDGET_KEY.to_owned(), json!(budget));
+    Ok(())
 }
 
 /// Every item checked before anything is read or written: metadata, the same script twice,
@@ -252,13 +295,14 @@ fn check(
     Ok(checked)
 }
 
-/// The records, sources, index and history of the import: one `set`, not yet written.
+/// The records, sources, index and history of the import: one `set`, not yet written; and the
+/// values to restore, by uuid.
 async fn build<E: Storage + Clock + Ids>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
     checked: Vec<Checked>,
-) -> Result<(Map<String, Value>, Imported), ImportError> {
+) -> Result<(Map<String, Value>, Imported, Vec<(String, Values)>), ImportError> {
     let storage = |e: store::ScriptError| ImportError::Storage(e.to_string());
     let now = env.now_ms();
     let mut index = snap.index.clone();
@@ -266,6 +310,8 @@ async fn build<E: Storage + Clock + Ids>(
     let mut changes = Vec::new();
     let mut kept = Vec::new();
     let mut labels = Vec::new();
+    let mut counts = Vec::new();
+    let mut restored = Vec::new();
     for (item, meta, diagnostics, step) in checked {
         let record = match step {
             Step::Keep => {
@@ -310,6 +356,10 @@ async fn build<E: Storage + Clock + Ids>(
             }
         };
         labels.push(item.label);
+        counts.push(item.values.as_ref().map(|v| v.keys().count()));
+        if let Some(v) = item.values {
+            restored.push((record.uuid.clone(), v));
+        }
         changes.push(Change {
             created: record.revision == 1,
             record,
@@ -338,7 +388,9 @@ async fn build<E: Storage + Clock + Ids>(
         Imported {
             changes,
             labels,
+            values: counts,
             kept,
         },
+        restored,
     ))
 }

@@ -5,50 +5,17 @@
 // page where the script is seen running.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
+import { PAGE, markScript, seen, setUp } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
-const PAGE = "/userscripts/page.html";
 
-function userscript({ tag, version, name = `Hands ${tag}`, namespace = "lumo-e2e-hands" }) {
-  return [
-    "// ==UserScript==",
-    `// @name         ${name}`,
-    `// @namespace    ${namespace}`,
-    "// @match        http://127.0.0.1/*",
-    "// ==/UserScript==",
-    "(() => {",
-    '  const mark = document.createElement("lumo-mark");',
-    `  mark.dataset.tag = ${JSON.stringify(tag)};`,
-    `  mark.dataset.v = ${JSON.stringify(version)};`,
-    "  document.documentElement.append(mark);",
-    "})();",
-    "",
-  ].join("\n");
-}
-
-const marksOf = (page) => page.evaluate(() => [...document.querySelectorAll("lumo-mark")].map((m) => `${m.dataset.tag}:${m.dataset.v}`).sort());
-
-async function seen(page, url, expected, timeout = 3000) {
-  const want = JSON.stringify([...expected].sort());
-  let marks;
-  for (const deadline = Date.now() + timeout; ;) {
-    if (page.url() === url) await page.reload({ waitUntil: "load" });
-    else await page.goto(url, { waitUntil: "load" });
-    await sleep(400);
-    marks = await marksOf(page);
-    if (JSON.stringify(marks) === want || Date.now() > deadline) return marks;
-  }
-}
+const userscript = ({ tag, version, name = `Hands ${tag}`, namespace = "lumo-e2e-hands" }) => markScript({ tag, version, name, namespace });
 
 describe("the user's own hands: editor, import/export, trash and undo", () => {
-  let h, server, session, tab, url, options;
-  const call = async (name, args) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.equal(res.isError, false, `${name}: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, tab, url, options;
+  const call = (name, args) => env.tools.ok(name, args);
   const onPage = (expected) => seen(tab, url, expected);
   const scripts = async () => (await h.internal("scripts.list")).scripts;
   const status = () => options.locator("#status").textContent();
@@ -59,21 +26,12 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
   };
 
   before(async () => {
-    h = await launch();
-    server = await startStaticServer();
-    url = `${server.url}${PAGE}`;
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 2000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready === true || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    tab = await h.context.newPage();
+    env = await setUp();
+    ({ h, server, tab } = env);
+    url = env.url(PAGE);
     await openOptions();
   });
-  after(async () => { await h?.close(); await server?.close(); });
+  after(async () => { await env?.close(); });
 
   test("popup Undo of an agent write brings back the version before it; after a later change it shows the conflict instead", T, async () => {
     const w = await call("write_script", { source: userscript({ tag: "u", version: "v1" }) });
@@ -130,8 +88,12 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+f");
     assert.ok(await options.evaluate(() => !!document.activeElement?.matches("#editor-text .cm-search input[name=search]")), "Ctrl+F opens the search panel");
     await options.keyboard.type('"v1"');
+    const count = options.locator("#editor-text .cm-search .cm-search-count");
+    const counted = async (want) => { await options.waitForFunction((w) => document.querySelector("#editor-text .cm-search-count")?.textContent === w, want, { timeout: 3000 }).catch(() => {}); return count.textContent(); };
+    assert.equal(await counted("1 match"), "1 match", "the panel counts the matches");
     await options.keyboard.press("Enter");
     assert.equal(await options.locator("#editor-text .cm-searchMatch-selected").textContent({ timeout: 3000 }), '"v1"');
+    assert.equal(await counted("1 of 1"), "1 of 1");
     await options.keyboard.press("Escape");
     assert.ok(await inEditor(), "Escape returns to the text");
     await options.keyboard.type('"v2"');
@@ -175,16 +137,21 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+A");
     await options.keyboard.type("DATASET");
     assert.equal(await options.locator("#editor-text .cm-searchMatch, #editor-text .cm-searchMatch-selected").count(), 2, "both matches highlighted (case-insensitive)");
+    assert.equal(await counted("2 matches"), "2 matches");
     await options.keyboard.press("Enter");
     const first = await at();
     assert.equal(await options.locator("#editor-text .cm-searchMatch-selected").textContent({ timeout: 3000 }), "dataset");
+    assert.equal(await counted("1 of 2"), "1 of 2", "n of m: the first match selected");
     await options.keyboard.press("Enter");
     const second = await at();
     assert.notEqual(second, first);
+    assert.equal(await counted("2 of 2"), "2 of 2");
     await options.keyboard.press("Enter");
     assert.equal(await at(), first, "wraps to the first");
+    assert.equal(await counted("1 of 2"), "1 of 2", "the count wraps with it");
     await options.keyboard.press("Shift+Enter");
     assert.equal(await at(), second, "Shift+Enter goes back");
+    assert.equal(await counted("2 of 2"), "2 of 2");
     await options.keyboard.press("Escape");
     assert.ok(await inEditor(), "Escape returns to the text");
     assert.equal(await options.evaluate(() => getSelection().toString()), "dataset", "with the match selected");
@@ -192,6 +159,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Control+A");
     await options.keyboard.type("no such text");
     assert.equal(await options.locator("#editor-text .cm-searchMatch").count(), 0, "no match, nothing highlighted");
+    assert.equal(await counted("no matches"), "no matches");
     await options.keyboard.press("Control+A");
     await options.keyboard.type("dataset");
     for (const scheme of ["light", "dark"]) {
@@ -205,7 +173,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
   test("read-only mode stops the agent but not the user's own edits", T, async () => {
     await h.internal("policy.setSwitch", { name: "writes", value: false });
     try {
-      const res = await h.lumo("callTool", session, "write_script", { source: userscript({ tag: "ro", version: "v1" }) });
+      const res = await env.tools.call("write_script", { source: userscript({ tag: "ro", version: "v1" }) });
       assert.equal(res.structuredContent?.error_code, "WRITE_DISABLED");
       const r = await h.internal("scripts.save", { source: userscript({ tag: "ro", version: "v1" }) });
       assert.equal(r.result.script.createdBy, "user");
@@ -260,9 +228,9 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
 
     await options.reload();
     // A backup from a newer format version is refused, naming both versions.
-    const newer = JSON.stringify({ ...JSON.parse(backup), version: 2 });
+    const newer = JSON.stringify({ ...JSON.parse(backup), version: 3 });
     await options.locator("#restore-file").setInputFiles([{ name: "newer.json", mimeType: "application/json", buffer: Buffer.from(newer) }]);
-    await options.getByText(/format version 2, newer than version 1/).waitFor({ timeout: 3000 });
+    await options.getByText(/format version 3, newer than version 2/).waitFor({ timeout: 3000 });
     assert.deepEqual(await scripts(), []);
 
     await options.locator("#restore-file").setInputFiles([{ name: "backup.json", mimeType: "application/json", buffer: backup }]);
@@ -416,5 +384,52 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const marks = await seen(tab, url, []);
     assert.ok(marks.includes("th:v1"), `Theirs runs again: ${marks}`);
     assert.equal((await scripts()).find((s) => s.uuid === uuid)?.name, "Theirs");
+  });
+  test("GM values: set by a script in a page, kept out of a plain export, exported when asked, and back after delete forever + restore", T, async () => {
+    const { readFileSync } = await import("node:fs");
+    const vurl = `http://values.test:${new URL(server.url).port}${PAGE}`;
+    const source = [
+      "// ==UserScript==", "// @name         Hands values", "// @namespace    lumo-e2e-hands",
+      "// @match        http://values.test/*", "// @grant        GM_getValue", "// @grant        GM_setValue",
+      "// ==/UserScript==",
+      "(() => {",
+      '  const v = GM_getValue("seen", "none");',
+      '  const mark = document.createElement("lumo-mark");',
+      '  mark.dataset.tag = "val";',
+      "  mark.dataset.v = v;",
+      "  document.documentElement.append(mark);",
+      '  if (v === "none") GM_setValue("seen", "kept-42");',
+      "})();", "",
+    ].join("\n");
+    const { uuid } = (await h.internal("scripts.save", { source })).result.script;
+    const vtab = await h.context.newPage();
+    assert.deepEqual(await seen(vtab, vurl, ["val:none"]), ["val:none"], "no value yet");
+    assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"], 5000), ["val:kept-42"], "the page's GM_setValue was kept");
+
+    await options.reload();
+    const exported = async () => {
+      const [download] = await Promise.all([options.waitForEvent("download"), options.locator("#export-all").click()]);
+      const path = await download.path();
+      return { path, backup: JSON.parse(readFileSync(path)) };
+    };
+    assert.equal(await options.locator("#export-values").isChecked(), false, "values are off by default");
+    const plain = await exported();
+    assert.equal(plain.backup.version, 1);
+    assert.ok(plain.backup.scripts.every((s) => !("values" in s)), "a plain export holds no values");
+    await options.locator("#export-values").check();
+    const full = await exported();
+    assert.equal(full.backup.version, 2);
+    assert.deepEqual(full.backup.scripts.find((s) => s.name === "Hands values").values, { seen: '"kept-42"' });
+
+    await h.internal("scripts.delete", { uuid });
+    await h.internal("trash.purge", { uuids: [uuid] });
+    assert.deepEqual(await seen(vtab, vurl, []), [], "deleted forever: it runs no more");
+    const left = await options.evaluate((u) => chrome.storage.local.get(`values/${u}`), uuid);
+    assert.deepEqual(left, {}, "and its values are gone");
+
+    await options.locator("#restore-file").setInputFiles(full.path);
+    await options.getByText(/^Restored \d+ script\(s\) from the backup, with \d+ value\(s\)/).waitFor({ timeout: 10_000 });
+    assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"]), ["val:kept-42"], "the restored script starts with its restored value");
+    await vtab.close();
   });
 });

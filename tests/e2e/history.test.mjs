@@ -2,100 +2,22 @@
 // host), checked where it counts: the page runs the version the tools say is current.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { HOST_ID } from "./lib/harness.mjs";
+import { markScript, seen, setUp } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
-const PAGE = "/userscripts/page.html";
-const RUN_TIMEOUT_MS = 5000;
-const SETTLE_MS = 500;
 
-/** A userscript that appends <lumo-mark data-tag data-v> to <html>: the page shows which version ran. */
-function userscript({ tag, version, name = `History ${tag}` }) {
-  return [
-    "// ==UserScript==",
-    `// @name         ${name}`,
-    "// @namespace    lumo-e2e-history",
-    "// @match        http://127.0.0.1/*",
-    "// ==/UserScript==",
-    "(() => {",
-    '  const mark = document.createElement("lumo-mark");',
-    `  mark.dataset.tag = ${JSON.stringify(tag)};`,
-    `  mark.dataset.v = ${JSON.stringify(version)};`,
-    "  document.documentElement.append(mark);",
-    "})();",
-    "",
-  ].join("\n");
-}
-
-const marksOf = (page) => page.evaluate(() => [...document.querySelectorAll("lumo-mark")].map((m) => `${m.dataset.tag}:${m.dataset.v}`).sort());
-
-/** Loads the page until exactly `expected` ran there (bounded); returns the marks seen last. */
-async function seen(page, url, expected, timeout = 3000) {
-  const want = JSON.stringify([...expected].sort());
-  let marks;
-  for (const deadline = Date.now() + timeout; ;) {
-    if (page.url() === url) await page.reload({ waitUntil: "load" });
-    else await page.goto(url, { waitUntil: "load" });
-    if (expected.length) {
-      await page.waitForFunction((n) => document.querySelectorAll("lumo-mark").length >= n, expected.length, { timeout: RUN_TIMEOUT_MS }).catch(() => {});
-    }
-    await sleep(SETTLE_MS);
-    marks = await marksOf(page);
-    if (JSON.stringify(marks) === want || Date.now() > deadline) return marks;
-  }
-}
-
-function tools(h, session) {
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session(), name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} ${JSON.stringify(args)} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
-  const fails = async (name, args, code) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, true, `${name} should fail with ${code}, got ${JSON.stringify(res.structuredContent)}`);
-    assert.equal(res.structuredContent?.error_code, code, `${name}: ${res.content?.[0]?.text}`);
-    return res;
-  };
-  return { call, ok, fails };
-}
-
-async function setUp() {
-  const h = await launch();
-  const server = await startStaticServer();
-  const close = async () => { await h.close(); await server.close(); };
-  try {
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 2000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready === true || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    const session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `setup: MCP session: ${JSON.stringify(session)}`);
-    const tab = await h.context.newPage();
-    return { h, session, tab, url: `${server.url}${PAGE}`, close };
-  } catch (e) {
-    await close();
-    throw e;
-  }
-}
+const userscript = ({ tag, version, name = `History ${tag}` }) => markScript({ tag, version, name, namespace: "lumo-e2e-history" });
 
 describe("history: revisions, restore and trash, seen on a real page", () => {
   let env, t, uuid;
   before(async () => {
     env = await setUp();
-    t = tools(env.h, () => env.session);
+    t = env.tools;
   });
   after(async () => { await env?.close(); });
-  const onPage = (expected) => seen(env.tab, env.url, expected);
+  const onPage = (expected) => seen(env.tab, env.url(), expected);
 
   test("v1, v2, v3 by the agent -> list_revisions names them and their author -> restore v1 -> the page runs v1", T, async () => {
     const w = await t.ok("write_script", { source: userscript({ tag: "h", version: "v1" }) });

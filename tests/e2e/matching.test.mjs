@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
+import { registrations as chromeRegistrations, setUp } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -37,17 +38,9 @@ async function anyPathServer() {
 }
 
 describe("matching: what Chrome runs is what match_url says", () => {
-  let h, server, session, tab;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, tab;
+  const call = (name, args = {}) => env.tools.call(name, args);
+  const ok = (name, args) => env.tools.ok(name, args);
   const write = async (tag, lines, body) => (await ok("write_script", { source: script(tag, lines, body) })).script;
   /** Loads `url` and returns the tags of the scripts that ran there. */
   const ranOn = async (url) => {
@@ -57,40 +50,19 @@ describe("matching: what Chrome runs is what match_url says", () => {
   };
   /** match_url's answer: the uuids it says run on `url`. */
   const saysRun = async (url) => (await ok("match_url", { url })).scripts.filter((s) => s.runs).map((s) => s.uuid);
-  const registrations = async () => {
-    const page = await h.context.newPage();
-    try {
-      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
-      return await page.evaluate(() => chrome.userScripts.getScripts());
-    } finally {
-      await page.close();
-    }
-  };
+  const registrations = () => chromeRegistrations(h);
 
   before(async () => {
-    h = await launch();
-    server = await anyPathServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
-    tab = await h.context.newPage();
+    env = await setUp({ server: anyPathServer });
+    ({ h, server, tab } = env);
   });
   // Each test starts with no scripts, so one failing test cannot leave scripts behind that make
   // the next one fail for the wrong reason.
   beforeEach(async () => {
-    if (!session) return;
+    if (!env) return;
     for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await ok("delete_script", { uuid: s.uuid });
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("a table of URLs: every script runs exactly where match_url says, and only where its rules say", T, async () => {
     const P = server.port;

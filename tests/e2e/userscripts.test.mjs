@@ -4,100 +4,14 @@
 // rate limit never carries over from one block to the next.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { HOST_ID, PROVIDER_ID } from "./lib/harness.mjs";
+import { PAGE, TOGGLE_MS, markScript, probe, probeUntilReady, registrations, seenAfter, setUp, visit } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 60_000 };
-/** How long a script may take to show its effect on a page that should run it. */
-const RUN_TIMEOUT_MS = 5000;
-/** After the page's load event (document_idle has passed by then): how long to wait for a script that should not run. */
-const SETTLE_MS = 500;
-/** How long the provider may take to see the "Allow User Scripts" toggle (the probe tests allow the same). */
-const TOGGLE_MS = 2000;
 
-const PAGE = "/userscripts/page.html";
 const EXCLUDED_PAGE = "/userscripts/excluded/page.html";
 
-
-// ---------------------------------------------------------------- scripts
-
-/**
- * A userscript whose body appends <lumo-mark data-tag="tag" data-v="version"> to <html>, so a
- * page shows which scripts ran, in which version, and how often.
- */
-function userscript({ tag, version = "v1", name = `E2E ${tag}`, namespace = "lumo-e2e", match = ["http://127.0.0.1/*"], excludeMatch = [] }) {
-  return [
-    "// ==UserScript==",
-    `// @name         ${name}`,
-    `// @namespace    ${namespace}`,
-    ...match.map((m) => `// @match        ${m}`),
-    ...excludeMatch.map((m) => `// @exclude-match ${m}`),
-    "// ==/UserScript==",
-    "(() => {",
-    '  const mark = document.createElement("lumo-mark");',
-    `  mark.dataset.tag = ${JSON.stringify(tag)};`,
-    `  mark.dataset.v = ${JSON.stringify(version)};`,
-    "  document.documentElement.append(mark);",
-    "})();",
-    "",
-  ].join("\n");
-}
-
-/** The marks left on a page, sorted, as "tag:version" strings. */
-const marksOf = (page) => page.evaluate(() => [...document.querySelectorAll("lumo-mark")].map((m) => `${m.dataset.tag}:${m.dataset.v}`).sort());
-
-/**
- * Loads `url` in `page` (reloads when it is already there) and returns the marks once the
- * expected ones appeared (bounded) and the page then settled: load event + SETTLE_MS. The caller
- * compares the result exactly, so missing, extra, stale-version and double runs all show.
- */
-async function visit(page, url, expected = []) {
-  if (page.url() === url) await page.reload({ waitUntil: "load" });
-  else await page.goto(url, { waitUntil: "load" });
-  if (expected.length) {
-    await page.waitForFunction(
-      (want) => want.every((w) => [...document.querySelectorAll("lumo-mark")].some((m) => `${m.dataset.tag}:${m.dataset.v}` === w)),
-      expected, { timeout: RUN_TIMEOUT_MS },
-    ).catch(async () => assert.fail(`expected marks ${JSON.stringify(expected)} within ${RUN_TIMEOUT_MS} ms on ${url}, page has ${JSON.stringify(await marksOf(page))}`));
-  }
-  await page.waitForFunction(() => document.readyState === "complete");
-  await sleep(SETTLE_MS);
-  return marksOf(page);
-}
-
-/**
- * Reloads the page until exactly `expected` ran there (bounded), for steps where the provider
- * registers in the background (after answering a probe, at worker start). Returns the last marks
- * and how many loads it took.
- */
-async function visitUntil(page, url, expected, timeout = TOGGLE_MS) {
-  const want = JSON.stringify([...expected].sort());
-  let marks;
-  let loads = 0;
-  for (const deadline = Date.now() + timeout; ;) {
-    marks = await visit(page, url);
-    loads++;
-    if (JSON.stringify(marks) === want || Date.now() > deadline) return { marks, loads };
-  }
-}
-
-/**
- * Chrome's own view: chrome.userScripts.getScripts() from a fresh provider page. Note that the
- * options page talks to the worker, which makes the provider reconcile: tests that check that
- * something else (a probe, a worker start) re-registers scripts look at the page first.
- */
-async function registrations(h) {
-  const page = await h.context.newPage();
-  try {
-    await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
-    return await page.evaluate(async () => {
-      if (!chrome.userScripts) return { unavailable: true };
-      return chrome.userScripts.getScripts();
-    });
-  } finally {
-    await page.close();
-  }
-}
 const registeredIds = async (h) => {
   const regs = await registrations(h);
   assert.ok(Array.isArray(regs), `chrome.userScripts.getScripts() is available: ${JSON.stringify(regs)}`);
@@ -126,77 +40,6 @@ async function setDeveloperMode(h, inDeveloperMode) {
   }
 }
 
-// ---------------------------------------------------------------- tools
-
-/** A tool session of the test host, with assertion helpers for results. */
-function tools(h, session) {
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session(), name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  /** Calls a tool that must succeed; returns its structuredContent. */
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} ${JSON.stringify(args)} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
-  /** Calls a tool that must fail with `code`; returns the whole result. */
-  const fails = async (name, args, code) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, true, `${name} should fail with ${code}, got ${JSON.stringify(res.structuredContent)}`);
-    assert.equal(res.structuredContent?.error_code, code, `${name}: ${res.content?.[0]?.text}`);
-    return res;
-  };
-  const get = async (uuid) => (await ok("get_script", { uuid })).script;
-  const listed = async (args = {}) => (await ok("list_scripts", args)).scripts;
-  return { call, ok, fails, get, listed };
-}
-
-// ---------------------------------------------------------------- set-up
-
-/** Probes once (as a real host does before using the provider); returns the L0 result. */
-const probe = (h) => h.lumo("probe", PROVIDER_ID, { openSession: false });
-
-/** Probes until status.ready is `wanted` (the toggle reaches the worker asynchronously). */
-async function probeUntilReady(h, wanted = true) {
-  let r;
-  for (const deadline = Date.now() + TOGGLE_MS; ;) {
-    r = await probe(h);
-    if (r.response?.status?.ready === wanted || Date.now() > deadline) return r;
-    await sleep(100);
-  }
-}
-
-/**
- * A fresh browser with the host approved, "Allow User Scripts" set to `access`, a static server,
- * an open MCP session (h.lumo handle) and a tab for the target pages.
- */
-async function setUp({ access = true } = {}) {
-  const h = await launch();
-  const server = await startStaticServer();
-  const close = async () => {
-    await h.close();
-    await server.close();
-  };
-  try {
-    await h.internal("policy.approve", { id: HOST_ID });
-    if (access) {
-      assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-      const r = await probeUntilReady(h, true);
-      assert.equal(r.state, "connected", `setup: provider ready: ${r.text}`);
-    }
-    const session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `setup: MCP session: ${JSON.stringify(session)}`);
-    const tab = await h.context.newPage();
-    const url = (path) => `${server.url}${path}`;
-    return { h, server, session, tab, url, close };
-  } catch (e) {
-    await close(); // a failed set-up must not leave Chromium running (it would keep the test process alive)
-    throw e;
-  }
-}
-
 // ---------------------------------------------------------------- tests
 
 describe("userscripts: a script's life, seen on a real page", () => {
@@ -204,7 +47,7 @@ describe("userscripts: a script's life, seen on a real page", () => {
   let uuid, revision; // the script under test, as last read
   before(async () => {
     env = await setUp();
-    t = tools(env.h, () => env.session);
+    t = env.tools;
   });
   after(async () => { await env?.close(); });
   const onPage = (expected) => visit(env.tab, env.url(PAGE), expected);
@@ -217,7 +60,7 @@ describe("userscripts: a script's life, seen on a real page", () => {
   const storedMark = async () => [`life:${/mark\.dataset\.v = "(v\d+)"/.exec((await readBack()).source)?.[1]}`];
 
   test("write_script creates a script; it is registered and runs on a matching page", T, async () => {
-    const source = userscript({ tag: "life", version: "v1" });
+    const source = markScript({ tag: "life", version: "v1" });
     const w = await t.ok("write_script", { source });
     assert.equal(w.created, true);
     assert.equal(w.registered, true, "registered: Allow User Scripts is on");
@@ -236,7 +79,7 @@ describe("userscripts: a script's life, seen on a real page", () => {
   });
 
   test("write_script with uuid + revision replaces it; the reloaded page runs v2", T, async () => {
-    const source = userscript({ tag: "life", version: "v2" });
+    const source = markScript({ tag: "life", version: "v2" });
     const w = await t.ok("write_script", { uuid, revision, source });
     assert.equal(w.created, false);
     assert.equal(w.registered, true);
@@ -256,7 +99,7 @@ describe("userscripts: a script's life, seen on a real page", () => {
     assert.equal(w.registered, true);
     const s = await readBack();
     assert.ok(s.revision > before, `revision moved on from ${before}: ${s.revision}`);
-    assert.equal(s.source, userscript({ tag: "life", version: "v3" }));
+    assert.equal(s.source, markScript({ tag: "life", version: "v3" }));
     assert.deepEqual(await onPage(["life:v3"]), ["life:v3"], "only v3 runs");
   });
 
@@ -282,7 +125,7 @@ describe("userscripts: a script's life, seen on a real page", () => {
     const current = await readBack();
     const stale = current.revision - 1;
     assert.ok(stale >= 1, `there is an older revision (current ${current.revision})`);
-    const v9 = userscript({ tag: "life", version: "v9" });
+    const v9 = markScript({ tag: "life", version: "v9" });
     await t.fails("write_script", { uuid, revision: stale, source: v9 }, "CONFLICT");
     await t.fails("patch_script", { uuid, revision: stale, edits: [{ search: "mark.dataset.v", replace: "mark.dataset.stale" }] }, "CONFLICT");
     await t.fails("set_script_enabled", { uuid, enabled: false, revision: stale }, "CONFLICT");
@@ -340,7 +183,7 @@ describe("userscripts: a script's life, seen on a real page", () => {
     }
     await env.h.waitForWorkerStatus(PROVIDER_ID, "running", 10_000);
     // No probe, no tool call, no provider page yet: the new worker alone must register it again.
-    const { marks, loads } = await visitUntil(env.tab, env.url(PAGE), mark);
+    const { marks, loads } = await seenAfter(env.tab, env.url(PAGE), mark);
     assert.deepEqual(marks, mark, `runs after the extension reloaded (${loads} page loads in ${TOGGLE_MS} ms)`);
     ctx.diagnostic(`ran after the reload on page load #${loads}`);
     assert.deepEqual(await registeredIds(env.h), [uuid], "registered again");
@@ -367,7 +210,7 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
   let uuid;
   before(async () => {
     env = await setUp({ access: false });
-    t = tools(env.h, () => env.session);
+    t = env.tools;
   });
   after(async () => { await env?.close(); });
   const onPage = (expected) => visit(env.tab, env.url(PAGE), expected);
@@ -378,7 +221,7 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
     assert.match(r.response.status.reason, /Allow User Scripts/);
     assert.equal(r.state, "error");
 
-    const source = userscript({ tag: "gate", version: "v1" });
+    const source = markScript({ tag: "gate", version: "v1" });
     const w = await t.ok("write_script", { source });
     assert.equal(w.created, true);
     assert.equal(w.registered, false, "cannot be registered while the toggle is off");
@@ -397,7 +240,7 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
     assert.deepEqual(await env.h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     const r = await probeUntilReady(env.h, true);
     assert.equal(r.state, "connected", `ready once the toggle is on: ${r.text}`);
-    const { marks, loads } = await visitUntil(env.tab, env.url(PAGE), expected);
+    const { marks, loads } = await seenAfter(env.tab, env.url(PAGE), expected);
     assert.deepEqual(marks, expected, `after the probe the page runs ${JSON.stringify(expected)} (${loads} page loads in ${TOGGLE_MS} ms)`);
     ctx.diagnostic(`ran on page load #${loads} after the probe`);
     assert.deepEqual(await registeredIds(env.h), [uuid], "registered");
@@ -433,7 +276,7 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
   });
 
   test("disabled and deleted while off: after on + a probe, neither runs any more", T, async (ctx) => {
-    const other = (await t.ok("write_script", { source: userscript({ tag: "gate-b" }) })).script;
+    const other = (await t.ok("write_script", { source: markScript({ tag: "gate-b" }) })).script;
     assert.deepEqual(await onPage(["gate:v2", "gate-b:v1"]), ["gate-b:v1", "gate:v2"], "both run before the toggle goes off");
     await turnOff();
     const off = await t.ok("set_script_enabled", { uuid: other.uuid, enabled: false });
@@ -445,7 +288,7 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
     assert.deepEqual(await env.h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     const r = await probeUntilReady(env.h, true);
     assert.equal(r.state, "connected", r.text);
-    const { marks, loads } = await visitUntil(env.tab, env.url(PAGE), []);
+    const { marks, loads } = await seenAfter(env.tab, env.url(PAGE), []);
     assert.deepEqual(marks, [], `nothing runs after the probe (${loads} page loads in ${TOGGLE_MS} ms)`);
     ctx.diagnostic(`page clean on load #${loads} after the probe`);
     assert.deepEqual(await registeredIds(env.h), [], "no registrations left");
@@ -457,7 +300,7 @@ describe("userscripts: match_url and list_scripts {url} agree with what ran", ()
   const ids = {};
   before(async () => {
     env = await setUp();
-    t = tools(env.h, () => env.session);
+    t = env.tools;
     const port = new URL(env.server.url).port;
     const otherPort = String(Number(port) === 65535 ? 1 : Number(port) + 1);
     const specs = {
@@ -473,12 +316,12 @@ describe("userscripts: match_url and list_scripts {url} agree with what ran", ()
       excl: { match: ["http://127.0.0.1/userscripts/*"], excludeMatch: ["http://127.0.0.1/userscripts/excluded/*"] },
     };
     for (const [tag, spec] of Object.entries(specs)) {
-      const w = await t.ok("write_script", { source: userscript({ tag, ...spec }) });
+      const w = await t.ok("write_script", { source: markScript({ tag, ...spec }) });
       assert.equal(w.registered, true, `setup: ${tag} registered`);
       ids[tag] = w.script.uuid;
     }
     // Matches both pages but is disabled.
-    const w = await t.ok("write_script", { source: userscript({ tag: "off" }), enabled: false });
+    const w = await t.ok("write_script", { source: markScript({ tag: "off" }), enabled: false });
     assert.equal(w.script.enabled, false);
     ids.off = w.script.uuid;
   });
@@ -523,7 +366,7 @@ describe("userscripts: invalid metadata and duplicate identities are refused", (
   let env, t;
   before(async () => {
     env = await setUp();
-    t = tools(env.h, () => env.session);
+    t = env.tools;
   });
   after(async () => { await env?.close(); });
 
@@ -534,7 +377,7 @@ describe("userscripts: invalid metadata and duplicate identities are refused", (
   };
 
   test("missing @name: INVALID_METADATA with a line number; nothing stored", T, async () => {
-    const source = userscript({ tag: "noname" }).replace(/^\/\/ @name .*\n/m, "");
+    const source = markScript({ tag: "noname" }).replace(/^\/\/ @name .*\n/m, "");
     assert.ok(!/@name\s/.test(source), source);
     const res = await t.fails("write_script", { source }, "INVALID_METADATA");
     const text = `${res.structuredContent.message}\n${res.content[0].text}`;
@@ -545,7 +388,7 @@ describe("userscripts: invalid metadata and duplicate identities are refused", (
   });
 
   test("invalid @match: INVALID_METADATA naming the @match line; nothing stored", T, async () => {
-    const source = userscript({ tag: "badmatch", match: ["http://127.0.0.1/*", "not a pattern"] });
+    const source = markScript({ tag: "badmatch", match: ["http://127.0.0.1/*", "not a pattern"] });
     const line = source.split("\n").findIndex((l) => l.includes("not a pattern")) + 1;
     assert.equal(line, 5);
     const res = await t.fails("write_script", { source }, "INVALID_METADATA");
@@ -559,10 +402,10 @@ describe("userscripts: invalid metadata and duplicate identities are refused", (
   });
 
   test("duplicate @namespace + @name: CONFLICT; the first script is untouched", T, async () => {
-    const first = userscript({ tag: "dup", namespace: "lumo-e2e", name: "Same Name" });
+    const first = markScript({ tag: "dup", namespace: "lumo-e2e", name: "Same Name" });
     const w = await t.ok("write_script", { source: first });
     const uuid = w.script.uuid;
-    const second = userscript({ tag: "dup2", namespace: "lumo-e2e", name: "Same Name" });
+    const second = markScript({ tag: "dup2", namespace: "lumo-e2e", name: "Same Name" });
     const res = await t.fails("write_script", { source: second }, "CONFLICT");
     assert.equal(res.structuredContent.details?.existingUuid, uuid, `names the existing script: ${JSON.stringify(res.structuredContent)}`);
     await assertNothingStored(1);
@@ -570,10 +413,10 @@ describe("userscripts: invalid metadata and duplicate identities are refused", (
     assert.equal(s.source, first);
     assert.equal(s.revision, w.script.revision);
     // Same name in another namespace is a different script.
-    const other = await t.ok("write_script", { source: userscript({ tag: "dup3", namespace: "lumo-e2e-other", name: "Same Name" }) });
+    const other = await t.ok("write_script", { source: markScript({ tag: "dup3", namespace: "lumo-e2e-other", name: "Same Name" }) });
     assert.equal(other.created, true);
     // Renaming it onto the first one's identity is a CONFLICT too, and changes nothing.
-    const rename = await t.fails("write_script", { uuid: other.script.uuid, revision: other.script.revision, source: userscript({ tag: "dup3", namespace: "lumo-e2e", name: "Same Name" }) }, "CONFLICT");
+    const rename = await t.fails("write_script", { uuid: other.script.uuid, revision: other.script.revision, source: markScript({ tag: "dup3", namespace: "lumo-e2e", name: "Same Name" }) }, "CONFLICT");
     assert.equal(rename.structuredContent.details?.existingUuid, uuid);
     assert.equal((await t.get(other.script.uuid)).revision, other.script.revision, "the renamed script is unchanged");
     assert.deepEqual(await visit(env.tab, env.url(PAGE), ["dup:v1", "dup3:v1"]), ["dup3:v1", "dup:v1"]);
@@ -592,7 +435,7 @@ describe("userscripts: invalid metadata and duplicate identities are refused", (
       await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
       const disagree = [];
       for (const pattern of patterns) {
-        const source = userscript({ tag: "pattern", match: [pattern] });
+        const source = markScript({ tag: "pattern", match: [pattern] });
         const v = await t.ok("validate_script", { source });
         // What the provider would register: a spelling other managers accept (no path, http*://)
         // is stored rewritten to Chrome's grammar.

@@ -1,0 +1,200 @@
+//! A script's history by hand: its revisions (`scripts.revisions`, `scripts.revision`), bringing
+//! one back (`scripts.restore`) and the popup's Undo of one audited write (`scripts.undo`).
+
+use super::{err, revision_of, uuid_of, write};
+use crate::env::Env;
+use crate::guard::diff::line_diff;
+use crate::provider::Provider;
+use crate::scripts::history::{self, Revision};
+use crate::scripts::restore::{self, Current};
+use crate::scripts::store::ScriptError;
+use crate::tools::WriteArgs;
+use serde_json::{json, Value};
+
+/// `scripts.revisions`: the current version and every kept one, newest first.
+pub(super) async fn revisions<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value {
+    let uuid = match uuid_of(uuid) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let (current, _) = match restore::plan(&p.env, &uuid, None).await {
+        Ok(x) => x,
+        Err(e) => return err(e.to_string()),
+    };
+    let h = match history::load(&p.env, &uuid).await {
+        Ok(h) => h,
+        Err(e) => return err(e.to_string()),
+    };
+    let now = Revision {
+        record: current.record().clone(),
+        source: current.source().to_owned(),
+    };
+    let mut rows = vec![now.summary(true)];
+    rows.extend(h.revisions.iter().rev().map(|r| r.summary(false)));
+    json!({
+        "ok": true,
+        "uuid": uuid,
+        "name": current.record().metadata.name,
+        "currentRevision": current.record().revision,
+        "deleted": matches!(current, Current::Trashed(_)),
+        "revisions": rows,
+        "problems": h.problems,
+    })
+}
+
+/// One revision's source, and its diff against the current source.
+pub(super) async fn revision<E: Env>(
+    p: &Provider<E>,
+    uuid: Option<String>,
+    rev: Option<u64>,
+) -> Value {
+    let (uuid, rev) = match (uuid_of(uuid), revision_of(rev, "revision")) {
+        (Ok(u), Ok(r)) => (u, r),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    match restore::plan(&p.env, &uuid, Some(rev)).await {
+        Ok((current, target)) => json!({
+            "ok": true,
+            "revision": target.summary(target.record.revision == current.record().revision),
+            "source": target.source,
+            "currentRevision": current.record().revision,
+            "diff": line_diff(current.source(), &target.source).join("\n"),
+        }),
+        Err(e) => err(e.to_string()),
+    }
+}
+
+/// `scripts.restore`: brings back one revision, if the script is still at `currentRevision`.
+pub(super) async fn restore<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuid: Option<String>,
+    revision: Option<u64>,
+    current: Option<u64>,
+) -> Value {
+    let (uuid, revision, current) = match (
+        uuid_of(uuid),
+        revision_of(revision, "revision"),
+        revision_of(current, "currentRevision"),
+    ) {
+        (Ok(u), Ok(r), Ok(c)) => (u, r, c),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return e,
+    };
+    let args = WriteArgs::Restore {
+        uuid,
+        revision,
+        current_revision: current,
+    };
+    write(p, msg, "restore_script", args).await
+}
+
+/// Undo of one audited write: brings back the revision before the one that write made. The
+/// write is named by its script, its caller and its time (the audit entry): the revision it
+/// made is the newest one by that caller at or before that time. When the script changed
+/// since, nothing is overwritten: the answer says so and carries the diff.
+pub(super) async fn undo<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuid: Option<String>,
+    caller: Option<String>,
+    at: Option<f64>,
+) -> Value {
+    let uuid = match uuid_of(uuid) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let (Some(caller), Some(at)) = (caller, at) else {
+        return err("\"caller\" and \"at\" must name the audited write");
+    };
+    let (current, _) = match restore::plan(&p.env, &uuid, None).await {
+        Ok(x) => x,
+        Err(e) => return err(e.to_string()),
+    };
+    // The write was the delete (the script is still in the trash it put it in): bring it back,
+    // whoever made the script's last version.
+    if let Current::Trashed(t) = &current {
+        if t.deleted_by == caller && t.deleted_at <= at {
+            let now = t.record.revision;
+            let args = WriteArgs::Restore {
+                uuid,
+                revision: now,
+                current_revision: now,
+            };
+            return write(p, msg, "restore_script", args).await;
+        }
+    }
+    let h = match history::load(&p.env, &uuid).await {
+        Ok(h) => h,
+        Err(e) => return err(e.to_string()),
+    };
+    let mut all: Vec<&crate::scripts::record::ScriptRecord> =
+        h.revisions.iter().map(|r| &r.record).collect();
+    all.push(current.record());
+    let Some(made) = all
+        .iter()
+        .filter(|r| r.updated_by == caller && r.updated_at <= at)
+        .max_by_key(|r| r.revision)
+        .map(|r| r.revision)
+    else {
+        return err("the version that write made is no longer in the history");
+    };
+    let now = current.record().revision;
+    if matches!(current, Current::Trashed(_)) && made == now {
+        // The write was the delete (or the last change before it): bring the script back.
+        return write(
+            p,
+            msg,
+            "restore_script",
+            WriteArgs::Restore {
+                uuid,
+                revision: now,
+                current_revision: now,
+            },
+        )
+        .await;
+    }
+    if made != now {
+        let diff = match h.find(made) {
+            Some(r) => line_diff(&r.source, current.source()).join("\n"),
+            None => String::new(),
+        };
+        return json!({
+            "ok": false,
+            "code": "CONFLICT",
+            "error": format!("the script changed since that write (it made revision {made}; the script is at revision {now}); nothing was overwritten. The changes since are below; restore a revision from the options page if you still want to."),
+            "diff": diff,
+        });
+    }
+    let Some(before) = made.checked_sub(1).filter(|b| *b >= 1) else {
+        // That write created the script: undoing it deletes it (to the trash).
+        return write(
+            p,
+            msg,
+            "delete_script",
+            WriteArgs::Delete {
+                uuid,
+                revision: Some(now),
+            },
+        )
+        .await;
+    };
+    if h.find(before).is_none() {
+        return err(ScriptError::RevisionNotFound {
+            uuid,
+            revision: before,
+            current: now,
+        }
+        .to_string());
+    }
+    write(
+        p,
+        msg,
+        "restore_script",
+        WriteArgs::Restore {
+            uuid,
+            revision: before,
+            current_revision: now,
+        },
+    )
+    .await
+}

@@ -1,0 +1,163 @@
+//! The user's own hands: the operations the extension's pages (options, popup) send for
+//! history, restore, undo, the trash and editing. They go through the same store, validation,
+//! locking and history as the agent's writes (`tools::run_write`), attributed to
+//! [`BY_USER`]; they are not rate-limited or reviewed, and they are audited like the agent's
+//! writes (caller `user`).
+
+//!
+//! One file per kind of operation: `history` (the revisions, a restore, undo), `trash` (its
+//! list, "Delete forever" and "Empty trash") and `edit` (the editor's save and lint); this file
+//! holds the wire enum, the dispatch and the one write path they share.
+
+mod edit;
+mod history;
+mod trash;
+
+pub use edit::lint;
+
+use crate::control::args::{loose, Arg};
+use crate::env::Env;
+use crate::guard::audit::Entry;
+use crate::guard::digest::digest_hex;
+use crate::provider::Provider;
+use crate::scripts::record::{is_uuid, BY_USER};
+use crate::scripts::store::Actor;
+use crate::tools::{run_write, WriteArgs};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+fn err(msg: impl Into<String>) -> Value {
+    json!({ "ok": false, "error": msg.into() })
+}
+
+fn uuid_of(uuid: Option<String>) -> Result<String, Value> {
+    match uuid {
+        Some(u) if is_uuid(&u) => Ok(u),
+        _ => Err(err("\"uuid\" must be a script uuid")),
+    }
+}
+
+fn revision_of(revision: Option<u64>, key: &str) -> Result<u64, Value> {
+    match revision {
+        Some(r) if r >= 1 => Ok(r),
+        _ => Err(err(format!("\"{key}\" must be a revision (1 or more)"))),
+    }
+}
+
+/// The history, trash and editing ops by wire name; fields are read loosely
+/// (`control::args`) so that each op's function refuses a bad one with its own message.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op")]
+pub enum HandOp {
+    #[serde(rename = "scripts.revisions")]
+    Revisions {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+    },
+    #[serde(rename = "scripts.revision")]
+    Revision {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+    },
+    #[serde(rename = "scripts.restore")]
+    Restore {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+        #[serde(default, rename = "currentRevision", deserialize_with = "loose")]
+        current_revision: Option<u64>,
+    },
+    /// The audited write to undo, named by its script, its caller and its time.
+    #[serde(rename = "scripts.undo")]
+    Undo {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        caller: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        at: Option<f64>,
+    },
+    /// No `uuid`: create; a `uuid`: edit the `revision` the editor loaded.
+    #[serde(rename = "scripts.save")]
+    Save {
+        #[serde(default, deserialize_with = "loose")]
+        source: Option<String>,
+        #[serde(default)]
+        uuid: Arg<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+        #[serde(default, deserialize_with = "loose")]
+        enabled: Option<bool>,
+    },
+    #[serde(rename = "trash.list")]
+    TrashList,
+    /// No `uuids`: empty the trash; a list: delete those forever.
+    #[serde(rename = "trash.purge")]
+    TrashPurge {
+        #[serde(default)]
+        uuids: Arg<Vec<Value>>,
+    },
+}
+
+/// Runs one of this family's ops. `msg` is the whole message, for the audit digest and the
+/// page it came from (`via`).
+pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
+    match op {
+        HandOp::Revisions { uuid } => history::revisions(p, uuid).await,
+        HandOp::Revision { uuid, revision } => history::revision(p, uuid, revision).await,
+        HandOp::Restore {
+            uuid,
+            revision,
+            current_revision,
+        } => history::restore(p, msg, uuid, revision, current_revision).await,
+        HandOp::Undo { uuid, caller, at } => history::undo(p, msg, uuid, caller, at).await,
+        HandOp::Save {
+            source,
+            uuid,
+            revision,
+            enabled,
+        } => edit::save(p, msg, source, uuid, revision, enabled).await,
+        HandOp::TrashList => trash::list(p).await,
+        HandOp::TrashPurge { uuids } => trash::purge(p, msg, uuids).await,
+    }
+}
+
+/// The page a user action came from, for provenance.
+fn page_of(msg: &Value) -> &'static str {
+    match msg.get("via").and_then(Value::as_str) {
+        Some("popup") => "popup",
+        _ => "options page",
+    }
+}
+
+/// Runs a user's write: audited (caller `user`), never rate-limited or reviewed.
+pub(crate) async fn write<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    tool: &str,
+    args: WriteArgs,
+) -> Value {
+    let entry = Entry {
+        at: p.env.now_ms(),
+        tool: tool.to_owned(),
+        caller: BY_USER.to_owned(),
+        result: String::new(),
+        target: args.target().map(str::to_owned),
+        digest: digest_hex(msg),
+    };
+    let actor = Actor {
+        by: BY_USER,
+        via: Some(page_of(msg)),
+    };
+    match run_write(p, actor, args, Some(entry)).await.result {
+        Ok(r) => {
+            json!({ "ok": true, "result": r.get("structuredContent").cloned().unwrap_or(Value::Null) })
+        }
+        Err(e) => {
+            json!({ "ok": false, "error": e.message, "code": e.code.as_str(), "details": e.details })
+        }
+    }
+}
