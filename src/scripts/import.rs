@@ -142,7 +142,7 @@ enum Step {
 type Checked = (Item, Metadata, Vec<Diagnostic>, Step);
 
 /// Imports `items` for `actor` in one `set`, or refuses with nothing written.
-pub async fn import<E: Storage + Clock + Ids>(
+pub async fn import<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
@@ -252,8 +252,23 @@ fn check(
     Ok(checked)
 }
 
+/// One file's @require/@resource: fetched now, or (a replaced script) reused by URL.
+async fn prepare<E: Storage + crate::env::Http>(
+    env: &E,
+    meta: &Metadata,
+    current: &[crate::gm::assets::Asset],
+    label: &str,
+) -> Result<crate::gm::asset_store::Prepared, ImportError> {
+    crate::gm::asset_store::prepare(env, meta, current)
+        .await
+        .map_err(|e| ImportError::Invalid {
+            label: label.to_owned(),
+            error: store::ScriptError::Asset(e),
+        })
+}
+
 /// The records, sources, index and history of the import: one `set`, not yet written.
-async fn build<E: Storage + Clock + Ids>(
+async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
@@ -266,6 +281,7 @@ async fn build<E: Storage + Clock + Ids>(
     let mut changes = Vec::new();
     let mut kept = Vec::new();
     let mut labels = Vec::new();
+    let mut blobs = Map::new();
     for (item, meta, diagnostics, step) in checked {
         let record = match step {
             Step::Keep => {
@@ -273,6 +289,8 @@ async fn build<E: Storage + Clock + Ids>(
                 continue;
             }
             Step::Create => {
+                let prepared = prepare(env, &meta, &[], &item.label).await?;
+                blobs.extend(prepared.items);
                 let uuid = env.new_uuid();
                 index.push(uuid.clone());
                 ScriptRecord {
@@ -287,10 +305,13 @@ async fn build<E: Storage + Clock + Ids>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
+                    assets: prepared.assets,
                 }
             }
             Step::Replace(uuid) => {
                 let (current, old) = store::load_with_source(env, &uuid).await.map_err(storage)?;
+                let prepared = prepare(env, &meta, &current.assets, &item.label).await?;
+                blobs.extend(prepared.items);
                 let record = ScriptRecord {
                     metadata: meta,
                     enabled: item.enabled.unwrap_or(current.enabled),
@@ -300,6 +321,7 @@ async fn build<E: Storage + Clock + Ids>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
+                    assets: prepared.assets,
                     ..current.clone()
                 };
                 prevs.push(Revision {
@@ -333,6 +355,7 @@ async fn build<E: Storage + Clock + Ids>(
     if index.len() != snap.index.len() {
         set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
     }
+    set.extend(blobs);
     Ok((
         set,
         Imported {
