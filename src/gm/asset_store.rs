@@ -52,7 +52,13 @@ pub async fn prepare<E: Storage + Http>(
                         },
                         why: crate::text::ellipsize(&e.0, 200),
                     })?;
-                let (a, bytes) = assets::verify(web, &w, resp)?;
+                let answer = assets::Answer {
+                    status: resp.status,
+                    final_url: resp.final_url,
+                    headers: resp.headers,
+                    body: resp.body,
+                };
+                let (a, bytes) = assets::verify(web, &w, answer)?;
                 out.items
                     .insert(assets::blob_key(&a.sha256), assets::encode(&bytes).into());
                 out.assets.push(a);
@@ -75,7 +81,7 @@ pub async fn prepare<E: Storage + Http>(
 /// Refuses a `set` of `items` that would take `chrome.storage.local` past the import's bound
 /// (its quota less the headroom); only asked when new bytes are stored.
 pub async fn check_quota<S: Storage>(s: &S, items: &Map<String, Value>) -> Result<(), AssetError> {
-    use crate::scripts::import::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
+    use crate::scripts::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
     let all = s
         .get_all(Area::Local)
         .await

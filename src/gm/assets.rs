@@ -7,7 +7,6 @@
 //! once per content (`asset/<sha256>`, base64), shared by every revision and script that names
 //! them. A URL the script's current record already holds is reused, never fetched again.
 
-use crate::env::HttpResponse;
 use crate::text::ellipsize;
 use crate::web::WebPlatform;
 use base64::Engine as _;
@@ -132,6 +131,15 @@ pub enum AssetError {
     Mismatch { what: String, alg: &'static str },
     Quota { needed: usize, limit: usize },
     Storage(String),
+}
+
+impl AssetError {
+    /// The message without "the script was not stored" (for `validate_script`).
+    pub fn reason(&self) -> String {
+        let s = self.to_string();
+        s.strip_suffix("; the script was not stored")
+            .map_or(s.clone(), str::to_owned)
+    }
 }
 
 impl fmt::Display for AssetError {
@@ -313,12 +321,21 @@ pub fn plan(wanted: Vec<Wanted>, current: &[Asset]) -> Vec<Step> {
         .collect()
 }
 
+/// What the fetch answered (the env's `HttpResponse`, as far as this module reads it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub final_url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
 /// A fetched file checked: status, size, where it ended up, the URL's hashes. The bytes are
 /// returned for storing.
 pub fn verify(
     web: &dyn WebPlatform,
     w: &Wanted,
-    resp: HttpResponse,
+    resp: Answer,
 ) -> Result<(Asset, Vec<u8>), AssetError> {
     if !(200..300).contains(&resp.status) {
         return Err(AssetError::Status {
@@ -407,10 +424,9 @@ mod tests {
     use super::*;
     use crate::web::platform;
 
-    fn resp(status: u16, body: &[u8], final_url: &str) -> HttpResponse {
-        HttpResponse {
+    fn resp(status: u16, body: &[u8], final_url: &str) -> Answer {
+        Answer {
             status,
-            status_text: String::new(),
             final_url: final_url.into(),
             headers: vec![("Content-Type".into(), "text/css; charset=utf-8".into())],
             body: body.to_vec(),

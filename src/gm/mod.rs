@@ -9,6 +9,7 @@ pub mod assets;
 pub mod connect;
 pub mod inject;
 pub mod message;
+pub mod resources;
 pub mod store;
 pub mod values;
 pub mod xhr;

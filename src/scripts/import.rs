@@ -15,10 +15,7 @@ use crate::tools::catalog::MAX_SOURCE_BYTES;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
-/// `chrome.storage.local.QUOTA_BYTES` (the extension has no `unlimitedStorage`).
-pub const QUOTA_BYTES: usize = 10 * 1024 * 1024;
-/// Kept free after an import: the audit entry, the registry's and the policy's small writes.
-pub const HEADROOM_BYTES: usize = 256 * 1024;
+pub use super::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
 
 /// One script to import: a file's or a backup entry's.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,25 +108,6 @@ pub struct Imported {
     pub labels: Vec<String>,
     /// Labels of the items skipped because the user kept the existing script.
     pub kept: Vec<String>,
-}
-
-/// The bytes `chrome.storage` counts for one item: the key and the value's JSON.
-fn item_bytes(key: &str, v: &Value) -> usize {
-    key.len()
-        .saturating_add(serde_json::to_string(v).map_or(usize::MAX, |s| s.len()))
-}
-
-/// The bytes in use after `items` are set over `all` (the area's current content).
-pub fn bytes_after(all: &Map<String, Value>, items: &Map<String, Value>) -> (usize, usize) {
-    let in_use = all
-        .iter()
-        .map(|(k, v)| item_bytes(k, v))
-        .fold(0usize, usize::saturating_add);
-    let after = items.iter().fold(in_use, |n, (k, v)| {
-        let old = all.get(k).map_or(0, |o| item_bytes(k, o));
-        n.saturating_sub(old).saturating_add(item_bytes(k, v))
-    });
-    (in_use, after)
 }
 
 enum Step {
