@@ -264,3 +264,32 @@ fn bounds_are_checked_before_fetching() {
     assert_eq!(error_code(&r), Some("INVALID_METADATA"), "{r}");
     assert!(p.env.fetched.borrow().is_empty());
 }
+
+#[test]
+fn purging_a_script_removes_the_bytes_only_it_named() {
+    let p = provider();
+    answer(&p, LIB, ok("var SHARED = 1;", "text/javascript"));
+    answer(&p, CSS, ok("only-mine", "text/css"));
+    let a = op(
+        &p,
+        json!({"op": "scripts.save", "source": with_assets("A", &[&format!("// @require {LIB}"), &format!("// @resource c {CSS}")], "1;")}),
+    );
+    let b = op(
+        &p,
+        json!({"op": "scripts.save", "source": with_assets("B", &[&format!("// @require {LIB}")], "1;")}),
+    );
+    assert_eq!(blobs(&p).len(), 2, "{a} {b}");
+    let uuid = a["result"]["script"]["uuid"].as_str().unwrap();
+    op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    // In the trash it keeps its bytes (a restore brings it back whole)…
+    assert_eq!(blobs(&p).len(), 2);
+    op(&p, json!({"op": "trash.purge", "uuids": [uuid]}));
+    // …purged, the library B still uses stays and A's own file goes.
+    let left = blobs(&p);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let stored = stored(&p);
+    assert_eq!(
+        lumo_userscripts::gm::assets::decode(stored[&left[0]].as_str().unwrap()).unwrap(),
+        b"var SHARED = 1;"
+    );
+}
