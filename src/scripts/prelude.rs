@@ -203,6 +203,47 @@ mod tests {
     }
 
     #[test]
+    fn require_code_goes_before_the_source_and_the_line_offset_counts_it() {
+        let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
+        let mut p = prelude();
+        p.requires = "var LIB = 1; // ends in a comment\n;\n".into();
+        let code = p.wrap("", src).unwrap();
+        let lines: Vec<&str> = code.split('\n').collect();
+        assert!(lines[0].ends_with("__lumoRun.run(function () {"));
+        assert_eq!(lines[1], "var LIB = 1; // ends in a comment");
+        assert_eq!(lines[2], ";");
+        assert_eq!(lines[3], "// ==UserScript==");
+        // Line 4 of the code is line 1 of the source: 3 lines come before it.
+        assert!(lines[0].contains("(\"TOKEN-x\", \"document_end\", 3, 4, "));
+    }
+
+    #[test]
+    fn a_script_without_the_prelude_still_gets_its_require_code_first() {
+        use crate::gm::assets::Asset;
+        use crate::scripts::metadata;
+        let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @include http://b.test:*/*\n// @require https://cdn.test/l.js\n// ==/UserScript==\nx;\n";
+        let meta = metadata::parse(src).metadata.unwrap();
+        let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
+        let lib = Asset {
+            url: "https://cdn.test/l.js".into(),
+            name: None,
+            sha256: String::new(),
+            size: 3,
+            mime: String::new(),
+            final_url: None,
+        };
+        apply_loaded(
+            &mut reg,
+            Some(&ChannelKey::from_uuids(U, U).unwrap()),
+            &crate::gm::values::Values::default(),
+            &[(lib, Some(b"L=1".to_vec()))],
+        );
+        let code = reg.js[0].code.clone().unwrap();
+        assert!(code.find("L=1\n;\n").unwrap() < code.find("// ==UserScript==").unwrap());
+        assert!(!reg.messaging);
+    }
+
+    #[test]
     fn the_token_is_not_in_the_scope_of_the_source() {
         let code = prelude().wrap("", "x").unwrap();
         // The token is an argument of the inner arrow, which closes before the source starts.

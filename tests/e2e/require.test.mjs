@@ -136,6 +136,22 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.ok(!JSON.stringify(v).includes("not loaded"), JSON.stringify(v));
   });
 
+  test("a script with a @require reports its own error at its own line (the library's lines are not counted)", T, async () => {
+    const { script: s } = await ok("write_script", { source: script("throws", ["@match http://throw.test/*", `@require ${lib("/lib.js")}`],
+      // Lines 1–6 are the metadata block: the body starts at line 7.
+      "document.documentElement.setAttribute('data-r-before', libShout('x'));\nconsole.log('line 8');\nnull.boom;") });
+    assert.deepEqual(await load("throw.test"), { before: "X!" });
+    let run;
+    for (const deadline = Date.now() + 5000; !run && Date.now() < deadline; await sleep(100)) {
+      run = (await ok("script_runs", { uuid: s.uuid, errorsOnly: true })).runs[0];
+    }
+    assert.ok(run, "no run reported");
+    assert.equal(run.error.name, "TypeError", JSON.stringify(run));
+    assert.equal(run.error.line, 9, JSON.stringify(run.error));
+    assert.equal(run.error.column, 6, JSON.stringify(run.error));
+    assert.deepEqual(run.console.map((c) => [c.text, c.line]), [["line 8", 8]]);
+  });
+
   test("a failed fetch, a hash mismatch, a huge answer and a redirect to a cleartext host each refuse the write and store nothing", T, async () => {
     const before = await assetKeys();
     const cases = [
