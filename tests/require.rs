@@ -293,3 +293,43 @@ fn purging_a_script_removes_the_bytes_only_it_named() {
         b"var SHARED = 1;"
     );
 }
+
+#[test]
+fn slow_servers_cannot_hold_the_write_lock_past_the_budget() {
+    let p = provider();
+    let s = ready(&p);
+    p.env.fetch_ms.set(20_000.0);
+    let lines: Vec<String> = (0..3)
+        .map(|i| format!("// @require https://slow.test/{i}.js"))
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let before = stored(&p);
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": with_assets("Slow", &refs, "1;")}),
+    );
+    assert_eq!(r["isError"], json!(true), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("https://slow.test/2.js") && text.contains("ran out"),
+        "{text}"
+    );
+    // The second fetch got only what was left of the 30 s; the third was never sent.
+    let timeouts: Vec<u64> = p
+        .env
+        .fetched
+        .borrow()
+        .iter()
+        .map(|r| r.timeout_ms)
+        .collect();
+    assert_eq!(timeouts, [20_000, 10_000]);
+    assert!(p
+        .env
+        .fetched
+        .borrow()
+        .iter()
+        .all(|r| r.anonymous && r.method == "GET"));
+    assert_eq!(stored(&p), before);
+}

@@ -3,8 +3,8 @@
 //! `assets::verify`, and handed to the write as items of its one `set` — so a refusal stores
 //! nothing, and a stored record never names bytes that are not stored.
 
-use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS};
-use crate::env::{Area, Http, HttpRequest, Storage};
+use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS};
+use crate::env::{Area, Clock, Http, HttpRequest, Storage};
 use crate::scripts::metadata::Metadata;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
@@ -17,8 +17,9 @@ pub struct Prepared {
     pub items: Map<String, Value>,
 }
 
-/// Fetches what `meta` names that `current` (the script's stored list) does not hold.
-pub async fn prepare<E: Storage + Http>(
+/// Fetches what `meta` names that `current` (the script's stored list) does not hold, one after
+/// the other, within [`WRITE_FETCH_BUDGET_MS`] in all.
+pub async fn prepare<E: Storage + Http + Clock>(
     env: &E,
     meta: &Metadata,
     current: &[Asset],
@@ -29,16 +30,33 @@ pub async fn prepare<E: Storage + Http>(
         current,
     );
     let mut out = Prepared::default();
+    let started = env.now_ms();
     for step in steps {
         match step {
             Step::Reuse(a) => out.assets.push(a),
             Step::Fetch(w) => {
+                let what = || match &w.name {
+                    None => format!("@require {}", w.url),
+                    Some(n) => format!("@resource {n} {}", w.url),
+                };
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let spent = (env.now_ms() - started).clamp(0.0, 1e12) as u64;
+                let left = WRITE_FETCH_BUDGET_MS.saturating_sub(spent);
+                if left == 0 {
+                    return Err(AssetError::Fetch {
+                        what: what(),
+                        why: format!(
+                            "the write's {} s for fetching files ran out",
+                            WRITE_FETCH_BUDGET_MS / 1000
+                        ),
+                    });
+                }
                 let req = HttpRequest {
                     method: "GET".into(),
                     url: w.fetch_url.clone(),
                     headers: Vec::new(),
                     body: None,
-                    timeout_ms: FETCH_TIMEOUT_MS,
+                    timeout_ms: FETCH_TIMEOUT_MS.min(left),
                     anonymous: true,
                 };
                 // One byte over the bound tells "too large" from "exactly the bound".
@@ -46,10 +64,7 @@ pub async fn prepare<E: Storage + Http>(
                     .fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
                     .await
                     .map_err(|e| AssetError::Fetch {
-                        what: match &w.name {
-                            None => format!("@require {}", w.url),
-                            Some(n) => format!("@resource {n} {}", w.url),
-                        },
+                        what: what(),
                         why: crate::text::ellipsize(&e.0, 200),
                     })?;
                 let answer = assets::Answer {

@@ -22,6 +22,8 @@ pub const MAX_ASSETS: usize = 16;
 pub const MAX_SCRIPT_ASSET_BYTES: usize = 2 * 1024 * 1024;
 /// How long one fetch may take.
 pub const FETCH_TIMEOUT_MS: u64 = 20_000;
+/// How long all the fetches of one write may take together (they run under the write lock).
+pub const WRITE_FETCH_BUDGET_MS: u64 = 30_000;
 
 /// A file a stored script loads: what its record keeps (the bytes are under [`blob_key`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -231,7 +231,7 @@ fn check(
 }
 
 /// One file's @require/@resource: fetched now, or (a replaced script) reused by URL.
-async fn prepare<E: Storage + crate::env::Http>(
+async fn prepare<E: Storage + Clock + crate::env::Http>(
     env: &E,
     meta: &Metadata,
     current: &[crate::gm::assets::Asset],
