@@ -194,6 +194,31 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(seen.thief, "null");
   });
 
+  test("review names the URL and when its bytes are fixed; only the approved write fetches, and its result has the sha256", T, async () => {
+    const hash = createHash("sha256").update(TEXT).digest("hex");
+    const hitsBefore = srv.hits.filter((u) => u === "/text.txt").length;
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    try {
+      const pending = call("write_script", { source: script("reviewed", ["@match http://rev.test/*", `@resource t ${lib("/text.txt")}`], "1;") });
+      let review;
+      for (const deadline = Date.now() + 8000; !review && Date.now() < deadline; await sleep(100)) {
+        review = (await h.internal("state.get")).reviews?.[0];
+      }
+      assert.ok(review, "no review appeared");
+      const shown = JSON.stringify(review);
+      assert.ok(shown.includes(`Loads the file t from ${lib("/text.txt")} (@resource; fetched once when this write is done`), shown);
+      // Nothing is fetched while the user decides.
+      assert.equal(srv.hits.filter((u) => u === "/text.txt").length, hitsBefore);
+      await h.internal("reviews.decide", { review: review.id, approve: true });
+      const res = await pending;
+      assert.equal(res.isError, false, res.content?.[0]?.text);
+      assert.deepEqual(res.structuredContent.script.assets.map((a) => [a.name, a.sha256, a.mime]), [["t", hash, "text/plain"]]);
+      assert.equal(srv.hits.filter((u) => u === "/text.txt").length, hitsBefore + 1);
+    } finally {
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+    }
+  });
+
   test("the options page shows each stored file's URL and sha256", T, async () => {
     const hash = createHash("sha256").update(LIB).digest("hex");
     await ok("write_script", { source: script("shown", ["@match http://shown.test/*", `@require ${lib("/lib.js")}`], "1;") });
