@@ -562,6 +562,43 @@ mod tests {
     }
 
     #[test]
+    fn hostile_fragments_and_urls_are_answered_never_a_panic() {
+        for f in [
+            "",
+            "=",
+            "-",
+            "sha256",
+            "sha256=",
+            "sha256-",
+            "sha384=é",
+            "sha512-@@@@",
+            "SHA256=00",
+            "sha256=\u{0}",
+            "md5",
+            ",,,;;;   ",
+            "sha256=é€𝄞",
+            "x=y-z",
+            "sha1-AAAA",
+        ] {
+            let _ = pins(f);
+            let _ = wanted(platform(), &[format!("https://a.example/#{f}")], &[]);
+        }
+        for u in [
+            "",
+            "#",
+            "https://",
+            "https://[::1",
+            "https://a.example/\u{2028}",
+            "\u{feff}https://a/",
+        ] {
+            let _ = wanted(platform(), &[u.to_owned()], &[(u.to_owned(), u.to_owned())]);
+        }
+        // An upper-case algorithm name is the same algorithm.
+        let hex = crate::guard::digest::sha256_hex(b"x");
+        assert_eq!(pins(&format!("SHA256={hex}")).unwrap().len(), 1);
+    }
+
+    #[test]
     fn the_script_total_is_bounded() {
         let a = |size| Asset {
             url: String::new(),
