@@ -124,10 +124,14 @@ function asks(s) {
   const grants = (s.grants ?? []).filter((g) => g !== 'none');
   const connects = s.connects ?? [];
   const requires = s.requires ?? [];
+  // The files stored when the script was written (URL and sha256 of the bytes it runs with).
+  const assets = s.assets ?? [];
+  const stored = (a) => `${a.name == null ? '@require' : `@resource ${a.name}`} ${a.url} — sha256 ${a.sha256}`
+    + (a.finalUrl ? ` (redirected to ${a.finalUrl})` : '');
   const items = [
     ...grants.map((g) => `@grant ${g}`),
     ...connects.map((c) => `@connect ${c}${c === '*' ? ' (any site)' : ''}`),
-    ...requires.map((r) => `@require ${r}`),
+    ...(assets.length ? assets.map(stored) : requires.map((r) => `@require ${r}`)),
   ];
   return items.length
     ? el('ul', { class: 'rules mono grants', 'aria-label': `What ${s.name} asks for` }, items.map((r) => el('li', {}, r)))

@@ -216,6 +216,10 @@ pub mod memory {
         pub executed: RefCell<Vec<(i64, bool, String, String)>>,
         /// Per-script world configurations: world id → messaging.
         pub worlds: RefCell<BTreeMap<String, bool>>,
+        /// What `fetch` answers for a URL (`Err`: a network failure); others get the default.
+        pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, String>>>,
+        /// How long each `fetch` takes (the clock advances by it).
+        pub fetch_ms: Cell<f64>,
     }
 
     impl MemoryEnv {
@@ -308,6 +312,10 @@ pub mod memory {
             _max_body: usize,
         ) -> Result<HttpResponse, EnvError> {
             self.fetched.borrow_mut().push(req.clone());
+            self.advance(self.fetch_ms.get());
+            if let Some(a) = self.http_answers.borrow().get(&req.url) {
+                return a.clone().map_err(EnvError);
+            }
             Ok(HttpResponse {
                 status: 200,
                 status_text: "OK".into(),

@@ -324,19 +324,7 @@ impl crate::env::Http for ChromeEnv {
                 .unwrap_or_default()
         };
         let headers = response_headers(&resp);
-        let ab: js_sys::Function = Reflect::get(&resp, &"arrayBuffer".into())
-            .ok()
-            .and_then(|f| f.dyn_into().ok())
-            .ok_or_else(|| EnvError("no response body".into()))?;
-        let p: js_sys::Promise = ab.call0(&resp).map_err(fail)?.dyn_into().map_err(fail)?;
-        let buf = JsFuture::from(p).await.map_err(fail)?;
-        let bytes = js_sys::Uint8Array::new(&buf);
-        let len = usize::try_from(bytes.length()).unwrap_or(usize::MAX);
-        if len > max_body {
-            return Err(EnvError(format!(
-                "the response is {len} bytes, over the {max_body} a script may receive"
-            )));
-        }
+        let body = read_body(&resp, max_body).await.map_err(fail)?;
         let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let status = status as u16;
@@ -345,8 +333,66 @@ impl crate::env::Http for ChromeEnv {
             status_text: text(&resp, "statusText"),
             final_url: text(&resp, "url"),
             headers,
-            body: bytes.to_vec(),
+            body,
         })
+    }
+}
+
+/// `cancel()` of a stream or reader; its promise is awaited off this path (a rejection is
+/// nobody's business).
+fn cancel_stream(o: &JsValue) {
+    let p = Reflect::get(o, &"cancel".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+        .and_then(|f| f.call0(o).ok())
+        .and_then(|p| p.dyn_into::<js_sys::Promise>().ok());
+    if let Some(p) = p {
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = JsFuture::from(p).await;
+        });
+    }
+}
+
+/// A `Response`'s body, read chunk by chunk and given up (the stream cancelled) as soon as it
+/// passes `max` bytes, so a huge or endless answer never sits in the worker's memory whole.
+async fn read_body(resp: &JsValue, max: usize) -> Result<Vec<u8>, JsValue> {
+    let too_big = || JsValue::from_str(&format!("the response is over {max} bytes"));
+    let declared = Reflect::get(resp, &"headers".into())
+        .ok()
+        .and_then(|h| {
+            let get: js_sys::Function = Reflect::get(&h, &"get".into()).ok()?.dyn_into().ok()?;
+            get.call1(&h, &"content-length".into()).ok()?.as_string()
+        })
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    let body = Reflect::get(resp, &"body".into()).unwrap_or(JsValue::NULL);
+    let cancel = || {
+        cancel_stream(&body);
+    };
+    if declared.is_some_and(|n| n > u64::try_from(max).unwrap_or(u64::MAX)) {
+        cancel();
+        return Err(too_big());
+    }
+    if body.is_null() || body.is_undefined() {
+        return Ok(Vec::new());
+    }
+    let reader = Reflect::get(&body, &"getReader".into())?
+        .dyn_into::<js_sys::Function>()?
+        .call0(&body)?;
+    let read: js_sys::Function = Reflect::get(&reader, &"read".into())?.dyn_into()?;
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        let p: js_sys::Promise = read.call0(&reader)?.dyn_into()?;
+        let chunk = JsFuture::from(p).await?;
+        if Reflect::get(&chunk, &"done".into())?.as_bool() == Some(true) {
+            return Ok(out);
+        }
+        let bytes = js_sys::Uint8Array::new(&Reflect::get(&chunk, &"value".into())?);
+        let len = usize::try_from(bytes.length()).unwrap_or(usize::MAX);
+        if out.len().saturating_add(len) > max {
+            cancel_stream(&reader);
+            return Err(too_big());
+        }
+        out.extend_from_slice(&bytes.to_vec());
     }
 }
 

@@ -4,9 +4,12 @@
 //! (`scripts::prelude`) gives a script exactly the functions its grants name.
 
 pub mod api;
+pub mod asset_store;
+pub mod assets;
 pub mod connect;
 pub mod inject;
 pub mod message;
+pub mod resources;
 pub mod store;
 pub mod values;
 pub mod xhr;

@@ -20,7 +20,7 @@
 //! appending rewrites one small chunk, not the whole log. The oldest chunk is dropped past
 //! [`MAX_CHUNKS`]: a ring keeps its newest 900–1000 entries.
 
-use crate::env::{Area, Clock, EnvError, Ids, Storage};
+use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -293,6 +293,13 @@ impl<E: Storage> Storage for Journaled<'_, E> {
 
     async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
         self.inner.get_all(area).await
+    }
+}
+
+/// A write fetches its `@require`/`@resource` files through the same env (`gm::asset_store`).
+impl<E: Http> Http for Journaled<'_, E> {
+    async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError> {
+        self.inner.fetch(req, max_body).await
     }
 }
 

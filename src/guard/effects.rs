@@ -205,8 +205,9 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<String> {
     }
     for r in minus(&nm.requires, &om.requires) {
         out.push(format!(
-            "This script loads code from {} (@require)",
-            visible(r)
+            "This script loads code from {} (@require{})",
+            visible(r),
+            fetched_when(r)
         ));
     }
     for r in minus(&om.requires, &nm.requires) {
@@ -217,9 +218,10 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<String> {
     }
     for (name, url) in minus(&nm.resources, &om.resources) {
         out.push(format!(
-            "Loads the file {} from {} (@resource)",
+            "Loads the file {} from {} (@resource{})",
             visible(name),
-            visible(url)
+            visible(url),
+            fetched_when(url)
         ));
     }
     for (name, _) in minus(&om.resources, &nm.resources) {
@@ -229,6 +231,20 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<String> {
         ));
     }
     out
+}
+
+/// When a new file's bytes are fixed: a URL naming its hash is held to it; any other is fetched
+/// once, when the write is done, and its sha256 is in the result and the options page.
+fn fetched_when(url: &str) -> &'static str {
+    let pinned = url
+        .split_once('#')
+        .and_then(|(_, f)| crate::gm::assets::pins(f).ok())
+        .is_some_and(|p| !p.is_empty());
+    if pinned {
+        "; the bytes must have the hash the URL names"
+    } else {
+        "; fetched once when this write is done, its sha256 recorded, never fetched again"
+    }
 }
 
 /// What it asks for, when and where in a page it runs, and the rest of its metadata.
@@ -494,8 +510,8 @@ mod tests {
         for want in [
             "May send requests to ANY site (@connect *)",
             "May send requests to this computer's local services (@connect localhost)",
-            "This script loads code from https://cdn.example/lib.js (@require)",
-            "Loads the file logo from https://cdn.example/logo.png (@resource)",
+            "This script loads code from https://cdn.example/lib.js (@require; fetched once when this write is done, its sha256 recorded, never fetched again)",
+            "Loads the file logo from https://cdn.example/logo.png (@resource; fetched once when this write is done, its sha256 recorded, never fetched again)",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }

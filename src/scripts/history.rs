@@ -250,6 +250,7 @@ mod tests {
                 updated_via: None,
                 sha256: sha256_hex(source.as_bytes()),
                 size: source.len(),
+                assets: Vec::new(),
             },
             source: source.to_owned(),
         }

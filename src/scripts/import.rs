@@ -16,10 +16,7 @@ use crate::tools::catalog::MAX_SOURCE_BYTES;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
-/// `chrome.storage.local.QUOTA_BYTES` (the extension has no `unlimitedStorage`).
-pub const QUOTA_BYTES: usize = 10 * 1024 * 1024;
-/// Kept free after an import: the audit entry, the registry's and the policy's small writes.
-pub const HEADROOM_BYTES: usize = 256 * 1024;
+pub use super::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
 
 /// One script to import: a file's or a backup entry's.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,25 +126,6 @@ pub struct Imported {
     pub kept: Vec<String>,
 }
 
-/// The bytes `chrome.storage` counts for one item: the key and the value's JSON.
-fn item_bytes(key: &str, v: &Value) -> usize {
-    key.len()
-        .saturating_add(serde_json::to_string(v).map_or(usize::MAX, |s| s.len()))
-}
-
-/// The bytes in use after `items` are set over `all` (the area's current content).
-pub fn bytes_after(all: &Map<String, Value>, items: &Map<String, Value>) -> (usize, usize) {
-    let in_use = all
-        .iter()
-        .map(|(k, v)| item_bytes(k, v))
-        .fold(0usize, usize::saturating_add);
-    let after = items.iter().fold(in_use, |n, (k, v)| {
-        let old = all.get(k).map_or(0, |o| item_bytes(k, o));
-        n.saturating_sub(old).saturating_add(item_bytes(k, v))
-    });
-    (in_use, after)
-}
-
 enum Step {
     Create,
     Replace(String),
@@ -158,7 +136,7 @@ enum Step {
 type Checked = (Item, Metadata, Vec<Diagnostic>, Step);
 
 /// Imports `items` for `actor` in one `set`, or refuses with nothing written.
-pub async fn import<E: Storage + Clock + Ids>(
+pub async fn import<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
@@ -295,9 +273,24 @@ fn check(
     Ok(checked)
 }
 
+/// One file's @require/@resource: fetched now, or (a replaced script) reused by URL.
+async fn prepare<E: Storage + Clock + crate::env::Http>(
+    env: &E,
+    meta: &Metadata,
+    current: &[crate::gm::assets::Asset],
+    label: &str,
+) -> Result<crate::gm::asset_store::Prepared, ImportError> {
+    crate::gm::asset_store::prepare(env, meta, current)
+        .await
+        .map_err(|e| ImportError::Invalid {
+            label: label.to_owned(),
+            error: store::ScriptError::Asset(e),
+        })
+}
+
 /// The records, sources, index and history of the import: one `set`, not yet written; and the
 /// values to restore, by uuid.
-async fn build<E: Storage + Clock + Ids>(
+async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
@@ -312,6 +305,7 @@ async fn build<E: Storage + Clock + Ids>(
     let mut labels = Vec::new();
     let mut counts = Vec::new();
     let mut restored = Vec::new();
+    let mut blobs = Map::new();
     for (item, meta, diagnostics, step) in checked {
         let record = match step {
             Step::Keep => {
@@ -319,6 +313,8 @@ async fn build<E: Storage + Clock + Ids>(
                 continue;
             }
             Step::Create => {
+                let prepared = prepare(env, &meta, &[], &item.label).await?;
+                blobs.extend(prepared.items);
                 let uuid = env.new_uuid();
                 index.push(uuid.clone());
                 ScriptRecord {
@@ -333,10 +329,13 @@ async fn build<E: Storage + Clock + Ids>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
+                    assets: prepared.assets,
                 }
             }
             Step::Replace(uuid) => {
                 let (current, old) = store::load_with_source(env, &uuid).await.map_err(storage)?;
+                let prepared = prepare(env, &meta, &current.assets, &item.label).await?;
+                blobs.extend(prepared.items);
                 let record = ScriptRecord {
                     metadata: meta,
                     enabled: item.enabled.unwrap_or(current.enabled),
@@ -346,6 +345,7 @@ async fn build<E: Storage + Clock + Ids>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
+                    assets: prepared.assets,
                     ..current.clone()
                 };
                 prevs.push(Revision {
@@ -383,6 +383,7 @@ async fn build<E: Storage + Clock + Ids>(
     if index.len() != snap.index.len() {
         set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
     }
+    set.extend(blobs);
     Ok((
         set,
         Imported {

@@ -473,14 +473,12 @@ impl Builder {
             diags.warning(line_no, "@require without a URL; ignored".to_owned());
             return;
         }
-        diags.warning(
-            line_no,
-            format!(
-                "@require {} is not loaded by this provider yet; the script runs without that \
-                 code",
-                snippet(value)
-            ),
-        );
+        // Fetched when the script is written (`gm::assets`); a URL that could never be is an
+        // error now rather than a refused write later.
+        if let Err(e) = crate::gm::assets::wanted(crate::web::platform(), &[value.to_owned()], &[])
+        {
+            diags.error(line_no, e.reason());
+        }
         self.requires.push(value.to_owned());
     }
 
@@ -496,14 +494,13 @@ impl Builder {
             );
             return;
         };
-        diags.warning(
-            line_no,
-            format!(
-                "@resource {} is not loaded by this provider yet; GM_getResourceText is not \
-                 available",
-                snippet(name)
-            ),
-        );
+        if let Err(e) = crate::gm::assets::wanted(
+            crate::web::platform(),
+            &[],
+            &[(name.to_owned(), url.to_owned())],
+        ) {
+            diags.error(line_no, e.reason());
+        }
         self.resources.push((name.to_owned(), url.to_owned()));
     }
 
@@ -994,19 +991,18 @@ mod tests {
             [("css".to_owned(), "https://cdn.example/a.css".to_owned())]
         );
         assert!(m.other.is_empty());
-        assert!(has(
-            &p,
-            4,
-            Severity::Warning,
-            "not loaded by this provider yet"
-        ));
-        assert!(has(
-            &p,
-            5,
-            Severity::Warning,
-            "not loaded by this provider yet"
-        ));
+        // Loaded when written: no "not loaded" warning any more.
+        assert!(warnings(&p).iter().all(|d| d.line != 4 && d.line != 5));
         assert!(has(&p, 6, Severity::Warning, "needs a name and a URL"));
+        // A URL that could never be fetched is an error at its line.
+        let p = parse(&script(&[
+            "// @name r",
+            "// @match https://a.example/*",
+            "// @require http://cdn.example/lib.js",
+            "// @resource css https://cdn.example/a.css#md5=0123",
+        ]));
+        assert!(has(&p, 4, Severity::Error, "only https URLs are loaded"));
+        assert!(has(&p, 5, Severity::Error, "md5"));
     }
 
     #[test]

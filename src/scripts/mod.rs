@@ -9,6 +9,7 @@ pub mod match_pattern;
 pub mod metadata;
 pub mod names;
 pub mod prelude;
+pub mod quota;
 pub mod record;
 pub mod registry;
 pub mod restore;

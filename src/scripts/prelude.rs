@@ -46,6 +46,9 @@ pub struct Prelude {
     /// The GM functions the script is given (`gm::inject::assemble`), one line; they reach the
     /// worker through `__lumoRun.gm`, which adds this script's token.
     pub gm: String,
+    /// The `@require` code (`gm::resources::requires_block`), put between the prelude's line
+    /// and the source, inside the same function; the run report's line offset counts it.
+    pub requires: String,
 }
 
 impl Prelude {
@@ -73,7 +76,9 @@ impl Prelude {
             return None;
         }
         // Lines before the source: the prefix's own line ends plus the one after the prelude.
-        let pl = js_line_count(prefix);
+        let pl = js_line_count(prefix)
+            .saturating_add(js_line_count(&self.requires))
+            .saturating_sub(1);
         let prelude = PRELUDE
             .replace("__T__", &js_str(&self.token))
             .replace("__RA__", &js_str(&self.run_at))
@@ -87,11 +92,13 @@ impl Prelude {
             // Last: the GM code carries the script's values, which no placeholder may touch.
             .replace("__GM__", &self.gm);
         let epilogue = EPILOGUE.replace("__N__", &self.uuid);
-        let mut code =
-            String::with_capacity(prefix.len() + prelude.len() + source.len() + epilogue.len() + 4);
+        let mut code = String::with_capacity(
+            prefix.len() + prelude.len() + self.requires.len() + source.len() + epilogue.len() + 4,
+        );
         code.push_str(prefix);
         code.push_str(&prelude);
         code.push('\n');
+        code.push_str(&self.requires);
         code.push_str(source);
         code.push_str(&epilogue);
         Some(code)
@@ -106,16 +113,33 @@ impl Prelude {
 /// (`matching.test.mjs`; reproduced with a bare `@include` glob, with and without excludes).
 /// Such a script runs exactly as before and does not report its runs.
 pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::gm::values::Values) {
-    let (Some(slot), Some(key)) = (reg.prelude_slot.take(), key) else {
+    apply_loaded(reg, key, values, &[]);
+}
+
+/// [`apply`], with the script's stored `@require`/`@resource` files (`gm::resources`). A
+/// script registered without the prelude still gets its `@require` code before its source.
+pub fn apply_loaded(
+    reg: &mut Registration,
+    key: Option<&ChannelKey>,
+    values: &crate::gm::values::Values,
+    loaded: &[crate::gm::resources::Loaded],
+) {
+    let requires = crate::gm::resources::requires_block(loaded);
+    let Some(slot) = reg.prelude_slot.take() else {
         return;
     };
-    if !reg.include_globs.is_empty() {
-        return;
-    }
     let Some(code) = reg.js.first().and_then(|c| c.code.clone()) else {
         return;
     };
     let Some((prefix, source)) = code.split_at_checked(slot.source_at) else {
+        return;
+    };
+    let (Some(key), true) = (key, reg.include_globs.is_empty()) else {
+        if !requires.is_empty() {
+            if let Some(first) = reg.js.first_mut() {
+                first.code = Some(format!("{prefix}\n{requires}{source}"));
+            }
+        }
         return;
     };
     let p = Prelude {
@@ -126,7 +150,9 @@ pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::g
             .clone()
             .unwrap_or_else(|| "document_idle".to_owned()),
         report_runs: true,
-        gm: crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values),
+        gm: crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values)
+            + &crate::gm::resources::getters_js(&slot.grants, loaded),
+        requires,
     };
     if let Some(wrapped) = p.wrap(prefix, source) {
         if let Some(first) = reg.js.first_mut() {
@@ -149,6 +175,7 @@ mod tests {
             run_at: "document_end".into(),
             report_runs: true,
             gm: String::new(),
+            requires: String::new(),
         }
     }
 
@@ -173,6 +200,47 @@ mod tests {
         let code = prelude().wrap("A;\nB;", src).unwrap();
         assert!(code.contains("(\"TOKEN-x\", \"document_end\", 2, 4, "));
         assert_eq!(code.split('\n').nth(2), Some("// ==UserScript=="));
+    }
+
+    #[test]
+    fn require_code_goes_before_the_source_and_the_line_offset_counts_it() {
+        let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
+        let mut p = prelude();
+        p.requires = "var LIB = 1; // ends in a comment\n;\n".into();
+        let code = p.wrap("", src).unwrap();
+        let lines: Vec<&str> = code.split('\n').collect();
+        assert!(lines[0].ends_with("__lumoRun.run(function () {"));
+        assert_eq!(lines[1], "var LIB = 1; // ends in a comment");
+        assert_eq!(lines[2], ";");
+        assert_eq!(lines[3], "// ==UserScript==");
+        // Line 4 of the code is line 1 of the source: 3 lines come before it.
+        assert!(lines[0].contains("(\"TOKEN-x\", \"document_end\", 3, 4, "));
+    }
+
+    #[test]
+    fn a_script_without_the_prelude_still_gets_its_require_code_first() {
+        use crate::gm::assets::Asset;
+        use crate::scripts::metadata;
+        let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @include http://b.test:*/*\n// @require https://cdn.test/l.js\n// ==/UserScript==\nx;\n";
+        let meta = metadata::parse(src).metadata.unwrap();
+        let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
+        let lib = Asset {
+            url: "https://cdn.test/l.js".into(),
+            name: None,
+            sha256: String::new(),
+            size: 3,
+            mime: String::new(),
+            final_url: None,
+        };
+        apply_loaded(
+            &mut reg,
+            Some(&ChannelKey::from_uuids(U, U).unwrap()),
+            &crate::gm::values::Values::default(),
+            &[(lib, Some(b"L=1".to_vec()))],
+        );
+        let code = reg.js[0].code.clone().unwrap();
+        assert!(code.find("L=1\n;\n").unwrap() < code.find("// ==UserScript==").unwrap());
+        assert!(!reg.messaging);
     }
 
     #[test]

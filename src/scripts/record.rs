@@ -27,6 +27,10 @@ pub struct ScriptRecord {
     /// sha256 (hex) of the source: lets a reviewer's decision be checked against what is stored.
     pub sha256: String,
     pub size: usize,
+    /// The `@require`/`@resource` files this version loads, as fetched when it was written
+    /// (`gm::assets`; the bytes are stored once per sha256).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assets: Vec<crate::gm::assets::Asset>,
 }
 
 impl ScriptRecord {
@@ -48,6 +52,7 @@ impl ScriptRecord {
             "grants": m.grants,
             "connects": m.connects,
             "requires": m.requires,
+            "assets": self.assets,
             "revision": self.revision,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,

@@ -56,6 +56,10 @@ pub struct PreludeSlot {
     pub source_at: usize,
     /// The GM functions its grants name (`gm::inject`), put inside the prelude.
     pub gm: crate::gm::inject::GmParts,
+    /// Its `@grant`s (for the `@resource` getters, `gm::resources`).
+    pub grants: Vec<String>,
+    /// Its stored `@require`/`@resource` files (`sync::desired_for` sets them from the record).
+    pub assets: Vec<crate::gm::assets::Asset>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,6 +107,8 @@ pub fn desired(uuid: &str, revision: u64, meta: &Metadata, source: &str) -> Opti
             revision,
             source_at,
             gm: crate::gm::inject::parts(uuid, meta, source),
+            grants: meta.grants.clone(),
+            assets: Vec::new(),
         }),
         messaging: false,
     })

@@ -78,7 +78,7 @@ pub async fn plan<E: Storage + Clock>(
 
 /// Restores `revision` (see [`plan`]) as the next revision, if the script is still at
 /// `expected` (when given).
-pub async fn restore<E: Storage + Clock>(
+pub async fn restore<E: Storage + Clock + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
@@ -103,6 +103,9 @@ pub async fn restore<E: Storage + Clock>(
     // stored by an older parser comes back as today's validator reads it.
     let (meta, diagnostics) = validate(&target.source, max_bytes)?;
     check_identity(&snap.records, &meta, Some(uuid))?;
+    // The files that revision stored come back with it; only a URL it never stored (a
+    // revision from before files were stored) is fetched.
+    let prepared = crate::gm::asset_store::prepare(env, &meta, &target.record.assets).await?;
     let was = current.record();
     let record = ScriptRecord {
         metadata: meta,
@@ -113,6 +116,7 @@ pub async fn restore<E: Storage + Clock>(
         updated_via: actor.via.map(str::to_owned),
         sha256: target.record.sha256.clone(),
         size: target.source.len(),
+        assets: prepared.assets,
         ..was.clone()
     };
     let prev = Revision {
@@ -137,6 +141,10 @@ pub async fn restore<E: Storage + Clock>(
             TRASH_INDEX_KEY.to_owned(),
             trash::index_without(env, uuid).await?,
         );
+    }
+    if !prepared.items.is_empty() {
+        items.extend(prepared.items);
+        crate::gm::asset_store::check_quota(env, &items).await?;
     }
     env.set(Area::Local, items).await.map_err(storage_err)?;
     if !live {

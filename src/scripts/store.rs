@@ -8,7 +8,9 @@ use super::history::{self, Revision};
 use super::metadata::{self, Diagnostic, Metadata, Severity};
 use super::names;
 use super::record::ScriptRecord;
-use crate::env::{Area, Clock, Ids, Storage};
+use crate::env::{Area, Clock, Http, Ids, Storage};
+use crate::gm::asset_store::{self, Prepared};
+use crate::gm::assets::AssetError;
 use crate::guard::digest::sha256_hex;
 use serde_json::{json, Map, Value};
 use std::fmt;
@@ -80,6 +82,14 @@ pub enum ScriptError {
         max: usize,
     },
     Storage(String),
+    /// A `@require`/`@resource` file could not be fetched, checked or stored.
+    Asset(AssetError),
+}
+
+impl From<AssetError> for ScriptError {
+    fn from(e: AssetError) -> Self {
+        ScriptError::Asset(e)
+    }
 }
 
 impl fmt::Display for ScriptError {
@@ -116,6 +126,7 @@ impl fmt::Display for ScriptError {
                 size.map_or_else(|| format!("more than {}", usize::MAX), |s| s.to_string())
             ),
             ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
+            ScriptError::Asset(e) => write!(f, "{e}"),
         }
     }
 }
@@ -415,18 +426,22 @@ pub(crate) fn check_identity(
 }
 
 /// Stores a new version in one `set`: its record, its source (when it changed), the index (when
-/// it changed) and, for an update, the version it replaces appended to the history.
+/// it changed), the `@require`/`@resource` bytes not stored yet (then within the quota bound)
+/// and, for an update, the version it replaces appended to the history.
 async fn save<S: Storage>(
     s: &S,
     record: &ScriptRecord,
     source: Option<&str>,
     index: Option<&[String]>,
     prev: Option<Revision>,
+    blobs: Map<String, Value>,
 ) -> Result<(), ScriptError> {
     let mut items = match prev {
         Some(prev) => history::items_for(s, prev).await.map_err(storage_err)?,
         None => Map::new(),
     };
+    let check_quota = !blobs.is_empty();
+    items.extend(blobs);
     items.insert(
         record_key(&record.uuid),
         serde_json::to_value(record).map_err(storage_err)?,
@@ -437,10 +452,13 @@ async fn save<S: Storage>(
     if let Some(ix) = index {
         items.insert(INDEX_KEY.to_owned(), index_value(ix));
     }
+    if check_quota {
+        asset_store::check_quota(s, &items).await?;
+    }
     s.set(Area::Local, items).await.map_err(storage_err)
 }
 
-pub async fn create<E: Storage + Clock + Ids>(
+pub async fn create<E: Storage + Clock + Ids + Http>(
     env: &E,
     snap: &Snapshot,
     actor: impl Into<Actor<'_>>,
@@ -455,6 +473,7 @@ pub async fn create<E: Storage + Clock + Ids>(
         return Err(ScriptError::TooMany);
     }
     check_identity(&snap.records, &meta, None)?;
+    let Prepared { assets, items } = asset_store::prepare(env, &meta, &[]).await?;
     let uuid = env.new_uuid();
     let now = env.now_ms();
     let record = ScriptRecord {
@@ -469,9 +488,10 @@ pub async fn create<E: Storage + Clock + Ids>(
         updated_via: actor.via(),
         sha256: sha256_hex(source.as_bytes()),
         size: source.len(),
+        assets,
     };
     index.push(uuid);
-    save(env, &record, Some(source), Some(&index), None).await?;
+    save(env, &record, Some(source), Some(&index), None, items).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
@@ -492,7 +512,7 @@ pub fn check_revision(current: &ScriptRecord, expected: Option<u64>) -> Result<(
 
 /// Replaces the whole source of an existing script.
 #[allow(clippy::too_many_arguments)] // each is one plain input of the write; a struct would only rename them
-pub async fn replace<E: Storage + Clock>(
+pub async fn replace<E: Storage + Clock + Http>(
     env: &E,
     snap: &Snapshot,
     actor: impl Into<Actor<'_>>,
@@ -507,6 +527,8 @@ pub async fn replace<E: Storage + Clock>(
     let (current, old_source) = load_with_source(env, uuid).await?;
     check_revision(&current, Some(expected))?;
     check_identity(&snap.records, &meta, Some(uuid))?;
+    // Only URLs the current version does not hold are fetched; the rest keep their bytes.
+    let Prepared { assets, items } = asset_store::prepare(env, &meta, &current.assets).await?;
     let record = ScriptRecord {
         metadata: meta,
         enabled: enabled.unwrap_or(current.enabled),
@@ -516,13 +538,14 @@ pub async fn replace<E: Storage + Clock>(
         updated_via: actor.via(),
         sha256: sha256_hex(source.as_bytes()),
         size: source.len(),
+        assets,
         ..current.clone()
     };
     let prev = Revision {
         record: current,
         source: old_source,
     };
-    save(env, &record, Some(source), None, Some(prev)).await?;
+    save(env, &record, Some(source), None, Some(prev), items).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
@@ -591,7 +614,7 @@ pub fn apply_edits(source: &str, edits: &[Edit], max_bytes: usize) -> Result<Str
     Ok(out)
 }
 
-pub async fn patch<E: Storage + Clock>(
+pub async fn patch<E: Storage + Clock + Http>(
     env: &E,
     snap: &Snapshot,
     actor: impl Into<Actor<'_>>,
@@ -637,7 +660,7 @@ pub async fn set_enabled<E: Storage + Clock>(
         record: current,
         source: source.clone(),
     };
-    save(env, &record, None, None, Some(prev)).await?;
+    save(env, &record, None, None, Some(prev), Map::new()).await?;
     Ok(Change {
         record,
         source,

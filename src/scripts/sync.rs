@@ -13,7 +13,11 @@ use serde_json::Value;
 /// The registration a stored script should have (None: it must not be registered).
 pub fn desired_for(record: &ScriptRecord, source: &str) -> Option<Registration> {
     if record.enabled {
-        registry::desired(&record.uuid, record.revision, &record.metadata, source)
+        let mut d = registry::desired(&record.uuid, record.revision, &record.metadata, source)?;
+        if let Some(slot) = d.prelude_slot.as_mut() {
+            slot.assets.clone_from(&record.assets);
+        }
+        Some(d)
     } else {
         None
     }
@@ -85,7 +89,11 @@ async fn with_prelude<E: Storage>(
         }
         _ => crate::gm::values::Values::default(),
     };
-    super::prelude::apply(&mut d, key, &values);
+    let loaded = match &d.prelude_slot {
+        Some(slot) => crate::gm::asset_store::load(env, &slot.assets).await,
+        None => Vec::new(),
+    };
+    super::prelude::apply_loaded(&mut d, key, &values, &loaded);
     d
 }
 

@@ -179,6 +179,9 @@ pub async fn delete<E: Storage + Clock>(
     // The script is already in the trash and gone from every listing; a failure here only
     // leaves dead bytes.
     let _ = env.remove(Area::Local, &refs).await;
+    if !gone.is_empty() {
+        let _ = crate::gm::asset_store::sweep(env).await;
+    }
     Ok(current)
 }
 
@@ -268,6 +271,9 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
     let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
     if !refs.is_empty() {
         let _ = s.remove(Area::Local, &refs).await;
+        // The @require/@resource bytes nothing names any more (a failure only leaves dead
+        // bytes until the next purge).
+        let _ = crate::gm::asset_store::sweep(s).await;
     }
     Ok(gone.len())
 }

@@ -156,6 +156,7 @@ fn summary_schema() -> Value {
             "grants": { "type": "array", "items": { "type": "string" }, "description": "@grant values as written." },
             "connects": { "type": "array", "items": { "type": "string" }, "description": "@connect hosts its GM_xmlhttpRequest may reach." },
             "requires": { "type": "array", "items": { "type": "string" }, "description": "@require URLs." },
+            "assets": { "type": "array", "items": { "type": "object" }, "description": "The @require/@resource files stored when this version was written: url, name (a @resource), sha256, size, mime, finalUrl (after a redirect)." },
             "revision": { "type": "integer" },
             "createdAt": { "type": "number" },
             "updatedAt": { "type": "number" },

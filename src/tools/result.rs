@@ -1,6 +1,7 @@
 //! Tool results. A business failure is a *successful* MCP call with `isError: true`, a readable
 //! reason and a stable `error_code`, so the model can read why instead of losing the turn.
 
+use crate::gm::assets::AssetError;
 use crate::guard::review::QueueFull;
 use crate::provider::AdmitError;
 use crate::scripts::metadata::Diagnostic;
@@ -131,6 +132,15 @@ impl From<ScriptError> for ToolError {
             | ScriptError::TooMany => ErrorCode::PayloadTooLarge,
             ScriptError::PatchFailed(_) => ErrorCode::InvalidArguments,
             ScriptError::Storage(_) => ErrorCode::StorageError,
+            ScriptError::Asset(
+                AssetError::TooMany { .. }
+                | AssetError::TooLarge { .. }
+                | AssetError::ScriptTotal { .. }
+                | AssetError::Quota { .. },
+            ) => ErrorCode::PayloadTooLarge,
+            ScriptError::Asset(AssetError::Storage(_)) => ErrorCode::StorageError,
+            // A URL that cannot be fetched or does not hold what it says: the metadata's fault.
+            ScriptError::Asset(_) => ErrorCode::InvalidMetadata,
         };
         let details = match &e {
             ScriptError::InvalidMetadata(d) => Some(json!({ "diagnostics": d })),

@@ -1,0 +1,214 @@
+//! A script's `@require`/`@resource` files at write time and at registration: fetched through the
+//! env's `Http` (the shell's `fetch`) for the URLs `assets::plan` says are new, checked by
+//! `assets::verify`, and handed to the write as items of its one `set` — so a refusal stores
+//! nothing, and a stored record never names bytes that are not stored.
+
+use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS};
+use crate::env::{Area, Clock, Http, HttpRequest, Storage};
+use crate::scripts::metadata::Metadata;
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+
+/// The files of a script about to be stored: its record's list, and the bytes not stored yet
+/// (`asset/<sha256>` → base64), to go into the write's `set`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Prepared {
+    pub assets: Vec<Asset>,
+    pub items: Map<String, Value>,
+}
+
+/// Fetches what `meta` names that `current` (the script's stored list) does not hold, one after
+/// the other, within [`WRITE_FETCH_BUDGET_MS`] in all.
+pub async fn prepare<E: Storage + Http + Clock>(
+    env: &E,
+    meta: &Metadata,
+    current: &[Asset],
+) -> Result<Prepared, AssetError> {
+    let web = crate::web::platform();
+    let steps = assets::plan(
+        assets::wanted(web, &meta.requires, &meta.resources)?,
+        current,
+    );
+    let mut out = Prepared::default();
+    let started = env.now_ms();
+    for step in steps {
+        match step {
+            Step::Reuse(a) => out.assets.push(a),
+            Step::Fetch(w) => {
+                let what = || match &w.name {
+                    None => format!("@require {}", w.url),
+                    Some(n) => format!("@resource {n} {}", w.url),
+                };
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let spent = (env.now_ms() - started).clamp(0.0, 1e12) as u64;
+                let left = WRITE_FETCH_BUDGET_MS.saturating_sub(spent);
+                if left == 0 {
+                    return Err(AssetError::Fetch {
+                        what: what(),
+                        why: format!(
+                            "the write's {} s for fetching files ran out",
+                            WRITE_FETCH_BUDGET_MS / 1000
+                        ),
+                    });
+                }
+                let req = HttpRequest {
+                    method: "GET".into(),
+                    url: w.fetch_url.clone(),
+                    headers: Vec::new(),
+                    body: None,
+                    timeout_ms: FETCH_TIMEOUT_MS.min(left),
+                    anonymous: true,
+                };
+                // One byte over the bound tells "too large" from "exactly the bound".
+                let resp = env
+                    .fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
+                    .await
+                    .map_err(|e| AssetError::Fetch {
+                        what: what(),
+                        why: crate::text::ellipsize(&e.0, 200),
+                    })?;
+                let answer = assets::Answer {
+                    status: resp.status,
+                    final_url: resp.final_url,
+                    headers: resp.headers,
+                    body: resp.body,
+                };
+                let (a, bytes) = assets::verify(web, &w, answer)?;
+                out.items
+                    .insert(assets::blob_key(&a.sha256), assets::encode(&bytes).into());
+                out.assets.push(a);
+            }
+        }
+        assets::check_total(&out.assets)?;
+    }
+    // Bytes already stored (another revision or script has them) are not written again.
+    if !out.items.is_empty() {
+        let keys: Vec<&str> = out.items.keys().map(String::as_str).collect();
+        let have = env
+            .get(Area::Local, &keys)
+            .await
+            .map_err(|e| AssetError::Storage(e.0))?;
+        out.items.retain(|k, _| !have.contains_key(k));
+    }
+    Ok(out)
+}
+
+/// Refuses a `set` of `items` that would take `chrome.storage.local` past the import's bound
+/// (its quota less the headroom); only asked when new bytes are stored.
+pub async fn check_quota<S: Storage>(s: &S, items: &Map<String, Value>) -> Result<(), AssetError> {
+    use crate::scripts::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
+    let all = s
+        .get_all(Area::Local)
+        .await
+        .map_err(|e| AssetError::Storage(e.0))?;
+    let (_, needed) = bytes_after(&all, items);
+    let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
+    if needed > limit {
+        return Err(AssetError::Quota { needed, limit });
+    }
+    Ok(())
+}
+
+/// The bytes of `list` as stored (a missing or damaged blob is `None`: the registration then
+/// leaves that file out and the script runs without it).
+pub async fn load<S: Storage>(s: &S, list: &[Asset]) -> Vec<(Asset, Option<Vec<u8>>)> {
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let keys: Vec<String> = list.iter().map(|a| assets::blob_key(&a.sha256)).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got = s.get(Area::Local, &refs).await.unwrap_or_default();
+    list.iter()
+        .zip(&keys)
+        .map(|(a, k)| {
+            let bytes = got
+                .get(k)
+                .and_then(Value::as_str)
+                .and_then(assets::decode)
+                .filter(|b| crate::guard::digest::sha256_hex(b) == a.sha256);
+            (a.clone(), bytes)
+        })
+        .collect()
+}
+
+/// Every sha256 some stored record, revision or trash entry names (under an `assets` list at
+/// any depth of those values).
+fn referenced(all: &Map<String, Value>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack: Vec<&Value> = all
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with("script/") || k.starts_with("history/") || k.starts_with("trash/")
+        })
+        .map(|(_, v)| v)
+        .collect();
+    // Iterative, so a deep value cannot exhaust the stack.
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::Array(list)) = o.get("assets") {
+                    for a in list {
+                        if let Some(s) = a.get("sha256").and_then(Value::as_str) {
+                            out.insert(s.to_owned());
+                        }
+                    }
+                }
+                stack.extend(o.values());
+            }
+            Value::Array(a) => stack.extend(a.iter()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Removes the stored bytes no record, revision or trash entry names any more. Run when the
+/// trash is purged (the write lock held), the one time scripts and their history go for good.
+pub async fn sweep<S: Storage>(s: &S) -> Result<usize, crate::env::EnvError> {
+    let all = s.get_all(Area::Local).await?;
+    let used = referenced(&all);
+    let unused: Vec<&str> = all
+        .keys()
+        .filter(|k| {
+            k.strip_prefix("asset/")
+                .is_some_and(|sha| !used.contains(sha))
+        })
+        .map(String::as_str)
+        .collect();
+    if !unused.is_empty() {
+        s.remove(Area::Local, &unused).await?;
+    }
+    Ok(unused.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+    use serde_json::json;
+
+    #[test]
+    fn sweep_keeps_what_any_record_history_or_trash_names() {
+        let env = MemoryEnv::new();
+        let mut items = Map::new();
+        for k in ["asset/aa", "asset/bb", "asset/cc", "asset/dd"] {
+            items.insert(k.into(), json!("eA=="));
+        }
+        items.insert("script/u1".into(), json!({"assets": [{"sha256": "aa"}]}));
+        items.insert(
+            "history/u1".into(),
+            json!({"revisions": [{"record": {"assets": [{"sha256": "bb"}]}}]}),
+        );
+        items.insert(
+            "trash/u2".into(),
+            json!({"record": {"assets": [{"sha256": "cc"}]}}),
+        );
+        items.insert("values/u3".into(), json!({"assets": [{"sha256": "dd"}]}));
+        block_on(env.set(Area::Local, items)).unwrap();
+        assert_eq!(block_on(sweep(&env)).unwrap(), 1);
+        let left = env.dump(Area::Local);
+        assert!(left.contains_key("asset/aa") && left.contains_key("asset/bb"));
+        assert!(left.contains_key("asset/cc") && !left.contains_key("asset/dd"));
+    }
+}

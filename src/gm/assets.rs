@@ -1,0 +1,615 @@
+//! `@require` and `@resource`: what a script's metadata asks to load, which of it must be fetched
+//! when the script is written, and whether a fetched answer may be stored. Pure: the fetching is
+//! `asset_store`'s (through the shell's `Http`), the deciding is here.
+//!
+//! A script's loaded files are part of its record ([`Asset`]: URL, sha256, size, type), so a
+//! revision in the history names exactly the bytes it ran with; the bytes themselves are stored
+//! once per content (`asset/<sha256>`, base64), shared by every revision and script that names
+//! them. A URL the script's current record already holds is reused, never fetched again.
+
+use crate::text::ellipsize;
+use crate::web::WebPlatform;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256, Sha384, Sha512};
+use std::fmt;
+
+/// One file at most this big (raw bytes).
+pub const MAX_ASSET_BYTES: usize = 1024 * 1024;
+/// At most this many `@require` + `@resource` lines per script.
+pub const MAX_ASSETS: usize = 16;
+/// All of one script's files together, raw bytes.
+pub const MAX_SCRIPT_ASSET_BYTES: usize = 2 * 1024 * 1024;
+/// How long one fetch may take.
+pub const FETCH_TIMEOUT_MS: u64 = 20_000;
+/// How long all the fetches of one write may take together (they run under the write lock).
+pub const WRITE_FETCH_BUDGET_MS: u64 = 30_000;
+
+/// A file a stored script loads: what its record keeps (the bytes are under [`blob_key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Asset {
+    /// As written in the metadata (a hash fragment included).
+    pub url: String,
+    /// The `@resource` name; `None` for a `@require`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// sha256 (hex) of the bytes.
+    pub sha256: String,
+    pub size: usize,
+    /// The response's `Content-Type` (without parameters), for `GM_getResourceURL`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mime: String,
+    /// Where the bytes came from when a redirect moved the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_url: Option<String>,
+}
+
+impl Asset {
+    pub fn is_require(&self) -> bool {
+        self.name.is_none()
+    }
+}
+
+/// The storage key of the bytes with this sha256.
+pub fn blob_key(sha256: &str) -> String {
+    format!("asset/{sha256}")
+}
+
+/// A file the metadata asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub url: String,
+    pub name: Option<String>,
+    /// The URL to fetch: the browser's serialization, without the fragment.
+    pub fetch_url: String,
+    pub pins: Vec<Pin>,
+}
+
+impl Wanted {
+    fn label(&self) -> String {
+        match &self.name {
+            None => format!("@require {}", ellipsize(&self.url, 300)),
+            Some(n) => format!(
+                "@resource {} {}",
+                ellipsize(n, 60),
+                ellipsize(&self.url, 300)
+            ),
+        }
+    }
+}
+
+/// A hash the URL's fragment names (`#sha256=<hex>`, `#sha384-<base64>` SRI style, several
+/// separated by `,` `;` or spaces): the bytes must have it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub alg: Alg,
+    pub digest: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alg {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+impl Alg {
+    fn name(self) -> &'static str {
+        match self {
+            Alg::Sha256 => "sha256",
+            Alg::Sha384 => "sha384",
+            Alg::Sha512 => "sha512",
+        }
+    }
+
+    fn digest(self, bytes: &[u8]) -> Vec<u8> {
+        match self {
+            Alg::Sha256 => Sha256::digest(bytes).to_vec(),
+            Alg::Sha384 => Sha384::digest(bytes).to_vec(),
+            Alg::Sha512 => Sha512::digest(bytes).to_vec(),
+        }
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Alg::Sha256 => 32,
+            Alg::Sha384 => 48,
+            Alg::Sha512 => 64,
+        }
+    }
+}
+
+/// Why a script's files cannot be stored; the write is refused and nothing is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AssetError {
+    TooMany { count: usize },
+    BadUrl { what: String, why: String },
+    BadHash { what: String, why: String },
+    Fetch { what: String, why: String },
+    Status { what: String, status: u16 },
+    TooLarge { what: String },
+    ScriptTotal { size: usize },
+    Mismatch { what: String, alg: &'static str },
+    Quota { needed: usize, limit: usize },
+    Storage(String),
+}
+
+impl AssetError {
+    /// The message without "the script was not stored" (for `validate_script`).
+    pub fn reason(&self) -> String {
+        let s = self.to_string();
+        s.strip_suffix("; the script was not stored")
+            .map_or(s.clone(), str::to_owned)
+    }
+}
+
+impl fmt::Display for AssetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tail = "the script was not stored";
+        match self {
+            AssetError::TooMany { count } => write!(
+                f,
+                "the script names {count} @require/@resource files, more than the {MAX_ASSETS} this provider loads; {tail}"
+            ),
+            AssetError::BadUrl { what, why } => write!(f, "{what}: {why}; {tail}"),
+            AssetError::BadHash { what, why } => write!(f, "{what}: {why}; {tail}"),
+            AssetError::Fetch { what, why } => {
+                write!(f, "{what} could not be fetched ({why}); {tail}")
+            }
+            AssetError::Status { what, status } => {
+                write!(f, "{what} could not be fetched (HTTP {status}); {tail}")
+            }
+            AssetError::TooLarge { what } => write!(
+                f,
+                "{what} is over the {MAX_ASSET_BYTES}-byte limit for one file; {tail}"
+            ),
+            AssetError::ScriptTotal { size } => write!(
+                f,
+                "the script's @require/@resource files are {size} bytes together, over the {MAX_SCRIPT_ASSET_BYTES}-byte limit; {tail}"
+            ),
+            AssetError::Mismatch { what, alg } => write!(
+                f,
+                "{what}: the fetched bytes do not have the {alg} the URL names (changed or tampered with); {tail}"
+            ),
+            AssetError::Quota { needed, limit } => write!(
+                f,
+                "storing the script's files would use {needed} bytes of storage, over the {limit} this provider may use; {tail}"
+            ),
+            AssetError::Storage(e) => write!(f, "storage failed while storing the script's files ({e}); {tail}"),
+        }
+    }
+}
+
+/// The files `requires` and `resources` name, checked: count, scheme, hash fragment. Only
+/// `https:` is fetched, and `http:` only from this computer (`localhost`, 127.0.0.0/8, `[::1]`):
+/// code fetched in the clear from elsewhere could be anyone's.
+pub fn wanted(
+    web: &dyn WebPlatform,
+    requires: &[String],
+    resources: &[(String, String)],
+) -> Result<Vec<Wanted>, AssetError> {
+    let count = requires.len().saturating_add(resources.len());
+    if count > MAX_ASSETS {
+        return Err(AssetError::TooMany { count });
+    }
+    let items = requires
+        .iter()
+        .map(|u| (None, u))
+        .chain(resources.iter().map(|(n, u)| (Some(n.clone()), u)));
+    let mut out: Vec<Wanted> = Vec::with_capacity(count);
+    for (name, url) in items {
+        let mut w = Wanted {
+            url: url.clone(),
+            name,
+            fetch_url: String::new(),
+            pins: Vec::new(),
+        };
+        let (base, fragment) = match url.split_once('#') {
+            Some((b, f)) => (b, Some(f)),
+            None => (url.as_str(), None),
+        };
+        let parsed = web.parse_url(base).map_err(|e| AssetError::BadUrl {
+            what: w.label(),
+            why: format!("not an absolute URL ({e})"),
+        })?;
+        check_scheme(&parsed.scheme, &parsed.host).map_err(|why| AssetError::BadUrl {
+            what: w.label(),
+            why,
+        })?;
+        w.fetch_url = parsed.href;
+        if let Some(f) = fragment {
+            w.pins = pins(f).map_err(|why| AssetError::BadHash {
+                what: w.label(),
+                why,
+            })?;
+        }
+        if let Some(n) = &w.name {
+            if out.iter().any(|o| o.name.as_ref() == Some(n)) {
+                return Err(AssetError::BadUrl {
+                    what: w.label(),
+                    why: format!("a second @resource named {:?}", ellipsize(n, 60)),
+                });
+            }
+        }
+        out.push(w);
+    }
+    Ok(out)
+}
+
+/// `https:` anywhere, `http:` only on this computer.
+pub fn check_scheme(scheme: &str, host: &str) -> Result<(), String> {
+    match scheme {
+        "https" => Ok(()),
+        "http" if super::connect::is_loopback(host) => Ok(()),
+        "http" => Err(format!(
+            "only https URLs are loaded (http only from this computer), not http://{}",
+            ellipsize(host, 100)
+        )),
+        other => Err(format!(
+            "only https URLs are loaded, not {}:",
+            ellipsize(other, 20)
+        )),
+    }
+}
+
+/// The hashes a URL fragment names. A fragment that names no hash (`#top`) pins nothing; one
+/// that names an algorithm this provider cannot check (`md5=`) is refused rather than skipped,
+/// since its author asked for the check.
+pub fn pins(fragment: &str) -> Result<Vec<Pin>, String> {
+    let mut out = Vec::new();
+    for part in fragment
+        .split([',', ';', ' '])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let Some(at) = part.find(['=', '-']) else {
+            continue;
+        };
+        let (alg, value) = (
+            part.get(..at).unwrap_or(""),
+            part.get(at + 1..).unwrap_or(""),
+        );
+        let alg = match alg.to_ascii_lowercase().as_str() {
+            "sha256" => Alg::Sha256,
+            "sha384" => Alg::Sha384,
+            "sha512" => Alg::Sha512,
+            "md5" | "sha1" | "sha-1" | "sha-256" | "sha-384" | "sha-512" => {
+                return Err(format!(
+                    "the URL names a {alg} hash; only sha256, sha384 and sha512 (#sha256=<hex> or #sha256-<base64>) are checked"
+                ))
+            }
+            _ => continue,
+        };
+        let digest = decode_digest(value, alg.len())
+            .ok_or_else(|| format!("the {} in the URL is not a valid hash", alg.name()))?;
+        out.push(Pin { alg, digest });
+    }
+    Ok(out)
+}
+
+fn decode_digest(v: &str, len: usize) -> Option<Vec<u8>> {
+    if v.len() == len.checked_mul(2)? && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let bytes: Option<Vec<u8>> = (0..len)
+            .map(|i| u8::from_str_radix(v.get(i * 2..i * 2 + 2)?, 16).ok())
+            .collect();
+        return bytes;
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let d = b64
+        .decode(v)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(v))
+        .ok()?;
+    (d.len() == len).then_some(d)
+}
+
+/// What a write does about each wanted file: reuse what the current record stores for the same
+/// URL (and name), or fetch it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Reuse(Asset),
+    Fetch(Wanted),
+}
+
+pub fn plan(wanted: Vec<Wanted>, current: &[Asset]) -> Vec<Step> {
+    wanted
+        .into_iter()
+        .map(
+            |w| match current.iter().find(|a| a.url == w.url && a.name == w.name) {
+                Some(a) => Step::Reuse(a.clone()),
+                None => Step::Fetch(w),
+            },
+        )
+        .collect()
+}
+
+/// What the fetch answered (the env's `HttpResponse`, as far as this module reads it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub final_url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// A fetched file checked: status, size, where it ended up, the URL's hashes. The bytes are
+/// returned for storing.
+pub fn verify(
+    web: &dyn WebPlatform,
+    w: &Wanted,
+    resp: Answer,
+) -> Result<(Asset, Vec<u8>), AssetError> {
+    if !(200..300).contains(&resp.status) {
+        return Err(AssetError::Status {
+            what: w.label(),
+            status: resp.status,
+        });
+    }
+    if resp.body.len() > MAX_ASSET_BYTES {
+        return Err(AssetError::TooLarge { what: w.label() });
+    }
+    // A redirect may move the request, never to a place this provider would not fetch from.
+    let final_url = if resp.final_url.is_empty() || resp.final_url == w.fetch_url {
+        None
+    } else {
+        let f = web
+            .parse_url(&resp.final_url)
+            .map_err(|e| AssetError::BadUrl {
+                what: w.label(),
+                why: format!("redirected to an unreadable URL ({e})"),
+            })?;
+        check_scheme(&f.scheme, &f.host).map_err(|why| AssetError::BadUrl {
+            what: w.label(),
+            why: format!("redirected to {}: {why}", ellipsize(&f.href, 200)),
+        })?;
+        Some(f.href)
+    };
+    for p in &w.pins {
+        if p.alg.digest(&resp.body) != p.digest {
+            return Err(AssetError::Mismatch {
+                what: w.label(),
+                alg: p.alg.name(),
+            });
+        }
+    }
+    let mime = resp
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|m| {
+            m.len() <= 100
+                && m.contains('/')
+                && m.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"/+-.".contains(&b))
+        })
+        .unwrap_or_default();
+    let asset = Asset {
+        url: w.url.clone(),
+        name: w.name.clone(),
+        sha256: crate::guard::digest::sha256_hex(&resp.body),
+        size: resp.body.len(),
+        mime,
+        final_url,
+    };
+    Ok((asset, resp.body))
+}
+
+/// The per-script total, checked once every file is known.
+pub fn check_total(assets: &[Asset]) -> Result<(), AssetError> {
+    let size = assets
+        .iter()
+        .map(|a| a.size)
+        .fold(0usize, usize::saturating_add);
+    if size > MAX_SCRIPT_ASSET_BYTES {
+        return Err(AssetError::ScriptTotal { size });
+    }
+    Ok(())
+}
+
+pub fn encode(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn decode(text: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::platform;
+
+    fn resp(status: u16, body: &[u8], final_url: &str) -> Answer {
+        Answer {
+            status,
+            final_url: final_url.into(),
+            headers: vec![("Content-Type".into(), "text/css; charset=utf-8".into())],
+            body: body.to_vec(),
+        }
+    }
+
+    fn one(url: &str) -> Result<Wanted, AssetError> {
+        wanted(platform(), &[url.to_owned()], &[]).map(|mut v| v.remove(0))
+    }
+
+    #[test]
+    fn only_https_and_loopback_http_are_fetched() {
+        assert!(one("https://cdn.example/lib.js").is_ok());
+        assert!(one("http://127.0.0.1:8080/lib.js").is_ok());
+        assert!(one("http://localhost/lib.js").is_ok());
+        for bad in [
+            "http://cdn.example/lib.js",
+            "ftp://cdn.example/lib.js",
+            "data:text/javascript,alert(1)",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "lib.js",
+        ] {
+            let e = one(bad).unwrap_err();
+            assert!(matches!(e, AssetError::BadUrl { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains("not stored"), "{e}");
+        }
+    }
+
+    #[test]
+    fn count_and_duplicate_resource_names_are_refused_before_anything_is_fetched() {
+        let many: Vec<String> = (0..17)
+            .map(|i| format!("https://a.example/{i}.js"))
+            .collect();
+        assert_eq!(
+            wanted(platform(), &many, &[]),
+            Err(AssetError::TooMany { count: 17 })
+        );
+        let r = [
+            ("a".to_owned(), "https://x.example/1".to_owned()),
+            ("a".to_owned(), "https://x.example/2".to_owned()),
+        ];
+        assert!(wanted(platform(), &[], &r).is_err());
+    }
+
+    #[test]
+    fn hash_fragments_pin_the_bytes() {
+        let body = b"window.lib = 1;";
+        let hex = crate::guard::digest::sha256_hex(body);
+        let sri = encode(&Sha384::digest(body));
+        for url in [
+            format!("https://a.example/l.js#sha256={hex}"),
+            format!("https://a.example/l.js#sha384-{sri}"),
+            format!("https://a.example/l.js#sha256={hex},sha384-{sri}"),
+            "https://a.example/l.js#top".to_owned(),
+        ] {
+            let w = one(&url).unwrap();
+            assert_eq!(w.fetch_url, "https://a.example/l.js");
+            let (a, bytes) = verify(platform(), &w, resp(200, body, &w.fetch_url)).unwrap();
+            assert_eq!(a.sha256, hex);
+            assert_eq!(bytes, body);
+            assert_eq!(a.url, url);
+        }
+        let w = one(&format!("https://a.example/l.js#sha256={hex}")).unwrap();
+        let e = verify(platform(), &w, resp(200, b"window.lib = 2;", &w.fetch_url)).unwrap_err();
+        assert_eq!(
+            e,
+            AssetError::Mismatch {
+                what: "@require https://a.example/l.js#sha256=".to_owned() + &hex,
+                alg: "sha256"
+            }
+        );
+        assert!(matches!(
+            one("https://a.example/l.js#md5=0123456789abcdef0123456789abcdef"),
+            Err(AssetError::BadHash { .. })
+        ));
+        assert!(matches!(
+            one("https://a.example/l.js#sha256=nothex"),
+            Err(AssetError::BadHash { .. })
+        ));
+    }
+
+    #[test]
+    fn status_size_and_redirects_are_checked() {
+        let w = one("https://a.example/l.js").unwrap();
+        let e = verify(platform(), &w, resp(404, b"", &w.fetch_url)).unwrap_err();
+        assert!(e.to_string().contains("https://a.example/l.js"), "{e}");
+        assert!(e.to_string().contains("HTTP 404"), "{e}");
+        let big = vec![b'x'; MAX_ASSET_BYTES + 1];
+        assert!(matches!(
+            verify(platform(), &w, resp(200, &big, &w.fetch_url)),
+            Err(AssetError::TooLarge { .. })
+        ));
+        // Redirected to cleartext on another host: refused.
+        let e = verify(platform(), &w, resp(200, b"x", "http://evil.example/l.js")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("redirected to http://evil.example/l.js"),
+            "{e}"
+        );
+        // Redirected to another https host: stored, and the record says where from.
+        let (a, _) = verify(platform(), &w, resp(200, b"x", "https://b.example/l.js")).unwrap();
+        assert_eq!(a.final_url.as_deref(), Some("https://b.example/l.js"));
+        assert_eq!(a.mime, "text/css");
+    }
+
+    #[test]
+    fn an_unchanged_url_is_reused_a_new_one_fetched() {
+        let stored = Asset {
+            url: "https://a.example/l.js".into(),
+            name: None,
+            sha256: "00".into(),
+            size: 1,
+            mime: String::new(),
+            final_url: None,
+        };
+        let w = wanted(
+            platform(),
+            &[
+                "https://a.example/l.js".into(),
+                "https://a.example/m.js".into(),
+            ],
+            &[("l".into(), "https://a.example/l.js".into())],
+        )
+        .unwrap();
+        let steps = plan(w, std::slice::from_ref(&stored));
+        assert_eq!(steps[0], Step::Reuse(stored));
+        assert!(matches!(&steps[1], Step::Fetch(w) if w.url.ends_with("m.js")));
+        // The same URL as a resource is another file (a name), fetched on its own.
+        assert!(matches!(&steps[2], Step::Fetch(w) if w.name.as_deref() == Some("l")));
+    }
+
+    #[test]
+    fn hostile_fragments_and_urls_are_answered_never_a_panic() {
+        for f in [
+            "",
+            "=",
+            "-",
+            "sha256",
+            "sha256=",
+            "sha256-",
+            "sha384=é",
+            "sha512-@@@@",
+            "SHA256=00",
+            "sha256=\u{0}",
+            "md5",
+            ",,,;;;   ",
+            "sha256=é€𝄞",
+            "x=y-z",
+            "sha1-AAAA",
+        ] {
+            let _ = pins(f);
+            let _ = wanted(platform(), &[format!("https://a.example/#{f}")], &[]);
+        }
+        for u in [
+            "",
+            "#",
+            "https://",
+            "https://[::1",
+            "https://a.example/\u{2028}",
+            "\u{feff}https://a/",
+        ] {
+            let _ = wanted(platform(), &[u.to_owned()], &[(u.to_owned(), u.to_owned())]);
+        }
+        // An upper-case algorithm name is the same algorithm.
+        let hex = crate::guard::digest::sha256_hex(b"x");
+        assert_eq!(pins(&format!("SHA256={hex}")).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_script_total_is_bounded() {
+        let a = |size| Asset {
+            url: String::new(),
+            name: None,
+            sha256: String::new(),
+            size,
+            mime: String::new(),
+            final_url: None,
+        };
+        assert!(check_total(&[a(MAX_ASSET_BYTES), a(MAX_ASSET_BYTES)]).is_ok());
+        assert!(check_total(&[a(MAX_ASSET_BYTES), a(MAX_ASSET_BYTES), a(1)]).is_err());
+        assert!(check_total(&[a(usize::MAX), a(usize::MAX)]).is_err());
+    }
+}

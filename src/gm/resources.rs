@@ -1,0 +1,132 @@
+//! The code a registered script runs with for its `@require` and `@resource` files, from the
+//! bytes stored when it was written (`gm::asset_store::load`): the `@require` code, put before
+//! the source inside the same function (as Violentmonkey concatenates them, so a library's
+//! top-level `var`s are the script's), and `GM_getResourceText` / `GM_getResourceURL` /
+//! `GM.getResourceText` / `GM.getResourceUrl` for a script that grants them, over this script's
+//! own resources only (a name it did not declare gives `null`).
+
+use super::api;
+use super::assets::Asset;
+use serde_json::{json, Value};
+
+/// A stored file with its bytes (`None`: missing from storage).
+pub type Loaded = (Asset, Option<Vec<u8>>);
+
+/// The `@require` code in order, each followed by `\n;\n` (a library ending in a line comment
+/// or without a semicolon cannot swallow the next). A file missing from storage becomes a
+/// `console.error` naming it: the script runs without it, visibly.
+pub fn requires_block(loaded: &[Loaded]) -> String {
+    let mut out = String::new();
+    for (a, bytes) in loaded.iter().filter(|(a, _)| a.is_require()) {
+        match bytes {
+            Some(b) => out.push_str(&String::from_utf8_lossy(b)),
+            None => out.push_str(&format!(
+                "console.error({});",
+                Value::String(format!(
+                    "Lumo Userscripts: the stored copy of @require {} is missing; the script runs without it",
+                    a.url
+                ))
+            )),
+        }
+        out.push_str("\n;\n");
+    }
+    out
+}
+
+/// One line (no line break: it goes on the prelude's line) defining the resource functions the
+/// grants name; `""` when none is granted.
+pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
+    let given = api::provided(grants);
+    let text = given.contains(&"GM_getResourceText");
+    let url = given.contains(&"GM_getResourceURL");
+    if !text && !url {
+        return String::new();
+    }
+    // A Map, not an object literal: a resource named "__proto__" is just a name.
+    let entries: Vec<Value> = loaded
+        .iter()
+        .filter_map(|(a, b)| {
+            let name = a.name.as_ref()?;
+            let mime = if a.mime.is_empty() {
+                "application/octet-stream"
+            } else {
+                a.mime.as_str()
+            };
+            Some(json!([
+                name,
+                [mime, b.as_deref().map(super::assets::encode)]
+            ]))
+        })
+        .collect();
+    let mut out = format!(
+        "{{const R=new Map({}),D=(n,v)=>Object.defineProperty(globalThis,n,{{value:v,writable:true,configurable:true}}),\
+         G=globalThis.GM&&typeof globalThis.GM==='object'?globalThis.GM:{{}},\
+         B=n=>{{const r=R.get(String(n));return r&&r[1]!=null?r:null}};",
+        Value::Array(entries)
+    );
+    if text {
+        out.push_str(
+            "const T=n=>{const r=B(n);return r?new TextDecoder().decode(Uint8Array.from(atob(r[1]),c=>c.charCodeAt(0))):null};\
+             D('GM_getResourceText',T);G.getResourceText=n=>Promise.resolve(T(n));",
+        );
+    }
+    if url {
+        out.push_str(
+            "const U=n=>{const r=B(n);return r?'data:'+r[0]+';base64,'+r[1]:null};\
+             D('GM_getResourceURL',U);G.getResourceUrl=n=>Promise.resolve(U(n));",
+        );
+    }
+    out.push_str("if(globalThis.GM!==G)D('GM',G);}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asset(name: Option<&str>, url: &str) -> Asset {
+        Asset {
+            url: url.into(),
+            name: name.map(str::to_owned),
+            sha256: String::new(),
+            size: 0,
+            mime: String::new(),
+            final_url: None,
+        }
+    }
+
+    #[test]
+    fn requires_come_in_order_separated_and_a_missing_one_says_so() {
+        let loaded = vec![
+            (
+                asset(None, "https://a/1.js"),
+                Some(b"var a = 1 // no newline".to_vec()),
+            ),
+            (
+                asset(Some("css"), "https://a/x.css"),
+                Some(b"body{}".to_vec()),
+            ),
+            (asset(None, "https://a/2.js"), None),
+        ];
+        let b = requires_block(&loaded);
+        assert!(b.starts_with("var a = 1 // no newline\n;\n"));
+        assert!(!b.contains("body{}"));
+        assert!(b.contains("@require https://a/2.js is missing"));
+        assert!(b.ends_with("\n;\n"));
+    }
+
+    #[test]
+    fn getters_only_for_granted_names_and_on_one_line() {
+        let loaded = vec![(
+            asset(Some("__proto__\n</script>"), "https://a/x.css"),
+            Some(b"body{}".to_vec()),
+        )];
+        assert_eq!(getters_js(&["none".into()], &loaded), "");
+        assert_eq!(getters_js(&["GM_addStyle".into()], &loaded), "");
+        let js = getters_js(&["GM.getResourceUrl".into()], &loaded);
+        assert!(js.contains("getResourceUrl") && !js.contains("GM_getResourceText"));
+        assert!(!js.contains('\n') && js.contains("Ym9keXt9"));
+        let js = getters_js(&["GM_getResourceText".into()], &loaded);
+        assert!(js.contains("D('GM_getResourceText',T)") && !js.contains("GM_getResourceURL"));
+    }
+}

@@ -1,0 +1,231 @@
+// @require and @resource in real Chrome: fetched from a local server when the script is written
+// (through the MCP tools, official SDK client in the test host), then run from the stored bytes
+// even when that server refuses; refusals (a failed fetch, a hash mismatch, a huge answer, a
+// redirect to a cleartext host) store nothing. What a script could do is read from what it wrote
+// into the page.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+
+function script(name, lines, body) {
+  return ["// ==UserScript==", `// @name REQ ${name}`, "// @namespace lumo-e2e-require",
+    ...lines.map((l) => `// ${l}`), "// ==/UserScript==", body, ""].join("\n");
+}
+
+const LIB = "var LIB_NAME = 'tiny-lib'; function libShout(s) { return String(s).toUpperCase() + '!'; }";
+const TEXT = "héllo resource ✓";
+const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2, 255]);
+
+/** The library server (on 127.0.0.1, http allowed for loopback) and the pages (any host name). */
+async function server() {
+  const hits = [];
+  let refuse = false;
+  const srv = createServer((req, res) => {
+    hits.push(req.url);
+    const path = req.url.split("?")[0];
+    if (refuse && path !== "/page") { res.writeHead(503); res.end("gone"); return; }
+    if (path === "/lib.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(LIB); return; }
+    if (path === "/text.txt") { res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }); res.end(TEXT); return; }
+    if (path === "/img.png") { res.writeHead(200, { "content-type": "image/png" }); res.end(PNG); return; }
+    if (path === "/missing.js") { res.writeHead(404); res.end("no"); return; }
+    if (path === "/redirect.js") {
+      // To another host, in cleartext: the name resolves here too, but is not this computer's.
+      res.writeHead(302, { location: `http://evil.test:${srv.address().port}/lib.js` }); res.end(); return;
+    }
+    if (path === "/huge.js") {
+      // 8 MiB in chunks, no content-length: only a reader that stops can refuse it early.
+      res.writeHead(200, { "content-type": "text/javascript" });
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      let sent = 0;
+      const pump = () => {
+        while (sent < 128) {
+          sent++;
+          if (!res.write(chunk)) { res.once("drain", pump); return; }
+        }
+        res.end();
+      };
+      res.on("close", () => { hits.push(`/huge.js closed after ${sent} chunks`); });
+      pump();
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><title>page</title><p id=p>text</p>");
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return {
+    port: srv.address().port, hits,
+    refuse(v) { refuse = v; },
+    close: () => new Promise((r) => { srv.close(r); srv.closeAllConnections(); }),
+  };
+}
+
+describe("require: @require/@resource fetched at write, run from storage", () => {
+  let h, srv, session, tab;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const ok = async (name, args) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
+    return res.structuredContent;
+  };
+  const lib = (p) => `http://127.0.0.1:${srv.port}${p}`;
+  const load = async (host) => {
+    await tab.goto(`http://${host}:${srv.port}/page`, { waitUntil: "load" });
+    await sleep(400);
+    return tab.evaluate(() => Object.fromEntries([...document.documentElement.attributes]
+      .filter((a) => a.name.startsWith("data-r-")).map((a) => [a.name.slice(7), a.value])));
+  };
+  /** Every `asset/…` key in the provider's storage. */
+  const assetKeys = async () => {
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      return await page.evaluate(async () => Object.keys(await chrome.storage.local.get(null)).filter((k) => k.startsWith("asset/")).sort());
+    } finally {
+      await page.close();
+    }
+  };
+
+  before(async () => {
+    h = await launch();
+    srv = await server();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    tab = await h.context.newPage();
+  });
+  beforeEach(async () => {
+    srv.refuse(false);
+    for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await h.internal("scripts.delete", { uuid: s.uuid });
+  });
+  after(async () => {
+    await h?.close();
+    await srv?.close();
+  });
+
+  test("written with @require from a local server; the server then refuses, the worker restarts, and a page still runs the script with the library", T, async () => {
+    const hash = createHash("sha256").update(LIB).digest("hex");
+    const { script: s } = await ok("write_script", { source: script("uses lib", [
+      "@match http://lib.test/*", `@require ${lib("/lib.js")}#sha256=${hash}`,
+    ], "document.documentElement.setAttribute('data-r-lib', libShout(LIB_NAME));") });
+    assert.deepEqual(s.assets.map((a) => [a.url, a.sha256, a.size]), [[`${lib("/lib.js")}#sha256=${hash}`, hash, LIB.length]]);
+    assert.equal(srv.hits.filter((u) => u === "/lib.js").length, 1);
+    srv.refuse(true);
+    await h.stopProviderWorker();
+    assert.deepEqual(await load("lib.test"), { lib: "TINY-LIB!" });
+    // The library was never asked for again: the page ran on the stored bytes.
+    assert.equal(srv.hits.filter((u) => u === "/lib.js").length, 1);
+    // The library's globals are the script's own (its world), not the page's.
+    assert.equal(await tab.evaluate(() => typeof window.libShout), "undefined");
+    // validate_script no longer says it is not loaded.
+    const v = await ok("validate_script", { source: script("v", ["@match http://lib.test/*", `@require ${lib("/lib.js")}`], "1;") });
+    assert.ok(!JSON.stringify(v).includes("not loaded"), JSON.stringify(v));
+  });
+
+  test("a script with a @require reports its own error at its own line (the library's lines are not counted)", T, async () => {
+    const { script: s } = await ok("write_script", { source: script("throws", ["@match http://throw.test/*", `@require ${lib("/lib.js")}`],
+      // Lines 1–6 are the metadata block: the body starts at line 7.
+      "document.documentElement.setAttribute('data-r-before', libShout('x'));\nconsole.log('line 8');\nnull.boom;") });
+    assert.deepEqual(await load("throw.test"), { before: "X!" });
+    let run;
+    for (const deadline = Date.now() + 5000; !run && Date.now() < deadline; await sleep(100)) {
+      run = (await ok("script_runs", { uuid: s.uuid, errorsOnly: true })).runs[0];
+    }
+    assert.ok(run, "no run reported");
+    assert.equal(run.error.name, "TypeError", JSON.stringify(run));
+    assert.equal(run.error.line, 9, JSON.stringify(run.error));
+    assert.equal(run.error.column, 6, JSON.stringify(run.error));
+    assert.deepEqual(run.console.map((c) => [c.text, c.line]), [["line 8", 8]]);
+  });
+
+  test("a failed fetch, a hash mismatch, a huge answer and a redirect to a cleartext host each refuse the write and store nothing", T, async () => {
+    const before = await assetKeys();
+    const cases = [
+      [lib("/missing.js"), "HTTP 404"],
+      [`${lib("/lib.js")}#sha256=${"0".repeat(64)}`, "do not have the sha256"],
+      [lib("/huge.js"), "over"],
+      [lib("/redirect.js"), "redirected to http://evil.test"],
+      [`http://127.0.0.1:1/nothing.js`, "could not be fetched"],
+    ];
+    for (const [url, says] of cases) {
+      const res = await call("write_script", { source: script(`bad ${says}`, ["@match http://bad.test/*", `@require ${url}`], "1;") });
+      assert.equal(res.isError, true, `${url}: ${JSON.stringify(res.structuredContent)}`);
+      const text = res.content[0].text;
+      assert.ok(text.includes(url.split("#")[0]) && text.includes(says) && text.includes("not stored"), text);
+    }
+    assert.deepEqual((await ok("list_scripts", {})).scripts, []);
+    assert.deepEqual(await assetKeys(), before);
+    // The huge answer was cut off, not read whole.
+    await sleep(200);
+    const closed = srv.hits.find((u) => u.startsWith("/huge.js closed"));
+    assert.ok(closed && Number(closed.match(/after (\d+)/)[1]) < 128, `huge: ${closed}`);
+    assert.equal((await call("status", {})).isError, false);
+  });
+
+  test("GM_getResourceText gives the bytes, GM_getResourceURL a data: URL of the right type; another script's resource name gives null", T, async () => {
+    await ok("write_script", { source: script("owner", [
+      "@match http://res.test/*", `@resource txt ${lib("/text.txt")}`, `@resource img ${lib("/img.png")}`,
+      "@grant GM_getResourceText", "@grant GM_getResourceURL", "@grant GM.getResourceUrl",
+    ], "const el = document.documentElement;\n"
+      + "el.setAttribute('data-r-text', GM_getResourceText('txt'));\n"
+      + "el.setAttribute('data-r-url', GM_getResourceURL('img'));\n"
+      + "GM.getResourceUrl('txt').then((u) => el.setAttribute('data-r-promise', u));") });
+    await ok("write_script", { source: script("thief", [
+      "@match http://res.test/*", "@grant GM_getResourceText",
+    ], "document.documentElement.setAttribute('data-r-thief', String(GM_getResourceText('txt')));") });
+    const seen = await load("res.test");
+    assert.equal(seen.text, TEXT);
+    assert.equal(seen.url, `data:image/png;base64,${PNG.toString("base64")}`);
+    assert.equal(seen.promise, `data:text/plain;base64,${Buffer.from(TEXT).toString("base64")}`);
+    assert.equal(seen.thief, "null");
+  });
+
+  test("review names the URL and when its bytes are fixed; only the approved write fetches, and its result has the sha256", T, async () => {
+    const hash = createHash("sha256").update(TEXT).digest("hex");
+    const hitsBefore = srv.hits.filter((u) => u === "/text.txt").length;
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    try {
+      const pending = call("write_script", { source: script("reviewed", ["@match http://rev.test/*", `@resource t ${lib("/text.txt")}`], "1;") });
+      let review;
+      for (const deadline = Date.now() + 8000; !review && Date.now() < deadline; await sleep(100)) {
+        review = (await h.internal("state.get")).reviews?.[0];
+      }
+      assert.ok(review, "no review appeared");
+      const shown = JSON.stringify(review);
+      assert.ok(shown.includes(`Loads the file t from ${lib("/text.txt")} (@resource; fetched once when this write is done`), shown);
+      // Nothing is fetched while the user decides.
+      assert.equal(srv.hits.filter((u) => u === "/text.txt").length, hitsBefore);
+      await h.internal("reviews.decide", { review: review.id, approve: true });
+      const res = await pending;
+      assert.equal(res.isError, false, res.content?.[0]?.text);
+      assert.deepEqual(res.structuredContent.script.assets.map((a) => [a.name, a.sha256, a.mime]), [["t", hash, "text/plain"]]);
+      assert.equal(srv.hits.filter((u) => u === "/text.txt").length, hitsBefore + 1);
+    } finally {
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+    }
+  });
+
+  test("the options page shows each stored file's URL and sha256", T, async () => {
+    const hash = createHash("sha256").update(LIB).digest("hex");
+    await ok("write_script", { source: script("shown", ["@match http://shown.test/*", `@require ${lib("/lib.js")}`], "1;") });
+    const page = await h.providerPage();
+    await page.reload();
+    await page.waitForFunction((h) => document.body.innerText.includes(h), hash, { timeout: 10_000 });
+    const text = await page.evaluate(() => document.body.innerText);
+    assert.ok(text.includes(`@require ${lib("/lib.js")} — sha256 ${hash}`), text.slice(0, 2000));
+  });
+});
