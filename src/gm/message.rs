@@ -35,6 +35,9 @@ pub enum GmRequest {
     Xhr(XhrRequest),
     /// Abort the script's request `id`.
     XhrAbort { id: u32 },
+    /// The page's whole list of menu commands now, and a wait for a click on one
+    /// (`gm::menu`); an empty list removes them.
+    Menu(Vec<super::menu::Command>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +144,7 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         }
         "xhr" => xhr(o).map(GmRequest::Xhr),
         "xhr.abort" => Ok(GmRequest::XhrAbort { id: id(o)? }),
+        "menu" => super::menu_message::commands(o).map(GmRequest::Menu),
         other => Err(bad(&format!("unknown op {:?}", ellipsize(other, 32)))),
     }
 }

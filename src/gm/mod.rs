@@ -6,7 +6,10 @@
 pub mod api;
 pub mod connect;
 pub mod inject;
+pub mod menu;
+pub mod menu_message;
 pub mod message;
 pub mod store;
+pub mod try_gm;
 pub mod values;
 pub mod xhr;

@@ -106,6 +106,12 @@ impl<E: Env> Provider<E> {
             }
             // The request is not cancelled in the worker: the page drops its answer.
             GmRequest::XhrAbort { .. } => json!({ "ok": true }),
+            GmRequest::Menu(commands) if grants_any(&record, super::gm_menu::MENU_GRANTS) => {
+                self.gm_menu(uuid, from, commands).await
+            }
+            GmRequest::Menu(_) => {
+                error("GM_registerMenuCommand: this script does not @grant GM_registerMenuCommand")
+            }
         }
     }
 
@@ -379,6 +385,7 @@ mod tests {
             url: Some("https://example.com/".into()),
             frame_id: Some(0),
             tab_id: Some(id),
+            ..Sender::default()
         };
         let (wait_raw, set_raw) = (
             msg(json!({"op": "values.wait"})),

@@ -5,6 +5,7 @@
 
 mod bridge;
 mod gm;
+mod gm_menu;
 mod guards;
 mod registry;
 mod reviews;
@@ -96,6 +97,9 @@ pub struct Provider<E> {
     gm_values: crate::gm::store::ValueStore,
     /// Pages waiting for another page's value changes: uuid → (tab, frame, answer).
     gm_waiters: RefCell<gm::Waiters>,
+    /// Menu commands of open pages, and each page's held wait for a click (`gm_menu`).
+    gm_menus: RefCell<crate::gm::menu::Menus>,
+    menu_waiters: RefCell<gm_menu::MenuWaiters>,
 }
 
 struct Waiting {
@@ -136,6 +140,8 @@ impl<E: Env> Provider<E> {
             runs_lock: Mutex::new(()),
             gm_values: Default::default(),
             gm_waiters: RefCell::new(Default::default()),
+            gm_menus: RefCell::new(Default::default()),
+            menu_waiters: RefCell::new(Default::default()),
         }
     }
 
