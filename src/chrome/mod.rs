@@ -11,6 +11,7 @@ mod env;
 mod execute;
 mod json;
 mod ports;
+mod tab_events;
 pub(crate) mod web;
 
 use crate::control::{Effect, CONTROL_CHANNEL};
@@ -80,6 +81,8 @@ pub fn start() {
     });
     // Run reports from registered scripts (the userscript channel; hostile input).
     channel::listen();
+    // A tab that navigates or closes loses its pages' menu commands.
+    tab_events::listen();
     // Keeps the provider's caches exact when storage changes by any other hand.
     api::ON_STORAGE_CHANGED.with(|e| {
         add(

@@ -112,9 +112,8 @@ impl Menus {
                 click: removed.and_then(|e| e.pending_click),
             };
         }
-        match at {
-            Some(i) => {
-                let e = &mut self.entries[i];
+        match at.and_then(|i| self.entries.get_mut(i)) {
+            Some(e) => {
                 if e.place.document != place.document {
                     e.pending_click = None;
                 }

@@ -7,6 +7,7 @@ pub mod api;
 pub mod connect;
 pub mod inject;
 pub mod menu;
+pub mod menu_js;
 pub mod menu_message;
 pub mod message;
 pub mod store;

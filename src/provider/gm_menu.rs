@@ -112,7 +112,7 @@ impl<E: Env> Provider<E> {
                 }))
             })
             .collect();
-        json!({ "tab": tab, "items": items })
+        json!({ "ok": true, "tab": tab, "items": items })
     }
 
     /// The user clicked command `id` of `entry` in the popup: the page's held wait is answered
