@@ -6,6 +6,7 @@
 
 mod api;
 mod bridge;
+mod browser;
 mod channel;
 mod env;
 mod execute;
@@ -83,6 +84,8 @@ pub fn start() {
     channel::listen();
     // A tab that navigates or closes loses its pages' menu commands.
     tab_events::listen();
+    // GM_notification's clicks and closes.
+    browser::listen();
     // Keeps the provider's caches exact when storage changes by any other hand.
     api::ON_STORAGE_CHANGED.with(|e| {
         add(

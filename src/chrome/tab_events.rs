@@ -44,7 +44,7 @@ pub fn listen() {
             &e,
             Closure::<dyn FnMut(JsValue)>::new(|tab: JsValue| {
                 if let Some(id) = tab_id(&tab) {
-                    provider().menu_tab_gone(id);
+                    provider().tab_removed(id);
                 }
             }),
         );

@@ -11,6 +11,8 @@ pub mod menu_js;
 pub mod menu_message;
 pub mod message;
 pub mod store;
+pub mod tabs;
+pub mod tabs_js;
 pub mod try_gm;
 pub mod values;
 pub mod xhr;

@@ -172,6 +172,7 @@ mod tests {
             frame_id: Some(0),
             tab_id: Some(tab),
             document_id: Some(doc.into()),
+            ..Sender::default()
         }
     }
 

@@ -6,6 +6,7 @@
 mod bridge;
 mod gm;
 mod gm_menu;
+mod gm_tabs;
 mod guards;
 mod registry;
 mod reviews;
@@ -100,6 +101,8 @@ pub struct Provider<E> {
     /// Menu commands of open pages, and each page's held wait for a click (`gm_menu`).
     gm_menus: RefCell<crate::gm::menu::Menus>,
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
+    /// Tabs and notifications scripts opened (`gm_tabs`).
+    gm_opened: RefCell<gm_tabs::Opened>,
 }
 
 struct Waiting {
@@ -142,6 +145,7 @@ impl<E: Env> Provider<E> {
             gm_waiters: RefCell::new(Default::default()),
             gm_menus: RefCell::new(Default::default()),
             menu_waiters: RefCell::new(Default::default()),
+            gm_opened: RefCell::new(Default::default()),
         }
     }
 

@@ -17,6 +17,8 @@ pub struct Sender {
     pub tab_id: Option<i64>,
     /// `sender.documentId`: which document of the frame (menu commands go with it).
     pub document_id: Option<String>,
+    /// `sender.tab.index` (GM_openInTab puts a new tab after it).
+    pub tab_index: Option<i64>,
 }
 
 /// What became of one message (for tests and the worker's log).

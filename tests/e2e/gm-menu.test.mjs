@@ -166,4 +166,44 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     });
     assert.match(String(x.frames[0].value), /not available when a script is tried/);
   });
+
+  test("GM_openInTab opens an http(s) tab (closed and heard by its script), and refuses javascript: and chrome: addresses", T, async () => {
+    await write("opener", ["@match http://open.test/*", "@grant GM_openInTab"],
+      "const root = document.documentElement;\n"
+      + "const t = GM_openInTab(location.protocol + '//opened.test:' + location.port + '/x', { active: false });\n"
+      + "t.onclose = () => root.setAttribute('data-closed', String(t.closed));\n"
+      + "const bad = [GM_openInTab('javascript:document.title=1'), GM_openInTab('chrome://settings/'), GM_openInTab('chrome-extension://" + PROVIDER_ID + "/options.html')];\n"
+      + "setTimeout(() => root.setAttribute('data-bad', String(bad.every((b) => b.closed))), 1500);\n"
+      + "setTimeout(() => t.close(), 2500);");
+    const opened = h.context.waitForEvent("page", { predicate: (p) => p.url().includes("opened.test"), timeout: 10_000 });
+    await tab.goto(url("open.test", "/"), { waitUntil: "load" });
+    const o = await opened;
+    await o.waitForLoadState("load");
+    assert.equal(o.url(), url("opened.test", "/x"));
+    assert.ok(server.hits.includes(`opened.test:${server.port}/x`), "the opened tab loaded the page");
+    await until(async () => (await attr("data-bad")) === "true", 5000, "the refused tabs read as closed");
+    const urls = h.context.pages().map((p) => p.url());
+    assert.ok(!urls.some((u) => /^(javascript|chrome):|options\.html/.test(u)), `no refused address was opened: ${urls}`);
+    // The script closes its tab, and its onclose hears it.
+    await until(async () => o.isClosed(), 5000, "the script's close() closed its tab");
+    await until(async () => (await attr("data-closed")) === "true", 5000, "onclose ran with closed = true");
+  });
+
+  test("GM_notification creates a Chrome notification naming its script; its close reaches the script's ondone", T, async () => {
+    await write("notifier", ["@match http://notify.test/*", "@grant GM_notification"],
+      "GM_notification({ text: 'hello from the page', title: 'Greeting', ondone: () => document.documentElement.setAttribute('data-done', '1') });\n"
+      + "document.documentElement.setAttribute('data-asked', '1');");
+    await tab.goto(url("notify.test", "/"), { waitUntil: "load" });
+    await until(async () => (await attr("data-asked")) === "1", 5000, "the script ran");
+    const provider = await h.providerPage();
+    let ids = [];
+    await until(async () => {
+      ids = Object.keys(await provider.evaluate(() => chrome.notifications.getAll()));
+      return ids.length === 1;
+    }, 5000, "one notification exists");
+    assert.match(ids[0], /^gm-/);
+    // Closed (as the user would dismiss it): Chrome's onClosed reaches the script's ondone.
+    await provider.evaluate((id) => chrome.notifications.clear(id), ids[0]);
+    await until(async () => (await attr("data-done")) === "1", 5000, "ondone ran in the page");
+  });
 });
