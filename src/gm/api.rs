@@ -59,7 +59,8 @@ pub const APIS: &[Api] = &[
     api("GM_unregisterMenuCommand", Provided, true),
     api("GM_openInTab", Provided, true),
     api("GM_notification", Provided, true),
-    api("GM_setClipboard", NotProvided, true),
+    // Written from the script's own world (`gm::clipboard_js`): no channel.
+    api("GM_setClipboard", Provided, false),
     api("GM_getResourceText", NotProvided, false),
     api("GM_getResourceURL", NotProvided, false),
     api("GM_getTab", NotProvided, true),

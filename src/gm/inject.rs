@@ -115,6 +115,7 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         "GM_registerMenuCommand" | "GM_unregisterMenuCommand" => super::menu_js::menu_js(),
         "GM_openInTab" => super::tabs_js::OPEN_IN_TAB_JS.to_owned(),
         "GM_notification" => super::tabs_js::NOTIFICATION_JS.to_owned(),
+        "GM_setClipboard" => super::clipboard_js::SET_CLIPBOARD_JS.to_owned(),
         // The world's own window: the page's DOM, not the page's JavaScript (validate_script
         // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
         "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),

@@ -4,6 +4,7 @@
 //! (`scripts::prelude`) gives a script exactly the functions its grants name.
 
 pub mod api;
+pub mod clipboard_js;
 pub mod connect;
 pub mod inject;
 pub mod menu;
