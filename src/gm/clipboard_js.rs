@@ -25,5 +25,10 @@ mod tests {
     #[test]
     fn one_line() {
         assert!(!super::SET_CLIPBOARD_JS.contains('\n'));
+        if let Ok(p) = std::env::var("LUMO_DUMP_CLIP") {
+            let src = "// ==UserScript==\n// @name c\n// @grant GM_setClipboard\n// @grant GM.setClipboard\n// @grant GM_openInTab\n// @grant GM_notification\n// @grant GM_registerMenuCommand\n// ==/UserScript==\n";
+            let m = crate::scripts::metadata::parse(src).metadata.unwrap();
+            std::fs::write(p, crate::gm::inject::prelude("u", &m, src)).unwrap();
+        }
     }
 }
