@@ -4,16 +4,16 @@
 use serde_json::{Map, Value};
 
 use super::menu::{Command, MAX_CAPTION_CHARS, MAX_COMMANDS, MAX_ID_BYTES};
-use super::message::GmError;
 
 /// A caption longer than this many bytes is refused (shorter ones are cut for display).
 pub const MAX_CAPTION_BYTES: usize = 2048;
 
-fn bad(what: &str) -> GmError {
-    GmError(format!("GM_registerMenuCommand: {what}"))
+/// The refusal, as the message the script reads (`gm::message` wraps it).
+fn bad(what: &str) -> String {
+    format!("GM_registerMenuCommand: {what}")
 }
 
-pub fn commands(o: &Map<String, Value>) -> Result<Vec<Command>, GmError> {
+pub fn commands(o: &Map<String, Value>) -> Result<Vec<Command>, String> {
     let list = o
         .get("commands")
         .and_then(Value::as_array)
@@ -53,7 +53,7 @@ pub fn commands(o: &Map<String, Value>) -> Result<Vec<Command>, GmError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::message::{parse, GmRequest};
+    use super::super::message::{parse, GmError, GmRequest};
     use super::*;
     use serde_json::json;
 

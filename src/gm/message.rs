@@ -162,20 +162,26 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         }
         "xhr" => xhr(o).map(GmRequest::Xhr),
         "xhr.abort" => Ok(GmRequest::XhrAbort { id: id(o)? }),
-        "menu" => super::menu_message::commands(o).map(GmRequest::Menu),
-        "tab.open" => super::tabs::open_tab(o).map(GmRequest::TabOpen),
+        "menu" => super::menu_message::commands(o)
+            .map(GmRequest::Menu)
+            .map_err(GmError),
+        "tab.open" => super::tabs::open_tab(o)
+            .map(GmRequest::TabOpen)
+            .map_err(GmError),
         "tab.close" => Ok(GmRequest::TabClose {
-            tab: super::tabs::tab_id(o)?,
+            tab: super::tabs::tab_id(o).map_err(GmError)?,
         }),
         "tab.wait" => Ok(GmRequest::TabWait {
-            tab: super::tabs::tab_id(o)?,
+            tab: super::tabs::tab_id(o).map_err(GmError)?,
         }),
-        "notify" => super::tabs::notice(o).map(GmRequest::Notify),
+        "notify" => super::tabs::notice(o)
+            .map(GmRequest::Notify)
+            .map_err(GmError),
         "notify.wait" => Ok(GmRequest::NoticeWait {
-            id: super::tabs::notice_id(o)?,
+            id: super::tabs::notice_id(o).map_err(GmError)?,
         }),
         "notify.close" => Ok(GmRequest::NoticeClose {
-            id: super::tabs::notice_id(o)?,
+            id: super::tabs::notice_id(o).map_err(GmError)?,
         }),
         other => Err(bad(&format!("unknown op {:?}", ellipsize(other, 32)))),
     }

@@ -5,7 +5,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::message::{GmError, MAX_URL_BYTES};
+/// Longest address a script may open, in bytes.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
 
 /// Most tabs one script's pages may have open (opened by it) at once; more are refused.
 pub const MAX_OPEN_TABS: usize = 20;
@@ -36,8 +37,9 @@ pub struct Notice {
     pub silent: bool,
 }
 
-fn bad(what: &str) -> GmError {
-    GmError(format!("GM request: {what}"))
+/// Refusals are the message the script reads (`gm::message` wraps them).
+fn bad(what: &str) -> String {
+    format!("GM request: {what}")
 }
 
 fn flag(o: &Map<String, Value>, k: &str, default: bool) -> bool {
@@ -62,16 +64,16 @@ pub fn allowed_url(url: &str) -> bool {
 
 /// The refusal the script reads when `url` may not be opened (checked by the provider, so the
 /// script is answered with it rather than the request being dropped as malformed).
-pub fn refuse_url(url: &str) -> Option<GmError> {
+pub fn refuse_url(url: &str) -> Option<String> {
     (!allowed_url(url)).then(|| {
-        GmError(format!(
+        format!(
             "GM_openInTab: only http and https addresses can be opened, not {:?}",
             crate::text::ellipsize(url, 80)
-        ))
+        )
     })
 }
 
-pub fn open_tab(o: &Map<String, Value>) -> Result<OpenTab, GmError> {
+pub fn open_tab(o: &Map<String, Value>) -> Result<OpenTab, String> {
     let url = o
         .get("url")
         .and_then(Value::as_str)
@@ -105,12 +107,10 @@ pub fn create_props(t: &OpenTab, opener: Option<(i64, Option<i64>)>) -> Value {
     Value::Object(p)
 }
 
-pub fn notice(o: &Map<String, Value>) -> Result<Notice, GmError> {
+pub fn notice(o: &Map<String, Value>) -> Result<Notice, String> {
     let text = text(o, "text", MAX_TEXT_CHARS);
     if text.is_empty() {
-        return Err(GmError(
-            "GM_notification: the text must not be empty".into(),
-        ));
+        return Err("GM_notification: the text must not be empty".into());
     }
     let image = o
         .get("image")
@@ -148,13 +148,13 @@ pub fn notification_options(n: &Notice, script: &str, icon: &str) -> Value {
 }
 
 /// A notification or tab id field.
-pub fn tab_id(o: &Map<String, Value>) -> Result<i64, GmError> {
+pub fn tab_id(o: &Map<String, Value>) -> Result<i64, String> {
     o.get("tab")
         .and_then(Value::as_i64)
         .ok_or_else(|| bad("tab must be a whole number"))
 }
 
-pub fn notice_id(o: &Map<String, Value>) -> Result<String, GmError> {
+pub fn notice_id(o: &Map<String, Value>) -> Result<String, String> {
     o.get("id")
         .and_then(Value::as_str)
         .filter(|s| s.len() <= 64)
@@ -187,7 +187,7 @@ mod tests {
             "",
         ] {
             let e = refuse_url(&open_tab(&o(json!({"url": bad}))).unwrap().url).unwrap();
-            assert!(e.0.contains("only http and https"), "{bad}: {e}");
+            assert!(e.contains("only http and https"), "{bad}: {e}");
         }
         let long = format!("https://a.test/{}", "x".repeat(MAX_URL_BYTES));
         assert!(open_tab(&o(json!({"url": long}))).is_err());

@@ -51,7 +51,7 @@ fn deliver(w: &mut Watch, event: &'static str) {
 impl<E: Env> Provider<E> {
     pub(crate) async fn gm_open_tab(&self, uuid: &str, from: &super::Sender, t: &OpenTab) -> Value {
         if let Some(e) = tabs::refuse_url(&t.url) {
-            return json!({ "error": e.to_string(), "refused": true });
+            return json!({ "error": e, "refused": true });
         }
         let open = self
             .gm_opened
