@@ -2,6 +2,7 @@
 // with one-click disconnect, and the audit log (filter, export).
 import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 import { undoButton } from './undo.js';
+import { menuSection } from './popup-menu.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -253,4 +254,5 @@ onStored(async (keys) => {
   if (k.some((x) => x === 'session:reviews' || x === 'local:policy')) await refreshState();
 });
 setInterval(() => refreshState().catch(() => {}), 1000);
+menuSection($('menu-section'), $('menu'), status);
 Promise.all([refreshState(), refreshAudit()]).catch((e) => say(status, e.message, 'error'));

@@ -180,8 +180,25 @@ pub trait Http {
 }
 
 /// Everything the provider needs.
-pub trait Env: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs + Http {}
-impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs + Http> Env for T {}
+/// Tabs and notifications a script's GM functions open (`GM_openInTab`, `GM_notification`).
+/// The core makes Chrome's exact arguments (`gm::tabs`); the shell passes them on.
+pub trait Browser {
+    /// `chrome.tabs.create(props)`: the new tab's id.
+    async fn create_tab(&self, props: &Value) -> Result<i64, EnvError>;
+    async fn remove_tab(&self, id: i64) -> Result<(), EnvError>;
+    /// `chrome.notifications.create(id, options)`.
+    async fn create_notification(&self, id: &str, options: &Value) -> Result<(), EnvError>;
+    async fn clear_notification(&self, id: &str) -> Result<(), EnvError>;
+}
+
+pub trait Env:
+    Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs + Http + Browser
+{
+}
+impl<T: Storage + Clock + Capabilities + UserScripts + Ids + Timer + Tabs + Http + Browser> Env
+    for T
+{
+}
 
 pub use crate::scripts::registry::Registration;
 
@@ -220,6 +237,37 @@ pub mod memory {
         pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, String>>>,
         /// How long each `fetch` takes (the clock advances by it).
         pub fetch_ms: Cell<f64>,
+        /// Every `Browser` call: (what, its argument).
+        pub browser_calls: RefCell<Vec<(String, Value)>>,
+    }
+
+    impl Browser for MemoryEnv {
+        /// Tab ids from 1000 up, in order.
+        async fn create_tab(&self, props: &Value) -> Result<i64, EnvError> {
+            let mut calls = self.browser_calls.borrow_mut();
+            calls.push(("tabs.create".into(), props.clone()));
+            Ok(999
+                + i64::try_from(calls.iter().filter(|c| c.0 == "tabs.create").count()).unwrap_or(0))
+        }
+        async fn remove_tab(&self, id: i64) -> Result<(), EnvError> {
+            self.browser_calls
+                .borrow_mut()
+                .push(("tabs.remove".into(), id.into()));
+            Ok(())
+        }
+        async fn create_notification(&self, id: &str, options: &Value) -> Result<(), EnvError> {
+            self.browser_calls.borrow_mut().push((
+                "notifications.create".into(),
+                serde_json::json!([id, options]),
+            ));
+            Ok(())
+        }
+        async fn clear_notification(&self, id: &str) -> Result<(), EnvError> {
+            self.browser_calls
+                .borrow_mut()
+                .push(("notifications.clear".into(), id.into()));
+            Ok(())
+        }
     }
 
     impl MemoryEnv {

@@ -4,7 +4,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use lumo_userscripts::gm::message::{self, GmRequest, MAX_HEADERS, MAX_URL_BYTES};
-use lumo_userscripts::gm::{connect, values, xhr};
+use lumo_userscripts::gm::{connect, menu, tabs, values, xhr};
 use lumo_userscripts::web::platform;
 
 fuzz_target!(|data: &[u8]| {
@@ -30,6 +30,31 @@ fuzz_target!(|data: &[u8]| {
                 assert!(!rules.is_empty(), "sent with no @connect rule: {url}");
                 assert!(connect::allows(&rules, &host, Some("page.test")));
             }
+        }
+        // Menu lists are bounded whatever was sent, and the model keeps them so.
+        Ok(GmRequest::Menu(cs)) => {
+            assert!(cs.len() <= menu::MAX_COMMANDS);
+            for c in &cs {
+                assert!(c.id.len() <= menu::MAX_ID_BYTES);
+                assert!(c.caption.chars().count() <= menu::MAX_CAPTION_CHARS + 1);
+                assert!(c.access_key.as_ref().is_none_or(|k| k.chars().count() == 1));
+            }
+            let mut m = menu::Menus::default();
+            let place = menu::Place { tab: 1, frame: 0, document: Some("d".into()) };
+            m.set("u", place, "https://page.test/", cs.clone());
+            assert_eq!(m.for_tab(1).len(), usize::from(!cs.is_empty()));
+        }
+        // Only http(s) addresses pass the tab check, whatever the spelling.
+        Ok(GmRequest::TabOpen(t)) => {
+            if tabs::refuse_url(&t.url).is_none() {
+                let l = t.url.to_ascii_lowercase();
+                assert!(l.starts_with("http://") || l.starts_with("https://"), "{}", t.url);
+            }
+        }
+        Ok(GmRequest::Notify(n)) => {
+            assert!(n.text.chars().count() <= tabs::MAX_TEXT_CHARS + 1);
+            assert!(n.title.chars().count() <= tabs::MAX_TITLE_CHARS + 1);
+            assert!(n.image.as_ref().is_none_or(|i| i.len() <= tabs::MAX_IMAGE_BYTES));
         }
         _ => {}
     }

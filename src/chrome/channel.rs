@@ -31,6 +31,12 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
         } else {
             None
         },
+        document_id: string_prop(&sender, "documentId"),
+        tab_index: if tab.is_object() {
+            int_prop(&tab, "index")
+        } else {
+            None
+        },
     };
     spawn_local(async move {
         // JSON.stringify of what Chrome delivered, done only if the core admits the message; the

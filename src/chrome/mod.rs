@@ -6,11 +6,13 @@
 
 mod api;
 mod bridge;
+mod browser;
 mod channel;
 mod env;
 mod execute;
 mod json;
 mod ports;
+mod tab_events;
 pub(crate) mod web;
 
 use crate::control::{Effect, CONTROL_CHANNEL};
@@ -80,6 +82,10 @@ pub fn start() {
     });
     // Run reports from registered scripts (the userscript channel; hostile input).
     channel::listen();
+    // A tab that navigates or closes loses its pages' menu commands.
+    tab_events::listen();
+    // GM_notification's clicks and closes.
+    browser::listen();
     // Keeps the provider's caches exact when storage changes by any other hand.
     api::ON_STORAGE_CHANGED.with(|e| {
         add(

@@ -131,6 +131,20 @@ pub enum Op {
         #[serde(default, deserialize_with = "loose")]
         id: Option<String>,
     },
+    /// The menu commands scripts registered in a tab's pages (`GM_registerMenuCommand`).
+    #[serde(rename = "menu.list")]
+    MenuList {
+        #[serde(default, deserialize_with = "loose")]
+        tab: Option<i64>,
+    },
+    /// The user clicked one: `entry` and `id` as `menu.list` gave them.
+    #[serde(rename = "menu.click")]
+    MenuClick {
+        #[serde(default, deserialize_with = "loose")]
+        entry: Option<u64>,
+        #[serde(default, deserialize_with = "loose")]
+        id: Option<String>,
+    },
     /// `bridge.*`: the local bridge's family (`bridge_ops`).
     #[serde(skip)]
     Bridge(BridgeOp),
@@ -213,6 +227,17 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
         Op::PolicyApprove { id, name } => policy::approve(p, id, name).await,
         Op::PolicyDeny { id } => policy::deny(p, id).await,
         Op::PolicyRemove { id } => policy::remove(p, id).await,
+        Op::MenuList { tab } => match tab {
+            Some(t) => p.menu_list(t).await.into(),
+            None => err("missing \"tab\": the id of the tab whose menu commands to list").into(),
+        },
+        Op::MenuClick { entry, id } => match (entry, id) {
+            (Some(e), Some(id)) => match p.menu_click(e, &id) {
+                Ok(delivered) => json!({ "ok": true, "delivered": delivered }).into(),
+                Err(why) => err(why).into(),
+            },
+            _ => err("menu.click needs \"entry\" and \"id\" as menu.list gave them").into(),
+        },
         Op::Bridge(op) => crate::bridge_ops::run(p, op).await,
         Op::Runs(op) => crate::runs_ops::run(p, op).await,
         Op::ByHand(op) => crate::by_hand::run(p, op, msg).await.into(),

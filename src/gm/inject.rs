@@ -111,6 +111,11 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
             Value::String(format!("[{}]", meta.name))
         ),
         "GM_xmlhttpRequest" => XHR_JS.to_owned(),
+        // Both defined by the first granted (the code is guarded against a second copy).
+        "GM_registerMenuCommand" | "GM_unregisterMenuCommand" => super::menu_js::menu_js(),
+        "GM_openInTab" => super::tabs_js::OPEN_IN_TAB_JS.to_owned(),
+        "GM_notification" => super::tabs_js::NOTIFICATION_JS.to_owned(),
+        "GM_setClipboard" => super::clipboard_js::SET_CLIPBOARD_JS.to_owned(),
         // The world's own window: the page's DOM, not the page's JavaScript (validate_script
         // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
         "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
@@ -229,7 +234,7 @@ mod tests {
             &[][..],
             &["none"][..],
             &["GM_bogus"][..],
-            &["GM_registerMenuCommand"][..],
+            &["GM_download"][..],
         ] {
             let s = src(g);
             assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");

@@ -34,7 +34,28 @@ pub enum GmRequest {
     /// `GM_xmlhttpRequest`.
     Xhr(XhrRequest),
     /// Abort the script's request `id`.
-    XhrAbort { id: u32 },
+    XhrAbort {
+        id: u32,
+    },
+    /// The page's whole list of menu commands now, and a wait for a click on one
+    /// (`gm::menu`); an empty list removes them.
+    Menu(Vec<super::menu::Command>),
+    /// `GM_openInTab`; closing and waiting name a tab this script opened.
+    TabOpen(super::tabs::OpenTab),
+    TabClose {
+        tab: i64,
+    },
+    TabWait {
+        tab: i64,
+    },
+    /// `GM_notification`; its click and close come through `NoticeWait`.
+    Notify(super::tabs::Notice),
+    NoticeWait {
+        id: String,
+    },
+    NoticeClose {
+        id: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +162,27 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         }
         "xhr" => xhr(o).map(GmRequest::Xhr),
         "xhr.abort" => Ok(GmRequest::XhrAbort { id: id(o)? }),
+        "menu" => super::menu_message::commands(o)
+            .map(GmRequest::Menu)
+            .map_err(GmError),
+        "tab.open" => super::tabs::open_tab(o)
+            .map(GmRequest::TabOpen)
+            .map_err(GmError),
+        "tab.close" => Ok(GmRequest::TabClose {
+            tab: super::tabs::tab_id(o).map_err(GmError)?,
+        }),
+        "tab.wait" => Ok(GmRequest::TabWait {
+            tab: super::tabs::tab_id(o).map_err(GmError)?,
+        }),
+        "notify" => super::tabs::notice(o)
+            .map(GmRequest::Notify)
+            .map_err(GmError),
+        "notify.wait" => Ok(GmRequest::NoticeWait {
+            id: super::tabs::notice_id(o).map_err(GmError)?,
+        }),
+        "notify.close" => Ok(GmRequest::NoticeClose {
+            id: super::tabs::notice_id(o).map_err(GmError)?,
+        }),
         other => Err(bad(&format!("unknown op {:?}", ellipsize(other, 32)))),
     }
 }

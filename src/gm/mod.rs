@@ -6,10 +6,17 @@
 pub mod api;
 pub mod asset_store;
 pub mod assets;
+pub mod clipboard_js;
 pub mod connect;
 pub mod inject;
+pub mod menu;
+pub mod menu_js;
+pub mod menu_message;
 pub mod message;
 pub mod resources;
 pub mod store;
+pub mod tabs;
+pub mod tabs_js;
+pub mod try_gm;
 pub mod values;
 pub mod xhr;

@@ -106,6 +106,36 @@ impl<E: Env> Provider<E> {
             }
             // The request is not cancelled in the worker: the page drops its answer.
             GmRequest::XhrAbort { .. } => json!({ "ok": true }),
+            GmRequest::Menu(commands) if grants_any(&record, super::gm_menu::MENU_GRANTS) => {
+                self.gm_menu(uuid, from, commands).await
+            }
+            GmRequest::TabOpen(t) if grants_any(&record, &["GM_openInTab"]) => {
+                self.gm_open_tab(uuid, from, &t).await
+            }
+            GmRequest::TabClose { tab } if grants_any(&record, &["GM_openInTab"]) => {
+                self.gm_close_tab(uuid, tab).await
+            }
+            GmRequest::TabWait { tab } if grants_any(&record, &["GM_openInTab"]) => {
+                self.gm_tab_wait(uuid, tab).await
+            }
+            GmRequest::TabOpen(_) | GmRequest::TabClose { .. } | GmRequest::TabWait { .. } => {
+                error("GM_openInTab: this script does not @grant GM_openInTab")
+            }
+            GmRequest::Notify(n) if grants_any(&record, &["GM_notification"]) => {
+                self.gm_notify(uuid, &record.metadata.name, &n).await
+            }
+            GmRequest::NoticeWait { id } if grants_any(&record, &["GM_notification"]) => {
+                self.gm_notice_wait(uuid, &id).await
+            }
+            GmRequest::NoticeClose { id } if grants_any(&record, &["GM_notification"]) => {
+                self.gm_notice_close(uuid, &id).await
+            }
+            GmRequest::Notify(_) | GmRequest::NoticeWait { .. } | GmRequest::NoticeClose { .. } => {
+                error("GM_notification: this script does not @grant GM_notification")
+            }
+            GmRequest::Menu(_) => {
+                error("GM_registerMenuCommand: this script does not @grant GM_registerMenuCommand")
+            }
         }
     }
 
@@ -379,6 +409,7 @@ mod tests {
             url: Some("https://example.com/".into()),
             frame_id: Some(0),
             tab_id: Some(id),
+            ..Sender::default()
         };
         let (wait_raw, set_raw) = (
             msg(json!({"op": "values.wait"})),

@@ -5,6 +5,8 @@
 
 mod bridge;
 mod gm;
+mod gm_menu;
+mod gm_tabs;
 mod guards;
 mod registry;
 mod reviews;
@@ -96,6 +98,11 @@ pub struct Provider<E> {
     pub(crate) gm_values: crate::gm::store::ValueStore,
     /// Pages waiting for another page's value changes: uuid → (tab, frame, answer).
     gm_waiters: RefCell<gm::Waiters>,
+    /// Menu commands of open pages, and each page's held wait for a click (`gm_menu`).
+    gm_menus: RefCell<crate::gm::menu::Menus>,
+    menu_waiters: RefCell<gm_menu::MenuWaiters>,
+    /// Tabs and notifications scripts opened (`gm_tabs`).
+    gm_opened: RefCell<gm_tabs::Opened>,
 }
 
 struct Waiting {
@@ -136,6 +143,9 @@ impl<E: Env> Provider<E> {
             runs_lock: Mutex::new(()),
             gm_values: Default::default(),
             gm_waiters: RefCell::new(Default::default()),
+            gm_menus: RefCell::new(Default::default()),
+            menu_waiters: RefCell::new(Default::default()),
+            gm_opened: RefCell::new(Default::default()),
         }
     }
 

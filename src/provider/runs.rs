@@ -15,6 +15,10 @@ pub struct Sender {
     pub url: Option<String>,
     pub frame_id: Option<i64>,
     pub tab_id: Option<i64>,
+    /// `sender.documentId`: which document of the frame (menu commands go with it).
+    pub document_id: Option<String>,
+    /// `sender.tab.index` (GM_openInTab puts a new tab after it).
+    pub tab_index: Option<i64>,
 }
 
 /// What became of one message (for tests and the worker's log).
@@ -171,6 +175,7 @@ mod tests {
             url: Some("https://example.com/a".into()),
             frame_id: Some(0),
             tab_id: Some(9),
+            ..Sender::default()
         }
     }
 

@@ -150,8 +150,12 @@ pub fn apply_loaded(
             .clone()
             .unwrap_or_else(|| "document_idle".to_owned()),
         report_runs: true,
-        gm: crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values)
-            + &crate::gm::resources::getters_js(&slot.grants, loaded),
+        // One line whatever the values or resource names hold (U+2028 would move every source
+        // line).
+        gm: crate::gm::try_gm::one_line(
+            &(crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values)
+                + &crate::gm::resources::getters_js(&slot.grants, loaded)),
+        ),
         requires,
     };
     if let Some(wrapped) = p.wrap(prefix, source) {
@@ -286,5 +290,31 @@ mod tests {
         assert!(code.contains(r#""\"); alert(1); (\"""#));
         p.uuid = "not-a-uuid\"".into();
         assert!(p.wrap("", "x").is_none());
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    #[test]
+    fn a_value_with_a_line_separator_moves_no_source_line() {
+        use crate::scripts::metadata;
+        const U: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let key = ChannelKey::from_uuids(U, U).unwrap();
+        let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @grant GM_getValue\n// ==/UserScript==\nx;\n";
+        let meta = metadata::parse(src).metadata.unwrap();
+        let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
+        let mut v = crate::gm::values::Values::default();
+        v.apply(
+            &crate::gm::values::Op::Set(vec![("k".into(), "\"a\u{2028}b\u{2029}c\"".into())]),
+            0,
+        )
+        .unwrap();
+        apply(&mut reg, Some(&key), &v);
+        let code = reg.js[0].code.clone().unwrap();
+        let head = code.split("\n// ==UserScript==").next().unwrap();
+        assert!(!head.contains(['\u{2028}', '\u{2029}']), "{head}");
+        assert!(head.contains("a\\u2028b"));
     }
 }

@@ -44,6 +44,15 @@ pub fn prelude_lines() -> u32 {
 /// The code to execute: `source` wrapped, its frames named `lumo-try-<nonce>.js`. `nonce` must be
 /// alphanumeric or `-` (a uuid): it goes into a JS string and a regex unescaped.
 pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
+    wrap_with_gm(source, nonce, timeout_ms, "")
+}
+
+/// [`wrap`], with `gm` (one line: the try's GM functions, `gm::try_gm`) at the start of the
+/// function the source runs in, on the prelude's last line, so no source line moves.
+pub fn wrap_with_gm(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Option<String> {
+    if gm.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
+        return None;
+    }
     if nonce.is_empty() || !nonce.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return None;
     }
@@ -57,7 +66,10 @@ pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
         .replace("__MAXS__", &MAX_STACK_CHARS.to_string())
         .replace("__PL__", &prelude_lines().to_string());
     let mut code = String::with_capacity(prelude.len() + source.len() + EPILOGUE.len() + 40);
-    code.push_str(&prelude);
+    // The prelude ends with "{\n": the GM line goes just before that line end.
+    code.push_str(prelude.strip_suffix('\n').unwrap_or(&prelude));
+    code.push_str(gm);
+    code.push('\n');
     code.push_str(source);
     code.push_str(&EPILOGUE.replace("__NONCE__", nonce));
     Some(code)
@@ -356,5 +368,19 @@ mod tests {
         let none = parse_report(&json!({"lumo": "n"}), "n", 1).unwrap();
         assert_eq!(none.value, None);
         assert_eq!(none.to_json()["ok"], true);
+    }
+
+    #[test]
+    fn the_gm_line_moves_no_source_line() {
+        let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
+        let plain = wrap(src, "n1", 1000).unwrap();
+        let gm = wrap_with_gm(src, "n1", 1000, "{GM_LINE;}").unwrap();
+        assert_eq!(js_line_count(&plain), js_line_count(&gm));
+        let at = |c: &str| c.split('\n').position(|l| l == "null.x;");
+        assert_eq!(at(&plain), at(&gm));
+        assert!(gm.contains("async () => {{GM_LINE;}\n// ==UserScript=="));
+        for bad in ["a\nb", "a\rb", "a\u{2028}b"] {
+            assert!(wrap_with_gm(src, "n1", 1000, bad).is_none());
+        }
     }
 }

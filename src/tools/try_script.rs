@@ -445,7 +445,8 @@ async fn run<E: Env>(
     a: &TryArgs,
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
-    let Some(code) = wrap::wrap(&script.source, &nonce, a.timeout_ms) else {
+    let gm = try_gm_line(p, script).await;
+    let Some(code) = wrap::wrap_with_gm(&script.source, &nonce, a.timeout_ms, &gm) else {
         return Err(ToolError::new(
             ErrorCode::CannotRun,
             "internal: the try could not be prepared",
@@ -467,6 +468,23 @@ async fn run<E: Env>(
     };
     let answer = answer.map_err(|e| execute_error(tab, &e.0))?;
     Ok(report(script, tab, &nonce, &answer))
+}
+
+/// The GM functions the tried script's `@grant`s ask for (`gm::try_gm`): a stored script's
+/// values are copied in (never written back); a raw source starts with none.
+async fn try_gm_line<E: Env>(p: &Provider<E>, script: &Script) -> String {
+    let values = match &script.uuid {
+        Some(u) if crate::gm::api::needs_channel(&script.metadata.grants) => {
+            crate::gm::store::load(&p.env, u).await.unwrap_or_default()
+        }
+        _ => crate::gm::values::Values::default(),
+    };
+    crate::gm::try_gm::try_prelude(
+        script.uuid.as_deref().unwrap_or_default(),
+        &script.metadata,
+        &script.source,
+        &values,
+    )
 }
 
 /// The tool result from Chrome's injection results.

@@ -1,0 +1,45 @@
+// The popup's "Menu commands" section: the commands userscripts registered
+// (GM_registerMenuCommand) in the pages of the active tab, as the service worker keeps them.
+// A click asks the worker to run that command in that script's page; the page runs it.
+import { ask, el, say, marked, oneAtATime } from './ui.js';
+
+/** The tab the popup is about: the active tab of its window. Opened as a tab of its own
+ *  (pinned, or by tests), the popup is about the tab used most recently before it. */
+async function targetTab() {
+  const self = await chrome.tabs.getCurrent();
+  if (!self) return (await chrome.tabs.query({ active: true, currentWindow: true }))[0];
+  const tabs = (await chrome.tabs.query({})).filter((t) => t.id !== self.id);
+  return tabs.sort((a, b) => (b.lastAccessed ?? 0) - (a.lastAccessed ?? 0))[0];
+}
+
+export function menuSection(section, list, status) {
+  let last = '';
+  const refresh = oneAtATime(async () => {
+    const tab = await targetTab();
+    const { items } = tab?.id != null ? await ask('menu.list', { tab: tab.id }) : { items: [] };
+    // Rebuilt only when it changed: a rebuild would move the pointer's target and keyboard focus.
+    const key = JSON.stringify([tab?.id, items]);
+    if (key === last) return;
+    last = key;
+    section.hidden = items.length === 0;
+    list.replaceChildren(...items.map((item) => el('li', { 'data-script': item.uuid },
+      el('p', {}, el('strong', {}, marked(item.name)), item.frameId ? el('small', {}, ' (in a frame)') : null),
+      el('div', { class: 'row wrap' }, item.commands.map((c) => el('button', {
+        type: 'button', 'data-command': c.id, accesskey: c.accessKey ?? undefined,
+        onclick: async (ev) => {
+          ev.currentTarget.disabled = true;
+          const b = ev.currentTarget;
+          try {
+            const { delivered } = await ask('menu.click', { entry: item.entry, id: c.id });
+            say(status, delivered ? `Ran "${c.caption}" of ${item.name}.` : `"${c.caption}" will run when the page next asks (within seconds).`);
+          } catch (e) {
+            say(status, e.message, 'error');
+          } finally {
+            b.disabled = false;
+          }
+        },
+      }, marked(c.caption)))))));
+  });
+  setInterval(() => refresh().catch(() => {}), 1000);
+  return refresh().catch((e) => say(status, e.message, 'error'));
+}

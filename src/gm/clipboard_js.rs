@@ -1,0 +1,34 @@
+//! `GM_setClipboard(data, type)` / `GM.setClipboard`, written from the script's own world: a
+//! `copy` command whose event the script fills (`clipboardData.setData`), and if Chrome refuses
+//! the command, `navigator.clipboard.writeText`. No message to the worker: the service worker
+//! has no clipboard, and an offscreen document (reason `CLIPBOARD`) would need the
+//! `clipboardWrite` permission and a document kept for it, to do what the page's own world can
+//! do when the user acted. Chrome allows a copy after a user action in the page (a click, a
+//! key, a menu command's click); without one it refuses, and the script is told (console error;
+//! `GM.setClipboard` rejects).
+
+pub const SET_CLIPBOARD_JS: &str = concat!(
+    "const CB=(v,t)=>{const k=t&&typeof t==='object'?t.type||t.mimetype:t;",
+    "const m=k==='html'||k==='text/html'?'text/html':typeof k==='string'&&k.includes('/')?k:'text/plain';",
+    "const s=String(v);let ok=false;const h=e=>{try{e.clipboardData.setData(m,s);",
+    "if(m!=='text/plain')e.clipboardData.setData('text/plain',s);e.preventDefault();e.stopImmediatePropagation();ok=true}catch(x){}};",
+    "document.addEventListener('copy',h,true);try{document.execCommand('copy')}catch(e){}finally{document.removeEventListener('copy',h,true)}",
+    "if(ok)return Promise.resolve();",
+    "const no=()=>{throw new Error('GM_setClipboard: Chrome refused to write the clipboard (it allows it after a user action in the page, such as a click)')};",
+    "return navigator.clipboard&&navigator.clipboard.writeText?navigator.clipboard.writeText(s).then(()=>{},no):Promise.resolve().then(no)};",
+    "d('GM_setClipboard',(v,t,f)=>{CB(v,t).then(()=>{if(typeof f==='function')f()},e=>console.error(e.message))});",
+    "G.setClipboard=(v,t)=>CB(v,t);",
+);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line() {
+        assert!(!super::SET_CLIPBOARD_JS.contains('\n'));
+        if let Ok(p) = std::env::var("LUMO_DUMP_CLIP") {
+            let src = "// ==UserScript==\n// @name c\n// @grant GM_setClipboard\n// @grant GM.setClipboard\n// @grant GM_openInTab\n// @grant GM_notification\n// @grant GM_registerMenuCommand\n// ==/UserScript==\n";
+            let m = crate::scripts::metadata::parse(src).metadata.unwrap();
+            std::fs::write(p, crate::gm::inject::prelude("u", &m, src)).unwrap();
+        }
+    }
+}

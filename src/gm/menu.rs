@@ -1,0 +1,314 @@
+//! `GM_registerMenuCommand`: the commands scripts registered in open pages, as the worker keeps
+//! them for the popup. Pure: the provider feeds it what the channel proved (the script, by its
+//! token) and what Chrome said about the sender (tab, frame, document), and asks it what the
+//! popup shows and where a click goes.
+//!
+//! One [`Entry`] per script per document: a page's script states its *whole* list every time it
+//! changes (and again each time its held wait ends), so the list here is always the page's own,
+//! a worker restart loses nothing for long (the page's next wait restores it), and no message can
+//! touch another script's or another page's list: the key is the proven uuid plus Chrome's
+//! sender, never a field of the message. A tab's entries go when the tab starts loading a new
+//! page or closes; a document seen going never registers again ([`Menus::set`] → `Gone`).
+
+use std::collections::VecDeque;
+
+/// Most commands one script may have in one page.
+pub const MAX_COMMANDS: usize = 32;
+/// Longest caption, in characters (longer ones are cut with "…").
+pub const MAX_CAPTION_CHARS: usize = 120;
+/// Longest command id, in bytes (the id is the caption unless the script gives one).
+pub const MAX_ID_BYTES: usize = 512;
+/// Most entries kept in all (pages × scripts); the oldest goes first.
+pub const MAX_ENTRIES: usize = 500;
+/// Documents remembered as gone.
+const MAX_GONE: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// The script's own id for it (what `GM_registerMenuCommand` returned).
+    pub id: String,
+    pub caption: String,
+    pub access_key: Option<String>,
+}
+
+/// Where a script's page is, as Chrome reported the sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub tab: i64,
+    pub frame: i64,
+    pub document: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Unique in this worker: what the popup names when it clicks.
+    pub handle: u64,
+    pub uuid: String,
+    pub place: Place,
+    pub url: String,
+    pub commands: Vec<Command>,
+    /// A click that came while no wait of the page was held, delivered with its next wait.
+    pub pending_click: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct Menus {
+    entries: Vec<Entry>,
+    gone: VecDeque<String>,
+    next_handle: u64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// Kept (or removed, for an empty list); a click waiting for it, if any.
+    Kept {
+        handle: Option<u64>,
+        click: Option<String>,
+    },
+    /// An empty list: the page's entry (if it had one) is gone; a click waiting for it, if any.
+    Removed {
+        handle: Option<u64>,
+        click: Option<String>,
+    },
+    /// The page's document was seen going: nothing kept, the page should stop asking.
+    Gone,
+}
+
+/// Why a click was not delivered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ClickError {
+    NoSuchCommand,
+}
+
+impl Menus {
+    fn find(&self, uuid: &str, place: &Place) -> Option<usize> {
+        self.entries.iter().position(|e| {
+            e.uuid == uuid && e.place.tab == place.tab && e.place.frame == place.frame
+        })
+    }
+
+    /// The page at `place` says script `uuid` now has exactly `commands`.
+    pub fn set(
+        &mut self,
+        uuid: &str,
+        place: Place,
+        url: &str,
+        commands: Vec<Command>,
+    ) -> SetOutcome {
+        if place
+            .document
+            .as_ref()
+            .is_some_and(|d| self.gone.contains(d))
+        {
+            return SetOutcome::Gone;
+        }
+        let at = self.find(uuid, &place);
+        // Another document in the same frame (a navigation the tab events have not told yet):
+        // the newer document's list replaces the older one's.
+        if commands.is_empty() {
+            let removed = at.map(|i| self.entries.remove(i));
+            return SetOutcome::Removed {
+                handle: removed.as_ref().map(|e| e.handle),
+                click: removed.and_then(|e| e.pending_click),
+            };
+        }
+        match at.and_then(|i| self.entries.get_mut(i)) {
+            Some(e) => {
+                if e.place.document != place.document {
+                    e.pending_click = None;
+                }
+                e.place = place;
+                e.url = url.to_owned();
+                e.commands = commands;
+                let click = e.pending_click.take();
+                SetOutcome::Kept {
+                    handle: Some(e.handle),
+                    click,
+                }
+            }
+            None => {
+                if self.entries.len() >= MAX_ENTRIES {
+                    self.entries.remove(0);
+                }
+                self.next_handle = self.next_handle.saturating_add(1);
+                let handle = self.next_handle;
+                self.entries.push(Entry {
+                    handle,
+                    uuid: uuid.to_owned(),
+                    place,
+                    url: url.to_owned(),
+                    commands,
+                    pending_click: None,
+                });
+                SetOutcome::Kept {
+                    handle: Some(handle),
+                    click: None,
+                }
+            }
+        }
+    }
+
+    /// The entries of one tab, for the popup.
+    pub fn for_tab(&self, tab: i64) -> Vec<&Entry> {
+        self.entries.iter().filter(|e| e.place.tab == tab).collect()
+    }
+
+    /// The user clicked command `id` of entry `handle`: the entry and the id, so the provider
+    /// answers that page's held wait (or, if none is held, the click is kept for the next).
+    pub fn click(&mut self, handle: u64, id: &str, held: bool) -> Result<&Entry, ClickError> {
+        let e = self
+            .entries
+            .iter_mut()
+            .find(|e| e.handle == handle && e.commands.iter().any(|c| c.id == id))
+            .ok_or(ClickError::NoSuchCommand)?;
+        if !held {
+            e.pending_click = Some(id.to_owned());
+        }
+        Ok(e)
+    }
+
+    /// The tab starts loading another page, or closes: its commands go, and its documents are
+    /// remembered as gone.
+    pub fn drop_tab(&mut self, tab: i64) -> Vec<Entry> {
+        let (gone, keep): (Vec<Entry>, Vec<Entry>) =
+            self.entries.drain(..).partition(|e| e.place.tab == tab);
+        self.entries = keep;
+        for d in gone.iter().filter_map(|e| e.place.document.clone()) {
+            if self.gone.len() >= MAX_GONE {
+                self.gone.pop_front();
+            }
+            self.gone.push_back(d);
+        }
+        gone
+    }
+
+    /// The script is no longer installed (or no longer grants menus): its commands go.
+    pub fn drop_script(&mut self, uuid: &str) {
+        self.entries.retain(|e| e.uuid != uuid);
+    }
+
+    pub fn entry(&self, handle: u64) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.handle == handle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(id: &str) -> Command {
+        Command {
+            id: id.into(),
+            caption: id.to_uppercase(),
+            access_key: None,
+        }
+    }
+
+    fn at(tab: i64, frame: i64, doc: &str) -> Place {
+        Place {
+            tab,
+            frame,
+            document: Some(doc.into()),
+        }
+    }
+
+    fn kept(o: SetOutcome) -> u64 {
+        match o {
+            SetOutcome::Kept {
+                handle: Some(h), ..
+            } => h,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    #[test]
+    fn a_page_states_its_whole_list_and_scripts_and_pages_stay_apart() {
+        let mut m = Menus::default();
+        let a = kept(m.set("A", at(1, 0, "d1"), "u", vec![cmd("x"), cmd("y")]));
+        let b = kept(m.set("B", at(1, 0, "d1"), "u", vec![cmd("x")]));
+        let a2 = kept(m.set("A", at(2, 0, "d2"), "u", vec![cmd("z")]));
+        assert!(a != b && a != a2);
+        // Restating keeps the handle and replaces the list.
+        assert_eq!(kept(m.set("A", at(1, 0, "d1"), "u", vec![cmd("y")])), a);
+        assert_eq!(m.entry(a).unwrap().commands, [cmd("y")]);
+        assert_eq!(m.for_tab(1).len(), 2);
+        assert_eq!(m.for_tab(2).len(), 1);
+        // A's empty list removes only A's entry in that page.
+        m.set("A", at(1, 0, "d1"), "u", vec![]);
+        assert_eq!(
+            m.for_tab(1)
+                .iter()
+                .map(|e| e.uuid.as_str())
+                .collect::<Vec<_>>(),
+            ["B"]
+        );
+        // A click names an entry and one of its commands; nothing else is found.
+        assert!(m.click(b, "x", true).is_ok());
+        assert_eq!(m.click(b, "y", true), Err(ClickError::NoSuchCommand));
+        assert_eq!(m.click(a, "y", true), Err(ClickError::NoSuchCommand));
+    }
+
+    #[test]
+    fn a_click_with_no_wait_held_is_kept_for_the_pages_next_wait_only() {
+        let mut m = Menus::default();
+        let h = kept(m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]));
+        m.click(h, "x", false).unwrap();
+        assert_eq!(
+            m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]),
+            SetOutcome::Kept {
+                handle: Some(h),
+                click: Some("x".into())
+            }
+        );
+        // Delivered once.
+        assert_eq!(
+            m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]),
+            SetOutcome::Kept {
+                handle: Some(h),
+                click: None
+            }
+        );
+        // A new document in the frame does not inherit the old one's click.
+        m.click(h, "x", false).unwrap();
+        assert_eq!(
+            m.set("A", at(1, 0, "d9"), "u", vec![cmd("x")]),
+            SetOutcome::Kept {
+                handle: Some(h),
+                click: None
+            }
+        );
+    }
+
+    #[test]
+    fn navigation_drops_a_tabs_commands_and_its_old_documents_stay_gone() {
+        let mut m = Menus::default();
+        kept(m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]));
+        kept(m.set("A", at(1, 3, "d2"), "u", vec![cmd("x")]));
+        kept(m.set("A", at(2, 0, "d3"), "u", vec![cmd("x")]));
+        assert_eq!(m.drop_tab(1).len(), 2);
+        assert!(m.for_tab(1).is_empty());
+        assert_eq!(m.for_tab(2).len(), 1);
+        // The old document, late, cannot bring its commands back; the new one can.
+        assert_eq!(
+            m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]),
+            SetOutcome::Gone
+        );
+        kept(m.set("A", at(1, 0, "d4"), "u", vec![cmd("x")]));
+        m.drop_script("A");
+        assert!(m.for_tab(1).is_empty() && m.for_tab(2).is_empty());
+    }
+
+    #[test]
+    fn entries_are_bounded() {
+        let mut m = Menus::default();
+        for t in 0..(MAX_ENTRIES as i64 + 10) {
+            kept(m.set("A", at(t, 0, &t.to_string()), "u", vec![cmd("x")]));
+        }
+        assert_eq!(m.entries.len(), MAX_ENTRIES);
+        assert!(m.for_tab(0).is_empty());
+        for t in 0..(MAX_GONE as i64 + 10) {
+            m.drop_tab(1000 + t);
+        }
+        assert!(m.gone.len() <= MAX_GONE);
+    }
+}

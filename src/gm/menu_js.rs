@@ -1,0 +1,49 @@
+//! The page side of `GM_registerMenuCommand` / `GM_unregisterMenuCommand` (and their `GM.*`
+//! forms), put in the prelude by `gm::inject` when either is granted (both are then defined:
+//! one without the other is of no use). Needs `S`, `d`, `G` in scope (see `inject::assemble`).
+//!
+//! The page keeps its commands (id → caption, access key, function) and, while it has any,
+//! holds one `menu` request open with its whole list (`provider::gm_menu`): the answer is a
+//! click (run the function, ask again), a newer list's arrival (ignored: each request carries a
+//! generation), the page's navigation (stop), or a timeout (ask again). An error (the worker
+//! restarted, the channel was busy) is retried after a pause, which restores the list.
+//! As in Violentmonkey, the id is `options.id` or else the caption, and registering an id again
+//! replaces its command.
+
+use super::menu::MAX_COMMANDS;
+
+pub fn menu_js() -> String {
+    MENU_JS.replace("__MAXC__", &MAX_COMMANDS.to_string())
+}
+
+const MENU_JS: &str = concat!(
+    "if(!G.registerMenuCommand){let MG=0,MQ=false;const M=new Map();",
+    "const MW=()=>{const g=++MG;const cs=[...M].map(([i,c])=>[i,c.c,c.k]);",
+    "S('menu',{commands:cs}).then(r=>{if(g!==MG)return;",
+    "if(r&&typeof r.click==='string'){const c=M.get(r.click);if(c)try{c.f.call(null,{type:'click',button:0,",
+    "shiftKey:false,ctrlKey:false,altKey:false,metaKey:false})}catch(e){console.error(e)}if(g!==MG)return}",
+    "if(r&&r.gone)return;if(M.size)setTimeout(MW,r&&!r.error?0:5000)},",
+    "()=>{if(g===MG&&M.size)setTimeout(MW,5000)})};",
+    "const MS=()=>{if(MQ)return;MQ=true;setTimeout(()=>{MQ=false;MW()},0)};",
+    "const MR=(cap,f,o)=>{cap=String(cap).slice(0,500);let k=null,id=cap;",
+    "if(typeof o==='string')k=o;else if(o&&typeof o==='object'){if(o.id!=null)id=String(o.id);",
+    "if(typeof o.accessKey==='string')k=o.accessKey}",
+    "if(typeof f!=='function')throw new TypeError('GM_registerMenuCommand: the second argument must be a function');",
+    "if(id.length>128)throw new Error('GM_registerMenuCommand: an id longer than 128 characters');",
+    "if(!M.has(id)&&M.size>=__MAXC__)throw new Error('GM_registerMenuCommand: at most __MAXC__ commands per script in a page');",
+    "M.delete(id);M.set(id,{c:cap,f,k});MS();return id};",
+    "const MU=id=>{if(M.delete(String(id)))MS()};",
+    "d('GM_registerMenuCommand',MR);d('GM_unregisterMenuCommand',MU);",
+    "G.registerMenuCommand=(...a)=>{try{return Promise.resolve(MR(...a))}catch(e){return Promise.reject(e)}};",
+    "G.unregisterMenuCommand=id=>Promise.resolve(MU(id))}",
+);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line_and_bounded() {
+        let js = super::menu_js();
+        assert!(!js.contains('\n') && !js.contains("__"));
+        assert!(js.contains(&format!(">={}", super::MAX_COMMANDS)));
+    }
+}

@@ -1,0 +1,71 @@
+//! The GM functions a *tried* script gets (`try_script`): the same code a registered script
+//! gets for its `@grant`s (`inject::parts`), but with no channel to the worker. A try runs in
+//! the shared `lumo-try` world, configured without messaging, so nothing a tried script does can
+//! reach the provider, and a try never changes what is stored:
+//!
+//! - values: a stored script tried by uuid starts with a copy of its stored values; a raw
+//!   source starts with none. `GM_setValue` and friends change that copy for the rest of the
+//!   try (so a script that sets then reads a value sees it) and are **not saved**: a try is not
+//!   a run of the installed script, and it must never write into one's values.
+//! - everything that needs the worker (`GM_xmlhttpRequest`, value-change listeners from other
+//!   tabs, menu commands, tabs, notifications…) answers with an error that says it is not
+//!   available in a try.
+
+use crate::gm::inject;
+use crate::gm::values::Values;
+use crate::scripts::metadata::Metadata;
+
+/// What the try's stand-in channel answers: value writes "succeed" (they stay in the world's
+/// copy), everything else is refused with a message the script (and the agent reading the
+/// try's console) sees.
+const TRY_SEND: &str =
+    "(o,f)=>Promise.resolve(o==='values.set'||o==='values.delete'?{ok:true,changed:0}:\
+     {error:'GM ('+o+'): not available when a script is tried with try_script (nothing a try \
+     does reaches the provider; install the script to use it)'})";
+
+/// The GM line for a tried script: `""` when its grants give it nothing. `uuid` is the stored
+/// script's (or `""` for a raw source); `values` its stored values (or none).
+pub fn try_prelude(uuid: &str, meta: &Metadata, source: &str, values: &Values) -> String {
+    let parts = inject::parts(uuid, meta, source);
+    one_line(&inject::assemble(&parts, TRY_SEND, values))
+}
+
+/// The code must stay on one line (the source's line numbers depend on it). JSON never puts a
+/// raw line break in a string, but it does leave U+2028/U+2029, which JavaScript counts as line
+/// ends in positions: outside strings the generated code has none, so escaping them is exact.
+pub fn one_line(code: &str) -> String {
+    code.replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gm::values::Op;
+    use crate::scripts::metadata;
+
+    fn meta(grants: &str) -> (Metadata, String) {
+        let s = format!("// ==UserScript==\n// @name T\n{grants}// ==/UserScript==\nx();\n");
+        (metadata::parse(&s).metadata.unwrap(), s)
+    }
+
+    #[test]
+    fn granted_functions_only_and_one_line_whatever_the_values_hold() {
+        let (m, s) = meta("// @grant none\n");
+        assert_eq!(try_prelude("", &m, &s, &Values::default()), "");
+        let (m, s) = meta("// @grant GM_getValue\n// @grant GM_setValue\n// @grant GM_addStyle\n");
+        let mut v = Values::default();
+        v.apply(
+            &Op::Set(vec![("k".into(), "\"a\u{2028}b\u{2029}\"".into())]),
+            0,
+        )
+        .unwrap();
+        let js = try_prelude("", &m, &s, &v);
+        assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
+        assert!(!js.contains('\u{2028}') && !js.contains('\u{2029}') && !js.contains('\n'));
+        assert!(js.contains("a\\u2028b"), "{js}");
+        // Nothing in it can reach the provider: the channel is the stand-in.
+        assert!(js.contains("not available when a script is tried"));
+        assert!(!js.contains("__lumoRun") && !js.contains("sendMessage"));
+    }
+}

@@ -1,0 +1,271 @@
+//! The provider's side of `GM_registerMenuCommand` (model: `gm::menu`). A page's script sends
+//! its whole list of commands with a wait; the wait is held until the user clicks one of them
+//! in the popup (answered `{click: id}`), the page states a new list (`{superseded: true}`),
+//! the tab navigates or closes (`{gone: true}`), or [`MENU_WAIT_MS`] pass (`{}`; the page asks
+//! again with its list, which also restores it after a worker restart).
+//!
+//! Who is who: the script is the uuid its token proved; the tab, frame and document are what
+//! Chrome said about the sender. A click from the popup names an entry handle and a command id
+//! the worker handed out, so it reaches exactly that script in that page — never another.
+//! A click is not audited: the audit log records what callers (agents) did through the
+//! provider; a menu click is the user's own action, running code of a script they installed,
+//! in their own page, and it changes nothing the provider owns.
+
+use std::collections::BTreeMap;
+
+use futures::channel::oneshot;
+use serde_json::{json, Value};
+
+use super::Provider;
+use crate::env::Env;
+use crate::gm::menu::{Command, Place, SetOutcome};
+
+/// The grants that give a script menu commands.
+pub const MENU_GRANTS: &[&str] = &["GM_registerMenuCommand", "GM_unregisterMenuCommand"];
+/// How long a page's wait for a click is held.
+pub const MENU_WAIT_MS: f64 = 25_000.0;
+
+/// Each page's held wait, by entry handle.
+pub(crate) type MenuWaiters = BTreeMap<u64, oneshot::Sender<Value>>;
+
+impl<E: Env> Provider<E> {
+    /// One page's list of commands for script `uuid`, and its wait for a click.
+    pub(crate) async fn gm_menu(
+        &self,
+        uuid: &str,
+        from: &super::Sender,
+        commands: Vec<Command>,
+    ) -> Value {
+        let (Some(tab), Some(frame)) = (from.tab_id, from.frame_id) else {
+            return json!({ "error": "GM_registerMenuCommand: only a script in a tab's page can have menu commands" });
+        };
+        let place = Place {
+            tab,
+            frame,
+            document: from.document_id.clone(),
+        };
+        let url = from.url.clone().unwrap_or_default();
+        let outcome = self.gm_menus.borrow_mut().set(uuid, place, &url, commands);
+        let handle = match outcome {
+            SetOutcome::Gone => return json!({ "gone": true }),
+            SetOutcome::Removed { handle, click } => {
+                if let Some(old) = handle.and_then(|h| self.menu_waiters.borrow_mut().remove(&h)) {
+                    let _ = old.send(json!({ "superseded": true }));
+                }
+                return json!({ "click": click });
+            }
+            SetOutcome::Kept {
+                handle: Some(h),
+                click,
+            } => {
+                if let Some(old) = self.menu_waiters.borrow_mut().remove(&h) {
+                    let _ = old.send(json!({ "superseded": true }));
+                }
+                if let Some(id) = click {
+                    return json!({ "click": id });
+                }
+                h
+            }
+            SetOutcome::Kept { handle: None, .. } => return json!({}),
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut w = self.menu_waiters.borrow_mut();
+            // Waits whose page stopped listening (timed out) need no answer.
+            w.retain(|_, s| !s.is_canceled());
+            w.insert(handle, tx);
+        }
+        let timer = self.env.sleep(MENU_WAIT_MS);
+        futures::pin_mut!(timer);
+        match futures::future::select(rx, timer).await {
+            futures::future::Either::Left((Ok(v), _)) => v,
+            _ => json!({}),
+        }
+    }
+
+    /// The popup's list for one tab: each script's commands there, with the script's name.
+    pub async fn menu_list(&self, tab: i64) -> Value {
+        let names: BTreeMap<String, String> = match self.scripts().await {
+            Ok(s) => s
+                .records
+                .iter()
+                .map(|r| (r.uuid.clone(), r.metadata.name.clone()))
+                .collect(),
+            Err(_) => BTreeMap::new(),
+        };
+        let menus = self.gm_menus.borrow();
+        let items: Vec<Value> = menus
+            .for_tab(tab)
+            .into_iter()
+            // A script deleted since its page registered: its commands are not offered.
+            .filter_map(|e| {
+                let name = names.get(&e.uuid)?;
+                Some(json!({
+                    "entry": e.handle,
+                    "uuid": e.uuid,
+                    "name": name,
+                    "frameId": e.place.frame,
+                    "url": e.url,
+                    "commands": e.commands.iter().map(|c| json!({
+                        "id": c.id, "caption": c.caption, "accessKey": c.access_key,
+                    })).collect::<Vec<_>>(),
+                }))
+            })
+            .collect();
+        json!({ "ok": true, "tab": tab, "items": items })
+    }
+
+    /// The user clicked command `id` of `entry` in the popup: the page's held wait is answered
+    /// with it (or, between two waits, the click is kept for the next).
+    pub fn menu_click(&self, entry: u64, id: &str) -> Result<bool, String> {
+        let gone = || "that menu command is gone (its page navigated, closed or changed its menu)";
+        if self.gm_menus.borrow_mut().click(entry, id, true).is_err() {
+            return Err(gone().to_owned());
+        }
+        let waiter = self.menu_waiters.borrow_mut().remove(&entry);
+        let delivered = waiter.is_some_and(|w| w.send(json!({ "click": id })).is_ok());
+        if !delivered {
+            let _ = self.gm_menus.borrow_mut().click(entry, id, false);
+        }
+        Ok(delivered)
+    }
+
+    /// The tab started loading another page, or closed: its commands go.
+    pub fn menu_tab_gone(&self, tab: i64) {
+        let gone = self.gm_menus.borrow_mut().drop_tab(tab);
+        let mut w = self.menu_waiters.borrow_mut();
+        for e in gone {
+            if let Some(s) = w.remove(&e.handle) {
+                let _ = s.send(json!({ "gone": true }));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::key_store;
+    use crate::env::memory::MemoryEnv;
+    use crate::provider::{Received, Sender};
+    use crate::scripts::{store, sync};
+    use futures::executor::block_on;
+    use futures::future::{join, select, Either};
+
+    fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
+        let src = format!(
+            "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
+        );
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
+        block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
+        c.record.uuid
+    }
+
+    fn raw(token: &str, commands: Value) -> String {
+        json!({"lumo": token, "v": 1, "kind": "gm", "op": "menu", "commands": commands}).to_string()
+    }
+
+    fn page(tab: i64, doc: &str) -> Sender {
+        Sender {
+            url: Some("https://example.com/".into()),
+            frame_id: Some(0),
+            tab_id: Some(tab),
+            document_id: Some(doc.into()),
+            ..Sender::default()
+        }
+    }
+
+    fn answered(r: Received) -> Value {
+        match r {
+            Received::Answered(v) => v,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_click_reaches_the_registering_page_only_and_another_script_cannot_touch_it() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
+        let b = script(&p, "B", "// @grant GM_registerMenuCommand\n");
+        let n = script(&p, "N", "// @grant GM_getValue\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
+        // B states an empty list from the same page: A's entry stays.
+        let wait_a = p.user_script_message(
+            || Some(raw(&ta, json!([["go", "Go!", "g"]]))),
+            page(5, "d1"),
+        );
+        let other = async {
+            let r = answered(
+                p.user_script_message(|| Some(raw(&tb, json!([]))), page(5, "d1"))
+                    .await,
+            );
+            assert_eq!(r, json!({"click": null}));
+            let list = p.menu_list(5).await;
+            assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+            assert_eq!(list["items"][0]["name"], "A");
+            assert_eq!(list["items"][0]["commands"][0]["caption"], "Go!");
+            assert_eq!(p.menu_list(6).await["items"], json!([]));
+            let entry = list["items"][0]["entry"].as_u64().unwrap();
+            // A click naming a command the entry does not have is refused.
+            assert!(p.menu_click(entry, "nope").is_err());
+            assert_eq!(p.menu_click(entry, "go"), Ok(true));
+        };
+        let (r, ()) = block_on(join(wait_a, other));
+        assert_eq!(answered(r), json!({"click": "go"}));
+        // A script without the grant is refused, and nothing is listed for it.
+        let r = answered(block_on(p.user_script_message(
+            || Some(raw(&key.token(&n, 1), json!([["x", "X", null]]))),
+            page(5, "d1"),
+        )));
+        assert!(
+            r["error"].as_str().unwrap().contains("does not @grant"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn navigation_answers_the_wait_gone_and_the_old_document_cannot_come_back() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM.registerMenuCommand\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let wait =
+            p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
+        let nav = async {
+            assert_eq!(p.menu_list(5).await["items"].as_array().unwrap().len(), 1);
+            p.menu_tab_gone(5);
+        };
+        let (r, ()) = block_on(join(wait, nav));
+        assert_eq!(answered(r), json!({"gone": true}));
+        assert_eq!(block_on(p.menu_list(5))["items"], json!([]));
+        let late = block_on(
+            p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1")),
+        );
+        assert_eq!(answered(late), json!({"gone": true}));
+        assert_eq!(block_on(p.menu_list(5))["items"], json!([]));
+    }
+
+    #[test]
+    fn a_new_list_supersedes_the_held_wait() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let first =
+            p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
+        let second = async {
+            let w =
+                p.user_script_message(|| Some(raw(&ta, json!([["y", "Y", null]]))), page(5, "d1"));
+            // Only poll it until the first is answered.
+            futures::pin_mut!(w);
+            match select(w, futures::future::ready(())).await {
+                Either::Left(_) => panic!("the second wait was answered at once"),
+                Either::Right(_) => {}
+            }
+        };
+        let (r, ()) = block_on(join(first, second));
+        assert_eq!(answered(r), json!({"superseded": true}));
+        let l = block_on(p.menu_list(5));
+        assert_eq!(l["items"][0]["commands"][0]["id"], "y");
+    }
+}

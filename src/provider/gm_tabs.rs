@@ -1,0 +1,349 @@
+//! The provider's side of `GM_openInTab` and `GM_notification` (fields and Chrome's arguments:
+//! `gm::tabs`). The worker remembers which script opened which tab and which notification, so a
+//! script can close, or hear about, only its own: a `tab.close` naming a tab it did not open is
+//! refused, whatever the tab. A page learns that its tab closed, or that its notification was
+//! clicked or closed, through a held wait (as with menu commands), answered by the tab and
+//! notification events the shell forwards.
+
+use std::collections::BTreeMap;
+
+use futures::channel::oneshot;
+use serde_json::{json, Value};
+
+use super::Provider;
+use crate::env::Env;
+use crate::gm::tabs::{self, Notice, OpenTab, MAX_NOTIFICATIONS, MAX_OPEN_TABS};
+
+/// How long a page's wait for its tab or notification is held before it asks again.
+pub const EVENT_WAIT_MS: f64 = 25_000.0;
+/// The extension's icon, shown by a notification that brings no image of its own.
+pub const ICON: &str = "icon-128.png";
+
+/// What one opened tab or notification is waiting to tell its page.
+#[derive(Default)]
+struct Watch {
+    uuid: String,
+    /// Events not yet delivered ("click", "close").
+    events: Vec<&'static str>,
+    waiter: Option<oneshot::Sender<Value>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Opened {
+    tabs: BTreeMap<i64, Watch>,
+    notices: BTreeMap<String, Watch>,
+    next_notice: u64,
+}
+
+fn error(message: impl Into<String>) -> Value {
+    json!({ "error": message.into() })
+}
+
+fn deliver(w: &mut Watch, event: &'static str) {
+    match w.waiter.take() {
+        Some(tx) if !tx.is_canceled() => {
+            let _ = tx.send(json!({ "event": event }));
+        }
+        _ => w.events.push(event),
+    }
+}
+
+impl<E: Env> Provider<E> {
+    pub(crate) async fn gm_open_tab(&self, uuid: &str, from: &super::Sender, t: &OpenTab) -> Value {
+        if let Some(e) = tabs::refuse_url(&t.url) {
+            return json!({ "error": e, "refused": true });
+        }
+        let open = self
+            .gm_opened
+            .borrow()
+            .tabs
+            .values()
+            .filter(|w| w.uuid == uuid)
+            .count();
+        if open >= MAX_OPEN_TABS {
+            return error(format!(
+                "GM_openInTab refused: this script already has {open} tabs open, the most it may"
+            ));
+        }
+        let opener = from.tab_id.map(|id| (id, from.tab_index));
+        match self.env.create_tab(&tabs::create_props(t, opener)).await {
+            Ok(id) => {
+                self.gm_opened.borrow_mut().tabs.insert(
+                    id,
+                    Watch {
+                        uuid: uuid.to_owned(),
+                        ..Watch::default()
+                    },
+                );
+                json!({ "tab": id })
+            }
+            Err(e) => error(format!("GM_openInTab failed: {e}")),
+        }
+    }
+
+    pub(crate) async fn gm_close_tab(&self, uuid: &str, tab: i64) -> Value {
+        if self
+            .gm_opened
+            .borrow()
+            .tabs
+            .get(&tab)
+            .is_none_or(|w| w.uuid != uuid)
+        {
+            return error("GM_openInTab: close() works only on a tab this script opened and that is still open");
+        }
+        match self.env.remove_tab(tab).await {
+            Ok(()) => json!({ "ok": true }),
+            Err(e) => error(format!("the tab could not be closed: {e}")),
+        }
+    }
+
+    /// Held until the tab closes (`{event: "close"}`) or [`EVENT_WAIT_MS`] pass (`{}`).
+    pub(crate) async fn gm_tab_wait(&self, uuid: &str, tab: i64) -> Value {
+        let rx = {
+            let mut o = self.gm_opened.borrow_mut();
+            let Some(w) = o.tabs.get_mut(&tab).filter(|w| w.uuid == uuid) else {
+                // Closed already (forgotten when it closed), or never this script's.
+                return json!({ "event": "close" });
+            };
+            if let Some(e) = w.events.pop() {
+                return json!({ "event": e });
+            }
+            let (tx, rx) = oneshot::channel();
+            if let Some(old) = w.waiter.replace(tx) {
+                let _ = old.send(json!({ "superseded": true }));
+            }
+            rx
+        };
+        self.hold(rx).await
+    }
+
+    async fn hold(&self, rx: oneshot::Receiver<Value>) -> Value {
+        let timer = self.env.sleep(EVENT_WAIT_MS);
+        futures::pin_mut!(timer);
+        match futures::future::select(rx, timer).await {
+            futures::future::Either::Left((Ok(v), _)) => v,
+            _ => json!({}),
+        }
+    }
+
+    pub(crate) async fn gm_notify(&self, uuid: &str, name: &str, n: &Notice) -> Value {
+        let id = {
+            let mut o = self.gm_opened.borrow_mut();
+            let shown = o.notices.values().filter(|w| w.uuid == uuid).count();
+            if shown >= MAX_NOTIFICATIONS {
+                return error(format!(
+                    "GM_notification refused: this script already shows {shown} notifications, the most it may"
+                ));
+            }
+            o.next_notice = o.next_notice.saturating_add(1);
+            let id = format!("gm-{}-{}", self.env.now_ms().round(), o.next_notice);
+            o.notices.insert(
+                id.clone(),
+                Watch {
+                    uuid: uuid.to_owned(),
+                    ..Watch::default()
+                },
+            );
+            id
+        };
+        let options = tabs::notification_options(n, name, ICON);
+        match self.env.create_notification(&id, &options).await {
+            Ok(()) => json!({ "id": id }),
+            Err(e) => {
+                self.gm_opened.borrow_mut().notices.remove(&id);
+                error(format!("GM_notification failed: {e}"))
+            }
+        }
+    }
+
+    /// Held until the notification is clicked (`{event: "click"}`), closed (`"close"`), or
+    /// [`EVENT_WAIT_MS`] pass.
+    pub(crate) async fn gm_notice_wait(&self, uuid: &str, id: &str) -> Value {
+        let rx = {
+            let mut o = self.gm_opened.borrow_mut();
+            let Some(w) = o.notices.get_mut(id).filter(|w| w.uuid == uuid) else {
+                return json!({ "event": "close" });
+            };
+            if !w.events.is_empty() {
+                let e = w.events.remove(0);
+                if e == "close" {
+                    o.notices.remove(id);
+                }
+                return json!({ "event": e });
+            }
+            let (tx, rx) = oneshot::channel();
+            if let Some(old) = w.waiter.replace(tx) {
+                let _ = old.send(json!({ "superseded": true }));
+            }
+            rx
+        };
+        self.hold(rx).await
+    }
+
+    pub(crate) async fn gm_notice_close(&self, uuid: &str, id: &str) -> Value {
+        if self
+            .gm_opened
+            .borrow()
+            .notices
+            .get(id)
+            .is_none_or(|w| w.uuid != uuid)
+        {
+            return json!({ "ok": true });
+        }
+        let _ = self.env.clear_notification(id).await;
+        json!({ "ok": true })
+    }
+
+    /// `tabs.onRemoved`: a tab a script opened tells its page; every tab loses its menus.
+    pub fn tab_removed(&self, tab: i64) {
+        self.menu_tab_gone(tab);
+        if let Some(mut w) = self.gm_opened.borrow_mut().tabs.remove(&tab) {
+            deliver(&mut w, "close");
+        }
+    }
+
+    /// `notifications.onClicked` (the notification is then cleared, as Violentmonkey does) and
+    /// `onClosed`. Only notifications a script made here are known; others are ignored.
+    pub async fn notification_event(&self, id: &str, clicked: bool) {
+        let known = {
+            let mut o = self.gm_opened.borrow_mut();
+            let Some(w) = o.notices.get_mut(id) else {
+                return;
+            };
+            deliver(w, if clicked { "click" } else { "close" });
+            // Delivered close: forgotten. Kept close: the next wait takes it, then forgets.
+            if !clicked && w.events.is_empty() {
+                o.notices.remove(id);
+            }
+            true
+        };
+        if known && clicked {
+            let _ = self.env.clear_notification(id).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::key_store;
+    use crate::env::memory::MemoryEnv;
+    use crate::provider::{Received, Sender};
+    use crate::scripts::{store, sync};
+    use futures::executor::block_on;
+    use futures::future::join;
+
+    fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
+        let src = format!(
+            "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
+        );
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
+        block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
+        c.record.uuid
+    }
+
+    fn ask(p: &Provider<MemoryEnv>, token: &str, fields: Value) -> Value {
+        let mut m = fields.as_object().cloned().unwrap();
+        m.insert("lumo".into(), token.into());
+        m.insert("v".into(), 1.into());
+        m.insert("kind".into(), "gm".into());
+        let raw = Value::Object(m).to_string();
+        let from = Sender {
+            url: Some("https://example.com/".into()),
+            tab_id: Some(7),
+            tab_index: Some(2),
+            frame_id: Some(0),
+            ..Sender::default()
+        };
+        match block_on(p.user_script_message(|| Some(raw), from)) {
+            Received::Answered(v) => v,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_script_opens_and_closes_only_its_own_tabs_and_hears_when_they_close() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_openInTab\n");
+        let b = script(&p, "B", "// @grant GM.openInTab\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
+        let r = ask(
+            &p,
+            &ta,
+            json!({"op": "tab.open", "url": "https://x.test/", "active": false}),
+        );
+        let tab = r["tab"].as_i64().unwrap();
+        assert_eq!(
+            p.env.browser_calls.borrow()[0],
+            (
+                "tabs.create".into(),
+                json!({"url": "https://x.test/", "active": false, "index": 3, "openerTabId": 7})
+            )
+        );
+        let r = ask(
+            &p,
+            &ta,
+            json!({"op": "tab.open", "url": "javascript:alert(1)"}),
+        );
+        assert!(r["error"].as_str().unwrap().contains("only http"), "{r}");
+        // B cannot close A's tab, nor any tab it did not open.
+        for t in [tab, 7] {
+            let r = ask(&p, &tb, json!({"op": "tab.close", "tab": t}));
+            assert!(r["error"].is_string(), "{r}");
+        }
+        assert_eq!(p.env.browser_calls.borrow().len(), 1, "nothing was closed");
+        assert_eq!(
+            ask(&p, &ta, json!({"op": "tab.close", "tab": tab}))["ok"],
+            true
+        );
+        // The tab closes: A's wait hears it.
+        let raw =
+            json!({"lumo": ta, "v": 1, "kind": "gm", "op": "tab.wait", "tab": tab}).to_string();
+        let wait = p.user_script_message(|| Some(raw), Sender::default());
+        let (r, ()) = block_on(join(wait, async { p.tab_removed(tab) }));
+        assert_eq!(r, Received::Answered(json!({"event": "close"})));
+    }
+
+    #[test]
+    fn notifications_are_bounded_per_script_and_their_click_reaches_their_script() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_notification\n");
+        let n = script(&p, "N", "// @grant GM_getValue\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let ta = key.token(&a, 1);
+        let r = ask(
+            &p,
+            &ta,
+            json!({"op": "notify", "text": "hello", "title": "T"}),
+        );
+        let id = r["id"].as_str().unwrap().to_owned();
+        let (what, arg) = p.env.browser_calls.borrow()[0].clone();
+        assert_eq!(what, "notifications.create");
+        assert_eq!(arg[1]["message"], "hello");
+        assert_eq!(arg[1]["contextMessage"], "A");
+        block_on(p.notification_event(&id, true));
+        assert_eq!(
+            ask(&p, &ta, json!({"op": "notify.wait", "id": id}))["event"],
+            "click"
+        );
+        block_on(p.notification_event(&id, false));
+        assert_eq!(
+            ask(&p, &ta, json!({"op": "notify.wait", "id": id}))["event"],
+            "close"
+        );
+        for _ in 0..MAX_NOTIFICATIONS {
+            assert!(ask(&p, &ta, json!({"op": "notify", "text": "x"}))["id"].is_string());
+        }
+        assert!(ask(&p, &ta, json!({"op": "notify", "text": "x"}))["error"]
+            .as_str()
+            .unwrap()
+            .contains("refused"));
+        let r = ask(&p, &key.token(&n, 1), json!({"op": "notify", "text": "x"}));
+        assert!(
+            r["error"].as_str().unwrap().contains("does not @grant"),
+            "{r}"
+        );
+    }
+}

@@ -1,0 +1,249 @@
+// GM menu commands, tabs, notifications, and the GM functions of a tried script, in real
+// Chromium: scripts are written through the MCP tools (official SDK client in the test host),
+// pages are local under any host name, the popup is the real popup.html, and what a script did
+// is read from the page's DOM (a script has no other way out).
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { sleep } from "./lib/util.mjs";
+
+/** Polls `check` until it is true; fails naming `what` after `ms`. */
+async function until(check, ms, what) {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) assert.fail(`not within ${ms} ms: ${what}`);
+    await sleep(50);
+  }
+}
+
+const T = { timeout: 120_000 };
+
+function script(name, lines, body) {
+  return ["// ==UserScript==", `// @name Menu ${name}`, "// @namespace lumo-e2e-gm-menu",
+    ...lines.map((l) => `// ${l}`), "// ==/UserScript==", body, ""].join("\n");
+}
+
+async function pageServer() {
+  const hits = [];
+  const server = createServer((req, res) => {
+    hits.push(`${req.headers.host}${req.url}`);
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><title>menu page</title><p id=p>text</p>");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
+  return { port: server.address().port, hits, close };
+}
+
+describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_script", () => {
+  let h, server, session, tab;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const ok = async (name, args) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
+    return res.structuredContent;
+  };
+  const write = async (name, lines, body) => (await ok("write_script", { source: script(name, lines, body) })).script;
+  const url = (host, path = "/") => `http://${host}:${server.port}${path}`;
+  const attr = (name) => tab.evaluate((n) => document.documentElement.getAttribute(n), name);
+  /** The real popup, opened as a tab right after the page tab was the active one. */
+  const popup = async () => {
+    await tab.bringToFront();
+    await sleep(100);
+    const p = await h.context.newPage();
+    await p.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    return p;
+  };
+
+  before(async () => {
+    h = await launch();
+    server = await pageServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    tab = await h.context.newPage();
+  });
+  beforeEach(async () => {
+    if (!session) return;
+    for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await h.internal("scripts.delete", { uuid: s.uuid });
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("a command shows in the popup for its tab and runs in its own script; another script can neither remove nor trigger it; it goes when the tab navigates", T, async () => {
+    const a = await write("A", ["@match http://menu.test/*", "@grant GM_registerMenuCommand"],
+      "GM_registerMenuCommand('Mark', () => document.documentElement.setAttribute('data-a', 'clicked'), 'm');\n"
+      + "document.documentElement.setAttribute('data-a-ready', '1');");
+    // B runs in the same page: it registers a command with the same id and tries to remove A's.
+    const b = await write("B", ["@match http://menu.test/*", "@grant GM.registerMenuCommand", "@grant GM_unregisterMenuCommand", "@run-at document-idle"],
+      "GM.registerMenuCommand('Mark', () => document.documentElement.setAttribute('data-b', 'clicked'));\n"
+      + "setTimeout(() => { GM_unregisterMenuCommand('Mark'); GM_unregisterMenuCommand('Other');"
+      + " document.documentElement.setAttribute('data-b-done', '1'); }, 300);");
+    await tab.goto(url("menu.test", "/page"), { waitUntil: "load" });
+    await until(async () => (await attr("data-b-done")) === "1", 5000, "B ran");
+
+    const p = await popup();
+    try {
+      const buttonOf = (uuid) => p.locator(`#menu li[data-script="${uuid}"] button[data-command="Mark"]`);
+      await buttonOf(a.uuid).waitFor({ timeout: 10_000 });
+      // B removed its own "Mark" (its unregister reaches only its own commands): A's stays.
+      assert.equal(await buttonOf(b.uuid).count(), 0, "B's own command was removed by B");
+      assert.equal(await p.locator("#menu-h").textContent(), "Menu commands on this tab");
+      assert.equal(await buttonOf(a.uuid).getAttribute("accesskey"), "m");
+      await buttonOf(a.uuid).click();
+      await until(async () => (await attr("data-a")) === "clicked", 5000, "A's command ran in the page");
+      assert.equal(await attr("data-b"), null, "B's function never ran");
+
+      // The tab navigates to a page with no script: the commands are gone from the popup.
+      await tab.goto(url("plain.test", "/"), { waitUntil: "load" });
+      await tab.bringToFront();
+      await p.bringToFront();
+      await until(async () => (await p.locator("#menu li").count()) === 0, 5000, "commands gone after navigation");
+      assert.equal(await p.locator("#menu-section").isHidden(), true);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test("try_script gives a tried source the GM functions it grants: values live for the try only, a stored script's values are copied in and never written", T, async () => {
+    await tab.goto(url("try.test", "/"), { waitUntil: "load" });
+    const src = script("tried", ["@match http://try.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_addStyle"],
+      "GM_addStyle('#p { color: rgb(7, 8, 9) }');\n"
+      + "GM_setValue('n', { x: 41 });\n"
+      + "return { n: GM_getValue('n').x + 1, missing: GM_getValue('nope', 'dflt'), color: getComputedStyle(document.getElementById('p')).color };");
+    const r = await ok("try_script", { source: src, url: url("try.test", "/") });
+    assert.equal(r.frames[0].ok, true, JSON.stringify(r.frames[0]));
+    assert.deepEqual(r.frames[0].value, { n: 42, missing: "dflt", color: "rgb(7, 8, 9)" });
+    // A raw source's store is not persistent: a second try starts empty.
+    const again = await ok("try_script", { source: src.replace("GM_setValue('n', { x: 41 });", ""), url: url("try.test", "/") });
+    assert.equal(again.frames[0].error?.name, "TypeError", "no value kept from the first try");
+
+    // A stored script: its page load stores a value; a try by uuid sees it, and its own
+    // GM_setValue does not reach the store.
+    const s = await write("stored", ["@match http://stored.test/*", "@grant GM_setValue", "@grant GM_getValue"],
+      "if (!window.__tried) GM_setValue('seen', 'page-load');\n"
+      + "document.documentElement.setAttribute('data-stored', '1');\n"
+      + "return GM_getValue('seen');");
+    await tab.goto(url("stored.test", "/"), { waitUntil: "load" });
+    await until(async () => (await attr("data-stored")) === "1", 5000, "stored script ran");
+    const storedValues = async () => {
+      const page = await h.context.newPage();
+      try {
+        await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+        return await page.evaluate(async (k) => (await chrome.storage.local.get(k))[k], `values/${s.uuid}`);
+      } finally {
+        await page.close();
+      }
+    };
+    await until(async () => (await storedValues())?.seen === '"page-load"', 5000, "the page load's value is stored");
+    await tab.evaluate(() => {});
+    const t = await ok("try_script", { uuid: s.uuid, url: url("stored.test", "/") });
+    assert.equal(t.frames[0].value, "page-load", JSON.stringify(t.frames[0]));
+    const w = await ok("try_script", {
+      source: script("writer", ["@match http://stored.test/*", "@grant GM_setValue"], "GM_setValue('seen', 'tried'); return 1;"),
+      url: url("stored.test", "/"),
+    });
+    assert.equal(w.frames[0].ok, true);
+    assert.deepEqual(await storedValues(), { seen: '"page-load"' }, "a try never writes a stored script's values");
+    // What needs the worker says so, instead of failing silently.
+    const x = await ok("try_script", {
+      source: script("xhr", ["@match http://stored.test/*", "@grant GM.xmlHttpRequest"],
+        "try { await GM.xmlHttpRequest({ url: '/x' }); return 'sent'; } catch (e) { return e.error; }"),
+      url: url("stored.test", "/"),
+    });
+    assert.match(String(x.frames[0].value), /not available when a script is tried/);
+  });
+
+  test("GM_openInTab opens an http(s) tab (closed and heard by its script), and refuses javascript: and chrome: addresses", T, async () => {
+    await write("opener", ["@match http://open.test/*", "@grant GM_openInTab"],
+      "const root = document.documentElement;\n"
+      + "const t = GM_openInTab(location.protocol + '//opened.test:' + location.port + '/x', { active: false });\n"
+      + "t.onclose = () => root.setAttribute('data-closed', String(t.closed));\n"
+      + "const bad = [GM_openInTab('javascript:document.title=1'), GM_openInTab('chrome://settings/'), GM_openInTab('chrome-extension://" + PROVIDER_ID + "/options.html')];\n"
+      + "setTimeout(() => root.setAttribute('data-bad', String(bad.every((b) => b.closed))), 1500);\n"
+      + "setTimeout(() => t.close(), 2500);");
+    const created = [];
+    const onPage = (p) => created.push(p);
+    h.context.on("page", onPage);
+    const opened = h.context.waitForEvent("page", { predicate: (p) => p.url().includes("opened.test"), timeout: 10_000 });
+    await tab.goto(url("open.test", "/"), { waitUntil: "load" });
+    const o = await opened;
+    await o.waitForLoadState("load");
+    assert.equal(o.url(), url("opened.test", "/x"));
+    assert.ok(server.hits.includes(`opened.test:${server.port}/x`), "the opened tab loaded the page");
+    await until(async () => (await attr("data-bad")) === "true", 5000, "the refused tabs read as closed");
+    h.context.off("page", onPage);
+    assert.deepEqual(created.map((p) => p.url()), [url("opened.test", "/x")], "only the http tab was opened");
+    // The script closes its tab, and its onclose hears it.
+    await until(async () => o.isClosed(), 5000, "the script's close() closed its tab");
+    await until(async () => (await attr("data-closed")) === "true", 5000, "onclose ran with closed = true");
+  });
+
+  test("GM_notification creates a Chrome notification naming its script; its close reaches the script's ondone", T, async () => {
+    await write("notifier", ["@match http://notify.test/*", "@grant GM_notification"],
+      "GM_notification({ text: 'hello from the page', title: 'Greeting', ondone: () => document.documentElement.setAttribute('data-done', '1') });\n"
+      + "document.documentElement.setAttribute('data-asked', '1');");
+    await tab.goto(url("notify.test", "/"), { waitUntil: "load" });
+    await until(async () => (await attr("data-asked")) === "1", 5000, "the script ran");
+    const provider = await h.providerPage();
+    let ids = [];
+    await until(async () => {
+      ids = Object.keys(await provider.evaluate(() => chrome.notifications.getAll()));
+      return ids.length === 1;
+    }, 5000, "one notification exists");
+    assert.match(ids[0], /^gm-/);
+    // Closed (as the user would dismiss it): Chrome's onClosed reaches the script's ondone.
+    await provider.evaluate((id) => chrome.notifications.clear(id), ids[0]);
+    await until(async () => (await attr("data-done")) === "1", 5000, "ondone ran in the page");
+  });
+
+  test("GM_setClipboard after a click in the page puts the text on the clipboard (read back from the clipboard itself)", T, async () => {
+    await write("clip", ["@match http://clip.test/*", "@grant GM_setClipboard", "@grant GM.setClipboard"],
+      "const root = document.documentElement;\n"
+      + "GM.setClipboard('without a user action').then(() => root.setAttribute('data-early', 'written'), (e) => root.setAttribute('data-early', 'refused: ' + e.message));\n"
+      + "const b = document.createElement('button'); b.id = 'copy'; b.textContent = 'copy'; document.body.append(b);\n"
+      + "b.addEventListener('click', () => GM.setClipboard('copied by the script \u2713').then(() => root.setAttribute('data-clip', 'ok'), (e) => root.setAttribute('data-clip', 'refused: ' + e.message)));");
+    // Read back from a secure page (localhost is one; the script's page is plain http).
+    const reader = `http://localhost:${server.port}`;
+    await h.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: reader });
+    await tab.goto(url("clip.test", "/"), { waitUntil: "load" });
+    await tab.bringToFront();
+    const logs = [];
+    tab.on("console", (m) => logs.push(m.text()));
+    // Seen once not settling within 5 s on a loaded machine (not reproduced): wait longer, and
+    // say what the script did if it still does not.
+    const settled = async () => (await attr("data-early")) !== null;
+    for (const end = Date.now() + 15_000; !(await settled()) && Date.now() < end;) await sleep(100);
+    if (!(await settled())) {
+      assert.fail(`the early write never settled; runs: ${JSON.stringify(await ok("script_runs", {})).slice(0, 2000)}; console: ${logs}`);
+    }
+    const early = await attr("data-early");
+    await tab.click("#copy");
+    await until(async () => (await attr("data-clip")) !== null, 5000, "the click's write settled");
+    assert.equal(await attr("data-clip"), "ok");
+    const r = await h.context.newPage();
+    try {
+      await r.goto(`${reader}/`);
+      await r.bringToFront();
+      assert.equal(await r.evaluate(() => navigator.clipboard.readText()), "copied by the script \u2713");
+    } finally {
+      await r.close();
+    }
+    // Without a user action Chrome may refuse; the script is told either way (reported here).
+    assert.ok(early === "written" || early.startsWith("refused: GM_setClipboard: Chrome refused"), early);
+    console.log(`# GM_setClipboard without a user action: ${early}`);
+  });
+});
