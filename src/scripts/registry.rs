@@ -207,7 +207,6 @@ pub fn plan(desired: Vec<Registration>, actual: &[Registration]) -> Plan {
 mod tests {
     use super::*;
     use crate::scripts::metadata;
-    use crate::scripts::rules;
 
     fn meta(src: &str) -> Metadata {
         metadata::parse(src).metadata.expect("valid metadata")
@@ -278,8 +277,9 @@ mod tests {
         let src = header("// @include http://example.org:*/*\n");
         let m = meta(&src);
         let r = desired("u", 1, &m, &src).unwrap();
-        assert_eq!(r.matches, vec![rules::INCLUDE_ONLY_PLACEHOLDER]);
-        assert!(!r.matches.iter().any(|p| p == "*://*/*"));
+        // The glob's own host, never every page; the guard holds the glob itself.
+        assert_eq!(r.matches, vec!["http://example.org/*"]);
+        assert!(r.include_globs.is_empty());
         assert!(crate::scripts::match_pattern::parse(&r.matches[0]).is_ok());
         assert!(verdict(&m, "http://example.org:8080/x").runs());
         assert!(!verdict(&m, "http://example.com/").runs());
