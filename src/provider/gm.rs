@@ -379,6 +379,7 @@ mod tests {
             url: Some("https://example.com/".into()),
             frame_id: Some(0),
             tab_id: Some(id),
+            document_id: None,
         };
         let (wait_raw, set_raw) = (
             msg(json!({"op": "values.wait"})),
