@@ -26,7 +26,7 @@
 //! original console is still called). Errors from callbacks that run later, and console calls
 //! after the run, are not reported.
 
-use super::registry::Registration;
+use super::registry::{Registration, ScriptCode};
 use super::wrap::js_line_count;
 use crate::channel::message::{MAX_RUN_LOGS, MAX_RUN_LOG_CHARS, MAX_RUN_TEXT_CHARS, VERSION};
 use crate::channel::ChannelKey;
@@ -55,9 +55,21 @@ impl Prelude {
     }
 }
 
-const PRELUDE: &str = r#"(() => { const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__); __GM__ __lumoRun.run(function () {"#;
+const PRELUDE: &str = r#"const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, pending = null, lateSent = 0; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); try { if (send) { const q = send({ lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { "#;
 
-const EPILOGUE: &str = "\n}); })();\n//# sourceURL=lumo-run-__N__.js\n";
+/// After the guard, in the runtime entry: the guard's verdict is only asked for when a syntax
+/// error needs reporting (a page outside the rules reports nothing).
+const PRELUDE_END: &str = " return true; } catch (e) { return false; } }); ";
+
+/// The runtime entry's name in stack traces (errors in it are not the script's lines).
+const PRELUDE_FILE: &str = "\n//# sourceURL=lumo-prelude-__N__.js\n";
+
+/// The code entry: the guard (its prefix), then the source inside `run`.
+const RUN_START: &str = "__lumoRun.run(function () {";
+const EPILOGUE: &str = "\n});\n//# sourceURL=lumo-run-__N__.js\n";
+
+/// Late errors one page load sends at most (the worker keeps fewer and counts the rest).
+pub const MAX_LATE_SENT: usize = 20;
 
 /// JSON text of a string: a JavaScript string literal that cannot end early.
 fn js_str(s: &str) -> String {
@@ -65,36 +77,56 @@ fn js_str(s: &str) -> String {
 }
 
 impl Prelude {
-    /// The registered code: `prefix` (the guard, with its "use strict" if any), this prelude,
-    /// then `source` from the start of a line. None when the uuid could break the regex or the
-    /// frame name (it is always a uuid).
-    pub fn wrap(&self, prefix: &str, source: &str) -> Option<String> {
+    /// The registered code, as two entries of the same world: the runtime (this prelude, its
+    /// GM functions, the late-error listeners, and the guard asked lazily), then `prefix` (the
+    /// guard, with its "use strict" if any), `__lumoRun.run(function () {` and `source` from the
+    /// start of a line. Two entries because a source that does not parse fails alone: the
+    /// runtime already listens and reports the `SyntaxError` at its line (measured in Chromium
+    /// 156: a later entry's SyntaxError fires `error` in that world, with its sourceURL, line and
+    /// column). None when the uuid could break the regex or the frame name (it is always a
+    /// uuid).
+    pub fn wrap(&self, prefix: &str, source: &str) -> Option<(String, String)> {
         if !crate::scripts::record::is_uuid(&self.uuid) {
             return None;
         }
-        // Lines before the source: the prefix's own line ends plus the one after the prelude.
+        // Lines before the source: the prefix's own line ends plus the one `run(` is on.
         let pl = js_line_count(prefix);
-        let prelude = PRELUDE
+        // The guard alone, to ask it again in the runtime (its "use strict" stays a directive
+        // of the code entry only).
+        let guard = prefix.strip_prefix("\"use strict\";").unwrap_or(prefix);
+        let head = PRELUDE
             .replace("__T__", &js_str(&self.token))
             .replace("__RA__", &js_str(&self.run_at))
             .replace("__PL__", &pl.to_string())
             .replace("__SL__", &js_line_count(source).to_string())
             .replace("__N__", &js_str(&self.uuid))
             .replace("__V__", &VERSION.to_string())
+            .replace("__MAXLATE__", &MAX_LATE_SENT.to_string())
             .replace("__MAXL__", &MAX_RUN_LOGS.to_string())
             .replace("__MAXT__", &MAX_RUN_TEXT_CHARS.to_string())
-            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string())
-            // Last: the GM code carries the script's values, which no placeholder may touch.
-            .replace("__GM__", &self.gm);
+            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string());
+        // Put in whole, never through a placeholder: the guard holds user regexes and the GM
+        // code the script's values.
+        let mut runtime = String::with_capacity(
+            head.len() + guard.len() + self.gm.len() + PRELUDE_FILE.len() + 80,
+        );
+        runtime.push_str(&head);
+        runtime.push('\n');
+        runtime.push_str(guard);
+        runtime.push('\n');
+        runtime.push_str(PRELUDE_END);
+        runtime.push_str(&self.gm);
+        runtime.push_str(&PRELUDE_FILE.replace("__N__", &self.uuid));
         let epilogue = EPILOGUE.replace("__N__", &self.uuid);
-        let mut code =
-            String::with_capacity(prefix.len() + prelude.len() + source.len() + epilogue.len() + 4);
+        let mut code = String::with_capacity(
+            prefix.len() + RUN_START.len() + source.len() + epilogue.len() + 4,
+        );
         code.push_str(prefix);
-        code.push_str(&prelude);
+        code.push_str(RUN_START);
         code.push('\n');
         code.push_str(source);
         code.push_str(&epilogue);
-        Some(code)
+        Some((runtime, code))
     }
 }
 
@@ -122,10 +154,17 @@ pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::g
         report_runs: true,
         gm: crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values),
     };
-    if let Some(wrapped) = p.wrap(prefix, source) {
-        if let Some(first) = reg.js.first_mut() {
-            first.code = Some(wrapped);
-        }
+    if let Some((runtime, code)) = p.wrap(prefix, source) {
+        reg.js = vec![
+            ScriptCode {
+                code: Some(runtime),
+                file: None,
+            },
+            ScriptCode {
+                code: Some(code),
+                file: None,
+            },
+        ];
         reg.messaging = p.needs_messaging();
     }
 }
@@ -147,38 +186,48 @@ mod tests {
     }
 
     #[test]
-    fn the_source_starts_a_line_after_the_prefix_and_prelude() {
+    fn the_source_starts_a_line_after_the_prefix_in_its_own_entry() {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
-        let code = prelude().wrap("GUARD;", src).unwrap();
+        let (runtime, code) = prelude().wrap("GUARD;", src).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
-        assert!(lines[0].starts_with("GUARD;(() => { const __lumoRun"));
+        assert_eq!(lines[0], "GUARD;__lumoRun.run(function () {");
         assert_eq!(lines[1], "// ==UserScript==");
         assert_eq!(lines[4], "null.x;");
-        assert!(code.ends_with(
-            "\n}); })();\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"
-        ));
-        assert!(lines[0].contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
+        assert!(code
+            .ends_with("\n});\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
+        assert!(runtime.starts_with("const __lumoRun = "));
+        assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
+        assert!(runtime.contains(&format!(
+            ", {MAX_LATE_SENT}, () => {{ try {{ \nGUARD;\n return true;"
+        )));
+        assert!(runtime
+            .ends_with("\n//# sourceURL=lumo-prelude-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
         for ph in [
             "__T__", "__RA__", "__PL__", "__SL__", "__N__", "__V__", "__MAX",
         ] {
-            assert!(!code.contains(ph), "{ph} is left");
+            assert!(!runtime.contains(ph) && !code.contains(ph), "{ph} is left");
         }
         // A prefix spanning lines moves the source down by as many.
-        let code = prelude().wrap("A;\nB;", src).unwrap();
-        assert!(code.contains("(\"TOKEN-x\", \"document_end\", 2, 4, "));
+        let (runtime, code) = prelude().wrap("A;\nB;", src).unwrap();
+        assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 2, 4, "));
         assert_eq!(code.split('\n').nth(2), Some("// ==UserScript=="));
+        // The guard is asked again in the runtime without its "use strict".
+        let (runtime, code) = prelude().wrap("\"use strict\";G();", src).unwrap();
+        assert!(code.starts_with("\"use strict\";G();__lumoRun.run("));
+        assert!(runtime.contains("try { \nG();\n return true;"));
     }
 
     #[test]
-    fn the_token_is_not_in_the_scope_of_the_source() {
-        let code = prelude().wrap("", "x").unwrap();
-        // The token is an argument of the inner arrow, which closes before the source starts.
-        let (head, _) = code.split_once("\nx").unwrap();
-        let token_at = head.find("\"TOKEN-x\"").unwrap();
-        let run_at = head.rfind("__lumoRun.run(function () {").unwrap();
-        assert!(token_at < run_at);
-        assert_eq!(code.matches("TOKEN-x").count(), 1);
-        assert!(!head.contains("globalThis.__lumo") && !head.contains("window."));
+    fn the_token_is_only_in_the_runtime_entry_and_out_of_the_sources_scope() {
+        let (runtime, code) = prelude().wrap("", "x").unwrap();
+        assert!(!code.contains("TOKEN-x"));
+        // The token is an argument of the inner arrow, which closes before `__lumoRun` is made.
+        assert_eq!(runtime.matches("TOKEN-x").count(), 1);
+        assert!(!runtime.contains("globalThis.__lumo") && !runtime.contains("window."));
+        // The late-error listeners are the runtime's, and the first-pass error is not sent twice.
+        assert!(runtime.contains("addEventListener(\"error\""));
+        assert!(runtime.contains("addEventListener(\"unhandledrejection\""));
+        assert!(runtime.contains("pending = { e }; throw e;"));
     }
 
     #[test]
@@ -201,8 +250,12 @@ mod tests {
     fn strings_cannot_break_out() {
         let mut p = prelude();
         p.token = "\"); alert(1); (\"".into();
-        let code = p.wrap("", "x").unwrap();
-        assert!(code.contains(r#""\"); alert(1); (\"""#));
+        let (runtime, _) = p.wrap("", "x").unwrap();
+        assert!(runtime.contains(r#""\"); alert(1); (\"""#));
+        // A placeholder spelled in the guard (a user regex) or the GM code stays as written.
+        p.gm = "{/*__T__*/}".into();
+        let (runtime, _) = p.wrap("/__N__ __T__/;", "x").unwrap();
+        assert!(runtime.contains("/__N__ __T__/;") && runtime.contains("{/*__T__*/}"));
         p.uuid = "not-a-uuid\"".into();
         assert!(p.wrap("", "x").is_none());
     }
