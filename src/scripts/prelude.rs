@@ -64,8 +64,10 @@ const PRELUDE_END: &str = " return true; } catch (e) { return false; } }); ";
 /// The runtime entry's name in stack traces (errors in it are not the script's lines).
 const PRELUDE_FILE: &str = "\n//# sourceURL=lumo-prelude-__N__.js\n";
 
-/// The code entry: the guard (its prefix), then the source inside `run`.
-const RUN_START: &str = "__lumoRun.run(function () {";
+/// The code entry: the guard (its prefix), then the source inside `run`. The frame name is on
+/// this first line too: a source that does not parse stops V8's scan before the last line,
+/// and its SyntaxError would carry an anonymous file name (measured in Chromium 156).
+const RUN_START: &str = "__lumoRun.run(function () { //# sourceURL=lumo-run-__N__.js";
 const EPILOGUE: &str = "\n});\n//# sourceURL=lumo-run-__N__.js\n";
 
 /// Late errors one page load sends at most (the worker keeps fewer and counts the rest).
@@ -122,7 +124,7 @@ impl Prelude {
             prefix.len() + RUN_START.len() + source.len() + epilogue.len() + 4,
         );
         code.push_str(prefix);
-        code.push_str(RUN_START);
+        code.push_str(&RUN_START.replace("__N__", &self.uuid));
         code.push('\n');
         code.push_str(source);
         code.push_str(&epilogue);
@@ -190,7 +192,10 @@ mod tests {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
         let (runtime, code) = prelude().wrap("GUARD;", src).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
-        assert_eq!(lines[0], "GUARD;__lumoRun.run(function () {");
+        assert_eq!(
+            lines[0],
+            "GUARD;__lumoRun.run(function () { //# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js"
+        );
         assert_eq!(lines[1], "// ==UserScript==");
         assert_eq!(lines[4], "null.x;");
         assert!(code
