@@ -243,6 +243,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       "document.addEventListener('click', () => { const el = null; el.textContent = 'x'; });", // line 7
       "Promise.reject(new RangeError('nobody handles me'));", // line 8
       "setTimeout(() => { throw new Error('timer fails'); }, 10);", // line 9
+      "document.body.addEventListener('x', () => { throw new Error('during the first pass'); }); document.body.dispatchEvent(new Event('x'));", // line 10
     ]));
     const other = await write(script("Runs late other", ["@match http://late.test/*"], [
       "document.documentElement.setAttribute('data-ran-late-other', '1');",
@@ -259,16 +260,18 @@ describe("script_runs: what installed scripts did on real page loads", () => {
         await sleep(150);
       }
     };
-    const first = await late({}, 2);
+    const first = await late({}, 3);
     assert.equal(first.runs.length, 1, JSON.stringify(first));
     let run = first.runs[0];
     assert.equal(run.ok, false, "a script failing after its first pass still shows as ok");
     assert.equal(run.error, null, JSON.stringify(run));
     const seen = (r) => r.lateErrors.map((e) => [e.name, e.message, e.line, e.rejection]).sort();
-    assert.deepEqual(seen(run), [["Error", "timer fails", 9, false], ["RangeError", "nobody handles me", 8, true]], JSON.stringify(run.lateErrors));
+    // A handler that throws during the first pass (dispatched by the script) is reported too: it
+    // waits in the page for the run report it joins.
+    assert.deepEqual(seen(run), [["Error", "during the first pass", 10, false], ["Error", "timer fails", 9, false], ["RangeError", "nobody handles me", 8, true]], JSON.stringify(run.lateErrors));
     // The click comes later still: the same run, shown again after the cursor it was read at.
     await page.click("#p");
-    const next = await late({ since: first.cursor }, 3);
+    const next = await late({ since: first.cursor }, 4);
     await page.close();
     assert.equal(next.runs.length, 1, JSON.stringify(next));
     run = next.runs[0];
