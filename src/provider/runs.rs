@@ -156,7 +156,9 @@ impl<E: Env> Provider<E> {
     }
 
     /// A late error joins the newest run of that document in the script's ring; `None` when
-    /// no such run is kept.
+    /// no such run is kept. The run report is sent first, but two messages' tasks may reach the
+    /// ring out of order (each awaits storage), so a late error that finds no run yet looks
+    /// again a few times, 250 ms apart (bounded: the late window is 60 a minute per script).
     async fn store_late(
         &self,
         uuid: &str,
@@ -164,21 +166,27 @@ impl<E: Env> Provider<E> {
         late: &channel::message::LateError,
         now: f64,
     ) -> Result<Option<u64>, EnvError> {
-        let _guard = self.runs_lock.lock().await;
-        let key = runs::runs_key(uuid);
-        let got = self
-            .env
-            .get(Area::Local, &[&key, CURSOR_KEY, BUDGET_KEY])
-            .await?;
-        let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
-        let id = runs::next_cursor(last, now);
-        let mut ring = Ring::decode(got.get(&key));
-        if !ring.attach_late(document_id, late, id) {
-            return Ok(None);
+        for attempt in 0..4 {
+            if attempt > 0 {
+                self.env.sleep(250.0).await;
+            }
+            let _guard = self.runs_lock.lock().await;
+            let key = runs::runs_key(uuid);
+            let got = self
+                .env
+                .get(Area::Local, &[&key, CURSOR_KEY, BUDGET_KEY])
+                .await?;
+            let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
+            let id = runs::next_cursor(last, now.max(self.env.now_ms()));
+            let mut ring = Ring::decode(got.get(&key));
+            if !ring.attach_late(document_id, late, id) {
+                continue;
+            }
+            self.save_rings(uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
+                .await?;
+            return Ok(Some(id));
         }
-        self.save_rings(uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
-            .await?;
-        Ok(Some(id))
+        Ok(None)
     }
 
     /// Stores `ring` (of `uuid`) and the cursor, after bringing all rings within their total
@@ -319,6 +327,8 @@ mod tests {
     #[test]
     fn a_late_error_joins_the_run_of_its_document_only() {
         let (p, uuid, key) = setup();
+        // A late error with no run looks again after a wait: let the env's timers fire.
+        p.env.timers_fire.set(true);
         let token = key.token(&uuid, 1);
         let ok = json!({"lumo": token, "v": 1, "kind": "run", "runAt": "document_idle", "ms": 1})
             .to_string();
