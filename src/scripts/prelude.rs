@@ -1,11 +1,13 @@
 //! The code the worker puts around a registered script (generated here, in Rust; one prelude that
-//! every feature on the userscript channel adds to). Today: the run report. The registered code is
+//! every feature on the userscript channel adds to). Today: the run report, late errors, syntax
+//! errors and the GM functions. The registration holds two entries of the script's world:
 //!
 //! ```text
-//! [guard (rules.rs)][prelude: one line]\n
-//! <the script's source, unchanged, from line 2 column 1 (more if the guard spans lines)>
-//! \n[epilogue]
-//! //# sourceURL=lumo-run-<uuid>.js
+//! js[0]  const __lumoRun = (…token, listeners…)(…, () => { try { [guard] return true } … }); [GM]
+//!        //# sourceURL=lumo-prelude-<uuid>.js
+//! js[1]  [guard (rules.rs)]__lumoRun.run(function () { //# sourceURL=lumo-run-<uuid>.js\n
+//!        <the script's source, unchanged, from line 2 column 1 (more if the guard spans lines)>
+//!        \n});\n//# sourceURL=lumo-run-<uuid>.js
 //! ```
 //!
 //! The source runs inside `function () { … }` called at once, so its top-level code runs
@@ -23,8 +25,12 @@
 //! so the page's console still shows it) with its line and column in the script's own source
 //! (the `//# sourceURL` name and a fixed line offset, as `wrap.rs` does for `try_script`), and the
 //! console calls made during the run (bounded in the page, again in `channel::message`; the
-//! original console is still called). Errors from callbacks that run later, and console calls
-//! after the run, are not reported.
+//! original console is still called). Later, errors the world's `error` / `unhandledrejection`
+//! listeners hear (only this world's code: measured in Chromium 156) are sent as `late`, at most
+//! [`MAX_LATE_SENT`] a page, the first-pass error not twice, and the worker joins them to the run
+//! of the same `documentId`. A source that does not parse fails js[1] alone: the listener hears
+//! its `SyntaxError` (before `run` started) and reports it as the run's error, if the guard,
+//! asked again, admits the page. Console calls after the run are not reported.
 
 use super::registry::{Registration, ScriptCode};
 use super::wrap::js_line_count;
