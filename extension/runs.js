@@ -51,13 +51,17 @@ export function lastRunCell(uuid) {
 
 let open = null; // { uuid, name, cursor, list }
 
+const at = (e) => (e.line ? ` (line ${e.line}${e.column ? `, column ${e.column}` : ''})` : '');
+
 function runItem(r) {
   const err = r.error;
   return el('li', { class: `run ${r.ok ? 'ok' : 'error'}`, 'data-run': String(r.id) },
     el('div', {}, el('strong', {}, r.ok ? 'ok' : 'error'), ' ', when(r.at), ' ',
       el('small', {}, `revision ${r.revision} · ${r.runAt} · ${r.durationMs} ms${r.frameId ? ` · frame ${r.frameId}` : ''}`)),
     el('div', { class: 'mono muted' }, r.url),
-    err ? el('div', { class: 'run-error mono' }, `${err.name}: ${err.message}`, err.line ? ` (line ${err.line}${err.column ? `, column ${err.column}` : ''})` : '') : null,
+    err ? el('div', { class: 'run-error mono' }, `${err.name}: ${err.message}`, at(err)) : null,
+    ...(r.lateErrors ?? []).map((e) => el('div', { class: 'run-error mono' }, `later${e.rejection ? ' (unhandled rejection)' : ''}: ${e.name}: ${e.message}`, at(e))),
+    r.lateErrorsDropped ? el('small', {}, `${r.lateErrorsDropped} more later error(s) not kept`) : null,
     r.console.length ? el('pre', { class: 'console', 'aria-label': 'Console output' },
       r.console.map((c) => el('div', { class: `log-${c.level}` }, `${c.level}${c.line ? ` (line ${c.line})` : ''}: ${c.text}`))) : null,
     r.consoleDropped ? el('small', {}, `${r.consoleDropped} more console line(s) not kept`) : null);
@@ -70,6 +74,8 @@ async function loadRuns() {
   if (open !== view) return;
   view.cursor = res.cursor;
   // Newest first: new runs go on top; what is shown stays where it is.
+  // A run shown before that has since had a later error comes back: it replaces its old item.
+  for (const r of res.runs) view.list.querySelector(`li[data-run="${CSS.escape(String(r.id))}"]`)?.remove();
   const fresh = res.runs.map(runItem);
   view.list.prepend(...fresh);
   while (view.list.children.length > 100) view.list.lastChild.remove();

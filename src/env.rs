@@ -110,12 +110,14 @@ pub trait Tabs {
     async fn tabs(&self) -> Result<Vec<Tab>, EnvError>;
     /// Runs `code` once in the tab (all frames or the top one) in the USER_SCRIPT world `world`;
     /// the value is Chrome's array of injection results (`{frameId, result?, error?}`), as JSON.
+    /// Runs `codes` (the entries, in order, in one world) once in the tab; Chrome's per-frame
+    /// results (the last entry's value).
     async fn execute(
         &self,
         tab_id: i64,
         all_frames: bool,
         world: &str,
-        code: &str,
+        codes: &[String],
     ) -> Result<Value, EnvError>;
 }
 
@@ -384,14 +386,15 @@ pub mod memory {
             tab_id: i64,
             all_frames: bool,
             world: &str,
-            code: &str,
+            codes: &[String],
         ) -> Result<Value, EnvError> {
             self.api()?;
+            // The entries joined, so a test reads the code it ran as one text.
             self.executed.borrow_mut().push((
                 tab_id,
                 all_frames,
                 world.to_owned(),
-                code.to_owned(),
+                codes.join("\n"),
             ));
             let answer = self.execute_answer.borrow().clone();
             match answer {

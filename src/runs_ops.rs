@@ -83,7 +83,7 @@ async fn list<E: Env>(p: &Provider<E>, uuid: Option<String>, since: Option<u64>)
             let (selected, more) = runs::select(&rings, since, false, 100);
             let cursor = selected
                 .iter()
-                .filter_map(|r| r.get("id").and_then(Value::as_u64))
+                .map(runs::seq_of)
                 .max()
                 .or(since)
                 .unwrap_or(0);

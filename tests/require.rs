@@ -57,11 +57,15 @@ fn blobs(p: &Provider<MemoryEnv>) -> Vec<String> {
         .collect()
 }
 
+/// Every code entry of the script's registration, in order (the runtime with the GM getters,
+/// then the `@require` code and the source).
 fn code_of(p: &Provider<MemoryEnv>, uuid: &str) -> String {
-    p.env.registrations.borrow()[uuid].js[0]
-        .code
-        .clone()
-        .unwrap()
+    p.env.registrations.borrow()[uuid]
+        .js
+        .iter()
+        .map(|c| c.code.clone().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]

@@ -73,6 +73,18 @@ pub enum Message {
     Run(RunReport),
     /// A GM function's request (`crate::gm::message`); answered to the script.
     Gm(crate::gm::message::GmRequest),
+    /// An error thrown after the run's first pass (a callback, an event handler, a timer) or a
+    /// promise rejection nobody handled, in the script's own world; attached to the run of the
+    /// same document (Chrome's `documentId`, never the message).
+    Late(LateError),
+}
+
+/// One error of a script after its first pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LateError {
+    pub error: RunError,
+    /// An unhandled promise rejection (else an uncaught error).
+    pub rejection: bool,
 }
 
 /// When the script ran, as registered (`@run-at`).
@@ -152,6 +164,10 @@ pub fn parse(raw: &str) -> Result<Envelope, ChannelError> {
     }
     let message = match o.get("kind").and_then(Value::as_str) {
         Some("run") => Message::Run(run_report(&o)?),
+        Some("late") => Message::Late(LateError {
+            error: run_error(o.get("error"))?.ok_or(ChannelError::BadField("error"))?,
+            rejection: o.get("rejection") == Some(&Value::Bool(true)),
+        }),
         Some("gm") => Message::Gm(
             crate::gm::message::parse(&o).map_err(|_| ChannelError::BadField("gm request"))?,
         ),
@@ -159,6 +175,23 @@ pub fn parse(raw: &str) -> Result<Envelope, ChannelError> {
         None => return Err(ChannelError::BadField("kind")),
     };
     Ok(Envelope { token, message })
+}
+
+fn run_error(v: Option<&Value>) -> Result<Option<RunError>, ChannelError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(e)) => {
+            let line = position(e.get("line"));
+            Ok(Some(RunError {
+                name: text(e.get("name"), 100),
+                message: text(e.get("message"), MAX_RUN_TEXT_CHARS),
+                line,
+                // A column means nothing without its line.
+                column: line.and(position(e.get("column"))),
+            }))
+        }
+        Some(_) => Err(ChannelError::BadField("error")),
+    }
 }
 
 fn run_report(o: &Map<String, Value>) -> Result<RunReport, ChannelError> {
@@ -174,20 +207,7 @@ fn run_report(o: &Map<String, Value>) -> Result<RunReport, ChannelError> {
         .filter(|m| m.is_finite() && *m >= 0.0)
         .map(|m| m.min(86_400_000.0))
         .ok_or(ChannelError::BadField("ms"))?;
-    let error = match o.get("error") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(e)) => {
-            let line = position(e.get("line"));
-            Some(RunError {
-                name: text(e.get("name"), 100),
-                message: text(e.get("message"), MAX_RUN_TEXT_CHARS),
-                line,
-                // A column means nothing without its line.
-                column: line.and(position(e.get("column"))),
-            })
-        }
-        Some(_) => return Err(ChannelError::BadField("error")),
-    };
+    let error = run_error(o.get("error"))?;
     let mut console = Vec::new();
     let mut dropped = o.get("consoleDropped").and_then(Value::as_u64).unwrap_or(0);
     let mut chars = 0usize;
@@ -265,6 +285,31 @@ mod tests {
         assert_eq!(r.console[1].text, "");
         assert_eq!(r.console[1].line, None);
         assert_eq!(r.console_dropped, 2);
+    }
+
+    #[test]
+    fn a_late_error_parses_bounded_and_needs_its_error() {
+        let raw = json!({"lumo": "t", "v": 1, "kind": "late", "rejection": true,
+            "error": {"name": "TypeError", "message": "m".repeat(5000), "line": 4, "column": 9}});
+        let Message::Late(l) = parse(&raw.to_string()).unwrap().message else {
+            panic!("not a late error")
+        };
+        assert!(l.rejection);
+        assert_eq!((l.error.line, l.error.column), (Some(4), Some(9)));
+        assert!(l.error.message.chars().count() <= MAX_RUN_TEXT_CHARS + 1);
+        for bad in [json!(null), json!(3), json!("x")] {
+            let raw = json!({"lumo": "t", "v": 1, "kind": "late", "error": bad});
+            assert_eq!(
+                parse(&raw.to_string()),
+                Err(ChannelError::BadField("error"))
+            );
+        }
+        let raw = json!({"lumo": "t", "v": 1, "kind": "late", "rejection": "yes", "error": {}});
+        let Message::Late(l) = parse(&raw.to_string()).unwrap().message else {
+            panic!("not a late error")
+        };
+        assert!(!l.rejection);
+        assert_eq!(l.error.line, None);
     }
 
     #[test]

@@ -46,8 +46,35 @@ pub fn decide(
     raw: impl FnOnce() -> Option<String>,
     now: f64,
 ) -> Verdict {
-    if !limits.admit_any(now) {
-        return Verdict::Drop(Dropped::Flooded);
+    decide_hinted(limits, key, None, raw, now)
+}
+
+/// [`decide`], with the message's token read alone by the shell (`hint`: its `lumo` property)
+/// before anything else is converted: a token that proves a script charges the message to that
+/// script's share of the channel ([`rate::PER_SCRIPT_ANY`]), anything else to the unproven
+/// share ([`rate::UNPROVEN`]), and both to the channel's bound. So a looping script spends its
+/// own share, not every script's. The parsed message must carry that same token.
+pub fn decide_hinted(
+    limits: &mut rate::RateLimit,
+    key: Option<&ChannelKey>,
+    hint: Option<&str>,
+    raw: impl FnOnce() -> Option<String>,
+    now: f64,
+) -> Verdict {
+    let hinted = hint
+        .filter(|t| t.len() <= token::MAX_TOKEN_CHARS)
+        .and_then(|t| key.and_then(|k| k.verify(t)));
+    let admitted = match &hinted {
+        Some(p) => limits.admit_proven(&p.uuid, now),
+        None if hint.is_some() => limits.admit_unproven(now),
+        // No hint at all (tests, an older shell): the channel's bound alone.
+        None => limits.admit_any(now),
+    };
+    if !admitted {
+        return match hinted {
+            Some(_) => Verdict::Drop(Dropped::RateLimited),
+            None => Verdict::Drop(Dropped::Flooded),
+        };
     }
     let Some(raw) = raw() else {
         return Verdict::Drop(Dropped::Malformed(ChannelError::NotJson));
@@ -56,6 +83,9 @@ pub fn decide(
         Ok(e) => e,
         Err(e) => return Verdict::Drop(Dropped::Malformed(e)),
     };
+    if hint.is_some_and(|h| h != envelope.token) {
+        return Verdict::Drop(Dropped::UnknownSender);
+    }
     let Some(from) = key.and_then(|k| k.verify(&envelope.token)) else {
         return Verdict::Drop(Dropped::UnknownSender);
     };
@@ -64,6 +94,7 @@ pub fn decide(
     let admitted = match envelope.message {
         Message::Gm(_) => limits.admit_gm(&from.uuid, now),
         Message::Run(_) => limits.admit_script(&from.uuid, now),
+        Message::Late(_) => limits.admit_late(&from.uuid, now),
     };
     if !admitted {
         return Verdict::Drop(Dropped::RateLimited);
@@ -104,6 +135,55 @@ mod tests {
         // No key: nothing is accepted.
         assert_eq!(
             decide(&mut l, None, || Some(report(&own)), 1.0),
+            Verdict::Drop(Dropped::UnknownSender)
+        );
+    }
+
+    #[test]
+    fn a_script_flooding_before_parsing_spends_its_own_share_not_the_channel() {
+        let key = ChannelKey::from_uuids(A, B).unwrap();
+        let mut l = rate::RateLimit::default();
+        let ta = key.token(A, 1);
+        let a = report(&ta);
+        // Thousands of messages from A, valid or not: A's share of the channel, then nothing.
+        let mut parsed = 0;
+        for i in 0..5000 {
+            let body = if i % 2 == 0 {
+                a.clone()
+            } else {
+                "garbage".into()
+            };
+            decide_hinted(
+                &mut l,
+                Some(&key),
+                Some(&ta),
+                || {
+                    parsed += 1;
+                    Some(body)
+                },
+                10.0,
+            );
+        }
+        assert_eq!(parsed, rate::PER_SCRIPT_ANY);
+        // Garbage without a valid token has a share of its own.
+        for _ in 0..5000 {
+            decide_hinted(
+                &mut l,
+                Some(&key),
+                Some("x.1.00"),
+                || Some("garbage".into()),
+                10.0,
+            );
+        }
+        // B's report still lands in the same window.
+        let tb = key.token(B, 1);
+        assert!(matches!(
+            decide_hinted(&mut l, Some(&key), Some(&tb), || Some(report(&tb)), 10.0),
+            Verdict::Accept { .. }
+        ));
+        // A message whose body names another token than the one read first is nobody's.
+        assert_eq!(
+            decide_hinted(&mut l, Some(&key), Some(&tb), || Some(report(&ta)), 10.0),
             Verdict::Drop(Dropped::UnknownSender)
         );
     }

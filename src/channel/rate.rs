@@ -1,6 +1,12 @@
 //! Per-script rate limit of the userscript channel, and one bound for all of it, so a script
 //! in a loop (or many frames of one page) cannot make the worker spend its time on reports.
 //! Fixed windows: cheap, and exactness does not matter here (a dropped report is counted).
+//!
+//! **Fair share.** Before anything is parsed, a message is charged to the script its token
+//! proves (the shell reads the token alone, see `channel::decide_hinted`): one script may use
+//! [`PER_SCRIPT_ANY`] of the channel's [`ALL`] a window, and messages without a valid token
+//! share [`UNPROVEN`], so neither a looping script nor garbage can spend the whole channel and
+//! silence every other script for a minute.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +17,12 @@ pub const PER_SCRIPT: u32 = 30;
 pub const GM_PER_SCRIPT: u32 = 600;
 /// Messages looked at (parsed) per window from all scripts together, counted before parsing.
 pub const ALL: u32 = 1200;
+/// Messages of one proven script looked at per window, before parsing: a fifth of [`ALL`].
+pub const PER_SCRIPT_ANY: u32 = 240;
+/// Messages without a valid token looked at per window, all together.
+pub const UNPROVEN: u32 = 240;
+/// Late errors (`Message::Late`) accepted per script per window.
+pub const LATE_PER_SCRIPT: u32 = 60;
 pub const WINDOW_MS: f64 = 60_000.0;
 /// Scripts tracked at once; past it, windows that are over are forgotten first, then all.
 const MAX_TRACKED: usize = 2048;
@@ -38,9 +50,24 @@ impl Window {
     }
 }
 
+/// Counts one message of `uuid` in its window of `map`, which holds at most [`MAX_TRACKED`]
+/// windows (past it, windows that are over are forgotten first, then all).
+fn admit_in(map: &mut BTreeMap<String, Window>, uuid: &str, now: f64, limit: u32) -> bool {
+    if !map.contains_key(uuid) && map.len() >= MAX_TRACKED {
+        map.retain(|_, w| now >= w.start && now - w.start < WINDOW_MS);
+        if map.len() >= MAX_TRACKED {
+            map.clear();
+        }
+    }
+    map.entry(uuid.to_owned()).or_default().admit(now, limit)
+}
+
 #[derive(Debug, Default)]
 pub struct RateLimit {
     all: Window,
+    unproven: Window,
+    any: BTreeMap<String, Window>,
+    late: BTreeMap<String, Window>,
     scripts: BTreeMap<String, Window>,
     gm: BTreeMap<String, Window>,
     /// Messages refused per script since its last accepted one (reported with the next run).
@@ -53,26 +80,43 @@ impl RateLimit {
         self.all.admit(now, ALL)
     }
 
+    /// Before parsing, a message whose token proved `uuid`: false when that script has used its
+    /// share of the channel (counted as dropped), else the channel's own bound.
+    pub fn admit_proven(&mut self, uuid: &str, now: f64) -> bool {
+        if !admit_in(&mut self.any, uuid, now, PER_SCRIPT_ANY) {
+            self.count_dropped(uuid);
+            return false;
+        }
+        self.admit_any(now)
+    }
+
+    /// Before parsing, a message with no valid token: its shared share, then the channel's.
+    pub fn admit_unproven(&mut self, now: f64) -> bool {
+        self.unproven.admit(now, UNPROVEN) && self.admit_any(now)
+    }
+
+    /// After parsing: false when that script's late errors are over their bound (counted).
+    pub fn admit_late(&mut self, uuid: &str, now: f64) -> bool {
+        let ok = admit_in(&mut self.late, uuid, now, LATE_PER_SCRIPT);
+        if !ok {
+            self.count_dropped(uuid);
+        }
+        ok
+    }
+
+    fn count_dropped(&mut self, uuid: &str) {
+        if self.dropped.len() >= MAX_TRACKED && !self.dropped.contains_key(uuid) {
+            self.dropped.clear();
+        }
+        let n = self.dropped.entry(uuid.to_owned()).or_default();
+        *n = n.saturating_add(1);
+    }
+
     /// After the token proved the script: false when that script is over its bound.
     pub fn admit_script(&mut self, uuid: &str, now: f64) -> bool {
-        if !self.scripts.contains_key(uuid) && self.scripts.len() >= MAX_TRACKED {
-            self.scripts
-                .retain(|_, w| now >= w.start && now - w.start < WINDOW_MS);
-            if self.scripts.len() >= MAX_TRACKED {
-                self.scripts.clear();
-            }
-        }
-        let ok = self
-            .scripts
-            .entry(uuid.to_owned())
-            .or_default()
-            .admit(now, PER_SCRIPT);
+        let ok = admit_in(&mut self.scripts, uuid, now, PER_SCRIPT);
         if !ok {
-            if self.dropped.len() >= MAX_TRACKED && !self.dropped.contains_key(uuid) {
-                self.dropped.clear();
-            }
-            let n = self.dropped.entry(uuid.to_owned()).or_default();
-            *n = n.saturating_add(1);
+            self.count_dropped(uuid);
         }
         ok
     }
@@ -84,17 +128,7 @@ impl RateLimit {
 
     /// After the token proved the script: false when its GM requests are over their bound.
     pub fn admit_gm(&mut self, uuid: &str, now: f64) -> bool {
-        if !self.gm.contains_key(uuid) && self.gm.len() >= MAX_TRACKED {
-            self.gm
-                .retain(|_, w| now >= w.start && now - w.start < WINDOW_MS);
-            if self.gm.len() >= MAX_TRACKED {
-                self.gm.clear();
-            }
-        }
-        self.gm
-            .entry(uuid.to_owned())
-            .or_default()
-            .admit(now, GM_PER_SCRIPT)
+        admit_in(&mut self.gm, uuid, now, GM_PER_SCRIPT)
     }
 
     /// How many of this script's messages were refused since the last call (and resets it).
@@ -134,6 +168,28 @@ mod tests {
         assert_eq!(admitted, usize::try_from(ALL).unwrap());
         assert!(r.admit_any(5.0 + WINDOW_MS));
         assert!(!r.admit_any(f64::NAN) || r.admit_any(f64::NAN));
+    }
+
+    #[test]
+    fn one_script_gets_a_share_of_the_channel_and_garbage_another() {
+        const _: () = assert!(PER_SCRIPT_ANY * 4 <= ALL && UNPROVEN * 4 <= ALL);
+        let mut r = RateLimit::default();
+        let admitted = (0..ALL).filter(|_| r.admit_proven("a", 5.0)).count();
+        assert_eq!(admitted, usize::try_from(PER_SCRIPT_ANY).unwrap());
+        assert_eq!(r.pending_dropped("a"), u64::from(ALL - PER_SCRIPT_ANY));
+        let garbage = (0..ALL).filter(|_| r.admit_unproven(5.0)).count();
+        assert_eq!(garbage, usize::try_from(UNPROVEN).unwrap());
+        // Another script still gets in while both flood…
+        assert!(r.admit_proven("b", 5.0));
+        // …until the channel as a whole is over its bound (many scripts at once).
+        let mut n = 0u32;
+        while r.admit_proven(&format!("s{n}"), 5.0) {
+            n += 1;
+        }
+        assert_eq!(n, ALL - PER_SCRIPT_ANY - UNPROVEN - 1);
+        // Late errors have their own window per script.
+        let late = (0..200).filter(|_| r.admit_late("c", 5.0)).count();
+        assert_eq!(late, usize::try_from(LATE_PER_SCRIPT).unwrap());
     }
 
     #[test]

@@ -21,6 +21,22 @@ fn int_prop(obj: &JsValue, key: &str) -> Option<i64> {
     })
 }
 
+/// The message's token alone (its `lumo` string, if short enough to be one), read before the
+/// rest is converted so the core can charge the message to its script; "" for anything else.
+fn token_hint(msg: &JsValue) -> String {
+    if !msg.is_object() {
+        return String::new();
+    }
+    Reflect::get(msg, &JsValue::from_str("lumo"))
+        .ok()
+        .filter(|v| {
+            v.dyn_ref::<js_sys::JsString>()
+                .is_some_and(|s| s.length() <= 256)
+        })
+        .and_then(|v| v.as_string())
+        .unwrap_or_default()
+}
+
 fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
     let tab = Reflect::get(&sender, &JsValue::from_str("tab")).unwrap_or(JsValue::UNDEFINED);
     let from = Sender {
@@ -38,11 +54,12 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
             None
         },
     };
+    let hint = token_hint(&msg);
     spawn_local(async move {
         // JSON.stringify of what Chrome delivered, done only if the core admits the message; the
         // core bounds the text before parsing it.
         let received = provider()
-            .user_script_message(move || json::text_of(&msg), from)
+            .user_script_message_hinted(Some(hint), move || json::text_of(&msg), from)
             .await;
         // A GM request gets its answer; anything else an empty one, so the sender's promise
         // settles (a dropped GM request reads as "no answer" to the script).

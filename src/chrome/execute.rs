@@ -54,15 +54,16 @@ impl Tabs for ChromeEnv {
         tab_id: i64,
         all_frames: bool,
         world: &str,
-        code: &str,
+        codes: &[String],
     ) -> Result<Value, EnvError> {
         let api = user_scripts_api()?;
+        let js: Vec<Value> = codes.iter().map(|c| json!({ "code": c })).collect();
         let injection = js_json::to_js(&json!({
             "target": { "tabId": tab_id, "allFrames": all_frames },
             "world": "USER_SCRIPT",
             "worldId": world,
             "injectImmediately": true,
-            "js": [{ "code": code }],
+            "js": js,
         }));
         let got = settle("userScripts.execute", api.execute(&injection)).await?;
         let text = js_json::text_of(&got).unwrap_or_else(|| "null".to_owned());

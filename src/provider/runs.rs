@@ -1,12 +1,14 @@
 //! The provider's side of the userscript channel: a message the shell received on
 //! `onUserScriptMessage` is decided by `channel::decide` and, if it is a run report of a live
-//! script, appended to that script's ring (`scripts::runs`). Nothing here calls tools, the
-//! policy, the probe or a session: the channel's only effect is a stored run.
+//! script, appended to that script's ring (`scripts::runs`); a late error joins the run of the
+//! same document. Every ring write also weighs all rings against their total budget
+//! (`runs::enforce_budget`). Nothing here calls tools, the policy, the probe or a session: the
+//! channel's only effect is a stored run.
 
 use super::Provider;
 use crate::channel::{self, key_store, ChannelKey, Dropped, Message, Verdict};
 use crate::env::{Area, Env, EnvError};
-use crate::scripts::runs::{self, Ring, Seen, CURSOR_KEY};
+use crate::scripts::runs::{self, Budget, Ring, Seen, BUDGET_KEY, CURSOR_KEY, MAX_TOTAL_BYTES};
 use serde_json::{Map, Value};
 
 /// What Chrome says about the sender (`MessageSender`): trusted, unlike the message.
@@ -15,7 +17,8 @@ pub struct Sender {
     pub url: Option<String>,
     pub frame_id: Option<i64>,
     pub tab_id: Option<i64>,
-    /// `sender.documentId`: which document of the frame (menu commands go with it).
+    /// `sender.documentId`: which document of the frame (a late error joins that document's
+    /// run; menu commands go with it).
     pub document_id: Option<String>,
     /// `sender.tab.index` (GM_openInTab puts a new tab after it).
     pub tab_index: Option<i64>,
@@ -60,11 +63,22 @@ impl<E: Env> Provider<E> {
         raw: impl FnOnce() -> Option<String>,
         sender: Sender,
     ) -> Received {
+        self.user_script_message_hinted(None, raw, sender).await
+    }
+
+    /// [`Self::user_script_message`] with the message's token read alone first (`hint`), so a
+    /// flood is charged to the script that sends it (`channel::decide_hinted`).
+    pub async fn user_script_message_hinted(
+        &self,
+        hint: Option<String>,
+        raw: impl FnOnce() -> Option<String>,
+        sender: Sender,
+    ) -> Received {
         let key = self.channel_key().await;
         let now = self.env.now_ms();
         let verdict = {
             let mut limits = self.channel_limits.borrow_mut();
-            channel::decide(&mut limits, key.as_ref(), raw, now)
+            channel::decide_hinted(&mut limits, key.as_ref(), hint.as_deref(), raw, now)
         };
         let (from, message) = match verdict {
             Verdict::Accept { from, message } => (from, message),
@@ -82,6 +96,22 @@ impl<E: Env> Provider<E> {
         }
         match message {
             Message::Gm(req) => Received::Answered(self.gm_request(&from.uuid, &sender, req).await),
+            Message::Late(late) => {
+                let Some(doc) = sender.document_id else {
+                    return Received::NotLive;
+                };
+                match self.store_late(&from.uuid, &doc, &late, now).await {
+                    Ok(Some(id)) => Received::Stored {
+                        uuid: from.uuid,
+                        id,
+                    },
+                    Ok(None) => Received::NotLive,
+                    Err(e) => {
+                        self.note(format!("could not store a late error: {e}"));
+                        Received::Failed(e.0)
+                    }
+                }
+            }
             Message::Run(report) => {
                 let seen = Seen {
                     uuid: from.uuid.clone(),
@@ -89,6 +119,7 @@ impl<E: Env> Provider<E> {
                     url: sender.url.unwrap_or_default(),
                     frame_id: sender.frame_id,
                     tab_id: sender.tab_id,
+                    document_id: sender.document_id,
                     at: now,
                 };
                 let dropped = self.channel_limits.borrow_mut().take_dropped(&from.uuid);
@@ -114,16 +145,82 @@ impl<E: Env> Provider<E> {
     ) -> Result<u64, EnvError> {
         let _guard = self.runs_lock.lock().await;
         let key = runs::runs_key(&seen.uuid);
-        let got = self.env.get(Area::Local, &[&key, CURSOR_KEY]).await?;
+        let got = self
+            .env
+            .get(Area::Local, &[&key, CURSOR_KEY, BUDGET_KEY])
+            .await?;
         let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
         let id = runs::next_cursor(last, seen.at);
         let mut ring = Ring::decode(got.get(&key));
         ring.push(runs::run_json(id, seen, report), dropped);
-        let mut m = Map::new();
-        m.insert(key, ring.encode());
-        m.insert(CURSOR_KEY.to_owned(), Value::from(id));
-        self.env.set(Area::Local, m).await?;
+        self.save_rings(&seen.uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
+            .await?;
         Ok(id)
+    }
+
+    /// A late error joins the newest run of that document in the script's ring; `None` when
+    /// no such run is kept. The run report is sent first, but two messages' tasks may reach the
+    /// ring out of order (each awaits storage), so a late error that finds no run yet looks
+    /// again a few times, 250 ms apart (bounded: the late window is 60 a minute per script).
+    async fn store_late(
+        &self,
+        uuid: &str,
+        document_id: &str,
+        late: &channel::message::LateError,
+        now: f64,
+    ) -> Result<Option<u64>, EnvError> {
+        for attempt in 0..4 {
+            if attempt > 0 {
+                self.env.sleep(250.0).await;
+            }
+            let _guard = self.runs_lock.lock().await;
+            let key = runs::runs_key(uuid);
+            let got = self
+                .env
+                .get(Area::Local, &[&key, CURSOR_KEY, BUDGET_KEY])
+                .await?;
+            let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
+            let id = runs::next_cursor(last, now.max(self.env.now_ms()));
+            let mut ring = Ring::decode(got.get(&key));
+            if !ring.attach_late(document_id, late, id) {
+                continue;
+            }
+            self.save_rings(uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
+                .await?;
+            return Ok(Some(id));
+        }
+        Ok(None)
+    }
+
+    /// Stores `ring` (of `uuid`) and the cursor, after bringing all rings within their total
+    /// budget: the oldest runs of the biggest rings go first, each ring it trims written in the
+    /// same `set`. Bounded work: at most 16 other rings read and 512 runs dropped per write.
+    async fn save_rings(
+        &self,
+        uuid: &str,
+        ring: Ring,
+        mut budget: Budget,
+        cursor: u64,
+    ) -> Result<(), EnvError> {
+        budget.set(uuid, &ring);
+        let mut loaded = std::collections::BTreeMap::new();
+        loaded.insert(uuid.to_owned(), ring);
+        for _ in 0..16 {
+            let Some(need) = runs::enforce_budget(&mut budget, &mut loaded, MAX_TOTAL_BYTES, 512)
+            else {
+                break;
+            };
+            let k = runs::runs_key(&need);
+            let got = self.env.get(Area::Local, &[&k]).await?;
+            loaded.insert(need, Ring::decode(got.get(&k)));
+        }
+        let mut m = Map::new();
+        for (u, r) in &loaded {
+            m.insert(runs::runs_key(u), r.encode());
+        }
+        m.insert(BUDGET_KEY.to_owned(), budget.encode());
+        m.insert(CURSOR_KEY.to_owned(), Value::from(cursor));
+        self.env.set(Area::Local, m).await
     }
 
     /// Reports of this script the rate limit refused that no stored ring counts yet.
@@ -175,6 +272,7 @@ mod tests {
             url: Some("https://example.com/a".into()),
             frame_id: Some(0),
             tab_id: Some(9),
+            document_id: Some("DOC1".into()),
             ..Sender::default()
         }
     }
@@ -228,6 +326,52 @@ mod tests {
             Received::NotLive
         );
         assert!(!p.env.dump(Area::Local).contains_key(&runs::runs_key(&uuid)));
+    }
+
+    #[test]
+    fn a_late_error_joins_the_run_of_its_document_only() {
+        let (p, uuid, key) = setup();
+        // A late error with no run looks again after a wait: let the env's timers fire.
+        p.env.timers_fire.set(true);
+        let token = key.token(&uuid, 1);
+        let ok = json!({"lumo": token, "v": 1, "kind": "run", "runAt": "document_idle", "ms": 1})
+            .to_string();
+        let late = json!({"lumo": token, "v": 1, "kind": "late", "rejection": false,
+            "error": {"name": "TypeError", "message": "in a click", "line": 7, "column": 3}})
+        .to_string();
+        let Received::Stored { id: run_id, .. } =
+            block_on(p.user_script_message(|| Some(ok.clone()), page()))
+        else {
+            panic!("run not stored")
+        };
+        // Another document of the same script, and a message with no document, join nothing.
+        let mut other = page();
+        other.document_id = Some("DOC2".into());
+        assert_eq!(
+            block_on(p.user_script_message(|| Some(late.clone()), other)),
+            Received::NotLive
+        );
+        let mut none = page();
+        none.document_id = None;
+        assert_eq!(
+            block_on(p.user_script_message(|| Some(late.clone()), none)),
+            Received::NotLive
+        );
+        p.env.advance(5.0);
+        let got =
+            block_on(p.user_script_message_hinted(Some(token.clone()), || Some(late), page()));
+        let Received::Stored { id: changed, .. } = got else {
+            panic!("{got:?}")
+        };
+        assert!(changed > run_id);
+        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        let run = &rings[0].runs[0];
+        assert_eq!(run["id"], run_id);
+        assert_eq!(run["ok"], false);
+        assert_eq!(run["lateErrors"][0]["message"], "in a click");
+        assert_eq!(run["lateErrors"][0]["line"], 7);
+        let budget = Budget::decode(p.env.dump(Area::Local).get(BUDGET_KEY));
+        assert_eq!(budget.bytes[&uuid], rings[0].bytes());
     }
 
     #[test]

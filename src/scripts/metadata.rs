@@ -514,27 +514,6 @@ impl Builder {
                 "no @match or @include: the script will not run on any page".to_owned(),
             );
         }
-        // Chrome injects a script with a plain @include through `includeGlobs`; in Chromium 156 such
-        // a script crashes the page's renderer when it messages the extension, so it gets no
-        // prelude (`scripts::prelude::apply`) and with it no GM functions: say so where it matters.
-        let globbed = self
-            .include_globs
-            .iter()
-            .any(|g| rule_syntax::as_regex(g).is_none());
-        let grants_gm = self
-            .grants
-            .iter()
-            .any(|g| matches!(api::classify(g), Grant::Known(a) if a.support == Support::Provided));
-        if globbed && grants_gm {
-            diags.warning(
-                self.header_line,
-                "this script grants GM functions but runs through an @include glob: a script \
-                 Chrome injects through a glob gets no GM functions and does not report its runs \
-                 (Chromium 156 crashes the page when such a script messages the extension); use \
-                 @match instead"
-                    .to_owned(),
-            );
-        }
         let (name, _) = self.name?;
         Some(Metadata {
             name,
@@ -733,7 +712,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gm_grants_with_an_include_glob_are_warned_and_nothing_else_is() {
+    fn an_include_glob_costs_nothing_and_is_not_warned_about() {
+        // Glob scripts get the prelude like any other (`rules::glob_superset`).
         let warned = |extra: &str| {
             let src = format!("// ==UserScript==\n// @name g\n{extra}// ==/UserScript==\n");
             parse(&src)
@@ -741,7 +721,7 @@ mod tests {
                 .iter()
                 .any(|d| d.message.contains("runs through an @include glob"))
         };
-        assert!(warned(
+        assert!(!warned(
             "// @include http://a.test/*\n// @grant GM_addStyle\n"
         ));
         assert!(!warned("// @include http://a.test/*\n// @grant none\n"));

@@ -1,11 +1,13 @@
 //! The code the worker puts around a registered script (generated here, in Rust; one prelude that
-//! every feature on the userscript channel adds to). Today: the run report. The registered code is
+//! every feature on the userscript channel adds to). Today: the run report, late errors, syntax
+//! errors and the GM functions. The registration holds two entries of the script's world:
 //!
 //! ```text
-//! [guard (rules.rs)][prelude: one line]\n
-//! <the script's source, unchanged, from line 2 column 1 (more if the guard spans lines)>
-//! \n[epilogue]
-//! //# sourceURL=lumo-run-<uuid>.js
+//! js[0]  const __lumoRun = (…token, listeners…)(…, () => { try { [guard] return true } … }); [GM]
+//!        //# sourceURL=lumo-prelude-<uuid>.js
+//! js[1]  [guard (rules.rs)]__lumoRun.run(function () { //# sourceURL=lumo-run-<uuid>.js\n
+//!        <the script's source, unchanged, from line 2 column 1 (more if the guard spans lines)>
+//!        \n});\n//# sourceURL=lumo-run-<uuid>.js
 //! ```
 //!
 //! The source runs inside `function () { … }` called at once, so its top-level code runs
@@ -23,10 +25,14 @@
 //! so the page's console still shows it) with its line and column in the script's own source
 //! (the `//# sourceURL` name and a fixed line offset, as `wrap.rs` does for `try_script`), and the
 //! console calls made during the run (bounded in the page, again in `channel::message`; the
-//! original console is still called). Errors from callbacks that run later, and console calls
-//! after the run, are not reported.
+//! original console is still called). Later, errors the world's `error` / `unhandledrejection`
+//! listeners hear (only this world's code: measured in Chromium 156) are sent as `late`, at most
+//! [`MAX_LATE_SENT`] a page, the first-pass error not twice, and the worker joins them to the run
+//! of the same `documentId`. A source that does not parse fails js[1] alone: the listener hears
+//! its `SyntaxError` (before `run` started) and reports it as the run's error, if the guard,
+//! asked again, admits the page. Console calls after the run are not reported.
 
-use super::registry::Registration;
+use super::registry::{Registration, ScriptCode};
 use super::wrap::js_line_count;
 use crate::channel::message::{MAX_RUN_LOGS, MAX_RUN_LOG_CHARS, MAX_RUN_TEXT_CHARS, VERSION};
 use crate::channel::ChannelKey;
@@ -58,9 +64,23 @@ impl Prelude {
     }
 }
 
-const PRELUDE: &str = r#"(() => { const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__); __GM__ __lumoRun.run(function () {"#;
+const PRELUDE: &str = r#"const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, ran = false, pending = null, lateSent = 0; const queue = []; const out = (m) => { try { if (send) { const q = send(m); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }; if (ran) out(m); else queue.push(m); }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); ran = true; for (const m of queue.splice(0)) out(m); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { "#;
 
-const EPILOGUE: &str = "\n}); })();\n//# sourceURL=lumo-run-__N__.js\n";
+/// After the guard, in the runtime entry: the guard's verdict is only asked for when a syntax
+/// error needs reporting (a page outside the rules reports nothing).
+const PRELUDE_END: &str = " return true; } catch (e) { return false; } }); ";
+
+/// The runtime entry's name in stack traces (errors in it are not the script's lines).
+const PRELUDE_FILE: &str = "\n//# sourceURL=lumo-prelude-__N__.js\n";
+
+/// The code entry: the guard (its prefix), then the source inside `run`. The frame name is on
+/// this first line too: a source that does not parse stops V8's scan before the last line,
+/// and its SyntaxError would carry an anonymous file name (measured in Chromium 156).
+const RUN_START: &str = "__lumoRun.run(function () { //# sourceURL=lumo-run-__N__.js";
+const EPILOGUE: &str = "\n});\n//# sourceURL=lumo-run-__N__.js\n";
+
+/// Late errors one page load sends at most (the worker keeps fewer and counts the rest).
+pub const MAX_LATE_SENT: usize = 20;
 
 /// JSON text of a string: a JavaScript string literal that cannot end early.
 fn js_str(s: &str) -> String {
@@ -68,50 +88,72 @@ fn js_str(s: &str) -> String {
 }
 
 impl Prelude {
-    /// The registered code: `prefix` (the guard, with its "use strict" if any), this prelude,
-    /// then `source` from the start of a line. None when the uuid could break the regex or the
-    /// frame name (it is always a uuid).
-    pub fn wrap(&self, prefix: &str, source: &str) -> Option<String> {
+    /// The registered code, as two entries of the same world: the runtime (this prelude, its
+    /// GM functions, the late-error listeners, and the guard asked lazily), then `prefix` (the
+    /// guard, with its "use strict" if any), `__lumoRun.run(function () {` and `source` from the
+    /// start of a line. Two entries because a source that does not parse fails alone: the
+    /// runtime already listens and reports the `SyntaxError` at its line (measured in Chromium
+    /// 156: a later entry's SyntaxError fires `error` in that world, with its sourceURL, line and
+    /// column). None when the uuid could break the regex or the frame name (it is always a
+    /// uuid).
+    pub fn wrap(&self, prefix: &str, source: &str) -> Option<(String, String)> {
         if !crate::scripts::record::is_uuid(&self.uuid) {
             return None;
         }
-        // Lines before the source: the prefix's own line ends plus the one after the prelude.
+        // Lines before the source: the prefix's own line ends plus the one `run(` is on, and
+        // the `@require` code's lines.
         let pl = js_line_count(prefix)
             .saturating_add(js_line_count(&self.requires))
             .saturating_sub(1);
-        let prelude = PRELUDE
+        // The guard alone, to ask it again in the runtime (its "use strict" stays a directive
+        // of the code entry only).
+        let guard = prefix.strip_prefix("\"use strict\";").unwrap_or(prefix);
+        let head = PRELUDE
             .replace("__T__", &js_str(&self.token))
             .replace("__RA__", &js_str(&self.run_at))
             .replace("__PL__", &pl.to_string())
             .replace("__SL__", &js_line_count(source).to_string())
             .replace("__N__", &js_str(&self.uuid))
             .replace("__V__", &VERSION.to_string())
+            .replace("__MAXLATE__", &MAX_LATE_SENT.to_string())
             .replace("__MAXL__", &MAX_RUN_LOGS.to_string())
             .replace("__MAXT__", &MAX_RUN_TEXT_CHARS.to_string())
-            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string())
-            // Last: the GM code carries the script's values, which no placeholder may touch.
-            .replace("__GM__", &self.gm);
+            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string());
+        // Put in whole, never through a placeholder: the guard holds user regexes and the GM
+        // code the script's values.
+        let mut runtime = String::with_capacity(
+            head.len() + guard.len() + self.gm.len() + PRELUDE_FILE.len() + 80,
+        );
+        runtime.push_str(&head);
+        runtime.push('\n');
+        runtime.push_str(guard);
+        runtime.push('\n');
+        runtime.push_str(PRELUDE_END);
+        runtime.push_str(&self.gm);
+        runtime.push_str(&PRELUDE_FILE.replace("__N__", &self.uuid));
         let epilogue = EPILOGUE.replace("__N__", &self.uuid);
         let mut code = String::with_capacity(
-            prefix.len() + prelude.len() + self.requires.len() + source.len() + epilogue.len() + 4,
+            prefix.len()
+                + RUN_START.len()
+                + self.requires.len()
+                + source.len()
+                + epilogue.len()
+                + 4,
         );
         code.push_str(prefix);
-        code.push_str(&prelude);
+        code.push_str(&RUN_START.replace("__N__", &self.uuid));
         code.push('\n');
         code.push_str(&self.requires);
         code.push_str(source);
         code.push_str(&epilogue);
-        Some(code)
+        Some((runtime, code))
     }
 }
 
 /// Puts the prelude into a registration `registry::desired` made, if it asked for one and a key
 /// exists. Without a key the script is registered as it is (it runs; it cannot report).
-///
-/// A registration with include globs gets no prelude and no messaging: in Chromium 156 a
-/// message from a script Chrome injected through an include glob crashes the page's renderer
-/// (`matching.test.mjs`; reproduced with a bare `@include` glob, with and without excludes).
-/// Such a script runs exactly as before and does not report its runs.
+/// Every registration gets it, `@include` glob scripts too (they are never registered with
+/// Chrome's `includeGlobs`: see `rules::glob_superset`).
 pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::gm::values::Values) {
     apply_loaded(reg, key, values, &[]);
 }
@@ -158,10 +200,17 @@ pub fn apply_loaded(
         ),
         requires,
     };
-    if let Some(wrapped) = p.wrap(prefix, source) {
-        if let Some(first) = reg.js.first_mut() {
-            first.code = Some(wrapped);
-        }
+    if let Some((runtime, code)) = p.wrap(prefix, source) {
+        reg.js = vec![
+            ScriptCode {
+                code: Some(runtime),
+                file: None,
+            },
+            ScriptCode {
+                code: Some(code),
+                file: None,
+            },
+        ];
         reg.messaging = p.needs_messaging();
     }
 }
@@ -184,26 +233,38 @@ mod tests {
     }
 
     #[test]
-    fn the_source_starts_a_line_after_the_prefix_and_prelude() {
+    fn the_source_starts_a_line_after_the_prefix_in_its_own_entry() {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
-        let code = prelude().wrap("GUARD;", src).unwrap();
+        let (runtime, code) = prelude().wrap("GUARD;", src).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
-        assert!(lines[0].starts_with("GUARD;(() => { const __lumoRun"));
+        assert_eq!(
+            lines[0],
+            "GUARD;__lumoRun.run(function () { //# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js"
+        );
         assert_eq!(lines[1], "// ==UserScript==");
         assert_eq!(lines[4], "null.x;");
-        assert!(code.ends_with(
-            "\n}); })();\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"
-        ));
-        assert!(lines[0].contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
+        assert!(code
+            .ends_with("\n});\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
+        assert!(runtime.starts_with("const __lumoRun = "));
+        assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
+        assert!(runtime.contains(&format!(
+            ", {MAX_LATE_SENT}, () => {{ try {{ \nGUARD;\n return true;"
+        )));
+        assert!(runtime
+            .ends_with("\n//# sourceURL=lumo-prelude-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
         for ph in [
             "__T__", "__RA__", "__PL__", "__SL__", "__N__", "__V__", "__MAX",
         ] {
-            assert!(!code.contains(ph), "{ph} is left");
+            assert!(!runtime.contains(ph) && !code.contains(ph), "{ph} is left");
         }
         // A prefix spanning lines moves the source down by as many.
-        let code = prelude().wrap("A;\nB;", src).unwrap();
-        assert!(code.contains("(\"TOKEN-x\", \"document_end\", 2, 4, "));
+        let (runtime, code) = prelude().wrap("A;\nB;", src).unwrap();
+        assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 2, 4, "));
         assert_eq!(code.split('\n').nth(2), Some("// ==UserScript=="));
+        // The guard is asked again in the runtime without its "use strict".
+        let (runtime, code) = prelude().wrap("\"use strict\";G();", src).unwrap();
+        assert!(code.starts_with("\"use strict\";G();__lumoRun.run("));
+        assert!(runtime.contains("try { \nG();\n return true;"));
     }
 
     #[test]
@@ -211,24 +272,29 @@ mod tests {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
         let mut p = prelude();
         p.requires = "var LIB = 1; // ends in a comment\n;\n".into();
-        let code = p.wrap("", src).unwrap();
+        let (runtime, code) = p.wrap("", src).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
-        assert!(lines[0].ends_with("__lumoRun.run(function () {"));
+        assert!(lines[0].starts_with("__lumoRun.run(function () {"));
         assert_eq!(lines[1], "var LIB = 1; // ends in a comment");
         assert_eq!(lines[2], ";");
         assert_eq!(lines[3], "// ==UserScript==");
         // Line 4 of the code is line 1 of the source: 3 lines come before it.
-        assert!(lines[0].contains("(\"TOKEN-x\", \"document_end\", 3, 4, "));
+        assert!(
+            runtime.contains("(\"TOKEN-x\", \"document_end\", 3, 4, "),
+            "{runtime}"
+        );
     }
 
     #[test]
     fn a_script_without_the_prelude_still_gets_its_require_code_first() {
         use crate::gm::assets::Asset;
         use crate::scripts::metadata;
+        // Without a channel key (none could be made) a script is registered without the
+        // prelude; its @require code must still run before it. An @include glob script gets
+        // the prelude like any other (in the code entry, js[1]).
         let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @include http://b.test:*/*\n// @require https://cdn.test/l.js\n// ==/UserScript==\nx;\n";
         let meta = metadata::parse(src).metadata.unwrap();
-        let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
-        let lib = Asset {
+        let lib = || Asset {
             url: "https://cdn.test/l.js".into(),
             name: None,
             sha256: String::new(),
@@ -236,58 +302,63 @@ mod tests {
             mime: String::new(),
             final_url: None,
         };
-        apply_loaded(
-            &mut reg,
-            Some(&ChannelKey::from_uuids(U, U).unwrap()),
-            &crate::gm::values::Values::default(),
-            &[(lib, Some(b"L=1".to_vec()))],
-        );
-        let code = reg.js[0].code.clone().unwrap();
-        assert!(code.find("L=1\n;\n").unwrap() < code.find("// ==UserScript==").unwrap());
-        assert!(!reg.messaging);
+        for keyed in [false, true] {
+            let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
+            let key = ChannelKey::from_uuids(U, U).unwrap();
+            apply_loaded(
+                &mut reg,
+                keyed.then_some(&key),
+                &crate::gm::values::Values::default(),
+                &[(lib(), Some(b"L=1".to_vec()))],
+            );
+            let code = reg.js.last().and_then(|c| c.code.clone()).unwrap();
+            assert!(code.find("L=1\n;\n").unwrap() < code.find("// ==UserScript==").unwrap());
+            assert_eq!(reg.messaging, keyed);
+            assert_eq!(reg.js.len(), if keyed { 2 } else { 1 });
+        }
     }
 
     #[test]
-    fn the_token_is_not_in_the_scope_of_the_source() {
-        let code = prelude().wrap("", "x").unwrap();
-        // The token is an argument of the inner arrow, which closes before the source starts.
-        let (head, _) = code.split_once("\nx").unwrap();
-        let token_at = head.find("\"TOKEN-x\"").unwrap();
-        let run_at = head.rfind("__lumoRun.run(function () {").unwrap();
-        assert!(token_at < run_at);
-        assert_eq!(code.matches("TOKEN-x").count(), 1);
-        assert!(!head.contains("globalThis.__lumo") && !head.contains("window."));
+    fn the_token_is_only_in_the_runtime_entry_and_out_of_the_sources_scope() {
+        let (runtime, code) = prelude().wrap("", "x").unwrap();
+        assert!(!code.contains("TOKEN-x"));
+        // The token is an argument of the inner arrow, which closes before `__lumoRun` is made.
+        assert_eq!(runtime.matches("TOKEN-x").count(), 1);
+        assert!(!runtime.contains("globalThis.__lumo") && !runtime.contains("window."));
+        // The late-error listeners are the runtime's, and the first-pass error is not sent twice.
+        assert!(runtime.contains("addEventListener(\"error\""));
+        assert!(runtime.contains("addEventListener(\"unhandledrejection\""));
+        assert!(runtime.contains("pending = { e }; throw e;"));
+        // Errors of handlers run during the first pass wait for the run report they join.
+        assert!(runtime.contains("ran = true; for (const m of queue.splice(0)) out(m);"));
     }
 
     #[test]
-    fn a_registration_with_include_globs_gets_no_prelude_and_no_messaging() {
+    fn a_script_with_an_include_glob_gets_the_prelude_and_messaging() {
         use crate::scripts::metadata;
         let key = ChannelKey::from_uuids(U, U).unwrap();
-        let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @include http://b.test:*/*\n// ==/UserScript==\nx;\n";
+        let src = "// ==UserScript==\n// @name g\n// @include http://b.test:*/*\n// ==/UserScript==\nx;\n";
         let meta = metadata::parse(src).metadata.unwrap();
         let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
-        assert!(!reg.include_globs.is_empty());
-        apply(&mut reg, Some(&key), &crate::gm::values::Values::default());
-        assert_eq!(reg.js[0].code.as_deref(), Some(src));
-        assert!(!reg.messaging);
-        let plain = src.replace("// @include http://b.test:*/*\n", "");
-        let meta = metadata::parse(&plain).metadata.unwrap();
-        let mut reg = crate::scripts::registry::desired(U, 1, &meta, &plain).unwrap();
+        assert!(reg.include_globs.is_empty());
         apply(&mut reg, Some(&key), &crate::gm::values::Values::default());
         assert!(reg.messaging);
-        assert!(reg.js[0]
-            .code
-            .as_deref()
-            .unwrap()
-            .contains(&key.token(U, 1)));
+        assert!(reg
+            .js
+            .iter()
+            .any(|c| c.code.as_deref().unwrap_or("").contains(&key.token(U, 1))));
     }
 
     #[test]
     fn strings_cannot_break_out() {
         let mut p = prelude();
         p.token = "\"); alert(1); (\"".into();
-        let code = p.wrap("", "x").unwrap();
-        assert!(code.contains(r#""\"); alert(1); (\"""#));
+        let (runtime, _) = p.wrap("", "x").unwrap();
+        assert!(runtime.contains(r#""\"); alert(1); (\"""#));
+        // A placeholder spelled in the guard (a user regex) or the GM code stays as written.
+        p.gm = "{/*__T__*/}".into();
+        let (runtime, _) = p.wrap("/__N__ __T__/;", "x").unwrap();
+        assert!(runtime.contains("/__N__ __T__/;") && runtime.contains("{/*__T__*/}"));
         p.uuid = "not-a-uuid\"".into();
         assert!(p.wrap("", "x").is_none());
     }

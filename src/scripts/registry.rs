@@ -213,7 +213,6 @@ pub fn plan(desired: Vec<Registration>, actual: &[Registration]) -> Plan {
 mod tests {
     use super::*;
     use crate::scripts::metadata;
-    use crate::scripts::rules;
 
     fn meta(src: &str) -> Metadata {
         metadata::parse(src).metadata.expect("valid metadata")
@@ -248,14 +247,17 @@ mod tests {
             .unwrap();
         let mut r = desired(U, 1, &meta(&src), &src).unwrap();
         crate::scripts::prelude::apply(&mut r, Some(&key), &v);
-        let code = r.js[0].code.clone().unwrap();
+        // The runtime entry (GM code, values), then the code entry (guard, run, source).
+        let runtime = r.js[0].code.clone().unwrap();
+        let code = r.js[1].code.clone().unwrap();
+        assert!(runtime.contains("d('GM_addStyle'"));
+        assert!(runtime.contains(r#"{"k":"\"__T__ __GM__\""}"#), "{runtime}");
         let guard = code.find("new RegExp").unwrap();
-        let gm = code.find("d('GM_addStyle'").unwrap();
         let run = code.find("__lumoRun.run(function").unwrap();
-        assert!(code.starts_with("\"use strict\";") && guard < gm && gm < run);
-        assert!(code.contains(r#"{"k":"\"__T__ __GM__\""}"#), "{code}");
+        assert!(code.starts_with("\"use strict\";") && guard < run);
+        assert!(!code.contains("d('GM_addStyle'"));
         assert!(r.messaging);
-        // The GM code is on the prelude's line: the source still starts on line 2.
+        // The source still starts on line 2 of its entry.
         assert_eq!(code.split('\n').nth(1), Some("'use strict';"));
     }
 
@@ -284,8 +286,9 @@ mod tests {
         let src = header("// @include http://example.org:*/*\n");
         let m = meta(&src);
         let r = desired("u", 1, &m, &src).unwrap();
-        assert_eq!(r.matches, vec![rules::INCLUDE_ONLY_PLACEHOLDER]);
-        assert!(!r.matches.iter().any(|p| p == "*://*/*"));
+        // The glob's own host, never every page; the guard holds the glob itself.
+        assert_eq!(r.matches, vec!["http://example.org/*"]);
+        assert!(r.include_globs.is_empty());
         assert!(crate::scripts::match_pattern::parse(&r.matches[0]).is_ok());
         assert!(verdict(&m, "http://example.org:8080/x").runs());
         assert!(!verdict(&m, "http://example.com/").runs());

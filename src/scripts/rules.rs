@@ -76,6 +76,38 @@ fn broaden_tld_pattern(pattern: &str) -> Option<String> {
     Some(format!("{scheme}://*{port}{path}"))
 }
 
+/// A match pattern that matches every URL the `@include` glob can match: `scheme://host/*` when
+/// the glob names an http(s) scheme and a literal host (or `*.` and a literal), `file:///*` for
+/// a file glob, else `*://*/*`. Include globs are never registered as Chrome's `includeGlobs`:
+/// in Chromium 156 a script injected only through a glob (its `matches` missing the page) that
+/// messages the extension crashes the renderer of a page with any iframe (measured with a bare
+/// registration, no prelude; the same script is fine when a `matches` pattern also hits the
+/// page). So the glob goes to the guard like a regex include, and the script reports its runs
+/// and gets its GM functions like any other. `.tld` hosts fall back to `*://*/*`.
+pub fn glob_superset(glob: &str) -> String {
+    const ANY: &str = "*://*/*";
+    let Some((scheme, rest)) = glob.split_once("://") else {
+        return ANY.to_owned();
+    };
+    if scheme == "file" {
+        return "file:///*".to_owned();
+    }
+    if scheme != "http" && scheme != "https" || glob_has_tld(glob) {
+        return ANY.to_owned();
+    }
+    let host_end = rest.find(['/', ':']).unwrap_or(rest.len());
+    let host = rest.get(..host_end).unwrap_or("");
+    let (wild, literal) = match host.strip_prefix("*.") {
+        Some(l) => ("*.", l),
+        None => ("", host),
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '-';
+    if literal.is_empty() || !literal.chars().all(plain) || literal.starts_with('.') {
+        return ANY.to_owned();
+    }
+    format!("{scheme}://{wild}{}/*", literal.to_ascii_lowercase())
+}
+
 /// A glob as an anchored RegExp source with Chrome's glob meaning (`*` any run, `?` at most one
 /// character, `\` escapes), `.tld` expanded when present.
 pub fn glob_regex(glob: &str, tld: &str) -> String {
@@ -145,19 +177,11 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
                 rule: format!("@include {g}"),
                 regex: src.to_owned(),
             });
-        } else if glob_has_tld(g) {
-            broadened = true;
-            let mut b = g.clone();
-            for at in tld_positions(g).into_iter().rev() {
-                b.replace_range(at..at + 4, ".*");
-            }
-            push_unique(&mut r.include_globs, b);
-            inc.push(GuardRule {
-                rule: format!("@include {g}"),
-                regex: glob_regex(g, TLD_REGEX),
-            });
         } else {
-            push_unique(&mut r.include_globs, g.clone());
+            // Never an `includeGlobs` entry (see `glob_superset`): a match pattern that covers
+            // the glob, and the glob itself in the guard.
+            broadened = true;
+            push_unique(&mut r.matches, glob_superset(g));
             inc.push(GuardRule {
                 rule: format!("@include {g}"),
                 regex: glob_regex(g, TLD_REGEX),
@@ -492,12 +516,39 @@ mod tests {
     }
 
     #[test]
+    fn a_glob_superset_covers_the_glob() {
+        for (g, p) in [
+            ("http://example.org:*/*", "http://example.org/*"),
+            ("https://*.Example.org/a*", "https://*.example.org/*"),
+            ("https://a.test", "https://a.test/*"),
+            ("http*://a.test/*", "*://*/*"),
+            ("*://a.test/*", "*://*/*"),
+            ("https://a.test*", "*://*/*"),
+            ("https://a?.test/", "*://*/*"),
+            ("https://u@a.test/", "*://*/*"),
+            ("https://[::1]/", "*://*/*"),
+            ("https://*./", "*://*/*"),
+            ("https://*.google.tld/*", "*://*/*"),
+            ("file:///home/*", "file:///*"),
+            ("*", "*://*/*"),
+            ("", "*://*/*"),
+        ] {
+            assert_eq!(glob_superset(g), p, "{g}");
+            assert!(match_pattern::parse(p).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
     fn include_only_runs_only_where_included() {
         let m = meta("// @include http://example.org:*/*\n");
         let r = compile(&m).unwrap();
-        assert_eq!(r.matches, [INCLUDE_ONLY_PLACEHOLDER]);
-        assert!(r.guard.is_none());
+        // Never Chrome's includeGlobs (a Chromium 156 crash, see `glob_superset`): a pattern
+        // that covers the glob, and the glob in the guard.
+        assert_eq!(r.matches, ["http://example.org/*"]);
+        assert!(r.include_globs.is_empty());
+        assert!(r.guard.as_ref().is_some_and(|g| g.include.is_some()));
         assert!(verdict(&r, "http://example.org:8080/").runs());
+        assert!(!verdict(&r, "http://example.org/").runs());
         assert!(!verdict(&r, "http://example.com/").runs());
         assert!(!verdict(&r, "https://example.org/").runs());
     }
@@ -552,7 +603,8 @@ mod tests {
         }
         let lines = "// @include *://www.amazon.tld/*\n// @exclude *://www.amazon.tld/gp/cart*\n";
         let r = compile(&meta(lines)).unwrap();
-        assert_eq!(r.include_globs, ["*://www.amazon.*/*"]);
+        assert!(r.include_globs.is_empty());
+        assert_eq!(r.matches, ["*://*/*"]);
         assert!(runs(lines, "https://www.amazon.co.jp/dp/1"));
         assert!(!runs(lines, "https://www.amazon.co.jp/gp/cart/view"));
         assert!(!runs(lines, "https://www.amazon.evil.com/x"));

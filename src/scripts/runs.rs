@@ -6,7 +6,7 @@
 //! ask for the runs after the last one it saw (`script_runs {since}`). It is the worker's clock in
 //! ms, bumped past the last one given (`runs/cursor`), so it also survives restarts.
 
-use crate::channel::message::RunReport;
+use crate::channel::message::{LateError, RunReport};
 use serde_json::{json, Map, Value};
 
 /// Runs kept per script (oldest dropped first).
@@ -15,6 +15,13 @@ pub const MAX_RUNS: usize = 50;
 pub const MAX_RING_BYTES: usize = 64 * 1024;
 /// The storage key of the last cursor given.
 pub const CURSOR_KEY: &str = "runs/cursor";
+/// Late errors kept per run (later ones are counted in `lateErrorsDropped`).
+pub const MAX_LATE_PER_RUN: usize = 10;
+/// All scripts' rings together, as stored JSON, in bytes: past it the oldest runs of the
+/// biggest rings go first ([`Budget`]).
+pub const MAX_TOTAL_BYTES: usize = 1024 * 1024;
+/// The storage key of the byte count of every ring (`{uuid: bytes}`).
+pub const BUDGET_KEY: &str = "runs/budget";
 
 pub fn runs_key(uuid: &str) -> String {
     format!("runs/{uuid}")
@@ -29,6 +36,8 @@ pub struct Seen {
     pub url: String,
     pub frame_id: Option<i64>,
     pub tab_id: Option<i64>,
+    /// Chrome's `documentId` of the page: late errors of the same document join this run.
+    pub document_id: Option<String>,
     pub at: f64,
 }
 
@@ -41,6 +50,7 @@ pub fn run_json(id: u64, seen: &Seen, r: &RunReport) -> Value {
         "url": crate::text::ellipsize(&seen.url, 2048),
         "frameId": seen.frame_id,
         "tabId": seen.tab_id,
+        "documentId": seen.document_id.as_deref().map(|d| crate::text::ellipsize(d, 64)),
         "at": seen.at,
         "runAt": r.run_at.as_str(),
         "durationMs": (r.duration_ms * 10.0).round() / 10.0,
@@ -84,6 +94,59 @@ impl Ring {
         }
     }
 
+    /// Adds a late error to the newest run of that document, bounded per run, marks the run as
+    /// failed and gives it `changed` (a new cursor, so `since` shows it again). False when no
+    /// run of that document is kept (never reported, rate-limited, or dropped since).
+    pub fn attach_late(&mut self, document_id: &str, late: &LateError, changed: u64) -> bool {
+        let Some(run) = self
+            .runs
+            .iter_mut()
+            .rev()
+            .find(|r| r.get("documentId").and_then(Value::as_str) == Some(document_id))
+        else {
+            return false;
+        };
+        let Some(o) = run.as_object_mut() else {
+            return false;
+        };
+        let e = &late.error;
+        let item = json!({
+            "name": e.name, "message": e.message, "line": e.line, "column": e.column,
+            "rejection": late.rejection,
+        });
+        let list = o
+            .entry("lateErrors")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        match list.as_array_mut() {
+            Some(a) if a.len() < MAX_LATE_PER_RUN => a.push(item),
+            _ => {
+                let n = o
+                    .get("lateErrorsDropped")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                o.insert("lateErrorsDropped".into(), json!(n.saturating_add(1)));
+            }
+        }
+        o.insert("ok".into(), json!(false));
+        o.insert("changed".into(), json!(changed));
+        self.trim();
+        true
+    }
+
+    /// Drops the oldest run while there are too many or the ring is over its byte bound.
+    fn trim(&mut self) {
+        while self.runs.len() > MAX_RUNS
+            || (self.runs.len() > 1 && json_len(&self.encode()) > MAX_RING_BYTES)
+        {
+            self.runs.remove(0);
+        }
+    }
+
+    /// The ring's size as stored.
+    pub fn bytes(&self) -> usize {
+        json_len(&self.encode())
+    }
+
     pub fn encode(&self) -> Value {
         json!({ "v": 1, "runs": self.runs, "dropped": self.dropped })
     }
@@ -107,11 +170,7 @@ impl Ring {
             }
         }
         self.runs.push(run);
-        while self.runs.len() > MAX_RUNS
-            || (self.runs.len() > 1 && json_len(&self.encode()) > MAX_RING_BYTES)
-        {
-            self.runs.remove(0);
-        }
+        self.trim();
     }
 }
 
@@ -143,16 +202,103 @@ pub fn select(
     let mut all: Vec<&Value> = rings
         .iter()
         .flat_map(|r| r.runs.iter())
-        .filter(|r| since.is_none_or(|s| id_of(r) > s))
+        .filter(|r| since.is_none_or(|s| seq_of(r) > s))
         .filter(|r| !errors_only || r.get("ok") == Some(&Value::Bool(false)))
         .collect();
-    all.sort_by_key(|r| std::cmp::Reverse(id_of(r)));
+    all.sort_by_key(|r| std::cmp::Reverse(seq_of(r)));
     let more = all.len() > max;
     (all.into_iter().take(max).cloned().collect(), more)
 }
 
 fn id_of(r: &Value) -> u64 {
     r.get("id").and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// The cursor of a run's last change: its id, or the cursor a late error gave it.
+pub fn seq_of(r: &Value) -> u64 {
+    id_of(r).max(r.get("changed").and_then(Value::as_u64).unwrap_or(0))
+}
+
+/// The size of every script's ring (`runs/budget`), so a new run can be weighed against
+/// [`MAX_TOTAL_BYTES`] without reading every ring. Read leniently; a ring found missing or
+/// smaller when loaded corrects its entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Budget {
+    pub bytes: std::collections::BTreeMap<String, usize>,
+}
+
+impl Budget {
+    pub fn decode(v: Option<&Value>) -> Budget {
+        let bytes = v
+            .and_then(Value::as_object)
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), usize::try_from(v.as_u64()?).ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Budget { bytes }
+    }
+
+    pub fn encode(&self) -> Value {
+        Value::Object(
+            self.bytes
+                .iter()
+                .filter(|(_, b)| **b > 0)
+                .map(|(k, b)| (k.clone(), json!(b)))
+                .collect(),
+        )
+    }
+
+    pub fn total(&self) -> usize {
+        self.bytes
+            .values()
+            .fold(0usize, |a, b| a.saturating_add(*b))
+    }
+
+    /// The ring to shrink next: the biggest (ties: the first uuid).
+    pub fn biggest(&self) -> Option<&str> {
+        self.bytes
+            .iter()
+            .filter(|(_, b)| **b > 0)
+            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(k, _)| k.as_str())
+    }
+
+    pub fn set(&mut self, uuid: &str, ring: &Ring) {
+        let n = if ring.runs.is_empty() {
+            0
+        } else {
+            ring.bytes()
+        };
+        self.bytes.insert(uuid.to_owned(), n);
+    }
+}
+
+/// Brings `loaded` rings within [`MAX_TOTAL_BYTES`]: the oldest run of the biggest ring goes
+/// first, again and again. `load` is asked for a ring not loaded yet (None: stop, the caller
+/// fetches it and calls again). At most `steps` runs are dropped per call, so one call is
+/// bounded; the next stored run continues. Returns the uuid of a ring it needs loaded, if any.
+pub fn enforce_budget(
+    budget: &mut Budget,
+    loaded: &mut std::collections::BTreeMap<String, Ring>,
+    max_total: usize,
+    steps: usize,
+) -> Option<String> {
+    for _ in 0..steps {
+        if budget.total() <= max_total {
+            return None;
+        }
+        let big = budget.biggest()?.to_owned();
+        let Some(ring) = loaded.get_mut(&big) else {
+            return Some(big);
+        };
+        if !ring.runs.is_empty() {
+            ring.runs.remove(0);
+        }
+        budget.set(&big, ring);
+    }
+    None
 }
 
 /// The last run of a ring, summarised for the options page's row.
@@ -198,8 +344,102 @@ mod tests {
             url: "http://a.test/".into(),
             frame_id: Some(0),
             tab_id: Some(5),
+            document_id: Some("D1".into()),
             at,
         }
+    }
+
+    fn late(line: u64) -> LateError {
+        LateError {
+            error: RunError {
+                name: "TypeError".into(),
+                message: "late".into(),
+                line: Some(line),
+                column: Some(1),
+            },
+            rejection: false,
+        }
+    }
+
+    #[test]
+    fn a_late_error_joins_its_documents_run_bounded_and_shows_again_after_since() {
+        let mut ok = report(0, 0);
+        ok.error = None;
+        let mut ring = Ring::default();
+        ring.push(run_json(1, &seen(1.0), &ok), 0);
+        let mut other = seen(2.0);
+        other.document_id = Some("D2".into());
+        ring.push(run_json(2, &other, &ok), 0);
+        assert!(!ring.attach_late("D9", &late(3), 5));
+        assert!(ring.attach_late("D1", &late(3), 5));
+        let run = &ring.runs[0];
+        assert_eq!(run["ok"], false);
+        assert_eq!(run["lateErrors"][0]["line"], 3);
+        assert_eq!(run["changed"], 5);
+        assert_eq!(ring.runs[1]["ok"], true);
+        // since 2 hides run 1 by its id, not by its change: it comes back, first.
+        let (runs, _) = select(std::slice::from_ref(&ring), Some(2), false, 10);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0]["id"], 1);
+        let (runs, _) = select(std::slice::from_ref(&ring), Some(2), true, 10);
+        assert_eq!(runs.len(), 1);
+        for i in 0..30 {
+            assert!(ring.attach_late("D1", &late(4), 6 + i));
+        }
+        let run = &ring.runs[0];
+        assert_eq!(
+            run["lateErrors"].as_array().unwrap().len(),
+            MAX_LATE_PER_RUN
+        );
+        assert_eq!(run["lateErrorsDropped"], 31 - MAX_LATE_PER_RUN as u64);
+    }
+
+    #[test]
+    fn the_total_budget_drops_the_oldest_runs_of_the_biggest_rings_first() {
+        let mut loaded = std::collections::BTreeMap::new();
+        let mut budget = Budget::default();
+        for (uuid, n) in [("big", 40u64), ("mid", 20), ("small", 3)] {
+            let mut ring = Ring::default();
+            for i in 0..n {
+                ring.push(run_json(i + 1, &seen(1.0), &report(2, 100)), 0);
+            }
+            budget.set(uuid, &ring);
+            loaded.insert(uuid.to_owned(), ring);
+        }
+        let small_before = loaded["small"].clone();
+        let total = budget.total();
+        let max = total - budget.bytes["big"] / 2;
+        // Only "big" is loaded at first: the rest would be asked for if needed.
+        let mut only_big: std::collections::BTreeMap<String, Ring> = loaded
+            .iter()
+            .filter(|(k, _)| *k == "big")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(enforce_budget(&mut budget, &mut only_big, max, 1000), None);
+        assert!(budget.total() <= max);
+        assert!(only_big["big"].runs.len() < 40);
+        // The oldest went: the newest is still the last one.
+        assert_eq!(id_of(only_big["big"].runs.last().unwrap()), 40);
+        assert_eq!(
+            id_of(&only_big["big"].runs[0]),
+            41 - only_big["big"].runs.len() as u64
+        );
+        // When the biggest is a ring not loaded, it is asked for; nothing else changes.
+        let mut b2 = Budget::default();
+        b2.bytes.insert("x".into(), 10_000);
+        b2.bytes.insert("small".into(), budget.bytes["small"]);
+        let mut l2 = std::collections::BTreeMap::new();
+        l2.insert("small".to_owned(), small_before.clone());
+        assert_eq!(enforce_budget(&mut b2, &mut l2, 100, 10), Some("x".into()));
+        assert_eq!(l2["small"], small_before);
+        // A ring that turns out empty counts for nothing and the next biggest is trimmed.
+        l2.insert("x".to_owned(), Ring::default());
+        assert_eq!(enforce_budget(&mut b2, &mut l2, 100, 100), None);
+        assert_eq!(b2.bytes["x"], 0);
+        assert!(l2["small"].runs.is_empty());
+        // Round trip, leniently.
+        assert_eq!(Budget::decode(Some(&budget.encode())), budget);
+        assert_eq!(Budget::decode(Some(&json!({"a": "x", "b": 3}))).total(), 3);
     }
 
     #[test]

@@ -28,7 +28,7 @@ const MAX_STACK_CHARS: usize = 4096;
 
 /// The wrapper before the source. `__NONCE__` and `__TIMEOUT__` are replaced; it holds no other
 /// placeholder, and neither can occur in the nonce or timeout themselves.
-const PRELUDE: &str = r#"(async () => {
+const PRELUDE: &str = r#"globalThis["__lumoTryRun___NONCE__"] = (async () => { //# sourceURL=lumo-try-__NONCE__.js
 const __lumo = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), t0 = now(); const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { const r = { lumo: N, url: String(location.href), title: String(document.title), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); restore(); } r.logsDropped = dropped; r.ms = now() - t0; return r; }; return { finish }; })();
 return __lumo.finish(async () => {
 "#;
@@ -73,6 +73,23 @@ pub fn wrap_with_gm(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Opt
     code.push_str(source);
     code.push_str(&EPILOGUE.replace("__NONCE__", nonce));
     Some(code)
+}
+
+/// The entries `userScripts.execute` runs, in order, in the try's world: a listener for the
+/// `SyntaxError` of a source that does not parse (Chromium 156 fires `error` in the world with
+/// the entry's sourceURL, line and column; measured), the wrapped source ([`wrap`]), and a last
+/// entry whose value Chrome returns: the wrapper's report (a promise Chrome awaits) or, when the
+/// source did not parse, the listener's report of the same shape, with the executed line. `gm`
+/// is the try's GM line ([`wrap_with_gm`]).
+pub fn entries(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Option<Vec<String>> {
+    let wrapped = wrap_with_gm(source, nonce, timeout_ms, gm)?;
+    let catcher = format!(
+        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; const l = (ev) => {{ try {{ const e = ev.error; if (ev.filename === "lumo-try-{nonce}.js" && e && e.name === "SyntaxError") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href), title: String(document.title), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
+    );
+    let collect = format!(
+        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis[k + "_l"]; return out; }})();"#
+    );
+    Some(vec![catcher, wrapped, collect])
 }
 
 /// Line `executed` of the wrapped code as a line of the source (1-based); None when it lies in
@@ -299,6 +316,31 @@ mod tests {
     fn lines_are_counted_as_javascript_counts_them() {
         assert_eq!(js_line_count("a"), 1);
         assert_eq!(js_line_count("a\r\nb\rc\u{2028}d\u{2029}e\n"), 6);
+    }
+
+    #[test]
+    fn the_entries_catch_a_syntax_error_and_return_one_report() {
+        let e = entries(SRC, "abc-1", 3000, "").unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1], wrap(SRC, "abc-1", 3000).unwrap());
+        // The frame name is on the first line too: a SyntaxError stops V8's scan before the end.
+        assert!(e[1].starts_with(
+            "globalThis[\"__lumoTryRun_abc-1\"] = (async () => { //# sourceURL=lumo-try-abc-1.js\n"
+        ));
+        assert!(e[0].contains("ev.filename === \"lumo-try-abc-1.js\""));
+        assert!(e[2].contains("globalThis[r] || globalThis[k]"));
+        // The catcher's report reads as a report of this try, its line mapped to the source.
+        let pl = u64::from(prelude_lines());
+        let r = json!({"lumo": "abc-1", "url": "u", "title": "t", "logs": [], "logsDropped": 0,
+            "value": null, "threw": true, "ms": 0,
+            "error": {"name": "SyntaxError", "message": "Unexpected token ';'", "line": pl + 6, "column": 11}});
+        let f = parse_report(&r, "abc-1", js_line_count(SRC)).unwrap();
+        let err = f.error.unwrap();
+        assert_eq!(
+            (err.name.as_str(), err.line, err.column),
+            ("SyntaxError", Some(6), Some(11))
+        );
+        assert!(entries(SRC, "a\"b", 1, "").is_none());
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub async fn run<E: Env>(p: &Provider<E>, args: &Value) -> Result<Value, ToolErr
     let (selected, more) = runs::select(&rings, a.since, a.errors_only, MAX_RETURNED);
     let cursor = selected
         .iter()
-        .filter_map(|r| r.get("id").and_then(Value::as_u64))
+        .map(runs::seq_of)
         .max()
         .or(a.since)
         .unwrap_or(0);

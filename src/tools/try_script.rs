@@ -446,13 +446,13 @@ async fn run<E: Env>(
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
     let gm = try_gm_line(p, script).await;
-    let Some(code) = wrap::wrap_with_gm(&script.source, &nonce, a.timeout_ms, &gm) else {
+    let Some(codes) = wrap::entries(&script.source, &nonce, a.timeout_ms, &gm) else {
         return Err(ToolError::new(
             ErrorCode::CannotRun,
             "internal: the try could not be prepared",
         ));
     };
-    let exec = p.env.execute(tab.id, a.all_frames, TRY_WORLD, &code);
+    let exec = p.env.execute(tab.id, a.all_frames, TRY_WORLD, &codes);
     let limit = f64::from(a.timeout_ms) + GRACE_MS;
     let answer = match select(Box::pin(exec), Box::pin(p.env.sleep(limit))).await {
         Either::Left((r, _)) => r,
@@ -512,7 +512,7 @@ pub fn report_value(
                     .and_then(Value::as_str)
                     .map(|e| crate::text::ellipsize(e, 500))
                     .unwrap_or_else(|| {
-                        "no report came back: most likely a syntax error (validate_script checks only the metadata; check brackets and strings), or the frame navigated away".to_owned()
+                        "no report came back: the frame navigated away or was closed during the try (a syntax error is reported as the frame's error)".to_owned()
                     });
                 text.push(format!("frame {frame_id}: did not finish: {why}"));
                 json!({ "ok": false, "finished": false, "reason": why })

@@ -219,8 +219,8 @@ describe("matching: what Chrome runs is what match_url says", () => {
       await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
       await page.evaluate(async (id) => {
         const [reg] = await chrome.userScripts.getScripts({ ids: [id] });
-        // With the plain source: the run-report prelude is never registered with include globs
-        // (a message from a script injected by a glob crashes the renderer in Chromium 156).
+        // With the plain source: the provider never registers include globs, and a glob-injected
+        // script that messages the extension crashes a page with an iframe (Chromium 156).
         const source = (await chrome.storage.local.get(`source/${id}`))[`source/${id}`];
         await chrome.userScripts.unregister({ ids: [id] });
         await chrome.userScripts.register([{ ...reg, js: [{ code: source }], includeGlobs: ["http://leftover.test:*/*"] }]);

@@ -1,7 +1,9 @@
 // Run reports in real Chromium through the official SDK client: a script written with
 // write_script reports its runs on real page loads (seen by Chrome: the page was loaded and the
-// script ran), a throw on a real load shows its line, forged reports (another script's uuid or
-// token, a page's own script) are ignored, a flood is bounded while the provider keeps answering.
+// script ran), a throw on a real load shows its line, errors after the first pass and syntax
+// errors show too (and only the script's own), an @include glob script reports like the others,
+// forged reports (another script's uuid or token, a page's own script) are ignored, a flood is
+// bounded while the provider keeps answering and another script's report still lands.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
@@ -26,6 +28,15 @@ async function anyPathServer() {
         window.postMessage({ lumo: "x", v: 1, kind: "run" }, "*");
         document.title = "sent"; window.__out = out;
       </script>`);
+    } else if (req.url.startsWith("/late")) {
+      // The page's own errors, later than any script's first pass: never a script's.
+      res.end(`<!doctype html><title>Late page</title><p id=p>hello</p><script>
+        setTimeout(() => { throw new Error("page-own-error"); }, 30);
+        Promise.reject(new Error("page-own-rejection"));
+        document.addEventListener("click", () => { throw new Error("page-own-click"); });
+      </script>`);
+    } else if (req.url.startsWith("/framed")) {
+      res.end("<!doctype html><title>Framed</title><p>top</p><iframe src=\"/inner\"></iframe>");
     } else res.end("<!doctype html><title>Runs page</title><p id=p>hello</p>");
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
@@ -226,6 +237,107 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual(after.runs, []);
   });
 
+  test("errors after the first pass (a click handler, a timer, a rejected promise) join the run with their lines; the page's and another script's errors do not", T, async () => {
+    const uuid = await write(script("Runs late", ["@match http://late.test/*"], [
+      "document.documentElement.setAttribute('data-ran-late', '1');", // line 6
+      "document.addEventListener('click', () => { const el = null; el.textContent = 'x'; });", // line 7
+      "Promise.reject(new RangeError('nobody handles me'));", // line 8
+      "setTimeout(() => { throw new Error('timer fails'); }, 10);", // line 9
+      "document.body.addEventListener('x', () => { throw new Error('during the first pass'); }); document.body.dispatchEvent(new Event('x'));", // line 10
+    ]));
+    const other = await write(script("Runs late other", ["@match http://late.test/*"], [
+      "document.documentElement.setAttribute('data-ran-late-other', '1');",
+      "setTimeout(() => { throw new Error('the other script fails'); }, 20);", // line 7
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://late.test:${server.port}/late`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-late"), null, { timeout: 5000 });
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-late-other"), null, { timeout: 5000 });
+    const late = async (extra, want) => {
+      for (const deadline = Date.now() + 8000; ;) {
+        const out = (await call("script_runs", { uuid, ...extra })).structuredContent;
+        if ((out.runs[0]?.lateErrors?.length ?? 0) >= want || Date.now() > deadline) return out;
+        await sleep(150);
+      }
+    };
+    const first = await late({}, 3);
+    assert.equal(first.runs.length, 1, JSON.stringify(first));
+    let run = first.runs[0];
+    assert.equal(run.ok, false, "a script failing after its first pass still shows as ok");
+    assert.equal(run.error, null, JSON.stringify(run));
+    const seen = (r) => r.lateErrors.map((e) => [e.name, e.message, e.line, e.rejection]).sort();
+    // A handler that throws during the first pass (dispatched by the script) is reported too: it
+    // waits in the page for the run report it joins.
+    assert.deepEqual(seen(run), [["Error", "during the first pass", 10, false], ["Error", "timer fails", 9, false], ["RangeError", "nobody handles me", 8, true]], JSON.stringify(run.lateErrors));
+    // The click comes later still: the same run, shown again after the cursor it was read at.
+    await page.click("#p");
+    const next = await late({ since: first.cursor }, 4);
+    await page.close();
+    assert.equal(next.runs.length, 1, JSON.stringify(next));
+    run = next.runs[0];
+    assert.equal(run.id, first.runs[0].id);
+    const click = run.lateErrors.find((e) => e.name === "TypeError");
+    assert.ok(click, JSON.stringify(run.lateErrors));
+    assert.equal(click.line, 7);
+    assert.ok(click.column > 40, JSON.stringify(click));
+    assert.ok(next.cursor > first.cursor);
+    const all = JSON.stringify(run);
+    assert.ok(!/page-own|the other script/.test(all), all);
+    // The other script's error is its own.
+    const mine = (await runsOf(other)).runs;
+    for (const deadline = Date.now() + 5000; !(mine[0]?.lateErrors?.length) && Date.now() < deadline; await sleep(150)) mine.splice(0, 1, ...(await runsOf(other)).runs);
+    assert.deepEqual(mine[0].lateErrors.map((e) => [e.message, e.line]), [["the other script fails", 7]]);
+  });
+
+  test("a script that does not parse reports a SyntaxError at its own line", T, async () => {
+    const uuid = await write(script("Runs syntax", ["@match http://syntax.test/*", "@run-at document-end"], [
+      "document.title = 'never';", // line 7
+      "const broken = ;", // line 8
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://syntax.test:${server.port}/s`, { waitUntil: "load" });
+    const out = await runsOf(uuid);
+    assert.notEqual(await page.title(), "never");
+    await page.close();
+    assert.equal(out.runs.length, 1, JSON.stringify(out));
+    const run = out.runs[0];
+    assert.equal(run.ok, false);
+    assert.equal(run.error.name, "SyntaxError", JSON.stringify(run.error));
+    assert.equal(run.error.line, 8, JSON.stringify(run.error));
+    assert.equal(run.error.column, 16, JSON.stringify(run.error));
+  });
+
+  test("a script with a plain @include glob reports its runs and gets its GM functions on a page with an iframe (Chromium 156 crashed such a renderer)", T, async () => {
+    const uuid = await write(script("Runs glob", ["@include http://glob.test:*/f*", "@grant GM_addStyle"], [
+      "GM_addStyle('p { color: rgb(1, 2, 3); }');",
+      "document.documentElement.setAttribute('data-ran-glob', typeof GM_addStyle);",
+    ]));
+    const page = await h.context.newPage();
+    let crashed = false;
+    page.on("crash", () => { crashed = true; });
+    await page.goto(`http://glob.test:${server.port}/framed`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.getAttribute("data-ran-glob") === "function", null, { timeout: 5000 });
+    await runsOf(uuid);
+    await sleep(500);
+    const out = (await call("script_runs", { uuid })).structuredContent;
+    const color = await page.evaluate(() => getComputedStyle(document.querySelector("p")).color);
+    await page.close();
+    assert.equal(crashed, false);
+    assert.equal(color, "rgb(1, 2, 3)");
+    // The iframe (/inner) is outside the glob: Chrome injects there too (its pattern covers the
+    // host), the guard stops it, and nothing is reported from it.
+    assert.deepEqual(out.runs.map((r) => new URL(r.url).pathname), ["/framed"], JSON.stringify(out.runs));
+    assert.ok(out.runs.every((r) => r.ok), JSON.stringify(out.runs));
+    // Not on another page of that host outside the glob (Chrome injects it, the guard stops it).
+    const before = (await call("script_runs", { uuid })).structuredContent.cursor;
+    const off = await h.context.newPage();
+    await off.goto(`http://glob.test:${server.port}/x`, { waitUntil: "load" });
+    await sleep(500);
+    assert.equal(await off.evaluate(() => document.documentElement.hasAttribute("data-ran-glob")), false);
+    await off.close();
+    assert.deepEqual((await call("script_runs", { uuid, since: before })).structuredContent.runs, []);
+  });
+
   // Last: the flood spends the channel's window for a minute.
   test("a looping script's flood of reports is bounded, counted, and the provider keeps answering", T, async () => {
     const uuid = await write(script("Runs flood", ["@match http://flood.test/*"], [
@@ -236,6 +348,14 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     const page = await h.context.newPage();
     await page.goto(`http://flood.test:${server.port}/x`, { waitUntil: "load" });
     await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-flood"), null, { timeout: 15000 });
+    // Another script's report still lands while the first floods (each script has its share).
+    const quiet = await write(script("Runs quiet", ["@match http://quiet.test/*"], ["document.documentElement.setAttribute('data-ran-quiet', '1');"]));
+    const calm = await h.context.newPage();
+    await calm.goto(`http://quiet.test:${server.port}/q`, { waitUntil: "load" });
+    await calm.waitForFunction(() => document.documentElement.hasAttribute("data-ran-quiet"), null, { timeout: 5000 });
+    const landed = await runsOf(quiet, {}, 1, 8000);
+    await calm.close();
+    assert.equal(landed.runs.length, 1, "a flooding script silenced another script's report");
     const t0 = Date.now();
     const pong = await h.lumo("ping", session);
     const pingMs = Date.now() - t0;

@@ -357,7 +357,7 @@ describe("security", () => {
       const now = await state();
       const own = `runs/${w.structuredContent.script.uuid}`;
       const added = Object.keys(now.local).filter((k) => !(k in before.local));
-      assert.deepEqual(added.sort(), [own, "runs/cursor"].sort(), `keys added by the script's run: ${show(added)}`);
+      assert.deepEqual(added.sort(), [own, "runs/budget", "runs/cursor"].sort(), `keys added by the script's run: ${show(added)}`);
       assert.ok(now.local[own].runs.every((r) => r.uuid === w.structuredContent.script.uuid && r.url.endsWith("/web.html")), show(now.local[own]));
       for (const k of added) delete now.local[k];
       assertSame(before, now, "after the script ran");

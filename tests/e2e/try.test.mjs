@@ -204,10 +204,17 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal(f.timedOut, true);
     assert.equal(f.ok, false);
     assert.equal(f.console[0].text, "waiting");
-    const bad = await call("try_script", { source: script(["@match *://*/*"], ["return (;"]), url });
+    // A syntax error is the script's error, at its own line and column.
+    const bad = await call("try_script", { source: script(["@match *://*/*"], ["console.log('never');", "return (;"]), url });
     assert.equal(bad.isError, false, bad.content?.[0]?.text);
-    assert.equal(bad.structuredContent.frames[0].finished, false, JSON.stringify(bad.structuredContent));
-    assert.equal(bad.structuredContent.frames[0].ok, false);
+    const b = bad.structuredContent.frames[0];
+    assert.equal(b.ok, false, JSON.stringify(b));
+    assert.notEqual(b.finished, false, JSON.stringify(b));
+    assert.equal(b.error.name, "SyntaxError", JSON.stringify(b));
+    assert.equal(b.error.line, 7, JSON.stringify(b.error));
+    assert.equal(b.error.column, 9, JSON.stringify(b.error));
+    assert.deepEqual(b.console, []);
+    assert.match(bad.content[0].text, /SyntaxError/);
   });
 
   test("tried code cannot call the provider: the try world has no messaging", T, async () => {

@@ -272,7 +272,8 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
 
     await turnOnAndProbe(ctx, ["gate:v2"]);
     const reg = (await registrations(env.h)).find((x) => x.id === uuid);
-    assert.match(reg?.js?.[0]?.code ?? "", /"v2"/, "the registration carries v2");
+    // The code entry (js[1], after the runtime entry) holds the source.
+    assert.match(reg?.js?.[1]?.code ?? "", /"v2"/, "the registration carries v2");
   });
 
   test("disabled and deleted while off: after on + a probe, neither runs any more", T, async (ctx) => {
