@@ -160,7 +160,7 @@ pub struct HttpRequest {
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
-    pub body: Option<String>,
+    pub body: Option<crate::gm::message::Body>,
     pub timeout_ms: u64,
     /// No cookies.
     pub anonymous: bool,
@@ -239,6 +239,10 @@ pub mod memory {
         pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, String>>>,
         /// How long each `fetch` takes (the clock advances by it).
         pub fetch_ms: Cell<f64>,
+        /// URLs whose `fetch` never answers (a slow server), and how many such fetches were
+        /// given up (their future dropped: the shell aborts the request then).
+        pub http_hold: RefCell<std::collections::BTreeSet<String>>,
+        pub fetch_dropped: std::rc::Rc<Cell<u32>>,
         /// Every `Browser` call: (what, its argument).
         pub browser_calls: RefCell<Vec<(String, Value)>>,
     }
@@ -363,6 +367,16 @@ pub mod memory {
         ) -> Result<HttpResponse, EnvError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
+            if self.http_hold.borrow().contains(&req.url) {
+                struct Dropped(std::rc::Rc<Cell<u32>>);
+                impl Drop for Dropped {
+                    fn drop(&mut self) {
+                        self.0.set(self.0.get().saturating_add(1));
+                    }
+                }
+                let _d = Dropped(self.fetch_dropped.clone());
+                futures::future::pending::<()>().await;
+            }
             if let Some(a) = self.http_answers.borrow().get(&req.url) {
                 return a.clone().map_err(EnvError);
             }

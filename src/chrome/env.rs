@@ -282,13 +282,20 @@ impl crate::env::Http for ChromeEnv {
             headers.push(&Array::of2(&k.as_str().into(), &v.as_str().into()));
         }
         set("headers", &headers);
-        if let Some(b) = &req.body {
-            if req.method != "GET" && req.method != "HEAD" {
-                set("body", &b.as_str().into());
+        if req.method != "GET" && req.method != "HEAD" {
+            match &req.body {
+                Some(crate::gm::message::Body::Text(t)) => set("body", &t.as_str().into()),
+                Some(crate::gm::message::Body::Bytes(b)) => {
+                    set("body", &js_sys::Uint8Array::from(b.as_slice()).into());
+                }
+                None => {}
             }
         }
-        // AbortSignal.timeout(ms): the request is cancelled, not only the wait.
-        let signal = Reflect::get(&global, &"AbortSignal".into())
+        // One controller cancels the request when this future is dropped (the script's
+        // `abort()`, see `provider::gm`); `AbortSignal.timeout(ms)` when it takes too long.
+        // Either cancels the request itself, not only the wait.
+        let abort = AbortOnDrop::new(&global);
+        let timeout = Reflect::get(&global, &"AbortSignal".into())
             .ok()
             .and_then(|a| {
                 let t: js_sys::Function =
@@ -297,6 +304,19 @@ impl crate::env::Http for ChromeEnv {
                 let ms = req.timeout_ms as f64;
                 t.call1(&a, &ms.into()).ok()
             });
+        let signals: Vec<JsValue> = [abort.signal(), timeout].into_iter().flatten().collect();
+        let signal = match signals.as_slice() {
+            [one] => Some(one.clone()),
+            [_, _] => Reflect::get(&global, &"AbortSignal".into())
+                .ok()
+                .and_then(|a| {
+                    let any: js_sys::Function =
+                        Reflect::get(&a, &"any".into()).ok()?.dyn_into().ok()?;
+                    let list: Array = signals.iter().collect();
+                    any.call1(&a, &list).ok()
+                }),
+            _ => None,
+        };
         if let Some(s) = signal {
             set("signal", &s);
         }
@@ -335,6 +355,37 @@ impl crate::env::Http for ChromeEnv {
             headers,
             body,
         })
+    }
+}
+
+/// An `AbortController` whose `abort()` is called when this is dropped: a fetch future given
+/// up before it finished cancels its request (after it finished, aborting does nothing).
+struct AbortOnDrop(Option<JsValue>);
+
+impl AbortOnDrop {
+    fn new(global: &JsValue) -> Self {
+        let ctrl = Reflect::get(global, &"AbortController".into())
+            .ok()
+            .and_then(|c| c.dyn_into::<js_sys::Function>().ok())
+            .and_then(|c| Reflect::construct(&c, &Array::new()).ok());
+        AbortOnDrop(ctrl)
+    }
+
+    fn signal(&self) -> Option<JsValue> {
+        self.0
+            .as_ref()
+            .and_then(|c| Reflect::get(c, &"signal".into()).ok())
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &self.0 {
+            let _ = Reflect::get(c, &"abort".into())
+                .ok()
+                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+                .map(|f| f.call0(c));
+        }
     }
 }
 

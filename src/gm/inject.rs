@@ -127,13 +127,23 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
 /// answers once; the callbacks get the fields scripts read. A relative URL is resolved against
 /// the page here; the worker decides on the absolute one. `abort()` drops the answer.
 const XHR_JS: &str = concat!(
+    // The body: text as given; bytes of an ArrayBuffer, typed array, DataView, Blob or FormData
+    // base64-encoded with the type `Response` gives them (a FormData's boundary included);
+    // URLSearchParams as text with the form type; anything else as its String().
+    "const XB=d=>{if(d==null)return Promise.resolve({data:null});if(typeof d==='string')return Promise.resolve({data:d});",
+    "if(d instanceof URLSearchParams)return Promise.resolve({data:String(d),type:'application/x-www-form-urlencoded;charset=UTF-8'});",
+    "if(!(d instanceof ArrayBuffer||ArrayBuffer.isView(d)||d instanceof Blob||d instanceof FormData))return Promise.resolve({data:String(d)});",
+    "const q=new Response(d);return q.arrayBuffer().then(a=>{const u=new Uint8Array(a);let s='';",
+    "for(let i=0;i<u.length;i+=32768)s+=String.fromCharCode.apply(null,u.subarray(i,i+32768));",
+    "return{data:btoa(s),binary:true,type:q.headers.get('content-type')}})};",
     "let XI=0;const X=o=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
     "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
     "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,finalUrl:url};cb('onabort',e);cb('onloadend',e)}};",
-    "S('xhr',{id,method:o.method||'GET',url,headers:h,data:o.data==null?null:String(o.data),",
-    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous}).then(r=>{if(done)return;done=true;",
+    "XB(o.data).then(b=>done?null:S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
+    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous}),e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
+    ".then(r=>{if(done)return;done=true;",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
     "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",
     "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",

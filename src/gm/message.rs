@@ -14,8 +14,11 @@ pub const MAX_URL_BYTES: usize = 8 * 1024;
 pub const MAX_HEADERS: usize = 64;
 /// Longest header name or value, in bytes.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
-/// Largest request body, in bytes (of its text; binary bodies come base64-encoded).
+/// Largest request body, in bytes: UTF-8 text, or the bytes of a binary one (which come
+/// base64-encoded, 4/3 as long, so the message stays under the channel's 600 KiB cap).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// Longest content type a binary body may state (a FormData boundary fits).
+pub const MAX_CONTENT_TYPE_BYTES: usize = 256;
 /// Longest timeout a script may ask for; 0 means this default.
 pub const MAX_TIMEOUT_MS: u64 = 120_000;
 /// Most requests of one script in flight at once.
@@ -73,14 +76,22 @@ pub struct XhrRequest {
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
-    /// Text body, or base64 of a binary one (`binary`).
-    pub data: Option<String>,
-    pub binary: bool,
+    pub data: Option<Body>,
+    /// The content type the page's `Blob`, `FormData` or `URLSearchParams` carried; used when
+    /// the script set no `Content-Type` header.
+    pub content_type: Option<String>,
     pub response_type: ResponseType,
     /// Milliseconds, 1..=[`MAX_TIMEOUT_MS`].
     pub timeout_ms: u64,
     /// `anonymous: true`: no cookies.
     pub anonymous: bool,
+}
+
+/// A request body: text as the script gave it, or bytes (sent byte for byte).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    Text(String),
+    Bytes(Vec<u8>),
 }
 
 /// Why a request was refused; the script is told.
@@ -187,6 +198,21 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
     }
 }
 
+/// The bytes of a base64 body (standard alphabet, padded), at most [`MAX_BODY_BYTES`].
+fn bytes(b64: &str) -> Result<Vec<u8>, GmError> {
+    use base64::Engine as _;
+    let out = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|_| bad("a binary body must be base64"))?;
+    if out.len() > MAX_BODY_BYTES {
+        return Err(bad(&format!(
+            "the body is {} bytes, over {MAX_BODY_BYTES}",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
 fn id(o: &Map<String, Value>) -> Result<u32, GmError> {
     o.get("id")
         .and_then(Value::as_u64)
@@ -224,11 +250,20 @@ fn xhr(o: &Map<String, Value>) -> Result<XhrRequest, GmError> {
             headers.push((n.clone(), v.clone()));
         }
     }
+    let binary = o.get("binary").and_then(Value::as_bool).unwrap_or(false);
     let data = match o.get("data") {
         None | Some(Value::Null) => None,
-        Some(_) => Some(string(o, "data", MAX_BODY_BYTES.saturating_mul(4) / 3 + 4)?.to_owned()),
+        Some(_) if binary => Some(Body::Bytes(bytes(string(
+            o,
+            "data",
+            MAX_BODY_BYTES.div_ceil(3).saturating_mul(4),
+        )?)?)),
+        Some(_) => Some(Body::Text(string(o, "data", MAX_BODY_BYTES)?.to_owned())),
     };
-    let binary = o.get("binary").and_then(Value::as_bool).unwrap_or(false);
+    let content_type = match o.get("dataType") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(string(o, "dataType", MAX_CONTENT_TYPE_BYTES)?.to_owned()),
+    };
     let response_type = match o.get("responseType").and_then(Value::as_str) {
         None | Some("" | "text") => ResponseType::Text,
         Some("json") => ResponseType::Json,
@@ -257,7 +292,7 @@ fn xhr(o: &Map<String, Value>) -> Result<XhrRequest, GmError> {
         url,
         headers,
         data,
-        binary,
+        content_type,
         response_type,
         timeout_ms,
         anonymous: o.get("anonymous").and_then(Value::as_bool).unwrap_or(false),
@@ -320,7 +355,7 @@ mod tests {
                 url: "https://a.example/x".into(),
                 headers: vec![],
                 data: None,
-                binary: false,
+                content_type: None,
                 response_type: ResponseType::Text,
                 timeout_ms: MAX_TIMEOUT_MS,
                 anonymous: false,
@@ -355,6 +390,75 @@ mod tests {
         ] {
             assert!(p(bad.clone()).is_err(), "{bad}");
         }
+        let GmRequest::Xhr(x) =
+            p(json!({"op": "xhr", "id": 1, "url": "u", "data": "a=1"})).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(x.data, Some(Body::Text("a=1".into())));
+        assert_eq!(
+            p(json!({"op": "xhr", "id": 1, "url": "u", "data": "x".repeat(MAX_BODY_BYTES + 1)}))
+                .unwrap_err()
+                .0,
+            format!(
+                "GM request: data is {} bytes, over {MAX_BODY_BYTES}",
+                MAX_BODY_BYTES + 1
+            )
+        );
+        assert_eq!(
+            p(json!({"op": "xhr", "id": 1, "url": "u", "dataType": 3}))
+                .unwrap_err()
+                .0,
+            "GM request: dataType must be a string"
+        );
+        assert!(p(json!({"op": "xhr", "id": 1, "url": "u", "dataType": "t".repeat(300)})).is_err());
+        assert_eq!(
+            p(json!({"op": "xhr", "id": 1, "url": "u", "data": null, "dataType": null}))
+                .map(|r| matches!(r, GmRequest::Xhr(x) if x.data.is_none())),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn binary_bodies_are_base64_bytes_within_the_bound() {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let all: Vec<u8> = (0..=255).collect();
+        let GmRequest::Xhr(x) = p(json!({"op": "xhr", "id": 1, "url": "u", "binary": true,
+            "data": b64(&all), "dataType": "application/octet-stream"}))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(x.data, Some(Body::Bytes(all)));
+        assert_eq!(x.content_type.as_deref(), Some("application/octet-stream"));
+        // Exactly the bound passes; one byte more does not (checked on the text before
+        // decoding, then on the bytes).
+        let max = vec![7u8; MAX_BODY_BYTES];
+        assert!(
+            p(json!({"op": "xhr", "id": 1, "url": "u", "binary": true, "data": b64(&max)})).is_ok()
+        );
+        let over = vec![7u8; MAX_BODY_BYTES + 1];
+        assert!(
+            p(json!({"op": "xhr", "id": 1, "url": "u", "binary": true, "data": b64(&over)}))
+                .unwrap_err()
+                .0
+                .contains("over")
+        );
+        for bad in ["not base64!", "AAE", "=AAA"] {
+            assert!(
+                p(json!({"op": "xhr", "id": 1, "url": "u", "binary": true, "data": bad}))
+                    .unwrap_err()
+                    .0
+                    .contains("base64"),
+                "{bad}"
+            );
+        }
+        // What the bound allows fits the channel's 600 KiB message with room for the rest.
+        assert!(MAX_BODY_BYTES.div_ceil(3) * 4 + 2 * MAX_URL_BYTES < 600 * 1024);
+    }
+
+    #[test]
+    fn abort_needs_its_number() {
         assert_eq!(
             p(json!({"op": "xhr.abort", "id": 3})),
             Ok(GmRequest::XhrAbort { id: 3 })

@@ -20,3 +20,4 @@ pub mod tabs_js;
 pub mod try_gm;
 pub mod values;
 pub mod xhr;
+pub mod xhr_flight;

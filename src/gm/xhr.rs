@@ -157,7 +157,7 @@ mod tests {
             url: url.into(),
             headers: vec![],
             data: None,
-            binary: false,
+            content_type: None,
             response_type: ResponseType::Text,
             timeout_ms: MAX_TIMEOUT_MS,
             anonymous: false,

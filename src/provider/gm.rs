@@ -25,6 +25,21 @@ pub(crate) type Waiter = (
 );
 pub(crate) type Waiters = std::collections::BTreeMap<String, Vec<Waiter>>;
 
+/// A request's name in `gm::xhr_flight`: the proven script, Chrome's sender, the page's number.
+fn flight_key(
+    uuid: &str,
+    from: &crate::provider::Sender,
+    id: u32,
+) -> crate::gm::xhr_flight::FlightKey {
+    crate::gm::xhr_flight::FlightKey {
+        uuid: uuid.to_owned(),
+        tab: from.tab_id,
+        frame: from.frame_id,
+        document: from.document_id.clone(),
+        id,
+    }
+}
+
 fn error(message: impl Into<String>) -> Value {
     json!({ "error": message.into() })
 }
@@ -59,7 +74,6 @@ impl<E: Env> Provider<E> {
         from: &crate::provider::Sender,
         req: GmRequest,
     ) -> Value {
-        let page = from.url.as_deref();
         let record = match self.scripts().await {
             Ok(s) => s.records.iter().find(|r| r.uuid == uuid).cloned(),
             Err(e) => return error(format!("GM: the provider could not read its scripts: {e}")),
@@ -99,13 +113,21 @@ impl<E: Env> Provider<E> {
                  value function)",
             ),
             GmRequest::Xhr(x) if grants_any(&record, &["GM_xmlhttpRequest"]) => {
-                self.gm_xhr(&record, page, &x).await
+                self.gm_xhr(&record, from, &x).await
             }
             GmRequest::Xhr(_) => {
                 error("GM_xmlhttpRequest: this script does not @grant GM_xmlhttpRequest")
             }
-            // The request is not cancelled in the worker: the page drops its answer.
-            GmRequest::XhrAbort { .. } => json!({ "ok": true }),
+            GmRequest::XhrAbort { id } if grants_any(&record, &["GM_xmlhttpRequest"]) => {
+                let aborted = self
+                    .gm_flights
+                    .borrow_mut()
+                    .abort(&flight_key(uuid, from, id));
+                json!({ "ok": true, "aborted": aborted })
+            }
+            GmRequest::XhrAbort { .. } => {
+                error("GM_xmlhttpRequest: this script does not @grant GM_xmlhttpRequest")
+            }
             GmRequest::Menu(commands) if grants_any(&record, super::gm_menu::MENU_GRANTS) => {
                 self.gm_menu(uuid, from, commands).await
             }
@@ -192,31 +214,55 @@ impl<E: Env> Provider<E> {
 
     /// Sends a request the script's `@connect` rules allow (never one they do not), and
     /// withholds a response whose redirects left them.
+    /// An abort from the same page (`xhr.abort` with its number) cancels the fetch: its future
+    /// is dropped, which the shell turns into `AbortController.abort()`.
     async fn gm_xhr(
         &self,
         record: &ScriptRecord,
-        page: Option<&str>,
+        from: &crate::provider::Sender,
         x: &crate::gm::message::XhrRequest,
     ) -> Value {
+        let page = from.url.as_deref();
         let web = crate::web::platform();
         let rules = crate::gm::connect::rules(web, &record.metadata.connects);
         let url = match crate::gm::xhr::decide(web, x, &rules, page) {
             Ok(u) => u,
             Err(e) => return json!({ "error": e.to_string(), "refused": true }),
         };
+        let mut headers = x.headers.clone();
+        // A Blob's, FormData's or URLSearchParams' type, as fetch would have sent it, unless
+        // the script chose its own.
+        if let Some(t) = &x.content_type {
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                headers.push(("Content-Type".to_owned(), t.clone()));
+            }
+        }
         let req = crate::env::HttpRequest {
             method: x.method.clone(),
             url,
-            headers: x.headers.clone(),
+            headers,
             body: x.data.clone(),
             timeout_ms: x.timeout_ms,
             anonymous: x.anonymous,
         };
-        match self
-            .env
-            .fetch(&req, crate::gm::xhr::MAX_RESPONSE_BYTES)
-            .await
-        {
+        let key = flight_key(&record.uuid, from, x.id);
+        let aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
+            Ok(rx) => rx,
+            Err(e) => return json!({ "error": e.to_string(), "refused": true }),
+        };
+        let fetch = self.env.fetch(&req, crate::gm::xhr::MAX_RESPONSE_BYTES);
+        futures::pin_mut!(fetch);
+        let answer = futures::future::select(fetch, aborted).await;
+        self.gm_flights.borrow_mut().finish(&key);
+        let answer = match answer {
+            futures::future::Either::Left((r, _)) => r,
+            // Aborted (or, impossibly, its sender gone): the fetch future is dropped here.
+            futures::future::Either::Right(_) => return json!({ "aborted": true }),
+        };
+        match answer {
             Ok(r) if !crate::gm::xhr::final_allowed(web, &r.final_url, &rules, page) => json!({
                 "error": format!(
                     "GM_xmlhttpRequest: the response was withheld: it was redirected to {}, \
@@ -386,6 +432,108 @@ mod tests {
             p.env.fetched.borrow()[0].headers,
             [("X-A".to_owned(), "1".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_binary_body_goes_out_as_its_bytes_with_its_type_unless_the_script_set_one() {
+        use crate::gm::message::Body;
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "B",
+            "// @grant GM_xmlhttpRequest\n// @connect api.test\n",
+        );
+        let t = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let send = |headers: Value| {
+            gm(
+                &p,
+                &t,
+                json!({"op": "xhr", "id": 1, "method": "POST", "url": "https://api.test/",
+                "binary": true, "data": "AAH/", "dataType": "image/x-t", "headers": headers}),
+            )
+        };
+        assert_eq!(send(json!([]))["status"], 200);
+        assert_eq!(send(json!([["content-TYPE", "own"]]))["status"], 200);
+        let f = p.env.fetched.borrow();
+        assert_eq!(f[0].body, Some(Body::Bytes(vec![0, 1, 255])));
+        assert_eq!(
+            f[0].headers,
+            [("Content-Type".to_owned(), "image/x-t".to_owned())]
+        );
+        assert_eq!(
+            f[1].headers,
+            [("content-TYPE".to_owned(), "own".to_owned())]
+        );
+    }
+
+    #[test]
+    fn abort_cancels_the_fetch_of_that_scripts_request_in_that_page_only() {
+        let p = Provider::new(MemoryEnv::new());
+        let grants = "// @grant GM_xmlhttpRequest\n// @connect api.test\n";
+        let (a, b) = (script(&p, "A", grants), script(&p, "B", grants));
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let slow = "https://api.test/slow";
+        p.env.http_hold.borrow_mut().insert(slow.into());
+        let msg = |token: &str, fields: Value| {
+            let mut m = fields.as_object().cloned().unwrap();
+            m.insert("lumo".into(), token.into());
+            m.insert("v".into(), 1.into());
+            m.insert("kind".into(), "gm".into());
+            Value::Object(m).to_string()
+        };
+        let page = |frame: i64| Sender {
+            url: Some("https://example.com/".into()),
+            frame_id: Some(frame),
+            tab_id: Some(1),
+            document_id: Some("DOC".into()),
+            ..Sender::default()
+        };
+        let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
+        let xhr = json!({"op": "xhr", "id": 1, "url": slow});
+        let abort = json!({"op": "xhr.abort", "id": 1});
+        let answered = |r: &Received| match r {
+            Received::Answered(v) => v.clone(),
+            other => panic!("{other:?}"),
+        };
+        block_on(async {
+            let a_req = p.user_script_message(|| Some(msg(&ta, xhr.clone())), page(0));
+            let b_req = p.user_script_message(|| Some(msg(&tb, xhr.clone())), page(0));
+            futures::pin_mut!(a_req, b_req);
+            assert!(futures::poll!(a_req.as_mut()).is_pending());
+            assert!(futures::poll!(b_req.as_mut()).is_pending());
+            // The same number from another script, or from another frame of A: nothing.
+            let r = p
+                .user_script_message(
+                    || Some(msg(&tb, json!({"op": "xhr.abort", "id": 2}))),
+                    page(0),
+                )
+                .await;
+            assert_eq!(answered(&r)["aborted"], false);
+            let r = p
+                .user_script_message(|| Some(msg(&ta, abort.clone())), page(3))
+                .await;
+            assert_eq!(answered(&r)["aborted"], false);
+            assert!(futures::poll!(a_req.as_mut()).is_pending());
+            assert_eq!(p.env.fetch_dropped.get(), 0);
+            // A's own abort from its page: its fetch is given up, B's goes on.
+            let r = p
+                .user_script_message(|| Some(msg(&ta, abort.clone())), page(0))
+                .await;
+            assert_eq!(answered(&r)["aborted"], true);
+            let done = a_req.await;
+            assert_eq!(answered(&done), json!({"aborted": true}));
+            assert_eq!(p.env.fetch_dropped.get(), 1);
+            assert!(futures::poll!(b_req.as_mut()).is_pending());
+            assert_eq!(p.gm_flights.borrow().len(), 1);
+            // A number still in flight cannot be reused.
+            let r = p
+                .user_script_message(|| Some(msg(&tb, xhr.clone())), page(0))
+                .await;
+            assert!(answered(&r)["error"]
+                .as_str()
+                .unwrap()
+                .contains("already in flight"));
+        });
     }
 
     #[test]

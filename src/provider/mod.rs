@@ -103,6 +103,8 @@ pub struct Provider<E> {
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
     /// Tabs and notifications scripts opened (`gm_tabs`).
     gm_opened: RefCell<gm_tabs::Opened>,
+    /// Scripts' `GM_xmlhttpRequest`s in flight, for `abort()` (`gm::xhr_flight`).
+    gm_flights: RefCell<crate::gm::xhr_flight::Flights>,
 }
 
 struct Waiting {
@@ -146,6 +148,7 @@ impl<E: Env> Provider<E> {
             gm_menus: RefCell::new(Default::default()),
             menu_waiters: RefCell::new(Default::default()),
             gm_opened: RefCell::new(Default::default()),
+            gm_flights: RefCell::new(Default::default()),
         }
     }
 

@@ -24,9 +24,32 @@ function script(name, lines, body) {
 
 /** Every path: a page whose own JavaScript sets a global, with a paragraph to style. */
 async function pageServer() {
-  const hits = [];
+  const hits = [], bodies = [];
   const server = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
+    // Echoes what it received: the content type and the body's bytes in hex.
+    if (req.url.startsWith("/echo")) {
+      const parts = [];
+      req.on("data", (c) => parts.push(c));
+      req.on("end", () => {
+        const body = Buffer.concat(parts);
+        bodies.push({ path: req.url, type: req.headers["content-type"] ?? null, hex: body.toString("hex") });
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end(body.toString("hex"));
+      });
+      return;
+    }
+    // Answers after 4 s unless the client goes away first (an aborted fetch closes it).
+    if (req.url.startsWith("/slow")) {
+      res.on("close", () => { if (!res.writableEnded) hits.push(`closed ${req.url} ${Date.now()}`); });
+      setTimeout(() => {
+        if (res.destroyed) return;
+        hits.push(`answered ${req.url} ${Date.now()}`);
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end("slow");
+      }, 4000);
+      return;
+    }
     if (req.url.startsWith("/api")) {
       res.writeHead(200, { "content-type": "application/json", "x-test": "yes", "access-control-allow-origin": "*" });
       res.end(JSON.stringify({ method: req.method, host: req.headers.host.split(":")[0], path: req.url, h: req.headers["x-script"] ?? null }));
@@ -37,7 +60,7 @@ async function pageServer() {
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
-  return { port: server.address().port, hits, close };
+  return { port: server.address().port, hits, bodies, close };
 }
 
 describe("gm: the GM functions a script is given", () => {
@@ -290,6 +313,66 @@ describe("gm: the GM functions a script is given", () => {
     // The server saw the declared requests and never the refused ones.
     assert.ok(server.hits.includes(`api.test:${P}/api/one`), JSON.stringify(server.hits));
     assert.ok(!server.hits.some((h) => h.startsWith("undeclared.test") || h.includes("/api/self")), JSON.stringify(server.hits));
+  });
+
+  test("GM_xmlhttpRequest sends binary data byte for byte: ArrayBuffer, typed array, DataView, Blob, FormData, URLSearchParams", T, async () => {
+    await write("binary", ["@match http://binpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const all = new Uint8Array(256).map((_, i) => i), out = {};\n"
+      + "const fd = new FormData(); fd.append('f', 'v');\n"
+      + "const sends = { ab: all.buffer, view: all.subarray(250), dv: new DataView(all.buffer, 1, 2),\n"
+      + "  blob: new Blob([all], { type: 'image/x-test' }), form: fd, params: new URLSearchParams({ a: '1 2', b: 'é' }), text: 'plain' };\n"
+      + "for (const [k, data] of Object.entries(sends))\n"
+      + "  GM_xmlhttpRequest({ method: 'POST', url: `http://api.test:${location.port}/echo?${k}`, data,\n"
+      + "    onload: (r) => { out[k] = r.responseText; if (Object.keys(out).length === 7) document.documentElement.setAttribute('data-gm-bin', JSON.stringify(out)); },\n"
+      + "    onerror: (e) => { out[k] = 'error ' + e.error; } });");
+    server.bodies.length = 0;
+    const got = await until(() => load(url("binpage.test")), (g) => g.bin, 8000);
+    const out = JSON.parse(got.bin);
+    const seen = Object.fromEntries(server.bodies.map((b) => [b.path.split("?")[1], b]));
+    const hex = (xs) => Buffer.from(xs).toString("hex");
+    const all = [...Array(256).keys()];
+    assert.equal(seen.ab.hex, hex(all));
+    assert.equal(seen.view.hex, hex([250, 251, 252, 253, 254, 255]));
+    assert.equal(seen.dv.hex, hex([1, 2]));
+    assert.equal(seen.blob.hex, hex(all));
+    assert.equal(seen.blob.type, "image/x-test");
+    assert.equal(seen.ab.type, null);
+    assert.match(seen.form.type, /^multipart\/form-data; boundary=/);
+    const boundary = seen.form.type.split("boundary=")[1];
+    assert.match(Buffer.from(seen.form.hex, "hex").toString(), new RegExp(`^--${boundary}\r\nContent-Disposition: form-data; name="f"\r\n\r\nv\r\n--${boundary}--`));
+    assert.equal(Buffer.from(seen.params.hex, "hex").toString(), "a=1+2&b=%C3%A9");
+    assert.equal(seen.params.type, "application/x-www-form-urlencoded;charset=UTF-8");
+    assert.equal(Buffer.from(seen.text.hex, "hex").toString(), "plain");
+    assert.equal(seen.text.type, "text/plain;charset=UTF-8");
+    // The script read back what the server received.
+    assert.equal(out.ab, hex(all));
+  });
+
+  test("GM_xmlhttpRequest abort() closes the worker's request; another script's request with the same number goes on", T, async () => {
+    const lines = () => ["@match http://abortpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"];
+    // Both scripts' first request is number 1 in the same page: A's abort must not reach B's.
+    await write("abort-a", lines("a"),
+      "const r = GM_xmlhttpRequest({ url: `http://api.test:${location.port}/slow?a`,\n"
+      + "  onload: () => document.documentElement.setAttribute('data-gm-a', 'loaded'),\n"
+      + "  onabort: () => document.documentElement.setAttribute('data-gm-a', 'aborted ' + Date.now()) });\n"
+      + "setTimeout(() => r.abort(), 800);");
+    await write("abort-b", lines("b"),
+      "GM_xmlhttpRequest({ url: `http://api.test:${location.port}/slow?b`,\n"
+      + "  onload: (x) => document.documentElement.setAttribute('data-gm-b', x.responseText) });");
+    server.hits.length = 0;
+    await tab.goto(url("abortpage.test"), { waitUntil: "load" });
+    const a = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-a")), (v) => v, 5000);
+    assert.match(a, /^aborted /);
+    const abortedAt = Number(a.split(" ")[1]);
+    // The server sees A's connection closed soon after the abort, before it would answer.
+    const closed = await until(() => server.hits.find((x) => x.startsWith("closed /slow?a")), (v) => v, 3000);
+    assert.ok(closed, JSON.stringify(server.hits));
+    assert.ok(Number(closed.split(" ")[2]) - abortedAt < 1500, `${closed} vs abort at ${abortedAt}`);
+    assert.ok(!server.hits.some((x) => x.startsWith("answered /slow?a")), JSON.stringify(server.hits));
+    // B's request, number 1 too, was not touched.
+    const b = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-b")), (v) => v, 8000);
+    assert.equal(b, "slow");
+    assert.ok(server.hits.some((x) => x.startsWith("answered /slow?b")), JSON.stringify(server.hits));
   });
 
   test("values: a change in one tab reaches the listeners of the same script in another tab (remote: true)", T, async () => {
