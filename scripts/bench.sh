@@ -11,3 +11,5 @@ scripts/ensure-tools.sh test
 node bench/run.mjs
 # try_script next to a bare chrome.userScripts.execute of the same code, as a ratio.
 node bench/try.mjs
+# A document-start script carrying 200 KB of GM values next to the same with @grant none.
+node bench/gm-values.mjs

@@ -394,29 +394,4 @@ describe("gm: the GM functions a script is given", () => {
       await other.close();
     }
   });
-
-  // A measurement, not a check: what carrying the values in the registered code costs a page
-  // load (the issue's bench), printed for the README. Nothing here can fail but the set-up.
-  test("measure: page-load cost of a script with 200 KB of values vs the same script with @grant none", T, async () => {
-    const body = (tag) => `document.documentElement.setAttribute('data-gm-${tag}', String(performance.now()));`;
-    const heavy = await write("heavy", ["@match http://heavy.test/*", "@grant GM_setValue", "@grant GM_getValue", "@run-at document-start"],
-      "if (!GM_getValue('k0')) for (let i = 0; i < 20; i++) GM_setValue('k' + i, 'x'.repeat(10000));\n" + body("t"));
-    await write("light", ["@match http://light.test/*", "@grant none", "@run-at document-start"], body("t"));
-    await load(url("heavy.test"));
-    await until(() => registeredCode(heavy.uuid), (c) => c.includes('"k19"'), 5000);
-    const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const times = async (host) => {
-      const xs = [];
-      for (let i = 0; i < 7; i++) {
-        const t0 = Date.now();
-        const g = await load(url(host));
-        xs.push([Number(g.t), Date.now() - t0 - 400]);
-      }
-      return [median(xs.map((x) => x[0])), median(xs.map((x) => x[1]))];
-    };
-    const [hs, hl] = await times("heavy.test");
-    const [ls, ll] = await times("light.test");
-    const size = (await registeredCode(heavy.uuid)).length;
-    console.log(`# values cost: registered code ${size} chars; script start ${hs.toFixed(1)} ms vs ${ls.toFixed(1)} ms after navigation (@grant none); load ${hl} ms vs ${ll} ms (medians of 7)`);
-  });
 });
