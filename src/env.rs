@@ -179,6 +179,17 @@ pub struct HttpResponse {
 /// `fetch` from the service worker. A timeout is an error whose text starts with "timeout".
 pub trait Http {
     async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError>;
+    /// `fetch`, telling `progress(loaded, total)` as body bytes arrive (`total`: the
+    /// `Content-Length`, if any). By default no reports.
+    async fn fetch_progress(
+        &self,
+        req: &HttpRequest,
+        max_body: usize,
+        progress: &dyn Fn(u64, Option<u64>),
+    ) -> Result<HttpResponse, EnvError> {
+        let _ = progress;
+        self.fetch(req, max_body).await
+    }
 }
 
 /// Everything the provider needs.
@@ -359,15 +370,38 @@ pub mod memory {
     }
 
     impl Http for MemoryEnv {
-        /// Answers 200 with the request's URL as the body, and records the request.
         async fn fetch(
             &self,
             req: &HttpRequest,
+            max_body: usize,
+        ) -> Result<HttpResponse, EnvError> {
+            self.fetch_held(req, max_body, None).await
+        }
+        /// A held URL reports 3 of 10 bytes before it waits forever.
+        async fn fetch_progress(
+            &self,
+            req: &HttpRequest,
+            max_body: usize,
+            progress: &dyn Fn(u64, Option<u64>),
+        ) -> Result<HttpResponse, EnvError> {
+            self.fetch_held(req, max_body, Some(progress)).await
+        }
+    }
+
+    impl MemoryEnv {
+        /// Answers 200 with the request's URL as the body, and records the request.
+        async fn fetch_held(
+            &self,
+            req: &HttpRequest,
             _max_body: usize,
+            progress: Option<&dyn Fn(u64, Option<u64>)>,
         ) -> Result<HttpResponse, EnvError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
             if self.http_hold.borrow().contains(&req.url) {
+                if let Some(p) = progress {
+                    p(3, Some(10));
+                }
                 struct Dropped(std::rc::Rc<Cell<u32>>);
                 impl Drop for Dropped {
                     fn drop(&mut self) {

@@ -261,6 +261,15 @@ impl crate::env::Http for ChromeEnv {
         req: &crate::env::HttpRequest,
         max_body: usize,
     ) -> Result<crate::env::HttpResponse, EnvError> {
+        self.fetch_progress(req, max_body, &|_, _| {}).await
+    }
+
+    async fn fetch_progress(
+        &self,
+        req: &crate::env::HttpRequest,
+        max_body: usize,
+        progress: &dyn Fn(u64, Option<u64>),
+    ) -> Result<crate::env::HttpResponse, EnvError> {
         let global = js_sys::global();
         let fetch: js_sys::Function = Reflect::get(&global, &"fetch".into())
             .ok()
@@ -344,7 +353,7 @@ impl crate::env::Http for ChromeEnv {
                 .unwrap_or_default()
         };
         let headers = response_headers(&resp);
-        let body = read_body(&resp, max_body).await.map_err(fail)?;
+        let body = read_body(&resp, max_body, progress).await.map_err(fail)?;
         let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let status = status as u16;
@@ -406,7 +415,12 @@ fn cancel_stream(o: &JsValue) {
 
 /// A `Response`'s body, read chunk by chunk and given up (the stream cancelled) as soon as it
 /// passes `max` bytes, so a huge or endless answer never sits in the worker's memory whole.
-async fn read_body(resp: &JsValue, max: usize) -> Result<Vec<u8>, JsValue> {
+/// Each chunk is reported to `progress` (bytes so far, the `Content-Length` if any).
+async fn read_body(
+    resp: &JsValue,
+    max: usize,
+    progress: &dyn Fn(u64, Option<u64>),
+) -> Result<Vec<u8>, JsValue> {
     let too_big = || JsValue::from_str(&format!("the response is over {max} bytes"));
     let declared = Reflect::get(resp, &"headers".into())
         .ok()
@@ -444,6 +458,7 @@ async fn read_body(resp: &JsValue, max: usize) -> Result<Vec<u8>, JsValue> {
             return Err(too_big());
         }
         out.extend_from_slice(&bytes.to_vec());
+        progress(u64::try_from(out.len()).unwrap_or(u64::MAX), declared);
     }
 }
 

@@ -141,8 +141,15 @@ const XHR_JS: &str = concat!(
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
     "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
     "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,finalUrl:url};cb('onabort',e);cb('onloadend',e)}};",
-    "XB(o.data).then(b=>done?null:S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
-    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous}),e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
+    // onprogress: a held watch per report (`gm::xhr_flight`), at most 4 a second so a long
+    // download stays well inside the script's share of the channel.
+    "let seen=0,tries=0;const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
+    "if(r.none){if(++tries<20)setTimeout(PW,100);return}",
+    "if(r.seq!=null){seen=r.seq;cb('onprogress',{readyState:3,loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null,context:o.context})}",
+    "setTimeout(PW,250)})};",
+    "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
+    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous});if(typeof o.onprogress==='function')PW();return q},",
+    "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
     "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",

@@ -40,6 +40,11 @@ pub enum GmRequest {
     XhrAbort {
         id: u32,
     },
+    /// Wait for the next progress report of request `id` after the report numbered `seen`.
+    XhrProgress {
+        id: u32,
+        seen: u64,
+    },
     /// The page's whole list of menu commands now, and a wait for a click on one
     /// (`gm::menu`); an empty list removes them.
     Menu(Vec<super::menu::Command>),
@@ -173,6 +178,13 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         }
         "xhr" => xhr(o).map(GmRequest::Xhr),
         "xhr.abort" => Ok(GmRequest::XhrAbort { id: id(o)? }),
+        "xhr.progress" => Ok(GmRequest::XhrProgress {
+            id: id(o)?,
+            seen: o
+                .get("seen")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad("seen must be a whole number"))?,
+        }),
         "menu" => super::menu_message::commands(o)
             .map(GmRequest::Menu)
             .map_err(GmError),
@@ -458,7 +470,19 @@ mod tests {
     }
 
     #[test]
-    fn abort_needs_its_number() {
+    fn abort_and_progress_need_their_numbers() {
+        assert_eq!(
+            p(json!({"op": "xhr.progress", "id": 3, "seen": 2})),
+            Ok(GmRequest::XhrProgress { id: 3, seen: 2 })
+        );
+        for bad in [
+            json!({"op": "xhr.progress", "id": 3}),
+            json!({"op": "xhr.progress", "id": 3, "seen": -1}),
+            json!({"op": "xhr.progress", "id": 3, "seen": 1.5}),
+            json!({"op": "xhr.progress", "seen": 1}),
+        ] {
+            assert!(p(bad.clone()).is_err(), "{bad}");
+        }
         assert_eq!(
             p(json!({"op": "xhr.abort", "id": 3})),
             Ok(GmRequest::XhrAbort { id: 3 })

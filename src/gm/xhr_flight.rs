@@ -5,6 +5,11 @@
 //! document Chrome reported for the sender, and the page's own number for it. An abort names
 //! the same five, so it reaches that script's request in that page and never another's (two
 //! scripts, or two frames, both counting from 1 do not collide).
+//!
+//! Progress: the shell reports bytes received ([`Flights::progress`]); a page that has an
+//! `onprogress` holds a watch ([`Flights::watch`]) answered at the next report, so the events
+//! reach it while the download runs (one per report it was waiting for: reports that come
+//! while no watch is held are merged into the next answer).
 
 use std::collections::BTreeMap;
 
@@ -46,17 +51,50 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// Most watches held per request (a page holds one at a time; more is a misbehaving page).
+pub const MAX_WATCHERS: usize = 4;
+
+/// What a progress watch is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Bytes of the body received so far, the `Content-Length` if the server sent one, and the
+    /// report's number (the page's next watch names it).
+    At {
+        loaded: u64,
+        total: Option<u64>,
+        seq: u64,
+    },
+    /// No such request in flight (ended, aborted, or not started yet).
+    NotInFlight,
+}
+
+#[derive(Debug)]
+struct Flight {
+    abort: oneshot::Sender<()>,
+    loaded: u64,
+    total: Option<u64>,
+    seq: u64,
+    watchers: Vec<oneshot::Sender<Progress>>,
+}
+
+/// What [`Flights::watch`] gives: an answer now, or one to wait for.
+#[derive(Debug)]
+pub enum Watch {
+    Now(Progress),
+    Later(oneshot::Receiver<Progress>),
+}
+
 /// The requests in flight, each with the sender that cancels it.
 #[derive(Debug, Default)]
 pub struct Flights {
-    map: BTreeMap<FlightKey, oneshot::Sender<()>>,
+    map: BTreeMap<FlightKey, Flight>,
 }
 
 impl Flights {
     /// Records a request; its receiver completes when it is aborted.
     pub fn start(&mut self, key: FlightKey) -> Result<oneshot::Receiver<()>, Refused> {
         // Requests whose waiter went away (its future dropped) hold no place.
-        self.map.retain(|_, s| !s.is_canceled());
+        self.map.retain(|_, f| !f.abort.is_canceled());
         if self.map.contains_key(&key) {
             return Err(Refused::Duplicate(key.id));
         }
@@ -65,18 +103,85 @@ impl Flights {
             return Err(Refused::TooMany);
         }
         let (tx, rx) = oneshot::channel();
-        self.map.insert(key, tx);
+        self.map.insert(
+            key,
+            Flight {
+                abort: tx,
+                loaded: 0,
+                total: None,
+                seq: 0,
+                watchers: Vec::new(),
+            },
+        );
         Ok(rx)
     }
 
     /// Cancels the request so named; whether there was one.
     pub fn abort(&mut self, key: &FlightKey) -> bool {
-        self.map.remove(key).is_some_and(|tx| tx.send(()).is_ok())
+        self.map
+            .remove(key)
+            .is_some_and(|f| Self::end(f).abort.send(()).is_ok())
     }
 
     /// The request ended (answered or aborted).
     pub fn finish(&mut self, key: &FlightKey) {
-        self.map.remove(key);
+        if let Some(f) = self.map.remove(key) {
+            Self::end(f);
+        }
+    }
+
+    /// Its watchers hear that it is over.
+    fn end(mut f: Flight) -> Flight {
+        for w in f.watchers.drain(..) {
+            let _ = w.send(Progress::NotInFlight);
+        }
+        f
+    }
+
+    /// The shell received body bytes: `loaded` in all, of `total` if known.
+    pub fn progress(&mut self, key: &FlightKey, loaded: u64, total: Option<u64>) {
+        let Some(f) = self.map.get_mut(key) else {
+            return;
+        };
+        f.loaded = loaded;
+        f.total = total;
+        f.seq = f.seq.saturating_add(1);
+        let now = Progress::At {
+            loaded,
+            total,
+            seq: f.seq,
+        };
+        for w in f.watchers.drain(..) {
+            let _ = w.send(now);
+        }
+    }
+
+    /// A page's watch for the request's next report after `seen` (answered at once if one
+    /// came since, or if there is no such request).
+    pub fn watch(&mut self, key: &FlightKey, seen: u64) -> Watch {
+        let Some(f) = self.map.get_mut(key) else {
+            return Watch::Now(Progress::NotInFlight);
+        };
+        if f.seq > seen {
+            return Watch::Now(Progress::At {
+                loaded: f.loaded,
+                total: f.total,
+                seq: f.seq,
+            });
+        }
+        f.watchers.retain(|w| !w.is_canceled());
+        if f.watchers.len() >= MAX_WATCHERS {
+            // The oldest is answered with where things are; the page asks again.
+            let old = f.watchers.remove(0);
+            let _ = old.send(Progress::At {
+                loaded: f.loaded,
+                total: f.total,
+                seq: f.seq,
+            });
+        }
+        let (tx, rx) = oneshot::channel();
+        f.watchers.push(tx);
+        Watch::Later(rx)
     }
 
     pub fn len(&self) -> usize {
@@ -120,6 +225,56 @@ mod tests {
         // Once aborted it is gone.
         assert!(!f.abort(&k("a", 0, 1)));
         assert_eq!(f.len(), 2);
+    }
+
+    #[test]
+    fn progress_reaches_a_held_watch_and_ending_releases_it() {
+        let mut f = Flights::default();
+        let _rx = f.start(k("a", 0, 1)).unwrap();
+        // Another script's watch of the same number sees nothing of A's.
+        assert!(matches!(
+            f.watch(&k("b", 0, 1), 0),
+            Watch::Now(Progress::NotInFlight)
+        ));
+        let Watch::Later(mut w) = f.watch(&k("a", 0, 1), 0) else {
+            panic!()
+        };
+        assert_eq!(w.try_recv(), Ok(None));
+        f.progress(&k("a", 0, 1), 10, Some(100));
+        let first = Progress::At {
+            loaded: 10,
+            total: Some(100),
+            seq: 1,
+        };
+        assert_eq!(w.try_recv(), Ok(Some(first)));
+        // Reports while nobody watched are merged into the next answer.
+        f.progress(&k("a", 0, 1), 20, Some(100));
+        f.progress(&k("a", 0, 1), 30, Some(100));
+        assert!(matches!(
+            f.watch(&k("a", 0, 1), 1),
+            Watch::Now(Progress::At {
+                loaded: 30,
+                seq: 3,
+                ..
+            })
+        ));
+        let Watch::Later(mut w) = f.watch(&k("a", 0, 1), 3) else {
+            panic!()
+        };
+        f.finish(&k("a", 0, 1));
+        assert_eq!(w.try_recv(), Ok(Some(Progress::NotInFlight)));
+        // Watches of one request are bounded.
+        let _rx = f.start(k("a", 0, 2)).unwrap();
+        let ws: Vec<_> = (0..=MAX_WATCHERS)
+            .map(|_| f.watch(&k("a", 0, 2), 0))
+            .collect();
+        let Watch::Later(mut oldest) = ws.into_iter().next().unwrap() else {
+            panic!()
+        };
+        assert!(matches!(
+            oldest.try_recv(),
+            Ok(Some(Progress::At { seq: 0, .. }))
+        ));
     }
 
     #[test]

@@ -301,6 +301,14 @@ impl<E: Http> Http for Journaled<'_, E> {
     async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError> {
         self.inner.fetch(req, max_body).await
     }
+    async fn fetch_progress(
+        &self,
+        req: &HttpRequest,
+        max_body: usize,
+        progress: &dyn Fn(u64, Option<u64>),
+    ) -> Result<HttpResponse, EnvError> {
+        self.inner.fetch_progress(req, max_body, progress).await
+    }
 }
 
 impl<E: Clock> Clock for Journaled<'_, E> {

@@ -125,7 +125,11 @@ impl<E: Env> Provider<E> {
                     .abort(&flight_key(uuid, from, id));
                 json!({ "ok": true, "aborted": aborted })
             }
-            GmRequest::XhrAbort { .. } => {
+            GmRequest::XhrProgress { id, seen } if grants_any(&record, &["GM_xmlhttpRequest"]) => {
+                self.gm_xhr_progress(&flight_key(uuid, from, id), seen)
+                    .await
+            }
+            GmRequest::XhrAbort { .. } | GmRequest::XhrProgress { .. } => {
                 error("GM_xmlhttpRequest: this script does not @grant GM_xmlhttpRequest")
             }
             GmRequest::Menu(commands) if grants_any(&record, super::gm_menu::MENU_GRANTS) => {
@@ -253,7 +257,12 @@ impl<E: Env> Provider<E> {
             Ok(rx) => rx,
             Err(e) => return json!({ "error": e.to_string(), "refused": true }),
         };
-        let fetch = self.env.fetch(&req, crate::gm::xhr::MAX_RESPONSE_BYTES);
+        let report = |loaded: u64, total: Option<u64>| {
+            self.gm_flights.borrow_mut().progress(&key, loaded, total);
+        };
+        let fetch = self
+            .env
+            .fetch_progress(&req, crate::gm::xhr::MAX_RESPONSE_BYTES, &report);
         futures::pin_mut!(fetch);
         let answer = futures::future::select(fetch, aborted).await;
         self.gm_flights.borrow_mut().finish(&key);
@@ -277,6 +286,31 @@ impl<E: Env> Provider<E> {
                 "timeout": true,
             }),
             Err(e) => error(format!("GM_xmlhttpRequest failed: {}", e.0)),
+        }
+    }
+
+    /// Holds a page's progress watch until the request's next report, its end, or
+    /// [`WAIT_MS`] (answered `{}`: the page asks again).
+    async fn gm_xhr_progress(&self, key: &crate::gm::xhr_flight::FlightKey, seen: u64) -> Value {
+        use crate::gm::xhr_flight::{Progress, Watch};
+        // Bound first: the borrow must end before the wait.
+        let watch = self.gm_flights.borrow_mut().watch(key, seen);
+        let p = match watch {
+            Watch::Now(p) => p,
+            Watch::Later(rx) => {
+                let timer = self.env.sleep(WAIT_MS);
+                futures::pin_mut!(timer);
+                match futures::future::select(rx, timer).await {
+                    futures::future::Either::Left((Ok(p), _)) => p,
+                    _ => return json!({}),
+                }
+            }
+        };
+        match p {
+            Progress::At { loaded, total, seq } => {
+                json!({ "loaded": loaded, "total": total, "seq": seq })
+            }
+            Progress::NotInFlight => json!({ "none": true }),
         }
     }
 
@@ -515,6 +549,19 @@ mod tests {
             assert_eq!(answered(&r)["aborted"], false);
             assert!(futures::poll!(a_req.as_mut()).is_pending());
             assert_eq!(p.env.fetch_dropped.get(), 0);
+            // Progress: A's page sees its request's report (not B's), then holds a watch.
+            let prog = |seen: u64| json!({"op": "xhr.progress", "id": 1, "seen": seen});
+            let r = p
+                .user_script_message(|| Some(msg(&ta, prog(0))), page(0))
+                .await;
+            assert_eq!(answered(&r), json!({"loaded": 3, "total": 10, "seq": 1}));
+            let r = p
+                .user_script_message(|| Some(msg(&ta, prog(0))), page(3))
+                .await;
+            assert_eq!(answered(&r), json!({"none": true}));
+            let watch = p.user_script_message(|| Some(msg(&ta, prog(1))), page(0));
+            futures::pin_mut!(watch);
+            assert!(futures::poll!(watch.as_mut()).is_pending());
             // A's own abort from its page: its fetch is given up, B's goes on.
             let r = p
                 .user_script_message(|| Some(msg(&ta, abort.clone())), page(0))
@@ -523,6 +570,7 @@ mod tests {
             let done = a_req.await;
             assert_eq!(answered(&done), json!({"aborted": true}));
             assert_eq!(p.env.fetch_dropped.get(), 1);
+            assert_eq!(answered(&watch.await), json!({"none": true}));
             assert!(futures::poll!(b_req.as_mut()).is_pending());
             assert_eq!(p.gm_flights.borrow().len(), 1);
             // A number still in flight cannot be reused.

@@ -39,6 +39,14 @@ async function pageServer() {
       });
       return;
     }
+    // 3 chunks of 10000 bytes, 700 ms apart, with their Content-Length.
+    if (req.url.startsWith("/chunks")) {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": "30000" });
+      let n = 0;
+      const next = () => { res.write(Buffer.alloc(10000, 65)); if (++n < 3) setTimeout(next, 700); else res.end(); };
+      next();
+      return;
+    }
     // Answers after 4 s unless the client goes away first (an aborted fetch closes it).
     if (req.url.startsWith("/slow")) {
       res.on("close", () => { if (!res.writableEnded) hits.push(`closed ${req.url} ${Date.now()}`); });
@@ -346,6 +354,27 @@ describe("gm: the GM functions a script is given", () => {
     assert.equal(seen.text.type, "text/plain;charset=UTF-8");
     // The script read back what the server received.
     assert.equal(out.ab, hex(all));
+  });
+
+  test("GM_xmlhttpRequest onprogress reports loaded/total while the download runs", T, async () => {
+    await write("progress", ["@match http://progpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const ev = [];\n"
+      + "GM_xmlhttpRequest({ url: `http://api.test:${location.port}/chunks`, responseType: 'arraybuffer',\n"
+      + "  onprogress: (e) => ev.push([e.loaded, e.total, e.lengthComputable, Date.now()]),\n"
+      + "  onload: (r) => document.documentElement.setAttribute('data-gm-prog', JSON.stringify({ ev, size: r.response.byteLength, at: Date.now() })) });");
+    await load(url("progpage.test"));
+    const got = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-prog")), (v) => v, 8000);
+    const { ev, size, at } = JSON.parse(got);
+    assert.equal(size, 30000);
+    // Reports came while the body was still arriving (≥ 1.4 s in all), not all at the end.
+    const early = ev.filter(([loaded, , , t]) => loaded < 30000 && t < at - 300);
+    assert.ok(early.length >= 1, JSON.stringify(ev));
+    for (const [loaded, total, computable] of ev) {
+      assert.ok(loaded > 0 && loaded <= 30000);
+      assert.equal(total, 30000);
+      assert.equal(computable, true);
+    }
+    assert.deepEqual(ev.map((e) => e[0]), [...ev.map((e) => e[0])].sort((a, b) => a - b), "loaded only grows");
   });
 
   test("GM_xmlhttpRequest abort() closes the worker's request; another script's request with the same number goes on", T, async () => {
