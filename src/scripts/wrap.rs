@@ -41,16 +41,34 @@ pub fn prelude_lines() -> u32 {
     u32::try_from(PRELUDE.matches('\n').count()).unwrap_or(u32::MAX)
 }
 
+/// Executed lines before the source's line 1: the prelude's and those of the `@require` code
+/// put between it and the source (`gm::resources::requires_block`, which ends with a line end).
+pub fn lines_before(requires: &str) -> u64 {
+    u64::from(prelude_lines()).saturating_add(js_line_count(requires).saturating_sub(1))
+}
+
 /// The code to execute: `source` wrapped, its frames named `lumo-try-<nonce>.js`. `nonce` must be
 /// alphanumeric or `-` (a uuid): it goes into a JS string and a regex unescaped.
 pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
-    wrap_with_gm(source, nonce, timeout_ms, "")
+    wrap_with_gm(source, nonce, timeout_ms, "", "")
 }
 
 /// [`wrap`], with `gm` (one line: the try's GM functions, `gm::try_gm`) at the start of the
 /// function the source runs in, on the prelude's last line, so no source line moves.
-pub fn wrap_with_gm(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Option<String> {
+/// `requires` (the stored `@require` code, empty or ending with a line end) goes between the
+/// prelude and the source, in the same function (as a registered script has it); the source's
+/// lines then start after [`lines_before`]`(requires)`.
+pub fn wrap_with_gm(
+    source: &str,
+    nonce: &str,
+    timeout_ms: u32,
+    gm: &str,
+    requires: &str,
+) -> Option<String> {
     if gm.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
+        return None;
+    }
+    if !requires.is_empty() && !requires.ends_with('\n') {
         return None;
     }
     if nonce.is_empty() || !nonce.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
@@ -64,12 +82,14 @@ pub fn wrap_with_gm(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Opt
         .replace("__MAXLC__", &MAX_LOG_CHARS.to_string())
         .replace("__MAXV__", &MAX_VALUE_BYTES.to_string())
         .replace("__MAXS__", &MAX_STACK_CHARS.to_string())
-        .replace("__PL__", &prelude_lines().to_string());
-    let mut code = String::with_capacity(prelude.len() + source.len() + EPILOGUE.len() + 40);
+        .replace("__PL__", &lines_before(requires).to_string());
+    let mut code =
+        String::with_capacity(prelude.len() + requires.len() + source.len() + EPILOGUE.len() + 40);
     // The prelude ends with "{\n": the GM line goes just before that line end.
     code.push_str(prelude.strip_suffix('\n').unwrap_or(&prelude));
     code.push_str(gm);
     code.push('\n');
+    code.push_str(requires);
     code.push_str(source);
     code.push_str(&EPILOGUE.replace("__NONCE__", nonce));
     Some(code)
@@ -81,8 +101,14 @@ pub fn wrap_with_gm(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Opt
 /// entry whose value Chrome returns: the wrapper's report (a promise Chrome awaits) or, when the
 /// source did not parse, the listener's report of the same shape, with the executed line. `gm`
 /// is the try's GM line ([`wrap_with_gm`]).
-pub fn entries(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Option<Vec<String>> {
-    let wrapped = wrap_with_gm(source, nonce, timeout_ms, gm)?;
+pub fn entries(
+    source: &str,
+    nonce: &str,
+    timeout_ms: u32,
+    gm: &str,
+    requires: &str,
+) -> Option<Vec<String>> {
+    let wrapped = wrap_with_gm(source, nonce, timeout_ms, gm, requires)?;
     let catcher = format!(
         r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; const l = (ev) => {{ try {{ const e = ev.error; if (ev.filename === "lumo-try-{nonce}.js" && e && e.name === "SyntaxError") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href), title: String(document.title), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
     );
@@ -94,8 +120,9 @@ pub fn entries(source: &str, nonce: &str, timeout_ms: u32, gm: &str) -> Option<V
 
 /// Line `executed` of the wrapped code as a line of the source (1-based); None when it lies in
 /// the wrapper itself.
-pub fn source_line(executed: u64, source_lines: u64) -> Option<u64> {
-    let line = executed.checked_sub(u64::from(prelude_lines()))?;
+/// `before`: [`lines_before`] of the try's `@require` code.
+pub fn source_line(executed: u64, before: u64, source_lines: u64) -> Option<u64> {
+    let line = executed.checked_sub(before)?;
     (line >= 1 && line <= source_lines).then_some(line)
 }
 
@@ -159,12 +186,12 @@ fn uint(v: Option<&Value>) -> Option<u64> {
 /// Reads the report the wrapper returned, distrusting it: every field is bounded again and
 /// positions are mapped to the source (a position inside the wrapper is dropped). None when the
 /// value is not a report of this try (wrong nonce, not an object): the frame did not finish.
-pub fn parse_report(v: &Value, nonce: &str, source_lines: u64) -> Option<FrameReport> {
+pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> Option<FrameReport> {
     let o = v.as_object()?;
     if o.get("lumo").and_then(Value::as_str) != Some(nonce) {
         return None;
     }
-    let map = |l: Option<u64>| l.and_then(|l| source_line(l, source_lines));
+    let map = |l: Option<u64>| l.and_then(|l| source_line(l, before, source_lines));
     let mut logs = Vec::new();
     let mut dropped = uint(o.get("logsDropped")).unwrap_or(0);
     let mut chars = 0usize;
@@ -284,7 +311,11 @@ mod tests {
         assert_eq!(lines[pl], "// ==UserScript==");
         assert_eq!(lines[pl + 5], "null.x;");
         assert_eq!(
-            source_line(u64::try_from(pl).unwrap() + 6, js_line_count(SRC)),
+            source_line(
+                u64::try_from(pl).unwrap() + 6,
+                lines_before(""),
+                js_line_count(SRC)
+            ),
             Some(6)
         );
         assert!(code.ends_with("//# sourceURL=lumo-try-abc-1.js\n"));
@@ -305,11 +336,11 @@ mod tests {
     #[test]
     fn positions_inside_the_wrapper_map_to_nothing() {
         let pl = u64::from(prelude_lines());
-        assert_eq!(source_line(1, 10), None);
-        assert_eq!(source_line(pl, 10), None);
-        assert_eq!(source_line(pl + 1, 10), Some(1));
-        assert_eq!(source_line(pl + 11, 10), None); // the epilogue
-        assert_eq!(source_line(0, 10), None);
+        assert_eq!(source_line(1, pl, 10), None);
+        assert_eq!(source_line(pl, pl, 10), None);
+        assert_eq!(source_line(pl + 1, pl, 10), Some(1));
+        assert_eq!(source_line(pl + 11, pl, 10), None); // the epilogue
+        assert_eq!(source_line(0, pl, 10), None);
     }
 
     #[test]
@@ -320,7 +351,7 @@ mod tests {
 
     #[test]
     fn the_entries_catch_a_syntax_error_and_return_one_report() {
-        let e = entries(SRC, "abc-1", 3000, "").unwrap();
+        let e = entries(SRC, "abc-1", 3000, "", "").unwrap();
         assert_eq!(e.len(), 3);
         assert_eq!(e[1], wrap(SRC, "abc-1", 3000).unwrap());
         // The frame name is on the first line too: a SyntaxError stops V8's scan before the end.
@@ -334,13 +365,13 @@ mod tests {
         let r = json!({"lumo": "abc-1", "url": "u", "title": "t", "logs": [], "logsDropped": 0,
             "value": null, "threw": true, "ms": 0,
             "error": {"name": "SyntaxError", "message": "Unexpected token ';'", "line": pl + 6, "column": 11}});
-        let f = parse_report(&r, "abc-1", js_line_count(SRC)).unwrap();
+        let f = parse_report(&r, "abc-1", lines_before(""), js_line_count(SRC)).unwrap();
         let err = f.error.unwrap();
         assert_eq!(
             (err.name.as_str(), err.line, err.column),
             ("SyntaxError", Some(6), Some(11))
         );
-        assert!(entries(SRC, "a\"b", 1, "").is_none());
+        assert!(entries(SRC, "a\"b", 1, "", "").is_none());
     }
 
     #[test]
@@ -361,7 +392,7 @@ mod tests {
             "error": {"name": "TypeError", "message": "boom", "line": pl + 6, "column": 6},
             "logs": logs, "logsDropped": 3, "ms": 1.25, "value": null
         });
-        let f = parse_report(&r, "n1", 7).unwrap();
+        let f = parse_report(&r, "n1", lines_before(""), 7).unwrap();
         assert_eq!(f.error.as_ref().unwrap().line, Some(6));
         assert_eq!(f.error.as_ref().unwrap().column, Some(6));
         assert!(f.logs.len() <= MAX_LOGS);
@@ -375,15 +406,15 @@ mod tests {
         assert_eq!(f.logs[1].line, Some(6));
         assert!(f.logs_dropped >= 500 - u64::try_from(f.logs.len()).unwrap() + 3);
         // Another try's report, or something else entirely, is not this try's report.
-        assert!(parse_report(&r, "n2", 7).is_none());
-        assert!(parse_report(&json!([1]), "n1", 7).is_none());
+        assert!(parse_report(&r, "n2", lines_before(""), 7).is_none());
+        assert!(parse_report(&json!([1]), "n1", lines_before(""), 7).is_none());
     }
 
     #[test]
     fn a_forged_position_in_the_wrapper_or_beyond_the_source_is_dropped() {
         let r = json!({"lumo": "n", "threw": true, "error": {"name": "E", "message": "m", "line": 2, "column": 9},
                        "logs": [{"level": "evil", "text": 5, "line": 999999}]});
-        let f = parse_report(&r, "n", 3).unwrap();
+        let f = parse_report(&r, "n", lines_before(""), 3).unwrap();
         assert_eq!(f.error.as_ref().unwrap().line, None);
         assert_eq!(f.error.as_ref().unwrap().column, None);
         assert_eq!(f.logs[0].level, "log");
@@ -392,37 +423,75 @@ mod tests {
 
     #[test]
     fn values_are_bounded_and_json() {
-        let ok = parse_report(&json!({"lumo": "n", "value": "{\"a\":[1,2]}"}), "n", 1).unwrap();
+        let ok = parse_report(
+            &json!({"lumo": "n", "value": "{\"a\":[1,2]}"}),
+            "n",
+            lines_before(""),
+            1,
+        )
+        .unwrap();
         assert_eq!(ok.value, Some(json!({"a": [1, 2]})));
         assert!(!ok.value_truncated);
         let big = "\"".to_owned() + &"y".repeat(MAX_VALUE_BYTES * 4) + "\"";
-        let cut = parse_report(&json!({"lumo": "n", "value": big}), "n", 1).unwrap();
+        let cut = parse_report(
+            &json!({"lumo": "n", "value": big}),
+            "n",
+            lines_before(""),
+            1,
+        )
+        .unwrap();
         assert!(cut.value_truncated);
         assert!(cut.value.unwrap().as_str().unwrap().len() <= MAX_VALUE_BYTES + 4);
         let lossy = parse_report(
             &json!({"lumo": "n", "value": "\"yy…\"", "valueTruncated": true}),
             "n",
+            lines_before(""),
             1,
         )
         .unwrap();
         assert_eq!(lossy.value, Some(json!("yy…")));
         assert!(lossy.value_truncated);
-        let none = parse_report(&json!({"lumo": "n"}), "n", 1).unwrap();
+        let none = parse_report(&json!({"lumo": "n"}), "n", lines_before(""), 1).unwrap();
         assert_eq!(none.value, None);
         assert_eq!(none.to_json()["ok"], true);
+    }
+
+    #[test]
+    fn require_code_goes_before_the_source_and_positions_still_map_to_the_source() {
+        let src = "// ==UserScript==\n// @name r\n// ==/UserScript==\nthrow new Error(LIB);\n";
+        let req = "var LIB = 'lib';\r\nfunction f() {}\n;\n";
+        let pl = u64::from(prelude_lines());
+        assert_eq!(lines_before(req), pl + 3);
+        let code = wrap_with_gm(src, "n1", 1000, "", req).unwrap();
+        // The source's line 4 is executed line pl + 3 + 4; the page side's PL says so too.
+        let lines: Vec<&str> = code.split('\n').collect();
+        assert_eq!(
+            lines[usize::try_from(pl + 3 + 4 - 1).unwrap()],
+            "throw new Error(LIB);"
+        );
+        assert!(code.contains(&format!("const PL = {};", pl + 3)));
+        let r = json!({"lumo": "n1", "threw": true,
+            "error": {"name": "Error", "message": "lib", "line": pl + 3 + 4, "column": 7},
+            "logs": [{"level": "log", "text": "in lib", "line": pl + 1}]});
+        let f = parse_report(&r, "n1", lines_before(req), js_line_count(src)).unwrap();
+        assert_eq!(f.error.unwrap().line, Some(4));
+        // A line inside the @require code is none of the source's.
+        assert_eq!(f.logs[0].line, None);
+        // Code not ending with a line end would glue onto the source's first line.
+        assert!(wrap_with_gm(src, "n1", 1000, "", "var x = 1;").is_none());
     }
 
     #[test]
     fn the_gm_line_moves_no_source_line() {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
         let plain = wrap(src, "n1", 1000).unwrap();
-        let gm = wrap_with_gm(src, "n1", 1000, "{GM_LINE;}").unwrap();
+        let gm = wrap_with_gm(src, "n1", 1000, "{GM_LINE;}", "").unwrap();
         assert_eq!(js_line_count(&plain), js_line_count(&gm));
         let at = |c: &str| c.split('\n').position(|l| l == "null.x;");
         assert_eq!(at(&plain), at(&gm));
         assert!(gm.contains("async () => {{GM_LINE;}\n// ==UserScript=="));
         for bad in ["a\nb", "a\rb", "a\u{2028}b"] {
-            assert!(wrap_with_gm(src, "n1", 1000, bad).is_none());
+            assert!(wrap_with_gm(src, "n1", 1000, bad, "").is_none());
         }
     }
 }

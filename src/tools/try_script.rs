@@ -219,6 +219,9 @@ struct Script {
     source: String,
     metadata: Metadata,
     uuid: Option<String>,
+    /// A stored script's `@require` code, from the copies stored at its write (as its
+    /// registration has it); a raw source has none (nothing is fetched for a try).
+    requires: String,
 }
 
 async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError> {
@@ -229,6 +232,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError>
                 source: s.clone(),
                 metadata,
                 uuid: None,
+                requires: String::new(),
             })
         }
         What::Stored { uuid, revision } => {
@@ -246,10 +250,12 @@ async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError>
                     ));
                 }
             }
+            let loaded = crate::gm::asset_store::load(&p.env, &r.assets).await;
             Ok(Script {
                 source,
                 metadata: r.metadata,
                 uuid: Some(uuid.clone()),
+                requires: crate::gm::resources::requires_block(&loaded),
             })
         }
     }
@@ -446,7 +452,8 @@ async fn run<E: Env>(
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
     let gm = try_gm_line(p, script).await;
-    let Some(codes) = wrap::entries(&script.source, &nonce, a.timeout_ms, &gm) else {
+    let Some(codes) = wrap::entries(&script.source, &nonce, a.timeout_ms, &gm, &script.requires)
+    else {
         return Err(ToolError::new(
             ErrorCode::CannotRun,
             "internal: the try could not be prepared",
@@ -488,9 +495,11 @@ async fn try_gm_line<E: Env>(p: &Provider<E>, script: &Script) -> String {
 }
 
 /// The tool result from Chrome's injection results.
+/// `before`: executed lines before the source's first (`wrap::lines_before`).
 pub fn report_value(
     metadata: &Metadata,
     source: &str,
+    before: u64,
     tab: &Tab,
     nonce: &str,
     answer: &Value,
@@ -503,7 +512,7 @@ pub fn report_value(
         let frame_id = item.get("frameId").and_then(Value::as_i64).unwrap_or(0);
         let mut f = match item
             .get("result")
-            .and_then(|r| wrap::parse_report(r, nonce, lines))
+            .and_then(|r| wrap::parse_report(r, nonce, before, lines))
         {
             Some(r) => describe(&r, frame_id, metadata, &mut text),
             None => {
@@ -539,7 +548,8 @@ pub fn report_value(
 }
 
 fn report(script: &Script, tab: &Tab, nonce: &str, answer: &Value) -> Value {
-    let mut v = report_value(&script.metadata, &script.source, tab, nonce, answer);
+    let before = wrap::lines_before(&script.requires);
+    let mut v = report_value(&script.metadata, &script.source, before, tab, nonce, answer);
     let text = v
         .as_object_mut()
         .and_then(|o| o.remove("text"))
@@ -707,7 +717,14 @@ mod tests {
               "logs": [{"level": "log", "text": "hi", "line": pl + 5}], "ms": 2}},
             {"frameId": 4, "error": "Frame was removed"},
         ]);
-        let v = report_value(&meta, src, &tab(7, "https://b.test/", 0.0), "n", &answer);
+        let v = report_value(
+            &meta,
+            src,
+            pl,
+            &tab(7, "https://b.test/", 0.0),
+            "n",
+            &answer,
+        );
         assert_eq!(v["frames"][0]["error"]["line"], 6);
         assert_eq!(v["frames"][0]["console"][0]["line"], 5);
         assert_eq!(v["frames"][0]["rulesMatch"], false);
@@ -718,6 +735,7 @@ mod tests {
         let v = report_value(
             &meta,
             src,
+            pl,
             &tab(7, "https://b.test/", 0.0),
             "n",
             &json!(many),

@@ -155,6 +155,23 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.deepEqual(run.console.map((c) => [c.text, c.line]), [["line 8", 8]]);
   });
 
+  test("try_script of a stored script runs it with its stored @require (offline), errors at the script's own lines", T, async () => {
+    const { script: s } = await ok("write_script", { source: script("tried", ["@match http://trylib.test/*", `@require ${lib("/lib.js?try")}`],
+      // Lines 1–6 are the metadata block: the body starts at line 7.
+      "console.log(libShout(LIB_NAME));\nnull.boom;") });
+    srv.refuse(true);
+    await tab.goto(`http://trylib.test:${srv.port}/page`, { waitUntil: "load" });
+    const r = await call("try_script", { uuid: s.uuid, url: `http://trylib.test:${srv.port}/*` });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    const f = r.structuredContent.frames[0];
+    assert.deepEqual(f.console.map((c) => [c.text, c.line]), [["TINY-LIB!", 7]], JSON.stringify(f));
+    assert.equal(f.error.name, "TypeError", JSON.stringify(f.error));
+    assert.equal(f.error.line, 8, JSON.stringify(f.error));
+    assert.equal(f.error.column, 6, JSON.stringify(f.error));
+    // Stored bytes, not a fetch: the library was asked for once, at the write.
+    assert.equal(srv.hits.filter((u) => u === "/lib.js?try").length, 1);
+  });
+
   test("a failed fetch, a hash mismatch, a huge answer and a redirect to a cleartext host each refuse the write and store nothing", T, async () => {
     const before = await assetKeys();
     const cases = [
