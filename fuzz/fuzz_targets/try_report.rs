@@ -8,7 +8,9 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let Ok(v) = lumo_userscripts::text::parse_json(&text) else { return };
     let lines = (data.len() % 50) as u64;
-    if let Some(r) = wrap::parse_report(&v, "n", lines) {
+    // With and without @require code before the source.
+    let before = wrap::prelude_lines() as u64 + (data.len() % 7) as u64;
+    if let Some(r) = wrap::parse_report(&v, "n", before, lines) {
         assert!(r.logs.len() <= MAX_LOGS);
         let chars: usize = r.logs.iter().map(|l| l.text.chars().count()).sum();
         assert!(chars <= MAX_LOG_CHARS);
