@@ -335,38 +335,21 @@ mod tests {
     use super::*;
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
+    use crate::provider::gm_test_support::{answered, gm_raw, script};
     use crate::provider::{Received, Sender};
-    use crate::scripts::{store, sync};
     use futures::executor::block_on;
-
-    fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
-        let src = format!(
-            "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
-        );
-        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
-        let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
-        block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
-        c.record.uuid
-    }
 
     fn gm(p: &Provider<MemoryEnv>, token: &str, fields: Value) -> Value {
         gm_from(p, token, fields, None)
     }
 
     fn gm_from(p: &Provider<MemoryEnv>, token: &str, fields: Value, page: Option<&str>) -> Value {
-        let mut m = fields.as_object().cloned().unwrap();
-        m.insert("lumo".into(), token.into());
-        m.insert("v".into(), 1.into());
-        m.insert("kind".into(), "gm".into());
-        let raw = Value::Object(m).to_string();
+        let raw = gm_raw(token, fields);
         let sender = Sender {
             url: page.map(str::to_owned),
             ..Sender::default()
         };
-        match block_on(p.user_script_message(|| Some(raw), sender)) {
-            Received::Answered(v) => v,
-            other => panic!("{other:?}"),
-        }
+        answered(block_on(p.user_script_message(|| Some(raw), sender)))
     }
 
     #[test]

@@ -147,20 +147,10 @@ mod tests {
     use super::*;
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
-    use crate::provider::{Received, Sender};
-    use crate::scripts::{store, sync};
+    use crate::provider::gm_test_support::{answered, script};
+    use crate::provider::Sender;
     use futures::executor::block_on;
     use futures::future::{join, select, Either};
-
-    fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
-        let src = format!(
-            "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
-        );
-        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
-        let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
-        block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
-        c.record.uuid
-    }
 
     fn raw(token: &str, commands: Value) -> String {
         json!({"lumo": token, "v": 1, "kind": "gm", "op": "menu", "commands": commands}).to_string()
@@ -173,13 +163,6 @@ mod tests {
             tab_id: Some(tab),
             document_id: Some(doc.into()),
             ..Sender::default()
-        }
-    }
-
-    fn answered(r: Received) -> Value {
-        match r {
-            Received::Answered(v) => v,
-            other => panic!("{other:?}"),
         }
     }
 

@@ -7,6 +7,8 @@ mod bridge;
 mod gm;
 mod gm_menu;
 mod gm_tabs;
+#[cfg(test)]
+mod gm_test_support;
 mod guards;
 mod registry;
 mod reviews;

@@ -1,0 +1,37 @@
+//! Test helpers shared by the GM request tests (`gm`, `gm_menu`, `gm_tabs`): a stored,
+//! registered script, a GM message as a page sends it, and the answer it got.
+
+use super::{Provider, Received};
+use crate::env::memory::MemoryEnv;
+use crate::scripts::{store, sync};
+use futures::executor::block_on;
+use serde_json::Value;
+
+/// Stores and registers a script matching `https://example.com/*` with these metadata lines;
+/// its uuid.
+pub(super) fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> String {
+    let src = format!(
+        "// ==UserScript==\n// @name {name}\n// @match https://example.com/*\n{grants}// ==/UserScript==\n"
+    );
+    let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+    let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
+    block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
+    c.record.uuid
+}
+
+/// A GM request's wire text: `fields` plus the token, version and kind a page adds.
+pub(super) fn gm_raw(token: &str, fields: Value) -> String {
+    let mut m = fields.as_object().cloned().unwrap();
+    m.insert("lumo".into(), token.into());
+    m.insert("v".into(), 1.into());
+    m.insert("kind".into(), "gm".into());
+    Value::Object(m).to_string()
+}
+
+/// The answer a message got; anything else fails the test.
+pub(super) fn answered(r: Received) -> Value {
+    match r {
+        Received::Answered(v) => v,
+        other => panic!("{other:?}"),
+    }
+}
