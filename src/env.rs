@@ -231,6 +231,8 @@ pub mod memory {
         /// When set, every `set` fails with this message (e.g. quota exceeded).
         pub fail_writes: RefCell<Option<String>>,
         pub registrations: RefCell<BTreeMap<String, Registration>>,
+        /// Every `register`/`update`/`unregister` call, by name, in order.
+        pub registry_calls: RefCell<Vec<&'static str>>,
         pub uuid_counter: Cell<u64>,
         /// `sleep` returns at once when true (a timeout fires immediately), never when false.
         pub timers_fire: Cell<bool>,
@@ -297,6 +299,30 @@ pub mod memory {
 
         pub fn advance(&self, ms: f64) {
             self.now.set(self.now.get() + ms);
+        }
+
+        /// `value` as `chrome.storage` hands it back (in `onChanged` or a `get`): it went through
+        /// JavaScript, where a number is a double, and comes back as JSON text, so an integral
+        /// `f64` such as a timestamp reads back as an integer.
+        pub fn as_chrome_returns(value: &Value) -> Value {
+            match value {
+                Value::Number(n) => match n.as_f64() {
+                    Some(f)
+                        if n.is_f64() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 =>
+                    {
+                        #[allow(clippy::cast_possible_truncation)]
+                        Value::from(f as i64)
+                    }
+                    _ => value.clone(),
+                },
+                Value::Array(a) => Value::Array(a.iter().map(Self::as_chrome_returns).collect()),
+                Value::Object(o) => Value::Object(
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), Self::as_chrome_returns(v)))
+                        .collect(),
+                ),
+                _ => value.clone(),
+            }
         }
 
         pub fn dump(&self, area: Area) -> Map<String, Value> {
@@ -484,6 +510,7 @@ pub mod memory {
 
         async fn register(&self, regs: &[Registration]) -> Result<(), EnvError> {
             self.api()?;
+            self.registry_calls.borrow_mut().push("register");
             if self.lose_api_on_register.get() {
                 self.user_scripts.set(false);
                 return Err(EnvError("Extension context invalidated".into()));
@@ -503,18 +530,44 @@ pub mod memory {
 
         async fn update(&self, regs: &[Registration]) -> Result<(), EnvError> {
             self.api()?;
+            self.registry_calls.borrow_mut().push("update");
+            if let Some(m) = self.refuse_register.borrow().clone() {
+                return Err(EnvError(m));
+            }
             let mut map = self.registrations.borrow_mut();
             if let Some(r) = regs.iter().find(|r| !map.contains_key(&r.id)) {
                 return Err(EnvError(format!("No script with ID '{}'", r.id)));
             }
+            // Chromium 156's `update`: a field not given is kept, and so is a glob list given
+            // empty (it cannot be cleared this way).
             for r in regs {
-                map.insert(r.id.clone(), r.clone());
+                let Some(old) = map.get_mut(&r.id) else {
+                    continue;
+                };
+                let mut new = r.clone();
+                if new.run_at.is_none() {
+                    new.run_at.clone_from(&old.run_at);
+                }
+                if new.world.is_none() {
+                    new.world.clone_from(&old.world);
+                }
+                if new.world_id.is_none() {
+                    new.world_id.clone_from(&old.world_id);
+                }
+                if new.include_globs.is_empty() {
+                    new.include_globs.clone_from(&old.include_globs);
+                }
+                if new.exclude_globs.is_empty() {
+                    new.exclude_globs.clone_from(&old.exclude_globs);
+                }
+                *old = new;
             }
             Ok(())
         }
 
         async fn unregister(&self, ids: &[String]) -> Result<(), EnvError> {
             self.api()?;
+            self.registry_calls.borrow_mut().push("unregister");
             let mut map = self.registrations.borrow_mut();
             for id in ids {
                 map.remove(id);

@@ -274,8 +274,12 @@ mod tests {
         block_on(crate::env::Storage::set(&p.env, Area::Local, m.clone())).unwrap();
         // Our own write arriving as a change notification keeps the cache…
         let mine = block_on(p.policy());
+        assert!(!mine.pending.is_empty(), "the echo carries a timestamp");
         let mut echo = Map::new();
-        echo.insert(keys::POLICY.into(), mine.to_stored());
+        echo.insert(
+            keys::POLICY.into(),
+            MemoryEnv::as_chrome_returns(&mine.to_stored()),
+        );
         p.storage_changed(Area::Local, &echo);
         assert!(block_on(p.policy()).writes_enabled);
         // …anything else drops it.
@@ -293,7 +297,11 @@ mod tests {
         p.scripts_written(&c);
         let key = store::record_key(&c.record.uuid);
         let mut echo = Map::new();
-        echo.insert(key.clone(), serde_json::to_value(&c.record).unwrap());
+        // As Chrome hands it back: `createdAt` (an f64 here) arrives as an integer.
+        echo.insert(
+            key.clone(),
+            MemoryEnv::as_chrome_returns(&serde_json::to_value(&c.record).unwrap()),
+        );
         echo.insert(store::INDEX_KEY.into(), json!({ "uuids": [c.record.uuid] }));
         p.storage_changed(Area::Local, &echo);
         assert!(

@@ -78,7 +78,11 @@ impl<E: Env> Provider<E> {
         uuid: &str,
         desired: Option<Registration>,
     ) -> SyncOutcome {
-        match sync::sync_one(&self.env, uuid, desired).await {
+        let key = match desired {
+            Some(_) => self.prelude_key().await,
+            None => None,
+        };
+        match sync::sync_one_keyed(&self.env, uuid, desired, key.as_ref()).await {
             Ok(registered) => {
                 self.set_registration_errors(&[], &[uuid.to_owned()]).await;
                 if registered {

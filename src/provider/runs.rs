@@ -52,6 +52,18 @@ impl<E: Env> Provider<E> {
         Some(k)
     }
 
+    /// The key a registration's prelude is made with: the cached one, else the stored one, made
+    /// and stored first if there is none (callers hold the write lock). `None` when storage
+    /// fails: the script is registered without the prelude, as `sync::sync_one` does.
+    pub(crate) async fn prelude_key(&self) -> Option<ChannelKey> {
+        if let Some(k) = self.channel_key.borrow().clone() {
+            return Some(k);
+        }
+        let k = crate::channel::key_store::ensure(&self.env).await.ok()?;
+        *self.channel_key.borrow_mut() = Some(k.clone());
+        Some(k)
+    }
+
     pub(crate) fn forget_channel_key(&self) {
         *self.channel_key.borrow_mut() = None;
     }

@@ -164,11 +164,13 @@ impl<E: Env> Provider<E> {
             if key == crate::channel::token::KEY_STORAGE {
                 self.forget_channel_key();
             } else if key == keys::POLICY {
+                // Compared as a reload would read it: Chrome hands the value back as JSON,
+                // so a timestamp the cache holds as 1.7e12 (f64) comes back as an integer.
                 let same = self
                     .policy_cache
                     .borrow()
                     .as_ref()
-                    .is_some_and(|p| &p.to_stored() == new);
+                    .is_some_and(|p| &Policy::from_stored(Some(new)).0 == p);
                 if !same {
                     self.set_policy_cache(None);
                 }

@@ -166,7 +166,16 @@ pub async fn items_for_many<S: Storage>(
     s: &S,
     prevs: Vec<Revision>,
 ) -> Result<Map<String, Value>, crate::env::EnvError> {
-    let got = s.get(Area::Local, &[BUDGET_KEY]).await?;
+    // The budget and the histories the new revisions go into, in one read.
+    let mut keys = vec![BUDGET_KEY.to_owned()];
+    for p in &prevs {
+        let k = history_key(&p.record.uuid);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got = s.get(Area::Local, &refs).await?;
     let mut budget = decode_budget(got.get(BUDGET_KEY));
     let mut histories: Map<String, Value> = Map::new();
     let mut loaded: std::collections::BTreeMap<String, History> = Default::default();
@@ -174,7 +183,7 @@ pub async fn items_for_many<S: Storage>(
         let uuid = prev.record.uuid.clone();
         let h = match loaded.remove(&uuid) {
             Some(h) => h,
-            None => load(s, &uuid).await?,
+            None => decode(&uuid, got.get(&history_key(&uuid))),
         };
         let own = push(h, prev);
         budget.insert(uuid.clone(), json!(own.bytes()));

@@ -276,7 +276,9 @@ impl Snapshot {
             return true;
         };
         match self.records.iter().find(|r| r.uuid == uuid) {
-            Some(r) => serde_json::to_value(r).is_ok_and(|v| &v == value),
+            // Decoded as `load_records` decodes it, not compared as JSON: storage gives back
+            // `createdAt: 1.7e12` (an f64 here) as an integer, and that must not look like news.
+            Some(r) => serde_json::from_value::<ScriptRecord>(value.clone()).is_ok_and(|d| &d == r),
             None => value.is_null() && !self.index.iter().any(|u| u == uuid),
         }
     }
