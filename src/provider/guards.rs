@@ -37,6 +37,12 @@ impl std::fmt::Display for AdmitError {
     }
 }
 
+/// The stored rate window as the limiter reads it (missing or damaged: empty).
+pub(crate) fn decode_window(v: Option<&Value>) -> RateWindow {
+    v.and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
 impl<E: Env> Provider<E> {
     /// Held while a script is read, checked and written.
     pub async fn write_lock(&self) -> MutexGuard<'_, ()> {
@@ -57,10 +63,13 @@ impl<E: Env> Provider<E> {
                     serde_json::to_value(&window).unwrap_or(Value::Null),
                 );
                 // Fail closed: a write whose slot cannot be recorded does not run.
+                self.rate_cache.set(None);
                 self.env
                     .set(Area::Session, m)
                     .await
-                    .map_err(|e| AdmitError::Storage(e.to_string()))
+                    .map_err(|e| AdmitError::Storage(e.to_string()))?;
+                self.rate_cache.set(Some(window));
+                Ok(())
             }
             Admission::Limited { retry_after_ms } => {
                 let secs = (retry_after_ms / 1000.0).ceil().max(1.0);
@@ -72,13 +81,18 @@ impl<E: Env> Provider<E> {
     }
 
     pub(crate) async fn rate_window(&self) -> RateWindow {
-        self.env
-            .get(Area::Session, &[keys::RATE_WINDOW])
-            .await
-            .ok()
-            .and_then(|m| m.get(keys::RATE_WINDOW).cloned())
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default()
+        if let Some(w) = self.rate_cache.get() {
+            return w;
+        }
+        let generation = self.rate_cache.generation();
+        match self.env.get(Area::Session, &[keys::RATE_WINDOW]).await {
+            Ok(m) => {
+                let w = decode_window(m.get(keys::RATE_WINDOW));
+                self.rate_cache.fill(generation, w.clone());
+                w
+            }
+            Err(_) => RateWindow::default(),
+        }
     }
 
     pub async fn writes_left(&self, caller: &str) -> usize {

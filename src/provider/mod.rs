@@ -65,6 +65,10 @@ pub struct Provider<E> {
     /// fill the cache with what it read.
     policy_gen: Cell<u64>,
     scripts_gen: Cell<u64>,
+    /// The rate window (`storage.session`) and Chrome's registration refusals, likewise: a
+    /// write and the `status` tool read them without a storage round trip.
+    rate_cache: state::Cached<crate::guard::rate_limit::RateWindow>,
+    registry_errors_cache: state::Cached<serde_json::Map<String, Value>>,
     registry: Cell<RegistryState>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
@@ -130,6 +134,8 @@ impl<E: Env> Provider<E> {
             scripts_cache: RefCell::new(None),
             policy_gen: Cell::new(0),
             scripts_gen: Cell::new(0),
+            rate_cache: Default::default(),
+            registry_errors_cache: Default::default(),
             registry: Cell::new(RegistryState::Unknown),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(BTreeMap::new()),
@@ -316,6 +322,57 @@ mod tests {
             "a foreign write drops it"
         );
         assert_eq!(block_on(p.scripts()).unwrap().records.len(), 1);
+    }
+
+    /// The rate window is read once and then kept: our own write's echo keeps it, anyone else's
+    /// change (a page clearing it, another copy of the worker) drops it.
+    #[test]
+    fn the_rate_window_cache_follows_storage() {
+        use crate::guard::rate_limit::MAX_WRITES;
+        let p = Provider::new(MemoryEnv::new());
+        for _ in 0..MAX_WRITES {
+            block_on(p.admit_write(HOST)).unwrap();
+        }
+        let stored = p.env.dump(Area::Session)[keys::RATE_WINDOW].clone();
+        let mut echo = Map::new();
+        echo.insert(
+            keys::RATE_WINDOW.into(),
+            MemoryEnv::as_chrome_returns(&stored),
+        );
+        p.storage_changed(Area::Session, &echo);
+        // Storage emptied WITHOUT a notification: only a cached window still refuses.
+        p.env.areas.borrow_mut().insert(Area::Session, Map::new());
+        assert!(
+            block_on(p.admit_write(HOST)).is_err(),
+            "the echo kept the window"
+        );
+        assert_eq!(block_on(p.writes_left(HOST)), 0);
+        // A foreign change (the window removed by a page) is read again.
+        let mut removed = Map::new();
+        removed.insert(keys::RATE_WINDOW.into(), Value::Null);
+        p.storage_changed(Area::Session, &removed);
+        assert_eq!(block_on(p.writes_left(HOST)), MAX_WRITES);
+        assert!(block_on(p.admit_write(HOST)).is_ok());
+    }
+
+    #[test]
+    fn the_registration_errors_cache_follows_storage() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(p.set_registration_errors(&[("u1".into(), "Invalid host.".into())], &[]));
+        let stored = p.env.dump(Area::Local)[keys::REGISTRY_ERRORS].clone();
+        let mut echo = Map::new();
+        echo.insert(keys::REGISTRY_ERRORS.into(), stored);
+        p.storage_changed(Area::Local, &echo);
+        p.env.areas.borrow_mut().insert(Area::Local, Map::new());
+        assert_eq!(
+            block_on(p.registration_errors()).len(),
+            1,
+            "the echo kept it"
+        );
+        let mut other = Map::new();
+        other.insert(keys::REGISTRY_ERRORS.into(), json!({"u2": "x", "u3": "y"}));
+        p.storage_changed(Area::Local, &other);
+        assert!(block_on(p.registration_errors()).is_empty(), "read again");
     }
 
     #[test]

@@ -43,6 +43,14 @@ pub enum SyncOutcome {
     Refused(String),
 }
 
+/// The stored refusals as read (missing or not an object: none).
+pub(crate) fn decode_errors(v: Option<&Value>) -> Map<String, Value> {
+    match v {
+        Some(Value::Object(o)) => o.clone(),
+        _ => Map::new(),
+    }
+}
+
 impl<E: Env> Provider<E> {
     pub fn registry_state(&self) -> RegistryState {
         self.registry.get()
@@ -105,16 +113,18 @@ impl<E: Env> Provider<E> {
 
     /// Chrome's refusals by script uuid, as recorded (empty when none or unreadable).
     pub async fn registration_errors(&self) -> Map<String, Value> {
-        self.env
-            .get(Area::Local, &[keys::REGISTRY_ERRORS])
-            .await
-            .ok()
-            .and_then(|mut m| m.remove(keys::REGISTRY_ERRORS))
-            .and_then(|v| match v {
-                Value::Object(o) => Some(o),
-                _ => None,
-            })
-            .unwrap_or_default()
+        if let Some(e) = self.registry_errors_cache.get() {
+            return e;
+        }
+        let generation = self.registry_errors_cache.generation();
+        match self.env.get(Area::Local, &[keys::REGISTRY_ERRORS]).await {
+            Ok(m) => {
+                let e = decode_errors(m.get(keys::REGISTRY_ERRORS));
+                self.registry_errors_cache.fill(generation, e.clone());
+                e
+            }
+            Err(_) => Map::new(),
+        }
     }
 
     /// Records refusals and clears the entries of scripts now fine (or deleted).
@@ -131,9 +141,14 @@ impl<E: Env> Provider<E> {
             return;
         }
         let mut m = Map::new();
-        m.insert(keys::REGISTRY_ERRORS.to_owned(), Value::Object(errors));
-        if let Err(e) = self.env.set(Area::Local, m).await {
-            self.note(format!("could not record a registration error: {e}"));
+        m.insert(
+            keys::REGISTRY_ERRORS.to_owned(),
+            Value::Object(errors.clone()),
+        );
+        self.registry_errors_cache.set(None);
+        match self.env.set(Area::Local, m).await {
+            Ok(()) => self.registry_errors_cache.set(Some(errors)),
+            Err(e) => self.note(format!("could not record a registration error: {e}")),
         }
     }
 

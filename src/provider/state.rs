@@ -31,6 +31,54 @@ impl std::fmt::Display for PolicyStoreError {
     }
 }
 
+/// A value the provider last read or wrote, exact in the same sense as the caches above: a
+/// change bumps the generation, and a load fills it only if no change came in meanwhile.
+pub(crate) struct Cached<T> {
+    value: std::cell::RefCell<Option<T>>,
+    generation: std::cell::Cell<u64>,
+}
+
+impl<T> Default for Cached<T> {
+    fn default() -> Self {
+        Cached {
+            value: std::cell::RefCell::new(None),
+            generation: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl<T: Clone + PartialEq> Cached<T> {
+    pub(crate) fn get(&self) -> Option<T> {
+        self.value.borrow().clone()
+    }
+
+    /// What a load must hand back to [`Cached::fill`].
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.get()
+    }
+
+    /// Fills the cache with what a load started at `generation` read, unless it changed since.
+    pub(crate) fn fill(&self, generation: u64, v: T) {
+        if self.generation.get() == generation {
+            *self.value.borrow_mut() = Some(v);
+        }
+    }
+
+    /// Our own write (`Some`), or a reason to read storage again (`None`).
+    pub(crate) fn set(&self, v: Option<T>) {
+        self.generation.set(self.generation.get().wrapping_add(1));
+        *self.value.borrow_mut() = v;
+    }
+
+    /// Storage now holds `stored` (as a reload would decode it): keep the cache if that is what
+    /// it says, else drop it.
+    pub(crate) fn storage_holds(&self, stored: &T) {
+        if self.value.borrow().as_ref() != Some(stored) {
+            self.set(None);
+        }
+    }
+}
+
 impl<E: Env> Provider<E> {
     /// The policy for a decision. A storage failure yields the safe default for decisions that
     /// only read (nobody authorized), never a panic.
@@ -157,11 +205,21 @@ impl<E: Env> Provider<E> {
     /// `chrome.storage.onChanged` for the local area: drops a cache entry whenever storage now
     /// holds something other than what the cache says (our own writes match and keep it).
     pub fn storage_changed(&self, area: Area, changes: &Map<String, Value>) {
+        if area == Area::Session {
+            if let Some(new) = changes.get(keys::RATE_WINDOW) {
+                self.rate_cache
+                    .storage_holds(&super::guards::decode_window(Some(new)));
+            }
+            return;
+        }
         if area != Area::Local {
             return;
         }
         for (key, new) in changes {
-            if key == crate::channel::token::KEY_STORAGE {
+            if key == keys::REGISTRY_ERRORS {
+                self.registry_errors_cache
+                    .storage_holds(&super::registry::decode_errors(Some(new)));
+            } else if key == crate::channel::token::KEY_STORAGE {
                 self.forget_channel_key();
             } else if key == keys::POLICY {
                 // Compared as a reload would read it: Chrome hands the value back as JSON,
