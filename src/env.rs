@@ -68,6 +68,21 @@ pub trait Capabilities {
     fn user_scripts_available(&self) -> bool;
 }
 
+/// What a `chrome.userScripts` call refused *synchronously* says about the "Allow User Scripts"
+/// toggle (Chromium 156; `tests/e2e/userscripts.test.mjs` flips it and probes): the binding checks that the
+/// API is available before it checks the arguments, so a call with a wrong argument type costs
+/// no round trip to the browser and still tells the two apart. `None`: a message not known here
+/// (the caller asks Chrome for real).
+pub fn availability_from(message: &str) -> Option<bool> {
+    if message.contains("No matching signature") || message.contains("Error in invocation of") {
+        Some(true)
+    } else if message.contains("is not available in this context") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// `chrome.userScripts`: what is registered to run. Every call may fail (the toggle is off, or was
 /// turned off while running), and the core treats that as "reconcile later", never as fatal.
 pub trait UserScripts {
@@ -636,5 +651,21 @@ mod tests {
         assert_eq!(timer_ms(-1.0), 0);
         assert_eq!(timer_ms(100.7), 100);
         assert_eq!(timer_ms(1e300), 2_147_483_647);
+    }
+}
+
+#[cfg(test)]
+mod availability_tests {
+    use super::availability_from;
+
+    /// The messages Chromium 156 throws, word for word (a provider page, toggle on, then off).
+    #[test]
+    fn chromes_synchronous_refusals_tell_the_toggle() {
+        let on = "Error in invocation of userScripts.getScripts(optional userScripts.UserScriptFilter filter, optional function callback): No matching signature.";
+        let off = "'userScripts.getScripts' is not available in this context.";
+        assert_eq!(availability_from(on), Some(true));
+        assert_eq!(availability_from(off), Some(false));
+        assert_eq!(availability_from("Extension context invalidated."), None);
+        assert_eq!(availability_from(""), None);
     }
 }

@@ -99,6 +99,21 @@ impl Capabilities for ChromeEnv {
         let Ok(api) = user_scripts_api() else {
             return false;
         };
+        // First without a browser round trip: an argument of the wrong type is refused by the
+        // binding in this process, after its availability check (see `env::availability_from`).
+        match api.get_scripts(&JsValue::from_f64(0.0)) {
+            Err(e) => {
+                if let Some(known) = crate::env::availability_from(&js_error("", e).0) {
+                    return known;
+                }
+            }
+            Ok(p) => {
+                IGNORE.with(|f| {
+                    let _ = p.catch(f);
+                });
+                return true;
+            }
+        }
         match api.get_scripts(&ids_filter(&["lumo-availability-check".to_owned()])) {
             Ok(p) => {
                 // Swallow a late rejection so it does not surface as an unhandled error.
