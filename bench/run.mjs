@@ -224,7 +224,8 @@ async function restartProvider(browser, host) {
  * Where a call's time goes at this scale, timed from a provider page (median of 5): the browser
  * calls the provider makes — getScripts() of everything (its "is chrome.userScripts available"
  * check), getScripts({ids}) and update() of one script (a write's registration) — and the
- * storage read of every record that list_scripts and write_script's identity check make.
+ * storage read of every record that list_scripts and write_script's identity check make — and
+ * a write's floor: the browser calls a write must make, one after another, without the provider.
  */
 function parts(page, uuid) {
   return page.eval(async (uuid) => {
@@ -239,6 +240,25 @@ function parts(page, uuid) {
       getAllScripts: await median(() => chrome.userScripts.getScripts()),
       getOne: await median(() => chrome.userScripts.getScripts({ ids: [uuid] })),
       updateOne: await median(async () => chrome.userScripts.update(registration)),
+      // The browser calls a write cannot do without, in its order: the rate-limit slot
+      // (storage.session), the record + source + history + pending audit entry in one set, the
+      // registration, the audit entry. Same sizes as the provider's, under keys of their own
+      // (a value changes every time: Chrome skips writing what did not change).
+      writeFloor: await (async () => {
+        const u = uuid;
+        const got = await chrome.storage.local.get([`script/${u}`, `source/${u}`, `history/${u}`, "audit/0"]);
+        let k = 0;
+        return median(async () => {
+          k++;
+          await chrome.storage.session.set({ "bench/rate": { [chrome.runtime.id]: [Date.now(), k] } });
+          await chrome.storage.local.set({
+            "bench/record": { ...got[`script/${u}`], k }, "bench/source": `${got[`source/${u}`]}//${k}`,
+            "bench/history": { ...got[`history/${u}`], k }, "bench/pending": { at: Date.now(), k },
+          });
+          await chrome.userScripts.update(registration);
+          await chrome.storage.local.set({ "bench/audit": [...(got["audit/0"] ?? []), k] });
+        });
+      })(),
       readAllRecords: await median(() => chrome.storage.local.get(index.uuids.map((u) => `script/${u}`))),
     };
   }, uuid);
@@ -394,9 +414,9 @@ function report(r) {
       ms(S(s.write).median), ms(net(s.write, s.writePing)), times(ratio(S(s.write).median, S(base.write).median)), ms(s.firstWrite)];
   })));
   console.log("\nWhere the time goes (medians, ms, timed from a provider page; memory: the worker after GC):\n");
-  console.log(table(["stored", "userScripts.getScripts()", "getScripts({ids: [one]})", "update([one])", "storage get all records", "JS heap", "wasm memory"], SCALES.map((n) => {
+  console.log(table(["stored", "userScripts.getScripts()", "getScripts({ids: [one]})", "update([one])", "a write's Chrome calls", "storage get all records", "JS heap", "wasm memory"], SCALES.map((n) => {
     const s = r.scale.byCount[n];
-    return [String(n), ms(s.parts.getAllScripts), ms(s.parts.getOne), ms(s.parts.updateOne), ms(s.parts.readAllRecords), kib(s.memory.jsHeapUsed), kib(s.memory.wasmMemory)];
+    return [String(n), ms(s.parts.getAllScripts), ms(s.parts.getOne), ms(s.parts.updateOne), ms(s.parts.writeFloor), ms(s.parts.readAllRecords), kib(s.memory.jsHeapUsed), kib(s.memory.wasmMemory)];
   })));
   console.log(`\nBaseline worker: JS heap ${kib(r.baselineMemory.jsHeapUsed)}.`);
   console.log(`Size: wasm ${kib(r.size.wasmRaw)} raw, ${kib(r.size.wasmGzip)} gzip; loader dist/wasm/bytes.js ${kib(r.size.loaderRaw)} raw, ${kib(r.size.loaderGzip)} gzip.`);
@@ -414,7 +434,7 @@ function report(r) {
     goal("cold start ≤ 1.25× baseline", ratio(coldP.median, m(cold("baseline"))), (x) => x <= 1.25, times),
     goal("cold start p95 < 100 ms", coldP.p95, (x) => x < 100, (x) => `${ms(x)} ms`),
     ...SCALES.map((n) => goal(`write at ${n} stored ≤ 1.10× Chrome's update([one])`, ratio(m(at(n).write), at(n).parts.updateOne), (x) => x <= 1.1, times,
-      `floor: update([one]) ${ms(at(n).parts.updateOne)} ms, write ${ms(m(at(n).write))} ms`)),
+      `floor: update([one]) ${ms(at(n).parts.updateOne)} ms; the Chrome calls a write must make ${ms(at(n).parts.writeFloor)} ms (write ${times(ratio(m(at(n).write), at(n).parts.writeFloor))} of it); write ${ms(m(at(n).write))} ms`)),
     goal(`provider's share of a write flat: at ${SCALES.at(-1)} ≤ 1.2× at ${SCALES[0]}`, ratio(own(SCALES.at(-1)), own(SCALES[0])), (x) => x <= 1.2, times,
       `share ${ms(own(SCALES[0]))} → ${ms(own(SCALES.at(-1)))} ms`),
     goal("list_scripts page of 50 at 1,000 ≤ 1.2× at 100", ratio(m(at(1000).list), m(at(100).list)), (x) => x <= 1.2, times,
