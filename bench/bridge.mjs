@@ -134,9 +134,10 @@ try {
   }
   const listed = (await tool("list_scripts")).structuredContent;
   const portListed = (await host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name: "list_scripts", arguments: {} } })).result.structuredContent;
-  const count = (s) => (s?.scripts ?? s?.items ?? []).length;
+  // Both paths must reach the same tool walk: the same page of the scripts just written.
+  if (listed?.scripts?.length !== SCRIPTS) throw new Error(`list_scripts through the bridge: ${JSON.stringify(listed)}`);
   if (JSON.stringify(listed) !== JSON.stringify(portListed)) throw new Error("list_scripts differs between the bridge and the port");
-  results.meta.listed = count(listed);
+  results.meta.listed = listed.scripts.length;
   results.meta.listBytes = JSON.stringify(listed).length;
 
   // ------------------------------------------------------------ the interleaved rounds
@@ -173,13 +174,15 @@ try {
   const linkUp = (await tool("bridge_status")).structuredContent.connected;
   if (linkUp !== true) throw new Error("the link to the extension dropped during the run");
   results.samples = s;
+} catch (e) {
+  e.message += `\nthe bridge's stderr:\n${bridgeLog}`;
+  throw e;
 } finally {
   load.after = loadavg();
   await client.close().catch(() => {});
   await browser.close();
   rmSync(state, { recursive: true, force: true });
 }
-if (!results.samples) throw new Error(`no samples; the bridge said:\n${bridgeLog}`);
 
 // ---------------------------------------------------------------- report
 

@@ -2,7 +2,8 @@
 # The bench (not a test): builds dist/ and the bridge, then measures the provider against a
 # no-logic baseline provider in headless Chromium (bench/run.mjs). Prints the tables and goals and
 # writes bench/out/<timestamp>.json and bench/out/latest.json (bench/bridge.mjs: bridge-*.json).
-#   BENCH_NO_BUILD=1  measure dist/ as it is (LUMO_DIST=path measures another build)
+#   BENCH_NO_BUILD=1  measure dist/ and target/bridge/lumo-bridge as they are (LUMO_DIST=path,
+#                     LUMO_BRIDGE_BIN=path measure other builds)
 #   BENCH_QUICK=1     smoke run with tiny sample counts, for editing the bench; not for numbers
 set -euo pipefail
 cd "$(dirname "$0")/.."
