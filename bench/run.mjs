@@ -445,7 +445,7 @@ function report(r) {
   console.log("\n" + table(["goal", "measured", "", "floor / detail"], goals.map((g) => [g.goal, g.shown, g.pass ? "PASS" : "MISS", g.floor])));
   const mem = at(SCALES.at(-1)).memory;
   console.log(`Reported, no goal: worker at ${SCALES.at(-1)} scripts: JS heap ${kib(mem.jsHeapUsed)}, wasm memory ${kib(mem.wasmMemory)}. ` +
-    "try_script vs bare execute: bench/try.mjs below; page-load cost of a GM script with values: bench/gm-values.mjs below. Not measured yet: bridge round trip beside the port's.");
+    "try_script vs bare execute: bench/try.mjs below; page-load cost of a GM script with values: bench/gm-values.mjs below; the bridge round trip beside the port's: bench/bridge.mjs below.");
   return goals.map(({ goal, value, pass }) => ({ goal, value, pass }));
 }
 
