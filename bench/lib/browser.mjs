@@ -139,7 +139,7 @@ export class Browser {
   }
 
   /** Stops the extension's service worker (CDP ServiceWorker.stopWorker) and waits until it is. */
-  async stopWorker(extensionId, timeout = 5000) {
+  async stopWorker(extensionId, timeout = 15_000) { // a loaded machine has taken more than 5 s
     const v = this.version(extensionId);
     if (v && v.runningStatus !== "stopped") await this.cdp.send("ServiceWorker.stopWorker", { versionId: v.versionId }, this.swSession);
     await this.until(() => (this.version(extensionId)?.runningStatus ?? "stopped") === "stopped", timeout, `worker of ${extensionId} stopped`);
