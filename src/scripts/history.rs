@@ -176,6 +176,30 @@ pub async fn items_for_many<S: Storage>(
     }
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let got = s.get(Area::Local, &refs).await?;
+    items_from(s, prevs, &got).await
+}
+
+/// The keys [`items_for_read`] needs read for one script: read them with the script's own.
+pub fn keys_for(uuid: &str) -> [String; 2] {
+    [BUDGET_KEY.to_owned(), history_key(uuid)]
+}
+
+/// [`items_for`] from a `get` that already holds [`keys_for`] the script (one read less).
+pub async fn items_for_read<S: Storage>(
+    s: &S,
+    prev: Revision,
+    got: &Map<String, Value>,
+) -> Result<Map<String, Value>, crate::env::EnvError> {
+    items_from(s, vec![prev], got).await
+}
+
+/// `got` holds the budget and every history of `prevs` as storage has them (a key missing:
+/// not stored).
+async fn items_from<S: Storage>(
+    s: &S,
+    prevs: Vec<Revision>,
+    got: &Map<String, Value>,
+) -> Result<Map<String, Value>, crate::env::EnvError> {
     let mut budget = decode_budget(got.get(BUDGET_KEY));
     let mut histories: Map<String, Value> = Map::new();
     let mut loaded: std::collections::BTreeMap<String, History> = Default::default();

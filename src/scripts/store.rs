@@ -376,6 +376,15 @@ pub async fn load_with_source<S: Storage>(
 ) -> Result<(ScriptRecord, String), ScriptError> {
     let (rk, sk) = (record_key(uuid), source_key(uuid));
     let got = s.get(Area::Local, &[&rk, &sk]).await.map_err(storage_err)?;
+    decode_with_source(&got, uuid)
+}
+
+/// The record and source of `uuid` from a `get` that asked for them.
+fn decode_with_source(
+    got: &Map<String, Value>,
+    uuid: &str,
+) -> Result<(ScriptRecord, String), ScriptError> {
+    let (rk, sk) = (record_key(uuid), source_key(uuid));
     let record = match got
         .get(&rk)
         .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
@@ -430,16 +439,30 @@ pub(crate) fn check_identity(
 /// Stores a new version in one `set`: its record, its source (when it changed), the index (when
 /// it changed), the `@require`/`@resource` bytes not stored yet (then within the quota bound)
 /// and, for an update, the version it replaces appended to the history.
+/// The revision a save replaces, and what was already read of its history (`history::keys_for`).
+struct Replaced<'a> {
+    prev: Revision,
+    read: Option<&'a Map<String, Value>>,
+}
+
 async fn save<S: Storage>(
     s: &S,
     record: &ScriptRecord,
     source: Option<&str>,
     index: Option<&[String]>,
-    prev: Option<Revision>,
+    prev: Option<Replaced<'_>>,
     blobs: Map<String, Value>,
 ) -> Result<(), ScriptError> {
     let mut items = match prev {
-        Some(prev) => history::items_for(s, prev).await.map_err(storage_err)?,
+        Some(Replaced {
+            prev,
+            read: Some(got),
+        }) => history::items_for_read(s, prev, got)
+            .await
+            .map_err(storage_err)?,
+        Some(Replaced { prev, read: None }) => {
+            history::items_for(s, prev).await.map_err(storage_err)?
+        }
         None => Map::new(),
     };
     let check_quota = !blobs.is_empty();
@@ -526,7 +549,14 @@ pub async fn replace<E: Storage + Clock + Http>(
 ) -> Result<Change, ScriptError> {
     let actor = actor.into();
     let (meta, diagnostics) = validate(source, max_bytes)?;
-    let (current, old_source) = load_with_source(env, uuid).await?;
+    // The script and its history in one read: a write makes as few round trips as it can.
+    let [budget_key, history_key] = history::keys_for(uuid);
+    let (rk, sk) = (record_key(uuid), source_key(uuid));
+    let got = env
+        .get(Area::Local, &[&rk, &sk, &budget_key, &history_key])
+        .await
+        .map_err(storage_err)?;
+    let (current, old_source) = decode_with_source(&got, uuid)?;
     check_revision(&current, Some(expected))?;
     check_identity(&snap.records, &meta, Some(uuid))?;
     // Only URLs the current version does not hold are fetched; the rest keep their bytes.
@@ -547,7 +577,11 @@ pub async fn replace<E: Storage + Clock + Http>(
         record: current,
         source: old_source,
     };
-    save(env, &record, Some(source), None, Some(prev), items).await?;
+    let replaced = Replaced {
+        prev,
+        read: Some(&got),
+    };
+    save(env, &record, Some(source), None, Some(replaced), items).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
@@ -662,7 +696,8 @@ pub async fn set_enabled<E: Storage + Clock>(
         record: current,
         source: source.clone(),
     };
-    save(env, &record, None, None, Some(prev), Map::new()).await?;
+    let replaced = Replaced { prev, read: None };
+    save(env, &record, None, None, Some(replaced), Map::new()).await?;
     Ok(Change {
         record,
         source,
