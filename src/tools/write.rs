@@ -28,6 +28,7 @@ pub(crate) async fn run_write<E: Env>(
         target: j.target.or_else(|| named.clone()),
         ..j
     });
+    let mut began = false;
     let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
         (Some(_), Err(e), _) => Executed {
             result: Err(ToolError::new(
@@ -42,20 +43,29 @@ pub(crate) async fn run_write<E: Env>(
         },
         (_, _, Ok(snap)) => {
             p.registry_write_begins().await;
+            began = true;
             let env = Journaled::new(&p.env, journal.clone());
-            let done = write_locked(p, &env, actor, args, &snap).await;
-            p.registry_write_ends().await;
-            done
+            write_locked(p, &env, actor, args, &snap).await
         }
     };
     let done = Executed {
         target: done.target.or(named),
         ..done
     };
-    if let Some(j) = journal {
-        p.audit_final(&super::finished(&j, &done, p.env.now_ms()))
-            .await;
-    }
+    // Both after the registration, still under the write lock, and independent of each other
+    // (session flag, audit log): one round trip of waiting instead of two.
+    let ends = async {
+        if began {
+            p.registry_write_ends().await;
+        }
+    };
+    let audited = async {
+        if let Some(j) = &journal {
+            p.audit_final(&super::finished(j, &done, p.env.now_ms()))
+                .await;
+        }
+    };
+    futures::join!(ends, audited);
     done
 }
 
