@@ -125,17 +125,67 @@ async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, AuditError> {
         .get(Area::Local, &[&key])
         .await
         .map_err(AuditError::Storage)?;
-    Ok(got
-        .get(&key)
-        .and_then(|v| serde_json::from_value::<Head>(v.clone()).ok())
+    Ok(decode_head(got.get(&key)))
+}
+
+fn decode_head(v: Option<&Value>) -> Head {
+    v.and_then(|v| serde_json::from_value::<Head>(v.clone()).ok())
         // A head that cannot be right (or would overflow) starts the log over rather than panic.
         .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS && h.last < u64::MAX / 2)
-        .unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// Each ring's head and newest chunk as the provider last read or wrote them, so an append is
+/// one `set` instead of two reads and a `set`. Exact like the provider's other caches: every
+/// append goes through it (under the audit lock), and [`Tail::storage_changed`] forgets a ring
+/// when storage holds anything else there.
+#[derive(Debug, Default)]
+pub struct Tail {
+    rings: std::cell::RefCell<[Option<(Head, Vec<Entry>)>; 2]>,
+}
+
+impl Tail {
+    fn slot(ring: Ring) -> usize {
+        match ring {
+            Ring::Effects => 0,
+            Ring::Refusals => 1,
+        }
+    }
+
+    fn take(&self, ring: Ring) -> Option<(Head, Vec<Entry>)> {
+        self.rings.borrow_mut()[Self::slot(ring)].take()
+    }
+
+    fn put(&self, ring: Ring, tail: (Head, Vec<Entry>)) {
+        self.rings.borrow_mut()[Self::slot(ring)] = Some(tail);
+    }
+
+    /// `chrome.storage.onChanged` for a local key: keeps a ring whose head and newest chunk are
+    /// still what storage holds (compared as decoded: the echo of our own append), else forgets it.
+    pub fn storage_changed(&self, key: &str, new: &Value) {
+        for ring in [Ring::Effects, Ring::Refusals] {
+            let mut rings = self.rings.borrow_mut();
+            let slot = &mut rings[Self::slot(ring)];
+            let Some((h, chunk)) = slot.as_ref() else {
+                continue;
+            };
+            let same = if key == ring.head_key() {
+                decode_head(Some(new)) == *h
+            } else if key == ring.chunk_key(h.last) {
+                decode_chunk(Some(new)) == *chunk
+            } else {
+                true
+            };
+            if !same {
+                *slot = None;
+            }
+        }
+    }
 }
 
 /// Appends one entry to its ring. The caller serializes appends (the provider's audit lock).
-pub async fn append<S: Storage>(s: &S, entry: &Entry) -> Result<(), AuditError> {
-    append_with(s, entry, Map::new()).await
+pub async fn append<S: Storage>(s: &S, entry: &Entry, tail: &Tail) -> Result<(), AuditError> {
+    append_with(s, entry, Map::new(), tail).await
 }
 
 /// Appends one entry and writes `extra` in the same atomic `set`.
@@ -143,15 +193,22 @@ async fn append_with<S: Storage>(
     s: &S,
     entry: &Entry,
     mut items: Map<String, Value>,
+    tail: &Tail,
 ) -> Result<(), AuditError> {
     let ring = Ring::of(entry);
-    let mut h = head(s, ring).await?;
-    let key = ring.chunk_key(h.last);
-    let got = s
-        .get(Area::Local, &[&key])
-        .await
-        .map_err(AuditError::Storage)?;
-    let mut chunk = decode_chunk(got.get(&key));
+    // Taken out: if this append fails half-way, the ring is read again next time.
+    let (mut h, mut chunk) = match tail.take(ring) {
+        Some(t) => t,
+        None => {
+            let h = head(s, ring).await?;
+            let key = ring.chunk_key(h.last);
+            let got = s
+                .get(Area::Local, &[&key])
+                .await
+                .map_err(AuditError::Storage)?;
+            (h, decode_chunk(got.get(&key)))
+        }
+    };
     let mut drop = None;
     if chunk.len() >= CHUNK {
         h.last += 1;
@@ -173,6 +230,7 @@ async fn append_with<S: Storage>(
     s.set(Area::Local, items)
         .await
         .map_err(AuditError::Storage)?;
+    tail.put(ring, (h, chunk));
     if let Some(k) = drop {
         let _ = s.remove(Area::Local, &[&k]).await;
     }
@@ -207,15 +265,18 @@ fn cleared() -> Value {
 
 /// Finalizes the write in progress: appends its entry (with its result) and clears the pending
 /// slot in one atomic `set`.
-pub async fn finalize<S: Storage>(s: &S, entry: &Entry) -> Result<(), AuditError> {
+pub async fn finalize<S: Storage>(s: &S, entry: &Entry, tail: &Tail) -> Result<(), AuditError> {
     let mut items = Map::new();
     items.insert(PENDING_KEY.to_owned(), cleared());
-    append_with(s, entry, items).await
+    append_with(s, entry, items, tail).await
 }
 
 /// At worker start (or before the first write of a worker): a pending entry left by a worker
 /// that stopped mid-write is finalized as [`INTERRUPTED`]. Returns it, if there was one.
-pub async fn finalize_interrupted<S: Storage>(s: &S) -> Result<Option<Entry>, AuditError> {
+pub async fn finalize_interrupted<S: Storage>(
+    s: &S,
+    tail: &Tail,
+) -> Result<Option<Entry>, AuditError> {
     let got = s
         .get(Area::Local, &[PENDING_KEY])
         .await
@@ -226,7 +287,7 @@ pub async fn finalize_interrupted<S: Storage>(s: &S) -> Result<Option<Entry>, Au
     match serde_json::from_value::<Entry>(v.clone()) {
         Ok(mut e) => {
             e.result = INTERRUPTED.to_owned();
-            finalize(s, &e).await?;
+            finalize(s, &e, tail).await?;
             Ok(Some(e))
         }
         // Cleared, or damaged beyond reading: nothing to record.
@@ -344,7 +405,7 @@ mod tests {
     fn appends_newest_first_and_stays_bounded() {
         let env = MemoryEnv::new();
         for i in 0..(MAX_ENTRIES + 250) {
-            block_on(append(&env, &entry(i))).unwrap();
+            block_on(append(&env, &entry(i), &Tail::default())).unwrap();
         }
         let all = block_on(read_all(&env)).unwrap();
         assert!(
@@ -365,8 +426,8 @@ mod tests {
     #[test]
     fn damaged_log_is_read_around() {
         let env = MemoryEnv::new();
-        block_on(append(&env, &entry(1))).unwrap();
-        block_on(append(&env, &entry(2))).unwrap();
+        block_on(append(&env, &entry(1), &Tail::default())).unwrap();
+        block_on(append(&env, &entry(2), &Tail::default())).unwrap();
         env.areas
             .borrow_mut()
             .get_mut(&Area::Local)
@@ -383,7 +444,7 @@ mod tests {
             .unwrap()
             .insert(HEAD_KEY.into(), serde_json::json!("junk"));
         assert_eq!(block_on(read_all(&env)).unwrap().len(), 2);
-        block_on(append(&env, &entry(3))).unwrap();
+        block_on(append(&env, &entry(3), &Tail::default())).unwrap();
         assert_eq!(block_on(read_all(&env)).unwrap()[0].at, 3.0);
     }
 
@@ -397,9 +458,9 @@ mod tests {
     #[test]
     fn refusals_never_evict_the_record_of_a_write() {
         let env = MemoryEnv::new();
-        block_on(append(&env, &entry(0))).unwrap();
+        block_on(append(&env, &entry(0), &Tail::default())).unwrap();
         for i in 1..=1200 {
-            block_on(append(&env, &refusal(i))).unwrap();
+            block_on(append(&env, &refusal(i), &Tail::default())).unwrap();
         }
         let all = block_on(read_all(&env)).unwrap();
         assert!(
@@ -441,20 +502,28 @@ mod tests {
         assert_eq!(stored[PENDING_KEY]["result"], "PENDING");
         assert_eq!(stored[PENDING_KEY]["target"], "u1");
         // The worker stops here. The next one finalizes it once.
-        let e = block_on(finalize_interrupted(&env)).unwrap().unwrap();
+        let e = block_on(finalize_interrupted(&env, &Tail::default()))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (e.result.as_str(), e.target.as_deref()),
             (INTERRUPTED, Some("u1"))
         );
-        assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);
+        assert_eq!(
+            block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
+            None
+        );
         let all = block_on(read_all(&env)).unwrap();
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].result, INTERRUPTED);
         // A finished write clears the slot in the same set that records it.
         let j = Journaled::new(&env, Some(entry(6)));
         block_on(j.set(Area::Local, items)).unwrap();
-        block_on(finalize(&env, &entry(6))).unwrap();
-        assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);
+        block_on(finalize(&env, &entry(6), &Tail::default())).unwrap();
+        assert_eq!(
+            block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
+            None
+        );
         assert_eq!(block_on(read_all(&env)).unwrap().len(), 2);
         // A damaged slot is cleared, never a panic.
         env.areas
@@ -462,7 +531,10 @@ mod tests {
             .get_mut(&Area::Local)
             .unwrap()
             .insert(PENDING_KEY.into(), serde_json::json!([1, 2]));
-        assert_eq!(block_on(finalize_interrupted(&env)).unwrap(), None);
+        assert_eq!(
+            block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
+            None
+        );
         assert_eq!(env.dump(Area::Local)[PENDING_KEY], serde_json::json!({}));
     }
 }

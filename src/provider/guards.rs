@@ -108,7 +108,7 @@ impl<E: Env> Provider<E> {
             return Ok(());
         }
         let _guard = self.audit_lock.lock().await;
-        audit::finalize_interrupted(&self.env).await?;
+        audit::finalize_interrupted(&self.env, &self.audit_tail).await?;
         self.journal_settled.set(true);
         Ok(())
     }
@@ -125,7 +125,7 @@ impl<E: Env> Provider<E> {
     /// the next write settles it (as INTERRUPTED) before it runs.
     pub async fn audit_final(&self, entry: &Entry) {
         let _guard = self.audit_lock.lock().await;
-        if let Err(e) = audit::finalize(&self.env, entry).await {
+        if let Err(e) = audit::finalize(&self.env, entry, &self.audit_tail).await {
             self.journal_settled.set(false);
             self.note(format!(
                 "audit entry not saved ({} {}): {e}",
@@ -138,7 +138,7 @@ impl<E: Env> Provider<E> {
     /// the provider's log for the user to see.
     pub async fn audit(&self, entry: &Entry) {
         let _guard = self.audit_lock.lock().await;
-        if let Err(e) = audit::append(&self.env, entry).await {
+        if let Err(e) = audit::append(&self.env, entry, &self.audit_tail).await {
             self.note(format!(
                 "audit entry not saved ({} {}): {e}",
                 entry.tool, entry.result

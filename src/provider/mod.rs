@@ -69,6 +69,8 @@ pub struct Provider<E> {
     /// write and the `status` tool read them without a storage round trip.
     rate_cache: state::Cached<crate::guard::rate_limit::RateWindow>,
     registry_errors_cache: state::Cached<serde_json::Map<String, Value>>,
+    /// The audit rings' heads and newest chunks (`guard::audit::Tail`).
+    pub(crate) audit_tail: crate::guard::audit::Tail,
     registry: Cell<RegistryState>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
@@ -136,6 +138,7 @@ impl<E: Env> Provider<E> {
             scripts_gen: Cell::new(0),
             rate_cache: Default::default(),
             registry_errors_cache: Default::default(),
+            audit_tail: Default::default(),
             registry: Cell::new(RegistryState::Unknown),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(BTreeMap::new()),
@@ -353,6 +356,66 @@ mod tests {
         p.storage_changed(Area::Session, &removed);
         assert_eq!(block_on(p.writes_left(HOST)), MAX_WRITES);
         assert!(block_on(p.admit_write(HOST)).is_ok());
+    }
+
+    /// An append is one `set` once the ring's tail is known; a change by another hand (the log
+    /// rewritten in devtools) is read again before the next append, never overwritten.
+    #[test]
+    fn the_audit_tail_follows_storage() {
+        use crate::guard::audit::{self, Entry};
+        let p = Provider::new(MemoryEnv::new());
+        let entry = |at: f64| Entry {
+            at,
+            tool: "write_script".into(),
+            caller: HOST.into(),
+            result: "ok".into(),
+            target: None,
+            digest: String::new(),
+        };
+        let echo = |p: &Provider<MemoryEnv>| {
+            let local = p.env.dump(Area::Local);
+            let changes: Map<String, Value> = local
+                .iter()
+                .filter(|(k, _)| k.starts_with("audit/"))
+                .map(|(k, v)| (k.clone(), MemoryEnv::as_chrome_returns(v)))
+                .collect();
+            p.storage_changed(Area::Local, &changes);
+        };
+        let ats = |p: &Provider<MemoryEnv>| -> Vec<f64> {
+            block_on(audit::read_all(&p.env))
+                .unwrap()
+                .iter()
+                .map(|e| e.at)
+                .collect()
+        };
+        block_on(p.audit(&entry(1.0)));
+        echo(&p);
+        block_on(p.audit(&entry(2.0)));
+        echo(&p);
+        // Changed WITHOUT a notification: only a kept tail ignores it.
+        p.env
+            .areas
+            .borrow_mut()
+            .get_mut(&Area::Local)
+            .unwrap()
+            .insert("audit/0".into(), json!([]));
+        block_on(p.audit(&entry(3.0)));
+        assert_eq!(ats(&p), [3.0, 2.0, 1.0], "the echo kept the tail");
+        // Another hand's change, notified: read again, kept.
+        let mut foreign = Map::new();
+        foreign.insert(
+            "audit/0".into(),
+            serde_json::to_value([entry(9.0)]).unwrap(),
+        );
+        block_on(crate::env::Storage::set(
+            &p.env,
+            Area::Local,
+            foreign.clone(),
+        ))
+        .unwrap();
+        p.storage_changed(Area::Local, &foreign);
+        block_on(p.audit(&entry(10.0)));
+        assert_eq!(ats(&p), [10.0, 9.0]);
     }
 
     #[test]

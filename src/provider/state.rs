@@ -216,7 +216,9 @@ impl<E: Env> Provider<E> {
             return;
         }
         for (key, new) in changes {
-            if key == keys::REGISTRY_ERRORS {
+            if key.starts_with("audit/") {
+                self.audit_tail.storage_changed(key, new);
+            } else if key == keys::REGISTRY_ERRORS {
                 self.registry_errors_cache
                     .storage_holds(&super::registry::decode_errors(Some(new)));
             } else if key == crate::channel::token::KEY_STORAGE {
