@@ -135,46 +135,47 @@ fn decode_head(v: Option<&Value>) -> Head {
         .unwrap_or_default()
 }
 
+/// A ring's head and its newest chunk.
+type RingTail = (Head, Vec<Entry>);
+
 /// Each ring's head and newest chunk as the provider last read or wrote them, so an append is
 /// one `set` instead of two reads and a `set`. Exact like the provider's other caches: every
 /// append goes through it (under the audit lock), and [`Tail::storage_changed`] forgets a ring
 /// when storage holds anything else there.
 #[derive(Debug, Default)]
 pub struct Tail {
-    rings: std::cell::RefCell<[Option<(Head, Vec<Entry>)>; 2]>,
+    effects: std::cell::RefCell<Option<RingTail>>,
+    refusals: std::cell::RefCell<Option<RingTail>>,
 }
 
 impl Tail {
-    fn slot(ring: Ring) -> usize {
+    fn cell(&self, ring: Ring) -> &std::cell::RefCell<Option<RingTail>> {
         match ring {
-            Ring::Effects => 0,
-            Ring::Refusals => 1,
+            Ring::Effects => &self.effects,
+            Ring::Refusals => &self.refusals,
         }
     }
 
-    fn take(&self, ring: Ring) -> Option<(Head, Vec<Entry>)> {
-        self.rings.borrow_mut()[Self::slot(ring)].take()
+    fn take(&self, ring: Ring) -> Option<RingTail> {
+        self.cell(ring).borrow_mut().take()
     }
 
-    fn put(&self, ring: Ring, tail: (Head, Vec<Entry>)) {
-        self.rings.borrow_mut()[Self::slot(ring)] = Some(tail);
+    fn put(&self, ring: Ring, tail: RingTail) {
+        *self.cell(ring).borrow_mut() = Some(tail);
     }
 
     /// `chrome.storage.onChanged` for a local key: keeps a ring whose head and newest chunk are
     /// still what storage holds (compared as decoded: the echo of our own append), else forgets it.
     pub fn storage_changed(&self, key: &str, new: &Value) {
         for ring in [Ring::Effects, Ring::Refusals] {
-            let mut rings = self.rings.borrow_mut();
-            let slot = &mut rings[Self::slot(ring)];
-            let Some((h, chunk)) = slot.as_ref() else {
-                continue;
-            };
-            let same = if key == ring.head_key() {
-                decode_head(Some(new)) == *h
-            } else if key == ring.chunk_key(h.last) {
-                decode_chunk(Some(new)) == *chunk
-            } else {
-                true
+            let mut slot = self.cell(ring).borrow_mut();
+            let same = match slot.as_ref() {
+                None => true,
+                Some((h, _)) if key == ring.head_key() => decode_head(Some(new)) == *h,
+                Some((h, chunk)) if key == ring.chunk_key(h.last) => {
+                    decode_chunk(Some(new)) == *chunk
+                }
+                Some(_) => true,
             };
             if !same {
                 *slot = None;
