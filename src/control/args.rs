@@ -10,7 +10,8 @@ use serde_json::Value;
 
 /// The value when it has type `T`; `None` for anything else (null included).
 pub fn loose<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+    // Through `&Value`: the one way this crate reads a `Value` into a type (no owned copy).
+    Ok(T::deserialize(&Value::deserialize(d)?).ok())
 }
 
 /// A field whose absence means something (a default) and whose wrong type is refused: absent or
@@ -27,7 +28,7 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Arg<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(match Value::deserialize(d)? {
             Value::Null => Arg::Absent,
-            v => serde_json::from_value(v).map_or(Arg::Wrong, Arg::Is),
+            v => T::deserialize(&v).map_or(Arg::Wrong, Arg::Is),
         })
     }
 }

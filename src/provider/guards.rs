@@ -77,7 +77,7 @@ impl<E: Env> Provider<E> {
             .await
             .ok()
             .and_then(|m| m.get(keys::RATE_WINDOW).cloned())
-            .and_then(|v| serde_json::from_value(v).ok())
+            .and_then(|v| serde::Deserialize::deserialize(&v).ok())
             .unwrap_or_default()
     }
 

@@ -94,7 +94,7 @@ pub fn decode(uuid: &str, v: Option<&Value>) -> History {
         return h;
     };
     for (i, item) in items.iter().enumerate() {
-        match serde_json::from_value::<Revision>(item.clone()) {
+        match <Revision as serde::Deserialize>::deserialize(item) {
             Ok(r) if r.record.uuid != uuid => h
                 .problems
                 .push(format!("revision entry {i} names another script; skipped")),

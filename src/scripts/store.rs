@@ -333,7 +333,7 @@ async fn load_records<S: Storage>(
     for (uuid, key) in index.iter().zip(&keys) {
         match got
             .get(key)
-            .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+            .map(<ScriptRecord as serde::Deserialize>::deserialize)
         {
             Some(Ok(r)) if &r.uuid == uuid => records.push(r),
             Some(Ok(_)) => problems.push(Problem {
@@ -358,7 +358,7 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<ScriptRecord, ScriptE
     let got = s.get(Area::Local, &[&key]).await.map_err(storage_err)?;
     match got
         .get(&key)
-        .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+        .map(<ScriptRecord as serde::Deserialize>::deserialize)
     {
         Some(Ok(r)) if r.uuid == uuid => Ok(r),
         Some(_) => Err(ScriptError::Storage(format!(
@@ -376,7 +376,7 @@ pub async fn load_with_source<S: Storage>(
     let got = s.get(Area::Local, &[&rk, &sk]).await.map_err(storage_err)?;
     let record = match got
         .get(&rk)
-        .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+        .map(<ScriptRecord as serde::Deserialize>::deserialize)
     {
         Some(Ok(r)) if r.uuid == uuid => r,
         Some(_) => {
