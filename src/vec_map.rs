@@ -6,7 +6,7 @@
 
 use std::borrow::Borrow;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VecMap<K, V>(Vec<(K, V)>);
 
 impl<K, V> Default for VecMap<K, V> {
@@ -139,6 +139,41 @@ impl<K, V> IntoIterator for VecMap<K, V> {
     }
 }
 
+impl<'a, K, V> IntoIterator for &'a VecMap<K, V> {
+    type Item = (&'a K, &'a V);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (K, V)>, fn(&'a (K, V)) -> (&'a K, &'a V)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+/// As `BTreeMap`'s: a later value for the same key wins.
+impl<K: Ord, V> FromIterator<(K, V)> for VecMap<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(items: I) -> Self {
+        let mut m = VecMap::new();
+        for (k, v) in items {
+            m.insert(k, v);
+        }
+        m
+    }
+}
+
+/// As `BTreeMap`'s: a map, in key order.
+impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for VecMap<K, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+/// Tests read entries as `map["key"]`, as with `BTreeMap`; the shipped code never indexes.
+#[cfg(test)]
+impl<K: Ord + Borrow<Q>, Q: Ord + ?Sized, V> std::ops::Index<&Q> for VecMap<K, V> {
+    type Output = V;
+    fn index(&self, k: &Q) -> &V {
+        self.get(k).expect("no such key")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +207,14 @@ mod tests {
             assert_eq!(b.len(), v.len());
         }
         assert!(b.iter().eq(v.iter()));
+        assert_eq!(
+            serde_json::to_string(&b).unwrap(),
+            serde_json::to_string(&v).unwrap()
+        );
+        let pairs = [(3, 1), (1, 2), (3, 4), (2, 0)];
+        assert!(BTreeMap::from_iter(pairs)
+            .into_iter()
+            .eq(VecMap::from_iter(pairs)));
         assert!(b.keys().rev().eq(v.keys().rev()));
         assert!(b.into_iter().eq(v.into_iter()));
     }

@@ -169,7 +169,7 @@ pub async fn items_for_many<S: Storage>(
     let got = s.get(Area::Local, &[BUDGET_KEY]).await?;
     let mut budget = decode_budget(got.get(BUDGET_KEY));
     let mut histories: Map<String, Value> = Map::new();
-    let mut loaded: std::collections::BTreeMap<String, History> = Default::default();
+    let mut loaded: crate::vec_map::VecMap<String, History> = Default::default();
     for prev in prevs {
         let uuid = prev.record.uuid.clone();
         let h = match loaded.remove(&uuid) {
