@@ -165,6 +165,73 @@ impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for VecMap<K, V>
     }
 }
 
+/// A set kept the same way: `BTreeSet`'s order and the part of its API this crate uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VecSet<K>(VecMap<K, ()>);
+
+impl<K> Default for VecSet<K> {
+    fn default() -> Self {
+        VecSet(VecMap::default())
+    }
+}
+
+impl<K: Ord> VecSet<K> {
+    #[must_use]
+    pub const fn new() -> Self {
+        VecSet(VecMap::new())
+    }
+
+    /// Whether `k` was new.
+    pub fn insert(&mut self, k: K) -> bool {
+        self.0.insert(k, ()).is_none()
+    }
+
+    pub fn contains<Q: Ord + ?Sized>(&self, k: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
+        self.0.contains_key(k)
+    }
+
+    /// Whether `k` was there.
+    pub fn remove<Q: Ord + ?Sized>(&mut self, k: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
+        self.0.remove(k).is_some()
+    }
+}
+
+impl<K> VecSet<K> {
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &K> + ExactSizeIterator {
+        self.0.keys()
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl<K: Ord> FromIterator<K> for VecSet<K> {
+    fn from_iter<I: IntoIterator<Item = K>>(items: I) -> Self {
+        let mut s = VecSet::new();
+        for k in items {
+            s.insert(k);
+        }
+        s
+    }
+}
+
 /// Tests read entries as `map["key"]`, as with `BTreeMap`; the shipped code never indexes.
 #[cfg(test)]
 impl<K: Ord + Borrow<Q>, Q: Ord + ?Sized, V> std::ops::Index<&Q> for VecMap<K, V> {
@@ -217,6 +284,24 @@ mod tests {
             .eq(VecMap::from_iter(pairs)));
         assert!(b.keys().rev().eq(v.keys().rev()));
         assert!(b.into_iter().eq(v.into_iter()));
+    }
+
+    #[test]
+    fn the_set_behaves_as_a_btreeset() {
+        use std::collections::BTreeSet;
+        let items = [5, 1, 5, 3, 9, 1, 0];
+        let mut b = BTreeSet::new();
+        let mut v = VecSet::new();
+        for x in items {
+            assert_eq!(b.insert(x), v.insert(x));
+        }
+        assert!(b.iter().eq(v.iter()));
+        assert_eq!(b.remove(&3), v.remove(&3));
+        assert_eq!(b.remove(&3), v.remove(&3));
+        assert_eq!(b.contains(&9), v.contains(&9));
+        assert!(b.iter().eq(v.iter()));
+        assert!(VecSet::from_iter([2, 1, 2]) == VecSet::from_iter([1, 2]));
+        assert!(VecSet::from_iter([2, 1]) != VecSet::from_iter([1, 3]));
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
 /// Whether a stored index is whole: `{uuids: [uuid, …]}`, each uuid once, nothing else in the
 /// list. A repeated uuid would list (and register) one script twice.
 fn index_is_whole(v: &Value) -> bool {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = crate::vec_map::VecSet::new();
     v.get("uuids").and_then(Value::as_array).is_some_and(|a| {
         a.iter().all(|u| {
             u.as_str()
@@ -180,7 +180,7 @@ fn index_is_whole(v: &Value) -> bool {
 async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>, ScriptError> {
     // What the damaged index still names, in its order…
     // (each once, at its first place: `Vec::dedup` would drop only adjacent repeats).
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = crate::vec_map::VecSet::new();
     let mut index: Vec<String> = damaged
         .get("uuids")
         .and_then(Value::as_array)

@@ -69,7 +69,7 @@ struct Slot {
 }
 
 fn decode_index(v: Option<&Value>) -> Vec<Slot> {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = crate::vec_map::VecSet::new();
     v.and_then(|v| v.get("items"))
         .and_then(Value::as_array)
         .map(|a| {
