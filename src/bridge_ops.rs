@@ -19,7 +19,6 @@ fn err(msg: impl Into<String>) -> Reply {
 /// The `bridge.*` ops by wire name; fields are read loosely (`control::args`) so that each
 /// op's function refuses a bad one with its own message.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "op")]
 pub enum BridgeOp {
     /// `token`: the page's token, compared, never echoed; `host`/`port`: the address to judge.
     #[serde(rename = "bridge.status")]
@@ -173,7 +172,11 @@ mod tests {
     async fn handle(p: &Provider<MemoryEnv>, op: &str, msg: &Value) -> Reply {
         let mut m = msg.clone();
         m["op"] = json!(op);
-        run(p, BridgeOp::deserialize(&m).expect("a bridge op")).await
+        run(
+            p,
+            crate::control::args::by_name(op, &m).expect("a bridge op"),
+        )
+        .await
     }
 
     async fn status(p: &Provider<MemoryEnv>, msg: &Value) -> Value {

@@ -25,7 +25,6 @@ fn err(msg: impl Into<String>) -> Value {
 /// The import and backup ops by wire name; fields are read loosely (`control::args`) so that
 /// each op's function refuses a bad one with its own message.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "op")]
 pub enum ImportOp {
     /// `files: [{name, source}]`; `replace`/`keep`: the user's answers about duplicates.
     #[serde(rename = "scripts.import")]

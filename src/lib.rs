@@ -53,6 +53,7 @@ pub mod scripts;
 pub mod session;
 pub mod text;
 pub mod tools;
+pub mod vec_map;
 pub mod web;
 
 #[cfg(target_arch = "wasm32")]

@@ -23,7 +23,6 @@ fn err(msg: impl Into<String>) -> Value {
 /// The `runs.*` ops by wire name; fields are read loosely (`control::args`) so that each op's
 /// function refuses a bad one with its own message.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "op")]
 pub enum RunsOp {
     /// `uuids`: the rows the page shows.
     #[serde(rename = "runs.last")]

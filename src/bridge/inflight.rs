@@ -5,8 +5,8 @@
 
 use super::types;
 use crate::tools::catalog;
+use crate::vec_map::VecMap;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// At most this many requests wait at once; more is refused rather than queued without bound.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -30,8 +30,8 @@ pub enum Failure {
 #[derive(Debug, Default)]
 pub struct InFlight {
     next_id: u64,
-    // BTreeMap: the earliest deadline and the failure order on disconnect are deterministic.
-    pending: BTreeMap<u64, Pending>,
+    // Sorted by id: the earliest deadline and the failure order on disconnect are deterministic.
+    pending: VecMap<u64, Pending>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -47,7 +47,6 @@ fn revision_of(revision: Option<u64>, key: &str) -> Result<u64, Value> {
 /// The history, trash and editing ops by wire name; fields are read loosely
 /// (`control::args`) so that each op's function refuses a bad one with its own message.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "op")]
 pub enum HandOp {
     #[serde(rename = "scripts.revisions")]
     Revisions {

@@ -8,7 +8,7 @@
 //! share [`UNPROVEN`], so neither a looping script nor garbage can spend the whole channel and
 //! silence every other script for a minute.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// Messages accepted per script per window.
 pub const PER_SCRIPT: u32 = 30;
@@ -55,26 +55,27 @@ impl Window {
 
 /// Counts one message of `uuid` in its window of `map`, which holds at most [`MAX_TRACKED`]
 /// windows (past it, windows that are over are forgotten first, then all).
-fn admit_in(map: &mut BTreeMap<String, Window>, uuid: &str, now: f64, limit: u32) -> bool {
+fn admit_in(map: &mut VecMap<String, Window>, uuid: &str, now: f64, limit: u32) -> bool {
     if !map.contains_key(uuid) && map.len() >= MAX_TRACKED {
         map.retain(|_, w| now >= w.start && now - w.start < WINDOW_MS);
         if map.len() >= MAX_TRACKED {
             map.clear();
         }
     }
-    map.entry(uuid.to_owned()).or_default().admit(now, limit)
+    map.get_or_insert_with(uuid.to_owned(), Window::default)
+        .is_some_and(|w| w.admit(now, limit))
 }
 
 #[derive(Debug, Default)]
 pub struct RateLimit {
     all: Window,
     unproven: Window,
-    any: BTreeMap<String, Window>,
-    late: BTreeMap<String, Window>,
-    scripts: BTreeMap<String, Window>,
-    gm: BTreeMap<String, Window>,
+    any: VecMap<String, Window>,
+    late: VecMap<String, Window>,
+    scripts: VecMap<String, Window>,
+    gm: VecMap<String, Window>,
     /// Messages refused per script since its last accepted one (reported with the next run).
-    dropped: BTreeMap<String, u64>,
+    dropped: VecMap<String, u64>,
 }
 
 impl RateLimit {
@@ -111,8 +112,12 @@ impl RateLimit {
         if self.dropped.len() >= MAX_TRACKED && !self.dropped.contains_key(uuid) {
             self.dropped.clear();
         }
-        let n = self.dropped.entry(uuid.to_owned()).or_default();
-        *n = n.saturating_add(1);
+        if let Some(n) = self
+            .dropped
+            .get_or_insert_with(uuid.to_owned(), u64::default)
+        {
+            *n = n.saturating_add(1);
+        }
     }
 
     /// After the token proved the script: false when that script is over its bound.

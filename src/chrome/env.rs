@@ -172,7 +172,7 @@ impl UserScripts for ChromeEnv {
         Ok(v.as_array()
             .map(|a| {
                 a.iter()
-                    .filter_map(|r| serde_json::from_value(r.clone()).ok())
+                    .filter_map(|r| serde::Deserialize::deserialize(r).ok())
                     .collect()
             })
             .unwrap_or_default())

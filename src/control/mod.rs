@@ -6,8 +6,9 @@
 //! A message is parsed once into [`Op`]; each op is one function (in the file of its family)
 //! that returns its reply *and* its effects on open sessions, so nothing re-reads a reply to
 //! decide what happened. The bridge's ops (`bridge_ops`), the user's history/trash/editing ops
-//! (`by_hand`) and the import/backup ops (`import_ops`) are typed families of their own, each a
-//! `#[serde(tag = "op")]` enum, reached through [`Op::Bridge`], [`Op::ByHand`], [`Op::Import`].
+//! (`by_hand`) and the import/backup ops (`import_ops`) are typed families of their own, each an
+//! enum read by its "op" name (`args::by_name`), reached through [`Op::Bridge`], [`Op::ByHand`],
+//! [`Op::Import`].
 
 pub mod args;
 mod audit;
@@ -25,7 +26,7 @@ use crate::import_ops::ImportOp;
 use crate::policy::Switch;
 use crate::provider::Provider;
 use crate::runs_ops::RunsOp;
-use args::loose;
+use args::{by_name, loose};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -53,7 +54,6 @@ pub fn is_own_page(own_id: &str, sender_id: Option<&str>, sender_url: Option<&st
 /// or mistyped field is `None`) so that each op's function refuses it with its own message,
 /// naming the field and what it must be.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "op")]
 pub enum Op {
     #[serde(rename = "state.get")]
     StateGet,
@@ -160,8 +160,6 @@ pub enum Op {
     /// A name no family knows (ellipsized in the refusal).
     #[serde(skip)]
     Unknown(String),
-    #[serde(other)]
-    Other,
 }
 
 impl Op {
@@ -173,17 +171,17 @@ impl Op {
         // Which family knows the name, asked with the name alone (every field is loose and
         // optional, so it parses exactly when the name is the family's): the message itself,
         // which may be megabytes of scripts, is then read once, by that family.
-        let probe = json!({ "op": name });
-        let op = if !matches!(Op::deserialize(&probe), Ok(Op::Other) | Err(_)) {
-            Op::deserialize(msg).ok()
-        } else if BridgeOp::deserialize(&probe).is_ok() {
-            BridgeOp::deserialize(msg).ok().map(Op::Bridge)
-        } else if RunsOp::deserialize(&probe).is_ok() {
-            RunsOp::deserialize(msg).ok().map(Op::Runs)
-        } else if HandOp::deserialize(&probe).is_ok() {
-            HandOp::deserialize(msg).ok().map(Op::ByHand)
-        } else if ImportOp::deserialize(&probe).is_ok() {
-            ImportOp::deserialize(msg).ok().map(Op::Import)
+        let probe = Value::Object(serde_json::Map::new());
+        let op = if by_name::<Op>(name, &probe).is_ok() {
+            by_name(name, msg).ok()
+        } else if by_name::<BridgeOp>(name, &probe).is_ok() {
+            by_name(name, msg).ok().map(Op::Bridge)
+        } else if by_name::<RunsOp>(name, &probe).is_ok() {
+            by_name(name, msg).ok().map(Op::Runs)
+        } else if by_name::<HandOp>(name, &probe).is_ok() {
+            by_name(name, msg).ok().map(Op::ByHand)
+        } else if by_name::<ImportOp>(name, &probe).is_ok() {
+            by_name(name, msg).ok().map(Op::Import)
         } else {
             None
         };
@@ -243,7 +241,6 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
         Op::ByHand(op) => crate::by_hand::run(p, op, msg).await.into(),
         Op::Import(op) => crate::import_ops::run(p, op).await.into(),
         Op::Unknown(name) => unknown(&name).into(),
-        Op::Other => unknown("").into(),
     }
 }
 

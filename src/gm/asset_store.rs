@@ -6,8 +6,8 @@
 use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS};
 use crate::env::{Area, Clock, Http, HttpRequest, Storage};
 use crate::scripts::metadata::Metadata;
+use crate::vec_map::VecSet;
 use serde_json::{Map, Value};
-use std::collections::BTreeSet;
 
 /// The files of a script about to be stored: its record's list, and the bytes not stored yet
 /// (`asset/<sha256>` → base64), to go into the write's `set`.
@@ -133,8 +133,8 @@ pub async fn load<S: Storage>(s: &S, list: &[Asset]) -> Vec<(Asset, Option<Vec<u
 
 /// Every sha256 some stored record, revision or trash entry names (under an `assets` list at
 /// any depth of those values).
-fn referenced(all: &Map<String, Value>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+fn referenced(all: &Map<String, Value>) -> VecSet<String> {
+    let mut out = VecSet::new();
     let mut stack: Vec<&Value> = all
         .iter()
         .filter(|(k, _)| {

@@ -7,7 +7,7 @@
 //! on the result *before* anything changes: an operation that would pass one is refused whole,
 //! with an error the script sees, and the store is left as it was.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use serde_json::{Map, Value};
 
@@ -34,7 +34,7 @@ pub const BUDGET_KEY: &str = "values/budget";
 
 /// One script's values: key → JSON text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Values(BTreeMap<String, String>);
+pub struct Values(VecMap<String, String>);
 
 /// What a script asks to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,7 +183,7 @@ impl Values {
     }
 }
 
-fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<Change> {
+fn diff(old: &VecMap<String, String>, new: &VecMap<String, String>) -> Vec<Change> {
     let mut out = Vec::new();
     for (k, v) in new {
         if old.get(k) != Some(v) {
@@ -207,7 +207,7 @@ fn diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> Vec<C
 }
 
 /// The budget (`values/budget`: uuid → bytes) read leniently.
-pub fn decode_budget(v: Option<&Value>) -> BTreeMap<String, usize> {
+pub fn decode_budget(v: Option<&Value>) -> VecMap<String, usize> {
     v.and_then(Value::as_object)
         .map(|o| {
             o.iter()
@@ -222,7 +222,7 @@ pub fn decode_budget(v: Option<&Value>) -> BTreeMap<String, usize> {
 }
 
 /// Bytes held by every script but `uuid`.
-pub fn others_bytes(budget: &BTreeMap<String, usize>, uuid: &str) -> usize {
+pub fn others_bytes(budget: &VecMap<String, usize>, uuid: &str) -> usize {
     budget
         .iter()
         .filter(|(k, _)| k.as_str() != uuid)

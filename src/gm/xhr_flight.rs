@@ -11,7 +11,7 @@
 //! reach it while the download runs (one per report it was waiting for: reports that come
 //! while no watch is held are merged into the next answer).
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use futures::channel::oneshot;
 
@@ -87,7 +87,7 @@ pub enum Watch {
 /// The requests in flight, each with the sender that cancels it.
 #[derive(Debug, Default)]
 pub struct Flights {
-    map: BTreeMap<FlightKey, Flight>,
+    map: VecMap<FlightKey, Flight>,
 }
 
 impl Flights {

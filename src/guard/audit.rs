@@ -95,7 +95,7 @@ fn decode_chunk(v: Option<&Value>) -> Vec<Entry> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .filter_map(|e| serde_json::from_value(e.clone()).ok())
+                .filter_map(|e| serde::Deserialize::deserialize(e).ok())
                 .collect()
         })
         .unwrap_or_default()
@@ -129,7 +129,7 @@ async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, AuditError> {
 }
 
 fn decode_head(v: Option<&Value>) -> Head {
-    v.and_then(|v| serde_json::from_value::<Head>(v.clone()).ok())
+    v.and_then(|v| <Head as serde::Deserialize>::deserialize(v).ok())
         // A head that cannot be right (or would overflow) starts the log over rather than panic.
         .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS && h.last < u64::MAX / 2)
         .unwrap_or_default()
@@ -285,7 +285,7 @@ pub async fn finalize_interrupted<S: Storage>(
     let Some(v) = got.get(PENDING_KEY) else {
         return Ok(None);
     };
-    match serde_json::from_value::<Entry>(v.clone()) {
+    match <Entry as serde::Deserialize>::deserialize(v) {
         Ok(mut e) => {
             e.result = INTERRUPTED.to_owned();
             finalize(s, &e, tail).await?;

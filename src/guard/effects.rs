@@ -7,7 +7,6 @@
 
 use super::diff::visible;
 use crate::scripts::metadata::{Metadata, RunAt};
-use std::collections::BTreeMap;
 
 /// One side of a write: a script as stored, or as the write would store it.
 #[derive(Debug, Clone, Copy)]
@@ -122,9 +121,11 @@ fn rules(m: &Metadata) -> (Vec<Rule>, Vec<Rule>) {
 
 /// Items of `a` not in `b`, counting repeats (a multiset difference), in `a`'s order.
 fn minus<'a, T: Ord + Clone>(a: &'a [T], b: &[T]) -> Vec<&'a T> {
-    let mut left: BTreeMap<&T, usize> = BTreeMap::new();
+    let mut left: crate::vec_map::VecMap<&T, usize> = crate::vec_map::VecMap::new();
     for x in b {
-        *left.entry(x).or_default() += 1;
+        if let Some(n) = left.get_or_insert_with(x, usize::default) {
+            *n += 1;
+        }
     }
     a.iter()
         .filter(|x| match left.get_mut(x) {

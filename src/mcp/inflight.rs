@@ -4,9 +4,9 @@
 //! reply is dropped. An entry lives exactly as long as its handler runs, so the table is bounded
 //! by the tasks in flight.
 
+use crate::vec_map::VecMap;
 use serde_json::Value;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 #[derive(Debug, Default)]
 struct Entry {
@@ -18,7 +18,7 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct InFlight {
     /// Keyed by session and the id's JSON text: ids match exactly (`1` is not `"1"`).
-    map: RefCell<BTreeMap<(u64, String), Entry>>,
+    map: RefCell<VecMap<(u64, String), Entry>>,
 }
 
 fn key(session: u64, id: &Value) -> (u64, String) {
@@ -29,8 +29,9 @@ impl InFlight {
     /// A request with this id starts being handled.
     pub fn begin(&self, session: u64, id: &Value) {
         let mut map = self.map.borrow_mut();
-        let e = map.entry(key(session, id)).or_default();
-        e.running = e.running.saturating_add(1);
+        if let Some(e) = map.get_or_insert_with(key(session, id), Entry::default) {
+            e.running = e.running.saturating_add(1);
+        }
     }
 
     /// `notifications/cancelled` for `id`. Returns whether such a request is running (a

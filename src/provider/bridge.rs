@@ -214,7 +214,7 @@ impl<E: Env> Provider<E> {
                 .await
                 .ok()
                 .and_then(|m| m.get(AUTH_KEY).cloned())
-                .and_then(|v| serde_json::from_value::<BridgeAuth>(v).ok());
+                .and_then(|v| <BridgeAuth as serde::Deserialize>::deserialize(&v).ok());
             if found.is_some() {
                 return found;
             }

@@ -23,7 +23,7 @@ pub(crate) type Waiter = (
     Option<i64>,
     futures::channel::oneshot::Sender<Value>,
 );
-pub(crate) type Waiters = std::collections::BTreeMap<String, Vec<Waiter>>;
+pub(crate) type Waiters = crate::vec_map::VecMap<String, Vec<Waiter>>;
 
 /// A request's name in `gm::xhr_flight`: the proven script, Chrome's sender, the page's number.
 fn flight_key(
@@ -171,12 +171,13 @@ impl<E: Env> Provider<E> {
         let (tx, rx) = futures::channel::oneshot::channel();
         {
             let mut w = self.gm_waiters.borrow_mut();
-            let list = w.entry(uuid.to_owned()).or_default();
-            if list.len() >= MAX_WAITERS && !list.is_empty() {
-                let (_, _, old) = list.remove(0);
-                let _ = old.send(json!({ "changes": [] }));
+            if let Some(list) = w.get_or_insert_with(uuid.to_owned(), Vec::new) {
+                if list.len() >= MAX_WAITERS && !list.is_empty() {
+                    let (_, _, old) = list.remove(0);
+                    let _ = old.send(json!({ "changes": [] }));
+                }
+                list.push((from.tab_id, from.frame_id, tx));
             }
-            list.push((from.tab_id, from.frame_id, tx));
         }
         let timer = self.env.sleep(WAIT_MS);
         futures::pin_mut!(timer);
@@ -208,11 +209,13 @@ impl<E: Env> Provider<E> {
             }
         }
         if !keep.is_empty() {
-            self.gm_waiters
+            if let Some(list) = self
+                .gm_waiters
                 .borrow_mut()
-                .entry(uuid.to_owned())
-                .or_default()
-                .extend(keep);
+                .get_or_insert_with(uuid.to_owned(), Vec::new)
+            {
+                list.extend(keep);
+            }
         }
     }
 

@@ -11,7 +11,7 @@
 //! provider; a menu click is the user's own action, running code of a script they installed,
 //! in their own page, and it changes nothing the provider owns.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use futures::channel::oneshot;
 use serde_json::{json, Value};
@@ -26,7 +26,7 @@ pub const MENU_GRANTS: &[&str] = &["GM_registerMenuCommand", "GM_unregisterMenuC
 pub const MENU_WAIT_MS: f64 = 25_000.0;
 
 /// Each page's held wait, by entry handle.
-pub(crate) type MenuWaiters = BTreeMap<u64, oneshot::Sender<Value>>;
+pub(crate) type MenuWaiters = VecMap<u64, oneshot::Sender<Value>>;
 
 impl<E: Env> Provider<E> {
     /// One page's list of commands for script `uuid`, and its wait for a click.
@@ -85,13 +85,13 @@ impl<E: Env> Provider<E> {
 
     /// The popup's list for one tab: each script's commands there, with the script's name.
     pub async fn menu_list(&self, tab: i64) -> Value {
-        let names: BTreeMap<String, String> = match self.scripts().await {
+        let names: VecMap<String, String> = match self.scripts().await {
             Ok(s) => s
                 .records
                 .iter()
                 .map(|r| (r.uuid.clone(), r.metadata.name.clone()))
                 .collect(),
-            Err(_) => BTreeMap::new(),
+            Err(_) => VecMap::new(),
         };
         let menus = self.gm_menus.borrow();
         let items: Vec<Value> = menus

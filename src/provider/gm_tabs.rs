@@ -5,7 +5,7 @@
 //! clicked or closed, through a held wait (as with menu commands), answered by the tab and
 //! notification events the shell forwards.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use futures::channel::oneshot;
 use serde_json::{json, Value};
@@ -30,8 +30,8 @@ struct Watch {
 
 #[derive(Default)]
 pub(crate) struct Opened {
-    tabs: BTreeMap<i64, Watch>,
-    notices: BTreeMap<String, Watch>,
+    tabs: VecMap<i64, Watch>,
+    notices: VecMap<String, Watch>,
     next_notice: u64,
 }
 

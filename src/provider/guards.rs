@@ -39,7 +39,7 @@ impl std::fmt::Display for AdmitError {
 
 /// The stored rate window as the limiter reads it (missing or damaged: empty).
 pub(crate) fn decode_window(v: Option<&Value>) -> RateWindow {
-    v.and_then(|v| serde_json::from_value(v.clone()).ok())
+    v.and_then(|v| serde::Deserialize::deserialize(v).ok())
         .unwrap_or_default()
 }
 

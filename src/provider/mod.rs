@@ -22,11 +22,11 @@ use crate::policy::Policy;
 use crate::probe;
 use crate::scripts::store::Snapshot;
 use crate::session::Session;
+use crate::vec_map::{VecMap, VecSet};
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use serde_json::Value;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
@@ -75,14 +75,14 @@ pub struct Provider<E> {
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
     /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
-    sessions: RefCell<BTreeMap<u64, Rc<Session>>>,
+    sessions: RefCell<VecMap<u64, Rc<Session>>>,
     next_session: Cell<u64>,
     /// Writes waiting for the user's review, by arrival (`ReviewRequest::seq`).
-    reviews: RefCell<BTreeMap<u64, Waiting>>,
+    reviews: RefCell<VecMap<u64, Waiting>>,
     /// The last review's `seq`: arrival order, never reused in this worker.
     review_seq: Cell<u64>,
     /// Sessions whose writes the user allowed without further review ("allow for this session").
-    waived: RefCell<BTreeSet<u64>>,
+    waived: RefCell<VecSet<u64>>,
     /// Whether this worker has finalized a write the previous one left pending (see
     /// `guard::audit`).
     journal_settled: Cell<bool>,
@@ -141,11 +141,11 @@ impl<E: Env> Provider<E> {
             audit_tail: Default::default(),
             registry: Cell::new(RegistryState::Unknown),
             log: RefCell::new(Vec::new()),
-            sessions: RefCell::new(BTreeMap::new()),
+            sessions: RefCell::new(VecMap::new()),
             next_session: Cell::new(1),
-            reviews: RefCell::new(BTreeMap::new()),
+            reviews: RefCell::new(VecMap::new()),
             review_seq: Cell::new(0),
-            waived: RefCell::new(BTreeSet::new()),
+            waived: RefCell::new(VecSet::new()),
             journal_settled: Cell::new(false),
             inflight: Default::default(),
             last_available: Cell::new(None),

@@ -136,7 +136,7 @@ impl<E: Env> Provider<E> {
             .as_array()
             .map(|a| {
                 a.iter()
-                    .filter_map(|v| serde_json::from_value(v.clone()).ok())
+                    .filter_map(|v| serde::Deserialize::deserialize(v).ok())
                     .collect()
             })
             .unwrap_or_default();

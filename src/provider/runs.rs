@@ -215,7 +215,7 @@ impl<E: Env> Provider<E> {
         cursor: u64,
     ) -> Result<(), EnvError> {
         budget.set(uuid, &ring);
-        let mut loaded = std::collections::BTreeMap::new();
+        let mut loaded = crate::vec_map::VecMap::new();
         loaded.insert(uuid.to_owned(), ring);
         for _ in 0..16 {
             let Some(need) = runs::enforce_budget(&mut budget, &mut loaded, MAX_TOTAL_BYTES, 512)

@@ -94,7 +94,7 @@ pub fn decode(uuid: &str, v: Option<&Value>) -> History {
         return h;
     };
     for (i, item) in items.iter().enumerate() {
-        match serde_json::from_value::<Revision>(item.clone()) {
+        match <Revision as serde::Deserialize>::deserialize(item) {
             Ok(r) if r.record.uuid != uuid => h
                 .problems
                 .push(format!("revision entry {i} names another script; skipped")),
@@ -202,7 +202,7 @@ async fn items_from<S: Storage>(
 ) -> Result<Map<String, Value>, crate::env::EnvError> {
     let mut budget = decode_budget(got.get(BUDGET_KEY));
     let mut histories: Map<String, Value> = Map::new();
-    let mut loaded: std::collections::BTreeMap<String, History> = Default::default();
+    let mut loaded: crate::vec_map::VecMap<String, History> = Default::default();
     for prev in prevs {
         let uuid = prev.record.uuid.clone();
         let h = match loaded.remove(&uuid) {

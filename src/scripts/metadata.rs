@@ -10,7 +10,7 @@
 //! Work is linear in the source size; per-key and total diagnostic caps keep the output bounded
 //! on hostile input.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -247,7 +247,7 @@ type First = Option<(String, usize)>;
 struct Builder {
     header_line: usize,
     /// Lines seen per key (normalized), for [`MAX_LINES_PER_KEY`].
-    counts: BTreeMap<String, usize>,
+    counts: VecMap<String, usize>,
     name: First,
     /// Line of the first `@name`, even if it was empty (so "missing @name" is not doubled).
     name_line: Option<usize>,
@@ -272,7 +272,7 @@ impl Builder {
     fn new(header_line: usize) -> Builder {
         Builder {
             header_line,
-            counts: BTreeMap::new(),
+            counts: VecMap::new(),
             name: None,
             name_line: None,
             namespace: None,
@@ -326,10 +326,18 @@ impl Builder {
             normalize_key(key)
         };
 
-        let count = self.counts.entry(normalized.clone()).or_insert(0);
-        *count += 1;
-        if *count > MAX_LINES_PER_KEY {
-            if *count == MAX_LINES_PER_KEY + 1 {
+        let count = match self
+            .counts
+            .get_or_insert_with(normalized.clone(), usize::default)
+        {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => 1,
+        };
+        if count > MAX_LINES_PER_KEY {
+            if count == MAX_LINES_PER_KEY + 1 {
                 diags.error(
                     line_no,
                     format!(

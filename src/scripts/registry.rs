@@ -176,7 +176,7 @@ pub fn same_effect(a: &Registration, b: &Registration) -> bool {
             .clone()
             .unwrap_or_else(|| "document_idle".to_owned())
     };
-    fn set(v: &[String]) -> std::collections::BTreeSet<&String> {
+    fn set(v: &[String]) -> crate::vec_map::VecSet<&String> {
         v.iter().collect()
     }
     a.id == b.id

@@ -224,7 +224,7 @@ pub fn seq_of(r: &Value) -> u64 {
 /// smaller when loaded corrects its entry.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Budget {
-    pub bytes: std::collections::BTreeMap<String, usize>,
+    pub bytes: crate::vec_map::VecMap<String, usize>,
 }
 
 impl Budget {
@@ -281,7 +281,7 @@ impl Budget {
 /// bounded; the next stored run continues. Returns the uuid of a ring it needs loaded, if any.
 pub fn enforce_budget(
     budget: &mut Budget,
-    loaded: &mut std::collections::BTreeMap<String, Ring>,
+    loaded: &mut crate::vec_map::VecMap<String, Ring>,
     max_total: usize,
     steps: usize,
 ) -> Option<String> {
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn the_total_budget_drops_the_oldest_runs_of_the_biggest_rings_first() {
-        let mut loaded = std::collections::BTreeMap::new();
+        let mut loaded = crate::vec_map::VecMap::new();
         let mut budget = Budget::default();
         for (uuid, n) in [("big", 40u64), ("mid", 20), ("small", 3)] {
             let mut ring = Ring::default();
@@ -410,7 +410,7 @@ mod tests {
         let total = budget.total();
         let max = total - budget.bytes["big"] / 2;
         // Only "big" is loaded at first: the rest would be asked for if needed.
-        let mut only_big: std::collections::BTreeMap<String, Ring> = loaded
+        let mut only_big: crate::vec_map::VecMap<String, Ring> = loaded
             .iter()
             .filter(|(k, _)| *k == "big")
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -428,7 +428,7 @@ mod tests {
         let mut b2 = Budget::default();
         b2.bytes.insert("x".into(), 10_000);
         b2.bytes.insert("small".into(), budget.bytes["small"]);
-        let mut l2 = std::collections::BTreeMap::new();
+        let mut l2 = crate::vec_map::VecMap::new();
         l2.insert("small".to_owned(), small_before.clone());
         assert_eq!(enforce_budget(&mut b2, &mut l2, 100, 10), Some("x".into()));
         assert_eq!(l2["small"], small_before);

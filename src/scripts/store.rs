@@ -166,7 +166,7 @@ pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
 /// Whether a stored index is whole: `{uuids: [uuid, …]}`, each uuid once, nothing else in the
 /// list. A repeated uuid would list (and register) one script twice.
 fn index_is_whole(v: &Value) -> bool {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = crate::vec_map::VecSet::new();
     v.get("uuids").and_then(Value::as_array).is_some_and(|a| {
         a.iter().all(|u| {
             u.as_str()
@@ -180,7 +180,7 @@ fn index_is_whole(v: &Value) -> bool {
 async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>, ScriptError> {
     // What the damaged index still names, in its order…
     // (each once, at its first place: `Vec::dedup` would drop only adjacent repeats).
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = crate::vec_map::VecSet::new();
     let mut index: Vec<String> = damaged
         .get("uuids")
         .and_then(Value::as_array)
@@ -278,7 +278,9 @@ impl Snapshot {
         match self.records.iter().find(|r| r.uuid == uuid) {
             // Decoded as `load_records` decodes it, not compared as JSON: storage gives back
             // `createdAt: 1.7e12` (an f64 here) as an integer, and that must not look like news.
-            Some(r) => serde_json::from_value::<ScriptRecord>(value.clone()).is_ok_and(|d| &d == r),
+            Some(r) => {
+                <ScriptRecord as serde::Deserialize>::deserialize(value).is_ok_and(|d| &d == r)
+            }
             None => value.is_null() && !self.index.iter().any(|u| u == uuid),
         }
     }
@@ -335,7 +337,7 @@ async fn load_records<S: Storage>(
     for (uuid, key) in index.iter().zip(&keys) {
         match got
             .get(key)
-            .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+            .map(<ScriptRecord as serde::Deserialize>::deserialize)
         {
             Some(Ok(r)) if &r.uuid == uuid => records.push(r),
             Some(Ok(_)) => problems.push(Problem {
@@ -360,7 +362,7 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<ScriptRecord, ScriptE
     let got = s.get(Area::Local, &[&key]).await.map_err(storage_err)?;
     match got
         .get(&key)
-        .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+        .map(<ScriptRecord as serde::Deserialize>::deserialize)
     {
         Some(Ok(r)) if r.uuid == uuid => Ok(r),
         Some(_) => Err(ScriptError::Storage(format!(
@@ -387,7 +389,7 @@ fn decode_with_source(
     let (rk, sk) = (record_key(uuid), source_key(uuid));
     let record = match got
         .get(&rk)
-        .map(|v| serde_json::from_value::<ScriptRecord>(v.clone()))
+        .map(<ScriptRecord as serde::Deserialize>::deserialize)
     {
         Some(Ok(r)) if r.uuid == uuid => r,
         Some(_) => {

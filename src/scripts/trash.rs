@@ -69,12 +69,12 @@ struct Slot {
 }
 
 fn decode_index(v: Option<&Value>) -> Vec<Slot> {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = crate::vec_map::VecSet::new();
     v.and_then(|v| v.get("items"))
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .filter_map(|x| serde_json::from_value::<Slot>(x.clone()).ok())
+                .filter_map(|x| <Slot as serde::Deserialize>::deserialize(x).ok())
                 .filter(|s| super::record::is_uuid(&s.uuid) && seen.insert(s.uuid.clone()))
                 .collect()
         })
@@ -191,7 +191,7 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<Trashed, ScriptError>
     let got = s.get(Area::Local, &[&key]).await.map_err(storage_err)?;
     match got
         .get(&key)
-        .map(|v| serde_json::from_value::<Trashed>(v.clone()))
+        .map(<Trashed as serde::Deserialize>::deserialize)
     {
         Some(Ok(t)) if t.record.uuid == uuid => Ok(t),
         Some(_) => Err(ScriptError::Storage(format!(
@@ -233,7 +233,7 @@ pub async fn list<E: Storage + Clock>(
     for (slot, key) in slots.iter().zip(&keys).rev() {
         match got
             .get(key)
-            .map(|v| serde_json::from_value::<Trashed>(v.clone()))
+            .map(<Trashed as serde::Deserialize>::deserialize)
         {
             Some(Ok(t)) if t.record.uuid == slot.uuid => out.push(t),
             _ => problems.push(store::Problem {
