@@ -31,7 +31,7 @@ function copy(src, name) {
  * instantiate, storage reads, reply), then the real worker script, then marks "listeners ready".
  * Module evaluation order guarantees timed-start.js runs before any of the real code.
  */
-function timedCopy(src, name) {
+export function timedCopy(src, name) {
   const out = copy(src, name);
   const m = readManifest(out);
   const entry = m.background.service_worker;
