@@ -138,20 +138,62 @@ pub async fn append<S: Storage>(s: &S, entry: &Entry) -> Result<(), AuditError> 
     append_with(s, entry, Map::new()).await
 }
 
-/// Appends one entry and writes `extra` in the same atomic `set`.
-async fn append_with<S: Storage>(
-    s: &S,
-    entry: &Entry,
-    mut items: Map<String, Value>,
-) -> Result<(), AuditError> {
-    let ring = Ring::of(entry);
-    let mut h = head(s, ring).await?;
-    let key = ring.chunk_key(h.last);
+/// A ring's head and newest chunk as read from storage: what an append rewrites.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tail {
+    ring: Ring,
+    head: Head,
+    chunk: Vec<Entry>,
+}
+
+/// Reads `ring`'s tail (two `get`s: the head names the chunk).
+pub async fn read_tail<S: Storage>(s: &S, ring: Ring) -> Result<Tail, AuditError> {
+    let head = head(s, ring).await?;
+    let key = ring.chunk_key(head.last);
     let got = s
         .get(Area::Local, &[&key])
         .await
         .map_err(AuditError::Storage)?;
-    let mut chunk = decode_chunk(got.get(&key));
+    Ok(Tail {
+        ring,
+        head,
+        chunk: decode_chunk(got.get(&key)),
+    })
+}
+
+/// [`append`], with `ahead` the tail of a ring read earlier (while the attempt ran): used when
+/// it is the entry's ring, so the append is one `set`. The caller vouches that nothing was
+/// appended since it was read (the provider counts appends under its audit lock).
+pub async fn append_after<S: Storage>(
+    s: &S,
+    entry: &Entry,
+    ahead: Option<Tail>,
+) -> Result<(), AuditError> {
+    let tail = ahead.filter(|t| t.ring == Ring::of(entry));
+    append_to(s, entry, Map::new(), tail).await
+}
+
+/// Appends one entry and writes `extra` in the same atomic `set`.
+async fn append_with<S: Storage>(
+    s: &S,
+    entry: &Entry,
+    items: Map<String, Value>,
+) -> Result<(), AuditError> {
+    append_to(s, entry, items, None).await
+}
+
+async fn append_to<S: Storage>(
+    s: &S,
+    entry: &Entry,
+    mut items: Map<String, Value>,
+    tail: Option<Tail>,
+) -> Result<(), AuditError> {
+    let ring = Ring::of(entry);
+    let tail = match tail {
+        Some(t) => t,
+        None => read_tail(s, ring).await?,
+    };
+    let (mut h, mut chunk) = (tail.head, tail.chunk);
     let mut drop = None;
     if chunk.len() >= CHUNK {
         h.last += 1;
@@ -360,6 +402,23 @@ mod tests {
             .filter(|k| k.starts_with("audit/") && *k != HEAD_KEY)
             .count();
         assert!(chunks as u64 <= MAX_CHUNKS);
+    }
+
+    #[test]
+    fn an_append_after_a_tail_read_ahead_stores_what_a_plain_append_would() {
+        let (plain, ahead) = (MemoryEnv::new(), MemoryEnv::new());
+        // Across a chunk boundary and past the ring's bound, and a refusal (another ring: the
+        // effects tail read ahead is not used for it).
+        for i in 0..(MAX_ENTRIES + CHUNK + 3) {
+            let mut e = entry(i);
+            if i % 7 == 3 {
+                e.result = "RATE_LIMITED".into();
+            }
+            block_on(append(&plain, &e)).unwrap();
+            let tail = block_on(read_tail(&ahead, Ring::Effects)).unwrap();
+            block_on(append_after(&ahead, &e, Some(tail))).unwrap();
+        }
+        assert_eq!(plain.dump(Area::Local), ahead.dump(Area::Local));
     }
 
     #[test]

@@ -93,7 +93,8 @@ impl<E: Env> Provider<E> {
         if self.journal_settled.get() {
             return Ok(());
         }
-        let _guard = self.audit_lock.lock().await;
+        let mut appends = self.audit_lock.lock().await;
+        *appends = appends.wrapping_add(1);
         audit::finalize_interrupted(&self.env).await?;
         self.journal_settled.set(true);
         Ok(())
@@ -110,7 +111,8 @@ impl<E: Env> Provider<E> {
     /// Finalizes a journaled write with its result. On failure the pending entry stays, and
     /// the next write settles it (as INTERRUPTED) before it runs.
     pub async fn audit_final(&self, entry: &Entry) {
-        let _guard = self.audit_lock.lock().await;
+        let mut appends = self.audit_lock.lock().await;
+        *appends = appends.wrapping_add(1);
         if let Err(e) = audit::finalize(&self.env, entry).await {
             self.journal_settled.set(false);
             self.note(format!(
@@ -123,8 +125,29 @@ impl<E: Env> Provider<E> {
     /// Appends to the audit log. A failure cannot undo the write it records, so it is kept in
     /// the provider's log for the user to see.
     pub async fn audit(&self, entry: &Entry) {
-        let _guard = self.audit_lock.lock().await;
-        if let Err(e) = audit::append(&self.env, entry).await {
+        self.audit_after(entry, None).await;
+    }
+
+    /// Reads the tail of the ring a successful attempt's entry goes to, while that attempt still
+    /// runs (`try_script`'s execute), so its [`Self::audit_after`] is one `set`. `None` while an
+    /// append is in progress or when the read fails (the append then reads for itself).
+    pub async fn audit_read_ahead(&self) -> Option<(u64, audit::Tail)> {
+        let begun = *self.audit_lock.try_lock()?;
+        let tail = audit::read_tail(&self.env, audit::Ring::Effects)
+            .await
+            .ok()?;
+        Some((begun, tail))
+    }
+
+    /// [`Self::audit`], with a tail read ahead: used only if no append began since it was read
+    /// (every append counts itself under the audit lock), else read again.
+    pub async fn audit_after(&self, entry: &Entry, ahead: Option<(u64, audit::Tail)>) {
+        let mut appends = self.audit_lock.lock().await;
+        let ahead = ahead
+            .filter(|(begun, _)| *begun == *appends)
+            .map(|(_, t)| t);
+        *appends = appends.wrapping_add(1);
+        if let Err(e) = audit::append_after(&self.env, entry, ahead).await {
             self.note(format!(
                 "audit entry not saved ({} {}): {e}",
                 entry.tool, entry.result
@@ -136,6 +159,42 @@ impl<E: Env> Provider<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+
+    fn entry(at: f64) -> Entry {
+        Entry {
+            at,
+            tool: "try_script".into(),
+            caller: "c".into(),
+            result: "ok".into(),
+            target: None,
+            digest: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_audit_read_ahead_is_used_only_if_nothing_was_appended_since() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(p.audit(&entry(1.0)));
+        let stale = block_on(p.audit_read_ahead());
+        assert!(stale.is_some());
+        // Another attempt's entry lands while the try runs: the tail read ahead is stale, and
+        // appending to it would drop that entry.
+        block_on(p.audit(&entry(2.0)));
+        block_on(p.audit_after(&entry(3.0), stale));
+        let fresh = block_on(p.audit_read_ahead());
+        block_on(p.audit_after(&entry(4.0), fresh));
+        let at: Vec<f64> = block_on(audit::read_all(&p.env))
+            .unwrap()
+            .iter()
+            .map(|e| e.at)
+            .collect();
+        assert_eq!(at, [4.0, 3.0, 2.0, 1.0]);
+        // While an append holds the log, nothing is read ahead.
+        let _held = block_on(p.audit_lock.lock());
+        assert!(block_on(p.audit_read_ahead()).is_none());
+    }
 
     #[test]
     fn the_rate_limit_message_states_the_enforced_limit() {

@@ -56,7 +56,9 @@ pub struct Provider<E> {
     policy_lock: Mutex<()>,
     write_lock: Mutex<()>,
     rate_lock: Mutex<()>,
-    audit_lock: Mutex<()>,
+    /// Guards the audit log; holds how many appends were begun (an audit read ahead is used
+    /// only if none began since: `guards::audit_read_ahead`).
+    audit_lock: Mutex<u64>,
     /// The policy as last read or written; dropped when storage says it changed otherwise.
     policy_cache: RefCell<Option<Policy>>,
     /// The script index and records as last read or written, likewise.
@@ -125,7 +127,7 @@ impl<E: Env> Provider<E> {
             policy_lock: Mutex::new(()),
             write_lock: Mutex::new(()),
             rate_lock: Mutex::new(()),
-            audit_lock: Mutex::new(()),
+            audit_lock: Mutex::new(0),
             policy_cache: RefCell::new(None),
             scripts_cache: RefCell::new(None),
             policy_gen: Cell::new(0),
