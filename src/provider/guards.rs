@@ -43,10 +43,15 @@ impl<E: Env> Provider<E> {
         self.write_lock.lock().await
     }
 
-    /// The rate-limit step: admits one write of `caller` now, or says when to retry.
+    /// The rate-limit step: admits one write of `caller` now, or says when to retry. The window
+    /// is read from storage once, then kept as written (`rate_cache`): an admission is one `set`.
     pub async fn admit_write(&self, caller: &str) -> Result<(), AdmitError> {
         let _guard = self.rate_lock.lock().await;
-        let mut window = self.rate_window().await;
+        let cached = self.rate_cache.borrow().clone();
+        let mut window = match cached {
+            Some(w) => w,
+            None => self.rate_window().await,
+        };
         let now = self.env.now_ms();
         match window.admit(caller, now) {
             Admission::Admitted => {
@@ -57,10 +62,10 @@ impl<E: Env> Provider<E> {
                     serde_json::to_value(&window).unwrap_or(Value::Null),
                 );
                 // Fail closed: a write whose slot cannot be recorded does not run.
-                self.env
-                    .set(Area::Session, m)
-                    .await
-                    .map_err(|e| AdmitError::Storage(e.to_string()))
+                let saved = self.env.set(Area::Session, m).await;
+                // After a failed `set` storage may hold either window: read it again next time.
+                *self.rate_cache.borrow_mut() = saved.is_ok().then_some(window);
+                saved.map_err(|e| AdmitError::Storage(e.to_string()))
             }
             Admission::Limited { retry_after_ms } => {
                 let secs = (retry_after_ms / 1000.0).ceil().max(1.0);
@@ -68,6 +73,16 @@ impl<E: Env> Provider<E> {
                     retry_after_secs: secs,
                 })
             }
+        }
+    }
+
+    /// Storage says the window is now `new`: the cache stays only if it holds the same (our own
+    /// `set`); anything else (a reset, a late event of an earlier `set`) drops it.
+    pub(crate) fn rate_window_changed(&self, new: &Value) {
+        let new = serde_json::from_value::<RateWindow>(new.clone()).ok();
+        let mut cache = self.rate_cache.borrow_mut();
+        if cache.is_some() && *cache != new {
+            *cache = None;
         }
     }
 
@@ -160,6 +175,7 @@ impl<E: Env> Provider<E> {
 mod tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
+    use crate::env::{Clock, Storage};
     use futures::executor::block_on;
 
     fn entry(at: f64) -> Entry {
@@ -171,6 +187,46 @@ mod tests {
             target: None,
             digest: String::new(),
         }
+    }
+
+    fn stored_stamps(p: &Provider<MemoryEnv>, caller: &str) -> usize {
+        let w = block_on(p.rate_window());
+        MAX_WRITES - w.remaining(caller, p.env.now_ms())
+    }
+
+    #[test]
+    fn the_rate_window_is_kept_as_written_and_dropped_when_storage_holds_another() {
+        let p = Provider::new(MemoryEnv::new());
+        let session = |p: &Provider<MemoryEnv>| p.env.dump(Area::Session);
+        block_on(p.admit_write("a")).unwrap();
+        // Our own `set` comes back as a change event: the cache stays.
+        p.storage_changed(Area::Session, &session(&p));
+        assert!(p.rate_cache.borrow().is_some());
+        // So the next admission does not read storage: it writes the cached window plus one.
+        block_on(p.admit_write("a")).unwrap();
+        assert_eq!(stored_stamps(&p, "a"), 2);
+        for _ in 2..MAX_WRITES {
+            block_on(p.admit_write("a")).unwrap();
+        }
+        assert!(matches!(
+            block_on(p.admit_write("a")),
+            Err(AdmitError::Limited { .. })
+        ));
+        // Another hand resets the window (the pages, a test): the cache goes with it.
+        block_on(p.env.remove(Area::Session, &[keys::RATE_WINDOW])).unwrap();
+        let mut gone = Map::new();
+        gone.insert(keys::RATE_WINDOW.to_owned(), Value::Null);
+        p.storage_changed(Area::Session, &gone);
+        assert!(p.rate_cache.borrow().is_none());
+        block_on(p.admit_write("a")).unwrap();
+        assert_eq!(stored_stamps(&p, "a"), 1);
+        // A failed `set` leaves storage unknown: read it again next time.
+        *p.env.fail_writes.borrow_mut() = Some("quota".into());
+        assert!(matches!(
+            block_on(p.admit_write("a")),
+            Err(AdmitError::Storage(_))
+        ));
+        assert!(p.rate_cache.borrow().is_none());
     }
 
     #[test]

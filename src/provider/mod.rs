@@ -17,6 +17,7 @@ mod sessions;
 mod state;
 
 use crate::env::Env;
+use crate::guard::rate_limit::RateWindow;
 use crate::guard::review::{Decision, ReviewRequest};
 use crate::policy::Policy;
 use crate::probe;
@@ -59,6 +60,9 @@ pub struct Provider<E> {
     /// Guards the audit log; holds how many appends were begun (an audit read ahead is used
     /// only if none began since: `guards::audit_read_ahead`).
     audit_lock: Mutex<u64>,
+    /// The rate window as this worker last wrote it (`guards::admit_write`), so an admission is
+    /// one `set`; dropped when storage says it changed otherwise, or a `set` failed.
+    rate_cache: RefCell<Option<RateWindow>>,
     /// The policy as last read or written; dropped when storage says it changed otherwise.
     policy_cache: RefCell<Option<Policy>>,
     /// The script index and records as last read or written, likewise.
@@ -128,6 +132,7 @@ impl<E: Env> Provider<E> {
             write_lock: Mutex::new(()),
             rate_lock: Mutex::new(()),
             audit_lock: Mutex::new(0),
+            rate_cache: RefCell::new(None),
             policy_cache: RefCell::new(None),
             scripts_cache: RefCell::new(None),
             policy_gen: Cell::new(0),
