@@ -72,8 +72,8 @@ fn kit(nonce: &str, timeout_ms: u32, requires: &str) -> String {
 /// The code to execute after the kit (it runs only after [`entries`]' first): `source` wrapped,
 /// its frames named `lumo-try-<nonce>.js`. `nonce` must be
 /// alphanumeric or `-` (a uuid): it goes into a JS string and a regex unescaped.
-pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
-    wrap_with_gm(source, nonce, timeout_ms, "", "")
+pub fn wrap(source: &str, nonce: &str) -> Option<String> {
+    wrap_with_gm(source, nonce, "", "")
 }
 
 /// [`wrap`], with `gm` (one line: the try's GM functions, `gm::try_gm`) at the start of the
@@ -81,13 +81,7 @@ pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
 /// `requires` (the stored `@require` code, empty or ending with a line end) goes between the
 /// prelude and the source, in the same function (as a registered script has it); the source's
 /// lines then start after [`lines_before`]`(requires)`.
-pub fn wrap_with_gm(
-    source: &str,
-    nonce: &str,
-    timeout_ms: u32,
-    gm: &str,
-    requires: &str,
-) -> Option<String> {
+pub fn wrap_with_gm(source: &str, nonce: &str, gm: &str, requires: &str) -> Option<String> {
     if gm.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
         return None;
     }
@@ -124,7 +118,7 @@ pub fn entries(
     gm: &str,
     requires: &str,
 ) -> Option<Vec<String>> {
-    let wrapped = wrap_with_gm(source, nonce, timeout_ms, gm, requires)?;
+    let wrapped = wrap_with_gm(source, nonce, gm, requires)?;
     let catcher = format!(
         r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; const l = (ev) => {{ try {{ const e = ev.error; if (ev.filename === "lumo-try-{nonce}.js" && e && e.name === "SyntaxError") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href), title: String(document.title), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
     );
@@ -324,7 +318,7 @@ mod tests {
 
     #[test]
     fn the_source_starts_on_its_own_line_after_the_prelude() {
-        let code = wrap(SRC, "abc-1", 3000).unwrap();
+        let code = wrap(SRC, "abc-1").unwrap();
         let pl = usize::try_from(prelude_lines()).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
         // Executed line pl+1 is source line 1, column unchanged.
@@ -377,7 +371,7 @@ mod tests {
     fn the_entries_catch_a_syntax_error_and_return_one_report() {
         let e = entries(SRC, "abc-1", 3000, "", "").unwrap();
         assert_eq!(e.len(), 3);
-        assert_eq!(e[1], wrap(SRC, "abc-1", 3000).unwrap());
+        assert_eq!(e[1], wrap(SRC, "abc-1").unwrap());
         // The frame name is on the first line too: a SyntaxError stops V8's scan before the end.
         assert!(e[1].starts_with(
             "globalThis[\"__lumoTryRun_abc-1\"] = (async () => { //# sourceURL=lumo-try-abc-1.js\n"
@@ -416,9 +410,9 @@ mod tests {
 
     #[test]
     fn a_nonce_that_could_break_out_is_refused() {
-        assert!(wrap(SRC, "a\"b", 1).is_none());
-        assert!(wrap(SRC, "", 1).is_none());
-        assert!(wrap(SRC, "a.b", 1).is_none());
+        assert!(wrap(SRC, "a\"b").is_none());
+        assert!(wrap(SRC, "").is_none());
+        assert!(wrap(SRC, "a.b").is_none());
     }
 
     #[test]
@@ -502,7 +496,7 @@ mod tests {
         let req = "var LIB = 'lib';\r\nfunction f() {}\n;\n";
         let pl = u64::from(prelude_lines());
         assert_eq!(lines_before(req), pl + 3);
-        let code = wrap_with_gm(src, "n1", 1000, "", req).unwrap();
+        let code = wrap_with_gm(src, "n1", "", req).unwrap();
         // The source's line 4 is executed line pl + 3 + 4; the page side's PL says so too.
         let lines: Vec<&str> = code.split('\n').collect();
         assert_eq!(
@@ -520,20 +514,20 @@ mod tests {
         // A line inside the @require code is none of the source's.
         assert_eq!(f.logs[0].line, None);
         // Code not ending with a line end would glue onto the source's first line.
-        assert!(wrap_with_gm(src, "n1", 1000, "", "var x = 1;").is_none());
+        assert!(wrap_with_gm(src, "n1", "", "var x = 1;").is_none());
     }
 
     #[test]
     fn the_gm_line_moves_no_source_line() {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
-        let plain = wrap(src, "n1", 1000).unwrap();
-        let gm = wrap_with_gm(src, "n1", 1000, "{GM_LINE;}", "").unwrap();
+        let plain = wrap(src, "n1").unwrap();
+        let gm = wrap_with_gm(src, "n1", "{GM_LINE;}", "").unwrap();
         assert_eq!(js_line_count(&plain), js_line_count(&gm));
         let at = |c: &str| c.split('\n').position(|l| l == "null.x;");
         assert_eq!(at(&plain), at(&gm));
         assert!(gm.contains("async () => {{GM_LINE;}\n// ==UserScript=="));
         for bad in ["a\nb", "a\rb", "a\u{2028}b"] {
-            assert!(wrap_with_gm(src, "n1", 1000, bad, "").is_none());
+            assert!(wrap_with_gm(src, "n1", bad, "").is_none());
         }
     }
 }
