@@ -13,7 +13,7 @@
 // which every tool call pays. Medians and ratios are printed; the goal line is try ÷ raw, with the
 // provider's floor (wrapped execute + ping) beside it.
 //   BENCH_TRY_N=<samples> (default and at most 24: the rate limit)
-//   BENCH_TRY_PROFILE=1  measure a timed copy of dist/ (bench/lib/timed-start.js) and print, per
+//   BENCH_TRY_PROFILE=1  measure a timed copy of dist/ (bench/lib/timed-start.js, timed-try.js) and print, per
 //     try, the worker's browser calls in order with their durations and the gaps between them
 //     (time in wasm/JS with no browser call pending), then the medians per step.
 import { createServer } from "node:http";
@@ -54,7 +54,7 @@ function timeline(marks, rpcId) {
 const server = createServer((req, res) => { res.writeHead(200, { "content-type": "text/html" }); res.end("<!doctype html><title>Bench</title><p>a</p><p>b</p>"); });
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
 const url = `http://bench.test:${server.address().port}/`;
-const h = await launch({ dist: PROFILE ? timedCopy(DIST_DIR, "provider-timed-try") : DIST_DIR });
+const h = await launch({ dist: PROFILE ? timedCopy(DIST_DIR, "provider-timed-try", ["timed-try.js"]) : DIST_DIR });
 try {
   await h.internal("policy.approve", { id: HOST_ID });
   await h.setUserScriptsAccess(PROVIDER_ID, true);
