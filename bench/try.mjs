@@ -1,16 +1,29 @@
 #!/usr/bin/env node
 // try_script's round trip next to a bare chrome.userScripts.execute of the same code (`make bench`
 // runs it after bench/run.mjs; not a test). The agent's path: the test host's MCP SDK client →
-// lumo:mcp port → the worker (arguments, tab lookup, wrap, execute, report parsing) → the result.
-// The yardstick: the same userscript source executed once in the same tab by
+// lumo:mcp port → the worker (arguments, rate limit, tab lookup, wrap, execute, report parsing,
+// audit) → the result. Two yardsticks, executed once each in the same tab by
 // chrome.userScripts.execute called from one of the provider's own extension pages (no provider
-// logic, no wrapper, no port). Samples are interleaved; medians and the ratio are printed.
+// logic, no port), interleaved with the tries:
+//   - the *raw* source, as one `js` entry in the default world: the goal's denominator;
+//   - the *wrapped* code: the very injection the provider gave Chrome (captured from the worker
+//     once, during the warm-up), with a fresh nonce per sample — the provider's floor: what Chrome
+//     costs to run what a try must run. try − wrapped is the provider's own cost.
+// An MCP ping over the same session measures the transport (SDK client → port → worker → back),
+// which every tool call pays. Medians and ratios are printed; the goal line is try ÷ raw, with the
+// provider's floor (wrapped execute + ping) beside it.
 //   BENCH_TRY_N=<samples> (default and at most 24: the rate limit)
+//   BENCH_TRY_PROFILE=1  measure a timed copy of dist/ (bench/lib/timed-start.js, timed-try.js) and print, per
+//     try, the worker's browser calls in order with their durations and the gaps between them
+//     (time in wasm/JS with no browser call pending), then the medians per step.
 import { createServer } from "node:http";
-import { HOST_ID, PROVIDER_ID, launch } from "../tests/e2e/lib/harness.mjs";
+import { DIST_DIR, HOST_ID, PROVIDER_ID, launch } from "../tests/e2e/lib/harness.mjs";
+import { timedCopy } from "./lib/extensions.mjs";
+import { ms } from "./lib/stats.mjs";
 
 // try_script is a write: 30 per minute per caller, so one browser gives at most ~25 samples.
 const N = Math.min(Number(process.env.BENCH_TRY_N ?? 24), 24);
+const PROFILE = Boolean(process.env.BENCH_TRY_PROFILE);
 const SOURCE = [
   "// ==UserScript==", "// @name Bench try", "// @namespace lumo-bench", "// @match http://bench.test/*", "// ==/UserScript==",
   "const n = document.querySelectorAll('p').length;", "console.log('paragraphs', n);", "n;", "",
@@ -19,10 +32,29 @@ const SOURCE = [
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const p90 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length * 0.9)]; };
 
+/** The worker's browser calls during one tools/call (from the message in to the reply out). */
+function timeline(marks, rpcId) {
+  const got = marks.ports.find((p) => p.dir === "in" && p.id === rpcId && p.method === "tools/call");
+  const out = marks.ports.find((p) => p.dir === "out" && p.id === rpcId);
+  if (!got || !out) return null;
+  const calls = marks.calls.filter((c) => c.start >= got.t && c.start <= out.t).sort((a, b) => a.start - b.start);
+  let at = got.t; // the end of the latest call so far: a gap is time with no browser call pending
+  let gaps = 0;
+  const steps = calls.map((c) => {
+    const end = c.end ?? out.t;
+    const gap = Math.max(0, c.start - at);
+    gaps += gap;
+    at = Math.max(at, end);
+    return { api: c.api, gap, dur: end - c.start, entries: c.entries, bytes: c.bytes };
+  });
+  const tail = Math.max(0, out.t - at);
+  return { span: out.t - got.t, steps, tail, wasm: gaps + tail };
+}
+
 const server = createServer((req, res) => { res.writeHead(200, { "content-type": "text/html" }); res.end("<!doctype html><title>Bench</title><p>a</p><p>b</p>"); });
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
 const url = `http://bench.test:${server.address().port}/`;
-const h = await launch();
+const h = await launch({ dist: PROFILE ? timedCopy(DIST_DIR, "provider-timed-try", ["timed-try.js"]) : DIST_DIR });
 try {
   await h.internal("policy.approve", { id: HOST_ID });
   await h.setUserScriptsAccess(PROVIDER_ID, true);
@@ -32,6 +64,7 @@ try {
   const page = await h.providerPage();
   const tabId = await page.evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url);
   const host = await h.hostPage();
+  const worker = () => h.context.serviceWorkers().find((w) => w.url().startsWith(`chrome-extension://${PROVIDER_ID}/`));
   const viaTool = async () => host.evaluate(async ([s, src, id]) => {
     const t0 = performance.now();
     const r = await window.lumo.callTool(s, "try_script", { source: src, tabId: id });
@@ -44,15 +77,92 @@ try {
     if (!r?.[0] || r[0].error) throw new Error(JSON.stringify(r));
     return performance.now() - t0;
   }, [SOURCE, tabId]);
-  for (let i = 0; i < 3; i++) { await viaTool(); await bare(); } // warm-up
-  const tool = [], base = [];
-  for (let i = 0; i < N; i++) { tool.push(await viaTool()); base.push(await bare()); }
-  const ratio = median(tool) / median(base);
-  console.log(`try_script round trip: median ${median(tool).toFixed(2)} ms, p90 ${p90(tool).toFixed(2)} ms (n=${N})`);
-  console.log(`bare userScripts.execute: median ${median(base).toFixed(2)} ms, p90 ${p90(base).toFixed(2)} ms (n=${N})`);
-  console.log(`ratio (try_script / bare execute, medians): ${ratio.toFixed(2)}× — goal ≤ 1.20×: ${ratio <= 1.2 ? "PASS" : "MISS"} (floor: the bare execute, ${median(base).toFixed(2)} ms)`);
+
+  // The injection the provider gives Chrome, taken from the worker once (the method is put back
+  // at once, so the samples run the worker untouched).
+  await worker().evaluate(() => {
+    const us = chrome.userScripts;
+    const original = us.execute;
+    us.execute = function (injection) {
+      globalThis.__benchTryInjection = JSON.parse(JSON.stringify(injection));
+      us.execute = original;
+      return original.call(this, injection);
+    };
+  });
+  await viaTool();
+  const injection = await worker().evaluate(() => globalThis.__benchTryInjection);
+  if (!injection) throw new Error("the provider's injection was not captured (chrome.userScripts.execute not called?)");
+  const nonce = JSON.stringify(injection).match(/lumo-try-([0-9a-f-]{36})\.js/)?.[1];
+  if (!nonce) throw new Error("no nonce in the captured injection");
+  const wrapped = async () => page.evaluate(async ([inj, nonce, id]) => {
+    const fresh = crypto.randomUUID(); // as the provider makes one per try (no compile cache hit)
+    const js = inj.js.map((j) => ({ ...j, code: j.code.replaceAll(nonce, fresh) }));
+    const t0 = performance.now();
+    const r = await chrome.userScripts.execute({ ...inj, target: { ...inj.target, tabId: id }, js });
+    if (r?.[0]?.result?.lumo !== fresh) throw new Error(JSON.stringify(r));
+    return performance.now() - t0;
+  }, [injection, nonce, tabId]);
+
+  // The MCP transport alone: a ping over the same session (SDK client → port → worker → back).
+  const ping = async () => host.evaluate(async (s) => {
+    const t0 = performance.now();
+    await window.lumo.ping(s);
+    return performance.now() - t0;
+  }, session);
+
+  for (let i = 0; i < 2; i++) { await viaTool(); await bare(); await wrapped(); await ping(); } // warm-up
+  const takeMarks = () => worker().evaluate(() => {
+    const m = globalThis.__benchMarks;
+    return { calls: m.calls.splice(0), ports: m.ports.splice(0) };
+  });
+  if (PROFILE) await takeMarks();
+  const tool = [], base = [], floor = [], pings = [], lines = [];
+  for (let i = 0; i < N; i++) {
+    tool.push(await viaTool());
+    if (PROFILE) {
+      const marks = await takeMarks();
+      const rpcId = marks.ports.filter((p) => p.dir === "in" && p.method === "tools/call").at(-1)?.id;
+      lines.push({ host: tool.at(-1), ...timeline(marks, rpcId) });
+    }
+    base.push(await bare());
+    floor.push(await wrapped());
+    pings.push(await ping());
+  }
+  const codeBytes = injection.js.reduce((n, j) => n + j.code.length, 0);
+  console.log(`try_script round trip: median ${ms(median(tool))} ms, p90 ${ms(p90(tool))} ms (n=${N})`);
+  console.log(`bare userScripts.execute of the raw source: median ${ms(median(base))} ms, p90 ${ms(p90(base))} ms (n=${N})`);
+  console.log(`bare userScripts.execute of the provider's injection (${injection.js.length} js entries, ${codeBytes} characters, world ${injection.worldId ?? "default"}): median ${ms(median(floor))} ms, p90 ${ms(p90(floor))} ms (n=${N})`);
+  console.log(`MCP ping over the same session (the transport): median ${ms(median(pings))} ms, p90 ${ms(p90(pings))} ms (n=${N})`);
+  const own = median(tool) - median(floor) - median(pings);
+  console.log(`split of the median try: wrapped execute ${ms(median(floor))} (of which Chrome's cost of the wrapper, wrapped − raw: ${ms(median(floor) - median(base))}) + transport ${ms(median(pings))} + the provider's own logic and storage ${ms(own)} ms`);
+  console.log(`try_script / (wrapped execute + ping), the provider's floor: ${(median(tool) / (median(floor) + median(pings))).toFixed(2)}×`);
+  const r = median(tool) / median(base);
+  console.log(`ratio (try_script / bare execute, medians): ${r.toFixed(2)}× — goal ≤ 1.20×: ${r <= 1.2 ? "PASS" : "MISS"} (floor: wrapped execute + ping ${ms(median(floor) + median(pings))} ms = ${(( median(floor) + median(pings)) / median(base)).toFixed(2)}× the raw execute)`);
+  if (PROFILE) printProfile(lines);
 } finally {
   await h.close();
   server.close();
   server.closeAllConnections();
+}
+
+function printProfile(lines) {
+  console.log("\nProfile (timed copy; ms). Per try: host round trip, worker span (message in → reply out), then each browser call as +gap (no call pending: wasm/JS) then name and duration:");
+  lines.forEach((l, i) => {
+    if (!l.steps) return console.log(`#${i + 1}: no timeline`);
+    const steps = l.steps.map((s) => `+${ms(s.gap)} ${s.api}${s.entries ? `[${s.entries} js, ${s.bytes} ch]` : ""} ${ms(s.dur)}`).join(" | ");
+    console.log(`#${i + 1} host ${ms(l.host)} span ${ms(l.span)}: ${steps} | +${ms(l.tail)} reply`);
+  });
+  const ok = lines.filter((l) => l.steps);
+  const shape = (l) => l.steps.map((s) => s.api).join(",");
+  const groups = new Map();
+  for (const l of ok) groups.set(shape(l), [...(groups.get(shape(l)) ?? []), l]);
+  const same = [...groups.values()].sort((a, b) => b.length - a.length)[0];
+  if (!same) return;
+  console.log(`\nMedians over the ${same.length} of ${ok.length} tries with the most common call sequence:`);
+  console.log(`  host round trip ${ms(median(same.map((l) => l.host)))}; worker span ${ms(median(same.map((l) => l.span)))}; outside the worker (host SDK + port, both ways) ${ms(median(same.map((l) => l.host - l.span)))}`);
+  same[0].steps.forEach((s, k) => {
+    console.log(`  +${ms(median(same.map((l) => l.steps[k].gap)))}  ${s.api.padEnd(24)} ${ms(median(same.map((l) => l.steps[k].dur)))}`);
+  });
+  console.log(`  +${ms(median(same.map((l) => l.tail)))}  reply`);
+  console.log(`  time with no browser call pending (wasm/JS): ${ms(median(same.map((l) => l.wasm)))}`);
 }

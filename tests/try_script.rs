@@ -201,3 +201,39 @@ fn refusals_say_why() {
         1
     );
 }
+
+/// The tabs are listed while the rate-limit slot is recorded, but the decisions keep the walk's
+/// order: rate limit, then "Allow User Scripts", then the tab (a try naming no open tab still
+/// spends its slot, and a caller out of slots is told so whatever the tab or the toggle).
+#[test]
+fn the_rate_limit_and_the_toggle_are_decided_before_the_tab() {
+    use lumo_userscripts::guard::rate_limit::MAX_WRITES;
+    let p = provider();
+    let s = ready(&p);
+    let nowhere = || json!({"source": script("t", ""), "tabId": 99});
+    p.env.user_scripts.set(false);
+    assert_eq!(
+        error_code(&call(&p, &s, "try_script", nowhere())),
+        Some("UNAVAILABLE")
+    );
+    p.env.user_scripts.set(true);
+    for i in 1..MAX_WRITES {
+        let r = call(&p, &s, "try_script", nowhere());
+        assert_eq!(error_code(&r), Some("NOT_FOUND"), "try {i}: {r}");
+    }
+    let r = call(&p, &s, "try_script", nowhere());
+    assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
+    p.env.user_scripts.set(false);
+    let r = call(&p, &s, "try_script", nowhere());
+    assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
+    p.env.user_scripts.set(true);
+    with_tab(&p);
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "tabId": 7}),
+    );
+    assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
+    assert!(p.env.executed.borrow().is_empty(), "a rate-limited try ran");
+}

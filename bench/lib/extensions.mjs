@@ -28,16 +28,19 @@ function copy(src, name) {
 
 /**
  * A copy whose worker entry first imports timed-start.js (marks: script start, wasm compile,
- * instantiate, storage reads, reply), then the real worker script, then marks "listeners ready".
+ * instantiate, storage reads, reply) and any `extras` of bench/lib (e.g. timed-try.js), then the
+ * real worker script, then marks "listeners ready".
  * Module evaluation order guarantees timed-start.js runs before any of the real code.
  */
-function timedCopy(src, name) {
+export function timedCopy(src, name, extras = []) {
   const out = copy(src, name);
   const m = readManifest(out);
   const entry = m.background.service_worker;
   cpSync(join(BENCH_DIR, "lib/timed-start.js"), join(out, "bench-timed-start.js"));
+  for (const x of extras) cpSync(join(BENCH_DIR, "lib", x), join(out, `bench-${x}`));
+  const imports = ["timed-start.js", ...extras].map((x) => `import "./bench-${x}";\n`).join("");
   writeFileSync(join(out, "bench-sw.js"),
-    `import "./bench-timed-start.js";\nimport "./${entry}";\nglobalThis.__benchMarks.listenersReady = performance.now();\n`);
+    `${imports}import "./${entry}";\nglobalThis.__benchMarks.listenersReady = performance.now();\n`);
   writeManifest(out, { ...m, background: { ...m.background, service_worker: "bench-sw.js", type: "module" } });
   return out;
 }

@@ -26,10 +26,19 @@ pub const MAX_VALUE_BYTES: usize = 16 * 1024;
 /// The part of an error stack shipped back (for line extraction only).
 const MAX_STACK_CHARS: usize = 4096;
 
-/// The wrapper before the source. `__NONCE__` and `__TIMEOUT__` are replaced; it holds no other
-/// placeholder, and neither can occur in the nonce or timeout themselves.
+/// The console proxy and `finish` (the run, its timeout, the bounded report), made by an entry of
+/// their own before the wrapped source ([`entries`]) and picked up by its prelude. Kept out of the
+/// function that holds the source because a console call takes a stack (for its line), and V8
+/// parses every function on that stack again to find positions: inside, each try paid for
+/// parsing the whole kit again (~0.5 ms in Chromium 156; ARCHITECTURE.md, Decisions). The console
+/// is replaced only when `finish` starts, so a source that does not parse leaves it alone.
+/// Every `__X__` is replaced ([`kit`]); none can occur in the nonce or the numbers.
+const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const r = { lumo: N, url: String(location.href), title: String(document.title), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); restore(); } r.logsDropped = dropped; r.ms = now() - t0; return r; }; return { finish }; })();"#;
+
+/// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce. Only
+/// `__NONCE__` is replaced, and it cannot occur in the nonce itself.
 const PRELUDE: &str = r#"globalThis["__lumoTryRun___NONCE__"] = (async () => { //# sourceURL=lumo-try-__NONCE__.js
-const __lumo = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), t0 = now(); const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { const r = { lumo: N, url: String(location.href), title: String(document.title), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); restore(); } r.logsDropped = dropped; r.ms = now() - t0; return r; }; return { finish }; })();
+const __lumo = globalThis["__lumoTryKit___NONCE__"]; delete globalThis["__lumoTryKit___NONCE__"];
 return __lumo.finish(async () => {
 "#;
 
@@ -47,10 +56,24 @@ pub fn lines_before(requires: &str) -> u64 {
     u64::from(prelude_lines()).saturating_add(js_line_count(requires).saturating_sub(1))
 }
 
-/// The code to execute: `source` wrapped, its frames named `lumo-try-<nonce>.js`. `nonce` must be
+/// The kit ([`KIT`]) of one try: `requires` is the `@require` code put before the source, whose
+/// lines the positions count out.
+fn kit(nonce: &str, timeout_ms: u32, requires: &str) -> String {
+    KIT.replace("__NONCE__", nonce)
+        .replace("__TIMEOUT__", &timeout_ms.to_string())
+        .replace("__MAXL__", &MAX_LOGS.to_string())
+        .replace("__MAXT__", &MAX_TEXT_CHARS.to_string())
+        .replace("__MAXLC__", &MAX_LOG_CHARS.to_string())
+        .replace("__MAXV__", &MAX_VALUE_BYTES.to_string())
+        .replace("__MAXS__", &MAX_STACK_CHARS.to_string())
+        .replace("__PL__", &lines_before(requires).to_string())
+}
+
+/// The code to execute after the kit (it runs only after [`entries`]' first): `source` wrapped,
+/// its frames named `lumo-try-<nonce>.js`. `nonce` must be
 /// alphanumeric or `-` (a uuid): it goes into a JS string and a regex unescaped.
-pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
-    wrap_with_gm(source, nonce, timeout_ms, "", "")
+pub fn wrap(source: &str, nonce: &str) -> Option<String> {
+    wrap_with_gm(source, nonce, "", "")
 }
 
 /// [`wrap`], with `gm` (one line: the try's GM functions, `gm::try_gm`) at the start of the
@@ -58,13 +81,7 @@ pub fn wrap(source: &str, nonce: &str, timeout_ms: u32) -> Option<String> {
 /// `requires` (the stored `@require` code, empty or ending with a line end) goes between the
 /// prelude and the source, in the same function (as a registered script has it); the source's
 /// lines then start after [`lines_before`]`(requires)`.
-pub fn wrap_with_gm(
-    source: &str,
-    nonce: &str,
-    timeout_ms: u32,
-    gm: &str,
-    requires: &str,
-) -> Option<String> {
+pub fn wrap_with_gm(source: &str, nonce: &str, gm: &str, requires: &str) -> Option<String> {
     if gm.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
         return None;
     }
@@ -74,15 +91,7 @@ pub fn wrap_with_gm(
     if nonce.is_empty() || !nonce.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return None;
     }
-    let prelude = PRELUDE
-        .replace("__NONCE__", nonce)
-        .replace("__TIMEOUT__", &timeout_ms.to_string())
-        .replace("__MAXL__", &MAX_LOGS.to_string())
-        .replace("__MAXT__", &MAX_TEXT_CHARS.to_string())
-        .replace("__MAXLC__", &MAX_LOG_CHARS.to_string())
-        .replace("__MAXV__", &MAX_VALUE_BYTES.to_string())
-        .replace("__MAXS__", &MAX_STACK_CHARS.to_string())
-        .replace("__PL__", &lines_before(requires).to_string());
+    let prelude = PRELUDE.replace("__NONCE__", nonce);
     let mut code =
         String::with_capacity(prelude.len() + requires.len() + source.len() + EPILOGUE.len() + 40);
     // The prelude ends with "{\n": the GM line goes just before that line end.
@@ -97,7 +106,8 @@ pub fn wrap_with_gm(
 
 /// The entries `userScripts.execute` runs, in order, in the try's world: a listener for the
 /// `SyntaxError` of a source that does not parse (Chromium 156 fires `error` in the world with
-/// the entry's sourceURL, line and column; measured), the wrapped source ([`wrap`]), and a last
+/// the entry's sourceURL, line and column; measured) and the kit ([`KIT`]), the wrapped source
+/// ([`wrap`]), and a last
 /// entry whose value Chrome returns: the wrapper's report (a promise Chrome awaits) or, when the
 /// source did not parse, the listener's report of the same shape, with the executed line. `gm`
 /// is the try's GM line ([`wrap_with_gm`]).
@@ -108,14 +118,18 @@ pub fn entries(
     gm: &str,
     requires: &str,
 ) -> Option<Vec<String>> {
-    let wrapped = wrap_with_gm(source, nonce, timeout_ms, gm, requires)?;
+    let wrapped = wrap_with_gm(source, nonce, gm, requires)?;
     let catcher = format!(
         r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; const l = (ev) => {{ try {{ const e = ev.error; if (ev.filename === "lumo-try-{nonce}.js" && e && e.name === "SyntaxError") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href), title: String(document.title), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
     );
     let collect = format!(
-        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis[k + "_l"]; return out; }})();"#
+        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis["__lumoTryKit_{nonce}"]; delete globalThis[k + "_l"]; return out; }})();"#
     );
-    Some(vec![catcher, wrapped, collect])
+    Some(vec![
+        format!("{catcher}\n{}", kit(nonce, timeout_ms, requires)),
+        wrapped,
+        collect,
+    ])
 }
 
 /// Line `executed` of the wrapped code as a line of the source (1-based); None when it lies in
@@ -304,7 +318,7 @@ mod tests {
 
     #[test]
     fn the_source_starts_on_its_own_line_after_the_prelude() {
-        let code = wrap(SRC, "abc-1", 3000).unwrap();
+        let code = wrap(SRC, "abc-1").unwrap();
         let pl = usize::try_from(prelude_lines()).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
         // Executed line pl+1 is source line 1, column unchanged.
@@ -330,6 +344,10 @@ mod tests {
             "__PL__",
         ] {
             assert!(!code.contains(ph), "{ph} is left");
+            assert!(
+                !kit("abc-1", 3000, "").contains(ph),
+                "{ph} is left in the kit"
+            );
         }
     }
 
@@ -353,12 +371,28 @@ mod tests {
     fn the_entries_catch_a_syntax_error_and_return_one_report() {
         let e = entries(SRC, "abc-1", 3000, "", "").unwrap();
         assert_eq!(e.len(), 3);
-        assert_eq!(e[1], wrap(SRC, "abc-1", 3000).unwrap());
+        assert_eq!(e[1], wrap(SRC, "abc-1").unwrap());
         // The frame name is on the first line too: a SyntaxError stops V8's scan before the end.
         assert!(e[1].starts_with(
             "globalThis[\"__lumoTryRun_abc-1\"] = (async () => { //# sourceURL=lumo-try-abc-1.js\n"
         ));
         assert!(e[0].contains("ev.filename === \"lumo-try-abc-1.js\""));
+        // The console proxy and `finish` are made by the first entry, outside the function that
+        // holds the source (a console call's stack would make V8 parse them again), and every
+        // placeholder of the kit is filled.
+        assert!(
+            e[0].contains("const finish = async (run)") && e[0].contains("const log = (level)")
+        );
+        assert!(!e[1].contains("const finish") && !e[1].contains("const log"));
+        assert!(e[0].contains("globalThis[\"__lumoTryKit_abc-1\"] = "));
+        assert!(e[1].contains("globalThis[\"__lumoTryKit_abc-1\"]"));
+        assert!(e[2].contains("delete globalThis[\"__lumoTryKit_abc-1\"]"));
+        assert!(
+            !e[0].contains("__NONCE__")
+                && !e[0].contains("__PL__")
+                && !e[0].contains("__TIMEOUT__")
+        );
+        assert!(e[0].contains("TIMEOUT = 3000,"));
         assert!(e[2].contains("globalThis[r] || globalThis[k]"));
         // The catcher's report reads as a report of this try, its line mapped to the source.
         let pl = u64::from(prelude_lines());
@@ -376,9 +410,9 @@ mod tests {
 
     #[test]
     fn a_nonce_that_could_break_out_is_refused() {
-        assert!(wrap(SRC, "a\"b", 1).is_none());
-        assert!(wrap(SRC, "", 1).is_none());
-        assert!(wrap(SRC, "a.b", 1).is_none());
+        assert!(wrap(SRC, "a\"b").is_none());
+        assert!(wrap(SRC, "").is_none());
+        assert!(wrap(SRC, "a.b").is_none());
     }
 
     #[test]
@@ -462,14 +496,16 @@ mod tests {
         let req = "var LIB = 'lib';\r\nfunction f() {}\n;\n";
         let pl = u64::from(prelude_lines());
         assert_eq!(lines_before(req), pl + 3);
-        let code = wrap_with_gm(src, "n1", 1000, "", req).unwrap();
+        let code = wrap_with_gm(src, "n1", "", req).unwrap();
         // The source's line 4 is executed line pl + 3 + 4; the page side's PL says so too.
         let lines: Vec<&str> = code.split('\n').collect();
         assert_eq!(
             lines[usize::try_from(pl + 3 + 4 - 1).unwrap()],
             "throw new Error(LIB);"
         );
-        assert!(code.contains(&format!("const PL = {};", pl + 3)));
+        // The page side's PL is in the kit (the first entry).
+        let kit = &entries(src, "n1", 1000, "", req).unwrap()[0];
+        assert!(kit.contains(&format!("const PL = {};", pl + 3)));
         let r = json!({"lumo": "n1", "threw": true,
             "error": {"name": "Error", "message": "lib", "line": pl + 3 + 4, "column": 7},
             "logs": [{"level": "log", "text": "in lib", "line": pl + 1}]});
@@ -478,20 +514,20 @@ mod tests {
         // A line inside the @require code is none of the source's.
         assert_eq!(f.logs[0].line, None);
         // Code not ending with a line end would glue onto the source's first line.
-        assert!(wrap_with_gm(src, "n1", 1000, "", "var x = 1;").is_none());
+        assert!(wrap_with_gm(src, "n1", "", "var x = 1;").is_none());
     }
 
     #[test]
     fn the_gm_line_moves_no_source_line() {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
-        let plain = wrap(src, "n1", 1000).unwrap();
-        let gm = wrap_with_gm(src, "n1", 1000, "{GM_LINE;}", "").unwrap();
+        let plain = wrap(src, "n1").unwrap();
+        let gm = wrap_with_gm(src, "n1", "{GM_LINE;}", "").unwrap();
         assert_eq!(js_line_count(&plain), js_line_count(&gm));
         let at = |c: &str| c.split('\n').position(|l| l == "null.x;");
         assert_eq!(at(&plain), at(&gm));
         assert!(gm.contains("async () => {{GM_LINE;}\n// ==UserScript=="));
         for bad in ["a\nb", "a\rb", "a\u{2028}b"] {
-            assert!(wrap_with_gm(src, "n1", 1000, bad, "").is_none());
+            assert!(wrap_with_gm(src, "n1", bad, "").is_none());
         }
     }
 }

@@ -12,7 +12,7 @@
 use super::catalog::{MAX_SOURCE_BYTES, MAX_URL_BYTES};
 use super::result::{success, ErrorCode, ToolError};
 use super::{finished, CallCtx, Executed};
-use crate::env::{Env, Tab};
+use crate::env::{Env, EnvError, Tab};
 use crate::guard::audit::Entry;
 use crate::guard::diff::{line_diff, visible, Preview};
 use crate::guard::review::{Decision, ReviewRequest, Sources, REVIEW_TIMEOUT_MS};
@@ -23,7 +23,7 @@ use crate::scripts::record::is_uuid;
 use crate::scripts::registry;
 use crate::scripts::store;
 use crate::scripts::wrap::{self, FrameReport};
-use futures::future::{select, Either};
+use futures::future::{join, select, Either};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::rc::Rc;
@@ -381,7 +381,11 @@ pub(super) async fn call<E: Env>(
         Ok(s) => s,
         Err(e) => return refused(e),
     };
-    if let Err(e) = p.admit_write(&ctx.caller.key()).await {
+    // The open tabs are listed while the rate-limit slot is recorded (two storage round trips):
+    // listing reads nothing the caller sees, and every decision is still made in the walk's
+    // order — rate limit, "Allow User Scripts", then the tab.
+    let (admitted, tabs) = join(p.admit_write(&ctx.caller.key()), p.env.tabs()).await;
+    if let Err(e) = admitted {
         return refused(e.into());
     }
     if !p.env.user_scripts_available() {
@@ -390,7 +394,7 @@ pub(super) async fn call<E: Env>(
             crate::probe::USER_SCRIPTS_OFF,
         ));
     }
-    let tab = match resolve_tab(p, &a.target).await {
+    let tab = match choose_tab(tabs, &a.target) {
         Ok(t) => t,
         Err(e) => return refused(e),
     };
@@ -412,8 +416,8 @@ pub(super) async fn call<E: Env>(
     Ok(done)
 }
 
-async fn resolve_tab<E: Env>(p: &Provider<E>, target: &Target) -> Result<Tab, ToolError> {
-    let tabs = p.env.tabs().await.map_err(|e| {
+fn choose_tab(tabs: Result<Vec<Tab>, EnvError>, target: &Target) -> Result<Tab, ToolError> {
+    let tabs = tabs.map_err(|e| {
         ToolError::new(
             ErrorCode::CannotRun,
             format!("the open tabs could not be listed: {e}"),
