@@ -44,9 +44,20 @@ impl Ports {
             std::process::id(),
             free_port()
         ));
+        // Two listeners held at once, so the system cannot hand out the same port twice (it
+        // did: "--port and --control-port must differ").
+        let pair = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|a| Ok((a.local_addr()?.port(), a)))
+            .and_then(|(ext, a)| {
+                let b = std::net::TcpListener::bind("127.0.0.1:0")?;
+                let control = b.local_addr()?.port();
+                drop((a, b));
+                Ok((ext, control))
+            })
+            .expect("two free ports");
         Ports {
-            ext: free_port(),
-            control: free_port(),
+            ext: pair.0,
+            control: pair.1,
             state,
         }
     }

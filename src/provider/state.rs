@@ -202,8 +202,9 @@ impl<E: Env> Provider<E> {
         e
     }
 
-    /// `chrome.storage.onChanged` for the local area: drops a cache entry whenever storage now
-    /// holds something other than what the cache says (our own writes match and keep it).
+    /// `chrome.storage.onChanged`: drops a cache entry whenever storage now holds something
+    /// other than what the cache says (our own writes match and keep it). The session area
+    /// holds only the rate window among the cached values.
     pub fn storage_changed(&self, area: Area, changes: &Map<String, Value>) {
         if area == Area::Session {
             if let Some(new) = changes.get(keys::RATE_WINDOW) {
