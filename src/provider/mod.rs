@@ -69,6 +69,8 @@ pub struct Provider<E> {
     /// write and the `status` tool read them without a storage round trip.
     rate_cache: state::Cached<crate::guard::rate_limit::RateWindow>,
     registry_errors_cache: state::Cached<serde_json::Map<String, Value>>,
+    /// Script-key changes that came in while a write was under way (`state::hold_echoes`).
+    held_echoes: RefCell<Option<Vec<(String, Value)>>>,
     /// The audit rings' heads and newest chunks (`guard::audit::Tail`).
     pub(crate) audit_tail: crate::guard::audit::Tail,
     registry: Cell<RegistryState>,
@@ -139,6 +141,7 @@ impl<E: Env> Provider<E> {
             rate_cache: Default::default(),
             registry_errors_cache: Default::default(),
             audit_tail: Default::default(),
+            held_echoes: RefCell::new(None),
             registry: Cell::new(RegistryState::Unknown),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(VecMap::new()),
@@ -436,6 +439,54 @@ mod tests {
         other.insert(keys::REGISTRY_ERRORS.into(), json!({"u2": "x", "u3": "y"}));
         p.storage_changed(Area::Local, &other);
         assert!(block_on(p.registration_errors()).is_empty(), "read again");
+    }
+
+    /// Chrome may deliver a write's own echo before the write has updated the cache (seen with
+    /// 1,000 scripts): held and judged after the write, it keeps the cache; a foreign change
+    /// held the same way still drops it.
+    #[test]
+    fn an_echo_that_arrives_before_the_cache_is_updated_keeps_it() {
+        use crate::scripts::store;
+        let p = Provider::new(MemoryEnv::new());
+        let src = "// ==UserScript==\n// @name A\n// @match https://a.com/*\n// ==/UserScript==\n";
+        let snap = block_on(p.scripts()).unwrap();
+        let c = block_on(store::create(&p.env, &snap, "user", src, true, 1 << 20)).unwrap();
+        p.scripts_written(&c);
+        let snap = block_on(p.scripts()).unwrap();
+        let key = store::record_key(&c.record.uuid);
+        for foreign in [false, true] {
+            p.hold_echoes();
+            let d = block_on(store::replace(
+                &p.env,
+                &snap,
+                "user",
+                &c.record.uuid,
+                block_on(p.scripts()).unwrap().records[0].revision,
+                src,
+                None,
+                1 << 20,
+            ))
+            .unwrap();
+            let mut echo = Map::new();
+            let stored = if foreign {
+                json!({ "garbage": true })
+            } else {
+                MemoryEnv::as_chrome_returns(&serde_json::to_value(&d.record).unwrap())
+            };
+            echo.insert(key.clone(), stored);
+            p.storage_changed(Area::Local, &echo); // before the cache knows of the write
+            assert!(p.scripts_cache.borrow().is_some(), "held, not judged yet");
+            p.scripts_written(&d);
+            p.judge_held_echoes();
+            assert_eq!(
+                p.scripts_cache.borrow().is_some(),
+                !foreign,
+                "foreign: {foreign}"
+            );
+            if foreign {
+                break;
+            }
+        }
     }
 
     #[test]

@@ -202,6 +202,32 @@ impl<E: Env> Provider<E> {
         e
     }
 
+    fn judge_snapshot_change(&self, key: &str, new: &Value) {
+        let same = self
+            .scripts_cache
+            .borrow()
+            .as_ref()
+            .is_some_and(|s| s.holds(key, new));
+        if !same {
+            self.set_scripts_cache(None);
+        }
+    }
+
+    /// From here until [`Provider::judge_held_echoes`], a change of a script key is kept to be
+    /// judged then (the caller holds the write lock and is about to write).
+    pub(crate) fn hold_echoes(&self) {
+        *self.held_echoes.borrow_mut() = Some(Vec::new());
+    }
+
+    /// Judges the changes that came in since [`Provider::hold_echoes`] against the cache as the
+    /// write left it: our own echo keeps it, anything else drops it.
+    pub(crate) fn judge_held_echoes(&self) {
+        let held = self.held_echoes.borrow_mut().take().unwrap_or_default();
+        for (key, new) in held {
+            self.judge_snapshot_change(&key, &new);
+        }
+    }
+
     /// `chrome.storage.onChanged`: drops a cache entry whenever storage now holds something
     /// other than what the cache says (our own writes match and keep it). The session area
     /// holds only the rate window among the cached values.
@@ -236,14 +262,13 @@ impl<E: Env> Provider<E> {
                     self.set_policy_cache(None);
                 }
             } else if store::is_snapshot_key(key) {
-                let same = self
-                    .scripts_cache
-                    .borrow()
-                    .as_ref()
-                    .is_some_and(|s| s.holds(key, new));
-                if !same {
-                    self.set_scripts_cache(None);
+                // While a write of ours is between its `set` and its `scripts_written`, Chrome
+                // may deliver the echo first (seen at 1,000 scripts): judged after the write.
+                if let Some(held) = self.held_echoes.borrow_mut().as_mut() {
+                    held.push((key.clone(), new.clone()));
+                    continue;
                 }
+                self.judge_snapshot_change(key, new);
             }
         }
     }

@@ -45,7 +45,10 @@ pub(crate) async fn run_write<E: Env>(
             p.registry_write_begins().await;
             began = true;
             let env = Journaled::new(&p.env, journal.clone());
-            write_locked(p, &env, actor, args, &snap).await
+            p.hold_echoes();
+            let done = write_locked(p, &env, actor, args, &snap).await;
+            p.judge_held_echoes();
+            done
         }
     };
     let done = Executed {
