@@ -123,7 +123,7 @@ function phases(s, m) {
     out[name] = t - last;
     last = t;
   }
-  const inHandler = m.calls.filter((c) => c.start >= m.received && c.start <= m.replied);
+  const inHandler = m.calls.filter((c) => c.start >= m.received && c.start <= m.replied && !c.threw);
   out["  of which awaiting browser calls (span)"] = inHandler.length ? Math.max(...inHandler.map((c) => Math.min(c.end ?? m.replied, m.replied))) - Math.min(...inHandler.map((c) => c.start)) : 0;
   out["browser calls in the handler (count)"] = inHandler.length;
   out["browser calls from start to reply (count)"] = m.calls.filter((c) => c.start <= m.replied).length;
@@ -131,7 +131,7 @@ function phases(s, m) {
 }
 
 /** The browser calls started while a message was being handled, e.g. "storage.local.get, userScripts.getScripts". */
-const callsDuring = (calls, msg) => calls.filter((c) => c.start >= msg.received && c.start <= msg.replied).map((c) => c.api).join(", ") || "none";
+const callsDuring = (calls, msg) => calls.filter((c) => c.start >= msg.received && c.start <= msg.replied).map((c) => c.threw ? `${c.api} (refused in-process, no round trip)` : c.api).join(", ") || "none";
 const mostCommon = (xs) => {
   const count = {};
   for (const x of xs) count[x] = (count[x] ?? 0) + 1;

@@ -31,7 +31,14 @@ function timeCalls(obj, names, prefix) {
     obj[name] = (...a) => {
       const call = { api: `${prefix}.${name}`, start: now() };
       marks.calls.push(call);
-      const p = f.apply(obj, a);
+      let p;
+      try {
+        p = f.apply(obj, a);
+      } catch (e) { // refused in the worker's own process: no round trip (e.g. the toggle check)
+        call.end = now();
+        call.threw = true;
+        throw e;
+      }
       const done = () => { call.end = now(); };
       p?.then?.(done, done);
       return p;
