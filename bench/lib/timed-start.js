@@ -23,13 +23,15 @@ TimedInstance.prototype = Instance.prototype;
 WebAssembly.Module = TimedModule;
 WebAssembly.Instance = TimedInstance;
 
-// Every asynchronous browser call the worker makes through these APIs: {api, start, end}.
-function timeCalls(obj, names, prefix) {
+// Every asynchronous browser call the worker makes through these APIs: {api, start, end};
+// `describe(call, name, args)` may add to a call's record. Shared with timed-try.js (globalThis.__benchTimeCalls).
+function timeCalls(obj, names, prefix, describe) {
   for (const name of names) {
     const f = obj?.[name];
     if (typeof f !== "function") continue;
     obj[name] = (...a) => {
       const call = { api: `${prefix}.${name}`, start: now() };
+      describe?.(call, name, a);
       marks.calls.push(call);
       let p;
       try {
@@ -45,6 +47,7 @@ function timeCalls(obj, names, prefix) {
     };
   }
 }
+globalThis.__benchTimeCalls = timeCalls; // not on marks: run.mjs reads marks by value
 timeCalls(chrome.storage?.local, ["get", "set"], "storage.local");
 timeCalls(chrome.storage?.session, ["get", "set"], "storage.session");
 timeCalls(chrome.userScripts, ["getScripts", "register", "update"], "userScripts"); // present only while "Allow User Scripts" is on

@@ -4,33 +4,14 @@
 const marks = globalThis.__benchMarks;
 const now = () => performance.now();
 
-// {api, start, end}, as timed-start.js records them; `userScripts.execute` also records the
-// number of `js` entries (`entries`) and their length in characters (`bytes`).
-function timeCalls(obj, names, prefix) {
-  for (const name of names) {
-    const f = obj?.[name];
-    if (typeof f !== "function") continue;
-    obj[name] = (...a) => {
-      const call = { api: `${prefix}.${name}`, start: now() };
-      if (name === "execute" && Array.isArray(a[0]?.js)) {
-        call.entries = a[0].js.length;
-        call.bytes = a[0].js.reduce((n, j) => n + (j.code?.length ?? 0), 0);
-      }
-      marks.calls.push(call);
-      let p;
-      try {
-        p = f.apply(obj, a);
-      } catch (e) {
-        call.end = now();
-        call.threw = true;
-        throw e;
-      }
-      const done = () => { call.end = now(); };
-      p?.then?.(done, done);
-      return p;
-    };
+// timed-start.js's recorder; `userScripts.execute` also records the number of `js` entries
+// (`entries`) and their length in characters (`bytes`).
+const timeCalls = (obj, names, prefix) => globalThis.__benchTimeCalls(obj, names, prefix, (call, name, a) => {
+  if (name === "execute" && Array.isArray(a[0]?.js)) {
+    call.entries = a[0].js.length;
+    call.bytes = a[0].js.reduce((n, j) => n + (j.code?.length ?? 0), 0);
   }
-}
+});
 timeCalls(chrome.tabs, ["query", "get"], "tabs");
 timeCalls(chrome.storage?.local, ["remove"], "storage.local");
 // The bench turns "Allow User Scripts" on after the worker started (chrome.userScripts is absent

@@ -81,18 +81,9 @@ impl<E: Env> Provider<E> {
     }
 
     pub(crate) async fn rate_window(&self) -> RateWindow {
-        if let Some(w) = self.rate_cache.get() {
-            return w;
-        }
-        let generation = self.rate_cache.generation();
-        match self.env.get(Area::Session, &[keys::RATE_WINDOW]).await {
-            Ok(m) => {
-                let w = decode_window(m.get(keys::RATE_WINDOW));
-                self.rate_cache.fill(generation, w.clone());
-                w
-            }
-            Err(_) => RateWindow::default(),
-        }
+        self.rate_cache
+            .read(&self.env, Area::Session, keys::RATE_WINDOW, decode_window)
+            .await
     }
 
     pub async fn writes_left(&self, caller: &str) -> usize {

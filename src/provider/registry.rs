@@ -113,18 +113,9 @@ impl<E: Env> Provider<E> {
 
     /// Chrome's refusals by script uuid, as recorded (empty when none or unreadable).
     pub async fn registration_errors(&self) -> Map<String, Value> {
-        if let Some(e) = self.registry_errors_cache.get() {
-            return e;
-        }
-        let generation = self.registry_errors_cache.generation();
-        match self.env.get(Area::Local, &[keys::REGISTRY_ERRORS]).await {
-            Ok(m) => {
-                let e = decode_errors(m.get(keys::REGISTRY_ERRORS));
-                self.registry_errors_cache.fill(generation, e.clone());
-                e
-            }
-            Err(_) => Map::new(),
-        }
+        self.registry_errors_cache
+            .read(&self.env, Area::Local, keys::REGISTRY_ERRORS, decode_errors)
+            .await
     }
 
     /// Records refusals and clears the entries of scripts now fine (or deleted).

@@ -70,6 +70,29 @@ impl<T: Clone + PartialEq> Cached<T> {
         *self.value.borrow_mut() = v;
     }
 
+    /// The value under `key`: cached, else read and decoded (and cached unless a change came in
+    /// meanwhile). Unreadable storage gives `decode(None)`, uncached.
+    pub(crate) async fn read<S: crate::env::Storage>(
+        &self,
+        storage: &S,
+        area: Area,
+        key: &str,
+        decode: fn(Option<&Value>) -> T,
+    ) -> T {
+        if let Some(v) = self.get() {
+            return v;
+        }
+        let generation = self.generation();
+        match storage.get(area, &[key]).await {
+            Ok(m) => {
+                let v = decode(m.get(key));
+                self.fill(generation, v.clone());
+                v
+            }
+            Err(_) => decode(None),
+        }
+    }
+
     /// Storage now holds `stored` (as a reload would decode it): keep the cache if that is what
     /// it says, else drop it.
     pub(crate) fn storage_holds(&self, stored: &T) {
