@@ -102,27 +102,35 @@ async function coldStart(browser, host) {
   return { provider: r[P], baseline: r[B] };
 }
 
-/** Consecutive phases of one timed cold start, from host send to host receive (epoch ms). */
+/**
+ * Consecutive phases of one timed cold start, from host send to host receive (epoch ms). Two
+ * loaders: one that compiles embedded bytes in the first turn (decode, compile, instantiate), and
+ * one that fetches and compiles the .wasm after it (fetch, compile, instantiate) while its own
+ * listeners hold what arrives; a message held so is counted in from "listeners ready".
+ */
 function phases(s, m) {
   const at = (k) => (m[k] === undefined ? undefined : m.origin + m[k]);
+  const ready = at("listenersReady") ?? at("scriptEnd");
   const marks = [
     ["browser: message → worker created", m.origin],
     ["load + parse module graph", at("scriptStart")],
-    ["decode base64", at("compileStart")],
+    [m.fetched === undefined ? "decode base64" : "top level → fetch issued", at("compileStart")],
+    ["fetch the .wasm", at("fetched")],
     ["compile wasm", at("compileEnd")],
     ["instantiate", at("instantiateEnd")],
-    ["start(): register listeners", at("listenersReady")],
-    ["listeners ready → message in", at("received")],
+    ["start(): register listeners", ready],
+    ["listeners ready → message in", Math.max(at("received"), ready)],
     ["handler → sendResponse", at("replied")],
     ["reply → host", s.received],
   ];
   const out = {};
   let last = s.sent;
   for (const [name, t] of marks) {
-    if (t === undefined) continue;
+    if (t === undefined || Number.isNaN(t)) continue;
     out[name] = t - last;
     last = t;
   }
+  out["  a message held by the loader until start()"] = Math.max(0, ready - at("received"));
   const inHandler = m.calls.filter((c) => c.start >= m.received && c.start <= m.replied && !c.threw);
   out["  of which awaiting browser calls (span)"] = inHandler.length ? Math.max(...inHandler.map((c) => Math.min(c.end ?? m.replied, m.replied))) - Math.min(...inHandler.map((c) => c.start)) : 0;
   out["browser calls in the handler (count)"] = inHandler.length;
@@ -350,9 +358,12 @@ async function scale(browser, host) {
 function sizes() {
   const file = (p) => (existsSync(p) ? readFileSync(p) : null);
   const wasm = file(join(REPO_ROOT, "target/bindgen/lumo_userscripts_opt.wasm"));
-  const loader = file(join(DIST_DIR, "wasm/bytes.js"));
+  // What the extension ships for the module: the .wasm and wasm-bindgen's JS glue.
+  const parts = ["wasm/lumo_userscripts_bg.wasm", "wasm/lumo_userscripts.js"].map((p) => file(join(DIST_DIR, p)));
+  const shipped = parts.every(Boolean);
   const gz = (b) => (b ? gzipSync(b, { level: 9 }).length : null);
-  return { wasmRaw: wasm?.length ?? null, wasmGzip: gz(wasm), loaderRaw: loader?.length ?? null, loaderGzip: gz(loader) };
+  return { wasmRaw: wasm?.length ?? null, wasmGzip: gz(wasm), loaderRaw: shipped ? parts.reduce((n, b) => n + b.length, 0) : null,
+    loaderGzip: shipped ? parts.reduce((n, b) => n + gz(b), 0) : null };
 }
 
 function meta() {
@@ -419,13 +430,16 @@ function report(r) {
     return [String(n), ms(s.parts.getAllScripts), ms(s.parts.getOne), ms(s.parts.updateOne), ms(s.parts.writeFloor), ms(s.parts.readAllRecords), kib(s.memory.jsHeapUsed), kib(s.memory.wasmMemory)];
   })));
   console.log(`\nBaseline worker: JS heap ${kib(r.baselineMemory.jsHeapUsed)}.`);
-  console.log(`Size: wasm ${kib(r.size.wasmRaw)} raw, ${kib(r.size.wasmGzip)} gzip; loader dist/wasm/bytes.js ${kib(r.size.loaderRaw)} raw, ${kib(r.size.loaderGzip)} gzip.`);
+  console.log(`Size: wasm ${kib(r.size.wasmRaw)} raw, ${kib(r.size.wasmGzip)} gzip; as shipped (dist/wasm: the .wasm and its JS glue) ${kib(r.size.loaderRaw)} raw, ${kib(r.size.loaderGzip)} gzip.`);
 
   // Goals (issue 17), each a ratio from this one run. `floor`: Chrome's own call at the same
   // scale, measured from a provider page in this run, printed where the goal is relative to it.
   const at = (n) => r.scale.byCount[n];
   const coldP = S(cold("provider"));
   const own = (n) => m(at(n).write) - at(n).parts.updateOne; // the provider's share of a write
+  // The Chrome calls a write cannot skip, besides update([one]) (rate slot, the one set, the audit set): they grow with N too.
+  const floorShare = (n) => at(n).parts.writeFloor - at(n).parts.updateOne;
+  const aboveFloor = (n) => m(at(n).write) - at(n).parts.writeFloor;
   const goal = (name, value, ok, fmt, floor = "") => ({ goal: name, value, pass: value !== null && ok(value), shown: fmt(value), floor });
   const goals = [
     goal("warm probe ≤ 1.10× baseline probe", ratio(m(r.warmProbe.provider), m(r.warmProbe.baseline)), (x) => x <= 1.1, times),
@@ -436,11 +450,13 @@ function report(r) {
     ...SCALES.map((n) => goal(`write at ${n} stored ≤ 1.10× Chrome's update([one])`, ratio(m(at(n).write), at(n).parts.updateOne), (x) => x <= 1.1, times,
       `floor: update([one]) ${ms(at(n).parts.updateOne)} ms; the Chrome calls a write must make ${ms(at(n).parts.writeFloor)} ms (write ${times(ratio(m(at(n).write), at(n).parts.writeFloor))} of it); write ${ms(m(at(n).write))} ms`)),
     goal(`provider's share of a write flat: at ${SCALES.at(-1)} ≤ 1.2× at ${SCALES[0]}`, ratio(own(SCALES.at(-1)), own(SCALES[0])), (x) => x <= 1.2, times,
-      `share ${ms(own(SCALES[0]))} → ${ms(own(SCALES.at(-1)))} ms`),
+      `share ${ms(own(SCALES[0]))} → ${ms(own(SCALES.at(-1)))} ms; floor: the calls a write must make besides update ` +
+      `${ms(floorShare(SCALES[0]))} → ${ms(floorShare(SCALES.at(-1)))} ms (${times(ratio(floorShare(SCALES.at(-1)), floorShare(SCALES[0])))}); ` +
+      `above the floor ${ms(aboveFloor(SCALES[0]))} → ${ms(aboveFloor(SCALES.at(-1)))} ms`),
     goal("list_scripts page of 50 at 1,000 ≤ 1.2× at 100", ratio(m(at(1000).list), m(at(100).list)), (x) => x <= 1.2, times,
       `${ms(m(at(100).list))} → ${ms(m(at(1000).list))} ms`),
     goal("wasm ≤ 200 KiB gzip (the .wasm)", r.size.wasmGzip, (x) => x <= 200 * 1024, kib),
-    goal("  as shipped (dist/wasm/bytes.js) ≤ 200 KiB gzip", r.size.loaderGzip, (x) => x <= 200 * 1024, kib),
+    goal("  as shipped (dist/wasm: .wasm + JS glue) ≤ 200 KiB gzip", r.size.loaderGzip, (x) => x <= 200 * 1024, kib),
   ];
   console.log("\n" + table(["goal", "measured", "", "floor / detail"], goals.map((g) => [g.goal, g.shown, g.pass ? "PASS" : "MISS", g.floor])));
   const mem = at(SCALES.at(-1)).memory;

@@ -1,8 +1,10 @@
-// Service worker loader. Instantiates the Rust module synchronously from embedded bytes; its start
-// function registers every chrome.runtime listener before this first turn ends, so a message that
-// woke the worker is never lost. The only other thing here is recovery from a trap.
-import { initSync } from './wasm/lumo_userscripts.js';
-import { WASM_BASE64 } from './wasm/bytes.js';
+// Service worker loader. Compiles the Rust module off the worker's first turn, from the packaged
+// .wasm (streaming: no 1.4 MB base64 module to parse and decode). A message that wakes the worker
+// must not be lost meanwhile, so this first turn gives every event the module listens to one
+// listener of its own (`early`), which queues what arrives until the module's start function has
+// added its listeners, then hands the queue over in arrival order. It decides nothing: every event
+// reaches the module as Chrome gave it. The only other thing here is recovery from a trap.
+import init from './wasm/lumo_userscripts.js';
 
 // The core must never panic, but if the module ever traps its state is unreliable for every
 // caller. Recover by reloading the extension: Chrome starts a fresh worker and instance, scripts
@@ -24,9 +26,9 @@ async function recover(error) {
 }
 self.addEventListener('unhandledrejection', (e) => recover(e.reason));
 self.addEventListener('error', (e) => recover(e.error));
+
 // Chrome's event dispatch swallows what a listener throws, so each listener the module adds is
-// wrapped. `addListener` is an own property of each event object, so each event is guarded; a
-// port's events are guarded before the module sees the port.
+// wrapped.
 function guarded(listener) {
   return function (...args) {
     try {
@@ -37,19 +39,47 @@ function guarded(listener) {
     }
   };
 }
-function guard(event, wrap = guarded) {
-  const add = event.addListener.bind(event);
-  event.addListener = (listener, ...rest) => add(wrap(listener), ...rest);
-}
-const { runtime } = chrome;
-for (const event of [runtime.onMessage, runtime.onMessageExternal, runtime.onInstalled, runtime.onUserScriptMessage]) if (event) guard(event);
-guard(runtime.onConnectExternal, (listener) => guarded((port) => {
-  guard(port.onMessage);
-  guard(port.onDisconnect);
-  return listener(port);
-}));
 
-const bytes = Uint8Array.fromBase64
-  ? Uint8Array.fromBase64(WASM_BASE64)
-  : Uint8Array.from(atob(WASM_BASE64), (c) => c.charCodeAt(0));
-initSync({ module: bytes });
+// Until the module has started, every event of `early` waits here: [listeners, args, this].
+let queue = [];
+// `early(event)`: one listener added now; the module's `addListener` calls on `event` land in
+// `listeners`. Before the module has started, an event is queued, and a message event (one with a
+// `sendResponse`) keeps its channel open (returns true), as the module's listener may answer
+// later. A port is given early listeners too before the module sees it, so its first messages wait
+// with the rest.
+function early(event, onPort) {
+  const listeners = [];
+  const add = event.addListener.bind(event);
+  add(function (...args) {
+    if (onPort) early(args[0].onMessage), early(args[0].onDisconnect);
+    if (queue) {
+      queue.push([listeners, args, this]);
+      return typeof args[2] === 'function' ? true : undefined;
+    }
+    return deliver(listeners, args, this);
+  });
+  event.addListener = (listener) => listeners.push(guarded(listener));
+}
+function deliver(listeners, args, self) {
+  let keepOpen;
+  for (const listener of listeners) if (listener.apply(self, args) === true) keepOpen = true;
+  return keepOpen;
+}
+
+const { runtime } = chrome;
+for (const event of [
+  runtime.onMessage, runtime.onMessageExternal, runtime.onInstalled, runtime.onUserScriptMessage,
+  chrome.storage.onChanged, chrome.tabs?.onUpdated, chrome.tabs?.onRemoved,
+  chrome.notifications?.onClicked, chrome.notifications?.onClosed,
+]) if (event) early(event);
+early(runtime.onConnectExternal, true);
+
+const wasm = WebAssembly.compileStreaming(fetch(new URL('./wasm/lumo_userscripts_bg.wasm', import.meta.url)));
+init({ module_or_path: wasm }).then(() => {
+  const waiting = queue;
+  queue = null;
+  for (const [listeners, args, self] of waiting) deliver(listeners, args, self);
+}, (e) => {
+  console.error('lumo-userscripts: the wasm module did not load.', e);
+  recover(e);
+});

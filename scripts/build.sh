@@ -31,7 +31,8 @@ cp "$out/lumo_userscripts.js" "$dist/wasm/"
 # built every time (~0.3 s), never committed. esbuild emits no eval, so the page CSP stays strict.
 node_modules/.bin/esbuild bundle/codemirror.mjs --bundle --minify --format=esm --target=chrome138 \
   --log-level=warning --outfile="$dist/codemirror.js"
-node scripts/embed-wasm.mjs "$out/lumo_userscripts_opt.wasm" "$dist/wasm/bytes.js"
+# The loader (extension/sw.js) fetches and compiles this after the worker's first turn.
+cp "$out/lumo_userscripts_opt.wasm" "$dist/wasm/lumo_userscripts_bg.wasm"
 node scripts/extension-id.mjs manifest.json "$dist"
 
 # The native bridge: its own profile (no LTO) keeps the tokio/rmcp tree affordable to build.

@@ -142,7 +142,13 @@ export class Browser {
   async stopWorker(extensionId, timeout = 15_000) { // a loaded machine has taken more than 5 s
     const v = this.version(extensionId);
     if (v && v.runningStatus !== "stopped") await this.cdp.send("ServiceWorker.stopWorker", { versionId: v.versionId }, this.swSession);
-    await this.until(() => (this.version(extensionId)?.runningStatus ?? "stopped") === "stopped", timeout, `worker of ${extensionId} stopped`);
+    // An event that was on its way when the worker stopped (a tab the set-up just closed: the
+    // provider listens to tabs.onRemoved) starts it again at once; stop that one too.
+    await this.until(() => {
+      const w = this.version(extensionId);
+      if (w?.runningStatus === "running") this.cdp.send("ServiceWorker.stopWorker", { versionId: w.versionId }, this.swSession).catch(() => {});
+      return (w?.runningStatus ?? "stopped") === "stopped";
+    }, timeout, `worker of ${extensionId} stopped`);
     // The worker's target goes away a moment after the stop is reported.
     await this.until(() => !this.workerTarget(extensionId), timeout, `worker target of ${extensionId} gone`);
   }

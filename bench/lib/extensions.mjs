@@ -29,7 +29,8 @@ function copy(src, name) {
 /**
  * A copy whose worker entry first imports timed-start.js (marks: script start, wasm compile,
  * instantiate, storage reads, reply) and any `extras` of bench/lib (e.g. timed-try.js), then the
- * real worker script, then marks "listeners ready".
+ * real worker script, then marks the end of its top level ("listeners ready" unless the loader
+ * marks it later: timed-start.js).
  * Module evaluation order guarantees timed-start.js runs before any of the real code.
  */
 export function timedCopy(src, name, extras = []) {
@@ -40,7 +41,7 @@ export function timedCopy(src, name, extras = []) {
   for (const x of extras) cpSync(join(BENCH_DIR, "lib", x), join(out, `bench-${x}`));
   const imports = ["timed-start.js", ...extras].map((x) => `import "./bench-${x}";\n`).join("");
   writeFileSync(join(out, "bench-sw.js"),
-    `${imports}import "./${entry}";\nglobalThis.__benchMarks.listenersReady = performance.now();\n`);
+    `${imports}import "./${entry}";\nglobalThis.__benchMarks.scriptEnd = performance.now();\n`);
   writeManifest(out, { ...m, background: { ...m.background, service_worker: "bench-sw.js", type: "module" } });
   return out;
 }

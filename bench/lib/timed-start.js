@@ -22,6 +22,17 @@ TimedModule.prototype = Module.prototype;
 TimedInstance.prototype = Instance.prototype;
 WebAssembly.Module = TimedModule;
 WebAssembly.Instance = TimedInstance;
+// The asynchronous path (the provider's loader): fetch + streaming compile, then instantiate.
+const { compileStreaming, instantiate } = WebAssembly;
+WebAssembly.compileStreaming = (source) => {
+  marks.compileStart = now();
+  return compileStreaming(Promise.resolve(source).then((r) => ((marks.fetched = now()), r)))
+    .then((m) => ((marks.compileEnd = now()), m));
+};
+WebAssembly.instantiate = (...a) => {
+  marks.instantiateStart = now();
+  return instantiate(...a).then((r) => ((marks.instantiateEnd = now()), r));
+};
 
 // Every asynchronous browser call the worker makes through these APIs: {api, start, end};
 // `describe(call, name, args)` may add to a call's record. Shared with timed-try.js (globalThis.__benchTimeCalls).
@@ -54,7 +65,15 @@ timeCalls(chrome.userScripts, ["getScripts", "register", "update"], "userScripts
 
 const ev = chrome.runtime.onMessageExternal;
 const addListener = ev.addListener.bind(ev);
-ev.addListener = (listener) => addListener((msg, sender, sendResponse) => {
+// A loader that holds events until its module has started (the provider's sw.js) puts its own
+// `addListener` on the event; the module's call to it marks "listeners ready".
+let loaderAdd;
+Object.defineProperty(ev, "addListener", {
+  configurable: true,
+  get: () => loaderAdd ?? timedAdd,
+  set: (f) => { loaderAdd = (...a) => { marks.listenersReady ??= now(); return f(...a); }; },
+});
+const timedAdd = (listener) => addListener((msg, sender, sendResponse) => {
   const m = { received: now() };
   marks.messages.push(m);
   marks.received ??= m.received;

@@ -69,7 +69,7 @@ impl Browser for ChromeEnv {
 }
 
 /// `notifications.onClicked` / `onClosed`, if this Chrome has them (the permission is in the
-/// manifest). Registered synchronously in `start`, so a click that wakes the worker is seen.
+/// manifest). Both are in the loader's `early` list, so a click that wakes the worker is seen.
 pub fn listen() {
     let event = |name: &str| -> Option<super::api::Event> {
         let n = super::api::CHROME

@@ -1,6 +1,7 @@
 //! `chrome.runtime.onUserScriptMessage`: messages from USER_SCRIPT worlds configured with
-//! messaging (see `crate::channel` for the trust boundary). Registered synchronously in `start`,
-//! so a report that wakes the worker is not lost. This file carries the message's JSON text and
+//! messaging (see `crate::channel` for the trust boundary). The loader holds this event
+//! from the worker's first turn (`early` in `extension/sw.js`), so a report that wakes the worker
+//! is not lost. This file carries the message's JSON text and
 //! what Chrome says about its sender into the core and decides nothing. It answers what the core
 //! answers (a GM request's result) and `null` otherwise, so a hostile script learns nothing
 //! from the answer to anything but its own accepted GM requests.

@@ -1,8 +1,12 @@
 //! The shell: binds Chrome's APIs and wires them to the core. It decides nothing — every decision
 //! is a call into the core — and it is the only code that touches JS.
 //!
-//! [`start`] runs inside the loader's `initSync`, at the top level of the service worker, so both
-//! external listeners are registered synchronously and no cold-start message is lost.
+//! [`start`] runs once the loader (`extension/sw.js`) has compiled the module, after the worker's
+//! first turn. In that first turn the loader gave each event in its `early` list a listener of
+//! its own, which holds what arrives until `start` has added the module's listeners; then it hands
+//! the held events over in arrival order, so no cold-start message is lost. Hence every event
+//! `start` listens to must be in that list (a new one is added there too), and `start` adds its
+//! listeners before it returns.
 
 mod api;
 mod bridge;
@@ -53,7 +57,7 @@ fn add<F: ?Sized + wasm_bindgen::closure::WasmClosure>(event: &api::Event, f: Cl
 /// answered first.
 const START_WORK_DELAY_MS: u32 = 250;
 
-/// Registers every listener. Must stay synchronous: see the module docs.
+/// Registers every listener before it returns: see the module docs.
 #[wasm_bindgen(start)]
 pub fn start() {
     // Before anything can match a URL: the core asks the browser's own engines.
@@ -108,11 +112,11 @@ pub fn start() {
     });
 
     provider().set_on_change(Box::new(refresh_badge));
-    // Every first message (probe, port, page) needs the policy: its storage read starts in this
-    // first turn, before the message that woke the worker is dispatched, which then waits on the
+    // Every first message (probe, port, page) needs the policy: its storage read starts now,
+    // before the loader hands over the message that woke the worker, which then waits on the
     // policy lock instead of starting a read of its own.
     spawn_local(async { provider().warm_policy().await });
-    // After this first turn, off the path of the message that woke the worker: settle reviews
+    // Later, off the path of the message that woke the worker: settle reviews
     // the previous worker left behind, then reconcile registrations.
     gloo_timers::callback::Timeout::new(START_WORK_DELAY_MS, || {
         spawn_local(async {

@@ -1,6 +1,6 @@
 //! `chrome.tabs.onUpdated` / `onRemoved`: a tab that starts loading a page, or closes, loses the
-//! menu commands its pages registered (`gm::menu`). Registered synchronously in `start`; this
-//! file passes the tab id on and decides nothing.
+//! menu commands its pages registered (`gm::menu`). Held by the loader from the worker's first
+//! turn like every event `start` listens to; this file passes the tab id on and decides nothing.
 
 use super::provider;
 use js_sys::Reflect;

@@ -205,4 +205,37 @@ describe("probe: approved caller (fresh profile)", () => {
       assert.equal(await h.workerStatus(), "running", `#${i}: the probe restarted the worker`);
     }
   });
+
+  // The loader compiles the module after the worker's first turn; what wakes the worker, and what
+  // follows while the module loads, must wait for it: a probe's answer, a port opened in the same
+  // turn and the messages posted on it at once, answered in order.
+  test("cold start: a probe, a port and its first messages sent in one turn are all answered, in order", T, async () => {
+    const page = await h.hostPage();
+    for (let i = 1; i <= 5; i++) {
+      await h.stopProviderWorker();
+      assert.equal(await h.workerStatus(), "stopped", `#${i}: worker stopped first`);
+      const r = await page.evaluate(async ([id, probe]) => {
+        const probed = chrome.runtime.sendMessage(id, probe);
+        const port = chrome.runtime.connect(id, { name: "lumo:mcp" });
+        const messages = [];
+        port.onMessage.addListener((m) => messages.push(m));
+        const init = { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "cold", version: "0" } };
+        port.postMessage({ jsonrpc: "2.0", id: "a", method: "ping" });
+        port.postMessage({ jsonrpc: "2.0", id: "b", method: "initialize", params: init });
+        port.postMessage({ jsonrpc: "2.0", method: "notifications/initialized" });
+        port.postMessage({ jsonrpc: "2.0", id: "c", method: "tools/list" });
+        const answer = await probed;
+        const end = Date.now() + 5000;
+        while (messages.length < 3 && Date.now() < end) await new Promise((t) => setTimeout(t, 20));
+        port.disconnect();
+        return { answer, messages };
+      }, [PROVIDER_ID, rawProbe(`cold-${i}`)]);
+      assert.equal(r.answer?.ok, true, `#${i}: probe answered: ${JSON.stringify(r.answer)}`);
+      assert.equal(r.answer.id, `cold-${i}`);
+      assert.deepEqual(r.messages.map((m) => m.id), ["a", "b", "c"], `#${i}: every request answered, in order: ${JSON.stringify(r.messages).slice(0, 400)}`);
+      assert.deepEqual(r.messages[0].result, {}, "ping");
+      assert.equal(typeof r.messages[1].result?.protocolVersion, "string", `initialize: ${JSON.stringify(r.messages[1])}`);
+      assert.ok(r.messages[2].result?.tools?.length > 0, `tools/list after initialized: ${JSON.stringify(r.messages[2]).slice(0, 300)}`);
+    }
+  });
 });
