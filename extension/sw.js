@@ -6,6 +6,9 @@
 // reaches the module as Chrome gave it. The only other thing here is recovery from a trap.
 import init from './wasm/lumo_userscripts.js';
 
+// First, so the fetch and the compile run while the rest of this turn adds the listeners.
+const wasm = WebAssembly.compileStreaming(fetch(new URL('./wasm/lumo_userscripts_bg.wasm', import.meta.url)));
+
 // The core must never panic, but if the module ever traps its state is unreliable for every
 // caller. Recover by reloading the extension: Chrome starts a fresh worker and instance, scripts
 // are re-registered on install, hosts reconnect with a fresh initialize. At most 3 reloads in
@@ -74,7 +77,6 @@ for (const event of [
 ]) if (event) early(event);
 early(runtime.onConnectExternal, true);
 
-const wasm = WebAssembly.compileStreaming(fetch(new URL('./wasm/lumo_userscripts_bg.wasm', import.meta.url)));
 init({ module_or_path: wasm }).then(() => {
   const waiting = queue;
   queue = null;

@@ -56,6 +56,14 @@ extern "C" {
     #[wasm_bindgen(thread_local_v2, js_name = chrome)]
     pub static CHROME: Object;
 
+    /// The global `Error`, for V8's `Error.stackTraceLimit`.
+    #[wasm_bindgen(js_name = Error)]
+    pub type ErrorClass;
+    #[wasm_bindgen(static_method_of = ErrorClass, js_class = "Error", getter = stackTraceLimit)]
+    pub fn stack_trace_limit() -> JsValue;
+    #[wasm_bindgen(static_method_of = ErrorClass, js_class = "Error", setter = stackTraceLimit)]
+    pub fn set_stack_trace_limit(limit: &JsValue);
+
     #[wasm_bindgen(js_namespace = console, js_name = error)]
     pub fn console_error(s: &str);
     #[wasm_bindgen(js_namespace = console, js_name = warn)]

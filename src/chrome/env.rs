@@ -101,7 +101,13 @@ impl Capabilities for ChromeEnv {
         };
         // First without a browser round trip: an argument of the wrong type is refused by the
         // binding in this process, after its availability check (see `env::availability_from`).
-        match api.get_scripts(&JsValue::from_f64(0.0)) {
+        // The refusal is an Error whose stack V8 would capture through every wasm frame of the
+        // walk: ~40 µs of each probe and status call (issue 17's profile); only its message is read.
+        let limit = api::ErrorClass::stack_trace_limit();
+        api::ErrorClass::set_stack_trace_limit(&JsValue::from_f64(0.0));
+        let refused = api.get_scripts(&JsValue::from_f64(0.0));
+        api::ErrorClass::set_stack_trace_limit(&limit);
+        match refused {
             Err(e) => {
                 if let Some(known) = crate::env::availability_from(&js_error("", e).0) {
                     return known;
