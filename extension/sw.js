@@ -1,9 +1,11 @@
 // Service worker loader. Compiles the Rust module off the worker's first turn, from the packaged
 // .wasm (streaming: no 1.4 MB base64 module to parse and decode). A message that wakes the worker
-// must not be lost meanwhile, so this first turn gives every event the module listens to one
-// listener of its own (`early`), which queues what arrives until the module's start function has
-// added its listeners, then hands the queue over in arrival order. It decides nothing: every event
-// reaches the module as Chrome gave it. The only other thing here is recovery from a trap.
+// must not be lost meanwhile, so this first turn gives every event the module listens to from its
+// start one listener of its own (`early`), which queues what arrives until the module's start
+// function has added its listeners, then hands the queue over in arrival order. Not the tab
+// events: the module adds those only while it needs them, so a navigation does not start the
+// worker. It decides nothing: every event reaches the module as Chrome gave it. The only other
+// thing here is recovery from a trap.
 import init from './wasm/lumo_userscripts.js';
 
 // First, so the fetch and the compile run while the rest of this turn adds the listeners.
@@ -72,7 +74,7 @@ function deliver(listeners, args, self) {
 const { runtime } = chrome;
 for (const event of [
   runtime.onMessage, runtime.onMessageExternal, runtime.onInstalled, runtime.onUserScriptMessage,
-  chrome.storage.onChanged, chrome.tabs?.onUpdated, chrome.tabs?.onRemoved,
+  chrome.storage.onChanged,
   chrome.notifications?.onClicked, chrome.notifications?.onClosed,
 ]) if (event) early(event);
 early(runtime.onConnectExternal, true);

@@ -10,6 +10,8 @@ extern "C" {
     pub type Event;
     #[wasm_bindgen(method, js_name = addListener)]
     pub fn add_listener(this: &Event, f: &Function);
+    #[wasm_bindgen(method, js_name = removeListener)]
+    pub fn remove_listener(this: &Event, f: &Function);
 
     #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "runtime"], js_name = onMessageExternal)]
     pub static ON_MESSAGE_EXTERNAL: Event;

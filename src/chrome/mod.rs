@@ -86,8 +86,9 @@ pub fn start() {
     });
     // Run reports from registered scripts (the userscript channel; hostile input).
     channel::listen();
-    // A tab that navigates or closes loses its pages' menu commands.
-    tab_events::listen();
+    // Tab events are listened to only while something is bound to a tab (none in a fresh worker).
+    tab_events::clear_stale();
+    provider().set_on_tabs(Box::new(tab_events::follow));
     // GM_notification's clicks and closes.
     browser::listen();
     // Keeps the provider's caches exact when storage changes by any other hand.

@@ -81,6 +81,11 @@ pub enum ClickError {
 }
 
 impl Menus {
+    /// No page has menu commands.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     fn find(&self, uuid: &str, place: &Place) -> Option<usize> {
         self.entries.iter().position(|e| {
             e.uuid == uuid && e.place.tab == place.tab && e.place.frame == place.frame

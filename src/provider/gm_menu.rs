@@ -46,6 +46,7 @@ impl<E: Env> Provider<E> {
         };
         let url = from.url.clone().unwrap_or_default();
         let outcome = self.gm_menus.borrow_mut().set(uuid, place, &url, commands);
+        self.tabs_changed();
         let handle = match outcome {
             SetOutcome::Gone => return json!({ "gone": true }),
             SetOutcome::Removed { handle, click } => {
@@ -133,12 +134,15 @@ impl<E: Env> Provider<E> {
     /// The tab started loading another page, or closed: its commands go.
     pub fn menu_tab_gone(&self, tab: i64) {
         let gone = self.gm_menus.borrow_mut().drop_tab(tab);
-        let mut w = self.menu_waiters.borrow_mut();
-        for e in gone {
-            if let Some(s) = w.remove(&e.handle) {
-                let _ = s.send(json!({ "gone": true }));
+        {
+            let mut w = self.menu_waiters.borrow_mut();
+            for e in gone {
+                if let Some(s) = w.remove(&e.handle) {
+                    let _ = s.send(json!({ "gone": true }));
+                }
             }
         }
+        self.tabs_changed();
     }
 }
 
@@ -206,6 +210,28 @@ mod tests {
             r["error"].as_str().unwrap().contains("does not @grant"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn tab_events_are_wanted_only_while_a_page_has_menu_commands() {
+        let p = Provider::new(MemoryEnv::new());
+        let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let t = std::rc::Rc::clone(&told);
+        p.set_on_tabs(Box::new(move |bound| t.borrow_mut().push(bound)));
+        assert!(!p.tab_bound(), "a fresh worker holds nothing bound to a tab");
+        let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let wait =
+            p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
+        let nav = async {
+            assert!(p.tab_bound());
+            assert_eq!(told.borrow().last(), Some(&true), "told once the page has commands");
+            p.menu_tab_gone(5);
+        };
+        let (r, ()) = block_on(join(wait, nav));
+        assert_eq!(answered(r), json!({"gone": true}));
+        assert!(!p.tab_bound());
+        assert_eq!(told.borrow().last(), Some(&false), "told when the last commands went");
     }
 
     #[test]

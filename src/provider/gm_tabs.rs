@@ -35,6 +35,13 @@ pub(crate) struct Opened {
     next_notice: u64,
 }
 
+impl Opened {
+    /// Some tab a script opened is still open.
+    pub(super) fn has_tabs(&self) -> bool {
+        !self.tabs.is_empty()
+    }
+}
+
 fn error(message: impl Into<String>) -> Value {
     json!({ "error": message.into() })
 }
@@ -75,6 +82,7 @@ impl<E: Env> Provider<E> {
                         ..Watch::default()
                     },
                 );
+                self.tabs_changed();
                 json!({ "tab": id })
             }
             Err(e) => error(format!("GM_openInTab failed: {e}")),
@@ -197,9 +205,11 @@ impl<E: Env> Provider<E> {
     /// `tabs.onRemoved`: a tab a script opened tells its page; every tab loses its menus.
     pub fn tab_removed(&self, tab: i64) {
         self.menu_tab_gone(tab);
-        if let Some(mut w) = self.gm_opened.borrow_mut().tabs.remove(&tab) {
+        let closed = self.gm_opened.borrow_mut().tabs.remove(&tab);
+        if let Some(mut w) = closed {
             deliver(&mut w, "close");
         }
+        self.tabs_changed();
     }
 
     /// `notifications.onClicked` (the notification is then cleared, as Violentmonkey does) and
@@ -248,6 +258,9 @@ mod tests {
     #[test]
     fn a_script_opens_and_closes_only_its_own_tabs_and_hears_when_they_close() {
         let p = Provider::new(MemoryEnv::new());
+        let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let t = std::rc::Rc::clone(&told);
+        p.set_on_tabs(Box::new(move |bound| t.borrow_mut().push(bound)));
         let a = script(&p, "A", "// @grant GM_openInTab\n");
         let b = script(&p, "B", "// @grant GM.openInTab\n");
         let key = block_on(key_store::load(&p.env)).unwrap();
@@ -258,6 +271,9 @@ mod tests {
             json!({"op": "tab.open", "url": "https://x.test/", "active": false}),
         );
         let tab = r["tab"].as_i64().unwrap();
+        // The shell is told to hear tab events from now on.
+        assert!(p.tab_bound());
+        assert_eq!(*told.borrow(), [true]);
         assert_eq!(
             p.env.browser_calls.borrow()[0],
             (
@@ -287,6 +303,9 @@ mod tests {
         let wait = p.user_script_message(|| Some(raw), Sender::default());
         let (r, ()) = block_on(join(wait, async { p.tab_removed(tab) }));
         assert_eq!(r, Received::Answered(json!({"event": "close"})));
+        // Nothing is bound to a tab any more: the shell may stop listening.
+        assert!(!p.tab_bound());
+        assert_eq!(told.borrow().last(), Some(&false));
     }
 
     #[test]

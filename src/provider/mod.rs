@@ -49,6 +49,9 @@ pub mod keys {
     pub const REGISTRY_ERRORS: &str = "registryErrors";
 }
 
+/// The shell's hook for [`Provider::tab_bound`] changes.
+type OnTabs = Rc<dyn Fn(bool)>;
+
 pub struct Provider<E> {
     pub env: E,
     /// The event loop interleaves tasks at every `await`; each read-modify-write of shared
@@ -97,6 +100,9 @@ pub struct Provider<E> {
     /// Kept as an `Rc` so it is cloned out and called with no borrow held: the callback may
     /// re-enter the provider (close a session, set a new callback).
     on_change: RefCell<Option<Rc<dyn Fn()>>>,
+    /// Told whether any state is bound to a tab ([`Provider::tab_bound`]) whenever that may
+    /// have changed, so the shell listens to tab events only then (`tabs_changed`).
+    on_tabs: RefCell<Option<OnTabs>>,
     /// The local bridge link, as the shell last reported it (see `bridge.rs`).
     bridge: RefCell<BridgeView>,
     /// The userscript channel (see `runs.rs`): its rate limits, its key as last read, and the
@@ -153,6 +159,7 @@ impl<E: Env> Provider<E> {
             inflight: Default::default(),
             last_available: Cell::new(None),
             on_change: RefCell::new(None),
+            on_tabs: RefCell::new(None),
             bridge: RefCell::new(BridgeView::default()),
             channel_limits: RefCell::new(Default::default()),
             channel_key: RefCell::new(None),
@@ -174,6 +181,26 @@ impl<E: Env> Provider<E> {
         let f = self.on_change.borrow().clone();
         if let Some(f) = f {
             f();
+        }
+    }
+
+    pub fn set_on_tabs(&self, f: Box<dyn Fn(bool)>) {
+        *self.on_tabs.borrow_mut() = Some(Rc::from(f));
+    }
+
+    /// Whether anything the worker holds belongs to a tab: a page's menu commands, a tab a
+    /// script opened. Only then do tab events (a navigation, a closed tab) matter; all of it is
+    /// in memory, so a fresh worker has none, and the shell need not be woken for every
+    /// navigation in the browser.
+    pub fn tab_bound(&self) -> bool {
+        !self.gm_menus.borrow().is_empty() || self.gm_opened.borrow().has_tabs()
+    }
+
+    /// Called after every change of what [`Provider::tab_bound`] reads, with no borrow held.
+    pub(crate) fn tabs_changed(&self) {
+        let f = self.on_tabs.borrow().clone();
+        if let Some(f) = f {
+            f(self.tab_bound());
         }
     }
 

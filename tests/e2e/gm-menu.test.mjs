@@ -246,4 +246,51 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     assert.ok(early === "written" || early.startsWith("refused: GM_setClipboard: Chrome refused"), early);
     console.log(`# GM_setClipboard without a user action: ${early}`);
   });
+
+  // Chrome starts a stopped worker for every event it has a listener for, and every navigation
+  // in the browser is a tabs.onUpdated. The provider listens to tab events only while a page has
+  // menu commands or a script's tab is open (all of which a stopped worker has lost anyway).
+  test("tab events start a stopped worker only while something is bound to a tab", T, async () => {
+    await write("W", ["@match http://menu.test/*", "@grant GM_registerMenuCommand"],
+      "GM_registerMenuCommand('Mark', () => {}, 'm');\ndocument.documentElement.setAttribute('data-w', '1');");
+    const stays = async (what, action) => {
+      // The options page asks the worker every 2 s: it would start it.
+      if (h._provider && !h._provider.isClosed()) await h._provider.close();
+      await h.stopProviderWorker();
+      await action();
+      await sleep(800);
+      assert.equal(await h.workerStatus(), "stopped", `${what}: the worker stays stopped`);
+    };
+    await stays("a navigation, nothing bound to a tab", () => tab.goto(url("plain.test", "/a"), { waitUntil: "load" }));
+    await stays("a tab opened and closed", async () => {
+      const t = await h.context.newPage();
+      await t.goto(url("plain.test", "/b"), { waitUntil: "load" });
+      await t.close();
+    });
+
+    // A page registers a command: while it stands, the tab's navigation is heard and clears it.
+    await tab.goto(url("menu.test", "/w"), { waitUntil: "load" });
+    await until(async () => (await attr("data-w")) === "1", 5000, "W ran");
+    const tabId = await (await h.providerPage()).evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url("menu.test", "/w"));
+    assert.equal(typeof tabId, "number", "the page's tab id");
+    const listed = async () => (await h.internal("menu.list", { tab: tabId })).items.length;
+    await until(async () => (await listed()) === 1, 5000, "W's command listed");
+    await tab.goto(url("plain.test", "/c"), { waitUntil: "load" });
+    await until(async () => (await listed()) === 0, 5000, "the command went with the navigation");
+
+    // Nothing is bound to a tab again: the listeners went too.
+    await stays("a navigation after the last command went", () => tab.goto(url("plain.test", "/d"), { waitUntil: "load" }));
+
+    // A worker stopped while a command stood leaves Chrome's registration behind: the next
+    // navigation starts a fresh worker (once), which holds nothing and drops the registration.
+    await tab.goto(url("menu.test", "/w2"), { waitUntil: "load" });
+    await until(async () => (await listed()) === 1, 5000, "W's command listed again");
+    await h._provider.close();
+    await h.stopProviderWorker();
+    await tab.goto(url("plain.test", "/e"), { waitUntil: "load" });
+    await sleep(800);
+    await stays("a navigation once a fresh worker dropped what the stopped one left", () => tab.goto(url("plain.test", "/f"), { waitUntil: "load" }));
+    session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+  });
 });
