@@ -84,6 +84,8 @@ init({ module_or_path: wasm }).then(() => {
   queue = null;
   for (const [listeners, args, self] of waiting) deliver(listeners, args, self);
 }, (e) => {
+  // Nothing will answer: what is held is dropped, so its senders hear that at once.
+  queue = null;
   console.error('lumo-userscripts: the wasm module did not load.', e);
   recover(e);
 });

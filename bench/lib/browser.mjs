@@ -142,8 +142,9 @@ export class Browser {
   async stopWorker(extensionId, timeout = 15_000) { // a loaded machine has taken more than 5 s
     const v = this.version(extensionId);
     if (v && v.runningStatus !== "stopped") await this.cdp.send("ServiceWorker.stopWorker", { versionId: v.versionId }, this.swSession);
-    // An event that was on its way when the worker stopped (a tab the set-up just closed: the
-    // provider listens to tabs.onRemoved) starts it again at once; stop that one too.
+    // An event that was on its way when the worker stopped (once: the set-up's closed tab, when
+    // the provider listened to tabs.onRemoved from its start) starts it again at once; stop that
+    // one too.
     await this.until(() => {
       const w = this.version(extensionId);
       if (w?.runningStatus === "running") this.cdp.send("ServiceWorker.stopWorker", { versionId: w.versionId }, this.swSession).catch(() => {});
