@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { ABSENT_ID, BROKEN_ID, HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
 import { PROBE_CHANNEL, PROBE_TIMEOUT_MS, PROBE_VERSION, TEXT } from "./lib/contract.mjs";
+import { until } from "./lib/util.mjs";
 
 const T = { timeout: 60_000 };
 
@@ -236,6 +237,43 @@ describe("probe: approved caller (fresh profile)", () => {
       assert.deepEqual(r.messages[0].result, {}, "ping");
       assert.equal(typeof r.messages[1].result?.protocolVersion, "string", `initialize: ${JSON.stringify(r.messages[1])}`);
       assert.ok(r.messages[2].result?.tools?.length > 0, `tools/list after initialized: ${JSON.stringify(r.messages[2]).slice(0, 300)}`);
+    }
+  });
+
+  // The rule above holds only for events the loader holds (its `early` list in extension/sw.js,
+  // which puts its own `addListener` on each): a listener the module adds in start() to any other
+  // event would miss the event that woke the worker. And a fresh worker listens to no tab event,
+  // so navigations do not start it.
+  test("a fresh worker listens only to events its loader holds, and to no tab event", T, async () => {
+    await h.stopProviderWorker();
+    const r = await probe(PROVIDER_ID, { openSession: false });
+    assert.equal(r.response?.ok, true, `the probe started the worker: ${r.text}`);
+    const events = await until(async () => {
+      const worker = h.context.serviceWorkers().findLast((w) => w.url().startsWith(`chrome-extension://${PROVIDER_ID}/`));
+      return worker?.evaluate(() => {
+        const out = [];
+        for (const ns of Object.keys(chrome)) {
+          let api;
+          try { api = chrome[ns]; } catch { continue; }
+          if (!api || typeof api !== "object") continue;
+          for (const name of Object.keys(api)) {
+            const e = name.startsWith("on") ? api[name] : null;
+            if (typeof e?.hasListeners !== "function") continue;
+            const held = !Function.prototype.toString.call(e.addListener).includes("[native code]");
+            out.push({ event: `${ns}.${name}`, listened: e.hasListeners(), held });
+          }
+        }
+        return out;
+      }).catch(() => null);
+    }, (x) => Array.isArray(x), 5000);
+    const listened = events.filter((e) => e.listened);
+    const notHeld = listened.filter((e) => !e.held).map((e) => e.event);
+    assert.deepEqual(notHeld, [], `listened to without the loader holding the event: ${notHeld.join(", ")}`);
+    for (const e of ["runtime.onMessageExternal", "runtime.onConnectExternal", "runtime.onMessage", "storage.onChanged"]) {
+      assert.ok(listened.some((x) => x.event === e), `${e} is listened to: ${listened.map((x) => x.event).join(", ")}`);
+    }
+    for (const e of ["tabs.onUpdated", "tabs.onRemoved"]) {
+      assert.ok(events.some((x) => x.event === e && !x.listened), `${e} is not listened to in a fresh worker`);
     }
   });
 });
