@@ -61,7 +61,11 @@ try {
   const tab = await h.context.newPage();
   await tab.goto(url, { waitUntil: "load" });
   const session = await h.lumo("connect", PROVIDER_ID);
-  const page = await h.providerPage();
+  // A provider page that stays quiet: options.html (h.providerPage) re-renders on every storage
+  // change, asking the worker for the script list, which would land in the try's samples.
+  if (h._provider && !h._provider.isClosed()) await h._provider.close();
+  const page = await h.context.newPage();
+  await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
   const tabId = await page.evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url);
   const host = await h.hostPage();
   const worker = () => h.context.serviceWorkers().find((w) => w.url().startsWith(`chrome-extension://${PROVIDER_ID}/`));
@@ -88,9 +92,20 @@ try {
       us.execute = original;
       return original.call(this, injection);
     };
+    // And what a try stores: its rate slot (session) and its audit entry (local), once each.
+    for (const [area, key] of [[chrome.storage.session, "__benchTryRate"], [chrome.storage.local, "__benchTryAudit"]]) {
+      const set = area.set;
+      area.set = function (items) {
+        globalThis[key] = JSON.parse(JSON.stringify(items));
+        area.set = set;
+        return set.call(this, items);
+      };
+    }
   });
   await viaTool();
   const injection = await worker().evaluate(() => globalThis.__benchTryInjection);
+  const stored = await worker().evaluate(() => ({ rate: globalThis.__benchTryRate, audit: globalThis.__benchTryAudit }));
+  if (!stored.rate || !stored.audit) throw new Error(`a try's storage writes were not captured: ${JSON.stringify(Object.keys(stored))}`);
   if (!injection) throw new Error("the provider's injection was not captured (chrome.userScripts.execute not called?)");
   const nonce = JSON.stringify(injection).match(/lumo-try-([0-9a-f-]{36})\.js/)?.[1];
   if (!nonce) throw new Error("no nonce in the captured injection");
@@ -103,6 +118,22 @@ try {
     return performance.now() - t0;
   }, [injection, nonce, tabId]);
 
+  // The Chrome calls a try cannot do without, one after another from a provider page: its rate
+  // slot, the wrapped execute, its audit entry (the same items under other keys, so the
+  // provider's own state is left alone). Plus the transport, this is the try's floor.
+  const rekey = (items) => Object.fromEntries(Object.entries(items).map(([k, v]) => [`bench-floor/${k}`, v]));
+  const [rateItems, auditItems] = [rekey(stored.rate), rekey(stored.audit)];
+  const calls = async () => page.evaluate(async ([inj, nonce, id, rate, audit]) => {
+    const fresh = crypto.randomUUID();
+    const js = inj.js.map((j) => ({ ...j, code: j.code.replaceAll(nonce, fresh) }));
+    const t0 = performance.now();
+    await chrome.storage.session.set(rate);
+    const r = await chrome.userScripts.execute({ ...inj, target: { ...inj.target, tabId: id }, js });
+    await chrome.storage.local.set(audit);
+    if (r?.[0]?.result?.lumo !== fresh) throw new Error(JSON.stringify(r));
+    return performance.now() - t0;
+  }, [injection, nonce, tabId, rateItems, auditItems]);
+
   // The MCP transport alone: a ping over the same session (SDK client → port → worker → back).
   const ping = async () => host.evaluate(async (s) => {
     const t0 = performance.now();
@@ -110,13 +141,13 @@ try {
     return performance.now() - t0;
   }, session);
 
-  for (let i = 0; i < 2; i++) { await viaTool(); await bare(); await wrapped(); await ping(); } // warm-up
+  for (let i = 0; i < 2; i++) { await viaTool(); await bare(); await wrapped(); await calls(); await ping(); } // warm-up
   const takeMarks = () => worker().evaluate(() => {
     const m = globalThis.__benchMarks;
     return { calls: m.calls.splice(0), ports: m.ports.splice(0) };
   });
   if (PROFILE) await takeMarks();
-  const tool = [], base = [], floor = [], pings = [], lines = [];
+  const tool = [], base = [], floor = [], needed = [], pings = [], lines = [];
   for (let i = 0; i < N; i++) {
     tool.push(await viaTool());
     if (PROFILE) {
@@ -126,6 +157,7 @@ try {
     }
     base.push(await bare());
     floor.push(await wrapped());
+    needed.push(await calls());
     pings.push(await ping());
   }
   const codeBytes = injection.js.reduce((n, j) => n + j.code.length, 0);
@@ -135,9 +167,11 @@ try {
   console.log(`MCP ping over the same session (the transport): median ${ms(median(pings))} ms, p90 ${ms(p90(pings))} ms (n=${N})`);
   const own = median(tool) - median(floor) - median(pings);
   console.log(`split of the median try: wrapped execute ${ms(median(floor))} (of which Chrome's cost of the wrapper, wrapped − raw: ${ms(median(floor) - median(base))}) + transport ${ms(median(pings))} + the provider's own logic and storage ${ms(own)} ms`);
-  console.log(`try_script / (wrapped execute + ping), the provider's floor: ${(median(tool) / (median(floor) + median(pings))).toFixed(2)}×`);
+  console.log(`try_script / (wrapped execute + ping): ${(median(tool) / (median(floor) + median(pings))).toFixed(2)}×`);
+  console.log(`the Chrome calls a try must make (rate slot set, wrapped execute, audit set; in a row from a provider page): median ${ms(median(needed))} ms, p90 ${ms(p90(needed))} ms (n=${N})`);
+  const tryFloor = median(needed) + median(pings);
   const r = median(tool) / median(base);
-  console.log(`ratio (try_script / bare execute, medians): ${r.toFixed(2)}× — goal ≤ 1.20×: ${r <= 1.2 ? "PASS" : "MISS"} (floor: wrapped execute + ping ${ms(median(floor) + median(pings))} ms = ${(( median(floor) + median(pings)) / median(base)).toFixed(2)}× the raw execute)`);
+  console.log(`ratio (try_script / bare execute, medians): ${r.toFixed(2)}× — goal ≤ 1.20×: ${r <= 1.2 ? "PASS" : "MISS"} (floor: the Chrome calls a try must make + ping ${ms(tryFloor)} ms = ${(tryFloor / median(base)).toFixed(2)}× the raw execute; try_script ${(median(tool) / tryFloor).toFixed(2)}× of that floor)`);
   if (PROFILE) printProfile(lines);
 } finally {
   await h.close();
