@@ -105,7 +105,10 @@ try {
   await viaTool();
   const injection = await worker().evaluate(() => globalThis.__benchTryInjection);
   const stored = await worker().evaluate(() => ({ rate: globalThis.__benchTryRate, audit: globalThis.__benchTryAudit }));
-  if (!stored.rate || !stored.audit) throw new Error(`a try's storage writes were not captured: ${JSON.stringify(Object.keys(stored))}`);
+  // The first writes after the capture began must be the try's own: its rate slot, its audit entry.
+  if (!stored.rate?.rateWindow || !Object.keys(stored.audit ?? {}).some((k) => k.startsWith("audit/"))) {
+    throw new Error(`a try's storage writes were not captured: ${JSON.stringify([Object.keys(stored.rate ?? {}), Object.keys(stored.audit ?? {})])}`);
+  }
   if (!injection) throw new Error("the provider's injection was not captured (chrome.userScripts.execute not called?)");
   const nonce = JSON.stringify(injection).match(/lumo-try-([0-9a-f-]{36})\.js/)?.[1];
   if (!nonce) throw new Error("no nonce in the captured injection");

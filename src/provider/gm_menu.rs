@@ -218,20 +218,31 @@ mod tests {
         let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let t = std::rc::Rc::clone(&told);
         p.set_on_tabs(Box::new(move |bound| t.borrow_mut().push(bound)));
-        assert!(!p.tab_bound(), "a fresh worker holds nothing bound to a tab");
+        assert!(
+            !p.tab_bound(),
+            "a fresh worker holds nothing bound to a tab"
+        );
         let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
         let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
         let wait =
             p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
         let nav = async {
             assert!(p.tab_bound());
-            assert_eq!(told.borrow().last(), Some(&true), "told once the page has commands");
+            assert_eq!(
+                told.borrow().last(),
+                Some(&true),
+                "told once the page has commands"
+            );
             p.menu_tab_gone(5);
         };
         let (r, ()) = block_on(join(wait, nav));
         assert_eq!(answered(r), json!({"gone": true}));
         assert!(!p.tab_bound());
-        assert_eq!(told.borrow().last(), Some(&false), "told when the last commands went");
+        assert_eq!(
+            told.borrow().last(),
+            Some(&false),
+            "told when the last commands went"
+        );
     }
 
     #[test]

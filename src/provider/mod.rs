@@ -482,7 +482,7 @@ mod tests {
         let snap = block_on(p.scripts()).unwrap();
         let key = store::record_key(&c.record.uuid);
         for foreign in [false, true] {
-            p.hold_echoes();
+            let held = p.hold_echoes();
             let d = block_on(store::replace(
                 &p.env,
                 &snap,
@@ -504,7 +504,7 @@ mod tests {
             p.storage_changed(Area::Local, &echo); // before the cache knows of the write
             assert!(p.scripts_cache.borrow().is_some(), "held, not judged yet");
             p.scripts_written(&d);
-            p.judge_held_echoes();
+            drop(held);
             assert_eq!(
                 p.scripts_cache.borrow().is_some(),
                 !foreign,

@@ -102,6 +102,15 @@ impl<T: Clone + PartialEq> Cached<T> {
     }
 }
 
+/// See [`Provider::hold_echoes`].
+pub(crate) struct HeldEchoes<'a, E: Env>(&'a Provider<E>);
+
+impl<E: Env> Drop for HeldEchoes<'_, E> {
+    fn drop(&mut self) {
+        self.0.judge_held_echoes();
+    }
+}
+
 impl<E: Env> Provider<E> {
     /// The policy for a decision. A storage failure yields the safe default for decisions that
     /// only read (nobody authorized), never a panic.
@@ -236,15 +245,17 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    /// From here until [`Provider::judge_held_echoes`], a change of a script key is kept to be
-    /// judged then (the caller holds the write lock and is about to write).
-    pub(crate) fn hold_echoes(&self) {
-        *self.held_echoes.borrow_mut() = Some(Vec::new());
+    /// Until the returned guard is dropped, a change of a script key is kept, to be judged then
+    /// (the caller holds the write lock and is about to write). The drop judges, so no path out
+    /// of the write — an early return, a dropped future — leaves changes held and unjudged.
+    pub(crate) fn hold_echoes(&self) -> HeldEchoes<'_, E> {
+        self.held_echoes.borrow_mut().get_or_insert_with(Vec::new);
+        HeldEchoes(self)
     }
 
     /// Judges the changes that came in since [`Provider::hold_echoes`] against the cache as the
     /// write left it: our own echo keeps it, anything else drops it.
-    pub(crate) fn judge_held_echoes(&self) {
+    fn judge_held_echoes(&self) {
         let held = self.held_echoes.borrow_mut().take().unwrap_or_default();
         for (key, new) in held {
             self.judge_snapshot_change(&key, &new);

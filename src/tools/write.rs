@@ -45,9 +45,9 @@ pub(crate) async fn run_write<E: Env>(
             p.registry_write_begins().await;
             began = true;
             let env = Journaled::new(&p.env, journal.clone());
-            p.hold_echoes();
+            let held = p.hold_echoes();
             let done = write_locked(p, &env, actor, args, &snap).await;
-            p.judge_held_echoes();
+            drop(held);
             done
         }
     };
