@@ -15,7 +15,7 @@ import { gzipSync } from "node:zlib";
 import { CHROMIUM, DIST_DIR, HOST_ID, PROVIDER_ID, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { BASELINE_ID, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
-import { kib, ms, ratio, summary, table, times } from "./lib/stats.mjs";
+import { kib, mean, ms, ratio, summary, table, times } from "./lib/stats.mjs";
 
 const P = PROVIDER_ID;
 const B = BASELINE_ID;
@@ -163,10 +163,14 @@ async function coldBreakdown(ext) {
     const handler = async (id) => {
       const m = await marksOf(id);
       const last = m.messages.slice(-COUNT.warmHandler);
+      // The toggle check each probe makes (refused in-process): its time inside the real call path.
+      const check = (x) => m.calls.filter((c) => c.threw && c.api === "userScripts.getScripts" && c.start >= x.received && c.start <= x.replied)
+        .reduce((sum, c) => sum + (c.end - c.start), 0);
       return {
         roundTrip: warm[id],
         handler: last.map((x) => x.replied - x.received),
         calls: mostCommon(last.map((x) => callsDuring(m.calls, x))),
+        toggleCheck: last.map(check),
       };
     };
     return { provider: r[P], baseline: r[B], warm: { provider: await handler(P), baseline: await handler(B) } };
@@ -442,11 +446,17 @@ function report(r) {
   // The Chrome calls a write cannot skip, besides update([one]) (rate slot, the one set, the audit set): they grow with N too.
   const floorShare = (n) => at(n).parts.writeFloor - at(n).parts.updateOne;
   const aboveFloor = (n) => m(at(n).write) - at(n).parts.writeFloor;
+  // A probe and a status call ask Chrome whether "Allow User Scripts" is on; the baseline doesn't.
+  // That call's time in the timed copy's warm probes, as a mean: the worker's clock is coarse
+  // (0.1 ms, jittered), finer than one call only on average.
+  const check = mean(r.breakdown.warm.provider.toggleCheck ?? []);
+  const checked = (p, b) => check === null ? "" :
+    `floor: baseline + the toggle check (${ms(check * 1000)} µs per call, in the timed copy) = ${ms(m(b) + check)} ms → ${times(ratio(m(p), m(b) + check))} of it`;
   const goal = (name, value, ok, fmt, floor = "") => ({ goal: name, value, pass: value !== null && ok(value), shown: fmt(value), floor });
   const goals = [
-    goal("warm probe ≤ 1.10× baseline probe", ratio(m(r.warmProbe.provider), m(r.warmProbe.baseline)), (x) => x <= 1.1, times),
+    goal("warm probe ≤ 1.10× baseline probe", ratio(m(r.warmProbe.provider), m(r.warmProbe.baseline)), (x) => x <= 1.1, times, checked(r.warmProbe.provider, r.warmProbe.baseline)),
     goal("warm ping ≤ 1.10× baseline echo", ratio(m(r.mcp.ping), m(r.mcp.baselinePing)), (x) => x <= 1.1, times),
-    goal("warm tools/call status ≤ 1.10× baseline echo", ratio(m(r.mcp.status), m(r.mcp.baselinePing)), (x) => x <= 1.1, times),
+    goal("warm tools/call status ≤ 1.10× baseline echo", ratio(m(r.mcp.status), m(r.mcp.baselinePing)), (x) => x <= 1.1, times, checked(r.mcp.status, r.mcp.baselinePing)),
     goal("cold start ≤ 1.25× baseline", ratio(coldP.median, m(cold("baseline"))), (x) => x <= 1.25, times),
     goal("cold start p95 < 100 ms", coldP.p95, (x) => x < 100, (x) => `${ms(x)} ms`),
     ...SCALES.map((n) => goal(`write at ${n} stored ≤ 1.10× Chrome's update([one])`, ratio(m(at(n).write), at(n).parts.updateOne), (x) => x <= 1.1, times,

@@ -6,10 +6,10 @@
 // events: the module adds those only while it needs them, so a navigation does not start the
 // worker. It decides nothing: every event reaches the module as Chrome gave it. The only other
 // thing here is recovery from a trap.
+// First (modules are evaluated in import order), so the fetch and the compile run while the glue
+// is evaluated and the rest of this turn adds the listeners.
+import { wasm } from './compile.js';
 import init from './wasm/lumo_userscripts.js';
-
-// First, so the fetch and the compile run while the rest of this turn adds the listeners.
-const wasm = WebAssembly.compileStreaming(fetch(new URL('./wasm/lumo_userscripts_bg.wasm', import.meta.url)));
 
 // The core must never panic, but if the module ever traps its state is unreliable for every
 // caller. Recover by reloading the extension: Chrome starts a fresh worker and instance, scripts

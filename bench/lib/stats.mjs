@@ -7,6 +7,9 @@ export function summary(xs) {
   return { n: s.length, median: at(0.5), p95: at(0.95), min: s[0], max: s[s.length - 1] };
 }
 
+/** The mean of a list, or null for an empty one. */
+export const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+
 export const ms = (x) => (x === null || x === undefined || Number.isNaN(x) ? "—" : x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 export const ratio = (a, b) => (a && b ? a / b : null);
 export const times = (r) => (r === null ? "—" : `${r.toFixed(2)}×`);

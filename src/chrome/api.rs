@@ -58,6 +58,23 @@ extern "C" {
     #[wasm_bindgen(thread_local_v2, js_name = chrome)]
     pub static CHROME: Object;
 
+    // Properties read on every message, as getters: a `Reflect::get` key would be a string
+    // decoded from the wasm's memory on each call. `catch`: the value is whatever JS handed over.
+    /// Any JS value whose properties are read so: a `MessageSender`, a message, an error, `chrome`.
+    pub type Props;
+    #[wasm_bindgen(method, getter, catch)]
+    pub fn id(this: &Props) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, getter, catch)]
+    pub fn url(this: &Props) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, getter, catch)]
+    pub fn channel(this: &Props) -> Result<JsValue, JsValue>;
+    /// An error's `message`.
+    #[wasm_bindgen(method, getter, catch)]
+    pub fn message(this: &Props) -> Result<JsValue, JsValue>;
+    /// `chrome.userScripts` (see `UserScriptsApi`).
+    #[wasm_bindgen(method, getter, catch, js_name = userScripts)]
+    pub fn user_scripts(this: &Props) -> Result<JsValue, JsValue>;
+
     /// The global `Error`, for V8's `Error.stackTraceLimit`.
     #[wasm_bindgen(js_name = Error)]
     pub type ErrorClass;

@@ -27,7 +27,9 @@ fn with_area<T>(area: Area, f: impl FnOnce(&StorageArea) -> T) -> T {
 }
 
 pub(super) fn js_error(context: &str, e: JsValue) -> EnvError {
-    let msg = Reflect::get(&e, &"message".into())
+    let msg = e
+        .unchecked_ref::<api::Props>()
+        .message()
         .ok()
         .and_then(|m| m.as_string())
         .or_else(|| e.as_string())
@@ -141,7 +143,7 @@ impl Ids for ChromeEnv {
 
 pub(super) fn user_scripts_api() -> Result<api::UserScriptsApi, EnvError> {
     let us = api::CHROME
-        .with(|c| Reflect::get(c, &"userScripts".into()))
+        .with(|c| c.unchecked_ref::<api::Props>().user_scripts())
         .map_err(|e| js_error("chrome.userScripts", e))?;
     if us.is_undefined() || us.is_null() {
         return Err(EnvError(

@@ -43,6 +43,11 @@ fn string_prop(obj: &JsValue, key: &str) -> Option<String> {
         .and_then(|v| v.as_string())
 }
 
+/// A property read through one of `api::Props`'s getters, if it is a string.
+fn string_of(obj: &JsValue, get: fn(&api::Props) -> Result<JsValue, JsValue>) -> Option<String> {
+    get(obj.unchecked_ref()).ok().and_then(|v| v.as_string())
+}
+
 fn runtime_id() -> Option<String> {
     api::RUNTIME_ID.with(|v| v.as_string())
 }
@@ -51,6 +56,16 @@ fn add<F: ?Sized + wasm_bindgen::closure::WasmClosure>(event: &api::Event, f: Cl
     event.add_listener(f.as_ref().unchecked_ref());
     // Listeners live as long as the worker.
     f.forget();
+}
+
+/// Polls `f` once now, so the browser call it starts with is made before this function returns
+/// (`spawn_local` would first poll it in a later microtask), then leaves the rest to the executor.
+fn spawn_now(f: impl std::future::Future<Output = ()> + 'static) {
+    let mut f = Box::pin(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    if f.as_mut().poll(&mut cx).is_pending() {
+        spawn_local(f);
+    }
 }
 
 /// Start-up work that no message needs waits this long, so the message that woke the worker is
@@ -65,6 +80,10 @@ pub fn start() {
     std::panic::set_hook(Box::new(|info| {
         api::console_error(&format!("lumo-userscripts panicked: {info}"));
     }));
+    // Every first message (probe, port, page) needs the policy: its storage read is issued
+    // first, so it runs while the rest of `start` adds listeners, and the message that woke the
+    // worker waits on the policy lock instead of starting a read of its own.
+    spawn_now(async { provider().warm_policy().await });
 
     api::ON_MESSAGE_EXTERNAL.with(|e| {
         add(
@@ -87,7 +106,6 @@ pub fn start() {
     // Run reports from registered scripts (the userscript channel; hostile input).
     channel::listen();
     // Tab events are listened to only while something is bound to a tab (none in a fresh worker).
-    tab_events::clear_stale();
     provider().set_on_tabs(Box::new(tab_events::follow));
     // GM_notification's clicks and closes.
     browser::listen();
@@ -113,13 +131,12 @@ pub fn start() {
     });
 
     provider().set_on_change(Box::new(refresh_badge));
-    // Every first message (probe, port, page) needs the policy: its storage read starts now,
-    // before the loader hands over the message that woke the worker, which then waits on the
-    // policy lock instead of starting a read of its own.
-    spawn_local(async { provider().warm_policy().await });
     // Later, off the path of the message that woke the worker: settle reviews
     // the previous worker left behind, then reconcile registrations.
     gloo_timers::callback::Timeout::new(START_WORK_DELAY_MS, || {
+        // What a worker stopped while listening to tab events left behind (a tab event meanwhile
+        // only starts this worker, which is already running, and reaches no listener).
+        tab_events::clear_stale();
         spawn_local(async {
             let p = provider();
             p.recover_interrupted_write().await;
@@ -148,7 +165,7 @@ fn on_storage_changed(changes: JsValue, area: JsValue) {
 
 /// L0. Answers asynchronously (`return true` keeps `sendResponse` alive across the storage read).
 fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
-    let sender_id = string_prop(&sender, "id");
+    let sender_id = string_of(&sender, api::Props::id);
     let text = json::text_of(&msg);
     #[cfg(feature = "test-trap")]
     if text
@@ -172,7 +189,7 @@ fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -
         };
         // The caller may have gone away; nothing to do about it.
         let _ = send_response.call1(&JsValue::NULL, &json::to_js(&response));
-        refresh_badge();
+        badge_now().await;
         p.ensure_registry().await;
     });
     JsValue::TRUE
@@ -186,10 +203,10 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
     };
     let from_own_page = crate::control::is_own_page(
         &own_id,
-        string_prop(&sender, "id").as_deref(),
-        string_prop(&sender, "url").as_deref(),
+        string_of(&sender, api::Props::id).as_deref(),
+        string_of(&sender, api::Props::url).as_deref(),
     );
-    if !from_own_page || string_prop(&msg, "channel").as_deref() != Some(CONTROL_CHANNEL) {
+    if !from_own_page || string_of(&msg, api::Props::channel).as_deref() != Some(CONTROL_CHANNEL) {
         return JsValue::FALSE;
     }
     let Some(value) = json::from_js(&msg) else {
@@ -224,19 +241,16 @@ thread_local! {
 /// The action badge: the number of open sessions, or `!` while an approval or a review waits.
 /// Chrome is called only when the badge changes.
 pub fn refresh_badge() {
-    spawn_local(async {
-        let p = provider();
-        let policy = p.policy().await;
-        let crate::badge::Badge { text, color } = crate::badge::badge(
-            policy.pending.len(),
-            p.pending_reviews().len(),
-            p.sessions_summary().len(),
-        );
-        if BADGE.with(|b| b.borrow().as_deref() == Some(text.as_str())) {
-            return;
-        }
-        BADGE.with(|b| *b.borrow_mut() = Some(text.clone()));
-        let _ = api::set_badge_background_color(&json::to_js(&json!({ "color": color })));
-        let _ = api::set_badge_text(&json::to_js(&json!({ "text": text })));
-    });
+    spawn_local(badge_now());
+}
+
+/// `refresh_badge` within a task already running (no task of its own to schedule).
+async fn badge_now() {
+    let crate::badge::Badge { text, color } = provider().badge().await;
+    if BADGE.with(|b| b.borrow().as_deref() == Some(text.as_str())) {
+        return;
+    }
+    BADGE.with(|b| *b.borrow_mut() = Some(text.clone()));
+    let _ = api::set_badge_background_color(&json::to_js(&json!({ "color": color })));
+    let _ = api::set_badge_text(&json::to_js(&json!({ "text": text })));
 }

@@ -3,7 +3,7 @@
 //! keyed by the core's session id; everything decided lives in the core.
 
 use super::api::{self, Port};
-use super::{json, provider, string_prop};
+use super::{json, provider, string_of};
 use crate::mcp::server::Outcome;
 use crate::session::{self, Authorized, Buffered, Step};
 use js_sys::Function;
@@ -28,7 +28,7 @@ thread_local! {
 /// `chrome.runtime.onConnectExternal` listener.
 pub fn on_connect_external(port: Port) {
     let name = port.name().as_string().unwrap_or_default();
-    let sender_id = string_prop(&port.sender(), "id");
+    let sender_id = string_of(&port.sender(), api::Props::id);
     let caller = match session::accept(&name, sender_id.as_deref()) {
         Ok(c) => c,
         Err(reject) => {

@@ -70,9 +70,12 @@ pub fn follow(wanted: bool) {
     }
 }
 
-/// A worker that stopped while it listened left Chrome's registration behind, and a fresh
-/// worker holds nothing a tab event could change: adding and removing the listeners drops it.
+/// A worker that stopped while it listened left Chrome's registration behind: adding and removing
+/// the listeners drops it. Run off the path of the first message, so by then the core may have
+/// asked for them: a registration it made is kept.
 pub fn clear_stale() {
-    follow(true);
-    follow(false);
+    if !LISTENING.with(Cell::get) {
+        follow(true);
+        follow(false);
+    }
 }

@@ -92,6 +92,24 @@ impl<E: Env> Provider<E> {
             .collect()
     }
 
+    /// The toolbar badge (`badge::badge`) as things stand. Asked after every message, so it
+    /// counts in place: no policy, review or session row is copied.
+    pub async fn badge(&self) -> crate::badge::Badge {
+        let cached = self.policy_cache.borrow().as_ref().map(|p| p.pending.len());
+        let approvals = match cached {
+            Some(n) => n,
+            None => self.policy().await.pending.len(),
+        };
+        let open = self
+            .sessions
+            .borrow()
+            .values()
+            .filter(|s| !s.is_refused())
+            .count()
+            + usize::from(self.bridge.borrow().session.is_some());
+        crate::badge::badge(approvals, self.reviews.borrow().len(), open)
+    }
+
     /// The connected indicator: one row per open port.
     pub fn sessions_summary(&self) -> Vec<Value> {
         let bridge = self.bridge_summary();
