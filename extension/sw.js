@@ -4,11 +4,13 @@
 // start one listener of its own (`early`), which queues what arrives until the module's start
 // function has added its listeners, then hands the queue over in arrival order. Not the tab
 // events: the module adds those only while it needs them, so a navigation does not start the
-// worker. It decides nothing: every event reaches the module as Chrome gave it. The only other
-// thing here is recovery from a trap.
+// worker. A probe that arrives first is answered by the probe module (compile.js, `answerEarly`)
+// with the core's decision. It decides nothing: every event reaches the module as Chrome gave
+// it, and a probe the probe module answered reaches it too when the provider must record it. The
+// only other thing here is recovery from a trap.
 // First (modules are evaluated in import order), so the fetch and the compile run while the glue
 // is evaluated and the rest of this turn adds the listeners.
-import { wasm } from './compile.js';
+import { compileProvider, policyRead, probeModule, wasm } from './compile.js';
 import init from './wasm/lumo_userscripts.js';
 
 // The core must never panic, but if the module ever traps its state is unreliable for every
@@ -47,6 +49,68 @@ function guarded(listener) {
 
 // Until the module has started, every event of `early` waits here: [listeners, args, this].
 let queue = [];
+function hold(listeners, args, self) {
+  compileProvider();
+  if (queue) queue.push([listeners, args, self]);
+  else deliver(listeners, args, self);
+}
+
+// The probe module's exports, until the provider's module has started (then dropped), or null.
+let quick = null;
+try {
+  quick = probeModule && new WebAssembly.Instance(probeModule, {}).exports;
+} catch (e) {
+  console.error('lumo-userscripts: the probe module did not start; the provider answers probes.', e);
+}
+
+// A probe from before the provider's module started: the probe module gives the core's answer
+// from the probe, its sender, the stored policy, the toggle check (Chrome's synchronous refusal of
+// a wrong argument, as `chrome/env.rs` makes it) and the time. What it cannot answer is held for
+// the provider; a probe that changes the policy (a pending approval, `lastSeen`) is handed to the
+// provider too, with no one to answer, so it is recorded.
+async function answerEarly(listeners, args, self) {
+  const [msg, sender, sendResponse] = args;
+  let out;
+  try {
+    const text = JSON.stringify(msg) ?? null;
+    // Bigger than any probe (the core refuses it unread): not worth copying into the module.
+    if (text !== null && text.length > 65536) return hold(listeners, args, self);
+    const stored = await policyRead;
+    if (!quick) return hold(listeners, args, self);
+    out = JSON.parse(run(quick, JSON.stringify({
+      text, sender: typeof sender?.id === 'string' ? sender.id : null, policy: stored.policy ?? null,
+      toggle: toggleCheck(), now: Date.now(),
+    })));
+  } catch (e) {
+    console.error('lumo-userscripts: the probe module failed; the provider answers.', e);
+    quick = null;
+    return hold(listeners, args, self);
+  }
+  if (!out || !('reply' in out)) return hold(listeners, args, self);
+  sendResponse(out.reply);
+  compileProvider();
+  if (out.record === true) hold(listeners, [msg, sender, () => {}], self);
+}
+function run(x, input) {
+  const bytes = new TextEncoder().encode(input);
+  const at = x.input(bytes.length); // may grow the memory: its buffer is read after
+  new Uint8Array(x.memory.buffer, at, bytes.length).set(bytes);
+  const n = x.answer(bytes.length);
+  return new TextDecoder().decode(new Uint8Array(x.memory.buffer, x.output(), n));
+}
+function toggleCheck() {
+  if (!chrome.userScripts) return 'missing';
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    chrome.userScripts.getScripts(0)?.catch?.(() => {});
+    return {};
+  } catch (e) {
+    return { refused: String(e?.message ?? e) };
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
 // `early(event)`: one listener added now; the module's `addListener` calls on `event` land in
 // `listeners`. Before the module has started, an event is queued, and a message event (one with a
 // `sendResponse`) keeps its channel open (returns true), as the module's listener may answer
@@ -58,7 +122,11 @@ function early(event, onPort) {
   add(function (...args) {
     if (onPort) early(args[0].onMessage), early(args[0].onDisconnect);
     if (queue) {
-      queue.push([listeners, args, this]);
+      if (quick && event === chrome.runtime.onMessageExternal && typeof args[2] === 'function') {
+        answerEarly(listeners, args, this);
+        return true;
+      }
+      hold(listeners, args, this);
       return typeof args[2] === 'function' ? true : undefined;
     }
     return deliver(listeners, args, this);
@@ -82,10 +150,13 @@ early(runtime.onConnectExternal, true);
 init({ module_or_path: wasm }).then(() => {
   const waiting = queue;
   queue = null;
+  quick = null;
   for (const [listeners, args, self] of waiting) deliver(listeners, args, self);
 }, (e) => {
-  // Nothing will answer: what is held is dropped, so its senders hear that at once.
+  // Nothing will answer: what is held is dropped, so its senders hear that at once, and no probe
+  // is answered for a provider that is not there.
   queue = null;
+  quick = null;
   console.error('lumo-userscripts: the wasm module did not load.', e);
   recover(e);
 });

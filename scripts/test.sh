@@ -7,6 +7,7 @@ scripts/ensure-tools.sh test
 echo "== lints (clippy, native and wasm32; the lint set is in src/lib.rs)"
 cargo clippy --quiet --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-unknown-unknown --lib -- -D warnings
+cargo clippy --quiet -p lumo-probe --target wasm32-unknown-unknown -- -D warnings
 
 echo "== native tests (cargo test)"
 cargo test --quiet

@@ -56,5 +56,5 @@ pub mod tools;
 pub mod vec_map;
 pub mod web;
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "shell"))]
 pub mod chrome;

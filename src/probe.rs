@@ -196,6 +196,96 @@ pub fn answer(
     (response, changed)
 }
 
+/// What the probe module (`probe/`, loaded before the provider's module: ARCHITECTURE.md, "The
+/// probe module") does with a probe that arrives while the provider's module is still compiling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Early {
+    /// The answer the provider would give now. `record`: the probe changes the policy (a pending
+    /// approval, `lastSeen`), so the provider must also be handed the probe to record it.
+    Reply { reply: Value, record: bool },
+    /// Only the provider can answer: the loader holds the probe for it.
+    Defer(&'static str),
+}
+
+/// What the loader's toggle check saw: the check `chrome::env` makes, `getScripts(0)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Toggle<'a> {
+    /// There is no `chrome.userScripts`: unavailable.
+    Missing,
+    /// Chrome refused the call synchronously, with this message.
+    Refused(&'a str),
+    /// Chrome did not refuse it: only a real call can tell.
+    NotRefused,
+}
+
+/// [`Early`] for one probe, from what the loader gathered: the probe as JSON text (`None`: it has
+/// none), the sender's id, the stored policy (`None`: none stored), the toggle check, and the
+/// time. Gives what `Provider::probe` gives for the same inputs (`tests/probe_module.rs`).
+#[must_use]
+pub fn answer_early(
+    text: Option<&str>,
+    sender: Option<&str>,
+    stored_policy: Option<&Value>,
+    toggle: Toggle<'_>,
+    now: f64,
+) -> Early {
+    let msg = match parse_text(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Early::Reply {
+                reply: error_response(&e),
+                record: false,
+            }
+        }
+    };
+    let known = match toggle {
+        Toggle::Missing => Some(false),
+        Toggle::Refused(message) => crate::env::availability_from(message),
+        Toggle::NotRefused => None,
+    };
+    let Some(available) = known else {
+        return Early::Defer("the toggle check said nothing known: the provider asks Chrome");
+    };
+    let cap = if available {
+        Capability::ready()
+    } else {
+        Capability::user_scripts_off()
+    };
+    let mut policy = Policy::from_stored(stored_policy).0;
+    let (reply, record) = answer(&msg, sender, &mut policy, &cap, now);
+    Early::Reply { reply, record }
+}
+
+/// [`answer_early`] over the probe module's wire: `input` is the JSON text
+/// `{"text", "sender", "policy", "toggle", "now"}` (absent or null where there is none; `toggle`
+/// is `"missing"`, `{"refused": message}`, or anything else for not refused); the result is
+/// `{"reply": …, "record": bool}` or `{"defer": reason}`.
+#[must_use]
+pub fn answer_early_json(input: &str) -> String {
+    let Ok(v) = crate::text::parse_json(input) else {
+        return json!({ "defer": "the loader's input is not JSON" }).to_string();
+    };
+    let text = v.get("text").and_then(Value::as_str);
+    let sender = v.get("sender").and_then(Value::as_str);
+    let policy = v.get("policy").filter(|p| !p.is_null());
+    let toggle = match v.get("toggle") {
+        Some(Value::String(s)) if s == "missing" => Toggle::Missing,
+        Some(t) => match t.get("refused").and_then(Value::as_str) {
+            Some(message) => Toggle::Refused(message),
+            None => Toggle::NotRefused,
+        },
+        None => Toggle::NotRefused,
+    };
+    let Some(now) = v.get("now").and_then(Value::as_f64) else {
+        return json!({ "defer": "no time given" }).to_string();
+    };
+    match answer_early(text, sender, policy, toggle, now) {
+        Early::Reply { reply, record } => json!({ "reply": reply, "record": record }),
+        Early::Defer(why) => json!({ "defer": why }),
+    }
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,15 +1,16 @@
 // Loaded first in the "timed" copies of the providers (bench/lib/extensions.mjs), never in the
 // measured builds. Records performance.now() marks that bench/run.mjs reads over CDP: script
-// start, wasm compile and instantiate (which runs the start function that registers the
-// listeners), every storage and userScripts call, and when each external message came in and was answered.
+// start, the probe module's compile (synchronous, in the first turn), the provider's module's
+// fetch, compile and instantiate (which runs the start function that registers the listeners),
+// every storage and userScripts call, and when each external message came in and was answered.
 const marks = (globalThis.__benchMarks = { scriptStart: performance.now(), calls: [], messages: [] });
 const now = () => performance.now();
 
 const { Module, Instance } = WebAssembly;
-function TimedModule(...a) {
-  marks.compileStart = now();
+function TimedModule(...a) { // the probe module's
+  marks.probeCompileStart = now();
   const m = new Module(...a);
-  marks.compileEnd = now();
+  marks.probeCompileEnd = now();
   return m;
 }
 function TimedInstance(...a) {
@@ -22,7 +23,7 @@ TimedModule.prototype = Module.prototype;
 TimedInstance.prototype = Instance.prototype;
 WebAssembly.Module = TimedModule;
 WebAssembly.Instance = TimedInstance;
-// The asynchronous path (the provider's loader): fetch + streaming compile, then instantiate.
+// The provider's module: fetch + streaming compile, then instantiate.
 const { compileStreaming, instantiate } = WebAssembly;
 WebAssembly.compileStreaming = (source) => {
   marks.compileStart = now();

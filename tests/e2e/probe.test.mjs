@@ -2,7 +2,10 @@
 // plus cold starts of the provider's worker and an ordinary web page.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { ABSENT_ID, BROKEN_ID, HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ABSENT_ID, BROKEN_ID, DIST_DIR, HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
 import { PROBE_CHANNEL, PROBE_TIMEOUT_MS, PROBE_VERSION, TEXT } from "./lib/contract.mjs";
 import { until } from "./lib/util.mjs";
 
@@ -275,5 +278,77 @@ describe("probe: approved caller (fresh profile)", () => {
     for (const e of ["tabs.onUpdated", "tabs.onRemoved"]) {
       assert.ok(events.some((x) => x.event === e && !x.listened), `${e} is not listened to in a fresh worker`);
     }
+  });
+});
+
+// The probe module (probe/, loaded in the worker's first turn) answers a probe that wakes the
+// worker while the provider's module still loads. Here the provider's module is held back 3 s
+// (a patched copy of dist/), so an answer in less than that can only be the probe module's: it
+// must be the provider's own answer, and what the probe changes must be recorded once the
+// provider is up.
+describe("probe: the probe module answers while the provider's module loads", () => {
+  const HELD_MS = 3000;
+  let h;
+  before(async () => {
+    const dist = mkdtempSync(join(tmpdir(), "lumo-held-"));
+    cpSync(DIST_DIR, dist, { recursive: true });
+    const file = join(dist, "compile.js");
+    const src = readFileSync(file, "utf8");
+    const held = src.replace("export const compileProvider = () => begin();", `export const compileProvider = () => setTimeout(begin, ${HELD_MS});`);
+    assert.notEqual(held, src, "compile.js still has compileProvider to hold back");
+    writeFileSync(file, held);
+    h = await launch({ dist });
+  });
+  after(async () => { await h?.close(); });
+
+  /** A cold probe from the test host, answered before the provider's module could have loaded. */
+  async function coldProbe() {
+    await h.stopProviderWorker();
+    assert.equal(await h.workerStatus(), "stopped", "worker stopped first");
+    const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    assert.equal(r.response?.ok, true, `answered: ${r.text} ${r.detail ?? ""}`);
+    assert.ok(r.elapsedMs < HELD_MS - 500, `answered in ${r.elapsedMs} ms, before the provider's module could load`);
+    return r;
+  }
+  /** The same probe answered by the provider (its module loaded: an internal message waited for it). */
+  async function warmProbe() {
+    await h.internal("state.get");
+    return h.lumo("probe", PROVIDER_ID, { openSession: false });
+  }
+  const withoutId = (r) => ({ ...r.response, id: undefined });
+
+  test("an unknown caller's cold probe asks the user, and the provider records the request", T, async () => {
+    const cold = await coldProbe();
+    assertStatus(cold, { enabled: true, authorized: false, pendingApproval: true });
+    // Recorded by the provider once its module is up (the answer went out before).
+    const pending = await until(async () => (await h.internal("state.get")).policy.pending, (p) => p.length > 0, 5000);
+    const entry = pending.find((e) => e.id === HOST_ID);
+    assert.ok(entry, `the provider recorded the pending approval: ${JSON.stringify(pending)}`);
+    assert.equal(entry.name, "Lumo Test Host");
+    assert.deepEqual(withoutId(cold), withoutId(await warmProbe()), "the probe module's answer is the provider's");
+  });
+
+  test("an approved caller's cold probe: the provider's answer, for the toggle off and on, and lastSeen recorded", T, async () => {
+    // Approved afresh (not from its pending request, which carries when it was last seen).
+    await h.internal("policy.remove", { id: HOST_ID });
+    await h.internal("policy.approve", { id: HOST_ID, name: "Lumo Test Host" });
+    const seen = async () => (await h.internal("state.get")).policy.allowlist.find((e) => e.id === HOST_ID)?.lastSeen;
+    assert.equal(await seen(), null, "not seen since its approval");
+    const off = await coldProbe();
+    assertStatus(off, { enabled: true, authorized: true, ready: false, pendingApproval: false });
+    assert.equal(typeof await until(seen, (t) => t !== null, 5000), "number", "the cold probe's lastSeen recorded by the provider");
+    assert.deepEqual(withoutId(off), withoutId(await warmProbe()));
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    const on = await coldProbe();
+    assertStatus(on, { enabled: true, authorized: true, ready: true, pendingApproval: false });
+    assert.deepEqual(withoutId(on), withoutId(await warmProbe()));
+  });
+
+  test("a malformed cold probe gets the provider's error", T, async () => {
+    await h.stopProviderWorker();
+    const r = await h.lumo("probe", PROVIDER_ID, { openSession: false, message: rawProbe("v2", { version: 2 }) });
+    assert.equal(r.response?.ok, false, JSON.stringify(r.response));
+    assert.ok(r.elapsedMs < HELD_MS - 500, `answered in ${r.elapsedMs} ms`);
+    assert.match(r.response.error, /request is version 2\b.*speaks version 1\b/);
   });
 });
