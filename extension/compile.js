@@ -19,6 +19,7 @@ export const probeModule = (() => {
 // The one input of the probe module's decision that sits in storage, read now (sw.js adds the
 // others: the probe, its sender, the toggle check, the time).
 export const policyRead = chrome.storage.local.get('policy');
+policyRead.catch(() => {}); // awaited only by a probe that comes before the provider has started
 
 // The provider's module (~1 MB). Its fetch and streaming compile delay that dispatch too (by
 // ~7 ms: both cores of a small machine are busy), so they start once the message that woke the

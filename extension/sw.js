@@ -8,8 +8,7 @@
 // with the core's decision. It decides nothing: every event reaches the module as Chrome gave
 // it, and a probe the probe module answered reaches it too when the provider must record it. The
 // only other thing here is recovery from a trap.
-// First (modules are evaluated in import order), so the fetch and the compile run while the glue
-// is evaluated and the rest of this turn adds the listeners.
+// First (modules are evaluated in import order): the probe module and the policy read.
 import { compileProvider, policyRead, probeModule, wasm } from './compile.js';
 import init from './wasm/lumo_userscripts.js';
 
@@ -78,7 +77,7 @@ async function answerEarly(listeners, args, self) {
     const stored = await policyRead;
     if (!quick) return hold(listeners, args, self);
     out = JSON.parse(run(quick, JSON.stringify({
-      text, sender: typeof sender?.id === 'string' ? sender.id : null, policy: stored.policy ?? null,
+      text, sender: typeof sender?.id === 'string' ? sender.id : null, policy: stored.policy, // absent: none stored
       toggle: toggleCheck(), now: Date.now(),
     })));
   } catch (e) {

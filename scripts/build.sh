@@ -24,8 +24,8 @@ node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \
   "$out/lumo_userscripts_bg.wasm" -o "$out/lumo_userscripts_opt.wasm"
 
 # The probe module (probe/): the core's probe decision alone, no wasm-bindgen, no imports; the
-# loader compiles it in the worker's first turn. Its own target dir keeps the main build's cache; a small stack (the
-# default is 1 MiB) keeps its memory small while it lives.
+# loader compiles it in the worker's first turn. Its own target dir keeps the main build's cache;
+# a small stack (the default is 1 MiB) keeps its memory small while it lives.
 RUSTFLAGS="-C link-arg=-zstack-size=262144" CARGO_TARGET_DIR=target/probe \
   cargo build --quiet -p lumo-probe --target wasm32-unknown-unknown --release
 node_modules/.bin/wasm-opt -Oz --strip-debug --strip-producers \

@@ -257,8 +257,9 @@ pub fn answer_early(
 }
 
 /// [`answer_early`] over the probe module's wire: `input` is the JSON text
-/// `{"text", "sender", "policy", "toggle", "now"}` (absent or null where there is none; `toggle`
-/// is `"missing"`, `{"refused": message}`, or anything else for not refused); the result is
+/// `{"text", "sender", "policy", "toggle", "now"}` (`text` and `sender` null where there is none,
+/// `policy` absent where none is stored; `toggle` is `"missing"`, `{"refused": message}`, or
+/// anything else for not refused); the result is
 /// `{"reply": …, "record": bool}` or `{"defer": reason}`.
 #[must_use]
 pub fn answer_early_json(input: &str) -> String {
@@ -267,7 +268,7 @@ pub fn answer_early_json(input: &str) -> String {
     };
     let text = v.get("text").and_then(Value::as_str);
     let sender = v.get("sender").and_then(Value::as_str);
-    let policy = v.get("policy").filter(|p| !p.is_null());
+    let policy = v.get("policy");
     let toggle = match v.get("toggle") {
         Some(Value::String(s)) if s == "missing" => Toggle::Missing,
         Some(t) => match t.get("refused").and_then(Value::as_str) {

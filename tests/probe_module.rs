@@ -37,6 +37,7 @@ fn policies(now: f64) -> Vec<Option<Value>> {
         Some(json!({"denied": [{"id": STRANGER, "name": "Stranger"}]})),
         Some(json!({"pending": pending})),
         Some(json!("not a policy")),
+        Some(Value::Null),
     ]
 }
 
