@@ -28,16 +28,6 @@ impl Area {
     }
 }
 
-/// `chrome.storage.onChanged`'s `{key: {oldValue, newValue}}` → `{key: newValue}`; a removed
-/// key has no `newValue` and becomes null (what the caches compare against).
-#[must_use]
-pub fn changed_values(changes: Map<String, Value>) -> Map<String, Value> {
-    changes
-        .into_iter()
-        .map(|(k, v)| (k, v.get("newValue").cloned().unwrap_or(Value::Null)))
-        .collect()
-}
-
 /// A failure of the outside world (storage quota, an API that threw), carried as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvError(pub String);
@@ -611,22 +601,9 @@ pub mod memory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn storage_changes_decode_to_new_values() {
-        let Value::Object(raw) = json!({
-            "policy": {"oldValue": {"a": 1}, "newValue": {"a": 2}},
-            "script/x": {"oldValue": {"r": 1}},
-            "added": {"newValue": false},
-        }) else {
-            unreachable!()
-        };
-        let news = changed_values(raw);
-        assert_eq!(
-            Value::Object(news),
-            json!({"policy": {"a": 2}, "script/x": null, "added": false})
-        );
+    fn storage_areas_are_named_as_chrome_names_them() {
         assert_eq!(Area::parse("local"), Some(Area::Local));
         assert_eq!(Area::parse("session"), Some(Area::Session));
         assert_eq!(Area::parse("sync"), None);

@@ -71,6 +71,9 @@ extern "C" {
     /// An error's `message`.
     #[wasm_bindgen(method, getter, catch)]
     pub fn message(this: &Props) -> Result<JsValue, JsValue>;
+    /// A `storage.onChanged` change's new value (absent: the key was removed).
+    #[wasm_bindgen(method, getter, catch, js_name = newValue)]
+    pub fn new_value(this: &Props) -> Result<JsValue, JsValue>;
     /// `chrome.userScripts` (see `UserScriptsApi`).
     #[wasm_bindgen(method, getter, catch, js_name = userScripts)]
     pub fn user_scripts(this: &Props) -> Result<JsValue, JsValue>;

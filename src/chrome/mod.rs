@@ -157,10 +157,30 @@ fn on_storage_changed(changes: JsValue, area: JsValue) {
     else {
         return;
     };
-    let Some(Value::Object(changes)) = json::from_js(&changes) else {
+    if !changes.is_object() {
         return;
-    };
-    provider().storage_changed(area, &crate::env::changed_values(changes));
+    }
+    // Only the values a cache holds are converted (`provider::watched`): the echo of a write
+    // also carries the script's source and history, old and new.
+    let mut values = serde_json::Map::new();
+    for key in js_sys::Object::keys(changes.unchecked_ref::<js_sys::Object>()).iter() {
+        let Some(key) = key.as_string() else {
+            continue;
+        };
+        if crate::provider::watched(area, &key).is_none() {
+            continue;
+        }
+        let change = Reflect::get(&changes, &JsValue::from_str(&key)).unwrap_or(JsValue::UNDEFINED);
+        // A removed key has no new value: null, what the caches compare against.
+        let new = match change.unchecked_ref::<api::Props>().new_value() {
+            Ok(v) if !v.is_undefined() => json::from_js(&v).unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
+        values.insert(key, new);
+    }
+    if !values.is_empty() {
+        provider().storage_changed(area, &values);
+    }
 }
 
 /// L0. Answers asynchronously (`return true` keeps `sendResponse` alive across the storage read).

@@ -33,6 +33,7 @@ pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_K
 pub use guards::AdmitError;
 pub use registry::{RegistryState, SyncOutcome};
 pub use runs::{Received, Sender};
+pub use state::{watched, Watched};
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
 pub mod keys {

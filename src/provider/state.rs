@@ -263,47 +263,106 @@ impl<E: Env> Provider<E> {
     }
 
     /// `chrome.storage.onChanged`: drops a cache entry whenever storage now holds something
-    /// other than what the cache says (our own writes match and keep it). The session area
-    /// holds only the rate window among the cached values.
+    /// other than what the cache says (our own writes match and keep it). Only the keys
+    /// [`watched`] names are read.
     pub fn storage_changed(&self, area: Area, changes: &Map<String, Value>) {
-        if area == Area::Session {
-            if let Some(new) = changes.get(keys::RATE_WINDOW) {
-                self.rate_cache
-                    .storage_holds(&super::guards::decode_window(Some(new)));
-            }
-            return;
-        }
-        if area != Area::Local {
-            return;
-        }
         for (key, new) in changes {
-            if key.starts_with("audit/") {
-                self.audit_tail.storage_changed(key, new);
-            } else if key == keys::REGISTRY_ERRORS {
-                self.registry_errors_cache
-                    .storage_holds(&super::registry::decode_errors(Some(new)));
-            } else if key == crate::channel::token::KEY_STORAGE {
-                self.forget_channel_key();
-            } else if key == keys::POLICY {
-                // Compared as a reload would read it: Chrome hands the value back as JSON,
-                // so a timestamp the cache holds as 1.7e12 (f64) comes back as an integer.
-                let same = self
-                    .policy_cache
-                    .borrow()
-                    .as_ref()
-                    .is_some_and(|p| &Policy::from_stored(Some(new)).0 == p);
-                if !same {
-                    self.set_policy_cache(None);
+            match watched(area, key) {
+                None => {}
+                Some(Watched::RateWindow) => self
+                    .rate_cache
+                    .storage_holds(&super::guards::decode_window(Some(new))),
+                Some(Watched::AuditRing) => self.audit_tail.storage_changed(key, new),
+                Some(Watched::RegistryErrors) => self
+                    .registry_errors_cache
+                    .storage_holds(&super::registry::decode_errors(Some(new))),
+                Some(Watched::ChannelKey) => self.forget_channel_key(),
+                Some(Watched::Policy) => {
+                    // Compared as a reload would read it: Chrome hands the value back as JSON,
+                    // so a timestamp the cache holds as 1.7e12 (f64) comes back as an integer.
+                    let same = self
+                        .policy_cache
+                        .borrow()
+                        .as_ref()
+                        .is_some_and(|p| &Policy::from_stored(Some(new)).0 == p);
+                    if !same {
+                        self.set_policy_cache(None);
+                    }
                 }
-            } else if store::is_snapshot_key(key) {
-                // While a write of ours is between its `set` and its `scripts_written`, Chrome
-                // may deliver the echo first (seen at 1,000 scripts): judged after the write.
-                if let Some(held) = self.held_echoes.borrow_mut().as_mut() {
-                    held.push((key.clone(), new.clone()));
-                    continue;
+                Some(Watched::Snapshot) => {
+                    // While a write of ours is between its `set` and its `scripts_written`,
+                    // Chrome may deliver the echo first (seen at 1,000 scripts): judged after
+                    // the write.
+                    if let Some(held) = self.held_echoes.borrow_mut().as_mut() {
+                        held.push((key.clone(), new.clone()));
+                        continue;
+                    }
+                    self.judge_snapshot_change(key, new);
                 }
-                self.judge_snapshot_change(key, new);
             }
+        }
+    }
+}
+
+/// What a cache of the provider holds of a storage key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    RateWindow,
+    AuditRing,
+    RegistryErrors,
+    ChannelKey,
+    Policy,
+    Snapshot,
+}
+
+/// Which cache a change of `key` in `area` concerns, if any. The shell converts only these
+/// values from `storage.onChanged` (a write's echo also carries the script's source and history,
+/// old and new, which no cache holds).
+#[must_use]
+pub fn watched(area: Area, key: &str) -> Option<Watched> {
+    match area {
+        Area::Session => (key == keys::RATE_WINDOW).then_some(Watched::RateWindow),
+        Area::Local if key.starts_with("audit/") => Some(Watched::AuditRing),
+        Area::Local if key == keys::REGISTRY_ERRORS => Some(Watched::RegistryErrors),
+        Area::Local if key == crate::channel::token::KEY_STORAGE => Some(Watched::ChannelKey),
+        Area::Local if key == keys::POLICY => Some(Watched::Policy),
+        Area::Local if store::is_snapshot_key(key) => Some(Watched::Snapshot),
+        Area::Local => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keys_a_cache_holds_are_watched_and_a_scripts_source_and_history_are_not() {
+        let cases = [
+            (Area::Session, keys::RATE_WINDOW, Some(Watched::RateWindow)),
+            (Area::Session, keys::REGISTRY_SYNCED, None),
+            (Area::Local, keys::RATE_WINDOW, None),
+            (Area::Local, "audit/head", Some(Watched::AuditRing)),
+            (Area::Local, "audit/3", Some(Watched::AuditRing)),
+            (
+                Area::Local,
+                keys::REGISTRY_ERRORS,
+                Some(Watched::RegistryErrors),
+            ),
+            (
+                Area::Local,
+                crate::channel::token::KEY_STORAGE,
+                Some(Watched::ChannelKey),
+            ),
+            (Area::Local, keys::POLICY, Some(Watched::Policy)),
+            (Area::Local, store::INDEX_KEY, Some(Watched::Snapshot)),
+            (Area::Local, "script/0b0c", Some(Watched::Snapshot)),
+            (Area::Local, "source/0b0c", None),
+            (Area::Local, "history/0b0c", None),
+            (Area::Local, "values/0b0c", None),
+            (Area::Local, "runs/0b0c", None),
+        ];
+        for (area, key, want) in cases {
+            assert_eq!(watched(area, key), want, "{area:?} {key}");
         }
     }
 }
