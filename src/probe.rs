@@ -207,6 +207,9 @@ pub enum Early {
     Defer(&'static str),
 }
 
+/// The most [`answer_early_json`] reads; more is deferred to the provider unread.
+pub const MAX_EARLY_INPUT_BYTES: usize = 4 * 1024 * 1024;
+
 /// What the loader's toggle check saw: the check `chrome::env` makes, `getScripts(0)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Toggle<'a> {
@@ -263,6 +266,11 @@ pub fn answer_early(
 /// `{"reply": …, "record": bool}` or `{"defer": reason}`.
 #[must_use]
 pub fn answer_early_json(input: &str) -> String {
+    // Bounded before it is parsed: a probe is small, and the policy's lists are bounded.
+    if input.len() > MAX_EARLY_INPUT_BYTES {
+        return json!({ "defer": "the loader's input is larger than any probe and policy" })
+            .to_string();
+    }
     let Ok(v) = crate::text::parse_json(input) else {
         return json!({ "defer": "the loader's input is not JSON" }).to_string();
     };

@@ -142,6 +142,11 @@ fn the_probe_module_defers_what_only_the_provider_can_answer() {
     assert!(r["defer"].is_string(), "{r}");
     let r = wire(json!({"text": text, "sender": HOST, "toggle": {"refused": ON}}));
     assert!(r["defer"].is_string(), "no time: {r}");
+    let huge = json!({"text": "x".repeat(lumo_userscripts::probe::MAX_EARLY_INPUT_BYTES), "toggle": {"refused": ON}, "now": now});
+    assert!(
+        wire(huge)["defer"].is_string(),
+        "more than any probe and policy is not read"
+    );
     let r = serde_json::from_str::<Value>(&answer_early_json("{not json")).unwrap();
     assert!(r["defer"].is_string(), "{r}");
     // A probe with no JSON form (undefined) is refused as the provider refuses it.

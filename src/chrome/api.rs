@@ -68,6 +68,8 @@ extern "C" {
     pub fn url(this: &Props) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(method, getter, catch)]
     pub fn channel(this: &Props) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, getter, catch, js_name = documentId)]
+    pub fn document_id(this: &Props) -> Result<JsValue, JsValue>;
     /// An error's `message`.
     #[wasm_bindgen(method, getter, catch)]
     pub fn message(this: &Props) -> Result<JsValue, JsValue>;

@@ -6,7 +6,7 @@
 //! answers (a GM request's result) and `null` otherwise, so a hostile script learns nothing
 //! from the answer to anything but its own accepted GM requests.
 
-use super::{json, provider, string_prop};
+use super::{api, json, provider, string_of};
 use crate::provider::{Received, Sender};
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
@@ -41,14 +41,14 @@ fn token_hint(msg: &JsValue) -> String {
 fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
     let tab = Reflect::get(&sender, &JsValue::from_str("tab")).unwrap_or(JsValue::UNDEFINED);
     let from = Sender {
-        url: string_prop(&sender, "url"),
+        url: string_of(&sender, api::Props::url),
         frame_id: int_prop(&sender, "frameId"),
         tab_id: if tab.is_object() {
             int_prop(&tab, "id")
         } else {
             None
         },
-        document_id: string_prop(&sender, "documentId"),
+        document_id: string_of(&sender, api::Props::document_id),
         tab_index: if tab.is_object() {
             int_prop(&tab, "index")
         } else {

@@ -37,12 +37,6 @@ fn provider() -> Rc<Provider<ChromeEnv>> {
     PROVIDER.with(Rc::clone)
 }
 
-fn string_prop(obj: &JsValue, key: &str) -> Option<String> {
-    Reflect::get(obj, &JsValue::from_str(key))
-        .ok()
-        .and_then(|v| v.as_string())
-}
-
 /// A property read through one of `api::Props`'s getters, if it is a string.
 fn string_of(obj: &JsValue, get: fn(&api::Props) -> Result<JsValue, JsValue>) -> Option<String> {
     get(obj.unchecked_ref()).ok().and_then(|v| v.as_string())

@@ -151,7 +151,7 @@ mod tests {
     use super::*;
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
-    use crate::provider::gm_test_support::{answered, script};
+    use crate::provider::gm_test_support::{answered, script, tab_events_told};
     use crate::provider::Sender;
     use futures::executor::block_on;
     use futures::future::{join, select, Either};
@@ -215,9 +215,7 @@ mod tests {
     #[test]
     fn tab_events_are_wanted_only_while_a_page_has_menu_commands() {
         let p = Provider::new(MemoryEnv::new());
-        let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let t = std::rc::Rc::clone(&told);
-        p.set_on_tabs(Box::new(move |bound| t.borrow_mut().push(bound)));
+        let told = tab_events_told(&p);
         assert!(
             !p.tab_bound(),
             "a fresh worker holds nothing bound to a tab"

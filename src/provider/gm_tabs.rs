@@ -238,7 +238,7 @@ mod tests {
     use super::*;
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
-    use crate::provider::gm_test_support::{answered, gm_raw, script};
+    use crate::provider::gm_test_support::{answered, gm_raw, script, tab_events_told};
     use crate::provider::{Received, Sender};
     use futures::executor::block_on;
     use futures::future::join;
@@ -258,9 +258,7 @@ mod tests {
     #[test]
     fn a_script_opens_and_closes_only_its_own_tabs_and_hears_when_they_close() {
         let p = Provider::new(MemoryEnv::new());
-        let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let t = std::rc::Rc::clone(&told);
-        p.set_on_tabs(Box::new(move |bound| t.borrow_mut().push(bound)));
+        let told = tab_events_told(&p);
         let a = script(&p, "A", "// @grant GM_openInTab\n");
         let b = script(&p, "B", "// @grant GM.openInTab\n");
         let key = block_on(key_store::load(&p.env)).unwrap();

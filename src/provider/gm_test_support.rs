@@ -35,3 +35,13 @@ pub(super) fn answered(r: Received) -> Value {
         other => panic!("{other:?}"),
     }
 }
+
+/// What the shell is told of tab events (`set_on_tabs`), in order: a recorder installed on `p`.
+pub(super) fn tab_events_told(
+    p: &Provider<MemoryEnv>,
+) -> std::rc::Rc<std::cell::RefCell<Vec<bool>>> {
+    let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let t = std::rc::Rc::clone(&told);
+    p.set_on_tabs(Box::new(move |bound| t.borrow_mut().push(bound)));
+    told
+}
