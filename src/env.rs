@@ -83,9 +83,19 @@ pub trait UserScripts {
     async fn unregister(&self, ids: &[String]) -> Result<(), EnvError>;
     /// Configures the default USER_SCRIPT world (every world without its own configuration).
     async fn configure_world(&self) -> Result<(), EnvError>;
+    /// The script worlds Chrome holds a configuration for (`getWorldConfigurations`).
+    async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError>;
     /// Configures one script's own world (`worldId`): whether it may message the worker.
     async fn configure_script_world(&self, world_id: &str, messaging: bool)
         -> Result<(), EnvError>;
+}
+
+/// One script world's configuration as Chrome reports it (`messaging` as given: Chrome may
+/// leave it out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldConfig {
+    pub world_id: String,
+    pub messaging: Option<bool>,
 }
 
 /// Randomness for new script ids.
@@ -263,6 +273,26 @@ pub mod memory {
         pub fetch_dropped: std::rc::Rc<Cell<u32>>,
         /// Every `Browser` call: (what, its argument).
         pub browser_calls: RefCell<Vec<(String, Value)>>,
+        /// Every `set` and `remove` as applied, in order: its area and keys.
+        pub storage_log: RefCell<Vec<(Area, Vec<String>)>>,
+        /// How many times a `chrome.storage.session` `set` yields before it applies (a slow
+        /// call, so what else is in flight runs first).
+        pub session_set_yields: Cell<u32>,
+    }
+
+    /// Pending once, woken at once: lets every other future in a `join` run a step.
+    async fn yield_now() {
+        let mut yielded = false;
+        futures::future::poll_fn(|cx| {
+            if yielded {
+                std::task::Poll::Ready(())
+            } else {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await;
     }
 
     impl Browser for MemoryEnv {
@@ -350,9 +380,17 @@ pub mod memory {
         }
 
         async fn set(&self, area: Area, items: Map<String, Value>) -> Result<(), EnvError> {
+            if area == Area::Session {
+                for _ in 0..self.session_set_yields.get() {
+                    yield_now().await;
+                }
+            }
             if let Some(msg) = self.fail_writes.borrow().clone() {
                 return Err(EnvError(msg));
             }
+            self.storage_log
+                .borrow_mut()
+                .push((area, items.keys().cloned().collect()));
             let mut areas = self.areas.borrow_mut();
             let m = areas.entry(area).or_default();
             for (k, v) in items {
@@ -369,6 +407,9 @@ pub mod memory {
             if let Some(msg) = self.fail_writes.borrow().clone() {
                 return Err(EnvError(msg));
             }
+            self.storage_log
+                .borrow_mut()
+                .push((area, keys.iter().map(|&k| k.to_owned()).collect()));
             if let Some(m) = self.areas.borrow_mut().get_mut(&area) {
                 for k in keys {
                     m.remove(*k);
@@ -584,12 +625,26 @@ pub mod memory {
             self.api()
         }
 
+        async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError> {
+            self.api()?;
+            Ok(self
+                .worlds
+                .borrow()
+                .iter()
+                .map(|(id, &messaging)| WorldConfig {
+                    world_id: id.clone(),
+                    messaging: Some(messaging),
+                })
+                .collect())
+        }
+
         async fn configure_script_world(
             &self,
             world_id: &str,
             messaging: bool,
         ) -> Result<(), EnvError> {
             self.api()?;
+            self.registry_calls.borrow_mut().push("configureWorld");
             self.worlds
                 .borrow_mut()
                 .insert(world_id.to_owned(), messaging);

@@ -218,6 +218,7 @@ async fn import_items<E: Env>(
                 .sync_registration(
                     &c.record.uuid,
                     crate::scripts::sync::desired_for(&c.record, &c.source),
+                    None,
                 )
                 .await;
             registered.push(format!("{outcome:?}"));

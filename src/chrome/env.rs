@@ -6,6 +6,7 @@ use super::api::{self, StorageArea};
 use super::json;
 use crate::env::{
     Area, Capabilities, Clock, EnvError, Ids, Registration, Storage, Timer, UserScripts,
+    WorldConfig,
 };
 use js_sys::{Array, Reflect};
 use serde_json::{Map, Value};
@@ -219,37 +220,35 @@ impl UserScripts for ChromeEnv {
             .map(|_| ())
     }
 
+    async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError> {
+        let api = user_scripts_api()?;
+        let got = settle(
+            "userScripts.getWorldConfigurations",
+            api.get_world_configurations(),
+        )
+        .await?;
+        let v = json::from_js(&got).unwrap_or(Value::Array(Vec::new()));
+        // The default world's configuration has no worldId: not a script's.
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| {
+                        Some(WorldConfig {
+                            world_id: w.get("worldId")?.as_str()?.to_owned(),
+                            messaging: w.get("messaging").and_then(Value::as_bool),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     async fn configure_script_world(
         &self,
         world_id: &str,
         messaging: bool,
     ) -> Result<(), EnvError> {
         let api = user_scripts_api()?;
-        // Only when Chrome does not already hold this configuration: reconfiguring a world that
-        // live pages use crashed their renderer at the next navigation (Chromium 156,
-        // matching.test.mjs's update test). A missing getWorldConfigurations configures anyway.
-        {
-            if let Ok(got) = settle(
-                "userScripts.getWorldConfigurations",
-                api.get_world_configurations(),
-            )
-            .await
-            {
-                let already = json::from_js(&got)
-                    .and_then(|v| v.as_array().cloned())
-                    .is_some_and(|a| {
-                        a.iter().any(|w| {
-                            w.get("worldId").and_then(serde_json::Value::as_str) == Some(world_id)
-                                && w.get("messaging").and_then(serde_json::Value::as_bool)
-                                    == Some(messaging)
-                        })
-                    });
-                if already {
-                    return Ok(());
-                }
-            }
-        }
-        // Messaging only for worlds whose prelude reports to the worker (channel/, prelude.rs).
         let props =
             json::to_js(&serde_json::json!({ "worldId": world_id, "messaging": messaging }));
         settle("userScripts.configureWorld", api.configure_world(&props))

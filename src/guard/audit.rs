@@ -21,6 +21,7 @@
 //! [`MAX_CHUNKS`]: a ring keeps its newest 900–1000 entries.
 
 use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
+use futures::future::{LocalBoxFuture, Shared};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -311,7 +312,12 @@ pub async fn finalize_interrupted<S: Storage>(
 pub struct Journaled<'a, E> {
     inner: &'a E,
     pending: std::cell::RefCell<Option<Entry>>,
+    gate: Option<Gate<'a>>,
 }
+
+/// A step every change to storage waits for (the registry's "not synced" flag): its reads run
+/// meanwhile.
+pub type Gate<'a> = Shared<LocalBoxFuture<'a, ()>>;
 
 impl<'a, E> Journaled<'a, E> {
     /// `None` journals nothing (a write by the user from the extension's pages): one type for
@@ -320,6 +326,23 @@ impl<'a, E> Journaled<'a, E> {
         Journaled {
             inner,
             pending: std::cell::RefCell::new(entry),
+            gate: None,
+        }
+    }
+
+    /// No `set` or `remove` goes out before `gate` is done (the caller polls it too, so it
+    /// starts at once).
+    #[must_use]
+    pub fn after(self, gate: Gate<'a>) -> Self {
+        Journaled {
+            gate: Some(gate),
+            ..self
+        }
+    }
+
+    async fn gate(&self) {
+        if let Some(g) = &self.gate {
+            g.clone().await;
         }
     }
 }
@@ -330,6 +353,7 @@ impl<E: Storage> Storage for Journaled<'_, E> {
     }
 
     async fn set(&self, area: Area, mut items: Map<String, Value>) -> Result<(), EnvError> {
+        self.gate().await;
         let pending = if area == Area::Local {
             self.pending.borrow_mut().take()
         } else {
@@ -350,6 +374,7 @@ impl<E: Storage> Storage for Journaled<'_, E> {
     }
 
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
+        self.gate().await;
         self.inner.remove(area, keys).await
     }
 

@@ -329,7 +329,7 @@ impl<E: Env> Provider<E> {
             return;
         };
         let desired = crate::scripts::sync::desired_for(&current, &source);
-        self.sync_registration(&current.uuid, desired).await;
+        self.sync_registration(&current.uuid, desired, None).await;
     }
 }
 

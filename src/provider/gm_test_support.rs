@@ -15,7 +15,11 @@ pub(super) fn script(p: &Provider<MemoryEnv>, name: &str, grants: &str) -> Strin
     );
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
-    block_on(p.sync_registration(&c.record.uuid, sync::desired_for(&c.record, &c.source)));
+    block_on(p.sync_registration(
+        &c.record.uuid,
+        sync::desired_for(&c.record, &c.source),
+        None,
+    ));
     c.record.uuid
 }
 

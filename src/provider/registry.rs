@@ -80,17 +80,19 @@ impl<E: Env> Provider<E> {
     }
 
     /// Brings one script's registration in line. An unavailable API marks the registry stale
-    /// for the next reconcile; a refusal is recorded durably for that script.
+    /// for the next reconcile; a refusal is recorded durably for that script. `held`: what
+    /// Chrome holds for it, if the caller read it beside the write (`sync::read_held`).
     pub async fn sync_registration(
         &self,
         uuid: &str,
         desired: Option<Registration>,
+        held: Option<sync::Held>,
     ) -> SyncOutcome {
         let key = match desired {
             Some(_) => self.prelude_key().await,
             None => None,
         };
-        match sync::sync_one_keyed(&self.env, uuid, desired, key.as_ref()).await {
+        match sync::sync_one_keyed(&self.env, uuid, desired, key.as_ref(), held).await {
             Ok(registered) => {
                 self.set_registration_errors(&[], &[uuid.to_owned()]).await;
                 if registered {
@@ -269,7 +271,7 @@ mod tests {
         p.env.refuse_register.replace(Some("Invalid host.".into()));
         let (record, source) = block_on(store::load_with_source(&p.env, &uuid)).unwrap();
         let desired = sync::desired_for(&record, &source);
-        let out = block_on(p.sync_registration(&uuid, desired.clone()));
+        let out = block_on(p.sync_registration(&uuid, desired.clone(), None));
         assert_eq!(out, SyncOutcome::Refused("Invalid host.".into()));
         // Not blamed on the toggle: the registry is not stale, the refusal is stored.
         assert_ne!(p.registry_state(), RegistryState::Stale);
@@ -286,7 +288,7 @@ mod tests {
         assert!(block_on(p.registration_errors()).contains_key(&uuid));
         p.env.refuse_register.replace(None);
         assert_eq!(
-            block_on(p.sync_registration(&uuid, desired)),
+            block_on(p.sync_registration(&uuid, desired, None)),
             SyncOutcome::Registered
         );
         assert!(block_on(p.registration_errors()).is_empty());

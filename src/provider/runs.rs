@@ -268,7 +268,7 @@ mod tests {
         let c = block_on(store::create(&p.env, &snap, "user", src, true, 1 << 20)).unwrap();
         let uuid = c.record.uuid.clone();
         // Registering makes the key and puts the token in the registered code.
-        block_on(p.sync_registration(&uuid, sync::desired_for(&c.record, &c.source)));
+        block_on(p.sync_registration(&uuid, sync::desired_for(&c.record, &c.source), None));
         let key = block_on(key_store::load(&p.env)).unwrap();
         (p, uuid, key)
     }

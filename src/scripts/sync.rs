@@ -7,7 +7,7 @@ use super::record::ScriptRecord;
 use super::registry::{self, Registration};
 use super::store;
 use crate::channel::{key_store, ChannelKey};
-use crate::env::{Area, Capabilities, EnvError, Ids, Storage, UserScripts};
+use crate::env::{Area, Capabilities, EnvError, Ids, Storage, UserScripts, WorldConfig};
 use serde_json::Value;
 
 /// The registration a stored script should have (None: it must not be registered).
@@ -97,19 +97,60 @@ async fn with_prelude<E: Storage>(
     d
 }
 
-/// Registers `d` in place of whatever is registered under its id (nothing, or `current`). Its
-/// world is configured first: messaging when its prelude needs the channel, none otherwise (a
-/// world's configuration outlives its scripts; the shell skips a configuration Chrome holds).
+/// What Chrome holds for one script: its registration (read by id) and the script worlds'
+/// configurations. Read before a write's `set` when the script's id is known, beside the
+/// storage calls: only writes (under the write lock) change either.
+#[derive(Debug)]
+pub struct Held {
+    registered: Result<Vec<Registration>, EnvError>,
+    /// `None` when Chrome would not say: the world is configured anyway.
+    worlds: Option<Vec<WorldConfig>>,
+}
+
+/// Both reads of [`Held`] at once.
+pub async fn read_held<E: UserScripts>(env: &E, uuid: &str) -> Held {
+    let ids = [uuid.to_owned()];
+    let (registered, worlds) =
+        futures::join!(env.registered(Some(&ids)), env.world_configurations());
+    Held {
+        registered,
+        worlds: worlds.ok(),
+    }
+}
+
+/// Configures the world of `d` unless Chrome already holds that configuration: reconfiguring a
+/// world that live pages use crashed their renderer at the next navigation (Chromium 156,
+/// matching.test.mjs's update test). Messaging when its prelude needs the channel, none
+/// otherwise; a world's configuration outlives its scripts.
+async fn configure_world_of<E: UserScripts + Capabilities>(
+    env: &E,
+    d: &Registration,
+    worlds: Option<&[WorldConfig]>,
+) -> Result<(), SyncError> {
+    let Some(world) = d.world_id.as_deref() else {
+        return Ok(());
+    };
+    let held = worlds.is_some_and(|ws| {
+        ws.iter()
+            .any(|w| w.world_id == world && w.messaging == Some(d.messaging))
+    });
+    if held {
+        return Ok(());
+    }
+    env.configure_script_world(world, d.messaging)
+        .await
+        .map_err(|e| classify(env, e))
+}
+
+/// Registers `d` in place of whatever is registered under its id (nothing, or `current`), its
+/// world configured first (`worlds`: the configurations Chrome holds).
 async fn put<E: UserScripts + Capabilities>(
     env: &E,
     d: &Registration,
     current: Option<&Registration>,
+    worlds: Option<&[WorldConfig]>,
 ) -> Result<(), SyncError> {
-    if let Some(world) = d.world_id.as_deref() {
-        env.configure_script_world(world, d.messaging)
-            .await
-            .map_err(|e| classify(env, e))?;
-    }
+    configure_world_of(env, d, worlds).await?;
     match current {
         Some(c) if updatable(c, d) => {
             let sent = with_every_field(d);
@@ -175,37 +216,44 @@ pub async fn sync_one<E: UserScripts + Capabilities + Storage + Ids>(
         Some(_) => channel_key(env).await,
         None => None,
     };
-    sync_one_keyed(env, uuid, desired, key.as_ref()).await
+    sync_one_keyed(env, uuid, desired, key.as_ref(), None).await
 }
 
 /// [`sync_one`] with the channel key the caller holds (the provider caches it: one storage read
-/// less per write).
+/// less per write), and what Chrome holds for the script if the caller read it already.
 pub async fn sync_one_keyed<E: UserScripts + Capabilities + Storage>(
     env: &E,
     uuid: &str,
     desired: Option<Registration>,
     key: Option<&ChannelKey>,
+    held: Option<Held>,
 ) -> Result<bool, SyncError> {
     if !env.user_scripts_available() {
         return Err(SyncError::Unavailable(
             "\"Allow User Scripts\" is off".into(),
         ));
     }
-    let desired = match desired {
-        Some(d) => Some(with_prelude(env, d, key).await),
-        None => None,
+    let prelude = async {
+        match desired {
+            Some(d) => Some(with_prelude(env, d, key).await),
+            None => None,
+        }
     };
-    let ids = [uuid.to_owned()];
-    let existing = env
-        .registered(Some(&ids))
-        .await
-        .map_err(|e| SyncError::Unavailable(e.0))?;
+    let held = async {
+        match held {
+            Some(h) => h,
+            None => read_held(env, uuid).await,
+        }
+    };
+    let (desired, held) = futures::join!(prelude, held);
+    let existing = held.registered.map_err(|e| SyncError::Unavailable(e.0))?;
     let current = existing.iter().find(|r| r.id == uuid);
+    let worlds = held.worlds.as_deref();
     match (desired, current) {
         (Some(d), Some(c)) if registry::same_effect(c, &d) => Ok(true),
-        (Some(d), c) => put(env, &d, c).await.map(|()| true),
+        (Some(d), c) => put(env, &d, c, worlds).await.map(|()| true),
         (None, Some(_)) => env
-            .unregister(&ids)
+            .unregister(&[uuid.to_owned()])
             .await
             .map(|()| false)
             .map_err(|e| SyncError::Unavailable(e.0)),
@@ -270,7 +318,10 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
                 .push(format!("{}: source is missing", r.uuid)),
         }
     }
-    let actual = env.registered(None).await.map_err(ReconcileError::Env)?;
+    let (actual, worlds) = futures::join!(env.registered(None), env.world_configurations());
+    let actual = actual.map_err(ReconcileError::Env)?;
+    // Read once: each script has a world of its own, so configuring one changes no other's.
+    let worlds = worlds.ok();
     let plan = registry::plan(desired.clone(), &actual);
     if !plan.unregister.is_empty() {
         env.unregister(&plan.unregister)
@@ -286,7 +337,7 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
         .chain(plan.register.iter().map(|r| (r, false)));
     for (r, existed) in todo {
         let current = actual.iter().find(|a| a.id == r.id);
-        match put(env, r, current.filter(|_| existed)).await {
+        match put(env, r, current.filter(|_| existed), worlds.as_deref()).await {
             Ok(()) if existed => report.replaced += 1,
             Ok(()) => report.registered += 1,
             Err(SyncError::Refused(m)) => report.refused.push((r.id.clone(), m)),
@@ -342,6 +393,38 @@ mod tests {
         ))
         .unwrap()
         .record
+    }
+
+    /// The core decides whether a world needs configuring, from what Chrome reports: a world
+    /// Chrome holds as wanted is left alone (reconfiguring one live pages use crashed their
+    /// renderer), one it holds otherwise is configured before the registration.
+    #[test]
+    fn a_world_is_configured_only_when_chrome_holds_another_configuration() {
+        let env = MemoryEnv::new();
+        let mut a = create(&env, "W", true);
+        assert!(block_on(sync_one(&env, &a.uuid, desired_for(&a, &src("W")))).unwrap());
+        assert_eq!(*env.registry_calls.borrow(), ["configureWorld", "register"]);
+        let world = registry::world_id(&a.uuid);
+        let messaging = env.worlds.borrow()[&world];
+        for (held_as_wanted, calls) in [
+            (true, &["update"][..]),
+            (false, &["configureWorld", "update"][..]),
+        ] {
+            env.worlds.borrow_mut().insert(
+                world.clone(),
+                if held_as_wanted {
+                    messaging
+                } else {
+                    !messaging
+                },
+            );
+            env.registry_calls.borrow_mut().clear();
+            let v = format!("{}// {held_as_wanted}\n", src("W"));
+            a = edited(&env, &a, &v);
+            assert!(block_on(sync_one(&env, &a.uuid, desired_for(&a, &v))).unwrap());
+            assert_eq!(*env.registry_calls.borrow(), calls);
+            assert_eq!(env.worlds.borrow()[&world], messaging);
+        }
     }
 
     /// A changed registration is one `update` when that gives exactly the new one, so the

@@ -8,8 +8,10 @@ use super::Executed;
 use crate::env::Env;
 use crate::guard::audit::{Entry, Journaled};
 use crate::provider::{Provider, SyncOutcome};
-use crate::scripts::store::{self, Actor, Change, Snapshot as ScriptSnapshot};
-use crate::scripts::{restore, trash};
+use crate::scripts::record::ScriptRecord;
+use crate::scripts::store::{self, Actor, Change, ScriptError, Snapshot as ScriptSnapshot};
+use crate::scripts::{restore, sync, trash};
+use futures::FutureExt;
 use serde_json::{json, Value};
 
 /// Executes a write for `actor` (a caller id, or `user` for the extension's own pages). With a
@@ -42,11 +44,13 @@ pub(crate) async fn run_write<E: Env>(
             target: named.clone(),
         },
         (_, _, Ok(snap)) => {
-            p.registry_write_begins().await;
+            // The registry's session flag is cleared beside the write's first read, and its
+            // first change to storage waits for it (`Journaled::after`).
+            let begins = p.registry_write_begins().boxed_local().shared();
             began = true;
-            let env = Journaled::new(&p.env, journal.clone());
+            let env = Journaled::new(&p.env, journal.clone()).after(begins.clone());
             let held = p.hold_echoes();
-            let done = write_locked(p, &env, actor, args, &snap).await;
+            let ((), done) = futures::join!(begins, write_locked(p, &env, actor, args, &snap));
             drop(held);
             done
         }
@@ -72,6 +76,12 @@ pub(crate) async fn run_write<E: Env>(
     done
 }
 
+/// What the storage step of a write did.
+enum Stored {
+    Changed(Result<Change, ScriptError>),
+    Deleted(Result<ScriptRecord, ScriptError>),
+}
+
 async fn write_locked<E: Env>(
     p: &Provider<E>,
     env: &Journaled<'_, E>,
@@ -79,8 +89,60 @@ async fn write_locked<E: Env>(
     args: WriteArgs,
     snap: &ScriptSnapshot,
 ) -> Executed {
+    let named = args.target().map(str::to_owned);
+    // What Chrome holds for a script the write names is read beside the storage calls, not
+    // after them (a new script's id is not known before its `set`).
+    let held = async {
+        match &named {
+            Some(u) => Some(sync::read_held(&p.env, u).await),
+            None => None,
+        }
+    };
+    let (stored, held) = futures::join!(store_step(env, actor, args, snap), held);
+    match stored {
+        Stored::Changed(Ok(c)) => {
+            p.scripts_written(&c);
+            let registered = p
+                .sync_registration(
+                    &c.record.uuid,
+                    sync::desired_for(&c.record, &c.source),
+                    held,
+                )
+                .await;
+            Executed {
+                target: Some(c.record.uuid.clone()),
+                result: Ok(write_result(&c, registered)),
+            }
+        }
+        Stored::Deleted(Ok(record)) => {
+            let uuid = record.uuid.clone();
+            p.scripts_deleted(&uuid);
+            p.sync_registration(&uuid, None, held).await;
+            Executed {
+                result: Ok(success(
+                    format!("Deleted {} ({uuid}).", record.metadata.name),
+                    json!({ "uuid": uuid, "name": record.metadata.name, "deleted": true }),
+                )),
+                target: Some(uuid),
+            }
+        }
+        Stored::Changed(Err(e)) | Stored::Deleted(Err(e)) => Executed {
+            result: Err(p.script_failure(e).into()),
+            target: named,
+        },
+    }
+}
+
+/// The storage half of a write: the script read, checked and stored (with the pending audit
+/// entry in its `set`).
+async fn store_step<E: Env>(
+    env: &Journaled<'_, E>,
+    actor: Actor<'_>,
+    args: WriteArgs,
+    snap: &ScriptSnapshot,
+) -> Stored {
     let max = MAX_SOURCE_BYTES;
-    let changed = match args {
+    Stored::Changed(match args {
         WriteArgs::Create { source, enabled } => {
             store::create(env, snap, actor, &source, enabled, max).await
         }
@@ -105,97 +167,21 @@ async fn write_locked<E: Env>(
             revision,
             current_revision,
         } => {
-            return run_restore(
-                p,
+            restore::restore(
                 env,
-                actor,
                 snap,
-                uuid,
+                actor,
+                &uuid,
                 Some(revision),
                 Some(current_revision),
+                max,
             )
             .await
         }
         WriteArgs::Delete { uuid, revision } => {
-            return match trash::delete(env, snap, actor, &uuid, revision).await {
-                Ok(record) => {
-                    p.scripts_deleted(&uuid);
-                    p.sync_registration(&uuid, None).await;
-                    Executed {
-                        result: Ok(success(
-                            format!("Deleted {} ({uuid}).", record.metadata.name),
-                            json!({ "uuid": uuid, "name": record.metadata.name, "deleted": true }),
-                        )),
-                        target: Some(uuid),
-                    }
-                }
-                Err(e) => Executed {
-                    result: Err(p.script_failure(e).into()),
-                    target: Some(uuid),
-                },
-            };
+            return Stored::Deleted(trash::delete(env, snap, actor, &uuid, revision).await)
         }
-    };
-    match changed {
-        Ok(c) => {
-            p.scripts_written(&c);
-            let registered = p
-                .sync_registration(
-                    &c.record.uuid,
-                    crate::scripts::sync::desired_for(&c.record, &c.source),
-                )
-                .await;
-            Executed {
-                target: Some(c.record.uuid.clone()),
-                result: Ok(write_result(&c, registered)),
-            }
-        }
-        Err(e) => Executed {
-            result: Err(p.script_failure(e).into()),
-            target: None,
-        },
-    }
-}
-
-/// Brings back a revision of a live or trashed script, under the write lock.
-async fn run_restore<E: Env>(
-    p: &Provider<E>,
-    env: &Journaled<'_, E>,
-    actor: Actor<'_>,
-    snap: &ScriptSnapshot,
-    uuid: String,
-    revision: Option<u64>,
-    expected: Option<u64>,
-) -> Executed {
-    let done = restore::restore(
-        env,
-        snap,
-        actor,
-        &uuid,
-        revision,
-        expected,
-        MAX_SOURCE_BYTES,
-    )
-    .await;
-    match done {
-        Ok(c) => {
-            p.scripts_written(&c);
-            let registered = p
-                .sync_registration(
-                    &c.record.uuid,
-                    crate::scripts::sync::desired_for(&c.record, &c.source),
-                )
-                .await;
-            Executed {
-                target: Some(uuid),
-                result: Ok(write_result(&c, registered)),
-            }
-        }
-        Err(e) => Executed {
-            result: Err(p.script_failure(e).into()),
-            target: Some(uuid),
-        },
-    }
+    })
 }
 
 fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
@@ -230,4 +216,69 @@ fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     .as_object()
     .map(|o| success(text, Value::Object(o.clone())))
     .unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use crate::env::Area;
+    use crate::provider::{keys, RegistryState};
+    use futures::executor::block_on;
+
+    fn source(v: u32) -> String {
+        format!("// ==UserScript==\n// @name A\n// @match https://a.com/*\n// ==/UserScript==\n// {v}\n")
+    }
+
+    /// The flag is cleared beside the write's first read, not before it: still, no change to
+    /// storage goes out before it is, however slow Chrome is to store it. A worker stopped
+    /// between the record's `set` and its registration must find "not synced".
+    #[test]
+    fn storage_changes_only_after_the_registry_flag_says_not_synced() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        let create = WriteArgs::Create {
+            source: source(1),
+            enabled: true,
+        };
+        let made = block_on(run_write(&p, "user".into(), create, None));
+        let uuid = made.target.clone().unwrap();
+        p.env.session_set_yields.set(4);
+        for (i, args) in [
+            WriteArgs::Replace {
+                uuid: uuid.clone(),
+                revision: 1,
+                source: source(2),
+                enabled: None,
+            },
+            WriteArgs::Delete {
+                uuid: uuid.clone(),
+                revision: None,
+            },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            p.env.storage_log.borrow_mut().clear();
+            let done = block_on(run_write(&p, "user".into(), args, None));
+            assert!(done.result.is_ok(), "{i}: {:?}", done.result);
+            let log = p.env.storage_log.borrow();
+            let flag = |from: usize| {
+                log.iter().skip(from).position(|(a, k)| {
+                    *a == Area::Session && k.iter().any(|k| k == keys::REGISTRY_SYNCED)
+                })
+            };
+            let cleared = flag(0).expect("the flag is written");
+            let first_local = log.iter().position(|(a, _)| *a == Area::Local).unwrap();
+            assert!(cleared < first_local, "{i}: {log:?}");
+            // …and says "synced" again once the registration is done.
+            assert!(flag(first_local).is_some(), "{i}: {log:?}");
+            assert_eq!(
+                p.env.dump(Area::Session)[keys::REGISTRY_SYNCED],
+                json!(true)
+            );
+        }
+        assert!(p.env.registrations.borrow().is_empty(), "deleted");
+    }
 }
