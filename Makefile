@@ -1,5 +1,5 @@
 # The two set-up commands (see README): `make build` and `make test`.
-.PHONY: build test bench fuzz
+.PHONY: build test bench bench-ab fuzz
 
 build:
 	scripts/build.sh
@@ -9,6 +9,10 @@ test:
 
 bench:
 	scripts/bench.sh
+
+# Two builds in turns (not a test): REV's (default HEAD~1) against the working tree's.
+bench-ab:
+	scripts/bench-ab.sh $(REV)
 
 # A longer fuzzing session than the one in `make test` (5 minutes per target).
 fuzz:
