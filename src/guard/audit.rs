@@ -21,7 +21,7 @@
 //! [`MAX_CHUNKS`]: a ring keeps its newest 900–1000 entries.
 
 use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
-use futures::future::{LocalBoxFuture, Shared};
+use futures::channel::oneshot;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -312,12 +312,8 @@ pub async fn finalize_interrupted<S: Storage>(
 pub struct Journaled<'a, E> {
     inner: &'a E,
     pending: std::cell::RefCell<Option<Entry>>,
-    gate: Option<Gate<'a>>,
+    gate: std::cell::RefCell<Option<oneshot::Receiver<()>>>,
 }
-
-/// A step every change to storage waits for (the registry's "not synced" flag): its reads run
-/// meanwhile.
-pub type Gate<'a> = Shared<LocalBoxFuture<'a, ()>>;
 
 impl<'a, E> Journaled<'a, E> {
     /// `None` journals nothing (a write by the user from the extension's pages): one type for
@@ -326,23 +322,24 @@ impl<'a, E> Journaled<'a, E> {
         Journaled {
             inner,
             pending: std::cell::RefCell::new(entry),
-            gate: None,
+            gate: std::cell::RefCell::new(None),
         }
     }
 
-    /// No `set` or `remove` goes out before `gate` is done (the caller polls it too, so it
-    /// starts at once).
+    /// The first `set` or `remove` waits until `gate` is told (or dropped): a step the caller
+    /// runs beside the write's reads (the registry's "not synced" flag). The store's changes
+    /// are made one after another, so the first one's wait covers the rest.
     #[must_use]
-    pub fn after(self, gate: Gate<'a>) -> Self {
-        Journaled {
-            gate: Some(gate),
-            ..self
-        }
+    pub fn after(self, gate: oneshot::Receiver<()>) -> Self {
+        *self.gate.borrow_mut() = Some(gate);
+        self
     }
 
     async fn gate(&self) {
-        if let Some(g) = &self.gate {
-            g.clone().await;
+        let gate = self.gate.borrow_mut().take();
+        if let Some(g) = gate {
+            // Told or dropped, the step is over either way.
+            let _ = g.await;
         }
     }
 }

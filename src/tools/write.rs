@@ -11,7 +11,6 @@ use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::store::{self, Actor, Change, ScriptError, Snapshot as ScriptSnapshot};
 use crate::scripts::{restore, sync, trash};
-use futures::FutureExt;
 use serde_json::{json, Value};
 
 /// Executes a write for `actor` (a caller id, or `user` for the extension's own pages). With a
@@ -46,9 +45,13 @@ pub(crate) async fn run_write<E: Env>(
         (_, _, Ok(snap)) => {
             // The registry's session flag is cleared beside the write's first read, and its
             // first change to storage waits for it (`Journaled::after`).
-            let begins = p.registry_write_begins().boxed_local().shared();
+            let (cleared, gate) = futures::channel::oneshot::channel();
+            let begins = async {
+                p.registry_write_begins().await;
+                let _ = cleared.send(());
+            };
             began = true;
-            let env = Journaled::new(&p.env, journal.clone()).after(begins.clone());
+            let env = Journaled::new(&p.env, journal.clone()).after(gate);
             let held = p.hold_echoes();
             let ((), done) = futures::join!(begins, write_locked(p, &env, actor, args, &snap));
             drop(held);
