@@ -18,6 +18,7 @@ const [distA, distB] = process.argv.slice(2).map((d) => resolve(d));
 if (!distA || !distB) throw new Error("usage: node bench/ab.mjs <dist A> <dist B>");
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 4);
 const N = Number(process.env.AB_N ?? 300); // warm calls per scenario per round
+const COLD = Number(process.env.AB_COLD ?? 10); // cold probes per round (worker stopped first)
 const WRITES = 25; // per batch, two batches per round (the rate limit allows 30 a minute)
 const INPAGE = readFileSync(new URL("./lib/inpage.js", import.meta.url), "utf8");
 const log = (...a) => console.error("bench-ab:", ...a);
@@ -35,13 +36,21 @@ async function measure(dist, host) {
     await browser.watchWorkers(hostPage.sessionId);
     await hostPage.eval(`() => {${INPAGE}}`);
     await browser.waitRunning(P);
-    const page = await browser.page(`chrome-extension://${P}/manifest.json`);
+    let page = await browser.page(`chrome-extension://${P}/manifest.json`);
     const added = await page.eval((msg) => chrome.runtime.sendMessage(msg), { channel: "lumo:internal", op: "policy.add", id: HOST_ID, name: "Lumo Test Host" });
     if (added?.ok !== true) throw new Error(`policy.add: ${JSON.stringify(added)}`);
+    await page.close(); // an open provider page would keep its process warm for cold starts
     const extensions = await browser.page("chrome://extensions/");
     await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
     await extensions.close();
     const out = {};
+    const cold = [];
+    for (let i = 0; i < COLD; i++) {
+      await browser.stopWorker(P);
+      cold.push((await hostPage.eval((id) => bench.probe(id), P)).ms);
+    }
+    out.cold = median(cold);
+    page = await browser.page(`chrome-extension://${P}/manifest.json`);
     await hostPage.eval((ids, n) => bench.probes(ids, n), [P], 50);
     out.probe = median((await hostPage.eval((ids, n) => bench.probes(ids, n), [P], N))[P]);
     await hostPage.eval((id) => bench.open(id), P);
@@ -83,6 +92,7 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 
 const SCENARIOS = {
+  cold: `cold start, first probe (median of ${COLD})`,
   probe: `warm probe (median of ${N})`,
   ping: `warm ping (median of ${N})`,
   status: `warm tools/call status (median of ${N})`,
