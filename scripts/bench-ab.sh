@@ -25,6 +25,8 @@ if [ ! -f "$keep/manifest.json" ]; then
   echo "bench-ab: building $rev" >&2
   (cd "$wt" && scripts/build.sh >&2)
   rm -rf "$keep" && cp -r "$wt/dist" "$keep"
+  git worktree remove --force "$wt" && git worktree prune
+  trap - EXIT
 fi
 [ -n "${BENCH_NO_BUILD:-}" ] || scripts/build.sh >&2
 node bench/ab.mjs "$keep" dist
