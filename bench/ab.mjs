@@ -4,8 +4,8 @@
 //
 // A change worth a few percent is within the spread of two `make bench` runs, so this measures
 // both builds in the same minutes: fresh browsers in ABBA order, the same scenarios in each, and
-// the ratio B/A per scenario, with its range over the rounds (a range that straddles 1.00× says
-// the difference is noise). Writes bench/out/ab-<timestamp>.json.
+// the ratio B/A per scenario with its range over the rounds and a sign test of them (a verdict
+// only below p = 0.05). Writes bench/out/ab-<timestamp>.json.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mjs";
@@ -16,12 +16,29 @@ import { userscript } from "./lib/userscript.mjs";
 
 const [distA, distB] = process.argv.slice(2).map((d) => resolve(d));
 if (!distA || !distB) throw new Error("usage: node bench/ab.mjs <dist A> <dist B>");
-const ROUNDS = Number(process.env.AB_ROUNDS ?? 4);
+const ROUNDS = Number(process.env.AB_ROUNDS ?? 6); // 6 rounds one way: p = 0.03 (sign test)
 const N = Number(process.env.AB_N ?? 300); // warm calls per scenario per round
 const COLD = Number(process.env.AB_COLD ?? 10); // cold probes per round (worker stopped first)
 const WRITES = 25; // per batch, two batches per round (the rate limit allows 30 a minute)
 const INPAGE = readFileSync(new URL("./lib/inpage.js", import.meta.url), "utf8");
 const log = (...a) => console.error("bench-ab:", ...a);
+/**
+ * Two-sided sign test over the rounds: how likely `faster` rounds against `slower` (or a split
+ * more lopsided) are when neither build is faster. Identical builds gave one round-range on the
+ * same side of 1.00× in 4 rounds by chance (1 in 8 per scenario), so a verdict needs this.
+ */
+function signTest(faster, slower) {
+  const n = faster + slower;
+  const k = Math.min(faster, slower);
+  let tail = 0;
+  let c = 1; // n choose i
+  for (let i = 0; i <= k; i++) {
+    tail += c;
+    c = (c * (n - i)) / (i + 1);
+  }
+  return Math.min(1, (2 * tail) / 2 ** n);
+}
+
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -104,11 +121,12 @@ const rows = Object.entries(SCENARIOS).map(([k, name]) => {
   const per = rounds.map((x) => x.b[k] / x.a[k]);
   const lo = Math.min(...per);
   const hi = Math.max(...per);
-  const verdict = hi < 1 ? "B faster" : lo > 1 ? "B slower" : "no clear difference";
-  return [name, ms(a), ms(b), `${(b / a).toFixed(3)}×`, `${lo.toFixed(3)}–${hi.toFixed(3)}×`, verdict];
+  const p = signTest(per.filter((x) => x < 1).length, per.filter((x) => x > 1).length);
+  const verdict = p >= 0.05 ? "no clear difference" : b < a ? "B faster" : "B slower";
+  return [name, ms(a), ms(b), `${(b / a).toFixed(3)}×`, `${lo.toFixed(3)}–${hi.toFixed(3)}×`, p.toFixed(3), verdict];
 });
 console.log(`\nA: ${distA}\nB: ${distB}\n${ROUNDS} rounds, ABBA order, a fresh browser each; ms, medians of the rounds' medians.\n`);
-console.log(table(["scenario", "A", "B", "B/A", "B/A per round", ""], rows));
+console.log(table(["scenario", "A", "B", "B/A", "B/A per round", "p (sign test)", ""], rows));
 mkdirSync(OUT_DIR, { recursive: true });
 const file = join(OUT_DIR, `ab-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
 writeFileSync(file, JSON.stringify({ distA, distB, rounds }, null, 2));

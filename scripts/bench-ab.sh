@@ -3,7 +3,7 @@
 # from the working tree (B), in turns in fresh browsers (bench/ab.mjs). Usage:
 #   scripts/bench-ab.sh [REV]        (make bench-ab REV=…)
 #   BENCH_NO_BUILD=1  measure dist/ as it is (B)
-#   AB_ROUNDS=n AB_N=n AB_COLD=n     rounds (default 4), warm calls per scenario (default 300),
+#   AB_ROUNDS=n AB_N=n AB_COLD=n     rounds (default 6), warm calls per scenario (default 300),
 #                                    cold starts per round (default 10)
 # REV's dist is built once in a temporary worktree and kept in target/ab/dist-<commit>; the
 # worktrees share one cargo target directory (target/ab/cargo), so a later revision builds fast.
