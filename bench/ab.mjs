@@ -22,6 +22,7 @@ const COLD = Number(process.env.AB_COLD ?? 10); // cold probes per round (worker
 const WRITES = 25; // per batch, two batches per round (the rate limit allows 30 a minute)
 const INPAGE = readFileSync(new URL("./lib/inpage.js", import.meta.url), "utf8");
 const log = (...a) => console.error("bench-ab:", ...a);
+
 /**
  * Two-sided sign test over the rounds: how likely `faster` rounds against `slower` (or a split
  * more lopsided) are when neither build is faster. Identical builds gave one round-range on the
