@@ -122,7 +122,10 @@ pub struct Tab {
 
 /// Open tabs and running code in them once (`chrome.userScripts.execute`, `try_script`).
 pub trait Tabs {
+    /// Every open tab the extension may see (`tabs.query({})`).
     async fn tabs(&self) -> Result<Vec<Tab>, EnvError>;
+    /// One tab by its id (`tabs.get`): an error when there is none.
+    async fn tab(&self, id: i64) -> Result<Tab, EnvError>;
     /// Runs `code` once in the tab (all frames or the top one) in the USER_SCRIPT world `world`;
     /// the value is Chrome's array of injection results (`{frameId, result?, error?}`), as JSON.
     /// Runs `codes` (the entries, in order, in one world) once in the tab; Chrome's per-frame
@@ -257,6 +260,8 @@ pub mod memory {
         /// When true, `register` turns the API off and fails (the toggle flipped mid-way).
         pub lose_api_on_register: Cell<bool>,
         pub tabs: RefCell<Vec<Tab>>,
+        /// Every `tabs` and `tab` call: "query", or "get <id>".
+        pub tab_calls: RefCell<Vec<String>>,
         /// What `execute` answers (None: it never settles, like a page in an endless loop).
         pub execute_answer: RefCell<Option<Result<Value, String>>>,
         /// Every `execute` call: (tab, all frames, world, code).
@@ -498,7 +503,18 @@ pub mod memory {
 
     impl Tabs for MemoryEnv {
         async fn tabs(&self) -> Result<Vec<Tab>, EnvError> {
+            self.tab_calls.borrow_mut().push("query".into());
             Ok(self.tabs.borrow().clone())
+        }
+
+        async fn tab(&self, id: i64) -> Result<Tab, EnvError> {
+            self.tab_calls.borrow_mut().push(format!("get {id}"));
+            self.tabs
+                .borrow()
+                .iter()
+                .find(|t| t.id == id)
+                .cloned()
+                .ok_or_else(|| EnvError(format!("No tab with id: {id}.")))
         }
 
         async fn execute(

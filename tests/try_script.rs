@@ -237,3 +237,38 @@ fn the_rate_limit_and_the_toggle_are_decided_before_the_tab() {
     assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
     assert!(p.env.executed.borrow().is_empty(), "a rate-limited try ran");
 }
+
+/// A tab named by id is asked of Chrome alone (`tabs.get`; listing every tab costs more the more
+/// are open), one named by URL is found among all of them; a missing id says so either way.
+#[test]
+fn a_tab_named_by_id_is_asked_for_alone_and_one_named_by_url_among_all() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    *p.env.execute_answer.borrow_mut() = Some(Err("No tab with id: 7.".into()));
+    let by_id = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "tabId": 7}),
+    );
+    assert_eq!(p.env.executed.borrow().len(), 1, "{by_id}");
+    assert_eq!(*p.env.tab_calls.borrow(), ["get 7"]);
+    p.env.tab_calls.borrow_mut().clear();
+    let missing = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "tabId": 99}),
+    );
+    assert_eq!(error_code(&missing), Some("NOT_FOUND"), "{missing}");
+    assert!(missing["structuredContent"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no open tab has id 99"));
+    assert_eq!(*p.env.tab_calls.borrow(), ["get 99"]);
+    p.env.tab_calls.borrow_mut().clear();
+    call(&p, &s, "try_script", args());
+    assert_eq!(*p.env.tab_calls.borrow(), ["query"]);
+    assert_eq!(p.env.executed.borrow().len(), 2, "the URL named tab 7");
+}

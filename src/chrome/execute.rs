@@ -1,4 +1,4 @@
-//! `chrome.tabs.query` and `chrome.userScripts.execute` for `try_script`: carries the call out and
+//! `chrome.tabs.query`/`get` and `chrome.userScripts.execute` for `try_script`: carries the call out and
 //! the answer back as JSON; every decision (which tab, what the answer means) is the core's.
 
 use super::api::UserScriptsApi;
@@ -18,8 +18,29 @@ extern "C" {
     #[wasm_bindgen(js_namespace = ["chrome", "tabs"], js_name = query, catch)]
     fn tabs_query(q: &JsValue) -> Result<Promise, JsValue>;
 
+    #[wasm_bindgen(js_namespace = ["chrome", "tabs"], js_name = get, catch)]
+    fn tabs_get(id: f64) -> Result<Promise, JsValue>;
+
     #[wasm_bindgen(method, catch)]
     fn execute(this: &UserScriptsApi, injection: &JsValue) -> Result<Promise, JsValue>;
+}
+
+/// A tab as Chrome describes it (`url` and `title` empty when the extension may not read them).
+fn tab_of(t: &Value) -> Option<Tab> {
+    Some(Tab {
+        id: t.get("id")?.as_i64()?,
+        url: t
+            .get("url")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        title: t
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        last_accessed: t.get("lastAccessed").and_then(Value::as_f64).unwrap_or(0.0),
+    })
 }
 
 impl Tabs for ChromeEnv {
@@ -28,25 +49,17 @@ impl Tabs for ChromeEnv {
         let Some(Value::Array(items)) = js_json::from_js(&got) else {
             return Err(EnvError("tabs.query returned no list".into()));
         };
-        Ok(items
-            .iter()
-            .filter_map(|t| {
-                Some(Tab {
-                    id: t.get("id")?.as_i64()?,
-                    url: t
-                        .get("url")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                    title: t
-                        .get("title")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                    last_accessed: t.get("lastAccessed").and_then(Value::as_f64).unwrap_or(0.0),
-                })
-            })
-            .collect())
+        Ok(items.iter().filter_map(tab_of).collect())
+    }
+
+    async fn tab(&self, id: i64) -> Result<Tab, EnvError> {
+        // Tab ids are small positive integers: exact as an f64.
+        #[allow(clippy::cast_precision_loss)]
+        let got = settle("tabs.get", tabs_get(id as f64)).await?;
+        js_json::from_js(&got)
+            .as_ref()
+            .and_then(tab_of)
+            .ok_or_else(|| EnvError("tabs.get returned no tab".into()))
     }
 
     async fn execute(

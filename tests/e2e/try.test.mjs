@@ -92,6 +92,23 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal((await call("status")).structuredContent.scriptCount, 0);
   });
 
+  test("a tab named by its id: the try runs in that tab; an id no tab has is NOT_FOUND, with Chrome's word", T, async () => {
+    const page = await h.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+    const tabId = await page.evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url);
+    await page.close();
+    assert.equal(typeof tabId, "number");
+    const src = script(["@match *://*/*"], ["document.documentElement.setAttribute('data-tried', 'by-id');", "return location.href;"]);
+    const r = await call("try_script", { source: src, tabId });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    assert.equal(r.structuredContent.frames[0].value, url);
+    assert.equal(r.structuredContent.frames[0].title, "Try page");
+    assert.equal(await marked(), "by-id", "the try was seen running in that tab");
+    const none = await call("try_script", { source: src, tabId: 987654321 });
+    assert.equal(none.structuredContent.error_code, "NOT_FOUND", JSON.stringify(none.structuredContent));
+    assert.match(none.structuredContent.message, /no open tab has id 987654321 \(tabs\.get: No tab with id: 987654321/);
+  });
+
   test("a huge log and a huge value are bounded; an endless loop times out and the provider still answers", T, async () => {
     const flood = script(["@match *://*/*"], ["for (let i = 0; i < 100000; i++) console.log('x'.repeat(1000));", "return 'y'.repeat(10 * 1024 * 1024);"]);
     const r = await call("try_script", { source: flood, url });
