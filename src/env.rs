@@ -268,6 +268,8 @@ pub mod memory {
         pub executed: RefCell<Vec<(i64, bool, String, String)>>,
         /// Per-script world configurations: world id → messaging.
         pub worlds: RefCell<BTreeMap<String, bool>>,
+        /// How many times the world configurations were read.
+        pub world_reads: Cell<u32>,
         /// What `fetch` answers for a URL (`Err`: a network failure); others get the default.
         pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, String>>>,
         /// How long each `fetch` takes (the clock advances by it).
@@ -643,6 +645,7 @@ pub mod memory {
 
         async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError> {
             self.api()?;
+            self.world_reads.set(self.world_reads.get() + 1);
             Ok(self
                 .worlds
                 .borrow()

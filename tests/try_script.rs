@@ -30,6 +30,11 @@ fn nonce_of(code: &str) -> String {
     code[i..].split(".js").next().unwrap().to_owned()
 }
 
+/// An empty tried script aimed at tab `id`.
+fn in_tab(id: i64) -> Value {
+    json!({"source": script("t", ""), "tabId": id})
+}
+
 fn args() -> Value {
     json!({"source": script("t", &format!("console.log('{SECRET}'); return 1;")), "url": "https://example.com/page"})
 }
@@ -141,22 +146,12 @@ fn refusals_say_why() {
         title: "S".into(),
         last_accessed: 0.0,
     });
-    let r = call(
-        &p,
-        &s,
-        "try_script",
-        json!({"source": script("t", ""), "tabId": 2}),
-    );
+    let r = call(&p, &s, "try_script", in_tab(2));
     assert_eq!(error_code(&r), Some("CANNOT_RUN"));
     // The toggle off: the probe's reason.
     with_tab(&p);
     p.env.user_scripts.set(false);
-    let r = call(
-        &p,
-        &s,
-        "try_script",
-        json!({"source": script("t", ""), "tabId": 7}),
-    );
+    let r = call(&p, &s, "try_script", in_tab(7));
     assert_eq!(error_code(&r), Some("UNAVAILABLE"));
     assert!(r["structuredContent"]["message"]
         .as_str()
@@ -165,12 +160,7 @@ fn refusals_say_why() {
     p.env.user_scripts.set(true);
     // The tab closed between the lookup and the run.
     *p.env.execute_answer.borrow_mut() = Some(Err("No tab with id: 7.".into()));
-    let r = call(
-        &p,
-        &s,
-        "try_script",
-        json!({"source": script("t", ""), "tabId": 7}),
-    );
+    let r = call(&p, &s, "try_script", in_tab(7));
     assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
     // A stored script at a revision that is not kept.
     *p.env.execute_answer.borrow_mut() = None;
@@ -210,7 +200,7 @@ fn the_rate_limit_and_the_toggle_are_decided_before_the_tab() {
     use lumo_userscripts::guard::rate_limit::MAX_WRITES;
     let p = provider();
     let s = ready(&p);
-    let nowhere = || json!({"source": script("t", ""), "tabId": 99});
+    let nowhere = || in_tab(99);
     p.env.user_scripts.set(false);
     assert_eq!(
         error_code(&call(&p, &s, "try_script", nowhere())),
@@ -228,12 +218,7 @@ fn the_rate_limit_and_the_toggle_are_decided_before_the_tab() {
     assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
     p.env.user_scripts.set(true);
     with_tab(&p);
-    let r = call(
-        &p,
-        &s,
-        "try_script",
-        json!({"source": script("t", ""), "tabId": 7}),
-    );
+    let r = call(&p, &s, "try_script", in_tab(7));
     assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
     assert!(p.env.executed.borrow().is_empty(), "a rate-limited try ran");
 }
@@ -246,21 +231,11 @@ fn a_tab_named_by_id_is_asked_for_alone_and_one_named_by_url_among_all() {
     with_tab(&p);
     let s = ready(&p);
     *p.env.execute_answer.borrow_mut() = Some(Err("No tab with id: 7.".into()));
-    let by_id = call(
-        &p,
-        &s,
-        "try_script",
-        json!({"source": script("t", ""), "tabId": 7}),
-    );
+    let by_id = call(&p, &s, "try_script", in_tab(7));
     assert_eq!(p.env.executed.borrow().len(), 1, "{by_id}");
     assert_eq!(*p.env.tab_calls.borrow(), ["get 7"]);
     p.env.tab_calls.borrow_mut().clear();
-    let missing = call(
-        &p,
-        &s,
-        "try_script",
-        json!({"source": script("t", ""), "tabId": 99}),
-    );
+    let missing = call(&p, &s, "try_script", in_tab(99));
     assert_eq!(error_code(&missing), Some("NOT_FOUND"), "{missing}");
     assert!(missing["structuredContent"]["message"]
         .as_str()

@@ -97,25 +97,36 @@ async fn with_prelude<E: Storage>(
     d
 }
 
-/// What Chrome holds for one script: its registration (read by id) and the script worlds'
-/// configurations. Read before a write's `set` when the script's id is known, beside the
-/// storage calls: only writes (under the write lock) change either.
+/// What Chrome holds for one script: its registration (read by id) and, when it may be
+/// registered, the script worlds' configurations. Read before a write's `set` when the script's
+/// id is known, beside the storage calls: only writes (under the write lock) change either.
 #[derive(Debug)]
 pub struct Held {
     registered: Result<Vec<Registration>, EnvError>,
-    /// `None` when Chrome would not say: the world is configured anyway.
-    worlds: Option<Vec<WorldConfig>>,
+    worlds: Worlds,
 }
 
-/// Both reads of [`Held`] at once.
-pub async fn read_held<E: UserScripts>(env: &E, uuid: &str) -> Held {
+/// The worlds' configurations as far as they were asked for.
+#[derive(Debug)]
+enum Worlds {
+    /// Not asked: the script was not going to be registered (a delete, a disable).
+    NotAsked,
+    /// Chrome's answer; `None` when it would not say (the world is configured anyway).
+    Answered(Option<Vec<WorldConfig>>),
+}
+
+/// Both reads of [`Held`] at once; the worlds only when the script may be registered (`worlds`).
+pub async fn read_held<E: UserScripts>(env: &E, uuid: &str, worlds: bool) -> Held {
     let ids = [uuid.to_owned()];
-    let (registered, worlds) =
-        futures::join!(env.registered(Some(&ids)), env.world_configurations());
-    Held {
-        registered,
-        worlds: worlds.ok(),
-    }
+    let configs = async {
+        if worlds {
+            Worlds::Answered(env.world_configurations().await.ok())
+        } else {
+            Worlds::NotAsked
+        }
+    };
+    let (registered, worlds) = futures::join!(env.registered(Some(&ids)), configs);
+    Held { registered, worlds }
 }
 
 /// Configures the world of `d` unless Chrome already holds that configuration: reconfiguring a
@@ -233,6 +244,7 @@ pub async fn sync_one_keyed<E: UserScripts + Capabilities + Storage>(
             "\"Allow User Scripts\" is off".into(),
         ));
     }
+    let registering = desired.is_some();
     let prelude = async {
         match desired {
             Some(d) => Some(with_prelude(env, d, key).await),
@@ -242,13 +254,19 @@ pub async fn sync_one_keyed<E: UserScripts + Capabilities + Storage>(
     let held = async {
         match held {
             Some(h) => h,
-            None => read_held(env, uuid).await,
+            None => read_held(env, uuid, registering).await,
         }
     };
     let (desired, held) = futures::join!(prelude, held);
     let existing = held.registered.map_err(|e| SyncError::Unavailable(e.0))?;
     let current = existing.iter().find(|r| r.id == uuid);
-    let worlds = held.worlds.as_deref();
+    let worlds = match (held.worlds, &desired) {
+        (Worlds::Answered(w), _) => w,
+        // A caller that expected no registration was wrong: ask now rather than configure blind.
+        (Worlds::NotAsked, Some(_)) => env.world_configurations().await.ok(),
+        (Worlds::NotAsked, None) => None,
+    };
+    let worlds = worlds.as_deref();
     match (desired, current) {
         (Some(d), Some(c)) if registry::same_effect(c, &d) => Ok(true),
         (Some(d), c) => put(env, &d, c, worlds).await.map(|()| true),

@@ -93,11 +93,16 @@ async fn write_locked<E: Env>(
     snap: &ScriptSnapshot,
 ) -> Executed {
     let named = args.target().map(str::to_owned);
+    // A delete or a disable registers nothing, so it needs no world configurations.
+    let may_register = !matches!(
+        args,
+        WriteArgs::Delete { .. } | WriteArgs::SetEnabled { enabled: false, .. }
+    );
     // What Chrome holds for a script the write names is read beside the storage calls, not
     // after them (a new script's id is not known before its `set`).
     let held = async {
         match &named {
-            Some(u) => Some(sync::read_held(&p.env, u).await),
+            Some(u) => Some(sync::read_held(&p.env, u, may_register).await),
             None => None,
         }
     };
@@ -282,6 +287,58 @@ mod tests {
                 json!(true)
             );
         }
+        assert!(p.env.registrations.borrow().is_empty(), "deleted");
+    }
+
+    /// Only a write that may register the script reads the worlds' configurations (all of them:
+    /// one per script with its own world); a disable or a delete unregisters and reads none.
+    #[test]
+    fn only_a_write_that_may_register_reads_the_world_configurations() {
+        let p = Provider::new(MemoryEnv::new());
+        let made = block_on(run_write(
+            &p,
+            "user".into(),
+            WriteArgs::Create {
+                source: source(1),
+                enabled: true,
+            },
+            None,
+        ));
+        let uuid = made.target.clone().unwrap();
+        let reads = |args: WriteArgs| {
+            let before = p.env.world_reads.get();
+            let done = block_on(run_write(&p, "user".into(), args, None));
+            assert!(done.result.is_ok(), "{:?}", done.result);
+            p.env.world_reads.get() - before
+        };
+        let replace = WriteArgs::Replace {
+            uuid: uuid.clone(),
+            revision: 1,
+            source: source(2),
+            enabled: None,
+        };
+        assert_eq!(reads(replace), 1);
+        let disable = WriteArgs::SetEnabled {
+            uuid: uuid.clone(),
+            enabled: false,
+            revision: None,
+        };
+        assert_eq!(reads(disable), 0);
+        assert!(p.env.registrations.borrow().is_empty(), "disabled");
+        let enable = WriteArgs::SetEnabled {
+            uuid: uuid.clone(),
+            enabled: true,
+            revision: None,
+        };
+        assert_eq!(reads(enable), 1);
+        assert_eq!(p.env.registrations.borrow().len(), 1, "enabled");
+        assert_eq!(
+            reads(WriteArgs::Delete {
+                uuid,
+                revision: None
+            }),
+            0
+        );
         assert!(p.env.registrations.borrow().is_empty(), "deleted");
     }
 }
