@@ -221,9 +221,10 @@ function parts(page, uuid) {
       getOne: await median(() => chrome.userScripts.getScripts({ ids: [uuid] })),
       updateOne: await median(async () => chrome.userScripts.update(registration)),
       // The browser calls a write cannot do without, in its order: the rate-limit slot
-      // (storage.session), the record + source + history + pending audit entry in one set, the
-      // registration, the audit entry. Same sizes as the provider's, under keys of their own
-      // (a value changes every time: Chrome skips writing what did not change).
+      // (storage.session), the record + source + the revision it replaces + the history's index
+      // + pending audit entry in one set, the registration, the audit entry. Same sizes as the
+      // provider's, under keys of their own (a value changes every time: Chrome skips writing
+      // what did not change).
       writeFloor: await (async () => {
         const u = uuid;
         const got = await chrome.storage.local.get([`script/${u}`, `source/${u}`, `history/${u}`, "audit/0"]);
@@ -233,6 +234,7 @@ function parts(page, uuid) {
           await chrome.storage.session.set({ "bench/rate": { [chrome.runtime.id]: [Date.now(), k] } });
           await chrome.storage.local.set({
             "bench/record": { ...got[`script/${u}`], k }, "bench/source": `${got[`source/${u}`]}//${k}`,
+            "bench/revision": { record: got[`script/${u}`], source: got[`source/${u}`], k },
             "bench/history": { ...got[`history/${u}`], k }, "bench/pending": { at: Date.now(), k },
           });
           await chrome.userScripts.update(registration);

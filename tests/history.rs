@@ -342,16 +342,56 @@ fn restore_is_declared_a_write_that_is_not_destructive() {
 }
 
 #[test]
+fn a_write_past_the_cap_removes_the_revision_it_dropped_and_no_other() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = three_versions(&p, &s);
+    for rev in 3..=24 {
+        p.env.advance(10_000.0);
+        let r = call(
+            &p,
+            &s,
+            "write_script",
+            json!({"uuid": uuid, "revision": rev, "source": script("H", &format!("v{}();", rev + 1))}),
+        );
+        assert_eq!(r["isError"], json!(false), "{r}");
+    }
+    // Revision 25 is live; the history keeps the 20 before it, each under its own key.
+    let prefix = format!("history/{uuid}/");
+    let mut kept: Vec<u64> = p
+        .env
+        .dump(Area::Local)
+        .keys()
+        .filter_map(|k| k.strip_prefix(&prefix)?.parse().ok())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, (5..=24).collect::<Vec<u64>>());
+    let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    assert_eq!(l["structuredContent"]["problems"], json!([]), "{l}");
+    assert_eq!(
+        l["structuredContent"]["revisions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        21
+    );
+}
+
+#[test]
 fn a_damaged_history_record_is_reported_and_skipped_and_the_script_is_intact() {
     let p = provider();
     let s = ready(&p);
     let uuid = three_versions(&p, &s);
+    // The index, and revision 1 under its own key.
     let key = format!("history/{uuid}");
-    let mut h = p.env.dump(Area::Local)[&key].clone();
-    h["revisions"][0]["source"] = json!("tampered");
-    h["revisions"].as_array_mut().unwrap().push(json!(42));
+    let stored = p.env.dump(Area::Local);
+    let mut ix = stored[&key].clone();
+    ix["revisions"].as_array_mut().unwrap().push(json!(42));
+    let mut first = stored[&format!("{key}/1")].clone();
+    first["source"] = json!("tampered");
     let mut items = Map::new();
-    items.insert(key.clone(), h);
+    items.insert(key.clone(), ix);
+    items.insert(format!("{key}/1"), first);
     block_on(p.env.set(Area::Local, items)).unwrap();
 
     let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
@@ -420,13 +460,18 @@ fn a_failed_write_keeps_history_and_script_as_they_were() {
     assert_eq!(error_code(&r), Some("STORAGE_ERROR"));
     *p.env.fail_writes.borrow_mut() = None;
     let after = p.env.dump(Area::Local);
-    for k in [
-        format!("script/{uuid}"),
-        format!("source/{uuid}"),
-        format!("history/{uuid}"),
-    ] {
-        assert_eq!(before[&k], after[&k], "{k}");
-    }
+    let scripts = |m: &Map<String, Value>| -> Vec<(String, Value)> {
+        m.iter()
+            .filter(|(k, _)| {
+                ["script/", "source/", "history/"]
+                    .iter()
+                    .any(|p| k.starts_with(p))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    assert_eq!(scripts(&before), scripts(&after));
+    assert!(before.contains_key(&format!("history/{uuid}/2")));
 }
 
 /// Yields once to the executor, so a `join`ed side can make progress.

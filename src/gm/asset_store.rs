@@ -5,6 +5,7 @@
 
 use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS};
 use crate::env::{Area, Clock, Http, HttpRequest, Storage};
+use crate::scripts::history;
 use crate::scripts::metadata::Metadata;
 use crate::vec_map::VecSet;
 use serde_json::{Map, Value};
@@ -162,10 +163,16 @@ fn referenced(all: &Map<String, Value>) -> VecSet<String> {
     out
 }
 
-/// Removes the stored bytes no record, revision or trash entry names any more. Run when the
-/// trash is purged (the write lock held), the one time scripts and their history go for good.
+/// Removes the stored bytes nothing reachable names any more: the revisions no history index
+/// lists ([`history::orphans`]), then the files no record, revision or trash entry names. Run
+/// when the trash is purged (the write lock held), the one time scripts and their history go
+/// for good.
 pub async fn sweep<S: Storage>(s: &S) -> Result<usize, crate::env::EnvError> {
-    let all = s.get_all(Area::Local).await?;
+    let mut all = s.get_all(Area::Local).await?;
+    let orphans = history::orphans(&all);
+    for k in &orphans {
+        all.remove(k);
+    }
     let used = referenced(&all);
     let unused: Vec<&str> = all
         .keys()
@@ -174,6 +181,7 @@ pub async fn sweep<S: Storage>(s: &S) -> Result<usize, crate::env::EnvError> {
                 .is_some_and(|sha| !used.contains(sha))
         })
         .map(String::as_str)
+        .chain(orphans.iter().map(String::as_str))
         .collect();
     if !unused.is_empty() {
         s.remove(Area::Local, &unused).await?;
@@ -205,10 +213,27 @@ mod tests {
             json!({"record": {"assets": [{"sha256": "cc"}]}}),
         );
         items.insert("values/u3".into(), json!({"assets": [{"sha256": "dd"}]}));
+        // A revision under a key of its own that its index lists, and one no index lists (an
+        // interrupted change): the orphan goes, and with it the only name of its file.
+        let u4 = "00000000-0000-4000-8000-000000000004";
+        items.insert(
+            history::history_key(u4),
+            json!({"v": 2, "revisions": [{"revision": 1, "bytes": 1}]}),
+        );
+        for (n, sha) in [(1, "ee"), (2, "ff")] {
+            items.insert(format!("asset/{sha}"), json!("eA=="));
+            items.insert(
+                history::revision_key(u4, n),
+                json!({"record": {"assets": [{"sha256": sha}]}}),
+            );
+        }
         block_on(env.set(Area::Local, items)).unwrap();
-        assert_eq!(block_on(sweep(&env)).unwrap(), 1);
+        assert_eq!(block_on(sweep(&env)).unwrap(), 3);
         let left = env.dump(Area::Local);
         assert!(left.contains_key("asset/aa") && left.contains_key("asset/bb"));
         assert!(left.contains_key("asset/cc") && !left.contains_key("asset/dd"));
+        assert!(left.contains_key("asset/ee") && !left.contains_key("asset/ff"));
+        assert!(left.contains_key(&history::revision_key(u4, 1)));
+        assert!(!left.contains_key(&history::revision_key(u4, 2)));
     }
 }

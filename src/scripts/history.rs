@@ -1,18 +1,27 @@
 //! Revision history: every change to a script keeps the version it replaced (record and source)
-//! under `history/<uuid>`, in the same atomic `storage.set` as the change itself, so a version
-//! is never lost between the write and its history.
+//! in the same atomic `storage.set` as the change itself, so a version is never lost between the
+//! write and its history.
+//!
+//! Layout: each kept revision under a key of its own, `history/<uuid>/<revision>`, and a small
+//! index, `history/<uuid>`, listing them oldest first with their sizes. A write adds one
+//! revision and rewrites the index; it never reads or moves the others (before, one key held
+//! them all, and a write at the 20-revision cap read and rewrote every source). A revision the
+//! bounds drop is removed after the `set` that dropped it from the index; one left behind by an
+//! interruption is unreachable, and [`orphans`] finds it for the next sweep. An index of the old
+//! layout (`"v": 1`, the revisions inline) is still read, and is split into keys at its next write.
 //!
 //! Bounded three ways, the oldest revision dropped first: [`MAX_REVISIONS`] per script,
 //! [`MAX_SCRIPT_BYTES`] of sources per script, and [`MAX_TOTAL_BYTES`] across all scripts
 //! (tracked in `history/budget`, one number per script, so the bound costs one small key per
 //! write; past it the script with the most history loses its oldest revision).
 //!
-//! Decoding is lenient: a revision that does not decode, or whose source does not hash to its
-//! recorded sha256, is reported and skipped; the script itself is never touched by it.
+//! Decoding is lenient: a revision that does not decode, is missing, or whose source does not
+//! hash to its recorded sha256, is reported and skipped; the script itself is never touched by it.
 
 use super::record::ScriptRecord;
 use crate::env::{Area, Storage};
 use crate::guard::digest::sha256_hex;
+use crate::vec_map::VecMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -21,8 +30,24 @@ pub const MAX_SCRIPT_BYTES: usize = 1024 * 1024;
 pub const MAX_TOTAL_BYTES: usize = 4 * 1024 * 1024;
 pub const BUDGET_KEY: &str = "history/budget";
 
+/// The key of a script's history index.
 pub fn history_key(uuid: &str) -> String {
     format!("history/{uuid}")
+}
+
+/// The key of one kept revision.
+pub fn revision_key(uuid: &str, revision: u64) -> String {
+    format!("history/{uuid}/{revision}")
+}
+
+/// The uuid and revision a [`revision_key`] names.
+fn parse_revision_key(key: &str) -> Option<(&str, u64)> {
+    let (uuid, n) = key.strip_prefix("history/")?.split_once('/')?;
+    let n = n
+        .parse()
+        .ok()
+        .filter(|_| n.bytes().all(|b| b.is_ascii_digit()))?;
+    super::record::is_uuid(uuid).then_some((uuid, n))
 }
 
 /// One earlier version of a script: its record as it was (revision, metadata, enabled, who,
@@ -35,10 +60,6 @@ pub struct Revision {
 }
 
 impl Revision {
-    fn bytes(&self) -> usize {
-        self.source.len()
-    }
-
     /// The listing form: no source.
     pub fn summary(&self, current: bool) -> Value {
         let r = &self.record;
@@ -70,66 +91,180 @@ impl History {
             .iter()
             .find(|r| r.record.revision == revision)
     }
+}
 
+/// One line of the index: a kept revision and its source's size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Entry {
+    revision: u64,
+    bytes: usize,
+}
+
+/// A kept revision as a write sees it: its line, and its value when this write must store it
+/// (new, or still inline in an index of the old layout).
+#[derive(Debug, Clone, PartialEq)]
+struct Kept {
+    entry: Entry,
+    unsaved: Option<Revision>,
+}
+
+/// A script's history index as decoded for a write, and what could not be read of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Index {
+    kept: Vec<Kept>,
+    problems: Vec<String>,
+}
+
+impl Index {
     fn bytes(&self) -> usize {
-        self.revisions
+        self.kept
             .iter()
-            .fold(0usize, |n, r| n.saturating_add(r.bytes()))
+            .fold(0usize, |n, k| n.saturating_add(k.entry.bytes))
     }
 
     fn value(&self) -> Value {
-        json!({ "v": 1, "revisions": self.revisions })
+        let lines: Vec<&Entry> = self.kept.iter().map(|k| &k.entry).collect();
+        json!({ "v": 2, "revisions": lines })
+    }
+
+    /// Drops the oldest revision; returns its key when it is stored under one (to remove).
+    fn drop_oldest(&mut self, uuid: &str) -> Option<String> {
+        if self.kept.is_empty() {
+            return None;
+        }
+        let gone = self.kept.remove(0);
+        gone.unsaved
+            .is_none()
+            .then(|| revision_key(uuid, gone.entry.revision))
     }
 }
 
-/// Lenient decoding of `history/<uuid>` (see the module docs). Never fails.
-pub fn decode(uuid: &str, v: Option<&Value>) -> History {
-    let mut h = History::default();
+/// Checks one revision read back against the script and revision it is filed under.
+fn check(uuid: &str, revision: Option<u64>, r: Revision) -> Result<Revision, String> {
+    if r.record.uuid != uuid {
+        return Err("names another script".into());
+    }
+    if revision.is_some_and(|n| n != r.record.revision) {
+        return Err(format!("holds revision {}", r.record.revision));
+    }
+    if sha256_hex(r.source.as_bytes()) != r.record.sha256 {
+        return Err("its source does not match its sha256".into());
+    }
+    Ok(r)
+}
+
+/// Lenient decoding of the index `history/<uuid>` (see the module docs). Never fails.
+fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
+    let mut ix = Index::default();
     let Some(v) = v else {
-        return h;
+        return ix;
     };
     let Some(items) = v.get("revisions").and_then(Value::as_array) else {
-        h.problems
+        ix.problems
             .push("the history record is damaged (no list of revisions); it was skipped".into());
-        return h;
+        return ix;
     };
+    let layout_2 = v.get("v").and_then(Value::as_u64) == Some(2);
     for (i, item) in items.iter().enumerate() {
-        match <Revision as serde::Deserialize>::deserialize(item) {
-            Ok(r) if r.record.uuid != uuid => h
-                .problems
-                .push(format!("revision entry {i} names another script; skipped")),
-            Ok(r) if sha256_hex(r.source.as_bytes()) != r.record.sha256 => {
-                h.problems.push(format!(
-                    "revision {} is damaged (its source does not match its sha256); skipped",
-                    r.record.revision
-                ))
+        if layout_2 {
+            match <Entry as Deserialize>::deserialize(item) {
+                Ok(e) if ix.kept.iter().all(|k| k.entry.revision != e.revision) => {
+                    ix.kept.push(Kept {
+                        entry: e,
+                        unsaved: None,
+                    })
+                }
+                Ok(e) => ix
+                    .problems
+                    .push(format!("revision {} is listed twice; skipped", e.revision)),
+                Err(e) => ix
+                    .problems
+                    .push(format!("history entry {i} is damaged ({e}); skipped")),
             }
-            Ok(r) => h.revisions.push(r),
-            Err(e) => h
+            continue;
+        }
+        // The old layout: every revision inline.
+        match <Revision as Deserialize>::deserialize(item).map_err(|e| e.to_string()) {
+            Ok(r) => match check(uuid, None, r) {
+                Ok(r) => ix.kept.push(Kept {
+                    entry: Entry {
+                        revision: r.record.revision,
+                        bytes: r.source.len(),
+                    },
+                    unsaved: Some(r),
+                }),
+                Err(why) => ix
+                    .problems
+                    .push(format!("revision entry {i} {why}; skipped")),
+            },
+            Err(e) => ix
                 .problems
                 .push(format!("revision entry {i} is damaged ({e}); skipped")),
         }
     }
-    h
+    ix
 }
 
+/// A script's whole history: its index, then every revision it lists in one read.
 pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<History, crate::env::EnvError> {
     let key = history_key(uuid);
     let got = s.get(Area::Local, &[&key]).await?;
-    Ok(decode(uuid, got.get(&key)))
+    let ix = decode_index(uuid, got.get(&key));
+    let mut h = History {
+        revisions: Vec::new(),
+        problems: ix.problems,
+    };
+    let keys: Vec<String> = ix
+        .kept
+        .iter()
+        .filter(|k| k.unsaved.is_none())
+        .map(|k| revision_key(uuid, k.entry.revision))
+        .collect();
+    let stored = if keys.is_empty() {
+        Map::new()
+    } else {
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        s.get(Area::Local, &refs).await?
+    };
+    for k in ix.kept {
+        let n = k.entry.revision;
+        let r = match k.unsaved {
+            Some(r) => Ok(r),
+            None => match stored.get(&revision_key(uuid, n)) {
+                None => Err("is missing".to_owned()),
+                Some(v) => <Revision as Deserialize>::deserialize(v)
+                    .map_err(|e| format!("is damaged ({e})"))
+                    .and_then(|r| {
+                        check(uuid, Some(n), r).map_err(|why| format!("is damaged ({why})"))
+                    }),
+            },
+        };
+        match r {
+            Ok(r) => h.revisions.push(r),
+            Err(why) => h.problems.push(format!("revision {n} {why}; skipped")),
+        }
+    }
+    Ok(h)
 }
 
-/// Appends `prev` and drops the oldest past the per-script bounds.
-pub fn push(mut h: History, prev: Revision) -> History {
-    h.revisions
-        .retain(|r| r.record.revision != prev.record.revision);
-    h.revisions.push(prev);
-    while h.revisions.len() > MAX_REVISIONS
-        || (h.revisions.len() > 1 && h.bytes() > MAX_SCRIPT_BYTES)
-    {
-        h.revisions.remove(0);
+/// Appends `prev` and drops the oldest past the per-script bounds; returns the keys of the
+/// stored revisions it dropped.
+fn push(ix: &mut Index, uuid: &str, prev: Revision) -> Vec<String> {
+    let mut stale = Vec::new();
+    // The same revision again (defensive: revisions only grow) replaces the one kept; its key
+    // is written again, so it is not stale.
+    ix.kept.retain(|k| k.entry.revision != prev.record.revision);
+    ix.kept.push(Kept {
+        entry: Entry {
+            revision: prev.record.revision,
+            bytes: prev.source.len(),
+        },
+        unsaved: Some(prev),
+    });
+    while ix.kept.len() > MAX_REVISIONS || (ix.kept.len() > 1 && ix.bytes() > MAX_SCRIPT_BYTES) {
+        stale.extend(ix.drop_oldest(uuid));
     }
-    h
+    stale
 }
 
 fn decode_budget(v: Option<&Value>) -> Map<String, Value> {
@@ -150,23 +285,41 @@ fn budget_total(b: &Map<String, Value>) -> usize {
         .fold(0usize, usize::saturating_add)
 }
 
-/// The items to add to the `set` that replaces `prev` (same uuid) with a new version: the
-/// history with `prev` appended, trimmed, and the budget (with any other script's history that
-/// the total bound trimmed). Reads storage; writes nothing.
-pub async fn items_for<S: Storage>(
-    s: &S,
-    prev: Revision,
-) -> Result<Map<String, Value>, crate::env::EnvError> {
+/// What a change does to the history: the items its `set` carries (the new revisions, the
+/// indexes and the budget), and the keys of revisions the bounds dropped, to remove once that
+/// `set` is stored ([`remove_stale`]).
+#[derive(Debug, Default)]
+pub struct Pushed {
+    pub items: Map<String, Value>,
+    pub stale: Vec<String>,
+}
+
+/// Removes what a stored change dropped from the history. A failure only leaves unreachable
+/// bytes, which the next sweep finds ([`orphans`]).
+pub async fn remove_stale<S: Storage>(s: &S, stale: &[String]) {
+    if stale.is_empty() {
+        return;
+    }
+    let refs: Vec<&str> = stale.iter().map(String::as_str).collect();
+    let _ = s.remove(Area::Local, &refs).await;
+}
+
+/// What replacing `prev` (same uuid) with a new version does to the history: `prev` appended,
+/// the bounds applied (possibly to another script's history). Reads storage; writes nothing.
+pub async fn items_for<S: Storage>(s: &S, prev: Revision) -> Result<Pushed, crate::env::EnvError> {
     items_for_many(s, vec![prev]).await
 }
 
 /// [`items_for`] for several scripts replaced in one `set` (an import): one budget for all, so
-/// no script's share is lost to another's.
+/// no script's share is lost to another's. None replaced: nothing to store.
 pub async fn items_for_many<S: Storage>(
     s: &S,
     prevs: Vec<Revision>,
-) -> Result<Map<String, Value>, crate::env::EnvError> {
-    // The budget and the histories the new revisions go into, in one read.
+) -> Result<Pushed, crate::env::EnvError> {
+    if prevs.is_empty() {
+        return Ok(Pushed::default());
+    }
+    // The budget and the indexes the new revisions go into, in one read.
     let mut keys = vec![BUDGET_KEY.to_owned()];
     for p in &prevs {
         let k = history_key(&p.record.uuid);
@@ -189,29 +342,29 @@ pub async fn items_for_read<S: Storage>(
     s: &S,
     prev: Revision,
     got: &Map<String, Value>,
-) -> Result<Map<String, Value>, crate::env::EnvError> {
+) -> Result<Pushed, crate::env::EnvError> {
     items_from(s, vec![prev], got).await
 }
 
-/// `got` holds the budget and every history of `prevs` as storage has them (a key missing:
-/// not stored).
+/// `got` holds the budget and every index of `prevs` as storage has them (a key missing: not
+/// stored).
 async fn items_from<S: Storage>(
     s: &S,
     prevs: Vec<Revision>,
     got: &Map<String, Value>,
-) -> Result<Map<String, Value>, crate::env::EnvError> {
+) -> Result<Pushed, crate::env::EnvError> {
     let mut budget = decode_budget(got.get(BUDGET_KEY));
-    let mut histories: Map<String, Value> = Map::new();
-    let mut loaded: crate::vec_map::VecMap<String, History> = Default::default();
+    let mut loaded: VecMap<String, Index> = Default::default();
+    let mut stale = Vec::new();
     for prev in prevs {
         let uuid = prev.record.uuid.clone();
-        let h = match loaded.remove(&uuid) {
-            Some(h) => h,
-            None => decode(&uuid, got.get(&history_key(&uuid))),
+        let mut ix = match loaded.remove(&uuid) {
+            Some(ix) => ix,
+            None => decode_index(&uuid, got.get(&history_key(&uuid))),
         };
-        let own = push(h, prev);
-        budget.insert(uuid.clone(), json!(own.bytes()));
-        loaded.insert(uuid, own);
+        stale.extend(push(&mut ix, &uuid, prev));
+        budget.insert(uuid.clone(), json!(ix.bytes()));
+        loaded.insert(uuid, ix);
     }
     // The total bound: the script with the most history gives up its oldest revision. Each
     // step removes a revision, so this ends within the number of revisions stored.
@@ -226,24 +379,35 @@ async fn items_from<S: Storage>(
             break;
         };
         if !loaded.contains_key(&biggest) {
-            let h = load(s, &biggest).await?;
-            loaded.insert(biggest.clone(), h);
+            let key = history_key(&biggest);
+            let got = s.get(Area::Local, &[&key]).await?;
+            loaded.insert(biggest.clone(), decode_index(&biggest, got.get(&key)));
         }
-        let Some(h) = loaded.get_mut(&biggest) else {
+        let Some(ix) = loaded.get_mut(&biggest) else {
             break;
         };
-        if h.revisions.is_empty() {
+        if ix.kept.is_empty() {
             budget.remove(&biggest);
         } else {
-            h.revisions.remove(0);
-            budget.insert(biggest.clone(), json!(h.bytes()));
+            stale.extend(ix.drop_oldest(&biggest));
+            budget.insert(biggest.clone(), json!(ix.bytes()));
         }
     }
-    for (u, h) in loaded {
-        histories.insert(history_key(&u), h.value());
+    let mut items = Map::new();
+    for (uuid, ix) in loaded {
+        items.insert(history_key(&uuid), ix.value());
+        for k in ix.kept {
+            if let Some(r) = k.unsaved {
+                let v =
+                    serde_json::to_value(&r).map_err(|e| crate::env::EnvError(e.to_string()))?;
+                items.insert(revision_key(&uuid, k.entry.revision), v);
+            }
+        }
     }
-    histories.insert(BUDGET_KEY.to_owned(), Value::Object(budget));
-    Ok(histories)
+    items.insert(BUDGET_KEY.to_owned(), Value::Object(budget));
+    // A key written again by this `set` is not stale.
+    stale.retain(|k| !items.contains_key(k));
+    Ok(Pushed { items, stale })
 }
 
 /// The budget without `uuid`, for a `set` that removes its history for good.
@@ -259,10 +423,66 @@ pub async fn budget_without<S: Storage>(
     Ok(Value::Object(budget))
 }
 
+/// Every key that holds the history of `uuids`: their indexes and the revisions they list (for
+/// removing those scripts for good).
+pub async fn keys_of<S: Storage>(
+    s: &S,
+    uuids: &[String],
+) -> Result<Vec<String>, crate::env::EnvError> {
+    let keys: Vec<String> = uuids.iter().map(|u| history_key(u)).collect();
+    if keys.is_empty() {
+        return Ok(keys);
+    }
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got = s.get(Area::Local, &refs).await?;
+    let mut out = keys.clone();
+    for (u, k) in uuids.iter().zip(&keys) {
+        let ix = decode_index(u, got.get(k));
+        out.extend(
+            ix.kept
+                .iter()
+                .filter(|k| k.unsaved.is_none())
+                .map(|k| revision_key(u, k.entry.revision)),
+        );
+    }
+    Ok(out)
+}
+
+/// The revision keys in `all` (storage as read whole) that no index lists: left behind by an
+/// interrupted change, or by a script removed for good.
+pub fn orphans(all: &Map<String, Value>) -> Vec<String> {
+    let mut listed: VecMap<&str, Index> = Default::default();
+    let mut out = Vec::new();
+    for k in all.keys() {
+        let Some(rest) = k.strip_prefix("history/") else {
+            continue;
+        };
+        let Some((uuid, _)) = rest.split_once('/') else {
+            continue;
+        };
+        if listed.get(uuid).is_none() {
+            listed.insert(uuid, decode_index(uuid, all.get(&history_key(uuid))));
+        }
+        let named = parse_revision_key(k).filter(|(_, n)| revision_key(uuid, *n) == *k);
+        let reachable = match (named, listed.get(uuid)) {
+            (Some((_, n)), Some(ix)) => ix
+                .kept
+                .iter()
+                .any(|kept| kept.unsaved.is_none() && kept.entry.revision == n),
+            _ => false,
+        };
+        if !reachable {
+            out.push(k.clone());
+        }
+    }
+    out
+}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::memory::MemoryEnv;
     use crate::scripts::metadata;
+    use futures::executor::block_on;
 
     fn rev(uuid: &str, n: u64, source: &str) -> Revision {
         let meta = metadata::parse(
@@ -291,83 +511,203 @@ mod tests {
 
     const U: &str = "00000000-0000-4000-8000-000000000001";
 
+    /// What a change does: the history's items in one `set`, then the stale keys removed.
+    fn keep(env: &MemoryEnv, prev: Revision) -> Pushed {
+        let pushed = block_on(items_for(env, prev)).unwrap();
+        block_on(env.set(Area::Local, pushed.items.clone())).unwrap();
+        block_on(remove_stale(env, &pushed.stale));
+        pushed
+    }
+
+    fn kept(env: &MemoryEnv, uuid: &str) -> Vec<u64> {
+        let h = block_on(load(env, uuid)).unwrap();
+        assert!(h.problems.is_empty(), "{:?}", h.problems);
+        h.revisions.iter().map(|r| r.record.revision).collect()
+    }
+
+    fn history_keys(env: &MemoryEnv) -> Vec<String> {
+        env.dump(Area::Local)
+            .keys()
+            .filter(|k| k.starts_with("history/") && *k != BUDGET_KEY)
+            .cloned()
+            .collect()
+    }
+
     #[test]
-    fn at_most_twenty_revisions_oldest_dropped_first() {
-        let mut h = History::default();
+    fn at_most_twenty_revisions_oldest_dropped_first_and_their_keys_removed() {
+        let env = MemoryEnv::new();
         for n in 1..=25 {
-            h = push(h, rev(U, n, &format!("v{n}")));
+            keep(&env, rev(U, n, &format!("v{n}")));
         }
-        assert_eq!(h.revisions.len(), MAX_REVISIONS);
-        assert_eq!(h.revisions[0].record.revision, 6);
-        assert_eq!(h.revisions[19].record.revision, 25);
+        assert_eq!(kept(&env, U), (6..=25).collect::<Vec<_>>());
+        let mut want: Vec<String> = (6..=25).map(|n| revision_key(U, n)).collect();
+        want.push(history_key(U));
+        want.sort();
+        let mut keys = history_keys(&env);
+        keys.sort();
+        assert_eq!(keys, want, "the dropped revisions' keys are gone");
+    }
+
+    #[test]
+    fn a_change_stores_only_the_revision_it_adds_the_index_and_the_budget() {
+        let env = MemoryEnv::new();
+        for n in 1..=20 {
+            keep(&env, rev(U, n, &"s".repeat(5000)));
+        }
+        // At the cap: the 21st change writes one revision, not the twenty.
+        let pushed = keep(&env, rev(U, 21, &"t".repeat(5000)));
+        let mut keys: Vec<String> = pushed.items.keys().cloned().collect();
+        keys.sort();
+        let mut want = vec![BUDGET_KEY.to_owned(), history_key(U), revision_key(U, 21)];
+        want.sort();
+        assert_eq!(keys, want);
+        assert_eq!(pushed.stale, vec![revision_key(U, 1)]);
+        let ix = &env.dump(Area::Local)[&history_key(U)];
+        assert!(ix.to_string().len() < 1000, "the index is small: {ix}");
     }
 
     #[test]
     fn the_byte_cap_drops_the_oldest_but_keeps_the_newest() {
+        let env = MemoryEnv::new();
         let big = "x".repeat(300 * 1024);
-        let mut h = History::default();
         for n in 1..=5 {
-            h = push(h, rev(U, n, &big));
+            keep(&env, rev(U, n, &big));
         }
         // 3 × 300 KiB fit in 1 MiB, 4 do not.
+        assert_eq!(kept(&env, U), vec![3, 4, 5]);
+        let huge = "y".repeat(MAX_SCRIPT_BYTES + 1);
+        keep(&env, rev(U, 6, &huge));
+        assert_eq!(
+            kept(&env, U),
+            vec![6],
+            "a lone revision is kept even past the cap"
+        );
+        assert_eq!(history_keys(&env).len(), 2);
+    }
+
+    #[test]
+    fn damaged_entries_are_reported_and_skipped() {
+        let env = MemoryEnv::new();
+        for n in 1..=4 {
+            keep(&env, rev(U, n, &format!("v{n}")));
+        }
+        let mut tampered = serde_json::to_value(rev(U, 2, "two")).unwrap();
+        tampered["source"] = json!("tampered");
+        let mut items = Map::new();
+        items.insert(revision_key(U, 2), tampered);
+        // Revision 3's key holding another revision's copy.
+        items.insert(
+            revision_key(U, 3),
+            serde_json::to_value(rev(U, 1, "v1")).unwrap(),
+        );
+        block_on(env.set(Area::Local, items)).unwrap();
+        block_on(env.remove(Area::Local, &[&revision_key(U, 4)])).unwrap();
+        let h = block_on(load(&env, U)).unwrap();
+        assert_eq!(h.revisions.len(), 1);
+        assert_eq!(h.revisions[0].record.revision, 1);
+        assert_eq!(h.problems.len(), 3, "{:?}", h.problems);
+        assert!(h.problems[0].contains("revision 2"), "{:?}", h.problems);
+        assert!(h.problems[2].contains("missing"), "{:?}", h.problems);
+
+        let ix = json!({"v": 2, "revisions": [{"revision": 1, "bytes": 2}, {"revision": 1, "bytes": 2}, 17]});
+        let h = decode_index(U, Some(&ix));
+        assert_eq!(h.kept.len(), 1);
+        assert_eq!(h.problems.len(), 2, "{:?}", h.problems);
+        let h = decode_index(U, Some(&json!("garbage")));
+        assert!(h.kept.is_empty());
+        assert_eq!(h.problems.len(), 1);
+        assert_eq!(decode_index(U, None), Index::default());
+    }
+
+    /// The layout before revisions had keys of their own: every revision inline.
+    fn old_layout(revisions: &[Value]) -> Value {
+        json!({ "v": 1, "revisions": revisions })
+    }
+
+    #[test]
+    fn an_old_history_is_read_and_split_into_keys_at_its_next_change() {
+        let env = MemoryEnv::new();
+        let good = serde_json::to_value(rev(U, 1, "one")).unwrap();
+        let mut tampered = serde_json::to_value(rev(U, 2, "two")).unwrap();
+        tampered["source"] = json!("tampered");
+        let other =
+            serde_json::to_value(rev("00000000-0000-4000-8000-000000000002", 3, "x")).unwrap();
+        let three = serde_json::to_value(rev(U, 3, "three")).unwrap();
+        let mut items = Map::new();
+        items.insert(
+            history_key(U),
+            old_layout(&[good, tampered, json!(17), other, three]),
+        );
+        block_on(env.set(Area::Local, items)).unwrap();
+        let h = block_on(load(&env, U)).unwrap();
         assert_eq!(
             h.revisions
                 .iter()
                 .map(|r| r.record.revision)
                 .collect::<Vec<_>>(),
-            vec![3, 4, 5]
+            vec![1, 3]
         );
-        let huge = "y".repeat(MAX_SCRIPT_BYTES + 1);
-        let h = push(h, rev(U, 6, &huge));
-        assert_eq!(
-            h.revisions.len(),
-            1,
-            "a lone revision is kept even past the cap"
-        );
-    }
-
-    #[test]
-    fn damaged_entries_are_reported_and_skipped() {
-        let good = rev(U, 1, "one");
-        let mut tampered = serde_json::to_value(rev(U, 2, "two")).unwrap();
-        tampered["source"] = json!("tampered");
-        let other = rev("00000000-0000-4000-8000-000000000002", 3, "x");
-        let v = json!({ "v": 1, "revisions": [good, tampered, 17, other] });
-        let h = decode(U, Some(&v));
-        assert_eq!(h.revisions.len(), 1);
-        assert_eq!(h.revisions[0].record.revision, 1);
         assert_eq!(h.problems.len(), 3, "{:?}", h.problems);
-        assert!(h.problems[0].contains("revision 2"));
-        let h = decode(U, Some(&json!("garbage")));
-        assert!(h.revisions.is_empty());
-        assert_eq!(h.problems.len(), 1);
-        assert_eq!(decode(U, None), History::default());
+
+        let pushed = keep(&env, rev(U, 4, "four"));
+        assert!(pushed.stale.is_empty());
+        assert_eq!(kept(&env, U), vec![1, 3, 4]);
+        let stored = env.dump(Area::Local);
+        assert_eq!(stored[&history_key(U)]["v"], json!(2));
+        assert_eq!(stored[&revision_key(U, 1)]["source"], json!("one"));
+        assert!(orphans(&stored).is_empty());
     }
 
     #[test]
     fn the_total_bound_trims_the_biggest_history_first() {
-        use crate::env::memory::MemoryEnv;
-        use futures::executor::block_on;
         let env = MemoryEnv::new();
         let other = "00000000-0000-4000-8000-000000000009";
         // Another script already holds almost the whole budget.
-        let mut h = History::default();
         let chunk = "z".repeat(200 * 1024);
         for n in 1..=4 {
-            h = push(h, rev(other, n, &chunk));
+            keep(&env, rev(other, n, &chunk));
         }
         let mut items = Map::new();
-        items.insert(history_key(other), h.value());
         items.insert(BUDGET_KEY.into(), json!({ other: MAX_TOTAL_BYTES - 1000 }));
         block_on(env.set(Area::Local, items)).unwrap();
-        let out = block_on(items_for(&env, rev(U, 1, &"a".repeat(5000)))).unwrap();
-        let budget = out[BUDGET_KEY].as_object().unwrap();
+        let pushed = keep(&env, rev(U, 1, &"a".repeat(5000)));
+        let budget = pushed.items[BUDGET_KEY].as_object().unwrap();
         assert!(budget_total(budget) <= MAX_TOTAL_BYTES);
-        let trimmed = decode(other, out.get(&history_key(other)));
-        assert_eq!(
-            trimmed.revisions[0].record.revision, 2,
-            "its oldest went first"
-        );
-        assert_eq!(decode(U, out.get(&history_key(U))).revisions.len(), 1);
+        assert_eq!(kept(&env, other), vec![2, 3, 4], "its oldest went first");
+        assert_eq!(pushed.stale, vec![revision_key(other, 1)]);
+        assert!(!env.dump(Area::Local).contains_key(&revision_key(other, 1)));
+        assert_eq!(kept(&env, U), vec![1]);
+    }
+
+    #[test]
+    fn orphans_are_the_revision_keys_no_index_lists() {
+        let env = MemoryEnv::new();
+        for n in 1..=3 {
+            keep(&env, rev(U, n, &format!("v{n}")));
+        }
+        let gone = "00000000-0000-4000-8000-000000000003";
+        let mut items = Map::new();
+        // Left by an interrupted change, by a script removed for good, and odd names.
+        items.insert(revision_key(U, 9), json!({}));
+        items.insert(revision_key(gone, 1), json!({}));
+        items.insert(format!("history/{U}/01"), json!({}));
+        items.insert(format!("history/{U}/x"), json!({}));
+        block_on(env.set(Area::Local, items)).unwrap();
+        let mut found = orphans(&env.dump(Area::Local));
+        found.sort();
+        let mut want = vec![
+            revision_key(U, 9),
+            revision_key(gone, 1),
+            format!("history/{U}/01"),
+            format!("history/{U}/x"),
+        ];
+        want.sort();
+        assert_eq!(found, want);
+        let mut all = block_on(keys_of(&env, &[U.to_owned()])).unwrap();
+        all.sort();
+        let mut want: Vec<String> = (1..=3).map(|n| revision_key(U, n)).collect();
+        want.push(history_key(U));
+        want.sort();
+        assert_eq!(all, want);
     }
 }

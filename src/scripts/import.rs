@@ -144,7 +144,12 @@ pub async fn import<E: Storage + Clock + Ids + crate::env::Http>(
     answers: &Answers,
 ) -> Result<Imported, ImportError> {
     let checked = check(snap, items, answers)?;
-    let (mut set, imported, restored) = build(env, snap, actor, checked).await?;
+    let Built {
+        mut set,
+        stale,
+        imported,
+        restored,
+    } = build(env, snap, actor, checked).await?;
     if imported.changes.is_empty() {
         return Ok(imported);
     }
@@ -167,6 +172,7 @@ pub async fn import<E: Storage + Clock + Ids + crate::env::Http>(
     env.set(Area::Local, set)
         .await
         .map_err(|e| ImportError::Storage(e.to_string()))?;
+    history::remove_stale(env, &stale).await;
     Ok(imported)
 }
 
@@ -288,14 +294,36 @@ async fn prepare<E: Storage + Clock + crate::env::Http>(
         })
 }
 
-/// The records, sources, index and history of the import: one `set`, not yet written; and the
-/// values to restore, by uuid.
+/// What an import writes, not yet written.
+struct Built {
+    /// The records, sources, index and history: one `set`.
+    set: Map<String, Value>,
+    /// The revisions the history's bounds dropped, removed after that `set` (for all the
+    /// changes: theirs are left empty).
+    stale: Vec<String>,
+    imported: Imported,
+    /// The values to restore, by uuid.
+    restored: Vec<(String, Values)>,
+}
+
+/// The records and sources of `changes`, in the import's `set`.
+fn put_changes(set: &mut Map<String, Value>, changes: &[Change]) -> Result<(), ImportError> {
+    for c in changes {
+        let record =
+            serde_json::to_value(&c.record).map_err(|e| ImportError::Storage(e.to_string()))?;
+        set.insert(store::record_key(&c.record.uuid), record);
+        set.insert(store::source_key(&c.record.uuid), c.source.clone().into());
+    }
+    Ok(())
+}
+
+/// Everything the import writes, from the checked items; writes nothing.
 async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
     checked: Vec<Checked>,
-) -> Result<(Map<String, Value>, Imported, Vec<(String, Values)>), ImportError> {
+) -> Result<Built, ImportError> {
     let storage = |e: store::ScriptError| ImportError::Storage(e.to_string());
     let now = env.now_ms();
     let mut index = snap.index.clone();
@@ -365,33 +393,29 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
             record,
             source: item.source,
             diagnostics,
+            stale_history: Vec::new(),
         });
     }
-    let mut set = if prevs.is_empty() {
-        Map::new()
-    } else {
-        history::items_for_many(env, prevs)
-            .await
-            .map_err(|e| ImportError::Storage(e.to_string()))?
-    };
-    for c in &changes {
-        let record =
-            serde_json::to_value(&c.record).map_err(|e| ImportError::Storage(e.to_string()))?;
-        set.insert(store::record_key(&c.record.uuid), record);
-        set.insert(store::source_key(&c.record.uuid), c.source.clone().into());
-    }
+    let history::Pushed {
+        items: mut set,
+        stale,
+    } = history::items_for_many(env, prevs)
+        .await
+        .map_err(|e| ImportError::Storage(e.to_string()))?;
+    put_changes(&mut set, &changes)?;
     if index.len() != snap.index.len() {
         set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
     }
     set.extend(blobs);
-    Ok((
+    Ok(Built {
         set,
-        Imported {
+        stale,
+        imported: Imported {
             changes,
             labels,
             values: counts,
             kept,
         },
         restored,
-    ))
+    })
 }

@@ -97,6 +97,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
             source: current.source().to_owned(),
             created: false,
             diagnostics: Vec::new(),
+            stale_history: Vec::new(),
         });
     }
     // The stored metadata of the old version is re-derived from its source, so a version
@@ -123,7 +124,8 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
         record: was.clone(),
         source: current.source().to_owned(),
     };
-    let mut items = history::items_for(env, prev).await.map_err(storage_err)?;
+    let history::Pushed { mut items, stale } =
+        history::items_for(env, prev).await.map_err(storage_err)?;
     items.insert(
         record_key(uuid),
         serde_json::to_value(&record).map_err(storage_err)?,
@@ -157,5 +159,6 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
         source: target.source,
         created: !live,
         diagnostics,
+        stale_history: stale,
     })
 }

@@ -414,6 +414,9 @@ pub struct Change {
     pub source: String,
     pub created: bool,
     pub diagnostics: Vec<Diagnostic>,
+    /// The revisions the history's bounds dropped from its index: the writer removes them
+    /// ([`history::remove_stale`]) once the change is registered, off the reply's path.
+    pub stale_history: Vec<String>,
 }
 
 /// `@namespace` + `@name` identify a script to the user, so no two may look the same: they are
@@ -438,15 +441,16 @@ pub(crate) fn check_identity(
     }
 }
 
-/// Stores a new version in one `set`: its record, its source (when it changed), the index (when
-/// it changed), the `@require`/`@resource` bytes not stored yet (then within the quota bound)
-/// and, for an update, the version it replaces appended to the history.
 /// The revision a save replaces, and what was already read of its history (`history::keys_for`).
 struct Replaced<'a> {
     prev: Revision,
     read: Option<&'a Map<String, Value>>,
 }
 
+/// Stores a new version in one `set`: its record, its source (when it changed), the index (when
+/// it changed), the `@require`/`@resource` bytes not stored yet (then within the quota bound)
+/// and, for an update, the version it replaces appended to the history. Returns the history's
+/// stale keys ([`Change::stale_history`]).
 async fn save<S: Storage>(
     s: &S,
     record: &ScriptRecord,
@@ -454,8 +458,8 @@ async fn save<S: Storage>(
     index: Option<&[String]>,
     prev: Option<Replaced<'_>>,
     blobs: Map<String, Value>,
-) -> Result<(), ScriptError> {
-    let mut items = match prev {
+) -> Result<Vec<String>, ScriptError> {
+    let history::Pushed { mut items, stale } = match prev {
         Some(Replaced {
             prev,
             read: Some(got),
@@ -465,7 +469,7 @@ async fn save<S: Storage>(
         Some(Replaced { prev, read: None }) => {
             history::items_for(s, prev).await.map_err(storage_err)?
         }
-        None => Map::new(),
+        None => history::Pushed::default(),
     };
     let check_quota = !blobs.is_empty();
     items.extend(blobs);
@@ -482,7 +486,8 @@ async fn save<S: Storage>(
     if check_quota {
         asset_store::check_quota(s, &items).await?;
     }
-    s.set(Area::Local, items).await.map_err(storage_err)
+    s.set(Area::Local, items).await.map_err(storage_err)?;
+    Ok(stale)
 }
 
 pub async fn create<E: Storage + Clock + Ids + Http>(
@@ -518,12 +523,13 @@ pub async fn create<E: Storage + Clock + Ids + Http>(
         assets,
     };
     index.push(uuid);
-    save(env, &record, Some(source), Some(&index), None, items).await?;
+    let stale_history = save(env, &record, Some(source), Some(&index), None, items).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
         created: true,
         diagnostics,
+        stale_history,
     })
 }
 
@@ -583,12 +589,13 @@ pub async fn replace<E: Storage + Clock + Http>(
         prev,
         read: Some(&got),
     };
-    save(env, &record, Some(source), None, Some(replaced), items).await?;
+    let stale_history = save(env, &record, Some(source), None, Some(replaced), items).await?;
     Ok(Change {
         record,
         source: source.to_owned(),
         created: false,
         diagnostics,
+        stale_history,
     })
 }
 
@@ -684,6 +691,7 @@ pub async fn set_enabled<E: Storage + Clock>(
             source,
             created: false,
             diagnostics: Vec::new(),
+            stale_history: Vec::new(),
         });
     }
     let record = ScriptRecord {
@@ -699,12 +707,13 @@ pub async fn set_enabled<E: Storage + Clock>(
         source: source.clone(),
     };
     let replaced = Replaced { prev, read: None };
-    save(env, &record, None, None, Some(replaced), Map::new()).await?;
+    let stale_history = save(env, &record, None, None, Some(replaced), Map::new()).await?;
     Ok(Change {
         record,
         source,
         created: false,
         diagnostics: Vec::new(),
+        stale_history,
     })
 }
 

@@ -1,5 +1,5 @@
 //! The trash: a deleted script's record and source move to `trash/<uuid>` (its history stays
-//! under `history/<uuid>`), listed in `trash/index`, oldest first. Kept [`KEEP_MS`] (30 days)
+//! under `history/<uuid>` and the keys it lists), listed in `trash/index`, oldest first. Kept [`KEEP_MS`] (30 days)
 //! and at most [`MAX_TRASH`] scripts; past either the oldest go for good, with their history,
 //! at the next delete or purge. Only the user purges (from the options page); no tool does.
 //!
@@ -111,17 +111,11 @@ fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
     (slots, gone)
 }
 
-/// Keys that hold a script for good once it leaves the trash.
+/// Keys that hold a script for good once it leaves the trash (its history's: [`history::keys_of`]).
 fn purged_keys(uuids: &[String]) -> Vec<String> {
     uuids
         .iter()
-        .flat_map(|u| {
-            [
-                trash_key(u),
-                history::history_key(u),
-                super::runs::runs_key(u),
-            ]
-        })
+        .flat_map(|u| [trash_key(u), super::runs::runs_key(u)])
         .collect()
 }
 
@@ -173,8 +167,11 @@ pub async fn delete<E: Storage + Clock>(
         items.insert(crate::gm::values::BUDGET_KEY.to_owned(), budget);
         dead.extend(value_keys);
     }
+    // Read before the `set`, which leaves them as they are.
+    let history_keys = history::keys_of(env, &gone).await.map_err(storage_err)?;
     env.set(Area::Local, items).await.map_err(storage_err)?;
     dead.extend(purged_keys(&gone));
+    dead.extend(history_keys);
     let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
     // The script is already in the trash and gone from every listing; a failure here only
     // leaves dead bytes.
@@ -265,8 +262,10 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
         .await
         .map_err(storage_err)?;
     items.insert(crate::gm::values::BUDGET_KEY.to_owned(), budget);
+    let history_keys = history::keys_of(s, &gone).await.map_err(storage_err)?;
     s.set(Area::Local, items).await.map_err(storage_err)?;
     let mut dead = purged_keys(&gone);
+    dead.extend(history_keys);
     dead.extend(value_keys);
     let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
     if !refs.is_empty() {

@@ -10,7 +10,7 @@ use crate::guard::audit::{Entry, Journaled};
 use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::store::{self, Actor, Change, ScriptError, Snapshot as ScriptSnapshot};
-use crate::scripts::{restore, sync, trash};
+use crate::scripts::{history, restore, sync, trash};
 use serde_json::{json, Value};
 
 /// Executes a write for `actor` (a caller id, or `user` for the extension's own pages). With a
@@ -30,6 +30,7 @@ pub(crate) async fn run_write<E: Env>(
         ..j
     });
     let mut began = false;
+    let mut stale = Vec::new();
     let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
         (Some(_), Err(e), _) => Executed {
             result: Err(ToolError::new(
@@ -53,8 +54,10 @@ pub(crate) async fn run_write<E: Env>(
             began = true;
             let env = Journaled::new(&p.env, journal.clone()).after(gate);
             let held = p.hold_echoes();
-            let ((), done) = futures::join!(begins, write_locked(p, &env, actor, args, &snap));
+            let ((), (done, dropped)) =
+                futures::join!(begins, write_locked(p, &env, actor, args, &snap));
             drop(held);
+            stale = dropped;
             done
         }
     };
@@ -62,8 +65,9 @@ pub(crate) async fn run_write<E: Env>(
         target: done.target.or(named),
         ..done
     };
-    // Both after the registration, still under the write lock, and independent of each other
-    // (session flag, audit log): one round trip of waiting instead of two.
+    // All after the registration, still under the write lock, and independent of each other
+    // (session flag, audit log, revisions the history dropped): one round trip of waiting
+    // instead of three.
     let ends = async {
         if began {
             p.registry_write_ends().await;
@@ -75,7 +79,7 @@ pub(crate) async fn run_write<E: Env>(
                 .await;
         }
     };
-    futures::join!(ends, audited);
+    futures::join!(ends, audited, history::remove_stale(&p.env, &stale));
     done
 }
 
@@ -91,7 +95,7 @@ async fn write_locked<E: Env>(
     actor: Actor<'_>,
     args: WriteArgs,
     snap: &ScriptSnapshot,
-) -> Executed {
+) -> (Executed, Vec<String>) {
     let named = args.target().map(str::to_owned);
     // A delete or a disable registers nothing, so it needs no world configurations.
     let may_register = !matches!(
@@ -108,7 +112,8 @@ async fn write_locked<E: Env>(
     };
     let (stored, held) = futures::join!(store_step(env, actor, args, snap), held);
     match stored {
-        Stored::Changed(Ok(c)) => {
+        Stored::Changed(Ok(mut c)) => {
+            let stale = std::mem::take(&mut c.stale_history);
             p.scripts_written(&c);
             let registered = p
                 .sync_registration(
@@ -117,27 +122,32 @@ async fn write_locked<E: Env>(
                     held,
                 )
                 .await;
-            Executed {
+            let done = Executed {
                 target: Some(c.record.uuid.clone()),
                 result: Ok(write_result(&c, registered)),
-            }
+            };
+            (done, stale)
         }
         Stored::Deleted(Ok(record)) => {
             let uuid = record.uuid.clone();
             p.scripts_deleted(&uuid);
             p.sync_registration(&uuid, None, held).await;
-            Executed {
+            let done = Executed {
                 result: Ok(success(
                     format!("Deleted {} ({uuid}).", record.metadata.name),
                     json!({ "uuid": uuid, "name": record.metadata.name, "deleted": true }),
                 )),
                 target: Some(uuid),
-            }
+            };
+            (done, Vec::new())
         }
-        Stored::Changed(Err(e)) | Stored::Deleted(Err(e)) => Executed {
-            result: Err(p.script_failure(e).into()),
-            target: named,
-        },
+        Stored::Changed(Err(e)) | Stored::Deleted(Err(e)) => {
+            let done = Executed {
+                result: Err(p.script_failure(e).into()),
+                target: named,
+            };
+            (done, Vec::new())
+        }
     }
 }
 

@@ -71,6 +71,34 @@ describe("history: revisions, restore and trash, seen on a real page", () => {
     }
   });
 
+  test("a history stored in the old layout (every revision in one key) is read, then split into a key per revision at the next write", T, async () => {
+    const w = await t.ok("write_script", { source: userscript({ tag: "old", version: "v1" }) });
+    const u = w.script.uuid;
+    await t.ok("write_script", { uuid: u, revision: 1, source: userscript({ tag: "old", version: "v2" }) });
+    const page = await env.h.providerPage();
+    const storage = (keys) => page.evaluate((keys) => chrome.storage.local.get(keys), keys);
+    const prefix = `history/${u}`;
+    const keysOf = async () => Object.keys(await storage(null)).filter((k) => k.startsWith(prefix)).sort();
+    assert.deepEqual(await keysOf(), [prefix, `${prefix}/1`], "the new layout: an index and revision 1 under its own key");
+    // What an earlier version of the extension stored: revision 1 inline in the index.
+    const one = (await storage(`${prefix}/1`))[`${prefix}/1`];
+    await page.evaluate(async ([prefix, one]) => {
+      await chrome.storage.local.set({ [prefix]: { v: 1, revisions: [one] } });
+      await chrome.storage.local.remove(`${prefix}/1`);
+    }, [prefix, one]);
+    assert.deepEqual((await t.ok("list_revisions", { uuid: u })).revisions.map((r) => r.revision), [2, 1]);
+    assert.equal((await t.ok("get_script", { uuid: u, revision: 1 })).script.source, userscript({ tag: "old", version: "v1" }));
+    await t.ok("write_script", { uuid: u, revision: 2, source: userscript({ tag: "old", version: "v3" }) });
+    assert.deepEqual(await keysOf(), [prefix, `${prefix}/1`, `${prefix}/2`], "split at the write");
+    assert.equal((await storage(prefix))[prefix].v, 2);
+    const r = await t.ok("restore_script", { uuid: u, revision: 1, current_revision: 3 });
+    assert.equal(r.registered, true);
+    assert.deepEqual(await seen(env.tab, env.url(), ["old:v1", "h:v1"]), ["h:v1", "old:v1"], "the restored v1 runs");
+    await t.ok("delete_script", { uuid: u, revision: 4 });
+    await env.h.internal("trash.purge", { uuids: [u] });
+    assert.deepEqual(await keysOf(), [], "purged: no key of its history is left");
+  });
+
   test("the worker stopped mid-restore, 20 times: the script is whole and no version is lost", T, async () => {
     const sources = new Set();
     const stored = async () => (await t.ok("get_script", { uuid })).script;
