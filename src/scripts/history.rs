@@ -21,7 +21,7 @@
 use super::record::ScriptRecord;
 use crate::env::{Area, Storage};
 use crate::guard::digest::sha256_hex;
-use crate::vec_map::VecMap;
+use crate::vec_map::{VecMap, VecSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -38,16 +38,6 @@ pub fn history_key(uuid: &str) -> String {
 /// The key of one kept revision.
 pub fn revision_key(uuid: &str, revision: u64) -> String {
     format!("history/{uuid}/{revision}")
-}
-
-/// The uuid and revision a [`revision_key`] names.
-fn parse_revision_key(key: &str) -> Option<(&str, u64)> {
-    let (uuid, n) = key.strip_prefix("history/")?.split_once('/')?;
-    let n = n
-        .parse()
-        .ok()
-        .filter(|_| n.bytes().all(|b| b.is_ascii_digit()))?;
-    super::record::is_uuid(uuid).then_some((uuid, n))
 }
 
 /// One earlier version of a script: its record as it was (revision, metadata, enabled, who,
@@ -451,32 +441,28 @@ pub async fn keys_of<S: Storage>(
 /// The revision keys in `all` (storage as read whole) that no index lists: left behind by an
 /// interrupted change, or by a script removed for good.
 pub fn orphans(all: &Map<String, Value>) -> Vec<String> {
-    let mut listed: VecMap<&str, Index> = Default::default();
-    let mut out = Vec::new();
-    for k in all.keys() {
-        let Some(rest) = k.strip_prefix("history/") else {
+    let mut listed = VecSet::new();
+    for (k, v) in all {
+        let Some(uuid) = k.strip_prefix("history/") else {
             continue;
         };
-        let Some((uuid, _)) = rest.split_once('/') else {
-            continue;
-        };
-        if listed.get(uuid).is_none() {
-            listed.insert(uuid, decode_index(uuid, all.get(&history_key(uuid))));
-        }
-        let named = parse_revision_key(k).filter(|(_, n)| revision_key(uuid, *n) == *k);
-        let reachable = match (named, listed.get(uuid)) {
-            (Some((_, n)), Some(ix)) => ix
-                .kept
-                .iter()
-                .any(|kept| kept.unsaved.is_none() && kept.entry.revision == n),
-            _ => false,
-        };
-        if !reachable {
-            out.push(k.clone());
+        if super::record::is_uuid(uuid) {
+            let ix = decode_index(uuid, Some(v));
+            for kept in ix.kept.iter().filter(|k| k.unsaved.is_none()) {
+                listed.insert(revision_key(uuid, kept.entry.revision));
+            }
         }
     }
-    out
+    all.keys()
+        .filter(|k| {
+            k.strip_prefix("history/")
+                .is_some_and(|rest| rest.contains('/'))
+                && !listed.contains(k.as_str())
+        })
+        .cloned()
+        .collect()
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
