@@ -415,7 +415,7 @@ pub struct Change {
     pub created: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// The revisions the history's bounds dropped from its index: the writer removes them
-    /// ([`history::remove_stale`]) once the change is registered, off the reply's path.
+    /// ([`history::remove_stale`]) once the change is registered, beside the audit's `set`.
     pub stale_history: Vec<String>,
 }
 

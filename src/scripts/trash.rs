@@ -1,7 +1,8 @@
-//! The trash: a deleted script's record and source move to `trash/<uuid>` (its history stays
-//! under `history/<uuid>` and the keys it lists), listed in `trash/index`, oldest first. Kept [`KEEP_MS`] (30 days)
-//! and at most [`MAX_TRASH`] scripts; past either the oldest go for good, with their history,
-//! at the next delete or purge. Only the user purges (from the options page); no tool does.
+//! The trash: a deleted script's record and source move to `trash/<uuid>` (its history stays:
+//! `history/<uuid>` and the revisions it lists), listed in `trash/index`, oldest first. Kept
+//! [`KEEP_MS`] (30 days) and at most [`MAX_TRASH`] scripts; past either the oldest go for good,
+//! with their history, at the next delete or purge. Only the user purges (from the options
+//! page); no tool does.
 //!
 //! Atomicity: a delete is one `set` (index without the script, its trash entry, the trash
 //! index) followed by removing the live keys; an interruption in between leaves only an
