@@ -208,6 +208,7 @@ async fn import_items<E: Env>(
     p.registry_write_begins().await;
     let env = Journaled::new(&p.env, Some(entry.clone()));
     let done = import::import(&env, &snap, actor, items, answers).await;
+    drop(snap); // so the cache takes the changes in place, not in a copy
     let mut registered = Vec::new();
     if let Ok(done) = &done {
         for c in &done.changes {
