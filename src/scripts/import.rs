@@ -233,7 +233,7 @@ fn check(
             });
         }
         seen.push((identity, item.label.clone()));
-        let step = match check_identity(&snap.records, &meta, None) {
+        let step = match check_identity(snap, &meta, None) {
             Ok(()) => Step::Create,
             Err(store::ScriptError::DuplicateIdentity {
                 uuid,

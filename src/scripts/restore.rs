@@ -103,7 +103,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
     // The stored metadata of the old version is re-derived from its source, so a version
     // stored by an older parser comes back as today's validator reads it.
     let (meta, diagnostics) = validate(&target.source, max_bytes)?;
-    check_identity(&snap.records, &meta, Some(uuid))?;
+    check_identity(snap, &meta, Some(uuid))?;
     // The files that revision stored come back with it; only a URL it never stored (a
     // revision from before files were stored) is fetched.
     let prepared = crate::gm::asset_store::prepare(env, &meta, &target.record.assets).await?;

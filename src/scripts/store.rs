@@ -238,12 +238,31 @@ pub struct Problem {
 /// The index and every readable record (no sources): what listing, matching and the identity
 /// check need. The provider caches it; [`Snapshot::apply`] keeps a cached copy exact after a
 /// write.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Every uuid the index names, readable or not (a write must not drop an unreadable one).
     pub index: Vec<String>,
     pub records: Vec<ScriptRecord>,
     pub problems: Vec<Problem>,
+    /// Each record's [`names::identity`], in `records`' order: worked out at the first identity
+    /// check (a confusable skeleton per record, ~2 µs each) and kept by `apply` and `remove`,
+    /// so a write or an import item does not work out all of them again.
+    identities: std::cell::OnceCell<Vec<Identity>>,
+}
+
+type Identity = (String, String);
+
+/// Equal when they hold the same scripts (the identities are worked out of the records).
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+            && self.records == other.records
+            && self.problems == other.problems
+    }
+}
+
+fn identity_of(r: &ScriptRecord) -> Identity {
+    names::identity(r.metadata.namespace.as_deref(), &r.metadata.name)
 }
 
 impl Snapshot {
@@ -253,9 +272,22 @@ impl Snapshot {
         if !self.index.contains(&r.uuid) {
             self.index.push(r.uuid.clone());
         }
-        match self.records.iter_mut().find(|x| x.uuid == r.uuid) {
-            Some(slot) => *slot = r.clone(),
-            None => self.records.push(r.clone()),
+        let known = self.identities.get_mut();
+        match self.records.iter().position(|x| x.uuid == r.uuid) {
+            Some(i) => {
+                if let Some(slot) = known.and_then(|ids| ids.get_mut(i)) {
+                    *slot = identity_of(r);
+                }
+                if let Some(slot) = self.records.get_mut(i) {
+                    *slot = r.clone();
+                }
+            }
+            None => {
+                if let Some(ids) = known {
+                    ids.push(identity_of(r));
+                }
+                self.records.push(r.clone());
+            }
         }
         self.problems.retain(|p| p.uuid != r.uuid);
     }
@@ -263,8 +295,23 @@ impl Snapshot {
     /// After a successful delete.
     pub fn remove(&mut self, uuid: &str) {
         self.index.retain(|u| u != uuid);
-        self.records.retain(|r| r.uuid != uuid);
+        if let Some(i) = self.records.iter().position(|r| r.uuid == uuid) {
+            self.records.remove(i);
+            if let Some(ids) = self.identities.get_mut() {
+                if i < ids.len() {
+                    ids.remove(i);
+                }
+            }
+        }
         self.problems.retain(|p| p.uuid != uuid);
+    }
+
+    /// Every record with its identity.
+    fn with_identities(&self) -> impl Iterator<Item = (&ScriptRecord, &Identity)> {
+        let ids = self
+            .identities
+            .get_or_init(|| self.records.iter().map(identity_of).collect());
+        self.records.iter().zip(ids)
     }
 
     /// Whether storage holding `value` under `key` agrees with this snapshot (`Null`: removed).
@@ -312,6 +359,7 @@ pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
         index,
         records,
         problems,
+        identities: std::cell::OnceCell::new(),
     })
 }
 
@@ -422,15 +470,15 @@ pub struct Change {
 /// `@namespace` + `@name` identify a script to the user, so no two may look the same: they are
 /// compared by confusable skeleton ([`names::identity`]), not byte for byte.
 pub(crate) fn check_identity(
-    records: &[ScriptRecord],
+    snap: &Snapshot,
     meta: &Metadata,
     except: Option<&str>,
 ) -> Result<(), ScriptError> {
     let wanted = names::identity(meta.namespace.as_deref(), &meta.name);
-    let clash = records.iter().find(|r| {
-        Some(r.uuid.as_str()) != except
-            && names::identity(r.metadata.namespace.as_deref(), &r.metadata.name) == wanted
-    });
+    let clash = snap
+        .with_identities()
+        .find(|(r, id)| Some(r.uuid.as_str()) != except && **id == wanted)
+        .map(|(r, _)| r);
     match clash {
         Some(r) => Err(ScriptError::DuplicateIdentity {
             namespace: r.metadata.namespace.clone(),
@@ -504,7 +552,7 @@ pub async fn create<E: Storage + Clock + Ids + Http>(
     if index.len() >= MAX_SCRIPTS {
         return Err(ScriptError::TooMany);
     }
-    check_identity(&snap.records, &meta, None)?;
+    check_identity(snap, &meta, None)?;
     let Prepared { assets, items } = asset_store::prepare(env, &meta, &[]).await?;
     let uuid = env.new_uuid();
     let now = env.now_ms();
@@ -566,7 +614,7 @@ pub async fn replace<E: Storage + Clock + Http>(
         .map_err(storage_err)?;
     let (current, old_source) = decode_with_source(&got, uuid)?;
     check_revision(&current, Some(expected))?;
-    check_identity(&snap.records, &meta, Some(uuid))?;
+    check_identity(snap, &meta, Some(uuid))?;
     // Only URLs the current version does not hold are fetched; the rest keep their bytes.
     let Prepared { assets, items } = asset_store::prepare(env, &meta, &current.assets).await?;
     let record = ScriptRecord {
@@ -845,6 +893,49 @@ mod tests {
             Err(ScriptError::DuplicateIdentity { .. })
         ));
         assert!(block_on(rewrite(&env, HOST, &a, 1, &src("A", "2"))).is_ok());
+    }
+
+    /// One snapshot kept across writes, as the provider's cache is: the identities it worked
+    /// out at its first check follow every change and delete after it.
+    #[test]
+    fn a_kept_snapshot_checks_identities_as_its_scripts_are_now() {
+        let env = MemoryEnv::new();
+        let mut kept = snap(&env);
+        let mut made = |kept: &mut Snapshot, name: &str| {
+            let c = block_on(create(&env, kept, HOST, &src(name, "1"), true, MAX)).unwrap();
+            kept.apply(&c);
+            c.record.uuid
+        };
+        let a = made(&mut kept, "Bank helper");
+        let b = made(&mut kept, "Other");
+        let meta = |name: &str| metadata::parse(&src(name, "")).metadata.unwrap();
+        let clash = |kept: &Snapshot, name: &str| match check_identity(kept, &meta(name), None) {
+            Err(ScriptError::DuplicateIdentity { uuid, .. }) => Some(uuid),
+            _ => None,
+        };
+        // A look-alike (Cyrillic а) of A's name.
+        assert_eq!(clash(&kept, "B\u{0430}nk helper"), Some(a.clone()));
+        // A renamed: its old name is free, its new one taken.
+        let renamed = block_on(replace(
+            &env,
+            &kept,
+            HOST,
+            &a,
+            1,
+            &src("Renamed", "2"),
+            None,
+            MAX,
+        ))
+        .unwrap();
+        kept.apply(&renamed);
+        assert_eq!(clash(&kept, "B\u{0430}nk helper"), None);
+        assert_eq!(clash(&kept, "Renamed"), Some(a.clone()));
+        // B deleted: its name is free; a new script's is taken.
+        kept.remove(&b);
+        assert_eq!(clash(&kept, "Other"), None);
+        let c = made(&mut kept, "Third");
+        assert_eq!(clash(&kept, "Third"), Some(c));
+        assert_eq!(clash(&kept, "Renamed"), Some(a));
     }
 
     #[test]
