@@ -901,7 +901,7 @@ mod tests {
     fn a_kept_snapshot_checks_identities_as_its_scripts_are_now() {
         let env = MemoryEnv::new();
         let mut kept = snap(&env);
-        let mut made = |kept: &mut Snapshot, name: &str| {
+        let made = |kept: &mut Snapshot, name: &str| {
             let c = block_on(create(&env, kept, HOST, &src(name, "1"), true, MAX)).unwrap();
             kept.apply(&c);
             c.record.uuid
