@@ -156,40 +156,36 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
     };
     let layout_2 = v.get("v").and_then(Value::as_u64) == Some(2);
     for (i, item) in items.iter().enumerate() {
-        if layout_2 {
-            match <Entry as Deserialize>::deserialize(item) {
-                Ok(e) if ix.kept.iter().all(|k| k.entry.revision != e.revision) => {
-                    ix.kept.push(Kept {
-                        entry: e,
-                        unsaved: None,
-                    })
-                }
-                Ok(e) => ix
-                    .problems
-                    .push(format!("revision {} is listed twice; skipped", e.revision)),
-                Err(e) => ix
-                    .problems
-                    .push(format!("history entry {i} is damaged ({e}); skipped")),
-            }
-            continue;
-        }
-        // The old layout: every revision inline.
-        match <Revision as Deserialize>::deserialize(item).map_err(|e| e.to_string()) {
-            Ok(r) => match check(uuid, None, r) {
-                Ok(r) => ix.kept.push(Kept {
+        let kept = if layout_2 {
+            <Entry as Deserialize>::deserialize(item)
+                .map(|entry| Kept {
+                    entry,
+                    unsaved: None,
+                })
+                .map_err(|e| format!("history entry {i} is damaged ({e})"))
+        } else {
+            // The old layout: every revision inline.
+            <Revision as Deserialize>::deserialize(item)
+                .map_err(|e| e.to_string())
+                .and_then(|r| check(uuid, None, r))
+                .map(|r| Kept {
                     entry: Entry {
                         revision: r.record.revision,
                         bytes: r.source.len(),
                     },
                     unsaved: Some(r),
-                }),
-                Err(why) => ix
-                    .problems
-                    .push(format!("revision entry {i} {why}; skipped")),
-            },
-            Err(e) => ix
-                .problems
-                .push(format!("revision entry {i} is damaged ({e}); skipped")),
+                })
+                .map_err(|why| format!("revision entry {i} is damaged ({why})"))
+        };
+        match kept {
+            Ok(k) if ix.kept.iter().any(|x| x.entry.revision == k.entry.revision) => {
+                ix.problems.push(format!(
+                    "revision {} is listed twice; skipped",
+                    k.entry.revision
+                ))
+            }
+            Ok(k) => ix.kept.push(k),
+            Err(why) => ix.problems.push(format!("{why}; skipped")),
         }
     }
     ix
@@ -622,7 +618,7 @@ mod tests {
         let mut items = Map::new();
         items.insert(
             history_key(U),
-            old_layout(&[good, tampered, json!(17), other, three]),
+            old_layout(&[good, tampered, json!(17), other, three.clone(), three]),
         );
         block_on(env.set(Area::Local, items)).unwrap();
         let h = block_on(load(&env, U)).unwrap();
@@ -633,7 +629,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![1, 3]
         );
-        assert_eq!(h.problems.len(), 3, "{:?}", h.problems);
+        assert_eq!(h.problems.len(), 4, "{:?}", h.problems);
+        assert!(h.problems[3].contains("listed twice"), "{:?}", h.problems);
 
         let pushed = keep(&env, rev(U, 4, "four"));
         assert!(pushed.stale.is_empty());
