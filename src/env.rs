@@ -262,6 +262,8 @@ pub mod memory {
         pub tabs: RefCell<Vec<Tab>>,
         /// Every `tabs` and `tab` call: "query", or "get <id>".
         pub tab_calls: RefCell<Vec<String>>,
+        /// Chrome's refusal of every `tab` call, when set (a tab strip being dragged…).
+        pub tab_error: RefCell<Option<String>>,
         /// What `execute` answers (None: it never settles, like a page in an endless loop).
         pub execute_answer: RefCell<Option<Result<Value, String>>>,
         /// Every `execute` call: (tab, all frames, world, code).
@@ -511,6 +513,9 @@ pub mod memory {
 
         async fn tab(&self, id: i64) -> Result<Tab, EnvError> {
             self.tab_calls.borrow_mut().push(format!("get {id}"));
+            if let Some(e) = self.tab_error.borrow().clone() {
+                return Err(EnvError(e));
+            }
             self.tabs
                 .borrow()
                 .iter()

@@ -242,6 +242,17 @@ fn a_tab_named_by_id_is_asked_for_alone_and_one_named_by_url_among_all() {
         .unwrap()
         .contains("no open tab has id 99"));
     assert_eq!(*p.env.tab_calls.borrow(), ["get 99"]);
+    // Another refusal of Chrome's is not a missing tab.
+    *p.env.tab_error.borrow_mut() =
+        Some("Tabs cannot be edited right now (user may be dragging a tab).".into());
+    let refused = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(error_code(&refused), Some("CANNOT_RUN"), "{refused}");
+    assert!(refused["structuredContent"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("dragging a tab"));
+    assert_eq!(p.env.executed.borrow().len(), 1, "nothing more ran");
+    *p.env.tab_error.borrow_mut() = None;
     p.env.tab_calls.borrow_mut().clear();
     call(&p, &s, "try_script", args());
     assert_eq!(*p.env.tab_calls.borrow(), ["query"]);

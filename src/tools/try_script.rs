@@ -422,10 +422,19 @@ pub(super) async fn call<E: Env>(
 async fn find_tab<E: Env>(p: &Provider<E>, target: &Target) -> Result<Tab, ToolError> {
     let tabs = match target {
         Target::TabId(id) => p.env.tab(*id).await.map(|t| vec![t]).map_err(|e| {
-            ToolError::new(
-                ErrorCode::NotFound,
-                format!("no open tab has id {id} ({e})"),
-            )
+            // Chrome says "No tab with id: 7." for an id no tab has; anything else is another
+            // refusal, and the tab may well exist.
+            if e.0.contains("No tab with id") {
+                ToolError::new(
+                    ErrorCode::NotFound,
+                    format!("no open tab has id {id} ({e})"),
+                )
+            } else {
+                ToolError::new(
+                    ErrorCode::CannotRun,
+                    format!("Chrome did not give tab {id}; nothing ran ({e})"),
+                )
+            }
         })?,
         Target::Url(_) => p.env.tabs().await.map_err(|e| {
             ToolError::new(
