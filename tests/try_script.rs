@@ -235,22 +235,18 @@ fn a_tab_named_by_id_is_asked_for_alone_and_one_named_by_url_among_all() {
     assert_eq!(p.env.executed.borrow().len(), 1, "{by_id}");
     assert_eq!(*p.env.tab_calls.borrow(), ["get 7"]);
     p.env.tab_calls.borrow_mut().clear();
-    let missing = call(&p, &s, "try_script", in_tab(99));
-    assert_eq!(error_code(&missing), Some("NOT_FOUND"), "{missing}");
-    assert!(missing["structuredContent"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("no open tab has id 99"));
+    let refused_as = |tab: i64, code: &str, says: &str| {
+        let r = call(&p, &s, "try_script", in_tab(tab));
+        assert_eq!(error_code(&r), Some(code), "{r}");
+        let message = r["structuredContent"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(says), "{r}");
+    };
+    refused_as(99, "NOT_FOUND", "no open tab has id 99");
     assert_eq!(*p.env.tab_calls.borrow(), ["get 99"]);
     // Another refusal of Chrome's is not a missing tab.
     *p.env.tab_error.borrow_mut() =
         Some("Tabs cannot be edited right now (user may be dragging a tab).".into());
-    let refused = call(&p, &s, "try_script", in_tab(7));
-    assert_eq!(error_code(&refused), Some("CANNOT_RUN"), "{refused}");
-    assert!(refused["structuredContent"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("dragging a tab"));
+    refused_as(7, "CANNOT_RUN", "dragging a tab");
     assert_eq!(p.env.executed.borrow().len(), 1, "nothing more ran");
     *p.env.tab_error.borrow_mut() = None;
     p.env.tab_calls.borrow_mut().clear();
