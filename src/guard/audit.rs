@@ -28,7 +28,8 @@
 //! empty. Chunks of 10 keep that cost flat; reading the whole log is a `get` of 100 keys instead
 //! of 10, for the same bytes. A log stored with chunks of 100 is read as it is: its newest chunk
 //! counts as full, so the next entry starts a new one, and its old chunks leave the ring as it
-//! moves on (until then a ring may hold up to 1,900 entries).
+//! moves on (until then a ring may hold up to 1,900 entries). A damaged head is found again from
+//! the chunks stored, so an append never overwrites a chunk that still holds entries.
 
 use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
 use futures::channel::oneshot;
@@ -136,14 +137,54 @@ async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, AuditError> {
         .get(Area::Local, &[&key])
         .await
         .map_err(AuditError::Storage)?;
-    Ok(decode_head(got.get(&key)))
+    match got.get(&key) {
+        None => Ok(Head::default()),
+        Some(v) => match valid_head(v) {
+            Some(h) => Ok(h),
+            // Damaged: found again from the chunks stored, so the next append neither starts
+            // over at chunk 0 nor overwrites a chunk that still holds entries. Rare, so one
+            // read of everything is fine.
+            None => Ok(head_from_chunks(
+                &s.get_all(Area::Local)
+                    .await
+                    .map_err(AuditError::Storage)?,
+                ring,
+            )),
+        },
+    }
+}
+
+fn valid_head(v: &Value) -> Option<Head> {
+    <Head as serde::Deserialize>::deserialize(v)
+        .ok()
+        // A head that cannot be right (or would overflow) is not trusted, never a panic.
+        .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS && h.last < u64::MAX / 2)
 }
 
 fn decode_head(v: Option<&Value>) -> Head {
-    v.and_then(|v| <Head as serde::Deserialize>::deserialize(v).ok())
-        // A head that cannot be right (or would overflow) starts the log over rather than panic.
-        .filter(|h| h.first <= h.last && h.last - h.first < MAX_CHUNKS && h.last < u64::MAX / 2)
-        .unwrap_or_default()
+    v.and_then(valid_head).unwrap_or_default()
+}
+
+/// The head of the chunks of `ring` that `all` holds: the newest [`MAX_CHUNKS`] of them.
+fn head_from_chunks(all: &Map<String, Value>, ring: Ring) -> Head {
+    let prefix = format!("{}/", ring.prefix());
+    let numbers = all.keys().filter_map(|k| {
+        k.strip_prefix(&prefix)
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|n| *n < u64::MAX / 2)
+    });
+    let (mut low, mut high) = (None::<u64>, None::<u64>);
+    for n in numbers {
+        low = Some(low.map_or(n, |l| l.min(n)));
+        high = Some(high.map_or(n, |h| h.max(n)));
+    }
+    match (low, high) {
+        (Some(low), Some(last)) => Head {
+            first: low.max(last.saturating_sub(MAX_CHUNKS - 1)),
+            last,
+        },
+        _ => Head::default(),
+    }
 }
 
 /// A ring's head and its newest chunk.
@@ -485,6 +526,36 @@ mod tests {
         Entry {
             result: "INVALID_ARGUMENTS".into(),
             ..entry(i)
+        }
+    }
+
+    #[test]
+    fn a_damaged_head_is_found_again_from_the_chunks_and_nothing_is_overwritten() {
+        for junk in [
+            serde_json::json!({ "first": "x", "last": -1 }),
+            serde_json::json!({ "first": 0, "last": 1000 }),
+            serde_json::json!("junk"),
+        ] {
+            let env = MemoryEnv::new();
+            for i in 0..25 {
+                block_on(append(&env, &entry(i), &Tail::default())).unwrap();
+                block_on(append(&env, &refusal(1000 + i), &Tail::default())).unwrap();
+            }
+            env.areas
+                .borrow_mut()
+                .get_mut(&Area::Local)
+                .unwrap()
+                .insert(HEAD_KEY.into(), junk.clone());
+            assert_eq!(block_on(read_all(&env)).unwrap().len(), 50, "{junk}");
+            block_on(append(&env, &entry(25), &Tail::default())).unwrap();
+            let all = block_on(read_all(&env)).unwrap();
+            let ok: Vec<f64> = all.iter().filter(|e| e.result == "ok").map(|e| e.at).collect();
+            assert!(
+                ok.iter().rev().copied().eq((0..=25).map(|i| i as f64)),
+                "{junk}: {ok:?}"
+            );
+            assert_eq!(all.iter().filter(|e| e.result != "ok").count(), 25);
+            assert_eq!(env.dump(Area::Local)[HEAD_KEY], serde_json::json!({ "first": 0, "last": 2 }));
         }
     }
 
