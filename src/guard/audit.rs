@@ -145,9 +145,7 @@ async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, AuditError> {
             // over at chunk 0 nor overwrites a chunk that still holds entries. Rare, so one
             // read of everything is fine.
             None => Ok(head_from_chunks(
-                &s.get_all(Area::Local)
-                    .await
-                    .map_err(AuditError::Storage)?,
+                &s.get_all(Area::Local).await.map_err(AuditError::Storage)?,
                 ring,
             )),
         },
@@ -549,13 +547,20 @@ mod tests {
             assert_eq!(block_on(read_all(&env)).unwrap().len(), 50, "{junk}");
             block_on(append(&env, &entry(25), &Tail::default())).unwrap();
             let all = block_on(read_all(&env)).unwrap();
-            let ok: Vec<f64> = all.iter().filter(|e| e.result == "ok").map(|e| e.at).collect();
+            let ok: Vec<f64> = all
+                .iter()
+                .filter(|e| e.result == "ok")
+                .map(|e| e.at)
+                .collect();
             assert!(
                 ok.iter().rev().copied().eq((0..=25).map(|i| i as f64)),
                 "{junk}: {ok:?}"
             );
             assert_eq!(all.iter().filter(|e| e.result != "ok").count(), 25);
-            assert_eq!(env.dump(Area::Local)[HEAD_KEY], serde_json::json!({ "first": 0, "last": 2 }));
+            assert_eq!(
+                env.dump(Area::Local)[HEAD_KEY],
+                serde_json::json!({ "first": 0, "last": 2 })
+            );
         }
     }
 
@@ -588,7 +593,11 @@ mod tests {
         assert_eq!(keys, ["audit/4", HEAD_KEY]);
         let all = block_on(read_all(&env)).unwrap();
         assert_eq!(all.len(), planted + 1);
-        assert!(all.iter().rev().map(|e| e.at).eq((0..=planted).map(|i| i as f64)));
+        assert!(all
+            .iter()
+            .rev()
+            .map(|e| e.at)
+            .eq((0..=planted).map(|i| i as f64)));
     }
 
     #[test]
@@ -612,11 +621,17 @@ mod tests {
                 let log = env.storage_log.borrow();
                 log[log.len() - 2].1.clone()
             };
-            let chunk = env.dump(Area::Local)[&keys[0]].as_array().map_or(0, Vec::len);
+            let chunk = env.dump(Area::Local)[&keys[0]]
+                .as_array()
+                .map_or(0, Vec::len);
             assert!(chunk <= CHUNK, "{keys:?} holds {chunk}");
         }
         let all = block_on(read_all(&env)).unwrap();
-        assert!(all.len() <= MAX_ENTRIES && all.len() > MAX_ENTRIES - CHUNK, "{}", all.len());
+        assert!(
+            all.len() <= MAX_ENTRIES && all.len() > MAX_ENTRIES - CHUNK,
+            "{}",
+            all.len()
+        );
         assert_eq!(all[0].at, (planted + 2 * MAX_ENTRIES - 1) as f64);
     }
 
