@@ -123,9 +123,40 @@ describe("record", () => {
     }, [p]);
     await until(() => h.lumo("rawMessages", p), (m) => m.some((x) => x.id === "x1199"), 90_000);
     const entries = (await h.internal("audit.list")).entries;
-    assert.ok(entries.filter((e) => e.result === "INVALID_ARGUMENTS").length >= 900, "the refusals are audited too");
+    assert.ok(entries.filter((e) => e.result === "INVALID_ARGUMENTS").length >= 990, "the refusals are audited too (a ring keeps its newest 990–1000)");
     const mine = entries.filter((e) => e.target === uuid && e.result === "ok");
     assert.equal(mine.length, 1, `the write's entry is still there: ${show(entries.slice(-3))}`);
+    await h.lumo("rawClose", p);
+  });
+
+  test("an audit log stored in chunks of 100 (the earlier layout) is listed whole after a restart; the next write starts a chunk of its own", T, async () => {
+    const page = await h.providerPage();
+    const storage = (keys) => page.evaluate((keys) => chrome.storage.local.get(keys), keys);
+    const t0 = Date.now() - 1e6;
+    await page.evaluate(async ([t0, caller]) => {
+      const all = await chrome.storage.local.get(null);
+      await chrome.storage.local.remove(Object.keys(all).filter((k) => /^audit\/(head|\d+)$/.test(k)));
+      const entry = (i) => ({ at: t0 + i, tool: "write_script", caller, result: "ok", digest: i.toString(16).padStart(64, "0") });
+      await chrome.storage.local.set({
+        "audit/head": { first: 0, last: 1 },
+        "audit/0": Array.from({ length: 100 }, (_, i) => entry(i)),
+        "audit/1": Array.from({ length: 37 }, (_, i) => entry(100 + i)),
+      });
+    }, [t0, HOST_ID]);
+    await h.stopProviderWorker();
+    const p = await rawReady();
+    await send(p, callMsg("after-upgrade", "write_script", { source: source("Written after the upgrade") }));
+    const made = await replyTo(p, "after-upgrade");
+    assert.equal(made.result?.isError, false, show(made));
+    const uuid = made.result.structuredContent.script.uuid;
+    const ok = (await h.internal("audit.list")).entries.filter((e) => e.result === "ok");
+    assert.equal(ok[0]?.target, uuid, `the write is the newest entry: ${show(ok[0])}`);
+    assert.deepEqual(ok.slice(1).map((e) => e.at), Array.from({ length: 137 }, (_, i) => t0 + 136 - i), "every planted entry listed, newest first");
+    const stored = await storage(["audit/head", "audit/0", "audit/1", "audit/2"]);
+    assert.deepEqual(stored["audit/head"], { first: 0, last: 2 });
+    assert.equal(stored["audit/0"].length, 100);
+    assert.equal(stored["audit/1"].length, 37, "the old newest chunk is not rewritten");
+    assert.deepEqual(stored["audit/2"].map((e) => e.target), [uuid]);
     await h.lumo("rawClose", p);
   });
 
