@@ -24,8 +24,8 @@
 //! chunk, and `chrome.storage.local.set` costs about in proportion to its size (measured from an
 //! extension page, medians: 2 entries 0.6–1.3 ms, 25 entries 1.5–1.8 ms, 100 entries 3.5–4.7
 //! ms), on top of the JSON conversions and the change's echo. With chunks of 100, a
-//! `write_script` with a nearly full newest chunk took 22.9 ms against 14.5 ms with it nearly
-//! empty. Chunks of 10 keep that cost flat; reading the whole log is a `get` of 100 keys instead
+//! `write_script` with a nearly full newest chunk took 16.4–22.9 ms against 11.3–14.5 ms with it
+//! nearly empty. Chunks of 10 keep that cost flat; reading the whole log is a `get` of 100 keys instead
 //! of 10, for the same bytes. A log stored with chunks of 100 is read as it is: its newest chunk
 //! counts as full, so the next entry starts a new one, and its old chunks leave the ring as it
 //! moves on (until then a ring may hold up to 1,900 entries). A damaged head is found again from
