@@ -25,11 +25,11 @@
 //! extension page, medians: 2 entries 0.6–1.3 ms, 25 entries 1.5–1.8 ms, 100 entries 3.5–4.7
 //! ms), on top of the JSON conversions and the change's echo. With chunks of 100, a
 //! `write_script` with a nearly full newest chunk took 16.4–22.9 ms against 11.3–14.5 ms with it
-//! nearly empty. Chunks of 10 keep that cost flat; reading the whole log is a `get` of 100 keys instead
-//! of 10, for the same bytes. A log stored with chunks of 100 is read as it is: its newest chunk
-//! counts as full, so the next entry starts a new one, and its old chunks leave the ring as it
-//! moves on (until then a ring may hold up to 1,900 entries). A damaged head is found again from
-//! the chunks stored, so an append never overwrites a chunk that still holds entries.
+//! nearly empty. Chunks of 10 keep that cost flat; reading the whole log is a `get` of 100 keys
+//! instead of 10, for the same bytes. A log stored with chunks of 100 is read as it is: its newest
+//! chunk counts as full, so the next entry starts a new one, and its old chunks leave the ring as
+//! it moves on (until then a ring may hold up to 1,900 entries). A damaged head is found again
+//! from the chunks stored, so an append never overwrites a chunk that still holds entries.
 
 use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
 use futures::channel::oneshot;
@@ -166,18 +166,13 @@ fn decode_head(v: Option<&Value>) -> Head {
 /// The head of the chunks of `ring` that `all` holds: the newest [`MAX_CHUNKS`] of them.
 fn head_from_chunks(all: &Map<String, Value>, ring: Ring) -> Head {
     let prefix = format!("{}/", ring.prefix());
-    let numbers = all.keys().filter_map(|k| {
-        k.strip_prefix(&prefix)
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|n| *n < u64::MAX / 2)
-    });
-    let (mut low, mut high) = (None::<u64>, None::<u64>);
-    for n in numbers {
-        low = Some(low.map_or(n, |l| l.min(n)));
-        high = Some(high.map_or(n, |h| h.max(n)));
-    }
-    match (low, high) {
-        (Some(low), Some(last)) => Head {
+    let numbers: Vec<u64> = all
+        .keys()
+        .filter_map(|k| k.strip_prefix(&prefix)?.parse::<u64>().ok())
+        .filter(|n| *n < u64::MAX / 2)
+        .collect();
+    match (numbers.iter().min(), numbers.iter().max()) {
+        (Some(&low), Some(&last)) => Head {
             first: low.max(last.saturating_sub(MAX_CHUNKS - 1)),
             last,
         },
