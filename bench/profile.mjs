@@ -1,0 +1,196 @@
+#!/usr/bin/env node
+// Where the worker's CPU goes per call (`make profile`; not a test). The bench's timed copies say
+// how long a call takes and which browser calls it waits for; this says what the worker thread
+// does meanwhile. A copy of dist/ whose .wasm keeps its function names (the same `wasm-opt -Oz`
+// code, plus `-g`) is sampled by V8's profiler over CDP, attached only around the measured calls,
+// for each scenario: the probe and MCP `ping` (each beside the baseline provider's, which does no
+// work of its own), `tools/call status`, and `write_script` at 10 stored.
+//
+// Per call it prints the worker's busy time (all but idle), then that time split by what ran
+// (self time): our wasm by module, and everything JS or native under a wasm-bindgen import named
+// by that import (`getScripts`, `set`, `parse` = JSON.parse of a reply with its text decoding…),
+// then the heaviest of our functions with what they call. Read the split, not the totals:
+// while V8 profiles, every call into Chrome's native code goes through a slower, recording path
+// (a `TextDecoder.decode` of 15 KB takes ~2 µs unprofiled and shows as tens), so native shares
+// are inflated and wasm shares are the ones to compare. Times to quote come from `make bench`
+// and `make bench-ab`.
+//   node bench/profile.mjs [probe|ping|status|write ...]   PROFILE_N=<calls> PROFILE_US=<interval>
+import { execFileSync } from "node:child_process";
+import { cpSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { DIST_DIR, HOST_ID, PROVIDER_ID as P, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
+import { launch } from "./lib/browser.mjs";
+import { BASELINE_ID as B, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
+import { table } from "./lib/stats.mjs";
+import { userscript } from "./lib/userscript.mjs";
+
+const SCENARIOS = process.argv.slice(2).length ? process.argv.slice(2) : ["probe", "ping", "status", "write"];
+const N = Number(process.env.PROFILE_N ?? 2000); // calls per scenario (writes: N / 20)
+const INTERVAL_US = Number(process.env.PROFILE_US ?? 25);
+const INPAGE = readFileSync(new URL("./lib/inpage.js", import.meta.url), "utf8");
+const log = (...a) => console.error("profile:", ...a);
+
+/** dist/ with a .wasm that keeps its names: what `scripts/build.sh` ships, optimised the same way plus `-g`. */
+function namedDist() {
+  const out = join(OUT_DIR, "ext", "provider-named");
+  rmSync(out, { recursive: true, force: true });
+  cpSync(DIST_DIR, out, { recursive: true });
+  execFileSync(join(REPO_ROOT, "node_modules/.bin/wasm-opt"), [
+    "-Oz", "-g", "--strip-dwarf", "--strip-producers",
+    "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",
+    "--enable-mutable-globals", "--enable-reference-types", "--enable-multivalue",
+    join(REPO_ROOT, "target/bindgen/lumo_userscripts_bg.wasm"), "-o", join(out, "wasm/lumo_userscripts_bg.wasm"),
+  ]);
+  return out;
+}
+
+const rustPath = (name) => name.replace(/^<|\{\{closure\}\}|::h[0-9a-f]{16}.*$/g, "").replace(/\[[0-9a-f]{16}\]/g, "");
+/**
+ * What a sampled frame is, for the split: [category, label]. Chrome's native code often has no
+ * frame of its own (its time is the calling JS function's self time), so everything JS or native
+ * under a wasm-bindgen import is named by that import: what Chrome and the glue spent on that
+ * call, argument conversion included (a `parse` is `JSON.parse` of a reply with its text decoding).
+ */
+function kind(frame, under) {
+  const { functionName: f, url } = frame;
+  if (f === "(idle)") return ["idle", "idle"];
+  if (f === "(program)") return ["v8", "(program): V8 outside any frame"];
+  if (f === "(garbage collector)") return ["v8", "garbage collector"];
+  if (url.endsWith(".wasm")) {
+    const path = rustPath(f);
+    const m = path.match(/^lumo_userscripts::(\w+)/);
+    return ["wasm", m ? `wasm: ${m[1]}` : `wasm: ${path.split("::")[0] || f}`];
+  }
+  if (under) return ["chrome", `JS/Chrome in the call ${under}`];
+  if (url.endsWith("/sw.js") || url.endsWith("/compile.js")) return ["js", "JS: the loader (sw.js)"];
+  if (!url) return ["chrome", "native, outside any import"];
+  return ["js", "JS: wasm-bindgen glue (entering wasm)"];
+}
+
+/** Aggregates a CPU profile over `n` calls. */
+function summarise(profile, n) {
+  const byId = new Map(profile.nodes.map((x) => [x.id, x]));
+  const parent = new Map();
+  for (const x of profile.nodes) for (const c of x.children ?? []) parent.set(c, x.id);
+  // The wasm-bindgen import a native frame ran under: `__wbg_getScripts_6a8c…` -> getScripts.
+  const importOf = (id) => {
+    for (let x = id; x !== undefined; x = parent.get(x)) {
+      const m = byId.get(x).callFrame.functionName.match(/^__wbg_(\w+?)_[0-9a-f]{8,}$/);
+      if (m) return m[1];
+    }
+    return undefined;
+  };
+  const split = new Map();
+  const inclusive = new Map();
+  let busy = 0;
+  let all = 0;
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i + 1] ?? 0;
+    all += dt;
+    const [cat, label] = kind(byId.get(id).callFrame, importOf(id));
+    if (cat === "idle") return;
+    busy += dt;
+    split.set(label, (split.get(label) ?? 0) + dt);
+    const seen = new Set();
+    for (let x = id; x !== undefined; x = parent.get(x)) {
+      const f = byId.get(x).callFrame;
+      if (!f.url.endsWith(".wasm") || !f.functionName.includes("lumo_userscripts::")) continue;
+      const key = rustPath(f.functionName).replace(/lumo_userscripts::/g, "");
+      if (seen.has(key)) continue;
+      seen.add(key);
+      inclusive.set(key, (inclusive.get(key) ?? 0) + dt);
+    }
+  });
+  const perCall = (us) => us / n;
+  return {
+    wallPerCall: perCall(all), busyPerCall: perCall(busy),
+    split: [...split.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v), v / busy]),
+    inclusive: [...inclusive.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v)]),
+  };
+}
+
+async function profiled(browser, id, calls, run) {
+  const { targetId } = browser.workerTarget(id);
+  const { sessionId } = await browser.cdp.send("Target.attachToTarget", { targetId, flatten: true });
+  const send = (m, p) => browser.cdp.send(m, p, sessionId);
+  try {
+    await send("Profiler.enable");
+    await send("Profiler.setSamplingInterval", { interval: INTERVAL_US });
+    await send("Profiler.start");
+    await run();
+    const { profile } = await send("Profiler.stop");
+    return summarise(profile, calls);
+  } finally {
+    await browser.cdp.send("Target.detachFromTarget", { sessionId }).catch(() => {});
+  }
+}
+
+const us = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+function print(name, r, base) {
+  console.log(`\n${name}: the worker busy ${us(r.busyPerCall)} µs per call${base ? ` (the baseline's: ${us(base.busyPerCall)} µs)` : ""}, profiled (native shares inflated: see the header)`);
+  console.log(table(["what ran (self time)", "µs per call", "share"], r.split.filter(([, v]) => v >= 0.5).slice(0, 16).map(([k, v, s]) => [k, us(v), `${(100 * s).toFixed(1)} %`])));
+  console.log(table(["our function (with what it calls)", "µs per call"], r.inclusive.slice(0, 14).map(([k, v]) => [k.slice(0, 110), us(v)])));
+}
+
+const ext = await prepareExtensions();
+const named = namedDist();
+const browser = await launch([named, ext.host, ext.baseline]);
+try {
+  const host = await browser.page(`chrome-extension://${HOST_ID}/host.html`);
+  await browser.watchWorkers(host.sessionId);
+  await host.eval(`() => {${INPAGE}}`);
+  await browser.waitRunning(P);
+  await browser.waitRunning(B);
+  const page = await browser.page(`chrome-extension://${P}/manifest.json`);
+  const added = await page.eval((msg) => chrome.runtime.sendMessage(msg), { channel: "lumo:internal", op: "policy.add", id: HOST_ID, name: "Lumo Test Host" });
+  if (added?.ok !== true) throw new Error(`policy.add: ${JSON.stringify(added)}`);
+  const extensions = await browser.page("chrome://extensions/");
+  await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
+  await extensions.close();
+  await host.eval(async (ids) => { for (const id of ids) await bench.open(id); }, [P, B]);
+
+  const probes = (id, n) => host.eval((id, n) => bench.probes([id], n), id, n);
+  const rounds = (c, n) => host.eval((c, n) => bench.rounds(c, n), c, n);
+  const status = (id) => [{ id, method: "tools/call", params: { name: "status", arguments: {} } }];
+  const calls = {
+    probe: (id, n) => probes(id, n),
+    ping: (id, n) => rounds([{ id, method: "ping" }], n),
+    status: (id, n) => rounds(status(id), n),
+  };
+  for (const scenario of SCENARIOS) {
+    if (calls[scenario]) {
+      log(scenario);
+      const n = N;
+      await calls[scenario](P, 200);
+      const r = await profiled(browser, P, n, () => calls[scenario](P, n));
+      let base;
+      if (scenario !== "status") {
+        await calls[scenario](B, 200);
+        base = await profiled(browser, B, n, () => calls[scenario](B, n));
+      }
+      print(scenario, r, base);
+    } else if (scenario === "write") {
+      log("write_script at 10 stored");
+      const tool = (name, args) => host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name, arguments: args } });
+      const first = (await tool("write_script", { source: userscript(0) })).result.structuredContent.script;
+      for (let i = 1; i < 10; i++) await tool("write_script", { source: userscript(i) });
+      let revision = first.revision;
+      let edit = 0;
+      const writes = async (n) => {
+        for (let done = 0; done < n; done += 25) {
+          await page.eval(() => chrome.storage.session.remove("rateWindow")); // the 30-per-minute window
+          const sources = Array.from({ length: Math.min(25, n - done) }, () => userscript(0, ++edit));
+          revision = (await host.eval((id, uuid, rev, s) => bench.writes(id, uuid, rev, s), P, first.uuid, revision, sources)).revision;
+        }
+      };
+      await writes(25);
+      const n = Math.max(25, Math.round(N / 20));
+      // bench.writes pings after each write: the ping's share is in the profile too (see `ping`).
+      print("write_script (update of a 5 KiB script, 10 stored; a ping after each)", await profiled(browser, P, n, () => writes(n)));
+    } else {
+      throw new Error(`unknown scenario ${scenario} (probe, ping, status, write)`);
+    }
+  }
+} finally {
+  await browser.close();
+}
