@@ -44,24 +44,27 @@ function namedDist() {
   return out;
 }
 
-const rustPath = (name) => name.replace(/^<|\{\{closure\}\}|::h[0-9a-f]{16}.*$/g, "").replace(/\[[0-9a-f]{16}\]/g, "");
+/** A Rust symbol without its hashes; an async fn's body (its closure) reads "… (async)". */
+const rustPath = (name) => name.replace(/::h[0-9a-f]{16}\b.*$/, "").replace(/\[[0-9a-f]{16}\]/g, "").replace(/::\{\{closure\}\}/g, " (async)");
 /**
  * What a sampled frame is, for the split: [category, label]. Chrome's native code often has no
  * frame of its own (its time is the calling JS function's self time), so everything JS or native
  * under a wasm-bindgen import is named by that import: what Chrome and the glue spent on that
- * call, argument conversion included (a `parse` is `JSON.parse` of a reply with its text decoding).
+ * call, argument conversion included (`parse` is `JSON.parse` of a reply with its text decoding,
+ * `call` a JS function the core calls, such as a probe's `sendResponse`).
  */
 function kind(frame, under) {
   const { functionName: f, url } = frame;
   if (f === "(idle)") return ["idle", "idle"];
   if (f === "(program)") return ["v8", "(program): V8 outside any frame"];
   if (f === "(garbage collector)") return ["v8", "garbage collector"];
+  if (/^(js-to-wasm|wasm-to-js)/.test(f)) return ["v8", "V8's JS <-> wasm wrappers"];
   if (url.endsWith(".wasm")) {
-    const path = rustPath(f);
+    const path = rustPath(f).replace(/^<(&(mut )?)?/, "");
     const m = path.match(/^lumo_userscripts::(\w+)/);
     return ["wasm", m ? `wasm: ${m[1]}` : `wasm: ${path.split("::")[0] || f}`];
   }
-  if (under) return ["chrome", `JS/Chrome in the call ${under}`];
+  if (under) return ["chrome", `JS/Chrome under import \`${under}\``];
   if (url.endsWith("/sw.js") || url.endsWith("/compile.js")) return ["js", "JS: the loader (sw.js)"];
   if (!url) return ["chrome", "native, outside any import"];
   return ["js", "JS: wasm-bindgen glue (entering wasm)"];
@@ -83,10 +86,8 @@ function summarise(profile, n) {
   const split = new Map();
   const inclusive = new Map();
   let busy = 0;
-  let all = 0;
   profile.samples.forEach((id, i) => {
     const dt = profile.timeDeltas[i + 1] ?? 0;
-    all += dt;
     const [cat, label] = kind(byId.get(id).callFrame, importOf(id));
     if (cat === "idle") return;
     busy += dt;
@@ -103,7 +104,7 @@ function summarise(profile, n) {
   });
   const perCall = (us) => us / n;
   return {
-    wallPerCall: perCall(all), busyPerCall: perCall(busy),
+    busyPerCall: perCall(busy),
     split: [...split.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v), v / busy]),
     inclusive: [...inclusive.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v)]),
   };

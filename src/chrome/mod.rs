@@ -188,7 +188,7 @@ fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -
     {
         panic!("test trap (sync)");
     }
-    // Polled at once: with the policy cached, the answer needs no browser call and goes out
+    // Polled at once: with the policy cached, the answer waits for no browser call and goes out
     // within this event.
     spawn_now(async move {
         #[cfg(feature = "test-trap")]

@@ -107,7 +107,8 @@ fn inbound(id: u64, text: Option<String>) {
 
 /// Each message is its own task, so a slow call (a write waiting for review) never holds up a
 /// ping or a read on the same port. The task is first polled at once (`spawn_now`): a call that
-/// needs no browser call (a ping, `tools/list`) is answered within the message's own event.
+/// waits for no browser call (a ping, `tools/list`, `status`) is answered within the message's
+/// own event.
 fn dispatch(id: u64, msg: Value) {
     super::spawn_now(async move {
         let p = provider();
