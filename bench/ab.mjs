@@ -11,6 +11,7 @@ import { join, resolve } from "node:path";
 import { HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
+import { approveHostAndAllowScripts, providerPage } from "./lib/provider.mjs";
 import { ms, table } from "./lib/stats.mjs";
 import { userscript } from "./lib/userscript.mjs";
 
@@ -54,13 +55,7 @@ async function measure(dist, host) {
     await browser.watchWorkers(hostPage.sessionId);
     await hostPage.eval(`() => {${INPAGE}}`);
     await browser.waitRunning(P);
-    let page = await browser.page(`chrome-extension://${P}/manifest.json`);
-    const added = await page.eval((msg) => chrome.runtime.sendMessage(msg), { channel: "lumo:internal", op: "policy.add", id: HOST_ID, name: "Lumo Test Host" });
-    if (added?.ok !== true) throw new Error(`policy.add: ${JSON.stringify(added)}`);
-    await page.close(); // an open provider page would keep its process warm for cold starts
-    const extensions = await browser.page("chrome://extensions/");
-    await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
-    await extensions.close();
+    await approveHostAndAllowScripts(browser);
     const out = {};
     const cold = [];
     for (let i = 0; i < COLD; i++) {
@@ -68,7 +63,7 @@ async function measure(dist, host) {
       cold.push((await hostPage.eval((id) => bench.probe(id), P)).ms);
     }
     out.cold = median(cold);
-    page = await browser.page(`chrome-extension://${P}/manifest.json`);
+    const page = await providerPage(browser);
     await hostPage.eval((ids, n) => bench.probes(ids, n), [P], 50);
     out.probe = median((await hostPage.eval((ids, n) => bench.probes(ids, n), [P], N))[P]);
     await hostPage.eval((id) => bench.open(id), P);

@@ -29,6 +29,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { HOST_ID, PROVIDER_ID, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
+import { approveHostAndAllowScripts } from "./lib/provider.mjs";
 import { ms, summary, table, times } from "./lib/stats.mjs";
 
 const P = PROVIDER_ID;
@@ -111,13 +112,7 @@ try {
   const host = await browser.page(`chrome-extension://${HOST_ID}/host.html`);
   await host.eval(`() => {${INPAGE}}`);
   if (!(await host.eval(() => crossOriginIsolated))) log("warning: the host page is not cross-origin isolated; the clock has 100 µs steps");
-  const page = await browser.page(`chrome-extension://${P}/manifest.json`); // a quiet provider page
-  const added = await page.eval((m) => chrome.runtime.sendMessage(m), { channel: "lumo:internal", op: "policy.add", id: HOST_ID, name: "Lumo Test Host" });
-  if (added?.ok !== true) throw new Error(`policy.add: ${JSON.stringify(added)}`);
-  await page.close();
-  const extensions = await browser.page("chrome://extensions/");
-  await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
-  await extensions.close();
+  await approveHostAndAllowScripts(browser);
 
   // The user's way: the connect link, the tools shown, a click on Connect. The page polls the
   // worker every 500 ms, so it is closed before any sample.

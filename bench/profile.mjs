@@ -21,6 +21,7 @@ import { join } from "node:path";
 import { DIST_DIR, HOST_ID, PROVIDER_ID as P, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { BASELINE_ID as B, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
+import { approveHostAndAllowScripts, providerPage } from "./lib/provider.mjs";
 import { table } from "./lib/stats.mjs";
 import { userscript } from "./lib/userscript.mjs";
 
@@ -142,12 +143,8 @@ try {
   await host.eval(`() => {${INPAGE}}`);
   await browser.waitRunning(P);
   await browser.waitRunning(B);
-  const page = await browser.page(`chrome-extension://${P}/manifest.json`);
-  const added = await page.eval((msg) => chrome.runtime.sendMessage(msg), { channel: "lumo:internal", op: "policy.add", id: HOST_ID, name: "Lumo Test Host" });
-  if (added?.ok !== true) throw new Error(`policy.add: ${JSON.stringify(added)}`);
-  const extensions = await browser.page("chrome://extensions/");
-  await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
-  await extensions.close();
+  await approveHostAndAllowScripts(browser);
+  const page = await providerPage(browser); // resets the rate window between write batches
   await host.eval(async (ids) => { for (const id of ids) await bench.open(id); }, [P, B]);
 
   const probes = (id, n) => host.eval((id, n) => bench.probes([id], n), id, n);

@@ -15,6 +15,7 @@ import { gzipSync } from "node:zlib";
 import { CHROMIUM, DIST_DIR, HOST_ID, PROVIDER_ID, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { BASELINE_ID, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
+import { approveHostAndAllowScripts, providerPage } from "./lib/provider.mjs";
 import { kib, mean, ms, ratio, summary, table, times } from "./lib/stats.mjs";
 import { userscript } from "./lib/userscript.mjs";
 
@@ -37,25 +38,8 @@ async function setUp(browser) {
   if (!(await host.eval(() => crossOriginIsolated))) log("warning: the host page is not cross-origin isolated; the clock has 100 µs steps");
   await browser.waitRunning(P);
   await browser.waitRunning(B);
-  const page = await providerPage(browser);
-  await internal(page, "policy.add", { id: HOST_ID, name: "Lumo Test Host" });
-  await page.close(); // an open provider page would keep its process warm for cold starts
-  const extensions = await browser.page("chrome://extensions/");
-  await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
-  await extensions.close();
+  await approveHostAndAllowScripts(browser);
   return host;
-}
-
-/**
- * A provider page that stays quiet: options.html re-renders (asking the worker for the whole
- * script list) on every storage change and every 2 s, which would land in the samples.
- */
-const providerPage = (browser) => browser.page(`chrome-extension://${P}/manifest.json`);
-
-async function internal(page, op, args = {}) {
-  const r = await page.eval((msg) => chrome.runtime.sendMessage(msg), { channel: "lumo:internal", op, ...args });
-  if (r?.ok !== true) throw new Error(`internal ${op}: ${JSON.stringify(r)}`);
-  return r;
 }
 
 // ---------------------------------------------------------------- measurements
