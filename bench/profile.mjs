@@ -4,7 +4,8 @@
 // does meanwhile. A copy of dist/ whose .wasm keeps its function names (the same `wasm-opt -Oz`
 // code, plus `-g`) is sampled by V8's profiler over CDP, attached only around the measured calls,
 // for each scenario: the probe and MCP `ping` (each beside the baseline provider's, which does no
-// work of its own), `tools/call status`, and `write_script` at 10 stored.
+// work of its own), `tools/call status`, and `write_script`, all with 10 scripts stored
+// (PROFILE_STORED=<n>: with n, the copies seeded as `make bench` seeds them).
 //
 // Per call it prints the worker's busy time (all but idle), then that time split by what ran
 // (self time): our wasm by module, and everything JS or native under a wasm-bindgen import named
@@ -14,20 +15,21 @@
 // (a `TextDecoder.decode` of 15 KB takes ~2 µs unprofiled and shows as tens), so native shares
 // are inflated and wasm shares are the ones to compare. Times to quote come from `make bench`
 // and `make bench-ab`.
-//   node bench/profile.mjs [probe|ping|status|write ...]   PROFILE_N=<calls> PROFILE_US=<interval>
-import { execFileSync } from "node:child_process";
+//   node bench/profile.mjs [probe|ping|status|write ...]   PROFILE_N=<calls> PROFILE_US=<interval> PROFILE_STORED=<n>
 import { cpSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { DIST_DIR, HOST_ID, PROVIDER_ID as P, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
+import { DIST_DIR, HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { BASELINE_ID as B, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
-import { approveHostAndAllowScripts, providerPage } from "./lib/provider.mjs";
+import { approveHostAndAllowScripts, providerPage, seedCopies, template } from "./lib/provider.mjs";
 import { table } from "./lib/stats.mjs";
 import { userscript } from "./lib/userscript.mjs";
+import { namedWasm } from "./lib/wasm.mjs";
 
 const SCENARIOS = process.argv.slice(2).length ? process.argv.slice(2) : ["probe", "ping", "status", "write"];
 const N = Number(process.env.PROFILE_N ?? 2000); // calls per scenario (writes: N / 20)
 const INTERVAL_US = Number(process.env.PROFILE_US ?? 25);
+const STORED = Math.max(10, Number(process.env.PROFILE_STORED ?? 10)); // scripts stored
 const INPAGE = readFileSync(new URL("./lib/inpage.js", import.meta.url), "utf8");
 const log = (...a) => console.error("profile:", ...a);
 
@@ -36,12 +38,7 @@ function namedDist() {
   const out = join(OUT_DIR, "ext", "provider-named");
   rmSync(out, { recursive: true, force: true });
   cpSync(DIST_DIR, out, { recursive: true });
-  execFileSync(join(REPO_ROOT, "node_modules/.bin/wasm-opt"), [
-    "-Oz", "-g", "--strip-dwarf", "--strip-producers",
-    "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext",
-    "--enable-mutable-globals", "--enable-reference-types", "--enable-multivalue",
-    join(REPO_ROOT, "target/bindgen/lumo_userscripts_bg.wasm"), "-o", join(out, "wasm/lumo_userscripts_bg.wasm"),
-  ]);
+  namedWasm(join(out, "wasm/lumo_userscripts_bg.wasm"));
   return out;
 }
 
@@ -130,8 +127,8 @@ async function profiled(browser, id, calls, run) {
 const us = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 function print(name, r, base) {
   console.log(`\n${name}: the worker busy ${us(r.busyPerCall)} µs per call${base ? ` (the baseline's: ${us(base.busyPerCall)} µs)` : ""}, profiled (native shares inflated: see the header)`);
-  console.log(table(["what ran (self time)", "µs per call", "share"], r.split.filter(([, v]) => v >= 0.5).slice(0, 16).map(([k, v, s]) => [k, us(v), `${(100 * s).toFixed(1)} %`])));
-  console.log(table(["our function (with what it calls)", "µs per call"], r.inclusive.slice(0, 14).map(([k, v]) => [k.slice(0, 110), us(v)])));
+  console.log(table(["what ran (self time)", "µs per call", "share"], r.split.filter(([, v]) => v >= 0.5).slice(0, Number(process.env.PROFILE_ROWS ?? 16)).map(([k, v, s]) => [k, us(v), `${(100 * s).toFixed(1)} %`])));
+  console.log(table(["our function (with what it calls)", "µs per call"], r.inclusive.slice(0, Number(process.env.PROFILE_ROWS ?? 14)).map(([k, v]) => [k.slice(0, 110), us(v)])));
 }
 
 const ext = await prepareExtensions();
@@ -146,6 +143,22 @@ try {
   await approveHostAndAllowScripts(browser);
   const page = await providerPage(browser); // resets the rate window between write batches
   await host.eval(async (ids) => { for (const id of ids) await bench.open(id); }, [P, B]);
+
+  // The stored scripts every scenario runs with: 10 written through write_script, the rest
+  // copies of the first (as `make bench` seeds them), read by a restarted worker.
+  const tool = (name, args) => host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name, arguments: args } });
+  const first = (await tool("write_script", { source: userscript(0) })).result.structuredContent.script;
+  for (let i = 1; i < 10; i++) await tool("write_script", { source: userscript(i) });
+  if (STORED > 10) {
+    const index = await page.eval(() => chrome.storage.local.get("scripts/index").then((r) => r["scripts/index"].uuids));
+    await seedCopies(page, await template(page, first.uuid), index, STORED);
+    await browser.stopWorker(P);
+    await host.eval((id) => bench.probe(id), P);
+    await browser.waitRunning(P);
+    await host.eval((id) => { bench.timeoutMs = 600_000; return bench.open(id); }, P);
+    await tool("list_scripts", {}); // the restarted worker reads every record once, here
+    await host.eval(() => { bench.timeoutMs = 10_000; });
+  }
 
   const probes = (id, n) => host.eval((id, n) => bench.probes([id], n), id, n);
   const rounds = (c, n) => host.eval((c, n) => bench.rounds(c, n), c, n);
@@ -168,10 +181,7 @@ try {
       }
       print(scenario, r, base);
     } else if (scenario === "write") {
-      log("write_script at 10 stored");
-      const tool = (name, args) => host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name, arguments: args } });
-      const first = (await tool("write_script", { source: userscript(0) })).result.structuredContent.script;
-      for (let i = 1; i < 10; i++) await tool("write_script", { source: userscript(i) });
+      log(`write_script at ${STORED} stored`);
       let revision = first.revision;
       let edit = 0;
       const writes = async (n) => {
@@ -184,7 +194,7 @@ try {
       await writes(25);
       const n = Math.max(25, Math.round(N / 20));
       // bench.writes pings after each write: the ping's share is in the profile too (see `ping`).
-      print("write_script (update of a 5 KiB script, 10 stored; a ping after each)", await profiled(browser, P, n, () => writes(n)));
+      print(`write_script (update of a 5 KiB script, ${STORED} stored; a ping after each)`, await profiled(browser, P, n, () => writes(n)));
     } else {
       throw new Error(`unknown scenario ${scenario} (probe, ping, status, write)`);
     }

@@ -1,6 +1,8 @@
 // The provider's set-up every bench shares: the test host approved (through a quiet provider page,
 // closed again) and "Allow User Scripts" switched on (chrome://extensions, as the e2e tests do).
+import { createHash, randomUUID } from "node:crypto";
 import { HOST_ID, PROVIDER_ID as P } from "../../tests/e2e/lib/harness.mjs";
+import { userscript } from "./userscript.mjs";
 
 /**
  * A provider page that stays quiet: options.html re-renders (asking the worker for the whole
@@ -17,4 +19,43 @@ export async function approveHostAndAllowScripts(browser) {
   const extensions = await browser.page("chrome://extensions/");
   await extensions.eval((extensionId) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId, userScriptsAccess: true }), P);
   await extensions.close();
+}
+
+/** The stored record and the chrome.userScripts registration of one script: what `seedCopies` copies. */
+export async function template(page, uuid) {
+  const [record, registration] = await page.eval(async (uuid) => [
+    (await chrome.storage.local.get(`script/${uuid}`))[`script/${uuid}`],
+    (await chrome.userScripts.getScripts({ ids: [uuid] }))[0],
+  ], uuid);
+  if (!registration) throw new Error("the first script was not registered: is \"Allow User Scripts\" on?");
+  return { record, registration };
+}
+
+/**
+ * Fills the store up to `n` scripts with copies of a `template` (storage layout of
+ * ARCHITECTURE.md), written from a provider page: registering 1,000 scripts one by one, as the
+ * provider's start-up reconcile would, takes minutes because each register call gets slower with
+ * every script stored. `uuids` (the stored ones, in order) grows to `n`. The provider must be
+ * restarted after it to read the new index.
+ */
+export async function seedCopies(page, { record, registration }, uuids, n) {
+  const items = {};
+  const registrations = [];
+  for (let i = uuids.length; i < n; i++) {
+    const uuid = randomUUID();
+    const source = userscript(i);
+    const time = record.createdAt + i;
+    items[`script/${uuid}`] = {
+      ...record, uuid, metadata: { ...record.metadata, name: `Bench script ${String(i).padStart(4, "0")}` },
+      sha256: createHash("sha256").update(source).digest("hex"), size: Buffer.byteLength(source), createdAt: time, updatedAt: time,
+    };
+    items[`source/${uuid}`] = source;
+    registrations.push({ ...registration, id: uuid, js: [{ code: source }] });
+    uuids.push(uuid);
+  }
+  items["scripts/index"] = { uuids };
+  await page.eval(async (items, regs) => {
+    await chrome.storage.local.set(items);
+    await chrome.userScripts.register(regs);
+  }, items, registrations);
 }
