@@ -68,7 +68,7 @@ function partOf(name) {
   for (let p; (p = path.replace(/^(<|&|\(|\[|mut |dyn |const )/, "")) !== path;) path = p;
   const m = path.match(/^([A-Za-z_][A-Za-z0-9_]*)(?:\[[0-9a-f]+\])?::([a-z_0-9]+)?/);
   const crate = m?.[1]; // none: an impl on a primitive or a slice (`<str>::…`, `<f64 as …>`)
-  if (crate === "lumo_userscripts") return `lumo: ${m[2]}`;
+  if (crate === "lumo_userscripts") return `lumo: ${m[2] ?? "(the crate root)"}`;
   if (/^(serde|serde_core|serde_json|zmij|itoa|ryu)$/.test(crate)) return "serde, serde_json";
   if (!crate || /^(core|alloc|std|compiler_builtins|__rustc)$/.test(crate)) return "core, alloc (generic instances, fmt, sort)";
   if (/^(wasm_bindgen|js_sys|web_sys|wasm_bindgen_futures|gloo_timers)$/.test(crate)) return "wasm-bindgen, js-sys, web-sys";
