@@ -51,6 +51,7 @@ pub mod provider;
 pub mod runs_ops;
 pub mod scripts;
 pub mod session;
+pub mod sort;
 pub mod text;
 pub mod tools;
 pub mod vec_map;

@@ -300,7 +300,7 @@ pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, AuditError> {
     out.extend(read_ring(s, Ring::Refusals).await?);
     // Stable: entries of one ring keep their order on equal times.
     out.reverse();
-    out.sort_by(|a, b| b.at.total_cmp(&a.at));
+    crate::sort::sort_by(&mut out, |a, b| b.at.total_cmp(&a.at));
     Ok(out)
 }
 

@@ -150,7 +150,7 @@ fn normalise(stamps: &mut Vec<f64>, now_ms: f64) {
         *s = s.min(now_ms);
     }
     stamps.retain(|s| *s > cutoff);
-    stamps.sort_by(f64::total_cmp);
+    crate::sort::sort_by(stamps, f64::total_cmp);
     let excess = stamps.len().saturating_sub(MAX_WRITES);
     stamps.drain(..excess);
 }

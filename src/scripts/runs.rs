@@ -205,7 +205,7 @@ pub fn select(
         .filter(|r| since.is_none_or(|s| seq_of(r) > s))
         .filter(|r| !errors_only || r.get("ok") == Some(&Value::Bool(false)))
         .collect();
-    all.sort_by_key(|r| std::cmp::Reverse(seq_of(r)));
+    crate::sort::sort_by(&mut all, |a, b| seq_of(b).cmp(&seq_of(a)));
     let more = all.len() > max;
     (all.into_iter().take(max).cloned().collect(), more)
 }

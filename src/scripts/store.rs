@@ -206,7 +206,9 @@ async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>
             })
         })
         .collect();
-    found.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    crate::sort::sort_by(&mut found, |a, b| {
+        a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1))
+    });
     index.extend(found.into_iter().map(|(_, u)| u));
     Ok(index)
 }

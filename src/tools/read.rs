@@ -175,7 +175,7 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
                 })
         })
         .collect();
-    records.sort_by(|x, y| y.updated_at.total_cmp(&x.updated_at));
+    crate::sort::sort_by(&mut records, |x, y| y.updated_at.total_cmp(&x.updated_at));
     let problems = &snap.problems;
     let total = records.len();
     let offset: usize = a
