@@ -1,6 +1,6 @@
-//! One stable sort for the whole module. Each `sort_by` on a new element type instantiates the
-//! standard library's sort (quicksort, drift merge, small-sort networks: ~3 KB of wasm each,
-//! issue 17); this sorts the positions, one instance for every caller, then moves the items.
+//! One stable sort for the crate. Each `sort_by` on a new element type instantiates the standard
+//! library's sort (quicksort, drift merge, small-sort networks: ~3 KB of wasm each, issue 17);
+//! this sorts positions, with one instance for every caller, then moves the items.
 
 use std::cmp::Ordering;
 
