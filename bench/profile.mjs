@@ -24,7 +24,7 @@ import { BASELINE_ID as B, OUT_DIR, prepareExtensions } from "./lib/extensions.m
 import { approveHostAndAllowScripts, providerPage, seedCopies, template } from "./lib/provider.mjs";
 import { table } from "./lib/stats.mjs";
 import { userscript } from "./lib/userscript.mjs";
-import { namedWasm } from "./lib/wasm.mjs";
+import { namedWasm, partOf } from "./lib/wasm.mjs";
 
 const SCENARIOS = process.argv.slice(2).length ? process.argv.slice(2) : ["probe", "ping", "status", "write"];
 const N = Number(process.env.PROFILE_N ?? 2000); // calls per scenario (writes: N / 20)
@@ -57,11 +57,7 @@ function kind(frame, under) {
   if (f === "(program)") return ["v8", "(program): V8 outside any frame"];
   if (f === "(garbage collector)") return ["v8", "garbage collector"];
   if (/^(js-to-wasm|wasm-to-js)/.test(f)) return ["v8", "V8's JS <-> wasm wrappers"];
-  if (url.endsWith(".wasm")) {
-    const path = rustPath(f).replace(/^<(&(mut )?)?/, "");
-    const m = path.match(/^lumo_userscripts::(\w+)/);
-    return ["wasm", m ? `wasm: ${m[1]}` : `wasm: ${path.split("::")[0] || f}`];
-  }
+  if (url.endsWith(".wasm")) return ["wasm", `wasm: ${partOf(f).replace(/^lumo: /, "")}`]; // as make bench's size split
   if (under) return ["chrome", `JS/Chrome under import \`${under}\``];
   if (url.endsWith("/sw.js") || url.endsWith("/compile.js")) return ["js", "JS: the loader (sw.js)"];
   if (!url) return ["chrome", "native, outside any import"];

@@ -1,6 +1,7 @@
 // The provider's .wasm read by function: a copy that keeps its names (`namedWasm`), and its
 // sections and function bodies with their names (`readWasm`). Used by `make profile` (V8's samples
-// name our functions), `make bench` (where the bytes are) and scripts/wasm-size.mjs.
+// name our functions; its split by part is `partOf`), `make bench` (where the bytes are) and
+// scripts/wasm-size.mjs.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -62,7 +63,7 @@ export function readWasm(file) {
 }
 
 /** Our module (`lumo: tools`) or the crate a function's code is from; generic instances count where their code is. */
-function partOf(name) {
+export function partOf(name) {
   if (/^func \d+$/.test(name)) return "(unnamed)";
   let path = name;
   for (let p; (p = path.replace(/^(<|&|\(|\[|mut |dyn |const )/, "")) !== path;) path = p;
