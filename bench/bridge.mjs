@@ -21,12 +21,12 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { HOST_ID, PROVIDER_ID, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
+import { freePorts } from "../tests/lib/ports.mjs";
 import { launch } from "./lib/browser.mjs";
 import { OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
 import { approveHostAndAllowScripts } from "./lib/provider.mjs";
@@ -50,15 +50,6 @@ function bridgeBinary() {
     execFileSync("cargo", ["build", "--quiet", "--profile", "bridge", "-p", "lumo-bridge"], { cwd: REPO_ROOT, stdio: "inherit" });
   }
   return bin;
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function until(pred, what, timeout = 15_000) {
@@ -85,9 +76,10 @@ const state = mkdtempSync(join(tmpdir(), "lumo-bench-bridge-"));
 const load = { before: loadavg() };
 const ext = await prepareExtensions();
 const browser = await launch([ext.provider, ext.host]);
+const [extPort, controlPort] = await freePorts(2);
 const transport = new StdioClientTransport({
   command: bin,
-  args: ["--port", String(await freePort()), "--control-port", String(await freePort()), "--state-dir", state,
+  args: ["--port", String(extPort), "--control-port", String(controlPort), "--state-dir", state,
     "--token", randomBytes(24).toString("hex")],
   stderr: "pipe",
 });

@@ -14,8 +14,9 @@ mkdir -p target/conformance
 node_modules/.bin/esbuild node_modules/@modelcontextprotocol/conformance/dist/index.js --bundle \
   --platform=node --format=esm --packages=external --alias:fs=./scripts/conformance/fs-shim.mjs \
   --log-level=warning --outfile=target/conformance/cli.mjs
-port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
-http=$(port); proxy=$(port); ext=$(port); control=$(port)
+# Four distinct ports, taken together (one at a time, a closed port can come back twice).
+read -r http proxy ext control < <(node --input-type=module \
+  -e 'import { freePorts } from "./tests/lib/ports.mjs"; console.log((await freePorts(4)).join(" "))')
 export TOKEN="conformance-$(node -e 'console.log(require("crypto").randomBytes(24).toString("hex"))')"
 state=$(mktemp -d)
 log=target/conformance/bridge.log

@@ -4,7 +4,6 @@
 // Run: node --test tests/bridge/   (after `cargo build -p lumo-bridge`; LUMO_BRIDGE_BIN overrides).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
@@ -13,24 +12,18 @@ import { spawn } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { freePorts } from '../lib/ports.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = process.env.LUMO_BRIDGE_BIN ?? path.join(root, 'target/debug/lumo-bridge');
 const TOKEN = 'node-test-token-0123456789abcdef0123456789';
 const WRITES = ['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'restore_script', 'try_script'];
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function bridgeArgs(extra = []) {
+/** `ports` are the extension and control ports, taken together so that they differ. */
+async function bridgeArgs(extra = [], ports) {
+  const [port, control] = ports ?? await freePorts(2);
   const state = fs.mkdtempSync(path.join(os.tmpdir(), 'lumo-bridge-node-'));
-  return ['--port', String(await freePort()), '--control-port', String(await freePort()),
+  return ['--port', String(port), '--control-port', String(control),
     '--state-dir', state, '--token', TOKEN, ...extra];
 }
 
@@ -84,8 +77,8 @@ test('stdio --readonly: write tools are neither listed nor callable', async () =
 });
 
 test('http: the SDK client with the bearer token works; without it the connection is refused', async () => {
-  const port = await freePort();
-  const child = spawn(bin, await bridgeArgs(['--http', String(port)]), { stdio: ['ignore', 'ignore', 'pipe'] });
+  const [port, ...bridgePorts] = await freePorts(3);
+  const child = spawn(bin, await bridgeArgs(['--http', String(port)], bridgePorts), { stdio: ['ignore', 'ignore', 'pipe'] });
   try {
     await new Promise((resolve, reject) => {
       let err = '';

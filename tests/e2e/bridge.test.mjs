@@ -5,12 +5,12 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { launch, startStaticServer, PROVIDER_ID, REPO_ROOT } from "./lib/harness.mjs";
+import { freePorts } from "../lib/ports.mjs";
 import { startWsProbe } from "./lib/ws-probe.mjs";
 
 const BIN = process.env.LUMO_BRIDGE_BIN ?? path.join(REPO_ROOT, "target/bridge/lumo-bridge");
@@ -34,19 +34,13 @@ after(async () => {
   assert.deepEqual(panics, []);
 });
 
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /** The SDK's stdio client, launching the real bridge binary. */
 async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
-  port ??= await freePort();
-  control ??= await freePort();
+  if (port === undefined || control === undefined) {
+    const [p, c] = await freePorts(2);
+    port ??= p;
+    control ??= c;
+  }
   state ??= fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
   const transport = new StdioClientTransport({
     command: BIN,
@@ -56,10 +50,16 @@ async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
   let stderr = "";
   transport.stderr?.on("data", (d) => { stderr += d; });
   const client = new Client({ name: "bridge-e2e", version: "0" });
-  await client.connect(transport);
-  children.add(client);
   const status = async () => (await client.callTool({ name: "bridge_status", arguments: {} })).structuredContent;
-  const link = (await status()).connectLink;
+  let link;
+  try {
+    await client.connect(transport);
+    children.add(client);
+    link = (await status()).connectLink;
+  } catch (e) {
+    // A bridge that exits at start says why on stderr: put it in the failure.
+    throw new Error(`${e.message}; the bridge's stderr: ${stderr.trim() || "(empty)"}`);
+  }
   return { client, transport, port, control, state, link, status, stderr: () => stderr, pid: transport.pid };
 }
 
@@ -347,8 +347,7 @@ test("worker stopped, or the bridge restarted with the same token: the extension
 });
 
 test("two stdio clients share one extension (owner and forwarder); the owner's exit hands over", async () => {
-  const port = await freePort();
-  const control = await freePort();
+  const [port, control] = await freePorts(2);
   const state = fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
   const owner = await agent({ port, control, state });
   assert.equal((await owner.status()).role, "owner");
