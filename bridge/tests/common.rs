@@ -18,11 +18,13 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 pub const TOKEN: &str = "test-token-0123456789abcdef0123456789abcdef";
 pub const OWN_ORIGIN: &str = "chrome-extension://imliakfdgonldkmaddnhnniclbhiobpo";
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// `N` distinct free loopback ports. Every listener is held until all are bound: a port closed
+/// before the next bind can be handed out again (it was: "--port and --control-port must differ").
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().expect("a bound port").port())
 }
 
 pub struct Ports {
@@ -39,25 +41,19 @@ impl Default for Ports {
 
 impl Ports {
     pub fn new() -> Self {
-        let state = std::env::temp_dir().join(format!(
-            "lumo-bridge-it-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        // Two listeners held at once, so the system cannot hand out the same port twice (it
-        // did: "--port and --control-port must differ").
-        let pair = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|a| Ok((a.local_addr()?.port(), a)))
-            .and_then(|(ext, a)| {
-                let b = std::net::TcpListener::bind("127.0.0.1:0")?;
-                let control = b.local_addr()?.port();
-                drop((a, b));
-                Ok((ext, control))
-            })
-            .expect("two free ports");
+        let [ext, control] = free_ports();
+        Self::of(ext, control)
+    }
+
+    /// With ports the caller took, e.g. beside an `--http` port from the same `free_ports`.
+    pub fn of(ext: u16, control: u16) -> Self {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let state =
+            std::env::temp_dir().join(format!("lumo-bridge-it-{}-{n}-{ext}", std::process::id()));
         Ports {
-            ext: pair.0,
-            control: pair.1,
+            ext,
+            control,
             state,
         }
     }

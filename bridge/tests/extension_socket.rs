@@ -330,7 +330,9 @@ async fn the_token_is_random_per_start_unless_the_flag_or_the_environment_sets_i
         a.drain(i..i + 2);
         a
     };
-    let (p1, p2) = (Ports::new(), Ports::new());
+    // Both bridges run at once: their four ports are taken together.
+    let [a, b, c, d] = free_ports();
+    let (p1, p2) = (Ports::of(a, b), Ports::of(c, d));
     let (_b1, t1) = printed_token(&without_flag(&p1), None);
     let (_b2, t2) = printed_token(&without_flag(&p2), None);
     assert_ne!(t1, t2, "a fresh token per start");

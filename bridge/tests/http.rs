@@ -39,8 +39,8 @@ fn post(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
 }
 
 fn start_http() -> (Bridge, u16) {
-    let p = Ports::new();
-    let http = free_port();
+    let [ext, control, http] = free_ports();
+    let p = Ports::of(ext, control);
     let mut args = p.args();
     args.extend(["--http".to_string(), http.to_string()]);
     let mut b = Bridge::start(&args);
@@ -127,8 +127,8 @@ fn http_needs_the_bearer_token_and_refuses_pages_and_rebinding() {
 
 #[test]
 fn a_non_loopback_bind_warns_on_stderr() {
-    let p = Ports::new();
-    let http = free_port();
+    let [ext, control, http] = free_ports();
+    let p = Ports::of(ext, control);
     let mut args = p.args();
     args.extend([
         "--http".to_string(),
