@@ -16,6 +16,7 @@
 // are inflated and wasm shares are the ones to compare. Times to quote come from `make bench`
 // and `make bench-ab`.
 //   node bench/profile.mjs [probe|ping|status|write ...]   PROFILE_N=<calls> PROFILE_US=<interval> PROFILE_STORED=<n>
+//   PROFILE_ROWS=<n> (longer tables) PROFILE_SELF=1 (also the wasm functions by self time)
 import { cpSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { DIST_DIR, HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mjs";
@@ -79,6 +80,7 @@ function summarise(profile, n) {
   };
   const split = new Map();
   const inclusive = new Map();
+  const selfWasm = new Map();
   let busy = 0;
   profile.samples.forEach((id, i) => {
     const dt = profile.timeDeltas[i + 1] ?? 0;
@@ -86,6 +88,17 @@ function summarise(profile, n) {
     if (cat === "idle") return;
     busy += dt;
     split.set(label, (split.get(label) ?? 0) + dt);
+    if (cat === "wasm") {
+      // A generic instance (memcpy, fmt, a drop) is named with the first of our functions above it.
+      let caller;
+      for (let x = parent.get(id); x !== undefined && !caller; x = parent.get(x)) {
+        const f = byId.get(x).callFrame;
+        if (f.url.endsWith(".wasm") && f.functionName.includes("lumo_userscripts::")) caller = rustPath(f.functionName);
+      }
+      const self = rustPath(byId.get(id).callFrame.functionName);
+      const key = (caller && !self.includes("lumo_userscripts::") ? `${self} ← ${caller}` : self).replace(/lumo_userscripts::/g, "");
+      selfWasm.set(key, (selfWasm.get(key) ?? 0) + dt);
+    }
     const seen = new Set();
     for (let x = id; x !== undefined; x = parent.get(x)) {
       const f = byId.get(x).callFrame;
@@ -101,6 +114,7 @@ function summarise(profile, n) {
     busyPerCall: perCall(busy),
     split: [...split.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v), v / busy]),
     inclusive: [...inclusive.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v)]),
+    selfWasm: [...selfWasm.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, perCall(v)]),
   };
 }
 
@@ -125,6 +139,7 @@ function print(name, r, base) {
   console.log(`\n${name}: the worker busy ${us(r.busyPerCall)} µs per call${base ? ` (the baseline's: ${us(base.busyPerCall)} µs)` : ""}, profiled (native shares inflated: see the header)`);
   console.log(table(["what ran (self time)", "µs per call", "share"], r.split.filter(([, v]) => v >= 0.5).slice(0, Number(process.env.PROFILE_ROWS ?? 16)).map(([k, v, s]) => [k, us(v), `${(100 * s).toFixed(1)} %`])));
   console.log(table(["our function (with what it calls)", "µs per call"], r.inclusive.slice(0, Number(process.env.PROFILE_ROWS ?? 14)).map(([k, v]) => [k.slice(0, 110), us(v)])));
+  if (process.env.PROFILE_SELF) console.log(table(["wasm function (self time; ← the first of ours above it)", "µs per call"], r.selfWasm.slice(0, Number(process.env.PROFILE_ROWS ?? 14)).map(([k, v]) => [k.slice(0, 150), us(v)])));
 }
 
 const ext = await prepareExtensions();
