@@ -51,10 +51,10 @@ async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
   transport.stderr?.on("data", (d) => { stderr += d; });
   const client = new Client({ name: "bridge-e2e", version: "0" });
   const status = async () => (await client.callTool({ name: "bridge_status", arguments: {} })).structuredContent;
+  children.add(client);
   let link;
   try {
     await client.connect(transport);
-    children.add(client);
     link = (await status()).connectLink;
   } catch (e) {
     // A bridge that exits at start says why on stderr: put it in the failure.
