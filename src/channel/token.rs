@@ -128,8 +128,8 @@ mod tests {
             })
         );
         // Registered code holds tokens across updates of the extension, so the form is fixed:
-        // python3 -c "import hmac,hashlib; print(hmac.new(b'<key>', b'<uuid>.3',
-        // hashlib.sha256).hexdigest()[:32])".
+        // the first 32 hex digits of HMAC-SHA256(key = A and B without their dashes, "<A>.3"),
+        // as Python's `hmac.new(key, msg, hashlib.sha256).hexdigest()[:32]` computes them.
         assert_eq!(t, format!("{A}.3.a29c9c40cc44f322a14b59f345042b5f"));
         // Stable: the same key gives the same token (a worker restart changes nothing).
         assert_eq!(ChannelKey::parse(k.as_str()).unwrap().token(A, 3), t);
