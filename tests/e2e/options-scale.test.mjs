@@ -30,7 +30,8 @@ describe("options page at 1,000 scripts", () => {
     s = await h.lumo("connect", PROVIDER_ID);
     const first = (await call("write_script", { source: userscript(0) })).script;
     // The other 999 are copies of the first one's stored record and registration (storage layout
-    // of ARCHITECTURE.md), as the bench seeds them (bench/lib/provider.mjs): 999 writes would take the rate limit 33 minutes.
+    // of ARCHITECTURE.md), as the bench seeds them (bench/lib/provider.mjs): 999 writes would
+    // take the rate limit 33 minutes.
     const page = await h.providerPage();
     await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
     const [record, registration] = await page.evaluate(async (uuid) => [
