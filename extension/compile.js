@@ -2,7 +2,7 @@
 // glue, so they run before the glue is evaluated.
 import probeBase64 from './wasm/probe.js';
 
-// The probe module (probe/: the core's probe decision alone, ~115 KB, no imports), so a probe that
+// The probe module (probe/: the core's probe decision alone, ~54 KB, no imports), so a probe that
 // wakes the worker is answered without waiting for the provider's module. Embedded and compiled
 // in this turn, not fetched: a fetch in flight here delays the dispatch of the message that woke
 // the worker by ~5 ms (measured in Chromium 156). null if it cannot be made: then the provider

@@ -44,6 +44,7 @@ pub mod gm;
 pub mod guard;
 pub mod ids;
 pub mod import_ops;
+pub mod json_view;
 pub mod mcp;
 pub mod policy;
 pub mod probe;

@@ -4,6 +4,7 @@
 #![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use crate::ids::ExtensionId;
+use crate::json_view::JsonView;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -16,7 +17,7 @@ pub const MAX_NAME_CHARS: usize = 64;
 /// `lastSeen` is refreshed at most this often, so warm probes do not write storage every time.
 pub const LAST_SEEN_GRANULARITY_MS: f64 = 60_000.0;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Caller {
     pub id: ExtensionId,
@@ -25,7 +26,7 @@ pub struct Caller {
     pub last_seen: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingCaller {
     pub id: ExtensionId,
@@ -34,7 +35,7 @@ pub struct PendingCaller {
     pub last_seen: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeniedCaller {
     pub id: ExtensionId,
@@ -116,36 +117,50 @@ pub fn clean_name(raw: &str) -> String {
 impl Policy {
     /// Decodes what storage holds, leniently: a corrupt entry is skipped (and reported) instead of
     /// costing the user the whole allowlist; a missing or wrong-typed switch takes its default.
+    /// One decoder for both readers: the provider's (serde_json's `Value`) and the probe module's
+    /// (`json_view::Json`).
     #[must_use]
-    pub fn from_stored(v: Option<&Value>) -> (Policy, Vec<String>) {
+    pub fn from_stored<J: JsonView>(v: Option<&J>) -> (Policy, Vec<String>) {
         let mut p = Policy::default();
         let mut problems = Vec::new();
         let Some(v) = v else { return (p, problems) };
-        let Some(obj) = v.as_object() else {
+        if !v.is_object() {
             problems.push("stored policy is not an object; using defaults".to_owned());
             return (p, problems);
-        };
-        let flag = |key: &str, default: bool, problems: &mut Vec<String>| match obj.get(key) {
+        }
+        let flag = |key: &str, default: bool, problems: &mut Vec<String>| match v.get(key) {
             None => default,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
+            Some(b) => b.as_bool().unwrap_or_else(|| {
                 problems.push(format!(
                     "stored policy: {key} is not a boolean; using {default}"
                 ));
                 default
-            }
+            }),
         };
         p.endpoint_enabled = flag("endpointEnabled", p.endpoint_enabled, &mut problems);
         p.writes_enabled = flag("writesEnabled", p.writes_enabled, &mut problems);
         p.review_writes = flag("reviewWrites", p.review_writes, &mut problems);
         p.allowlist = decode_list(
-            obj.get("allowlist"),
+            v.get("allowlist"),
             "allowlist",
             MAX_ALLOWLIST,
+            Caller::read,
             &mut problems,
         );
-        p.pending = decode_list(obj.get("pending"), "pending", MAX_PENDING, &mut problems);
-        p.denied = decode_list(obj.get("denied"), "denied", MAX_DENIED, &mut problems);
+        p.pending = decode_list(
+            v.get("pending"),
+            "pending",
+            MAX_PENDING,
+            PendingCaller::read,
+            &mut problems,
+        );
+        p.denied = decode_list(
+            v.get("denied"),
+            "denied",
+            MAX_DENIED,
+            DeniedCaller::read,
+            &mut problems,
+        );
         (p, problems)
     }
 
@@ -340,10 +355,11 @@ fn index_of_min(it: impl Iterator<Item = f64>) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-fn decode_list<T: serde::de::DeserializeOwned>(
-    v: Option<&Value>,
+fn decode_list<J: JsonView, T>(
+    v: Option<&J>,
     what: &str,
     cap: usize,
+    read: fn(&J) -> Result<T, String>,
     problems: &mut Vec<String>,
 ) -> Vec<T> {
     let Some(v) = v else { return Vec::new() };
@@ -361,12 +377,99 @@ fn decode_list<T: serde::de::DeserializeOwned>(
             ));
             break;
         }
-        match T::deserialize(item) {
+        match read(item) {
             Ok(t) => out.push(t),
             Err(e) => problems.push(format!("stored policy: {what}[{i}] skipped: {e}")),
         }
     }
     out
+}
+
+/// The fields of one stored entry, read as the entries were once decoded by serde's derive:
+/// an object (other members ignored) with each field of its type; `Option` fields may be
+/// absent or null.
+struct Fields<'a, J>(&'a J);
+
+impl<J: JsonView> Fields<'_, J> {
+    fn of(v: &J) -> Result<Fields<'_, J>, String> {
+        if v.is_object() {
+            Ok(Fields(v))
+        } else {
+            Err("not an object".to_owned())
+        }
+    }
+
+    fn present(&self, key: &'static str) -> Result<&J, String> {
+        self.0
+            .get(key)
+            .ok_or_else(|| format!("missing field `{key}`"))
+    }
+
+    fn id(&self, key: &'static str) -> Result<ExtensionId, String> {
+        let s = self.string(key)?;
+        ExtensionId::parse(&s).ok_or_else(|| {
+            format!(
+                "`{key}` is not an extension id: {}",
+                crate::text::ellipsize(&s, 40)
+            )
+        })
+    }
+
+    fn string(&self, key: &'static str) -> Result<String, String> {
+        self.present(key)?
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("`{key}` is not a string"))
+    }
+
+    fn number(&self, key: &'static str) -> Result<f64, String> {
+        self.present(key)?
+            .as_f64()
+            .ok_or_else(|| format!("`{key}` is not a number"))
+    }
+
+    fn optional_number(&self, key: &'static str) -> Result<Option<f64>, String> {
+        match self.0.get(key) {
+            None => Ok(None),
+            Some(v) if v.is_null() => Ok(None),
+            Some(_) => self.number(key).map(Some),
+        }
+    }
+}
+
+impl Caller {
+    fn read<J: JsonView>(v: &J) -> Result<Self, String> {
+        let f = Fields::of(v)?;
+        Ok(Caller {
+            id: f.id("id")?,
+            name: f.string("name")?,
+            added_at: f.number("addedAt")?,
+            last_seen: f.optional_number("lastSeen")?,
+        })
+    }
+}
+
+impl PendingCaller {
+    fn read<J: JsonView>(v: &J) -> Result<Self, String> {
+        let f = Fields::of(v)?;
+        Ok(PendingCaller {
+            id: f.id("id")?,
+            name: f.string("name")?,
+            first_seen: f.number("firstSeen")?,
+            last_seen: f.number("lastSeen")?,
+        })
+    }
+}
+
+impl DeniedCaller {
+    fn read<J: JsonView>(v: &J) -> Result<Self, String> {
+        let f = Fields::of(v)?;
+        Ok(DeniedCaller {
+            id: f.id("id")?,
+            name: f.string("name")?,
+            at: f.number("at")?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 #![warn(clippy::must_use_candidate)] // pure decisions: a result dropped is a bug
 
 use crate::ids::{is_extension_id, ExtensionId};
+use crate::json_view::{self, Json, JsonView};
 use crate::policy::{Access, Policy};
-use serde_json::{json, Map, Value};
 
 pub const PROBE_CHANNEL: &str = "lumo:probe";
 pub const PROBE_VERSION: u64 = 1;
@@ -56,7 +56,9 @@ pub enum ProbeError {
     VersionMismatch(String),
     Malformed(&'static str),
     TooLarge(usize),
-    NotJson(String),
+    /// Not JSON text. Unreachable from the shell and the loader, which hand over what
+    /// `JSON.stringify` wrote; no parser's detail, so both modules say the same.
+    NotJson,
 }
 
 impl std::fmt::Display for ProbeError {
@@ -71,7 +73,7 @@ impl std::fmt::Display for ProbeError {
                 "probe version mismatch: the request is version {v}, this provider speaks version {PROBE_VERSION}"
             ),
             ProbeError::Malformed(why) => write!(f, "malformed probe: {why}"),
-            ProbeError::NotJson(e) => write!(f, "malformed probe: not valid JSON ({e})"),
+            ProbeError::NotJson => f.write_str("malformed probe: not valid JSON"),
             ProbeError::TooLarge(n) => write!(f, "malformed probe: {n} bytes is over the {MAX_PROBE_BYTES}-byte limit"),
         }
     }
@@ -80,90 +82,167 @@ impl std::fmt::Display for ProbeError {
 /// The parts of a probe request the provider reads. `client.name` is display-only.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeRequest {
-    pub id: Value,
+    /// The request's `id` (a string or a number) as JSON text, echoed in the reply as it came.
+    pub id_json: String,
     pub client_name: String,
 }
 
-pub fn parse(msg: &Value) -> Result<ProbeRequest, ProbeError> {
-    let obj = msg.as_object().ok_or(ProbeError::NotAnObject)?;
-    match obj.get("channel") {
+/// Reads a parsed probe: serde_json's `Value` in the provider, `json_view::Json` in the probe
+/// module (which links no serde_json), with the same answers.
+pub fn parse<J: JsonView>(msg: &J) -> Result<ProbeRequest, ProbeError> {
+    if !msg.is_object() {
+        return Err(ProbeError::NotAnObject);
+    }
+    match msg.get("channel") {
         None => return Err(ProbeError::MissingChannel),
-        Some(Value::String(c)) if c == PROBE_CHANNEL => {}
+        Some(c) if c.as_str() == Some(PROBE_CHANNEL) => {}
         Some(other) => return Err(ProbeError::WrongChannel(short(other))),
     }
-    match obj.get("version") {
+    match msg.get("version") {
         None => return Err(ProbeError::MissingVersion),
-        Some(Value::Number(n)) if n.as_u64() == Some(PROBE_VERSION) => {}
+        Some(v) if v.as_u64() == Some(PROBE_VERSION) => {}
         Some(other) => return Err(ProbeError::VersionMismatch(short(other))),
     }
-    let id = match obj.get("id") {
-        Some(v @ (Value::String(_) | Value::Number(_))) => v.clone(),
+    let id_json = match msg.get("id") {
+        Some(v) if v.as_str().is_some() || v.is_number() => v.to_json(),
         Some(_) => return Err(ProbeError::Malformed("\"id\" must be a string or a number")),
         None => return Err(ProbeError::Malformed("missing \"id\"")),
     };
-    let client = match obj.get("client") {
-        Some(Value::Object(c)) => c,
+    let client = match msg.get("client") {
+        Some(c) if c.is_object() => c,
         Some(_) => return Err(ProbeError::Malformed("\"client\" must be an object")),
         None => return Err(ProbeError::Malformed("missing \"client\"")),
     };
     // client.id is informational (authorization uses sender.id), but it is still an input path,
     // so it goes through the one validator.
-    match client.get("id") {
-        Some(Value::String(s)) if is_extension_id(s) => {}
-        Some(Value::String(_)) => {
+    match client.get("id").map(|v| v.as_str()) {
+        Some(Some(s)) if is_extension_id(s) => {}
+        Some(Some(_)) => {
             return Err(ProbeError::Malformed(
                 "\"client.id\" is not an extension id",
             ))
         }
-        Some(_) => return Err(ProbeError::Malformed("\"client.id\" must be a string")),
+        Some(None) => return Err(ProbeError::Malformed("\"client.id\" must be a string")),
         None => return Err(ProbeError::Malformed("missing \"client.id\"")),
     }
-    let client_name = match client.get("name") {
-        Some(Value::String(s)) => s.clone(),
+    let client_name = match client.get("name").map(|v| v.as_str()) {
+        Some(Some(s)) => s.to_owned(),
         None => String::new(),
-        Some(_) => return Err(ProbeError::Malformed("\"client.name\" must be a string")),
+        Some(None) => return Err(ProbeError::Malformed("\"client.name\" must be a string")),
     };
-    if !matches!(client.get("version"), None | Some(Value::String(_))) {
+    if client.get("version").is_some_and(|v| v.as_str().is_none()) {
         return Err(ProbeError::Malformed("\"client.version\" must be a string"));
     }
-    Ok(ProbeRequest { id, client_name })
+    Ok(ProbeRequest {
+        id_json,
+        client_name,
+    })
 }
 
 /// Renders a wrong value for an error message without echoing a huge string back.
-fn short(v: &Value) -> String {
-    crate::text::ellipsize(&v.to_string(), 40)
+fn short<J: JsonView>(v: &J) -> String {
+    crate::text::ellipsize(&v.to_json(), 40)
 }
 
-/// The probe as the shell receives it: JSON text (`None`: the value has no JSON form).
-pub fn parse_text(text: Option<&str>) -> Result<Value, ProbeError> {
+/// The probe as the shell receives it: JSON text (`None`: the value has no JSON form), bounded,
+/// parsed with serde_json (a lone surrogate escape reads as U+FFFD, as everywhere text comes
+/// from JS) and read. The provider's reader.
+pub fn parse_text(text: Option<&str>) -> Result<ProbeRequest, ProbeError> {
+    read_text(text, |t| crate::text::parse_json(t).ok().map(|v| parse(&v)))
+}
+
+/// [`parse_text`] with `json_view`, which reads exactly the texts serde_json reads, the same
+/// way (`fuzz/fuzz_targets/json_view.rs`). The probe module's reader.
+pub fn parse_text_lite(text: Option<&str>) -> Result<ProbeRequest, ProbeError> {
+    read_text(text, |t| json_view::parse(t).ok().map(|v| parse(&v)))
+}
+
+fn read_text(
+    text: Option<&str>,
+    read: impl FnOnce(&str) -> Option<Result<ProbeRequest, ProbeError>>,
+) -> Result<ProbeRequest, ProbeError> {
     let Some(t) = text else {
         return Err(ProbeError::NotAnObject);
     };
     if t.len() > MAX_PROBE_BYTES {
         return Err(ProbeError::TooLarge(t.len()));
     }
-    crate::text::parse_json(t)
-        .map_err(|e| ProbeError::NotJson(crate::text::ellipsize(&e.to_string(), 120)))
+    read(t).unwrap_or(Err(ProbeError::NotJson))
 }
 
-#[must_use]
-pub fn error_response(err: &ProbeError) -> Value {
-    json!({ "ok": false, "error": err.to_string() })
+/// What the provider tells the host: the status flags, or a protocol failure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `ok: false`: the message is not a probe this provider speaks.
+    Refused(ProbeError),
+    /// `ok: true`, whatever the policy says.
+    Status {
+        id_json: String,
+        enabled: bool,
+        authorized: bool,
+        ready: bool,
+        pending_approval: bool,
+        /// Why not connected (or not ready), in words for the user; `None` when all pass.
+        reason: Option<String>,
+    },
+}
+
+impl Reply {
+    /// The reply as JSON text, the one form it is sent in.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(256);
+        match self {
+            Reply::Refused(e) => {
+                out.push_str("{\"ok\":false,\"error\":");
+                json_view::write_str(&mut out, &e.to_string());
+            }
+            Reply::Status {
+                id_json,
+                enabled,
+                authorized,
+                ready,
+                pending_approval,
+                reason,
+            } => {
+                let flag = |b: &bool| if *b { "true" } else { "false" };
+                out.push_str("{\"ok\":true,\"id\":");
+                out.push_str(id_json);
+                out.push_str(",\"service\":{\"namespace\":");
+                json_view::write_str(&mut out, NAMESPACE);
+                out.push_str(",\"name\":");
+                json_view::write_str(&mut out, SERVICE_NAME);
+                out.push_str(",\"version\":");
+                json_view::write_str(&mut out, SERVICE_VERSION);
+                out.push_str("},\"status\":{\"enabled\":");
+                out.push_str(flag(enabled));
+                out.push_str(",\"authorized\":");
+                out.push_str(flag(authorized));
+                out.push_str(",\"ready\":");
+                out.push_str(flag(ready));
+                out.push_str(",\"pendingApproval\":");
+                out.push_str(flag(pending_approval));
+                if let Some(r) = reason {
+                    out.push_str(",\"reason\":");
+                    json_view::write_str(&mut out, r);
+                }
+                out.push('}');
+            }
+        }
+        out.push('}');
+        out
+    }
 }
 
 /// Answers one probe. `policy` is mutated only to record a pending approval or refresh
 /// `lastSeen`; the returned flag says whether it changed (so the shell persists it).
 pub fn answer(
-    msg: &Value,
+    req: &ProbeRequest,
     sender: Option<&str>,
     policy: &mut Policy,
     cap: &Capability,
     now: f64,
-) -> (Value, bool) {
-    let req = match parse(msg) {
-        Ok(r) => r,
-        Err(e) => return (error_response(&e), false),
-    };
+) -> (Reply, bool) {
     let sender = sender.and_then(ExtensionId::parse);
     let changed = match &sender {
         Some(id) => policy.note_probe(id, &req.client_name, now),
@@ -179,21 +258,15 @@ pub fn answer(
         }
         other => Some(other.reason().to_owned()),
     };
-    let mut status = Map::new();
-    status.insert("enabled".into(), policy.endpoint_enabled.into());
-    status.insert("authorized".into(), authorized.into());
-    status.insert("ready".into(), cap.ready.into());
-    status.insert("pendingApproval".into(), pending.into());
-    if let Some(r) = reason {
-        status.insert("reason".into(), r.into());
-    }
-    let response = json!({
-        "ok": true,
-        "id": req.id,
-        "service": { "namespace": NAMESPACE, "name": SERVICE_NAME, "version": SERVICE_VERSION },
-        "status": status,
-    });
-    (response, changed)
+    let reply = Reply::Status {
+        id_json: req.id_json.clone(),
+        enabled: policy.endpoint_enabled,
+        authorized,
+        ready: cap.ready,
+        pending_approval: pending,
+        reason,
+    };
+    (reply, changed)
 }
 
 /// What the probe module (`probe/`, loaded before the provider's module: ARCHITECTURE.md, "The
@@ -202,7 +275,7 @@ pub fn answer(
 pub enum Early {
     /// The answer the provider would give now. `record`: the probe changes the policy (a pending
     /// approval, `lastSeen`), so the provider must also be handed the probe to record it.
-    Reply { reply: Value, record: bool },
+    Reply { reply: Reply, record: bool },
     /// Only the provider can answer: the loader holds the probe for it.
     Defer(&'static str),
 }
@@ -225,18 +298,18 @@ pub enum Toggle<'a> {
 /// none), the sender's id, the stored policy (`None`: none stored), the toggle check, and the
 /// time. Gives what `Provider::probe` gives for the same inputs (`tests/probe_module.rs`).
 #[must_use]
-pub fn answer_early(
+pub fn answer_early<J: JsonView>(
     text: Option<&str>,
     sender: Option<&str>,
-    stored_policy: Option<&Value>,
+    stored_policy: Option<&J>,
     toggle: Toggle<'_>,
     now: f64,
 ) -> Early {
-    let msg = match parse_text(text) {
-        Ok(v) => v,
+    let req = match parse_text_lite(text) {
+        Ok(r) => r,
         Err(e) => {
             return Early::Reply {
-                reply: error_response(&e),
+                reply: Reply::Refused(e),
                 record: false,
             }
         }
@@ -255,7 +328,7 @@ pub fn answer_early(
         Capability::user_scripts_off()
     };
     let mut policy = Policy::from_stored(stored_policy).0;
-    let (reply, record) = answer(&msg, sender, &mut policy, &cap, now);
+    let (reply, record) = answer(&req, sender, &mut policy, &cap, now);
     Early::Reply { reply, record }
 }
 
@@ -266,39 +339,53 @@ pub fn answer_early(
 /// `{"reply": …, "record": bool}` or `{"defer": reason}`.
 #[must_use]
 pub fn answer_early_json(input: &str) -> String {
+    let defer = |why: &str| {
+        let mut out = String::from("{\"defer\":");
+        json_view::write_str(&mut out, why);
+        out.push('}');
+        out
+    };
     // Bounded before it is parsed: a probe is small, and the policy's lists are bounded.
     if input.len() > MAX_EARLY_INPUT_BYTES {
-        return json!({ "defer": "the loader's input is larger than any probe and policy" })
-            .to_string();
+        return defer("the loader's input is larger than any probe and policy");
     }
-    let Ok(v) = crate::text::parse_json(input) else {
-        return json!({ "defer": "the loader's input is not JSON" }).to_string();
+    let Ok(v) = json_view::parse(input) else {
+        return defer("the loader's input is not JSON");
     };
-    let text = v.get("text").and_then(Value::as_str);
-    let sender = v.get("sender").and_then(Value::as_str);
+    let text = v.get("text").and_then(JsonView::as_str);
+    let sender = v.get("sender").and_then(JsonView::as_str);
     let policy = v.get("policy");
     let toggle = match v.get("toggle") {
-        Some(Value::String(s)) if s == "missing" => Toggle::Missing,
-        Some(t) => match t.get("refused").and_then(Value::as_str) {
+        Some(Json::String(s)) if s == "missing" => Toggle::Missing,
+        Some(t) => match t.get("refused").and_then(JsonView::as_str) {
             Some(message) => Toggle::Refused(message),
             None => Toggle::NotRefused,
         },
         None => Toggle::NotRefused,
     };
-    let Some(now) = v.get("now").and_then(Value::as_f64) else {
-        return json!({ "defer": "no time given" }).to_string();
+    let Some(now) = v.get("now").and_then(JsonView::as_f64) else {
+        return defer("no time given");
     };
     match answer_early(text, sender, policy, toggle, now) {
-        Early::Reply { reply, record } => json!({ "reply": reply, "record": record }),
-        Early::Defer(why) => json!({ "defer": why }),
+        Early::Reply { reply, record } => {
+            let mut out = String::from("{\"reply\":");
+            out.push_str(&reply.to_json());
+            out.push_str(if record {
+                ",\"record\":true}"
+            } else {
+                ",\"record\":false}"
+            });
+            out
+        }
+        Early::Defer(why) => defer(why),
     }
-    .to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::Switch;
+    use serde_json::{json, Value};
 
     const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
 
@@ -332,8 +419,13 @@ mod tests {
         "connected".into()
     }
 
+    /// A probe as the shell gets it (its JSON text), answered; the reply as the host reads it.
     fn run(msg: &Value, sender: Option<&str>, p: &mut Policy, cap: &Capability) -> (Value, bool) {
-        answer(msg, sender, p, cap, 1000.0)
+        let (reply, changed) = match parse_text(Some(&msg.to_string())) {
+            Ok(req) => answer(&req, sender, p, cap, 1000.0),
+            Err(e) => (Reply::Refused(e), false),
+        };
+        (serde_json::from_str(&reply.to_json()).unwrap(), changed)
     }
 
     #[test]
@@ -469,15 +561,52 @@ mod tests {
         assert_eq!(parse_text(None), Err(ProbeError::NotAnObject));
         // A lone surrogate in the name is not a reason to refuse the probe.
         let t = r#"{"channel":"lumo:probe","version":1,"id":1,"client":{"id":"mobcibglkcoacmddjpdoknlbbicjchlk","name":"a\ud800"}}"#;
-        let v = parse_text(Some(t)).unwrap();
+        let req = parse_text(Some(t)).unwrap();
+        assert_eq!(req.client_name, "a\u{FFFD}");
         let (r, _) = answer(
-            &v,
+            &req,
             Some(HOST),
             &mut Policy::default(),
             &Capability::ready(),
             0.0,
         );
-        assert_eq!(r["ok"], json!(true));
+        assert!(matches!(r, Reply::Status { .. }), "{r:?}");
+    }
+
+    /// The reply is written by hand: it must be the JSON the host parses, whatever the id and
+    /// reason hold, with the id echoed as it came.
+    #[test]
+    fn the_reply_is_json_with_the_id_as_sent() {
+        for id in [
+            r#""probe-42""#,
+            r#""quote \" and \\ and \u0001""#,
+            "7",
+            "-1.5e3",
+            "0",
+        ] {
+            let text = format!(
+                r#"{{"channel":"lumo:probe","version":1,"id":{id},"client":{{"id":"{HOST}"}}}}"#
+            );
+            let req = parse_text(Some(&text)).unwrap();
+            let lite = parse_text_lite(Some(&text)).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Value>(&lite.id_json).unwrap(),
+                serde_json::from_str::<Value>(&req.id_json).unwrap(),
+                "the two readers echo the same id"
+            );
+            for cap in [Capability::ready(), Capability::user_scripts_off()] {
+                let (r, _) = answer(&req, Some(HOST), &mut Policy::default(), &cap, 0.0);
+                let back: Value = serde_json::from_str(&r.to_json()).unwrap();
+                let sent: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(back["id"], sent["id"], "{id}");
+                assert_eq!(back["service"]["namespace"], json!(NAMESPACE));
+                assert_eq!(back["status"]["ready"], json!(cap.ready));
+            }
+        }
+        let refused = Reply::Refused(ProbeError::WrongChannel("\"x\u{1}\"".into())).to_json();
+        let back: Value = serde_json::from_str(&refused).unwrap();
+        assert_eq!(back["ok"], json!(false));
+        assert!(back["error"].as_str().unwrap().contains("x\u{1}"));
     }
 
     #[test]

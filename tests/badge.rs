@@ -38,7 +38,9 @@ fn the_badge_counts_the_open_sessions_the_popup_lists_and_flags_a_waiting_approv
     assert_eq!(text(), "2");
 
     // An unknown caller's probe asks the user: that outranks the count.
-    let asked = block_on(p.probe(&json!({"channel": "lumo:probe", "version": 1, "id": "p-1", "client": {"id": STRANGER, "name": "Stranger"}}), Some(STRANGER)));
+    let probe = json!({"channel": "lumo:probe", "version": 1, "id": "p-1", "client": {"id": STRANGER, "name": "Stranger"}});
+    let asked = block_on(p.probe(Some(&probe.to_string()), Some(STRANGER))).to_json();
+    let asked: serde_json::Value = serde_json::from_str(&asked).unwrap();
     assert_eq!(asked["status"]["pendingApproval"], json!(true), "{asked}");
     assert_eq!(block_on(p.badge()).text, "!");
 }

@@ -3,7 +3,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use lumo_userscripts::policy::Policy;
-use lumo_userscripts::probe::{answer, answer_early_json, Capability};
+use lumo_userscripts::probe::{answer, answer_early_json, parse_text, Capability, Reply};
 
 fuzz_target!(|data: &[u8]| {
     let out: serde_json::Value = serde_json::from_str(&answer_early_json(&String::from_utf8_lossy(data))).unwrap();
@@ -11,9 +11,13 @@ fuzz_target!(|data: &[u8]| {
 
     let (sender, rest) = data.split_at(data.len().min(32));
     let sender = std::str::from_utf8(sender).ok();
-    let Ok(msg) = serde_json::from_slice::<serde_json::Value>(rest) else { return };
-    let mut policy = Policy::default();
-    let (resp, _) = answer(&msg, sender, &mut policy, &Capability::ready(), 0.0);
+    let Ok(text) = std::str::from_utf8(rest) else { return };
+    let reply = match parse_text(Some(text)) {
+        Ok(req) => answer(&req, sender, &mut Policy::default(), &Capability::ready(), 0.0).0,
+        Err(e) => Reply::Refused(e),
+    };
+    // The hand-written reply is JSON the host can read, whatever the probe held.
+    let resp: serde_json::Value = serde_json::from_str(&reply.to_json()).unwrap();
     assert!(resp.get("ok").is_some());
     assert_ne!(resp["status"]["authorized"], serde_json::json!(true));
 });

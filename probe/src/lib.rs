@@ -48,3 +48,12 @@ pub extern "C" fn answer(len: usize) -> usize {
 pub extern "C" fn output() -> *const u8 {
     OUTPUT.with(|o| o.borrow().as_ptr())
 }
+
+/// A free-list allocator of a few hundred bytes instead of the default dlmalloc (~7 KB of code a
+/// cold probe's first call would compile on its way): the module lives for a few probes and
+/// allocates little (ARCHITECTURE.md: the probe module).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+// SAFETY: the probe module runs on the worker's one thread; nothing here is shared with another.
+static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator> =
+    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) };

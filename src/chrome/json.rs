@@ -16,6 +16,10 @@ pub fn from_js(v: &JsValue) -> Option<Value> {
 }
 
 pub fn to_js(v: &Value) -> JsValue {
-    let text = serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned());
-    js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL)
+    text_to_js(&serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned()))
+}
+
+/// JSON text the core wrote (`JSON.parse`).
+pub fn text_to_js(text: &str) -> JsValue {
+    js_sys::JSON::parse(text).unwrap_or(JsValue::NULL)
 }

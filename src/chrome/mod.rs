@@ -20,7 +20,6 @@ mod tab_events;
 pub(crate) mod web;
 
 use crate::control::{Effect, CONTROL_CHANNEL};
-use crate::probe;
 use crate::provider::Provider;
 use env::ChromeEnv;
 use js_sys::{Function, Reflect};
@@ -201,12 +200,9 @@ fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -
             panic!("test trap (async)");
         }
         let p = provider();
-        let response = match probe::parse_text(text.as_deref()) {
-            Ok(v) => p.probe(&v, sender_id.as_deref()).await,
-            Err(e) => probe::error_response(&e),
-        };
+        let reply = p.probe(text.as_deref(), sender_id.as_deref()).await;
         // The caller may have gone away; nothing to do about it.
-        let _ = send_response.call1(&JsValue::NULL, &json::to_js(&response));
+        let _ = send_response.call1(&JsValue::NULL, &json::text_to_js(&reply.to_json()));
         badge_now().await;
         p.ensure_registry().await;
     });

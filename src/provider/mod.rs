@@ -213,22 +213,28 @@ impl<E: Env> Provider<E> {
         log.push(msg);
     }
 
-    /// L0: answers one `lumo:probe` message from `sender` (Chrome's `sender.id`, unvalidated).
-    pub async fn probe(&self, msg: &Value, sender: Option<&str>) -> Value {
+    /// L0: answers one `lumo:probe` message (its JSON text; `None`: it has none) from `sender`
+    /// (Chrome's `sender.id`, unvalidated). A message that is not a probe is refused before the
+    /// policy is read.
+    pub async fn probe(&self, text: Option<&str>, sender: Option<&str>) -> probe::Reply {
+        let req = match probe::parse_text(text) {
+            Ok(r) => r,
+            Err(e) => return probe::Reply::Refused(e),
+        };
         let cap = self.capability();
         let now = self.env.now_ms();
         match self
-            .update_policy(|p| probe::answer(msg, sender, p, &cap, now))
+            .update_policy(|p| probe::answer(&req, sender, p, &cap, now))
             .await
         {
-            Ok((response, _)) => response,
+            Ok((reply, _)) => reply,
             // Storage is unreadable: still answer, from the defaults, without recording anything.
             Err(_) => {
                 let mut p = Policy {
                     endpoint_enabled: false,
                     ..Policy::default()
                 };
-                probe::answer(msg, sender, &mut p, &cap, now).0
+                probe::answer(&req, sender, &mut p, &cap, now).0
             }
         }
     }
@@ -245,14 +251,21 @@ mod tests {
 
     const HOST: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
 
-    fn probe_msg() -> Value {
+    fn probe_msg() -> String {
         json!({"channel": "lumo:probe", "version": 1, "id": 1, "client": {"id": HOST, "name": "Lumo"}})
+            .to_string()
+    }
+
+    /// The provider's reply to a probe from HOST, as the host reads it.
+    fn probe(p: &Provider<MemoryEnv>) -> Value {
+        let reply = block_on(p.probe(Some(&probe_msg()), Some(HOST)));
+        serde_json::from_str(&reply.to_json()).unwrap()
     }
 
     #[test]
     fn probe_persists_pending_approval() {
         let p = Provider::new(MemoryEnv::new());
-        let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+        let r = probe(&p);
         assert_eq!(r["status"]["pendingApproval"], json!(true));
         let stored = block_on(p.policy());
         assert_eq!(stored.pending.len(), 1);
@@ -263,7 +276,7 @@ mod tests {
     fn probe_reports_capability() {
         let p = Provider::new(MemoryEnv::new());
         p.env.user_scripts.set(false);
-        let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+        let r = probe(&p);
         assert_eq!(r["status"]["ready"], json!(false));
     }
 
@@ -285,12 +298,12 @@ mod tests {
             if warm_first {
                 block_on(p.warm_policy());
             } else {
-                block_on(p.probe(&probe_msg(), Some(HOST)));
+                probe(&p);
             }
             let mut on = Map::new();
             on.insert(keys::POLICY.into(), Policy::default().to_stored());
             block_on(crate::env::Storage::set(&p.env, Area::Local, on)).unwrap();
-            let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+            let r = probe(&p);
             assert_eq!(
                 r["status"]["enabled"],
                 json!(false),
@@ -302,7 +315,7 @@ mod tests {
     #[test]
     fn caches_follow_storage_changed_by_another_hand() {
         let p = Provider::new(MemoryEnv::new());
-        block_on(p.probe(&probe_msg(), Some(HOST)));
+        probe(&p);
         assert_eq!(block_on(p.policy()).pending.len(), 1);
         // Storage changed behind the provider's back (devtools, another copy of the worker).
         let other = crate::policy::Policy {
@@ -575,7 +588,7 @@ mod tests {
     fn unreadable_storage_still_answers_without_authorizing() {
         let p = Provider::new(MemoryEnv::new());
         *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
-        let r = block_on(p.probe(&probe_msg(), Some(HOST)));
+        let r = probe(&p);
         assert_eq!(r["ok"], json!(true));
         assert_eq!(r["status"]["authorized"], json!(false));
     }
