@@ -416,7 +416,11 @@ function report(r) {
     goal("cold start p95 < 100 ms", coldP.p95, (x) => x < 100, (x) => `${ms(x)} ms`),
     ...SCALES.map((n) => goal(`write at ${n} stored ≤ 1.10× Chrome's update([one])`, ratio(m(at(n).write), at(n).parts.updateOne), (x) => x <= 1.1, times,
       `floor: update([one]) ${ms(at(n).parts.updateOne)} ms; the Chrome calls a write must make ${ms(at(n).parts.writeFloor)} ms (write ${times(ratio(m(at(n).write), at(n).parts.writeFloor))} of it); write ${ms(m(at(n).write))} ms`)),
-    goal(`provider's share of a write flat: at ${SCALES.at(-1)} ≤ 1.2× at ${SCALES[0]}`, ratio(own(SCALES.at(-1)), own(SCALES[0])), (x) => x <= 1.2, times,
+    // A share is a difference of two medians taken minutes apart; at 1,000 stored Chrome's update
+    // alone swings by more than the share, and a share ≤ 0 is no measurement (not a PASS).
+    goal(`provider's share of a write flat: at ${SCALES.at(-1)} ≤ 1.2× at ${SCALES[0]}`,
+      own(SCALES.at(-1)) > 0 && own(SCALES[0]) > 0 ? ratio(own(SCALES.at(-1)), own(SCALES[0])) : null, (x) => x <= 1.2, times,
+      (own(SCALES.at(-1)) > 0 && own(SCALES[0]) > 0 ? "" : "not measured in this run: a share ≤ 0 is within the noise of Chrome's update; ") +
       `share ${ms(own(SCALES[0]))} → ${ms(own(SCALES.at(-1)))} ms; floor: the calls a write must make besides update ` +
       `${ms(floorShare(SCALES[0]))} → ${ms(floorShare(SCALES.at(-1)))} ms (${times(ratio(floorShare(SCALES.at(-1)), floorShare(SCALES[0])))}); ` +
       `above the floor ${ms(aboveFloor(SCALES[0]))} → ${ms(aboveFloor(SCALES.at(-1)))} ms`),
