@@ -28,8 +28,9 @@
 //! nearly empty. Chunks of 10 keep that cost flat; reading the whole log is a `get` of 100 keys
 //! instead of 10, for the same bytes. A log stored with chunks of 100 is read as it is: its newest
 //! chunk counts as full, so the next entry starts a new one, and its old chunks leave the ring as
-//! it moves on (until then a ring may hold up to 1,900 entries). A damaged head is found again
-//! from the chunks stored, so an append never overwrites a chunk that still holds entries.
+//! it moves on (until then a ring may hold up to 1,900 entries). A damaged head, or a missing
+//! one before an append, is found again from the chunks stored, so an append never overwrites a
+//! chunk that still holds entries.
 
 use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
 use futures::channel::oneshot;
@@ -131,25 +132,36 @@ impl std::fmt::Display for AuditError {
     }
 }
 
-async fn head<S: Storage>(s: &S, ring: Ring) -> Result<Head, AuditError> {
+/// A ring's head. A damaged one is found again from the chunks stored, so the next append
+/// neither starts over at chunk 0 nor overwrites a chunk that still holds entries; a missing one
+/// too before an append (`Missing::Recover`: a ring's first append ever, or a head removed by hand
+/// beside its chunks), while a read takes the ring for chunk 0 alone (`Missing::Unused`: an unused
+/// ring has no head, and the pages read the log often). Rare, so one read of everything is fine.
+async fn head<S: Storage>(s: &S, ring: Ring, missing: Missing) -> Result<Head, AuditError> {
     let key = ring.head_key();
     let got = s
         .get(Area::Local, &[&key])
         .await
         .map_err(AuditError::Storage)?;
     match got.get(&key) {
-        None => Ok(Head::default()),
-        Some(v) => match valid_head(v) {
+        None if missing == Missing::Unused => Ok(Head::default()),
+        v => match v.and_then(valid_head) {
             Some(h) => Ok(h),
-            // Damaged: found again from the chunks stored, so the next append neither starts
-            // over at chunk 0 nor overwrites a chunk that still holds entries. Rare, so one
-            // read of everything is fine.
             None => Ok(head_from_chunks(
                 &s.get_all(Area::Local).await.map_err(AuditError::Storage)?,
                 ring,
             )),
         },
     }
+}
+
+/// What [`head`] makes of a ring without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// An unused ring: chunk 0 alone.
+    Unused,
+    /// Found again from the chunks stored.
+    Recover,
 }
 
 fn valid_head(v: &Value) -> Option<Head> {
@@ -246,7 +258,7 @@ async fn append_with<S: Storage>(
     let (mut h, mut chunk) = match tail.take(ring) {
         Some(t) => t,
         None => {
-            let h = head(s, ring).await?;
+            let h = head(s, ring, Missing::Recover).await?;
             let key = ring.chunk_key(h.last);
             let got = s
                 .get(Area::Local, &[&key])
@@ -284,7 +296,7 @@ async fn append_with<S: Storage>(
 }
 
 async fn read_ring<S: Storage>(s: &S, ring: Ring) -> Result<Vec<Entry>, AuditError> {
-    let h = head(s, ring).await?;
+    let h = head(s, ring, Missing::Unused).await?;
     let keys: Vec<String> = (h.first..=h.last).map(|n| ring.chunk_key(n)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let got = s
@@ -523,23 +535,31 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_head_is_found_again_from_the_chunks_and_nothing_is_overwritten() {
+    fn a_damaged_or_missing_head_is_found_again_from_the_chunks_and_nothing_is_overwritten() {
         for junk in [
-            serde_json::json!({ "first": "x", "last": -1 }),
-            serde_json::json!({ "first": 0, "last": 1000 }),
-            serde_json::json!("junk"),
+            Some(serde_json::json!({ "first": "x", "last": -1 })),
+            Some(serde_json::json!({ "first": 0, "last": 1000 })),
+            Some(serde_json::json!("junk")),
+            None, // removed by hand: the chunks are still there
         ] {
             let env = MemoryEnv::new();
             for i in 0..25 {
                 block_on(append(&env, &entry(i), &Tail::default())).unwrap();
                 block_on(append(&env, &refusal(1000 + i), &Tail::default())).unwrap();
             }
-            env.areas
-                .borrow_mut()
-                .get_mut(&Area::Local)
-                .unwrap()
-                .insert(HEAD_KEY.into(), junk.clone());
-            assert_eq!(block_on(read_all(&env)).unwrap().len(), 50, "{junk}");
+            {
+                let mut areas = env.areas.borrow_mut();
+                let local = areas.get_mut(&Area::Local).unwrap();
+                match &junk {
+                    Some(j) => local.insert(HEAD_KEY.into(), j.clone()),
+                    None => local.remove(HEAD_KEY),
+                };
+            }
+            // A read without a head reads chunk 0 alone (an unused ring has no head); the append
+            // below finds the head again either way.
+            let shown = if junk.is_some() { 50 } else { 10 + 25 };
+            let junk = junk.unwrap_or(Value::Null);
+            assert_eq!(block_on(read_all(&env)).unwrap().len(), shown, "{junk}");
             block_on(append(&env, &entry(25), &Tail::default())).unwrap();
             let all = block_on(read_all(&env)).unwrap();
             let ok: Vec<f64> = all
