@@ -1,12 +1,12 @@
-//! JSON read and written without serde, for the probe's path. The probe module (`probe/`) is
-//! compiled in the worker's first turn and its first call is compiled lazily on the way to the
-//! reply of a cold probe, so every function it reaches is on the cold start's path; serde_json's
-//! generic parser, `Value` tree and serializer were most of that module (ARCHITECTURE.md,
-//! Decisions: the probe module). Here:
+//! JSON read and written without serde, for the probe module (`probe/`). It is compiled in the
+//! worker's first turn and its first call is compiled lazily on the way to the reply of a cold
+//! probe, so every function it reaches is on the cold start's path; serde_json's generic parser,
+//! `Value` tree and writer were most of that module (ARCHITECTURE.md, Decisions: the probe
+//! module's first call). Here:
 //! - [`parse`] builds a [`Json`] tree that borrows the text: bounded in depth, never panicking,
-//!   strict where serde_json is strict (one value, no trailing text, no control characters in a
-//!   string), and, as `text::parse_json` does for serde, reading a lone UTF-16 surrogate escape as
-//!   U+FFFD. A number keeps its text, so an id is echoed exactly as it came.
+//!   accepting exactly the texts serde_json accepts (one value, no trailing text, no control
+//!   character in a string, no number past f64's range, its depth) and, as `text::parse_json`
+//!   does for serde, reading a lone UTF-16 surrogate escape as U+FFFD. A number keeps its text.
 //! - [`JsonView`] is what a decoder asks of a value. Both [`Json`] and serde_json's `Value` give
 //!   it, so the stored policy has one decoder, whichever module reads it.
 //! - [`write_str`] and [`write_json`] write JSON text as serde_json writes it.
