@@ -31,7 +31,8 @@ RUSTFLAGS="-C link-arg=-zstack-size=262144" CARGO_TARGET_DIR=target/probe \
 # V8 compiles a wasm function when it is first called, and a cold probe is answered on the way
 # through the probe module's first call: so a function called from one place stays a function
 # of its own unless it is small (-ocimfs), and the general float parser is never inlined, so a
-# path a probe does not take is not compiled on its way (ARCHITECTURE.md: the probe module).
+# path a probe does not take is not compiled on its way (ARCHITECTURE.md, Decisions: the probe
+# module's first call).
 node_modules/.bin/wasm-opt --no-inline='*parse_f64*' -Oz -ocimfs=40 --strip-debug --strip-producers \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue \

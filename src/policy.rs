@@ -385,9 +385,9 @@ fn decode_list<J: JsonView, T>(
     out
 }
 
-/// The fields of one stored entry, read as the entries were once decoded by serde's derive:
-/// an object (other members ignored) with each field of its type; `Option` fields may be
-/// absent or null.
+/// The fields of one stored entry, read as serde's derive read the objects this provider writes
+/// (it also took an array in field order, which nothing writes: refused here): an object, other
+/// members ignored, each field of its type; `Option` fields may be absent or null.
 struct Fields<'a, J>(&'a J);
 
 impl<J: JsonView> Fields<'_, J> {

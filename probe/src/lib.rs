@@ -51,7 +51,7 @@ pub extern "C" fn output() -> *const u8 {
 
 /// A free-list allocator of a few hundred bytes instead of the default dlmalloc (~7 KB of code a
 /// cold probe's first call would compile on its way): the module lives for a few probes and
-/// allocates little (ARCHITECTURE.md: the probe module).
+/// allocates little (ARCHITECTURE.md, Decisions: the probe module's first call).
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
 // SAFETY: the probe module runs on the worker's one thread; nothing here is shared with another.
