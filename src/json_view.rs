@@ -446,13 +446,8 @@ pub fn write_str(out: &mut String, s: &str) {
         };
         out.push_str(s.get(copied..i).unwrap_or(""));
         if esc.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
             out.push_str("\\u00");
-            for nibble in [b >> 4, b & 0xf] {
-                out.push(char::from(
-                    HEX.get(usize::from(nibble)).copied().unwrap_or(b'0'),
-                ));
-            }
+            out.push_str(&crate::guard::digest::hex_lower(&[b]));
         } else {
             out.push_str(esc);
         }
