@@ -7,7 +7,7 @@
 // worker. A probe that arrives first is answered by the probe module (compile.js, `answerEarly`)
 // with the core's decision. It decides nothing: every event reaches the module as Chrome gave
 // it, and a probe the probe module answered reaches it too when the provider must record it. The
-// only other thing here is recovery from a trap.
+// only other thing here is recovery from a trap, in every listener the module adds.
 // First (modules are evaluated in import order): the probe module and the policy read.
 import { compileProvider, policyRead, probeModule, wasm } from './compile.js';
 import init from './wasm/lumo_userscripts.js';
@@ -145,6 +145,20 @@ for (const event of [
   chrome.notifications?.onClicked, chrome.notifications?.onClosed,
 ]) if (event) early(event);
 early(runtime.onConnectExternal, true);
+// The tab events are not held (the module adds their listeners only while it needs them), but a
+// trap in one must reach `recover` all the same. The module removes what it added: the same
+// wrapper goes.
+for (const event of [chrome.tabs?.onUpdated, chrome.tabs?.onRemoved]) {
+  if (!event) continue;
+  const add = event.addListener.bind(event);
+  const remove = event.removeListener.bind(event);
+  const wrapped = new Map();
+  event.addListener = (listener) => {
+    if (!wrapped.has(listener)) wrapped.set(listener, guarded(listener));
+    add(wrapped.get(listener));
+  };
+  event.removeListener = (listener) => remove(wrapped.get(listener) ?? listener);
+}
 
 init({ module_or_path: wasm }).then(() => {
   const waiting = queue;

@@ -31,6 +31,16 @@ thread_local! {
     // Made once and never dropped: `follow(false)` can run inside one of them.
     static ON_UPDATED: Closure<dyn FnMut(JsValue, JsValue)> =
         Closure::new(|tab: JsValue, change: JsValue| {
+            // The test build's trap in a tab listener (tests/e2e/trap.test.mjs): a navigation
+            // to a URL carrying the magic text.
+            #[cfg(feature = "test-trap")]
+            if Reflect::get(&change, &JsValue::from_str("url"))
+                .ok()
+                .and_then(|u| u.as_string())
+                .is_some_and(|u| u.contains("__lumo_test_trap_tab__"))
+            {
+                panic!("test trap (tab event)");
+            }
             let loading = Reflect::get(&change, &JsValue::from_str("status"))
                 .ok()
                 .and_then(|s| s.as_string())

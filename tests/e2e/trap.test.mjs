@@ -2,9 +2,11 @@
 // reloads the extension so every caller gets a working provider back, with nothing stored lost.
 // Runs against a test-only build (cargo feature `test-trap`, built by scripts/test.sh into
 // target/dist-trap) in which a probe carrying a magic id panics, in the listener itself (sync) or
-// in the task that answers it (async).
+// in the task that answers it (async), and a tab navigating to a magic URL panics in the tab
+// listener.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID, PROVIDER_ID, REPO_ROOT, launch } from "./lib/harness.mjs";
@@ -61,4 +63,46 @@ describe("trap recovery (test-only build)", { skip: !existsSync(TRAP_DIST) && "t
       assert.ok(reloads >= 1, "the reload is counted (the loop guard)");
     });
   }
+
+  // The tab listeners are added by the module only while a page has menu commands (or a script's
+  // tab is open), after the loader's first turn; Chrome's event dispatch would swallow a trap in
+  // them, leaving a dead module answering nothing.
+  test("a trap in a tab event listener reloads the extension too", T, async () => {
+    const server = createServer((req, res) => {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      res.end("<!doctype html><title>trap page</title>");
+    });
+    await new Promise((r) => server.listen(0, "127.0.0.1", r));
+    const page = `http://menu.test:${server.address().port}/`;
+    try {
+      const s = await h.lumo("connect", PROVIDER_ID);
+      const menu = `// ==UserScript==\n// @name Menu\n// @namespace trap\n// @match http://menu.test/*\n// @grant GM_registerMenuCommand\n// ==/UserScript==\n`
+        + "GM_registerMenuCommand('Mark', () => {});\n";
+      const w = await h.lumo("callTool", s, "write_script", { source: menu });
+      assert.equal(w.isError, false, JSON.stringify(w));
+      await h.lumo("close", s);
+      const tab = await h.context.newPage();
+      await tab.goto(page, { waitUntil: "load" });
+      const ids = await h.context.newPage();
+      await ids.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+      const tabId = await ids.evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, page);
+      await ids.close();
+      for (const end = Date.now() + 5000; ;) {
+        if ((await h.internal("menu.list", { tab: tabId })).items?.length === 1) break;
+        assert.ok(Date.now() < end, "the page's command was listed: the tab listeners are on");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const before = await h.workerVersionId();
+      await tab.goto(`${page}?__lumo_test_trap_tab__`, { waitUntil: "load" });
+      const deadline = Date.now() + 20_000;
+      while ((await h.workerVersionId()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      assert.notEqual(await h.workerVersionId(), before, "the extension reloaded after the trap in the tab listener");
+      await h.waitForWorkerStatus(PROVIDER_ID, "running", 10_000);
+      const ok = await h.lumo("probe", PROVIDER_ID);
+      assert.equal(ok.response?.status?.authorized, true, JSON.stringify(ok));
+      await tab.close();
+    } finally {
+      await new Promise((r) => { server.close(r); server.closeAllConnections(); });
+    }
+  });
 });
