@@ -190,6 +190,9 @@ pub struct HttpRequest {
     pub timeout_ms: u64,
     /// No cookies.
     pub anonymous: bool,
+    /// Let the browser follow redirects (`redirect: "follow"`). Without it a redirect is
+    /// answered as such ([`HttpResponse::location`]) and nothing is sent to where it leads.
+    pub follow: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,6 +203,9 @@ pub struct HttpResponse {
     pub final_url: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// A redirect not followed (the request's `follow` was false): where it leads. `status`
+    /// is then the redirect's, and there are no headers or body.
+    pub location: Option<String>,
 }
 
 /// `fetch` from the service worker. A timeout is an error whose text starts with "timeout".
@@ -509,6 +515,7 @@ pub mod memory {
                 final_url: req.url.clone(),
                 headers: vec![("x-test".into(), "yes".into())],
                 body: req.url.clone().into_bytes(),
+                location: None,
             })
         }
     }

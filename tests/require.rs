@@ -22,6 +22,7 @@ fn ok(body: &str, mime: &str) -> Result<HttpResponse, String> {
         final_url: String::new(),
         headers: vec![("content-type".into(), mime.into())],
         body: body.as_bytes().to_vec(),
+        location: None,
     })
 }
 
@@ -163,6 +164,7 @@ fn a_failed_fetch_a_bad_status_or_a_hash_mismatch_refuses_the_write_and_stores_n
                 final_url: String::new(),
                 headers: vec![],
                 body: vec![],
+                location: None,
             }),
             "HTTP 404",
         ),
@@ -179,6 +181,7 @@ fn a_failed_fetch_a_bad_status_or_a_hash_mismatch_refuses_the_write_and_stores_n
                 final_url: "http://evil.test/lib.js".into(),
                 headers: vec![],
                 body: b"x".to_vec(),
+                location: None,
             }),
             "redirected to http://evil.test/lib.js",
         ),

@@ -276,6 +276,10 @@ impl Timer for ChromeEnv {
     }
 }
 
+/// Longest wait, after a manual fetch resolved as a redirect, for Chrome to tell where it leads
+/// (`redirects`): the event has always come within milliseconds when it comes at all.
+const REDIRECT_WAIT_MS: u64 = 5_000;
+
 /// `fetch` for `GM_xmlhttpRequest`: the core already decided the request may be sent.
 impl crate::env::Http for ChromeEnv {
     async fn fetch(
@@ -297,31 +301,10 @@ impl crate::env::Http for ChromeEnv {
             .ok()
             .and_then(|f| f.dyn_into().ok())
             .ok_or_else(|| EnvError("fetch is not available".into()))?;
-        let init = js_sys::Object::new();
+        let init = fetch_init(req);
         let set = |k: &str, v: &JsValue| {
             let _ = Reflect::set(&init, &k.into(), v);
         };
-        set("method", &req.method.as_str().into());
-        set(
-            "credentials",
-            &(if req.anonymous { "omit" } else { "include" }).into(),
-        );
-        set("redirect", &"follow".into());
-        set("cache", &"no-store".into());
-        let headers = Array::new();
-        for (k, v) in &req.headers {
-            headers.push(&Array::of2(&k.as_str().into(), &v.as_str().into()));
-        }
-        set("headers", &headers);
-        if req.method != "GET" && req.method != "HEAD" {
-            match &req.body {
-                Some(crate::gm::message::Body::Text(t)) => set("body", &t.as_str().into()),
-                Some(crate::gm::message::Body::Bytes(b)) => {
-                    set("body", &js_sys::Uint8Array::from(b.as_slice()).into());
-                }
-                None => {}
-            }
-        }
         // One controller cancels the request when this future is dropped (the script's
         // `abort()`, see `provider::gm`); `AbortSignal.timeout(ms)` when it takes too long.
         // Either cancels the request itself, not only the wait.
@@ -361,6 +344,12 @@ impl crate::env::Http for ChromeEnv {
                 js_error("fetch", e)
             }
         };
+        // Before the fetch: Chrome may tell where a redirect leads before the fetch resolves.
+        let watch = if req.follow {
+            None
+        } else {
+            super::redirects::Watch::new(&req.method, &req.url)
+        };
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?
@@ -374,6 +363,9 @@ impl crate::env::Http for ChromeEnv {
                 .and_then(|v| v.as_string())
                 .unwrap_or_default()
         };
+        if text(&resp, "type") == "opaqueredirect" {
+            return redirect_answer(req, watch).await;
+        }
         let headers = response_headers(&resp);
         let body = read_body(&resp, max_body, progress).await.map_err(fail)?;
         let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);
@@ -385,8 +377,70 @@ impl crate::env::Http for ChromeEnv {
             final_url: text(&resp, "url"),
             headers,
             body,
+            location: None,
         })
     }
+}
+
+/// `fetch`'s options for a request, but its signal.
+fn fetch_init(req: &crate::env::HttpRequest) -> js_sys::Object {
+    let init = js_sys::Object::new();
+    let set = |k: &str, v: &JsValue| {
+        let _ = Reflect::set(&init, &k.into(), v);
+    };
+    set("method", &req.method.as_str().into());
+    set(
+        "credentials",
+        &(if req.anonymous { "omit" } else { "include" }).into(),
+    );
+    set(
+        "redirect",
+        &(if req.follow { "follow" } else { "manual" }).into(),
+    );
+    set("cache", &"no-store".into());
+    let headers = Array::new();
+    for (k, v) in &req.headers {
+        headers.push(&Array::of2(&k.as_str().into(), &v.as_str().into()));
+    }
+    set("headers", &headers);
+    if req.method != "GET" && req.method != "HEAD" {
+        match &req.body {
+            Some(crate::gm::message::Body::Text(t)) => set("body", &t.as_str().into()),
+            Some(crate::gm::message::Body::Bytes(b)) => {
+                set("body", &js_sys::Uint8Array::from(b.as_slice()).into());
+            }
+            None => {}
+        }
+    }
+    init
+}
+
+/// A manual fetch that resolved as a redirect: where it leads, as Chrome told the watch.
+async fn redirect_answer(
+    req: &crate::env::HttpRequest,
+    watch: Option<super::redirects::Watch>,
+) -> Result<crate::env::HttpResponse, EnvError> {
+    let not_told = || {
+        EnvError(
+            "the server redirected the request, and Chrome did not tell where to; \
+             the redirect was not followed"
+                .into(),
+        )
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let wait = req.timeout_ms.min(REDIRECT_WAIT_MS) as f64;
+    let (status, to) = match watch {
+        Some(w) => w.target(wait).await.ok_or_else(not_told)?,
+        None => return Err(not_told()),
+    };
+    Ok(crate::env::HttpResponse {
+        status,
+        status_text: String::new(),
+        final_url: req.url.clone(),
+        headers: Vec::new(),
+        body: Vec::new(),
+        location: Some(to),
+    })
 }
 
 /// An `AbortController` whose `abort()` is called when this is dropped: a fetch future given

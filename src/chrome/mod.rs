@@ -16,6 +16,7 @@ mod env;
 mod execute;
 mod json;
 mod ports;
+mod redirects;
 mod tab_events;
 pub(crate) mod web;
 
@@ -127,9 +128,11 @@ pub fn start() {
     // Later, off the path of the message that woke the worker: settle reviews
     // the previous worker left behind, then reconcile registrations.
     gloo_timers::callback::Timeout::new(START_WORK_DELAY_MS, || {
-        // What a worker stopped while listening to tab events left behind (a tab event meanwhile
-        // only starts this worker, which is already running, and reaches no listener).
+        // What a worker stopped while listening to tab events or redirects left behind (such an
+        // event meanwhile only starts this worker, which is already running, and reaches no
+        // listener).
         tab_events::clear_stale();
+        redirects::clear_stale();
         spawn_local(async {
             let p = provider();
             p.recover_interrupted_write().await;

@@ -59,6 +59,8 @@ pub async fn prepare<E: Storage + Http + Clock>(
                     body: None,
                     timeout_ms: FETCH_TIMEOUT_MS.min(left),
                     anonymous: true,
+                    // Judged where it ended (`assets::verify`); no cookies go anywhere.
+                    follow: true,
                 };
                 // One byte over the bound tells "too large" from "exactly the bound".
                 let resp = env

@@ -1,11 +1,13 @@
 //! Whether a script's `GM_xmlhttpRequest` may be sent, decided before anything leaves the
 //! browser: an absolute `http(s)` URL whose host the script's `@connect` rules allow, given the
 //! page it runs in as Chrome reports it (the sender's URL, never the message). The request is
-//! then made by the service worker (`fetch`, following redirects); a response whose final URL
-//! left the allowed hosts is withheld from the script (see [`final_allowed`]).
+//! then made by the service worker (`fetch`), which does not let the browser follow a redirect:
+//! each hop is judged like the first ([`follow`]) before it is requested, so no redirect carries
+//! the user's cookies, or reaches the user's network, where `@connect` does not allow.
 
 use super::connect::{self, Rule};
 use super::message::{ResponseType, XhrRequest};
+use crate::env::HttpRequest;
 use crate::text::ellipsize;
 use crate::web::WebPlatform;
 use serde_json::{json, Value};
@@ -15,8 +17,19 @@ use serde_json::{json, Value};
 pub enum Refused {
     BadUrl(String),
     Scheme(String),
-    NotConnected { host: String },
+    NotConnected {
+        host: String,
+    },
+    /// A redirect to where the first request could not go: not requested.
+    Redirected {
+        to: String,
+        why: String,
+    },
+    TooManyRedirects,
 }
+
+/// Redirects followed for one request at most, as `fetch` would.
+pub const MAX_REDIRECTS: usize = 20;
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -30,6 +43,15 @@ impl std::fmt::Display for Refused {
                 f,
                 "GM_xmlhttpRequest refused: {host} is not in this script's @connect list \
                  (add \"// @connect {host}\" to its metadata); the request was not sent"
+            ),
+            Refused::Redirected { to, why } => write!(
+                f,
+                "GM_xmlhttpRequest: the server redirected the request to {to}, and {why}; \
+                 the redirect was not followed"
+            ),
+            Refused::TooManyRedirects => write!(
+                f,
+                "GM_xmlhttpRequest: more than {MAX_REDIRECTS} redirects; the last was not followed"
             ),
         }
     }
@@ -55,6 +77,72 @@ pub fn decide(
         });
     }
     Ok(url.href)
+}
+
+/// The request a redirect leads to, if the script may make it: `location` judged as
+/// [`decide`] judges the first URL, then fetch's rules for what a redirect carries on (a 303,
+/// or a 301/302 of a POST, becomes a GET without body or body headers; `Authorization` does not
+/// cross to another origin). `hops`: redirects followed so far.
+pub fn follow(
+    web: &dyn WebPlatform,
+    prev: &HttpRequest,
+    status: u16,
+    location: &str,
+    rules: &[Rule],
+    page_url: Option<&str>,
+    hops: usize,
+) -> Result<HttpRequest, Refused> {
+    if hops >= MAX_REDIRECTS {
+        return Err(Refused::TooManyRedirects);
+    }
+    let shown = || ellipsize(location, 200);
+    let to = web.parse_url(location).map_err(|_| Refused::Redirected {
+        to: shown(),
+        why: "that is not a URL it can request".into(),
+    })?;
+    if to.scheme != "http" && to.scheme != "https" {
+        return Err(Refused::Redirected {
+            to: shown(),
+            why: "only http and https URLs can be requested".into(),
+        });
+    }
+    let page_host = page_url.and_then(|p| web.parse_url(p).ok()).map(|p| p.host);
+    if !connect::allows(rules, &to.host, page_host.as_deref()) {
+        return Err(Refused::Redirected {
+            to: ellipsize(&to.href, 200),
+            why: format!(
+                "{} is not in this script's @connect list",
+                ellipsize(&to.host, 200)
+            ),
+        });
+    }
+    let mut next = prev.clone();
+    let to_get = (status == 303 && prev.method != "GET" && prev.method != "HEAD")
+        || (matches!(status, 301 | 302) && prev.method == "POST");
+    if to_get {
+        next.method = "GET".into();
+        next.body = None;
+        next.headers.retain(|(k, _)| {
+            ![
+                "content-type",
+                "content-encoding",
+                "content-language",
+                "content-location",
+            ]
+            .iter()
+            .any(|h| k.eq_ignore_ascii_case(h))
+        });
+    }
+    let origin = |u: &crate::web::ParsedUrl| (u.scheme.clone(), u.host.clone(), u.port);
+    let same_origin = web
+        .parse_url(&prev.url)
+        .is_ok_and(|p| origin(&p) == origin(&to));
+    if !same_origin {
+        next.headers
+            .retain(|(k, _)| !k.eq_ignore_ascii_case("authorization"));
+    }
+    next.url = to.href;
+    Ok(next)
 }
 
 /// Whether the response's final URL (after redirects) is still one the script may read.
@@ -142,6 +230,7 @@ mod tests {
             final_url: "http://a.test/x".into(),
             headers: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
             body: b"hi\xff".to_vec(),
+            location: None,
         };
         let v = response_json(&r, ResponseType::Text);
         assert_eq!(v["responseHeaders"], "a: 1\r\nb: 2\r\n");
@@ -224,6 +313,160 @@ mod tests {
         )
         .is_err());
         assert!(decide(w, &req("http://API.TEST./"), &rules(&["api.test"]), None).is_err());
+    }
+
+    fn sent(method: &str, url: &str) -> HttpRequest {
+        HttpRequest {
+            method: method.into(),
+            url: url.into(),
+            headers: vec![
+                ("Content-Type".into(), "text/plain".into()),
+                ("authorization".into(), "Bearer t".into()),
+                ("X-Script".into(), "1".into()),
+            ],
+            body: Some(crate::gm::message::Body::Text("b".into())),
+            timeout_ms: 1000,
+            anonymous: false,
+            follow: false,
+        }
+    }
+
+    #[test]
+    fn a_redirect_is_judged_like_the_first_request_before_it_is_followed() {
+        let w = platform();
+        let r = rules(&["api.test", "self"]);
+        let page = Some("http://page.test/");
+        let get = sent("GET", "http://api.test/a");
+        // Where @connect allows: the next request, same method and headers on the same origin.
+        let n = follow(w, &get, 302, "http://api.test/b?c", &r, page, 0).unwrap();
+        assert_eq!(
+            (n.method.as_str(), n.url.as_str()),
+            ("GET", "http://api.test/b?c")
+        );
+        assert_eq!(n.headers, get.headers);
+        assert!(follow(w, &get, 301, "https://page.test/x", &r, page, 0).is_ok());
+        // Anywhere else it is refused, naming where it led; nothing there is requested.
+        for (to, why) in [
+            (
+                "http://bank.test/transfer",
+                "bank.test is not in this script's @connect list",
+            ),
+            (
+                "http://192.168.1.1/reset",
+                "192.168.1.1 is not in this script's @connect list",
+            ),
+            ("http://api.test@evil.test/", "evil.test is not in"),
+            ("file:///etc/passwd", "only http and https"),
+            ("data:text/html,x", "only http and https"),
+            ("not a url", "not a URL"),
+        ] {
+            let e = follow(w, &get, 302, to, &r, page, 0).unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, Refused::Redirected { .. }), "{to}");
+            assert!(
+                text.contains(why) && text.contains("not followed"),
+                "{to}: {text}"
+            );
+        }
+        // Self is the page's host: without a page, nothing.
+        assert!(follow(w, &get, 302, "http://page.test/", &r, None, 0).is_err());
+        // The hop bound.
+        assert!(follow(
+            w,
+            &get,
+            302,
+            "http://api.test/b",
+            &r,
+            page,
+            MAX_REDIRECTS - 1
+        )
+        .is_ok());
+        assert_eq!(
+            follow(w, &get, 302, "http://api.test/b", &r, page, MAX_REDIRECTS),
+            Err(Refused::TooManyRedirects)
+        );
+    }
+
+    #[test]
+    fn a_redirect_carries_on_what_fetch_would() {
+        let w = platform();
+        let r = rules(&["*"]);
+        let post = sent("POST", "http://api.test/a");
+        let names = |n: &HttpRequest| {
+            n.headers
+                .iter()
+                .map(|(k, _)| k.to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        };
+        // 307/308 keep the method and the body.
+        for status in [307, 308] {
+            let n = follow(w, &post, status, "http://api.test/b", &r, None, 0).unwrap();
+            assert_eq!((n.method.as_str(), n.body.is_some()), ("POST", true));
+            assert_eq!(names(&n), ["content-type", "authorization", "x-script"]);
+        }
+        // A POST's 301/302 and any 303 become a GET without the body and its headers.
+        for (m, status) in [
+            ("POST", 301),
+            ("POST", 302),
+            ("POST", 303),
+            ("PUT", 303),
+            ("DELETE", 303),
+        ] {
+            let n = follow(
+                w,
+                &sent(m, "http://api.test/a"),
+                status,
+                "http://api.test/b",
+                &r,
+                None,
+                0,
+            )
+            .unwrap();
+            assert_eq!(
+                (n.method.as_str(), n.body.is_none()),
+                ("GET", true),
+                "{m} {status}"
+            );
+            assert_eq!(names(&n), ["authorization", "x-script"]);
+        }
+        // Other methods keep theirs on a 301/302; a HEAD stays a HEAD on a 303.
+        assert_eq!(
+            follow(
+                w,
+                &sent("PUT", "http://api.test/a"),
+                302,
+                "http://api.test/b",
+                &r,
+                None,
+                0
+            )
+            .unwrap()
+            .method,
+            "PUT"
+        );
+        assert_eq!(
+            follow(
+                w,
+                &sent("HEAD", "http://api.test/a"),
+                303,
+                "http://api.test/b",
+                &r,
+                None,
+                0
+            )
+            .unwrap()
+            .method,
+            "HEAD"
+        );
+        // Authorization stays on the origin: another host, scheme or port drops it.
+        for to in [
+            "http://other.test/b",
+            "https://api.test/b",
+            "http://api.test:8080/b",
+        ] {
+            let n = follow(w, &post, 307, to, &r, None, 0).unwrap();
+            assert_eq!(names(&n), ["content-type", "x-script"], "{to}");
+        }
     }
 
     #[test]

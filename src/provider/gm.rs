@@ -219,8 +219,9 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    /// Sends a request the script's `@connect` rules allow (never one they do not), and
-    /// withholds a response whose redirects left them.
+    /// Sends a request the script's `@connect` rules allow (never one they do not), and each
+    /// redirect only where they allow too: the browser does not follow one, this loop judges it
+    /// first (`xhr::follow`), within the request's one timeout.
     /// An abort from the same page (`xhr.abort` with its number) cancels the fetch: its future
     /// is dropped, which the shell turns into `AbortController.abort()`.
     async fn gm_xhr(
@@ -229,10 +230,11 @@ impl<E: Env> Provider<E> {
         from: &crate::provider::Sender,
         x: &crate::gm::message::XhrRequest,
     ) -> Value {
+        use crate::gm::xhr;
         let page = from.url.as_deref();
         let web = crate::web::platform();
         let rules = crate::gm::connect::rules(web, &record.metadata.connects);
-        let url = match crate::gm::xhr::decide(web, x, &rules, page) {
+        let url = match xhr::decide(web, x, &rules, page) {
             Ok(u) => u,
             Err(e) => return json!({ "error": e.to_string(), "refused": true }),
         };
@@ -247,35 +249,69 @@ impl<E: Env> Provider<E> {
                 headers.push(("Content-Type".to_owned(), t.clone()));
             }
         }
-        let req = crate::env::HttpRequest {
+        let mut req = crate::env::HttpRequest {
             method: x.method.clone(),
             url,
             headers,
             body: x.data.clone(),
             timeout_ms: x.timeout_ms,
             anonymous: x.anonymous,
+            follow: false,
         };
         let key = flight_key(&record.uuid, from, x.id);
-        let aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
+        let mut aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
             Ok(rx) => rx,
             Err(e) => return json!({ "error": e.to_string(), "refused": true }),
         };
         let report = |loaded: u64, total: Option<u64>| {
             self.gm_flights.borrow_mut().progress(&key, loaded, total);
         };
-        let fetch = self
-            .env
-            .fetch_progress(&req, crate::gm::xhr::MAX_RESPONSE_BYTES, &report);
-        futures::pin_mut!(fetch);
-        let answer = futures::future::select(fetch, aborted).await;
-        self.gm_flights.borrow_mut().finish(&key);
-        let answer = match answer {
-            futures::future::Either::Left((r, _)) => r,
-            // Aborted (or, impossibly, its sender gone): the fetch future is dropped here.
-            futures::future::Either::Right(_) => return json!({ "aborted": true }),
+        let started = self.env.now_ms();
+        let mut hops = 0;
+        let answer = loop {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let spent = (self.env.now_ms() - started).clamp(0.0, 1e12) as u64;
+            req.timeout_ms = x.timeout_ms.saturating_sub(spent);
+            if req.timeout_ms == 0 {
+                break Err(crate::env::EnvError("timeout".into()));
+            }
+            let r = {
+                let fetch = self
+                    .env
+                    .fetch_progress(&req, xhr::MAX_RESPONSE_BYTES, &report);
+                futures::pin_mut!(fetch);
+                match futures::future::select(fetch, &mut aborted).await {
+                    futures::future::Either::Left((r, _)) => Some(r),
+                    // Aborted (or, impossibly, its sender gone): the fetch future is dropped.
+                    futures::future::Either::Right(_) => None,
+                }
+            };
+            let Some(r) = r else {
+                self.gm_flights.borrow_mut().finish(&key);
+                return json!({ "aborted": true });
+            };
+            match r {
+                Ok(crate::env::HttpResponse {
+                    status,
+                    location: Some(to),
+                    ..
+                }) => match xhr::follow(web, &req, status, &to, &rules, page, hops) {
+                    Ok(next) => {
+                        req = next;
+                        hops += 1;
+                    }
+                    Err(e) => {
+                        self.gm_flights.borrow_mut().finish(&key);
+                        return json!({ "error": e.to_string(), "refused": true });
+                    }
+                },
+                other => break other,
+            }
         };
+        self.gm_flights.borrow_mut().finish(&key);
         match answer {
-            Ok(r) if !crate::gm::xhr::final_allowed(web, &r.final_url, &rules, page) => json!({
+            // Each hop was judged before it was requested; this stays as the last word.
+            Ok(r) if !xhr::final_allowed(web, &r.final_url, &rules, page) => json!({
                 "error": format!(
                     "GM_xmlhttpRequest: the response was withheld: it was redirected to {}, \
                      which is not in this script's @connect list",
@@ -283,7 +319,7 @@ impl<E: Env> Provider<E> {
                 ),
                 "refused": true,
             }),
-            Ok(r) => crate::gm::xhr::response_json(&r, x.response_type),
+            Ok(r) => xhr::response_json(&r, x.response_type),
             Err(e) if e.0.starts_with("timeout") => json!({
                 "error": format!("GM_xmlhttpRequest: no answer within {} ms", x.timeout_ms),
                 "timeout": true,
@@ -451,6 +487,94 @@ mod tests {
         assert_eq!(
             p.env.fetched.borrow()[0].headers,
             [("X-A".to_owned(), "1".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_redirect_is_followed_only_where_connect_allows_and_nothing_else_is_requested() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "R",
+            "// @grant GM_xmlhttpRequest\n// @connect api.test\n",
+        );
+        let t = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let redirect = |status: u16, to: &str| {
+            Ok(crate::env::HttpResponse {
+                status,
+                status_text: String::new(),
+                final_url: String::new(),
+                headers: Vec::new(),
+                body: Vec::new(),
+                location: Some(to.into()),
+            })
+        };
+        {
+            let mut answers = p.env.http_answers.borrow_mut();
+            answers.insert(
+                "https://api.test/in".into(),
+                redirect(302, "https://v2.api.test/there"),
+            );
+            answers.insert(
+                "https://api.test/out".into(),
+                redirect(307, "https://bank.test/transfer"),
+            );
+            answers.insert(
+                "https://api.test/loop".into(),
+                redirect(302, "https://api.test/loop"),
+            );
+        }
+        let page = Some("https://example.com/page");
+        let post =
+            |url: &str| json!({"op": "xhr", "id": 1, "method": "POST", "url": url, "data": "x"});
+        let sent = || -> Vec<(String, String)> {
+            p.env
+                .fetched
+                .borrow_mut()
+                .drain(..)
+                .map(|r| (r.method, r.url))
+                .collect()
+        };
+        // Allowed: followed, a POST's 302 as a GET, to the response of where it led.
+        let r = gm_from(&p, &t, post("https://api.test/in"), page);
+        assert_eq!(
+            (r["status"].as_u64(), r["finalUrl"].as_str()),
+            (Some(200), Some("https://v2.api.test/there")),
+            "{r}"
+        );
+        let hops = sent();
+        assert_eq!(
+            hops,
+            [
+                ("POST".into(), "https://api.test/in".into()),
+                ("GET".into(), "https://v2.api.test/there".into())
+            ]
+        );
+        assert!(p.env.fetched.borrow().iter().all(|r| !r.follow));
+        // Off the list: refused, and bank.test was never asked.
+        let r = gm_from(&p, &t, post("https://api.test/out"), page);
+        let e = r["error"].as_str().unwrap();
+        assert!(
+            e.contains("redirected the request to https://bank.test/transfer")
+                && e.contains("not followed"),
+            "{r}"
+        );
+        assert_eq!(r["refused"], true);
+        assert_eq!(sent(), [("POST".into(), "https://api.test/out".into())]);
+        // A loop ends at the bound, having made the first request and twenty redirects.
+        let r = gm_from(&p, &t, post("https://api.test/loop"), page);
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("more than 20 redirects"),
+            "{r}"
+        );
+        assert_eq!(sent().len(), 21);
+        // The flight ended each time: the same number can be used again.
+        assert_eq!(
+            gm_from(&p, &t, post("https://api.test/in"), page)["status"],
+            200
         );
     }
 

@@ -58,6 +58,14 @@ async function pageServer() {
       }, 4000);
       return;
     }
+    // A redirect to `to` with `status` (the method is in `hits` too, for what the hop kept).
+    if (req.url.startsWith("/redirect")) {
+      const q = new URL(req.url, "http://x").searchParams;
+      hits.push(`${req.method} ${req.headers.host}${req.url}`);
+      res.writeHead(Number(q.get("status")), { location: q.get("to") });
+      res.end();
+      return;
+    }
     if (req.url.startsWith("/api")) {
       res.writeHead(200, { "content-type": "application/json", "x-test": "yes", "access-control-allow-origin": "*" });
       res.end(JSON.stringify({ method: req.method, host: req.headers.host.split(":")[0], path: req.url, h: req.headers["x-script"] ?? null }));
@@ -321,6 +329,34 @@ describe("gm: the GM functions a script is given", () => {
     // The server saw the declared requests and never the refused ones.
     assert.ok(server.hits.includes(`api.test:${P}/api/one`), JSON.stringify(server.hits));
     assert.ok(!server.hits.some((h) => h.startsWith("undeclared.test") || h.includes("/api/self")), JSON.stringify(server.hits));
+  });
+
+  // A redirect is a new request the script did not name: judged like the first before it is
+  // made, so a declared host cannot send the user's cookies, or a POST, anywhere else.
+  test("GM_xmlhttpRequest follows a redirect only where @connect allows; a host off the list is never asked", T, async () => {
+    await write("redir", ["@match http://redirpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 3) document.documentElement.setAttribute('data-gm-redir', JSON.stringify(out)); };\n"
+      + "const go = (k, o) => GM_xmlhttpRequest({ ...o, onload: (r) => { out[k] = [r.status, r.finalUrl, r.responseText]; done(); }, onerror: (e) => { out[k] = e.error; done(); } });\n"
+      + "const r = (status, to) => `http://api.test:${port}/redirect?status=${status}&to=${encodeURIComponent(to)}`;\n"
+      + "go('kept', { method: 'POST', data: 'x=1', url: r(307, r(302, `http://sub.api.test:${port}/api/final`)) });\n"
+      + "go('off', { method: 'POST', data: 'amount=1000', url: r(307, `http://bank.test:${port}/api/transfer`) });\n"
+      + "go('lan', { url: r(302, `http://127.0.0.1:${port}/api/router`) });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("redirpage.test")), (g) => g.redir, 8000);
+    const out = JSON.parse(got.redir);
+    const P = server.port;
+    // Within the list: followed hop by hop, a 307 keeping the POST, a 302 of a POST as a GET.
+    assert.deepEqual(out.kept.slice(0, 2), [200, `http://sub.api.test:${P}/api/final`], JSON.stringify(out));
+    assert.equal(JSON.parse(out.kept[2]).method, "GET");
+    const redirects = server.hits.filter((h) => /^[A-Z]+ /.test(h));
+    // kept: POST, then POST again (307); off: POST; lan: GET. The three run at once.
+    assert.deepEqual(redirects.map((h) => h.split(" ")[0]).sort(), ["GET", "POST", "POST", "POST"], JSON.stringify(server.hits));
+    assert.ok(server.hits.includes(`sub.api.test:${P}/api/final`), JSON.stringify(server.hits));
+    // Off the list: refused with where it led, and that host never saw a request.
+    assert.match(out.off, new RegExp(`redirected the request to http://bank\\.test:${P}/api/transfer, and bank\\.test is not in this script's @connect list; the redirect was not followed`));
+    assert.match(out.lan, /redirected the request to http:\/\/127\.0\.0\.1:\d+\/api\/router, and 127\.0\.0\.1 is not in/);
+    assert.ok(!server.hits.some((h) => h.startsWith("bank.test") || h.startsWith("127.0.0.1") || h.includes("/api/transfer") || h.includes("/api/router")), JSON.stringify(server.hits));
   });
 
   test("GM_xmlhttpRequest sends binary data byte for byte: ArrayBuffer, typed array, DataView, Blob, FormData, URLSearchParams", T, async () => {
