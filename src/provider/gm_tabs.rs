@@ -3,7 +3,9 @@
 //! script can close, or hear about, only its own: a `tab.close` naming a tab it did not open is
 //! refused, whatever the tab. A page learns that its tab closed, or that its notification was
 //! clicked or closed, through a held wait (as with menu commands), answered by the tab and
-//! notification events the shell forwards.
+//! notification events the shell forwards. What was opened is kept in `chrome.storage.session`
+//! too ([`OPENED_KEY`]), so a worker that restarted still knows whose tab or notification it is;
+//! a tab that closed while no worker listened is dropped when the next one reads the list.
 
 use crate::vec_map::VecMap;
 
@@ -11,13 +13,17 @@ use futures::channel::oneshot;
 use serde_json::{json, Value};
 
 use super::Provider;
-use crate::env::Env;
+use crate::env::{Area, Env};
 use crate::gm::tabs::{self, Notice, OpenTab, MAX_NOTIFICATIONS, MAX_OPEN_TABS};
 
 /// How long a page's wait for its tab or notification is held before it asks again.
 pub const EVENT_WAIT_MS: f64 = 25_000.0;
 /// The extension's icon, shown by a notification that brings no image of its own.
 pub const ICON: &str = "icon-128.png";
+/// `chrome.storage.session`: `{tabs: [[id, uuid]…], notices: [[id, uuid]…], next}`.
+pub const OPENED_KEY: &str = "gmOpened";
+/// Most entries read back from [`OPENED_KEY`] (the bounds per script keep it far smaller).
+const MAX_REMEMBERED: usize = 1_000;
 
 /// What one opened tab or notification is waiting to tell its page.
 #[derive(Default)]
@@ -33,6 +39,20 @@ pub(crate) struct Opened {
     tabs: VecMap<i64, Watch>,
     notices: VecMap<String, Watch>,
     next_notice: u64,
+    /// What an earlier worker stored has been read.
+    loaded: bool,
+}
+
+/// `[[id, uuid]…]` as stored; anything else is skipped.
+fn pairs(v: Option<&Value>) -> impl Iterator<Item = (&Value, String)> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take(MAX_REMEMBERED)
+        .filter_map(|p| match p.as_array()?.as_slice() {
+            [id, Value::String(uuid)] => Some((id, uuid.clone())),
+            _ => None,
+        })
 }
 
 impl Opened {
@@ -56,10 +76,96 @@ fn deliver(w: &mut Watch, event: &'static str) {
 }
 
 impl<E: Env> Provider<E> {
+    /// Reads once what an earlier worker opened. A tab that is gone is dropped (its close event
+    /// reached no listener); a notification's close event starts the worker, so one that is
+    /// known is still shown.
+    async fn opened_ready(&self) {
+        if self.gm_opened.borrow().loaded {
+            return;
+        }
+        let stored = self
+            .env
+            .get(Area::Session, &[OPENED_KEY])
+            .await
+            .ok()
+            .and_then(|mut m| m.remove(OPENED_KEY));
+        let stored = stored.as_ref();
+        let mut tabs = Vec::new();
+        for (id, uuid) in pairs(stored.and_then(|v| v.get("tabs"))) {
+            if let Some(id) = id.as_i64() {
+                if self.env.tab(id).await.is_ok() {
+                    tabs.push((id, uuid));
+                }
+            }
+        }
+        let notices: Vec<(String, String)> = pairs(stored.and_then(|v| v.get("notices")))
+            .filter_map(|(id, uuid)| Some((id.as_str()?.to_owned(), uuid)))
+            .collect();
+        let any_tab = !tabs.is_empty();
+        {
+            let mut o = self.gm_opened.borrow_mut();
+            if o.loaded {
+                return; // another call read it meanwhile
+            }
+            o.loaded = true;
+            for (id, uuid) in tabs {
+                if o.tabs.get(&id).is_none() {
+                    o.tabs.insert(
+                        id,
+                        Watch {
+                            uuid,
+                            ..Watch::default()
+                        },
+                    );
+                }
+            }
+            for (id, uuid) in notices {
+                if o.notices.get(&id).is_none() {
+                    o.notices.insert(
+                        id,
+                        Watch {
+                            uuid,
+                            ..Watch::default()
+                        },
+                    );
+                }
+            }
+            let next = stored
+                .and_then(|v| v.get("next"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            o.next_notice = o.next_notice.max(next);
+        }
+        if any_tab {
+            // The shell listens to tab events again, to hear these close.
+            self.tabs_changed();
+        }
+    }
+
+    /// Stores what is open now, for the next worker.
+    async fn save_opened(&self) {
+        let value = {
+            let o = self.gm_opened.borrow();
+            json!({
+                "tabs": o.tabs.iter().map(|(id, w)| json!([id, w.uuid])).collect::<Vec<_>>(),
+                "notices": o.notices.iter().map(|(id, w)| json!([id, w.uuid])).collect::<Vec<_>>(),
+                "next": o.next_notice,
+            })
+        };
+        let mut m = serde_json::Map::new();
+        m.insert(OPENED_KEY.to_owned(), value);
+        if let Err(e) = self.env.set(Area::Session, m).await {
+            self.note(format!(
+                "could not record the tabs and notifications scripts opened: {e}"
+            ));
+        }
+    }
+
     pub(crate) async fn gm_open_tab(&self, uuid: &str, from: &super::Sender, t: &OpenTab) -> Value {
         if let Some(e) = tabs::refuse_url(&t.url) {
             return json!({ "error": e, "refused": true });
         }
+        self.opened_ready().await;
         let open = self
             .gm_opened
             .borrow()
@@ -83,6 +189,7 @@ impl<E: Env> Provider<E> {
                     },
                 );
                 self.tabs_changed();
+                self.save_opened().await;
                 json!({ "tab": id })
             }
             Err(e) => error(format!("GM_openInTab failed: {e}")),
@@ -90,6 +197,7 @@ impl<E: Env> Provider<E> {
     }
 
     pub(crate) async fn gm_close_tab(&self, uuid: &str, tab: i64) -> Value {
+        self.opened_ready().await;
         if self
             .gm_opened
             .borrow()
@@ -107,6 +215,7 @@ impl<E: Env> Provider<E> {
 
     /// Held until the tab closes (`{event: "close"}`) or [`EVENT_WAIT_MS`] pass (`{}`).
     pub(crate) async fn gm_tab_wait(&self, uuid: &str, tab: i64) -> Value {
+        self.opened_ready().await;
         let rx = {
             let mut o = self.gm_opened.borrow_mut();
             let Some(w) = o.tabs.get_mut(&tab).filter(|w| w.uuid == uuid) else {
@@ -135,6 +244,7 @@ impl<E: Env> Provider<E> {
     }
 
     pub(crate) async fn gm_notify(&self, uuid: &str, name: &str, n: &Notice) -> Value {
+        self.opened_ready().await;
         let id = {
             let mut o = self.gm_opened.borrow_mut();
             let shown = o.notices.values().filter(|w| w.uuid == uuid).count();
@@ -156,7 +266,10 @@ impl<E: Env> Provider<E> {
         };
         let options = tabs::notification_options(n, name, ICON);
         match self.env.create_notification(&id, &options).await {
-            Ok(()) => json!({ "id": id }),
+            Ok(()) => {
+                self.save_opened().await;
+                json!({ "id": id })
+            }
             Err(e) => {
                 self.gm_opened.borrow_mut().notices.remove(&id);
                 error(format!("GM_notification failed: {e}"))
@@ -167,28 +280,41 @@ impl<E: Env> Provider<E> {
     /// Held until the notification is clicked (`{event: "click"}`), closed (`"close"`), or
     /// [`EVENT_WAIT_MS`] pass.
     pub(crate) async fn gm_notice_wait(&self, uuid: &str, id: &str) -> Value {
-        let rx = {
+        self.opened_ready().await;
+        // Ok: the wait; Err: an event already there, and whether it forgot the notification.
+        let step = {
             let mut o = self.gm_opened.borrow_mut();
             let Some(w) = o.notices.get_mut(id).filter(|w| w.uuid == uuid) else {
                 return json!({ "event": "close" });
             };
-            if !w.events.is_empty() {
+            if w.events.is_empty() {
+                let (tx, rx) = oneshot::channel();
+                if let Some(old) = w.waiter.replace(tx) {
+                    let _ = old.send(json!({ "superseded": true }));
+                }
+                Ok(rx)
+            } else {
                 let e = w.events.remove(0);
-                if e == "close" {
+                let closed = e == "close";
+                if closed {
                     o.notices.remove(id);
                 }
-                return json!({ "event": e });
+                Err((json!({ "event": e }), closed))
             }
-            let (tx, rx) = oneshot::channel();
-            if let Some(old) = w.waiter.replace(tx) {
-                let _ = old.send(json!({ "superseded": true }));
-            }
-            rx
         };
-        self.hold(rx).await
+        match step {
+            Ok(rx) => self.hold(rx).await,
+            Err((event, closed)) => {
+                if closed {
+                    self.save_opened().await;
+                }
+                event
+            }
+        }
     }
 
     pub(crate) async fn gm_notice_close(&self, uuid: &str, id: &str) -> Value {
+        self.opened_ready().await;
         if self
             .gm_opened
             .borrow()
@@ -215,19 +341,24 @@ impl<E: Env> Provider<E> {
     /// `notifications.onClicked` (the notification is then cleared, as Violentmonkey does) and
     /// `onClosed`. Only notifications a script made here are known; others are ignored.
     pub async fn notification_event(&self, id: &str, clicked: bool) {
-        let known = {
+        self.opened_ready().await;
+        let forgotten = {
             let mut o = self.gm_opened.borrow_mut();
             let Some(w) = o.notices.get_mut(id) else {
                 return;
             };
             deliver(w, if clicked { "click" } else { "close" });
             // Delivered close: forgotten. Kept close: the next wait takes it, then forgets.
-            if !clicked && w.events.is_empty() {
+            let forget = !clicked && w.events.is_empty();
+            if forget {
                 o.notices.remove(id);
             }
-            true
+            forget
         };
-        if known && clicked {
+        if forgotten {
+            self.save_opened().await;
+        }
+        if clicked {
             let _ = self.env.clear_notification(id).await;
         }
     }
@@ -304,6 +435,73 @@ mod tests {
         // Nothing is bound to a tab any more: the shell may stop listening.
         assert!(!p.tab_bound());
         assert_eq!(told.borrow().last(), Some(&false));
+    }
+
+    #[test]
+    fn a_restarted_worker_still_knows_whose_tabs_and_notifications_they_are() {
+        use crate::env::Tab;
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "A",
+            "// @grant GM_openInTab\n// @grant GM_notification\n",
+        );
+        let b = script(&p, "B", "// @grant GM_openInTab\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
+        let open = |p: &Provider<MemoryEnv>| {
+            ask(p, &ta, json!({"op": "tab.open", "url": "https://x.test/"}))["tab"]
+                .as_i64()
+                .unwrap()
+        };
+        let (kept, gone) = (open(&p), open(&p));
+        let notice = ask(&p, &ta, json!({"op": "notify", "text": "hi"}))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // A new worker over the same storage; `gone` closed while no worker listened.
+        let q = Provider::new(MemoryEnv::new());
+        *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+        q.env.tabs.borrow_mut().push(Tab {
+            id: kept,
+            url: "https://x.test/".into(),
+            title: String::new(),
+            last_accessed: 0.0,
+        });
+        q.env.timers_fire.set(true);
+        let told = tab_events_told(&q);
+        // A's wait is held (the tab is open), not answered "close".
+        assert_eq!(
+            ask(&q, &ta, json!({"op": "tab.wait", "tab": kept})),
+            json!({})
+        );
+        assert!(q.tab_bound(), "the shell listens to tab events again");
+        assert_eq!(*told.borrow(), [true]);
+        // B still cannot close A's tab; A can, and not the one that went meanwhile.
+        assert!(ask(&q, &tb, json!({"op": "tab.close", "tab": kept}))["error"].is_string());
+        assert!(ask(&q, &ta, json!({"op": "tab.close", "tab": gone}))["error"].is_string());
+        assert_eq!(
+            ask(&q, &ta, json!({"op": "tab.close", "tab": kept}))["ok"],
+            true
+        );
+        assert_eq!(
+            q.env.browser_calls.borrow().as_slice(),
+            [("tabs.remove".to_owned(), json!(kept))]
+        );
+        // A click on the notification shown before the restart reaches A's page.
+        block_on(q.notification_event(&notice, true));
+        assert_eq!(
+            ask(&q, &ta, json!({"op": "notify.wait", "id": notice}))["event"],
+            "click"
+        );
+        // Its close is stored too: a third worker no longer counts it against A's bound.
+        block_on(q.notification_event(&notice, false));
+        assert_eq!(
+            ask(&q, &ta, json!({"op": "notify.wait", "id": notice}))["event"],
+            "close"
+        );
+        let stored = q.env.areas.borrow()[&crate::env::Area::Session][OPENED_KEY].clone();
+        assert_eq!(stored["notices"], json!([]), "{stored}");
     }
 
     #[test]

@@ -192,6 +192,32 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     await until(async () => (await attr("data-closed")) === "true", 5000, "onclose ran with closed = true");
   });
 
+  // The worker keeps which script opened which tab in storage.session: a fresh one neither tells
+  // the page its tab closed while it is open, nor refuses the script's close().
+  test("after a worker restart a script's tab is still its own: not reported closed, and its close() works", T, async () => {
+    await write("reopener", ["@match http://reopen.test/*", "@grant GM_openInTab"],
+      "const root = document.documentElement;\n"
+      + "const t = GM_openInTab(location.protocol + '//reopened.test:' + location.port + '/y', { active: false });\n"
+      + "t.onclose = () => root.setAttribute('data-closed', '1');\n"
+      + "document.addEventListener('lumo-close', () => t.close());");
+    const opened = h.context.waitForEvent("page", { predicate: (p) => p.url().includes("reopened.test"), timeout: 10_000 });
+    await tab.goto(url("reopen.test", "/"), { waitUntil: "load" });
+    const o = await opened;
+    await o.waitForLoadState("load");
+    if (h._provider && !h._provider.isClosed()) await h._provider.close();
+    await h.stopProviderWorker();
+    // The page's held wait failed with the worker; it asks a fresh worker again after 5 s.
+    await until(async () => (await h.workerStatus()) === "running", 10_000, "the page's next wait started a worker");
+    await sleep(1500);
+    assert.equal(await attr("data-closed"), null, "the tab is open: the page is not told it closed");
+    assert.equal(o.isClosed(), false);
+    await tab.evaluate(() => document.dispatchEvent(new Event("lumo-close")));
+    await until(async () => o.isClosed(), 5000, "the script's close() closed its tab after the restart");
+    await until(async () => (await attr("data-closed")) === "1", 5000, "onclose heard it");
+    session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+  });
+
   test("GM_notification creates a Chrome notification naming its script; its close reaches the script's ondone", T, async () => {
     await write("notifier", ["@match http://notify.test/*", "@grant GM_notification"],
       "GM_notification({ text: 'hello from the page', title: 'Greeting', ondone: () => document.documentElement.setAttribute('data-done', '1') });\n"
