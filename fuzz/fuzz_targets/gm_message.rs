@@ -1,8 +1,9 @@
 //! GM requests from a script's world: any text never panics; whatever parses stays within its
 //! bounds; applying parsed value changes never panics and never leaves the store over a bound;
-//! the xhr decision never lets a request through to a host no rule names.
+//! the xhr decision never lets a request, or a redirect of one, through to a host no rule names.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use lumo_userscripts::env::HttpRequest;
 use lumo_userscripts::gm::message::{self, GmRequest, MAX_HEADERS, MAX_URL_BYTES};
 use lumo_userscripts::gm::{connect, menu, tabs, values, xhr};
 use lumo_userscripts::web::platform;
@@ -26,9 +27,51 @@ fuzz_target!(|data: &[u8]| {
         Ok(GmRequest::Xhr(x)) => {
             assert!(x.url.len() <= MAX_URL_BYTES && x.headers.len() <= MAX_HEADERS);
             if let Ok(url) = xhr::decide(platform(), &x, &rules, Some("http://page.test/")) {
-                let host = platform().parse_url(&url).map(|u| u.host).unwrap_or_default();
+                let host = platform()
+                    .parse_url(&url)
+                    .map(|u| u.host)
+                    .unwrap_or_default();
                 assert!(!rules.is_empty(), "sent with no @connect rule: {url}");
                 assert!(connect::allows(&rules, &host, Some("page.test")));
+            }
+            // The same URL as a redirect's target: followed only where a rule allows it too, as
+            // fetch would carry the request on.
+            let prev = HttpRequest {
+                method: x.method.clone(),
+                url: "http://page.test/a".into(),
+                headers: x.headers.clone(),
+                body: x.data.clone(),
+                timeout_ms: 1,
+                anonymous: false,
+                follow: false,
+            };
+            let status = [301, 302, 303, 307, 308][data.len() % 5];
+            if let Ok(next) = xhr::follow(
+                platform(),
+                &prev,
+                status,
+                &x.url,
+                &rules,
+                Some("http://page.test/"),
+                0,
+            ) {
+                let u = platform()
+                    .parse_url(&next.url)
+                    .expect("a followed URL parses");
+                assert!(u.scheme == "http" || u.scheme == "https");
+                assert!(connect::allows(&rules, &u.host, Some("page.test")));
+                if status == 303 {
+                    assert!(next.method == "GET" || next.method == "HEAD");
+                }
+                if next.method != prev.method {
+                    assert!(next.body.is_none());
+                }
+                if (u.scheme.as_str(), u.host.as_str(), u.port) != ("http", "page.test", None) {
+                    assert!(!next
+                        .headers
+                        .iter()
+                        .any(|(k, _)| k.eq_ignore_ascii_case("authorization")));
+                }
             }
         }
         // Menu lists are bounded whatever was sent, and the model keeps them so.
@@ -40,7 +83,11 @@ fuzz_target!(|data: &[u8]| {
                 assert!(c.access_key.as_ref().is_none_or(|k| k.chars().count() == 1));
             }
             let mut m = menu::Menus::default();
-            let place = menu::Place { tab: 1, frame: 0, document: Some("d".into()) };
+            let place = menu::Place {
+                tab: 1,
+                frame: 0,
+                document: Some("d".into()),
+            };
             m.set("u", place, "https://page.test/", cs.clone());
             assert_eq!(m.for_tab(1).len(), usize::from(!cs.is_empty()));
         }
@@ -48,13 +95,20 @@ fuzz_target!(|data: &[u8]| {
         Ok(GmRequest::TabOpen(t)) => {
             if tabs::refuse_url(&t.url).is_none() {
                 let l = t.url.to_ascii_lowercase();
-                assert!(l.starts_with("http://") || l.starts_with("https://"), "{}", t.url);
+                assert!(
+                    l.starts_with("http://") || l.starts_with("https://"),
+                    "{}",
+                    t.url
+                );
             }
         }
         Ok(GmRequest::Notify(n)) => {
             assert!(n.text.chars().count() <= tabs::MAX_TEXT_CHARS + 1);
             assert!(n.title.chars().count() <= tabs::MAX_TITLE_CHARS + 1);
-            assert!(n.image.as_ref().is_none_or(|i| i.len() <= tabs::MAX_IMAGE_BYTES));
+            assert!(n
+                .image
+                .as_ref()
+                .is_none_or(|i| i.len() <= tabs::MAX_IMAGE_BYTES));
         }
         _ => {}
     }

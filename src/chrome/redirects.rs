@@ -24,7 +24,7 @@ thread_local! {
     static SLOTS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
     static NEXT: Cell<u64> = const { Cell::new(0) };
     static LISTENING: Cell<bool> = const { Cell::new(false) };
-    // Made once and never dropped: `listen(false)` can run inside it (a dropped `Watch`).
+    // Made once and never dropped: `removeListener` must be given the function `addListener` was.
     static ON_REDIRECT: Closure<dyn FnMut(JsValue)> = Closure::new(on_redirect);
 }
 
