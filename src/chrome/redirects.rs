@@ -5,7 +5,6 @@
 //! Listened to only while such a fetch is in flight, so no other request of the browser starts
 //! the worker. Passes on what Chrome reported; the core judges it (`gm::xhr::follow`).
 
-use super::env::timeout;
 use futures::channel::oneshot;
 use js_sys::{Array, Function, Object, Reflect};
 use std::cell::{Cell, RefCell};
@@ -146,7 +145,8 @@ impl Watch {
                 w.wake = Some(tx);
             }
         });
-        let timer = timeout(wait_ms);
+        // A timer cleared when dropped, as `env::timeout` (not used here: `env` uses this).
+        let timer = gloo_timers::future::TimeoutFuture::new(crate::env::timer_ms(wait_ms));
         futures::pin_mut!(timer);
         let _ = futures::future::select(rx, timer).await;
         self.seen()
