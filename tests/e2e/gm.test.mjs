@@ -58,6 +58,17 @@ async function pageServer() {
       }, 4000);
       return;
     }
+    // A login: a cookie set by a redirect's answer, then what the next hop sent of it.
+    if (req.url.startsWith("/login")) {
+      res.writeHead(302, { "set-cookie": "sid=from-redirect; Path=/", location: "/whoami" });
+      res.end();
+      return;
+    }
+    if (req.url.startsWith("/whoami")) {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end(req.headers.cookie ?? "no cookie");
+      return;
+    }
     // A redirect to `to` with `status` (the method is in `hits` too, for what the hop kept).
     if (req.url.startsWith("/redirect")) {
       const q = new URL(req.url, "http://x").searchParams;
@@ -336,12 +347,13 @@ describe("gm: the GM functions a script is given", () => {
   test("GM_xmlhttpRequest follows a redirect only where @connect allows; a host off the list is never asked", T, async () => {
     await write("redir", ["@match http://redirpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
       "const port = location.port, out = {};\n"
-      + "const done = () => { if (Object.keys(out).length === 3) document.documentElement.setAttribute('data-gm-redir', JSON.stringify(out)); };\n"
+      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-redir', JSON.stringify(out)); };\n"
       + "const go = (k, o) => GM_xmlhttpRequest({ ...o, onload: (r) => { out[k] = [r.status, r.finalUrl, r.responseText]; done(); }, onerror: (e) => { out[k] = e.error; done(); } });\n"
       + "const r = (status, to) => `http://api.test:${port}/redirect?status=${status}&to=${encodeURIComponent(to)}`;\n"
       + "go('kept', { method: 'POST', data: 'x=1', url: r(307, r(302, `http://sub.api.test:${port}/api/final`)) });\n"
       + "go('off', { method: 'POST', data: 'amount=1000', url: r(307, `http://bank.test:${port}/api/transfer`) });\n"
-      + "go('lan', { url: r(302, `http://127.0.0.1:${port}/api/router`) });");
+      + "go('lan', { url: r(302, `http://127.0.0.1:${port}/api/router`) });\n"
+      + "go('login', { method: 'POST', data: 'u=1', url: `http://api.test:${port}/login` });");
     server.hits.length = 0;
     const got = await until(() => load(url("redirpage.test")), (g) => g.redir, 8000);
     const out = JSON.parse(got.redir);
@@ -350,9 +362,11 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(out.kept.slice(0, 2), [200, `http://sub.api.test:${P}/api/final`], JSON.stringify(out));
     assert.equal(JSON.parse(out.kept[2]).method, "GET");
     const redirects = server.hits.filter((h) => /^[A-Z]+ /.test(h));
-    // kept: POST, then POST again (307); off: POST; lan: GET. The three run at once.
+    // kept: POST, then POST again (307); off: POST; lan: GET. They run at once.
     assert.deepEqual(redirects.map((h) => h.split(" ")[0]).sort(), ["GET", "POST", "POST", "POST"], JSON.stringify(server.hits));
     assert.ok(server.hits.includes(`sub.api.test:${P}/api/final`), JSON.stringify(server.hits));
+    // A cookie the redirect's answer set is kept and sent on the next hop (a login works).
+    assert.deepEqual(out.login, [200, `http://api.test:${P}/whoami`, "sid=from-redirect"]);
     // Off the list: refused with where it led, and that host never saw a request.
     assert.match(out.off, new RegExp(`redirected the request to http://bank\\.test:${P}/api/transfer, and bank\\.test is not in this script's @connect list; the redirect was not followed`));
     assert.match(out.lan, /redirected the request to http:\/\/127\.0\.0\.1:\d+\/api\/router, and 127\.0\.0\.1 is not in/);
