@@ -17,3 +17,5 @@ node bench/try.mjs
 node bench/gm-values.mjs
 # The bridge round trip (MCP SDK stdio client → lumo-bridge → extension) beside the port's.
 node bench/bridge.mjs
+# What holding webRequest costs the browser's own requests (the provider beside the baseline).
+node bench/web-requests.mjs
