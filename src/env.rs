@@ -179,8 +179,9 @@ pub fn timer_ms(ms: f64) -> u32 {
     whole
 }
 
-/// A request the worker makes for a script's `GM_xmlhttpRequest`, after the core decided it
-/// may be sent (`gm::xhr::decide`).
+/// A request the worker makes for a script's `GM_xmlhttpRequest` or `@require`/`@resource`
+/// file, after the core decided it may be sent (`gm::xhr::decide`, `gm::assets::wanted`). The
+/// browser follows none of its redirects: each is answered as such, for the core to judge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRequest {
     pub method: String,
@@ -190,9 +191,6 @@ pub struct HttpRequest {
     pub timeout_ms: u64,
     /// No cookies.
     pub anonymous: bool,
-    /// Let the browser follow redirects (`redirect: "follow"`). Without it a redirect is
-    /// answered as such ([`HttpResponse::location`]) and nothing is sent to where it leads.
-    pub follow: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +201,7 @@ pub struct HttpResponse {
     pub final_url: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-    /// A redirect not followed (the request's `follow` was false): where it leads. `status`
+    /// A redirect (the browser follows none: `redirect: "manual"`): where it leads. `status`
     /// is then the redirect's, and there are no headers or body.
     pub location: Option<String>,
 }

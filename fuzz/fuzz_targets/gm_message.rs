@@ -43,7 +43,6 @@ fuzz_target!(|data: &[u8]| {
                 body: x.data.clone(),
                 timeout_ms: 1,
                 anonymous: false,
-                follow: false,
             };
             let status = [301, 302, 303, 307, 308][data.len() % 5];
             if let Ok(next) = xhr::follow(

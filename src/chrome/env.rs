@@ -280,7 +280,8 @@ impl Timer for ChromeEnv {
 /// (`redirects`): the event has always come within milliseconds when it comes at all.
 const REDIRECT_WAIT_MS: u64 = 5_000;
 
-/// `fetch` for `GM_xmlhttpRequest`: the core already decided the request may be sent.
+/// `fetch` for `GM_xmlhttpRequest` and `@require` files: the core already decided the request
+/// may be sent, and judges any redirect before it is followed.
 impl crate::env::Http for ChromeEnv {
     async fn fetch(
         &self,
@@ -345,11 +346,7 @@ impl crate::env::Http for ChromeEnv {
             }
         };
         // Before the fetch: Chrome may tell where a redirect leads before the fetch resolves.
-        let watch = if req.follow {
-            None
-        } else {
-            super::redirects::Watch::new(&req.method, &req.url)
-        };
+        let watch = super::redirects::Watch::new(&req.method, &req.url);
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?
@@ -393,10 +390,8 @@ fn fetch_init(req: &crate::env::HttpRequest) -> js_sys::Object {
         "credentials",
         &(if req.anonymous { "omit" } else { "include" }).into(),
     );
-    set(
-        "redirect",
-        &(if req.follow { "follow" } else { "manual" }).into(),
-    );
+    // No redirect is followed by the browser: the core judges each hop before it is asked.
+    set("redirect", &"manual".into());
     set("cache", &"no-store".into());
     let headers = Array::new();
     for (k, v) in &req.headers {

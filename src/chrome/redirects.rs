@@ -1,11 +1,12 @@
-//! `chrome.webRequest.onBeforeRedirect` for the worker's own `GM_xmlhttpRequest` fetches. They
-//! are made with `redirect: "manual"`, which resolves to an opaque redirect without its
-//! `Location` and requests nothing where it leads; where that is, Chrome tells this event, for
-//! that request, before or after the fetch resolves (about half each, measured in Chromium 156).
-//! Listened to only while such a fetch is in flight, so no other request of the browser starts
-//! the worker. Passes on what Chrome reported; the core judges it (`gm::xhr::follow`). The
-//! permission costs every request of the browser a little, listener or not (ARCHITECTURE,
-//! Decisions: redirects of `GM_xmlhttpRequest`).
+//! `chrome.webRequest.onBeforeRedirect` for the worker's own fetches (`GM_xmlhttpRequest`,
+//! `@require`/`@resource` files). They are made with `redirect: "manual"`, which resolves to an
+//! opaque redirect without its `Location` and requests nothing where it leads; where that is,
+//! Chrome tells this event, for that request, before or after the fetch resolves (about half
+//! each, measured in Chromium 156). Listened to only while such a fetch is in flight, so no
+//! other request of the browser starts the worker. Passes on what Chrome reported; the core
+//! judges it (`gm::xhr::follow`, `gm::assets::follow`). The permission costs every request of
+//! the browser a little, listener or not (ARCHITECTURE, Decisions: redirects of
+//! `GM_xmlhttpRequest`).
 
 use futures::channel::oneshot;
 use js_sys::{Array, Function, Object, Reflect};

@@ -52,24 +52,42 @@ pub async fn prepare<E: Storage + Http + Clock>(
                         ),
                     });
                 }
-                let req = HttpRequest {
+                // One timeout for the file across its redirects, within the write's budget.
+                let deadline = FETCH_TIMEOUT_MS.min(left);
+                let mut req = HttpRequest {
                     method: "GET".into(),
                     url: w.fetch_url.clone(),
                     headers: Vec::new(),
                     body: None,
-                    timeout_ms: FETCH_TIMEOUT_MS.min(left),
+                    timeout_ms: deadline,
                     anonymous: true,
-                    // Judged where it ended (`assets::verify`); no cookies go anywhere.
-                    follow: true,
                 };
-                // One byte over the bound tells "too large" from "exactly the bound".
-                let resp = env
-                    .fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
-                    .await
-                    .map_err(|e| AssetError::Fetch {
+                let file_started = env.now_ms();
+                let mut hops = 0;
+                let resp = loop {
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let spent = (env.now_ms() - file_started).clamp(0.0, 1e12) as u64;
+                    req.timeout_ms = deadline.saturating_sub(spent);
+                    let fetched = if req.timeout_ms == 0 {
+                        Err(crate::env::EnvError("timeout".into()))
+                    } else {
+                        // One byte over the bound tells "too large" from "exactly the bound".
+                        env.fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
+                            .await
+                    };
+                    let resp = fetched.map_err(|e| AssetError::Fetch {
                         what: what(),
                         why: crate::text::ellipsize(&e.0, 200),
                     })?;
+                    // The browser follows no redirect: each hop is judged before it is asked.
+                    match &resp.location {
+                        Some(to) => {
+                            req.url = assets::follow(web, &w, &req.url, to, hops)?;
+                            hops += 1;
+                        }
+                        None => break resp,
+                    }
+                };
                 let answer = assets::Answer {
                     status: resp.status,
                     final_url: resp.final_url,
@@ -195,8 +213,75 @@ pub async fn sweep<S: Storage>(s: &S) -> Result<usize, crate::env::EnvError> {
 mod tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
+    use crate::scripts::metadata::Metadata;
     use futures::executor::block_on;
     use serde_json::json;
+
+    #[test]
+    fn a_redirect_is_fetched_only_once_judged_and_nothing_is_asked_where_it_may_not_go() {
+        let env = MemoryEnv::new();
+        let redirect = |to: &str| {
+            Ok(crate::env::HttpResponse {
+                status: 302,
+                status_text: String::new(),
+                final_url: String::new(),
+                headers: Vec::new(),
+                body: Vec::new(),
+                location: Some(to.into()),
+            })
+        };
+        for (from, to) in [
+            ("https://cdn.test/a.js", "https://b.test/a.js"),
+            ("https://b.test/a.js", "https://c.test/a.js"),
+            ("https://cdn.test/in.js", "http://127.0.0.1:9222/json"),
+            ("https://cdn.test/lan.js", "http://192.168.1.1/cfg"),
+            ("https://cdn.test/loop.js", "https://cdn.test/loop.js"),
+        ] {
+            env.http_answers
+                .borrow_mut()
+                .insert(from.into(), redirect(to));
+        }
+        let meta = |url: &str| Metadata {
+            requires: vec![url.to_owned()],
+            ..Metadata::default()
+        };
+        let asked =
+            || -> Vec<String> { env.fetched.borrow_mut().drain(..).map(|r| r.url).collect() };
+        // Within the rules: each hop asked in turn; the bytes are the last one's, and the record
+        // says where they came from.
+        let p = block_on(prepare(&env, &meta("https://cdn.test/a.js"), &[])).unwrap();
+        assert_eq!(
+            asked(),
+            [
+                "https://cdn.test/a.js",
+                "https://b.test/a.js",
+                "https://c.test/a.js"
+            ]
+        );
+        assert_eq!(
+            p.assets[0].final_url.as_deref(),
+            Some("https://c.test/a.js")
+        );
+        assert_eq!(p.assets[0].size, "https://c.test/a.js".len());
+        // Onto this computer, or into the network in the clear: refused, and never asked.
+        for (url, to) in [
+            ("https://cdn.test/in.js", "http://127.0.0.1:9222/json"),
+            ("https://cdn.test/lan.js", "http://192.168.1.1/cfg"),
+        ] {
+            let e = block_on(prepare(&env, &meta(url), &[]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(url) && e.contains(to) && e.contains("not followed"),
+                "{e}"
+            );
+            assert_eq!(asked(), [url]);
+        }
+        // A loop ends at the bound.
+        let e = block_on(prepare(&env, &meta("https://cdn.test/loop.js"), &[])).unwrap_err();
+        assert!(e.to_string().contains("more than 20 redirects"), "{e}");
+        assert_eq!(asked().len(), assets::MAX_REDIRECTS + 1);
+    }
 
     #[test]
     fn sweep_keeps_what_any_record_history_or_trash_names() {

@@ -401,6 +401,49 @@ pub fn verify(
     Ok((asset, resp.body))
 }
 
+/// Redirects followed for one file at most, as `fetch` would.
+pub const MAX_REDIRECTS: usize = 20;
+
+/// Where a redirect of `w`'s fetch leads, if this provider would fetch from there; judged before
+/// anything is requested there. A hop is held to what a URL in the metadata is held to
+/// ([`check_scheme`]), and may not move from another host onto this computer: loopback `http:`
+/// is allowed for a URL the script names, which the user sees, not for one a server picks.
+/// `from`: the URL that answered with the redirect; `hops`: redirects followed so far.
+pub fn follow(
+    web: &dyn WebPlatform,
+    w: &Wanted,
+    from: &str,
+    location: &str,
+    hops: usize,
+) -> Result<String, AssetError> {
+    let refused = |to: &str, why: String| AssetError::BadUrl {
+        what: w.label(),
+        why: format!(
+            "redirected to {}: {why}; the redirect was not followed",
+            ellipsize(to, 200)
+        ),
+    };
+    if hops >= MAX_REDIRECTS {
+        return Err(refused(
+            location,
+            format!("more than {MAX_REDIRECTS} redirects"),
+        ));
+    }
+    let to = web
+        .parse_url(location)
+        .map_err(|_| refused(location, "not a URL".into()))?;
+    check_scheme(&to.scheme, &to.host).map_err(|why| refused(&to.href, why))?;
+    let here = |host: &str| super::connect::is_loopback(host);
+    let from_here = web.parse_url(from).is_ok_and(|f| here(&f.host));
+    if here(&to.host) && !from_here {
+        return Err(refused(
+            &to.href,
+            "a server elsewhere may not lead a fetch onto this computer".into(),
+        ));
+    }
+    Ok(to.href)
+}
+
 /// The per-script total, checked once every file is known.
 pub fn check_total(assets: &[Asset]) -> Result<(), AssetError> {
     let size = assets
@@ -533,6 +576,54 @@ mod tests {
         let (a, _) = verify(platform(), &w, resp(200, b"x", "https://b.example/l.js")).unwrap();
         assert_eq!(a.final_url.as_deref(), Some("https://b.example/l.js"));
         assert_eq!(a.mime, "text/css");
+    }
+
+    #[test]
+    fn a_redirect_is_judged_like_a_metadata_url_before_it_is_followed() {
+        let w = one("https://cdn.example/l.js").unwrap();
+        let web = platform();
+        let from = "https://cdn.example/l.js";
+        // Another https host: followed, as the browser serializes it.
+        assert_eq!(
+            follow(web, &w, from, "https://b.example/x/../l.js", 0).unwrap(),
+            "https://b.example/l.js"
+        );
+        // Refused before anything is requested there, each naming where it led.
+        for (to, why) in [
+            ("http://intranet.example/l.js", "only https URLs are loaded"),
+            ("http://192.168.1.1/admin", "only https URLs are loaded"),
+            ("ftp://cdn.example/l.js", "only https URLs are loaded"),
+            ("http://127.0.0.1:9222/json", "onto this computer"),
+            ("https://localhost/l.js", "onto this computer"),
+            ("not a url", "not a URL"),
+        ] {
+            let e = follow(web, &w, from, to, 0).unwrap_err().to_string();
+            assert!(
+                e.contains("@require https://cdn.example/l.js")
+                    && e.contains("redirected to")
+                    && e.contains(why)
+                    && e.contains("not followed")
+                    && e.ends_with("the script was not stored"),
+                "{to}: {e}"
+            );
+        }
+        // From this computer, on this computer: as a metadata URL may be.
+        let local = one("http://127.0.0.1:8080/l.js").unwrap();
+        assert_eq!(
+            follow(
+                web,
+                &local,
+                "http://127.0.0.1:8080/l.js",
+                "http://localhost:8081/m.js",
+                0
+            )
+            .unwrap(),
+            "http://localhost:8081/m.js"
+        );
+        // The bound: the 21st redirect is not followed.
+        assert!(follow(web, &w, from, "https://b.example/", MAX_REDIRECTS - 1).is_ok());
+        let e = follow(web, &w, from, "https://b.example/", MAX_REDIRECTS).unwrap_err();
+        assert!(e.to_string().contains("more than 20 redirects"), "{e}");
     }
 
     #[test]

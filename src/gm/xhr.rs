@@ -327,7 +327,6 @@ mod tests {
             body: Some(crate::gm::message::Body::Text("b".into())),
             timeout_ms: 1000,
             anonymous: false,
-            follow: false,
         }
     }
 

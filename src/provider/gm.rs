@@ -256,7 +256,6 @@ impl<E: Env> Provider<E> {
             body: x.data.clone(),
             timeout_ms: x.timeout_ms,
             anonymous: x.anonymous,
-            follow: false,
         };
         let key = flight_key(&record.uuid, from, x.id);
         let mut aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
@@ -550,7 +549,6 @@ mod tests {
                 ("GET".into(), "https://v2.api.test/there".into())
             ]
         );
-        assert!(p.env.fetched.borrow().iter().all(|r| !r.follow));
         // Off the list: refused, and bank.test was never asked.
         let r = gm_from(&p, &t, post("https://api.test/out"), page);
         let e = r["error"].as_str().unwrap();

@@ -27,7 +27,8 @@ async function server() {
   const hits = [];
   let refuse = false;
   const srv = createServer((req, res) => {
-    hits.push(req.url);
+    // A request on another host name is recorded with it: a redirect's hop must never reach it.
+    hits.push(req.headers.host?.startsWith("127.0.0.1:") ? req.url : `${req.headers.host}${req.url}`);
     const path = req.url.split("?")[0];
     if (refuse && path !== "/page") { res.writeHead(503); res.end("gone"); return; }
     if (path === "/lib.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(LIB); return; }
@@ -37,6 +38,10 @@ async function server() {
     if (path === "/redirect.js") {
       // To another host, in cleartext: the name resolves here too, but is not this computer's.
       res.writeHead(302, { location: `http://evil.test:${srv.address().port}/lib.js` }); res.end(); return;
+    }
+    if (path === "/hop.js") {
+      // Relative, on the same host: Chrome resolves it, the worker judges it, then asks for it.
+      res.writeHead(302, { location: "/lib.js?hop" }); res.end(); return;
     }
     if (path === "/huge.js") {
       // 64 MiB in chunks, no content-length: only a reader that stops can refuse it early. Far
@@ -170,6 +175,18 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(f.error.column, 6, JSON.stringify(f.error));
     // Stored bytes, not a fetch: the library was asked for once, at the write.
     assert.equal(srv.hits.filter((u) => u === "/lib.js?try").length, 1);
+  });
+
+  test("a redirect is followed only once judged: on this computer it is, to a cleartext host elsewhere nothing is asked", T, async () => {
+    const { script: s } = await ok("write_script", { source: script("hop", ["@match http://hop.test/*", `@require ${lib("/hop.js")}`], "1;") });
+    assert.deepEqual(s.assets.map((a) => [a.url, a.finalUrl, a.size]), [[lib("/hop.js"), lib("/lib.js?hop"), LIB.length]]);
+    assert.equal(srv.hits.filter((u) => u === "/lib.js?hop").length, 1);
+    const res = await call("write_script", { source: script("evil hop", ["@match http://hop.test/*", `@require ${lib("/redirect.js")}`], "1;") });
+    assert.equal(res.isError, true, JSON.stringify(res.structuredContent));
+    await sleep(200);
+    // Before, the browser had followed it: the hop reached the server, and only its answer was refused.
+    assert.deepEqual(srv.hits.filter((u) => u.startsWith("evil.test")), []);
+    assert.match(res.content[0].text, /redirected to http:\/\/evil\.test:\d+\/lib\.js: only https URLs are loaded .*the redirect was not followed; the script was not stored/);
   });
 
   test("a failed fetch, a hash mismatch, a huge answer and a redirect to a cleartext host each refuse the write and store nothing", T, async () => {
