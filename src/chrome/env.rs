@@ -346,7 +346,7 @@ impl crate::env::Http for ChromeEnv {
             }
         };
         // Before the fetch: Chrome may tell where a redirect leads before the fetch resolves.
-        let watch = super::redirects::Watch::new(&req.method, &req.url);
+        let watch = super::redirects::Watch::acquire(&req.method, &req.url).await;
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?
@@ -363,6 +363,8 @@ impl crate::env::Http for ChromeEnv {
         if text(&resp, "type") == "opaqueredirect" {
             return redirect_answer(req, watch).await;
         }
+        // Not a redirect: a fetch of the same method and URL may go while this body arrives.
+        drop(watch);
         let headers = response_headers(&resp);
         let body = read_body(&resp, max_body, progress).await.map_err(fail)?;
         let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);

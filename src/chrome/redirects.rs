@@ -26,6 +26,8 @@ thread_local! {
     static SLOTS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
     static NEXT: Cell<u64> = const { Cell::new(0) };
     static LISTENING: Cell<bool> = const { Cell::new(false) };
+    // Fetches waiting for an earlier one of the same method and URL to be done with its slot.
+    static QUEUED: RefCell<Vec<oneshot::Sender<()>>> = const { RefCell::new(Vec::new()) };
     // Made once and never dropped: `removeListener` must be given the function `addListener` was.
     static ON_REDIRECT: Closure<dyn FnMut(JsValue)> = Closure::new(on_redirect);
 }
@@ -42,6 +44,11 @@ fn event() -> Option<JsValue> {
 /// A URL as the request line carries it: without its fragment.
 fn unfragmented(url: &str) -> &str {
     url.split('#').next().unwrap_or(url)
+}
+
+/// Whether Chrome's event for a request of `method` to `url` would be taken as `w`'s.
+fn names(w: &Slot, method: &str, url: &str) -> bool {
+    w.method.eq_ignore_ascii_case(method) && unfragmented(&w.url) == unfragmented(url)
 }
 
 fn listen(wanted: bool) {
@@ -92,11 +99,9 @@ fn on_redirect(details: JsValue) {
     let status = status as u16;
     let wake = SLOTS.with(|s| {
         let mut slots = s.borrow_mut();
-        let slot = slots.iter_mut().find(|w| {
-            w.seen.is_none()
-                && w.method.eq_ignore_ascii_case(&method)
-                && unfragmented(&w.url) == unfragmented(&url)
-        })?;
+        let slot = slots
+            .iter_mut()
+            .find(|w| w.seen.is_none() && names(w, &method, &url))?;
         slot.seen = Some((status, to));
         slot.wake.take()
     });
@@ -110,8 +115,26 @@ fn on_redirect(details: JsValue) {
 pub struct Watch(u64);
 
 impl Watch {
-    /// `None` when `chrome.webRequest` cannot be listened to.
-    pub fn new(method: &str, url: &str) -> Option<Watch> {
+    /// A watch for a fetch about to be sent, once no other fetch of the same method and URL is
+    /// watched: the event names a request by those alone (`fetch` does not expose the request
+    /// id), so two at once could each be told the other's redirect: a server's answer to one
+    /// script's request handed to another. The wait lasts while the earlier fetch is pending
+    /// (its own timeout bounds it), and not while it reads its body. `None` when
+    /// `chrome.webRequest` cannot be listened to.
+    pub async fn acquire(method: &str, url: &str) -> Option<Watch> {
+        loop {
+            let busy = SLOTS.with(|s| s.borrow().iter().any(|w| names(w, method, url)));
+            if !busy {
+                return Watch::new(method, url);
+            }
+            let (tx, rx) = oneshot::channel();
+            QUEUED.with(|q| q.borrow_mut().push(tx));
+            // Woken by any watch dropped; asks again.
+            let _ = rx.await;
+        }
+    }
+
+    fn new(method: &str, url: &str) -> Option<Watch> {
         listen(true);
         if !LISTENING.with(Cell::get) {
             return None;
@@ -165,6 +188,9 @@ impl Drop for Watch {
         });
         if empty {
             listen(false);
+        }
+        for tx in QUEUED.with(|q| std::mem::take(&mut *q.borrow_mut())) {
+            let _ = tx.send(());
         }
     }
 }

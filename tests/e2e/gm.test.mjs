@@ -64,6 +64,17 @@ async function pageServer() {
       res.end();
       return;
     }
+    // A redirect that depends on what was sent: the body "slow" is answered 500 ms after the others.
+    if (req.url.startsWith("/whose")) {
+      const parts = [];
+      req.on("data", (c) => parts.push(c));
+      req.on("end", () => {
+        const body = Buffer.concat(parts).toString();
+        hits.push(`whose ${body} ${Date.now()}`);
+        setTimeout(() => { res.writeHead(303, { location: `/api/for-${body}` }); res.end(); }, body === "slow" ? 500 : 0);
+      });
+      return;
+    }
     if (req.url.startsWith("/whoami")) {
       res.writeHead(200, { "content-type": "text/plain" });
       res.end(req.headers.cookie ?? "no cookie");
@@ -371,6 +382,20 @@ describe("gm: the GM functions a script is given", () => {
     assert.match(out.off, new RegExp(`redirected the request to http://bank\\.test:${P}/api/transfer, and bank\\.test is not in this script's @connect list; the redirect was not followed`));
     assert.match(out.lan, /redirected the request to http:\/\/127\.0\.0\.1:\d+\/api\/router, and 127\.0\.0\.1 is not in/);
     assert.ok(!server.hits.some((h) => h.startsWith("bank.test") || h.startsWith("127.0.0.1") || h.includes("/api/transfer") || h.includes("/api/router")), JSON.stringify(server.hits));
+  });
+
+  // Chrome names a redirect by method and URL only: two requests of the same method and URL at
+  // once could each be told the other's target (a server's answer to one handed to the other).
+  test("GM_xmlhttpRequest: two requests to the same URL at once each follow their own redirect", T, async () => {
+    await write("whose", ["@match http://whosepage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const out = {}, u = `http://api.test:${location.port}/whose`;\n"
+      + "const done = () => { if (Object.keys(out).length === 2) document.documentElement.setAttribute('data-gm-whose', JSON.stringify(out)); };\n"
+      + "for (const k of ['slow', 'fast']) GM_xmlhttpRequest({ method: 'POST', url: u, data: k, onload: (r) => { out[k] = r.finalUrl; done(); }, onerror: (e) => { out[k] = e.error; done(); } });");
+    await tab.goto(url("whosepage.test"), { waitUntil: "load" });
+    const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-whose"), null, { timeout: 8000 });
+    const P = server.port;
+    // Before, the fast answer's target was given to the request sent first (the slow one's).
+    assert.deepEqual(JSON.parse(await got.jsonValue()), { slow: `http://api.test:${P}/api/for-slow`, fast: `http://api.test:${P}/api/for-fast` });
   });
 
   test("GM_xmlhttpRequest sends binary data byte for byte: ArrayBuffer, typed array, DataView, Blob, FormData, URLSearchParams", T, async () => {
