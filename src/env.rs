@@ -96,6 +96,10 @@ pub trait UserScripts {
     /// Configures one script's own world (`worldId`): whether it may message the worker.
     async fn configure_script_world(&self, world_id: &str, messaging: bool)
         -> Result<(), EnvError>;
+    /// Drops one world's configuration (`resetWorldConfiguration`): Chrome holds at most 100,
+    /// for as long as the extension is installed, so a script no longer registered gives its
+    /// back. Resetting a world without one succeeds.
+    async fn reset_script_world(&self, world_id: &str) -> Result<(), EnvError>;
 }
 
 /// One script world's configuration as Chrome reports it (`messaging` as given: Chrome may
@@ -579,6 +583,20 @@ pub mod memory {
     }
 
     /// Mirrors Chrome: register fails on a duplicate id, update on a missing one.
+    impl MemoryEnv {
+        /// Chrome 156: at most 100 world configurations, and with 100 held not even the default
+        /// world can be configured (measured); a world already held can be configured again.
+        fn world_limit(&self, world: Option<&str>) -> Result<(), EnvError> {
+            let worlds = self.worlds.borrow();
+            if world.is_some_and(|w| worlds.contains_key(w)) || worlds.len() < 100 {
+                return Ok(());
+            }
+            Err(EnvError(
+                "You may only configure up to 100 individual user script worlds.".into(),
+            ))
+        }
+    }
+
     impl UserScripts for MemoryEnv {
         async fn registered(&self, ids: Option<&[String]>) -> Result<Vec<Registration>, EnvError> {
             self.api()?;
@@ -658,7 +676,8 @@ pub mod memory {
         }
 
         async fn configure_world(&self) -> Result<(), EnvError> {
-            self.api()
+            self.api()?;
+            self.world_limit(None)
         }
 
         async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError> {
@@ -681,10 +700,20 @@ pub mod memory {
             messaging: bool,
         ) -> Result<(), EnvError> {
             self.api()?;
+            self.world_limit(Some(world_id))?;
             self.registry_calls.borrow_mut().push("configureWorld");
             self.worlds
                 .borrow_mut()
                 .insert(world_id.to_owned(), messaging);
+            Ok(())
+        }
+
+        async fn reset_script_world(&self, world_id: &str) -> Result<(), EnvError> {
+            self.api()?;
+            self.registry_calls
+                .borrow_mut()
+                .push("resetWorldConfiguration");
+            self.worlds.borrow_mut().remove(world_id);
             Ok(())
         }
     }

@@ -109,6 +109,11 @@ extern "C" {
     pub fn unregister(this: &UserScriptsApi, filter: &JsValue) -> Result<Promise, JsValue>;
     #[wasm_bindgen(method, catch, js_name = configureWorld)]
     pub fn configure_world(this: &UserScriptsApi, props: &JsValue) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = resetWorldConfiguration)]
+    pub fn reset_world_configuration(
+        this: &UserScriptsApi,
+        world_id: &str,
+    ) -> Result<Promise, JsValue>;
     #[wasm_bindgen(method, catch, js_name = getWorldConfigurations)]
     pub fn get_world_configurations(this: &UserScriptsApi) -> Result<Promise, JsValue>;
 

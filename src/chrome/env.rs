@@ -255,6 +255,15 @@ impl UserScripts for ChromeEnv {
             .await
             .map(|_| ())
     }
+    async fn reset_script_world(&self, world_id: &str) -> Result<(), EnvError> {
+        let api = user_scripts_api()?;
+        settle(
+            "userScripts.resetWorldConfiguration",
+            api.reset_world_configuration(world_id),
+        )
+        .await
+        .map(|_| ())
+    }
 }
 
 /// A timer that is cleared when dropped (`gloo-timers`): a wait that loses a race (a review the

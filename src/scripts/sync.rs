@@ -270,12 +270,17 @@ pub async fn sync_one_keyed<E: UserScripts + Capabilities + Storage>(
     match (desired, current) {
         (Some(d), Some(c)) if registry::same_effect(c, &d) => Ok(true),
         (Some(d), c) => put(env, &d, c, worlds).await.map(|()| true),
-        (None, Some(_)) => env
-            .unregister(&[uuid.to_owned()])
-            .await
-            .map(|()| false)
-            .map_err(|e| SyncError::Unavailable(e.0)),
-        (None, None) => Ok(false),
+        (None, current) => {
+            if current.is_some() {
+                env.unregister(&[uuid.to_owned()])
+                    .await
+                    .map_err(|e| SyncError::Unavailable(e.0))?;
+            }
+            // Not registered: its world's configuration goes back to Chrome's 100 (registering
+            // it again configures it again). One that fails stays until the next reconcile.
+            let _ = env.reset_script_world(&registry::world_id(uuid)).await;
+            Ok(false)
+        }
     }
 }
 
@@ -293,6 +298,8 @@ pub struct Report {
     pub ok: Vec<String>,
     /// The API stopped working part-way: the registry is still stale.
     pub interrupted: bool,
+    /// World configurations given back to Chrome (no registration used them).
+    pub worlds_released: usize,
 }
 
 /// Makes Chrome's registrations exactly the enabled scripts of `snapshot` (the stored records).
@@ -303,8 +310,31 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     if !env.user_scripts_available() {
         return Err(ReconcileError::Unavailable);
     }
-    env.configure_world().await.map_err(ReconcileError::Env)?;
     let enabled: Vec<&ScriptRecord> = snapshot.records.iter().filter(|r| r.enabled).collect();
+    // Chrome holds at most 100 world configurations (the default world's among them), each
+    // until the extension is updated: those of worlds no enabled script uses (deleted or
+    // disabled before a stop, or by an earlier version) go back first, or even the default
+    // world could not be configured. Read once: each script has a world of its own, so
+    // configuring one changes no other's.
+    let mut report = Report::default();
+    let worlds = match env.world_configurations().await {
+        Ok(all) => {
+            let used = |w: &WorldConfig| {
+                enabled
+                    .iter()
+                    .any(|r| registry::world_id(&r.uuid) == w.world_id)
+            };
+            let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) =
+                all.into_iter().partition(used);
+            for w in &unused {
+                let _ = env.reset_script_world(&w.world_id).await;
+            }
+            report.worlds_released = unused.len();
+            Some(keep)
+        }
+        Err(_) => None,
+    };
+    env.configure_world().await.map_err(ReconcileError::Env)?;
     let keys: Vec<String> = enabled.iter().map(|r| store::source_key(&r.uuid)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let sources = if refs.is_empty() {
@@ -314,14 +344,11 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
             .await
             .map_err(ReconcileError::Env)?
     };
-    let mut report = Report {
-        skipped: snapshot
-            .problems
-            .iter()
-            .map(|p| format!("{}: {}", p.uuid, p.message))
-            .collect(),
-        ..Report::default()
-    };
+    report.skipped = snapshot
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", p.uuid, p.message))
+        .collect();
     let channel = channel_key(env).await;
     let mut desired = Vec::new();
     for (r, key) in enabled.iter().zip(&keys) {
@@ -336,10 +363,7 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
                 .push(format!("{}: source is missing", r.uuid)),
         }
     }
-    let (actual, worlds) = futures::join!(env.registered(None), env.world_configurations());
-    let actual = actual.map_err(ReconcileError::Env)?;
-    // Read once: each script has a world of its own, so configuring one changes no other's.
-    let worlds = worlds.ok();
+    let actual = env.registered(None).await.map_err(ReconcileError::Env)?;
     let plan = registry::plan(desired.clone(), &actual);
     if !plan.unregister.is_empty() {
         env.unregister(&plan.unregister)
@@ -540,6 +564,49 @@ mod tests {
             (again.registered, again.replaced, again.unregistered),
             (0, 0, 0)
         );
+    }
+
+    /// Chrome holds at most 100 world configurations for as long as the extension is installed:
+    /// a script that stops being registered gives its back, and a reconcile gives back those no
+    /// registration uses (left by a stop between the two calls, or by an earlier version).
+    #[test]
+    fn a_world_configuration_is_held_only_while_its_script_is_registered() {
+        let env = MemoryEnv::new();
+        let a = create(&env, "A", true);
+        let b = create(&env, "B", true);
+        for r in [&a, &b] {
+            assert!(block_on(sync_one(&env, &r.uuid, desired_for(r, &src("x")))).unwrap());
+        }
+        let (wa, wb) = (registry::world_id(&a.uuid), registry::world_id(&b.uuid));
+        assert!(env.worlds.borrow().contains_key(&wa) && env.worlds.borrow().contains_key(&wb));
+        // Disabled or deleted: unregistered, then its world's configuration reset.
+        env.registry_calls.borrow_mut().clear();
+        assert!(!block_on(sync_one(&env, &a.uuid, None)).unwrap());
+        assert_eq!(
+            *env.registry_calls.borrow(),
+            ["unregister", "resetWorldConfiguration"]
+        );
+        assert!(!env.worlds.borrow().contains_key(&wa));
+        // Registered again: configured again.
+        assert!(block_on(sync_one(&env, &a.uuid, desired_for(&a, &src("x")))).unwrap());
+        assert!(env.worlds.borrow().contains_key(&wa));
+        // Left behind (a stop between the calls, an earlier version): a reconcile sweeps them,
+        // and keeps the worlds its registrations use.
+        // As many as Chrome holds: not even the default world could be configured before them.
+        for i in 0..98 {
+            env.worlds.borrow_mut().insert(format!("left-{i}"), true);
+        }
+        assert!(block_on(env.configure_world()).is_err());
+        let report = block_on(reconcile(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(report.worlds_released, 98);
+        let left: Vec<String> = env.worlds.borrow().keys().cloned().collect();
+        let mut want = vec![wa, wb];
+        want.sort();
+        assert_eq!(left, want);
     }
 
     #[test]

@@ -182,6 +182,57 @@ describe("matching: what Chrome runs is what match_url says", () => {
     await ok("delete_script", { uuid: b.uuid });
   });
 
+  // Chrome holds at most 100 world configurations, each until the extension is updated; every
+  // script has a world of its own. Before, a configuration was never given back, so once 100
+  // scripts had ever been written, every new one was refused ("You may only configure up to
+  // 100 individual user script worlds") and did not run.
+  test("a world's configuration is held only while its script is registered: the 101st script ever written still runs", T, async () => {
+    const P = server.port;
+    const worldCount = async () => {
+      const page = await h.context.newPage();
+      try {
+        await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+        return await page.evaluate(async () => (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length);
+      } finally { await page.close(); }
+    };
+    const before = await worldCount();
+    for (let i = 0; i < 101 - before; i++) {
+      const r = await h.internal("scripts.save", { source: script(`gone${i}`, ["@match http://gone.test/*"]) });
+      assert.equal(r?.result?.registered, true, JSON.stringify(r).slice(0, 400));
+      assert.equal((await h.internal("scripts.delete", { uuid: r.result.script.uuid }))?.ok, true);
+    }
+    assert.equal(await worldCount(), before);
+    // The user's own hands (not rate-limited, unlike the agent's 30 writes a minute).
+    const save = async (tag) => (await h.internal("scripts.save", { source: script(tag, ["@match http://w101.test/*"]) })).result.script;
+    const s = await save("w101");
+    assert.deepEqual(await ranOn(`http://w101.test:${P}/`), ["w101"]);
+    // Its world has its channel: the run is reported.
+    let runs = [];
+    for (const deadline = Date.now() + 5000; !runs.length && Date.now() < deadline; await sleep(100)) runs = (await ok("script_runs", { uuid: s.uuid })).runs;
+    assert.equal(runs.length, 1, JSON.stringify(runs));
+
+    // Configurations an earlier version left behind go back at the next reconcile.
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+      await page.evaluate(async () => {
+        const held = (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length;
+        for (let i = held; i < 100; i++) await chrome.userScripts.configureWorld({ worldId: `left-${i}`, messaging: true });
+      });
+    } finally { await page.close(); }
+    assert.equal(await worldCount(), 100);
+    await h.setUserScriptsAccess(PROVIDER_ID, false);
+    await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    await h.setUserScriptsAccess(PROVIDER_ID, true);
+    for (const deadline = Date.now() + 5000; (await worldCount()) > before + 1 && Date.now() < deadline; await sleep(100)) {
+      await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    }
+    assert.equal(await worldCount(), before + 1);
+    const t = await save("w102");
+    assert.deepEqual(await ranOn(`http://w101.test:${P}/`), ["w101", "w102"]);
+    for (const u of [t.uuid, s.uuid]) await h.internal("scripts.delete", { uuid: u });
+  });
+
   test("spellings other managers accept run where they mean (http*://, no path, @run-at document-ready / context-menu)", T, async () => {
     const P = server.port;
     const scripts = {
