@@ -582,7 +582,6 @@ pub mod memory {
         }
     }
 
-    /// Mirrors Chrome: register fails on a duplicate id, update on a missing one.
     impl MemoryEnv {
         /// Chrome 156: at most 100 world configurations, and with 100 held not even the default
         /// world can be configured (measured); a world already held can be configured again.
@@ -597,6 +596,7 @@ pub mod memory {
         }
     }
 
+    /// Mirrors Chrome: register fails on a duplicate id, update on a missing one.
     impl UserScripts for MemoryEnv {
         async fn registered(&self, ids: Option<&[String]>) -> Result<Vec<Registration>, EnvError> {
             self.api()?;
