@@ -169,6 +169,15 @@ pub fn sleep_steps(ms: f64) -> impl Iterator<Item = (f64, bool)> {
     })
 }
 
+/// Whole milliseconds from `since` to `now` (clock readings), 0 if the clock went back: what a
+/// deadline has left is `budget.saturating_sub(elapsed_ms(..))`.
+#[must_use]
+pub fn elapsed_ms(now: f64, since: f64) -> u64 {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let ms = (now - since).clamp(0.0, 1e12) as u64;
+    ms
+}
+
 /// A wait in whole milliseconds for `setTimeout`: NaN → 0, clamped to 0..=2^31−1 (setTimeout
 /// caps there anyway), so the conversion is exact.
 #[must_use]
@@ -722,6 +731,14 @@ pub mod memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elapsed_is_whole_milliseconds_and_never_negative() {
+        assert_eq!(elapsed_ms(1_250.9, 1_000.0), 250);
+        assert_eq!(elapsed_ms(1_000.0, 1_250.0), 0);
+        assert_eq!(elapsed_ms(f64::NAN, 0.0), 0);
+        assert_eq!(elapsed_ms(f64::INFINITY, 0.0), 1_000_000_000_000);
+    }
 
     #[test]
     fn storage_areas_are_named_as_chrome_names_them() {

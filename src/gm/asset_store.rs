@@ -4,7 +4,7 @@
 //! nothing, and a stored record never names bytes that are not stored.
 
 use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS};
-use crate::env::{Area, Clock, Http, HttpRequest, Storage};
+use crate::env::{elapsed_ms, Area, Clock, Http, HttpRequest, Storage};
 use crate::scripts::history;
 use crate::scripts::metadata::Metadata;
 use crate::vec_map::VecSet;
@@ -40,9 +40,7 @@ pub async fn prepare<E: Storage + Http + Clock>(
                     None => format!("@require {}", w.url),
                     Some(n) => format!("@resource {n} {}", w.url),
                 };
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let spent = (env.now_ms() - started).clamp(0.0, 1e12) as u64;
-                let left = WRITE_FETCH_BUDGET_MS.saturating_sub(spent);
+                let left = WRITE_FETCH_BUDGET_MS.saturating_sub(elapsed_ms(env.now_ms(), started));
                 if left == 0 {
                     return Err(AssetError::Fetch {
                         what: what(),
@@ -65,9 +63,8 @@ pub async fn prepare<E: Storage + Http + Clock>(
                 let file_started = env.now_ms();
                 let mut hops = 0;
                 let resp = loop {
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    let spent = (env.now_ms() - file_started).clamp(0.0, 1e12) as u64;
-                    req.timeout_ms = deadline.saturating_sub(spent);
+                    req.timeout_ms =
+                        deadline.saturating_sub(elapsed_ms(env.now_ms(), file_started));
                     let fetched = if req.timeout_ms == 0 {
                         Err(crate::env::EnvError("timeout".into()))
                     } else {

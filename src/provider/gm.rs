@@ -268,9 +268,9 @@ impl<E: Env> Provider<E> {
         let started = self.env.now_ms();
         let mut hops = 0;
         let answer = loop {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let spent = (self.env.now_ms() - started).clamp(0.0, 1e12) as u64;
-            req.timeout_ms = x.timeout_ms.saturating_sub(spent);
+            req.timeout_ms = x
+                .timeout_ms
+                .saturating_sub(crate::env::elapsed_ms(self.env.now_ms(), started));
             if req.timeout_ms == 0 {
                 break Err(crate::env::EnvError("timeout".into()));
             }

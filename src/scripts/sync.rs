@@ -8,6 +8,7 @@ use super::registry::{self, Registration};
 use super::store;
 use crate::channel::{key_store, ChannelKey};
 use crate::env::{Area, Capabilities, EnvError, Ids, Storage, UserScripts, WorldConfig};
+use crate::vec_map::VecSet;
 use serde_json::Value;
 
 /// The registration a stored script should have (None: it must not be registered).
@@ -317,15 +318,17 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     // world could not be configured. Read once: each script has a world of its own, so
     // configuring one changes no other's.
     let mut report = Report::default();
-    let worlds = match env.world_configurations().await {
+    let (actual, worlds) = futures::join!(env.registered(None), env.world_configurations());
+    let actual = actual.map_err(ReconcileError::Env)?;
+    let worlds = match worlds {
         Ok(all) => {
-            let used = |w: &WorldConfig| {
-                enabled
-                    .iter()
-                    .any(|r| registry::world_id(&r.uuid) == w.world_id)
-            };
-            let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) =
-                all.into_iter().partition(used);
+            let wanted: VecSet<String> = enabled
+                .iter()
+                .map(|r| registry::world_id(&r.uuid))
+                .collect();
+            let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) = all
+                .into_iter()
+                .partition(|w| wanted.contains(w.world_id.as_str()));
             for w in &unused {
                 let _ = env.reset_script_world(&w.world_id).await;
             }
@@ -363,7 +366,6 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
                 .push(format!("{}: source is missing", r.uuid)),
         }
     }
-    let actual = env.registered(None).await.map_err(ReconcileError::Env)?;
     let plan = registry::plan(desired.clone(), &actual);
     if !plan.unregister.is_empty() {
         env.unregister(&plan.unregister)
