@@ -1,13 +1,18 @@
-//! The GM part of the code put before a registered script's source, in its own USER_SCRIPT
-//! world: the GM functions its `@grant`s name ([`crate::gm::api::provided`]), and nothing for
-//! `@grant none` or no grant at all.
+//! The GM part of the code put around a script's source: the GM functions its `@grant`s name
+//! ([`crate::gm::api::provided`]), and nothing for `@grant none` or no grant at all.
 //!
 //! One line, with no line break, so the source's own line numbers are unchanged in stack
-//! traces. The functions are configurable, writable properties of the world's global object
-//! (never `const`/`let`): a script that declares its own `GM_addStyle` fallback (`function
-//! GM_addStyle…`, `let GM_info`) still compiles and its own definition wins. Each script has
-//! its own world (`worldId` = its uuid), so one script's functions are invisible to another
-//! and to the page.
+//! traces. Two forms:
+//!
+//! - **A registered script** ([`scoped`]): a function that puts the functions into an object it
+//!   returns; the code entry binds them with `let` in a scope that encloses the source's
+//!   function (`scripts::prelude`). Never world globals: Chrome may run a script in its shared
+//!   world (more than 10 scripts on one page; ARCHITECTURE.md, "One world per script"), where a
+//!   global would be another script's. A script that declares its own `GM_addStyle` fallback
+//!   (`function GM_addStyle…`, `let GM_info`) still compiles and its own definition wins, since
+//!   its declarations are in the inner function.
+//! - **A tried script** ([`assemble`], `gm::try_gm`): configurable, writable properties of the
+//!   try world's global object.
 
 use serde_json::{json, Value};
 
@@ -24,6 +29,8 @@ pub const HANDLER: &str = "Lumo Userscripts";
 pub struct GmParts {
     pub head: String,
     pub value_names: Vec<&'static str>,
+    /// Every name the code defines (`GM` included), for the code entry to bind.
+    pub names: Vec<&'static str>,
 }
 
 impl GmParts {
@@ -44,8 +51,23 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     for name in &given {
         head.push_str(&api_js(name, uuid, meta, source));
     }
+    let mut names = given.clone();
+    // Either menu function defines both (`gm::menu_js`).
+    for pair in ["GM_registerMenuCommand", "GM_unregisterMenuCommand"] {
+        if !names.contains(&pair)
+            && given
+                .iter()
+                .any(|n| n.ends_with("MenuCommand") && *n != pair)
+        {
+            names.push(pair);
+        }
+    }
+    if !given.is_empty() {
+        names.push("GM");
+    }
     GmParts {
         head,
+        names,
         value_names: given
             .iter()
             .copied()
@@ -57,23 +79,59 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     }
 }
 
-/// The GM code, one line: a block that defines the granted functions as globals of the
-/// script's world. `send` is a JS expression for the channel (`(op, fields) => Promise`), in
-/// scope where the block is put (the shared prelude's `__lumoRun.gm`). `""` when none.
+/// The GM code of a tried script, one line: a block that defines the granted functions as
+/// globals of the try's world. `send` is a JS expression for the stand-in channel
+/// (`(op, fields) => Promise`); `values` the copy it starts with. `""` when none.
 pub fn assemble(parts: &GmParts, send: &str, values: &crate::gm::values::Values) -> String {
     if parts.is_empty() {
         return String::new();
     }
-    let mut out = format!(
+    format!(
         "{{const S={send},d=(n,v)=>Object.defineProperty(globalThis,n,{{value:v,writable:true,\
-         configurable:true}}),G={{}};"
-    );
+         configurable:true}}),G={{}};{}}}",
+        body(parts, &values.encode().to_string(), "")
+    )
+}
+
+/// The GM code of a registered script, one line: a function expression `(S, V) => X` that
+/// defines the granted functions (and `extra`, more code with `d` and `G` in scope:
+/// `gm::resources::getters_js`) into `GX`, an object it returns, keyed by the names in
+/// [`GmParts::names`]. `S` is the channel (`(op, fields) => Promise`); `V` the script's values
+/// snapshot, or `null` where it has no channel (every value function then throws
+/// [`NO_CHANNEL`]). `""` when nothing is defined.
+pub fn scoped(parts: &GmParts, extra: &str) -> String {
+    if parts.is_empty() && extra.is_empty() {
+        return String::new();
+    }
+    format!(
+        "((S,V)=>{{const GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{}return GX}})",
+        body(parts, "V", extra)
+    )
+}
+
+/// The functions' code, `extra`, and `GM` itself; `snap` is the values snapshot's expression.
+fn body(parts: &GmParts, snap: &str, extra: &str) -> String {
+    let mut out = String::with_capacity(parts.head.len() + extra.len() + 64);
     out.push_str(&parts.head);
-    out.push_str(&values_js(values, &parts.value_names));
+    out.push_str(&values_js(snap, &parts.value_names));
+    out.push_str(extra);
     // The `GM` object of promise forms (`GM.info` is a plain object there, as in
     // Violentmonkey).
-    out.push_str("d('GM',G);}");
+    out.push_str("d('GM',G);");
     out
+}
+
+/// What a GM function that needs the worker answers in a world with no channel to it. Chrome
+/// gives a document at most 10 user-script worlds; a script past the tenth runs in the shared
+/// default world, configured without messaging (ARCHITECTURE.md, "One world per script").
+pub const NO_CHANNEL: &str = "GM: no channel to the provider on this page. Chrome gives a page \
+     at most 10 user-script worlds and this script ran past the tenth, in the shared world, where \
+     values, requests, menu commands, tabs and notifications are not available (the first ten \
+     scripts injected keep theirs)";
+
+/// [`NO_CHANNEL`] as a JavaScript string literal.
+pub fn no_channel_js() -> String {
+    Value::String(NO_CHANNEL.to_owned()).to_string()
 }
 
 /// The GM code for a script that needs no channel and has no values (tests, and the shape
@@ -305,13 +363,14 @@ mod tests {
 
 /// The value functions (`GM_getValue` … and their `GM.*` forms), for a script granted any of
 /// them. Needs, in scope: `S(op, fields)` → a promise of the worker's reply (the channel, its
-/// token in a closure), `d` and `G` (see [`prelude`]). `SNAP` is the script's values when it
-/// was registered, so `GM_getValue` answers synchronously from the first statement, at every
+/// token in a closure), `d` and `G` (see [`prelude`]). `snap` is an expression for the script's
+/// values when it was registered (`null` where it has no channel: each function then throws
+/// [`NO_CHANNEL`]), so `GM_getValue` answers synchronously from the first statement, at every
 /// `@run-at`. A change updates this world's copy at once and is sent in one batch per task
 /// (a loop of 10,000 `GM_setValue`s is one message with the last value of each key); the
 /// script's own bounds are checked here first, so `GM_setValue` throws at once when one is
 /// passed, and the worker checks them all again (and the total) before it stores anything.
-pub fn values_js(snapshot: &crate::gm::values::Values, given: &[&str]) -> String {
+pub fn values_js(snap: &str, given: &[&str]) -> String {
     let names: Vec<&str> = given
         .iter()
         .filter_map(|n| n.strip_prefix("GM_"))
@@ -325,8 +384,9 @@ pub fn values_js(snapshot: &crate::gm::values::Values, given: &[&str]) -> String
         .replace("__MAXB__", &crate::gm::values::MAX_SCRIPT_BYTES.to_string())
         .replace("__MAXK__", &crate::gm::values::MAX_KEYS.to_string())
         .replace("__MAXKB__", &crate::gm::values::MAX_KEY_BYTES.to_string())
+        .replace("__NOCHAN__", &no_channel_js())
         // Last: the snapshot is the script's own data, which no placeholder may touch.
-        .replace("__SNAP__", &snapshot.encode().to_string())
+        .replace("__SNAP__", snap)
 }
 
 /// The value functions, without their `GM_` prefix.
@@ -343,7 +403,10 @@ const VALUE_FUNCTIONS: &[&str] = &[
 ];
 
 const VALUES_JS: &str = concat!(
-    "{const C=Object.assign(Object.create(null),__SNAP__),L=new Map(),enc=new TextEncoder(),",
+    // No snapshot: no channel (`NO_CHANNEL`); every value function says so.
+    "{const V0=__SNAP__;if(V0===null){for(const n of __GIVEN__){const f=()=>{throw new Error(__NOCHAN__)};d('GM_'+n,f);",
+    "G[n]=()=>Promise.reject(new Error(__NOCHAN__))}}else{",
+    "const C=Object.assign(Object.create(null),V0),L=new Map(),enc=new TextEncoder(),",
     "len=s=>enc.encode(s).length,par=t=>{try{return JSON.parse(t)}catch(e){return undefined}};",
     "let lid=0,pend=null,wait=[];",
     "const fire=(k,o,n,r)=>{for(const l of L.values())if(l.k===k)try{l.f(k,o===undefined?undefined:par(o),",
@@ -380,7 +443,7 @@ const VALUES_JS: &str = concat!(
     "removeValueChangeListener:id=>{L.delete(id)}};",
     "for(const n of __GIVEN__){const f=api[n];d('GM_'+n,f);",
     "G[n]=(...a)=>{try{const r=f(...a);return pend&&/^(set|delete)/.test(n)?new Promise((ok,no)=>wait.push([()=>ok(r),no])):Promise.resolve(r)}catch(e){return Promise.reject(e)}}}",
-    "}",
+    "}}",
 );
 
 #[cfg(test)]
@@ -394,7 +457,7 @@ mod values_tests {
         let raw = "\"__MAXB__ __MAXK__ __MAXKB__ __GIVEN__\"";
         v.apply(&Op::Set(vec![("k".into(), raw.into())]), 0)
             .unwrap();
-        let js = values_js(&v, &["GM_getValue"]);
+        let js = values_js(&v.encode().to_string(), &["GM_getValue"]);
         assert!(js.contains("__MAXB__ __MAXK__ __MAXKB__ __GIVEN__"), "{js}");
     }
 
@@ -406,8 +469,8 @@ mod values_tests {
             0,
         )
         .unwrap();
-        assert_eq!(values_js(&v, &["GM_addStyle"]), "");
-        let js = values_js(&v, &["GM_getValue", "GM_setValue", "GM_info"]);
+        assert_eq!(values_js(&v.encode().to_string(), &["GM_addStyle"]), "");
+        let js = values_js(&v.encode().to_string(), &["GM_getValue", "GM_setValue", "GM_info"]);
         assert!(js.contains(r#"["getValue","setValue"]"#), "{js}");
         assert!(!js.contains('\n') && !js.contains("__"));
         if let Ok(path) = std::env::var("LUMO_DUMP_VALUES_JS") {

@@ -34,7 +34,8 @@ pub fn requires_block(loaded: &[Loaded]) -> String {
 }
 
 /// One line (no line break: it goes on the prelude's line) defining the resource functions the
-/// grants name; `""` when none is granted.
+/// grants name, with `d` and `G` in scope (`gm::inject::scoped`, whose `extra` it is); `""` when
+/// none is granted.
 pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
     let given = api::provided(grants);
     let text = given.contains(&"GM_getResourceText");
@@ -59,24 +60,22 @@ pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
         })
         .collect();
     let mut out = format!(
-        "{{const R=new Map({}),D=(n,v)=>Object.defineProperty(globalThis,n,{{value:v,writable:true,configurable:true}}),\
-         G=globalThis.GM&&typeof globalThis.GM==='object'?globalThis.GM:{{}},\
-         B=n=>{{const r=R.get(String(n));return r&&r[1]!=null?r:null}};",
+        "{{const R=new Map({}),B=n=>{{const r=R.get(String(n));return r&&r[1]!=null?r:null}};",
         Value::Array(entries)
     );
     if text {
         out.push_str(
             "const T=n=>{const r=B(n);return r?new TextDecoder().decode(Uint8Array.from(atob(r[1]),c=>c.charCodeAt(0))):null};\
-             D('GM_getResourceText',T);G.getResourceText=n=>Promise.resolve(T(n));",
+             d('GM_getResourceText',T);G.getResourceText=n=>Promise.resolve(T(n));",
         );
     }
     if url {
         out.push_str(
             "const U=n=>{const r=B(n);return r?'data:'+r[0]+';base64,'+r[1]:null};\
-             D('GM_getResourceURL',U);G.getResourceUrl=n=>Promise.resolve(U(n));",
+             d('GM_getResourceURL',U);G.getResourceUrl=n=>Promise.resolve(U(n));",
         );
     }
-    out.push_str("if(globalThis.GM!==G)D('GM',G);}");
+    out.push('}');
     out
 }
 
@@ -127,6 +126,6 @@ mod tests {
         assert!(js.contains("getResourceUrl") && !js.contains("GM_getResourceText"));
         assert!(!js.contains('\n') && js.contains("Ym9keXt9"));
         let js = getters_js(&["GM_getResourceText".into()], &loaded);
-        assert!(js.contains("D('GM_getResourceText',T)") && !js.contains("GM_getResourceURL"));
+        assert!(js.contains("d('GM_getResourceText',T)") && !js.contains("GM_getResourceURL"));
     }
 }

@@ -3,11 +3,12 @@
 //! errors and the GM functions. The registration holds two entries of the script's world:
 //!
 //! ```text
-//! js[0]  const __lumoRun = (…token, listeners…)(…, () => { try { [guard] return true } … }); [GM]
+//! js[0]  const __lumoWorld = (…token, listeners, R = {gm, run, snap}…)(…, () => { [guard] }, values);
 //!        //# sourceURL=lumo-prelude-<uuid>.js
-//! js[1]  [guard (rules.rs)]__lumoRun.run(function () { //# sourceURL=lumo-run-<uuid>.js\n
+//! js[1]  [guard (rules.rs)]((__lumoR) => { let {GM_x, …, GM} = (GM code)(__lumoR.gm, __lumoR.snap);
+//!        return __lumoR.run(function () { //# sourceURL=lumo-run-<uuid>.js\n
 //!        <the script's source, unchanged, from line 2 column 1 (more if the guard spans lines)>
-//!        \n});\n//# sourceURL=lumo-run-<uuid>.js
+//!        \n}); })(__lumoWorld.take(<uuid>) or the no-channel stand-in);\n//# sourceURL=…
 //! ```
 //!
 //! The source runs inside `function () { … }` called at once, so its top-level code runs
@@ -17,9 +18,20 @@
 //!
 //! **The token lives in a closure the source cannot see**: it is an argument of an inner arrow
 //! function whose scope does not enclose the source, and nothing returned from that arrow hands it
-//! out. Only `__lumoRun.run` is visible to the script, and calling it can only produce reports
-//! for this same script (its own token): the worker never attributes by what a message says.
-//! The channel's `sendMessage` is taken from `chrome.runtime` before the source runs.
+//! out. The script sees its runtime (`__lumoR`): `run` and `gm` can only speak as this same script
+//! (its own token), and `snap` is its own values: the worker never attributes by what a message
+//! says. The channel's `sendMessage` is taken from `chrome.runtime` before the source runs.
+//!
+//! **A world shared with other scripts** (Chrome gives a document at most 10 user-script worlds;
+//! the scripts past them share its default world, without messaging): nothing here is a global
+//! but `__lumoWorld`, a `const` every runtime entry declares. The first runtime entry in the
+//! shared world runs before any source there, finds no `sendMessage` and never sends; every
+//! later one collides with that `const` and fails whole before any of it runs, so its token is
+//! never in reach of a script that hooked `sendMessage`. Its code entry then finds no runtime of
+//! its uuid (the holder hands each out once, by uuid) and runs the source with a stand-in: no
+//! channel, no values, every GM function that needs the worker says so
+//! (`gm::inject::NO_CHANNEL`). A runtime without `sendMessage` gives no values either: another
+//! script in the world could read them through a built-in it hooked.
 //!
 //! The run report: duration of the synchronous run, an uncaught error (rethrown after the report,
 //! so the page's console still shows it) with its line and column in the script's own source
@@ -49,9 +61,14 @@ pub struct Prelude {
     /// Whether the script reports its runs. Every script does (see ARCHITECTURE.md, "Run
     /// reports and @grant none"); kept as a field so a feature that does not want them can say so.
     pub report_runs: bool,
-    /// The GM functions the script is given (`gm::inject::assemble`), one line; they reach the
-    /// worker through `__lumoRun.gm`, which adds this script's token.
+    /// The GM functions the script is given (`gm::inject::scoped`), one line: a function of
+    /// the channel and the values snapshot; `""` when none.
     pub gm: String,
+    /// The names that function defines, bound in the code entry.
+    pub gm_names: Vec<&'static str>,
+    /// The script's values snapshot as a JSON object (`null` when it is granted no value
+    /// function); given to its GM functions only where it has a channel.
+    pub values: String,
     /// The `@require` code (`gm::resources::requires_block`), put between the prelude's line
     /// and the source, inside the same function; the run report's line offset counts it.
     pub requires: String,
@@ -64,20 +81,27 @@ impl Prelude {
     }
 }
 
-const PRELUDE: &str = r#"const __lumoRun = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, ran = false, pending = null, lateSent = 0; const queue = []; const out = (m) => { try { if (send) { const q = send(m); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }; if (ran) out(m); else queue.push(m); }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} return { gm(op, f) { if (!send) return Promise.resolve({ error: "GM: this script has no channel to the provider" }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); ran = true; for (const m of queue.splice(0)) out(m); } } }; })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { "#;
+const PRELUDE: &str = r#"const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, NC, G, SNAP) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, ran = false, pending = null, lateSent = 0; const queue = []; const out = (m) => { try { if (send) { const q = send(m); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }; if (ran) out(m); else queue.push(m); }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} const R = { gm(op, f) { if (!send) return Promise.resolve({ error: NC, nochannel: true }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); ran = true; for (const m of queue.splice(0)) out(m); } }, snap: send ? SNAP : null }; let once = R; return Object.freeze({ take(u) { if (u !== N || once === null) return null; const r = once; once = null; return r; } }); })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, __NC__, () => { try { "#;
 
 /// After the guard, in the runtime entry: the guard's verdict is only asked for when a syntax
-/// error needs reporting (a page outside the rules reports nothing).
-const PRELUDE_END: &str = " return true; } catch (e) { return false; } }); ";
+/// error needs reporting (a page outside the rules reports nothing). The values snapshot (or
+/// `null`) follows it, then `);`.
+const PRELUDE_END: &str = " return true; } catch (e) { return false; } }, ";
 
 /// The runtime entry's name in stack traces (errors in it are not the script's lines).
 const PRELUDE_FILE: &str = "\n//# sourceURL=lumo-prelude-__N__.js\n";
 
-/// The code entry: the guard (its prefix), then the source inside `run`. The frame name is on
-/// this first line too: a source that does not parse stops V8's scan before the last line,
-/// and its SyntaxError would carry an anonymous file name (measured in Chromium 156).
-const RUN_START: &str = "__lumoRun.run(function () { //# sourceURL=lumo-run-__N__.js";
-const EPILOGUE: &str = "\n});\n//# sourceURL=lumo-run-__N__.js\n";
+/// The code entry: the guard (its prefix), then the source inside `run`, inside an arrow that
+/// takes this script's runtime and binds its GM functions (`__GM__`, one line). The frame name
+/// is on this first line too: a source that does not parse stops V8's scan before the last
+/// line, and its SyntaxError would carry an anonymous file name (measured in Chromium 156).
+const RUN_START: &str =
+    "((__lumoR) => { __GM__return __lumoR.run(function () { //# sourceURL=lumo-run-__N__.js";
+/// After the source: the arrow is called with this script's runtime, taken from the world's
+/// `__lumoWorld` by uuid, or, when there is none (the runtime entry did not run: Chrome put the
+/// script in its shared world after another's, whose `const __lumoWorld` it collided with), a
+/// stand-in that runs the source with no channel and reports nothing.
+const EPILOGUE: &str = "\n}); })((() => { try { const w = typeof __lumoWorld === \"object\" && __lumoWorld !== null ? __lumoWorld.take(__N__) : null; if (w) return w; } catch (e) {} return { run: (b) => b.call(globalThis), gm: () => Promise.resolve({ error: __NC__, nochannel: true }), snap: null }; })());\n//# sourceURL=lumo-run-__F__.js\n";
 
 /// Late errors one page load sends at most (the worker keeps fewer and counts the rest).
 pub const MAX_LATE_SENT: usize = 20;
@@ -88,16 +112,19 @@ fn js_str(s: &str) -> String {
 }
 
 impl Prelude {
-    /// The registered code, as two entries of the same world: the runtime (this prelude, its
-    /// GM functions, the late-error listeners, and the guard asked lazily), then `prefix` (the
-    /// guard, with its "use strict" if any), `__lumoRun.run(function () {` and `source` from the
-    /// start of a line. Two entries because a source that does not parse fails alone: the
-    /// runtime already listens and reports the `SyntaxError` at its line (measured in Chromium
-    /// 156: a later entry's SyntaxError fires `error` in that world, with its sourceURL, line and
-    /// column). None when the uuid could break the regex or the frame name (it is always a
-    /// uuid).
+    /// The registered code, as two entries of the same world: the runtime (this prelude, the
+    /// values snapshot, the late-error listeners, and the guard asked lazily), then `prefix` (the
+    /// guard, with its "use strict" if any), the GM functions, `__lumoR.run(function () {` and
+    /// `source` from the start of a line. Two entries because a source that does not parse
+    /// fails alone: the runtime already listens and reports the `SyntaxError` at its line
+    /// (measured in Chromium 156: a later entry's SyntaxError fires `error` in that world, with
+    /// its sourceURL, line and column). None when the uuid could break the regex or the frame
+    /// name (it is always a uuid), or when the GM code spans lines.
     pub fn wrap(&self, prefix: &str, source: &str) -> Option<(String, String)> {
         if !crate::scripts::record::is_uuid(&self.uuid) {
+            return None;
+        }
+        if self.gm.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
             return None;
         }
         // Lines before the source: the prefix's own line ends plus the one `run(` is on, and
@@ -108,6 +135,7 @@ impl Prelude {
         // The guard alone, to ask it again in the runtime (its "use strict" stays a directive
         // of the code entry only).
         let guard = prefix.strip_prefix("\"use strict\";").unwrap_or(prefix);
+        let no_channel = crate::gm::inject::no_channel_js();
         let head = PRELUDE
             .replace("__T__", &js_str(&self.token))
             .replace("__RA__", &js_str(&self.run_at))
@@ -118,30 +146,52 @@ impl Prelude {
             .replace("__MAXLATE__", &MAX_LATE_SENT.to_string())
             .replace("__MAXL__", &MAX_RUN_LOGS.to_string())
             .replace("__MAXT__", &MAX_RUN_TEXT_CHARS.to_string())
-            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string());
-        // Put in whole, never through a placeholder: the guard holds user regexes and the GM
-        // code the script's values.
+            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string())
+            .replace("__NC__", &no_channel);
+        // Put in whole, never through a placeholder: the guard holds user regexes and the
+        // snapshot the script's values.
         let mut runtime = String::with_capacity(
-            head.len() + guard.len() + self.gm.len() + PRELUDE_FILE.len() + 80,
+            head.len() + guard.len() + self.values.len() + PRELUDE_FILE.len() + 80,
         );
         runtime.push_str(&head);
         runtime.push('\n');
         runtime.push_str(guard);
         runtime.push('\n');
         runtime.push_str(PRELUDE_END);
-        runtime.push_str(&self.gm);
+        runtime.push_str(&self.values);
+        runtime.push_str(");");
         runtime.push_str(&PRELUDE_FILE.replace("__N__", &self.uuid));
-        let epilogue = EPILOGUE.replace("__N__", &self.uuid);
+        let bind = if self.gm.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "let {{{}}} = {}((o, f) => __lumoR.gm(o, f), __lumoR.snap); ",
+                self.gm_names.join(", "),
+                self.gm
+            )
+        };
+        let (start_a, start_b) = RUN_START
+            .replace("__N__", &self.uuid)
+            .split_once("__GM__")
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))?;
+        let epilogue = EPILOGUE
+            .replace("__NC__", &no_channel)
+            .replace("__N__", &js_str(&self.uuid))
+            .replace("__F__", &self.uuid);
         let mut code = String::with_capacity(
             prefix.len()
-                + RUN_START.len()
+                + start_a.len()
+                + bind.len()
+                + start_b.len()
                 + self.requires.len()
                 + source.len()
                 + epilogue.len()
                 + 4,
         );
         code.push_str(prefix);
-        code.push_str(&RUN_START.replace("__N__", &self.uuid));
+        code.push_str(&start_a);
+        code.push_str(&bind);
+        code.push_str(&start_b);
         code.push('\n');
         code.push_str(&self.requires);
         code.push_str(source);
@@ -184,6 +234,7 @@ pub fn apply_loaded(
         }
         return;
     };
+    let getters = crate::gm::resources::getters_js(&slot.grants, loaded);
     let p = Prelude {
         token: key.token(&reg.id, slot.revision),
         uuid: reg.id.clone(),
@@ -192,12 +243,15 @@ pub fn apply_loaded(
             .clone()
             .unwrap_or_else(|| "document_idle".to_owned()),
         report_runs: true,
-        // One line whatever the values or resource names hold (U+2028 would move every source
-        // line).
-        gm: crate::gm::try_gm::one_line(
-            &(crate::gm::inject::assemble(&slot.gm, "(o,f)=>__lumoRun.gm(o,f)", values)
-                + &crate::gm::resources::getters_js(&slot.grants, loaded)),
-        ),
+        // One line whatever the metadata or resource names hold (U+2028 would move every
+        // source line).
+        gm: crate::gm::try_gm::one_line(&crate::gm::inject::scoped(&slot.gm, &getters)),
+        gm_names: slot.gm.names.clone(),
+        values: if slot.gm.needs_values() {
+            values.encode().to_string()
+        } else {
+            "null".to_owned()
+        },
         requires,
     };
     if let Some((runtime, code)) = p.wrap(prefix, source) {
@@ -228,6 +282,8 @@ mod tests {
             run_at: "document_end".into(),
             report_runs: true,
             gm: String::new(),
+            gm_names: Vec::new(),
+            values: "null".into(),
             requires: String::new(),
         }
     }
@@ -239,16 +295,21 @@ mod tests {
         let lines: Vec<&str> = code.split('\n').collect();
         assert_eq!(
             lines[0],
-            "GUARD;__lumoRun.run(function () { //# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js"
+            "GUARD;((__lumoR) => { return __lumoR.run(function () { //# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js"
         );
         assert_eq!(lines[1], "// ==UserScript==");
         assert_eq!(lines[4], "null.x;");
         assert!(code
-            .ends_with("\n});\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
-        assert!(runtime.starts_with("const __lumoRun = "));
+            .ends_with("\n//# sourceURL=lumo-run-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
+        // The runtime is taken by this script's uuid, else the no-channel stand-in runs it.
+        assert!(code.contains("__lumoWorld.take(\"0f8fad5b-d9cb-469f-a165-70867728950e\")"));
+        assert!(code.contains("nochannel: true"));
+        assert!(runtime.starts_with("const __lumoWorld = "));
+        assert!(runtime.contains("}, null);\n//# sourceURL=lumo-prelude-"));
         assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
         assert!(runtime.contains(&format!(
-            ", {MAX_LATE_SENT}, () => {{ try {{ \nGUARD;\n return true;"
+            ", {MAX_LATE_SENT}, {}, () => {{ try {{ \nGUARD;\n return true;",
+            crate::gm::inject::no_channel_js()
         )));
         assert!(runtime
             .ends_with("\n//# sourceURL=lumo-prelude-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
@@ -263,7 +324,7 @@ mod tests {
         assert_eq!(code.split('\n').nth(2), Some("// ==UserScript=="));
         // The guard is asked again in the runtime without its "use strict".
         let (runtime, code) = prelude().wrap("\"use strict\";G();", src).unwrap();
-        assert!(code.starts_with("\"use strict\";G();__lumoRun.run("));
+        assert!(code.starts_with("\"use strict\";G();((__lumoR) => { return __lumoR.run("));
         assert!(runtime.contains("try { \nG();\n return true;"));
     }
 
@@ -274,7 +335,7 @@ mod tests {
         p.requires = "var LIB = 1; // ends in a comment\n;\n".into();
         let (runtime, code) = p.wrap("", src).unwrap();
         let lines: Vec<&str> = code.split('\n').collect();
-        assert!(lines[0].starts_with("__lumoRun.run(function () {"));
+        assert!(lines[0].starts_with("((__lumoR) => { return __lumoR.run(function () {"));
         assert_eq!(lines[1], "var LIB = 1; // ends in a comment");
         assert_eq!(lines[2], ";");
         assert_eq!(lines[3], "// ==UserScript==");
@@ -322,7 +383,7 @@ mod tests {
     fn the_token_is_only_in_the_runtime_entry_and_out_of_the_sources_scope() {
         let (runtime, code) = prelude().wrap("", "x").unwrap();
         assert!(!code.contains("TOKEN-x"));
-        // The token is an argument of the inner arrow, which closes before `__lumoRun` is made.
+        // The token is an argument of the inner arrow, which closes before `__lumoWorld` is made.
         assert_eq!(runtime.matches("TOKEN-x").count(), 1);
         assert!(!runtime.contains("globalThis.__lumo") && !runtime.contains("window."));
         // The late-error listeners are the runtime's, and the first-pass error is not sent twice.
@@ -355,10 +416,17 @@ mod tests {
         p.token = "\"); alert(1); (\"".into();
         let (runtime, _) = p.wrap("", "x").unwrap();
         assert!(runtime.contains(r#""\"); alert(1); (\"""#));
-        // A placeholder spelled in the guard (a user regex) or the GM code stays as written.
-        p.gm = "{/*__T__*/}".into();
-        let (runtime, _) = p.wrap("/__N__ __T__/;", "x").unwrap();
-        assert!(runtime.contains("/__N__ __T__/;") && runtime.contains("{/*__T__*/}"));
+        // A placeholder spelled in the guard (a user regex), the values or the GM code stays as
+        // written.
+        p.gm = "((S,V)=>{/*__T__ __GM__ __N__*/})".into();
+        p.gm_names = vec!["GM"];
+        p.values = r#"{"k":"\"__T__ __NC__\""}"#.into();
+        let (runtime, code) = p.wrap("/__N__ __T__/;", "x").unwrap();
+        assert!(runtime.contains("/__N__ __T__/;") && runtime.contains("__T__ __NC__"));
+        assert!(code.contains("let {GM} = ((S,V)=>{/*__T__ __GM__ __N__*/})((o, f) => __lumoR.gm(o, f), __lumoR.snap); return __lumoR.run("));
+        // GM code that would move the source's lines is refused.
+        p.gm = "(()=>{\u{2028}})".into();
+        assert!(p.wrap("", "x").is_none());
         p.uuid = "not-a-uuid\"".into();
         assert!(p.wrap("", "x").is_none());
     }
@@ -369,11 +437,11 @@ mod line_tests {
     use super::*;
 
     #[test]
-    fn a_value_with_a_line_separator_moves_no_source_line() {
+    fn a_line_separator_in_metadata_or_values_moves_no_source_line() {
         use crate::scripts::metadata;
         const U: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
         let key = ChannelKey::from_uuids(U, U).unwrap();
-        let src = "// ==UserScript==\n// @name g\n// @match http://a.test/*\n// @grant GM_getValue\n// ==/UserScript==\nx;\n";
+        let src = "// ==UserScript==\n// @name g\u{2028}h\n// @match http://a.test/*\n// @grant GM_getValue\n// @grant GM_info\n// ==/UserScript==\nx;\n";
         let meta = metadata::parse(src).metadata.unwrap();
         let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();
         let mut v = crate::gm::values::Values::default();
@@ -383,9 +451,12 @@ mod line_tests {
         )
         .unwrap();
         apply(&mut reg, Some(&key), &v);
-        let code = reg.js[0].code.clone().unwrap();
+        // The code entry's first line (GM_info holds the name) is one line.
+        let code = reg.js[1].code.clone().unwrap();
         let head = code.split("\n// ==UserScript==").next().unwrap();
-        assert!(!head.contains(['\u{2028}', '\u{2029}']), "{head}");
-        assert!(head.contains("a\\u2028b"));
+        assert!(!head.contains(['\u{2028}', '\u{2029}', '\n']), "{head}");
+        assert!(head.contains("g\\u2028h"), "{head}");
+        // The values are in the runtime entry, whose lines are no source's.
+        assert!(reg.js[0].code.clone().unwrap().contains("a\u{2028}b"));
     }
 }

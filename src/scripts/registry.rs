@@ -70,6 +70,11 @@ pub struct ScriptCode {
     pub file: Option<String>,
 }
 
+/// Most user-script worlds Chrome gives one document (Chromium 156, measured): every script
+/// injected past them runs in the shared default world (ARCHITECTURE.md, "One world per
+/// script").
+pub const WORLDS_PER_DOCUMENT: usize = 10;
+
 /// The world id for a script: its uuid (Chrome reserves ids starting with '_' and caps the
 /// length at 256; a uuid is 36 characters of hex and '-').
 pub fn world_id(uuid: &str) -> String {
@@ -223,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn granted_functions_go_inside_the_prelude_on_its_line_with_the_values() {
+    fn granted_functions_go_in_the_code_entry_and_the_values_in_the_runtime() {
         use crate::channel::ChannelKey;
         use crate::gm::values::{Op, Values};
         const U: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
@@ -247,15 +252,19 @@ mod tests {
             .unwrap();
         let mut r = desired(U, 1, &meta(&src), &src).unwrap();
         crate::scripts::prelude::apply(&mut r, Some(&key), &v);
-        // The runtime entry (GM code, values), then the code entry (guard, run, source).
+        // The runtime entry (token, values), then the code entry (guard, GM functions bound
+        // in the scope around the source, run, source). The values stay in the runtime: a
+        // script whose runtime entry did not run (Chrome's shared world) never sees them.
         let runtime = r.js[0].code.clone().unwrap();
         let code = r.js[1].code.clone().unwrap();
-        assert!(runtime.contains("d('GM_addStyle'"));
-        assert!(runtime.contains(r#"{"k":"\"__T__ __GM__\""}"#), "{runtime}");
+        assert!(runtime.contains(r#"}, {"k":"\"__T__ __GM__\""});"#), "{runtime}");
+        assert!(!runtime.contains("d('GM_addStyle'"));
         let guard = code.find("new RegExp").unwrap();
-        let run = code.find("__lumoRun.run(function").unwrap();
-        assert!(code.starts_with("\"use strict\";") && guard < run);
-        assert!(!code.contains("d('GM_addStyle'"));
+        let bind = code.find("let {GM_addStyle, GM_getValue, GM} = ((S,V)=>{").unwrap();
+        let run = code.find("return __lumoR.run(function").unwrap();
+        assert!(code.starts_with("\"use strict\";") && guard < bind && bind < run);
+        assert!(code.contains("d('GM_addStyle'") && !code.contains("__T__"));
+        assert!(!code.contains("defineProperty(globalThis"));
         assert!(r.messaging);
         // The source still starts on line 2 of its entry.
         assert_eq!(code.split('\n').nth(1), Some("'use strict';"));

@@ -119,6 +119,20 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
             format!("{url} is not a URL a browser can load"),
         ));
     };
+    // Chrome gives a document at most so many user-script worlds; the scripts past them run in
+    // its shared world, with no channel (`scripts::prelude`).
+    let running = rows.iter().filter(|r| r["runs"] == json!(true)).count();
+    let warning = (running > registry::WORLDS_PER_DOCUMENT).then(|| {
+        format!(
+            "{running} scripts run on this page; Chrome gives a page at most {max} user-script \
+             worlds. The first {max} injected (by @run-at, then Chrome's order) keep their own \
+             world; the other {rest} run in Chrome's shared world, where they share globals and \
+             have no channel to the provider: no GM values, requests, menu commands, tabs or \
+             notifications (those functions say so), and no run report.",
+            max = registry::WORLDS_PER_DOCUMENT,
+            rest = running - registry::WORLDS_PER_DOCUMENT,
+        )
+    });
     let shown = if normalized == url {
         url.clone()
     } else {
@@ -143,10 +157,20 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
             .collect::<Vec<_>>()
             .join("\n")
     };
-    Ok(success(
-        text,
-        json!({ "url": url, "normalizedUrl": normalized, "scripts": rows }),
-    ))
+    let mut out = serde_json::Map::new();
+    out.insert("url".into(), json!(url));
+    out.insert("normalizedUrl".into(), json!(normalized));
+    out.insert("scripts".into(), Value::Array(rows));
+    let text = match warning {
+        Some(w) => {
+            let text = format!("{text}\n\nWarning: {w}");
+            out.insert("warning".into(), Value::String(w));
+            text
+        }
+        None => text,
+    };
+    let out = Value::Object(out);
+    Ok(success(text, out))
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {

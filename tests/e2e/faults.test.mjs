@@ -359,7 +359,7 @@ describe("faults: the service worker stopped mid-write, mid-review and mid-burst
       for (const u of stored["scripts/index"]?.uuids ?? []) if (stored[`script/${u}`]?.enabled) want.set(u, stored[`source/${u}`]);
       const got = await chrome.userScripts.getScripts();
       const wrong = [];
-      for (const g of got) if (!want.has(g.id)) wrong.push(`${g.id} registered but not enabled in storage`); else if (!String(g.js?.[1]?.code).endsWith(`\n${want.get(g.id)}\n});\n//# sourceURL=lumo-run-${g.id}.js\n`)) wrong.push(`${g.id} registered with code that is not its stored source (inside the run-report prelude)`);
+      for (const g of got) if (!want.has(g.id)) wrong.push(`${g.id} registered but not enabled in storage`); else if (!String(g.js?.[1]?.code).includes(`\n${want.get(g.id)}\n}); })(`) || !String(g.js?.[1]?.code).endsWith(`\n//# sourceURL=lumo-run-${g.id}.js\n`)) wrong.push(`${g.id} registered with code that is not its stored source (inside the run-report prelude)`);
       for (const u of want.keys()) if (!got.some((g) => g.id === u)) wrong.push(`${u} enabled but not registered`);
       return wrong;
     }), (w) => w.length === 0, 3000);

@@ -190,13 +190,17 @@ describe("gm: the GM functions a script is given", () => {
   });
 
   test("@grant none (and no @grant) gives no GM function; a granted one is seen by no other script and not by the page", T, async () => {
-    const probe = (tag) => "const seen = ['GM_addStyle', 'GM_info', 'GM', 'unsafeWindow', 'GM_addElement', 'GM_log', 'GM_getValue']"
-      + ".filter((n) => typeof globalThis[n] !== 'undefined');\n"
-      + `document.documentElement.setAttribute('data-gm-${tag}', seen.join(',') || 'nothing');`;
+    // What the script can name, and what is a global of its world (none: Chrome may put a
+    // script in a world shared with others, where a global would be theirs too).
+    const probe = (tag) => "const seen = Object.entries({ GM_addStyle: typeof GM_addStyle, GM_info: typeof GM_info, GM: typeof GM,"
+      + " unsafeWindow: typeof unsafeWindow, GM_addElement: typeof GM_addElement, GM_log: typeof GM_log, GM_getValue: typeof GM_getValue })"
+      + ".filter(([, t]) => t !== 'undefined').map(([n]) => n);\n"
+      + "const globals = ['GM_addStyle', 'GM_info', 'GM'].filter((n) => n in globalThis);\n"
+      + `document.documentElement.setAttribute('data-gm-${tag}', (seen.join(',') || 'nothing') + '|' + globals.join(','));`;
     await write("none", ["@match http://iso.test/*", "@grant none"], probe("none"));
     await write("nogrant", ["@match http://iso.test/*"], probe("nogrant"));
     await write("styler", ["@match http://iso.test/*", "@grant GM_addStyle", "@grant GM_info"], probe("styler"));
-    assert.deepEqual(await load(url("iso.test")), { none: "nothing", nogrant: "nothing", styler: "GM_addStyle,GM_info,GM" });
+    assert.deepEqual(await load(url("iso.test")), { none: "nothing|", nogrant: "nothing|", styler: "GM_addStyle,GM_info,GM|" });
     // The page's own JavaScript (MAIN world) sees none of it.
     assert.deepEqual(await tab.evaluate(() => ["GM_addStyle", "GM_info", "GM", "unsafeWindow"].map((n) => typeof window[n])),
       ["undefined", "undefined", "undefined", "undefined"]);
@@ -288,7 +292,7 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(await tab.evaluate((id) => {
       let sent;
       try { chrome.runtime.sendMessage(id, { lumo: "x", v: 1, kind: "gm", op: "values.set", items: [["n", "999"]] }); sent = "sent"; } catch (e) { sent = "threw"; }
-      return [typeof window.__lumoRun, typeof window.GM_setValue, typeof globalThis.chrome?.runtime?.sendMessage === "function" ? sent : "no sendMessage"];
+      return [typeof window.__lumoWorld, typeof window.GM_setValue, typeof globalThis.chrome?.runtime?.sendMessage === "function" ? sent : "no sendMessage"];
     }, PROVIDER_ID), ["undefined", "undefined", "no sendMessage"]);
     await sleep(300);
     assert.equal((await stored(`values/${counter.uuid}`)).n, "3");

@@ -233,6 +233,87 @@ describe("matching: what Chrome runs is what match_url says", () => {
     for (const u of [t.uuid, s.uuid]) await h.internal("scripts.delete", { uuid: u });
   });
 
+  // Chrome gives a document at most 10 user-script worlds; every script past the tenth runs in
+  // its shared default world, configured without messaging. Before, the second script there
+  // collided with the first's runtime (`const __lumoRun`) and ran with the first's GM functions
+  // and values. Each script here, when it finds itself without a channel, also plays the hostile
+  // neighbour: it fakes chrome.runtime.sendMessage for every script after it in that world.
+  test("more than 10 scripts on one page: those past the tenth run with their own GM functions, no channel, and nobody's values or token", { timeout: 240_000 }, async () => {
+    const P = server.port;
+    const N = 12;
+    const crowd = (i) => script(`crowd${i}`, ["@match http://crowd.test/*", `@match http://seed${i}.test/*`,
+      "@grant GM_getValue", "@grant GM_setValue", "@grant GM_info"], [
+      "const root = document.documentElement;",
+      "const here = typeof chrome === 'object' && !!chrome && typeof chrome.runtime?.sendMessage === 'function';",
+      `if (location.hostname === 'seed${i}.test') { GM_setValue('secret', 'secret-${i}'); root.setAttribute('data-ran-crowd${i}', 'seeded'); }`,
+      "else {",
+      "  if (!here) {",
+      "    const fake = (m) => { root.setAttribute('data-stolen', (root.getAttribute('data-stolen') || '') + JSON.stringify(m)); return Promise.resolve({}); };",
+      "    try { if (globalThis.chrome && globalThis.chrome.runtime) chrome.runtime.sendMessage = fake; else globalThis.chrome = { runtime: { sendMessage: fake } }; } catch (e) {}",
+      "    if (typeof chrome?.runtime?.sendMessage === 'function') root.setAttribute('data-faked', '1');",
+      "  }",
+      "  let v; try { v = GM_getValue('secret', 'none'); } catch (e) { v = 'threw: ' + e.message; }",
+      `  root.setAttribute('data-ran-crowd${i}', JSON.stringify([here ? 'own' : 'shared', GM_info.script.name, v]));`,
+      "}",
+    ].join("\n"));
+    const uuids = [];
+    for (let i = 0; i < N; i++) {
+      const r = await h.internal("scripts.save", { source: crowd(i) });
+      assert.equal(r?.result?.registered, true, JSON.stringify(r).slice(0, 400));
+      uuids.push(r.result.script.uuid);
+    }
+    try {
+      // Each script alone on a page of its own sets its value, through its own channel.
+      for (let i = 0; i < N; i++) assert.deepEqual(await ranOn(`http://seed${i}.test:${P}/`), [`crowd${i}`]);
+      const stored = async () => {
+        const page = await h.context.newPage();
+        try {
+          await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+          return await page.evaluate(async (ids) => { const o = await chrome.storage.local.get(ids.map((u) => `values/${u}`)); return ids.map((u) => o[`values/${u}`]?.secret ?? null); }, uuids);
+        } finally { await page.close(); }
+      };
+      const want = uuids.map((_, i) => JSON.stringify(`secret-${i}`));
+      let got = [];
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(200)) if (JSON.stringify(got = await stored()) === JSON.stringify(want)) break;
+      assert.deepEqual(got, want);
+      // Each one's snapshot is in its registered code once the worker re-registered it.
+      await sleep(1500);
+      const reportsBefore = await Promise.all(uuids.map(async (u) => (await ok("script_runs", { uuid: u })).runs.length));
+
+      await tab.goto(`http://crowd.test:${P}/`, { waitUntil: "load" });
+      await sleep(SETTLE_MS + 600);
+      const seen = await tab.evaluate(() => Object.fromEntries([...document.documentElement.attributes].map((a) => [a.name, a.value])));
+      const rows = uuids.map((_, i) => JSON.parse(seen[`data-ran-crowd${i}`] ?? "null"));
+      assert.ok(rows.every(Boolean), `every script ran: ${JSON.stringify(seen)}`);
+      // A script in its own world reads its own value; one past the tenth has no channel: its
+      // value functions say so, and it reads no one's values. (Its own test of chrome.runtime
+      // may be fooled by the fake a neighbour installed; the provider's runtime is not.)
+      const noChannel = /^threw: GM: no channel to the provider on this page\. Chrome gives a page at most 10 user-script worlds/;
+      const own = rows.map((r, i) => [r, i]).filter(([r, i]) => r[2] === `secret-${i}`);
+      const shared = rows.map((r, i) => [r, i]).filter(([r]) => noChannel.test(r[2]));
+      assert.equal(own.length, 10, JSON.stringify(rows));
+      assert.equal(shared.length, N - 10, JSON.stringify(rows));
+      assert.ok(shared.some(([r]) => r[0] === "shared"), JSON.stringify(rows));
+      // Every script has its own GM_info.
+      for (const [r, i] of [...own, ...shared]) assert.equal(r[1], `Matching crowd${i}`, JSON.stringify(rows));
+      // The hostile neighbour really installed its fake, and caught nothing: no token, no report.
+      assert.equal(seen["data-faked"], "1", JSON.stringify(seen));
+      assert.equal(seen["data-stolen"], undefined, "a script in the shared world caught another's message");
+      // Exactly the ten with a world of their own reported this run, each as itself.
+      await sleep(1000);
+      const reportsAfter = await Promise.all(uuids.map(async (u) => (await ok("script_runs", { uuid: u })).runs.length));
+      const reported = uuids.map((_, i) => reportsAfter[i] - reportsBefore[i]);
+      assert.deepEqual(reported, rows.map((r, i) => (r[2] === `secret-${i}` ? 1 : 0)), JSON.stringify({ reported, rows }));
+      // match_url says that not all twelve can have their channel here.
+      const m = await ok("match_url", { url: `http://crowd.test:${P}/` });
+      assert.equal(m.scripts.filter((s) => s.runs).length, N);
+      assert.match(m.warning ?? "", /12 scripts run on this page; Chrome gives a page at most 10 user-script worlds/);
+      assert.equal((await ok("match_url", { url: `http://seed1.test:${P}/` })).warning, undefined);
+    } finally {
+      for (const u of uuids) await h.internal("scripts.delete", { uuid: u });
+    }
+  });
+
   test("spellings other managers accept run where they mean (http*://, no path, @run-at document-ready / context-menu)", T, async () => {
     const P = server.port;
     const scripts = {

@@ -197,14 +197,16 @@ describe("script_runs: what installed scripts did on real page loads", () => {
   test("a userscript forging reports for another script (its uuid, a made-up token) is ignored; its own reports stay its own", T, async () => {
     const victim = await write(script("Runs victim", ["@match http://victim.test/*"], ["document.documentElement.setAttribute('data-ran-victim', '1');"]));
     const forger = await write(script("Runs forger", ["@match http://forger.test/*"], [
-      "const out = { lumoRunType: typeof __lumoRun, token: null };",
+      "const out = { lumoRunType: typeof __lumoR, token: null };",
       `const victim = ${JSON.stringify(victim)};`,
       "const fake = { v: 1, kind: 'run', runAt: 'document_idle', ms: 1, error: { name: 'Forged', message: 'forged', line: 1, column: 1 } };",
       "(async () => { for (const lumo of [victim + '.1.' + '0'.repeat(32), victim + '.1.' + 'f'.repeat(32), victim, 'x']) out.answers = [...(out.answers ?? []), await chrome.runtime.sendMessage({ ...fake, lumo }).then((a) => a ?? null, (e) => 'error: ' + e.message)]; document.documentElement.dataset.forgerAnswers = JSON.stringify(out.answers); })();",
       "chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'policy.setSwitch', name: 'review', value: true }).catch(() => {});",
-      // Its own prelude's run() is reachable by name, but only reports as this same script.
-      "try { __lumoRun.run(function () { throw new Error('self-made'); }); } catch (e) {}",
-      "try { out.token = JSON.stringify(Object.keys(__lumoRun)); } catch (e) { out.token = String(e); }",
+      // Its own runtime's run() is reachable by name, but only reports as this same script; the
+      // world's runtime holder hands out no other (its own was taken, the victim's is not here).
+      "try { __lumoR.run(function () { throw new Error('self-made'); }); } catch (e) {}",
+      "try { out.token = JSON.stringify(Object.keys(__lumoR)); } catch (e) { out.token = String(e); }",
+      "try { out.taken = [__lumoWorld.take(victim), Object.isFrozen(__lumoWorld)]; } catch (e) { out.taken = String(e); }",
       "document.documentElement.dataset.forger = JSON.stringify(out);",
     ]));
     const page = await h.context.newPage();
@@ -215,7 +217,8 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     await page.waitForFunction(() => document.documentElement.dataset.forgerAnswers, null, { timeout: 5000 });
     assert.deepEqual(JSON.parse(await page.evaluate(() => document.documentElement.dataset.forgerAnswers)), [null, null, null, null]);
     // run() and gm() both add this script's own token, which neither hands out.
-    assert.equal(out.token, '["gm","run"]', "the prelude hands out nothing but run() and gm()");
+    assert.equal(out.token, '["gm","run","snap"]', "the prelude hands out nothing but run(), gm() and the script's own values");
+    assert.deepEqual(out.taken, [null, true]);
     const own = await runsOf(forger, {}, 2);
     await page.close();
     await sleep(300);
@@ -341,7 +344,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
   // Last: the flood spends the channel's window for a minute.
   test("a looping script's flood of reports is bounded, counted, and the provider keeps answering", T, async () => {
     const uuid = await write(script("Runs flood", ["@match http://flood.test/*"], [
-      "for (let i = 0; i < 3000; i++) { try { __lumoRun.run(function () { console.log('spam', i); }); } catch (e) {} }",
+      "for (let i = 0; i < 3000; i++) { try { __lumoR.run(function () { console.log('spam', i); }); } catch (e) {} }",
       "for (let i = 0; i < 3000; i++) chrome.runtime.sendMessage({ lumo: 'garbage', v: 1, kind: 'run', pad: 'x'.repeat(1000) }).catch(() => {});",
       "document.documentElement.setAttribute('data-ran-flood', '1');",
     ]));
