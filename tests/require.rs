@@ -107,7 +107,7 @@ fn written_with_its_files_then_never_fetched_again_for_the_same_urls() {
     let code = code_of(&p, &uuid);
     let lib_at = code.find("var LIB_VERSION = 'one';").unwrap();
     assert!(lib_at < code.find("console.log(LIB_VERSION);").unwrap());
-    assert!(code.contains("D('GM_getResourceText',T)"));
+    assert!(code.contains("d('GM_getResourceText',T)"));
     assert!(code.contains("\"css\""));
 
     // The server now serves something else: an edit that keeps the URLs fetches nothing.

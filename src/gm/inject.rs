@@ -2,17 +2,14 @@
 //! ([`crate::gm::api::provided`]), and nothing for `@grant none` or no grant at all.
 //!
 //! One line, with no line break, so the source's own line numbers are unchanged in stack
-//! traces. Two forms:
-//!
-//! - **A registered script** ([`scoped`]): a function that puts the functions into an object it
-//!   returns; the code entry binds them with `let` in a scope that encloses the source's
-//!   function (`scripts::prelude`). Never world globals: Chrome may run a script in its shared
-//!   world (more than 10 scripts on one page; ARCHITECTURE.md, "One world per script"), where a
-//!   global would be another script's. A script that declares its own `GM_addStyle` fallback
-//!   (`function GM_addStyle…`, `let GM_info`) still compiles and its own definition wins, since
-//!   its declarations are in the inner function.
-//! - **A tried script** ([`assemble`], `gm::try_gm`): configurable, writable properties of the
-//!   try world's global object.
+//! traces. [`scoped`] is a function that puts the functions into an object it returns; the code
+//! around the source binds them with `let` in a scope that encloses the source's function
+//! (`scripts::prelude` for a registered script, `gm::try_gm` for a tried one). Never world
+//! globals: Chrome may run a script in its shared world (more than 10 scripts on one page;
+//! ARCHITECTURE.md, "One world per script"), where a global would be another script's, and the
+//! try world outlives a try. A script that declares its own `GM_addStyle` fallback (`function
+//! GM_addStyle…`, `let GM_info`) still compiles and its own definition wins, since its
+//! declarations are in the inner function.
 
 use serde_json::{json, Value};
 
@@ -24,7 +21,7 @@ pub const HANDLER: &str = "Lumo Userscripts";
 
 /// What a script's GM code is made of, computed when its registration is: the functions that
 /// need nothing from the worker (`head`), and the value functions it was granted, whose
-/// snapshot of values is added when the registration is sent ([`assemble`]).
+/// snapshot of values is given when the code runs ([`scoped`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GmParts {
     pub head: String,
@@ -38,7 +35,7 @@ impl GmParts {
         self.head.is_empty() && self.value_names.is_empty()
     }
 
-    /// Whether the values must be loaded for [`assemble`].
+    /// Whether the values must be loaded for [`scoped`].
     pub fn needs_values(&self) -> bool {
         !self.value_names.is_empty()
     }
@@ -79,21 +76,7 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     }
 }
 
-/// The GM code of a tried script, one line: a block that defines the granted functions as
-/// globals of the try's world. `send` is a JS expression for the stand-in channel
-/// (`(op, fields) => Promise`); `values` the copy it starts with. `""` when none.
-pub fn assemble(parts: &GmParts, send: &str, values: &crate::gm::values::Values) -> String {
-    if parts.is_empty() {
-        return String::new();
-    }
-    format!(
-        "{{const S={send},d=(n,v)=>Object.defineProperty(globalThis,n,{{value:v,writable:true,\
-         configurable:true}}),G={{}};{}}}",
-        body(parts, &values.encode().to_string(), "")
-    )
-}
-
-/// The GM code of a registered script, one line: a function expression `(S, V) => X` that
+/// The GM code of a script, one line: a function expression `(S, V) => X` that
 /// defines the granted functions (and `extra`, more code with `d` and `G` in scope:
 /// `gm::resources::getters_js`) into `GX`, an object it returns, keyed by the names in
 /// [`GmParts::names`]. `S` is the channel (`(op, fields) => Promise`); `V` the script's values
@@ -103,22 +86,14 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
     if parts.is_empty() && extra.is_empty() {
         return String::new();
     }
-    format!(
-        "((S,V)=>{{const GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{}return GX}})",
-        body(parts, "V", extra)
-    )
-}
-
-/// The functions' code, `extra`, and `GM` itself; `snap` is the values snapshot's expression.
-fn body(parts: &GmParts, snap: &str, extra: &str) -> String {
-    let mut out = String::with_capacity(parts.head.len() + extra.len() + 64);
-    out.push_str(&parts.head);
-    out.push_str(&values_js(snap, &parts.value_names));
-    out.push_str(extra);
+    let mut body = String::with_capacity(parts.head.len() + extra.len() + 64);
+    body.push_str(&parts.head);
+    body.push_str(&values_js("V", &parts.value_names));
+    body.push_str(extra);
     // The `GM` object of promise forms (`GM.info` is a plain object there, as in
     // Violentmonkey).
-    out.push_str("d('GM',G);");
-    out
+    body.push_str("d('GM',G);");
+    format!("((S,V)=>{{const GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})")
 }
 
 /// What a GM function that needs the worker answers in a world with no channel to it. Chrome
@@ -134,14 +109,10 @@ pub fn no_channel_js() -> String {
     Value::String(NO_CHANNEL.to_owned()).to_string()
 }
 
-/// The GM code for a script that needs no channel and has no values (tests, and the shape
-/// checks below).
+/// The GM code of a script without its `@resource` getters (tests, and the shape checks
+/// below).
 pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
-    assemble(
-        &parts(uuid, meta, source),
-        "()=>Promise.resolve({})",
-        &crate::gm::values::Values::default(),
-    )
+    scoped(&parts(uuid, meta, source), "")
 }
 
 fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
@@ -363,7 +334,7 @@ mod tests {
 
 /// The value functions (`GM_getValue` … and their `GM.*` forms), for a script granted any of
 /// them. Needs, in scope: `S(op, fields)` → a promise of the worker's reply (the channel, its
-/// token in a closure), `d` and `G` (see [`prelude`]). `snap` is an expression for the script's
+/// token in a closure), `d` and `G` (see [`scoped`]). `snap` is an expression for the script's
 /// values when it was registered (`null` where it has no channel: each function then throws
 /// [`NO_CHANNEL`]), so `GM_getValue` answers synchronously from the first statement, at every
 /// `@run-at`. A change updates this world's copy at once and is sent in one batch per task

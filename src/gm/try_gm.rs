@@ -23,11 +23,21 @@ const TRY_SEND: &str =
      {error:'GM ('+o+'): not available when a script is tried with try_script (nothing a try \
      does reaches the provider; install the script to use it)'})";
 
-/// The GM line for a tried script: `""` when its grants give it nothing. `uuid` is the stored
-/// script's (or `""` for a raw source); `values` its stored values (or none).
+/// The GM line for a tried script: its functions bound with `let` (never globals: the try world
+/// outlives a try, and Chrome may put it in the world it shares between the scripts past the
+/// tenth on a page); `""` when its grants give it nothing. `uuid` is the stored script's (or
+/// `""` for a raw source); `values` its stored values (or none).
 pub fn try_prelude(uuid: &str, meta: &Metadata, source: &str, values: &Values) -> String {
     let parts = inject::parts(uuid, meta, source);
-    one_line(&inject::assemble(&parts, TRY_SEND, values))
+    let scoped = inject::scoped(&parts, "");
+    if scoped.is_empty() {
+        return String::new();
+    }
+    one_line(&format!(
+        "let {{{}}} = {scoped}({TRY_SEND}, {}); ",
+        parts.names.join(", "),
+        values.encode()
+    ))
 }
 
 /// The code must stay on one line (the source's line numbers depend on it). JSON never puts a
@@ -62,6 +72,8 @@ mod tests {
         .unwrap();
         let js = try_prelude("", &m, &s, &v);
         assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
+        assert!(js.starts_with("let {GM_addStyle, GM_getValue, GM_setValue, GM} = ((S,V)=>{"), "{js}");
+        assert!(!js.contains("globalThis"));
         assert!(!js.contains('\u{2028}') && !js.contains('\u{2029}') && !js.contains('\n'));
         assert!(js.contains("a\\u2028b"), "{js}");
         // Nothing in it can reach the provider: the channel is the stand-in.

@@ -39,11 +39,11 @@ const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "
 /// `__NONCE__` is replaced, and it cannot occur in the nonce itself.
 const PRELUDE: &str = r#"globalThis["__lumoTryRun___NONCE__"] = (async () => { //# sourceURL=lumo-try-__NONCE__.js
 const __lumo = globalThis["__lumoTryKit___NONCE__"]; delete globalThis["__lumoTryKit___NONCE__"];
-return __lumo.finish(async () => {
+return __lumo.finish(async () => { return (async () => {
 "#;
 
 /// After the source: closes the function and names the code for stack frames.
-const EPILOGUE: &str = "\n});\n})()\n//# sourceURL=lumo-try-__NONCE__.js\n";
+const EPILOGUE: &str = "\n})(); });\n})()\n//# sourceURL=lumo-try-__NONCE__.js\n";
 
 /// How many lines the prelude takes: the source's line 1 is executed line `prelude_lines() + 1`.
 pub fn prelude_lines() -> u32 {
@@ -76,8 +76,9 @@ pub fn wrap(source: &str, nonce: &str) -> Option<String> {
     wrap_with_gm(source, nonce, "", "")
 }
 
-/// [`wrap`], with `gm` (one line: the try's GM functions, `gm::try_gm`) at the start of the
-/// function the source runs in, on the prelude's last line, so no source line moves.
+/// [`wrap`], with `gm` (one line: the try's GM functions bound with `let`, `gm::try_gm`) on the
+/// prelude's last line, in the function around the one the source runs in (so the source's own
+/// `let GM_info` still compiles), and no source line moves.
 /// `requires` (the stored `@require` code, empty or ending with a line end) goes between the
 /// prelude and the source, in the same function (as a registered script has it); the source's
 /// lines then start after [`lines_before`]`(requires)`.
@@ -92,12 +93,16 @@ pub fn wrap_with_gm(source: &str, nonce: &str, gm: &str, requires: &str) -> Opti
         return None;
     }
     let prelude = PRELUDE.replace("__NONCE__", nonce);
-    let mut code =
-        String::with_capacity(prelude.len() + requires.len() + source.len() + EPILOGUE.len() + 40);
-    // The prelude ends with "{\n": the GM line goes just before that line end.
-    code.push_str(prelude.strip_suffix('\n').unwrap_or(&prelude));
+    let mut code = String::with_capacity(
+        prelude.len() + gm.len() + requires.len() + source.len() + EPILOGUE.len() + 40,
+    );
+    // The prelude's last line opens the outer function and then the source's: the GM line goes
+    // between them.
+    let (outer, inner) = prelude.rsplit_once("return (async () => {")?;
+    code.push_str(outer);
     code.push_str(gm);
-    code.push('\n');
+    code.push_str("return (async () => {");
+    code.push_str(inner);
     code.push_str(requires);
     code.push_str(source);
     code.push_str(&EPILOGUE.replace("__NONCE__", nonce));
@@ -525,7 +530,7 @@ mod tests {
         assert_eq!(js_line_count(&plain), js_line_count(&gm));
         let at = |c: &str| c.split('\n').position(|l| l == "null.x;");
         assert_eq!(at(&plain), at(&gm));
-        assert!(gm.contains("async () => {{GM_LINE;}\n// ==UserScript=="));
+        assert!(gm.contains("async () => { {GM_LINE;}return (async () => {\n// ==UserScript=="));
         for bad in ["a\nb", "a\rb", "a\u{2028}b"] {
             assert!(wrap_with_gm(src, "n1", bad, "").is_none());
         }

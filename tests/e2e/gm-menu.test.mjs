@@ -130,6 +130,11 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     // A raw source's store is not persistent: a second try starts empty.
     const again = await ok("try_script", { source: src.replace("GM_setValue('n', { x: 41 });", ""), url: url("try.test", "/") });
     assert.equal(again.frames[0].error?.name, "TypeError", "no value kept from the first try");
+    // The try world outlives a try: the GM functions of the tries before are not its globals, so a
+    // later try without grants, on the same document, has none of them.
+    const bare = await ok("try_script", { source: script("bare", ["@match http://try.test/*"],
+      "return [typeof GM_getValue, typeof GM_addStyle, typeof GM, 'GM_getValue' in globalThis];"), url: url("try.test", "/") });
+    assert.deepEqual(bare.frames[0].value, ["undefined", "undefined", "undefined", false], JSON.stringify(bare.frames[0]));
 
     // A stored script: its page load stores a value; a try by uuid sees it, and its own
     // GM_setValue does not reach the store.
