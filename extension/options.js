@@ -100,10 +100,14 @@ function scriptRow(s) {
        el('button', { onclick: () => confirm(null) }, 'Cancel')]
     : [el('button', { class: 'danger', 'aria-label': `Delete ${s.name}`, onclick: () => confirm(s.uuid) }, 'Delete')];
   const cell = (...c) => el('div', { role: 'cell' }, ...c);
+  // Chrome refused its registration: stored and switched on, but it does not run.
+  const refused = s.enabled && typeof s.registrationError === 'string'
+    ? el('p', { class: 'notice', 'aria-label': `Registration of ${s.name}` }, `Chrome refused to register it, so it does not run: ${s.registrationError}`)
+    : null;
   return el('div', { role: 'row', class: 'script-row', 'data-uuid': s.uuid },
     cell(toggle),
     cell(el('strong', {}, s.name), s.version ? el('small', {}, ` v${s.version}`) : null,
-      el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), source),
+      el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), refused, source),
     cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere'),
       asks(s)),
     cell(el('div', {}, 'created by ', provenance(s.createdBy), ' ', when(s.createdAt)),
@@ -239,7 +243,7 @@ $('version').textContent = `version ${chrome.runtime.getManifest().version} · i
 onStored(async (keys) => {
   const k = [...keys];
   if (k.includes('local:policy')) await refreshState();
-  if (k.some((x) => x === 'local:scripts/index' || x.startsWith('local:script/'))) await refreshScripts();
+  if (k.some((x) => x === 'local:scripts/index' || x === 'local:registryErrors' || x.startsWith('local:script/'))) await refreshScripts();
 }, 100);
 // The "Allow User Scripts" toggle has no event: ask for the (small) state now and then.
 setInterval(() => refreshState().catch(() => {}), 3000);

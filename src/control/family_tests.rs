@@ -211,3 +211,36 @@ fn family_ops_run_through_the_dispatcher() {
         [Effect::CloseBridge { code: 4002, .. }]
     ));
 }
+
+#[test]
+fn the_scripts_list_carries_chromes_refusal_of_a_registration() {
+    let p = Provider::new(MemoryEnv::new());
+    let src = |n: &str| {
+        format!("// ==UserScript==\n// @name {n}\n// @match https://example.com/*\n// ==/UserScript==\n")
+    };
+    let a = call(&p, json!({"op": "scripts.save", "source": src("A")}));
+    let b = call(&p, json!({"op": "scripts.save", "source": src("B")}));
+    let (a, b) = (&a["result"]["script"]["uuid"], &b["result"]["script"]["uuid"]);
+    block_on(p.set_registration_errors(
+        &[(
+            a.as_str().unwrap().to_owned(),
+            "You may only configure up to 100".into(),
+        )],
+        &[],
+    ));
+    let r = call(&p, json!({"op": "scripts.list"}));
+    let row = |u: &Value| {
+        r["scripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| &s["uuid"] == u)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        row(a)["registrationError"],
+        json!("You may only configure up to 100")
+    );
+    assert!(row(b).get("registrationError").is_none(), "{r}");
+}

@@ -21,11 +21,23 @@ fn uuid_arg(uuid: Option<String>) -> Result<String, Value> {
     }
 }
 
-/// `scripts.list`: every script's summary, newest first, and the records that could not be read.
+/// `scripts.list`: every script's summary, newest first (with Chrome's refusal of its
+/// registration, if any: such a script does not run), and the records that could not be read.
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match p.scripts().await {
         Ok(snap) => {
-            let mut scripts: Vec<Value> = snap.records.iter().map(|r| r.summary()).collect();
+            let refused = p.registration_errors().await;
+            let mut scripts: Vec<Value> = snap
+                .records
+                .iter()
+                .map(|r| {
+                    let mut s = r.summary();
+                    if let (Some(o), Some(m)) = (s.as_object_mut(), refused.get(&r.uuid)) {
+                        o.insert("registrationError".into(), m.clone());
+                    }
+                    s
+                })
+                .collect();
             scripts.reverse();
             let problems: Vec<Value> = snap
                 .problems

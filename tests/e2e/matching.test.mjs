@@ -221,12 +221,28 @@ describe("matching: what Chrome runs is what match_url says", () => {
       });
     } finally { await page.close(); }
     assert.equal(await worldCount(), 100);
-    await h.setUserScriptsAccess(PROVIDER_ID, false);
-    await h.lumo("probe", PROVIDER_ID, { openSession: false });
-    await h.setUserScriptsAccess(PROVIDER_ID, true);
-    for (const deadline = Date.now() + 5000; (await worldCount()) > before + 1 && Date.now() < deadline; await sleep(100)) {
+    // With 100 held, Chrome refuses a new script's world: it is stored but does not run, and the
+    // user sees why on the options page, in that script's row.
+    const refusedSave = await h.internal("scripts.save", { source: script("w-refused", ["@match http://w101.test/*"]) });
+    assert.equal(refusedSave?.result?.registered, false, JSON.stringify(refusedSave).slice(0, 400));
+    const refused = refusedSave.result.script;
+    const options = await h.context.newPage();
+    try {
+      await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      const note = options.getByLabel("Registration of Matching w-refused");
+      assert.match(await note.innerText({ timeout: 10_000 }), /^Chrome refused to register it, so it does not run: .*100/);
+      assert.equal(await options.getByLabel("Registration of Matching w101").count(), 0);
+      await h.setUserScriptsAccess(PROVIDER_ID, false);
       await h.lumo("probe", PROVIDER_ID, { openSession: false });
-    }
+      await h.setUserScriptsAccess(PROVIDER_ID, true);
+      for (const deadline = Date.now() + 5000; (await worldCount()) > before + 2 && Date.now() < deadline; await sleep(100)) {
+        await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      }
+      // The reconcile gave the left-over configurations back and registered it: the note goes.
+      await note.waitFor({ state: "detached", timeout: 10_000 });
+    } finally { await options.close(); }
+    assert.deepEqual(await ranOn(`http://w101.test:${P}/`), ["w-refused", "w101"]);
+    await h.internal("scripts.delete", { uuid: refused.uuid });
     assert.equal(await worldCount(), before + 1);
     const t = await save("w102");
     assert.deepEqual(await ranOn(`http://w101.test:${P}/`), ["w101", "w102"]);
