@@ -441,7 +441,10 @@ mod values_tests {
         )
         .unwrap();
         assert_eq!(values_js(&v.encode().to_string(), &["GM_addStyle"]), "");
-        let js = values_js(&v.encode().to_string(), &["GM_getValue", "GM_setValue", "GM_info"]);
+        let js = values_js(
+            &v.encode().to_string(),
+            &["GM_getValue", "GM_setValue", "GM_info"],
+        );
         assert!(js.contains(r#"["getValue","setValue"]"#), "{js}");
         assert!(!js.contains('\n') && !js.contains("__"));
         if let Ok(path) = std::env::var("LUMO_DUMP_VALUES_JS") {

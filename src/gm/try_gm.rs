@@ -34,9 +34,9 @@ pub fn try_prelude(uuid: &str, meta: &Metadata, source: &str, values: &Values) -
         return String::new();
     }
     one_line(&format!(
-        "let {{{}}} = {scoped}({TRY_SEND}, {}); ",
+        "let {{{}}} = {scoped}({TRY_SEND}, Object.fromEntries({})); ",
         parts.names.join(", "),
-        values.encode()
+        values.encode_pairs()
     ))
 }
 
@@ -72,7 +72,10 @@ mod tests {
         .unwrap();
         let js = try_prelude("", &m, &s, &v);
         assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
-        assert!(js.starts_with("let {GM_addStyle, GM_getValue, GM_setValue, GM} = ((S,V)=>{"), "{js}");
+        assert!(
+            js.starts_with("let {GM_addStyle, GM_getValue, GM_setValue, GM} = ((S,V)=>{"),
+            "{js}"
+        );
         assert!(!js.contains("globalThis"));
         assert!(!js.contains('\u{2028}') && !js.contains('\u{2029}') && !js.contains('\n'));
         assert!(js.contains("a\\u2028b"), "{js}");

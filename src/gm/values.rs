@@ -118,6 +118,20 @@ impl Values {
         )
     }
 
+    /// As `[[key, JSON text], …]`, for code that builds the page's copy with
+    /// `Object.fromEntries`: an object literal would drop a key named `__proto__` (in a literal
+    /// it sets the prototype), so a value stored under it would not be read back.
+    pub fn encode_pairs(&self) -> Value {
+        Value::Array(
+            self.0
+                .iter()
+                .map(|(k, v)| {
+                    Value::Array(vec![Value::String(k.clone()), Value::String(v.clone())])
+                })
+                .collect(),
+        )
+    }
+
     /// Bytes counted against the bounds: every key and value's UTF-8 length.
     pub fn bytes(&self) -> usize {
         self.0.iter().fold(0usize, |n, (k, v)| {

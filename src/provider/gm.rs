@@ -420,7 +420,7 @@ mod tests {
         );
         // A's next page load starts with the value: its registration carries it.
         let code = p.env.registrations.borrow()[&a].js[0].code.clone().unwrap();
-        assert!(code.contains(r#"{"k":"41"}"#), "snapshot missing");
+        assert!(code.contains(r#"[["k","41"]]"#), "snapshot missing");
         // Over the script's bound: refused with the reason, nothing stored.
         let big = format!("\"{}\"", "x".repeat(crate::gm::values::MAX_SCRIPT_BYTES));
         let r = gm(

@@ -257,10 +257,15 @@ mod tests {
         // script whose runtime entry did not run (Chrome's shared world) never sees them.
         let runtime = r.js[0].code.clone().unwrap();
         let code = r.js[1].code.clone().unwrap();
-        assert!(runtime.contains(r#"}, {"k":"\"__T__ __GM__\""});"#), "{runtime}");
+        assert!(
+            runtime.contains(r#"}, [["k","\"__T__ __GM__\""]]);"#),
+            "{runtime}"
+        );
         assert!(!runtime.contains("d('GM_addStyle'"));
         let guard = code.find("new RegExp").unwrap();
-        let bind = code.find("let {GM_addStyle, GM_getValue, GM} = ((S,V)=>{").unwrap();
+        let bind = code
+            .find("let {GM_addStyle, GM_getValue, GM} = ((S,V)=>{")
+            .unwrap();
         let run = code.find("return __lumoR.run(function").unwrap();
         assert!(code.starts_with("\"use strict\";") && guard < bind && bind < run);
         assert!(code.contains("d('GM_addStyle'") && !code.contains("__T__"));

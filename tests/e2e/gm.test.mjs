@@ -278,7 +278,7 @@ describe("gm: the GM functions a script is given", () => {
     const seenAfter = async (n) => {
       // Stored, and in the registered code the next page load starts with.
       assert.equal(await until(() => stored(`values/${counter.uuid}`), (v) => v?.n === String(n), 5000).then((v) => v?.n), String(n));
-      assert.ok((await until(() => registeredCode(counter.uuid), (c) => c.includes(`{"n":"${n}"}`), 5000)).includes(`{"n":"${n}"}`));
+      assert.ok((await until(() => registeredCode(counter.uuid), (c) => c.includes(`[["n","${n}"]]`), 5000)).includes(`[["n","${n}"]]`));
     };
     assert.deepEqual(await load(url("values.test")), { n: "0", other: JSON.stringify([[], "none"]) });
     await seenAfter(1);
@@ -301,6 +301,28 @@ describe("gm: the GM functions a script is given", () => {
     assert.equal((await stored(`values/${counter.uuid}`))?.n, "3");
     await h.internal("trash.purge", { uuids: [counter.uuid] });
     assert.equal(await stored(`values/${counter.uuid}`), undefined);
+  });
+
+  test("values: a key named __proto__ is a key like any other, also on the next page load", T, async () => {
+    const s = await write("proto", ["@match http://proto.test/*", "@grant GM_getValue", "@grant GM_setValue", "@grant GM_listValues"],
+      "document.documentElement.setAttribute('data-gm-proto', JSON.stringify([GM_getValue('__proto__', 'none'), GM_listValues()]));\n"
+      + "GM_setValue('__proto__', 'kept');");
+    assert.deepEqual(await load(url("proto.test")), { proto: JSON.stringify(["none", []]) });
+    // Read in the provider's page: an own key named __proto__ does not survive the trip to
+    // the test process.
+    const storedProto = async () => {
+      const page = await h.context.newPage();
+      try {
+        await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+        return await page.evaluate(async (k) => { const o = (await chrome.storage.local.get(k))[k]; return o && Object.hasOwn(o, "__proto__") ? o["__proto__"] : JSON.stringify(o ?? null) + " " + Object.getOwnPropertyNames(o ?? {}).join(","); }, `values/${s.uuid}`);
+      } finally {
+        await page.close();
+      }
+    };
+    assert.equal(await until(storedProto, (v) => v === JSON.stringify("kept"), 5000), JSON.stringify("kept"));
+    await until(() => registeredCode(s.uuid), (c) => c.includes('"__proto__"'), 5000);
+    // The next page load starts with it: the snapshot in the registered code kept the key.
+    assert.deepEqual(await load(url("proto.test")), { proto: JSON.stringify(["kept", ["__proto__"]]) });
   });
 
   test("values: GM.* promise forms, listeners, and a flood of GM_setValue is one bounded message while the provider stays responsive", T, async () => {
