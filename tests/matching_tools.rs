@@ -133,3 +133,46 @@ fn a_refused_registration_is_reported_truthfully_and_durably() {
     let st = call(&p, &s, "status", json!({}));
     assert_eq!(st["structuredContent"]["registrationErrors"], json!({}));
 }
+
+/// Chrome gives a page at most 10 user-script worlds: match_url warns when more scripts than
+/// that run on a URL, and counts only those that run (a disabled one does not).
+#[test]
+fn match_url_warns_when_more_than_ten_scripts_run_on_a_url() {
+    let p = provider();
+    let s = ready(&p);
+    let mut uuids = Vec::new();
+    for i in 0..11 {
+        let src = format!(
+            "// ==UserScript==\n// @name Crowd {i}\n// @match https://crowd.example/*\n// ==/UserScript==\n"
+        );
+        let w = call(&p, &s, "write_script", json!({ "source": src }));
+        assert_eq!(w["isError"], json!(false), "{w}");
+        uuids.push(w["structuredContent"]["script"]["uuid"].clone());
+    }
+    let url = json!({"url": "https://crowd.example/page"});
+    let m = call(&p, &s, "match_url", url.clone());
+    assert_eq!(runs(&m), [true; 11], "{m}");
+    let warning = m["structuredContent"]["warning"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        warning.starts_with(
+            "11 scripts run on this page; Chrome gives a page at most 10 user-script worlds"
+        ) && warning.contains("the other 1 run in Chrome's shared world"),
+        "{m}"
+    );
+    assert!(m["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("\n\nWarning: 11 scripts"));
+    let off = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": uuids[0], "enabled": false}),
+    );
+    assert_eq!(off["isError"], json!(false), "{off}");
+    let m = call(&p, &s, "match_url", url);
+    assert_eq!(runs(&m).iter().filter(|r| **r).count(), 10, "{m}");
+    assert!(m["structuredContent"].get("warning").is_none(), "{m}");
+}

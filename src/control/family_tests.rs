@@ -220,7 +220,10 @@ fn the_scripts_list_carries_chromes_refusal_of_a_registration() {
     };
     let a = call(&p, json!({"op": "scripts.save", "source": src("A")}));
     let b = call(&p, json!({"op": "scripts.save", "source": src("B")}));
-    let (a, b) = (&a["result"]["script"]["uuid"], &b["result"]["script"]["uuid"]);
+    let (a, b) = (
+        &a["result"]["script"]["uuid"],
+        &b["result"]["script"]["uuid"],
+    );
     block_on(p.set_registration_errors(
         &[(
             a.as_str().unwrap().to_owned(),
