@@ -76,7 +76,7 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     }
 }
 
-/// The GM code of a script, one line: a function expression `(S, V) => X` that
+/// The GM code of a script, one line: a function expression `(S, V) => GX` that
 /// defines the granted functions (and `extra`, more code with `d` and `G` in scope:
 /// `gm::resources::getters_js`) into `GX`, an object it returns, keyed by the names in
 /// [`GmParts::names`]. `S` is the channel (`(op, fields) => Promise`); `V` the script's values
