@@ -76,12 +76,13 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     }
 }
 
-/// The GM code of a script, one line: a function expression `(S, V) => GX` that
+/// The GM code of a script, one line: a function expression `(S0, V, NC) => GX` that
 /// defines the granted functions (and `extra`, more code with `d` and `G` in scope:
 /// `gm::resources::getters_js`) into `GX`, an object it returns, keyed by the names in
-/// [`GmParts::names`]. `S` is the channel (`(op, fields) => Promise`); `V` the script's values
-/// snapshot, or `null` where it has no channel (every value function then throws
-/// [`NO_CHANNEL`]). `""` when nothing is defined.
+/// [`GmParts::names`]. `S0` is the channel (`(op, fields) => Promise`); `V` the script's values
+/// snapshot, or `null` where it has no channel; `NC` the text that says so ([`no_channel_js`]),
+/// the only copy in the registered code: an answer `{nochannel: true}` gets it as its error,
+/// and every value function throws it when `V` is `null`. `""` when nothing is defined.
 pub fn scoped(parts: &GmParts, extra: &str) -> String {
     if parts.is_empty() && extra.is_empty() {
         return String::new();
@@ -93,7 +94,10 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
     // The `GM` object of promise forms (`GM.info` is a plain object there, as in
     // Violentmonkey).
     body.push_str("d('GM',G);");
-    format!("((S,V)=>{{const GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})")
+    format!(
+        "((S0,V,NC)=>{{const S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
+         GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})"
+    )
 }
 
 /// What a GM function that needs the worker answers in a world with no channel to it. Chrome
@@ -355,7 +359,6 @@ pub fn values_js(snap: &str, given: &[&str]) -> String {
         .replace("__MAXB__", &crate::gm::values::MAX_SCRIPT_BYTES.to_string())
         .replace("__MAXK__", &crate::gm::values::MAX_KEYS.to_string())
         .replace("__MAXKB__", &crate::gm::values::MAX_KEY_BYTES.to_string())
-        .replace("__NOCHAN__", &no_channel_js())
         // Last: the snapshot is the script's own data, which no placeholder may touch.
         .replace("__SNAP__", snap)
 }
@@ -375,8 +378,8 @@ const VALUE_FUNCTIONS: &[&str] = &[
 
 const VALUES_JS: &str = concat!(
     // No snapshot: no channel (`NO_CHANNEL`); every value function says so.
-    "{const V0=__SNAP__;if(V0===null){for(const n of __GIVEN__){const f=()=>{throw new Error(__NOCHAN__)};d('GM_'+n,f);",
-    "G[n]=()=>Promise.reject(new Error(__NOCHAN__))}}else{",
+    "{const V0=__SNAP__;if(V0===null){for(const n of __GIVEN__){const f=()=>{throw new Error(NC)};d('GM_'+n,f);",
+    "G[n]=()=>Promise.reject(new Error(NC))}}else{",
     "const C=Object.assign(Object.create(null),V0),L=new Map(),enc=new TextEncoder(),",
     "len=s=>enc.encode(s).length,par=t=>{try{return JSON.parse(t)}catch(e){return undefined}};",
     "let lid=0,pend=null,wait=[];",

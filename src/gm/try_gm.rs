@@ -34,7 +34,7 @@ pub fn try_prelude(uuid: &str, meta: &Metadata, source: &str, values: &Values) -
         return String::new();
     }
     one_line(&format!(
-        "let {{{}}} = {scoped}({TRY_SEND}, Object.fromEntries({})); ",
+        "let {{{}}} = {scoped}({TRY_SEND}, Object.fromEntries({}), null); ",
         parts.names.join(", "),
         values.encode_pairs()
     ))
@@ -73,7 +73,7 @@ mod tests {
         let js = try_prelude("", &m, &s, &v);
         assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
         assert!(
-            js.starts_with("let {GM_addStyle, GM_getValue, GM_setValue, GM} = ((S,V)=>{"),
+            js.starts_with("let {GM_addStyle, GM_getValue, GM_setValue, GM} = ((S0,V,NC)=>{"),
             "{js}"
         );
         assert!(!js.contains("globalThis"));

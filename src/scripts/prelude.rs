@@ -82,7 +82,7 @@ impl Prelude {
     }
 }
 
-const PRELUDE: &str = r#"const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, NC, G, SNAP) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, ran = false, pending = null, lateSent = 0; const queue = []; const out = (m) => { try { if (send) { const q = send(m); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }; if (ran) out(m); else queue.push(m); }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} const R = { gm(op, f) { if (!send) return Promise.resolve({ error: NC, nochannel: true }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); ran = true; for (const m of queue.splice(0)) out(m); } }, snap: send && SNAP ? Object.fromEntries(SNAP) : null }; let once = R; return Object.freeze({ take(u) { if (u !== N || once === null) return null; const r = once; once = null; return r; } }); })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, __NC__, () => { try { "#;
+const PRELUDE: &str = r#"const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, ran = false, pending = null, lateSent = 0; const queue = []; const out = (m) => { try { if (send) { const q = send(m); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }; if (ran) out(m); else queue.push(m); }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} const R = { gm(op, f) { if (!send) return Promise.resolve({ nochannel: true }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); ran = true; for (const m of queue.splice(0)) out(m); } }, snap: send && SNAP ? Object.fromEntries(SNAP) : null }; let once = R; return Object.freeze({ take(u) { if (u !== N || once === null) return null; const r = once; once = null; return r; } }); })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { "#;
 
 /// After the guard, in the runtime entry: the guard's verdict is only asked for when a syntax
 /// error needs reporting (a page outside the rules reports nothing). The values snapshot (or
@@ -102,7 +102,7 @@ const RUN_START: &str =
 /// `__lumoWorld` by uuid, or, when there is none (the runtime entry did not run: Chrome put the
 /// script in its shared world after another's, whose `const __lumoWorld` it collided with), a
 /// stand-in that runs the source with no channel and reports nothing.
-const EPILOGUE: &str = "\n}); })((() => { try { const w = typeof __lumoWorld === \"object\" && __lumoWorld !== null ? __lumoWorld.take(__N__) : null; if (w) return w; } catch (e) {} return { run: (b) => b.call(globalThis), gm: () => Promise.resolve({ error: __NC__, nochannel: true }), snap: null }; })());\n//# sourceURL=lumo-run-__F__.js\n";
+const EPILOGUE: &str = "\n}); })((() => { try { const w = typeof __lumoWorld === \"object\" && __lumoWorld !== null ? __lumoWorld.take(__N__) : null; if (w) return w; } catch (e) {} return { run: (b) => b.call(globalThis), gm: () => Promise.resolve({ nochannel: true }), snap: null }; })());\n//# sourceURL=lumo-run-__F__.js\n";
 
 /// Late errors one page load sends at most (the worker keeps fewer and counts the rest).
 pub const MAX_LATE_SENT: usize = 20;
@@ -136,7 +136,6 @@ impl Prelude {
         // The guard alone, to ask it again in the runtime (its "use strict" stays a directive
         // of the code entry only).
         let guard = prefix.strip_prefix("\"use strict\";").unwrap_or(prefix);
-        let no_channel = crate::gm::inject::no_channel_js();
         let head = PRELUDE
             .replace("__T__", &js_str(&self.token))
             .replace("__RA__", &js_str(&self.run_at))
@@ -147,8 +146,7 @@ impl Prelude {
             .replace("__MAXLATE__", &MAX_LATE_SENT.to_string())
             .replace("__MAXL__", &MAX_RUN_LOGS.to_string())
             .replace("__MAXT__", &MAX_RUN_TEXT_CHARS.to_string())
-            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string())
-            .replace("__NC__", &no_channel);
+            .replace("__MAXC__", &MAX_RUN_LOG_CHARS.to_string());
         // Put in whole, never through a placeholder: the guard holds user regexes and the
         // snapshot the script's values.
         let mut runtime = String::with_capacity(
@@ -166,9 +164,10 @@ impl Prelude {
             String::new()
         } else {
             format!(
-                "let {{{}}} = {}((o, f) => __lumoR.gm(o, f), __lumoR.snap); ",
+                "let {{{}}} = {}((o, f) => __lumoR.gm(o, f), __lumoR.snap, {}); ",
                 self.gm_names.join(", "),
-                self.gm
+                self.gm,
+                crate::gm::inject::no_channel_js()
             )
         };
         let (start_a, start_b) = RUN_START
@@ -176,7 +175,6 @@ impl Prelude {
             .split_once("__GM__")
             .map(|(a, b)| (a.to_owned(), b.to_owned()))?;
         let epilogue = EPILOGUE
-            .replace("__NC__", &no_channel)
             .replace("__N__", &js_str(&self.uuid))
             .replace("__F__", &self.uuid);
         let mut code = String::with_capacity(
@@ -310,9 +308,10 @@ mod tests {
         assert!(runtime.contains("}, null);\n//# sourceURL=lumo-prelude-"));
         assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
         assert!(runtime.contains(&format!(
-            ", {MAX_LATE_SENT}, {}, () => {{ try {{ \nGUARD;\n return true;",
-            crate::gm::inject::no_channel_js()
+            ", {MAX_LATE_SENT}, () => {{ try {{ \nGUARD;\n return true;"
         )));
+        // The no-channel text is carried once, by the GM code only (none here).
+        assert!(!runtime.contains("no channel") && !code.contains("no channel"));
         assert!(runtime
             .ends_with("\n//# sourceURL=lumo-prelude-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
         for ph in [
@@ -425,7 +424,11 @@ mod tests {
         p.values = r#"{"k":"\"__T__ __NC__\""}"#.into();
         let (runtime, code) = p.wrap("/__N__ __T__/;", "x").unwrap();
         assert!(runtime.contains("/__N__ __T__/;") && runtime.contains("__T__ __NC__"));
-        assert!(code.contains("let {GM} = ((S,V)=>{/*__T__ __GM__ __N__*/})((o, f) => __lumoR.gm(o, f), __lumoR.snap); return __lumoR.run("));
+        assert!(code.contains(&format!(
+            "let {{GM}} = ((S,V)=>{{/*__T__ __GM__ __N__*/}})((o, f) => __lumoR.gm(o, f), __lumoR.snap, {}); return __lumoR.run(",
+            crate::gm::inject::no_channel_js()
+        )));
+        assert_eq!(code.matches("no channel").count(), 1);
         // GM code that would move the source's lines is refused.
         p.gm = "(()=>{\u{2028}})".into();
         assert!(p.wrap("", "x").is_none());
