@@ -45,7 +45,20 @@ impl GmParts {
 pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     let given = api::provided(&meta.grants);
     let mut head = String::new();
+    // Code two granted functions share goes in once, before the first of them.
+    if given
+        .iter()
+        .any(|n| matches!(*n, "GM_addStyle" | "GM_addElement"))
+    {
+        head.push_str(PUT);
+    }
+    let mut menu = false;
     for name in &given {
+        if name.ends_with("MenuCommand") {
+            if std::mem::replace(&mut menu, true) {
+                continue;
+            }
+        }
         head.push_str(&api_js(name, uuid, meta, source));
     }
     let mut names = given.clone();
@@ -127,24 +140,22 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         ),
         // At document-start there may be no <head> nor even <html> yet: the element is
         // returned at once and put in place as soon as the document has a root.
-        "GM_addStyle" => format!(
-            "{PUT}const AS=c=>{{const s=document.createElement('style');\
-             s.textContent=String(c);return P(s)}};d('GM_addStyle',AS);\
+        "GM_addStyle" => "const AS=c=>{const s=document.createElement('style');\
+             s.textContent=String(c);return P(s)};d('GM_addStyle',AS);\
              G.addStyle=c=>Promise.resolve(AS(c));"
-        ),
-        "GM_addElement" => format!(
-            "{PUT}const E=(a,b,c)=>{{let p=null,t=a,o=b;if(typeof a!=='string'){{p=a;t=b;o=c}}\
+            .to_owned(),
+        "GM_addElement" => "const E=(a,b,c)=>{let p=null,t=a,o=b;if(typeof a!=='string'){p=a;t=b;o=c}\
              const e=document.createElement(String(t));\
-             for(const[k,v]of Object.entries(o||{{}})){{if(k==='textContent')e.textContent=v;\
-             else e.setAttribute(k,v)}}return P(e,p)}};d('GM_addElement',E);\
+             for(const[k,v]of Object.entries(o||{})){if(k==='textContent')e.textContent=v;\
+             else e.setAttribute(k,v)}return P(e,p)};d('GM_addElement',E);\
              G.addElement=(...a)=>Promise.resolve(E(...a));"
-        ),
+            .to_owned(),
         "GM_log" => format!(
             "const L=(...a)=>console.log({},...a);d('GM_log',L);G.log=(...a)=>Promise.resolve(L(...a));",
             Value::String(format!("[{}]", meta.name))
         ),
         "GM_xmlhttpRequest" => XHR_JS.to_owned(),
-        // Both defined by the first granted (the code is guarded against a second copy).
+        // Both defined by the first granted; `parts` puts it in once.
         "GM_registerMenuCommand" | "GM_unregisterMenuCommand" => super::menu_js::menu_js(),
         "GM_openInTab" => super::tabs_js::OPEN_IN_TAB_JS.to_owned(),
         "GM_notification" => super::tabs_js::NOTIFICATION_JS.to_owned(),
@@ -199,8 +210,8 @@ const XHR_JS: &str = concat!(
 );
 
 /// `P(element, parent?)`: appends to `parent`, else to `<head>` or the root, waiting for one
-/// if the document has none yet. Defined once per prelude (`var`: both users may declare it).
-const PUT: &str = "var P=P||((e,p)=>{const r=()=>p||document.head||document.documentElement,\
+/// if the document has none yet. Put in once by `parts` for `GM_addStyle` and `GM_addElement`.
+const PUT: &str = "const P=((e,p)=>{const r=()=>p||document.head||document.documentElement,\
      t=r();if(t)t.appendChild(e);else new MutationObserver((_,o)=>{const x=r();if(x){o.disconnect();\
      x.appendChild(e)}}).observe(document,{childList:true,subtree:true});return e});";
 
@@ -312,6 +323,39 @@ mod tests {
             assert!(p.contains(want), "{want}: {p}");
         }
         assert!(!p.contains('\n'));
+    }
+
+    #[test]
+    fn code_two_functions_share_is_put_in_once() {
+        let count = |p: &str, s: &str| p.matches(s).count();
+        let s = src(&[
+            "GM_addStyle",
+            "GM.addElement",
+            "GM_registerMenuCommand",
+            "GM.unregisterMenuCommand",
+        ]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert_eq!(count(&p, "const P="), 1, "{p}");
+        assert_eq!(count(&p, "const MR="), 1, "{p}");
+        assert!(p.find("const P=") < p.find("const AS="));
+        for want in [
+            "d('GM_addStyle'",
+            "d('GM_addElement'",
+            "d('GM_registerMenuCommand'",
+            "d('GM_unregisterMenuCommand'",
+        ] {
+            assert_eq!(count(&p, want), 1, "{want}");
+        }
+        // One of each pair still brings what it needs.
+        for (grant, want) in [
+            ("GM_addElement", "const P="),
+            ("GM_unregisterMenuCommand", "const MR="),
+        ] {
+            let s = src(&[grant]);
+            assert_eq!(count(&prelude("u", &meta_of(&s), &s), want), 1, "{grant}");
+        }
+        let s = src(&["GM_log"]);
+        assert!(!prelude("u", &meta_of(&s), &s).contains("const P="));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The page side of `GM_registerMenuCommand` / `GM_unregisterMenuCommand` (and their `GM.*`
-//! forms), put in the prelude by `gm::inject` when either is granted (both are then defined:
-//! one without the other is of no use). Needs `S`, `d`, `G` in scope (see `inject::scoped`).
+//! forms), put in the prelude once by `gm::inject` when either is granted (both are then
+//! defined: one without the other is of no use). Needs `S`, `d`, `G` in scope (see `inject::scoped`).
 //!
 //! The page keeps its commands (id → caption, access key, function) and, while it has any,
 //! holds one `menu` request open with its whole list (`provider::gm_menu`): the answer is a
@@ -17,7 +17,7 @@ pub fn menu_js() -> String {
 }
 
 const MENU_JS: &str = concat!(
-    "if(!G.registerMenuCommand){let MG=0,MQ=false;const M=new Map();",
+    "{let MG=0,MQ=false;const M=new Map();",
     "const MW=()=>{const g=++MG;const cs=[...M].map(([i,c])=>[i,c.c,c.k]);",
     "S('menu',{commands:cs}).then(r=>{if(g!==MG)return;",
     "if(r&&typeof r.click==='string'){const c=M.get(r.click);if(c)try{c.f.call(null,{type:'click',button:0,",

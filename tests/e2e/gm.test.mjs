@@ -229,9 +229,11 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(JSON.parse(got.uw), [true, "undefined", true]);
   });
 
-  test("GM_addElement and GM_log run in the page's DOM and console", T, async () => {
-    await write("el", ["@match http://el.test/*", "@grant GM_addElement", "@grant GM_log"],
+  test("GM_addElement, GM_addStyle and GM_log run in the page's DOM and console", T, async () => {
+    // addElement and addStyle share their code (put in once): both granted, both work.
+    await write("el", ["@match http://el.test/*", "@grant GM_addElement", "@grant GM_addStyle", "@grant GM_log"],
       "const e = GM_addElement(document.body, 'span', { id: 'added', textContent: 'hi', 'data-x': '1' });\n"
+      + "GM_addStyle('#added { color: rgb(1, 2, 3) }');\n"
       + "GM_log('logged', 42);\n"
       + "document.documentElement.setAttribute('data-gm-el', e.id);");
     const logs = [];
@@ -239,8 +241,8 @@ describe("gm: the GM functions a script is given", () => {
     tab.on("console", onLog);
     try {
       assert.deepEqual(await load(url("el.test")), { el: "added" });
-      assert.deepEqual(await tab.evaluate(() => { const s = document.getElementById("added"); return [s.parentNode === document.body, s.textContent, s.dataset.x]; }),
-        [true, "hi", "1"]);
+      assert.deepEqual(await tab.evaluate(() => { const s = document.getElementById("added"); return [s.parentNode === document.body, s.textContent, s.dataset.x, getComputedStyle(s).color]; }),
+        [true, "hi", "1", "rgb(1, 2, 3)"]);
       assert.ok(logs.some((t) => t.includes("[GM el]") && t.includes("logged") && t.includes("42")), JSON.stringify(logs));
     } finally {
       tab.off("console", onLog);
