@@ -54,10 +54,8 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     }
     let mut menu = false;
     for name in &given {
-        if name.ends_with("MenuCommand") {
-            if std::mem::replace(&mut menu, true) {
-                continue;
-            }
+        if name.ends_with("MenuCommand") && std::mem::replace(&mut menu, true) {
+            continue;
         }
         head.push_str(&api_js(name, uuid, meta, source));
     }
