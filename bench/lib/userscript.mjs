@@ -8,9 +8,8 @@ export function userscript(i, edit = 0) {
     "// @namespace    https://bench.lumo.invalid/",
     `// @version      1.0.${edit}`,
     "// @description  Tidies article text and marks long paragraphs (a bench fixture of realistic size).",
-    // One pattern per list: Chrome returns match lists sorted, the provider's start-up reconcile
-    // compares them in order, and so re-registers every multi-@match script on every worker start
-    // (one by one, minutes at 1,000). That is a provider issue to fix, not something to bench.
+    // One pattern per list, as since the first bench: Chrome returns match lists sorted (the
+    // reconcile compares them as sets, `registry::same_effect`).
     "// @match        https://*.example.org/articles/*",
     "// @exclude-match https://*.example.org/articles/drafts/*",
     "// @run-at       document-idle",
