@@ -9,6 +9,9 @@ cargo clippy --quiet --all-targets -- -D warnings
 cargo clippy --quiet --target wasm32-unknown-unknown --lib -- -D warnings
 cargo clippy --quiet -p lumo-probe --target wasm32-unknown-unknown -- -D warnings
 
+echo "== the registered runtime is its readable source minified (src/scripts/runtime.js)"
+node scripts/minify-runtime.mjs --check
+
 echo "== native tests (cargo test)"
 cargo test --quiet
 

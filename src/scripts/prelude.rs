@@ -82,7 +82,12 @@ impl Prelude {
     }
 }
 
-const PRELUDE: &str = r#"const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => { let send = null; try { const r = globalThis.chrome && globalThis.chrome.runtime; if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r); } catch (e) {} const C = globalThis.console, now = () => performance.now(); const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g"); const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { const l = +m[1] - PL; if (l >= 1 && l <= SL) return [l, +m[2]]; } return null; }; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); const show = (a) => { if (typeof a === "string") return a; try { const j = JSON.stringify(a); if (typeof j === "string") return j; } catch (e) {} try { return String(a); } catch (e) { return "[unprintable]"; } }; const report = (r) => { try { if (send) { const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped }); if (p && typeof p.catch === "function") p.catch(() => {}); } } catch (e) {} }; let started = false, ran = false, pending = null, lateSent = 0; const queue = []; const out = (m) => { try { if (send) { const q = send(m); if (q && typeof q.catch === "function") q.catch(() => {}); } } catch (x) {} }; const FILE = "lumo-run-" + N + ".js"; const at = (f, l, c) => { if (f === FILE) { const x = l - PL; if (x >= 1 && x <= SL) return [x, c]; } return null; }; const late = (e, p, rej) => { if (lateSent >= MAXLATE) return; lateSent++; let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = rej ? "rejection" : "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } p = p || pos(stack); const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } }; if (ran) out(m); else queue.push(m); }; try { globalThis.addEventListener("error", (ev) => { try { const e = ev.error; if (!started) { if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) { started = true; const p = at(ev.filename, ev.lineno, ev.colno); report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 }); } return; } if (pending && pending.e === e) { pending = null; return; } late(e === undefined ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false); } catch (x) {} }); globalThis.addEventListener("unhandledrejection", (ev) => { try { if (started) late(ev.reason, null, true); } catch (x) {} }); } catch (x) {} const R = { gm(op, f) { if (!send) return Promise.resolve({ nochannel: true }); try { return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op: op }))).catch((e) => ({ error: String((e && e.message) || e) })); } catch (e) { return Promise.resolve({ error: String((e && e.message) || e) }); } }, run(body) { started = true; const logs = []; let dropped = 0, chars = 0, live = true; const levels = ["log", "info", "warn", "error", "debug"]; const saved = {}, proxies = {}; for (const l of levels) { const orig = C && C[l]; saved[l] = orig; proxies[l] = function (...args) { if (live) { if (logs.length >= MAXL || chars >= MAXC) dropped++; else { let t; try { t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars)); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level: l, text: t, line: p ? p[0] : null }); } } if (typeof orig === "function") return orig.apply(this, args); }; try { C[l] = proxies[l]; } catch (e) {} } const t0 = now(); let error = null; try { return body.call(globalThis); } catch (e) { let name = "Error", message = "", stack = ""; try { if (e && typeof e === "object") { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = show(e); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; pending = { e }; throw e; } finally { live = false; for (const l of levels) { try { if (C[l] === proxies[l]) C[l] = saved[l]; } catch (e) {} } report({ ms: now() - t0, error, logs, dropped }); ran = true; for (const m of queue.splice(0)) out(m); } }, snap: send && SNAP ? Object.fromEntries(SNAP) : null }; let once = R; return Object.freeze({ take(u) { if (u !== N || once === null) return null; const r = once; once = null; return r; } }); })(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { "#;
+/// The runtime entry's code, `runtime.min.js`: `runtime.js` minified (read its header: every
+/// byte is registered once per script). It ends in `(__ARGS__);`, the call [`ARGS`] replaces.
+const RUNTIME: &str = include_str!("runtime.min.js");
+
+/// The runtime's call: this script's constants, then the guard (put in whole, below).
+const ARGS: &str = "(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { ";
 
 /// After the guard, in the runtime entry: the guard's verdict is only asked for when a syntax
 /// error needs reporting (a page outside the rules reports nothing). The values snapshot (or
@@ -136,7 +141,8 @@ impl Prelude {
         // The guard alone, to ask it again in the runtime (its "use strict" stays a directive
         // of the code entry only).
         let guard = prefix.strip_prefix("\"use strict\";").unwrap_or(prefix);
-        let head = PRELUDE
+        let runtime_fn = RUNTIME.strip_suffix("(__ARGS__);")?;
+        let args = ARGS
             .replace("__T__", &js_str(&self.token))
             .replace("__RA__", &js_str(&self.run_at))
             .replace("__PL__", &pl.to_string())
@@ -150,9 +156,15 @@ impl Prelude {
         // Put in whole, never through a placeholder: the guard holds user regexes and the
         // snapshot the script's values.
         let mut runtime = String::with_capacity(
-            head.len() + guard.len() + self.values.len() + PRELUDE_FILE.len() + 80,
+            runtime_fn.len()
+                + args.len()
+                + guard.len()
+                + self.values.len()
+                + PRELUDE_FILE.len()
+                + 80,
         );
-        runtime.push_str(&head);
+        runtime.push_str(runtime_fn);
+        runtime.push_str(&args);
         runtime.push('\n');
         runtime.push_str(guard);
         runtime.push('\n');
@@ -304,7 +316,7 @@ mod tests {
         // The runtime is taken by this script's uuid, else the no-channel stand-in runs it.
         assert!(code.contains("__lumoWorld.take(\"0f8fad5b-d9cb-469f-a165-70867728950e\")"));
         assert!(code.contains("nochannel: true"));
-        assert!(runtime.starts_with("const __lumoWorld = "));
+        assert!(runtime.starts_with("const __lumoWorld=(("));
         assert!(runtime.contains("}, null);\n//# sourceURL=lumo-prelude-"));
         assert!(runtime.contains("(\"TOKEN-x\", \"document_end\", 1, 4, "));
         assert!(runtime.contains(&format!(
@@ -386,13 +398,52 @@ mod tests {
         assert!(!code.contains("TOKEN-x"));
         // The token is an argument of the inner arrow, which closes before `__lumoWorld` is made.
         assert_eq!(runtime.matches("TOKEN-x").count(), 1);
+        assert!(runtime.contains("})(\"TOKEN-x\", "));
         assert!(!runtime.contains("globalThis.__lumo") && !runtime.contains("window."));
+    }
+
+    /// The runtime as written (`runtime.js`, whose minified form is registered), whitespace
+    /// collapsed.
+    fn readable_runtime() -> String {
+        include_str!("runtime.js")
+            .lines()
+            .filter(|l| !l.starts_with("//"))
+            .flat_map(str::split_whitespace)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn the_runtime_takes_what_the_entry_gives_and_declares_one_global() {
+        let file = readable_runtime();
+        // One statement, the world's one global, a function of exactly the arguments `ARGS`
+        // gives it (the guard last but one, the values last).
+        let params =
+            "const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {";
+        assert!(file.starts_with(params), "{}", &file[..100]);
+        assert!(file.ends_with("} }); })(__ARGS__);"));
+        assert!(RUNTIME.ends_with("})(__ARGS__);") && !RUNTIME.contains('\n'));
+        assert_eq!(
+            ARGS.matches(", ").count() + 2,
+            params.matches(',').count() + 1
+        );
+        for other in [
+            "var ",
+            "window.",
+            "globalThis.__",
+            "globalThis[",
+            "function __",
+        ] {
+            assert!(!file.contains(other) && !RUNTIME.contains(other), "{other}");
+        }
         // The late-error listeners are the runtime's, and the first-pass error is not sent twice.
-        assert!(runtime.contains("addEventListener(\"error\""));
-        assert!(runtime.contains("addEventListener(\"unhandledrejection\""));
-        assert!(runtime.contains("pending = { e }; throw e;"));
+        assert!(file.contains("addEventListener(\"error\""));
+        assert!(file.contains("addEventListener(\"unhandledrejection\""));
+        assert!(file.contains("pending = { e }; throw e;"));
         // Errors of handlers run during the first pass wait for the run report they join.
-        assert!(runtime.contains("ran = true; for (const m of queue.splice(0)) out(m);"));
+        assert!(file.contains("ran = true; for (const m of queue.splice(0)) out(m);"));
+        // The holder hands this script's runtime out once, by its uuid.
+        assert!(file.contains("if (u !== N || once === null) return null;"));
     }
 
     #[test]

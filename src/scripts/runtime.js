@@ -1,0 +1,209 @@
+// The runtime entry of every registered script (js[0]), formatted to be read. Its minified form,
+// `runtime.min.js` (esbuild --minify, `node scripts/minify-runtime.mjs`; `make test` checks it is
+// current), is what scripts/prelude.rs registers: Chrome keeps every registration's code and
+// rewrites all of it on each `userScripts.update`, whose time grows with the code registered
+// (Chromium 156: 300 scripts of 6 KB each, 105 ms an update; of 11 KB, 170 to 185 ms), so every
+// byte here is paid once per script stored on every write.
+//
+// It cannot be a file of the package shared by every registration ({file}): Chrome injects a
+// file at most once per document, whatever world a second script asks for it in (measured in
+// Chromium 156), so the second script on a page would have no runtime.
+//
+// `__ARGS__` is where prelude.rs puts the call's arguments: the token T, runAt RA, the lines
+// before the source in its entry PL, the source's lines SL, the uuid N, the channel version V,
+// the console bounds MAXL/MAXT/MAXC (lines, characters a line, in all), MAXLATE late errors a
+// page, the guard G (asked only to report a SyntaxError) and the values SNAP ([[key, JSON
+// text], …] or null). The world's one global is `__lumoWorld`: scripts/prelude.rs says why.
+const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {
+  let send = null;
+  try {
+    const r = globalThis.chrome && globalThis.chrome.runtime;
+    if (r && typeof r.sendMessage === "function") send = r.sendMessage.bind(r);
+  } catch (e) {
+  }
+  const C = globalThis.console, now = () => performance.now();
+  const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g");
+  const pos = (stack) => {
+    const s = String(stack || "");
+    re.lastIndex = 0;
+    let m;
+    while (m = re.exec(s)) {
+      const l = +m[1] - PL;
+      if (l >= 1 && l <= SL) return [l, +m[2]];
+    }
+    return null;
+  };
+  const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
+  const show = (a) => {
+    if (typeof a === "string") return a;
+    try {
+      const j = JSON.stringify(a);
+      if (typeof j === "string") return j;
+    } catch (e) {
+    }
+    try {
+      return String(a);
+    } catch (e) {
+      return "[unprintable]";
+    }
+  };
+  const report = (r) => {
+    try {
+      if (send) {
+        const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped });
+        if (p && typeof p.catch === "function") p.catch(() => {
+        });
+      }
+    } catch (e) {
+    }
+  };
+  let started = false, ran = false, pending = null, lateSent = 0;
+  const queue = [];
+  const out = (m) => {
+    try {
+      if (send) {
+        const q = send(m);
+        if (q && typeof q.catch === "function") q.catch(() => {
+        });
+      }
+    } catch (x) {
+    }
+  };
+  const FILE = "lumo-run-" + N + ".js";
+  const at = (f, l, c) => {
+    if (f === FILE) {
+      const x = l - PL;
+      if (x >= 1 && x <= SL) return [x, c];
+    }
+    return null;
+  };
+  const late = (e, p, rej) => {
+    if (lateSent >= MAXLATE) return;
+    lateSent++;
+    let name = "Error", message = "", stack = "";
+    try {
+      if (e && typeof e === "object") {
+        name = String(e.name);
+        message = String(e.message);
+        stack = String(e.stack);
+      } else {
+        name = rej ? "rejection" : "thrown value";
+        message = show(e);
+      }
+    } catch (x) {
+      message = "[unreadable]";
+    }
+    p = p || pos(stack);
+    const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } };
+    if (ran) out(m);
+    else queue.push(m);
+  };
+  try {
+    globalThis.addEventListener("error", (ev) => {
+      try {
+        const e = ev.error;
+        if (!started) {
+          if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) {
+            started = true;
+            const p = at(ev.filename, ev.lineno, ev.colno);
+            report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 });
+          }
+          return;
+        }
+        if (pending && pending.e === e) {
+          pending = null;
+          return;
+        }
+        late(e === void 0 ? ev.message : e, at(ev.filename, ev.lineno, ev.colno), false);
+      } catch (x) {
+      }
+    });
+    globalThis.addEventListener("unhandledrejection", (ev) => {
+      try {
+        if (started) late(ev.reason, null, true);
+      } catch (x) {
+      }
+    });
+  } catch (x) {
+  }
+  const R = { gm(op, f) {
+    if (!send) return Promise.resolve({ nochannel: true });
+    try {
+      return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op }))).catch((e) => ({ error: String(e && e.message || e) }));
+    } catch (e) {
+      return Promise.resolve({ error: String(e && e.message || e) });
+    }
+  }, run(body) {
+    started = true;
+    const logs = [];
+    let dropped = 0, chars = 0, live = true;
+    const levels = ["log", "info", "warn", "error", "debug"];
+    const saved = {}, proxies = {};
+    for (const l of levels) {
+      const orig = C && C[l];
+      saved[l] = orig;
+      proxies[l] = function(...args) {
+        if (live) {
+          if (logs.length >= MAXL || chars >= MAXC) dropped++;
+          else {
+            let t;
+            try {
+              t = cut(args.map(show).join(" "), Math.min(MAXT, MAXC - chars));
+            } catch (e) {
+              t = "[unprintable]";
+            }
+            chars += t.length;
+            const p = pos(new Error().stack);
+            logs.push({ level: l, text: t, line: p ? p[0] : null });
+          }
+        }
+        if (typeof orig === "function") return orig.apply(this, args);
+      };
+      try {
+        C[l] = proxies[l];
+      } catch (e) {
+      }
+    }
+    const t0 = now();
+    let error = null;
+    try {
+      return body.call(globalThis);
+    } catch (e) {
+      let name = "Error", message = "", stack = "";
+      try {
+        if (e && typeof e === "object") {
+          name = String(e.name);
+          message = String(e.message);
+          stack = String(e.stack);
+        } else {
+          name = "thrown value";
+          message = show(e);
+        }
+      } catch (x) {
+        message = "[unreadable]";
+      }
+      const p = pos(stack);
+      error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null };
+      pending = { e };
+      throw e;
+    } finally {
+      live = false;
+      for (const l of levels) {
+        try {
+          if (C[l] === proxies[l]) C[l] = saved[l];
+        } catch (e) {
+        }
+      }
+      report({ ms: now() - t0, error, logs, dropped });
+      ran = true;
+      for (const m of queue.splice(0)) out(m);
+    }
+  }, snap: send && SNAP ? Object.fromEntries(SNAP) : null };
+  let once = R;
+  return Object.freeze({ take(u) {
+    if (u !== N || once === null) return null;
+    const r = once;
+    once = null;
+    return r;
+  } });
+})(__ARGS__);
