@@ -1,6 +1,7 @@
 //! The page side of `GM_registerMenuCommand` / `GM_unregisterMenuCommand` (and their `GM.*`
 //! forms), put in the prelude once by `gm::inject` when either is granted (both are then
-//! defined: one without the other is of no use). Needs `S`, `d`, `G` in scope (see `inject::scoped`).
+//! defined: one without the other is of no use). Needs `S`, `d`, `G` in scope (see
+//! `inject::scoped`).
 //!
 //! The page keeps its commands (id → caption, access key, function) and, while it has any,
 //! holds one `menu` request open with its whole list (`provider::gm_menu`): the answer is a
