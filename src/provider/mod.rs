@@ -113,6 +113,9 @@ pub struct Provider<E> {
     runs_lock: Mutex<()>,
     /// Serializes every change of GM values (`gm::store`).
     pub(crate) gm_values: crate::gm::store::ValueStore,
+    /// Scripts whose registration waits (for the write lock) to take their new values: a later
+    /// change of the same script joins that wait (`gm::refresh_values_snapshot`).
+    values_refresh_waiting: RefCell<crate::vec_map::VecSet<String>>,
     /// Pages waiting for another page's value changes: uuid → (tab, frame, answer).
     gm_waiters: RefCell<gm::Waiters>,
     /// Menu commands of open pages, and each page's held wait for a click (`gm_menu`).
@@ -166,6 +169,7 @@ impl<E: Env> Provider<E> {
             channel_key: RefCell::new(None),
             runs_lock: Mutex::new(()),
             gm_values: Default::default(),
+            values_refresh_waiting: RefCell::new(Default::default()),
             gm_waiters: RefCell::new(Default::default()),
             gm_menus: RefCell::new(Default::default()),
             menu_waiters: RefCell::new(Default::default()),
