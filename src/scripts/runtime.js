@@ -77,9 +77,9 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     }
     return null;
   };
-  const late = (e, p, rej) => {
-    if (lateSent >= MAXLATE) return;
-    lateSent++;
+  // What is reported of a thrown value or rejection reason: its line from `p`, else its stack;
+  // `other` names a value that is not an object.
+  const describe = (e, other, p) => {
     let name = "Error", message = "", stack = "";
     try {
       if (e && typeof e === "object") {
@@ -87,14 +87,19 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
         message = String(e.message);
         stack = String(e.stack);
       } else {
-        name = rej ? "rejection" : "thrown value";
+        name = other;
         message = show(e);
       }
     } catch (x) {
       message = "[unreadable]";
     }
     p = p || pos(stack);
-    const m = { lumo: T, v: V, kind: "late", rejection: rej, error: { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null } };
+    return { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null };
+  };
+  const late = (e, p, rej) => {
+    if (lateSent >= MAXLATE) return;
+    lateSent++;
+    const m = { lumo: T, v: V, kind: "late", rejection: rej, error: describe(e, rej ? "rejection" : "thrown value", p) };
     if (ran) out(m);
     else queue.push(m);
   };
@@ -169,21 +174,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     try {
       return body.call(globalThis);
     } catch (e) {
-      let name = "Error", message = "", stack = "";
-      try {
-        if (e && typeof e === "object") {
-          name = String(e.name);
-          message = String(e.message);
-          stack = String(e.stack);
-        } else {
-          name = "thrown value";
-          message = show(e);
-        }
-      } catch (x) {
-        message = "[unreadable]";
-      }
-      const p = pos(stack);
-      error = { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null };
+      error = describe(e, "thrown value", null);
       pending = { e };
       throw e;
     } finally {
