@@ -15,7 +15,7 @@
 // (a `TextDecoder.decode` of 15 KB takes ~2 µs unprofiled and shows as tens), so native shares
 // are inflated and wasm shares are the ones to compare. Times to quote come from `make bench`
 // and `make bench-ab`.
-//   node bench/profile.mjs [probe|ping|status|write ...]   PROFILE_N=<calls> PROFILE_US=<interval> PROFILE_STORED=<n>
+//   node bench/profile.mjs [probe|ping|status|list|write ...]   PROFILE_N=<calls> PROFILE_US=<interval> PROFILE_STORED=<n>
 //   PROFILE_ROWS=<n> (longer tables) PROFILE_SELF=1 (also the wasm functions by self time)
 import { cpSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -178,6 +178,8 @@ try {
     probe: (id, n) => probes(id, n),
     ping: (id, n) => rounds([{ id, method: "ping" }], n),
     status: (id, n) => rounds(status(id), n),
+    // A page of list_scripts (the default 50) and the ping `make bench` times it with.
+    list: (id, n) => rounds([{ id, method: "tools/call", params: { name: "list_scripts", arguments: {} } }, { id, method: "ping" }], n),
   };
   for (const scenario of SCENARIOS) {
     if (calls[scenario]) {
@@ -186,7 +188,7 @@ try {
       await calls[scenario](P, 200);
       const r = await profiled(browser, P, n, () => calls[scenario](P, n));
       let base;
-      if (scenario !== "status") {
+      if (scenario !== "status" && scenario !== "list") {
         await calls[scenario](B, 200);
         base = await profiled(browser, B, n, () => calls[scenario](B, n));
       }
@@ -207,7 +209,7 @@ try {
       // bench.writes pings after each write: the ping's share is in the profile too (see `ping`).
       print(`write_script (update of a 5 KiB script, ${STORED} stored; a ping after each)`, await profiled(browser, P, n, () => writes(n)));
     } else {
-      throw new Error(`unknown scenario ${scenario} (probe, ping, status, write)`);
+      throw new Error(`unknown scenario ${scenario} (probe, ping, status, list, write)`);
     }
   }
 } finally {

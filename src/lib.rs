@@ -55,6 +55,7 @@ pub mod session;
 pub mod sort;
 pub mod text;
 pub mod tools;
+pub mod value;
 pub mod vec_map;
 pub mod web;
 

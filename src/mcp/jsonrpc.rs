@@ -246,7 +246,11 @@ pub fn recover_id(text: &str) -> Option<Value> {
 }
 
 pub fn response(id: &Value, result: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+    crate::value::object([
+        ("jsonrpc", "2.0".into()),
+        ("id", id.clone()),
+        ("result", result),
+    ])
 }
 
 pub fn error(id: &Value, code: i64, message: &str) -> Value {

@@ -135,7 +135,10 @@ impl<E: Env> Provider<E> {
                 let tools: Vec<Value> = catalog::visible(policy.writes_enabled)
                     .map(|t| t.declaration())
                     .collect();
-                Outcome::Reply(jsonrpc::response(&id, json!({ "tools": tools })))
+                Outcome::Reply(jsonrpc::response(
+                    &id,
+                    crate::value::object([("tools", Value::Array(tools))]),
+                ))
             }
             ("tools/call", Phase::Ready { .. }) => self.call(session, &id, &params).await,
             (other, Phase::Ready { .. }) => Outcome::Reply(jsonrpc::error(

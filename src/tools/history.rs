@@ -9,6 +9,7 @@ use crate::scripts::record::ScriptRecord;
 use crate::scripts::restore::{self, Current};
 use crate::scripts::store::{self, ScriptError};
 use crate::scripts::trash;
+use crate::value::object;
 use serde_json::{json, Value};
 
 fn in_trash_note(c: &Current) -> &'static str {
@@ -53,7 +54,7 @@ pub(super) async fn get<E: Env>(
         o.insert("currentRevision".into(), current.record().revision.into());
         o.insert("deleted".into(), deleted.into());
     }
-    Ok(success(text, json!({ "script": script })))
+    Ok(success(text, object([("script", script)])))
 }
 
 pub(super) async fn list_revisions<E: Env>(
@@ -101,13 +102,13 @@ pub(super) async fn list_revisions<E: Env>(
     }
     Ok(success(
         text,
-        json!({
-            "uuid": uuid,
-            "currentRevision": current.record().revision,
-            "deleted": matches!(current, Current::Trashed(_)),
-            "revisions": rows,
-            "problems": h.problems,
-        }),
+        object([
+            ("uuid", json!(uuid)),
+            ("currentRevision", current.record().revision.into()),
+            ("deleted", matches!(current, Current::Trashed(_)).into()),
+            ("revisions", Value::Array(rows)),
+            ("problems", json!(h.problems)),
+        ]),
     ))
 }
 
@@ -138,7 +139,11 @@ pub(super) async fn list_trash<E: Env>(p: &Provider<E>) -> Result<Value, ToolErr
     let total = page.len();
     Ok(success(
         text,
-        json!({ "scripts": page, "total": total, "nextCursor": null }),
+        object([
+            ("scripts", Value::Array(page)),
+            ("total", total.into()),
+            ("nextCursor", Value::Null),
+        ]),
     ))
 }
 

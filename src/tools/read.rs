@@ -11,6 +11,7 @@ use crate::provider::Provider;
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::registry::{self, Verdict};
 use crate::scripts::store::{self, ScriptError};
+use crate::value::object;
 use serde_json::{json, Value};
 
 pub(super) async fn run_read<E: Env>(
@@ -60,7 +61,7 @@ async fn get<E: Env>(p: &Provider<E>, uuid: String) -> Result<Value, ToolError> 
     if let Some(o) = script.as_object_mut() {
         o.insert("registrationError".into(), refused.unwrap_or(Value::Null));
     }
-    Ok(success(text, json!({ "script": script })))
+    Ok(success(text, object([("script", script)])))
 }
 
 fn validate(source: &str) -> Result<Value, ToolError> {
@@ -80,7 +81,11 @@ fn validate(source: &str) -> Result<Value, ToolError> {
     );
     Ok(success(
         text,
-        json!({ "valid": valid, "metadata": meta, "diagnostics": diagnostics }),
+        object([
+            ("valid", valid.into()),
+            ("metadata", meta),
+            ("diagnostics", json!(diagnostics)),
+        ]),
     ))
 }
 
@@ -264,6 +269,10 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
     }
     Ok(success(
         text,
-        json!({ "scripts": page, "total": total, "nextCursor": next }),
+        object([
+            ("scripts", Value::Array(page)),
+            ("total", total.into()),
+            ("nextCursor", next.into()),
+        ]),
     ))
 }

@@ -6,6 +6,7 @@ use crate::guard::review::QueueFull;
 use crate::provider::AdmitError;
 use crate::scripts::metadata::Diagnostic;
 use crate::scripts::store::ScriptError;
+use crate::value::object;
 use serde_json::{json, Value};
 
 /// Stable codes an agent can branch on.
@@ -100,22 +101,40 @@ impl ToolError {
         if let (Some(d), Some(obj)) = (&self.details, structured.as_object_mut()) {
             obj.insert("details".into(), d.clone());
         }
-        json!({
-            "content": [{ "type": "text", "text": format!("{} ({}): {}", self.code.as_str(), self.code.status(), self.message) }],
-            "structuredContent": structured,
-            "isError": true,
-        })
+        let text = format!(
+            "{} ({}): {}",
+            self.code.as_str(),
+            self.code.status(),
+            self.message
+        );
+        object([
+            (
+                "content",
+                Value::Array(vec![object([
+                    ("type", "text".into()),
+                    ("text", text.into()),
+                ])]),
+            ),
+            ("structuredContent", structured),
+            ("isError", true.into()),
+        ])
     }
 }
 
 /// A successful result: a text rendering for the model plus the structured value that matches
 /// the tool's `outputSchema`.
 pub fn success(text: String, structured: Value) -> Value {
-    json!({
-        "content": [{ "type": "text", "text": text }],
-        "structuredContent": structured,
-        "isError": false,
-    })
+    object([
+        (
+            "content",
+            Value::Array(vec![object([
+                ("type", "text".into()),
+                ("text", text.into()),
+            ])]),
+        ),
+        ("structuredContent", structured),
+        ("isError", false.into()),
+    ])
 }
 
 /// The wire form of a store error: its code, its message and what the agent needs to retry.

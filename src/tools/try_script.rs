@@ -563,12 +563,15 @@ pub fn report_value(
     if dropped > 0 {
         text.push(format!("{dropped} more frames not shown."));
     }
-    json!({
-        "tab": { "id": tab.id, "url": tab.url, "title": tab.title },
-        "frames": frames,
-        "framesDropped": dropped,
-        "text": text.join("\n"),
-    })
+    crate::value::object([
+        (
+            "tab",
+            json!({ "id": tab.id, "url": tab.url, "title": tab.title }),
+        ),
+        ("frames", Value::Array(frames)),
+        ("framesDropped", dropped.into()),
+        ("text", text.join("\n").into()),
+    ])
 }
 
 fn report(script: &Script, tab: &Tab, nonce: &str, answer: &Value) -> Value {

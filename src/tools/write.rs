@@ -228,16 +228,16 @@ fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
         r.revision,
         diagnostics_text(&c.diagnostics)
     );
-    json!({
-        "script": r.summary(),
-        "created": c.created,
-        "registered": registered,
-        "registrationError": registration_error,
-        "diagnostics": c.diagnostics,
-    })
-    .as_object()
-    .map(|o| success(text, Value::Object(o.clone())))
-    .unwrap_or(Value::Null)
+    success(
+        text,
+        crate::value::object([
+            ("script", r.summary()),
+            ("created", c.created.into()),
+            ("registered", registered.into()),
+            ("registrationError", registration_error),
+            ("diagnostics", json!(c.diagnostics)),
+        ]),
+    )
 }
 
 #[cfg(test)]
