@@ -152,9 +152,15 @@ pub(crate) async fn write<E: Env>(
         via: Some(page_of(msg)),
     };
     match run_write(p, actor, args, Some(entry)).await.result {
-        Ok(r) => {
-            json!({ "ok": true, "result": r.get("structuredContent").cloned().unwrap_or(Value::Null) })
-        }
+        Ok(mut r) => crate::value::object([
+            ("ok", true.into()),
+            (
+                "result",
+                r.get_mut("structuredContent")
+                    .map(Value::take)
+                    .unwrap_or(Value::Null),
+            ),
+        ]),
         Err(e) => {
             json!({ "ok": false, "error": e.message, "code": e.code.as_str(), "details": e.details })
         }

@@ -44,7 +44,11 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                 .iter()
                 .map(|pr| json!({ "uuid": pr.uuid, "message": pr.message }))
                 .collect();
-            json!({ "ok": true, "scripts": scripts, "problems": problems })
+            crate::value::object([
+                ("ok", true.into()),
+                ("scripts", Value::Array(scripts)),
+                ("problems", Value::Array(problems)),
+            ])
         }
         Err(e) => err(e.to_string()),
     }
@@ -64,7 +68,11 @@ pub(super) async fn get<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value 
             // `shown`: the source as JavaScript splits it, hidden characters marked; the page
             // shows that, `source` is for copying.
             let shown = crate::guard::diff::shown_text(&source);
-            json!({ "ok": true, "script": record.full(&source, json!(diagnostics)), "shown": shown })
+            crate::value::object([
+                ("ok", true.into()),
+                ("script", record.full(&source, json!(diagnostics))),
+                ("shown", shown.into()),
+            ])
         }
         Err(e) => err(e.to_string()),
     }
