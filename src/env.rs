@@ -312,6 +312,9 @@ pub mod memory {
         /// How many times a `chrome.storage.session` `set` yields before it applies (a slow
         /// call, so what else is in flight runs first).
         pub session_set_yields: Cell<u32>,
+        /// When set, every `chrome.storage.session` `set` fails with this message (after its
+        /// yields): the rate slot, the registry's flag.
+        pub fail_session_writes: RefCell<Option<String>>,
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
@@ -417,6 +420,9 @@ pub mod memory {
             if area == Area::Session {
                 for _ in 0..self.session_set_yields.get() {
                     yield_now().await;
+                }
+                if let Some(msg) = self.fail_session_writes.borrow().clone() {
+                    return Err(EnvError(msg));
                 }
             }
             if let Some(msg) = self.fail_writes.borrow().clone() {

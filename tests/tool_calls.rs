@@ -584,3 +584,81 @@ fn a_replace_all_bomb_is_refused_before_building_with_review_on_or_off() {
     assert_eq!(got["structuredContent"]["script"]["revision"], json!(1));
     assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
 }
+
+/// The rate slot is stored beside the write's reads, but no change goes out before it is
+/// recorded, however slow `storage.session` is; a slot that cannot be recorded stops the write
+/// with nothing stored or registered (fail closed), and the refusal is audited.
+#[test]
+fn a_write_changes_nothing_before_its_rate_slot_is_recorded() {
+    use lumo_userscripts::provider::keys;
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "A");
+    p.env.session_set_yields.set(6);
+    p.env.storage_log.borrow_mut().clear();
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": a["uuid"], "revision": 1, "source": script("A", "two();")}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let log = p.env.storage_log.borrow().clone();
+    let slot = log
+        .iter()
+        .position(|(area, k)| *area == Area::Session && k.iter().any(|k| k == keys::RATE_WINDOW))
+        .expect("the slot is stored");
+    let first_local = log
+        .iter()
+        .position(|(area, _)| *area == Area::Local)
+        .unwrap();
+    assert!(slot < first_local, "{log:?}");
+
+    *p.env.fail_session_writes.borrow_mut() = Some("session storage is broken".into());
+    let registered = p.env.registrations.borrow().clone();
+    p.env.storage_log.borrow_mut().clear();
+    for (tool, args) in [
+        (
+            "write_script",
+            json!({"uuid": a["uuid"], "revision": 2, "source": script("A", "three();")}),
+        ),
+        (
+            "set_script_enabled",
+            json!({"uuid": a["uuid"], "enabled": false}),
+        ),
+        ("write_script", json!({"source": script("B", "")})),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(error_code(&r), Some("STORAGE_ERROR"), "{tool}: {r}");
+        let message = r["structuredContent"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(
+                "could not record the write in the rate window: session storage is broken"
+            ),
+            "{tool}: {message}"
+        );
+    }
+    let stored: Vec<_> = p
+        .env
+        .storage_log
+        .borrow()
+        .iter()
+        .filter(|(area, k)| *area == Area::Local && !k.iter().all(|k| k.starts_with("audit/")))
+        .cloned()
+        .collect();
+    assert!(stored.is_empty(), "changed: {stored:?}");
+    assert_eq!(
+        *p.env.registrations.borrow(),
+        registered,
+        "the registration changed"
+    );
+    let got = call(&p, &s, "get_script", json!({"uuid": a["uuid"]}));
+    assert_eq!(got["structuredContent"]["script"]["revision"], json!(2));
+    assert_eq!(got["structuredContent"]["script"]["enabled"], json!(true));
+    let log = audit_log(&p);
+    assert_eq!(
+        log.iter().filter(|e| e.result == "STORAGE_ERROR").count(),
+        3,
+        "{log:?}"
+    );
+}

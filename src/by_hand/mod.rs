@@ -151,7 +151,7 @@ pub(crate) async fn write<E: Env>(
         by: BY_USER,
         via: Some(page_of(msg)),
     };
-    match run_write(p, actor, args, Some(entry)).await.result {
+    match run_write(p, actor, args, Some(entry), None).await.result {
         Ok(mut r) => crate::value::object([
             ("ok", true.into()),
             (

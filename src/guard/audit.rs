@@ -369,6 +369,9 @@ pub struct Journaled<'a, E> {
     inner: &'a E,
     pending: std::cell::RefCell<Option<Entry>>,
     gate: std::cell::RefCell<Option<oneshot::Receiver<()>>>,
+    slot: std::cell::RefCell<Option<oneshot::Receiver<Result<(), String>>>>,
+    /// Why no change may go out (the rate slot was not recorded): every change answers it.
+    refused: std::cell::RefCell<Option<String>>,
 }
 
 impl<'a, E> Journaled<'a, E> {
@@ -379,6 +382,8 @@ impl<'a, E> Journaled<'a, E> {
             inner,
             pending: std::cell::RefCell::new(entry),
             gate: std::cell::RefCell::new(None),
+            slot: std::cell::RefCell::new(None),
+            refused: std::cell::RefCell::new(None),
         }
     }
 
@@ -391,11 +396,38 @@ impl<'a, E> Journaled<'a, E> {
         self
     }
 
-    async fn gate(&self) {
+    /// The first change also waits for the write's rate slot to be recorded, which the caller
+    /// stores beside the write's reads; a slot that was not recorded (`Err`, or the sender
+    /// dropped) refuses that change and every later one, with its reason: fail closed.
+    #[must_use]
+    pub fn after_slot(self, slot: Option<oneshot::Receiver<Result<(), String>>>) -> Self {
+        *self.slot.borrow_mut() = slot;
+        self
+    }
+
+    /// Whether changes may go out: waits for what the first change waits for.
+    pub async fn cleared(&self) -> Result<(), EnvError> {
+        self.gate().await
+    }
+
+    async fn gate(&self) -> Result<(), EnvError> {
         let gate = self.gate.borrow_mut().take();
         if let Some(g) = gate {
             // Told or dropped, the step is over either way.
             let _ = g.await;
+        }
+        let slot = self.slot.borrow_mut().take();
+        if let Some(s) = slot {
+            let refused = match s.await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(_) => Some("the write's rate slot was not recorded".to_owned()),
+            };
+            *self.refused.borrow_mut() = refused;
+        }
+        match self.refused.borrow().as_ref() {
+            Some(e) => Err(EnvError(e.clone())),
+            None => Ok(()),
         }
     }
 }
@@ -406,7 +438,7 @@ impl<E: Storage> Storage for Journaled<'_, E> {
     }
 
     async fn set(&self, area: Area, mut items: Map<String, Value>) -> Result<(), EnvError> {
-        self.gate().await;
+        self.gate().await?;
         let pending = if area == Area::Local {
             self.pending.borrow_mut().take()
         } else {
@@ -427,7 +459,7 @@ impl<E: Storage> Storage for Journaled<'_, E> {
     }
 
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
-        self.gate().await;
+        self.gate().await?;
         self.inner.remove(area, keys).await
     }
 

@@ -51,7 +51,19 @@ impl<E: Env> Provider<E> {
 
     /// The rate-limit step: admits one write of `caller` now, or says when to retry.
     pub async fn admit_write(&self, caller: &str) -> Result<(), AdmitError> {
-        let _guard = self.rate_lock.lock().await;
+        self.admit_write_deferred(caller).await?.await
+    }
+
+    /// [`Self::admit_write`] in two steps: the admission is decided now (a full window is
+    /// refused here), and recording the slot is the future returned, for the caller to run
+    /// beside the write's reads; the write's first change waits for it and a slot not recorded
+    /// stops the write before that change (`Journaled::after_slot`: fail closed). The rate lock
+    /// is held until the slot is recorded, so the next admission counts this one.
+    pub async fn admit_write_deferred(
+        &self,
+        caller: &str,
+    ) -> Result<impl std::future::Future<Output = Result<(), AdmitError>> + '_, AdmitError> {
+        let guard = self.rate_lock.lock().await;
         let mut window = self.rate_window().await;
         let now = self.env.now_ms();
         match window.admit(caller, now) {
@@ -62,14 +74,16 @@ impl<E: Env> Provider<E> {
                     keys::RATE_WINDOW.to_owned(),
                     serde_json::to_value(&window).unwrap_or(Value::Null),
                 );
-                // Fail closed: a write whose slot cannot be recorded does not run.
                 self.rate_cache.set(None);
-                self.env
-                    .set(Area::Session, m)
-                    .await
-                    .map_err(|e| AdmitError::Storage(e.to_string()))?;
-                self.rate_cache.set(Some(window));
-                Ok(())
+                Ok(async move {
+                    let _guard = guard;
+                    self.env
+                        .set(Area::Session, m)
+                        .await
+                        .map_err(|e| AdmitError::Storage(e.to_string()))?;
+                    self.rate_cache.set(Some(window));
+                    Ok(())
+                })
             }
             Admission::Limited { retry_after_ms } => {
                 let secs = (retry_after_ms / 1000.0).ceil().max(1.0);

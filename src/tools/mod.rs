@@ -167,10 +167,17 @@ async fn write<E: Env>(
         Ok(w) => w,
         Err(e) => return refused(e),
     };
-    if let Err(e) = p.admit_write(&ctx.caller.key()).await {
-        return refused(e.into());
-    }
+    let mut slot = match p.admit_write_deferred(&ctx.caller.key()).await {
+        Ok(slot) => Some(slot),
+        Err(e) => return refused(e.into()),
+    };
     if policy.review_writes && !p.is_waived(ctx.session) {
+        // The slot is recorded before the user is asked (minutes, maybe).
+        if let Some(s) = slot.take() {
+            if let Err(e) = s.await {
+                return refused(e.into());
+            }
+        }
         let request =
             match review_request::review_request(p, ctx, policy, def, &parsed, digest).await {
                 Ok(r) => r,
@@ -226,5 +233,18 @@ async fn write<E: Env>(
         by: &by,
         via: Some(def.name),
     };
-    Ok(write::run_write(p, actor, parsed, Some(entry.clone())).await)
+    let Some(slot) = slot else {
+        return Ok(write::run_write(p, actor, parsed, Some(entry.clone()), None).await);
+    };
+    // Unreviewed, the slot is stored beside the write's reads: one round trip less, and the
+    // write's first change still waits for it.
+    let (tx, rx) = futures::channel::oneshot::channel();
+    let record = async {
+        let _ = tx.send(slot.await.map_err(|e| e.to_string()));
+    };
+    let ((), done) = futures::join!(
+        record,
+        write::run_write(p, actor, parsed, Some(entry.clone()), Some(rx))
+    );
+    Ok(done)
 }

@@ -11,17 +11,21 @@ use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::record::ScriptRecord;
 use crate::scripts::store::{self, Actor, Change, ScriptError, Snapshot as ScriptSnapshot};
 use crate::scripts::{history, restore, sync, trash};
+use futures::channel::oneshot;
 use serde_json::{json, Value};
 use std::rc::Rc;
 
 /// Executes a write for `actor` (a caller id, or `user` for the extension's own pages). With a
 /// `journal` entry the write is audited write-ahead: pending in the `set` that stores the
-/// script, finalized with the result before the write lock is released.
+/// script, finalized with the result before the write lock is released. With a `slot`, no
+/// change goes out before the caller's rate slot is recorded, and none if it is not (its
+/// `Err` is the write's storage error).
 pub(crate) async fn run_write<E: Env>(
     p: &Provider<E>,
     actor: Actor<'_>,
     args: WriteArgs,
     journal: Option<Entry>,
+    slot: Option<oneshot::Receiver<Result<(), String>>>,
 ) -> Executed {
     let _guard = p.write_lock().await;
     let named = args.target().map(str::to_owned);
@@ -53,7 +57,9 @@ pub(crate) async fn run_write<E: Env>(
                 let _ = cleared.send(());
             };
             began = true;
-            let env = Journaled::new(&p.env, journal.clone()).after(gate);
+            let env = Journaled::new(&p.env, journal.clone())
+                .after(gate)
+                .after_slot(slot);
             let held = p.hold_echoes();
             let ((), (done, dropped)) =
                 futures::join!(begins, write_locked(p, &env, actor, args, snap));
@@ -115,6 +121,14 @@ async fn write_locked<E: Env>(
     // Let go of the snapshot before the cache is brought up to date, so the cache changes it
     // in place instead of copying every record (`Rc::make_mut`).
     drop(snap);
+    // A storage step that stored nothing has not waited for the rate slot: the registration
+    // must not change either unless it was recorded.
+    let stored = match (stored, env.cleared().await) {
+        (Stored::Changed(Ok(_)) | Stored::Deleted(Ok(_)), Err(e)) => {
+            Stored::Changed(Err(ScriptError::Storage(e.0)))
+        }
+        (stored, _) => stored,
+    };
     match stored {
         Stored::Changed(Ok(mut c)) => {
             let stale = std::mem::take(&mut c.stale_history);
@@ -261,7 +275,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let uuid = block_on(run_write(&p, "user".into(), create, None))
+        let uuid = block_on(run_write(&p, "user".into(), create, None, None))
             .target
             .unwrap();
         let cached = Rc::as_ptr(&block_on(p.scripts()).unwrap());
@@ -271,7 +285,7 @@ mod tests {
             source: source(2),
             enabled: None,
         };
-        assert!(block_on(run_write(&p, "user".into(), replace, None))
+        assert!(block_on(run_write(&p, "user".into(), replace, None, None))
             .result
             .is_ok());
         let after = block_on(p.scripts()).unwrap();
@@ -294,7 +308,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let made = block_on(run_write(&p, "user".into(), create, None));
+        let made = block_on(run_write(&p, "user".into(), create, None, None));
         let uuid = made.target.clone().unwrap();
         p.env.session_set_yields.set(4);
         for (i, args) in [
@@ -313,7 +327,7 @@ mod tests {
         .enumerate()
         {
             p.env.storage_log.borrow_mut().clear();
-            let done = block_on(run_write(&p, "user".into(), args, None));
+            let done = block_on(run_write(&p, "user".into(), args, None, None));
             assert!(done.result.is_ok(), "{i}: {:?}", done.result);
             let log = p.env.storage_log.borrow();
             let flag = |from: usize| {
@@ -347,11 +361,12 @@ mod tests {
                 enabled: true,
             },
             None,
+            None,
         ));
         let uuid = made.target.clone().unwrap();
         let reads = |args: WriteArgs| {
             let before = p.env.world_reads.get();
-            let done = block_on(run_write(&p, "user".into(), args, None));
+            let done = block_on(run_write(&p, "user".into(), args, None, None));
             assert!(done.result.is_ok(), "{:?}", done.result);
             p.env.world_reads.get() - before
         };
