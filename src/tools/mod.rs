@@ -233,18 +233,19 @@ async fn write<E: Env>(
         by: &by,
         via: Some(def.name),
     };
-    let Some(slot) = slot else {
-        return Ok(write::run_write(p, actor, parsed, Some(entry.clone()), None).await);
-    };
     // Unreviewed, the slot is stored beside the write's reads: one round trip less, and the
-    // write's first change still waits for it.
+    // write's first change still waits for it. (One call of `run_write` either way: each call
+    // site is a copy of its state machine in the wasm.)
     let (tx, rx) = futures::channel::oneshot::channel();
-    let record = async {
-        let _ = tx.send(slot.await.map_err(|e| e.to_string()));
+    let gate = slot.is_some().then_some(rx);
+    let record = async move {
+        if let Some(s) = slot {
+            let _ = tx.send(s.await.map_err(|e| e.to_string()));
+        }
     };
     let ((), done) = futures::join!(
         record,
-        write::run_write(p, actor, parsed, Some(entry.clone()), Some(rx))
+        write::run_write(p, actor, parsed, Some(entry.clone()), gate)
     );
     Ok(done)
 }
