@@ -7,7 +7,8 @@
 use serde_json::{Map, Value};
 
 /// The object of `fields`, each value moved in (a repeated key keeps the last, as in `json!`).
-pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+/// A `Vec`, not an array: one instance in the wasm, not one per length.
+pub fn object(fields: Vec<(&str, Value)>) -> Value {
     let mut m = Map::new();
     for (k, v) in fields {
         m.insert(k.to_owned(), v);
@@ -25,7 +26,7 @@ mod tests {
         let inner = json!({ "b": [1, "x", null], "a": { "deep": true } });
         let next: Option<String> = None;
         assert_eq!(
-            object([
+            object(vec![
                 ("z", inner.clone()),
                 ("total", 3.into()),
                 ("nextCursor", next.clone().into()),
@@ -33,9 +34,9 @@ mod tests {
             ]),
             json!({ "z": inner, "total": 3, "nextCursor": next, "name": "n" })
         );
-        assert_eq!(object([]), json!({}));
+        assert_eq!(object(vec![]), json!({}));
         assert_eq!(
-            object([("k", 1.into()), ("k", 2.into())]),
+            object(vec![("k", 1.into()), ("k", 2.into())]),
             json!({ "k": 2 })
         );
     }

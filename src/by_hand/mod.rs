@@ -152,7 +152,7 @@ pub(crate) async fn write<E: Env>(
         via: Some(page_of(msg)),
     };
     match run_write(p, actor, args, Some(entry), None).await.result {
-        Ok(mut r) => crate::value::object([
+        Ok(mut r) => crate::value::object(vec![
             ("ok", true.into()),
             (
                 "result",

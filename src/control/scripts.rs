@@ -44,7 +44,7 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                 .iter()
                 .map(|pr| json!({ "uuid": pr.uuid, "message": pr.message }))
                 .collect();
-            crate::value::object([
+            crate::value::object(vec![
                 ("ok", true.into()),
                 ("scripts", Value::Array(scripts)),
                 ("problems", Value::Array(problems)),
@@ -68,7 +68,7 @@ pub(super) async fn get<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value 
             // `shown`: the source as JavaScript splits it, hidden characters marked; the page
             // shows that, `source` is for copying.
             let shown = crate::guard::diff::shown_text(&source);
-            crate::value::object([
+            crate::value::object(vec![
                 ("ok", true.into()),
                 ("script", record.full(&source, json!(diagnostics))),
                 ("shown", shown.into()),

@@ -246,7 +246,7 @@ pub fn recover_id(text: &str) -> Option<Value> {
 }
 
 pub fn response(id: &Value, result: Value) -> Value {
-    crate::value::object([
+    crate::value::object(vec![
         ("jsonrpc", "2.0".into()),
         ("id", id.clone()),
         ("result", result),

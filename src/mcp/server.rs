@@ -137,7 +137,7 @@ impl<E: Env> Provider<E> {
                     .collect();
                 Outcome::Reply(jsonrpc::response(
                     &id,
-                    crate::value::object([("tools", Value::Array(tools))]),
+                    crate::value::object(vec![("tools", Value::Array(tools))]),
                 ))
             }
             ("tools/call", Phase::Ready { .. }) => self.call(session, &id, &params).await,

@@ -84,7 +84,7 @@ impl<E: Env> Provider<E> {
         match req {
             GmRequest::ValuesGet if grants_any(&record, VALUE_GRANTS) => {
                 match store::load(&self.env, uuid).await {
-                    Ok(v) => crate::value::object([("values", v.encode())]),
+                    Ok(v) => crate::value::object(vec![("values", v.encode())]),
                     Err(e) => error(e.to_string()),
                 }
             }

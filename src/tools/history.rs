@@ -54,7 +54,7 @@ pub(super) async fn get<E: Env>(
         o.insert("currentRevision".into(), current.record().revision.into());
         o.insert("deleted".into(), deleted.into());
     }
-    Ok(success(text, object([("script", script)])))
+    Ok(success(text, object(vec![("script", script)])))
 }
 
 pub(super) async fn list_revisions<E: Env>(
@@ -102,7 +102,7 @@ pub(super) async fn list_revisions<E: Env>(
     }
     Ok(success(
         text,
-        object([
+        object(vec![
             ("uuid", json!(uuid)),
             ("currentRevision", current.record().revision.into()),
             ("deleted", matches!(current, Current::Trashed(_)).into()),
@@ -139,7 +139,7 @@ pub(super) async fn list_trash<E: Env>(p: &Provider<E>) -> Result<Value, ToolErr
     let total = page.len();
     Ok(success(
         text,
-        object([
+        object(vec![
             ("scripts", Value::Array(page)),
             ("total", total.into()),
             ("nextCursor", Value::Null),

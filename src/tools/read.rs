@@ -61,7 +61,7 @@ async fn get<E: Env>(p: &Provider<E>, uuid: String) -> Result<Value, ToolError> 
     if let Some(o) = script.as_object_mut() {
         o.insert("registrationError".into(), refused.unwrap_or(Value::Null));
     }
-    Ok(success(text, object([("script", script)])))
+    Ok(success(text, object(vec![("script", script)])))
 }
 
 fn validate(source: &str) -> Result<Value, ToolError> {
@@ -81,7 +81,7 @@ fn validate(source: &str) -> Result<Value, ToolError> {
     );
     Ok(success(
         text,
-        object([
+        object(vec![
             ("valid", valid.into()),
             ("metadata", meta),
             ("diagnostics", json!(diagnostics)),
@@ -269,7 +269,7 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
     }
     Ok(success(
         text,
-        object([
+        object(vec![
             ("scripts", Value::Array(page)),
             ("total", total.into()),
             ("nextCursor", next.into()),

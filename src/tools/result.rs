@@ -107,10 +107,10 @@ impl ToolError {
             self.code.status(),
             self.message
         );
-        object([
+        object(vec![
             (
                 "content",
-                Value::Array(vec![object([
+                Value::Array(vec![object(vec![
                     ("type", "text".into()),
                     ("text", text.into()),
                 ])]),
@@ -124,10 +124,10 @@ impl ToolError {
 /// A successful result: a text rendering for the model plus the structured value that matches
 /// the tool's `outputSchema`.
 pub fn success(text: String, structured: Value) -> Value {
-    object([
+    object(vec![
         (
             "content",
-            Value::Array(vec![object([
+            Value::Array(vec![object(vec![
                 ("type", "text".into()),
                 ("text", text.into()),
             ])]),

@@ -563,7 +563,7 @@ pub fn report_value(
     if dropped > 0 {
         text.push(format!("{dropped} more frames not shown."));
     }
-    crate::value::object([
+    crate::value::object(vec![
         (
             "tab",
             json!({ "id": tab.id, "url": tab.url, "title": tab.title }),

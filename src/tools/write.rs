@@ -244,7 +244,7 @@ fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     );
     success(
         text,
-        crate::value::object([
+        crate::value::object(vec![
             ("script", r.summary()),
             ("created", c.created.into()),
             ("registered", registered.into()),
