@@ -107,23 +107,18 @@ impl ToolError {
             self.code.status(),
             self.message
         );
-        object(vec![
-            (
-                "content",
-                Value::Array(vec![object(vec![
-                    ("type", "text".into()),
-                    ("text", text.into()),
-                ])]),
-            ),
-            ("structuredContent", structured),
-            ("isError", true.into()),
-        ])
+        result(text, structured, true)
     }
 }
 
 /// A successful result: a text rendering for the model plus the structured value that matches
 /// the tool's `outputSchema`.
 pub fn success(text: String, structured: Value) -> Value {
+    result(text, structured, false)
+}
+
+/// A `tools/call` result: the text for the model, the structured value, and whether it is an error.
+fn result(text: String, structured: Value, is_error: bool) -> Value {
     object(vec![
         (
             "content",
@@ -133,7 +128,7 @@ pub fn success(text: String, structured: Value) -> Value {
             ])]),
         ),
         ("structuredContent", structured),
-        ("isError", false.into()),
+        ("isError", is_error.into()),
     ])
 }
 
