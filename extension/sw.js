@@ -178,5 +178,5 @@ init({ module_or_path: wasm.then((module) => (guardTabEvents(), module)) }).then
   recover(e);
 });
 
-// No event in the first turn's wake: the provider's module is compiled 5 ms after it anyway.
+// A wake that brings no event still compiles the provider's module: 5 ms after this first turn.
 setTimeout(compileProvider, 5);
