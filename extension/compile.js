@@ -24,8 +24,8 @@ policyRead.catch(() => {}); // awaited only by a probe that comes before the pro
 // The provider's module (~1 MB). Its fetch and streaming compile delay that dispatch too (by
 // ~7 ms: both cores of a small machine are busy), so they start once the message that woke the
 // worker has been answered or held (`compileProvider`, sw.js), or 5 ms after the first turn if
-// no event came (sw.js arms that timer as its last step: armed here, it fired while the rest of
-// the turn still ran, often before the waking message came in).
+// no event came (sw.js arms that timer as its last step: armed here, its 5 ms ran out during the
+// rest of the turn, so it fired as the turn ended, often before the waking message came in).
 let begin;
 const begun = new Promise((resolve) => { begin = resolve; });
 export const compileProvider = () => begin();
