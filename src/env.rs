@@ -315,6 +315,10 @@ pub mod memory {
         /// When set, every `chrome.storage.session` `set` fails with this message (after its
         /// yields): the rate slot, the registry's flag.
         pub fail_session_writes: RefCell<Option<String>>,
+        /// How many times an `update` yields before it applies (Chrome's is slow at scale).
+        pub update_yields: Cell<u32>,
+        /// For each `update` applied, how many entries `storage_log` had then.
+        pub updated_after: RefCell<Vec<usize>>,
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
@@ -645,6 +649,12 @@ pub mod memory {
 
         async fn update(&self, regs: &[Registration]) -> Result<(), EnvError> {
             self.api()?;
+            for _ in 0..self.update_yields.get() {
+                yield_now().await;
+            }
+            self.updated_after
+                .borrow_mut()
+                .push(self.storage_log.borrow().len());
             self.registry_calls.borrow_mut().push("update");
             if let Some(m) = self.refuse_register.borrow().clone() {
                 return Err(EnvError(m));

@@ -585,6 +585,70 @@ fn a_replace_all_bomb_is_refused_before_building_with_review_on_or_off() {
     assert_eq!(call(&p, &s, "status", json!({}))["isError"], json!(false));
 }
 
+/// A write's audit entry is finalized beside its registration, not after it: in Chrome a
+/// storage call issued after `update` waits until every registration is saved (~140 ms at 1,000
+/// stored). The entry is still "ok" when the registration is refused (the result says why).
+#[test]
+fn a_writes_audit_entry_goes_out_before_its_registration_is_done() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "A");
+    p.env.update_yields.set(4);
+    p.env.storage_log.borrow_mut().clear();
+    p.env.updated_after.borrow_mut().clear();
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": a["uuid"], "revision": 1, "source": script("A", "two();")}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert_eq!(r["structuredContent"]["registered"], json!(true), "{r}");
+    let log = p.env.storage_log.borrow().clone();
+    let entry = log
+        .iter()
+        .rposition(|(area, k)| *area == Area::Local && k.iter().any(|k| k == "audit/pending"))
+        .expect("the entry is finalized");
+    let updated = p.env.updated_after.borrow().clone();
+    assert_eq!(updated.len(), 1, "one update: {updated:?}");
+    assert!(
+        entry < updated[0],
+        "finalized after the update: {log:?}, update at {updated:?}"
+    );
+    let last = audit_log(&p).into_iter().last().unwrap();
+    assert_eq!(
+        (last.result.as_str(), last.target.as_deref()),
+        ("ok", a["uuid"].as_str())
+    );
+
+    *p.env.refuse_register.borrow_mut() = Some("Script with ID 'x' has an invalid match".into());
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": a["uuid"], "revision": 2, "source": script("A", "three();")}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert!(
+        r["structuredContent"]["registrationError"]
+            .as_str()
+            .unwrap()
+            .contains("invalid match"),
+        "{r}"
+    );
+    let last = audit_log(&p).into_iter().last().unwrap();
+    assert_eq!(
+        (last.result.as_str(), last.target.as_deref()),
+        ("ok", a["uuid"].as_str())
+    );
+    assert!(
+        p.env.dump(Area::Local)["audit/pending"]
+            .get("tool")
+            .is_none(),
+        "the pending slot is cleared"
+    );
+}
+
 /// The rate slot is stored beside the write's reads, but no change goes out before it is
 /// recorded, however slow `storage.session` is; a slot that cannot be recorded stops the write
 /// with nothing stored or registered (fail closed), and the refusal is audited.

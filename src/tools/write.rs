@@ -1,5 +1,5 @@
 //! Executing a write (write/patch/enable/delete/restore) under the write lock: storage first, with the
-//! pending audit entry, then the registration, then the audit entry finalized.
+//! pending audit entry, then the registration with the audit entry finalized beside it.
 
 use super::args::WriteArgs;
 use super::catalog::MAX_SOURCE_BYTES;
@@ -35,7 +35,7 @@ pub(crate) async fn run_write<E: Env>(
         ..j
     });
     let mut began = false;
-    let mut stale = Vec::new();
+    let mut finalized = false;
     let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
         (Some(_), Err(e), _) => Executed {
             result: Err(ToolError::new(
@@ -61,10 +61,12 @@ pub(crate) async fn run_write<E: Env>(
                 .after(gate)
                 .after_slot(slot);
             let held = p.hold_echoes();
-            let ((), (done, dropped)) =
-                futures::join!(begins, write_locked(p, &env, actor, args, snap));
+            let ((), (done, audited)) = futures::join!(
+                begins,
+                write_locked(p, &env, actor, args, snap, journal.as_ref())
+            );
             drop(held);
-            stale = dropped;
+            finalized = audited;
             done
         }
     };
@@ -72,21 +74,20 @@ pub(crate) async fn run_write<E: Env>(
         target: done.target.or(named),
         ..done
     };
-    // All after the registration, still under the write lock, and independent of each other
-    // (session flag, audit log, revisions the history dropped): one round trip of waiting
-    // instead of three.
+    // After the registration, still under the write lock, and independent of each other
+    // (session flag; the audit entry of a write that did not store, which waited for nothing).
     let ends = async {
         if began {
             p.registry_write_ends().await;
         }
     };
     let audited = async {
-        if let Some(j) = &journal {
+        if let (Some(j), false) = (&journal, finalized) {
             p.audit_final(&super::finished(j, &done, p.env.now_ms()))
                 .await;
         }
     };
-    futures::join!(ends, audited, history::remove_stale(&p.env, &stale));
+    futures::join!(ends, audited);
     done
 }
 
@@ -102,7 +103,8 @@ async fn write_locked<E: Env>(
     actor: Actor<'_>,
     args: WriteArgs,
     snap: Rc<ScriptSnapshot>,
-) -> (Executed, Vec<String>) {
+    journal: Option<&Entry>,
+) -> (Executed, bool) {
     let named = args.target().map(str::to_owned);
     // A delete or a disable registers nothing, so it needs no world configurations.
     let may_register = !matches!(
@@ -111,11 +113,16 @@ async fn write_locked<E: Env>(
     );
     // What Chrome holds for a script the write names is read beside the storage calls, not
     // after them (a new script's id is not known before its `set`).
+    // So are the recorded refusals (read once per worker), which the registration updates:
+    // read after its `update`, they would wait as the audit entry would (below).
     let held = async {
-        match &named {
-            Some(u) => Some(sync::read_held(&p.env, u, may_register).await),
-            None => None,
-        }
+        let held = async {
+            match &named {
+                Some(u) => Some(sync::read_held(&p.env, u, may_register).await),
+                None => None,
+            }
+        };
+        futures::join!(held, p.registration_errors()).0
     };
     let (stored, held) = futures::join!(store_step(env, actor, args, &snap), held);
     // Let go of the snapshot before the cache is brought up to date, so the cache changes it
@@ -129,27 +136,47 @@ async fn write_locked<E: Env>(
         }
         (stored, _) => stored,
     };
+    // Once storage holds the write its audit entry is known ("ok", naming the script: the
+    // registration's outcome is in the result, not the entry), so it is finalized beside the
+    // registration, with the revisions the history dropped removed: storage calls issued after
+    // an `update` wait until Chrome has saved every registration (~140 ms at 1,000 stored;
+    // ARCHITECTURE.md, Decisions).
+    let finalize = |uuid: &str| {
+        let entry = journal.map(|j| Entry {
+            at: p.env.now_ms(),
+            result: "ok".to_owned(),
+            target: Some(uuid.to_owned()),
+            ..j.clone()
+        });
+        async move {
+            if let Some(e) = entry {
+                p.audit_final(&e).await;
+            }
+        }
+    };
     match stored {
         Stored::Changed(Ok(mut c)) => {
             let stale = std::mem::take(&mut c.stale_history);
             p.scripts_written(&c);
-            let registered = p
-                .sync_registration(
+            let (registered, (), ()) = futures::join!(
+                p.sync_registration(
                     &c.record.uuid,
                     sync::desired_for(&c.record, &c.source),
                     held,
-                )
-                .await;
+                ),
+                finalize(&c.record.uuid),
+                history::remove_stale(&p.env, &stale),
+            );
             let done = Executed {
                 target: Some(c.record.uuid.clone()),
                 result: Ok(write_result(&c, registered)),
             };
-            (done, stale)
+            (done, journal.is_some())
         }
         Stored::Deleted(Ok(record)) => {
             let uuid = record.uuid.clone();
             p.scripts_deleted(&uuid);
-            p.sync_registration(&uuid, None, held).await;
+            futures::join!(p.sync_registration(&uuid, None, held), finalize(&uuid));
             let done = Executed {
                 result: Ok(success(
                     format!("Deleted {} ({uuid}).", record.metadata.name),
@@ -157,14 +184,14 @@ async fn write_locked<E: Env>(
                 )),
                 target: Some(uuid),
             };
-            (done, Vec::new())
+            (done, journal.is_some())
         }
         Stored::Changed(Err(e)) | Stored::Deleted(Err(e)) => {
             let done = Executed {
                 result: Err(p.script_failure(e).into()),
                 target: named,
             };
-            (done, Vec::new())
+            (done, false)
         }
     }
 }
