@@ -5,7 +5,9 @@
 // code, plus `-g`) is sampled by V8's profiler over CDP, attached only around the measured calls,
 // for each scenario: the probe and MCP `ping` (each beside the baseline provider's, which does no
 // work of its own), `tools/call status`, and `write_script`, all with 10 scripts stored
-// (PROFILE_STORED=<n>: with n, the copies seeded as `make bench` seeds them).
+// (PROFILE_STORED=<n>: with n, the copies seeded as `make bench` seeds them); on request, `try`
+// (try_script of a small script on a local page) and `first` (the first list_scripts after the
+// worker restarts, which reads every record).
 //
 // Per call it prints the worker's busy time (all but idle), then that time split by what ran
 // (self time): our wasm by module, and everything JS or native under a wasm-bindgen import named
@@ -15,9 +17,10 @@
 // (a `TextDecoder.decode` of 15 KB takes ~2 µs unprofiled and shows as tens), so native shares
 // are inflated and wasm shares are the ones to compare. Times to quote come from `make bench`
 // and `make bench-ab`.
-//   node bench/profile.mjs [probe|ping|status|list|write ...]   PROFILE_N=<calls> PROFILE_US=<interval> PROFILE_STORED=<n>
+//   node bench/profile.mjs [probe|ping|status|list|write|try|first ...]   PROFILE_N=<calls> PROFILE_US=<interval> PROFILE_STORED=<n>
 //   PROFILE_ROWS=<n> (longer tables) PROFILE_SELF=1 (also the wasm functions by self time)
 import { cpSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { DIST_DIR, HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
@@ -208,8 +211,42 @@ try {
       const n = Math.max(25, Math.round(N / 20));
       // bench.writes pings after each write: the ping's share is in the profile too (see `ping`).
       print(`write_script (update of a 5 KiB script, ${STORED} stored; a ping after each)`, await profiled(browser, P, n, () => writes(n)));
+    } else if (scenario === "first") {
+      // The first list_scripts after the worker restarts: it reads every stored record once.
+      log(`the first list_scripts after a restart, ${STORED} stored`);
+      await browser.stopWorker(P);
+      await host.eval((id) => bench.probe(id), P);
+      await browser.waitRunning(P);
+      await host.eval((id) => { bench.timeoutMs = 600_000; return bench.open(id); }, P);
+      print(`the first list_scripts after a restart (${STORED} stored)`, await profiled(browser, P, 1, () => tool("list_scripts", {})));
+      await host.eval(() => { bench.timeoutMs = 10_000; });
+    } else if (scenario === "try") {
+      // try_script of a small script on a local page, by tab id (bench/try.mjs's source); a
+      // try is a write for the rate limit, so the window is reset between batches.
+      log(`try_script at ${STORED} stored`);
+      const server = createServer((req, res) => { res.writeHead(200, { "content-type": "text/html" }); res.end("<!doctype html><title>Bench</title><p>a</p><p>b</p>"); });
+      await new Promise((r) => server.listen(0, "127.0.0.1", r));
+      try {
+        const url = `http://127.0.0.1:${server.address().port}/`;
+        await browser.page(url);
+        const tabId = await page.eval(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url);
+        const source = ["// ==UserScript==", "// @name Bench try", "// @namespace lumo-bench", "// @match http://127.0.0.1/*", "// ==/UserScript==",
+          "const n = document.querySelectorAll('p').length;", "console.log('paragraphs', n);", "n;", ""].join("\n");
+        const tries = async (n) => {
+          for (let done = 0; done < n; done += 25) {
+            await page.eval(() => chrome.storage.session.remove("rateWindow"));
+            await rounds([{ id: P, method: "tools/call", params: { name: "try_script", arguments: { source, tabId } } }], Math.min(25, n - done));
+          }
+        };
+        await tries(25);
+        const n = Math.max(25, Math.round(N / 20));
+        print(`try_script (a ${source.length}-character script on a tab, by id)`, await profiled(browser, P, n, () => tries(n)));
+      } finally {
+        server.close();
+        server.closeAllConnections();
+      }
     } else {
-      throw new Error(`unknown scenario ${scenario} (probe, ping, status, list, write)`);
+      throw new Error(`unknown scenario ${scenario} (probe, ping, status, list, write, try)`);
     }
   }
 } finally {
