@@ -246,7 +246,7 @@ try {
         server.closeAllConnections();
       }
     } else {
-      throw new Error(`unknown scenario ${scenario} (probe, ping, status, list, write, try)`);
+      throw new Error(`unknown scenario ${scenario} (probe, ping, status, list, write, try, first)`);
     }
   }
 } finally {
