@@ -97,6 +97,8 @@ enum Stored {
     Deleted(Result<ScriptRecord, ScriptError>),
 }
 
+/// The write under the lock: its storage step, then its registration. Also `true` when it
+/// finalized the `journal` entry itself (the write was stored).
 async fn write_locked<E: Env>(
     p: &Provider<E>,
     env: &Journaled<'_, E>,
