@@ -315,6 +315,10 @@ pub mod memory {
         /// When set, every `chrome.storage.session` `set` fails with this message (after its
         /// yields): the rate slot, the registry's flag.
         pub fail_session_writes: RefCell<Option<String>>,
+        /// How many times a `get` yields before it reads (so what else is in flight runs first).
+        pub get_yields: Cell<u32>,
+        /// The keys of every `get`, in order.
+        pub get_log: RefCell<Vec<Vec<String>>>,
         /// How many times an `update` yields before it applies (Chrome's is slow at scale).
         pub update_yields: Cell<u32>,
         /// For each `update` applied, how many entries `storage_log` had then.
@@ -408,6 +412,12 @@ pub mod memory {
 
     impl Storage for MemoryEnv {
         async fn get(&self, area: Area, keys: &[&str]) -> Result<Map<String, Value>, EnvError> {
+            for _ in 0..self.get_yields.get() {
+                yield_now().await;
+            }
+            self.get_log
+                .borrow_mut()
+                .push(keys.iter().map(|&k| k.to_owned()).collect());
             let areas = self.areas.borrow();
             let mut out = Map::new();
             if let Some(m) = areas.get(&area) {

@@ -128,7 +128,7 @@ fn dispatch(id: u64, msg: Value) {
                 }
             }
         }
-        p.ensure_registry().await;
+        p.after_mcp_message().await;
     });
 }
 

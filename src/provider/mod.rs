@@ -65,6 +65,9 @@ pub struct Provider<E> {
     policy_cache: RefCell<Option<Policy>>,
     /// The script index and records as last read or written, likewise.
     scripts_cache: RefCell<Option<Rc<Snapshot>>>,
+    /// Held while the snapshot is read, so that callers who come meanwhile take what it read
+    /// instead of reading every record again.
+    scripts_load: Mutex<()>,
     /// Bumped on every change to the caches above: a load that started before a change must not
     /// fill the cache with what it read.
     policy_gen: Cell<u64>,
@@ -146,6 +149,7 @@ impl<E: Env> Provider<E> {
             audit_lock: Mutex::new(()),
             policy_cache: RefCell::new(None),
             scripts_cache: RefCell::new(None),
+            scripts_load: Mutex::new(()),
             policy_gen: Cell::new(0),
             scripts_gen: Cell::new(0),
             rate_cache: Default::default(),

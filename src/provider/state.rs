@@ -201,12 +201,25 @@ impl<E: Env> Provider<E> {
         if let Some(s) = self.scripts_cache.borrow().clone() {
             return Ok(s);
         }
+        let _loading = self.scripts_load.lock().await;
+        if let Some(s) = self.scripts_cache.borrow().clone() {
+            return Ok(s);
+        }
         let generation = self.scripts_gen.get();
         let s = Rc::new(store::load_snapshot(&self.env).await?);
         if self.scripts_gen.get() == generation {
             *self.scripts_cache.borrow_mut() = Some(Rc::clone(&s));
         }
         Ok(s)
+    }
+
+    /// After each MCP message: the registrations brought in line if they may have drifted, and
+    /// the snapshot read if nothing has read it since the worker started. A session's first
+    /// `list_scripts` or write usually comes seconds after it opens; this way it does not wait
+    /// for every record (at 1,000 stored, ~50 ms of Chrome's `get` and ~30 ms of decoding).
+    pub async fn after_mcp_message(&self) {
+        self.ensure_registry().await;
+        let _ = self.scripts().await;
     }
 
     /// Brings the cached snapshot in line with a write that succeeded (copy on write: readers
@@ -364,5 +377,32 @@ mod tests {
         for (area, key, want) in cases {
             assert_eq!(watched(area, key), want, "{area:?} {key}");
         }
+    }
+
+    /// Callers who ask for the snapshot while it is being read wait for that read: the session
+    /// warm-up (`after_mcp_message`) and a first `list_scripts` read every record once.
+    #[test]
+    fn the_snapshot_is_read_once_for_callers_who_come_while_it_is_read() {
+        use crate::env::memory::MemoryEnv;
+        use futures::executor::block_on;
+        let p = super::super::Provider::new(MemoryEnv::new());
+        let mut index = Map::new();
+        index.insert(
+            store::INDEX_KEY.to_owned(),
+            serde_json::json!({"uuids": []}),
+        );
+        block_on(crate::env::Storage::set(&p.env, Area::Local, index)).unwrap();
+        p.env.get_yields.set(3);
+        let (a, b, c) = block_on(async { futures::join!(p.scripts(), p.scripts(), p.scripts()) });
+        assert!(Rc::ptr_eq(&a.unwrap(), &b.unwrap()));
+        assert!(c.is_ok());
+        let index_reads = p
+            .env
+            .get_log
+            .borrow()
+            .iter()
+            .filter(|keys| keys.iter().any(|k| k == store::INDEX_KEY))
+            .count();
+        assert_eq!(index_reads, 1, "{:?}", p.env.get_log.borrow());
     }
 }
