@@ -225,7 +225,7 @@ async fn import_items<E: Env>(
             registered.push(format!("{outcome:?}"));
         }
     }
-    p.registry_write_ends().await;
+    p.registry_write_ends();
     // A refusal wrote nothing, so nothing is pending: only a write that ran is finalized.
     let wrote = matches!(&done, Ok(d) if !d.changes.is_empty());
     let result = match &done {

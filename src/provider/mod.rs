@@ -81,6 +81,9 @@ pub struct Provider<E> {
     /// The audit rings' heads and newest chunks (`guard::audit::Tail`).
     pub(crate) audit_tail: crate::guard::audit::Tail,
     registry: Cell<RegistryState>,
+    /// The session flag still says "not synced" although the registry is Synced: a write's
+    /// registration is done and "synced" is stored after its reply (`settle_registry_flag`).
+    flag_owed: Cell<bool>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
     /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
@@ -157,6 +160,7 @@ impl<E: Env> Provider<E> {
             audit_tail: Default::default(),
             held_echoes: RefCell::new(None),
             registry: Cell::new(RegistryState::Unknown),
+            flag_owed: Cell::new(false),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(VecMap::new()),
             next_session: Cell::new(1),

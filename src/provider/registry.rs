@@ -72,6 +72,7 @@ impl<E: Env> Provider<E> {
     }
 
     async fn save_synced(&self, synced: bool) {
+        self.flag_owed.set(false);
         let mut m = Map::new();
         m.insert(keys::REGISTRY_SYNCED.to_owned(), Value::Bool(synced));
         if let Err(e) = self.env.set(Area::Session, m).await {
@@ -148,6 +149,7 @@ impl<E: Env> Provider<E> {
     /// Reconciles Chrome's registrations with storage when they may differ and the API works.
     /// Cheap when nothing is stale; the shell calls it at start and after each interaction.
     pub async fn ensure_registry(&self) {
+        self.settle_registry_flag().await;
         if self.registry.get() == RegistryState::Unknown {
             let synced = self
                 .env
@@ -211,17 +213,34 @@ impl<E: Env> Provider<E> {
     /// A write is about to change storage ahead of the registry. Until its registration is done
     /// the session flag must not say "synced": a worker stopped in between would skip the
     /// reconcile and leave a stale registration running.
+    /// (A flag still owed from the write before says "not synced" already.)
     pub(crate) async fn registry_write_begins(&self) {
-        if self.registry.get() == RegistryState::Synced {
+        if self.registry.get() == RegistryState::Synced && !self.flag_owed.get() {
             self.save_synced(false).await;
         }
     }
 
-    /// The write's registration is done (if it failed, the state is already Stale).
-    pub(crate) async fn registry_write_ends(&self) {
+    /// The write's registration is done (if it failed, the state is already Stale). "Synced" is
+    /// owed, not stored here: the write's reply does not wait for it. Until it is stored a
+    /// worker stopped meanwhile reconciles at its start, which costs time, never correctness.
+    pub(crate) fn registry_write_ends(&self) {
         if self.registry.get() == RegistryState::Synced {
+            self.flag_owed.set(true);
+        }
+    }
+
+    /// Stores the "synced" a write owes. The shell calls it (through `ensure_registry`) after
+    /// each interaction's reply; under the write lock, so it lands before the next write clears
+    /// the flag again.
+    async fn settle_registry_flag(&self) {
+        if !self.flag_owed.get() {
+            return;
+        }
+        let _guard = self.write_lock.lock().await;
+        if self.flag_owed.get() && self.registry.get() == RegistryState::Synced {
             self.save_synced(true).await;
         }
+        self.flag_owed.set(false);
     }
 
     /// Forces the next `ensure_registry` to reconcile (a registration failed, or the extension

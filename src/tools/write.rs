@@ -74,20 +74,15 @@ pub(crate) async fn run_write<E: Env>(
         target: done.target.or(named),
         ..done
     };
-    // After the registration, still under the write lock, and independent of each other
-    // (session flag; the audit entry of a write that did not store, which waited for nothing).
-    let ends = async {
-        if began {
-            p.registry_write_ends().await;
-        }
-    };
-    let audited = async {
-        if let (Some(j), false) = (&journal, finalized) {
-            p.audit_final(&super::finished(j, &done, p.env.now_ms()))
-                .await;
-        }
-    };
-    futures::join!(ends, audited);
+    // After the registration, still under the write lock: "synced" is owed (stored after the
+    // reply), and the audit entry of a write that did not store, which waited for nothing.
+    if began {
+        p.registry_write_ends();
+    }
+    if let (Some(j), false) = (&journal, finalized) {
+        p.audit_final(&super::finished(j, &done, p.env.now_ms()))
+            .await;
+    }
     done
 }
 
@@ -339,6 +334,7 @@ mod tests {
         };
         let made = block_on(run_write(&p, "user".into(), create, None, None));
         let uuid = made.target.clone().unwrap();
+        block_on(p.ensure_registry());
         p.env.session_set_yields.set(4);
         for (i, args) in [
             WriteArgs::Replace {
@@ -367,14 +363,88 @@ mod tests {
             let cleared = flag(0).expect("the flag is written");
             let first_local = log.iter().position(|(a, _)| *a == Area::Local).unwrap();
             assert!(cleared < first_local, "{i}: {log:?}");
-            // …and says "synced" again once the registration is done.
-            assert!(flag(first_local).is_some(), "{i}: {log:?}");
+            drop(log);
+            // …and says "synced" again once the shell settles it, after the reply.
+            block_on(p.ensure_registry());
             assert_eq!(
                 p.env.dump(Area::Session)[keys::REGISTRY_SYNCED],
                 json!(true)
             );
         }
         assert!(p.env.registrations.borrow().is_empty(), "deleted");
+    }
+
+    /// A write's reply does not wait for "synced" to be stored: the flag stays "not synced"
+    /// until the shell settles it after the reply, so writes in a row clear it once, and a
+    /// registration that lost the API leaves it "not synced" for the next reconcile.
+    #[test]
+    fn synced_is_stored_after_the_reply_and_only_while_the_registry_is() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(p.ensure_registry());
+        let flag =
+            |p: &Provider<MemoryEnv>| p.env.dump(Area::Session)[keys::REGISTRY_SYNCED].clone();
+        let flag_writes = |p: &Provider<MemoryEnv>| {
+            p.env
+                .storage_log
+                .borrow()
+                .iter()
+                .filter(|(a, k)| {
+                    *a == Area::Session && k.iter().any(|k| k == keys::REGISTRY_SYNCED)
+                })
+                .count()
+        };
+        let named = |v: u32| source(v).replace("@name A", &format!("@name A{v}"));
+        let write = |p: &Provider<MemoryEnv>, v: u32| {
+            let args = WriteArgs::Create {
+                source: named(v),
+                enabled: true,
+            };
+            let done = block_on(run_write(p, "user".into(), args, None, None));
+            assert!(done.result.is_ok(), "{:?}", done.result);
+        };
+        p.env.storage_log.borrow_mut().clear();
+        write(&p, 1);
+        assert_eq!(flag(&p), json!(false), "stored after the reply, not before");
+        write(&p, 2);
+        assert_eq!(
+            flag_writes(&p),
+            1,
+            "the second write finds it cleared already"
+        );
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        block_on(p.ensure_registry());
+        assert_eq!(flag(&p), json!(true));
+        assert_eq!(flag_writes(&p), 2);
+        block_on(p.ensure_registry());
+        assert_eq!(flag_writes(&p), 2, "settled once");
+
+        // The API lost during a registration: the registry is stale, and the settle after the
+        // reply must not say "synced" (the reconcile does, once it has registered it).
+        p.env.lose_api_on_register.set(true);
+        let args = WriteArgs::Create {
+            source: named(3),
+            enabled: true,
+        };
+        block_on(run_write(&p, "user".into(), args, None, None));
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        block_on(p.ensure_registry());
+        assert_eq!(flag(&p), json!(false));
+
+        // Marked stale between the write and the settle (the API seen coming back after it was
+        // off: Chrome may have dropped registrations meanwhile): no "synced" either.
+        p.env.lose_api_on_register.set(false);
+        p.env.user_scripts.set(true);
+        block_on(p.ensure_registry());
+        assert_eq!(flag(&p), json!(true), "reconciled");
+        write(&p, 4);
+        p.env.user_scripts.set(false);
+        p.capability();
+        p.env.user_scripts.set(true);
+        p.capability();
+        p.env.user_scripts.set(false);
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        assert_eq!(flag(&p), json!(false));
     }
 
     /// Only a write that may register the script reads the worlds' configurations (all of them:
