@@ -519,6 +519,13 @@ fn list_pages_filters_and_counts() {
     );
     let q = call(&p, &s, "list_scripts", json!({"query": "s5"}));
     assert_eq!(q["structuredContent"]["total"], json!(1));
+    // Case-insensitive beyond ASCII, either way round.
+    create(&p, &s, "École Straße");
+    for query in ["ÉCOLE", "straße", "STRASSE"] {
+        let q = call(&p, &s, "list_scripts", json!({ "query": query }));
+        let want = if query == "STRASSE" { 0 } else { 1 };
+        assert_eq!(q["structuredContent"]["total"], json!(want), "{query}");
+    }
     let none = call(
         &p,
         &s,

@@ -1,5 +1,6 @@
-//! [`WebPlatform`] over the service worker's own `URL` and `RegExp` (V8, the engine the guard
-//! runs in). Bound with `catch`: a throw becomes an `Err`, never a trap. Decides nothing.
+//! [`WebPlatform`] over the service worker's own `URL`, `RegExp` and `toLowerCase` (V8, the
+//! engine the guard runs in). Bound with `catch`: a throw becomes an `Err`, never a trap.
+//! Decides nothing.
 
 use crate::web::{path_query, ParsedUrl, WebError, WebPlatform};
 use wasm_bindgen::prelude::*;
@@ -75,5 +76,9 @@ impl WebPlatform for Browser {
             .map_err(error)?
             .test(input)
             .map_err(error)
+    }
+
+    fn lowercase(&self, input: &str) -> String {
+        String::from(js_sys::JsString::from(input).to_lower_case())
     }
 }

@@ -543,7 +543,9 @@ impl Builder {
     }
 }
 
-/// `exclude-match`, `exclude_match` → `excludeMatch` (Violentmonkey's key normalization).
+/// `exclude-match`, `exclude_match` → `excludeMatch` (Violentmonkey's key normalization). Only
+/// ASCII letters are raised, as Violentmonkey's `\w` does: every key it makes means something
+/// is ASCII, and Unicode's uppercase tables would cost the wasm ~9 KB gzip.
 fn normalize_key(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     let mut upper_next = false;
@@ -551,7 +553,7 @@ fn normalize_key(key: &str) -> String {
         if c == '-' || c == '_' {
             upper_next = true;
         } else if upper_next {
-            out.extend(c.to_uppercase());
+            out.push(c.to_ascii_uppercase());
             upper_next = false;
         } else {
             out.push(c);

@@ -183,7 +183,7 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
         return super::history::list_trash(p).await;
     }
     let snap = p.scripts().await.map_err(ToolError::from)?;
-    let query = a.query.as_deref().map(str::to_lowercase);
+    let query = a.query.as_deref().map(crate::web::lowercase);
     let mut records: Vec<&ScriptRecord> = snap
         .records
         .iter()
@@ -194,13 +194,13 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
                     .is_none_or(|u| registry::verdict(&r.metadata, u).runs())
                 && query.as_deref().is_none_or(|q| {
                     let m = &r.metadata;
-                    m.name.to_lowercase().contains(q)
+                    crate::web::lowercase(&m.name).contains(q)
                         || m.namespace
                             .as_deref()
-                            .is_some_and(|n| n.to_lowercase().contains(q))
+                            .is_some_and(|n| crate::web::lowercase(n).contains(q))
                         || m.description
                             .as_deref()
-                            .is_some_and(|d| d.to_lowercase().contains(q))
+                            .is_some_and(|d| crate::web::lowercase(d).contains(q))
                 })
         })
         .collect();

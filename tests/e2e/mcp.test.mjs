@@ -321,6 +321,29 @@ describe("mcp: approved caller", () => {
     assert.deepEqual(problems, []);
   });
 
+  test("1c. list_scripts' query ignores case beyond ASCII, as the browser lowercases (toLowerCase)", T, async () => {
+    // The worker lowercases non-ASCII text with V8's toLowerCase, not Rust's tables (the wasm's
+    // size): a binding that lowercased nothing, or only ASCII, fails here.
+    const s = await m.connect();
+    try {
+      const w = await m.ok(s, "write_script", { source: userscript("e2e École Straße ΣΑΣ") });
+      const { uuid, revision } = w.structuredContent.script;
+      try {
+        const found = async (query) => (await m.ok(s, "list_scripts", { query })).structuredContent.scripts.map((x) => x.uuid);
+        assert.deepEqual(await found("école"), [uuid], "the name's É → é");
+        assert.deepEqual(await found("ÉCOLE"), [uuid]);
+        assert.deepEqual(await found("e2e école straße"), [uuid], "the query is lowercased too");
+        assert.deepEqual(await found("σας"), [uuid], "ΣΑΣ → σας (a final sigma)");
+        assert.deepEqual(await found("ΣΑΣ"), [uuid]);
+        assert.deepEqual(await found("STRASSE"), [], "ß is not folded to ss: lowercase, not case folding");
+      } finally {
+        await m.ok(s, "delete_script", { uuid, revision });
+      }
+    } finally {
+      await m.close(s);
+    }
+  });
+
   test("8. raw JSON-RPC on an authorized port: ids, pre-initialize, notifications, errors, batches", T, async () => {
     const p = await rp.open();
     try {
