@@ -85,15 +85,34 @@ pub fn display(value: &str) -> (String, bool) {
     (out, changed)
 }
 
+/// The confusables decoded once per worker from their stored differences: each key with the
+/// end of its prototype in `PROTOS`, sorted by key.
+fn confusables() -> &'static [(u32, u16)] {
+    use super::confusables::{KEY_STEPS, PROTO_LENS};
+    static TABLE: std::sync::OnceLock<Vec<(u32, u16)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let (mut key, mut end) = (0u32, 0u16);
+        KEY_STEPS
+            .iter()
+            .zip(PROTO_LENS)
+            .map(|(step, len)| {
+                key = key.saturating_add(u32::from(*step));
+                end = end.saturating_add(u16::from(len));
+                (key, end)
+            })
+            .collect()
+    })
+}
+
 /// The ASCII look-alike of `c` from Unicode's confusables (see [`super::confusables`]).
 fn prototype(c: char) -> Option<&'static str> {
-    use super::confusables::{END, KEYS, PROTOS};
-    let i = KEYS.binary_search(&u32::from(c)).ok()?;
+    let table = confusables();
+    let i = table.binary_search_by_key(&u32::from(c), |e| e.0).ok()?;
     let start = match i.checked_sub(1) {
-        Some(prev) => usize::from(*END.get(prev)?),
+        Some(prev) => usize::from(table.get(prev)?.1),
         None => 0,
     };
-    PROTOS.get(start..usize::from(*END.get(i)?))
+    super::confusables::PROTOS.get(start..usize::from(table.get(i)?.1))
 }
 
 /// What a name looks like, for comparing two names: equal skeletons read the same. The TR39
@@ -188,21 +207,26 @@ mod tests {
 
     #[test]
     fn the_generated_table_is_sorted_and_whole() {
-        use crate::scripts::confusables::{END, KEYS, PROTOS};
+        use crate::scripts::confusables::{KEY_STEPS, PROTOS};
+        let table = confusables();
+        assert_eq!(table.len(), KEY_STEPS.len());
         assert!(
-            KEYS.windows(2).all(|w| w[0] < w[1]),
-            "binary search needs sorted keys"
+            table.windows(2).all(|w| w[0].0 < w[1].0),
+            "binary search needs sorted keys (no step is 0)"
         );
-        assert!(END.windows(2).all(|w| w[0] <= w[1]));
-        assert_eq!(END.last().map(|e| usize::from(*e)), Some(PROTOS.len()));
+        assert!(
+            table.windows(2).all(|w| w[0].1 < w[1].1),
+            "no prototype is empty"
+        );
+        assert_eq!(table.last().map(|e| usize::from(e.1)), Some(PROTOS.len()));
         assert!(PROTOS.is_ascii());
         assert_eq!(prototype('\u{0430}'), Some("a"));
         assert_eq!(prototype('\u{FF22}'), Some("B"));
         assert_eq!(prototype('m'), Some("rn"));
         assert_eq!(prototype('a'), None);
-        assert_eq!(
-            prototype(char::from_u32(KEYS[0]).unwrap()).map(str::len),
-            Some(usize::from(END[0]))
-        );
+        // The first and last keys (U+0022, U+1FBF9 in Unicode 18) decode to their prototypes.
+        assert_eq!(prototype('"'), Some("''"));
+        assert_eq!(prototype('\u{1FBF9}'), Some("9"));
+        assert_eq!(prototype('\u{1FBFA}'), None);
     }
 }
