@@ -544,8 +544,8 @@ impl Builder {
 }
 
 /// `exclude-match`, `exclude_match` → `excludeMatch` (Violentmonkey's key normalization). Only
-/// ASCII letters are raised, as Violentmonkey's `\w` does: every key it makes means something
-/// is ASCII, and Unicode's uppercase tables would cost the wasm ~9 KB gzip.
+/// ASCII letters are raised, as Violentmonkey's `\w` does: every key that means something is
+/// ASCII, and Unicode's uppercase tables would cost the wasm ~9 KB gzip.
 fn normalize_key(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     let mut upper_next = false;
