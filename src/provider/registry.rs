@@ -237,10 +237,9 @@ impl<E: Env> Provider<E> {
             return;
         }
         let _guard = self.write_lock.lock().await;
-        if self.flag_owed.get() && self.registry.get() == RegistryState::Synced {
+        if self.flag_owed.replace(false) && self.registry.get() == RegistryState::Synced {
             self.save_synced(true).await;
         }
-        self.flag_owed.set(false);
     }
 
     /// Forces the next `ensure_registry` to reconcile (a registration failed, or the extension
