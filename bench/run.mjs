@@ -22,8 +22,8 @@ import { namedWasm, sizeByPart } from "./lib/wasm.mjs";
 const P = PROVIDER_ID;
 const B = BASELINE_ID;
 const COUNT = process.env.BENCH_QUICK // a smoke run while editing the bench; not for numbers
-  ? { warmup: 5, warm: 20, cold: 3, coldScaled: 2, scaledProbe: 3, warmHandler: 10, list: 5, writeBatch: 3, writeBatches: 2, spaced: 2 }
-  : { warmup: 50, warm: 500, cold: 30, coldScaled: 10, scaledProbe: 50, warmHandler: 200, list: 100, writeBatch: 25, writeBatches: 3, spaced: 9 };
+  ? { warmup: 5, warm: 20, cold: 3, coldScaled: 2, scaledProbe: 3, warmHandler: 10, list: 5, writeBatch: 3, writeBatches: 2, chromeTurns: 2, spaced: 2 }
+  : { warmup: 50, warm: 500, cold: 30, coldScaled: 10, scaledProbe: 50, warmHandler: 200, list: 100, writeBatch: 25, writeBatches: 3, chromeTurns: 5, spaced: 9 };
 const SCALES = [10, 100, 1000];
 const SPACED_MS = 500; // the idle gap before a write or an update "on its own"
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -188,11 +188,12 @@ async function restartProvider(browser, host) {
 
 /**
  * Where a call's time goes at this scale, timed from a provider page (median of 15: at 1,000
- * stored one update() swings by tens of ms, and 5 let the floor come out below update alone): the browser
- * calls the provider makes — getScripts() of everything (its "is chrome.userScripts available"
- * check), getScripts({ids}) and update() of one script (a write's registration) — and the
- * storage read of every record that list_scripts and write_script's identity check make — and
- * a write's floor: the browser calls a write must make, one after another, without the provider.
+ * stored one call swings by tens of ms): the browser calls the provider makes — getScripts() of
+ * everything (its "is chrome.userScripts available" check), getScripts({ids}) of one script —
+ * the storage read of every record that list_scripts and write_script's identity check make,
+ * and update() of one script after an idle gap (what a write on its own is compared with).
+ * update() back to back and a write's floor are sampled between the write batches instead
+ * (`chromeSamples`), so that they and the writes share the same minutes.
  */
 function parts(page, uuid) {
   return page.eval(async (uuid, spaced, spacedMs) => {
@@ -206,9 +207,8 @@ function parts(page, uuid) {
     return {
       getAllScripts: await median(() => chrome.userScripts.getScripts()),
       getOne: await median(() => chrome.userScripts.getScripts({ ids: [uuid] })),
-      updateOne: await median(async () => chrome.userScripts.update(registration)),
-      // The same call after an idle gap (each `update` above waits for the save of the one
-      // before it): what a write on its own is compared with.
+      // An update after an idle gap (each `update` back to back waits for the save of the one
+      // before it, as each write back to back does).
       updateSpaced: await (async () => {
         const t = [];
         for (let i = 0; i < spaced; i++) {
@@ -219,34 +219,50 @@ function parts(page, uuid) {
         }
         return t.sort((a, b) => a - b)[Math.floor(t.length / 2)];
       })(),
-      // The browser calls a write cannot do without, in its order: the rate-limit slot
-      // (storage.session) beside the read of the revision it replaces (its record, source and
-      // history: they go into the history), the record + source + the revision it replaces +
-      // the history's index + pending audit entry in one set, the registration, the audit
-      // entry. Same sizes as the provider's, under keys of their own (a value changes every
-      // time: Chrome skips writing what did not change).
-      writeFloor: await (async () => {
-        const u = uuid;
-        const got = await chrome.storage.local.get([`script/${u}`, `source/${u}`, `history/${u}`, "audit/0"]);
-        let k = 0;
-        return median(async () => {
-          k++;
-          await Promise.all([
-            chrome.storage.session.set({ "bench/rate": { [chrome.runtime.id]: [Date.now(), k] } }),
-            chrome.storage.local.get([`script/${u}`, `source/${u}`, "history/budget", `history/${u}`]),
-          ]);
-          await chrome.storage.local.set({
-            "bench/record": { ...got[`script/${u}`], k }, "bench/source": `${got[`source/${u}`]}//${k}`,
-            "bench/revision": { record: got[`script/${u}`], source: got[`source/${u}`], k },
-            "bench/history": { ...got[`history/${u}`], k }, "bench/pending": { at: Date.now(), k },
-          });
-          await chrome.userScripts.update(registration);
-          await chrome.storage.local.set({ "bench/audit": [...(got["audit/0"] ?? []), k] });
-        });
-      })(),
       readAllRecords: await median(() => chrome.storage.local.get(index.uuids.map((u) => `script/${u}`))),
     };
   }, uuid, COUNT.spaced, SPACED_MS);
+}
+
+/**
+ * `k` turns, from a provider page, of Chrome's own `update([one])` (a write's goal is relative to
+ * it) and of a write's floor: the browser calls a write cannot do without, in its order — the
+ * rate-limit slot (storage.session) beside the read of the revision it replaces (its record,
+ * source and history: they go into the history); the record + source + the revision it replaces
+ * + the history's index + pending audit entry in one set; then the registration with the audit
+ * entry beside it, as the provider sends them (a storage call sent after `update` resolved waits
+ * for Chrome's save of the registrations: ~135 ms more at 1,000 stored). Same sizes as the
+ * provider's, under keys of their own (a value changes every time: Chrome skips writing what did
+ * not change). Back to back, as the write batches are: each waits for the save of the `update`
+ * before it, as each write does.
+ */
+function chromeSamples(page, uuid, k) {
+  return page.eval(async (u, k) => {
+    const got = await chrome.storage.local.get([`script/${u}`, `source/${u}`, `history/${u}`, "audit/0"]);
+    const registration = await chrome.userScripts.getScripts({ ids: [u] });
+    const timed = async (f) => { const t0 = performance.now(); await f(); return performance.now() - t0; };
+    const out = { update: [], floor: [] };
+    for (let i = 0; i < k; i++) {
+      const n = `${Date.now()}-${i}`;
+      out.update.push(await timed(() => chrome.userScripts.update(registration)));
+      out.floor.push(await timed(async () => {
+        await Promise.all([
+          chrome.storage.session.set({ "bench/rate": { [chrome.runtime.id]: [Date.now(), n] } }),
+          chrome.storage.local.get([`script/${u}`, `source/${u}`, "history/budget", `history/${u}`]),
+        ]);
+        await chrome.storage.local.set({
+          "bench/record": { ...got[`script/${u}`], n }, "bench/source": `${got[`source/${u}`]}//${n}`,
+          "bench/revision": { record: got[`script/${u}`], source: got[`source/${u}`], n },
+          "bench/history": { ...got[`history/${u}`], n }, "bench/pending": { at: Date.now(), n },
+        });
+        await Promise.all([
+          chrome.userScripts.update(registration),
+          chrome.storage.local.set({ "bench/audit": [...(got["audit/0"] ?? []), n] }),
+        ]);
+      }));
+    }
+    return out;
+  }, uuid, k);
 }
 
 /**
@@ -290,11 +306,18 @@ async function scale(browser, host) {
     const listed = (await tool("list_scripts", {})).result.structuredContent.total;
     if (listed !== n) throw new Error(`list_scripts reports ${listed} scripts, expected ${n}`);
 
+    // The writes in batches, and after each batch Chrome's own calls (update([one]) and the
+    // write's floor) in turns: the goal's ratio and the floor come from the same minutes as the
+    // writes (measured apart, at 1,000 stored, Chrome's drift exceeded the provider's share).
     const writes = { write: [], ping: [] };
+    const chromeOwn = { update: [], floor: [] };
     for (let batch = 0; batch < COUNT.writeBatches; batch++) {
       const r = await writeBatch(COUNT.writeBatch);
       writes.write.push(...r.write);
       writes.ping.push(...r.ping);
+      const c = await chromeSamples(page, first.uuid, COUNT.chromeTurns);
+      chromeOwn.update.push(...c.update);
+      chromeOwn.floor.push(...c.floor);
     }
     // A write on its own, as an agent makes one: after an idle gap in which Chrome has saved
     // the registrations the last write changed (a storage call issued after `update` waits
@@ -306,7 +329,8 @@ async function scale(browser, host) {
     }
     out[n] = {
       firstWrite, probe, list: listMs, listPing, write: writes.write, writePing: writes.ping, single,
-      parts: await parts(page, first.uuid),
+      parts: { ...(await parts(page, first.uuid)), updateOne: summary(chromeOwn.update).median, writeFloor: summary(chromeOwn.floor).median },
+      chromeOwn,
       registered: await page.eval(() => chrome.userScripts.getScripts().then((s) => s.length)),
       memory: await workerMemory(browser, P),
     };
