@@ -189,7 +189,8 @@ async function restartProvider(browser, host) {
 /**
  * Where a call's time goes at this scale, timed from a provider page (median of 15: at 1,000
  * stored one call swings by tens of ms): the browser calls the provider makes — getScripts() of
- * everything (its "is chrome.userScripts available" check), getScripts({ids}) of one script —
+ * everything (a reconcile's read; the toggle check is refused in-process and reads nothing),
+ * getScripts({ids}) of one script (a write's) —
  * the storage read of every record that list_scripts and write_script's identity check make,
  * and update() of one script after an idle gap (what a write on its own is compared with).
  * update() back to back and a write's floor are sampled between the write batches instead
