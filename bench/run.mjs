@@ -269,8 +269,8 @@ function chromeSamples(page, uuid, k) {
 /**
  * How long another extension's page (the host's) cannot run after one update([one]) from a
  * provider page. After an update Chrome hands renderers the extension's whole new set of user
- * scripts, and this page, another extension's, takes it in on its main thread (~70 ms at 1,000
- * stored; a web page stalls too): a write's reply reaches the caller's page during that stall (at
+ * scripts, and this page, another extension's, takes it in on its main thread (30–100 ms at
+ * 1,000 stored; a web page stalls too): a write's reply reaches the caller's page during that stall (at
  * 1,000 stored the reply took ~20 ms to arrive, the request ~1 ms; a timed copy, 2026-12-03).
  * The longest gap between the host page's timer turns in the 300 ms after the update, against
  * the same window with nothing done (`k` of each, in turns; nested timers are clamped to 4 ms,
