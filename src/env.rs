@@ -282,6 +282,9 @@ pub mod memory {
         /// When set, `register` fails with this message while the API stays available (Chrome
         /// refusing a registration).
         pub refuse_register: RefCell<Option<String>>,
+        /// Ids Chrome refuses to register (an invalid pattern): a `register` holding any of
+        /// them fails whole, as Chrome's does, and registers nothing.
+        pub refuse_ids: RefCell<Vec<String>>,
         /// When true, `register` turns the API off and fails (the toggle flipped mid-way).
         pub lose_api_on_register: Cell<bool>,
         pub tabs: RefCell<Vec<Tab>>,
@@ -646,6 +649,15 @@ pub mod memory {
             }
             if let Some(m) = self.refuse_register.borrow().clone() {
                 return Err(EnvError(m));
+            }
+            if let Some(r) = regs
+                .iter()
+                .find(|r| self.refuse_ids.borrow().contains(&r.id))
+            {
+                return Err(EnvError(format!(
+                    "Script with ID '{}' has invalid value for matches[0]",
+                    r.id
+                )));
             }
             let mut map = self.registrations.borrow_mut();
             if let Some(r) = regs.iter().find(|r| map.contains_key(&r.id)) {

@@ -209,21 +209,15 @@ async fn import_items<E: Env>(
     let env = Journaled::new(&p.env, Some(entry.clone()));
     let done = import::import(&env, &snap, actor, items, answers).await;
     drop(snap); // so the cache takes the changes in place, not in a copy
-    let mut registered = Vec::new();
     if let Ok(done) = &done {
         for c in &done.changes {
             p.scripts_written(c);
         }
-        for c in &done.changes {
-            let outcome = p
-                .sync_registration(
-                    &c.record.uuid,
-                    crate::scripts::sync::desired_for(&c.record, &c.source),
-                    None,
-                )
-                .await;
-            registered.push(format!("{outcome:?}"));
-        }
+        let items = done.changes.iter().map(|c| {
+            let desired = crate::scripts::sync::desired_for(&c.record, &c.source);
+            (c.record.uuid.clone(), desired)
+        });
+        p.sync_registrations(items.collect()).await;
     }
     p.registry_write_ends();
     // A refusal wrote nothing, so nothing is pending: only a write that ran is finalized.

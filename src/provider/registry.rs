@@ -1,5 +1,5 @@
-//! Keeping `chrome.userScripts` in step with storage: one script after a write, everything when
-//! the registrations may have drifted.
+//! Keeping `chrome.userScripts` in step with storage: one script after a write, the scripts of an
+//! import together, everything when the registrations may have drifted.
 //!
 //! ```text
 //!  Unknown (worker start) ──session flag says synced──► Synced
@@ -112,6 +112,29 @@ impl<E: Env> Provider<E> {
                 SyncOutcome::Refused(m)
             }
         }
+    }
+
+    /// [`Self::sync_registration`] for several scripts written together (an import): Chrome is
+    /// read once and the new registrations made in one call (`sync::sync_many_keyed`), the
+    /// refusals recorded in one `set`.
+    pub async fn sync_registrations(&self, items: Vec<(String, Option<Registration>)>) {
+        let key = if items.iter().any(|(_, d)| d.is_some()) {
+            self.prelude_key().await
+        } else {
+            None
+        };
+        let (mut refused, mut ok, mut stale) = (Vec::new(), Vec::new(), false);
+        for (uuid, r) in sync::sync_many_keyed(&self.env, items, key.as_ref()).await {
+            match r {
+                Ok(_) => ok.push(uuid),
+                Err(SyncError::Unavailable(_)) => stale = true,
+                Err(SyncError::Refused(m)) => refused.push((uuid, m)),
+            }
+        }
+        if stale {
+            self.mark_registry_stale().await;
+        }
+        self.set_registration_errors(&refused, &ok).await;
     }
 
     /// Chrome's refusals by script uuid, as recorded (empty when none or unreadable).

@@ -249,6 +249,58 @@ describe("matching: what Chrome runs is what match_url says", () => {
     for (const u of [t.uuid, s.uuid]) await h.internal("scripts.delete", { uuid: u });
   });
 
+  // An import registers its scripts together (one `register` for all: Chrome stalls every tab
+  // after each call). One Chrome refuses keeps none of the others from running: here Chrome has
+  // room for two more world configurations, so the third script is stored, shown refused, and
+  // the two others run.
+  test("an import's scripts are registered together: those Chrome takes run, and one it refuses is stored and shown refused", T, async () => {
+    const P = server.port;
+    const worlds = async (fn, arg) => {
+      const page = await h.context.newPage();
+      try {
+        await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+        return await page.evaluate(fn, arg);
+      } finally { await page.close(); }
+    };
+    const tags = ["imp-a", "imp-b", "imp-c"];
+    const files = tags.map((t) => ({ name: `${t}.user.js`, source: script(t, ["@match http://imp.test/*"]) }));
+    // Every script imported at once runs.
+    const all = await h.internal("scripts.import", { files });
+    assert.equal(all?.ok, true, JSON.stringify(all).slice(0, 400));
+    assert.deepEqual(await ranOn(`http://imp.test:${P}/`), tags);
+    for (const s of all.imported) await h.internal("scripts.delete", { uuid: s.uuid });
+    assert.deepEqual(await ranOn(`http://imp.test:${P}/`), []);
+
+    // Room for two more configurations only.
+    const filled = await worlds(async () => {
+      const held = (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length;
+      const ids = [];
+      for (let i = held; i < 98; i++) { ids.push(`left-imp-${i}`); await chrome.userScripts.configureWorld({ worldId: ids.at(-1), messaging: true }); }
+      return ids;
+    });
+    let r;
+    try {
+      r = await h.internal("scripts.import", { files });
+      assert.equal(r?.ok, true, JSON.stringify(r).slice(0, 400));
+      assert.equal(r.imported.length, 3);
+      const ran = await ranOn(`http://imp.test:${P}/`);
+      assert.equal(ran.length, 2, `ran: ${ran}`);
+      const list = (await h.internal("scripts.list")).scripts;
+      const refused = list.filter((s) => s.registrationError);
+      assert.equal(refused.length, 1, JSON.stringify(list).slice(0, 600));
+      assert.match(refused[0].registrationError, /100/);
+      const missing = tags.filter((t) => !ran.includes(t));
+      assert.deepEqual(missing, [refused[0].name.replace("Matching ", "")]);
+      // And Chrome holds exactly the two that ran.
+      const held = (await registrations()).map((g) => g.id).sort();
+      assert.deepEqual(held, r.imported.map((s) => s.uuid).filter((u) => u !== refused[0].uuid).sort());
+    } finally {
+      // By the user's hands: the agent's deletes (beforeEach) count against its rate limit.
+      for (const s of r?.imported ?? []) await h.internal("scripts.delete", { uuid: s.uuid });
+      await worlds(async (ids) => { for (const id of ids) await chrome.userScripts.resetWorldConfiguration(id); }, filled);
+    }
+  });
+
   // Chrome gives a document at most 10 user-script worlds; every script past the tenth runs in
   // its shared default world, configured without messaging. Before, the second script there
   // collided with the first's runtime (`const __lumoRun`) and ran with the first's GM functions
