@@ -282,8 +282,8 @@ pub mod memory {
         /// When set, `register` fails with this message while the API stays available (Chrome
         /// refusing a registration).
         pub refuse_register: RefCell<Option<String>>,
-        /// Ids Chrome refuses to register (an invalid pattern): a `register` holding any of
-        /// them fails whole, as Chrome's does, and registers nothing.
+        /// Ids Chrome refuses (an invalid pattern): a `register` or `update` holding any of
+        /// them fails whole, as Chrome's does, and changes nothing.
         pub refuse_ids: RefCell<Vec<String>>,
         /// When true, `register` turns the API off and fails (the toggle flipped mid-way).
         pub lose_api_on_register: Cell<bool>,
@@ -617,6 +617,20 @@ pub mod memory {
     impl MemoryEnv {
         /// Chrome 156: at most 100 world configurations, and with 100 held not even the default
         /// world can be configured (measured); a world already held can be configured again.
+        /// Chrome's refusal of a whole `register` or `update` holding an id of `refuse_ids`.
+        fn refused_id(&self, regs: &[Registration]) -> Result<(), EnvError> {
+            match regs
+                .iter()
+                .find(|r| self.refuse_ids.borrow().contains(&r.id))
+            {
+                Some(r) => Err(EnvError(format!(
+                    "Script with ID '{}' has invalid value for matches[0]",
+                    r.id
+                ))),
+                None => Ok(()),
+            }
+        }
+
         fn world_limit(&self, world: Option<&str>) -> Result<(), EnvError> {
             let worlds = self.worlds.borrow();
             if world.is_some_and(|w| worlds.contains_key(w)) || worlds.len() < 100 {
@@ -650,15 +664,7 @@ pub mod memory {
             if let Some(m) = self.refuse_register.borrow().clone() {
                 return Err(EnvError(m));
             }
-            if let Some(r) = regs
-                .iter()
-                .find(|r| self.refuse_ids.borrow().contains(&r.id))
-            {
-                return Err(EnvError(format!(
-                    "Script with ID '{}' has invalid value for matches[0]",
-                    r.id
-                )));
-            }
+            self.refused_id(regs)?;
             let mut map = self.registrations.borrow_mut();
             if let Some(r) = regs.iter().find(|r| map.contains_key(&r.id)) {
                 return Err(EnvError(format!("Duplicate script ID '{}'", r.id)));
@@ -681,6 +687,7 @@ pub mod memory {
             if let Some(m) = self.refuse_register.borrow().clone() {
                 return Err(EnvError(m));
             }
+            self.refused_id(regs)?;
             let mut map = self.registrations.borrow_mut();
             if let Some(r) = regs.iter().find(|r| !map.contains_key(&r.id)) {
                 return Err(EnvError(format!("No script with ID '{}'", r.id)));

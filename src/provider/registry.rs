@@ -115,7 +115,7 @@ impl<E: Env> Provider<E> {
     }
 
     /// [`Self::sync_registration`] for several scripts written together (an import): Chrome is
-    /// read once and the new registrations made in one call (`sync::sync_many_keyed`), the
+    /// read once and the registrations changed in a few calls (`sync::sync_many_keyed`), the
     /// refusals recorded in one `set`.
     pub async fn sync_registrations(&self, items: Vec<(String, Option<Registration>)>) {
         let key = if items.iter().any(|(_, d)| d.is_some()) {

@@ -163,6 +163,16 @@ async fn put<E: UserScripts + Capabilities>(
     worlds: Option<&[WorldConfig]>,
 ) -> Result<(), SyncError> {
     configure_world_of(env, d, worlds).await?;
+    apply(env, d, current).await
+}
+
+/// [`put`] once the world is configured: one `update` when it gives exactly `d`, else `d`
+/// registered whole (after `current` is unregistered).
+async fn apply<E: UserScripts + Capabilities>(
+    env: &E,
+    d: &Registration,
+    current: Option<&Registration>,
+) -> Result<(), SyncError> {
     match current {
         Some(c) if updatable(c, d) => {
             let sent = with_every_field(d);
@@ -289,7 +299,7 @@ async fn withdraw<E: UserScripts>(env: &E, uuid: &str, registered: bool) -> Resu
 }
 
 /// [`sync_one_keyed`] for several scripts at once (an import, a restore): Chrome is asked once
-/// what it holds, and the scripts it does not hold yet are registered together ([`put_new`]).
+/// what it holds, and the registrations to change are changed together ([`put_all`]).
 /// Each script's result by its uuid, in no particular order.
 pub async fn sync_many_keyed<E: UserScripts + Capabilities + Storage>(
     env: &E,
@@ -323,7 +333,7 @@ pub async fn sync_many_keyed<E: UserScripts + Capabilities + Storage>(
     };
     let worlds = worlds.as_deref();
     let mut results = Vec::with_capacity(items.len());
-    let mut new = Vec::new();
+    let mut todo = Vec::new();
     for (uuid, desired) in items {
         let current = existing.iter().find(|r| r.id == uuid);
         let result = match desired {
@@ -331,9 +341,8 @@ pub async fn sync_many_keyed<E: UserScripts + Capabilities + Storage>(
                 let d = with_prelude(env, d, key).await;
                 match current {
                     Some(c) if registry::same_effect(c, &d) => Ok(true),
-                    Some(c) => put(env, &d, Some(c), worlds).await.map(|()| true),
-                    None => {
-                        new.push(d);
+                    c => {
+                        todo.push((d, c.cloned()));
                         continue;
                     }
                 }
@@ -344,57 +353,72 @@ pub async fn sync_many_keyed<E: UserScripts + Capabilities + Storage>(
         };
         results.push((uuid, result));
     }
-    let registered = put_new(env, new, worlds).await;
-    results.extend(registered.into_iter().map(|(u, r)| (u, r.map(|()| true))));
+    let put = put_all(env, todo, worlds).await;
+    results.extend(put.into_iter().map(|(u, r)| (u, r.map(|()| true))));
     results
 }
 
-/// Registers every one of `new` (Chrome holds none of them), each world configured first. The
-/// worlds are configured side by side and the scripts registered in one call: Chrome hands
-/// every renderer the extension's whole set of scripts after each call, so an import of 100
-/// registered one by one stalled every tab 100 times (Chromium 156: 50 scripts one call each
-/// 190 ms, together 17 ms). Chrome takes a batch whole or not at all (one bad pattern refuses
-/// it, nothing registered), so a refused batch is registered again one call each: a script
-/// Chrome refuses keeps no other from running. Each script's result by its id.
-async fn put_new<E: UserScripts + Capabilities>(
+/// [`put`] for several scripts (each with what Chrome holds under its id, if anything), in as
+/// few calls as Chrome allows: the worlds configured side by side, then one `unregister` for the
+/// registrations `update` cannot fix, one `update` for the others, one `register` for the new
+/// and the unregistered. Chrome hands every renderer the extension's whole set of scripts after
+/// each call, so one call per script stalled every tab that many times (Chromium 156, from a
+/// provider page: 50 scripts configured and registered one call each 190 ms, together 17 ms;
+/// 100 updates one call each 1.8–2.1 s, together 20 ms). Chrome takes a `register` or an
+/// `update` whole or not at all (one bad pattern, or an id it does not hold, refuses it and
+/// changes nothing), so a refused batch is done again one script at a time ([`apply`]): a
+/// script Chrome refuses keeps no other from running. Each script's result by its id.
+async fn put_all<E: UserScripts + Capabilities>(
     env: &E,
-    new: Vec<Registration>,
+    todo: Vec<(Registration, Option<Registration>)>,
     worlds: Option<&[WorldConfig]>,
 ) -> Vec<(String, Result<(), SyncError>)> {
     let configured =
-        futures::future::join_all(new.iter().map(|d| configure_world_of(env, d, worlds))).await;
-    let mut results = Vec::with_capacity(new.len());
-    let mut ready = Vec::with_capacity(new.len());
-    for (d, c) in new.into_iter().zip(configured) {
-        match c {
-            Ok(()) => ready.push(d),
-            Err(e) => results.push((d.id, Err(e))),
+        futures::future::join_all(todo.iter().map(|(d, _)| configure_world_of(env, d, worlds)))
+            .await;
+    let mut results = Vec::with_capacity(todo.len());
+    let (mut updates, mut whole, mut new) = (Vec::new(), Vec::new(), Vec::new());
+    for ((d, current), c) in todo.into_iter().zip(configured) {
+        match (c, current) {
+            (Err(e), _) => results.push((d.id, Err(e))),
+            (Ok(()), None) => new.push(d),
+            (Ok(()), Some(c)) if updatable(&c, &d) => updates.push((d, c)),
+            (Ok(()), Some(_)) => whole.push(d),
         }
     }
-    let batch = match ready.as_slice() {
-        [] => Ok(()),
-        all => env.register(all).await.map_err(|e| classify(env, e)),
-    };
-    match batch {
-        Ok(()) => results.extend(ready.into_iter().map(|d| (d.id, Ok(())))),
-        Err(SyncError::Refused(m)) if ready.len() == 1 => {
-            results.extend(
-                ready
-                    .into_iter()
-                    .map(|d| (d.id, Err(SyncError::Refused(m.clone())))),
-            );
-        }
-        Err(SyncError::Refused(_)) => {
-            for d in ready {
-                let r = env
-                    .register(std::slice::from_ref(&d))
-                    .await
-                    .map_err(|e| classify(env, e));
-                results.push((d.id, r));
+    if !whole.is_empty() {
+        let ids: Vec<String> = whole.iter().map(|d| d.id.clone()).collect();
+        match env.unregister(&ids).await {
+            Ok(()) => new.append(&mut whole),
+            Err(e) => {
+                let e = SyncError::Unavailable(e.0);
+                results.extend(whole.into_iter().map(|d| (d.id, Err(e.clone()))));
             }
         }
-        Err(unavailable) => {
-            results.extend(ready.into_iter().map(|d| (d.id, Err(unavailable.clone()))));
+    }
+    if !updates.is_empty() {
+        let sent: Vec<Registration> = updates.iter().map(|(d, _)| with_every_field(d)).collect();
+        match env.update(&sent).await.map_err(|e| classify(env, e)) {
+            Ok(()) => results.extend(updates.into_iter().map(|(d, _)| (d.id, Ok(())))),
+            Err(SyncError::Refused(_)) => {
+                for (d, c) in updates {
+                    let r = apply(env, &d, Some(&c)).await;
+                    results.push((d.id, r));
+                }
+            }
+            Err(e) => results.extend(updates.into_iter().map(|(d, _)| (d.id, Err(e.clone())))),
+        }
+    }
+    if !new.is_empty() {
+        match env.register(&new).await.map_err(|e| classify(env, e)) {
+            Ok(()) => results.extend(new.into_iter().map(|d| (d.id, Ok(())))),
+            Err(SyncError::Refused(_)) => {
+                for d in new {
+                    let r = apply(env, &d, None).await;
+                    results.push((d.id, r));
+                }
+            }
+            Err(e) => results.extend(new.into_iter().map(|d| (d.id, Err(e.clone())))),
         }
     }
     results
@@ -489,21 +513,20 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
             .map_err(ReconcileError::Env)?;
     }
     report.unregistered = plan.unregister.len();
-    // A replacement one by one (`put`: an update, or unregister and register), the new ones
-    // together (`put_new`); a script Chrome refuses keeps no other from running.
-    for r in &plan.replace {
-        let current = actual.iter().find(|a| a.id == r.id);
-        match put(env, r, current, worlds.as_deref()).await {
-            Ok(()) => report.replaced += 1,
-            Err(SyncError::Refused(m)) => report.refused.push((r.id.clone(), m)),
-            Err(SyncError::Unavailable(_)) => {
-                report.interrupted = true;
-                return Ok(report);
-            }
-        }
-    }
-    for (id, r) in put_new(env, plan.register, worlds.as_deref()).await {
+    // Together, in as few calls as Chrome allows (`put_all`); a script Chrome refuses keeps no
+    // other from running.
+    let replaced: Vec<String> = plan.replace.iter().map(|r| r.id.clone()).collect();
+    let todo = plan
+        .replace
+        .into_iter()
+        .map(|r| {
+            let current = actual.iter().find(|a| a.id == r.id).cloned();
+            (r, current)
+        })
+        .chain(plan.register.into_iter().map(|r| (r, None)));
+    for (id, r) in put_all(env, todo.collect(), worlds.as_deref()).await {
         match r {
+            Ok(()) if replaced.contains(&id) => report.replaced += 1,
             Ok(()) => report.registered += 1,
             Err(SyncError::Refused(m)) => report.refused.push((id, m)),
             Err(SyncError::Unavailable(_)) => report.interrupted = true,
@@ -884,7 +907,111 @@ mod tests {
         assert!(env.registrations.borrow().is_empty());
     }
 
-    /// A reconcile registers what Chrome lacks in one call, too.
+    /// Registrations that changed (a new prelude after an extension update, here a new
+    /// version) are updated in one call; when Chrome refuses that batch, each is updated on
+    /// its own, and the one it refuses is unregistered: its old code must not go on running.
+    #[test]
+    fn changed_registrations_are_updated_in_one_call_and_a_refused_one_is_withdrawn() {
+        let env = MemoryEnv::new();
+        let all: Vec<ScriptRecord> = ["A", "B", "C"]
+            .iter()
+            .map(|n| create(&env, n, true))
+            .collect();
+        let items = |v: &str| {
+            all.iter()
+                .map(|r| {
+                    (
+                        r.uuid.clone(),
+                        desired_for(r, &format!("{}// {v}\n", src("x"))),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        block_on(sync_many_keyed(&env, items("v1"), None));
+        env.registry_calls.borrow_mut().clear();
+        let got = block_on(sync_many_keyed(&env, items("v2"), None));
+        assert!(got.iter().all(|(_, r)| *r == Ok(true)), "{got:?}");
+        assert_eq!(*env.registry_calls.borrow(), ["update"]);
+        let code = |u: &str| {
+            let regs = env.registrations.borrow();
+            regs.get(u).map(|r| {
+                r.js.iter()
+                    .filter_map(|c| c.code.clone())
+                    .collect::<String>()
+            })
+        };
+        for r in &all {
+            assert!(code(&r.uuid).is_some_and(|c| c.contains("// v2")));
+        }
+
+        let bad = all[1].uuid.clone();
+        env.refuse_ids.borrow_mut().push(bad.clone());
+        env.registry_calls.borrow_mut().clear();
+        let got = block_on(sync_many_keyed(&env, items("v3"), None));
+        assert_eq!(got.len(), 3);
+        for (u, r) in &got {
+            assert_eq!(
+                matches!(r, Err(SyncError::Refused(_))),
+                *u == bad,
+                "{u}: {r:?}"
+            );
+        }
+        assert_eq!(code(&bad), None);
+        for r in [&all[0], &all[2]] {
+            assert!(code(&r.uuid).is_some_and(|c| c.contains("// v3")));
+        }
+        // The batch, then one update each, and the refused one's unregister.
+        let calls = env.registry_calls.borrow().clone();
+        assert_eq!(
+            calls.iter().filter(|c| **c == "update").count(),
+            4,
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls.iter().filter(|c| **c == "unregister").count(),
+            1,
+            "{calls:?}"
+        );
+    }
+
+    /// Registrations `update` cannot fix (a glob left behind) are unregistered together and
+    /// registered again with the new ones, in one call each.
+    #[test]
+    fn registrations_replaced_whole_are_unregistered_and_registered_together() {
+        let env = MemoryEnv::new();
+        let all: Vec<ScriptRecord> = ["A", "B"].iter().map(|n| create(&env, n, true)).collect();
+        let items = |v: &str| {
+            all.iter()
+                .map(|r| {
+                    (
+                        r.uuid.clone(),
+                        desired_for(r, &format!("{}// {v}\n", src("x"))),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        block_on(sync_many_keyed(&env, items("v1"), None));
+        for r in &all {
+            env.registrations
+                .borrow_mut()
+                .get_mut(&r.uuid)
+                .unwrap()
+                .include_globs = vec!["https://leftover.test/*".into()];
+        }
+        let fresh = create(&env, "Fresh", true);
+        env.registry_calls.borrow_mut().clear();
+        let mut list = items("v2");
+        list.push((fresh.uuid.clone(), desired_for(&fresh, &src("x"))));
+        let got = block_on(sync_many_keyed(&env, list, None));
+        assert!(got.iter().all(|(_, r)| *r == Ok(true)), "{got:?}");
+        let calls = env.registry_calls.borrow().clone();
+        assert_eq!(calls, ["configureWorld", "unregister", "register"]);
+        let regs = env.registrations.borrow();
+        assert_eq!(regs.len(), 3);
+        assert!(regs.values().all(|r| r.include_globs.is_empty()));
+    }
+
+    /// A reconcile registers what Chrome lacks in one call, and updates what changed in one.
     #[test]
     fn a_reconcile_registers_the_missing_scripts_in_one_call() {
         let env = MemoryEnv::new();
@@ -897,13 +1024,25 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((report.registered, report.ok.len()), (3, 3));
-        let calls = env.registry_calls.borrow();
+        let calls = env.registry_calls.borrow().clone();
         assert_eq!(
             calls.iter().filter(|c| **c == "register").count(),
             1,
             "{calls:?}"
         );
         assert_eq!(env.registrations.borrow().len(), 3);
+        // Every registration changed (a new prelude after an extension update): one update.
+        for r in env.registrations.borrow_mut().values_mut() {
+            r.js[0].code = Some("// an older prelude".into());
+        }
+        env.registry_calls.borrow_mut().clear();
+        let report = block_on(reconcile(
+            &env,
+            &block_on(store::load_snapshot(&env)).unwrap(),
+        ))
+        .unwrap();
+        assert_eq!((report.registered, report.replaced), (0, 3));
+        assert_eq!(*env.registry_calls.borrow(), ["update"]);
     }
 
     #[test]

@@ -410,9 +410,15 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.deepEqual(mismatches, []);
   });
 
-  test("reconcile compares Chrome's whole registration: a rule left behind in Chrome is removed", T, async () => {
+  test("reconcile compares Chrome's whole registration: a rule left behind in Chrome is removed, older code and rules are replaced", T, async () => {
     const P = server.port;
     const s = await write("left", ["@match http://left.test/*"]);
+    // Two more that Chrome holds in an older form (code of an older version; a rule since
+    // changed): a reconcile updates them together (one `update`), and each then runs as stored.
+    // By the user's hands: the suite's agent writes come near its rate limit by now.
+    const save = async (tag, lines) => (await h.internal("scripts.save", { source: script(tag, lines) })).result.script;
+    const older = await save("older", ["@match http://recon.test/*"]);
+    const moved = await save("moved", ["@match http://moved.test/*"]);
     // Simulate a registration left over from an older version: same id, an extra include glob.
     const page = await h.context.newPage();
     try {
@@ -428,7 +434,18 @@ describe("matching: what Chrome runs is what match_url says", () => {
     } finally {
       await page.close();
     }
+    const tamper = await h.context.newPage();
+    try {
+      await tamper.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      await tamper.evaluate(async ([older, moved]) => {
+        await chrome.userScripts.update([{ id: older, js: [{ code: 'document.documentElement.setAttribute("data-ran-stale-code", "1");' }] }]);
+        await chrome.userScripts.update([{ id: moved, matches: ["http://recon.test/*"] }]);
+      }, [older.uuid, moved.uuid]);
+    } finally {
+      await tamper.close();
+    }
     assert.deepEqual(await ranOn(`http://leftover.test:${P}/`), ["left"], "the simulated leftover rule is active");
+    assert.deepEqual(await ranOn(`http://recon.test:${P}/`), ["moved", "stale-code"], "the simulated older forms are active");
     // The toggle going off and on makes the provider reconcile (Chrome may have dropped scripts).
     await h.setUserScriptsAccess(PROVIDER_ID, false);
     await h.lumo("probe", PROVIDER_ID, { openSession: false });
@@ -441,5 +458,8 @@ describe("matching: what Chrome runs is what match_url says", () => {
     }
     assert.deepEqual(seen, [], "the leftover rule is gone after the reconcile");
     assert.deepEqual(await ranOn(`http://left.test:${P}/`), ["left"]);
+    assert.deepEqual(await ranOn(`http://recon.test:${P}/`), ["older"], "older code and rules replaced");
+    assert.deepEqual(await ranOn(`http://moved.test:${P}/`), ["moved"]);
+    for (const u of [older.uuid, moved.uuid]) await h.internal("scripts.delete", { uuid: u });
   });
 });
