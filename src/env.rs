@@ -615,8 +615,6 @@ pub mod memory {
     }
 
     impl MemoryEnv {
-        /// Chrome 156: at most 100 world configurations, and with 100 held not even the default
-        /// world can be configured (measured); a world already held can be configured again.
         /// Chrome's refusal of a whole `register` or `update` holding an id of `refuse_ids`.
         fn refused_id(&self, regs: &[Registration]) -> Result<(), EnvError> {
             match regs
@@ -631,6 +629,8 @@ pub mod memory {
             }
         }
 
+        /// Chrome 156: at most 100 world configurations, and with 100 held not even the default
+        /// world can be configured (measured); a world already held can be configured again.
         fn world_limit(&self, world: Option<&str>) -> Result<(), EnvError> {
             let worlds = self.worlds.borrow();
             if world.is_some_and(|w| worlds.contains_key(w)) || worlds.len() < 100 {
