@@ -757,6 +757,32 @@ mod tests {
         assert_eq!(left, want);
     }
 
+    /// Enabled scripts named `names`, stored.
+    fn created(env: &MemoryEnv, names: &[&str]) -> Vec<ScriptRecord> {
+        names.iter().map(|n| create(env, n, true)).collect()
+    }
+
+    /// A script's source at version `v` (what the registration's code then holds).
+    fn source_at(v: &str) -> String {
+        format!("{}// {v}\n", src("x"))
+    }
+
+    /// Each record's wanted registration at version `v`, as a sync of several takes them.
+    fn wanted(all: &[ScriptRecord], v: &str) -> Vec<(String, Option<Registration>)> {
+        all.iter()
+            .map(|r| (r.uuid.clone(), desired_for(r, &source_at(v))))
+            .collect()
+    }
+
+    /// How many of Chrome's registry calls since they were last cleared were `name`.
+    fn calls_to(env: &MemoryEnv, name: &str) -> usize {
+        env.registry_calls
+            .borrow()
+            .iter()
+            .filter(|c| **c == name)
+            .count()
+    }
+
     /// The scripts of an import, synced together: Chrome is read once, each new script's world
     /// configured, and all of them registered in one call (Chrome stalls every tab after each);
     /// one already held as wanted is left alone, a changed one updated, a disabled one withdrawn.
@@ -767,21 +793,15 @@ mod tests {
         let changed = create(&env, "Changed", true);
         let off = create(&env, "Off", true);
         for r in [&same, &changed, &off] {
-            assert!(block_on(sync_one(&env, &r.uuid, desired_for(r, &src("x")))).unwrap());
+            assert!(block_on(sync_one(&env, &r.uuid, desired_for(r, &source_at("v1")))).unwrap());
         }
-        let new: Vec<ScriptRecord> = ["N1", "N2", "N3"]
-            .iter()
-            .map(|n| create(&env, n, true))
-            .collect();
+        let new = created(&env, &["N1", "N2", "N3"]);
         env.registry_calls.borrow_mut().clear();
         env.world_reads.set(0);
         let key = block_on(key_store::ensure(&env)).ok();
-        let mut items: Vec<(String, Option<Registration>)> = new
-            .iter()
-            .map(|r| (r.uuid.clone(), desired_for(r, &src("x"))))
-            .collect();
-        items.push((same.uuid.clone(), desired_for(&same, &src("x"))));
-        items.push((changed.uuid.clone(), desired_for(&changed, &src("y"))));
+        let mut items = wanted(&new, "v1");
+        items.extend(wanted(std::slice::from_ref(&same), "v1"));
+        items.extend(wanted(std::slice::from_ref(&changed), "v2"));
         items.push((off.uuid.clone(), None));
         let mut got = block_on(sync_many_keyed(&env, items, key.as_ref()));
         got.sort_by(|a, b| a.0.cmp(&b.0));
@@ -794,14 +814,12 @@ mod tests {
         want.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(got, want);
         assert_eq!(env.world_reads.get(), 1);
-        let calls = env.registry_calls.borrow().clone();
-        let count = |c: &str| calls.iter().filter(|x| **x == c).count();
+        let count = |c: &str| calls_to(&env, c);
         assert_eq!(
             (count("register"), count("update"), count("unregister")),
-            (1, 1, 1),
-            "{calls:?}"
+            (1, 1, 1)
         );
-        assert_eq!(count("configureWorld"), 3, "{calls:?}");
+        assert_eq!(count("configureWorld"), 3);
         let regs = env.registrations.borrow();
         for r in new.iter().chain([&same, &changed]) {
             assert!(regs.contains_key(&r.uuid));
@@ -818,17 +836,10 @@ mod tests {
     #[test]
     fn a_script_chrome_refuses_keeps_none_of_the_others_from_running() {
         let env = MemoryEnv::new();
-        let all: Vec<ScriptRecord> = ["A", "B", "C"]
-            .iter()
-            .map(|n| create(&env, n, true))
-            .collect();
+        let all = created(&env, &["A", "B", "C"]);
         let bad = all[1].uuid.clone();
         env.refuse_ids.borrow_mut().push(bad.clone());
-        let items = all
-            .iter()
-            .map(|r| (r.uuid.clone(), desired_for(r, &src("x"))))
-            .collect();
-        let got = block_on(sync_many_keyed(&env, items, None));
+        let got = block_on(sync_many_keyed(&env, wanted(&all, "v1"), None));
         for (uuid, r) in &got {
             match r {
                 Err(SyncError::Refused(m)) => {
@@ -843,13 +854,7 @@ mod tests {
         assert!(regs.contains_key(&all[0].uuid) && regs.contains_key(&all[2].uuid));
         assert!(!regs.contains_key(&bad));
         // The batch, then one call each.
-        let registers = env
-            .registry_calls
-            .borrow()
-            .iter()
-            .filter(|c| **c == "register")
-            .count();
-        assert_eq!(registers, 4);
+        assert_eq!(calls_to(&env, "register"), 4);
     }
 
     /// Past Chrome's 100 world configurations, the scripts whose world could not be configured
@@ -860,15 +865,8 @@ mod tests {
         for i in 0..98 {
             env.worlds.borrow_mut().insert(format!("held-{i}"), true);
         }
-        let all: Vec<ScriptRecord> = ["A", "B", "C"]
-            .iter()
-            .map(|n| create(&env, n, true))
-            .collect();
-        let items = all
-            .iter()
-            .map(|r| (r.uuid.clone(), desired_for(r, &src("x"))))
-            .collect();
-        let got = block_on(sync_many_keyed(&env, items, None));
+        let all = created(&env, &["A", "B", "C"]);
+        let got = block_on(sync_many_keyed(&env, wanted(&all, "v1"), None));
         let ok = got.iter().filter(|(_, r)| *r == Ok(true)).count();
         let refused: Vec<&String> = got
             .iter()
@@ -888,21 +886,16 @@ mod tests {
     #[test]
     fn scripts_synced_together_without_the_api_are_unavailable() {
         let env = MemoryEnv::new();
-        let all: Vec<ScriptRecord> = ["A", "B"].iter().map(|n| create(&env, n, true)).collect();
-        let items = || {
-            all.iter()
-                .map(|r| (r.uuid.clone(), desired_for(r, &src("x"))))
-                .collect()
-        };
+        let all = created(&env, &["A", "B"]);
         env.user_scripts.set(false);
-        let got = block_on(sync_many_keyed(&env, items(), None));
+        let got = block_on(sync_many_keyed(&env, wanted(&all, "v1"), None));
         assert!(got
             .iter()
             .all(|(_, r)| matches!(r, Err(SyncError::Unavailable(_)))));
         assert!(env.registry_calls.borrow().is_empty());
         env.user_scripts.set(true);
         env.lose_api_on_register.set(true);
-        let got = block_on(sync_many_keyed(&env, items(), None));
+        let got = block_on(sync_many_keyed(&env, wanted(&all, "v1"), None));
         assert_eq!(got.len(), 2);
         assert!(got
             .iter()
@@ -916,23 +909,10 @@ mod tests {
     #[test]
     fn changed_registrations_are_updated_in_one_call_and_a_refused_one_is_withdrawn() {
         let env = MemoryEnv::new();
-        let all: Vec<ScriptRecord> = ["A", "B", "C"]
-            .iter()
-            .map(|n| create(&env, n, true))
-            .collect();
-        let items = |v: &str| {
-            all.iter()
-                .map(|r| {
-                    (
-                        r.uuid.clone(),
-                        desired_for(r, &format!("{}// {v}\n", src("x"))),
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
-        block_on(sync_many_keyed(&env, items("v1"), None));
+        let all = created(&env, &["A", "B", "C"]);
+        block_on(sync_many_keyed(&env, wanted(&all, "v1"), None));
         env.registry_calls.borrow_mut().clear();
-        let got = block_on(sync_many_keyed(&env, items("v2"), None));
+        let got = block_on(sync_many_keyed(&env, wanted(&all, "v2"), None));
         assert!(got.iter().all(|(_, r)| *r == Ok(true)), "{got:?}");
         assert_eq!(*env.registry_calls.borrow(), ["update"]);
         let code = |u: &str| {
@@ -950,7 +930,7 @@ mod tests {
         let bad = all[1].uuid.clone();
         env.refuse_ids.borrow_mut().push(bad.clone());
         env.registry_calls.borrow_mut().clear();
-        let got = block_on(sync_many_keyed(&env, items("v3"), None));
+        let got = block_on(sync_many_keyed(&env, wanted(&all, "v3"), None));
         assert_eq!(got.len(), 3);
         for (u, r) in &got {
             assert_eq!(
@@ -964,16 +944,9 @@ mod tests {
             assert!(code(&r.uuid).is_some_and(|c| c.contains("// v3")));
         }
         // The batch, then one update each, and the refused one's unregister.
-        let calls = env.registry_calls.borrow().clone();
         assert_eq!(
-            calls.iter().filter(|c| **c == "update").count(),
-            4,
-            "{calls:?}"
-        );
-        assert_eq!(
-            calls.iter().filter(|c| **c == "unregister").count(),
-            1,
-            "{calls:?}"
+            (calls_to(&env, "update"), calls_to(&env, "unregister")),
+            (4, 1)
         );
     }
 
@@ -982,18 +955,8 @@ mod tests {
     #[test]
     fn registrations_replaced_whole_are_unregistered_and_registered_together() {
         let env = MemoryEnv::new();
-        let all: Vec<ScriptRecord> = ["A", "B"].iter().map(|n| create(&env, n, true)).collect();
-        let items = |v: &str| {
-            all.iter()
-                .map(|r| {
-                    (
-                        r.uuid.clone(),
-                        desired_for(r, &format!("{}// {v}\n", src("x"))),
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
-        block_on(sync_many_keyed(&env, items("v1"), None));
+        let all = created(&env, &["A", "B"]);
+        block_on(sync_many_keyed(&env, wanted(&all, "v1"), None));
         for r in &all {
             env.registrations
                 .borrow_mut()
@@ -1001,10 +964,10 @@ mod tests {
                 .unwrap()
                 .include_globs = vec!["https://leftover.test/*".into()];
         }
-        let fresh = create(&env, "Fresh", true);
+        let fresh = created(&env, &["Fresh"]);
         env.registry_calls.borrow_mut().clear();
-        let mut list = items("v2");
-        list.push((fresh.uuid.clone(), desired_for(&fresh, &src("x"))));
+        let mut list = wanted(&all, "v2");
+        list.extend(wanted(&fresh, "v2"));
         let got = block_on(sync_many_keyed(&env, list, None));
         assert!(got.iter().all(|(_, r)| *r == Ok(true)), "{got:?}");
         let calls = env.registry_calls.borrow().clone();
@@ -1027,12 +990,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((report.registered, report.ok.len()), (3, 3));
-        let calls = env.registry_calls.borrow().clone();
-        assert_eq!(
-            calls.iter().filter(|c| **c == "register").count(),
-            1,
-            "{calls:?}"
-        );
+        assert_eq!(calls_to(&env, "register"), 1);
         assert_eq!(env.registrations.borrow().len(), 3);
         // Every registration changed (a new prelude after an extension update): one update.
         for r in env.registrations.borrow_mut().values_mut() {
