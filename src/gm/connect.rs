@@ -2,7 +2,8 @@
 //!
 //! Each line is one rule (Tampermonkey's spelling): a domain (itself and its subdomains), an IP
 //! address (exactly), `self` (the host of the page the script runs in), `localhost` (the
-//! machine itself: `localhost`, `*.localhost`, 127.0.0.0/8, `[::1]`), or `*` (any site, flagged
+//! machine itself: `localhost`, `*.localhost`, 127.0.0.0/8, `[::1]` and the other spellings
+//! [`is_loopback`] knows), or `*` (any site, flagged
 //! in validation and review). Loopback targets are reached only through `localhost`, their own
 //! address or `self`, never through `*` or a domain: a script that may talk to "any site"
 //! still cannot probe the user's local services.
@@ -10,7 +11,7 @@
 //! Hosts are compared in the URL parser's canonical form (lowercase, punycode, IPv4 in dotted
 //! decimal, IPv6 in brackets), the same form the request's URL is parsed to.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::web::WebPlatform;
 
@@ -105,12 +106,24 @@ fn is_ip(host: &str) -> bool {
     host.starts_with('[') || host.parse::<Ipv4Addr>().is_ok()
 }
 
-/// The machine itself: `localhost`, `*.localhost`, 127.0.0.0/8, `[::1]` (canonical forms).
+/// The machine itself, in the forms the URL parser keeps: `localhost` and `*.localhost` (with
+/// or without the root's trailing dot, which Chrome resolves the same), 127.0.0.0/8, `0.0.0.0`
+/// (which connects to this machine), `[::1]`, `[::]`, and IPv6 spellings of those IPv4
+/// addresses (`[::ffff:7f00:1]`, which the parser makes of `[::ffff:127.0.0.1]`). A name that
+/// resolves to a local address (a wildcard DNS service) cannot be told from here.
 pub fn is_loopback(host: &str) -> bool {
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host == "[::1]"
-        || host.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let local_v4 = |a: Ipv4Addr| a.is_loopback() || a.is_unspecified();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || host.parse::<Ipv4Addr>().is_ok_and(local_v4)
+        || host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .and_then(|h| h.parse::<Ipv6Addr>().ok())
+            .is_some_and(|a| {
+                a.is_loopback() || a.is_unspecified() || a.to_ipv4().is_some_and(local_v4)
+            })
 }
 
 /// Whether a request to `target` (a canonical host) is allowed by `rules`, for a script
@@ -228,11 +241,29 @@ mod tests {
             "127.0.0.1",
             "127.9.9.9",
             "[::1]",
+            // What the URL parser keeps of other spellings of this machine.
+            "localhost.",
+            "x.localhost.",
+            "0.0.0.0",
+            "[::]",
+            "[::ffff:7f00:1]",
+            "[::ffff:0:0]",
+            "[::7f00:1]",
         ] {
             assert!(!ok(&["*"], lo, None), "* must not reach {lo}");
             assert!(ok(&["localhost"], lo, None), "localhost reaches {lo}");
         }
         assert!(!ok(&["example.com"], "localhost", None));
+        // Other hosts that merely look alike are not loopback.
+        for other in [
+            "localhost.example.com",
+            "mylocalhost",
+            "[::2]",
+            "[::ffff:808:808]",
+            "0.0.0.1",
+        ] {
+            assert!(ok(&["*"], other, None), "* reaches {other}");
+        }
         assert!(ok(&["127.0.0.1"], "127.0.0.1", None));
         assert!(!ok(&["localhost"], "example.com", None));
     }
