@@ -733,3 +733,58 @@ fn a_write_changes_nothing_before_its_rate_slot_is_recorded() {
         "{log:?}"
     );
 }
+
+/// Writes wait their turn behind the write lock, each for as long as its `@require` fetches
+/// take (up to 30 s): a hostile agent could queue its whole rate limit. A switch the user flips
+/// meanwhile stops every one that has not begun, with the switch's own error, and nothing is
+/// stored; with nothing flipped the same queued write goes through.
+#[test]
+fn writes_waiting_their_turn_are_stopped_by_a_switch_flipped_meanwhile() {
+    let flips: [(Option<Value>, Option<&str>); 4] = [
+        (None, None),
+        (
+            Some(json!({"op": "policy.setSwitch", "name": "writes", "value": false})),
+            Some("WRITE_DISABLED"),
+        ),
+        (
+            Some(json!({"op": "policy.setSwitch", "name": "review", "value": true})),
+            Some("REVIEW_EXPIRED"),
+        ),
+        (
+            Some(json!({"op": "policy.remove", "id": HOST})),
+            Some("UNAUTHORIZED"),
+        ),
+    ];
+    for (flip, code) in flips {
+        let p = provider();
+        let s = ready(&p);
+        let msg = json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Queued", "")}}});
+        let out = block_on(async {
+            let held = p.write_lock().await; // another write, still running
+            let mut queued = Box::pin(p.handle_mcp(&s, &msg));
+            for _ in 0..50 {
+                assert!(
+                    futures::poll!(queued.as_mut()).is_pending(),
+                    "it waits its turn"
+                );
+                YieldNow(false).await;
+            }
+            if let Some(op) = &flip {
+                lumo_userscripts::control::handle(&p, op).await;
+            }
+            drop(held);
+            queued.await
+        });
+        let r = reply(out)["result"].clone();
+        assert_eq!(error_code(&r), code, "{flip:?}: {r}");
+        let stored = block_on(p.scripts()).unwrap().index.len();
+        assert_eq!(stored, usize::from(code.is_none()), "{flip:?}");
+        if let Some(code) = code {
+            let last = audit_log(&p).into_iter().last().expect("audited");
+            assert_eq!(
+                (last.tool.as_str(), last.result.as_str()),
+                ("write_script", code)
+            );
+        }
+    }
+}

@@ -151,7 +151,10 @@ pub(crate) async fn write<E: Env>(
         by: BY_USER,
         via: Some(page_of(msg)),
     };
-    match run_write(p, actor, args, Some(entry), None).await.result {
+    match run_write(p, actor, args, Some(entry), None, None)
+        .await
+        .result
+    {
         Ok(mut r) => crate::value::object(vec![
             ("ok", true.into()),
             (

@@ -63,9 +63,14 @@ impl<E: Env> Provider<E> {
     /// Records the user's "allow for this session", only while that session is open: a session
     /// revoked while the decision travelled must not leave an allowance behind.
     pub(crate) fn allow_session(&self, session: u64) {
-        if self.sessions.borrow().contains_key(&session) || self.bridge_session() == Some(session) {
+        if self.session_open(session) {
             self.waived.borrow_mut().insert(session);
         }
+    }
+
+    /// Whether `id` is a session still open: a port's, or the local bridge's.
+    pub(crate) fn session_open(&self, id: u64) -> bool {
+        self.sessions.borrow().contains_key(&id) || self.bridge_session() == Some(id)
     }
 
     pub fn session(&self, id: u64) -> Option<Rc<Session>> {

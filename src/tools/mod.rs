@@ -171,7 +171,8 @@ async fn write<E: Env>(
         Ok(slot) => Some(slot),
         Err(e) => return refused(e.into()),
     };
-    if policy.review_writes && !p.is_waived(ctx.session) {
+    let reviewed = policy.review_writes && !p.is_waived(ctx.session);
+    if reviewed {
         // The slot is recorded before the user is asked (minutes, maybe).
         if let Some(s) = slot.take() {
             if let Err(e) = s.await {
@@ -243,9 +244,43 @@ async fn write<E: Env>(
             let _ = tx.send(s.await.map_err(|e| e.to_string()));
         }
     };
-    let ((), done) = futures::join!(
-        record,
-        write::run_write(p, actor, parsed, Some(entry.clone()), gate)
-    );
+    let still: write::Still<'_> = Box::pin(still_allowed(p, ctx, reviewed));
+    let done = write::run_write(p, actor, parsed, Some(entry.clone()), gate, Some(still));
+    let ((), done) = futures::join!(record, done);
     Ok(done)
+}
+
+/// Whether a write admitted earlier may still begin once it has its turn (`run_write`): its
+/// session open, its caller granted, writes on, and review off unless the user reviewed it (or
+/// allowed its session). Writes queue behind the write lock, each for as long as its `@require`
+/// fetches take, and a switch the user flipped meanwhile stops those that have not begun.
+async fn still_allowed<E: Env>(
+    p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    reviewed: bool,
+) -> Result<(), ToolError> {
+    if !p.session_open(ctx.session) {
+        return Err(ToolError::new(
+            ErrorCode::Unauthorized,
+            "the session was closed while this write waited its turn; nothing changed",
+        ));
+    }
+    let now = p.policy().await;
+    let access = ctx.caller.access(&now);
+    if access != Access::Granted {
+        return Err(ToolError::new(ErrorCode::Unauthorized, access.reason()));
+    }
+    if !now.writes_enabled {
+        return Err(ToolError::new(
+            ErrorCode::WriteDisabled,
+            "writes were turned off while this write waited its turn; nothing changed",
+        ));
+    }
+    if now.review_writes && !reviewed && !p.is_waived(ctx.session) {
+        return Err(ToolError::new(
+            ErrorCode::ReviewExpired,
+            "the user turned review on while this write waited its turn; nothing changed (call again: the user will be asked)",
+        ));
+    }
+    Ok(())
 }

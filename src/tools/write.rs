@@ -19,13 +19,16 @@ use std::rc::Rc;
 /// `journal` entry the write is audited write-ahead: pending in the `set` that stores the
 /// script, finalized with the result before the write lock is released. With a `slot`, no
 /// change goes out before the caller's rate slot is recorded, and none if it is not (its
-/// `Err` is the write's storage error).
+/// `Err` is the write's storage error). With `still`, the write begins only if that says it
+/// may once the lock is held (an agent's write: the user may have flipped a switch while it
+/// waited), and is refused with its error otherwise.
 pub(crate) async fn run_write<E: Env>(
     p: &Provider<E>,
     actor: Actor<'_>,
     args: WriteArgs,
     journal: Option<Entry>,
     slot: Option<oneshot::Receiver<Result<(), String>>>,
+    still: Option<Still<'_>>,
 ) -> Executed {
     let _guard = p.write_lock().await;
     let named = args.target().map(str::to_owned);
@@ -34,6 +37,19 @@ pub(crate) async fn run_write<E: Env>(
         target: j.target.or_else(|| named.clone()),
         ..j
     });
+    if let Some(still) = still {
+        if let Err(e) = still.await {
+            let done = Executed {
+                result: Err(e),
+                target: named,
+            };
+            if let Some(j) = &journal {
+                p.audit_final(&super::finished(j, &done, p.env.now_ms()))
+                    .await;
+            }
+            return done;
+        }
+    }
     let mut began = false;
     let mut finalized = false;
     let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
@@ -85,6 +101,10 @@ pub(crate) async fn run_write<E: Env>(
     }
     done
 }
+
+/// Whether a write may still begin (boxed: one `run_write` state machine for every caller).
+pub(crate) type Still<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ToolError>> + 'a>>;
 
 /// What the storage step of a write did.
 enum Stored {
@@ -299,7 +319,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let uuid = block_on(run_write(&p, "user".into(), create, None, None))
+        let uuid = block_on(run_write(&p, "user".into(), create, None, None, None))
             .target
             .unwrap();
         let cached = Rc::as_ptr(&block_on(p.scripts()).unwrap());
@@ -309,9 +329,11 @@ mod tests {
             source: source(2),
             enabled: None,
         };
-        assert!(block_on(run_write(&p, "user".into(), replace, None, None))
-            .result
-            .is_ok());
+        assert!(
+            block_on(run_write(&p, "user".into(), replace, None, None, None))
+                .result
+                .is_ok()
+        );
         let after = block_on(p.scripts()).unwrap();
         assert_eq!(after.records[0].revision, 2, "the cache holds the write");
         assert!(
@@ -332,7 +354,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let made = block_on(run_write(&p, "user".into(), create, None, None));
+        let made = block_on(run_write(&p, "user".into(), create, None, None, None));
         let uuid = made.target.clone().unwrap();
         block_on(p.ensure_registry());
         p.env.session_set_yields.set(4);
@@ -352,7 +374,7 @@ mod tests {
         .enumerate()
         {
             p.env.storage_log.borrow_mut().clear();
-            let done = block_on(run_write(&p, "user".into(), args, None, None));
+            let done = block_on(run_write(&p, "user".into(), args, None, None, None));
             assert!(done.result.is_ok(), "{i}: {:?}", done.result);
             let log = p.env.storage_log.borrow();
             let flag = |from: usize| {
@@ -399,7 +421,7 @@ mod tests {
                 source: named(v),
                 enabled: true,
             };
-            let done = block_on(run_write(p, "user".into(), args, None, None));
+            let done = block_on(run_write(p, "user".into(), args, None, None, None));
             assert!(done.result.is_ok(), "{:?}", done.result);
         };
         p.env.storage_log.borrow_mut().clear();
@@ -425,7 +447,7 @@ mod tests {
             source: named(3),
             enabled: true,
         };
-        block_on(run_write(&p, "user".into(), args, None, None));
+        block_on(run_write(&p, "user".into(), args, None, None, None));
         assert_eq!(p.registry_state(), RegistryState::Stale);
         block_on(p.ensure_registry());
         assert_eq!(flag(&p), json!(false));
@@ -461,11 +483,12 @@ mod tests {
             },
             None,
             None,
+            None,
         ));
         let uuid = made.target.clone().unwrap();
         let reads = |args: WriteArgs| {
             let before = p.env.world_reads.get();
-            let done = block_on(run_write(&p, "user".into(), args, None, None));
+            let done = block_on(run_write(&p, "user".into(), args, None, None, None));
             assert!(done.result.is_ok(), "{:?}", done.result);
             p.env.world_reads.get() - before
         };
