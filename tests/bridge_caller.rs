@@ -67,6 +67,25 @@ fn read_only_on_either_side_refuses_writes_with_403() {
         "{r}"
     );
     assert_eq!(r["structuredContent"]["status"], json!(403), "{r}");
+    // A try runs code in the user's page: refused too, and nothing runs.
+    p.env.tabs.borrow_mut().push(lumo_userscripts::env::Tab {
+        id: 7,
+        url: "https://a.example/page".into(),
+        title: "A page".into(),
+        last_accessed: 1.0,
+    });
+    // (Chrome's answer, were it asked: a refusal, so a try that ran would not hang the test.)
+    *p.env.execute_answer.borrow_mut() = Some(Err("Cannot access this page".into()));
+    let tried = ok(block_on(p.bridge_call(
+        s,
+        &json!({"name": "try_script", "arguments": {"source": SRC, "tabId": 7}}),
+    )));
+    assert_eq!(
+        tried["structuredContent"]["error_code"],
+        json!("WRITE_DISABLED"),
+        "{tried}"
+    );
+    assert!(p.env.executed.borrow().is_empty());
     p.bridge_closed(None, false);
     // The extension's own read-only mode.
     let s = p.bridge_opened(false, "0.1.0");
@@ -81,7 +100,7 @@ fn read_only_on_either_side_refuses_writes_with_403() {
     assert!(audit(&p)
         .iter()
         .all(|e| e["caller"] == json!("bridge:17817") || e["caller"] == json!("bridge:0")));
-    assert_eq!(audit(&p).len(), 2);
+    assert_eq!(audit(&p).len(), 3);
 }
 
 #[test]

@@ -254,3 +254,50 @@ fn a_tab_named_by_id_is_asked_for_alone_and_one_named_by_url_among_all() {
     assert_eq!(*p.env.tab_calls.borrow(), ["query"]);
     assert_eq!(p.env.executed.borrow().len(), 2, "the URL named tab 7");
 }
+
+/// The user approves a try for the page the review names; a tab that went elsewhere while the
+/// review waited (a redirect to a bank, say) runs nothing, and neither does one that closed.
+#[test]
+fn an_approved_try_runs_only_in_the_page_the_user_reviewed() {
+    for (moved_to, code) in [
+        (Some("https://example.com/page"), None),
+        (Some("https://bank.example/account"), Some("CONFLICT")),
+        (None, Some("NOT_FOUND")),
+    ] {
+        let p = provider();
+        with_tab(&p);
+        set_switch(&p, "review", true);
+        *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+        let s = ready(&p);
+        let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
+        let user = async {
+            for _ in 0..10_000 {
+                if let Some(r) = p.pending_reviews().into_iter().next() {
+                    let mut tabs = p.env.tabs.borrow_mut();
+                    match moved_to {
+                        Some(url) => tabs[0].url = url.into(),
+                        None => tabs.clear(),
+                    }
+                    drop(tabs);
+                    assert!(p.decide(
+                        &r.id,
+                        Decision::Approve {
+                            allow_session: false
+                        }
+                    ));
+                    return;
+                }
+                futures::pending!();
+            }
+            panic!("no review");
+        };
+        let (out, ()) = block_on(join(async { reply(p.handle_mcp(&s, &msg).await) }, user));
+        let r = &out["result"];
+        assert_eq!(error_code(r), code, "{moved_to:?}: {r}");
+        assert_eq!(p.env.executed.borrow().len(), usize::from(code.is_none()));
+        if code == Some("CONFLICT") {
+            let m = r["structuredContent"]["message"].as_str().unwrap();
+            assert!(m.contains("bank.example"), "{m}");
+        }
+    }
+}

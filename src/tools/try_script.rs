@@ -367,6 +367,12 @@ pub(super) async fn call<E: Env>(
             target: target.clone(),
         })
     };
+    if ctx.caller.readonly() {
+        return refused(ToolError::new(
+            ErrorCode::WriteDisabled,
+            "try_script runs code in the user's page, and the local bridge runs in read-only mode (--readonly)",
+        ));
+    }
     if !policy.writes_enabled {
         return refused(ToolError::new(
             ErrorCode::WriteDisabled,
@@ -407,6 +413,9 @@ pub(super) async fn call<E: Env>(
         if let Err(e) = after_review(p, ctx, decision).await {
             return refused(e);
         }
+        if let Err(e) = same_page(p, &tab).await {
+            return refused(e);
+        }
     }
     let done = Executed {
         result: run(p, &script, &tab, &a).await,
@@ -414,6 +423,34 @@ pub(super) async fn call<E: Env>(
     };
     p.audit(&finished(entry, &done, p.env.now_ms())).await;
     Ok(done)
+}
+
+/// The user approved a try in the page the review named; the review can take up to 50 s, in
+/// which the tab may have gone elsewhere (a redirect, a link, another extension). Chrome runs
+/// the code in whatever the tab holds, so the tab is asked for again: another page, or none,
+/// and nothing runs. (What is left is the few milliseconds to the execute.)
+async fn same_page<E: Env>(p: &Provider<E>, reviewed: &Tab) -> Result<(), ToolError> {
+    let now = p.env.tab(reviewed.id).await.map_err(|e| {
+        ToolError::new(
+            ErrorCode::NotFound,
+            format!(
+                "tab {} closed while the user reviewed this try; nothing ran ({e})",
+                reviewed.id
+            ),
+        )
+    })?;
+    if now.url != reviewed.url {
+        return Err(ToolError::new(
+            ErrorCode::Conflict,
+            format!(
+                "tab {} went from {} to {} while the user reviewed this try; nothing ran (call again to have it reviewed for that page)",
+                reviewed.id,
+                crate::text::ellipsize(&reviewed.url, 200),
+                crate::text::ellipsize(&now.url, 200)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The tab the target names, if a script may run there. By id, Chrome is asked for that tab
