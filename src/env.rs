@@ -326,6 +326,8 @@ pub mod memory {
         pub update_yields: Cell<u32>,
         /// For each `update` applied, how many entries `storage_log` had then.
         pub updated_after: RefCell<Vec<usize>>,
+        /// How many times a `tabs.create` yields before it answers (Chrome's takes a while).
+        pub tab_create_yields: Cell<u32>,
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
@@ -346,6 +348,9 @@ pub mod memory {
     impl Browser for MemoryEnv {
         /// Tab ids from 1000 up, in order.
         async fn create_tab(&self, props: &Value) -> Result<i64, EnvError> {
+            for _ in 0..self.tab_create_yields.get() {
+                yield_now().await;
+            }
             let mut calls = self.browser_calls.borrow_mut();
             calls.push(("tabs.create".into(), props.clone()));
             Ok(999

@@ -41,6 +41,9 @@ pub(crate) struct Opened {
     next_notice: u64,
     /// What an earlier worker stored has been read.
     loaded: bool,
+    /// The scripts of the tabs being opened (Chrome has not given their ids yet): each counts
+    /// against its script's limit from the moment it is asked for.
+    opening: Vec<String>,
 }
 
 /// `[[id, uuid]…]` as stored; anything else is skipped.
@@ -166,20 +169,28 @@ impl<E: Env> Provider<E> {
             return json!({ "error": e, "refused": true });
         }
         self.opened_ready().await;
-        let open = self
-            .gm_opened
-            .borrow()
-            .tabs
-            .values()
-            .filter(|w| w.uuid == uuid)
-            .count();
-        if open >= MAX_OPEN_TABS {
-            return error(format!(
-                "GM_openInTab refused: this script already has {open} tabs open, the most it may"
-            ));
+        {
+            // Counted and reserved in one step: opens asked for together must not all see the
+            // count from before any of them.
+            let mut o = self.gm_opened.borrow_mut();
+            let open = o.tabs.values().filter(|w| w.uuid == uuid).count()
+                + o.opening.iter().filter(|u| *u == uuid).count();
+            if open >= MAX_OPEN_TABS {
+                return error(format!(
+                    "GM_openInTab refused: this script already has {open} tabs open, the most it may"
+                ));
+            }
+            o.opening.push(uuid.to_owned());
         }
         let opener = from.tab_id.map(|id| (id, from.tab_index));
-        match self.env.create_tab(&tabs::create_props(t, opener)).await {
+        let created = self.env.create_tab(&tabs::create_props(t, opener)).await;
+        {
+            let mut o = self.gm_opened.borrow_mut();
+            if let Some(i) = o.opening.iter().position(|u| u == uuid) {
+                o.opening.swap_remove(i);
+            }
+        }
+        match created {
             Ok(id) => {
                 self.gm_opened.borrow_mut().tabs.insert(
                     id,
@@ -384,6 +395,51 @@ mod tests {
             ..Sender::default()
         };
         answered(block_on(p.user_script_message(|| Some(raw), from)))
+    }
+
+    /// A script that opens tabs in a loop sends every request before Chrome has answered
+    /// the first: each counts against its 20 from the moment it is asked for.
+    #[test]
+    fn tabs_asked_for_together_stop_at_the_limit() {
+        let p = Provider::new(MemoryEnv::new());
+        p.env.tab_create_yields.set(3);
+        let a = script(&p, "A", "// @grant GM_openInTab\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let token = key.token(&a, 1);
+        let from = Sender {
+            url: Some("https://example.com/".into()),
+            tab_id: Some(7),
+            frame_id: Some(0),
+            ..Sender::default()
+        };
+        let asks = (0..MAX_OPEN_TABS + 5).map(|i| {
+            let raw = gm_raw(
+                &token,
+                json!({"op": "tab.open", "url": format!("https://x.test/{i}")}),
+            );
+            p.user_script_message(move || Some(raw), from.clone())
+        });
+        let answers: Vec<Value> = block_on(futures::future::join_all(asks))
+            .into_iter()
+            .map(answered)
+            .collect();
+        let opened = answers.iter().filter(|r| r["tab"].is_i64()).count();
+        let created = p
+            .env
+            .browser_calls
+            .borrow()
+            .iter()
+            .filter(|c| c.0 == "tabs.create")
+            .count();
+        assert_eq!(
+            (opened, created),
+            (MAX_OPEN_TABS, MAX_OPEN_TABS),
+            "{answers:?}"
+        );
+        assert!(answers
+            .iter()
+            .filter(|r| !r["tab"].is_i64())
+            .all(|r| r.to_string().contains("the most it may")));
     }
 
     #[test]
