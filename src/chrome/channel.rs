@@ -57,10 +57,12 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
     };
     let hint = token_hint(&msg);
     spawn_local(async move {
-        // JSON.stringify of what Chrome delivered, done only if the core admits the message; the
-        // core bounds the text before parsing it.
+        // JSON.stringify of what Chrome delivered, done only if the core admits the message, and
+        // copied into the wasm only if it is within the channel's bound (one over it is dropped
+        // as unreadable); the core bounds the text again before parsing it.
+        let raw = move || json::text_within(&msg, crate::channel::message::MAX_MESSAGE_BYTES);
         let received = provider()
-            .user_script_message_hinted(Some(hint), move || json::text_of(&msg), from)
+            .user_script_message_hinted(Some(hint), raw, from)
             .await;
         // A GM request gets its answer; anything else an empty one, so the sender's promise
         // settles (a dropped GM request reads as "no answer" to the script).

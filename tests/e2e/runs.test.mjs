@@ -341,6 +341,33 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual((await call("script_runs", { uuid, since: before })).structuredContent.runs, []);
   });
 
+  // Chrome delivers a message of up to 64 MiB; the channel reads at most 600 KiB. One over the
+  // bound is dropped before its text is copied into the wasm, whose memory never shrinks: three
+  // unproven 32 MiB messages (from a user-script world with messaging, as any script's is) once
+  // grew it from 1.3 to 34.9 MB for the worker's life.
+  test("a message over the channel's bound is dropped without growing the worker's memory", T, async () => {
+    const page = await visit("/big");
+    const before = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0);
+    const provider = await h.providerPage();
+    const sent = await provider.evaluate(async (url) => {
+      await chrome.userScripts.configureWorld({ worldId: "big-messages", messaging: true });
+      try {
+        const [tab] = await chrome.tabs.query({ url });
+        const [r] = await chrome.userScripts.execute({ target: { tabId: tab.id }, worldId: "big-messages", js: [{ code:
+          "Promise.all([0, 1, 2].map(() => chrome.runtime.sendMessage({ lumo: 'not-a-token', v: 1, kind: 'run', pad: 'x'.repeat(32 << 20) }).then(() => 'answered', String)))" }] });
+        return r.result;
+      } finally {
+        await chrome.userScripts.resetWorldConfiguration("big-messages");
+      }
+    }, `${base}/big`);
+    await page.close();
+    assert.deepEqual(sent, ["answered", "answered", "answered"]);
+    const grown = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0) - before;
+    assert.ok(grown < 4 << 20, `the wasm grew by ${grown} bytes`);
+    const pong = await h.lumo("ping", session);
+    assert.ok(!pong?.error, JSON.stringify(pong));
+  });
+
   // Last: the flood spends the channel's window for a minute.
   test("a looping script's flood of reports is bounded, counted, and the provider keeps answering", T, async () => {
     const uuid = await write(script("Runs flood", ["@match http://flood.test/*"], [

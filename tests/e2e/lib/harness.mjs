@@ -269,6 +269,44 @@ class Harness {
     await this.waitForWorkerStatus(extensionId, "stopped", timeout);
   }
 
+  /**
+   * The byte length of every WebAssembly.Memory in the extension's worker (what the wasm has
+   * grown to: it never shrinks), read over CDP: the worker's target, attached through a page's
+   * session (Playwright gives none for a service worker).
+   */
+  async workerWasmMemory(extensionId = PROVIDER_ID) {
+    const page = this.context.pages()[0] ?? (await this.context.newPage());
+    const cdp = await this.context.newCDPSession(page);
+    try {
+      const { targetInfos } = await cdp.send("Target.getTargets");
+      const target = targetInfos.find((t) => t.type === "service_worker" && t.url.startsWith(`chrome-extension://${extensionId}/`));
+      if (!target) throw new Error(`no running worker of ${extensionId}`);
+      const { sessionId } = await cdp.send("Target.attachToTarget", { targetId: target.targetId, flatten: false });
+      const waiting = new Map();
+      cdp.on("Target.receivedMessageFromTarget", (e) => {
+        if (e.sessionId !== sessionId) return;
+        const m = JSON.parse(e.message);
+        waiting.get(m.id)?.(m);
+      });
+      let next = 0;
+      const send = (method, params = {}) => new Promise((resolve, reject) => {
+        const id = ++next;
+        waiting.set(id, (m) => (m.error ? reject(new Error(`${method}: ${m.error.message}`)) : resolve(m.result)));
+        cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
+      });
+      try {
+        const proto = await send("Runtime.evaluate", { expression: "WebAssembly.Memory.prototype" });
+        const { objects } = await send("Runtime.queryObjects", { prototypeObjectId: proto.result.objectId });
+        const sizes = await send("Runtime.callFunctionOn", { objectId: objects.objectId, returnByValue: true, functionDeclaration: "function () { return this.map((m) => m.buffer.byteLength); }" });
+        return sizes.result.value;
+      } finally {
+        await cdp.send("Target.detachFromTarget", { sessionId }).catch(() => {});
+      }
+    } finally {
+      await cdp.detach().catch(() => {});
+    }
+  }
+
   /** Quits the browser. `keepProfile`: the profile stays for `launch({ userDataDir })`. */
   async close({ keepProfile = false } = {}) {
     await this.context.close().catch(() => {});
