@@ -1,6 +1,6 @@
 //! The accept sequence both WebSocket listeners share (the extension's and the control port):
 //! at most `MAX_UNAUTHENTICATED` sockets before hello, the `Host`/`Origin` check on the upgrade
-//! (403 otherwise), then the handshake with the link's limits. Each accepted socket is handed to
+//! (403 otherwise), then the handshake with the link's limits, within a deadline. Each accepted socket is handed to
 //! `handle` in its own task with the pre-hello permit, which it drops once hello is accepted.
 // tungstenite's upgrade callback must return its (large) ErrorResponse type.
 #![allow(clippy::result_large_err)]
@@ -21,8 +21,11 @@ pub const MAX_UNAUTHENTICATED: usize = 16;
 pub type Ws = WebSocketStream<TcpStream>;
 
 /// Accepts forever on `listener`. `origin_ok` is the listener's `Origin` rule (the `Host` rule
-/// is the same for both: loopback names only).
-pub async fn serve<O, H, F>(listener: TcpListener, origin_ok: O, handle: H)
+/// is the same for both: loopback names only). A socket whose upgrade is not done within
+/// `handshake_ms` is closed: one that never sends its request would otherwise hold its
+/// pre-hello permit for as long as it stays open, and sixteen of them would keep the extension
+/// out.
+pub async fn serve<O, H, F>(listener: TcpListener, origin_ok: O, handshake_ms: u64, handle: H)
 where
     O: Fn(Option<&str>) -> bool + Clone + Send + Unpin + 'static,
     H: Fn(Ws, OwnedSemaphorePermit) -> F + Clone + Send + 'static,
@@ -47,7 +50,8 @@ where
                 check,
                 Some(link::ws_config()),
             );
-            if let Ok(ws) = upgrade.await {
+            let deadline = std::time::Duration::from_millis(handshake_ms);
+            if let Ok(Ok(ws)) = tokio::time::timeout(deadline, upgrade).await {
                 handle(ws, permit).await;
             }
         });

@@ -23,6 +23,7 @@ pub async fn serve(
     accept::serve(
         listener,
         trust::control_origin_allowed,
+        hello_timeout_ms,
         move |ws, permit| {
             let (hub, token) = (hub.clone(), control_token.clone());
             async move {

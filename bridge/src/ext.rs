@@ -22,39 +22,44 @@ pub struct ExtConfig {
 pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
     let pinned = cfg.pinned.clone();
     let origin_ok = move |o: Option<&str>| trust::ws_origin_allowed(o, pinned.as_ref());
-    accept::serve(listener, origin_ok, move |ws, permit| {
-        let (hub, cfg) = (hub.clone(), cfg.clone());
-        async move {
-            let mut extra = Map::new();
-            extra.insert("readonly".into(), json!(cfg.readonly));
-            let conn = Connection::accept(
-                types::HELLO,
-                &hub.ext_token,
-                VERSION,
-                extra,
-                now_ms(),
-                cfg.hello_timeout_ms,
-            );
-            let (tx, rx) = mpsc::channel(64);
-            let attached = Arc::new(Mutex::new(None));
-            let (hub2, tx2, attached2) = (hub.clone(), tx.clone(), attached.clone());
-            let on_open = move |hello| {
-                drop(permit); // authenticated: no longer counts against the pre-hello limit
-                let id = hub2.attach(tx2, hello);
-                if let Ok(mut a) = attached2.lock() {
-                    *a = Some(id);
+    accept::serve(
+        listener,
+        origin_ok,
+        cfg.hello_timeout_ms,
+        move |ws, permit| {
+            let (hub, cfg) = (hub.clone(), cfg.clone());
+            async move {
+                let mut extra = Map::new();
+                extra.insert("readonly".into(), json!(cfg.readonly));
+                let conn = Connection::accept(
+                    types::HELLO,
+                    &hub.ext_token,
+                    VERSION,
+                    extra,
+                    now_ms(),
+                    cfg.hello_timeout_ms,
+                );
+                let (tx, rx) = mpsc::channel(64);
+                let attached = Arc::new(Mutex::new(None));
+                let (hub2, tx2, attached2) = (hub.clone(), tx.clone(), attached.clone());
+                let on_open = move |hello| {
+                    drop(permit); // authenticated: no longer counts against the pre-hello limit
+                    let id = hub2.attach(tx2, hello);
+                    if let Ok(mut a) = attached2.lock() {
+                        *a = Some(id);
+                    }
+                    eprintln!("lumo-bridge: the extension connected");
+                };
+                let reason = link::run(ws, conn, tx, rx, on_open, None).await;
+                let id = attached.lock().ok().and_then(|a| *a);
+                if let Some(id) = id {
+                    hub.detach(id);
+                    eprintln!("lumo-bridge: the extension disconnected ({reason})");
+                } else {
+                    eprintln!("lumo-bridge: refused a connection: {reason}");
                 }
-                eprintln!("lumo-bridge: the extension connected");
-            };
-            let reason = link::run(ws, conn, tx, rx, on_open, None).await;
-            let id = attached.lock().ok().and_then(|a| *a);
-            if let Some(id) = id {
-                hub.detach(id);
-                eprintln!("lumo-bridge: the extension disconnected ({reason})");
-            } else {
-                eprintln!("lumo-bridge: refused a connection: {reason}");
             }
-        }
-    })
+        },
+    )
     .await;
 }

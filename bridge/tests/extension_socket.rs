@@ -391,6 +391,40 @@ async fn silent_sockets_cannot_crowd_out_the_extension() {
     let _ws = ext_open(p.ext).await;
 }
 
+/// Sockets that never even send their upgrade request hold a pre-hello permit only until the
+/// handshake's deadline: sixteen of them, left open, no longer keep the extension out.
+#[tokio::test]
+async fn sockets_that_never_upgrade_are_closed_at_the_deadline() {
+    let (p, _b) = started(&["--hello-timeout-ms", "700"]);
+    let mut mute = Vec::new();
+    for _ in 0..16 {
+        mute.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", p.ext))
+                .await
+                .unwrap(),
+        );
+    }
+    let t = Instant::now();
+    for s in &mute {
+        let mut buf = [0u8; 1];
+        let n = tokio::time::timeout(Duration::from_secs(5), async {
+            s.readable().await.ok();
+            s.try_read(&mut buf).unwrap_or(0)
+        })
+        .await
+        .expect("closed at the deadline");
+        assert_eq!(n, 0);
+    }
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // Still open on this side, and the extension gets in.
+    let _ws = ext_open(p.ext).await;
+    drop(mute);
+}
+
 /// The extension will dial with the core's own `Connection` (compiled to wasm); here the same
 /// code dials the real bridge natively, so the two ends are proven to agree on the wire.
 #[tokio::test]
