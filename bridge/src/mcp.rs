@@ -69,6 +69,10 @@ fn to_result(v: Value) -> CallToolResult {
     })
 }
 
+/// What a call's arguments may hold: the link's frame limit less room for the frame around
+/// them (`{"k":"req","id":…,"type":"call_tool","payload":{"name":…,"arguments":…}}`).
+const MAX_ARGUMENT_BYTES: usize = lumo_userscripts::bridge::frame::MAX_FRAME_BYTES - 1024;
+
 impl McpServer {
     /// Decides and runs one call; the answer is an MCP tool result as JSON.
     pub async fn call(&self, name: &str, arguments: Value) -> Value {
@@ -88,6 +92,16 @@ impl McpServer {
             return ToolError::new(
                 ErrorCode::WriteDisabled,
                 "this bridge was started with --readonly: write tools are refused",
+            )
+            .to_result();
+        }
+        // Over the link's frame limit the extension would close the link, failing every other
+        // call on it (the connection refuses to send it; here the agent is told why).
+        let size = serde_json::to_string(&arguments).map_or(usize::MAX, |t| t.len());
+        if size > MAX_ARGUMENT_BYTES {
+            return ToolError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the arguments are {size} bytes, over the {MAX_ARGUMENT_BYTES} bytes a call can carry to the extension; nothing was sent"),
             )
             .to_result();
         }

@@ -183,6 +183,43 @@ async fn tool_calls_reach_the_extension_and_answers_come_back() {
     );
 }
 
+/// A call too large for the link (a library pasted into `write_script`) is refused as
+/// PAYLOAD_TOO_LARGE without reaching the extension, and the link carries the next call: sent,
+/// the extension would have closed the link on it, failing every call of every client.
+#[tokio::test]
+async fn a_call_too_large_for_the_link_is_refused_and_the_link_stays_up() {
+    let (p, b) = started(&[]);
+    let mut ws = ext_open(p.ext).await;
+    let ext = tokio::spawn(async move {
+        let seen = serve_calls(&mut ws, 1).await;
+        (seen, ws)
+    });
+    let (big, next) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let source = "x".repeat(lumo_userscripts::bridge::frame::MAX_FRAME_BYTES);
+        let big = b.call(
+            "write_script",
+            json!({ "source": source }),
+            Duration::from_secs(20),
+        );
+        let next = b.call("get_script", json!({"uuid": "x"}), Duration::from_secs(10));
+        (big, next)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        big["structuredContent"]["error_code"], "PAYLOAD_TOO_LARGE",
+        "{big}"
+    );
+    assert_eq!(next["structuredContent"]["ran"], "get_script", "{next}");
+    let (seen, _ws) = ext.await.unwrap();
+    assert_eq!(
+        seen,
+        vec![json!({"name": "get_script", "arguments": {"uuid": "x"}})]
+    );
+}
+
 #[tokio::test]
 async fn readonly_hides_and_refuses_writes_without_asking_the_extension() {
     let (p, b) = started(&["--readonly"]);

@@ -157,6 +157,11 @@ impl fmt::Display for CloseReason {
 pub enum RequestError {
     NotOpen,
     TooMany,
+    /// The request's frame would be over the peer's limit, which would close the link (and
+    /// fail every other request on it): refused here instead, nothing sent.
+    TooLarge {
+        len: usize,
+    },
 }
 
 impl fmt::Display for RequestError {
@@ -167,6 +172,11 @@ impl fmt::Display for RequestError {
                 f,
                 "too many requests in flight (at most {})",
                 super::inflight::MAX_IN_FLIGHT
+            ),
+            Self::TooLarge { len } => write!(
+                f,
+                "the request is {len} bytes, over the link's limit of {} bytes; nothing was sent",
+                frame::MAX_FRAME_BYTES
             ),
         }
     }
@@ -355,11 +365,16 @@ impl Connection {
             .inflight
             .add(kind, &payload, now, timeout_ms)
             .map_err(|AddError::Full| RequestError::TooMany)?;
-        self.transmit.push_back(frame::encode(&Frame::Request {
+        let text = frame::encode(&Frame::Request {
             id,
             kind: kind.to_string(),
             payload,
-        }));
+        });
+        if text.len() > frame::MAX_FRAME_BYTES {
+            let _ = self.inflight.resolve(id);
+            return Err(RequestError::TooLarge { len: text.len() });
+        }
+        self.transmit.push_back(text);
         Ok(id)
     }
 

@@ -377,3 +377,35 @@ fn a_malformed_frame_after_open_closes_and_fails_in_flight() {
         }]
     );
 }
+
+/// A call over the peer's frame limit (an agent pasting a large library into `write_script`)
+/// is refused before it is sent: sent, the peer would close the link, failing every other
+/// call on it. The link stays open and takes the next call.
+#[test]
+fn a_request_over_the_frame_limit_is_refused_and_the_link_stays_open() {
+    let (mut s, _c) = open_pair();
+    let _ = events(&mut s);
+    let big = "x".repeat(frame::MAX_FRAME_BYTES);
+    let r = s.request(
+        "call_tool",
+        json!({"name": "write_script", "arguments": {"source": big}}),
+        0,
+        1000,
+    );
+    assert!(
+        matches!(r, Err(RequestError::TooLarge { len }) if len > frame::MAX_FRAME_BYTES),
+        "{r:?}"
+    );
+    assert!(s.poll_transmit().is_none(), "nothing is sent");
+    assert!(r.unwrap_err().to_string().contains("nothing was sent"));
+    let id = s
+        .request("call_tool", json!({"name": "status"}), 0, 1000)
+        .unwrap();
+    let sent = s.poll_transmit().expect("the next call goes out");
+    assert!(sent.contains("\"status\""), "{sent}");
+    assert_eq!(
+        s.poll_timeout(),
+        Some(1000),
+        "only the second call is in flight (id {id})"
+    );
+}
