@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 /// A tool call may wait for the user's review in the browser (up to 50 s) before it is answered.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Close code for a connection replaced by a newer one.
-pub const REPLACED: u16 = 4003;
+pub const REPLACED: u16 = lumo_userscripts::bridge::dialer::REPLACED;
 
 struct Current {
     id: u64,

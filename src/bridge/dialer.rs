@@ -6,6 +6,9 @@ use super::CloseReason;
 
 /// Close code of the user's Disconnect (seed 002).
 pub const USER_DISCONNECT: u16 = 4002;
+/// Close code of a link the bridge replaced with a newer connection that passed the token
+/// check (this extension in another browser or profile).
+pub const REPLACED: u16 = 4003;
 /// Keep-alive: a ping this often (Chrome keeps a worker alive while its WebSocket exchanges
 /// messages, and stops an idle worker after 30 s).
 pub const PING_INTERVAL_MS: u64 = 20_000;
@@ -93,6 +96,10 @@ pub fn after_close(reason: &CloseReason, attempt: u32) -> Retry {
         CloseReason::Local { code, .. } if *code == USER_DISCONNECT => Retry::Stop { forget: true },
         CloseReason::BadToken => Retry::Stop { forget: true },
         CloseReason::Rejected(why) if why.contains("token") => Retry::Stop { forget: true },
+        // Dialling back at once would replace the newer link in turn, and the two would take
+        // the bridge from each other every second, failing each other's calls. The newer one
+        // keeps it; this one dials again at its next start, or on the user's click.
+        CloseReason::Remote { code, .. } if *code == REPLACED => Retry::Stop { forget: false },
         CloseReason::ProtocolMismatch { .. } | CloseReason::Rejected(_) => {
             Retry::After(SLOW_RETRY_MS)
         }
@@ -172,5 +179,15 @@ mod tests {
             by_peer: true,
         };
         assert_eq!(after_close(&mismatch, 0), Retry::After(SLOW_RETRY_MS));
+        let replaced = CloseReason::Remote {
+            code: REPLACED,
+            reason: "replaced by a newer connection".into(),
+        };
+        assert_eq!(after_close(&replaced, 0), Retry::Stop { forget: false });
+        let going = CloseReason::Remote {
+            code: 1001,
+            reason: "going away".into(),
+        };
+        assert_eq!(after_close(&going, 0), Retry::After(1000));
     }
 }

@@ -116,8 +116,14 @@ fn dial(auth: &BridgeAuth) {
         with_conn(gen, |c| c.handle_text(&text));
         pump(gen);
     });
-    let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_| {
-        with_conn(gen, Connection::handle_disconnect);
+    let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |e: CloseEvent| {
+        // The bridge's close code decides what comes next (`dialer::after_close`); 1005 and
+        // 1006 say no close frame came (a lost transport).
+        let (code, reason) = (e.code(), e.reason());
+        with_conn(gen, |c| match code {
+            1005 | 1006 => c.handle_disconnect(),
+            _ => c.handle_close(code, &reason),
+        });
         pump(gen);
     });
     ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));

@@ -346,6 +346,28 @@ test("worker stopped, or the bridge restarted with the same token: the extension
   await b.client.close();
 });
 
+test("two browsers, one bridge: the newer link keeps it, the replaced one says why and does not take it back", async () => {
+  const a = await agent();
+  const b = await launch();
+  try {
+    await openConnect(a.link);
+    await until(async () => (await a.status()).connected, "the first browser connected");
+    await openConnect(a.link, { browser: b });
+    await until(async () => /4003/.test((await h.internal("bridge.status")).bridge.error ?? ""), "the first told it was replaced");
+    // Dialling back at once, each took the bridge from the other every second.
+    await new Promise((r) => setTimeout(r, 4000));
+    const connected = a.stderr().match(/the extension connected/g) ?? [];
+    assert.equal(connected.length, 2, a.stderr());
+    assert.equal((await h.internal("bridge.status")).bridge.state, "off");
+    assert.equal((await b.internal("bridge.status")).bridge.state, "connected");
+    assert.equal((await call(a, "status")).isError, false);
+  } finally {
+    await b.close();
+    await disconnectAll();
+    await a.client.close();
+  }
+});
+
 test("two stdio clients share one extension (owner and forwarder); the owner's exit hands over", async () => {
   const [port, control] = await freePorts(2);
   const state = fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
