@@ -14,6 +14,9 @@ $('host').textContent = host;
 $('port').textContent = Number.isFinite(port) && port > 0 ? String(port) : '(none)';
 
 let toolsShown = false;
+/** Whether this page's Connect was clicked: the reason that link ended is shown even when the
+ *  worker forgot the authorization (a token the program on this port could not prove). */
+let clicked = false;
 async function render() {
   const s = await ask('bridge.status', { host, port, token });
   if (!toolsShown) {
@@ -35,7 +38,8 @@ async function render() {
   $('state').dataset.state = mine ? b.state : 'off';
   $('remember').checked ||= s.remembered;
   $('disconnect').hidden = !(mine && b.state !== 'off');
-  if (mine && b.error && b.state !== 'connected') say(status, b.error, 'error');
+  const ours = mine || (clicked && b.port === port && b.host === host);
+  if (ours && b.error && b.state !== 'connected') say(status, b.error, 'error');
 }
 
 $('connect').addEventListener('click', async () => {
@@ -45,6 +49,7 @@ $('connect').addEventListener('click', async () => {
       remember: $('remember').checked,
       allowRemote: $('allow-remote').checked,
     });
+    clicked = true;
     say(status, 'Connecting…');
   } catch (e) {
     say(status, e.message, 'error');

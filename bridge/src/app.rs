@@ -9,7 +9,7 @@ use crate::link::{self, now_ms, Cmd};
 use crate::{control, secrets};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt as _;
-use lumo_userscripts::bridge::{types, Connection};
+use lumo_userscripts::bridge::{types, Auth, Connection};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -185,8 +185,13 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
     let mut hello = Map::new();
     hello.insert("pid".into(), json!(std::process::id()));
     hello.insert("version".into(), json!(VERSION));
-    hello.insert("token".into(), json!(token));
-    let conn = Connection::dial(types::FWD_HELLO, hello, VERSION, now_ms(), 5_000);
+    // The control token is never sent: the owner proves it holds it first.
+    let auth = Auth {
+        token,
+        nonce: secrets::random_token(),
+        port: app.args.control_port,
+    };
+    let conn = Connection::dial(types::FWD_HELLO, hello, auth, VERSION, now_ms(), 5_000);
     let (tx, rx) = mpsc::channel(64);
     let (open_tx, mut open_rx) = oneshot::channel();
     let mut handle = tokio::spawn(link::run(
@@ -206,6 +211,7 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
         },
         reason = &mut handle => match reason {
             Ok(r @ (lumo_userscripts::bridge::CloseReason::BadToken
+                | lumo_userscripts::bridge::CloseReason::Impostor
                 | lumo_userscripts::bridge::CloseReason::Rejected(_)
                 | lumo_userscripts::bridge::CloseReason::ProtocolMismatch { .. })) => {
                 (Dial::Refused(r.to_string()), None)
@@ -254,6 +260,7 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         control_listener,
         hub.clone(),
         control_token,
+        app.args.control_port,
         app.args.hello_timeout_ms,
     ));
     eprintln!(

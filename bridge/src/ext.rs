@@ -1,10 +1,11 @@
 //! The loopback WebSocket the extension dials. The upgrade is refused (403) unless `Host` is a
 //! loopback name and `Origin` is `chrome-extension://<id>` (pinned to our id unless
-//! `--any-extension`); the first frame must be a `hello` with the token within the deadline.
+//! `--any-extension`); the first frame must be a `hello`, and the extension must prove it holds
+//! the token (`hello_proof`) within the deadline.
 use crate::accept;
 use crate::hub::Hub;
 use crate::link::{self, now_ms};
-use lumo_userscripts::bridge::{trust, types, Connection};
+use lumo_userscripts::bridge::{trust, types, Auth, Connection};
 use lumo_userscripts::ids::ExtensionId;
 use serde_json::{json, Map};
 use std::sync::{Arc, Mutex};
@@ -31,9 +32,14 @@ pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
             async move {
                 let mut extra = Map::new();
                 extra.insert("readonly".into(), json!(cfg.readonly));
+                let auth = Auth {
+                    token: hub.ext_token.clone(),
+                    nonce: crate::secrets::random_token(),
+                    port: hub.port,
+                };
                 let conn = Connection::accept(
                     types::HELLO,
-                    &hub.ext_token,
+                    auth,
                     VERSION,
                     extra,
                     now_ms(),

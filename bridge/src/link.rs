@@ -278,7 +278,12 @@ mod tests {
         let flag = attached.clone();
         let server = tokio::spawn(async move {
             let ws = tokio_tungstenite::accept_async(server_io).await.unwrap();
-            let conn = Connection::accept(types::HELLO, TOKEN, "0", Map::new(), now_ms(), 10_000);
+            let auth = lumo_userscripts::bridge::Auth {
+                token: TOKEN.into(),
+                nonce: "link-test-server-nonce".into(),
+                port: 1,
+            };
+            let conn = Connection::accept(types::HELLO, auth, "0", Map::new(), now_ms(), 10_000);
             let (tx, rx) = mpsc::channel(4);
             let on_open = move |_| {
                 std::thread::sleep(Duration::from_millis(300));
@@ -289,19 +294,24 @@ mod tests {
         let (mut ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
             .await
             .unwrap();
-        let hello = serde_json::json!({"k": "req", "id": 0, "type": "hello",
-            "payload": {"protocol": 1, "token": TOKEN, "extVersion": "0"}});
-        ws.send(Message::Text(hello.to_string().into()))
-            .await
-            .unwrap();
-        let ack = loop {
-            match ws.next().await {
-                Some(Ok(Message::Text(t))) => break t.to_string(),
-                Some(Ok(_)) => continue,
-                other => panic!("no ack: {other:?}"),
-            }
+        // The extension's side of the handshake, by the core's own dialling connection.
+        let auth = lumo_userscripts::bridge::Auth {
+            token: TOKEN.into(),
+            nonce: "link-test-client-nonce".into(),
+            port: 1,
         };
-        assert!(ack.contains("\"ok\":true"), "{ack}");
+        let mut dial = Connection::dial(types::HELLO, Map::new(), auth, "0", now_ms(), 10_000);
+        while !dial.is_open() {
+            while let Some(t) = dial.poll_transmit() {
+                ws.send(Message::Text(t.into())).await.unwrap();
+            }
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => dial.handle_text(t.as_str()),
+                Some(Ok(_)) => continue,
+                other => panic!("no ack: {other:?} ({:?})", dial.close_reason()),
+            }
+            assert!(!dial.is_closed(), "{:?}", dial.close_reason());
+        }
         assert!(
             attached.load(Ordering::SeqCst),
             "the ack arrived before the link was attached"

@@ -264,16 +264,97 @@ pub async fn recv(ws: &mut Ws, within: Duration) -> Result<Value, u16> {
         .unwrap_or_else(|_| panic!("nothing within {within:?}"))
 }
 
-pub fn hello(token: &str) -> Value {
-    json!({"k": "req", "id": 0, "type": "hello",
-           "payload": {"protocol": 1, "token": token, "extVersion": "0.1.0", "label": "test"}})
+/// The nonce the tests' extension (or forwarder) says hello with.
+pub const CLIENT_NONCE: &str = "test-client-nonce-0123456789";
+
+/// What the dialling end saw of a handshake: the answer to its hello (the challenge, or a
+/// refusal) and, when it sent its proof, the answer to that (the ack).
+pub struct Handshake {
+    pub challenge: Value,
+    pub ack: Option<Value>,
 }
 
-/// Connects, says hello with the right token, and returns the socket after the accepting ack.
+/// Plays the dialling end of the handshake (`hello_type` with `payload`) on `port`, proving
+/// `token` — the right one or not. It checks the accepting end's proof against the right
+/// token (`TOKEN`, or `real` for the control port) and sends its own only if that holds.
+pub async fn handshake(
+    ws: &mut Ws,
+    hello_type: &str,
+    mut payload: serde_json::Map<String, Value>,
+    token: &str,
+    real: &str,
+    port: u16,
+) -> Handshake {
+    use lumo_userscripts::bridge::trust::{self, ProofRole};
+    payload.insert(
+        "protocol".into(),
+        json!(lumo_userscripts::bridge::PROTOCOL_VERSION),
+    );
+    payload.insert("nonce".into(), json!(CLIENT_NONCE));
+    send(
+        ws,
+        json!({"k": "req", "id": 0, "type": hello_type, "payload": payload}),
+    )
+    .await;
+    let challenge = recv(ws, Duration::from_secs(5))
+        .await
+        .expect("an answer to the hello");
+    let r = &challenge["result"];
+    if r["ok"] != true {
+        return Handshake {
+            challenge,
+            ack: None,
+        };
+    }
+    let theirs = r["nonce"].as_str().expect("the bridge's nonce").to_owned();
+    let proof = r["proof"].as_str().unwrap_or("");
+    assert!(
+        trust::proof_ok(
+            proof,
+            real,
+            ProofRole::Accept,
+            hello_type,
+            port,
+            CLIENT_NONCE,
+            &theirs
+        ),
+        "the bridge proves it holds the token: {challenge}"
+    );
+    let ours = trust::proof(
+        token,
+        ProofRole::Dial,
+        hello_type,
+        port,
+        CLIENT_NONCE,
+        &theirs,
+    );
+    send(
+        ws,
+        json!({"k": "req", "id": 0, "type": "hello_proof", "payload": {"proof": ours}}),
+    )
+    .await;
+    let ack = recv(ws, Duration::from_secs(5))
+        .await
+        .expect("an answer to the proof");
+    Handshake {
+        challenge,
+        ack: Some(ack),
+    }
+}
+
+/// The extension's hello payload.
+pub fn ext_hello() -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("extVersion".into(), json!("0.1.0"));
+    m.insert("label".into(), json!("test"));
+    m
+}
+
+/// Connects, proves the right token, and returns the socket after the accepting ack.
 pub async fn ext_open(port: u16) -> Ws {
     let mut ws = ext_connect(port).await;
-    send(&mut ws, hello(TOKEN)).await;
-    let ack = recv(&mut ws, Duration::from_secs(5)).await.expect("ack");
+    let h = handshake(&mut ws, "hello", ext_hello(), TOKEN, TOKEN, port).await;
+    let ack = h.ack.expect("the challenge accepted the hello");
     assert_eq!(ack["result"]["ok"], true, "{ack}");
     ws
 }

@@ -82,10 +82,16 @@ async fn a_wrong_or_missing_token_is_refused_with_a_reason() {
         &TOKEN[..TOKEN.len() - 1],
     ] {
         let mut ws = ext_connect(p.ext).await;
-        send(&mut ws, hello(token)).await;
-        let ack = recv(&mut ws, Duration::from_secs(5))
-            .await
-            .expect("a refusing ack");
+        let h = handshake(&mut ws, "hello", ext_hello(), token, TOKEN, p.ext).await;
+        // The bridge proved itself first (checked in `handshake`), and told a peer not yet
+        // proven nothing it tells the extension.
+        assert!(
+            h.challenge["result"].get("readonly").is_none(),
+            "{}",
+            h.challenge
+        );
+        assert!(!h.challenge.to_string().contains(TOKEN));
+        let ack = h.ack.expect("a refusing ack");
         assert_eq!(ack["result"]["ok"], false);
         assert!(
             ack["result"]["reason"].as_str().unwrap().contains("token"),
@@ -101,13 +107,13 @@ async fn a_protocol_mismatch_names_both_numbers() {
     let mut ws = ext_connect(p.ext).await;
     send(
         &mut ws,
-        json!({"k": "req", "id": 0, "type": "hello", "payload": {"protocol": 7, "token": TOKEN}}),
+        json!({"k": "req", "id": 0, "type": "hello", "payload": {"protocol": 7, "nonce": CLIENT_NONCE}}),
     )
     .await;
     let ack = recv(&mut ws, Duration::from_secs(5)).await.expect("ack");
     let reason = ack["result"]["reason"].as_str().unwrap();
     assert!(
-        reason.contains("protocol 1") && reason.contains("protocol 7"),
+        reason.contains("protocol 2") && reason.contains("protocol 7"),
         "{reason}"
     );
     assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4000));
@@ -271,8 +277,16 @@ async fn one_connection_at_a_time_and_only_a_valid_token_replaces_it() {
     let mut first = ext_open(p.ext).await;
     // An intruder with a wrong token does not disturb the first.
     let mut bad = ext_connect(p.ext).await;
-    send(&mut bad, hello("nope-nope-nope-nope-nope-nope-nope-nope")).await;
-    let _ = recv(&mut bad, Duration::from_secs(5)).await;
+    let h = handshake(
+        &mut bad,
+        "hello",
+        ext_hello(),
+        "nope-nope-nope-nope-nope-nope-nope-nope",
+        TOKEN,
+        p.ext,
+    )
+    .await;
+    assert_eq!(h.ack.expect("refused")["result"]["ok"], false);
     send(&mut first, json!({"k": "png"})).await;
     assert_eq!(
         recv(&mut first, Duration::from_secs(5)).await.unwrap(),
@@ -472,16 +486,24 @@ async fn the_cores_dialling_connection_opens_against_the_real_bridge() {
     let (p, _b) = started(&["--readonly"]);
     let mut ws = ext_connect(p.ext).await;
     let mut hello = serde_json::Map::new();
-    hello.insert("token".into(), json!(TOKEN));
     hello.insert("extVersion".into(), json!("0.1.0"));
-    let mut conn = Connection::dial("hello", hello, "0.1.0", 0, 10_000);
-    while let Some(t) = conn.poll_transmit() {
-        ws.send(Message::Text(t.into())).await.unwrap();
-    }
-    let Some(Ok(Message::Text(t))) = ws.next().await else {
-        panic!("no ack");
+    let auth = lumo_userscripts::bridge::Auth {
+        token: TOKEN.into(),
+        nonce: CLIENT_NONCE.into(),
+        port: p.ext,
     };
-    conn.handle_text(t.as_str());
+    let mut conn = Connection::dial("hello", hello, auth, "0.1.0", 0, 10_000);
+    // Hello, the bridge's challenge, our proof, its ack.
+    for _ in 0..2 {
+        while let Some(t) = conn.poll_transmit() {
+            assert!(!t.contains(TOKEN), "the token is never sent: {t}");
+            ws.send(Message::Text(t.into())).await.unwrap();
+        }
+        let Some(Ok(Message::Text(t))) = ws.next().await else {
+            panic!("no answer: {:?}", conn.close_reason());
+        };
+        conn.handle_text(t.as_str());
+    }
     match conn.poll_event() {
         Some(Event::Ready(ack)) => {
             assert_eq!(ack.result["readonly"], true);

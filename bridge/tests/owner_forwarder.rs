@@ -84,9 +84,25 @@ async fn the_control_port_refuses_browsers_strangers_and_calls_before_hello() {
     send(&mut ws, json!({"k": "req", "id": 1, "type": "call_tool", "payload": {"name": "delete_script", "arguments": {}}})).await;
     assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4000));
     // A process without the token file's content.
+    let token = std::fs::read_to_string(p.state.join("control-token")).unwrap();
+    let mut fwd = serde_json::Map::new();
+    fwd.insert("pid".into(), json!(1));
     let mut ws = ws_connect(p.control, &[]).await.expect("native upgrade");
-    send(&mut ws, json!({"k": "req", "id": 0, "type": "fwd_hello", "payload": {"protocol": 1, "pid": 1, "token": "guess"}})).await;
-    let ack = recv(&mut ws, Duration::from_secs(5)).await.unwrap();
+    let h = handshake(
+        &mut ws,
+        "fwd_hello",
+        fwd.clone(),
+        "guess-guess-guess-guess-guess-guess",
+        &token,
+        p.control,
+    )
+    .await;
+    assert!(
+        h.challenge["result"].get("extToken").is_none(),
+        "no secret before the proof: {}",
+        h.challenge
+    );
+    let ack = h.ack.expect("refused at the proof");
     assert_eq!(ack["result"]["ok"], false);
     assert!(
         ack["result"].get("extToken").is_none(),
@@ -94,10 +110,9 @@ async fn the_control_port_refuses_browsers_strangers_and_calls_before_hello() {
     );
     assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4001));
     // With the file's token it is accepted (and is told the extension token).
-    let token = std::fs::read_to_string(p.state.join("control-token")).unwrap();
     let mut ws = ws_connect(p.control, &[]).await.expect("native upgrade");
-    send(&mut ws, json!({"k": "req", "id": 0, "type": "fwd_hello", "payload": {"protocol": 1, "pid": 1, "token": token}})).await;
-    let ack = recv(&mut ws, Duration::from_secs(5)).await.unwrap();
+    let h = handshake(&mut ws, "fwd_hello", fwd, &token, &token, p.control).await;
+    let ack = h.ack.expect("accepted");
     assert_eq!(ack["result"]["ok"], true, "{ack}");
     assert_eq!(ack["result"]["extToken"], TOKEN);
     send(&mut ws, json!({"k": "req", "id": 5, "type": "call_tool", "payload": {"name": "status", "arguments": {}}})).await;

@@ -4,36 +4,51 @@
 //! shell puts on the WebSocket close frame.
 //!
 //! ```text
-//!  accept: AwaitHello ──hello ok──► Open ──close/disconnect──► Closed
-//!            │  ├─ wrong protocol / token ─► ack{ok:false, reason} ─► Closed
-//!            │  ├─ any other frame first ──────────────────────────► Closed
-//!            └──── no hello by the deadline (10 s) ────────────────► Closed
-//!  dial:   AwaitAck ──ack ok, same protocol──► Open ──…──► Closed
-//!            └─ ack refused / other protocol / deadline ─► Closed
+//!  accept: AwaitHello ──hello{nonce}──► AwaitProof ──hello_proof ok──► Open ──close──► Closed
+//!            │  ├─ wrong protocol, no nonce ─► ack{ok:false, reason} ─► Closed
+//!            │  │                 └─ wrong proof ─► ack{ok:false, reason} ─► Closed
+//!            │  ├─ any other frame first ────────────────────────────► Closed
+//!            └──── no hello and proof by the deadline (10 s) ────────► Closed
+//!  dial:   AwaitAck ──challenge with the bridge's proof──► AwaitConfirm ──ack ok──► Open
+//!            └─ refused / other protocol / a wrong proof (an impostor) / deadline ─► Closed
 //! ```
+//!
+//! Neither end sends the token (`trust::proof`): the dialling end sends a nonce in its hello;
+//! the accepting end answers with its own nonce and its proof of the token; the dialling end
+//! checks it (an impostor learns nothing and gets nothing) and sends its proof in
+//! `hello_proof`; only then does the accepting end send its ack with what it tells an
+//! authenticated peer (read-only mode; on the control port, the extension token).
 //!
 //! The same machine serves the extension socket (`hello`) and the control port between bridge
 //! processes (`fwd_hello`): only the hello's type name differs.
 
 use super::frame::{self, Frame, FrameError, WireError};
 use super::inflight::{AddError, Failure, InFlight};
-use super::trust::token_eq;
-use super::{HELLO_TIMEOUT_MS, PROTOCOL_VERSION};
+use super::trust::{self, ProofRole};
+use super::{types, HELLO_TIMEOUT_MS, PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::fmt;
 
+/// What a handshake is proven with: the token both ends hold, this end's nonce (fresh for this
+/// socket, `trust::nonce_ok`) and the port dialled (the one listened on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Auth {
+    pub token: String,
+    pub nonce: String,
+    pub port: u16,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
-    /// The listening end (the bridge; the owner on the control port). The peer's hello must
-    /// carry this token.
-    Accept { token: String },
+    /// The listening end (the bridge; the owner on the control port).
+    Accept,
     /// The dialling end (the extension; a forwarder). `hello` is sent as the first frame, with
-    /// `protocol` added.
+    /// `protocol` and the nonce added.
     Dial { hello: Map<String, Value> },
 }
 
-/// What the accepting end learnt from an accepted hello (the token removed).
+/// What the accepting end learnt from an accepted hello (its nonce removed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HelloInfo {
     pub payload: Map<String, Value>,
@@ -85,8 +100,11 @@ pub enum CloseReason {
         /// Which end said it: true when the peer refused us.
         by_peer: bool,
     },
-    /// The hello's token was missing or wrong.
+    /// The hello's proof of the token was missing or wrong.
     BadToken,
+    /// The end we dialled could not prove it holds the token: not the bridge that printed the
+    /// connect link (something else listens on its port). It was sent nothing.
+    Impostor,
     /// The peer refused our hello for another reason (its words).
     Rejected(String),
     /// No hello (or ack) before the deadline.
@@ -106,7 +124,7 @@ impl CloseReason {
     pub fn code(&self) -> u16 {
         match self {
             Self::ProtocolMismatch { .. } | Self::Malformed(_) => 4000,
-            Self::BadToken | Self::Rejected(_) => 4001,
+            Self::BadToken | Self::Impostor | Self::Rejected(_) => 4001,
             Self::HelloTimeout => 4008,
             Self::Local { code, .. } | Self::Remote { code, .. } => *code,
             Self::Disconnected => 1006,
@@ -131,6 +149,7 @@ impl fmt::Display for CloseReason {
                 "protocol mismatch: this end speaks bridge protocol {ours}, the other end sent no protocol version (it predates protocol 1); update it"
             ),
             Self::BadToken => write!(f, "wrong or missing token: open the connect link the bridge printed"),
+            Self::Impostor => f.write_str("the program on this port could not prove it holds the token: it is not the bridge that printed the connect link (nothing was sent to it)"),
             Self::Rejected(reason) => write!(f, "refused by the other end: {reason}"),
             Self::HelloTimeout => write!(
                 f,
@@ -184,8 +203,22 @@ impl fmt::Display for RequestError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    AwaitHello { deadline: u64 },
-    AwaitAck { id: u64, deadline: u64 },
+    AwaitHello {
+        deadline: u64,
+    },
+    /// Accept side: the challenge is sent; the peer's proof is next.
+    AwaitProof {
+        deadline: u64,
+    },
+    /// Dial side: the hello is sent; the challenge (with the accepting end's proof) is next.
+    AwaitAck {
+        id: u64,
+        deadline: u64,
+    },
+    /// Dial side: our proof is sent; the ack is next.
+    AwaitConfirm {
+        deadline: u64,
+    },
     Open,
     Closed,
 }
@@ -193,6 +226,11 @@ enum State {
 #[derive(Debug)]
 pub struct Connection {
     role: Role,
+    auth: Auth,
+    /// The peer's nonce, once its hello or challenge gave it.
+    peer_nonce: String,
+    /// Accept side: the hello, held until the peer has proven it holds the token.
+    pending_hello: Option<Map<String, Value>>,
     hello_type: &'static str,
     version: String,
     ack_extra: Map<String, Value>,
@@ -213,16 +251,17 @@ impl Connection {
     /// [`HELLO_TIMEOUT_MS`].
     pub fn accept(
         hello_type: &'static str,
-        token: &str,
+        auth: Auth,
         version: &str,
         ack_extra: Map<String, Value>,
         now: u64,
         hello_timeout_ms: u64,
     ) -> Self {
         Connection {
-            role: Role::Accept {
-                token: token.to_string(),
-            },
+            role: Role::Accept,
+            auth,
+            peer_nonce: String::new(),
+            pending_hello: None,
             hello_type,
             version: version.to_string(),
             ack_extra,
@@ -236,15 +275,17 @@ impl Connection {
         }
     }
 
-    /// The dialling end: queues the hello (with `protocol` set) as the first frame.
+    /// The dialling end: queues the hello (with `protocol` and the nonce set) as the first frame.
     pub fn dial(
         hello_type: &'static str,
         mut hello: Map<String, Value>,
+        auth: Auth,
         version: &str,
         now: u64,
         hello_timeout_ms: u64,
     ) -> Self {
         hello.insert("protocol".into(), json!(PROTOCOL_VERSION));
+        hello.insert("nonce".into(), json!(auth.nonce));
         let first = frame::encode(&Frame::Request {
             id: HELLO_ID,
             kind: hello_type.to_string(),
@@ -252,6 +293,9 @@ impl Connection {
         });
         Connection {
             role: Role::Dial { hello },
+            auth,
+            peer_nonce: String::new(),
+            pending_hello: None,
             hello_type,
             version: version.to_string(),
             ack_extra: Map::new(),
@@ -290,7 +334,10 @@ impl Connection {
     /// When [`Connection::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.state {
-            State::AwaitHello { deadline } | State::AwaitAck { deadline, .. } => Some(deadline),
+            State::AwaitHello { deadline }
+            | State::AwaitProof { deadline }
+            | State::AwaitAck { deadline, .. }
+            | State::AwaitConfirm { deadline } => Some(deadline),
             State::Open => self.inflight.next_deadline(),
             State::Closed => None,
         }
@@ -299,7 +346,10 @@ impl Connection {
     /// The hello deadline and request timeouts, decided from the time the shell passes in.
     pub fn handle_timeout(&mut self, now: u64) {
         match self.state {
-            State::AwaitHello { deadline } | State::AwaitAck { deadline, .. }
+            State::AwaitHello { deadline }
+            | State::AwaitProof { deadline }
+            | State::AwaitAck { deadline, .. }
+            | State::AwaitConfirm { deadline }
                 if now >= deadline =>
             {
                 self.finish(CloseReason::HelloTimeout);
@@ -412,10 +462,22 @@ impl Connection {
                 let why = format!("expected {} first", self.hello_type);
                 self.finish(CloseReason::Malformed(why));
             }
+            (State::AwaitProof { .. }, Frame::Request { id, kind, payload })
+                if kind == types::HELLO_PROOF =>
+            {
+                self.on_proof(id, &payload);
+            }
+            (State::AwaitProof { .. }, _) => {
+                let why = format!("expected {} after {}", types::HELLO_PROOF, self.hello_type);
+                self.finish(CloseReason::Malformed(why));
+            }
             (State::AwaitAck { id: want, .. }, Frame::Response { id, outcome }) if id == want => {
+                self.on_challenge(outcome);
+            }
+            (State::AwaitConfirm { .. }, Frame::Response { id, outcome }) if id == HELLO_ID => {
                 self.on_ack(outcome);
             }
-            (State::AwaitAck { .. }, _) => {
+            (State::AwaitAck { .. } | State::AwaitConfirm { .. }, _) => {
                 let why = format!("expected the answer to {} first", self.hello_type);
                 self.finish(CloseReason::Malformed(why));
             }
@@ -447,9 +509,9 @@ impl Connection {
     }
 
     fn on_hello(&mut self, id: u64, payload: Value) {
-        let Role::Accept { token } = &self.role else {
+        if self.role != Role::Accept {
             return;
-        };
+        }
         let Value::Object(mut hello) = payload else {
             return self.refuse(
                 id,
@@ -465,11 +527,55 @@ impl Connection {
             };
             return self.refuse(id, reason);
         }
-        let presented = hello.remove("token");
-        let good = presented
-            .as_ref()
-            .and_then(Value::as_str)
-            .is_some_and(|p| token_eq(p, token));
+        let nonce = match hello.remove("nonce") {
+            Some(Value::String(n)) if trust::nonce_ok(&n) => n,
+            _ => {
+                let why = "the hello carries no valid nonce".to_owned();
+                return self.refuse(id, CloseReason::Malformed(why));
+            }
+        };
+        // A token sent in the clear (an older peer) is never kept.
+        hello.remove("token");
+        let proof = trust::proof(
+            &self.auth.token,
+            ProofRole::Accept,
+            self.hello_type,
+            self.auth.port,
+            &nonce,
+            &self.auth.nonce,
+        );
+        let challenge = json!({
+            "ok": true,
+            "protocol": PROTOCOL_VERSION,
+            "serverVersion": self.version,
+            "nonce": self.auth.nonce,
+            "proof": proof,
+        });
+        self.transmit.push_back(frame::encode(&Frame::Response {
+            id,
+            outcome: Ok(challenge),
+        }));
+        let deadline = match self.state {
+            State::AwaitHello { deadline } => deadline,
+            _ => 0,
+        };
+        self.state = State::AwaitProof { deadline };
+        self.peer_nonce = nonce;
+        self.pending_hello = Some(hello);
+    }
+
+    /// Accept side: the peer's proof that it holds the token; only then the ack and `Hello`.
+    fn on_proof(&mut self, id: u64, payload: &Value) {
+        let presented = payload.get("proof").and_then(Value::as_str).unwrap_or("");
+        let good = trust::proof_ok(
+            presented,
+            &self.auth.token,
+            ProofRole::Dial,
+            self.hello_type,
+            self.auth.port,
+            &self.peer_nonce,
+            &self.auth.nonce,
+        );
         if !good {
             return self.refuse(id, CloseReason::BadToken);
         }
@@ -482,6 +588,7 @@ impl Connection {
             outcome: Ok(Value::Object(ack)),
         }));
         self.state = State::Open;
+        let hello = self.pending_hello.take().unwrap_or_default();
         self.events
             .push_back(Event::Hello(HelloInfo { payload: hello }));
     }
@@ -501,11 +608,66 @@ impl Connection {
         self.finish(reason);
     }
 
-    fn on_ack(&mut self, outcome: Result<Value, WireError>) {
+    /// Dial side: the accepting end's answer to the hello. A refusal or another protocol ends
+    /// here as an ack would; an accepting answer must carry the peer's nonce and its proof of
+    /// the token, and only then is ours sent.
+    fn on_challenge(&mut self, outcome: Result<Value, WireError>) {
+        let (result, _) = match self.accepted(outcome) {
+            Ok(r) => r,
+            Err(reason) => return self.finish(reason),
+        };
+        let Some(nonce) = result
+            .get("nonce")
+            .and_then(Value::as_str)
+            .filter(|n| trust::nonce_ok(n))
+        else {
+            let why = "the answer to the hello carries no valid nonce".to_owned();
+            return self.finish(CloseReason::Malformed(why));
+        };
+        let presented = result.get("proof").and_then(Value::as_str).unwrap_or("");
+        let genuine = trust::proof_ok(
+            presented,
+            &self.auth.token,
+            ProofRole::Accept,
+            self.hello_type,
+            self.auth.port,
+            &self.auth.nonce,
+            nonce,
+        );
+        if !genuine {
+            return self.finish(CloseReason::Impostor);
+        }
+        let proof = trust::proof(
+            &self.auth.token,
+            ProofRole::Dial,
+            self.hello_type,
+            self.auth.port,
+            &self.auth.nonce,
+            nonce,
+        );
+        self.peer_nonce = nonce.to_owned();
+        self.transmit.push_back(frame::encode(&Frame::Request {
+            id: HELLO_ID,
+            kind: types::HELLO_PROOF.to_owned(),
+            payload: json!({ "proof": proof }),
+        }));
+        let deadline = match self.state {
+            State::AwaitAck { deadline, .. } => deadline,
+            _ => 0,
+        };
+        self.state = State::AwaitConfirm { deadline };
+    }
+
+    /// An answer to the hello or the proof that accepts (`ok: true`, our protocol), with the
+    /// peer's version; else why the link ends.
+    fn accepted(
+        &self,
+        outcome: Result<Value, WireError>,
+    ) -> Result<(Map<String, Value>, String), CloseReason> {
         let result = match outcome {
             Ok(Value::Object(r)) => r,
-            Ok(_) => return self.finish(CloseReason::Malformed("the ack is not an object".into())),
-            Err(e) => return self.finish(CloseReason::Rejected(e.to_string())),
+            Ok(_) => return Err(CloseReason::Malformed("the ack is not an object".into())),
+            Err(e) => return Err(CloseReason::Rejected(e.to_string())),
         };
         let theirs = result.get("protocol").and_then(Value::as_u64);
         let server_version = result
@@ -515,7 +677,7 @@ impl Connection {
             .unwrap_or_default();
         // The version rule first: an older peer's refusal may not be worded for us.
         if theirs != Some(PROTOCOL_VERSION) {
-            return self.finish(CloseReason::ProtocolMismatch {
+            return Err(CloseReason::ProtocolMismatch {
                 ours: PROTOCOL_VERSION,
                 theirs,
                 by_peer: true,
@@ -526,11 +688,19 @@ impl Connection {
                 .get("reason")
                 .and_then(Value::as_str)
                 .unwrap_or("no reason given");
-            return self.finish(CloseReason::Rejected(frame::clip(
+            return Err(CloseReason::Rejected(frame::clip(
                 reason,
                 frame::MAX_ERROR_MESSAGE,
             )));
         }
+        Ok((result, server_version))
+    }
+
+    fn on_ack(&mut self, outcome: Result<Value, WireError>) {
+        let (result, server_version) = match self.accepted(outcome) {
+            Ok(r) => r,
+            Err(reason) => return self.finish(reason),
+        };
         self.state = State::Open;
         self.events.push_back(Event::Ready(HelloAck {
             server_version,

@@ -100,6 +100,10 @@ pub fn after_close(reason: &CloseReason, attempt: u32) -> Retry {
         // the bridge from each other every second, failing each other's calls. The newer one
         // keeps it; this one dials again at its next start, or on the user's click.
         CloseReason::Remote { code, .. } if *code == REPLACED => Retry::Stop { forget: false },
+        // What listens on the port cannot prove the token: a bridge restarted with a new one,
+        // or another program. Either way this authorization is no use there (it was sent
+        // nothing); the user opens the connect link the bridge prints now.
+        CloseReason::Impostor => Retry::Stop { forget: true },
         CloseReason::ProtocolMismatch { .. } | CloseReason::Rejected(_) => {
             Retry::After(SLOW_RETRY_MS)
         }
@@ -179,6 +183,10 @@ mod tests {
             by_peer: true,
         };
         assert_eq!(after_close(&mismatch, 0), Retry::After(SLOW_RETRY_MS));
+        assert_eq!(
+            after_close(&CloseReason::Impostor, 0),
+            Retry::Stop { forget: true }
+        );
         let replaced = CloseReason::Remote {
             code: REPLACED,
             reason: "replaced by a newer connection".into(),

@@ -8,7 +8,8 @@
 //!   response, notify, ping/pong; parsing bounded in size that never panics.
 //! - [`connection`]: `hello`/`hello_ack` with [`PROTOCOL_VERSION`] (a mismatch is refused with a
 //!   message naming both numbers), the hello deadline, and the in-flight table ([`inflight`]).
-//! - [`trust`]: token comparison in constant time and the Host/Origin rules of each listener.
+//! - [`trust`]: the proofs of the token each end gives (HMAC, compared in constant time) and
+//!   the Host/Origin rules of each listener.
 
 pub mod connection;
 pub mod dialer;
@@ -16,23 +17,27 @@ pub mod frame;
 pub mod inflight;
 pub mod trust;
 
-pub use connection::{CloseReason, Connection, Event, HelloAck, HelloInfo, Role};
+pub use connection::{Auth, CloseReason, Connection, Event, HelloAck, HelloInfo, Role};
 pub use frame::{Frame, FrameError, WireError};
 
 /// The wire version, carried in `hello` and echoed in `hello_ack`. Bump it on any change that an
-/// older peer would misread; peers refuse a different number, never best-effort.
-pub const PROTOCOL_VERSION: u64 = 1;
+/// older peer would misread; peers refuse a different number, never best-effort. 2: neither end
+/// sends the token; each proves it holds it (`hello_proof`, `trust::proof`).
+pub const PROTOCOL_VERSION: u64 = 2;
 
 /// A socket that has not completed `hello` by then is dropped (seed 001: 10 s).
 pub const HELLO_TIMEOUT_MS: u64 = 10_000;
 
 /// Request types on the wire.
 pub mod types {
-    /// ext → bridge, the first request on a socket.
+    /// ext → bridge, the first request on a socket: `{protocol, nonce, extVersion, label}`.
     pub const HELLO: &str = "hello";
+    /// The dialling end's second request, once the answer to its hello proved the accepting
+    /// end holds the token: `{proof}`; its answer is the ack.
+    pub const HELLO_PROOF: &str = "hello_proof";
     /// bridge → ext: run one tool of the catalogue. `{name, arguments}` → an MCP tool result.
     pub const CALL_TOOL: &str = "call_tool";
-    /// forwarder → owner on the control port, the first request there. `{pid, version, token}`.
+    /// forwarder → owner on the control port, the first request there. `{pid, version, nonce}`.
     pub const FWD_HELLO: &str = "fwd_hello";
     /// forwarder → owner: the owner's `bridge_status` answer.
     pub const BRIDGE_STATUS: &str = "bridge_status";

@@ -12,6 +12,7 @@
 //!   ([`http_origin_allowed`]).
 
 use crate::ids::{is_extension_id, ExtensionId};
+use hmac::{Hmac, Mac};
 use subtle::ConstantTimeEq;
 
 /// Tokens from `--token` or the environment: long enough to be unguessable, and made of
@@ -23,6 +24,79 @@ pub const MAX_TOKEN_CHARS: usize = 256;
 /// not secret (generated tokens are always 64 hex characters).
 pub fn token_eq(presented: &str, expected: &str) -> bool {
     bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+/// Each end proves it holds the token without sending it: the dialling end could otherwise
+/// hand it to whatever listens on the port (another local process, while the bridge is not
+/// running), and then serve that process's calls. A proof is HMAC-SHA256 keyed by the token
+/// over the role, the hello's type, the port dialled and both ends' nonces, so it is good for
+/// this one handshake only, cannot be reflected to the other role, and cannot be relayed to a
+/// bridge on another port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProofRole {
+    /// The listening end (the bridge; the owner on the control port).
+    Accept,
+    /// The dialling end (the extension; a forwarder).
+    Dial,
+}
+
+/// Nonces are 16–128 characters of `A-Z a-z 0-9 -`: fresh per handshake (the shells use 244
+/// random bits or more), bounded so a peer cannot make the proof hash megabytes.
+pub const MIN_NONCE_CHARS: usize = 16;
+pub const MAX_NONCE_CHARS: usize = 128;
+
+#[must_use]
+pub fn nonce_ok(nonce: &str) -> bool {
+    (MIN_NONCE_CHARS..=MAX_NONCE_CHARS).contains(&nonce.len())
+        && nonce
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The proof `role` sends for the handshake of `hello_type` on `port`, as 64 hex characters.
+#[must_use]
+pub fn proof(
+    token: &str,
+    role: ProofRole,
+    hello_type: &str,
+    port: u16,
+    dial_nonce: &str,
+    accept_nonce: &str,
+) -> String {
+    let label = match role {
+        ProofRole::Accept => "lumo-bridge accept",
+        ProofRole::Dial => "lumo-bridge dial",
+    };
+    // A key of any length is accepted by HMAC; the error arm cannot happen.
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(token.as_bytes()) else {
+        return String::new();
+    };
+    for part in [
+        label,
+        hello_type,
+        &port.to_string(),
+        dial_nonce,
+        accept_nonce,
+    ] {
+        mac.update(part.as_bytes());
+        mac.update(b"\n");
+    }
+    crate::guard::digest::hex_lower(&mac.finalize().into_bytes())
+}
+
+/// Whether `presented` is the proof `role` should have sent, compared in constant time.
+#[must_use]
+pub fn proof_ok(
+    presented: &str,
+    token: &str,
+    role: ProofRole,
+    hello_type: &str,
+    port: u16,
+    dial_nonce: &str,
+    accept_nonce: &str,
+) -> bool {
+    let want = proof(token, role, hello_type, port, dial_nonce, accept_nonce);
+    !want.is_empty() && token_eq(presented, &want)
 }
 
 /// What is wrong with a user-chosen token.
@@ -175,6 +249,36 @@ pub fn bearer_ok(authorization: Option<&str>, token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The proof as written down in ARCHITECTURE (HMAC-SHA256 keyed by the token over the role's
+    /// label, the hello's type, the port and both nonces, each line ended by a newline),
+    /// checked against Python's `hmac.new(token, msg, hashlib.sha256).hexdigest()`.
+    #[test]
+    fn a_proof_is_the_documented_hmac_and_binds_every_part() {
+        let t = "fuzz-token-fuzz-token-fuzz-token-0123";
+        let (c, s) = ("fuzz-client-nonce-0123", "fuzz-server-nonce-0123");
+        let dial = proof(t, ProofRole::Dial, "hello", 17817, c, s);
+        assert_eq!(
+            dial,
+            "6fb573baa7fcef5596d0676fa68c7edc90ed001df27a9ad6c9fc8653b26993f4"
+        );
+        let accept = proof(t, ProofRole::Accept, "hello", 17817, c, s);
+        assert_eq!(
+            accept,
+            "86a354edf99bd0a74d798bd38a2a87ff4ed241ed529e390713c98f505eefbd11"
+        );
+        assert!(proof_ok(&dial, t, ProofRole::Dial, "hello", 17817, c, s));
+        for other in [
+            proof(t, ProofRole::Dial, "fwd_hello", 17817, c, s),
+            proof(t, ProofRole::Dial, "hello", 17818, c, s),
+            proof(t, ProofRole::Dial, "hello", 17817, s, c),
+            proof(&t[1..], ProofRole::Dial, "hello", 17817, c, s),
+        ] {
+            assert_ne!(other, dial);
+        }
+        assert!(nonce_ok(c) && !nonce_ok("short") && !nonce_ok(&"a".repeat(129)));
+        assert!(!nonce_ok("sixteen chars ok?") && nonce_ok(&"a".repeat(128)));
+    }
 
     const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     const OWN: &str = "imliakfdgonldkmaddnhnniclbhiobpo";

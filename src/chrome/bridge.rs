@@ -10,7 +10,7 @@
 
 use super::{api, provider};
 use crate::bridge::dialer::{self, Retry, PING_INTERVAL_MS};
-use crate::bridge::{types, CloseReason, Connection, Event, WireError, HELLO_TIMEOUT_MS};
+use crate::bridge::{types, Auth, CloseReason, Connection, Event, WireError, HELLO_TIMEOUT_MS};
 use crate::provider::{BridgeAnswer, BridgeAuth};
 use gloo_timers::future::TimeoutFuture;
 use serde_json::{json, Map, Value};
@@ -99,12 +99,19 @@ fn dial(auth: &BridgeAuth) {
         Err(_) => return closed(gen, &CloseReason::Disconnected),
     };
     let mut hello = Map::new();
-    hello.insert("token".into(), json!(auth.token));
     hello.insert("extVersion".into(), json!(env!("CARGO_PKG_VERSION")));
     hello.insert("label".into(), json!("Lumo Userscripts"));
+    // The token is never sent: the bridge proves it holds it first (`trust::proof`). Two
+    // random UUIDs: 244 random bits for this socket's nonce.
+    let proven = Auth {
+        token: auth.token.clone(),
+        nonce: format!("{}-{}", api::random_uuid(), api::random_uuid()),
+        port: auth.port,
+    };
     let conn = Connection::dial(
         types::HELLO,
         hello,
+        proven,
         env!("CARGO_PKG_VERSION"),
         now(),
         HELLO_TIMEOUT_MS,

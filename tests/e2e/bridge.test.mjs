@@ -185,8 +185,8 @@ test("an attacker's connect link: a web page cannot open it, and a non-loopback 
   }
 });
 
-test("the token travels in the hello frame, never in the WebSocket URL; Origin is the extension", async () => {
-  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+test("the token never travels: the hello carries a nonce, and the extension proves the token only to a bridge that proved it first; Origin is the extension", async () => {
+  const probe = await startWsProbe({ token: TOKEN, ack: { ok: true, protocol: 2, serverVersion: "probe", readonly: false } });
   try {
     await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`);
     assert.equal(probe.seen.upgrades.length, 1);
@@ -196,8 +196,12 @@ test("the token travels in the hello frame, never in the WebSocket URL; Origin i
     assert.equal(up.origin, `chrome-extension://${PROVIDER_ID}`);
     const hello = JSON.parse(probe.seen.frames[0]);
     assert.equal(hello.type, "hello");
-    assert.equal(hello.payload.token, TOKEN);
-    assert.equal(hello.payload.protocol, 1);
+    assert.equal(hello.payload.token, undefined);
+    assert.match(hello.payload.nonce, /^[A-Za-z0-9-]{16,128}$/);
+    assert.equal(hello.payload.protocol, 2);
+    assert.equal(JSON.parse(probe.seen.frames[1]).type, "hello_proof");
+    assert.deepEqual(probe.seen.proofs, [true], "the extension's proof, checked by the probe's own HMAC");
+    assert.ok(probe.seen.frames.every((f) => !f.includes(TOKEN)), "the token is in no frame");
     // The popup's Disconnect closes with 4002.
     const popup = await h.context.newPage();
     await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
@@ -213,8 +217,31 @@ test("the token travels in the hello frame, never in the WebSocket URL; Origin i
   }
 });
 
+test("something else on the bridge's port (it does not hold the token) gets the hello alone: no token, no calls served, and the user is told", async () => {
+  // What a local process that took the port while the bridge was not running would answer.
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 2, serverVersion: "squatter", nonce: "squatter-nonce-0123456789", proof: "0".repeat(64), readonly: false } });
+  try {
+    const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
+    await page.click("#connect");
+    await page.waitForFunction(() => /could not prove it holds the token/.test(document.getElementById("status").textContent), null, { timeout: 10_000 });
+    await until(() => probe.seen.closes.length > 0, "the extension closes");
+    assert.equal(probe.seen.closes[0].code, 4001);
+    assert.equal(probe.seen.frames.length, 1, JSON.stringify(probe.seen.frames));
+    assert.ok(!probe.seen.frames[0].includes(TOKEN));
+    assert.notEqual((await h.internal("bridge.status")).bridge.state, "connected");
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByText(/could not prove it holds the token/).waitFor();
+    await popup.close();
+    await page.close();
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
+
 test("a refusing hello_ack's reason is shown on the connect page and in the popup", async () => {
-  const probe = await startWsProbe({ ack: { ok: false, protocol: 1, serverVersion: "probe", reason: "the profile cap is reached" } });
+  const probe = await startWsProbe({ ack: { ok: false, protocol: 2, serverVersion: "probe", reason: "the profile cap is reached" } });
   try {
     const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
     await page.click("#connect");
@@ -471,7 +498,7 @@ test("Remember: the authorization is for that token only, and survives a browser
     assert.equal(await stranger.getAttribute("#state", "data-state"), "off");
     await stranger.close();
     // …and a bridge that restarts on that port with a new token is not dialled into: the
-    // remembered token is refused and forgotten.
+    // new bridge cannot prove the remembered token, which is forgotten (and was never sent).
     await a.client.close();
     other = await agent({ port: a.port, control: a.control, state: a.state, token: otherToken });
     await new Promise((r) => setTimeout(r, 3000));
@@ -493,13 +520,13 @@ test("a web page that knows the token still cannot open the bridge's WebSocket (
   const web1 = await h.context.newPage();
   try {
     await web1.goto(`${web.url}/web.html`);
-    // The attacker's page tries the bridge's port with the right token in a hello, as the extension would.
+    // The attacker's page tries the bridge's port with a hello, as the extension would.
     const outcome = await web1.evaluate(({ port, token }) => new Promise((resolve) => {
       const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
       let opened = false;
       ws.onopen = () => {
         opened = true;
-        ws.send(JSON.stringify({ k: "req", id: 0, type: "hello", payload: { protocol: 1, token, extVersion: "0", label: "page" } }));
+        ws.send(JSON.stringify({ k: "req", id: 0, type: "hello", payload: { protocol: 2, nonce: "page-nonce-0123456789abcdef", extVersion: "0", label: "page" } }));
       };
       ws.onmessage = (e) => resolve({ opened, message: String(e.data) });
       ws.onclose = (e) => resolve({ opened, code: e.code });
@@ -533,7 +560,7 @@ test("a web page that knows the token still cannot open the bridge's WebSocket (
 });
 
 test("the worker pings an idle link within 30 s (Chrome keeps a worker alive while its WebSocket is active)", async () => {
-  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  const probe = await startWsProbe({ token: TOKEN, ack: { ok: true, protocol: 2, serverVersion: "probe", readonly: false } });
   try {
     await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`);
     const opened = Date.now();
@@ -548,7 +575,7 @@ test("the worker pings an idle link within 30 s (Chrome keeps a worker alive whi
 
 test("the advanced switch: a host that is not this computer is dialled only when the user ticks it", async () => {
   // Every host name resolves to 127.0.0.1 in this browser, so the probe stands in for a remote bridge.
-  const probe = await startWsProbe({ ack: { ok: true, protocol: 1, serverVersion: "probe", readonly: false } });
+  const probe = await startWsProbe({ token: TOKEN, ack: { ok: true, protocol: 2, serverVersion: "probe", readonly: false } });
   try {
     const link = `chrome-extension://${PROVIDER_ID}/connect.html?host=bridge.example&port=${probe.port}&token=${TOKEN}`;
     const page = await openConnect(link, { click: false });
@@ -570,11 +597,11 @@ test("the advanced switch: a host that is not this computer is dialled only when
 });
 
 test("a bridge that speaks another protocol version is refused, and the page names both numbers", async () => {
-  const probe = await startWsProbe({ ack: { ok: true, protocol: 2, serverVersion: "probe-next", readonly: false } });
+  const probe = await startWsProbe({ ack: { ok: true, protocol: 3, serverVersion: "probe-next", readonly: false } });
   try {
     const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
     await page.click("#connect");
-    await page.waitForFunction(() => /protocol 1.*protocol 2/.test(document.getElementById("status").textContent), null, { timeout: 10_000 });
+    await page.waitForFunction(() => /protocol 2.*protocol 3/.test(document.getElementById("status").textContent), null, { timeout: 10_000 });
     await until(() => probe.seen.closes.length > 0, "the extension closes");
     assert.equal(probe.seen.closes[0].code, 4000);
     assert.notEqual((await h.internal("bridge.status")).bridge.state, "connected");

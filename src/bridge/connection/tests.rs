@@ -1,11 +1,32 @@
 use super::*;
+use crate::bridge::trust::{self, ProofRole};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const PORT: u16 = 17817;
+const SERVER_NONCE: &str = "server-nonce-0123456789abcdef";
+const CLIENT_NONCE: &str = "client-nonce-0123456789abcdef";
+
+fn auth(token: &str, nonce: &str, port: u16) -> Auth {
+    Auth {
+        token: token.into(),
+        nonce: nonce.into(),
+        port,
+    }
+}
 
 fn server(now: u64) -> Connection {
     let mut extra = Map::new();
     extra.insert("readonly".into(), json!(false));
-    Connection::accept("hello", TOKEN, "0.1.0", extra, now, HELLO_TIMEOUT_MS)
+    let a = auth(TOKEN, SERVER_NONCE, PORT);
+    Connection::accept("hello", a, "0.1.0", extra, now, HELLO_TIMEOUT_MS)
+}
+
+/// The dialling end, holding `token`, dialling `port`.
+fn client(token: &str, port: u16, timeout: u64) -> Connection {
+    let mut hello = Map::new();
+    hello.insert("extVersion".into(), json!("0.1.0"));
+    let a = auth(token, CLIENT_NONCE, port);
+    Connection::dial("hello", hello, a, "0.1.0", 0, timeout)
 }
 
 fn hello_frame(payload: Value) -> String {
@@ -14,6 +35,34 @@ fn hello_frame(payload: Value) -> String {
         kind: "hello".into(),
         payload,
     })
+}
+
+fn proof_frame(payload: Value) -> String {
+    frame::encode(&Frame::Request {
+        id: 0,
+        kind: types::HELLO_PROOF.into(),
+        payload,
+    })
+}
+
+fn response(result: Value) -> String {
+    frame::encode(&Frame::Response {
+        id: 0,
+        outcome: Ok(result),
+    })
+}
+
+/// What a genuine bridge answers a hello with (its nonce and its proof for `port`).
+fn challenge(port: u16) -> Value {
+    let proof = trust::proof(
+        TOKEN,
+        ProofRole::Accept,
+        "hello",
+        port,
+        CLIENT_NONCE,
+        SERVER_NONCE,
+    );
+    json!({"ok": true, "protocol": PROTOCOL_VERSION, "serverVersion": "0.1.0", "nonce": SERVER_NONCE, "proof": proof})
 }
 
 fn drain(c: &mut Connection) -> Vec<Value> {
@@ -26,53 +75,70 @@ fn events(c: &mut Connection) -> Vec<Event> {
     std::iter::from_fn(|| c.poll_event()).collect()
 }
 
-/// Carries every queued frame from one end to the other.
-fn pump(from: &mut Connection, to: &mut Connection) {
+/// Carries every queued frame from one end to the other; returns the frames carried.
+fn pump(from: &mut Connection, to: &mut Connection) -> Vec<String> {
+    let mut carried = Vec::new();
     while let Some(t) = from.poll_transmit() {
         to.handle_text(&t);
+        carried.push(t);
     }
+    carried
+}
+
+/// The four frames of a handshake; every frame either end sent.
+fn handshake(c: &mut Connection, s: &mut Connection) -> Vec<String> {
+    let mut wire = Vec::new();
+    for _ in 0..2 {
+        wire.extend(pump(c, s));
+        wire.extend(pump(s, c));
+    }
+    wire
 }
 
 fn open_pair() -> (Connection, Connection) {
     let mut s = server(0);
-    let mut hello = Map::new();
-    hello.insert("token".into(), json!(TOKEN));
-    hello.insert("extVersion".into(), json!("0.1.0"));
-    let mut c = Connection::dial("hello", hello, "0.1.0", 0, HELLO_TIMEOUT_MS);
-    pump(&mut c, &mut s);
-    pump(&mut s, &mut c);
+    let mut c = client(TOKEN, PORT, HELLO_TIMEOUT_MS);
+    handshake(&mut c, &mut s);
     assert!(s.is_open() && c.is_open());
     (s, c)
 }
 
 #[test]
-fn a_good_hello_opens_both_ends() {
-    let (mut s, mut c) = open_pair();
+fn a_good_hello_opens_both_ends_and_the_token_never_crosses_the_wire() {
+    let mut s = server(0);
+    let mut c = client(TOKEN, PORT, HELLO_TIMEOUT_MS);
+    let wire = handshake(&mut c, &mut s);
+    assert!(s.is_open() && c.is_open());
+    assert_eq!(wire.len(), 4, "hello, challenge, proof, ack: {wire:?}");
+    assert!(wire.iter().all(|f| !f.contains(TOKEN)), "{wire:?}");
     let Some(Event::Hello(info)) = s.poll_event() else {
         panic!("no hello event");
     };
-    assert!(
-        info.payload.get("token").is_none(),
-        "the token is not passed on"
-    );
+    assert!(info.payload.get("nonce").is_none());
     assert_eq!(info.payload["extVersion"], "0.1.0");
     let Some(Event::Ready(ack)) = c.poll_event() else {
         panic!("no ready event");
     };
     assert_eq!(ack.server_version, "0.1.0");
     assert_eq!(ack.result["readonly"], false);
+    // What the ack tells an authenticated peer is not in the challenge.
+    let first_answer: Value = serde_json::from_str(&wire[1]).unwrap();
+    assert!(
+        first_answer["result"].get("readonly").is_none(),
+        "{first_answer}"
+    );
     assert_eq!(s.poll_timeout(), None, "no deadline once open");
 }
 
 #[test]
 fn protocol_mismatch_names_both_numbers_and_closes() {
     let mut s = server(0);
-    s.handle_text(&hello_frame(json!({"protocol": 2, "token": TOKEN})));
+    s.handle_text(&hello_frame(json!({"protocol": 1, "token": TOKEN})));
     let out = drain(&mut s);
     assert_eq!(out[0]["result"]["ok"], false);
     let reason = out[0]["result"]["reason"].as_str().unwrap();
     assert!(
-        reason.contains("protocol 1") && reason.contains("protocol 2"),
+        reason.contains("protocol 2") && reason.contains("protocol 1"),
         "{reason}"
     );
     assert!(s.is_closed());
@@ -92,64 +158,171 @@ fn protocol_mismatch_names_both_numbers_and_closes() {
 
 #[test]
 fn the_dialling_end_refuses_a_different_protocol_too() {
-    let mut c = Connection::dial("hello", Map::new(), "0.1.0", 0, 1000);
+    let mut c = client(TOKEN, PORT, 1000);
     let _ = drain(&mut c);
-    c.handle_text(&frame::encode(&Frame::Response {
-        id: 0,
-        outcome: Ok(json!({"ok": true, "protocol": 3, "serverVersion": "9"})),
-    }));
+    c.handle_text(&response(
+        json!({"ok": true, "protocol": 3, "serverVersion": "9"}),
+    ));
     assert!(!c.is_open());
     let msg = c.close_reason().unwrap().to_string();
     assert!(
-        msg.contains("protocol 1") && msg.contains("protocol 3"),
+        msg.contains("protocol 2") && msg.contains("protocol 3"),
         "{msg}"
     );
     assert!(msg.contains("update this end"), "{msg}");
     // An old bridge whose ack lacks `protocol`.
-    let mut c = Connection::dial("hello", Map::new(), "0.1.0", 0, 1000);
-    c.handle_text(&frame::encode(&Frame::Response {
-        id: 0,
-        outcome: Ok(json!({"ok": true, "assignedPort": 0})),
-    }));
+    let mut c = client(TOKEN, PORT, 1000);
+    c.handle_text(&response(json!({"ok": true, "assignedPort": 0})));
     assert!(matches!(
         c.close_reason(),
         Some(CloseReason::ProtocolMismatch { theirs: None, .. })
     ));
 }
 
+/// The accepting end: a hello without a valid nonce, then a missing or wrong proof (the
+/// proof of another token, another port, the accepting role's own, or a near miss) is
+/// refused, and nothing after it is processed.
 #[test]
-fn wrong_or_missing_token_is_refused() {
-    for payload in [
-        json!({"protocol": 1}),
-        json!({"protocol": 1, "token": ""}),
-        json!({"protocol": 1, "token": 42}),
-        json!({"protocol": 1, "token": TOKEN.to_uppercase()}),
-        json!({"protocol": 1, "token": &TOKEN[1..]}),
-    ] {
+fn a_dialling_end_that_cannot_prove_the_token_is_refused() {
+    let good = trust::proof(
+        TOKEN,
+        ProofRole::Dial,
+        "hello",
+        PORT,
+        CLIENT_NONCE,
+        SERVER_NONCE,
+    );
+    let proofs = [
+        json!({}),
+        json!({"proof": ""}),
+        json!({"proof": 42}),
+        json!({"proof": good.to_uppercase()}),
+        json!({"proof": &good[1..]}),
+        json!({"proof": trust::proof("another-token-0123456789abcdef0123", ProofRole::Dial, "hello", PORT, CLIENT_NONCE, SERVER_NONCE)}),
+        json!({"proof": trust::proof(TOKEN, ProofRole::Dial, "hello", PORT + 1, CLIENT_NONCE, SERVER_NONCE)}),
+        json!({"proof": trust::proof(TOKEN, ProofRole::Accept, "hello", PORT, CLIENT_NONCE, SERVER_NONCE)}),
+        json!({"proof": trust::proof(TOKEN, ProofRole::Dial, "fwd_hello", PORT, CLIENT_NONCE, SERVER_NONCE)}),
+    ];
+    for proof in proofs {
         let mut s = server(0);
-        s.handle_text(&hello_frame(payload.clone()));
+        s.handle_text(&hello_frame(
+            json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+        ));
+        assert_eq!(drain(&mut s)[0]["result"]["ok"], true);
+        s.handle_text(&proof_frame(proof.clone()));
         let out = drain(&mut s);
-        assert_eq!(out[0]["result"]["ok"], false, "{payload}");
-        assert_eq!(s.close_reason(), Some(&CloseReason::BadToken));
+        assert_eq!(out[0]["result"]["ok"], false, "{proof}");
+        assert_eq!(s.close_reason(), Some(&CloseReason::BadToken), "{proof}");
         assert_eq!(CloseReason::BadToken.code(), 4001);
         assert!(!s.is_open());
+        assert!(events(&mut s).is_empty(), "no hello event: {proof}");
         // Nothing after the refusal is processed.
         s.handle_text(r#"{"k":"png"}"#);
         assert!(drain(&mut s).is_empty());
     }
+    // The right one opens it.
+    let mut s = server(0);
+    s.handle_text(&hello_frame(
+        json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+    ));
+    s.handle_text(&proof_frame(json!({ "proof": good })));
+    assert!(s.is_open());
+    // Nonces that are missing, too short, too long or not plain text.
+    for nonce in [
+        json!(null),
+        json!("short"),
+        json!("x".repeat(129)),
+        json!("a nonce with spaces!"),
+        json!(7),
+    ] {
+        let mut s = server(0);
+        s.handle_text(&hello_frame(
+            json!({"protocol": PROTOCOL_VERSION, "nonce": nonce}),
+        ));
+        let out = drain(&mut s);
+        assert_eq!(out[0]["result"]["ok"], false, "{nonce}");
+        assert!(s.is_closed());
+    }
+}
+
+/// The dialling end, facing something else on the bridge's port (a local process that does
+/// not hold the token): whatever that answers, it is sent nothing after the hello, which
+/// carries no token, and the link ends as an impostor's.
+#[test]
+fn the_dialling_end_sends_nothing_to_an_end_that_cannot_prove_the_token() {
+    let genuine = challenge(PORT);
+    let mut forged = Vec::new();
+    for (k, v) in [
+        ("proof", json!(null)),
+        ("proof", json!("")),
+        (
+            "proof",
+            json!(trust::proof(
+                "another-token-0123456789abcdef0123",
+                ProofRole::Accept,
+                "hello",
+                PORT,
+                CLIENT_NONCE,
+                SERVER_NONCE
+            )),
+        ),
+        // Our own proof reflected back, or a genuine bridge's on another port (a relay).
+        (
+            "proof",
+            json!(trust::proof(
+                TOKEN,
+                ProofRole::Dial,
+                "hello",
+                PORT,
+                CLIENT_NONCE,
+                SERVER_NONCE
+            )),
+        ),
+        ("proof", challenge(PORT + 1)["proof"].clone()),
+        ("nonce", json!("another-nonce-0123456789")),
+    ] {
+        let mut c = genuine.clone();
+        c[k] = v;
+        forged.push(c);
+    }
+    for answer in forged {
+        let mut c = client(TOKEN, PORT, 1000);
+        let hello = drain(&mut c);
+        assert!(!hello[0].to_string().contains(TOKEN));
+        c.handle_text(&response(answer.clone()));
+        assert_eq!(c.close_reason(), Some(&CloseReason::Impostor), "{answer}");
+        assert!(drain(&mut c).is_empty(), "sent after {answer}");
+        assert!(events(&mut c).is_empty());
+        assert!(c
+            .close_reason()
+            .unwrap()
+            .to_string()
+            .contains("could not prove"));
+    }
+    // The genuine answer gets our proof.
+    let mut c = client(TOKEN, PORT, 1000);
+    let _ = drain(&mut c);
+    c.handle_text(&response(genuine));
+    let out = drain(&mut c);
+    assert_eq!(out[0]["type"], types::HELLO_PROOF);
+    assert!(!c.is_open(), "open only once the ack comes");
 }
 
 #[test]
 fn the_dialling_end_surfaces_a_refusal_reason() {
-    let mut s = server(0);
-    let mut hello = Map::new();
-    hello.insert("token".into(), json!("nope"));
-    let mut c = Connection::dial("hello", hello, "0.1.0", 0, 1000);
-    pump(&mut c, &mut s);
-    pump(&mut s, &mut c);
-    match c.close_reason() {
-        Some(CloseReason::Rejected(r)) => assert!(r.contains("token"), "{r}"),
-        other => panic!("{other:?}"),
+    // Refused at the hello (a cap, say), or at the proof (the bridge's words).
+    for at_proof in [false, true] {
+        let mut c = client(TOKEN, PORT, 1000);
+        let _ = drain(&mut c);
+        if at_proof {
+            c.handle_text(&response(challenge(PORT)));
+            let _ = drain(&mut c);
+        }
+        c.handle_text(&response(json!({"ok": false, "protocol": PROTOCOL_VERSION, "reason": "wrong or missing token: open the link"})));
+        match c.close_reason() {
+            Some(CloseReason::Rejected(r)) => assert!(r.contains("token"), "{r}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
 
@@ -159,6 +332,7 @@ fn anything_before_hello_closes() {
         r#"{"k":"png"}"#,
         r#"{"k":"ntf","type":"tabs_changed","payload":{}}"#,
         r#"{"k":"req","id":1,"type":"call_tool","payload":{}}"#,
+        r#"{"k":"req","id":0,"type":"hello_proof","payload":{}}"#,
         r#"{"k":"res","id":1,"ok":true}"#,
         "not json",
     ] {
@@ -169,6 +343,14 @@ fn anything_before_hello_closes() {
             matches!(s.close_reason(), Some(CloseReason::Malformed(_))),
             "{first}"
         );
+        assert!(events(&mut s).is_empty());
+        // Nor between the hello and its proof.
+        let mut s = server(0);
+        s.handle_text(&hello_frame(
+            json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+        ));
+        s.handle_text(first);
+        assert!(s.is_closed() && !s.is_open(), "{first}");
         assert!(events(&mut s).is_empty());
     }
     // A hello with a non-object payload is refused too.
@@ -187,10 +369,25 @@ fn the_hello_deadline_is_decided_from_the_time_given() {
     assert_eq!(s.close_reason(), Some(&CloseReason::HelloTimeout));
     assert_eq!(CloseReason::HelloTimeout.code(), 4008);
     // A hello after the deadline is too late.
-    s.handle_text(&hello_frame(json!({"protocol": 1, "token": TOKEN})));
+    s.handle_text(&hello_frame(
+        json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+    ));
     assert!(!s.is_open());
-    // Same on the dialling side, waiting for the ack.
-    let mut c = Connection::dial("hello", Map::new(), "0.1.0", 0, 50);
+    // The deadline covers the proof too: a hello alone does not hold the socket.
+    let mut s = server(1_000);
+    s.handle_text(&hello_frame(
+        json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+    ));
+    assert_eq!(s.poll_timeout(), Some(11_000));
+    s.handle_timeout(11_000);
+    assert_eq!(s.close_reason(), Some(&CloseReason::HelloTimeout));
+    // Same on the dialling side, waiting for the challenge, then for the ack.
+    let mut c = client(TOKEN, PORT, 50);
+    c.handle_timeout(50);
+    assert_eq!(c.close_reason(), Some(&CloseReason::HelloTimeout));
+    let mut c = client(TOKEN, PORT, 50);
+    c.handle_text(&response(challenge(PORT)));
+    assert_eq!(c.poll_timeout(), Some(50));
     c.handle_timeout(50);
     assert_eq!(c.close_reason(), Some(&CloseReason::HelloTimeout));
 }
@@ -240,7 +437,9 @@ fn requests_correlate_by_id_in_both_directions() {
     pump(&mut s, &mut c); // the pong
     assert!(c.is_open() && s.is_open());
     // A second hello on an open socket is answered with an error and changes nothing.
-    s.handle_text(&hello_frame(json!({"protocol": 1, "token": TOKEN})));
+    s.handle_text(&hello_frame(
+        json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+    ));
     let out = drain(&mut s);
     assert_eq!(out[0]["error"]["code"], "ALREADY_OPEN");
     assert!(s.is_open());

@@ -1,12 +1,24 @@
 // A minimal WebSocket server (RFC 6455, text and close frames only) that records what the
 // extension sends: the upgrade request (URL, Origin) and every frame, so tests can check what
 // never appears in a URL and which close code a Disconnect sends. It plays the bridge's part
-// of the hello when `ack` is given. Not a bridge: the real one is bridge/.
-import { createHash } from "node:crypto";
+// of the hello when `ack` is given: with `token`, as a genuine bridge does (its nonce and its
+// proof of the token, then `ack` once the extension's proof holds); without, by answering the
+// hello with `ack` itself (a refusal, or something else on the port that cannot prove the
+// token). Not a bridge: the real one is bridge/.
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 
-export async function startWsProbe({ ack } = {}) {
-  const seen = { upgrades: [], frames: [], closes: [] };
+const NONCE = "ws-probe-nonce-0123456789abcdef";
+
+/** `trust::proof` (src/bridge/trust.rs), written again here from its documentation. */
+export function bridgeProof(token, role, helloType, port, dialNonce, acceptNonce) {
+  const label = role === "accept" ? "lumo-bridge accept" : "lumo-bridge dial";
+  return createHmac("sha256", token).update([label, helloType, String(port), dialNonce, acceptNonce].map((p) => `${p}\n`).join("")).digest("hex");
+}
+
+export async function startWsProbe({ ack, token } = {}) {
+  const seen = { upgrades: [], frames: [], closes: [], proofs: [] };
+  let port = 0;
   const sockets = new Set();
   const server = createServer((_, res) => res.writeHead(426).end());
   server.on("upgrade", (req, socket) => {
@@ -33,7 +45,20 @@ export async function startWsProbe({ ack } = {}) {
           const text = data.toString("utf8");
           seen.frames.push(text);
           const f = JSON.parse(text);
-          if (ack && f.k === "req" && f.type === "hello") send(socket, { k: "res", id: f.id, ok: true, result: ack });
+          if (ack && f.k === "req" && f.type === "hello") {
+            const result = token && ack.ok
+              ? { ok: true, protocol: ack.protocol, serverVersion: ack.serverVersion, nonce: NONCE, proof: bridgeProof(token, "accept", "hello", port, f.payload.nonce, NONCE) }
+              : ack;
+            socket.lumoNonce = f.payload.nonce;
+            send(socket, { k: "res", id: f.id, ok: true, result });
+          }
+          if (token && f.k === "req" && f.type === "hello_proof") {
+            const want = Buffer.from(bridgeProof(token, "dial", "hello", port, socket.lumoNonce, NONCE));
+            const got = Buffer.from(String(f.payload?.proof ?? ""));
+            const good = got.length === want.length && timingSafeEqual(got, want);
+            seen.proofs.push(good);
+            send(socket, { k: "res", id: f.id, ok: true, result: good ? ack : { ok: false, protocol: ack.protocol, reason: "wrong or missing token" } });
+          }
           if (f.k === "png") send(socket, { k: "pog" });
         } else if (op === 8) {
           seen.closes.push({ code: data.length >= 2 ? data.readUInt16BE(0) : null, reason: data.subarray(2).toString("utf8") });
@@ -45,8 +70,9 @@ export async function startWsProbe({ ack } = {}) {
     socket.on("error", () => {});
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  port = server.address().port;
   return {
-    port: server.address().port,
+    port,
     seen,
     request: (socketIndex, frame) => send([...sockets][socketIndex ?? 0], frame),
     close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
