@@ -788,3 +788,37 @@ fn writes_waiting_their_turn_are_stopped_by_a_switch_flipped_meanwhile() {
         }
     }
 }
+
+/// A session closed (the user's Disconnect) after a write's first checks but before its review
+/// opens is never shown to the user: nothing would be left to answer, and an approval would
+/// write for a caller the user sent away.
+#[test]
+fn no_review_opens_for_a_session_closed_before_it() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    // The rate slot is stored before the user is asked: the call waits there.
+    p.env.session_set_yields.set(4);
+    let opened = std::cell::Cell::new(false);
+    let user = async {
+        p.close_session(s.id);
+        for _ in 0..1000 {
+            if let Some(r) = p.pending_reviews().first() {
+                opened.set(true);
+                p.decide(
+                    &r.id.clone(),
+                    Decision::Approve {
+                        allow_session: false,
+                    },
+                );
+                return;
+            }
+            YieldNow(false).await;
+        }
+    };
+    let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Gone", "")}}});
+    let r = call_while(&p, &s, msg, user);
+    assert!(!opened.get(), "a review opened for a closed session: {r}");
+    assert_eq!(error_code(&r), Some("REVIEW_EXPIRED"), "{r}");
+    assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
+}

@@ -37,6 +37,11 @@ impl<E: Env> Provider<E> {
         request: ReviewRequest,
         rpc_id: Value,
     ) -> Result<Decision, QueueFull> {
+        // The session closed (the user's Disconnect, a revocation) after the call's checks: a
+        // review shown now would ask the user about a caller already sent away.
+        if !self.session_open(request.session) {
+            return Ok(Decision::Cancelled);
+        }
         let mut request = request;
         let full = review::admit(
             self.reviews
