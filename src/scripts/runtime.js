@@ -14,6 +14,12 @@
 // the console bounds MAXL/MAXT/MAXC (lines, characters a line, in all), MAXLATE late errors a
 // page, the guard G (asked only to report a SyntaxError) and the values SNAP ([[key, JSON
 // text], …] or null). The world's one global is `__lumoWorld`: scripts/prelude.rs says why.
+//
+// The script's source runs in this world after this entry and may replace built-ins or add to
+// `Object.prototype` before it calls a GM function: a message holding the token is therefore an
+// object literal with no prototype (no inherited setter sees `lumo` assigned, no inherited
+// `toJSON` sees the message when Chrome serializes it), and `sendMessage` was bound above,
+// before any script ran.
 const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {
   let send = null;
   try {
@@ -50,7 +56,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
   const report = (r) => {
     try {
       if (send) {
-        const p = send({ lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped });
+        const p = send({ __proto__: null, lumo: T, v: V, kind: "run", runAt: RA, ms: r.ms, error: r.error, console: r.logs, consoleDropped: r.dropped });
         if (p && typeof p.catch === "function") p.catch(() => {
         });
       }
@@ -99,7 +105,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
   const late = (e, p, rej) => {
     if (lateSent >= MAXLATE) return;
     lateSent++;
-    const m = { lumo: T, v: V, kind: "late", rejection: rej, error: describe(e, rej ? "rejection" : "thrown value", p) };
+    const m = { __proto__: null, lumo: T, v: V, kind: "late", rejection: rej, error: describe(e, rej ? "rejection" : "thrown value", p) };
     if (ran) out(m);
     else queue.push(m);
   };
@@ -134,7 +140,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
   const R = { gm(op, f) {
     if (!send) return Promise.resolve({ nochannel: true });
     try {
-      return Promise.resolve(send(Object.assign({}, f, { lumo: T, v: V, kind: "gm", op }))).catch((e) => ({ error: String(e && e.message || e) }));
+      return Promise.resolve(send({ __proto__: null, ...f, lumo: T, v: V, kind: "gm", op })).catch((e) => ({ error: String(e && e.message || e) }));
     } catch (e) {
       return Promise.resolve({ error: String(e && e.message || e) });
     }

@@ -327,6 +327,28 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(await load(url("proto.test")), { proto: JSON.stringify(["kept", ["__proto__"]]) });
   });
 
+  // The script's source runs in the world the runtime made, after it: it may hook built-ins
+  // and Object.prototype before its GM calls. Before, the runtime built each message with
+  // Object.assign (hooked, or an inherited `lumo` setter) and a plain object (an inherited
+  // toJSON as Chrome serializes it): the script got its own token, valid for its values and
+  // its @connect hosts after the script was fixed.
+  test("a script that hooks built-ins before its GM calls never sees its token, and its calls and run report still work", T, async () => {
+    const s = await write("hook", ["@match http://hook.test/*", "@grant GM_getValue", "@grant GM_setValue"],
+      "const seen = [];\n"
+      + "const grab = (v) => { if (typeof v === 'string' && v.length > 16) seen.push(v); };\n"
+      + "Object.defineProperty(Object.prototype, 'lumo', { set(v) { grab(v); Object.defineProperty(this, 'lumo', { value: v, writable: true, enumerable: true, configurable: true }); }, configurable: true });\n"
+      + "Object.defineProperty(Object.prototype, 'toJSON', { value: function () { try { const d = Object.getOwnPropertyDescriptor(this, 'lumo'); grab(d && d.value); } catch (e) {} return this; }, writable: true, configurable: true });\n"
+      + "const assign = Object.assign; Object.assign = function (...a) { for (const o of a) { try { grab(o && Object.getOwnPropertyDescriptor(o, 'lumo')?.value); } catch (e) {} } return assign.apply(this, a); };\n"
+      + "GM_setValue('k', 'v1');\n"
+      // Chrome serializes a message when it is sent: the GM call's at once, the run report's as
+      // the script's first pass ends.
+      + "setTimeout(() => document.documentElement.setAttribute('data-gm-hook', String(seen.length)), 100);");
+    assert.deepEqual(await load(url("hook.test")), { hook: "0" });
+    assert.equal(await until(() => stored(`values/${s.uuid}`), (v) => v?.k === JSON.stringify("v1"), 5000).then((v) => v?.k), JSON.stringify("v1"));
+    const runs = await until(async () => (await call("script_runs", { uuid: s.uuid })).structuredContent.runs, (r) => r.length >= 1, 5000);
+    assert.ok(runs.length >= 1 && runs.every((r) => r.ok), JSON.stringify(runs));
+  });
+
   test("values: GM.* promise forms, listeners, and a flood of GM_setValue is one bounded message while the provider stays responsive", T, async () => {
     await write("promise", ["@match http://promise.test/*", "@grant GM.setValue", "@grant GM.getValue", "@grant GM.deleteValue", "@grant GM_addValueChangeListener"],
       "const heard = [];\nGM_addValueChangeListener('p', (k, o, n, remote) => heard.push([k, o ?? null, n ?? null, remote]));\n"
