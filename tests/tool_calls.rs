@@ -426,6 +426,45 @@ fn interrupted_reviews_are_audited_on_resume() {
     assert_eq!(p.env.dump(Area::Session)["reviews"], json!([]));
 }
 
+/// A review that opens before the start-up settles the previous worker's stubs (a host that
+/// reconnects at once) does not save over them: they are still audited as interrupted.
+#[test]
+fn interrupted_reviews_are_audited_even_when_a_review_opens_first() {
+    let p = provider();
+    let mut m = serde_json::Map::new();
+    m.insert("reviews".into(), json!([{"id": "r1", "caller": HOST, "tool": "delete_script", "target": null, "digest": "ab", "createdAt": 1.0}]));
+    block_on(lumo_userscripts::env::Storage::set(
+        &p.env,
+        Area::Session,
+        m,
+    ))
+    .unwrap();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let r = with_review(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Early", "")}),
+        Some(Decision::Deny),
+    );
+    assert_eq!(error_code(&r), Some("USER_REJECTED"), "{r}");
+    block_on(p.resume_interrupted_reviews()); // the start-up's turn, later
+    let results: Vec<String> = audit_log(&p)
+        .into_iter()
+        .map(|e| format!("{} {}", e.tool, e.result))
+        .collect();
+    assert!(
+        results.contains(&"delete_script REVIEW_INTERRUPTED".to_owned()),
+        "{results:?}"
+    );
+    assert_eq!(
+        results.iter().filter(|r| r.contains("INTERRUPTED")).count(),
+        1,
+        "{results:?}"
+    );
+}
+
 #[test]
 fn audit_digest_is_of_the_arguments_and_source_never_stored_elsewhere() {
     let p = provider();

@@ -93,6 +93,8 @@ pub struct Provider<E> {
     reviews: RefCell<VecMap<u64, Waiting>>,
     /// The last review's `seq`: arrival order, never reused in this worker.
     review_seq: Cell<u64>,
+    /// The previous worker's interrupted reviews have been settled (`reviews`).
+    reviews_resumed: Cell<bool>,
     /// Sessions whose writes the user allowed without further review ("allow for this session").
     waived: RefCell<VecSet<u64>>,
     /// Whether this worker has finalized a write the previous one left pending (see
@@ -166,6 +168,7 @@ impl<E: Env> Provider<E> {
             next_session: Cell::new(1),
             reviews: RefCell::new(VecMap::new()),
             review_seq: Cell::new(0),
+            reviews_resumed: Cell::new(false),
             waived: RefCell::new(VecSet::new()),
             journal_settled: Cell::new(false),
             inflight: Default::default(),

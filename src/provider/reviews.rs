@@ -64,6 +64,9 @@ impl<E: Env> Provider<E> {
                 decide: Some(tx),
             },
         );
+        // The stubs of the previous worker's reviews are settled (audited) first: saved over
+        // before the start-up settles them, they would be lost from the record.
+        self.resume_interrupted_reviews().await;
         self.save_review_stubs().await;
         self.changed();
         let decision = match select(rx, Box::pin(self.env.sleep(review::REVIEW_TIMEOUT_MS))).await {
@@ -132,7 +135,12 @@ impl<E: Env> Provider<E> {
 
     /// At worker start: reviews that were waiting when the previous worker stopped cannot be
     /// answered any more (their port died with it). Each is audited as REVIEW_INTERRUPTED.
+    /// Once per worker: at start, or before the first review saves its stub if that comes
+    /// first.
     pub async fn resume_interrupted_reviews(&self) {
+        if self.reviews_resumed.replace(true) {
+            return;
+        }
         let stored = match self.env.get(Area::Session, &[review::STUBS_KEY]).await {
             Ok(m) => m.get(review::STUBS_KEY).cloned().unwrap_or(Value::Null),
             Err(_) => return,
