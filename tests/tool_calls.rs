@@ -407,10 +407,8 @@ fn doomed_writes_fail_before_asking_the_user() {
     assert!(p.pending_reviews().is_empty());
 }
 
-#[test]
-fn interrupted_reviews_are_audited_on_resume() {
-    let p = provider();
-    // A stub left by a previous worker.
+/// The stub of a review a previous worker left waiting (a `delete_script` of HOST's).
+fn leave_review_stub(p: &Provider<MemoryEnv>) {
     let mut m = serde_json::Map::new();
     m.insert("reviews".into(), json!([{"id": "r1", "caller": HOST, "tool": "delete_script", "target": null, "digest": "ab", "createdAt": 1.0}]));
     block_on(lumo_userscripts::env::Storage::set(
@@ -419,6 +417,12 @@ fn interrupted_reviews_are_audited_on_resume() {
         m,
     ))
     .unwrap();
+}
+
+#[test]
+fn interrupted_reviews_are_audited_on_resume() {
+    let p = provider();
+    leave_review_stub(&p);
     block_on(p.resume_interrupted_reviews());
     let log = audit_log(&p);
     assert_eq!(log.len(), 1);
@@ -431,14 +435,7 @@ fn interrupted_reviews_are_audited_on_resume() {
 #[test]
 fn interrupted_reviews_are_audited_even_when_a_review_opens_first() {
     let p = provider();
-    let mut m = serde_json::Map::new();
-    m.insert("reviews".into(), json!([{"id": "r1", "caller": HOST, "tool": "delete_script", "target": null, "digest": "ab", "createdAt": 1.0}]));
-    block_on(lumo_userscripts::env::Storage::set(
-        &p.env,
-        Area::Session,
-        m,
-    ))
-    .unwrap();
+    leave_review_stub(&p);
     let s = ready(&p);
     set_switch(&p, "review", true);
     let r = with_review(

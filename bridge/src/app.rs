@@ -9,7 +9,7 @@ use crate::link::{self, now_ms, Cmd};
 use crate::{control, secrets};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt as _;
-use lumo_userscripts::bridge::{types, Auth, Connection};
+use lumo_userscripts::bridge::{types, Connection};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -186,11 +186,7 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
     hello.insert("pid".into(), json!(std::process::id()));
     hello.insert("version".into(), json!(VERSION));
     // The control token is never sent: the owner proves it holds it first.
-    let auth = Auth {
-        token,
-        nonce: secrets::random_token(),
-        port: app.args.control_port,
-    };
+    let auth = secrets::auth(token, app.args.control_port);
     let conn = Connection::dial(types::FWD_HELLO, hello, auth, VERSION, now_ms(), 5_000);
     let (tx, rx) = mpsc::channel(64);
     let (open_tx, mut open_rx) = oneshot::channel();

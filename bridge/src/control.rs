@@ -8,7 +8,7 @@ use crate::ext::VERSION;
 use crate::hub::Hub;
 use crate::link::{self, now_ms, OnRequest};
 use futures_util::FutureExt as _;
-use lumo_userscripts::bridge::{trust, types, Auth, Connection, WireError};
+use lumo_userscripts::bridge::{trust, types, Connection, WireError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -30,11 +30,7 @@ pub async fn serve(
             async move {
                 let mut extra = Map::new();
                 extra.insert("extToken".into(), json!(hub.ext_token));
-                let auth = Auth {
-                    token,
-                    nonce: crate::secrets::random_token(),
-                    port,
-                };
+                let auth = crate::secrets::auth(token, port);
                 let conn = Connection::accept(
                     types::FWD_HELLO,
                     auth,

@@ -5,7 +5,7 @@
 use crate::accept;
 use crate::hub::Hub;
 use crate::link::{self, now_ms};
-use lumo_userscripts::bridge::{trust, types, Auth, Connection};
+use lumo_userscripts::bridge::{trust, types, Connection};
 use lumo_userscripts::ids::ExtensionId;
 use serde_json::{json, Map};
 use std::sync::{Arc, Mutex};
@@ -32,11 +32,7 @@ pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
             async move {
                 let mut extra = Map::new();
                 extra.insert("readonly".into(), json!(cfg.readonly));
-                let auth = Auth {
-                    token: hub.ext_token.clone(),
-                    nonce: crate::secrets::random_token(),
-                    port: hub.port,
-                };
+                let auth = crate::secrets::auth(hub.ext_token.clone(), hub.port);
                 let conn = Connection::accept(
                     types::HELLO,
                     auth,

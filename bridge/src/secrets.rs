@@ -12,6 +12,16 @@ pub fn random_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What one socket's handshake is proven with: `token`, a fresh nonce, and `port` (the one
+/// listened on, or dialled).
+pub fn auth(token: String, port: u16) -> lumo_userscripts::bridge::Auth {
+    lumo_userscripts::bridge::Auth {
+        token,
+        nonce: random_token(),
+        port,
+    }
+}
+
 /// The token from `--token`, else `LUMO_BRIDGE_TOKEN`, else a fresh random one.
 pub fn extension_token(flag: Option<&str>) -> Result<String, String> {
     let chosen = flag.map(str::to_string).or_else(|| {

@@ -536,14 +536,7 @@ impl Connection {
         };
         // A token sent in the clear (an older peer) is never kept.
         hello.remove("token");
-        let proof = trust::proof(
-            &self.auth.token,
-            ProofRole::Accept,
-            self.hello_type,
-            self.auth.port,
-            &nonce,
-            &self.auth.nonce,
-        );
+        let proof = self.proof(ProofRole::Accept, &nonce, &self.auth.nonce);
         let challenge = json!({
             "ok": true,
             "protocol": PROTOCOL_VERSION,
@@ -564,19 +557,48 @@ impl Connection {
         self.pending_hello = Some(hello);
     }
 
+    /// `role`'s proof of this socket's token for these nonces (`trust::proof`).
+    fn proof(&self, role: ProofRole, dial_nonce: &str, accept_nonce: &str) -> String {
+        let a = &self.auth;
+        trust::proof(
+            &a.token,
+            role,
+            self.hello_type,
+            a.port,
+            dial_nonce,
+            accept_nonce,
+        )
+    }
+
+    /// Whether `presented` is `role`'s proof for these nonces (`trust::proof_ok`).
+    fn proven(
+        &self,
+        presented: &str,
+        role: ProofRole,
+        dial_nonce: &str,
+        accept_nonce: &str,
+    ) -> bool {
+        let a = &self.auth;
+        trust::proof_ok(
+            presented,
+            &a.token,
+            role,
+            self.hello_type,
+            a.port,
+            dial_nonce,
+            accept_nonce,
+        )
+    }
+
     /// Accept side: the peer's proof that it holds the token; only then the ack and `Hello`.
     fn on_proof(&mut self, id: u64, payload: &Value) {
         let presented = payload.get("proof").and_then(Value::as_str).unwrap_or("");
-        let good = trust::proof_ok(
+        if !self.proven(
             presented,
-            &self.auth.token,
             ProofRole::Dial,
-            self.hello_type,
-            self.auth.port,
             &self.peer_nonce,
             &self.auth.nonce,
-        );
-        if !good {
+        ) {
             return self.refuse(id, CloseReason::BadToken);
         }
         let mut ack = self.ack_extra.clone();
@@ -625,26 +647,10 @@ impl Connection {
             return self.finish(CloseReason::Malformed(why));
         };
         let presented = result.get("proof").and_then(Value::as_str).unwrap_or("");
-        let genuine = trust::proof_ok(
-            presented,
-            &self.auth.token,
-            ProofRole::Accept,
-            self.hello_type,
-            self.auth.port,
-            &self.auth.nonce,
-            nonce,
-        );
-        if !genuine {
+        if !self.proven(presented, ProofRole::Accept, &self.auth.nonce, nonce) {
             return self.finish(CloseReason::Impostor);
         }
-        let proof = trust::proof(
-            &self.auth.token,
-            ProofRole::Dial,
-            self.hello_type,
-            self.auth.port,
-            &self.auth.nonce,
-            nonce,
-        );
+        let proof = self.proof(ProofRole::Dial, &self.auth.nonce, nonce);
         self.peer_nonce = nonce.to_owned();
         self.transmit.push_back(frame::encode(&Frame::Request {
             id: HELLO_ID,

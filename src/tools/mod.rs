@@ -193,16 +193,10 @@ async fn write<E: Env>(
             Decision::Approve { .. } => {
                 // The wait may have been long: the user may have withdrawn access or turned
                 // writes off meanwhile, and that wins over an approval given in the popup.
-                let now = p.policy().await;
-                let access = ctx.caller.access(&now);
-                if access != Access::Granted {
-                    return refused(ToolError::new(ErrorCode::Unauthorized, access.reason()));
-                }
-                if !now.writes_enabled {
-                    return refused(ToolError::new(
-                        ErrorCode::WriteDisabled,
-                        "writes were turned off while this write waited for review; nothing changed",
-                    ));
+                let off =
+                    "writes were turned off while this write waited for review; nothing changed";
+                if let Err(e) = still_granted(p, ctx, off).await {
+                    return refused(e);
                 }
                 parsed = parsed.pinned(base)
             }
@@ -250,6 +244,24 @@ async fn write<E: Env>(
     Ok(done)
 }
 
+/// After a wait (the user's review, the write lock): the caller still granted and writes still
+/// on, as the policy stands now (returned); `writes_off` says what writes being off stopped.
+pub(super) async fn still_granted<E: Env>(
+    p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    writes_off: &'static str,
+) -> Result<Policy, ToolError> {
+    let now = p.policy().await;
+    let access = ctx.caller.access(&now);
+    if access != Access::Granted {
+        return Err(ToolError::new(ErrorCode::Unauthorized, access.reason()));
+    }
+    if !now.writes_enabled {
+        return Err(ToolError::new(ErrorCode::WriteDisabled, writes_off));
+    }
+    Ok(now)
+}
+
 /// Whether a write admitted earlier may still begin once it has its turn (`run_write`): its
 /// session open, its caller granted, writes on, and review off unless the user reviewed it (or
 /// allowed its session). Writes queue behind the write lock, each for as long as its `@require`
@@ -265,17 +277,8 @@ async fn still_allowed<E: Env>(
             "the session was closed while this write waited its turn; nothing changed",
         ));
     }
-    let now = p.policy().await;
-    let access = ctx.caller.access(&now);
-    if access != Access::Granted {
-        return Err(ToolError::new(ErrorCode::Unauthorized, access.reason()));
-    }
-    if !now.writes_enabled {
-        return Err(ToolError::new(
-            ErrorCode::WriteDisabled,
-            "writes were turned off while this write waited its turn; nothing changed",
-        ));
-    }
+    let off = "writes were turned off while this write waited its turn; nothing changed";
+    let now = still_granted(p, ctx, off).await?;
     if now.review_writes && !reviewed && !p.is_waived(ctx.session) {
         return Err(ToolError::new(
             ErrorCode::ReviewExpired,

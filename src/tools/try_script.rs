@@ -16,7 +16,7 @@ use crate::env::{Env, Tab};
 use crate::guard::audit::Entry;
 use crate::guard::diff::{line_diff, visible, Preview};
 use crate::guard::review::{Decision, ReviewRequest, Sources, REVIEW_TIMEOUT_MS};
-use crate::policy::{Access, Policy};
+use crate::policy::Policy;
 use crate::provider::Provider;
 use crate::scripts::metadata::Metadata;
 use crate::scripts::record::is_uuid;
@@ -319,18 +319,8 @@ async fn after_review<E: Env>(
 ) -> Result<(), ToolError> {
     match d {
         Decision::Approve { .. } => {
-            let now = p.policy().await;
-            let access = ctx.caller.access(&now);
-            if access != Access::Granted {
-                return Err(ToolError::new(ErrorCode::Unauthorized, access.reason()));
-            }
-            if !now.writes_enabled {
-                return Err(ToolError::new(
-                    ErrorCode::WriteDisabled,
-                    "writes were turned off while this try waited for review; nothing ran",
-                ));
-            }
-            Ok(())
+            let off = "writes were turned off while this try waited for review; nothing ran";
+            super::still_granted(p, ctx, off).await.map(drop)
         }
         Decision::Deny => Err(ToolError::new(
             ErrorCode::UserRejected,
