@@ -49,10 +49,18 @@ impl Hub {
         st.1 = st.1.saturating_add(1);
         let id = st.1;
         if let Some(old) = st.0.replace(Current { id, tx, hello }) {
-            let _ = old.tx.try_send(Cmd::Close {
+            let close = Cmd::Close {
                 code: REPLACED,
                 reason: "replaced by a newer connection".into(),
-            });
+            };
+            // A busy old link (its queue full) must still be told: dropped, it would stay open
+            // with no calls and its browser would show it connected. It gets the close once it
+            // has room; a link that is gone has dropped its receiver, and the send fails.
+            if let Err(mpsc::error::TrySendError::Full(close)) = old.tx.try_send(close) {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { old.tx.send(close).await });
+                }
+            }
         }
         id
     }
@@ -137,5 +145,28 @@ mod tests {
         assert!(hub.status()["connectLink"]
             .as_str()
             .is_some_and(|l| l.ends_with(&"t".repeat(64))));
+    }
+
+    #[tokio::test]
+    async fn a_replaced_link_whose_queue_is_full_is_still_closed() {
+        let hub = Hub::new(1, "t".repeat(64), "imliakfdgonldkmaddnhnniclbhiobpo");
+        let (tx1, mut rx1) = mpsc::channel(1);
+        let (tx2, _rx2) = mpsc::channel(1);
+        hub.attach(tx1.clone(), Map::new());
+        // The old link is busy: its one slot holds a call it has not taken yet.
+        tx1.try_send(Cmd::Respond {
+            id: 7,
+            outcome: Ok(Value::Null),
+        })
+        .map_err(|_| ())
+        .expect("the slot is free");
+        hub.attach(tx2, Map::new());
+        let first = rx1.recv().await;
+        assert!(matches!(first, Some(Cmd::Respond { id: 7, .. })));
+        let next = tokio::time::timeout(Duration::from_secs(5), rx1.recv()).await;
+        match next {
+            Ok(Some(Cmd::Close { code, .. })) => assert_eq!(code, REPLACED),
+            _ => panic!("the busy replaced link was never told to close"),
+        }
     }
 }
