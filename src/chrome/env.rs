@@ -355,7 +355,18 @@ impl crate::env::Http for ChromeEnv {
             }
         };
         // Before the fetch: Chrome may tell where a redirect leads before the fetch resolves.
-        let watch = super::redirects::Watch::acquire(&req.method, &req.url).await;
+        // The wait for an earlier fetch of the same method and URL counts toward this one's
+        // own timeout: it is bounded by the earlier one's, which may be far longer.
+        let watch = {
+            let acquire = super::redirects::Watch::acquire(&req.method, &req.url);
+            #[allow(clippy::cast_precision_loss)]
+            let timer = self::timeout(req.timeout_ms as f64);
+            futures::pin_mut!(acquire);
+            match futures::future::select(acquire, timer).await {
+                futures::future::Either::Left((watch, _)) => watch,
+                futures::future::Either::Right(_) => return Err(EnvError("timeout".into())),
+            }
+        };
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?

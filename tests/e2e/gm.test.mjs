@@ -448,6 +448,23 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(JSON.parse(await got.jsonValue()), { slow: `http://api.test:${P}/api/for-slow`, fast: `http://api.test:${P}/api/for-fast` });
   });
 
+  // Those two take turns; the one waiting must not wait past its own timeout for the other.
+  test("GM_xmlhttpRequest: a request waiting its turn behind one to the same URL times out on its own timeout", T, async () => {
+    await write("turn", ["@match http://turnpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const out = {}, u = `http://api.test:${location.port}/slow?turn`, t0 = Date.now();\n"
+      + "const done = () => { if (Object.keys(out).length === 2) document.documentElement.setAttribute('data-gm-turn', JSON.stringify(out)); };\n"
+      + "GM_xmlhttpRequest({ url: u, onload: (r) => { out.long = ['load', r.responseText, Date.now() - t0]; done(); } });\n"
+      + "GM_xmlhttpRequest({ url: u, timeout: 800, onload: () => { out.short = ['load', Date.now() - t0]; done(); },\n"
+      + "  ontimeout: () => { out.short = ['timeout', Date.now() - t0]; done(); } });");
+    await tab.goto(url("turnpage.test"), { waitUntil: "load" });
+    const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-turn"), null, { timeout: 12000 });
+    const out = JSON.parse(await got.jsonValue());
+    // The first is answered after 4 s; the second gave up near its 800 ms, long before that.
+    assert.deepEqual(out.long.slice(0, 2), ["load", "slow"], JSON.stringify(out));
+    assert.equal(out.short[0], "timeout", JSON.stringify(out));
+    assert.ok(out.short[1] < 2500 && out.short[1] < out.long[2] - 1000, JSON.stringify(out));
+  });
+
   test("GM_xmlhttpRequest sends binary data byte for byte: ArrayBuffer, typed array, DataView, Blob, FormData, URLSearchParams", T, async () => {
     await write("binary", ["@match http://binpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
       "const all = new Uint8Array(256).map((_, i) => i), out = {};\n"
