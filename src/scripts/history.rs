@@ -353,12 +353,17 @@ async fn items_from<S: Storage>(
         loaded.insert(uuid, ix);
     }
     // The total bound: the script with the most history gives up its oldest revision. Each
-    // step removes a revision, so this ends within the number of revisions stored.
+    // step removes a revision or spares a script, so this ends within the number of revisions
+    // stored. The revisions this change adds are never dropped by it: each is the only way back
+    // from the change (a script bigger than its share of the budget would otherwise lose the
+    // version it just replaced). Past the bound by them, the next change trims the rest.
+    let mut spared = VecSet::default();
     let mut steps = 0usize;
     while budget_total(&budget) > MAX_TOTAL_BYTES && steps < 10_000 {
         steps = steps.saturating_add(1);
         let Some(biggest) = budget
             .iter()
+            .filter(|(k, _)| !spared.contains(k.as_str()))
             .max_by_key(|(_, v)| v.as_u64().unwrap_or(0))
             .map(|(k, _)| k.clone())
         else {
@@ -374,6 +379,9 @@ async fn items_from<S: Storage>(
         };
         if ix.kept.is_empty() {
             budget.remove(&biggest);
+        } else if ix.kept.first().is_some_and(|k| k.unsaved.is_some()) {
+            // Oldest first: all that is left of it is this change's.
+            spared.insert(biggest);
         } else {
             stale.extend(ix.drop_oldest(&biggest));
             budget.insert(biggest.clone(), json!(ix.bytes()));
@@ -660,6 +668,37 @@ mod tests {
         assert_eq!(pushed.stale, vec![revision_key(other, 1)]);
         assert!(!env.dump(Area::Local).contains_key(&revision_key(other, 1)));
         assert_eq!(kept(&env, U), vec![1]);
+    }
+
+    #[test]
+    fn the_total_bound_never_drops_the_version_a_change_just_replaced() {
+        let env = MemoryEnv::new();
+        // Seventeen scripts with 240 KiB of history each: the budget is nearly full, and each
+        // holds less than the 250 KiB source the next change replaces.
+        let chunk = "z".repeat(240 * 1024);
+        for i in 2..=18 {
+            keep(
+                &env,
+                rev(
+                    &format!("00000000-0000-4000-8000-0000000000{i:02}"),
+                    1,
+                    &chunk,
+                ),
+            );
+        }
+        let pushed = keep(&env, rev(U, 1, &"a".repeat(250 * 1024)));
+        assert_eq!(
+            kept(&env, U),
+            vec![1],
+            "the only way back from the change is kept"
+        );
+        // The others gave up their revisions to make room, within the bound's intent.
+        assert!(!pushed.stale.is_empty());
+        let budget = pushed.items[BUDGET_KEY].as_object().unwrap();
+        assert!(budget_total(budget) <= MAX_TOTAL_BYTES, "{budget:?}");
+        // A second change of the same script: its older revision may go, the new one stays.
+        keep(&env, rev(U, 2, &"b".repeat(250 * 1024)));
+        assert!(kept(&env, U).contains(&2));
     }
 
     #[test]
