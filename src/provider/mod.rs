@@ -238,13 +238,21 @@ impl<E: Env> Provider<E> {
         };
         let cap = self.capability();
         let now = self.env.now_ms();
-        match self
-            .update_policy(|p| probe::answer(&req, sender, p, &cap, now))
-            .await
-        {
-            Ok((reply, _)) => reply,
+        let mut answered = None;
+        let recorded = self
+            .update_policy(|p| {
+                let (reply, changed) = probe::answer(&req, sender, p, &cap, now);
+                answered = Some(reply);
+                ((), changed)
+            })
+            .await;
+        match (recorded, answered) {
+            // Only recording the probe failed (`lastSeen`, a pending request; storage full): the
+            // policy was read, so the answer stands. Saying "turned off" would send the user
+            // looking for a switch that is on.
+            (Ok(_) | Err(state::PolicyStoreError::Save(_)), Some(reply)) => reply,
             // Storage is unreadable: still answer, from the defaults, without recording anything.
-            Err(_) => {
+            _ => {
                 let mut p = Policy {
                     endpoint_enabled: false,
                     ..Policy::default()
@@ -260,6 +268,8 @@ mod tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
     use crate::env::Area;
+    use crate::ids::ExtensionId;
+    use crate::policy::LAST_SEEN_GRANULARITY_MS;
     use futures::executor::block_on;
     use serde_json::json;
     use serde_json::Map;
@@ -600,11 +610,31 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_storage_still_answers_without_authorizing() {
+    fn unwritable_storage_still_answers_without_authorizing() {
         let p = Provider::new(MemoryEnv::new());
         *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
         let r = probe(&p);
         assert_eq!(r["ok"], json!(true));
         assert_eq!(r["status"]["authorized"], json!(false));
+        assert_eq!(r["status"]["enabled"], json!(true));
+    }
+
+    /// Storage full: an approved caller's probe cannot record `lastSeen`, and must still be
+    /// told the truth (enabled, authorized), not that agent access is turned off.
+    #[test]
+    fn a_probe_that_cannot_be_recorded_is_answered_from_the_policy_read() {
+        let p = Provider::new(MemoryEnv::new());
+        let host = ExtensionId::parse(HOST).unwrap();
+        block_on(p.update_policy(|pol| (pol.approve(&host, Some("Lumo"), 0.0), true)))
+            .unwrap()
+            .0
+            .unwrap();
+        p.env.now.set(10.0 * LAST_SEEN_GRANULARITY_MS);
+        *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+        let r = probe(&p);
+        assert_eq!(r["status"]["enabled"], json!(true), "{r}");
+        assert_eq!(r["status"]["authorized"], json!(true), "{r}");
+        // Nothing was recorded: storage still has no lastSeen.
+        assert_eq!(block_on(p.policy()).allowlist[0].last_seen, None);
     }
 }
