@@ -94,12 +94,17 @@ async fn load_index<S: Storage>(s: &S) -> Result<Vec<Slot>, ScriptError> {
     Ok(decode_index(got.get(TRASH_INDEX_KEY)))
 }
 
+/// Whether a trashed script's 30 days are over at `now`.
+fn expired(s: &Slot, now: f64) -> bool {
+    now - s.deleted_at >= KEEP_MS
+}
+
 /// Splits the trash into what stays and what goes for good (expired, or the oldest past the
 /// count bound).
 fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
     let mut gone: Vec<String> = Vec::new();
     slots.retain(|s| {
-        let keep = now - s.deleted_at < KEEP_MS;
+        let keep = !expired(s, now);
         if !keep {
             gone.push(s.uuid.clone());
         }
@@ -137,6 +142,12 @@ pub async fn delete<E: Storage + Clock>(
         uuid: uuid.to_owned(),
         deleted_at: now,
     });
+    // Past the count bound the oldest goes for good. An agent's delete must not do that, or
+    // 101 deletes of throwaway scripts would purge the user's: only the user purges.
+    let unexpired = slots.iter().filter(|s| !expired(s, now)).count();
+    if unexpired > MAX_TRASH && actor.by != super::record::BY_USER {
+        return Err(ScriptError::TrashFull);
+    }
     let (slots, gone) = split_expired(slots, now);
     let entry = Trashed {
         record: current.clone(),
@@ -364,6 +375,56 @@ mod tests {
         // 0 expired (exactly 30 days), then 1 was the oldest past the count.
         assert_eq!(gone, vec![slot(0, 0.0).uuid, slot(1, 0.0).uuid]);
         assert_eq!(keep[0].uuid, slot(2, 0.0).uuid);
+    }
+
+    /// A hostile agent with writes on must not purge the user's trashed script by deleting
+    /// throwaway scripts until the trash overflows; the user's own delete still may.
+    #[test]
+    fn only_the_users_delete_pushes_a_trashed_script_out_for_good() {
+        use crate::env::memory::MemoryEnv;
+        use futures::executor::block_on;
+        const AGENT: &str = "mobcibglkcoacmddjpdoknlbbicjchlk";
+        let env = MemoryEnv::new();
+        let make = |name: String| {
+            let src = format!("// ==UserScript==\n// @name {name}\n// @match https://a.example/*\n// ==/UserScript==\n");
+            let snap = block_on(super::super::store::load_snapshot(&env)).unwrap();
+            block_on(super::super::store::create(
+                &env,
+                &snap,
+                AGENT,
+                &src,
+                true,
+                1 << 20,
+            ))
+            .unwrap()
+            .record
+            .uuid
+        };
+        let del = |by: &str, uuid: &str| {
+            let snap = block_on(super::super::store::load_snapshot(&env)).unwrap();
+            block_on(delete(&env, &snap, Actor { by, via: None }, uuid, None))
+        };
+        let users = make("mine".into());
+        del(AGENT, &users).unwrap();
+        for n in 1..MAX_TRASH {
+            let u = make(format!("throwaway {n}"));
+            del(AGENT, &u).unwrap();
+        }
+        // The trash is full: the 101st agent delete is refused, and changes nothing.
+        let extra = make("one more".into());
+        let before = env.dump(Area::Local);
+        match del(AGENT, &extra) {
+            Err(ScriptError::TrashFull) => {}
+            other => panic!("not refused: {other:?}"),
+        }
+        assert_eq!(env.dump(Area::Local), before);
+        assert_eq!(block_on(load(&env, &users)).unwrap().record.uuid, users);
+        // The user's own delete makes room, as before.
+        del(super::super::record::BY_USER, &extra).unwrap();
+        assert!(matches!(
+            block_on(load(&env, &users)),
+            Err(ScriptError::NotFound(_))
+        ));
     }
 
     #[test]

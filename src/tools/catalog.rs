@@ -365,7 +365,7 @@ pub static TOOLS: &[ToolDef] = &[
         name: "delete_script",
         title: "Delete a userscript",
         #[cfg(not(target_arch = "wasm32"))]
-        description: "Deletes a script: it stops running and moves to the trash, where the user can see it for 30 days and restore_script can bring it back. Pass the revision you last read to make sure you delete what you saw.",
+        description: "Deletes a script: it stops running and moves to the trash, where the user can see it for 30 days and restore_script can bring it back. The trash holds 100 scripts; when it is full, CONFLICT until the user empties some. Pass the revision you last read to make sure you delete what you saw.",
         class: Class::Write,
         destructive: true,
         idempotent: true,

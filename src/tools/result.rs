@@ -137,9 +137,9 @@ impl From<ScriptError> for ToolError {
     fn from(e: ScriptError) -> Self {
         let code = match &e {
             ScriptError::NotFound(_) | ScriptError::RevisionNotFound { .. } => ErrorCode::NotFound,
-            ScriptError::StaleRevision { .. } | ScriptError::DuplicateIdentity { .. } => {
-                ErrorCode::Conflict
-            }
+            ScriptError::StaleRevision { .. }
+            | ScriptError::DuplicateIdentity { .. }
+            | ScriptError::TrashFull => ErrorCode::Conflict,
             ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
             ScriptError::TooLarge { .. }
             | ScriptError::PatchTooLarge { .. }
