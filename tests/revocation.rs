@@ -148,3 +148,25 @@ fn a_port_still_authorizing_is_left_to_its_own_refusal() {
         lumo_userscripts::session::Authorized::Refuse { .. }
     ));
 }
+
+/// A write that arrives after the caller lost access, before its ports are closed (the removal
+/// and the call in the same turn), is refused and still on the record; a read is refused alone.
+#[test]
+fn a_write_refused_for_lost_access_is_audited() {
+    let p = provider();
+    let s = ready(&p);
+    block_on(p.update_policy(|pol| (pol.remove(&host()), true))).unwrap();
+    let out = block_on(p.handle_mcp(&s, &write("Late", 7)));
+    assert_eq!(error_code(&reply(out)["result"]), Some("UNAUTHORIZED"));
+    let read = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "list_scripts", "arguments": {}}});
+    block_on(p.handle_mcp(&s, &read));
+    let r = block_on(control::handle(&p, &json!({"op": "audit.list"})));
+    let entries = r.value["entries"].as_array().cloned().unwrap_or_default();
+    let refused: Vec<_> = entries
+        .iter()
+        .filter(|e| e["result"] == json!("UNAUTHORIZED"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{entries:?}");
+    assert_eq!(refused[0]["tool"], json!("write_script"));
+    assert_eq!(refused[0]["caller"], json!(HOST));
+}

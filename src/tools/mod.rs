@@ -69,12 +69,24 @@ pub async fn call<E: Env>(
     let caller = ctx.caller;
     let policy = p.policy().await;
     let access = caller.access(&policy);
+    let def = catalog::find(name);
     if access != Access::Granted {
-        return CallOutcome::AccessLost(
-            ToolError::new(ErrorCode::Unauthorized, access.reason()).to_result(),
-        );
+        let refused = ToolError::new(ErrorCode::Unauthorized, access.reason());
+        // Every write attempt is on the record, also one that arrived as access ended.
+        if let Some(def) = def.filter(|d| d.is_write()) {
+            p.audit(&Entry {
+                at: p.env.now_ms(),
+                tool: def.name.to_owned(),
+                caller: caller.key(),
+                result: refused.code.as_str().to_owned(),
+                target: named_target(&args),
+                digest: digest_hex(&args),
+            })
+            .await;
+        }
+        return CallOutcome::AccessLost(refused.to_result());
     }
-    let Some(def) = catalog::find(name) else {
+    let Some(def) = def else {
         return CallOutcome::UnknownTool;
     };
     if def.name == script_runs::NAME {
