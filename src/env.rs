@@ -331,7 +331,7 @@ pub mod memory {
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
-    async fn yield_now() {
+    pub async fn yield_now() {
         let mut yielded = false;
         futures::future::poll_fn(|cx| {
             if yielded {

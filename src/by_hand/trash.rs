@@ -43,6 +43,8 @@ pub(super) async fn purge<E: Env>(p: &Provider<E>, msg: &Value, uuids: Arg<Vec<V
         Arg::Wrong => return err("\"uuids\" must be a list of script uuids"),
     };
     let _lock = p.write_lock().await;
+    // A purge rewrites the GM values budget: no value change between its read and its write.
+    let _values = p.gm_values.hold().await;
     let done = trash::purge(&p.env, only.as_deref()).await;
     // Audited like every change by hand: one entry for "Empty trash", one named script for
     // "Delete forever".
@@ -71,7 +73,62 @@ async fn expired_purged<E: Env>(
 ) -> Result<(Vec<trash::Trashed>, Vec<store::Problem>), ScriptError> {
     {
         let _lock = p.write_lock().await;
+        let _values = p.gm_values.hold().await;
         trash::purge_expired(&p.env).await?;
     }
     trash::list(&p.env).await
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::env::memory::MemoryEnv;
+    use crate::env::{Area, Storage};
+    use crate::gm::values::{self, Op};
+    use crate::provider::Provider;
+    use crate::scripts::{store, trash};
+    use futures::executor::block_on;
+    use serde_json::json;
+
+    /// Both rewrite the GM values budget: without one lock, a value change that read the
+    /// budget before the purge wrote it put the purged script's bytes back, counted for good.
+    /// The change starts after each number of steps of the purge, so every interleaving runs.
+    #[test]
+    fn a_purge_and_a_value_change_at_once_leave_the_purged_script_out_of_the_budget() {
+        for lead in 0..40 {
+            let p = Provider::new(MemoryEnv::new());
+            let make = |name: &str| {
+                let src = format!("// ==UserScript==\n// @name {name}\n// @match https://a.example/*\n// ==/UserScript==\n");
+                let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+                block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20))
+                    .unwrap()
+                    .record
+                    .uuid
+            };
+            let (gone, stays) = (make("Gone"), make("Stays"));
+            let set = |v: &str| Op::Set(vec![("k".to_owned(), v.to_owned())]);
+            block_on(p.gm_values.apply(&p.env, &gone, &set("1"))).unwrap();
+            block_on(p.gm_values.apply(&p.env, &stays, &set("1"))).unwrap();
+            let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+            block_on(trash::delete(&p.env, &snap, "user".into(), &gone, None)).unwrap();
+            // Every read yields once, so the two interleave as Chrome's storage lets them.
+            p.env.get_yields.set(1);
+            let purge = json!({"op": "trash.purge", "uuids": [gone.clone()]});
+            let change = set("22");
+            let later = async {
+                for _ in 0..lead {
+                    crate::env::memory::yield_now().await;
+                }
+                p.gm_values.apply(&p.env, &stays, &change).await
+            };
+            let (purged, changed) =
+                block_on(async { futures::join!(crate::control::handle(&p, &purge), later) });
+            assert_eq!(purged.value["ok"], json!(true), "{}", purged.value);
+            changed.unwrap();
+            p.env.get_yields.set(0);
+            let got = block_on(p.env.get(Area::Local, &[values::BUDGET_KEY])).unwrap();
+            let budget = &got[values::BUDGET_KEY];
+            assert_eq!(budget.get(&gone), None, "after {lead} steps: {budget}");
+            assert_eq!(budget[&stays], json!(3), "after {lead} steps: {budget}");
+        }
+    }
 }
