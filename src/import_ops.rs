@@ -226,7 +226,10 @@ async fn import_items<E: Env>(
         Ok(_) => "ok",
         Err(ImportError::Duplicates(_)) => "CONFLICT",
         Err(
-            ImportError::Quota { .. } | ImportError::ValuesTotal { .. } | ImportError::Storage(_),
+            ImportError::Quota { .. }
+            | ImportError::FilesTooLarge { .. }
+            | ImportError::ValuesTotal { .. }
+            | ImportError::Storage(_),
         ) => "STORAGE_ERROR",
         Err(_) => "INVALID_ARGUMENT",
     };

@@ -261,6 +261,49 @@ fn the_quota_is_bounded_before_anything_is_written() {
     ok(&p, json!({"op": "scripts.import", "files": files}));
 }
 
+/// Each item's files are counted as they are fetched: an import whose files cannot fit stops
+/// there, not after fetching every item's (a backup naming thousands would hold them all in
+/// memory first).
+#[test]
+fn files_that_cannot_fit_stop_the_import_as_they_are_fetched() {
+    let p = provider();
+    let files: Vec<Value> = (0..30)
+        .map(|i| {
+            let url = format!("https://cdn.example/lib-{i}.js");
+            p.env.http_answers.borrow_mut().insert(
+                url.clone(),
+                Ok(lumo_userscripts::env::HttpResponse {
+                    status: 200,
+                    status_text: "OK".into(),
+                    final_url: url.clone(),
+                    headers: vec![],
+                    body: format!("/* {i} */{}", "y".repeat(900 * 1024)).into_bytes(),
+                    location: None,
+                }),
+            );
+            let source = script(&format!("Lib {i}"), "").replace(
+                "// ==/UserScript==",
+                &format!("// @require {url}\n// ==/UserScript=="),
+            );
+            file(&format!("{i}.user.js"), source)
+        })
+        .collect();
+    let r = refused(
+        &p,
+        json!({"op": "scripts.import", "files": files}),
+        "@require and @resource files of these scripts take more than",
+    );
+    assert!(r["error"]
+        .as_str()
+        .unwrap()
+        .contains("nothing was imported"));
+    let fetched = p.env.fetched.borrow().len();
+    assert!(
+        fetched < 15,
+        "stopped once over, not after all 30: {fetched} fetched"
+    );
+}
+
 #[test]
 fn hostile_backups_change_nothing() {
     let p = provider();

@@ -9,7 +9,7 @@ pub const QUOTA_BYTES: usize = 10 * 1024 * 1024;
 pub const HEADROOM_BYTES: usize = 256 * 1024;
 
 /// The bytes `chrome.storage` counts for one item: the key and the value's JSON.
-fn item_bytes(key: &str, v: &Value) -> usize {
+pub fn item_bytes(key: &str, v: &Value) -> usize {
     key.len()
         .saturating_add(serde_json::to_string(v).map_or(usize::MAX, |s| s.len()))
 }
