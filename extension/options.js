@@ -26,7 +26,26 @@ async function act(fn, done) {
   }
 }
 
-const callerCell = (c) => el('td', {}, el('div', {}, c.name || el('span', { class: 'muted' }, '(no name)')), el('code', {}, c.id));
+// A caller chooses its own name: the worker sends it with its invisible and direction
+// characters as ⟨U+XXXX⟩ markers, shown marked, so a name cannot reorder the id beside it.
+const callerCell = (c) => el('td', {}, el('div', {}, c.name ? marked(c.name) : el('span', { class: 'muted' }, '(no name)')), el('code', {}, c.id));
+
+// A caller's buttons take no click for ARM_MS once its row is in a new place (a caller above it
+// approved, a new one listed): the second click of a double-click on Approve must not approve
+// the caller that moved up into the clicked spot (any extension can put itself in this list).
+const ARM_MS = 800;
+const placed = {}; // list name -> the ids in the order last shown
+function buttonsFor(list, items) {
+  const before = placed[list];
+  placed[list] = items.map((c) => c.id);
+  return (c, i, ...buttons) => {
+    if (before && before[i] !== c.id) {
+      for (const b of buttons) b.disabled = true;
+      setTimeout(() => { for (const b of buttons) b.disabled = false; }, ARM_MS);
+    }
+    return el('td', { class: 'actions' }, buttons.flatMap((b, k) => (k ? [' ', b] : [b])));
+  };
+}
 
 function table(headers, rows, empty) {
   if (!rows.length) return el('p', { class: 'empty' }, empty);
@@ -38,22 +57,25 @@ function renderPolicy(policy) {
   switches.writes.checked = policy.writesEnabled;
   switches.review.checked = policy.reviewWrites;
 
-  $('pending').replaceChildren(table(['Caller', 'First seen', 'Last seen', ''], policy.pending.map((c) =>
+  const pendingActions = buttonsFor('pending', policy.pending);
+  $('pending').replaceChildren(table(['Caller', 'First seen', 'Last seen', ''], policy.pending.map((c, i) =>
     el('tr', {}, callerCell(c), el('td', {}, when(c.firstSeen)), el('td', {}, when(c.lastSeen)),
-      el('td', { class: 'actions' },
-        el('button', { class: 'primary', 'aria-label': `Approve ${c.name || c.id}`, onclick: () => act(() => ask('policy.approve', { id: c.id }), `Approved ${c.id}.`) }, 'Approve'), ' ',
+      pendingActions(c, i,
+        el('button', { class: 'primary', 'aria-label': `Approve ${c.name || c.id}`, onclick: () => act(() => ask('policy.approve', { id: c.id }), `Approved ${c.id}.`) }, 'Approve'),
         el('button', { class: 'danger', 'aria-label': `Deny ${c.name || c.id}`, onclick: () => act(() => ask('policy.deny', { id: c.id }), `Denied ${c.id}.`) }, 'Deny')))),
   'Nobody is waiting.'));
 
-  $('allowlist').replaceChildren(table(['Caller', 'Added', 'Last seen', ''], policy.allowlist.map((c) =>
+  const allowedActions = buttonsFor('allowlist', policy.allowlist);
+  $('allowlist').replaceChildren(table(['Caller', 'Added', 'Last seen', ''], policy.allowlist.map((c, i) =>
     el('tr', {}, callerCell(c), el('td', {}, when(c.addedAt)), el('td', {}, when(c.lastSeen)),
-      el('td', { class: 'actions' },
+      allowedActions(c, i,
         el('button', { class: 'danger', 'aria-label': `Remove ${c.name || c.id}`, onclick: () => act(() => ask('policy.remove', { id: c.id }), `Removed ${c.id}.`) }, 'Remove')))),
   'No caller is allowed yet.'));
 
-  $('denied').replaceChildren(table(['Caller', 'Denied', ''], policy.denied.map((c) =>
+  const deniedActions = buttonsFor('denied', policy.denied);
+  $('denied').replaceChildren(table(['Caller', 'Denied', ''], policy.denied.map((c, i) =>
     el('tr', {}, callerCell(c), el('td', {}, when(c.at)),
-      el('td', { class: 'actions' },
+      deniedActions(c, i,
         el('button', { 'aria-label': `Forget ${c.name || c.id}`, onclick: () => act(() => ask('policy.remove', { id: c.id }), `Forgot ${c.id}.`) }, 'Forget')))),
   'Nobody is denied.'));
 }
@@ -95,9 +117,15 @@ function scriptRow(s) {
   } }, el('summary', {}, 'Source (read-only)'), el('pre', { 'aria-label': `Source of ${s.name}` }, '…'));
   if (openSources.has(s.uuid)) fillSource(source, s.uuid);
   const confirm = (uuid) => { confirmingDelete = uuid; renderScripts(); };
+  // "Confirm delete" appears where "Delete" was: it takes no click for ARM_MS, or a
+  // double-click on Delete would confirm its own question.
+  const confirmButton = () => {
+    const b = el('button', { class: 'danger', disabled: true, onclick: () => { confirmingDelete = null; act(() => ask('scripts.delete', { uuid: s.uuid }), `Deleted ${s.name}.`); } }, `Confirm delete of ${s.name}`);
+    setTimeout(() => { b.disabled = false; }, ARM_MS);
+    return b;
+  };
   const del = confirmingDelete === s.uuid
-    ? [el('button', { class: 'danger', onclick: () => { confirmingDelete = null; act(() => ask('scripts.delete', { uuid: s.uuid }), `Deleted ${s.name}.`); } }, `Confirm delete of ${s.name}`), ' ',
-       el('button', { onclick: () => confirm(null) }, 'Cancel')]
+    ? [confirmButton(), ' ', el('button', { onclick: () => confirm(null) }, 'Cancel')]
     : [el('button', { class: 'danger', 'aria-label': `Delete ${s.name}`, onclick: () => confirm(s.uuid) }, 'Delete')];
   const cell = (...c) => el('div', { role: 'cell' }, ...c);
   // Chrome refused its registration: stored and switched on, but it does not run.

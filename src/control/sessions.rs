@@ -7,7 +7,15 @@ use serde_json::{json, Value};
 
 /// `state.get`: the policy, whether scripts can run, who is connected, what waits for the user.
 pub(super) async fn state<E: Env>(p: &Provider<E>) -> Value {
-    let policy = p.policy().await;
+    let mut policy = p.policy().await;
+    // A caller chooses its own name: its invisible and direction characters reach the pages
+    // as ⟨U+XXXX⟩ markers, so a name cannot hide, reorder or mimic the id shown beside it.
+    let names = (policy.allowlist.iter_mut().map(|c| &mut c.name))
+        .chain(policy.pending.iter_mut().map(|c| &mut c.name))
+        .chain(policy.denied.iter_mut().map(|c| &mut c.name));
+    for name in names {
+        *name = crate::guard::diff::visible(name);
+    }
     let cap = p.capability();
     json!({
         "ok": true,

@@ -345,6 +345,73 @@ describe("options page and popup: a caller's display name is text, never markup"
   });
 });
 
+// ====================================================================== clicks on moving rows
+
+// Any extension can list itself under Pending approvals. Approving the first caller moves the
+// next one up into the clicked spot; the second click of a double-click must not approve it.
+// Its chosen name must not reorder or hide what is shown beside it either.
+describe("options page: a double click approves one caller; a caller's name cannot reorder its id", () => {
+  // Same length as the test host's name, so both rows lay out alike, as an attacker would pick.
+  const LOOKALIKE = "Lumo Evil Host";
+  const SNEAKY = "Helper \u202Eredlof\u202C\u200B";
+  let h, other, otherPage;
+  const probeOther = (name, id) => otherPage.evaluate((args) => window.lumo.probe(...args),
+    [PROVIDER_ID, { openSession: false, message: rawProbe(id, name, other.id) }]);
+  before(async () => {
+    const key = generateKeyPairSync("rsa", { modulusLength: 2048 }).publicKey.export({ type: "spki", format: "der" }).toString("base64");
+    other = await buildHostVariant("pages-double-click", key);
+    h = await launch({ extraExtensions: [other.dir] });
+    otherPage = await h.context.newPage();
+    await otherPage.goto(`chrome-extension://${other.id}/host.html`);
+    await otherPage.waitForFunction(() => typeof window.lumo === "object");
+  });
+  after(async () => { await h?.close(); });
+
+  test("the row that moves under the pointer takes no click at once", T, async () => {
+    assert.equal((await h.lumo("probe", PROVIDER_ID, { openSession: false })).text, TEXT.pending);
+    assert.equal((await probeOther(LOOKALIKE, "evil-1")).text, TEXT.pending);
+    const page = await openOptions(h);
+    const pending = region(page, "Pending approvals");
+    await seen(pending.getByRole("row").filter({ hasText: other.id }), "the second caller pending");
+    const order = await pending.getByRole("row").allTextContents();
+    assert.ok(order[1].includes(HOST_ID) && order[2].includes(other.id), `the test host is first: ${show(order)}`);
+
+    // Approve the first; the second moves up into its place. A click on it at once (the second
+    // click of a double-click, where the page's layout puts it under the pointer) does nothing.
+    await pending.getByRole("button", { name: `Approve ${HOST_NAME}`, exact: true }).click();
+    await until(() => pending.getByRole("row").filter({ hasText: HOST_ID }).count(), (n) => n === 0);
+    const moved = pending.getByRole("button", { name: `Approve ${LOOKALIKE}`, exact: true });
+    assert.equal(await moved.isDisabled(), true, "the moved row's Approve is not armed yet");
+    await moved.click({ force: true });
+    await sleep(300);
+    let policy = (await h.internal("state.get")).policy;
+    assert.deepEqual(policy.allowlist.map((c) => c.id), [HOST_ID], `only the clicked caller is approved: ${show(policy.allowlist)}`);
+    assert.deepEqual(policy.pending.map((c) => c.id), [other.id]);
+
+    // Once armed, the moved row's Approve works.
+    await pending.getByRole("button", { name: `Approve ${LOOKALIKE}`, exact: true }).click();
+    policy = await until(async () => (await h.internal("state.get")).policy, (p) => p.allowlist.length === 2);
+    assert.deepEqual(policy.allowlist.map((c) => c.id).sort(), [HOST_ID, other.id].sort());
+  });
+
+  test("a caller's name shows its invisible and direction characters as markers", T, async () => {
+    // Forgotten, it asks again under another name.
+    await h.internal("policy.remove", { id: other.id });
+    assert.equal((await probeOther(SNEAKY, "sneaky-1")).text, TEXT.pending);
+    const page = await openOptions(h);
+    const pending = region(page, "Pending approvals");
+    await seen(pending.getByRole("row").filter({ hasText: other.id }), "the caller pending again");
+    const text = await pending.innerText();
+    assert.ok(text.includes("Helper \u27e8U+202E\u27e9redlof\u27e8U+202C\u27e9\u27e8U+200B\u27e9"), show(text));
+    assert.ok(!/[\u202E\u202C\u200B]/.test(text), `no raw direction or zero-width character: ${show(text)}`);
+    assert.equal(await pending.locator("mark.invisible").count(), 3);
+    // state.get gives the pages the name with its markers, whatever list it is in.
+    await pending.getByRole("button", { name: /^Approve Helper/ }).click();
+    const policy = await until(async () => (await h.internal("state.get")).policy, (p) => p.allowlist.length === 2);
+    assert.equal(policy.allowlist.find((c) => c.id === other.id).name, "Helper \u27e8U+202E\u27e9redlof\u27e8U+202C\u27e9\u27e8U+200B\u27e9");
+  });
+});
+
 // ====================================================================== scripts, audit, review, popup
 
 describe("options scripts, popup audit, review and disconnect", () => {
@@ -419,7 +486,12 @@ describe("options scripts, popup audit, review and disconnect", () => {
     await row.getByRole("button", { name: `Delete ${name}`, exact: true }).click();
     const confirm = row.getByRole("button", { name: `Confirm delete of ${name}`, exact: true });
     await seen(confirm, "the delete confirmation");
-    assert.equal((await getScript(uuid)).isError, false, "not deleted before confirming");
+    // It appears where Delete was: a click on it at once (a double-click on Delete) does nothing.
+    assert.equal(await confirm.isDisabled(), true, "the confirmation is not armed yet");
+    await confirm.click({ force: true });
+    await sleep(300);
+    const still = await getScript(uuid);
+    assert.ok(still.isError === false && still.structuredContent?.script?.deleted !== true, `not deleted before confirming: ${show(still.structuredContent)}`);
     await confirm.click();
     await alertText(page, `Deleted ${name}.`);
     await gone(region(page, "Scripts").getByRole("row").filter({ hasText: uuid }), "the deleted script's row");
