@@ -119,8 +119,8 @@ impl Watch {
     /// watched: the event names a request by those alone (`fetch` does not expose the request
     /// id), so two at once could each be told the other's redirect: a server's answer to one
     /// script's request handed to another. The wait lasts while the earlier fetch is pending
-    /// (the earlier one's timeout bounds it, and the caller bounds it by the waiting one's), and not while it reads its body. `None` when
-    /// `chrome.webRequest` cannot be listened to.
+    /// (bounded by its timeout, and by the waiting one's: `fetch_progress` races it), and not
+    /// while it reads its body. `None` when `chrome.webRequest` cannot be listened to.
     pub async fn acquire(method: &str, url: &str) -> Option<Watch> {
         loop {
             let busy = SLOTS.with(|s| s.borrow().iter().any(|w| names(w, method, url)));

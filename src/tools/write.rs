@@ -142,12 +142,13 @@ async fn write_locked<E: Env>(
         futures::join!(held, p.registration_errors()).0
     };
     // A delete into a full trash purges its oldest, and rewrites the GM values budget: no value
-    // change between its read of that budget and its write.
-    let _values = match args {
+    // change between its read of that budget and its write (held for the storage step only).
+    let values = match args {
         WriteArgs::Delete { .. } => Some(p.gm_values.hold().await),
         _ => None,
     };
     let (stored, held) = futures::join!(store_step(env, actor, args, &snap), held);
+    drop(values);
     // Let go of the snapshot before the cache is brought up to date, so the cache changes it
     // in place instead of copying every record (`Rc::make_mut`).
     drop(snap);
