@@ -72,9 +72,11 @@ pub enum ScriptError {
         max: usize,
     },
     TooMany,
-    /// The trash is full: this delete would remove the oldest trashed script for good, which
-    /// only the user's own delete may do.
-    TrashFull,
+    /// The trash is full (`max` scripts): this delete would remove the oldest trashed script
+    /// for good, which only the user's own delete may do.
+    TrashFull {
+        max: usize,
+    },
     PatchFailed(String),
     /// Edit `edit` (1-based) would make the source `size` bytes (`None`: more than a `usize`
     /// holds) by replacing `occurrences` matches; refused before it was built.
@@ -122,7 +124,7 @@ impl fmt::Display for ScriptError {
             }
             ScriptError::TooLarge { size, max } => write!(f, "the source is {size} bytes, over the {max}-byte limit"),
             ScriptError::TooMany => write!(f, "{MAX_SCRIPTS} scripts are stored, the most this provider keeps; delete some first"),
-            ScriptError::TrashFull => write!(f, "not deleted: the trash already holds {} scripts, and another would remove the oldest for good, which only the user does; ask the user to restore or empty some in the trash on the options page", super::trash::MAX_TRASH),
+            ScriptError::TrashFull { max } => write!(f, "not deleted: the trash already holds {max} scripts, and another would remove the oldest for good, which only the user does; ask the user to restore or empty some in the trash on the options page"),
             ScriptError::PatchFailed(why) => write!(f, "patch not applied, nothing changed: {why}"),
             ScriptError::PatchTooLarge { edit, occurrences, size, max } => write!(
                 f,

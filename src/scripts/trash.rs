@@ -146,7 +146,7 @@ pub async fn delete<E: Storage + Clock>(
     // 101 deletes of throwaway scripts would purge the user's: only the user purges.
     let unexpired = slots.iter().filter(|s| !expired(s, now)).count();
     if unexpired > MAX_TRASH && actor.by != super::record::BY_USER {
-        return Err(ScriptError::TrashFull);
+        return Err(ScriptError::TrashFull { max: MAX_TRASH });
     }
     let (slots, gone) = split_expired(slots, now);
     let entry = Trashed {
@@ -414,7 +414,7 @@ mod tests {
         let extra = make("one more".into());
         let before = env.dump(Area::Local);
         match del(AGENT, &extra) {
-            Err(ScriptError::TrashFull) => {}
+            Err(ScriptError::TrashFull { .. }) => {}
             other => panic!("not refused: {other:?}"),
         }
         assert_eq!(env.dump(Area::Local), before);

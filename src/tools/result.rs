@@ -139,7 +139,7 @@ impl From<ScriptError> for ToolError {
             ScriptError::NotFound(_) | ScriptError::RevisionNotFound { .. } => ErrorCode::NotFound,
             ScriptError::StaleRevision { .. }
             | ScriptError::DuplicateIdentity { .. }
-            | ScriptError::TrashFull => ErrorCode::Conflict,
+            | ScriptError::TrashFull { .. } => ErrorCode::Conflict,
             ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
             ScriptError::TooLarge { .. }
             | ScriptError::PatchTooLarge { .. }
