@@ -16,13 +16,18 @@ let confirmingDelete = null;
 /** Rows built per slice of the first render (or of a large change) before the page may paint. */
 const SLICE = 100;
 
-async function act(fn, done) {
+async function act(fn, done, undo) {
   try {
     await fn();
     if (done) say(status, done);
     await Promise.all([refreshState(), refreshScripts()]);
   } catch (e) {
     say(status, e.message, 'error');
+    // What failed changed nothing: the control shows what is stored again, not where it was
+    // clicked to (a switch left off while writes are still on would mislead).
+    undo?.();
+    lastPolicy = '';
+    await refreshState().catch(() => {});
   }
 }
 
@@ -108,7 +113,8 @@ function scriptRow(s) {
     ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
   ];
   const toggle = el('input', { type: 'checkbox', role: 'switch', 'aria-label': `Enabled: ${s.name}`,
-    onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`) });
+    onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`,
+      () => { e.target.checked = s.enabled; }) });
   toggle.checked = s.enabled;
   const source = el('details', { open: openSources.has(s.uuid), ontoggle: async (e) => {
     if (!e.target.open) { openSources.delete(s.uuid); return; }

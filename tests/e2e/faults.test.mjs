@@ -459,6 +459,72 @@ describe("faults: chrome.storage.local full", () => {
   });
 });
 
+// The options page: a switch whose change could not be stored goes back to what is stored.
+describe("faults: storage full, the options page's switches", () => {
+  let h, s, pp;
+  before(async () => {
+    h = await launch();
+    await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
+    s = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof s, "number", show(s));
+    pp = await h.providerPage();
+  });
+  after(async () => { await h?.close(); });
+
+  /** Fills chrome.storage.local until `leave` bytes are left; returns the filler keys. */
+  const fillTo = (leave) => pp.evaluate(async (leave) => {
+    const quota = chrome.storage.local.QUOTA_BYTES;
+    const keys = [];
+    for (let n = 0; ; n++) {
+      const left = quota - (await chrome.storage.local.getBytesInUse(null));
+      const key = `filler/${n}`;
+      const size = Math.min(1024 * 1024, left - leave - key.length - 2);
+      if (size <= 0) break;
+      await chrome.storage.local.set({ [key]: "f".repeat(size) });
+      keys.push(key);
+    }
+    return { keys, left: quota - (await chrome.storage.local.getBytesInUse(null)) };
+  }, leave);
+
+  test("a script's switch and Allow writes go back to the stored state when their change fails", T, async () => {
+    const name = "Switch victim";
+    // 50 KB: switching it off keeps this version in the history, which cannot fit.
+    const w = await h.lumo("callTool", s, "write_script", { source: userscript(name, `// ${"v".repeat(50 * 1024)}`) });
+    assert.equal(w.isError, false, show(w));
+    const page = await h.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const toggle = page.getByRole("switch", { name: `Enabled: ${name}`, exact: true });
+    await toggle.waitFor();
+    assert.equal(await toggle.isChecked(), true);
+    const writes = page.getByRole("switch", { name: "Allow writes", exact: true });
+    assert.equal(await writes.isChecked(), true);
+    const fill = await fillTo(0);
+    try {
+      assert.ok(fill.left < 64, `storage full: ${fill.left} bytes left`);
+      await toggle.click();
+      const error = await until(() => page.getByRole("alert").textContent().catch(() => ""), (t) => /quota|storage/i.test(t), 5000);
+      assert.match(error, /quota|storage/i);
+      await until(() => toggle.isChecked(), (c) => c === true, 3000);
+      assert.equal(await toggle.isChecked(), true, "the switch shows the script still on");
+      const r = await h.lumo("callTool", s, "get_script", { uuid: w.structuredContent.script.uuid });
+      assert.equal(r.structuredContent.script.enabled, true, "and it is");
+
+      await writes.click();
+      await until(() => writes.isChecked(), (c) => c === true, 3000);
+      assert.equal(await writes.isChecked(), true, "Allow writes shows on again");
+      assert.equal((await h.internal("state.get")).policy.writesEnabled, true, "and writes are on");
+    } finally {
+      await pp.evaluate((keys) => chrome.storage.local.remove(keys), fill.keys);
+    }
+    // With room, the switch works.
+    await toggle.click();
+    await until(() => toggle.isChecked(), (c) => c === false, 5000);
+    const r = await h.lumo("callTool", s, "get_script", { uuid: w.structuredContent.script.uuid });
+    assert.equal(r.structuredContent.script.enabled, false);
+    await page.close();
+  });
+});
+
 // ==================================================================================== two hosts, flooding
 
 /** A CDP session on the provider's service-worker target (non-flat, through the page session). */
