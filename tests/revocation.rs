@@ -159,7 +159,8 @@ fn a_write_refused_for_lost_access_is_audited() {
     let out = block_on(p.handle_mcp(&s, &write("Late", 7)));
     assert_eq!(error_code(&reply(out)["result"]), Some("UNAUTHORIZED"));
     let read = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "list_scripts", "arguments": {}}});
-    block_on(p.handle_mcp(&s, &read));
+    let out = block_on(p.handle_mcp(&s, &read));
+    assert_eq!(error_code(&reply(out)["result"]), Some("UNAUTHORIZED"));
     let r = block_on(control::handle(&p, &json!({"op": "audit.list"})));
     let entries = r.value["entries"].as_array().cloned().unwrap_or_default();
     let refused: Vec<_> = entries

@@ -400,6 +400,21 @@ describe("faults: chrome.storage.local full", () => {
   });
   after(async () => { await h?.close(); });
 
+  /** Fills chrome.storage.local with big filler keys until `leave` bytes are left. */
+  const fillTo = (leave) => pp.evaluate(async (leave) => {
+    const quota = chrome.storage.local.QUOTA_BYTES;
+    const keys = [];
+    for (let n = 0; ; n++) {
+      const left = quota - (await chrome.storage.local.getBytesInUse(null));
+      const key = `filler/${n}`;
+      const size = Math.min(1024 * 1024, left - leave - key.length - 2);
+      if (size <= 0) break;
+      await chrome.storage.local.set({ [key]: "f".repeat(size) });
+      keys.push(key);
+    }
+    return { keys, quota, left: quota - (await chrome.storage.local.getBytesInUse(null)) };
+  }, leave);
+
   test("a write that does not fit -> STORAGE_ERROR, the previous version intact; works again once there is room", T, async () => {
     const oldSource = userscript("Quota victim");
     const w = await call("write_script", { source: oldSource });
@@ -408,19 +423,7 @@ describe("faults: chrome.storage.local full", () => {
     const indexBefore = (await pp.evaluate(() => chrome.storage.local.get("scripts/index")))["scripts/index"];
 
     // Fill to within ~16 KB of the quota with big filler keys.
-    const fill = await pp.evaluate(async () => {
-      const quota = chrome.storage.local.QUOTA_BYTES;
-      const keys = [];
-      for (let n = 0; ; n++) {
-        const left = quota - (await chrome.storage.local.getBytesInUse(null));
-        const key = `filler/${n}`;
-        const size = Math.min(1024 * 1024, left - 16 * 1024 - key.length - 2);
-        if (size <= 0) break;
-        await chrome.storage.local.set({ [key]: "f".repeat(size) });
-        keys.push(key);
-      }
-      return { keys, quota, left: quota - (await chrome.storage.local.getBytesInUse(null)) };
-    });
+    const fill = await fillTo(16 * 1024);
     fillerKeys.push(...fill.keys);
     assert.ok(fill.left < 20 * 1024 && fill.left > 0, `storage nearly full: ${fill.left} bytes left of ${fill.quota}`);
 
@@ -457,35 +460,8 @@ describe("faults: chrome.storage.local full", () => {
     assert.equal(again.structuredContent.script.revision, revision + 1);
     assert.deepEqual((await inspect(h)).problems, []);
   });
-});
 
-// The options page: a switch whose change could not be stored goes back to what is stored.
-describe("faults: storage full, the options page's switches", () => {
-  let h, s, pp;
-  before(async () => {
-    h = await launch();
-    await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
-    s = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof s, "number", show(s));
-    pp = await h.providerPage();
-  });
-  after(async () => { await h?.close(); });
-
-  /** Fills chrome.storage.local until `leave` bytes are left; returns the filler keys. */
-  const fillTo = (leave) => pp.evaluate(async (leave) => {
-    const quota = chrome.storage.local.QUOTA_BYTES;
-    const keys = [];
-    for (let n = 0; ; n++) {
-      const left = quota - (await chrome.storage.local.getBytesInUse(null));
-      const key = `filler/${n}`;
-      const size = Math.min(1024 * 1024, left - leave - key.length - 2);
-      if (size <= 0) break;
-      await chrome.storage.local.set({ [key]: "f".repeat(size) });
-      keys.push(key);
-    }
-    return { keys, left: quota - (await chrome.storage.local.getBytesInUse(null)) };
-  }, leave);
-
+  // The options page: a switch whose change could not be stored goes back to what is stored.
   test("a script's switch and Allow writes go back to the stored state when their change fails", T, async () => {
     const name = "Switch victim";
     // 50 KB: switching it off keeps this version in the history, which cannot fit.
