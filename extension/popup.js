@@ -184,7 +184,7 @@ function renderAudit() {
     select.value = callers.includes(caller) ? caller : '';
   }
   $('audit').replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
-    el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`,
+    el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.unchanged ? ' (no change)' : '',
       e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller))), undoButton(e)),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));

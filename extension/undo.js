@@ -8,7 +8,8 @@ const UNDOABLE = new Set(['write_script', 'patch_script', 'set_script_enabled', 
 
 /** The Undo control for an audit entry, or null when it cannot be undone from here. */
 export function undoButton(entry, now = Date.now()) {
-  if (entry.result !== 'ok' || !entry.target || !UNDOABLE.has(entry.tool) || now - entry.at > HOUR_MS) return null;
+  // A write that changed nothing (`unchanged`) made no revision: undoing it would undo another.
+  if (entry.result !== 'ok' || entry.unchanged || !entry.target || !UNDOABLE.has(entry.tool) || now - entry.at > HOUR_MS) return null;
   const out = el('div', { class: 'undo-result' });
   const button = el('button', { 'aria-label': `Undo ${entry.tool} on ${entry.target}`, onclick: async () => {
     button.disabled = true;

@@ -189,6 +189,7 @@ async fn import_items<E: Env>(
             "sources": items.iter().map(|i| crate::guard::digest::sha256_hex(i.source.as_bytes())).collect::<Vec<_>>(),
             "replace": answers.replace, "keep": answers.keep,
         })),
+        unchanged: false,
     };
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));

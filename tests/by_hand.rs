@@ -118,6 +118,93 @@ fn undo_of_an_agent_write_and_undo_after_a_later_change() {
     );
 }
 
+/// A switch already in the state asked for makes no revision: its audit entry says so, and an
+/// Undo of it is refused instead of reverting the same caller's earlier write. An Undo must
+/// name a write the log holds.
+#[test]
+fn undo_of_a_write_that_changed_nothing_reverts_nothing() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("N", "v1")}));
+    let uuid = c["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("N", "v2")}),
+    );
+    p.env.advance(1000.0);
+    let same = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": uuid, "enabled": true}),
+    );
+    assert_eq!(same["isError"], json!(false), "{same}");
+    assert_eq!(same["structuredContent"]["script"]["revision"], json!(2));
+    let text = same["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Nothing to change in N"), "{text}");
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let (noop, w2) = (log[0].clone(), log[1].clone());
+    assert_eq!(
+        (noop.tool.as_str(), noop.result.as_str(), noop.unchanged),
+        ("set_script_enabled", "ok", true)
+    );
+    assert!(!w2.unchanged, "a write that made a revision is not marked");
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": noop.caller, "at": noop.at, "via": "popup"}),
+    );
+    assert_eq!(u["ok"], json!(false), "{u}");
+    assert!(
+        u["error"].as_str().unwrap().contains("changed nothing"),
+        "{u}"
+    );
+    // A time no audited write has is refused too.
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at + 1.0}),
+    );
+    assert!(
+        u["error"]
+            .as_str()
+            .unwrap()
+            .contains("not in the audit log"),
+        "{u}"
+    );
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(g["structuredContent"]["script"]["revision"], json!(2));
+    assert_eq!(
+        g["structuredContent"]["script"]["source"],
+        json!(script("N", "v2"))
+    );
+    // The disable that does change something is undone (enabled again, as a new revision).
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": uuid, "enabled": false}),
+    );
+    let off = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert!(!off.unchanged);
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": off.caller, "at": off.at}),
+    );
+    assert_eq!(u["ok"], json!(true), "{u}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(g["structuredContent"]["script"]["enabled"], json!(true));
+    assert_eq!(
+        g["structuredContent"]["script"]["source"],
+        json!(script("N", "v2"))
+    );
+}
+
 #[test]
 fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
     let p = provider();

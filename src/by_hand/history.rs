@@ -3,6 +3,7 @@
 
 use super::{err, revision_of, uuid_of, write};
 use crate::env::Env;
+use crate::guard::audit;
 use crate::guard::diff::line_diff;
 use crate::provider::Provider;
 use crate::scripts::history::{self, Revision};
@@ -88,10 +89,27 @@ pub(super) async fn restore<E: Env>(
     write(p, msg, "restore_script", args).await
 }
 
+/// Whether the audit log holds a write by `caller` at `at` to `uuid` that changed something. A
+/// write that changed nothing made no revision: "the newest one by that caller" would then be
+/// an earlier write's, and undoing it would revert a change the user did not pick.
+async fn undoable<E: Env>(p: &Provider<E>, caller: &str, at: f64, uuid: &str) -> Result<(), Value> {
+    match audit::find_effect(&p.env, caller, at, uuid).await {
+        Err(e) => Err(err(format!("the audit log could not be read: {e}"))),
+        Ok(None) => Err(err(
+            "that write is not in the audit log as a successful write to this script",
+        )),
+        Ok(Some(e)) if e.unchanged => Err(err(
+            "that write changed nothing (the script already was as asked), so there is nothing to undo",
+        )),
+        Ok(Some(_)) => Ok(()),
+    }
+}
+
 /// Undo of one audited write: brings back the revision before the one that write made. The
-/// write is named by its script, its caller and its time (the audit entry): the revision it
-/// made is the newest one by that caller at or before that time. When the script changed
-/// since, nothing is overwritten: the answer says so and carries the diff.
+/// write is named by its script, its caller and its time (the audit entry, which must be in the
+/// log as a successful write that changed something): the revision it made is the newest one by
+/// that caller at or before that time. When the script changed since, nothing is overwritten:
+/// the answer says so and carries the diff.
 pub(super) async fn undo<E: Env>(
     p: &Provider<E>,
     msg: &Value,
@@ -106,6 +124,9 @@ pub(super) async fn undo<E: Env>(
     let (Some(caller), Some(at)) = (caller, at) else {
         return err("\"caller\" and \"at\" must name the audited write");
     };
+    if let Err(e) = undoable(p, &caller, at, &uuid).await {
+        return e;
+    }
     let (current, _) = match restore::plan(&p.env, &uuid, None).await {
         Ok(x) => x,
         Err(e) => return err(e.to_string()),

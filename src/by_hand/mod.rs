@@ -146,6 +146,7 @@ pub(crate) async fn write<E: Env>(
         result: String::new(),
         target: args.target().map(str::to_owned),
         digest: digest_hex(msg),
+        unchanged: false,
     };
     let actor = Actor {
         by: BY_USER,

@@ -59,6 +59,7 @@ pub(super) async fn purge<E: Env>(p: &Provider<E>, msg: &Value, uuids: Arg<Vec<V
         result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
         target,
         digest: digest_hex(msg),
+        unchanged: false,
     })
     .await;
     match done {

@@ -61,6 +61,10 @@ pub struct Entry {
     pub target: Option<String>,
     /// sha256 (hex) of the canonical JSON of the arguments.
     pub digest: String,
+    /// The write succeeded and changed nothing (a switch already in that state, a restore of
+    /// the current version): it made no revision, so there is nothing to undo.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchanged: bool,
 }
 
 /// Which budget an entry is kept in (see the module docs).
@@ -316,6 +320,22 @@ pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, AuditError> {
     Ok(out)
 }
 
+/// The write `caller` made on `target` that was recorded as "ok" at `at`, if the log still holds
+/// it: what the popup's Undo names. Successful writes are in the effects ring only.
+pub async fn find_effect<S: Storage>(
+    s: &S,
+    caller: &str,
+    at: f64,
+    target: &str,
+) -> Result<Option<Entry>, AuditError> {
+    Ok(read_ring(s, Ring::Effects).await?.into_iter().find(|e| {
+        e.at.total_cmp(&at).is_eq()
+            && e.caller == caller
+            && e.result == "ok"
+            && e.target.as_deref() == Some(target)
+    }))
+}
+
 /// "No write in progress": a value, not a removal, so it can ride in the finalizing `set`.
 fn cleared() -> Value {
     Value::Object(Map::new())
@@ -509,6 +529,7 @@ mod tests {
             result: "ok".into(),
             target: None,
             digest: format!("{i:064x}"),
+            unchanged: false,
         }
     }
 

@@ -440,6 +440,7 @@ mod tests {
             result: "ok".into(),
             target: None,
             digest: String::new(),
+            unchanged: false,
         };
         let echo = |p: &Provider<MemoryEnv>| {
             let local = p.env.dump(Area::Local);

@@ -168,6 +168,7 @@ impl<E: Env> Provider<E> {
                 result: "REVIEW_INTERRUPTED".to_owned(),
                 target: s.target.clone(),
                 digest: s.digest.clone(),
+                unchanged: false,
             })
             .await;
         }

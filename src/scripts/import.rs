@@ -420,6 +420,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
         }
         changes.push(Change {
             created: record.revision == 1,
+            unchanged: false,
             record,
             source: item.source,
             diagnostics,

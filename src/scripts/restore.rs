@@ -96,6 +96,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
             record: current.record().clone(),
             source: current.source().to_owned(),
             created: false,
+            unchanged: true,
             diagnostics: Vec::new(),
             stale_history: Vec::new(),
         });
@@ -158,6 +159,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
         record,
         source: target.source,
         created: !live,
+        unchanged: false,
         diagnostics,
         stale_history: stale,
     })

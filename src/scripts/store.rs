@@ -470,6 +470,8 @@ pub struct Change {
     pub record: ScriptRecord,
     pub source: String,
     pub created: bool,
+    /// Nothing was stored: the script already was as asked (no new revision).
+    pub unchanged: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// The revisions the history's bounds dropped from its index: the writer removes them
     /// ([`history::remove_stale`]) once the change is registered, beside the audit's `set`.
@@ -585,6 +587,7 @@ pub async fn create<E: Storage + Clock + Ids + Http>(
         record,
         source: source.to_owned(),
         created: true,
+        unchanged: false,
         diagnostics,
         stale_history,
     })
@@ -651,6 +654,7 @@ pub async fn replace<E: Storage + Clock + Http>(
         record,
         source: source.to_owned(),
         created: false,
+        unchanged: false,
         diagnostics,
         stale_history,
     })
@@ -747,6 +751,7 @@ pub async fn set_enabled<E: Storage + Clock>(
             record: current,
             source,
             created: false,
+            unchanged: true,
             diagnostics: Vec::new(),
             stale_history: Vec::new(),
         });
@@ -769,6 +774,7 @@ pub async fn set_enabled<E: Storage + Clock>(
         record,
         source,
         created: false,
+        unchanged: false,
         diagnostics: Vec::new(),
         stale_history,
     })

@@ -81,6 +81,7 @@ pub async fn call<E: Env>(
                 result: refused.code.as_str().to_owned(),
                 target: named_target(&args),
                 digest: digest_hex(&args),
+                unchanged: false,
             })
             .await;
         }
@@ -108,6 +109,7 @@ pub async fn call<E: Env>(
         result: String::new(),
         target: None,
         digest: digest.clone(),
+        unchanged: false,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
     let ran = if def.name == try_script::NAME {

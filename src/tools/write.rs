@@ -165,11 +165,12 @@ async fn write_locked<E: Env>(
     // registration, with the revisions the history dropped removed: storage calls issued after
     // an `update` wait until Chrome has saved every registration (~140 ms at 1,000 stored;
     // ARCHITECTURE.md, Decisions).
-    let finalize = |uuid: &str| {
+    let finalize = |uuid: &str, unchanged: bool| {
         let entry = journal.map(|j| Entry {
             at: p.env.now_ms(),
             result: "ok".to_owned(),
             target: Some(uuid.to_owned()),
+            unchanged,
             ..j.clone()
         });
         async move {
@@ -188,7 +189,7 @@ async fn write_locked<E: Env>(
                     sync::desired_for(&c.record, &c.source),
                     held,
                 ),
-                finalize(&c.record.uuid),
+                finalize(&c.record.uuid, c.unchanged),
                 history::remove_stale(&p.env, &stale),
             );
             let done = Executed {
@@ -200,7 +201,10 @@ async fn write_locked<E: Env>(
         Stored::Deleted(Ok(record)) => {
             let uuid = record.uuid.clone();
             p.scripts_deleted(&uuid);
-            futures::join!(p.sync_registration(&uuid, None, held), finalize(&uuid));
+            futures::join!(
+                p.sync_registration(&uuid, None, held),
+                finalize(&uuid, false)
+            );
             let done = Executed {
                 result: Ok(success(
                     format!("Deleted {} ({uuid}).", record.metadata.name),
@@ -273,7 +277,11 @@ async fn store_step<E: Env>(
 
 fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     let r = &c.record;
-    let verb = if c.created { "Created" } else { "Saved" };
+    let verb = match (c.created, c.unchanged) {
+        (true, _) => "Created",
+        (false, true) => "Nothing to change in",
+        (false, false) => "Saved",
+    };
     let registered = outcome == SyncOutcome::Registered;
     let state = match (r.enabled, &outcome) {
         (false, _) => "disabled: it does not run".to_owned(),

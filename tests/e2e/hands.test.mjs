@@ -51,6 +51,17 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.equal(l.revisions[0].by, "user");
     assert.equal(l.revisions[0].via, "popup");
 
+    // A switch already on changes nothing and makes no revision: its row offers no Undo (which
+    // would have reverted the agent's earlier write) and says it changed nothing.
+    await call("set_script_enabled", { uuid, enabled: true });
+    await popup.reload();
+    const noop = (await h.internal("audit.list")).entries.findIndex((e) => e.tool === "set_script_enabled" && e.target === uuid);
+    assert.equal((await h.internal("audit.list")).entries[noop].unchanged, true);
+    const row = popup.locator("#audit > li").nth(noop);
+    assert.match(await row.textContent(), /set_script_enabled \(no change\)/);
+    assert.equal(await row.getByRole("button", { name: /^Undo/ }).count(), 0, "no Undo for a write that changed nothing");
+    assert.equal(await popup.locator("#audit > li").nth(await entryIndex()).getByRole("button", { name: /^Undo/ }).count(), 1, "the write beside it still has one");
+
     // The agent changes it again; undoing that old write now would overwrite the change.
     await call("write_script", { uuid, revision: 3, source: userscript({ tag: "u", version: "v4" }) });
     await popup.reload();
