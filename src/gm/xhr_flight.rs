@@ -1,5 +1,7 @@
 //! A script's `GM_xmlhttpRequest`s in flight, so `abort()` cancels the worker's fetch (not only
-//! the page's wait) and a script has at most [`MAX_XHR_IN_FLIGHT`] at once.
+//! the page's wait), a script has at most [`MAX_XHR_IN_FLIGHT`] at once, and all scripts together
+//! at most [`MAX_XHR_IN_FLIGHT_ALL`]: each may buffer a 5 MiB body (and its copies on the way to
+//! the page) in the wasm's memory, whose 4 GiB an allocation failure would end in a trap.
 //!
 //! Who is who: a request is named by the uuid its script's token proved, the tab, frame and
 //! document Chrome reported for the sender, and the page's own number for it. An abort names
@@ -17,6 +19,10 @@ use futures::channel::oneshot;
 
 pub use super::message::MAX_XHR_IN_FLIGHT;
 
+/// Most requests in flight for all scripts together (see the module's comment): 64 bodies of
+/// 5 MiB is 320 MiB held at most, a few times that with the copies made to answer the page.
+pub const MAX_XHR_IN_FLIGHT_ALL: usize = 64;
+
 /// One request's name (see the module's comment).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FlightKey {
@@ -33,6 +39,8 @@ pub enum Refused {
     /// The page reused a number still in flight.
     Duplicate(u32),
     TooMany,
+    /// All scripts together have [`MAX_XHR_IN_FLIGHT_ALL`] in flight.
+    TooManyAll,
 }
 
 impl std::fmt::Display for Refused {
@@ -46,6 +54,11 @@ impl std::fmt::Display for Refused {
                 f,
                 "GM_xmlhttpRequest: this script already has {MAX_XHR_IN_FLIGHT} requests in \
                  flight; the request was not sent"
+            ),
+            Refused::TooManyAll => write!(
+                f,
+                "GM_xmlhttpRequest: the userscripts have {MAX_XHR_IN_FLIGHT_ALL} requests in \
+                 flight together; the request was not sent (try again when some have ended)"
             ),
         }
     }
@@ -101,6 +114,9 @@ impl Flights {
         let n = self.map.keys().filter(|k| k.uuid == key.uuid).count();
         if n >= MAX_XHR_IN_FLIGHT {
             return Err(Refused::TooMany);
+        }
+        if self.map.len() >= MAX_XHR_IN_FLIGHT_ALL {
+            return Err(Refused::TooManyAll);
         }
         let (tx, rx) = oneshot::channel();
         self.map.insert(
@@ -296,5 +312,30 @@ mod tests {
         // A request whose waiter went away frees its place too.
         drop(keep.pop());
         assert!(f.start(k("a", 0, 1000)).is_ok());
+    }
+
+    /// Many scripts (or one script's many uuids: a user may install any number) cannot hold more
+    /// than the total bound of bodies in the worker at once; an ended request frees a place.
+    #[test]
+    fn all_scripts_together_are_bounded_too() {
+        let mut f = Flights::default();
+        let mut keep = Vec::new();
+        let mut id = 0;
+        'fill: for script in 0.. {
+            for _ in 0..MAX_XHR_IN_FLIGHT {
+                if keep.len() == MAX_XHR_IN_FLIGHT_ALL {
+                    break 'fill;
+                }
+                id += 1;
+                keep.push(f.start(k(&format!("s{script}"), 0, id)).unwrap());
+            }
+        }
+        assert_eq!(f.len(), MAX_XHR_IN_FLIGHT_ALL);
+        // A script with none in flight is refused now, with the reason.
+        let over = f.start(k("fresh", 0, 1)).unwrap_err();
+        assert_eq!(over, Refused::TooManyAll);
+        assert!(over.to_string().contains("not sent"), "{over}");
+        f.finish(&k("s0", 0, 1));
+        assert!(f.start(k("fresh", 0, 1)).is_ok());
     }
 }
