@@ -122,7 +122,7 @@ function finish(id, text) {
   holdHeight(item.li);
   item.li.classList.add('done');
   item.li.querySelector('.actions').replaceChildren(el('span', { class: 'muted' }, text));
-  if (!pointerInside) sweep();
+  if (!pointerInside && !section.matches(':hover')) sweep();
 }
 
 function sweep() {
@@ -171,7 +171,36 @@ function renderBridge({ bridge }) {
     : '');
 }
 
+// An Undo is taken by a click too. While the pointer is in the list, new entries wait (the
+// heading counts them) and are shown when it leaves, so no row moves under it. When the list
+// moves anyway (it was rebuilt, or something above it changed size: the status line after an
+// Undo, a session, a review), every Undo waits ARM_MS before it takes a click again, so the
+// second click of a double-click cannot undo the write that moved under the pointer.
+const auditList = $('audit');
+let auditHeld = false;
+let armTimer = 0;
+const inAudit = () => auditList.matches(':hover');
+auditList.addEventListener('pointerleave', () => { if (auditHeld) renderAudit(); });
+function disarmUndo() {
+  const undos = () => auditList.querySelectorAll('button.undo');
+  for (const b of undos()) b.disabled = true;
+  clearTimeout(armTimer);
+  armTimer = setTimeout(() => { for (const b of undos()) if (!b.dataset.busy) b.disabled = false; }, ARM_MS);
+}
+const moved = new ResizeObserver(disarmUndo);
+for (const e of document.querySelectorAll('main > *:not(#audit-section), #audit-section > :not(#audit)')) moved.observe(e);
+
 function renderAudit() {
+  if (inAudit() && auditList.childElementCount) {
+    auditHeld = true;
+    const top = Number(auditList.dataset.newest ?? 0);
+    const waiting = entries.filter((e) => e.at > top).length;
+    $('audit-new').textContent = waiting ? `· ${waiting} new` : '';
+    return;
+  }
+  auditHeld = false;
+  $('audit-new').textContent = '';
+  auditList.dataset.newest = String(entries[0]?.at ?? 0);
   const caller = $('f-caller').value;
   const result = $('f-result').value;
   const shownEntries = entries.filter((e) => (!caller || e.caller === caller)
@@ -183,11 +212,12 @@ function renderAudit() {
     select.replaceChildren(el('option', { value: '' }, 'All'), ...callers.map((c) => el('option', { value: c }, who(c))));
     select.value = callers.includes(caller) ? caller : '';
   }
-  $('audit').replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
+  auditList.replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.unchanged ? ' (no change)' : '',
       e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller))), undoButton(e)),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
+  disarmUndo();
 }
 
 // ---------------------------------------------------------------- refresh

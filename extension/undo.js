@@ -11,8 +11,9 @@ export function undoButton(entry, now = Date.now()) {
   // A write that changed nothing (`unchanged`) made no revision: undoing it would undo another.
   if (entry.result !== 'ok' || entry.unchanged || !entry.target || !UNDOABLE.has(entry.tool) || now - entry.at > HOUR_MS) return null;
   const out = el('div', { class: 'undo-result' });
-  const button = el('button', { 'aria-label': `Undo ${entry.tool} on ${entry.target}`, onclick: async () => {
+  const button = el('button', { class: 'undo', 'aria-label': `Undo ${entry.tool} on ${entry.target}`, onclick: async () => {
     button.disabled = true;
+    button.dataset.busy = '1';
     const r = await chrome.runtime.sendMessage({ channel: 'lumo:internal', op: 'scripts.undo', uuid: entry.target, caller: entry.caller, at: entry.at, via: 'popup' });
     const status = document.getElementById('status');
     if (r?.ok) {
@@ -23,6 +24,7 @@ export function undoButton(entry, now = Date.now()) {
       out.replaceChildren(el('p', { class: 'notice' }, r?.error ?? ''),
         r?.diff ? el('pre', { class: 'diff', 'aria-label': 'Changes made since that write' },
           r.diff.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' '))) : null);
+      delete button.dataset.busy;
       button.disabled = false;
     }
   } }, 'Undo');

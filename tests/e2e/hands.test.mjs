@@ -443,4 +443,37 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"]), ["val:kept-42"], "the restored script starts with its restored value");
     await vtab.close();
   });
+  test("popup: new audit entries wait while the pointer is in the list, and when the list moves no Undo takes a click for a moment", T, async () => {
+    const w = await call("write_script", { source: userscript({ tag: "pm", version: "v1" }) });
+    const uuid = w.script.uuid;
+    await call("write_script", { uuid, revision: 1, source: userscript({ tag: "pm", version: "v2" }) });
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const rows = popup.locator("#audit > li");
+    const top = rows.nth(0).getByRole("button", { name: /^Undo/ });
+    await top.hover(); // waits until it is enabled and still
+    const before = { count: await rows.count(), first: await rows.nth(0).textContent() };
+
+    // A write lands while the pointer rests on the top row's Undo: nothing moves under it.
+    await call("write_script", { uuid, revision: 2, source: userscript({ tag: "pm", version: "v3" }) });
+    await popup.locator("#audit-new").getByText("· 1 new").waitFor({ timeout: 3000 });
+    assert.equal(await rows.count(), before.count, "no row was added under the pointer");
+    assert.equal(await rows.nth(0).textContent(), before.first, "the row under the pointer is the same write");
+
+    // The pointer leaves: the list catches up.
+    await popup.locator("header h1").hover();
+    await popup.waitForFunction((n) => document.querySelectorAll("#audit > li").length === n + 1, before.count, { timeout: 3000 });
+    assert.equal(await popup.locator("#audit-new").textContent(), "");
+
+    // An Undo's status line appears above the list and moves it: every other Undo waits a moment.
+    const v3 = rows.nth(0);
+    assert.match(await v3.textContent(), /write_script/);
+    await v3.getByRole("button", { name: /^Undo/ }).click();
+    await popup.getByText(/^Undone/).waitFor({ timeout: 3000 });
+    await popup.waitForFunction(() => [...document.querySelectorAll("#audit button.undo")].slice(1).every((b) => b.disabled), null, { timeout: 2000, polling: "raf" });
+    await popup.waitForFunction(() => [...document.querySelectorAll("#audit button.undo")].slice(1).some((b) => !b.disabled), null, { timeout: 3000 });
+    assert.equal((await call("get_script", { uuid })).script.revision, 4, "one Undo, one new revision");
+    await popup.close();
+    await h.internal("scripts.delete", { uuid });
+  });
 });
