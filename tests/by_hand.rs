@@ -428,3 +428,96 @@ fn undo_of_the_users_delete_of_an_agents_script_brings_it_back() {
     assert!(p.env.registrations.borrow().contains_key(&uuid));
     assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"], json!([]));
 }
+
+/// A delete is one `set` (the script leaves the index and enters the trash) and then a `remove`
+/// of its record and source. A worker stopped in between, or a failed remove, leaves the
+/// record: that script is in the trash, so no tool reads or changes it as live (a change would
+/// have put it back in the index while the trash still listed it, for a later purge to take with
+/// its history), the trash restores it, and Delete forever takes the leftover record too.
+#[test]
+fn a_delete_stopped_before_its_remove_leaves_the_script_in_the_trash_only() {
+    let p = provider();
+    let s = ready(&p);
+    let mut ghosts = Vec::new();
+    for name in ["G1", "G2"] {
+        let c = call(&p, &s, "write_script", json!({"source": script(name, "1")}));
+        let uuid = c["structuredContent"]["script"]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let live = p.env.dump(Area::Local);
+        let d = call(&p, &s, "delete_script", json!({"uuid": uuid}));
+        assert_eq!(d["isError"], json!(false), "{d}");
+        // What the remove took, back: the state the stopped delete leaves.
+        let mut left = serde_json::Map::new();
+        for k in [format!("script/{uuid}"), format!("source/{uuid}")] {
+            left.insert(k.clone(), live[&k].clone());
+        }
+        block_on(lumo_userscripts::env::Storage::set(
+            &p.env,
+            Area::Local,
+            left,
+        ))
+        .unwrap();
+        ghosts.push(uuid);
+    }
+    let uuid = &ghosts[0];
+    let stored = p.env.dump(Area::Local);
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["deleted"],
+        json!(true),
+        "{g}"
+    );
+    for (tool, args) in [
+        (
+            "set_script_enabled",
+            json!({"uuid": uuid, "enabled": false}),
+        ),
+        (
+            "write_script",
+            json!({"uuid": uuid, "revision": 1, "source": script("G1", "2")}),
+        ),
+        (
+            "patch_script",
+            json!({"uuid": uuid, "revision": 1, "edits": [{"search": "1", "replace": "2"}]}),
+        ),
+        ("delete_script", json!({"uuid": uuid})),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(error_code(&r), Some("NOT_FOUND"), "{tool}: {r}");
+    }
+    let after = p.env.dump(Area::Local);
+    for k in ["scripts/index", "trash/index", &format!("script/{uuid}")] {
+        assert_eq!(after.get(k), stored.get(k), "{k} unchanged");
+    }
+    // The trash lists both and brings the first back, live and registered.
+    let t = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(t["scripts"].as_array().unwrap().len(), 2, "{t}");
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 1}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["revision"],
+        json!(2),
+        "{g}"
+    );
+    assert!(p.env.registrations.borrow().contains_key(uuid.as_str()));
+    // Delete forever takes the second one's leftover record and source with its trash entry.
+    let other = &ghosts[1];
+    let r = op(&p, json!({"op": "trash.purge", "uuids": [other]}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let left = p.env.dump(Area::Local);
+    for k in [
+        format!("script/{other}"),
+        format!("source/{other}"),
+        format!("trash/{other}"),
+    ] {
+        assert!(!left.contains_key(&k), "{k} is gone");
+    }
+}

@@ -429,16 +429,38 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<ScriptRecord, ScriptE
     }
 }
 
+/// The live script `uuid`: its record and source (`NotFound` for one in the trash).
 pub async fn load_with_source<S: Storage>(
     s: &S,
     uuid: &str,
 ) -> Result<(ScriptRecord, String), ScriptError> {
     let (rk, sk) = (record_key(uuid), source_key(uuid));
-    let got = s.get(Area::Local, &[&rk, &sk]).await.map_err(storage_err)?;
+    let got = s
+        .get(Area::Local, &[&rk, &sk, TRASH_INDEX_KEY])
+        .await
+        .map_err(storage_err)?;
     decode_with_source(&got, uuid)
 }
 
-/// The record and source of `uuid` from a `get` that asked for them.
+/// `trash/index`, which `trash` owns; named here so a read of a live script can see it (`store`
+/// must not import `trash`, which imports it).
+pub const TRASH_INDEX_KEY: &str = "trash/index";
+
+/// Whether `trash/index` in `got` lists `uuid`. A delete stores that listing, and the index
+/// without the script, in one `set`, and removes the record and source after: a record whose
+/// uuid is listed there is what a delete stopped in between (or a failed remove) left behind.
+/// That script is in the trash, not live: no read shows it and no write changes it as live.
+fn listed_in_trash(got: &Map<String, Value>, uuid: &str) -> bool {
+    got.get(TRASH_INDEX_KEY)
+        .and_then(|v| v.get("items"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|s| s.get("uuid").and_then(Value::as_str) == Some(uuid))
+        })
+}
+
+/// The record and source of `uuid` from a `get` that asked for them and for `trash/index`.
 fn decode_with_source(
     got: &Map<String, Value>,
     uuid: &str,
@@ -448,6 +470,9 @@ fn decode_with_source(
         .get(&rk)
         .map(<ScriptRecord as serde::Deserialize>::deserialize)
     {
+        Some(_) if listed_in_trash(got, uuid) => {
+            return Err(ScriptError::NotFound(uuid.to_owned()))
+        }
         Some(Ok(r)) if r.uuid == uuid => r,
         Some(_) => {
             return Err(ScriptError::Storage(format!(
@@ -621,7 +646,10 @@ pub async fn replace<E: Storage + Clock + Http>(
     let [budget_key, history_key] = history::keys_for(uuid);
     let (rk, sk) = (record_key(uuid), source_key(uuid));
     let got = env
-        .get(Area::Local, &[&rk, &sk, &budget_key, &history_key])
+        .get(
+            Area::Local,
+            &[&rk, &sk, &budget_key, &history_key, TRASH_INDEX_KEY],
+        )
         .await
         .map_err(storage_err)?;
     let (current, old_source) = decode_with_source(&got, uuid)?;

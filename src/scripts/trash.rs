@@ -5,9 +5,10 @@
 //! page); no tool does.
 //!
 //! Atomicity: a delete is one `set` (index without the script, its trash entry, the trash
-//! index) followed by removing the live keys; an interruption in between leaves only an
-//! unreachable record, never a script both live and lost. Restoring is the mirror image (see
-//! `restore`).
+//! index) followed by removing the live keys; an interruption in between leaves a record that
+//! no read takes for live (`store::load_with_source` sees its uuid in the trash index) and that
+//! leaves with the trash entry when it is purged, never a script both live and lost. Restoring
+//! is the mirror image (see `restore`).
 
 use super::history::{self, Revision};
 use super::record::ScriptRecord;
@@ -20,7 +21,7 @@ use crate::gm::store as gm_store;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-pub const TRASH_INDEX_KEY: &str = "trash/index";
+pub use super::store::TRASH_INDEX_KEY;
 pub const MAX_TRASH: usize = 100;
 pub const KEEP_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
 
@@ -117,11 +118,19 @@ fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
     (slots, gone)
 }
 
-/// Keys that hold a script for good once it leaves the trash (its history's: [`history::keys_of`]).
+/// Keys that hold a script for good once it leaves the trash (its history's: [`history::keys_of`]),
+/// with the record and source a delete stopped before its remove left (see the module docs).
 fn purged_keys(uuids: &[String]) -> Vec<String> {
     uuids
         .iter()
-        .flat_map(|u| [trash_key(u), super::runs::runs_key(u)])
+        .flat_map(|u| {
+            [
+                trash_key(u),
+                super::runs::runs_key(u),
+                store::record_key(u),
+                store::source_key(u),
+            ]
+        })
         .collect()
 }
 
