@@ -44,6 +44,26 @@ fn error(message: impl Into<String>) -> Value {
     json!({ "error": message.into() })
 }
 
+/// Whether a request acts beyond the page (refused once the script is turned off). Reads,
+/// waits, aborts, closing what it opened and removing its menu commands only wind things down.
+fn acts(req: &GmRequest) -> bool {
+    match req {
+        GmRequest::Values(_) | GmRequest::Xhr(_) | GmRequest::TabOpen(_) | GmRequest::Notify(_) => {
+            true
+        }
+        GmRequest::Menu(commands) => !commands.is_empty(),
+        // Listed, not `_`: a new request must be placed on one side or the other.
+        GmRequest::ValuesGet
+        | GmRequest::ValuesWait
+        | GmRequest::XhrAbort { .. }
+        | GmRequest::XhrProgress { .. }
+        | GmRequest::TabClose { .. }
+        | GmRequest::TabWait { .. }
+        | GmRequest::NoticeWait { .. }
+        | GmRequest::NoticeClose { .. } => false,
+    }
+}
+
 /// Whether the script grants any of these classic names (either spelling).
 fn grants_any(record: &ScriptRecord, names: &[&str]) -> bool {
     record
@@ -81,6 +101,15 @@ impl<E: Env> Provider<E> {
         let Some(record) = record else {
             return error("GM: this script is no longer installed");
         };
+        // Chrome cannot stop a script already running in an open page; what it may still do
+        // through the worker stops when the user turns it off.
+        if !record.enabled && acts(&req) {
+            return error(
+                "GM: this script is turned off; a page it already runs in keeps its code until \
+                 reloaded, but it may no longer send requests, open tabs, show notifications, \
+                 add menu commands or change its values",
+            );
+        }
         match req {
             GmRequest::ValuesGet if grants_any(&record, VALUE_GRANTS) => {
                 match store::load(&self.env, uuid).await {
@@ -514,6 +543,66 @@ mod tests {
             gm(&p, &ta, json!({"op": "values.get"}))["values"],
             json!({"k": "41"})
         );
+    }
+
+    /// A page keeps running a script turned off after it loaded (Chrome cannot unload it), but
+    /// the worker no longer acts for it: no request, tab, notification, menu command or value
+    /// change; reading its values and winding down still work. Turned on again, it may again.
+    #[test]
+    fn a_script_turned_off_no_longer_acts_through_the_worker() {
+        let p = Provider::new(MemoryEnv::new());
+        let grants = "// @grant GM_xmlhttpRequest\n// @connect api.test\n// @grant GM_setValue\n\
+                      // @grant GM_getValue\n// @grant GM_openInTab\n// @grant GM_notification\n\
+                      // @grant GM_registerMenuCommand\n";
+        let a = script(&p, "A", grants);
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        // The token of the revision the open page loaded with.
+        let ta = key.token(&a, 1);
+        assert_eq!(
+            gm(&p, &ta, json!({"op": "values.set", "items": [["k", "1"]]}))["ok"],
+            true
+        );
+        let switch = |on: bool| {
+            let r = block_on(crate::control::handle(
+                &p,
+                &json!({"op": "scripts.setEnabled", "uuid": a, "enabled": on}),
+            ))
+            .value;
+            assert_eq!(r["ok"], true, "{r}");
+        };
+        switch(false);
+        let page = Some("https://example.com/page");
+        let acting = [
+            json!({"op": "values.set", "items": [["k", "2"]]}),
+            json!({"op": "xhr", "id": 1, "url": "https://api.test/x"}),
+            json!({"op": "tab.open", "url": "https://example.com/new"}),
+            json!({"op": "notify", "text": "hi"}),
+            json!({"op": "menu", "commands": [["c", "Do it", ""]]}),
+        ];
+        for req in &acting {
+            let r = gm_from(&p, &ta, req.clone(), page);
+            assert!(
+                r["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("turned off")),
+                "{req}: {r}"
+            );
+        }
+        assert!(p.env.fetched.borrow().is_empty(), "nothing was requested");
+        assert!(
+            p.env.tab_calls.borrow().is_empty(),
+            "{:?}",
+            p.env.tab_calls.borrow()
+        );
+        assert_eq!(
+            gm(&p, &ta, json!({"op": "values.get"}))["values"],
+            json!({"k": "1"}),
+            "its values are unchanged, and still readable"
+        );
+        switch(true);
+        let r = gm_from(&p, &ta, acting[1].clone(), page);
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(gm(&p, &ta, acting[0].clone())["ok"], true);
     }
 
     #[test]

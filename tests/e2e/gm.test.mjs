@@ -403,6 +403,30 @@ describe("gm: the GM functions a script is given", () => {
     assert.ok(!server.hits.some((h) => h.startsWith("undeclared.test") || h.includes("/api/self")), JSON.stringify(server.hits));
   });
 
+  test("a script turned off while its page is open no longer reaches the network through GM_xmlhttpRequest; turned on, it does again", T, async () => {
+    const s = await write("off", ["@match http://offpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "let n = 0;\n"
+      + "document.addEventListener('lumo-go', () => { const i = ++n;\n"
+      + "  const mark = (v) => document.documentElement.setAttribute(`data-gm-off-${i}`, v);\n"
+      + "  GM_xmlhttpRequest({ url: `http://api.test:${location.port}/api/off-${i}`, onload: (r) => mark(`loaded ${r.status}`), onerror: (e) => mark(e.error) });\n"
+      + "});");
+    server.hits.length = 0;
+    await tab.goto(url("offpage.test"), { waitUntil: "load" });
+    const go = async (i) => {
+      await tab.evaluate(() => document.dispatchEvent(new Event("lumo-go")));
+      return until(() => tab.evaluate((k) => document.documentElement.getAttribute(k), `data-gm-off-${i}`), (v) => v, 5000);
+    };
+    assert.equal(await go(1), "loaded 200");
+    assert.equal((await h.internal("scripts.setEnabled", { uuid: s.uuid, enabled: false })).ok, true);
+    // The page still runs the script Chrome injected; the worker no longer acts for it.
+    assert.match(await go(2), /turned off/);
+    assert.equal((await h.internal("scripts.setEnabled", { uuid: s.uuid, enabled: true })).ok, true);
+    assert.equal(await go(3), "loaded 200");
+    const P = server.port;
+    assert.ok(server.hits.includes(`api.test:${P}/api/off-1`) && server.hits.includes(`api.test:${P}/api/off-3`), JSON.stringify(server.hits));
+    assert.ok(!server.hits.some((x) => x.includes("/api/off-2")), JSON.stringify(server.hits));
+  });
+
   // A redirect is a new request the script did not name: judged like the first before it is
   // made, so a declared host cannot send the user's cookies, or a POST, anywhere else.
   test("GM_xmlhttpRequest follows a redirect only where @connect allows; a host off the list is never asked", T, async () => {
