@@ -56,6 +56,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: args::Args) -> Result<(), String> {
+    if args.token.is_some() {
+        eprintln!("lumo-bridge: note: a --token value is visible to other users of this machine (ps, /proc); set LUMO_BRIDGE_TOKEN instead to keep it out of the process list.");
+    }
     let token = secrets::extension_token(args.token.as_deref())?;
     let state_dir = secrets::state_dir(args.state_dir.as_deref())?;
     let http = args.http;

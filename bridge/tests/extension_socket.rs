@@ -391,14 +391,22 @@ async fn the_token_is_random_per_start_unless_the_flag_or_the_environment_sets_i
     assert!(t1.len() >= 43, "{t1}");
     // LUMO_BRIDGE_TOKEN sets it, and a hello carrying it opens the link.
     let p3 = Ports::new();
-    let (_b3, t3) = printed_token(&without_flag(&p3), Some(TOKEN));
+    let (b3, t3) = printed_token(&without_flag(&p3), Some(TOKEN));
     assert_eq!(t3, TOKEN);
+    let noted = |b: &Bridge| {
+        b.stderr_seen
+            .iter()
+            .any(|l| l.contains("set LUMO_BRIDGE_TOKEN instead"))
+    };
+    assert!(!noted(&b3), "{:?}", b3.stderr_seen);
     let _ws = ext_open(p3.ext).await;
     // --token wins over the environment.
     let p4 = Ports::new();
     let other = "another-token-0123456789abcdef-0123456789";
-    let (_b4, t4) = printed_token(&p4.args(), Some(other));
+    let (b4, t4) = printed_token(&p4.args(), Some(other));
     assert_eq!(t4, TOKEN);
+    // A flag's value is in the process list for every local user to read: the bridge says so.
+    assert!(noted(&b4), "{:?}", b4.stderr_seen);
 }
 
 #[tokio::test]
