@@ -230,7 +230,7 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
             None => err("missing \"tab\": the id of the tab whose menu commands to list").into(),
         },
         Op::MenuClick { entry, id } => match (entry, id) {
-            (Some(e), Some(id)) => match p.menu_click(e, &id) {
+            (Some(e), Some(id)) => match p.menu_click(e, &id).await {
                 Ok(delivered) => json!({ "ok": true, "delivered": delivered }).into(),
                 Err(why) => err(why).into(),
             },

@@ -90,6 +90,7 @@ impl<E: Env> Provider<E> {
             Ok(s) => s
                 .records
                 .iter()
+                .filter(|r| r.enabled)
                 .map(|r| (r.uuid.clone(), r.metadata.name.clone()))
                 .collect(),
             Err(_) => VecMap::new(),
@@ -98,7 +99,8 @@ impl<E: Env> Provider<E> {
         let items: Vec<Value> = menus
             .for_tab(tab)
             .into_iter()
-            // A script deleted since its page registered: its commands are not offered.
+            // A script deleted or turned off since its page registered: its commands are not
+            // offered (its page may still hold a wait, but nothing of it runs from here).
             .filter_map(|e| {
                 let name = names.get(&e.uuid)?;
                 Some(json!({
@@ -118,8 +120,20 @@ impl<E: Env> Provider<E> {
 
     /// The user clicked command `id` of `entry` in the popup: the page's held wait is answered
     /// with it (or, between two waits, the click is kept for the next).
-    pub fn menu_click(&self, entry: u64, id: &str) -> Result<bool, String> {
+    pub async fn menu_click(&self, entry: u64, id: &str) -> Result<bool, String> {
         let gone = || "that menu command is gone (its page navigated, closed or changed its menu)";
+        let uuid = self.gm_menus.borrow().entry(entry).map(|e| e.uuid.clone());
+        if let Some(uuid) = uuid {
+            let on = self
+                .scripts()
+                .await
+                .is_ok_and(|s| s.records.iter().any(|r| r.uuid == uuid && r.enabled));
+            if !on {
+                return Err(
+                    "that script is turned off or deleted: its menu commands no longer run".into(),
+                );
+            }
+        }
         if self.gm_menus.borrow_mut().click(entry, id, true).is_err() {
             return Err(gone().to_owned());
         }
@@ -196,8 +210,8 @@ mod tests {
             assert_eq!(p.menu_list(6).await["items"], json!([]));
             let entry = list["items"][0]["entry"].as_u64().unwrap();
             // A click naming a command the entry does not have is refused.
-            assert!(p.menu_click(entry, "nope").is_err());
-            assert_eq!(p.menu_click(entry, "go"), Ok(true));
+            assert!(p.menu_click(entry, "nope").await.is_err());
+            assert_eq!(p.menu_click(entry, "go").await, Ok(true));
         };
         let (r, ()) = block_on(join(wait_a, other));
         assert_eq!(answered(r), json!({"click": "go"}));
@@ -210,6 +224,37 @@ mod tests {
             r["error"].as_str().unwrap().contains("does not @grant"),
             "{r}"
         );
+    }
+
+    /// A page keeps running a script the user turned off, and may still hold a wait: its
+    /// commands leave the popup, and a click on one (a popup opened before) runs nothing.
+    #[test]
+    fn a_script_turned_off_offers_no_menu_command_and_a_click_runs_none() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let wait = p.user_script_message(
+            || Some(raw(&ta, json!([["go", "Go!", null]]))),
+            page(5, "d1"),
+        );
+        let user = async {
+            let list = p.menu_list(5).await;
+            let entry = list["items"][0]["entry"].as_u64().unwrap();
+            let off = crate::control::handle(
+                &p,
+                &json!({"op": "scripts.setEnabled", "uuid": a, "enabled": false}),
+            )
+            .await
+            .value;
+            assert_eq!(off["ok"], true, "{off}");
+            assert_eq!(p.menu_list(5).await["items"], json!([]));
+            let r = p.menu_click(entry, "go").await;
+            assert!(r.as_ref().is_err_and(|e| e.contains("turned off")), "{r:?}");
+            // The wait ends as a wait does, with no click in it.
+            p.menu_tab_gone(5);
+        };
+        let (r, ()) = block_on(join(wait, user));
+        assert_eq!(answered(r), json!({"gone": true}));
     }
 
     #[test]
