@@ -28,6 +28,10 @@ impl Area {
     }
 }
 
+/// The start of [`Tabs::execute`]'s error when the code ran but its answer is over the bound
+/// (a page can make it large), so it was not read: the caller must not say nothing ran.
+pub const ANSWER_TOO_LARGE: &str = "the code ran, but the page's answer is too large to read";
+
 /// A failure of the outside world (storage quota, an API that threw), carried as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvError(pub String);
@@ -138,10 +142,10 @@ pub trait Tabs {
     async fn tabs(&self) -> Result<Vec<Tab>, EnvError>;
     /// One tab by its id (`tabs.get`): an error when there is none.
     async fn tab(&self, id: i64) -> Result<Tab, EnvError>;
-    /// Runs `code` once in the tab (all frames or the top one) in the USER_SCRIPT world `world`;
-    /// the value is Chrome's array of injection results (`{frameId, result?, error?}`), as JSON.
-    /// Runs `codes` (the entries, in order, in one world) once in the tab; Chrome's per-frame
-    /// results (the last entry's value).
+    /// Runs `codes` (the entries, in order, in one world) once in the tab, in all frames or the
+    /// top one, in the USER_SCRIPT world `world`; Chrome's per-frame results (`{frameId,
+    /// result?, error?}`, the last entry's value), as JSON. An answer too large to read is the
+    /// error [`ANSWER_TOO_LARGE`]: the code ran.
     async fn execute(
         &self,
         tab_id: i64,

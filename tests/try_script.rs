@@ -162,6 +162,17 @@ fn refusals_say_why() {
     *p.env.execute_answer.borrow_mut() = Some(Err("No tab with id: 7.".into()));
     let r = call(&p, &s, "try_script", in_tab(7));
     assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    // The page made the answer too large to read: the code ran, and the agent is told so (a
+    // "refused to run" would have it run the code again).
+    let too_large = format!(
+        "{}: over 4194304 bytes",
+        lumo_userscripts::env::ANSWER_TOO_LARGE
+    );
+    *p.env.execute_answer.borrow_mut() = Some(Err(too_large));
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(error_code(&r), Some("PAYLOAD_TOO_LARGE"), "{r}");
+    let said = r["structuredContent"]["message"].as_str().unwrap();
+    assert!(said.starts_with("the script ran in tab 7"), "{said}");
     // A stored script at a revision that is not kept.
     *p.env.execute_answer.borrow_mut() = None;
     let w = call(

@@ -79,13 +79,16 @@ impl Tabs for ChromeEnv {
             "js": js,
         }));
         let got = settle("userScripts.execute", api.execute(&injection)).await?;
-        let text = js_json::text_of(&got).unwrap_or_else(|| "null".to_owned());
-        if text.len() > MAX_ANSWER_BYTES {
-            return Err(EnvError(format!(
-                "the page's answer is {} bytes, over the {MAX_ANSWER_BYTES}-byte bound",
-                text.len()
-            )));
+        if got.is_undefined() {
+            return Ok(Value::Null);
         }
+        // Measured before it is copied into the wasm, whose memory never shrinks.
+        let text = js_json::text_within(&got, MAX_ANSWER_BYTES).ok_or_else(|| {
+            EnvError(format!(
+                "{}: over {MAX_ANSWER_BYTES} bytes",
+                crate::env::ANSWER_TOO_LARGE
+            ))
+        })?;
         crate::text::parse_json(&text).map_err(|e| EnvError(e.to_string()))
     }
 }

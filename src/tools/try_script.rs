@@ -477,6 +477,16 @@ async fn find_tab<E: Env>(p: &Provider<E>, target: &Target) -> Result<Tab, ToolE
 
 /// Chrome's refusal of an execute, as the agent should read it.
 fn execute_error(tab: &Tab, msg: &str) -> ToolError {
+    if msg.starts_with(crate::env::ANSWER_TOO_LARGE) {
+        // Not CANNOT_RUN: its effects happened, and an agent told nothing ran would run it again.
+        return ToolError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "the script ran in tab {}, but what its frames reported is too large to read ({msg}), so its result, errors and console output are lost; its effects on the page happened. Try it with less console output, or without allFrames",
+                tab.id
+            ),
+        );
+    }
     if msg.contains("No tab with id") || msg.contains("No frame with id") {
         return ToolError::new(
             ErrorCode::NotFound,

@@ -131,6 +131,22 @@ describe("try_script: run once in a tab, read what happened", () => {
     await tab.goto(url, { waitUntil: "load" });
   });
 
+  test("a page whose title is 5 million characters cannot make a try's report unreadable", T, async () => {
+    // The page owns its title; the report carries it, so it is cut in the page, before Chrome
+    // hands the answer to the worker (which refuses an answer over 4 MiB, unread).
+    const old = await tab.title();
+    await tab.evaluate(() => { document.title = "t".repeat(5_000_000); });
+    try {
+      const r = await call("try_script", { source: script(["@match *://*/*"], ["return 42;"]), url });
+      assert.equal(r.isError, false, JSON.stringify(r).slice(0, 2000));
+      const f = r.structuredContent.frames[0];
+      assert.equal(f.value, 42);
+      assert.ok(f.title.length <= 301 && f.title.startsWith("ttt"), `${f.title.length} characters`);
+    } finally {
+      await tab.evaluate((t) => { document.title = t; }, old);
+    }
+  });
+
   test("refusals: read-only (403), a chrome:// tab, a URL no tab shows", T, async () => {
     const src = script(["@match *://*/*"], ["document.documentElement.setAttribute('data-tried', 'ro');"]);
     await h.internal("policy.setSwitch", { name: "writes", value: false });
