@@ -192,7 +192,9 @@ pub fn next_cursor(last: u64, now_ms: f64) -> u64 {
 }
 
 /// The runs of several rings after `since`, errors only if asked, newest first, at most `max`;
-/// and whether more matched.
+/// and whether more matched. Past `max`, a call without `since` gets the newest; one with
+/// `since` gets the oldest after it, so a caller that follows the cursor (the newest returned)
+/// pages forward and skips none.
 pub fn select(
     rings: &[Ring],
     since: Option<u64>,
@@ -207,7 +209,14 @@ pub fn select(
         .collect();
     crate::sort::sort_by(&mut all, |a, b| seq_of(b).cmp(&seq_of(a)));
     let more = all.len() > max;
-    (all.into_iter().take(max).cloned().collect(), more)
+    let skip = match since {
+        Some(_) => all.len().saturating_sub(max),
+        None => 0,
+    };
+    (
+        all.into_iter().skip(skip).take(max).cloned().collect(),
+        more,
+    )
 }
 
 fn id_of(r: &Value) -> u64 {
@@ -507,5 +516,38 @@ mod tests {
         assert!(more);
         assert_eq!(last_run_summary(&a).unwrap()["id"], 3);
         assert_eq!(last_run_summary(&Ring::default()), None);
+    }
+
+    /// More runs after the cursor than one answer holds: following the cursor (the newest run
+    /// returned) pages forward through every one of them, none skipped.
+    #[test]
+    fn following_the_cursor_skips_no_run() {
+        let mut rings = vec![Ring::default(), Ring::default()];
+        for id in 1..=25u64 {
+            #[allow(clippy::cast_possible_truncation)]
+            let r = &mut rings[(id % 2) as usize];
+            #[allow(clippy::cast_precision_loss)]
+            r.push(run_json(id, &seen(id as f64), &report(0, 0)), 0);
+        }
+        // Without a cursor: the newest.
+        let (runs, more) = select(&rings, None, false, 10);
+        assert_eq!(
+            runs.iter().map(id_of).collect::<Vec<_>>(),
+            (16..=25).rev().collect::<Vec<_>>()
+        );
+        assert!(more);
+        let mut since = 0;
+        let mut seen_ids: Vec<u64> = Vec::new();
+        loop {
+            let (runs, more) = select(&rings, Some(since), false, 10);
+            let ids: Vec<u64> = runs.iter().map(id_of).collect();
+            assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
+            seen_ids.extend(ids.iter().rev());
+            since = ids.iter().copied().max().unwrap_or(since);
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(seen_ids, (1..=25).collect::<Vec<_>>());
     }
 }

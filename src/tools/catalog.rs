@@ -588,7 +588,7 @@ pub static TOOLS: &[ToolDef] = &[
                         "required": ["id", "uuid", "revision", "url", "at", "runAt", "ok"],
                     },
                 },
-                "cursor": { "type": "integer", "description": "Pass as since to get only newer runs." },
+                "cursor": { "type": "integer", "description": "Pass as since to get only newer runs (when more is true, the next ones after these)." },
                 "more": { "type": "boolean" },
                 "droppedByRateLimit": { "type": "integer", "description": "Reports refused because a script sent too many (kept count, not the runs)." },
             },

@@ -111,7 +111,11 @@ pub async fn run<E: Env>(p: &Provider<E>, args: &Value) -> Result<Value, ToolErr
         format!(
             "{} run(s), {errors} with an error, newest first{}. Pass cursor as since to get only newer runs.",
             selected.len(),
-            if more { " (more exist: narrow with uuid or since)" } else { "" },
+            match (more, a.since.is_some()) {
+                (false, _) => "",
+                (true, true) => " (more exist after these: pass cursor as since for the next ones)",
+                (true, false) => " (more exist: these are the newest; narrow with uuid, or page from an earlier cursor with since)",
+            },
         )
     };
     Ok(success(
