@@ -54,6 +54,11 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
         } else {
             None
         },
+        window_id: if tab.is_object() {
+            int_prop(&tab, "windowId")
+        } else {
+            None
+        },
     };
     let hint = token_hint(&msg);
     spawn_local(async move {

@@ -89,12 +89,30 @@ pub fn open_tab(o: &Map<String, Value>) -> Result<OpenTab, String> {
     })
 }
 
-/// `chrome.tabs.create` properties; `opener` is the sending tab's id and index.
-pub fn create_props(t: &OpenTab, opener: Option<(i64, Option<i64>)>) -> Value {
+/// The tab a script asked from, as Chrome reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opener {
+    pub tab: i64,
+    pub index: Option<i64>,
+    pub window: Option<i64>,
+}
+
+/// `chrome.tabs.create` properties. The new tab opens in the opener's window (as in
+/// Violentmonkey): by default Chrome picks the last focused one, where an `openerTabId` from
+/// another window is an error and an `index` is a place in the wrong strip.
+pub fn create_props(t: &OpenTab, opener: Option<Opener>) -> Value {
     let mut p = Map::new();
     p.insert("url".into(), json!(t.url));
     p.insert("active".into(), json!(t.active));
-    if let Some((id, index)) = opener {
+    if let Some(Opener {
+        tab: id,
+        index,
+        window,
+    }) = opener
+    {
+        if let Some(w) = window {
+            p.insert("windowId".into(), json!(w));
+        }
         if t.insert {
             if let Some(i) = index.and_then(|i| i.checked_add(1)) {
                 p.insert("index".into(), json!(i));
@@ -198,17 +216,22 @@ mod tests {
     fn tab_options_follow_violentmonkey() {
         let t = open_tab(&o(json!({"url": "https://a.test/"}))).unwrap();
         assert_eq!((t.active, t.insert, t.set_parent), (true, true, false));
+        let opener = Some(Opener {
+            tab: 7,
+            index: Some(2),
+            window: Some(4),
+        });
         assert_eq!(
-            create_props(&t, Some((7, Some(2)))),
-            json!({"url": "https://a.test/", "active": true, "index": 3, "openerTabId": 7})
+            create_props(&t, opener),
+            json!({"url": "https://a.test/", "active": true, "index": 3, "openerTabId": 7, "windowId": 4})
         );
         let t = open_tab(&o(
             json!({"url": "https://a.test/", "active": false, "insert": false, "setParent": true}),
         ))
         .unwrap();
         assert_eq!(
-            create_props(&t, Some((7, Some(2)))),
-            json!({"url": "https://a.test/", "active": false, "openerTabId": 7})
+            create_props(&t, opener),
+            json!({"url": "https://a.test/", "active": false, "openerTabId": 7, "windowId": 4})
         );
         assert_eq!(
             create_props(&t, None),

@@ -182,7 +182,11 @@ impl<E: Env> Provider<E> {
             }
             o.opening.push(uuid.to_owned());
         }
-        let opener = from.tab_id.map(|id| (id, from.tab_index));
+        let opener = from.tab_id.map(|tab| tabs::Opener {
+            tab,
+            index: from.tab_index,
+            window: from.window_id,
+        });
         let created = self.env.create_tab(&tabs::create_props(t, opener)).await;
         {
             let mut o = self.gm_opened.borrow_mut();
@@ -391,6 +395,7 @@ mod tests {
             url: Some("https://example.com/".into()),
             tab_id: Some(7),
             tab_index: Some(2),
+            window_id: Some(3),
             frame_id: Some(0),
             ..Sender::default()
         };
@@ -463,7 +468,7 @@ mod tests {
             p.env.browser_calls.borrow()[0],
             (
                 "tabs.create".into(),
-                json!({"url": "https://x.test/", "active": false, "index": 3, "openerTabId": 7})
+                json!({"url": "https://x.test/", "active": false, "index": 3, "openerTabId": 7, "windowId": 3})
             )
         );
         let r = ask(

@@ -22,6 +22,8 @@ pub struct Sender {
     pub document_id: Option<String>,
     /// `sender.tab.index` (GM_openInTab puts a new tab after it).
     pub tab_index: Option<i64>,
+    /// `sender.tab.windowId` (GM_openInTab opens in that window, not the last focused one).
+    pub window_id: Option<i64>,
 }
 
 /// What became of one message (for tests and the worker's log).

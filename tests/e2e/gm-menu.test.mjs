@@ -197,6 +197,37 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     await until(async () => (await attr("data-closed")) === "true", 5000, "onclose ran with closed = true");
   });
 
+  test("GM_openInTab opens next to its page in the page's window while the user is in another window", T, async () => {
+    await write("win opener", ["@match http://winopen.test/*", "@grant GM_openInTab"],
+      "document.addEventListener('lumo-go', () => {\n"
+      + "  const t = GM_openInTab(location.protocol + '//winopened.test:' + location.port + '/w', { active: false });\n"
+      + "  setTimeout(() => document.documentElement.setAttribute('data-win-closed', String(t.closed)), 1500);\n"
+      + "});");
+    await tab.goto(url("winopen.test", "/"), { waitUntil: "load" });
+    // The user moves to another window: Chrome's last focused one is no longer the page's.
+    const ext = await h.context.newPage();
+    await ext.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const other = await ext.evaluate(async () => (await chrome.windows.create({ url: "about:blank", focused: true })).id);
+    try {
+      const where = () => ext.evaluate(async () => {
+        const [page] = await chrome.tabs.query({ url: "*://winopen.test/*" });
+        const opened = await chrome.tabs.query({ url: "*://winopened.test/*" });
+        return { page: page && { window: page.windowId, index: page.index }, opened: opened.map((t) => ({ window: t.windowId, index: t.index })), focused: (await chrome.windows.getLastFocused()).id };
+      });
+      const before = await where();
+      assert.notEqual(before.page.window, other, "the page is not in the new window");
+      assert.equal(before.focused, other, "the new window is the last focused");
+      await tab.evaluate(() => document.dispatchEvent(new Event("lumo-go")));
+      await until(async () => (await attr("data-win-closed")) !== null, 5000, "the script saw its tab's state");
+      assert.equal(await attr("data-win-closed"), "false", "the tab opened");
+      const after = await where();
+      assert.deepEqual(after.opened, [{ window: before.page.window, index: before.page.index + 1 }], JSON.stringify(after));
+    } finally {
+      await ext.evaluate(async (id) => { await chrome.windows.remove(id); for (const t of await chrome.tabs.query({ url: "*://winopened.test/*" })) await chrome.tabs.remove(t.id); }, other);
+      await ext.close();
+    }
+  });
+
   // The worker keeps which script opened which tab in storage.session: a fresh one neither tells
   // the page its tab closed while it is open, nor refuses the script's close().
   test("after a worker restart a script's tab is still its own: not reported closed, and its close() works", T, async () => {
