@@ -332,6 +332,8 @@ pub mod memory {
         pub updated_after: RefCell<Vec<usize>>,
         /// How many times a `tabs.create` yields before it answers (Chrome's takes a while).
         pub tab_create_yields: Cell<u32>,
+        /// How many times a `tabs.get` yields before it answers.
+        pub tab_get_yields: Cell<u32>,
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
@@ -570,6 +572,9 @@ pub mod memory {
         }
 
         async fn tab(&self, id: i64) -> Result<Tab, EnvError> {
+            for _ in 0..self.tab_get_yields.get() {
+                yield_now().await;
+            }
             self.tab_calls.borrow_mut().push(format!("get {id}"));
             if let Some(e) = self.tab_error.borrow().clone() {
                 return Err(EnvError(e));

@@ -41,10 +41,16 @@ pub(crate) struct Opened {
     next_notice: u64,
     /// What an earlier worker stored has been read.
     loaded: bool,
+    /// Tabs closed while that was being read (each checked with a `tabs.get` first): Chrome
+    /// tells a close once, so one seen open before it closed must not be recorded after.
+    closed_while_loading: Vec<i64>,
     /// The scripts of the tabs being opened (Chrome has not given their ids yet): each counts
     /// against its script's limit from the moment it is asked for.
     opening: Vec<String>,
 }
+
+/// Most closes remembered while the stored tabs are read (a read takes a few round trips).
+const MAX_CLOSED_WHILE_LOADING: usize = 256;
 
 /// `[[id, uuid]…]` as stored; anything else is skipped.
 fn pairs(v: Option<&Value>) -> impl Iterator<Item = (&Value, String)> {
@@ -111,8 +117,9 @@ impl<E: Env> Provider<E> {
                 return; // another call read it meanwhile
             }
             o.loaded = true;
+            let closed = std::mem::take(&mut o.closed_while_loading);
             for (id, uuid) in tabs {
-                if o.tabs.get(&id).is_none() {
+                if o.tabs.get(&id).is_none() && !closed.contains(&id) {
                     o.tabs.insert(
                         id,
                         Watch {
@@ -346,7 +353,13 @@ impl<E: Env> Provider<E> {
     /// `tabs.onRemoved`: a tab a script opened tells its page; every tab loses its menus.
     pub fn tab_removed(&self, tab: i64) {
         self.menu_tab_gone(tab);
-        let closed = self.gm_opened.borrow_mut().tabs.remove(&tab);
+        let closed = {
+            let mut o = self.gm_opened.borrow_mut();
+            if !o.loaded && o.closed_while_loading.len() < MAX_CLOSED_WHILE_LOADING {
+                o.closed_while_loading.push(tab);
+            }
+            o.tabs.remove(&tab)
+        };
         if let Some(mut w) = closed {
             deliver(&mut w, "close");
         }
@@ -496,6 +509,68 @@ mod tests {
         // Nothing is bound to a tab any more: the shell may stop listening.
         assert!(!p.tab_bound());
         assert_eq!(told.borrow().last(), Some(&false));
+    }
+
+    /// A fresh worker checks each stored tab with `tabs.get`; one that closes after its check
+    /// and before the list is kept is not recorded as open (Chrome tells the close only once):
+    /// its page hears the close, and it counts no more against the script's bound.
+    #[test]
+    fn a_tab_closed_while_a_fresh_worker_reads_its_tabs_is_not_kept_open() {
+        use crate::env::Tab;
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_openInTab\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let open = || {
+            ask(&p, &ta, json!({"op": "tab.open", "url": "https://x.test/"}))["tab"]
+                .as_i64()
+                .unwrap()
+        };
+        let (first, second) = (open(), open());
+        let q = Provider::new(MemoryEnv::new());
+        *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+        for id in [first, second] {
+            q.env.tabs.borrow_mut().push(Tab {
+                id,
+                url: "https://x.test/".into(),
+                title: String::new(),
+                last_accessed: 0.0,
+            });
+        }
+        q.env.tab_get_yields.set(2);
+        // A wait no close reaches ends at its timer (no hang when the close is lost).
+        q.env.timers_fire.set(true);
+        let wait = {
+            let raw = gm_raw(&ta, json!({"op": "tab.wait", "tab": first}));
+            q.user_script_message(move || Some(raw), Sender::default())
+        };
+        let close = async {
+            // Once `first` has been checked (open), it closes.
+            while !q
+                .env
+                .tab_calls
+                .borrow()
+                .iter()
+                .any(|c| c == &format!("get {first}"))
+            {
+                crate::env::memory::yield_now().await;
+            }
+            q.env.tabs.borrow_mut().retain(|t| t.id != first);
+            q.tab_removed(first);
+        };
+        let (r, ()) = block_on(join(wait, close));
+        assert_eq!(
+            answered(r),
+            json!({"event": "close"}),
+            "its page hears it closed"
+        );
+        assert!(
+            ask(&q, &ta, json!({"op": "tab.close", "tab": first}))["error"].is_string(),
+            "not recorded as the script's open tab"
+        );
+        assert_eq!(
+            ask(&q, &ta, json!({"op": "tab.close", "tab": second}))["ok"],
+            true
+        );
     }
 
     #[test]
