@@ -195,7 +195,7 @@ function renderAudit() {
     auditHeld = true;
     const top = Number(auditList.dataset.newest ?? 0);
     const waiting = entries.filter((e) => e.at > top).length;
-    $('audit-new').textContent = waiting ? `· ${waiting} new` : '';
+    $('audit-new').textContent = waiting ? `+${waiting} new` : '';
     return;
   }
   auditHeld = false;

@@ -456,7 +456,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
 
     // A write lands while the pointer rests on the top row's Undo: nothing moves under it.
     await call("write_script", { uuid, revision: 2, source: userscript({ tag: "pm", version: "v3" }) });
-    await popup.locator("#audit-new").getByText("· 1 new").waitFor({ timeout: 3000 });
+    await popup.locator("#audit-new").getByText("+1 new").waitFor({ timeout: 3000 });
     assert.equal(await rows.count(), before.count, "no row was added under the pointer");
     assert.equal(await rows.nth(0).textContent(), before.first, "the row under the pointer is the same write");
 
