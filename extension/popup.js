@@ -171,8 +171,8 @@ function renderBridge({ bridge }) {
     : '');
 }
 
-// An Undo is taken by a click too. While the pointer is in the list, new entries wait (the
-// heading counts them) and are shown when it leaves, so no row moves under it. When the list
+// An Undo is taken by a click too. While the pointer is in the list, new entries wait (a count
+// beside the heading says how many) and are shown when it leaves, so no row moves under it. When the list
 // moves anyway (it was rebuilt, or something above it changed size: the status line after an
 // Undo, a session, a review), every Undo waits ARM_MS before it takes a click again, so the
 // second click of a double-click cannot undo the write that moved under the pointer.

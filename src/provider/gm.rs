@@ -590,9 +590,9 @@ mod tests {
         }
         assert!(p.env.fetched.borrow().is_empty(), "nothing was requested");
         assert!(
-            p.env.tab_calls.borrow().is_empty(),
-            "{:?}",
-            p.env.tab_calls.borrow()
+            p.env.browser_calls.borrow().is_empty(),
+            "no tab or notification was created: {:?}",
+            p.env.browser_calls.borrow()
         );
         assert_eq!(
             gm(&p, &ta, json!({"op": "values.get"}))["values"],
