@@ -67,10 +67,7 @@ fn undo_of_an_agent_write_and_undo_after_a_later_change() {
     let p = provider();
     let s = ready(&p);
     let c = call(&p, &s, "write_script", json!({"source": script("U", "v1")}));
-    let uuid = c["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&c);
     p.env.advance(1000.0);
     call(
         &p,
@@ -126,10 +123,7 @@ fn undo_of_a_write_that_changed_nothing_reverts_nothing() {
     let p = provider();
     let s = ready(&p);
     let c = call(&p, &s, "write_script", json!({"source": script("N", "v1")}));
-    let uuid = c["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&c);
     p.env.advance(1000.0);
     call(
         &p,
@@ -210,10 +204,7 @@ fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
     let p = provider();
     let s = ready(&p);
     let c = call(&p, &s, "write_script", json!({"source": script("Z", "1")}));
-    let uuid = c["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&c);
     p.env.advance(1000.0);
     call(&p, &s, "delete_script", json!({"uuid": uuid}));
     let del = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
@@ -230,10 +221,7 @@ fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
         "write_script",
         json!({"source": script("New", "1")}),
     );
-    let fresh = c["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let fresh = written_uuid(&c);
     let made = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
     let u = op(
         &p,
@@ -251,10 +239,7 @@ fn only_the_user_purges_the_trash_and_purging_removes_history_too() {
     let mut uuids = Vec::new();
     for n in ["P1", "P2"] {
         let c = call(&p, &s, "write_script", json!({"source": script(n, "1")}));
-        let u = c["structuredContent"]["script"]["uuid"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let u = written_uuid(&c);
         call(
             &p,
             &s,
@@ -408,10 +393,7 @@ fn undo_of_the_users_delete_of_an_agents_script_brings_it_back() {
         "write_script",
         json!({"source": script("Theirs", "1")}),
     );
-    let uuid = c["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&c);
     p.env.advance(1000.0);
     let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
     assert_eq!(d["ok"], json!(true), "{d}");
@@ -441,10 +423,7 @@ fn a_delete_stopped_before_its_remove_leaves_the_script_in_the_trash_only() {
     let mut ghosts = Vec::new();
     for name in ["G1", "G2"] {
         let c = call(&p, &s, "write_script", json!({"source": script(name, "1")}));
-        let uuid = c["structuredContent"]["script"]["uuid"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let uuid = written_uuid(&c);
         let live = p.env.dump(Area::Local);
         let d = call(&p, &s, "delete_script", json!({"uuid": uuid}));
         assert_eq!(d["isError"], json!(false), "{d}");

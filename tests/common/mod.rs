@@ -98,6 +98,14 @@ pub fn call(p: &Provider<MemoryEnv>, s: &Session, name: &str, args: Value) -> Va
     r["result"].clone()
 }
 
+/// The uuid of the script a successful write's result names.
+pub fn written_uuid(result: &Value) -> String {
+    result["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no script uuid in {result}"))
+        .to_owned()
+}
+
 pub fn error_code(result: &Value) -> Option<&str> {
     result["structuredContent"]["error_code"].as_str()
 }
