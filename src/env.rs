@@ -136,12 +136,27 @@ pub struct Tab {
     pub last_accessed: f64,
 }
 
+/// Where a document is now, as `chrome.webNavigation.getFrame({documentId})` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentState {
+    /// Shown in its frame (`documentLifecycle: "active"`).
+    Active,
+    /// Alive but not shown: prerendering, or kept in the back/forward cache.
+    Inactive,
+    /// No such document: its frame navigated or was removed, its tab closed. Chromium 156 also
+    /// answers this for a page in the back/forward cache (measured in e2e), and the same id
+    /// answers `Active` again once the page is restored.
+    Gone,
+}
+
 /// Open tabs and running code in them once (`chrome.userScripts.execute`, `try_script`).
 pub trait Tabs {
     /// Every open tab the extension may see (`tabs.query({})`).
     async fn tabs(&self) -> Result<Vec<Tab>, EnvError>;
     /// One tab by its id (`tabs.get`): an error when there is none.
     async fn tab(&self, id: i64) -> Result<Tab, EnvError>;
+    /// Where the document `id` (a sender's `documentId`) is now.
+    async fn document(&self, id: &str) -> Result<DocumentState, EnvError>;
     /// Runs `codes` (the entries, in order, in one world) once in the tab, in all frames or the
     /// top one, in the USER_SCRIPT world `world`; Chrome's per-frame results (`{frameId,
     /// result?, error?}`, the last entry's value), as JSON. An answer too large to read is the
@@ -334,6 +349,8 @@ pub mod memory {
         pub tab_create_yields: Cell<u32>,
         /// How many times a `tabs.get` yields before it answers.
         pub tab_get_yields: Cell<u32>,
+        /// Documents not shown now (`document` answers `Active` for any other).
+        pub documents: RefCell<BTreeMap<String, DocumentState>>,
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
@@ -585,6 +602,16 @@ pub mod memory {
                 .find(|t| t.id == id)
                 .cloned()
                 .ok_or_else(|| EnvError(format!("No tab with id: {id}.")))
+        }
+
+        async fn document(&self, id: &str) -> Result<DocumentState, EnvError> {
+            self.tab_calls.borrow_mut().push(format!("document {id}"));
+            Ok(self
+                .documents
+                .borrow()
+                .get(id)
+                .copied()
+                .unwrap_or(DocumentState::Active))
         }
 
         async fn execute(

@@ -1,10 +1,11 @@
-//! `chrome.tabs.query`/`get` and `chrome.userScripts.execute` for `try_script`: carries the call out and
-//! the answer back as JSON; every decision (which tab, what the answer means) is the core's.
+//! `chrome.tabs.query`/`get`, `chrome.webNavigation.getFrame` (is a menu command's page still
+//! there) and `chrome.userScripts.execute` for `try_script`: carries the call out and the answer
+//! back as JSON; every decision (which tab, what the answer means) is the core's.
 
 use super::api::UserScriptsApi;
 use super::env::{settle, user_scripts_api, ChromeEnv};
 use super::json as js_json;
-use crate::env::{EnvError, Tab, Tabs};
+use crate::env::{DocumentState, EnvError, Tab, Tabs};
 use js_sys::Promise;
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
@@ -20,6 +21,9 @@ extern "C" {
 
     #[wasm_bindgen(js_namespace = ["chrome", "tabs"], js_name = get, catch)]
     fn tabs_get(id: f64) -> Result<Promise, JsValue>;
+
+    #[wasm_bindgen(js_namespace = ["chrome", "webNavigation"], js_name = getFrame, catch)]
+    fn web_navigation_get_frame(details: &JsValue) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(method, catch)]
     fn execute(this: &UserScriptsApi, injection: &JsValue) -> Result<Promise, JsValue>;
@@ -60,6 +64,24 @@ impl Tabs for ChromeEnv {
             .as_ref()
             .and_then(tab_of)
             .ok_or_else(|| EnvError("tabs.get returned no tab".into()))
+    }
+
+    async fn document(&self, id: &str) -> Result<DocumentState, EnvError> {
+        let got = settle(
+            "webNavigation.getFrame",
+            web_navigation_get_frame(&js_json::to_js(&json!({ "documentId": id }))),
+        )
+        .await?;
+        // `null` for no such document; otherwise its `documentLifecycle`.
+        let Some(frame) = js_json::from_js(&got).filter(Value::is_object) else {
+            return Ok(DocumentState::Gone);
+        };
+        Ok(match frame.get("documentLifecycle").and_then(Value::as_str) {
+            Some("active") => DocumentState::Active,
+            Some("pending_deletion") => DocumentState::Gone,
+            // "prerender", "cached", or a state this build does not know: alive, not shown.
+            _ => DocumentState::Inactive,
+        })
     }
 
     async fn execute(

@@ -7,10 +7,11 @@
 //! changes (and again each time its held wait ends), so the list here is always the page's own,
 //! a worker restart loses nothing for long (the page's next wait restores it), and no message can
 //! touch another script's or another page's list: the key is the proven uuid plus Chrome's
-//! sender, never a field of the message. A tab's entries go when the tab starts loading a new
-//! page or closes; a document seen going never registers again ([`Menus::set`] → `Gone`).
-
-use std::collections::VecDeque;
+//! sender, never a field of the message. A newer document in the same frame replaces the entry;
+//! a tab's entries go when it closes. Whether an entry's document is still the one shown (not
+//! navigated away, removed, or in the back/forward cache) is Chrome's answer, asked by the
+//! provider each time the popup lists or clicks: tab events cannot tell (a "loading" tab may be
+//! an iframe navigating, and a page restored from the cache keeps its document id).
 
 /// Most commands one script may have in one page.
 pub const MAX_COMMANDS: usize = 32;
@@ -20,8 +21,6 @@ pub const MAX_CAPTION_CHARS: usize = 120;
 pub const MAX_ID_BYTES: usize = 512;
 /// Most entries kept in all (pages × scripts); the oldest goes first.
 pub const MAX_ENTRIES: usize = 500;
-/// Documents remembered as gone.
-const MAX_GONE: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
@@ -54,7 +53,6 @@ pub struct Entry {
 #[derive(Debug, Default)]
 pub struct Menus {
     entries: Vec<Entry>,
-    gone: VecDeque<String>,
     next_handle: u64,
 }
 
@@ -70,8 +68,6 @@ pub enum SetOutcome {
         handle: Option<u64>,
         click: Option<String>,
     },
-    /// The page's document was seen going: nothing kept, the page should stop asking.
-    Gone,
 }
 
 /// Why a click was not delivered.
@@ -100,16 +96,9 @@ impl Menus {
         url: &str,
         commands: Vec<Command>,
     ) -> SetOutcome {
-        if place
-            .document
-            .as_ref()
-            .is_some_and(|d| self.gone.contains(d))
-        {
-            return SetOutcome::Gone;
-        }
         let at = self.find(uuid, &place);
-        // Another document in the same frame (a navigation the tab events have not told yet):
-        // the newer document's list replaces the older one's.
+        // Another document in the same frame (it navigated, or a page came back from the
+        // back/forward cache): the list of the one that spoke last replaces the other's.
         if commands.is_empty() {
             let removed = at.map(|i| self.entries.remove(i));
             return SetOutcome::Removed {
@@ -172,19 +161,22 @@ impl Menus {
         Ok(e)
     }
 
-    /// The tab starts loading another page, or closes: its commands go, and its documents are
-    /// remembered as gone.
+    /// The tab closed: its commands go.
     pub fn drop_tab(&mut self, tab: i64) -> Vec<Entry> {
         let (gone, keep): (Vec<Entry>, Vec<Entry>) =
             self.entries.drain(..).partition(|e| e.place.tab == tab);
         self.entries = keep;
-        for d in gone.iter().filter_map(|e| e.place.document.clone()) {
-            if self.gone.len() >= MAX_GONE {
-                self.gone.pop_front();
-            }
-            self.gone.push_back(d);
-        }
         gone
+    }
+
+    /// Chrome said entry `handle`'s `document` no longer exists: the entry goes, unless a newer
+    /// document took it over meanwhile (same handle, another document).
+    pub fn drop_gone(&mut self, handle: u64, document: Option<&str>) -> Option<Entry> {
+        let i = self
+            .entries
+            .iter()
+            .position(|e| e.handle == handle && e.place.document.as_deref() == document)?;
+        Some(self.entries.remove(i))
     }
 
     /// The script is no longer installed (or no longer grants menus): its commands go.
@@ -285,20 +277,27 @@ mod tests {
     }
 
     #[test]
-    fn navigation_drops_a_tabs_commands_and_its_old_documents_stay_gone() {
+    fn a_closed_tab_drops_its_commands_and_a_gone_document_only_its_own() {
         let mut m = Menus::default();
         kept(m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]));
-        kept(m.set("A", at(1, 3, "d2"), "u", vec![cmd("x")]));
+        let sub = kept(m.set("A", at(1, 3, "d2"), "u", vec![cmd("x")]));
         kept(m.set("A", at(2, 0, "d3"), "u", vec![cmd("x")]));
         assert_eq!(m.drop_tab(1).len(), 2);
         assert!(m.for_tab(1).is_empty());
         assert_eq!(m.for_tab(2).len(), 1);
-        // The old document, late, cannot bring its commands back; the new one can.
-        assert_eq!(
-            m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]),
-            SetOutcome::Gone
-        );
-        kept(m.set("A", at(1, 0, "d4"), "u", vec![cmd("x")]));
+        // A page back from the back/forward cache keeps its document id: it may state its
+        // list again.
+        let top = kept(m.set("A", at(1, 0, "d1"), "u", vec![cmd("x")]));
+        assert_eq!(m.for_tab(1).len(), 1);
+        // A gone document drops its entry, not one a newer document in that frame holds.
+        let newer = kept(m.set("A", at(1, 0, "d4"), "u", vec![cmd("y")]));
+        assert_eq!(newer, top, "the frame's entry, taken over");
+        assert!(m.drop_gone(top, Some("d1")).is_none());
+        assert_eq!(m.entry(top).unwrap().commands, [cmd("y")]);
+        assert!(m.drop_gone(sub, Some("d2")).is_none(), "already dropped");
+        assert!(m.drop_gone(top, Some("d4")).is_some());
+        assert!(m.for_tab(1).is_empty());
+        kept(m.set("A", at(1, 0, "d5"), "u", vec![cmd("x")]));
         m.drop_script("A");
         assert!(m.for_tab(1).is_empty() && m.for_tab(2).is_empty());
     }
@@ -311,9 +310,5 @@ mod tests {
         }
         assert_eq!(m.entries.len(), MAX_ENTRIES);
         assert!(m.for_tab(0).is_empty());
-        for t in 0..(MAX_GONE as i64 + 10) {
-            m.drop_tab(1000 + t);
-        }
-        assert!(m.gone.len() <= MAX_GONE);
     }
 }

@@ -6,8 +6,10 @@
 //! The page keeps its commands (id → caption, access key, function) and, while it has any,
 //! holds one `menu` request open with its whole list (`provider::gm_menu`): the answer is a
 //! click (run the function, ask again), a newer list's arrival (ignored: each request carries a
-//! generation), the page's navigation (stop), or a timeout (ask again). An error (the worker
-//! restarted, the channel was busy) is retried after a pause, which restores the list.
+//! generation), the tab's closing (stop), or a timeout (ask again). An error (the worker
+//! restarted, the channel was busy, the page went into the back/forward cache) is retried after
+//! a pause, which restores the list; a page restored from the cache asks again at once
+//! (`pageshow`, trusted only: a page's own event would just cost a message).
 //! As in Violentmonkey, the id is `options.id` or else the caption, and registering an id again
 //! replaces its command.
 
@@ -36,7 +38,8 @@ const MENU_JS: &str = concat!(
     "const MU=id=>{if(M.delete(String(id)))MS()};",
     "d('GM_registerMenuCommand',MR);d('GM_unregisterMenuCommand',MU);",
     "G.registerMenuCommand=(...a)=>{try{return Promise.resolve(MR(...a))}catch(e){return Promise.reject(e)}};",
-    "G.unregisterMenuCommand=id=>Promise.resolve(MU(id))}",
+    "G.unregisterMenuCommand=id=>Promise.resolve(MU(id));",
+    "addEventListener('pageshow',e=>{if(e.persisted&&e.isTrusted&&M.size)MW()})}",
 );
 
 #[cfg(test)]

@@ -1,8 +1,14 @@
 //! The provider's side of `GM_registerMenuCommand` (model: `gm::menu`). A page's script sends
 //! its whole list of commands with a wait; the wait is held until the user clicks one of them
 //! in the popup (answered `{click: id}`), the page states a new list (`{superseded: true}`),
-//! the tab navigates or closes (`{gone: true}`), or [`MENU_WAIT_MS`] pass (`{}`; the page asks
-//! again with its list, which also restores it after a worker restart).
+//! the tab closes (`{gone: true}`), or [`MENU_WAIT_MS`] pass (`{}`; the page asks again with
+//! its list, which also restores it after a worker restart).
+//!
+//! What the popup offers is what Chrome says is shown: before it lists or clicks an entry, the
+//! provider asks where the entry's document is (`Env::document`). A page navigated away, an
+//! iframe removed, or a page in the back/forward cache is not offered, and a click on it is
+//! refused; a gone one's entry is dropped. A page restored from the cache keeps its document
+//! and states its list again (`pageshow`), so its commands come back.
 //!
 //! Who is who: the script is the uuid its token proved; the tab, frame and document are what
 //! Chrome said about the sender. A click from the popup names an entry handle and a command id
@@ -17,8 +23,8 @@ use futures::channel::oneshot;
 use serde_json::{json, Value};
 
 use super::Provider;
-use crate::env::Env;
-use crate::gm::menu::{Command, Place, SetOutcome};
+use crate::env::{DocumentState, Env};
+use crate::gm::menu::{Command, Entry, Place, SetOutcome};
 
 /// The grants that give a script menu commands.
 pub const MENU_GRANTS: &[&str] = &["GM_registerMenuCommand", "GM_unregisterMenuCommand"];
@@ -48,7 +54,6 @@ impl<E: Env> Provider<E> {
         let outcome = self.gm_menus.borrow_mut().set(uuid, place, &url, commands);
         self.tabs_changed();
         let handle = match outcome {
-            SetOutcome::Gone => return json!({ "gone": true }),
             SetOutcome::Removed { handle, click } => {
                 if let Some(old) = handle.and_then(|h| self.menu_waiters.borrow_mut().remove(&h)) {
                     let _ = old.send(json!({ "superseded": true }));
@@ -95,12 +100,24 @@ impl<E: Env> Provider<E> {
                 .collect(),
             Err(_) => VecMap::new(),
         };
-        let menus = self.gm_menus.borrow();
-        let items: Vec<Value> = menus
+        // A script deleted or turned off since its page registered: its commands are not
+        // offered (its page may still hold a wait, but nothing of it runs from here).
+        let listed: Vec<Entry> = self
+            .gm_menus
+            .borrow()
             .for_tab(tab)
             .into_iter()
-            // A script deleted or turned off since its page registered: its commands are not
-            // offered (its page may still hold a wait, but nothing of it runs from here).
+            .filter(|e| names.get(&e.uuid).is_some())
+            .cloned()
+            .collect();
+        let mut shown = Vec::with_capacity(listed.len());
+        for e in listed {
+            if self.menu_page_shown(&e).await {
+                shown.push(e);
+            }
+        }
+        let items: Vec<Value> = shown
+            .iter()
             .filter_map(|e| {
                 let name = names.get(&e.uuid)?;
                 Some(json!({
@@ -122,16 +139,19 @@ impl<E: Env> Provider<E> {
     /// with it (or, between two waits, the click is kept for the next).
     pub async fn menu_click(&self, entry: u64, id: &str) -> Result<bool, String> {
         let gone = || "that menu command is gone (its page navigated, closed or changed its menu)";
-        let uuid = self.gm_menus.borrow().entry(entry).map(|e| e.uuid.clone());
-        if let Some(uuid) = uuid {
+        let found = self.gm_menus.borrow().entry(entry).cloned();
+        if let Some(e) = found {
             let on = self
                 .scripts()
                 .await
-                .is_ok_and(|s| s.records.iter().any(|r| r.uuid == uuid && r.enabled));
+                .is_ok_and(|s| s.records.iter().any(|r| r.uuid == e.uuid && r.enabled));
             if !on {
                 return Err(
                     "that script is turned off or deleted: its menu commands no longer run".into(),
                 );
+            }
+            if !self.menu_page_shown(&e).await {
+                return Err(gone().to_owned());
             }
         }
         if self.gm_menus.borrow_mut().click(entry, id, true).is_err() {
@@ -145,8 +165,43 @@ impl<E: Env> Provider<E> {
         Ok(delivered)
     }
 
-    /// The tab started loading another page, or closed: its commands go.
-    pub fn menu_tab_gone(&self, tab: i64) {
+    /// Whether the entry's page is the one shown in its frame now (Chrome's answer). A gone
+    /// one's entry is dropped and its held wait answered `{}`: were Chrome wrong, a live page
+    /// would ask again at once and be listed again.
+    async fn menu_page_shown(&self, e: &Entry) -> bool {
+        // Chrome names every frame's document; an entry without one cannot be checked.
+        let Some(doc) = e.place.document.as_deref() else {
+            return false;
+        };
+        match self.env.document(doc).await {
+            Ok(DocumentState::Active) => true,
+            Ok(DocumentState::Inactive) | Err(_) => false,
+            Ok(DocumentState::Gone) => {
+                let dropped = self
+                    .gm_menus
+                    .borrow_mut()
+                    .drop_gone(e.handle, Some(doc))
+                    .is_some();
+                if dropped {
+                    if let Some(w) = self.menu_waiters.borrow_mut().remove(&e.handle) {
+                        let _ = w.send(json!({}));
+                    }
+                    self.tabs_changed();
+                }
+                false
+            }
+        }
+    }
+
+    /// The URLs of the pages with menu commands in `tab` (the test build's trap reads them).
+    #[cfg(feature = "test-trap")]
+    pub fn menu_urls_of(&self, tab: i64) -> Vec<String> {
+        let menus = self.gm_menus.borrow();
+        menus.for_tab(tab).iter().map(|e| e.url.clone()).collect()
+    }
+
+    /// The tab closed: its commands go.
+    pub fn menu_tab_closed(&self, tab: i64) {
         let gone = self.gm_menus.borrow_mut().drop_tab(tab);
         {
             let mut w = self.menu_waiters.borrow_mut();
@@ -251,7 +306,7 @@ mod tests {
             let r = p.menu_click(entry, "go").await;
             assert!(r.as_ref().is_err_and(|e| e.contains("turned off")), "{r:?}");
             // The wait ends as a wait does, with no click in it.
-            p.menu_tab_gone(5);
+            p.menu_tab_closed(5);
         };
         let (r, ()) = block_on(join(wait, user));
         assert_eq!(answered(r), json!({"gone": true}));
@@ -276,7 +331,7 @@ mod tests {
                 Some(&true),
                 "told once the page has commands"
             );
-            p.menu_tab_gone(5);
+            p.menu_tab_closed(5);
         };
         let (r, ()) = block_on(join(wait, nav));
         assert_eq!(answered(r), json!({"gone": true}));
@@ -288,25 +343,49 @@ mod tests {
         );
     }
 
+    /// Whether a page is shown is Chrome's answer at the time, not a guess from tab events: a
+    /// page in the back/forward cache (or prerendering) is not offered and a click on it runs
+    /// nothing; a gone page's entry goes; the cached page, restored, offers its commands again.
     #[test]
-    fn navigation_answers_the_wait_gone_and_the_old_document_cannot_come_back() {
+    fn only_a_page_chrome_says_is_shown_offers_its_commands() {
         let p = Provider::new(MemoryEnv::new());
         let a = script(&p, "A", "// @grant GM.registerMenuCommand\n");
         let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let set_doc = |state: Option<DocumentState>| {
+            let mut d = p.env.documents.borrow_mut();
+            match state {
+                Some(s) => d.insert("d1".into(), s),
+                None => d.remove("d1"),
+            };
+        };
         let wait =
             p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
-        let nav = async {
-            assert_eq!(p.menu_list(5).await["items"].as_array().unwrap().len(), 1);
-            p.menu_tab_gone(5);
+        let user = async {
+            let list = p.menu_list(5).await;
+            assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+            let entry = list["items"][0]["entry"].as_u64().unwrap();
+            set_doc(Some(DocumentState::Inactive));
+            assert_eq!(p.menu_list(5).await["items"], json!([]));
+            let r = p.menu_click(entry, "x").await;
+            assert!(r.as_ref().is_err_and(|e| e.contains("gone")), "{r:?}");
+            assert!(p.tab_bound(), "a page not shown keeps its entry");
+            set_doc(Some(DocumentState::Gone));
+            assert_eq!(p.menu_list(5).await["items"], json!([]));
+            assert!(!p.tab_bound(), "a gone page's entry goes");
         };
-        let (r, ()) = block_on(join(wait, nav));
-        assert_eq!(answered(r), json!({"gone": true}));
-        assert_eq!(block_on(p.menu_list(5))["items"], json!([]));
-        let late = block_on(
-            p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1")),
-        );
-        assert_eq!(answered(late), json!({"gone": true}));
-        assert_eq!(block_on(p.menu_list(5))["items"], json!([]));
+        let (r, ()) = block_on(join(wait, user));
+        // Not "gone": were Chrome wrong, a live page asks again at once.
+        assert_eq!(answered(r), json!({}));
+        set_doc(None);
+        let again = p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
+        let user = async {
+            let list = p.menu_list(5).await;
+            assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+            let entry = list["items"][0]["entry"].as_u64().unwrap();
+            assert_eq!(p.menu_click(entry, "x").await, Ok(true));
+        };
+        let (r, ()) = block_on(join(again, user));
+        assert_eq!(answered(r), json!({"click": "x"}));
     }
 
     #[test]

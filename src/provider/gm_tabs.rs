@@ -352,7 +352,7 @@ impl<E: Env> Provider<E> {
 
     /// `tabs.onRemoved`: a tab a script opened tells its page; every tab loses its menus.
     pub fn tab_removed(&self, tab: i64) {
-        self.menu_tab_gone(tab);
+        self.menu_tab_closed(tab);
         let closed = {
             let mut o = self.gm_opened.borrow_mut();
             if !o.loaded && o.closed_while_loading.len() < MAX_CLOSED_WHILE_LOADING {

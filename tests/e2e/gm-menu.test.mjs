@@ -29,6 +29,9 @@ async function pageServer() {
   const server = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    // `/framed?<url>`: a page holding an iframe of <url>.
+    const [path, inner] = req.url.split("?");
+    if (path === "/framed") return res.end(`<!doctype html><title>framed</title><iframe src="${decodeURIComponent(inner)}"></iframe>`);
     res.end("<!doctype html><title>menu page</title><p id=p>text</p>");
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
@@ -61,7 +64,8 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
   };
 
   before(async () => {
-    h = await launch();
+    // With the back/forward cache on, as in a user's browser (Playwright turns it off).
+    h = await launch({ bfcache: true });
     server = await pageServer();
     await h.internal("policy.approve", { id: HOST_ID });
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
@@ -116,6 +120,53 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     } finally {
       await p.close();
     }
+  });
+
+  test("a page's commands are offered while Chrome shows that page: an iframe's go with it, a navigating iframe leaves the page's, a page back from the back/forward cache offers them again", T, async () => {
+    await write("F", ["@match http://menu.test/*", "@match http://frame.test/*", "@grant GM_registerMenuCommand"],
+      "const top = location.host.startsWith('menu.');\n"
+      + "GM_registerMenuCommand(top ? 'Top' : 'Inner', () => document.documentElement.setAttribute('data-f', 'clicked'));\n"
+      + "if (top) document.documentElement.setAttribute('data-f-ready', '1');");
+    const page = url("menu.test", `/framed?${encodeURIComponent(url("frame.test", "/inner"))}`);
+    await tab.goto(page, { waitUntil: "load" });
+    await until(async () => (await attr("data-f-ready")) === "1", 5000, "F ran");
+    const tabId = await (await h.providerPage()).evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, page);
+    assert.equal(typeof tabId, "number", "the page's tab id");
+    const items = async () => (await h.internal("menu.list", { tab: tabId })).items;
+    const captions = async () => (await items()).map((i) => i.commands[0].caption).sort().join(",");
+    await until(async () => (await captions()) === "Inner,Top", 5000, "both pages' commands listed");
+    const inner = (await items()).find((i) => i.commands[0].caption === "Inner");
+
+    // The iframe is removed: its command is no longer offered, and a click on it runs nothing.
+    await tab.evaluate(() => document.querySelector("iframe").remove());
+    await until(async () => (await captions()) === "Top", 5000, "the removed iframe's command gone");
+    const click = await (await h.providerPage()).evaluate((m) => chrome.runtime.sendMessage(m),
+      { channel: "lumo:internal", op: "menu.click", entry: inner.entry, id: "Inner" });
+    assert.equal(click.ok, false, `a click on the removed iframe's command is refused: ${JSON.stringify(click)}`);
+    assert.match(click.error, /gone/);
+
+    // An iframe loads and navigates (a rotating ad): the page's own command stays.
+    await tab.evaluate((src) => new Promise((r) => {
+      const f = document.createElement("iframe");
+      f.src = src;
+      f.onload = () => { f.onload = r; f.src = `${src}2`; };
+      document.body.append(f);
+    }), url("plain.test", "/ad"));
+    await sleep(500);
+    assert.equal(await captions(), "Top", "the page's command stays while an iframe navigates");
+
+    // Away and back: the page comes back from the back/forward cache (same document), and its
+    // command is offered again and runs.
+    await tab.evaluate(() => document.documentElement.setAttribute("data-left", "1"));
+    await tab.goto(url("plain.test", "/away"), { waitUntil: "load" });
+    await until(async () => (await captions()) === "", 5000, "nothing offered for the page away");
+    await tab.goBack({ waitUntil: "commit" });
+    await until(async () => (await attr("data-left")) === "1", 5000, "the same document, back from the cache");
+    await until(async () => (await captions()) === "Top", 5000, "the restored page's command offered again");
+    const top = (await items())[0];
+    const ran = await h.internal("menu.click", { entry: top.entry, id: "Top" });
+    assert.equal(ran.delivered, true, JSON.stringify(ran));
+    await until(async () => (await attr("data-f")) === "clicked", 5000, "the command ran in the restored page");
   });
 
   test("try_script gives a tried source the GM functions it grants: values live for the try only, a stored script's values are copied in and never written", T, async () => {
@@ -312,7 +363,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
   // Chrome starts a stopped worker for every event it has a listener for, and every navigation
   // in the browser is a tabs.onUpdated. The provider listens to tab events only while a page has
   // menu commands or a script's tab is open (all of which a stopped worker has lost anyway).
-  test("tab events start a stopped worker only while something is bound to a tab", T, async () => {
+  test("no navigation starts a stopped worker; a tab closing does only while something is bound to a tab", T, async () => {
     await write("W", ["@match http://menu.test/*", "@grant GM_registerMenuCommand"],
       "GM_registerMenuCommand('Mark', () => {}, 'm');\ndocument.documentElement.setAttribute('data-w', '1');");
     const stays = async (what, action) => {
@@ -324,34 +375,38 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
       assert.equal(await h.workerStatus(), "stopped", `${what}: the worker stays stopped`);
     };
     await stays("a navigation, nothing bound to a tab", () => tab.goto(url("plain.test", "/a"), { waitUntil: "load" }));
-    await stays("a tab opened and closed", async () => {
+    await stays("a tab opened and closed, nothing bound to a tab", async () => {
       const t = await h.context.newPage();
       await t.goto(url("plain.test", "/b"), { waitUntil: "load" });
       await t.close();
     });
 
-    // A page registers a command: while it stands, the tab's navigation is heard and clears it.
-    await tab.goto(url("menu.test", "/w"), { waitUntil: "load" });
-    await until(async () => (await attr("data-w")) === "1", 5000, "W ran");
-    const tabId = await (await h.providerPage()).evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url("menu.test", "/w"));
-    assert.equal(typeof tabId, "number", "the page's tab id");
-    const listed = async () => (await h.internal("menu.list", { tab: tabId })).items.length;
-    await until(async () => (await listed()) === 1, 5000, "W's command listed");
-    await tab.goto(url("plain.test", "/c"), { waitUntil: "load" });
-    await until(async () => (await listed()) === 0, 5000, "the command went with the navigation");
+    // A page in another tab registers a command (its held wait keeps the worker going; the
+    // worker is stopped while the page waits out its retry).
+    const other = await h.context.newPage();
+    try {
+      await other.goto(url("menu.test", "/w"), { waitUntil: "load" });
+      await until(async () => (await other.evaluate(() => document.documentElement.getAttribute("data-w"))) === "1", 5000, "W ran");
+      const tabId = await (await h.providerPage()).evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url("menu.test", "/w"));
+      assert.equal(typeof tabId, "number", "the page's tab id");
+      const listed = async () => (await h.internal("menu.list", { tab: tabId })).items.length;
+      await until(async () => (await listed()) === 1, 5000, "W's command listed");
+      await stays("a navigation in another tab while a command stands", () => tab.goto(url("plain.test", "/c"), { waitUntil: "load" }));
 
-    // Nothing is bound to a tab again: the listeners went too.
-    await stays("a navigation after the last command went", () => tab.goto(url("plain.test", "/d"), { waitUntil: "load" }));
-
-    // A worker stopped while a command stood leaves Chrome's registration behind: the next
-    // navigation starts a fresh worker (once), which holds nothing and drops the registration.
-    await tab.goto(url("menu.test", "/w2"), { waitUntil: "load" });
-    await until(async () => (await listed()) === 1, 5000, "W's command listed again");
-    await h._provider.close();
-    await h.stopProviderWorker();
-    await tab.goto(url("plain.test", "/e"), { waitUntil: "load" });
-    await sleep(800);
-    await stays("a navigation once a fresh worker dropped what the stopped one left", () => tab.goto(url("plain.test", "/f"), { waitUntil: "load" }));
+      // The command's tab closes: a stopped worker is started to hear it (the listener is on),
+      // and, holding nothing, drops Chrome's registration.
+      await h.stopProviderWorker();
+      await other.close();
+      await until(async () => (await h.workerStatus()) === "running", 5000, "the close started the worker");
+      await sleep(800);
+      await stays("a tab closed once the fresh worker dropped what the stopped one left", async () => {
+        const t = await h.context.newPage();
+        await t.goto(url("plain.test", "/d"), { waitUntil: "load" });
+        await t.close();
+      });
+    } finally {
+      if (!other.isClosed()) await other.close();
+    }
     session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
     assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
   });

@@ -303,6 +303,18 @@ describe("security", () => {
     await host("close", g);
   });
 
+  // What the user agrees to at install is Chrome's own list of warnings for the manifest: a
+  // permission added for a feature must not add to it unnoticed (webRequest, webNavigation and
+  // storage are covered by the all-sites warning, or carry none).
+  test("installing asks for exactly two things: all websites' data, and notifications", T, async () => {
+    const warnings = await pp.evaluate(() => chrome.management.getPermissionWarningsByManifest(JSON.stringify(chrome.runtime.getManifest())));
+    assert.deepEqual(warnings, ["Read and change all your data on all websites", "Display notifications"]);
+    // The check can fail: a permission with a warning of its own shows up in it.
+    const more = await pp.evaluate(() => chrome.management.getPermissionWarningsByManifest(JSON.stringify({
+      ...chrome.runtime.getManifest(), permissions: [...chrome.runtime.getManifest().permissions, "history"] })));
+    assert.equal(more.length, 3, show(more));
+  });
+
   // ------------------------------------------------------------------ web pages and user scripts
   test("a web page cannot reach the provider: no chrome.runtime on http://127.0.0.1, and externally_connectable has no matches", T, async () => {
     const manifest = JSON.parse(readFileSync(join(DIST_DIR, "manifest.json"), "utf8"));

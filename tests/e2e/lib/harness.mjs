@@ -102,7 +102,7 @@ process.on("exit", () => {
  * Launches Chromium with a fresh profile and the provider, host and broken fixture.
  * Returns the harness object used by the tests; call close() when done.
  */
-export async function launch({ dist = DIST_DIR, extraExtensions = [], userDataDir } = {}) {
+export async function launch({ dist = DIST_DIR, extraExtensions = [], userDataDir, bfcache = false } = {}) {
   if (!CHROMIUM) throw new Error("Chromium not found (set LUMO_CHROMIUM)");
   if (!existsSync(join(dist, "manifest.json"))) throw new Error(`No provider build at ${dist} (run make build, or set LUMO_DIST)`);
   const { key } = JSON.parse(readFileSync(join(dist, "manifest.json"), "utf8"));
@@ -115,7 +115,8 @@ export async function launch({ dist = DIST_DIR, extraExtensions = [], userDataDi
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
-    ignoreDefaultArgs: ["--disable-extensions"],
+    // Playwright turns the back/forward cache off; `bfcache` keeps it on, as in a user's browser.
+    ignoreDefaultArgs: ["--disable-extensions", ...(bfcache ? ["--disable-back-forward-cache"] : [])],
     args: [
       `--disable-extensions-except=${exts}`, `--load-extension=${exts}`,
       "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
