@@ -5,7 +5,7 @@
 // the page shows rows at once, and nothing is fetched on a timer but the small state (the
 // "Allow User Scripts" toggle has no event). The list is fetched again only when a script's
 // record changes in storage.
-import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
+import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 import { lastRunCell } from './runs.js';
 
 const $ = (id) => document.getElementById(id);
@@ -38,7 +38,6 @@ const callerCell = (c) => el('td', {}, el('div', {}, c.name ? marked(c.name) : e
 // A caller's buttons take no click for ARM_MS once its row is in a new place (a caller above it
 // approved, a new one listed): the second click of a double-click on Approve must not approve
 // the caller that moved up into the clicked spot (any extension can put itself in this list).
-const ARM_MS = 800;
 const placed = {}; // list name -> the ids in the order last shown
 function buttonsFor(list, items) {
   const before = placed[list];

@@ -1,7 +1,7 @@
 // The popup's "Menu commands" section: the commands userscripts registered
 // (GM_registerMenuCommand) in the pages of the active tab, as the service worker keeps them.
 // A click asks the worker to run that command in that script's page; the page runs it.
-import { ask, el, say, marked, oneAtATime } from './ui.js';
+import { ARM_MS, ask, el, say, marked, oneAtATime } from './ui.js';
 
 /** The tab the popup is about: the active tab of its window. Opened as a tab of its own
  *  (pinned, or by tests), the popup is about the tab used most recently before it. */
@@ -13,6 +13,25 @@ async function targetTab() {
 }
 
 export function menuSection(section, list, status) {
+  // A command runs a script's code in the page, so, as the audit's Undo, a button that moved
+  // under the pointer takes no click for ARM_MS: when the list is rebuilt (a page added or
+  // dropped a command) or something above it changes size (a review, the status line a click
+  // writes), the second click of a double-click must not run the command that moved there.
+  let armTimer = 0;
+  let disarmed = false;
+  const buttons = () => list.querySelectorAll('button');
+  const disarm = () => {
+    disarmed = true;
+    for (const b of buttons()) b.disabled = true;
+    clearTimeout(armTimer);
+    armTimer = setTimeout(() => {
+      disarmed = false;
+      for (const b of buttons()) if (!b.dataset.busy) b.disabled = false;
+    }, ARM_MS);
+  };
+  const moved = new ResizeObserver(disarm);
+  for (let e = section.previousElementSibling; e; e = e.previousElementSibling) moved.observe(e);
+
   let last = '';
   const refresh = oneAtATime(async () => {
     const tab = await targetTab();
@@ -27,18 +46,21 @@ export function menuSection(section, list, status) {
       el('div', { class: 'row wrap' }, item.commands.map((c) => el('button', {
         type: 'button', 'data-command': c.id, accesskey: c.accessKey ?? undefined,
         onclick: async (ev) => {
-          ev.currentTarget.disabled = true;
           const b = ev.currentTarget;
+          b.disabled = true;
+          b.dataset.busy = '1';
           try {
             const { delivered } = await ask('menu.click', { entry: item.entry, id: c.id });
             say(status, delivered ? `Ran "${c.caption}" of ${item.name}.` : `"${c.caption}" will run when the page next asks (within seconds).`);
           } catch (e) {
             say(status, e.message, 'error');
           } finally {
-            b.disabled = false;
+            delete b.dataset.busy;
+            if (!disarmed) b.disabled = false;
           }
         },
       }, marked(c.caption)))))));
+    disarm();
   });
   setInterval(() => refresh().catch(() => {}), 1000);
   return refresh().catch((e) => say(status, e.message, 'error'));

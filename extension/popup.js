@@ -1,6 +1,6 @@
 // The popup: writes waiting for review (with every effect and the diff), the connected indicator
 // with one-click disconnect, and the audit log (filter, export).
-import { ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
+import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 import { undoButton } from './undo.js';
 import { menuSection } from './popup-menu.js';
 
@@ -19,7 +19,6 @@ const who = (id) => (id === 'user' ? 'you' : names.get(id) ? `${names.get(id)} (
 // leaves the list. Every button names its review by id. A newly shown review's buttons wait
 // ARM_MS before they take a click, so a review appearing where the pointer already is cannot
 // catch a click meant for something else.
-const ARM_MS = 800;
 const shown = new Map(); // review id -> { li, done: boolean }
 let pointerInside = false;
 const section = $('reviews-section');

@@ -4,6 +4,9 @@
 
 export const CHANNEL = 'lumo:internal';
 
+/** How long a button that appeared or moved under the pointer takes no click. */
+export const ARM_MS = 800;
+
 /** One internal operation; resolves to the service worker's answer, throws its error. */
 export async function ask(op, args = {}) {
   const reply = await chrome.runtime.sendMessage({ channel: CHANNEL, op, ...args });

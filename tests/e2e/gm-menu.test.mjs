@@ -122,6 +122,36 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     }
   });
 
+  test("a command button that moved under the pointer takes no click for a moment: the list rebuilt, or the status line above it written", T, async () => {
+    await write("Moving", ["@match http://menu.test/*", "@grant GM_registerMenuCommand"],
+      "GM_registerMenuCommand('One', () => document.documentElement.setAttribute('data-one', 'clicked'));\n"
+      + "document.addEventListener('lumo-more', () => GM_registerMenuCommand('Two', () => document.documentElement.setAttribute('data-two', 'clicked')));\n"
+      + "document.documentElement.setAttribute('data-moving', '1');");
+    await tab.goto(url("menu.test", "/moving"), { waitUntil: "load" });
+    await until(async () => (await attr("data-moving")) === "1", 5000, "the script ran");
+    const p = await popup();
+    try {
+      const all = (state) => p.waitForFunction(([n, disabled]) => {
+        const b = [...document.querySelectorAll("#menu button")];
+        return b.length === n && b.every((x) => x.disabled === disabled);
+      }, state, { timeout: 3000, polling: "raf" });
+      await all([1, false]);
+      // The page adds a command: the list is rebuilt, and no button takes a click at once.
+      await tab.evaluate(() => document.dispatchEvent(new Event("lumo-more")));
+      await all([2, true]);
+      await all([2, false]);
+      // A click writes the status line above the list, which moves down: the other command
+      // takes no click for a moment (a double-click's second click).
+      await p.locator('#menu button[data-command="One"]').click();
+      await p.waitForFunction(() => document.querySelector('#menu button[data-command="Two"]').disabled, null, { timeout: 2000, polling: "raf" });
+      await until(async () => (await attr("data-one")) === "clicked", 5000, "One ran");
+      await all([2, false]);
+      assert.equal(await attr("data-two"), null, "Two never ran");
+    } finally {
+      await p.close();
+    }
+  });
+
   test("a page's commands are offered while Chrome shows that page: an iframe's go with it, a navigating iframe leaves the page's, a page back from the back/forward cache offers them again", T, async () => {
     await write("F", ["@match http://menu.test/*", "@match http://frame.test/*", "@grant GM_registerMenuCommand"],
       "const top = location.host.startsWith('menu.');\n"
