@@ -85,7 +85,17 @@ impl<E: Env> Provider<E> {
         futures::pin_mut!(timer);
         match futures::future::select(rx, timer).await {
             futures::future::Either::Left((Ok(v), _)) => v,
-            _ => json!({}),
+            futures::future::Either::Left((Err(_), _)) => json!({}),
+            futures::future::Either::Right(_) => {
+                // A live page asks again at once; a gone one (navigated away, its iframe
+                // removed) never does, so its entry is checked now, not when the popup next
+                // lists: until then it would keep the tab listener on.
+                let entry = self.gm_menus.borrow().entry(handle).cloned();
+                if let Some(e) = entry.filter(|e| e.place.document == from.document_id) {
+                    self.menu_page_shown(&e).await;
+                }
+                json!({})
+            }
         }
     }
 
@@ -386,6 +396,33 @@ mod tests {
         };
         let (r, ()) = block_on(join(again, user));
         assert_eq!(answered(r), json!({"click": "x"}));
+    }
+
+    /// A page gone without a word (navigated away, its iframe removed) never asks again: when
+    /// its wait ends, its entry goes and the tab listener with it. A live page's stays.
+    #[test]
+    fn a_wait_that_ends_unanswered_drops_a_gone_pages_entry_only() {
+        let p = Provider::new(MemoryEnv::new());
+        let told = tab_events_told(&p);
+        let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        p.env.timers_fire.set(true);
+        let ask = |doc: &str| {
+            answered(block_on(p.user_script_message(
+                || Some(raw(&ta, json!([["x", "X", null]]))),
+                page(5, doc),
+            )))
+        };
+        assert_eq!(ask("d1"), json!({}));
+        assert!(p.tab_bound(), "a live page's entry stays");
+        assert_eq!(block_on(p.menu_list(5))["items"].as_array().unwrap().len(), 1);
+        p.env
+            .documents
+            .borrow_mut()
+            .insert("d1".into(), DocumentState::Gone);
+        assert_eq!(ask("d1"), json!({}));
+        assert!(!p.tab_bound(), "the gone page's entry went");
+        assert_eq!(told.borrow().last(), Some(&false), "and the listener with it");
     }
 
     #[test]
