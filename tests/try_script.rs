@@ -312,3 +312,41 @@ fn an_approved_try_runs_only_in_the_page_the_user_reviewed() {
         }
     }
 }
+
+/// Tries share the try world, whose `console` each one hooks while it runs: two at once in a
+/// tab would mix their output. The second waits for the first; another tab's does not.
+#[test]
+fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
+    let p = provider();
+    with_tab(&p);
+    p.env.tabs.borrow_mut().push(Tab {
+        id: 8,
+        url: "https://example.org/".into(),
+        title: "Other".into(),
+        last_accessed: 2.0,
+    });
+    let s = ready(&p);
+    // The pages never answer and no timer fires: a try that reached Chrome stays there.
+    let msg = |id: u64, tab: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(tab)}})
+    };
+    let (m1, m2, m3) = (msg(1, 7), msg(2, 7), msg(3, 8));
+    let tries = futures::future::join3(
+        p.handle_mcp(&s, &m1),
+        p.handle_mcp(&s, &m2),
+        p.handle_mcp(&s, &m3),
+    );
+    let look = async {
+        for _ in 0..1000 {
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+    };
+    futures::pin_mut!(tries, look);
+    assert!(matches!(
+        block_on(futures::future::select(tries, look)),
+        futures::future::Either::Right(_)
+    ));
+    let mut tabs: Vec<i64> = p.env.executed.borrow().iter().map(|e| e.0).collect();
+    tabs.sort_unstable();
+    assert_eq!(tabs, [7, 8], "one try in tab 7 at a time; tab 8's ran beside it");
+}

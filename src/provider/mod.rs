@@ -128,6 +128,9 @@ pub struct Provider<E> {
     gm_waiters: RefCell<gm::Waiters>,
     /// Menu commands of open pages, and each page's held wait for a click (`gm_menu`).
     gm_menus: RefCell<crate::gm::menu::Menus>,
+    /// One lock per tab a try runs in (`tools::try_script`): tries share the try world, whose
+    /// `console` each one hooks while it runs, so two at once would mix their output.
+    pub(crate) try_locks: RefCell<VecMap<i64, Rc<Mutex<()>>>>,
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
     /// Tabs and notifications scripts opened (`gm_tabs`).
     gm_opened: RefCell<gm_tabs::Opened>,
@@ -183,6 +186,7 @@ impl<E: Env> Provider<E> {
             values_refresh_waiting: RefCell::new(Default::default()),
             gm_waiters: RefCell::new(Default::default()),
             gm_menus: RefCell::new(Default::default()),
+            try_locks: RefCell::new(VecMap::new()),
             menu_waiters: RefCell::new(Default::default()),
             gm_opened: RefCell::new(Default::default()),
             gm_flights: RefCell::new(Default::default()),

@@ -520,22 +520,46 @@ async fn run<E: Env>(
             "internal: the try could not be prepared",
         ));
     };
-    let exec = p.env.execute(tab.id, a.all_frames, TRY_WORLD, &codes);
-    let limit = f64::from(a.timeout_ms) + GRACE_MS;
-    let answer = match select(Box::pin(exec), Box::pin(p.env.sleep(limit))).await {
-        Either::Left((r, _)) => r,
-        Either::Right(_) => {
-            return Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "the script did not finish within {} ms in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
-                    a.timeout_ms, tab.id
-                ),
-            ))
-        }
+    // One try at a time per tab: each hooks the try world's `console` while it runs, and a
+    // second one's hook would take the first's output (or lose its own when the first restored
+    // the original). The wait counts toward neither's timeout.
+    let lock = p
+        .try_locks
+        .borrow_mut()
+        .get_or_insert_with(tab.id, Rc::default)
+        .map(|l| Rc::clone(l))
+        .unwrap_or_default();
+    let answer = {
+        let _one_at_a_time = lock.lock().await;
+        execute_bounded(p, tab, a, &codes).await
     };
-    let answer = answer.map_err(|e| execute_error(tab, &e.0))?;
+    // The map's and ours: nobody else waits for this tab.
+    if Rc::strong_count(&lock) <= 2 {
+        p.try_locks.borrow_mut().remove(&tab.id);
+    }
+    let answer = answer?.map_err(|e| execute_error(tab, &e.0))?;
     Ok(report(script, tab, &nonce, &answer))
+}
+
+/// Runs the wrapped entries in the try world, giving up after the script's timeout and a grace.
+async fn execute_bounded<E: Env>(
+    p: &Provider<E>,
+    tab: &Tab,
+    a: &TryArgs,
+    codes: &[String],
+) -> Result<Result<Value, crate::env::EnvError>, ToolError> {
+    let exec = p.env.execute(tab.id, a.all_frames, TRY_WORLD, codes);
+    let limit = f64::from(a.timeout_ms) + GRACE_MS;
+    match select(Box::pin(exec), Box::pin(p.env.sleep(limit))).await {
+        Either::Left((r, _)) => Ok(r),
+        Either::Right(_) => Err(ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the script did not finish within {} ms in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
+                a.timeout_ms, tab.id
+            ),
+        )),
+    }
 }
 
 /// The GM functions the tried script's `@grant`s ask for (`gm::try_gm`): a stored script's

@@ -109,6 +109,22 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.match(none.structuredContent.message, /no open tab has id 987654321 \(tabs\.get: No tab with id: 987654321/);
   });
 
+  test("two tries at once in one tab each get their own console output, all of it", T, async () => {
+    const src = (who) => script(["@match http://try.test/*"], [
+      `console.log('${who}1');`,
+      "await new Promise((r) => setTimeout(r, 300));",
+      `console.log('${who}2');`,
+      `return '${who}';`,
+    ]);
+    const [a, b] = await Promise.all([call("try_script", { source: src("A"), url }), call("try_script", { source: src("B"), url })]);
+    for (const [r, who] of [[a, "A"], [b, "B"]]) {
+      assert.equal(r.isError, false, r.content?.[0]?.text);
+      const f = r.structuredContent.frames[0];
+      assert.deepEqual(f.console.map((c) => c.text), [`${who}1`, `${who}2`], `${who}'s console: ${JSON.stringify(f.console)}`);
+      assert.equal(f.value, who);
+    }
+  });
+
   test("a huge log and a huge value are bounded; an endless loop times out and the provider still answers", T, async () => {
     const flood = script(["@match *://*/*"], ["for (let i = 0; i < 100000; i++) console.log('x'.repeat(1000));", "return 'y'.repeat(10 * 1024 * 1024);"]);
     const r = await call("try_script", { source: flood, url });
