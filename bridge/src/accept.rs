@@ -34,6 +34,9 @@ where
     let pending = Arc::new(Semaphore::new(MAX_UNAUTHENTICATED));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors (EMFILE) fails every accept at once until one closes:
+            // retrying without a pause would spin a core.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
         let Ok(permit) = pending.clone().try_acquire_owned() else {

@@ -2,6 +2,7 @@
 //! its tool calls to the owner), decided by `election::elect` and re-decided when the owner goes.
 
 use crate::args::Args;
+use crate::call_error::CallError;
 use crate::election::{elect, Bind, Decision, Dial};
 use crate::ext::{self, ExtConfig, VERSION};
 use crate::hub::Hub;
@@ -66,7 +67,7 @@ impl App {
     }
 
     /// A tool call from this process's MCP client, wherever the extension link lives.
-    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, String> {
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, CallError> {
         match self.snapshot() {
             Snapshot::Owner(h) => h.call_tool(name, arguments).await,
             Snapshot::Forwarder(tx, _) => {
@@ -79,10 +80,10 @@ impl App {
                     self.args.call_timeout * 2 + Duration::from_secs(5),
                 )
                     .await
-                    .map_err(|e| format!("via the bridge that owns the extension link: {e}"))
+                    .map_err(|e| e.context("via the bridge that owns the extension link: "))
             }
-            Snapshot::Electing => Err("the bridge that held the extension link exited; this one is taking over. Retry in a few seconds.".into()),
-            Snapshot::Failed(m) => Err(m),
+            Snapshot::Electing => Err(CallError::not_connected("the bridge that held the extension link exited; this one is taking over. Retry in a few seconds.")),
+            Snapshot::Failed(m) => Err(CallError::not_connected(m)),
         }
     }
 

@@ -17,7 +17,8 @@ USAGE: lumo-bridge [FLAGS]
   (no flags)             MCP over stdio: let the MCP client start this program.
   --http PORT            MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio;
                          every request needs `Authorization: Bearer <token>`.
-  --host HOST            Address for --http (default 127.0.0.1). Anything but loopback prints a
+  --host HOST            Address for --http (default 127.0.0.1): the one clients use, as requests
+                         must name it in Host (so not 0.0.0.0). Anything but loopback prints a
                          warning: use TLS in front of it.
   --allow-origin ORIGIN  A browser origin allowed to call --http (repeatable; default none).
   --port PORT            Loopback port the extension connects to (default 17817).
@@ -108,6 +109,20 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     if a.port == a.control_port {
         return Err("--port and --control-port must differ".into());
     }
+    // A request must name the bound address in its `Host` (against DNS rebinding); no client
+    // sends 0.0.0.0, so a wildcard bind would refuse every remote request it was meant for.
+    if a
+        .host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        return Err(format!(
+            "--host {}: every address, but each request must name the bridge's address in its Host header, and no client sends that one. Give the address clients will use to reach this machine (e.g. --host 192.168.1.20)",
+            a.host
+        ));
+    }
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -169,6 +184,16 @@ mod tests {
         assert!(run(&["--extension-id", "nope"]).is_err());
         assert!(run(&["--bogus"]).unwrap_err().contains("--bogus"));
         assert!(run(&["--port", "5", "--control-port", "5"]).is_err());
+    }
+
+    /// A wildcard bind would take requests only for a Host no client sends: refused with why.
+    #[test]
+    fn a_wildcard_host_is_refused_with_what_to_give_instead() {
+        for h in ["0.0.0.0", "::", "[::]"] {
+            let e = run(&["--http", "8080", "--host", h]).unwrap_err();
+            assert!(e.contains("Host header") && e.contains("e.g. --host"), "{e}");
+        }
+        assert!(run(&["--http", "8080", "--host", "192.168.1.20"]).is_ok());
     }
 
     #[test]

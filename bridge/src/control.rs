@@ -59,9 +59,9 @@ async fn answer(hub: &Hub, kind: &str, payload: Value) -> Result<Value, WireErro
         types::CALL_TOOL => {
             let name = payload.get("name").and_then(Value::as_str).unwrap_or("");
             let args = payload.get("arguments").cloned().unwrap_or(json!({}));
-            hub.call_tool(name, args)
-                .await
-                .map_err(|m| WireError::new("EXTENSION_UNAVAILABLE", m))
+            // The code is passed on as it is (a timeout stays a timeout for the forwarder's
+            // client).
+            hub.call_tool(name, args).await.map_err(|e| e.to_wire())
         }
         types::BRIDGE_STATUS => Ok(hub.status()),
         other => Err(WireError::new(

@@ -1,6 +1,7 @@
 //! The owner's one extension connection: at most one at a time; a newer one that passed the
 //! token check replaces the older (closed with 4003). Tool calls go to whichever is current.
 
+use crate::call_error::CallError;
 use crate::link::{self, Cmd};
 use lumo_userscripts::bridge::types;
 use serde_json::{json, Map, Value};
@@ -99,9 +100,11 @@ impl Hub {
     }
 
     /// Forwards one tool call to the extension; the answer is an MCP tool result (JSON).
-    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, String> {
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, CallError> {
         let Some((tx, _)) = self.current() else {
-            return Err(not_connected_message(&self.connect_link));
+            return Err(CallError::not_connected(not_connected_message(
+                &self.connect_link,
+            )));
         };
         link::request(
             &tx,
@@ -110,7 +113,14 @@ impl Hub {
             self.call_timeout,
         )
         .await
-        .map_err(|e| format!("the browser extension did not answer: {e}"))
+        .map_err(|e| {
+            let answered = !matches!(e.code.as_str(), "NOT_CONNECTED" | "TIMEOUT");
+            e.context(if answered {
+                "the browser extension: "
+            } else {
+                "the browser extension did not answer: "
+            })
+        })
     }
 }
 

@@ -7,6 +7,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{SinkExt as _, StreamExt as _};
 use lumo_userscripts::bridge::frame::MAX_FRAME_BYTES;
 use lumo_userscripts::bridge::inflight::Failure;
+use crate::call_error::CallError;
 use lumo_userscripts::bridge::{CloseReason, Connection, Event, WireError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -38,7 +39,7 @@ pub enum Cmd {
         kind: String,
         payload: Value,
         timeout: Duration,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: oneshot::Sender<Result<Value, CallError>>,
     },
     Respond {
         id: u64,
@@ -55,7 +56,7 @@ pub type OnRequest =
     Arc<dyn Fn(String, Value) -> BoxFuture<'static, Result<Value, WireError>> + Send + Sync>;
 
 struct Waiting {
-    reply: oneshot::Sender<Result<Value, String>>,
+    reply: oneshot::Sender<Result<Value, CallError>>,
     kind: String,
     payload: Value,
     timeout: Duration,
@@ -118,7 +119,7 @@ where
                     Event::Notify { .. } => {}
                     Event::Response { id, outcome, .. } => {
                         if let Some(w) = waiting.remove(&id) {
-                            let _ = w.reply.send(outcome.map_err(|e| e.to_string()));
+                            let _ = w.reply.send(outcome.map_err(|e| CallError::from_wire(&e)));
                         }
                     }
                     Event::Failed { id, failure, .. } => {
@@ -138,23 +139,23 @@ where
                                         waiting.insert(nid, Waiting { retried: true, ..w });
                                     }
                                     Err(e) => {
-                                        let _ = w.reply.send(Err(e.to_string()));
+                                        let _ = w.reply.send(Err(CallError::not_sent(e)));
                                     }
                                 }
                             }
                             Failure::Timeout { .. } => {
-                                let _ = w.reply.send(Err(format!(
-                                "no answer within {} s; it may still have happened: check before repeating a write",
-                                w.timeout.as_secs()
-                            )));
+                                let _ = w.reply.send(Err(CallError::timeout(format!(
+                                    "no answer within {} s; it may still have happened: check before repeating a write",
+                                    crate::call_error::seconds(w.timeout)
+                                ))));
                             }
                             Failure::Disconnected => {
                                 let why = conn
                                     .close_reason()
                                     .map_or_else(String::new, |r| format!(": {r}"));
-                                let _ = w.reply.send(Err(format!(
-                                    "the connection closed before the answer came{why}"
-                                )));
+                                let _ = w.reply.send(Err(CallError::not_connected(format!(
+                                    "the connection closed before the answer came{why}; a write may still have happened: check before repeating it"
+                                ))));
                             }
                         }
                     }
@@ -191,7 +192,7 @@ where
                 Some(Cmd::Request { kind, payload, timeout, reply }) => {
                     match conn.request(&kind, payload.clone(), now_ms(), ms(timeout)) {
                         Ok(id) => { waiting.insert(id, Waiting { reply, kind, payload, timeout, retried: false }); }
-                        Err(e) => { let _ = reply.send(Err(e.to_string())); }
+                        Err(e) => { let _ = reply.send(Err(CallError::not_sent(e))); }
                     }
                 }
                 Some(Cmd::Respond { id, outcome }) => conn.respond(id, outcome),
@@ -246,7 +247,7 @@ pub async fn request(
     kind: &str,
     payload: Value,
     timeout: Duration,
-) -> Result<Value, String> {
+) -> Result<Value, CallError> {
     let (reply, rx) = oneshot::channel();
     tx.send(Cmd::Request {
         kind: kind.to_string(),
@@ -255,9 +256,12 @@ pub async fn request(
         reply,
     })
     .await
-    .map_err(|_| "the connection is closed".to_string())?;
-    rx.await
-        .unwrap_or_else(|_| Err("the connection closed before the answer came".into()))
+    .map_err(|_| CallError::not_connected("the connection is closed; nothing was sent"))?;
+    rx.await.unwrap_or_else(|_| {
+        Err(CallError::not_connected(
+            "the connection closed before the answer came; a write may still have happened: check before repeating it",
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 mod accept;
 mod app;
+mod call_error;
 mod args;
 mod control;
 mod election;

@@ -107,7 +107,7 @@ impl McpServer {
         }
         match self.app.call_tool(name, arguments).await {
             Ok(result) => result,
-            Err(message) => failure("NOT_CONNECTED", 503, &message),
+            Err(e) => failure(&e.code, e.status, &e.message),
         }
     }
 }

@@ -226,6 +226,61 @@ async fn a_call_too_large_for_the_link_is_refused_and_the_link_stays_up() {
     );
 }
 
+/// What went wrong keeps a code of its own: a write with no answer in time is TIMEOUT (it may
+/// have happened), the extension's own refusal keeps its code (an answer too large for the
+/// link: RESULT_TOO_LARGE, it was carried out). Before, both were NOT_CONNECTED, which tells an
+/// agent nothing happened.
+#[tokio::test]
+async fn a_timeout_and_the_extensions_own_error_keep_their_codes() {
+    let (p, b) = started(&["--call-timeout-ms", "600"]);
+    let mut ws = ext_open(p.ext).await;
+    let ext = tokio::spawn(async move {
+        let mut seen = 0;
+        while seen < 2 {
+            let Ok(f) = recv(&mut ws, Duration::from_secs(20)).await else {
+                break;
+            };
+            if f["k"] == "req" && f["type"] == "call_tool" {
+                seen += 1;
+                // The first is never answered; the second is refused.
+                if f["payload"]["name"] == "try_script" {
+                    send(
+                        &mut ws,
+                        json!({"k": "res", "id": f["id"], "ok": false,
+                               "error": {"code": "RESULT_TOO_LARGE", "message": "carried out, answer too large"}}),
+                    )
+                    .await;
+                }
+            } else if f["k"] == "png" {
+                send(&mut ws, json!({"k": "pog"})).await;
+            }
+        }
+        ws
+    });
+    let (slow, big) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let slow = b.call("write_script", json!({"source": "x"}), Duration::from_secs(10));
+        let big = b.call("try_script", json!({"uuid": "x"}), Duration::from_secs(10));
+        (slow, big)
+    })
+    .await
+    .unwrap();
+    let _ws = ext.await.unwrap();
+    assert_eq!(slow["isError"], true, "{slow}");
+    assert_eq!(slow["structuredContent"]["error_code"], "TIMEOUT", "{slow}");
+    assert_eq!(slow["structuredContent"]["status"], 504, "{slow}");
+    assert!(
+        slow["structuredContent"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("may still have happened"),
+        "{slow}"
+    );
+    assert_eq!(big["structuredContent"]["error_code"], "RESULT_TOO_LARGE", "{big}");
+    assert_eq!(big["structuredContent"]["status"], 413, "{big}");
+}
+
 #[tokio::test]
 async fn readonly_hides_and_refuses_writes_without_asking_the_extension() {
     let (p, b) = started(&["--readonly"]);

@@ -134,7 +134,8 @@ fn a_non_loopback_bind_warns_on_stderr() {
         "--http".to_string(),
         http.to_string(),
         "--host".into(),
-        "0.0.0.0".into(),
+        // A documentation address: the warning comes before the bind (which then fails here).
+        "192.0.2.1".into(),
     ]);
     let mut b = Bridge::start(&args);
     let warning = b.wait_stderr("WARNING", Duration::from_secs(20));

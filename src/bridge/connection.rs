@@ -172,6 +172,9 @@ impl fmt::Display for CloseReason {
     }
 }
 
+/// The error code of an answer too large for the link (see [`Connection::respond`]).
+pub const RESULT_TOO_LARGE: &str = "RESULT_TOO_LARGE";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestError {
     NotOpen,
@@ -428,12 +431,30 @@ impl Connection {
         Ok(id)
     }
 
-    /// Answers a request the peer made.
+    /// Answers a request the peer made. An answer over the frame limit would make the peer
+    /// close the link, failing every other request on it: that request gets
+    /// [`RESULT_TOO_LARGE`] instead, saying the request was carried out.
     pub fn respond(&mut self, id: u64, outcome: Result<Value, WireError>) {
-        if self.state == State::Open {
-            self.transmit
-                .push_back(frame::encode(&Frame::Response { id, outcome }));
+        if self.state != State::Open {
+            return;
         }
+        let text = frame::encode(&Frame::Response { id, outcome });
+        let text = if text.len() > frame::MAX_FRAME_BYTES {
+            frame::encode(&Frame::Response {
+                id,
+                outcome: Err(WireError::new(
+                    RESULT_TOO_LARGE,
+                    format!(
+                        "the request was carried out, but its answer is {} bytes, over the {} bytes the link carries, so it was not sent (for try_script: less console output, or no allFrames)",
+                        text.len(),
+                        frame::MAX_FRAME_BYTES
+                    ),
+                )),
+            })
+        } else {
+            text
+        };
+        self.transmit.push_back(text);
     }
 
     pub fn notify(&mut self, kind: &str, payload: Value) {

@@ -608,3 +608,43 @@ fn a_request_over_the_frame_limit_is_refused_and_the_link_stays_open() {
         "only the second call is in flight (id {id})"
     );
 }
+
+/// An answer over the frame limit (a `try_script` report of many frames' console output)
+/// would make the peer close the link, failing every call on it: that call gets
+/// RESULT_TOO_LARGE, saying it was carried out, and the link stays open.
+#[test]
+fn an_answer_over_the_frame_limit_is_an_error_for_that_call_only() {
+    let (mut s, mut c) = open_pair();
+    let _ = events(&mut s);
+    let _ = events(&mut c);
+    let big = s
+        .request("call_tool", json!({"name": "try_script"}), 0, 1000)
+        .unwrap();
+    let other = s
+        .request("call_tool", json!({"name": "status"}), 0, 1000)
+        .unwrap();
+    pump(&mut s, &mut c);
+    let ids: Vec<u64> = events(&mut c)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Request { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    c.respond(ids[0], Ok(json!({"text": "é".repeat(frame::MAX_FRAME_BYTES / 2)})));
+    c.respond(ids[1], Ok(json!({"ok": true})));
+    let sent = pump(&mut c, &mut s);
+    assert!(sent.iter().all(|t| t.len() <= frame::MAX_FRAME_BYTES));
+    let got = events(&mut s);
+    assert!(
+        got.iter().any(|e| matches!(e, Event::Response { id, outcome: Err(w), .. }
+            if *id == big && w.code == RESULT_TOO_LARGE && w.message.contains("carried out"))),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|e| matches!(e, Event::Response { id, outcome: Ok(_), .. } if *id == other)),
+        "{got:?}"
+    );
+    assert!(s.is_open() && c.is_open());
+}
