@@ -500,3 +500,72 @@ fn a_delete_stopped_before_its_remove_leaves_the_script_in_the_trash_only() {
         assert!(!left.contains_key(&k), "{k} is gone");
     }
 }
+
+/// An agent edits a script; later the user (or the agent) deletes it. Undo of the edit must not
+/// bring the script back from the trash: that would undo the delete, not the edit.
+#[test]
+fn undo_of_an_edit_after_a_delete_changes_nothing() {
+    for deleter in ["user", "agent"] {
+        let p = provider();
+        let s = ready(&p);
+        let uuid = written_uuid(&call(&p, &s, "write_script", json!({"source": script("E", "mine")})));
+        p.env.advance(1000.0);
+        call(
+            &p,
+            &s,
+            "write_script",
+            json!({"uuid": uuid, "revision": 1, "source": script("E", "agent")}),
+        );
+        let edit = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+        p.env.advance(1000.0);
+        let d = if deleter == "user" {
+            op(&p, json!({"op": "scripts.delete", "uuid": uuid}))
+        } else {
+            call(&p, &s, "delete_script", json!({"uuid": uuid}))
+        };
+        assert!(d["ok"] == json!(true) || d["isError"] == json!(false), "{d}");
+        let u = op(
+            &p,
+            json!({"op": "scripts.undo", "uuid": uuid, "caller": edit.caller, "at": edit.at}),
+        );
+        assert_eq!(u["code"], json!("CONFLICT"), "{deleter}: {u}");
+        assert!(u["error"].as_str().unwrap().contains("deleted since"), "{u}");
+        let trash = op(&p, json!({"op": "trash.list"}));
+        assert_eq!(trash["scripts"][0]["uuid"], json!(uuid), "{deleter}: still in the trash");
+        assert!(!p.env.registrations.borrow().contains_key(&uuid));
+    }
+}
+
+/// Undo reads the script, then restores under the write lock. A delete that takes the lock in
+/// between does not change the revision the Undo pinned: the restore must still see that the
+/// script is no longer live, not bring it back.
+#[test]
+fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
+    use futures::FutureExt;
+    let p = provider();
+    let s = ready(&p);
+    let uuid = written_uuid(&call(&p, &s, "write_script", json!({"source": script("D", "1")})));
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("D", "2")}),
+    );
+    let w = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let msg = json!({"op": "scripts.undo", "uuid": uuid, "caller": w.caller, "at": w.at});
+    // The Undo reads the script live, then waits for the write lock, which the delete takes.
+    let lock = block_on(p.write_lock());
+    let mut undo = Box::pin(control::handle(&p, &msg));
+    let waker = futures::task::noop_waker();
+    assert!(undo
+        .poll_unpin(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
+    drop(lock);
+    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": uuid}))["ok"], json!(true));
+    let u = block_on(undo).value;
+    assert_eq!(u["ok"], json!(false), "{u}");
+    assert!(u["error"].as_str().unwrap().contains("deleted since"), "{u}");
+    assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"][0]["uuid"], json!(uuid));
+    assert!(!p.env.registrations.borrow().contains_key(&uuid));
+}

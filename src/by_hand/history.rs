@@ -85,6 +85,7 @@ pub(super) async fn restore<E: Env>(
         uuid,
         revision,
         current_revision: current,
+        live_only: false,
     };
     write(p, msg, "restore_script", args).await
 }
@@ -140,9 +141,17 @@ pub(super) async fn undo<E: Env>(
                 uuid,
                 revision: now,
                 current_revision: now,
+                live_only: false,
             };
             return write(p, msg, "restore_script", args).await;
         }
+        // Another write, and the script was deleted since (by someone, or by that caller
+        // later): undoing that write must not undo the delete.
+        return json!({
+            "ok": false,
+            "code": "CONFLICT",
+            "error": "the script was deleted since that write (it is in the trash); nothing was changed. Restore it from the trash first if you still want to undo that write.",
+        });
     }
     let h = match history::load(&p.env, &uuid).await {
         Ok(h) => h,
@@ -160,20 +169,6 @@ pub(super) async fn undo<E: Env>(
         return err("the version that write made is no longer in the history");
     };
     let now = current.record().revision;
-    if matches!(current, Current::Trashed(_)) && made == now {
-        // The write was the delete (or the last change before it): bring the script back.
-        return write(
-            p,
-            msg,
-            "restore_script",
-            WriteArgs::Restore {
-                uuid,
-                revision: now,
-                current_revision: now,
-            },
-        )
-        .await;
-    }
     if made != now {
         let diff = match h.find(made) {
             Some(r) => line_diff(&r.source, current.source()).join("\n"),
@@ -207,6 +202,9 @@ pub(super) async fn undo<E: Env>(
         }
         .to_string());
     }
+    // The script was live when read: a delete landing before this restore takes the write
+    // lock leaves the revision as it is, so only `live_only` stops the restore from bringing
+    // it back.
     write(
         p,
         msg,
@@ -215,6 +213,7 @@ pub(super) async fn undo<E: Env>(
             uuid,
             revision: before,
             current_revision: now,
+            live_only: true,
         },
     )
     .await

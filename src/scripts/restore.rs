@@ -77,7 +77,9 @@ pub async fn plan<E: Storage + Clock>(
 }
 
 /// Restores `revision` (see [`plan`]) as the next revision, if the script is still at
-/// `expected` (when given).
+/// `expected` (when given), and still live when `live_only` (a delete does not change the
+/// revision, so the revision alone cannot tell).
+#[allow(clippy::too_many_arguments)] // each is one plain input of the write
 pub async fn restore<E: Storage + Clock + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
@@ -85,11 +87,15 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
     uuid: &str,
     revision: Option<u64>,
     expected: Option<u64>,
+    live_only: bool,
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
     let (current, target) = plan(env, uuid, revision).await?;
     check_revision(current.record(), expected)?;
     let live = matches!(current, Current::Live(..));
+    if live_only && !live {
+        return Err(ScriptError::Trashed(uuid.to_owned()));
+    }
     if live && target.record.revision == current.record().revision {
         // Nothing to do: restoring the current version is not a new revision.
         return Ok(Change {

@@ -60,6 +60,8 @@ pub enum ScriptError {
         expected: u64,
         current: u64,
     },
+    /// A change meant for the live script found it in the trash (deleted since it was read).
+    Trashed(String),
     /// Another script (this one) already has a name that reads the same.
     DuplicateIdentity {
         namespace: Option<String>,
@@ -108,6 +110,10 @@ impl fmt::Display for ScriptError {
             ScriptError::StaleRevision { expected, current } => write!(
                 f,
                 "the script changed since you read it: you passed revision {expected}, it is now at revision {current}; read it again with get_script and redo your change"
+            ),
+            ScriptError::Trashed(u) => write!(
+                f,
+                "script {u} was deleted since (it is in the trash); nothing was changed"
             ),
             ScriptError::DuplicateIdentity { namespace, name, uuid } => write!(
                 f,

@@ -132,6 +132,10 @@ pub enum WriteArgs {
         uuid: String,
         revision: u64,
         current_revision: u64,
+        /// Only a live script: one deleted since it was read is a CONFLICT, not brought back
+        /// (an Undo of an edit must not undo a delete; `restore_script` may restore from the
+        /// trash, so it leaves this off).
+        live_only: bool,
     },
 }
 
@@ -416,5 +420,6 @@ fn parse_restore(def: &ToolDef, args: &Value) -> Result<WriteArgs, ToolError> {
         uuid: a.uuid,
         revision: a.revision,
         current_revision: a.current_revision,
+        live_only: false,
     })
 }

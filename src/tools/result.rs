@@ -138,6 +138,7 @@ impl From<ScriptError> for ToolError {
         let code = match &e {
             ScriptError::NotFound(_) | ScriptError::RevisionNotFound { .. } => ErrorCode::NotFound,
             ScriptError::StaleRevision { .. }
+            | ScriptError::Trashed(_)
             | ScriptError::DuplicateIdentity { .. }
             | ScriptError::TrashFull { .. } => ErrorCode::Conflict,
             ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,

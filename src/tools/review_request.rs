@@ -31,6 +31,7 @@ pub(super) async fn review_request<E: Env>(
             uuid,
             revision,
             current_revision,
+            ..
         } => {
             let (live, target) =
                 super::history::preview(p, uuid, *revision, *current_revision).await?;

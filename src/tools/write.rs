@@ -257,6 +257,7 @@ async fn store_step<E: Env>(
             uuid,
             revision,
             current_revision,
+            live_only,
         } => {
             restore::restore(
                 env,
@@ -265,6 +266,7 @@ async fn store_step<E: Env>(
                 &uuid,
                 Some(revision),
                 Some(current_revision),
+                live_only,
                 max,
             )
             .await
