@@ -142,9 +142,13 @@ $('history-close').addEventListener('click', () => { $('history-section').hidden
 
 // ---------------------------------------------------------------- trash
 
+// What the trash list shows: "Empty trash" purges these, not a script deleted since.
+let listedTrash = [];
+
 export async function renderTrash() {
   const r = await askRaw('trash.list');
   const box = $('trash');
+  listedTrash = r.ok ? r.scripts.map((s) => s.uuid) : [];
   if (!r.ok) { box.replaceChildren(el('p', { class: 'notice' }, r.error)); return; }
   if (!r.scripts.length) { box.replaceChildren(el('p', { class: 'empty' }, 'The trash is empty.')); return; }
   box.replaceChildren(el('table', {},
@@ -169,8 +173,12 @@ export async function renderTrash() {
 }
 
 $('trash-empty').addEventListener('click', async () => {
-  if (!confirm('Empty the trash? Every script in it, and its history, is deleted for good.')) return;
-  const res = await askRaw('trash.purge');
+  // Taken before the dialog: what the user saw is what goes.
+  const listed = [...listedTrash];
+  const n = listed.length;
+  if (!n) return;
+  if (!confirm(`Empty the trash? The ${n} script${n > 1 ? 's' : ''} listed in it, and ${n > 1 ? 'their' : 'its'} history, ${n > 1 ? 'are' : 'is'} deleted for good.`)) return;
+  const res = await askRaw('trash.purge', { listed });
   say(status(), res.ok ? `Deleted ${res.purged} script(s) forever.` : res.error, res.ok ? 'info' : 'error');
   changed();
 });

@@ -569,3 +569,33 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
     assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"][0]["uuid"], json!(uuid));
     assert!(!p.env.registrations.borrow().contains_key(&uuid));
 }
+
+/// "Empty trash" names the scripts the page listed: one an agent deleted after the list was
+/// read (while the user read the confirm dialog) stays in the trash, restorable.
+#[test]
+fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
+    let p = provider();
+    let s = ready(&p);
+    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
+    let b = written_uuid(&call(&p, &s, "write_script", json!({"source": script("B", "1")})));
+    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"], json!(true));
+    let listed: Vec<Value> = op(&p, json!({"op": "trash.list"}))["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["uuid"].clone())
+        .collect();
+    assert_eq!(listed, [json!(a)]);
+    call(&p, &s, "delete_script", json!({"uuid": b}));
+    let r = op(&p, json!({"op": "trash.purge", "listed": listed}));
+    assert_eq!(r["purged"], json!(1), "{r}");
+    let trash = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(trash["scripts"][0]["uuid"], json!(b), "{trash}");
+    let entry = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!((entry.tool.as_str(), entry.target), ("purge_trash", None), "audited as Empty trash");
+    assert_eq!(
+        op(&p, json!({"op": "trash.purge", "listed": [b], "uuids": [b]}))["ok"],
+        json!(false),
+        "one or the other"
+    );
+}

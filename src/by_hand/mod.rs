@@ -93,11 +93,14 @@ pub enum HandOp {
     },
     #[serde(rename = "trash.list")]
     TrashList,
-    /// No `uuids`: empty the trash; a list: delete those forever.
+    /// `uuids`: delete those forever. `listed`: "Empty trash" of the scripts the page showed
+    /// (one deleted after it read the list stays). Neither: everything in the trash.
     #[serde(rename = "trash.purge")]
     TrashPurge {
         #[serde(default)]
         uuids: Arg<Vec<Value>>,
+        #[serde(default)]
+        listed: Arg<Vec<Value>>,
     },
 }
 
@@ -120,7 +123,7 @@ pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
             enabled,
         } => edit::save(p, msg, source, uuid, revision, enabled).await,
         HandOp::TrashList => trash::list(p).await,
-        HandOp::TrashPurge { uuids } => trash::purge(p, msg, uuids).await,
+        HandOp::TrashPurge { uuids, listed } => trash::purge(p, msg, uuids, listed).await,
     }
 }
 

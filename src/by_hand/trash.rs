@@ -24,10 +24,10 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     }
 }
 
-/// `trash.purge`: the user's action only, no tool reaches this.
-pub(super) async fn purge<E: Env>(p: &Provider<E>, msg: &Value, uuids: Arg<Vec<Value>>) -> Value {
-    let only: Option<Vec<String>> = match uuids {
-        Arg::Absent => None,
+/// A list of script uuids, or why not.
+fn uuid_list(name: &str, arg: Arg<Vec<Value>>) -> Result<Option<Vec<String>>, Value> {
+    match arg {
+        Arg::Absent => Ok(None),
         Arg::Is(a) => {
             let u: Vec<String> = a
                 .iter()
@@ -36,12 +36,32 @@ pub(super) async fn purge<E: Env>(p: &Provider<E>, msg: &Value, uuids: Arg<Vec<V
                 .map(str::to_owned)
                 .collect();
             if u.len() != a.len() {
-                return err("\"uuids\" must be script uuids");
+                return Err(err(format!("\"{name}\" must be script uuids")));
             }
-            Some(u)
+            Ok(Some(u))
         }
-        Arg::Wrong => return err("\"uuids\" must be a list of script uuids"),
+        Arg::Wrong => Err(err(format!("\"{name}\" must be a list of script uuids"))),
+    }
+}
+
+/// `trash.purge`: the user's action only, no tool reaches this. "Empty trash" names the scripts
+/// the page listed: an agent's delete that lands while the user reads the list (or the confirm
+/// dialog) is not purged with them.
+pub(super) async fn purge<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuids: Arg<Vec<Value>>,
+    listed: Arg<Vec<Value>>,
+) -> Value {
+    let (named, listed) = match (uuid_list("uuids", uuids), uuid_list("listed", listed)) {
+        (Ok(n), Ok(l)) => (n, l),
+        (Err(e), _) | (_, Err(e)) => return e,
     };
+    if named.is_some() && listed.is_some() {
+        return err("give \"uuids\" (Delete forever) or \"listed\" (Empty trash), not both");
+    }
+    let emptying = named.is_none();
+    let only = named.or(listed);
     let _lock = p.write_lock().await;
     // A purge rewrites the GM values budget: no value change between its read and its write.
     let _values = p.gm_values.hold().await;
@@ -49,7 +69,7 @@ pub(super) async fn purge<E: Env>(p: &Provider<E>, msg: &Value, uuids: Arg<Vec<V
     // Audited like every change by hand: one entry for "Empty trash", one named script for
     // "Delete forever".
     let target = match only.as_deref() {
-        Some([one]) => Some(one.clone()),
+        Some([one]) if !emptying => Some(one.clone()),
         _ => None,
     };
     p.audit(&Entry {

@@ -310,12 +310,27 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await h.internal("scripts.delete", { uuid: e.uuid });
     await options.reload();
     await options.locator("#trash").getByText("Emptied").waitFor({ timeout: 3000 });
+    // An agent deletes another script while the user reads the confirm dialog: it was not in
+    // the list the user confirmed, so it stays in the trash.
+    const late = (await h.internal("scripts.save", { source: userscript({ tag: "lt", version: "v1", name: "Late" }) })).result.script;
+    options.removeAllListeners("dialog");
+    let asked = "";
+    options.once("dialog", async (d) => {
+      asked = d.message();
+      try { await env.tools.ok("delete_script", { uuid: late.uuid }); } finally { await d.accept(); }
+    });
     await options.locator("#trash-empty").click();
-    await options.getByText(/^Deleted 1 script\(s\) forever/).waitFor({ timeout: 3000 });
+    await options.getByText(/^Deleted 1 script\(s\) forever/).waitFor({ timeout: 5000 });
+    options.on("dialog", (d) => d.accept());
+    assert.match(asked, /The 1 script listed/);
+    await options.locator("#trash").getByText("Late").waitFor({ timeout: 3000 });
+    assert.deepEqual((await h.internal("trash.list")).scripts.map((t) => t.name), ["Late"], "the later delete stays in the trash");
+    await h.internal("trash.purge", { uuids: [late.uuid] });
     await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 3000 });
     const left = await options.evaluate(async (u) => Object.keys(await chrome.storage.local.get(null)).filter((k) => k.includes(u)), e.uuid);
     assert.deepEqual(left, [], "nothing of it is left in storage");
-    const emptied = (await h.internal("audit.list")).entries[0];
+    // Newest first: Late's Delete forever, then the Empty trash (no one script named).
+    const emptied = (await h.internal("audit.list")).entries[1];
     assert.deepEqual([emptied.tool, emptied.caller, emptied.result, emptied.target], ["purge_trash", "user", "ok", undefined]);
   });
 
