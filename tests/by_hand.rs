@@ -599,3 +599,27 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
         "one or the other"
     );
 }
+
+/// One item of `trash/index` that no longer decodes (its time damaged) still names its script:
+/// the trash lists it from the script's own entry, and the next rewrite of the index (another
+/// delete) keeps it, so it can still be restored, or deleted for good.
+#[test]
+fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
+    let p = provider();
+    let s = ready(&p);
+    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
+    let b = written_uuid(&call(&p, &s, "write_script", json!({"source": script("B", "1")})));
+    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"], json!(true));
+    let mut ix = p.env.dump(Area::Local)["trash/index"].clone();
+    ix["items"][0]["deletedAt"] = json!("x");
+    let mut m = serde_json::Map::new();
+    m.insert("trash/index".into(), ix);
+    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
+    let t = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(t["scripts"][0]["uuid"], json!(a), "{t}");
+    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"], json!(true));
+    assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"].as_array().unwrap().len(), 2);
+    let r = op(&p, json!({"op": "scripts.restore", "uuid": a, "revision": 1, "currentRevision": 1}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    assert!(p.env.registrations.borrow().contains_key(&a));
+}

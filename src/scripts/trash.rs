@@ -70,17 +70,25 @@ struct Slot {
     deleted_at: f64,
 }
 
-fn decode_index(v: Option<&Value>) -> Vec<Slot> {
+/// The slots `trash/index` holds, and the uuids of items that name a script but do not decode
+/// (their deletion time is then read from the script's own `trash/<uuid>`: dropped, the script
+/// would leave the trash's list and, at the next rewrite of the index, be lost for good).
+fn decode_index(v: Option<&Value>) -> (Vec<Slot>, Vec<String>) {
     let mut seen = crate::vec_map::VecSet::new();
-    v.and_then(|v| v.get("items"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| <Slot as serde::Deserialize>::deserialize(x).ok())
-                .filter(|s| super::record::is_uuid(&s.uuid) && seen.insert(s.uuid.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+    let mut slots = Vec::new();
+    let mut damaged = Vec::new();
+    let items = v.and_then(|v| v.get("items")).and_then(Value::as_array);
+    for x in items.into_iter().flatten() {
+        let uuid = x.get("uuid").and_then(Value::as_str).unwrap_or("");
+        if !super::record::is_uuid(uuid) || !seen.insert(uuid.to_owned()) {
+            continue;
+        }
+        match <Slot as serde::Deserialize>::deserialize(x) {
+            Ok(s) => slots.push(s),
+            Err(_) => damaged.push(uuid.to_owned()),
+        }
+    }
+    (slots, damaged)
 }
 
 fn index_json(slots: &[Slot]) -> Value {
@@ -92,7 +100,30 @@ async fn load_index<S: Storage>(s: &S) -> Result<Vec<Slot>, ScriptError> {
         .get(Area::Local, &[TRASH_INDEX_KEY])
         .await
         .map_err(storage_err)?;
-    Ok(decode_index(got.get(TRASH_INDEX_KEY)))
+    let (mut slots, damaged) = decode_index(got.get(TRASH_INDEX_KEY));
+    if damaged.is_empty() {
+        return Ok(slots);
+    }
+    let keys: Vec<String> = damaged.iter().map(|u| trash_key(u)).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let entries = s.get(Area::Local, &refs).await.map_err(storage_err)?;
+    for uuid in damaged {
+        // A script whose entry is gone or damaged too is not listed (`list` cannot show it).
+        if let Some(at) = entries
+            .get(&trash_key(&uuid))
+            .and_then(|t| t.get("deletedAt"))
+            .and_then(Value::as_f64)
+            .filter(|t| t.is_finite())
+        {
+            slots.push(Slot {
+                uuid,
+                deleted_at: at,
+            });
+        }
+    }
+    // Oldest first, as the index keeps them (the count bound drops from the front).
+    slots.sort_by(|a, b| a.deleted_at.total_cmp(&b.deleted_at));
+    Ok(slots)
 }
 
 /// Whether a trashed script's 30 days are over at `now`.
@@ -439,8 +470,12 @@ mod tests {
     #[test]
     fn a_damaged_trash_index_reads_as_what_it_still_names() {
         let v = json!({ "items": [ {"uuid": slot(1, 0.0).uuid, "deletedAt": 5.0}, {"uuid": "nope", "deletedAt": 1.0}, 7, {"uuid": slot(1, 0.0).uuid, "deletedAt": 6.0} ] });
-        let s = decode_index(Some(&v));
+        let (s, damaged) = decode_index(Some(&v));
         assert_eq!(s.len(), 1);
-        assert!(decode_index(Some(&json!("x"))).is_empty());
+        assert!(damaged.is_empty());
+        assert!(decode_index(Some(&json!("x"))).0.is_empty());
+        // An item naming a script but not decoding is repaired from the script's entry.
+        let bad = json!({ "items": [ {"uuid": slot(2, 0.0).uuid, "deletedAt": "x"} ] });
+        assert_eq!(decode_index(Some(&bad)).1, [slot(2, 0.0).uuid]);
     }
 }
