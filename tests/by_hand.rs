@@ -623,3 +623,36 @@ fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
     assert_eq!(r["ok"], json!(true), "{r}");
     assert!(p.env.registrations.borrow().contains_key(&a));
 }
+
+/// Two faults: a delete stopped before its `remove` left the record behind, then the index was
+/// damaged. Rebuilding the index from the records must not adopt that record: a fresh worker
+/// would register, and run, the deleted script while the trash still lists it.
+#[test]
+fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
+    let p = provider();
+    let s = ready(&p);
+    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
+    let keep = written_uuid(&call(&p, &s, "write_script", json!({"source": script("K", "1")})));
+    let live = p.env.dump(Area::Local);
+    call(&p, &s, "delete_script", json!({"uuid": a}));
+    let mut m = serde_json::Map::new();
+    for k in [format!("script/{a}"), format!("source/{a}")] {
+        m.insert(k.clone(), live[&k].clone());
+    }
+    m.insert("scripts/index".into(), json!("garbage"));
+    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
+    let fresh = Provider::new(MemoryEnv::new());
+    *fresh.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    block_on(fresh.ensure_registry());
+    assert!(!fresh.env.registrations.borrow().contains_key(&a), "the deleted script runs again");
+    assert!(fresh.env.registrations.borrow().contains_key(&keep), "the live one was recovered");
+    let s2 = ready(&fresh);
+    let listed = call(&fresh, &s2, "list_scripts", json!({}));
+    let uuids: Vec<&str> = listed["structuredContent"]["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["uuid"].as_str().unwrap())
+        .collect();
+    assert_eq!(uuids, [keep.as_str()]);
+}

@@ -204,13 +204,18 @@ async fn rebuild_index<S: Storage>(s: &S, damaged: &Value) -> Result<Vec<String>
                 .collect()
         })
         .unwrap_or_default();
-    // …then every stored record it lost, oldest first.
+    // …then every stored record it lost, oldest first — but not one the trash lists: that is
+    // what a delete stopped before its remove left behind, and adopting it would run a
+    // deleted script again.
     let all = s.get_all(Area::Local).await.map_err(storage_err)?;
     let mut found: Vec<(f64, String)> = all
         .iter()
         .filter_map(|(k, v)| {
             let uuid = k.strip_prefix("script/")?;
-            (super::record::is_uuid(uuid) && !index.iter().any(|u| u == uuid)).then(|| {
+            (super::record::is_uuid(uuid)
+                && !index.iter().any(|u| u == uuid)
+                && !listed_in_trash(&all, uuid))
+            .then(|| {
                 (
                     v.get("createdAt").and_then(Value::as_f64).unwrap_or(0.0),
                     uuid.to_owned(),
