@@ -230,7 +230,8 @@ export async function importFiles(files) {
 /** The backup of every script (built by the worker); with their GM values only when asked:
  *  values can hold what a script keeps private (logins, tokens), so they stay out by default. */
 export async function exportAll({ values = false } = {}) {
-  return (await ask('backup.export', { values })).backup;
+  const { backup, problems } = await ask('backup.export', { values });
+  return { backup, problems: problems ?? [] };
 }
 
 /** Restores a backup: the worker parses and checks it, then stores every script or none. */
@@ -250,14 +251,17 @@ drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove
 $('export-all').addEventListener('click', async () => {
   try {
     const values = $('export-values').checked;
-    const backup = await exportAll({ values });
+    const { backup, problems } = await exportAll({ values });
     const url = URL.createObjectURL(new Blob([JSON.stringify(backup, null, 2)], { type: 'application/json' }));
     const a = el('a', { href: url, download: `lumo-userscripts-${new Date(backup.exportedAt).toISOString().slice(0, 10)}.json` });
     document.body.append(a);
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    say(status(), `Exported ${backup.scripts.length} script(s)${values ? ' with their values' : ''}.`);
+    const missing = problems.map((p) => `${p.uuid} (${p.message})`);
+    say(status(), `Exported ${backup.scripts.length} script(s)${values ? ' with their values' : ''}.`
+      + (missing.length ? ` Not in the file, as their stored records cannot be read: ${missing.join('; ')}.` : ''),
+      missing.length ? 'error' : 'info');
   } catch (e) {
     say(status(), e.message, 'error');
   }

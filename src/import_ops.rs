@@ -309,5 +309,12 @@ async fn export<E: Env>(p: &Provider<E>, with_values: bool) -> Value {
             }
         }
     }
-    json!({ "ok": true, "backup": backup::export(&all, p.env.now_ms()), "problems": snap.problems.len() })
+    // A script whose record cannot be read is not in the file: the page names it, rather than
+    // "Exported N" reading as everything.
+    let left_out: Vec<Value> = snap
+        .problems
+        .iter()
+        .map(|pr| json!({ "uuid": pr.uuid, "message": pr.message }))
+        .collect();
+    json!({ "ok": true, "backup": backup::export(&all, p.env.now_ms()), "problems": left_out })
 }

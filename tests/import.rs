@@ -532,3 +532,23 @@ fn a_backup_with_values_over_a_bound_is_refused_whole() {
         json!({"op": "backup.restore", "replace": [holder], "text": backup(vec![json!({"name": "Holder", "source": valued("Holder", "2"), "values": {"a": "1"}})])}),
     );
 }
+
+/// A script whose stored record cannot be read is not in the backup: the answer names it (the
+/// page says so), rather than a count that reads as everything.
+#[test]
+fn an_export_names_a_script_it_left_out() {
+    let p = provider();
+    saved(&p, script("A", "1"));
+    let b = saved(&p, script("B", "1"));
+    let mut r = p.env.dump(Area::Local)[&format!("script/{b}")].clone();
+    r["revision"] = json!("two");
+    let mut m = Map::new();
+    m.insert(format!("script/{b}"), r);
+    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
+    let fresh = provider();
+    *fresh.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    let e = ok(&fresh, json!({"op": "backup.export"}));
+    assert_eq!(e["backup"]["scripts"].as_array().unwrap().len(), 1);
+    assert_eq!(e["problems"][0]["uuid"], json!(b), "{e}");
+    assert!(e["problems"][0]["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
