@@ -656,3 +656,34 @@ fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
         .collect();
     assert_eq!(uuids, [keep.as_str()]);
 }
+
+/// A purge is a `set` (the script leaves the trash's list and the budgets) then a `remove` of its
+/// keys. Stopped in between, its trash entry, history and values were listed nowhere, so no
+/// later purge reached them: "deleted forever" kept the source in storage for good. The next
+/// purge now takes what no list names.
+#[test]
+fn a_purge_stopped_before_its_remove_leaves_nothing_for_good() {
+    let p = provider();
+    let s = ready(&p);
+    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
+    call(&p, &s, "write_script", json!({"uuid": a, "revision": 1, "source": script("A", "secret")}));
+    let live = written_uuid(&call(&p, &s, "write_script", json!({"source": script("L", "1")})));
+    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"], json!(true));
+    let before = p.env.dump(Area::Local);
+    assert_eq!(op(&p, json!({"op": "trash.purge", "uuids": [a]}))["purged"], json!(1));
+    // The worker stopped before the remove: the keys are back, listed nowhere.
+    let mut m = serde_json::Map::new();
+    for k in [format!("trash/{a}"), format!("history/{a}"), format!("history/{a}/1")] {
+        m.insert(k.clone(), before[&k].clone());
+    }
+    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
+    let b = written_uuid(&call(&p, &s, "write_script", json!({"source": script("B", "1")})));
+    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"], json!(true));
+    assert_eq!(op(&p, json!({"op": "trash.purge"}))["purged"], json!(1));
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.iter().any(|k| k.contains(&a)), "{keys:?}");
+    // What the lists name is untouched: the live script and its history.
+    assert!(keys.contains(&format!("script/{live}")) && keys.contains(&format!("source/{live}")));
+    let g = call(&p, &s, "get_script", json!({"uuid": live}));
+    assert_eq!(g["isError"], json!(false), "{g}");
+}

@@ -177,7 +177,7 @@ pub async fn load_index<S: Storage>(s: &S) -> Result<Vec<String>, ScriptError> {
 
 /// Whether a stored index is whole: `{uuids: [uuid, …]}`, each uuid once, nothing else in the
 /// list. A repeated uuid would list (and register) one script twice.
-fn index_is_whole(v: &Value) -> bool {
+pub(crate) fn index_is_whole(v: &Value) -> bool {
     let mut seen = crate::vec_map::VecSet::new();
     v.get("uuids").and_then(Value::as_array).is_some_and(|a| {
         a.iter().all(|u| {

@@ -165,6 +165,44 @@ fn purged_keys(uuids: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The keys of scripts that neither `scripts/index` nor `trash/index` lists: what a purge
+/// stopped between its `set` and its `remove` (or whose `remove` failed) left behind — the
+/// trash entry, history, values and runs of a script the user deleted for good, listed
+/// nowhere, so no later purge would reach them. Only when both lists are whole: a damaged or
+/// missing one cannot tell a lost script from a gone one.
+fn ownerless(all: &Map<String, Value>) -> Vec<String> {
+    let Some(index) = all.get(store::INDEX_KEY).filter(|v| store::index_is_whole(v)) else {
+        return Vec::new();
+    };
+    let trash = all.get(TRASH_INDEX_KEY);
+    let (slots, damaged) = decode_index(trash);
+    let trash_whole = trash.is_some_and(|t| {
+        t.get("items")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.len() == slots.len())
+    });
+    if !damaged.is_empty() || !trash_whole {
+        return Vec::new();
+    }
+    let listed = |u: &str| {
+        slots.iter().any(|s| s.uuid == u)
+            || index
+                .get("uuids")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(u)))
+    };
+    all.keys()
+        .filter(|k| {
+            ["script/", "source/", "trash/", "history/", "values/", "runs/"]
+                .iter()
+                .find_map(|p| k.strip_prefix(p))
+                .map(|rest| rest.split('/').next().unwrap_or(""))
+                .is_some_and(|u| super::record::is_uuid(u) && !listed(u))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Moves a script to the trash (see the module docs for the order of writes).
 pub async fn delete<E: Storage + Clock>(
     env: &E,
@@ -322,10 +360,18 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
     let refs: Vec<&str> = dead.iter().map(String::as_str).collect();
     if !refs.is_empty() {
         let _ = s.remove(Area::Local, &refs).await;
-        // The @require/@resource bytes nothing names any more (a failure only leaves dead
-        // bytes until the next purge).
-        let _ = crate::gm::asset_store::sweep(s).await;
     }
+    // What an earlier purge stopped before its `remove` left listed nowhere goes now; then the
+    // @require/@resource bytes nothing names any more (a failure of either only leaves dead
+    // bytes until the next purge).
+    if let Ok(all) = s.get_all(Area::Local).await {
+        let left = ownerless(&all);
+        if !left.is_empty() {
+            let refs: Vec<&str> = left.iter().map(String::as_str).collect();
+            let _ = s.remove(Area::Local, &refs).await;
+        }
+    }
+    let _ = crate::gm::asset_store::sweep(s).await;
     Ok(gone.len())
 }
 
@@ -465,6 +511,40 @@ mod tests {
             block_on(load(&env, &users)),
             Err(ScriptError::NotFound(_))
         ));
+    }
+
+    /// Only what neither list names is ownerless, and nothing when a list is damaged or
+    /// missing (a lost script cannot be told from a gone one then).
+    #[test]
+    fn ownerless_keys_are_those_no_whole_list_names() {
+        let (live, trashed, gone) = (slot(1, 0.0).uuid, slot(2, 0.0).uuid, slot(3, 0.0).uuid);
+        let mut all = Map::new();
+        for u in [&live, &trashed, &gone] {
+            for k in [format!("script/{u}"), format!("history/{u}"), format!("history/{u}/4"), format!("values/{u}"), format!("runs/{u}")] {
+                all.insert(k, json!({}));
+            }
+        }
+        all.insert(format!("trash/{gone}"), json!({}));
+        all.insert("history/budget".into(), json!({}));
+        all.insert("values/budget".into(), json!({}));
+        all.insert(TRASH_INDEX_KEY.into(), json!({"items": [{"uuid": trashed, "deletedAt": 1.0}]}));
+        let mut found = ownerless(&all);
+        assert!(found.is_empty(), "no scripts/index: nothing is ownerless");
+        all.insert(store::INDEX_KEY.into(), json!({"uuids": [live]}));
+        found = ownerless(&all);
+        found.sort();
+        let mut want: Vec<String> = ["script", "history", "values", "runs", "trash"]
+            .iter()
+            .map(|p| format!("{p}/{gone}"))
+            .chain([format!("history/{gone}/4")])
+            .collect();
+        want.sort();
+        assert_eq!(found, want);
+        all.insert(TRASH_INDEX_KEY.into(), json!({"items": [{"uuid": trashed, "deletedAt": "x"}]}));
+        assert!(ownerless(&all).is_empty(), "a damaged trash list: nothing");
+        all.insert(TRASH_INDEX_KEY.into(), json!({"items": [{"uuid": trashed, "deletedAt": 1.0}]}));
+        all.insert(store::INDEX_KEY.into(), json!({"uuids": [live, live]}));
+        assert!(ownerless(&all).is_empty(), "a damaged script list: nothing");
     }
 
     #[test]
