@@ -508,7 +508,12 @@ fn undo_of_an_edit_after_a_delete_changes_nothing() {
     for deleter in ["user", "agent"] {
         let p = provider();
         let s = ready(&p);
-        let uuid = written_uuid(&call(&p, &s, "write_script", json!({"source": script("E", "mine")})));
+        let uuid = written_uuid(&call(
+            &p,
+            &s,
+            "write_script",
+            json!({"source": script("E", "mine")}),
+        ));
         p.env.advance(1000.0);
         call(
             &p,
@@ -523,15 +528,25 @@ fn undo_of_an_edit_after_a_delete_changes_nothing() {
         } else {
             call(&p, &s, "delete_script", json!({"uuid": uuid}))
         };
-        assert!(d["ok"] == json!(true) || d["isError"] == json!(false), "{d}");
+        assert!(
+            d["ok"] == json!(true) || d["isError"] == json!(false),
+            "{d}"
+        );
         let u = op(
             &p,
             json!({"op": "scripts.undo", "uuid": uuid, "caller": edit.caller, "at": edit.at}),
         );
         assert_eq!(u["code"], json!("CONFLICT"), "{deleter}: {u}");
-        assert!(u["error"].as_str().unwrap().contains("deleted since"), "{u}");
+        assert!(
+            u["error"].as_str().unwrap().contains("deleted since"),
+            "{u}"
+        );
         let trash = op(&p, json!({"op": "trash.list"}));
-        assert_eq!(trash["scripts"][0]["uuid"], json!(uuid), "{deleter}: still in the trash");
+        assert_eq!(
+            trash["scripts"][0]["uuid"],
+            json!(uuid),
+            "{deleter}: still in the trash"
+        );
         assert!(!p.env.registrations.borrow().contains_key(&uuid));
     }
 }
@@ -544,7 +559,12 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
     use futures::FutureExt;
     let p = provider();
     let s = ready(&p);
-    let uuid = written_uuid(&call(&p, &s, "write_script", json!({"source": script("D", "1")})));
+    let uuid = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("D", "1")}),
+    ));
     p.env.advance(1000.0);
     call(
         &p,
@@ -562,11 +582,20 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
         .poll_unpin(&mut std::task::Context::from_waker(&waker))
         .is_pending());
     drop(lock);
-    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": uuid}))["ok"], json!(true));
+    assert_eq!(
+        op(&p, json!({"op": "scripts.delete", "uuid": uuid}))["ok"],
+        json!(true)
+    );
     let u = block_on(undo).value;
     assert_eq!(u["ok"], json!(false), "{u}");
-    assert!(u["error"].as_str().unwrap().contains("deleted since"), "{u}");
-    assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"][0]["uuid"], json!(uuid));
+    assert!(
+        u["error"].as_str().unwrap().contains("deleted since"),
+        "{u}"
+    );
+    assert_eq!(
+        op(&p, json!({"op": "trash.list"}))["scripts"][0]["uuid"],
+        json!(uuid)
+    );
     assert!(!p.env.registrations.borrow().contains_key(&uuid));
 }
 
@@ -576,9 +605,22 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
 fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
-    let b = written_uuid(&call(&p, &s, "write_script", json!({"source": script("B", "1")})));
-    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"], json!(true));
+    let a = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "1")}),
+    ));
+    let b = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("B", "1")}),
+    ));
+    assert_eq!(
+        op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"],
+        json!(true)
+    );
     let listed: Vec<Value> = op(&p, json!({"op": "trash.list"}))["scripts"]
         .as_array()
         .unwrap()
@@ -592,9 +634,16 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
     let trash = op(&p, json!({"op": "trash.list"}));
     assert_eq!(trash["scripts"][0]["uuid"], json!(b), "{trash}");
     let entry = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
-    assert_eq!((entry.tool.as_str(), entry.target), ("purge_trash", None), "audited as Empty trash");
     assert_eq!(
-        op(&p, json!({"op": "trash.purge", "listed": [b], "uuids": [b]}))["ok"],
+        (entry.tool.as_str(), entry.target),
+        ("purge_trash", None),
+        "audited as Empty trash"
+    );
+    assert_eq!(
+        op(
+            &p,
+            json!({"op": "trash.purge", "listed": [b], "uuids": [b]})
+        )["ok"],
         json!(false),
         "one or the other"
     );
@@ -607,9 +656,22 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
 fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
-    let b = written_uuid(&call(&p, &s, "write_script", json!({"source": script("B", "1")})));
-    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"], json!(true));
+    let a = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "1")}),
+    ));
+    let b = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("B", "1")}),
+    ));
+    assert_eq!(
+        op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"],
+        json!(true)
+    );
     let mut ix = p.env.dump(Area::Local)["trash/index"].clone();
     ix["items"][0]["deletedAt"] = json!("x");
     let mut m = serde_json::Map::new();
@@ -617,9 +679,21 @@ fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
     block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
     let t = op(&p, json!({"op": "trash.list"}));
     assert_eq!(t["scripts"][0]["uuid"], json!(a), "{t}");
-    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"], json!(true));
-    assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"].as_array().unwrap().len(), 2);
-    let r = op(&p, json!({"op": "scripts.restore", "uuid": a, "revision": 1, "currentRevision": 1}));
+    assert_eq!(
+        op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"],
+        json!(true)
+    );
+    assert_eq!(
+        op(&p, json!({"op": "trash.list"}))["scripts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let r = op(
+        &p,
+        json!({"op": "scripts.restore", "uuid": a, "revision": 1, "currentRevision": 1}),
+    );
     assert_eq!(r["ok"], json!(true), "{r}");
     assert!(p.env.registrations.borrow().contains_key(&a));
 }
@@ -631,8 +705,18 @@ fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
 fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
-    let keep = written_uuid(&call(&p, &s, "write_script", json!({"source": script("K", "1")})));
+    let a = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "1")}),
+    ));
+    let keep = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("K", "1")}),
+    ));
     let live = p.env.dump(Area::Local);
     call(&p, &s, "delete_script", json!({"uuid": a}));
     let mut m = serde_json::Map::new();
@@ -644,8 +728,14 @@ fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
     let fresh = Provider::new(MemoryEnv::new());
     *fresh.env.areas.borrow_mut() = p.env.areas.borrow().clone();
     block_on(fresh.ensure_registry());
-    assert!(!fresh.env.registrations.borrow().contains_key(&a), "the deleted script runs again");
-    assert!(fresh.env.registrations.borrow().contains_key(&keep), "the live one was recovered");
+    assert!(
+        !fresh.env.registrations.borrow().contains_key(&a),
+        "the deleted script runs again"
+    );
+    assert!(
+        fresh.env.registrations.borrow().contains_key(&keep),
+        "the live one was recovered"
+    );
     let s2 = ready(&fresh);
     let listed = call(&fresh, &s2, "list_scripts", json!({}));
     let uuids: Vec<&str> = listed["structuredContent"]["scripts"]
@@ -665,20 +755,53 @@ fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
 fn a_purge_stopped_before_its_remove_leaves_nothing_for_good() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(&p, &s, "write_script", json!({"source": script("A", "1")})));
-    call(&p, &s, "write_script", json!({"uuid": a, "revision": 1, "source": script("A", "secret")}));
-    let live = written_uuid(&call(&p, &s, "write_script", json!({"source": script("L", "1")})));
-    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"], json!(true));
+    let a = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("A", "1")}),
+    ));
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": a, "revision": 1, "source": script("A", "secret")}),
+    );
+    let live = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("L", "1")}),
+    ));
+    assert_eq!(
+        op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"],
+        json!(true)
+    );
     let before = p.env.dump(Area::Local);
-    assert_eq!(op(&p, json!({"op": "trash.purge", "uuids": [a]}))["purged"], json!(1));
+    assert_eq!(
+        op(&p, json!({"op": "trash.purge", "uuids": [a]}))["purged"],
+        json!(1)
+    );
     // The worker stopped before the remove: the keys are back, listed nowhere.
     let mut m = serde_json::Map::new();
-    for k in [format!("trash/{a}"), format!("history/{a}"), format!("history/{a}/1")] {
+    for k in [
+        format!("trash/{a}"),
+        format!("history/{a}"),
+        format!("history/{a}/1"),
+    ] {
         m.insert(k.clone(), before[&k].clone());
     }
     block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
-    let b = written_uuid(&call(&p, &s, "write_script", json!({"source": script("B", "1")})));
-    assert_eq!(op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"], json!(true));
+    let b = written_uuid(&call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("B", "1")}),
+    ));
+    assert_eq!(
+        op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"],
+        json!(true)
+    );
     assert_eq!(op(&p, json!({"op": "trash.purge"}))["purged"], json!(1));
     let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
     assert!(!keys.iter().any(|k| k.contains(&a)), "{keys:?}");

@@ -550,5 +550,7 @@ fn an_export_names_a_script_it_left_out() {
     let e = ok(&fresh, json!({"op": "backup.export"}));
     assert_eq!(e["backup"]["scripts"].as_array().unwrap().len(), 1);
     assert_eq!(e["problems"][0]["uuid"], json!(b), "{e}");
-    assert!(e["problems"][0]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(e["problems"][0]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
 }

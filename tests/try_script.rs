@@ -327,9 +327,7 @@ fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
     });
     let s = ready(&p);
     // The pages never answer and no timer fires: a try that reached Chrome stays there.
-    let msg = |id: u64, tab: i64| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(tab)}})
-    };
+    let msg = |id: u64, tab: i64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(tab)}});
     let (m1, m2, m3) = (msg(1, 7), msg(2, 7), msg(3, 8));
     let tries = futures::future::join3(
         p.handle_mcp(&s, &m1),
@@ -348,5 +346,9 @@ fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
     ));
     let mut tabs: Vec<i64> = p.env.executed.borrow().iter().map(|e| e.0).collect();
     tabs.sort_unstable();
-    assert_eq!(tabs, [7, 8], "one try in tab 7 at a time; tab 8's ran beside it");
+    assert_eq!(
+        tabs,
+        [7, 8],
+        "one try in tab 7 at a time; tab 8's ran beside it"
+    );
 }

@@ -111,8 +111,7 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     }
     // A request must name the bound address in its `Host` (against DNS rebinding); no client
     // sends 0.0.0.0, so a wildcard bind would refuse every remote request it was meant for.
-    if a
-        .host
+    if a.host
         .trim_start_matches('[')
         .trim_end_matches(']')
         .parse::<std::net::IpAddr>()
@@ -191,7 +190,10 @@ mod tests {
     fn a_wildcard_host_is_refused_with_what_to_give_instead() {
         for h in ["0.0.0.0", "::", "[::]"] {
             let e = run(&["--http", "8080", "--host", h]).unwrap_err();
-            assert!(e.contains("Host header") && e.contains("e.g. --host"), "{e}");
+            assert!(
+                e.contains("Host header") && e.contains("e.g. --host"),
+                "{e}"
+            );
         }
         assert!(run(&["--http", "8080", "--host", "192.168.1.20"]).is_ok());
     }

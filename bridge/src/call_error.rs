@@ -99,7 +99,10 @@ mod tests {
         assert_eq!((e.code.as_str(), e.status), (RESULT_TOO_LARGE, 413));
         // Through a second link (forwarder → owner) the code survives.
         assert_eq!(CallError::from_wire(&e.to_wire()), e);
-        assert_eq!(CallError::from_wire(&WireError::new("ODD", "m")).status, 502);
+        assert_eq!(
+            CallError::from_wire(&WireError::new("ODD", "m")).status,
+            502
+        );
         assert_eq!(seconds(std::time::Duration::from_millis(600)), "0.6");
         assert_eq!(seconds(std::time::Duration::from_secs(30)), "30");
     }

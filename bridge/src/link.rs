@@ -3,11 +3,11 @@
 //! socket (accepting), the control connections at the owner (accepting) and a forwarder's
 //! connection to the owner (dialling). It decides nothing the core does not.
 
+use crate::call_error::CallError;
 use futures_util::future::BoxFuture;
 use futures_util::{SinkExt as _, StreamExt as _};
 use lumo_userscripts::bridge::frame::MAX_FRAME_BYTES;
 use lumo_userscripts::bridge::inflight::Failure;
-use crate::call_error::CallError;
 use lumo_userscripts::bridge::{CloseReason, Connection, Event, WireError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;

@@ -5,8 +5,8 @@
 
 mod accept;
 mod app;
-mod call_error;
 mod args;
+mod call_error;
 mod control;
 mod election;
 mod ext;

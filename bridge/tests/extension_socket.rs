@@ -260,7 +260,11 @@ async fn a_timeout_and_the_extensions_own_error_keep_their_codes() {
     let (slow, big) = tokio::task::spawn_blocking(move || {
         let mut b = b;
         b.initialize();
-        let slow = b.call("write_script", json!({"source": "x"}), Duration::from_secs(10));
+        let slow = b.call(
+            "write_script",
+            json!({"source": "x"}),
+            Duration::from_secs(10),
+        );
         let big = b.call("try_script", json!({"uuid": "x"}), Duration::from_secs(10));
         (slow, big)
     })
@@ -277,7 +281,10 @@ async fn a_timeout_and_the_extensions_own_error_keep_their_codes() {
             .contains("may still have happened"),
         "{slow}"
     );
-    assert_eq!(big["structuredContent"]["error_code"], "RESULT_TOO_LARGE", "{big}");
+    assert_eq!(
+        big["structuredContent"]["error_code"], "RESULT_TOO_LARGE",
+        "{big}"
+    );
     assert_eq!(big["structuredContent"]["status"], 413, "{big}");
 }
 

@@ -76,12 +76,14 @@ impl Tabs for ChromeEnv {
         let Some(frame) = js_json::from_js(&got).filter(Value::is_object) else {
             return Ok(DocumentState::Gone);
         };
-        Ok(match frame.get("documentLifecycle").and_then(Value::as_str) {
-            Some("active") => DocumentState::Active,
-            Some("pending_deletion") => DocumentState::Gone,
-            // "prerender", "cached", or a state this build does not know: alive, not shown.
-            _ => DocumentState::Inactive,
-        })
+        Ok(
+            match frame.get("documentLifecycle").and_then(Value::as_str) {
+                Some("active") => DocumentState::Active,
+                Some("pending_deletion") => DocumentState::Gone,
+                // "prerender", "cached", or a state this build does not know: alive, not shown.
+                _ => DocumentState::Inactive,
+            },
+        )
     }
 
     async fn execute(

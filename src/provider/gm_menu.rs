@@ -387,7 +387,8 @@ mod tests {
         // Not "gone": were Chrome wrong, a live page asks again at once.
         assert_eq!(answered(r), json!({}));
         set_doc(None);
-        let again = p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
+        let again =
+            p.user_script_message(|| Some(raw(&ta, json!([["x", "X", null]]))), page(5, "d1"));
         let user = async {
             let list = p.menu_list(5).await;
             assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
@@ -415,14 +416,21 @@ mod tests {
         };
         assert_eq!(ask("d1"), json!({}));
         assert!(p.tab_bound(), "a live page's entry stays");
-        assert_eq!(block_on(p.menu_list(5))["items"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            block_on(p.menu_list(5))["items"].as_array().unwrap().len(),
+            1
+        );
         p.env
             .documents
             .borrow_mut()
             .insert("d1".into(), DocumentState::Gone);
         assert_eq!(ask("d1"), json!({}));
         assert!(!p.tab_bound(), "the gone page's entry went");
-        assert_eq!(told.borrow().last(), Some(&false), "and the listener with it");
+        assert_eq!(
+            told.borrow().last(),
+            Some(&false),
+            "and the listener with it"
+        );
     }
 
     #[test]

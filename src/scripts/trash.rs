@@ -171,7 +171,10 @@ fn purged_keys(uuids: &[String]) -> Vec<String> {
 /// nowhere, so no later purge would reach them. Only when both lists are whole: a damaged or
 /// missing one cannot tell a lost script from a gone one.
 fn ownerless(all: &Map<String, Value>) -> Vec<String> {
-    let Some(index) = all.get(store::INDEX_KEY).filter(|v| store::index_is_whole(v)) else {
+    let Some(index) = all
+        .get(store::INDEX_KEY)
+        .filter(|v| store::index_is_whole(v))
+    else {
         return Vec::new();
     };
     let trash = all.get(TRASH_INDEX_KEY);
@@ -193,11 +196,13 @@ fn ownerless(all: &Map<String, Value>) -> Vec<String> {
     };
     all.keys()
         .filter(|k| {
-            ["script/", "source/", "trash/", "history/", "values/", "runs/"]
-                .iter()
-                .find_map(|p| k.strip_prefix(p))
-                .map(|rest| rest.split('/').next().unwrap_or(""))
-                .is_some_and(|u| super::record::is_uuid(u) && !listed(u))
+            [
+                "script/", "source/", "trash/", "history/", "values/", "runs/",
+            ]
+            .iter()
+            .find_map(|p| k.strip_prefix(p))
+            .map(|rest| rest.split('/').next().unwrap_or(""))
+            .is_some_and(|u| super::record::is_uuid(u) && !listed(u))
         })
         .cloned()
         .collect()
@@ -520,14 +525,23 @@ mod tests {
         let (live, trashed, gone) = (slot(1, 0.0).uuid, slot(2, 0.0).uuid, slot(3, 0.0).uuid);
         let mut all = Map::new();
         for u in [&live, &trashed, &gone] {
-            for k in [format!("script/{u}"), format!("history/{u}"), format!("history/{u}/4"), format!("values/{u}"), format!("runs/{u}")] {
+            for k in [
+                format!("script/{u}"),
+                format!("history/{u}"),
+                format!("history/{u}/4"),
+                format!("values/{u}"),
+                format!("runs/{u}"),
+            ] {
                 all.insert(k, json!({}));
             }
         }
         all.insert(format!("trash/{gone}"), json!({}));
         all.insert("history/budget".into(), json!({}));
         all.insert("values/budget".into(), json!({}));
-        all.insert(TRASH_INDEX_KEY.into(), json!({"items": [{"uuid": trashed, "deletedAt": 1.0}]}));
+        all.insert(
+            TRASH_INDEX_KEY.into(),
+            json!({"items": [{"uuid": trashed, "deletedAt": 1.0}]}),
+        );
         let mut found = ownerless(&all);
         assert!(found.is_empty(), "no scripts/index: nothing is ownerless");
         all.insert(store::INDEX_KEY.into(), json!({"uuids": [live]}));
@@ -540,9 +554,15 @@ mod tests {
             .collect();
         want.sort();
         assert_eq!(found, want);
-        all.insert(TRASH_INDEX_KEY.into(), json!({"items": [{"uuid": trashed, "deletedAt": "x"}]}));
+        all.insert(
+            TRASH_INDEX_KEY.into(),
+            json!({"items": [{"uuid": trashed, "deletedAt": "x"}]}),
+        );
         assert!(ownerless(&all).is_empty(), "a damaged trash list: nothing");
-        all.insert(TRASH_INDEX_KEY.into(), json!({"items": [{"uuid": trashed, "deletedAt": 1.0}]}));
+        all.insert(
+            TRASH_INDEX_KEY.into(),
+            json!({"items": [{"uuid": trashed, "deletedAt": 1.0}]}),
+        );
         all.insert(store::INDEX_KEY.into(), json!({"uuids": [live, live]}));
         assert!(ownerless(&all).is_empty(), "a damaged script list: nothing");
     }

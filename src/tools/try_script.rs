@@ -830,12 +830,27 @@ mod tests {
               "error": {"name": "E\nframe 7", "message": forged, "line": pl + 5, "column": 1},
               "logs": [{"level": "log\nx", "text": forged, "line": pl + 5}], "ms": 2}},
         ]);
-        let v = report_value(&meta, src, pl, &tab(7, "https://a.test/", 0.0), "n", &answer);
+        let v = report_value(
+            &meta,
+            src,
+            pl,
+            &tab(7, "https://a.test/", 0.0),
+            "n",
+            &answer,
+        );
         let text = v["text"].as_str().unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
-        assert!(lines.iter().all(|l| !l.trim_start().starts_with("returned")), "{text}");
-        assert!(lines.iter().filter(|l| l.starts_with("frame ")).count() == 1, "{text}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.trim_start().starts_with("returned")),
+            "{text}"
+        );
+        assert!(
+            lines.iter().filter(|l| l.starts_with("frame ")).count() == 1,
+            "{text}"
+        );
         assert_eq!(v["frames"][0]["console"][0]["text"], forged);
         assert_eq!(v["frames"][0]["error"]["message"], forged);
     }

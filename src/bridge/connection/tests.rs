@@ -632,18 +632,23 @@ fn an_answer_over_the_frame_limit_is_an_error_for_that_call_only() {
         })
         .collect();
     assert_eq!(ids.len(), 2);
-    c.respond(ids[0], Ok(json!({"text": "é".repeat(frame::MAX_FRAME_BYTES / 2)})));
+    c.respond(
+        ids[0],
+        Ok(json!({"text": "é".repeat(frame::MAX_FRAME_BYTES / 2)})),
+    );
     c.respond(ids[1], Ok(json!({"ok": true})));
     let sent = pump(&mut c, &mut s);
     assert!(sent.iter().all(|t| t.len() <= frame::MAX_FRAME_BYTES));
     let got = events(&mut s);
     assert!(
-        got.iter().any(|e| matches!(e, Event::Response { id, outcome: Err(w), .. }
+        got.iter()
+            .any(|e| matches!(e, Event::Response { id, outcome: Err(w), .. }
             if *id == big && w.code == RESULT_TOO_LARGE && w.message.contains("carried out"))),
         "{got:?}"
     );
     assert!(
-        got.iter().any(|e| matches!(e, Event::Response { id, outcome: Ok(_), .. } if *id == other)),
+        got.iter()
+            .any(|e| matches!(e, Event::Response { id, outcome: Ok(_), .. } if *id == other)),
         "{got:?}"
     );
     assert!(s.is_open() && c.is_open());
