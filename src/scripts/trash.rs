@@ -187,13 +187,19 @@ fn ownerless(all: &Map<String, Value>) -> Vec<String> {
     if !damaged.is_empty() || !trash_whole {
         return Vec::new();
     }
-    let listed = |u: &str| {
-        slots.iter().any(|s| s.uuid == u)
-            || index
-                .get("uuids")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(u)))
-    };
+    // A set: a purge at 1,000 scripts looks up every key (tens of thousands with histories).
+    let mut listed_set = crate::vec_map::VecSet::new();
+    for u in slots.iter().map(|s| s.uuid.as_str()).chain(
+        index
+            .get("uuids")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str),
+    ) {
+        listed_set.insert(u.to_owned());
+    }
+    let listed = |u: &str| listed_set.contains(u);
     all.keys()
         .filter(|k| {
             [
