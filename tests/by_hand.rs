@@ -508,12 +508,7 @@ fn undo_of_an_edit_after_a_delete_changes_nothing() {
     for deleter in ["user", "agent"] {
         let p = provider();
         let s = ready(&p);
-        let uuid = written_uuid(&call(
-            &p,
-            &s,
-            "write_script",
-            json!({"source": script("E", "mine")}),
-        ));
+        let uuid = created(&p, &s, "E", "mine");
         p.env.advance(1000.0);
         call(
             &p,
@@ -559,12 +554,7 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
     use futures::FutureExt;
     let p = provider();
     let s = ready(&p);
-    let uuid = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("D", "1")}),
-    ));
+    let uuid = created(&p, &s, "D", "1");
     p.env.advance(1000.0);
     call(
         &p,
@@ -605,18 +595,8 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
 fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("A", "1")}),
-    ));
-    let b = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("B", "1")}),
-    ));
+    let a = created(&p, &s, "A", "1");
+    let b = created(&p, &s, "B", "1");
     assert_eq!(
         op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"],
         json!(true)
@@ -656,27 +636,15 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
 fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("A", "1")}),
-    ));
-    let b = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("B", "1")}),
-    ));
+    let a = created(&p, &s, "A", "1");
+    let b = created(&p, &s, "B", "1");
     assert_eq!(
         op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"],
         json!(true)
     );
     let mut ix = p.env.dump(Area::Local)["trash/index"].clone();
     ix["items"][0]["deletedAt"] = json!("x");
-    let mut m = serde_json::Map::new();
-    m.insert("trash/index".into(), ix);
-    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
+    put(&p, [("trash/index".to_owned(), ix)]);
     let t = op(&p, json!({"op": "trash.list"}));
     assert_eq!(t["scripts"][0]["uuid"], json!(a), "{t}");
     assert_eq!(
@@ -705,28 +673,18 @@ fn a_damaged_trash_index_item_keeps_its_script_in_the_trash() {
 fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("A", "1")}),
-    ));
-    let keep = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("K", "1")}),
-    ));
+    let a = created(&p, &s, "A", "1");
+    let keep = created(&p, &s, "K", "1");
     let live = p.env.dump(Area::Local);
     call(&p, &s, "delete_script", json!({"uuid": a}));
-    let mut m = serde_json::Map::new();
-    for k in [format!("script/{a}"), format!("source/{a}")] {
-        m.insert(k.clone(), live[&k].clone());
-    }
-    m.insert("scripts/index".into(), json!("garbage"));
-    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
-    let fresh = Provider::new(MemoryEnv::new());
-    *fresh.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    put(
+        &p,
+        [format!("script/{a}"), format!("source/{a}")]
+            .map(|k| (k.clone(), live[&k].clone()))
+            .into_iter()
+            .chain([("scripts/index".to_owned(), json!("garbage"))]),
+    );
+    let fresh = restarted(&p);
     block_on(fresh.ensure_registry());
     assert!(
         !fresh.env.registrations.borrow().contains_key(&a),
@@ -755,24 +713,14 @@ fn a_rebuilt_index_does_not_adopt_a_deleted_scripts_leftover_record() {
 fn a_purge_stopped_before_its_remove_leaves_nothing_for_good() {
     let p = provider();
     let s = ready(&p);
-    let a = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("A", "1")}),
-    ));
+    let a = created(&p, &s, "A", "1");
     call(
         &p,
         &s,
         "write_script",
         json!({"uuid": a, "revision": 1, "source": script("A", "secret")}),
     );
-    let live = written_uuid(&call(
-        &p,
-        &s,
-        "write_script",
-        json!({"source": script("L", "1")}),
-    ));
+    let live = created(&p, &s, "L", "1");
     assert_eq!(
         op(&p, json!({"op": "scripts.delete", "uuid": a}))["ok"],
         json!(true)
@@ -783,21 +731,16 @@ fn a_purge_stopped_before_its_remove_leaves_nothing_for_good() {
         json!(1)
     );
     // The worker stopped before the remove: the keys are back, listed nowhere.
-    let mut m = serde_json::Map::new();
-    for k in [
-        format!("trash/{a}"),
-        format!("history/{a}"),
-        format!("history/{a}/1"),
-    ] {
-        m.insert(k.clone(), before[&k].clone());
-    }
-    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
-    let b = written_uuid(&call(
+    put(
         &p,
-        &s,
-        "write_script",
-        json!({"source": script("B", "1")}),
-    ));
+        [
+            format!("trash/{a}"),
+            format!("history/{a}"),
+            format!("history/{a}/1"),
+        ]
+        .map(|k| (k.clone(), before[&k].clone())),
+    );
+    let b = created(&p, &s, "B", "1");
     assert_eq!(
         op(&p, json!({"op": "scripts.delete", "uuid": b}))["ok"],
         json!(true)

@@ -542,11 +542,8 @@ fn an_export_names_a_script_it_left_out() {
     let b = saved(&p, script("B", "1"));
     let mut r = p.env.dump(Area::Local)[&format!("script/{b}")].clone();
     r["revision"] = json!("two");
-    let mut m = Map::new();
-    m.insert(format!("script/{b}"), r);
-    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
-    let fresh = provider();
-    *fresh.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    put(&p, [(format!("script/{b}"), r)]);
+    let fresh = restarted(&p);
     let e = ok(&fresh, json!({"op": "backup.export"}));
     assert_eq!(e["backup"]["scripts"].as_array().unwrap().len(), 1);
     assert_eq!(e["problems"][0]["uuid"], json!(b), "{e}");

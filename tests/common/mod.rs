@@ -113,3 +113,32 @@ pub fn error_code(result: &Value) -> Option<&str> {
 pub fn script(name: &str, body: &str) -> String {
     format!("// ==UserScript==\n// @name {name}\n// @namespace tests\n// @match https://example.com/*\n// ==/UserScript==\n{body}\n")
 }
+
+/// Creates script `name` with `body` through `write_script`; its uuid.
+pub fn created(p: &Provider<MemoryEnv>, s: &Session, name: &str, body: &str) -> String {
+    written_uuid(&call(
+        p,
+        s,
+        "write_script",
+        json!({"source": script(name, body)}),
+    ))
+}
+
+/// Stores `items` as they are, bypassing every check: a damaged key, or what a worker stopped
+/// between two storage calls left behind.
+pub fn put(p: &Provider<MemoryEnv>, items: impl IntoIterator<Item = (String, Value)>) {
+    let m: serde_json::Map<String, Value> = items.into_iter().collect();
+    block_on(lumo_userscripts::env::Storage::set(
+        &p.env,
+        lumo_userscripts::env::Area::Local,
+        m,
+    ))
+    .unwrap();
+}
+
+/// A fresh worker over the same storage (nothing of the old one's memory).
+pub fn restarted(p: &Provider<MemoryEnv>) -> Provider<MemoryEnv> {
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    q
+}
