@@ -125,7 +125,7 @@ export async function openHistory(uuid) {
         shown.replaceChildren(el('h3', {}, `Revision ${r.revision} compared with the current one`), diffView(v.diff));
       } }, 'Diff'), ' ',
       el('button', { class: 'primary', 'aria-label': `Restore revision ${r.revision}`, onclick: async () => {
-        const res = await askRaw('scripts.restore', { uuid, revision: r.revision, currentRevision: h.currentRevision });
+        const res = await askRaw('scripts.restore', { uuid, revision: r.revision, currentRevision: h.currentRevision, live: !h.deleted });
         if (res.ok) say(status(), `Restored revision ${r.revision} of ${h.name}.`);
         else say(status(), `Not restored: ${res.error}`, 'error');
         changed();

@@ -589,6 +589,60 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
     assert!(!p.env.registrations.borrow().contains_key(&uuid));
 }
 
+/// The History page of a live script offers "Restore this version". An agent deletes the script
+/// while the user reads it: the click must not bring the script out of the trash (the delete
+/// keeps the revision the page pinned, so only `live` tells). The trash's own Restore, and the
+/// History page of a script shown in the trash, still bring it back.
+#[test]
+fn a_history_restore_of_a_live_script_does_not_undo_a_later_delete() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = created(&p, &s, "H", "1");
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("H", "2")}),
+    );
+    let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    assert_eq!(h["deleted"], json!(false), "{h}");
+    let shown = h["currentRevision"].clone();
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let restore = |live: Value| {
+        op(
+            &p,
+            json!({"op": "scripts.restore", "uuid": uuid, "revision": 1, "currentRevision": shown, "live": live}),
+        )
+    };
+    let r = restore(json!("yes"));
+    assert_eq!(r["ok"], json!(false), "{r}");
+    assert!(r["error"].as_str().unwrap().contains("\"live\""), "{r}");
+    let r = restore(json!(true));
+    assert_eq!(r["ok"], json!(false), "{r}");
+    assert!(r["error"].as_str().unwrap().contains("in the trash"), "{r}");
+    let trash = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(
+        trash["scripts"][0]["uuid"],
+        json!(uuid),
+        "still in the trash"
+    );
+    assert!(!p.env.registrations.borrow().contains_key(&uuid));
+    // The History page now shows it in the trash, and its restore (live: false) brings it back.
+    let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    assert_eq!(h["deleted"], json!(true), "{h}");
+    let r = restore(json!(false));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert!(
+        g["structuredContent"]["script"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("==/UserScript==\n1\n"),
+        "revision 1's source: {g}"
+    );
+    assert!(p.env.registrations.borrow().contains_key(uuid.as_str()));
+}
+
 /// "Empty trash" names the scripts the page listed: one an agent deleted after the list was
 /// read (while the user read the confirm dialog) stays in the trash, restorable.
 #[test]

@@ -2,6 +2,7 @@
 //! one back (`scripts.restore`) and the popup's Undo of one audited write (`scripts.undo`).
 
 use super::{err, revision_of, uuid_of, write};
+use crate::control::args::Arg;
 use crate::env::Env;
 use crate::guard::audit;
 use crate::guard::diff::line_diff;
@@ -65,13 +66,15 @@ pub(super) async fn revision<E: Env>(
     }
 }
 
-/// `scripts.restore`: brings back one revision, if the script is still at `currentRevision`.
+/// `scripts.restore`: brings back one revision, if the script is still at `currentRevision`
+/// and, when the page saw it `live`, still live (a delete does not change the revision).
 pub(super) async fn restore<E: Env>(
     p: &Provider<E>,
     msg: &Value,
     uuid: Option<String>,
     revision: Option<u64>,
     current: Option<u64>,
+    live: Arg<bool>,
 ) -> Value {
     let (uuid, revision, current) = match (
         uuid_of(uuid),
@@ -81,11 +84,16 @@ pub(super) async fn restore<E: Env>(
         (Ok(u), Ok(r), Ok(c)) => (u, r, c),
         (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return e,
     };
+    let live_only = match live {
+        Arg::Absent => false,
+        Arg::Is(l) => l,
+        Arg::Wrong => return err("\"live\" must be true or false"),
+    };
     let args = WriteArgs::Restore {
         uuid,
         revision,
         current_revision: current,
-        live_only: false,
+        live_only,
     };
     write(p, msg, "restore_script", args).await
 }

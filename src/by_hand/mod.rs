@@ -68,6 +68,10 @@ pub enum HandOp {
         revision: Option<u64>,
         #[serde(default, rename = "currentRevision", deserialize_with = "loose")]
         current_revision: Option<u64>,
+        /// The page showed the script live (its History of a live script): a restore must not
+        /// bring it out of the trash it went to since. Absent: the trash's own Restore.
+        #[serde(default)]
+        live: Arg<bool>,
     },
     /// The audited write to undo, named by its script, its caller and its time.
     #[serde(rename = "scripts.undo")]
@@ -114,7 +118,8 @@ pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
             uuid,
             revision,
             current_revision,
-        } => history::restore(p, msg, uuid, revision, current_revision).await,
+            live,
+        } => history::restore(p, msg, uuid, revision, current_revision, live).await,
         HandOp::Undo { uuid, caller, at } => history::undo(p, msg, uuid, caller, at).await,
         HandOp::Save {
             source,

@@ -274,6 +274,21 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.locator("#trash").getByRole("button", { name: "Restore Keyboard" }).click();
     await options.getByText(/^Restored Keyboard/).waitFor({ timeout: 3000 });
     assert.deepEqual(await onPage(["ia:v1", "k:v2", "ro:v1", "u:v9"]), ["ia:v1", "k:v2", "ro:v1", "u:v9"], "back from the trash, it runs");
+
+    // History read while the script was live; it is deleted before the click (the page does not
+    // re-read it). "Restore this version" must not bring it out of the trash; the History then
+    // shows it in the trash, and its restore does bring it back.
+    await options.getByRole("button", { name: "History of Keyboard" }).first().click();
+    await options.getByText(/^History of Keyboard$/).waitFor({ timeout: 3000 });
+    await h.internal("scripts.delete", { uuid: k.uuid });
+    await options.getByRole("button", { name: `Restore revision ${k.revision}` }).click();
+    await options.getByText(/^Not restored: .*in the trash/).waitFor({ timeout: 3000 });
+    assert.equal((await h.internal("scripts.revisions", { uuid: k.uuid })).deleted, true, "still in the trash");
+    assert.deepEqual(await onPage(["ia:v1", "ro:v1", "u:v9"]), ["ia:v1", "ro:v1", "u:v9"], "and not running");
+    await options.getByText(/^History of Keyboard \(in the trash\)$/).waitFor({ timeout: 3000 });
+    await options.getByRole("button", { name: `Restore revision ${k.revision}` }).click();
+    await options.getByText(/^Restored revision/).waitFor({ timeout: 3000 });
+    assert.deepEqual(await onPage(["ia:v1", "k:v2", "ro:v1", "u:v9"]), ["ia:v1", "k:v2", "ro:v1", "u:v9"], "restored from the History of a trashed script");
     for (const scheme of ["light", "dark"]) {
       await options.emulateMedia({ colorScheme: scheme });
       await options.screenshot({ path: `tests/e2e/out/history-${scheme}.png`, fullPage: true });
