@@ -63,6 +63,7 @@ fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
         target: None,
         digest: "0".repeat(64),
         unchanged: false,
+        from_trash: false,
     };
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(

@@ -589,6 +589,75 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
     assert!(!p.env.registrations.borrow().contains_key(&uuid));
 }
 
+/// A script brought back from the trash (by the user's Restore, or an agent's `restore_script`)
+/// goes back to the trash on Undo of that restore: it must not stay live and running with the
+/// answer "Undone".
+#[test]
+fn undo_of_a_restore_from_the_trash_sends_the_script_back() {
+    for restorer in ["user", "agent"] {
+        let p = provider();
+        let s = ready(&p);
+        let uuid = created(&p, &s, "T", "1");
+        call(
+            &p,
+            &s,
+            "write_script",
+            json!({"uuid": uuid, "revision": 1, "source": script("T", "2")}),
+        );
+        p.env.advance(1000.0);
+        assert_eq!(
+            op(&p, json!({"op": "scripts.delete", "uuid": uuid}))["ok"],
+            json!(true)
+        );
+        p.env.advance(1000.0);
+        let r = if restorer == "user" {
+            op(
+                &p,
+                json!({"op": "scripts.restore", "uuid": uuid, "revision": 2, "currentRevision": 2}),
+            )
+        } else {
+            call(
+                &p,
+                &s,
+                "restore_script",
+                json!({"uuid": uuid, "revision": 2, "current_revision": 2}),
+            )
+        };
+        assert!(
+            r["ok"] == json!(true) || r["isError"] == json!(false),
+            "{r}"
+        );
+        assert!(p.env.registrations.borrow().contains_key(uuid.as_str()));
+        let entry = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+        assert_eq!(
+            (entry.tool.as_str(), entry.from_trash),
+            ("restore_script", true),
+            "{restorer}"
+        );
+        p.env.advance(1000.0);
+        let u = op(
+            &p,
+            json!({"op": "scripts.undo", "uuid": uuid, "caller": entry.caller, "at": entry.at}),
+        );
+        assert_eq!(u["ok"], json!(true), "{restorer}: {u}");
+        let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+        assert_eq!(
+            h["deleted"],
+            json!(true),
+            "{restorer}: back in the trash: {h}"
+        );
+        assert!(
+            !p.env.registrations.borrow().contains_key(&uuid),
+            "{restorer}: and not running"
+        );
+        let undo = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+        assert_eq!(
+            (undo.tool.as_str(), undo.from_trash),
+            ("delete_script", false)
+        );
+    }
+}
+
 /// The History page of a live script offers "Restore this version". An agent deletes the script
 /// while the user reads it: the click must not bring the script out of the trash (the delete
 /// keeps the revision the page pinned, so only `live` tells). The trash's own Restore, and the

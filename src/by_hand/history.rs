@@ -98,10 +98,15 @@ pub(super) async fn restore<E: Env>(
     write(p, msg, "restore_script", args).await
 }
 
-/// Whether the audit log holds a write by `caller` at `at` to `uuid` that changed something. A
+/// The audit log's entry of a write by `caller` at `at` to `uuid` that changed something. A
 /// write that changed nothing made no revision: "the newest one by that caller" would then be
 /// an earlier write's, and undoing it would revert a change the user did not pick.
-async fn undoable<E: Env>(p: &Provider<E>, caller: &str, at: f64, uuid: &str) -> Result<(), Value> {
+async fn undoable<E: Env>(
+    p: &Provider<E>,
+    caller: &str,
+    at: f64,
+    uuid: &str,
+) -> Result<audit::Entry, Value> {
     match audit::find_effect(&p.env, caller, at, uuid).await {
         Err(e) => Err(err(format!("the audit log could not be read: {e}"))),
         Ok(None) => Err(err(
@@ -110,14 +115,15 @@ async fn undoable<E: Env>(p: &Provider<E>, caller: &str, at: f64, uuid: &str) ->
         Ok(Some(e)) if e.unchanged => Err(err(
             "that write changed nothing (the script already was as asked), so there is nothing to undo",
         )),
-        Ok(Some(_)) => Ok(()),
+        Ok(Some(e)) => Ok(e),
     }
 }
 
 /// Undo of one audited write: brings back the revision before the one that write made. The
 /// write is named by its script, its caller and its time (the audit entry, which must be in the
 /// log as a successful write that changed something): the revision it made is the newest one by
-/// that caller at or before that time. When the script changed since, nothing is overwritten:
+/// that caller at or before that time (a write that created the script, or brought it back from
+/// the trash, is undone by a delete). When the script changed since, nothing is overwritten:
 /// the answer says so and carries the diff.
 pub(super) async fn undo<E: Env>(
     p: &Provider<E>,
@@ -133,9 +139,10 @@ pub(super) async fn undo<E: Env>(
     let (Some(caller), Some(at)) = (caller, at) else {
         return err("\"caller\" and \"at\" must name the audited write");
     };
-    if let Err(e) = undoable(p, &caller, at, &uuid).await {
-        return e;
-    }
+    let entry = match undoable(p, &caller, at, &uuid).await {
+        Ok(e) => e,
+        Err(e) => return e,
+    };
     let (current, _) = match restore::plan(&p.env, &uuid, None).await {
         Ok(x) => x,
         Err(e) => return err(e.to_string()),
@@ -189,8 +196,9 @@ pub(super) async fn undo<E: Env>(
             "diff": diff,
         });
     }
-    let Some(before) = made.checked_sub(1).filter(|b| *b >= 1) else {
-        // That write created the script: undoing it deletes it (to the trash).
+    let Some(before) = made.checked_sub(1).filter(|b| *b >= 1 && !entry.from_trash) else {
+        // That write created the script, or brought it back from the trash: undoing it deletes
+        // it (to the trash; what it was there is the revision before, in its history).
         return write(
             p,
             msg,

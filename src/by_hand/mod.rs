@@ -155,6 +155,7 @@ pub(crate) async fn write<E: Env>(
         target: args.target().map(str::to_owned),
         digest: digest_hex(msg),
         unchanged: false,
+        from_trash: false,
     };
     let actor = Actor {
         by: BY_USER,

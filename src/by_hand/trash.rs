@@ -80,6 +80,7 @@ pub(super) async fn purge<E: Env>(
         target,
         digest: digest_hex(msg),
         unchanged: false,
+        from_trash: false,
     })
     .await;
     match done {

@@ -65,6 +65,10 @@ pub struct Entry {
     /// the current version): it made no revision, so there is nothing to undo.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unchanged: bool,
+    /// The write brought a script back from the trash: undoing it sends the script back there
+    /// (nothing else records that the version before was in the trash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_trash: bool,
 }
 
 /// Which budget an entry is kept in (see the module docs).
@@ -530,6 +534,7 @@ mod tests {
             target: None,
             digest: format!("{i:064x}"),
             unchanged: false,
+            from_trash: false,
         }
     }
 

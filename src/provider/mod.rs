@@ -445,6 +445,7 @@ mod tests {
             target: None,
             digest: String::new(),
             unchanged: false,
+            from_trash: false,
         };
         let echo = |p: &Provider<MemoryEnv>| {
             let local = p.env.dump(Area::Local);

@@ -169,6 +169,7 @@ impl<E: Env> Provider<E> {
                 target: s.target.clone(),
                 digest: s.digest.clone(),
                 unchanged: false,
+                from_trash: false,
             })
             .await;
         }

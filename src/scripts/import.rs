@@ -421,6 +421,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
         changes.push(Change {
             created: record.revision == 1,
             unchanged: false,
+            from_trash: false,
             record,
             source: item.source,
             diagnostics,

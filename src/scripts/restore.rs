@@ -103,6 +103,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
             source: current.source().to_owned(),
             created: false,
             unchanged: true,
+            from_trash: false,
             diagnostics: Vec::new(),
             stale_history: Vec::new(),
         });
@@ -166,6 +167,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
         source: target.source,
         created: !live,
         unchanged: false,
+        from_trash: !live,
         diagnostics,
         stale_history: stale,
     })

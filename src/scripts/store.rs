@@ -508,6 +508,8 @@ pub struct Change {
     pub created: bool,
     /// Nothing was stored: the script already was as asked (no new revision).
     pub unchanged: bool,
+    /// A restore brought the script back from the trash (the audit entry keeps it, for Undo).
+    pub from_trash: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// The revisions the history's bounds dropped from its index: the writer removes them
     /// ([`history::remove_stale`]) once the change is registered, beside the audit's `set`.
@@ -624,6 +626,7 @@ pub async fn create<E: Storage + Clock + Ids + Http>(
         source: source.to_owned(),
         created: true,
         unchanged: false,
+        from_trash: false,
         diagnostics,
         stale_history,
     })
@@ -694,6 +697,7 @@ pub async fn replace<E: Storage + Clock + Http>(
         source: source.to_owned(),
         created: false,
         unchanged: false,
+        from_trash: false,
         diagnostics,
         stale_history,
     })
@@ -791,6 +795,7 @@ pub async fn set_enabled<E: Storage + Clock>(
             source,
             created: false,
             unchanged: true,
+            from_trash: false,
             diagnostics: Vec::new(),
             stale_history: Vec::new(),
         });
@@ -814,6 +819,7 @@ pub async fn set_enabled<E: Storage + Clock>(
         source,
         created: false,
         unchanged: false,
+        from_trash: false,
         diagnostics: Vec::new(),
         stale_history,
     })

@@ -82,6 +82,7 @@ pub async fn call<E: Env>(
                 target: named_target(&args),
                 digest: digest_hex(&args),
                 unchanged: false,
+                from_trash: false,
             })
             .await;
         }
@@ -110,6 +111,7 @@ pub async fn call<E: Env>(
         target: None,
         digest: digest.clone(),
         unchanged: false,
+        from_trash: false,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
     let ran = if def.name == try_script::NAME {

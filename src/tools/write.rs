@@ -165,12 +165,13 @@ async fn write_locked<E: Env>(
     // registration, with the revisions the history dropped removed: storage calls issued after
     // an `update` wait until Chrome has saved every registration (~140 ms at 1,000 stored;
     // ARCHITECTURE.md, Decisions).
-    let finalize = |uuid: &str, unchanged: bool| {
+    let finalize = |uuid: &str, unchanged: bool, from_trash: bool| {
         let entry = journal.map(|j| Entry {
             at: p.env.now_ms(),
             result: "ok".to_owned(),
             target: Some(uuid.to_owned()),
             unchanged,
+            from_trash,
             ..j.clone()
         });
         async move {
@@ -189,7 +190,7 @@ async fn write_locked<E: Env>(
                     sync::desired_for(&c.record, &c.source),
                     held,
                 ),
-                finalize(&c.record.uuid, c.unchanged),
+                finalize(&c.record.uuid, c.unchanged, c.from_trash),
                 history::remove_stale(&p.env, &stale),
             );
             let done = Executed {
@@ -203,7 +204,7 @@ async fn write_locked<E: Env>(
             p.scripts_deleted(&uuid);
             futures::join!(
                 p.sync_registration(&uuid, None, held),
-                finalize(&uuid, false)
+                finalize(&uuid, false, false)
             );
             let done = Executed {
                 result: Ok(success(

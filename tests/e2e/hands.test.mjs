@@ -425,6 +425,19 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const marks = await seen(tab, url, []);
     assert.ok(marks.includes("th:v1"), `Theirs runs again: ${marks}`);
     assert.equal((await scripts()).find((s) => s.uuid === uuid)?.name, "Theirs");
+
+    // That Undo was a restore from the trash; its own Undo sends the script back there.
+    const again = await h.context.newPage();
+    await again.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const entries = (await h.internal("audit.list")).entries;
+    const back = entries.findIndex((e) => e.tool === "restore_script" && e.target === uuid && e.caller === "user");
+    assert.ok(back >= 0 && entries[back].fromTrash, JSON.stringify(entries[back]));
+    await again.locator("#audit > li").nth(back).getByRole("button", { name: /^Undo/ }).click();
+    await again.getByText(/^Undone/).waitFor({ timeout: 3000 });
+    await again.close();
+    assert.equal((await h.internal("scripts.revisions", { uuid })).deleted, true, "back in the trash");
+    const after = await seen(tab, url, []);
+    assert.ok(!after.includes("th:v1"), `Theirs no longer runs: ${after}`);
   });
   test("GM values: set by a script in a page, kept out of a plain export, exported when asked, and back after delete forever + restore", T, async () => {
     const { readFileSync } = await import("node:fs");
