@@ -419,14 +419,23 @@ fn a_damaged_history_record_is_reported_and_skipped_and_the_script_is_intact() {
         json!({"uuid": uuid, "revision": 1, "current_revision": 3}),
     );
     assert_eq!(error_code(&r1), Some("NOT_FOUND"));
-    // A whole record of garbage: the script still reads and writes; the history starts anew.
+    // A whole index of garbage: the script still reads and writes, and the revisions still
+    // stored under their own keys are found again (the tampered one is not).
     let mut items = Map::new();
     items.insert(key.clone(), json!("garbage"));
     block_on(p.env.set(Area::Local, items)).unwrap();
     let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
     assert_eq!(
         l["structuredContent"]["problems"].as_array().unwrap().len(),
-        1
+        2,
+        "{l}"
+    );
+    let revs = l["structuredContent"]["revisions"].as_array().unwrap();
+    assert_eq!(
+        revs.iter()
+            .map(|r| r["revision"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![3, 2]
     );
     let w = call(
         &p,
@@ -442,6 +451,19 @@ fn a_damaged_history_record_is_reported_and_skipped_and_the_script_is_intact() {
         json!({"uuid": uuid, "revision": 3, "current_revision": 4}),
     );
     assert_eq!(r["isError"], json!(false), "{r}");
+    // Revision 2 outlived the damaged index and the writes after it.
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 2, "current_revision": 5}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let now = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        now["structuredContent"]["script"]["source"],
+        json!(script("H", "v2();"))
+    );
 }
 
 #[test]

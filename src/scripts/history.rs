@@ -17,6 +17,8 @@
 //!
 //! Decoding is lenient: a revision that does not decode, is missing, or whose source does not
 //! hash to its recorded sha256, is reported and skipped; the script itself is never touched by it.
+//! An index that does not decode whole is rebuilt from the revision keys stored ([`adopt`]), so
+//! neither the next write (which rewrites the index) nor the sweep loses the revisions it names.
 
 use super::record::ScriptRecord;
 use crate::env::{Area, Storage};
@@ -103,6 +105,9 @@ struct Kept {
 struct Index {
     kept: Vec<Kept>,
     problems: Vec<String>,
+    /// The index itself (not a revision) could not be read whole: it may not list revisions
+    /// that are stored ([`adopt`] finds them).
+    damaged: bool,
 }
 
 impl Index {
@@ -151,7 +156,8 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
     };
     let Some(items) = v.get("revisions").and_then(Value::as_array) else {
         ix.problems
-            .push("the history record is damaged (no list of revisions); it was skipped".into());
+            .push("the history index is damaged (no list of revisions)".into());
+        ix.damaged = true;
         return ix;
     };
     let layout_2 = v.get("v").and_then(Value::as_u64) == Some(2);
@@ -162,7 +168,10 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
                     entry,
                     unsaved: None,
                 })
-                .map_err(|e| format!("history entry {i} is damaged ({e})"))
+                .map_err(|e| {
+                    ix.damaged = true;
+                    format!("history entry {i} is damaged ({e})")
+                })
         } else {
             // The old layout: every revision inline.
             <Revision as Deserialize>::deserialize(item)
@@ -191,11 +200,81 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
     ix
 }
 
+/// The revision a key of `uuid`'s history names, as [`revision_key`] writes it (no other
+/// spelling: `history/<uuid>/01` is not revision 1's).
+fn revision_of_key(uuid: &str, key: &str) -> Option<u64> {
+    let n = key
+        .strip_prefix("history/")?
+        .strip_prefix(uuid)?
+        .strip_prefix('/')?;
+    let r: u64 = n.parse().ok()?;
+    (r.to_string() == n).then_some(r)
+}
+
+/// Rebuilds a damaged index from storage read whole (`all`): every revision stored under a
+/// key of its own that the index lost (a damaged line, or no list at all) and that still reads
+/// back as that revision of that script is listed again, oldest first. Without this a write
+/// rewrote the index without them, and the next sweep took them for orphans.
+fn adopt(uuid: &str, ix: &mut Index, all: &Map<String, Value>) {
+    let mut found = 0usize;
+    for (k, v) in all {
+        let Some(n) = revision_of_key(uuid, k) else {
+            continue;
+        };
+        if ix.kept.iter().any(|x| x.entry.revision == n) {
+            continue;
+        }
+        let Ok(r) = <Revision as Deserialize>::deserialize(v)
+            .map_err(|e| e.to_string())
+            .and_then(|r| check(uuid, Some(n), r))
+        else {
+            continue;
+        };
+        ix.kept.push(Kept {
+            entry: Entry {
+                revision: n,
+                bytes: r.source.len(),
+            },
+            unsaved: None,
+        });
+        found = found.saturating_add(1);
+    }
+    crate::sort::sort_by(&mut ix.kept, |a, b| a.entry.revision.cmp(&b.entry.revision));
+    ix.damaged = false;
+    if found == 0 {
+        // The damage is reported already; nothing more was found.
+        return;
+    }
+    ix.problems.push(format!(
+        "the history index is damaged: {found} revision(s) it no longer lists were found stored, and are kept (the next change lists them again)"
+    ));
+}
+
+/// [`decode_index`], and [`adopt`] when the index is damaged, with storage read whole once
+/// (kept in `all` for the next damaged index): only on that rare path.
+async fn decode_repaired<S: Storage>(
+    s: &S,
+    uuid: &str,
+    v: Option<&Value>,
+    all: &mut Option<Map<String, Value>>,
+) -> Result<Index, crate::env::EnvError> {
+    let mut ix = decode_index(uuid, v);
+    if ix.damaged {
+        if all.is_none() {
+            *all = Some(s.get_all(Area::Local).await?);
+        }
+        if let Some(all) = all {
+            adopt(uuid, &mut ix, all);
+        }
+    }
+    Ok(ix)
+}
+
 /// A script's whole history: its index, then every revision it lists in one read.
 pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<History, crate::env::EnvError> {
     let key = history_key(uuid);
     let got = s.get(Area::Local, &[&key]).await?;
-    let ix = decode_index(uuid, got.get(&key));
+    let ix = decode_repaired(s, uuid, got.get(&key), &mut None).await?;
     let mut h = History {
         revisions: Vec::new(),
         problems: ix.problems,
@@ -342,11 +421,13 @@ async fn items_from<S: Storage>(
     let mut budget = decode_budget(got.get(BUDGET_KEY));
     let mut loaded: VecMap<String, Index> = Default::default();
     let mut stale = Vec::new();
+    // Storage read whole, if a damaged index needs it.
+    let mut all = None;
     for prev in prevs {
         let uuid = prev.record.uuid.clone();
         let mut ix = match loaded.remove(&uuid) {
             Some(ix) => ix,
-            None => decode_index(&uuid, got.get(&history_key(&uuid))),
+            None => decode_repaired(s, &uuid, got.get(&history_key(&uuid)), &mut all).await?,
         };
         stale.extend(push(&mut ix, &uuid, prev));
         budget.insert(uuid.clone(), json!(ix.bytes()));
@@ -372,7 +453,8 @@ async fn items_from<S: Storage>(
         if !loaded.contains_key(&biggest) {
             let key = history_key(&biggest);
             let got = s.get(Area::Local, &[&key]).await?;
-            loaded.insert(biggest.clone(), decode_index(&biggest, got.get(&key)));
+            let ix = decode_repaired(s, &biggest, got.get(&key), &mut all).await?;
+            loaded.insert(biggest.clone(), ix);
         }
         let Some(ix) = loaded.get_mut(&biggest) else {
             break;
@@ -430,8 +512,9 @@ pub async fn keys_of<S: Storage>(
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let got = s.get(Area::Local, &refs).await?;
     let mut out = keys.clone();
+    let mut all = None;
     for (u, k) in uuids.iter().zip(&keys) {
-        let ix = decode_index(u, got.get(k));
+        let ix = decode_repaired(s, u, got.get(k), &mut all).await?;
         out.extend(
             ix.kept
                 .iter()
@@ -451,7 +534,10 @@ pub fn orphans(all: &Map<String, Value>) -> Vec<String> {
             continue;
         };
         if super::record::is_uuid(uuid) {
-            let ix = decode_index(uuid, Some(v));
+            let mut ix = decode_index(uuid, Some(v));
+            if ix.damaged {
+                adopt(uuid, &mut ix, all);
+            }
             for kept in ix.kept.iter().filter(|k| k.unsaved.is_none()) {
                 listed.insert(revision_key(uuid, kept.entry.revision));
             }
@@ -699,6 +785,86 @@ mod tests {
         // A second change of the same script: its older revision may go, the new one stays.
         keep(&env, rev(U, 2, &"b".repeat(250 * 1024)));
         assert!(kept(&env, U).contains(&2));
+    }
+
+    /// A damaged index (no list, or a line that does not decode) still names its revisions: they
+    /// are found under their own keys, listed again by the next write, and never swept.
+    #[test]
+    fn a_damaged_index_is_rebuilt_from_the_revisions_stored() {
+        for damage in [
+            json!("garbage"),
+            json!({"v": 2, "revisions": [{"revision": 1, "bytes": 2}, {"revision": "2"}, 17]}),
+        ] {
+            let env = MemoryEnv::new();
+            for n in 1..=3 {
+                keep(&env, rev(U, n, &format!("v{n}")));
+            }
+            let mut items = Map::new();
+            items.insert(history_key(U), damage.clone());
+            // Not revisions of U's: another spelling, another script's copy.
+            items.insert(
+                format!("history/{U}/04"),
+                serde_json::to_value(rev(U, 4, "v4")).unwrap(),
+            );
+            items.insert(
+                revision_key(U, 5),
+                serde_json::to_value(rev("00000000-0000-4000-8000-000000000002", 5, "x")).unwrap(),
+            );
+            block_on(env.set(Area::Local, items)).unwrap();
+            let h = block_on(load(&env, U)).unwrap();
+            let shown: Vec<u64> = h.revisions.iter().map(|r| r.record.revision).collect();
+            assert_eq!(shown, [1, 2, 3], "{damage}");
+            assert!(
+                h.problems.iter().any(|p| p.contains("were found stored")),
+                "{:?}",
+                h.problems
+            );
+            let mut swept = orphans(&env.dump(Area::Local));
+            swept.sort();
+            assert_eq!(
+                swept,
+                [format!("history/{U}/04"), revision_key(U, 5)],
+                "{damage}"
+            );
+            let mut purged = block_on(keys_of(&env, &[U.to_owned()])).unwrap();
+            purged.sort();
+            assert_eq!(
+                purged,
+                [
+                    history_key(U),
+                    revision_key(U, 1),
+                    revision_key(U, 2),
+                    revision_key(U, 3)
+                ]
+            );
+            // The next write lists them again: the index is whole from then on.
+            keep(&env, rev(U, 6, "v6"));
+            assert_eq!(kept(&env, U), [1, 2, 3, 6], "{damage}");
+        }
+    }
+
+    /// The total bound reads the biggest history's index to trim it: a damaged one is rebuilt
+    /// and loses its oldest revision only, not rewritten empty.
+    #[test]
+    fn the_total_bound_does_not_empty_a_damaged_index() {
+        let env = MemoryEnv::new();
+        let other = "00000000-0000-4000-8000-000000000009";
+        let chunk = "z".repeat(200 * 1024);
+        for n in 1..=4 {
+            keep(&env, rev(other, n, &chunk));
+        }
+        let mut items = Map::new();
+        items.insert(BUDGET_KEY.into(), json!({ other: MAX_TOTAL_BYTES - 1000 }));
+        items.insert(history_key(other), json!({"v": 2}));
+        block_on(env.set(Area::Local, items)).unwrap();
+        let pushed = keep(&env, rev(U, 1, &"a".repeat(5000)));
+        assert_eq!(
+            kept(&env, other),
+            [2, 3, 4],
+            "its oldest went, the rest stay"
+        );
+        assert_eq!(pushed.stale, [revision_key(other, 1)]);
+        assert!(orphans(&env.dump(Area::Local)).is_empty());
     }
 
     #[test]
