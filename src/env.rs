@@ -349,6 +349,8 @@ pub mod memory {
         pub tab_create_yields: Cell<u32>,
         /// How many times a `tabs.get` yields before it answers.
         pub tab_get_yields: Cell<u32>,
+        /// How many times `execute` yields before it answers (a page that takes a while).
+        pub execute_yields: Cell<u32>,
         /// Documents not shown now (`document` answers `Active` for any other).
         pub documents: RefCell<BTreeMap<String, DocumentState>>,
     }
@@ -629,6 +631,9 @@ pub mod memory {
                 world.to_owned(),
                 codes.join("\n"),
             ));
+            for _ in 0..self.execute_yields.get() {
+                yield_now().await;
+            }
             let answer = self.execute_answer.borrow().clone();
             match answer {
                 Some(r) => r.map_err(EnvError),

@@ -352,3 +352,56 @@ fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
         "one try in tab 7 at a time; tab 8's ran beside it"
     );
 }
+
+/// A try waits for the one before it in its tab, which may run for its whole timeout. The user
+/// removing the caller, turning writes off, or turning review on meanwhile stops the waiting
+/// try before it runs: it must not reach the page.
+#[test]
+fn a_try_waiting_for_its_tab_is_stopped_by_a_switch_flipped_meanwhile() {
+    for (op, code) in [
+        (
+            json!({"op": "policy.remove", "id": host().as_str()}),
+            "UNAUTHORIZED",
+        ),
+        (
+            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+            "WRITE_DISABLED",
+        ),
+        (
+            json!({"op": "policy.setSwitch", "name": "review", "value": true}),
+            "REVIEW_EXPIRED",
+        ),
+    ] {
+        let p = provider();
+        with_tab(&p);
+        let s = ready(&p);
+        // The first try takes a while in the page, then its frame answers.
+        p.env.execute_yields.set(200);
+        *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+        let msg = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
+        let (m1, m2) = (msg(1), msg(2));
+        let meddle = async {
+            // Both tries are in: the first in the page, the second waiting for the tab.
+            for _ in 0..50 {
+                lumo_userscripts::env::memory::yield_now().await;
+            }
+            assert_eq!(p.env.executed.borrow().len(), 1);
+            let done = lumo_userscripts::control::handle(&p, &op).await;
+            assert_eq!(done.value["ok"], json!(true), "{op}");
+        };
+        let (first, second, ()) = block_on(futures::future::join3(
+            p.handle_mcp(&s, &m1),
+            p.handle_mcp(&s, &m2),
+            meddle,
+        ));
+        let (first, second) = (reply(first), reply(second));
+        assert_eq!(first["result"]["isError"], json!(false), "{first}");
+        assert_eq!(second["result"]["isError"], json!(true), "{op}: {second}");
+        assert_eq!(error_code(&second["result"]), Some(code), "{second}");
+        assert_eq!(
+            p.env.executed.borrow().len(),
+            1,
+            "{op}: the second never ran"
+        );
+    }
+}

@@ -254,7 +254,7 @@ async fn write<E: Env>(
             let _ = tx.send(s.await.map_err(|e| e.to_string()));
         }
     };
-    let still: write::Still<'_> = Box::pin(still_allowed(p, ctx, reviewed));
+    let still: write::Still<'_> = Box::pin(still_allowed(p, ctx, reviewed, Waited::Write));
     let done = write::run_write(p, actor, parsed, Some(entry.clone()), gate, Some(still));
     let ((), done) = futures::join!(record, done);
     Ok(done)
@@ -278,28 +278,45 @@ pub(super) async fn still_granted<E: Env>(
     Ok(now)
 }
 
-/// Whether a write admitted earlier may still begin once it has its turn (`run_write`): its
-/// session open, its caller granted, writes on, and review off unless the user reviewed it (or
-/// allowed its session). Writes queue behind the write lock, each for as long as its `@require`
-/// fetches take, and a switch the user flipped meanwhile stops those that have not begun.
-async fn still_allowed<E: Env>(
+/// What waited its turn, for [`still_allowed`]'s messages.
+#[derive(Clone, Copy)]
+pub(super) enum Waited {
+    /// A write, behind the write lock.
+    Write,
+    /// A `try_script`, behind the tab's try lock.
+    Try,
+}
+
+/// Whether a write (or try) admitted earlier may still begin once it has its turn
+/// (`run_write`, `try_script::run`): its session open, its caller granted, writes on, and
+/// review off unless the user reviewed it (or allowed its session). Writes queue behind the
+/// write lock, each for as long as its `@require` fetches take, and tries behind the one
+/// running in their tab, each up to its timeout: a switch the user flipped meanwhile stops
+/// those that have not begun.
+pub(super) async fn still_allowed<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
     reviewed: bool,
+    waited: Waited,
 ) -> Result<(), ToolError> {
-    if !p.session_open(ctx.session) {
-        return Err(ToolError::new(
-            ErrorCode::Unauthorized,
+    let [closed, off, review] = match waited {
+        Waited::Write => [
             "the session was closed while this write waited its turn; nothing changed",
-        ));
+            "writes were turned off while this write waited its turn; nothing changed",
+            "the user turned review on while this write waited its turn; nothing changed (call again: the user will be asked)",
+        ],
+        Waited::Try => [
+            "the session was closed while this try waited for the one before it in that tab; nothing ran",
+            "writes were turned off while this try waited for the one before it in that tab; nothing ran",
+            "the user turned review on while this try waited for the one before it in that tab; nothing ran (call again: the user will be asked)",
+        ],
+    };
+    if !p.session_open(ctx.session) {
+        return Err(ToolError::new(ErrorCode::Unauthorized, closed));
     }
-    let off = "writes were turned off while this write waited its turn; nothing changed";
     let now = still_granted(p, ctx, off).await?;
     if now.review_writes && !reviewed && !p.is_waived(ctx.session) {
-        return Err(ToolError::new(
-            ErrorCode::ReviewExpired,
-            "the user turned review on while this write waited its turn; nothing changed (call again: the user will be asked)",
-        ));
+        return Err(ToolError::new(ErrorCode::ReviewExpired, review));
     }
     Ok(())
 }

@@ -394,7 +394,8 @@ pub(super) async fn call<E: Env>(
         Ok(t) => t,
         Err(e) => return refused(e),
     };
-    if policy.review_writes && !p.is_waived(ctx.session) {
+    let reviewed = policy.review_writes && !p.is_waived(ctx.session);
+    if reviewed {
         let request = review_request(p, ctx, policy, &script, &tab, &a, digest);
         let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
             Ok(d) => d,
@@ -408,7 +409,7 @@ pub(super) async fn call<E: Env>(
         }
     }
     let done = Executed {
-        result: run(p, &script, &tab, &a).await,
+        result: run(p, ctx, reviewed, &script, &tab, &a).await,
         target,
     };
     p.audit(&finished(entry, &done, p.env.now_ms())).await;
@@ -507,6 +508,8 @@ fn execute_error(tab: &Tab, msg: &str) -> ToolError {
 
 async fn run<E: Env>(
     p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    reviewed: bool,
     script: &Script,
     tab: &Tab,
     a: &TryArgs,
@@ -531,7 +534,12 @@ async fn run<E: Env>(
         .unwrap_or_default();
     let answer = {
         let _one_at_a_time = lock.lock().await;
-        execute_bounded(p, tab, a, &codes).await
+        // The try before may have run for its whole timeout: a switch the user flipped, or the
+        // caller removed, meanwhile stops this one before it runs.
+        match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
+            Ok(()) => execute_bounded(p, tab, a, &codes).await,
+            Err(e) => Err(e),
+        }
     };
     // The map's and ours: nobody else waits for this tab.
     if Rc::strong_count(&lock) <= 2 {
