@@ -323,6 +323,9 @@ pub mod memory {
         pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, String>>>,
         /// How long each `fetch` takes (the clock advances by it).
         pub fetch_ms: Cell<f64>,
+        /// How many times each `fetch` yields before it answers (a server that takes a while,
+        /// while other work runs).
+        pub fetch_yields: Cell<u32>,
         /// URLs whose `fetch` never answers (a slow server), and how many such fetches were
         /// given up (their future dropped: the shell aborts the request then).
         pub http_hold: RefCell<std::collections::BTreeSet<String>>,
@@ -557,6 +560,9 @@ pub mod memory {
         ) -> Result<HttpResponse, EnvError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
+            for _ in 0..self.fetch_yields.get() {
+                yield_now().await;
+            }
             if self.http_hold.borrow().contains(&req.url) {
                 if let Some(p) = progress {
                     p(3, Some(10));

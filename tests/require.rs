@@ -340,3 +340,59 @@ fn slow_servers_cannot_hold_the_write_lock_past_the_budget() {
         .all(|r| r.anonymous && r.method == "GET"));
     assert_eq!(stored(&p), before);
 }
+
+/// A write's `@require` files are fetched under the write lock, for up to 30 s. The user
+/// removing the caller, turning writes off or turning review on meanwhile stops the write
+/// before anything is stored: the caller's script must not land, register and run.
+#[test]
+fn a_switch_flipped_while_a_write_fetches_its_files_stops_it() {
+    for (op, code) in [
+        (
+            json!({"op": "policy.remove", "id": host().as_str()}),
+            "UNAUTHORIZED",
+        ),
+        (
+            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+            "WRITE_DISABLED",
+        ),
+        (
+            json!({"op": "policy.setSwitch", "name": "review", "value": true}),
+            "REVIEW_EXPIRED",
+        ),
+    ] {
+        let p = provider();
+        let s = ready(&p);
+        answer(&p, LIB, ok("var LIB = 1;", "text/javascript"));
+        p.env.fetch_yields.set(200);
+        let before = stored(&p);
+        let write = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": with_assets("Late", &[&format!("// @require {LIB}")], "1;")}}});
+        let meddle = async {
+            for _ in 0..50 {
+                lumo_userscripts::env::memory::yield_now().await;
+            }
+            assert_eq!(p.env.fetched.borrow().len(), 1, "the fetch is under way");
+            let done = control::handle(&p, &op).await;
+            assert_eq!(done.value["ok"], json!(true), "{op}");
+        };
+        let (r, ()) = block_on(futures::future::join(p.handle_mcp(&s, &write), meddle));
+        let r = reply(r)["result"].clone();
+        assert_eq!(r["isError"], json!(true), "{op}: {r}");
+        assert_eq!(error_code(&r), Some(code), "{r}");
+        let after = stored(&p);
+        let scripts = |m: &Map<String, Value>| -> Vec<String> {
+            m.keys()
+                .filter(|k| {
+                    k.starts_with("script/") || k.starts_with("source/") || k.starts_with("asset/")
+                })
+                .cloned()
+                .collect()
+        };
+        assert_eq!(scripts(&after), scripts(&before), "{op}: nothing stored");
+        assert!(
+            p.env.registrations.borrow().is_empty(),
+            "{op}: nothing registered"
+        );
+        let audit = block_on(lumo_userscripts::guard::audit::read_all(&p.env)).unwrap();
+        assert_eq!(audit[0].result, code, "{op}: audited as refused");
+    }
+}

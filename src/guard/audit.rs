@@ -394,9 +394,15 @@ pub struct Journaled<'a, E> {
     pending: std::cell::RefCell<Option<Entry>>,
     gate: std::cell::RefCell<Option<oneshot::Receiver<()>>>,
     slot: std::cell::RefCell<Option<oneshot::Receiver<Result<(), String>>>>,
-    /// Why no change may go out (the rate slot was not recorded): every change answers it.
+    /// Asked last, before the first change: may the write still go out?
+    still: std::cell::RefCell<Option<Check<'a>>>,
+    /// Why no change may go out (the rate slot was not recorded, or `still` said no): every
+    /// change answers it.
     refused: std::cell::RefCell<Option<String>>,
 }
+
+/// A last check before a write's first change (`Journaled::before_first_change`).
+pub type Check<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + 'a>>;
 
 impl<'a, E> Journaled<'a, E> {
     /// `None` journals nothing (a write by the user from the extension's pages): one type for
@@ -407,6 +413,7 @@ impl<'a, E> Journaled<'a, E> {
             pending: std::cell::RefCell::new(entry),
             gate: std::cell::RefCell::new(None),
             slot: std::cell::RefCell::new(None),
+            still: std::cell::RefCell::new(None),
             refused: std::cell::RefCell::new(None),
         }
     }
@@ -429,6 +436,15 @@ impl<'a, E> Journaled<'a, E> {
         self
     }
 
+    /// The first change is also preceded by `check` (after the gate and the slot): the write's
+    /// reads and `@require` fetches may take 30 s, in which the user may have withdrawn what
+    /// let it begin. Its `Err` refuses that change and every later one.
+    #[must_use]
+    pub fn before_first_change(self, check: Option<Check<'a>>) -> Self {
+        *self.still.borrow_mut() = check;
+        self
+    }
+
     /// Whether changes may go out: waits for what the first change waits for.
     pub async fn cleared(&self) -> Result<(), EnvError> {
         self.gate().await
@@ -448,6 +464,14 @@ impl<'a, E> Journaled<'a, E> {
                 Err(_) => Some("the write's rate slot was not recorded".to_owned()),
             };
             *self.refused.borrow_mut() = refused;
+        }
+        let still = self.still.borrow_mut().take();
+        if let Some(check) = still {
+            if self.refused.borrow().is_none() {
+                if let Err(e) = check.await {
+                    *self.refused.borrow_mut() = Some(e);
+                }
+            }
         }
         match self.refused.borrow().as_ref() {
             Some(e) => Err(EnvError(e.clone())),

@@ -254,8 +254,10 @@ async fn write<E: Env>(
             let _ = tx.send(s.await.map_err(|e| e.to_string()));
         }
     };
-    let still: write::Still<'_> = Box::pin(still_allowed(p, ctx, reviewed, Waited::Write));
-    let done = write::run_write(p, actor, parsed, Some(entry.clone()), gate, Some(still));
+    let still = || -> std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>> {
+        Box::pin(still_allowed(p, ctx, reviewed, Waited::Write))
+    };
+    let done = write::run_write(p, actor, parsed, Some(entry.clone()), gate, Some(&still));
     let ((), done) = futures::join!(record, done);
     Ok(done)
 }
@@ -301,9 +303,9 @@ pub(super) async fn still_allowed<E: Env>(
 ) -> Result<(), ToolError> {
     let [closed, off, review] = match waited {
         Waited::Write => [
-            "the session was closed while this write waited its turn; nothing changed",
-            "writes were turned off while this write waited its turn; nothing changed",
-            "the user turned review on while this write waited its turn; nothing changed (call again: the user will be asked)",
+            "the session was closed while this write waited (its turn, or its @require files); nothing changed",
+            "writes were turned off while this write waited (its turn, or its @require files); nothing changed",
+            "the user turned review on while this write waited (its turn, or its @require files); nothing changed (call again: the user will be asked)",
         ],
         Waited::Try => [
             "the session was closed while this try waited for the one before it in that tab; nothing ran",

@@ -21,14 +21,15 @@ use std::rc::Rc;
 /// change goes out before the caller's rate slot is recorded, and none if it is not (its
 /// `Err` is the write's storage error). With `still`, the write begins only if that says it
 /// may once the lock is held (an agent's write: the user may have flipped a switch while it
-/// waited), and is refused with its error otherwise.
-pub(crate) async fn run_write<E: Env>(
-    p: &Provider<E>,
+/// waited), and is refused with its error otherwise; it is asked again before the first change
+/// (the write's `@require` fetches may have taken 30 s).
+pub(crate) async fn run_write<'a, E: Env>(
+    p: &'a Provider<E>,
     actor: Actor<'_>,
     args: WriteArgs,
     journal: Option<Entry>,
     slot: Option<oneshot::Receiver<Result<(), String>>>,
-    still: Option<Still<'_>>,
+    still: Option<&'a Still<'a>>,
 ) -> Executed {
     let _guard = p.write_lock().await;
     let named = args.target().map(str::to_owned);
@@ -38,7 +39,7 @@ pub(crate) async fn run_write<E: Env>(
         ..j
     });
     if let Some(still) = still {
-        if let Err(e) = still.await {
+        if let Err(e) = still().await {
             let done = Executed {
                 result: Err(e),
                 target: named,
@@ -50,6 +51,18 @@ pub(crate) async fn run_write<E: Env>(
             return done;
         }
     }
+    // The second answer of `still`, kept whole: the change it refused fails as a storage error.
+    let refusal: std::cell::RefCell<Option<ToolError>> = std::cell::RefCell::new(None);
+    let again = still.map(|still| -> crate::guard::audit::Check<'_> {
+        let refusal = &refusal;
+        Box::pin(async move {
+            still().await.map_err(|e| {
+                let why = e.message.clone();
+                *refusal.borrow_mut() = Some(e);
+                why
+            })
+        })
+    });
     let mut began = false;
     let mut finalized = false;
     let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
@@ -75,7 +88,8 @@ pub(crate) async fn run_write<E: Env>(
             began = true;
             let env = Journaled::new(&p.env, journal.clone())
                 .after(gate)
-                .after_slot(slot);
+                .after_slot(slot)
+                .before_first_change(again);
             let held = p.hold_echoes();
             let ((), (done, audited)) = futures::join!(
                 begins,
@@ -88,7 +102,10 @@ pub(crate) async fn run_write<E: Env>(
     };
     let done = Executed {
         target: done.target.or(named),
-        ..done
+        result: match refusal.borrow_mut().take() {
+            Some(e) if done.result.is_err() => Err(e),
+            _ => done.result,
+        },
     };
     // After the registration, still under the write lock: "synced" is owed (stored after the
     // reply), and the audit entry of a write that did not store, which waited for nothing.
@@ -102,9 +119,10 @@ pub(crate) async fn run_write<E: Env>(
     done
 }
 
-/// Whether a write may still begin (boxed: one `run_write` state machine for every caller).
-pub(crate) type Still<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ToolError>> + 'a>>;
+/// Whether a write may still begin, asked each time it is called (boxed: one `run_write` state
+/// machine for every caller).
+pub(crate) type Still<'a> = dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ToolError>> + 'a>>
+    + 'a;
 
 /// What the storage step of a write did.
 enum Stored {
