@@ -364,3 +364,48 @@ fn a_caller_name_cannot_reorder_the_review_it_asks_for() {
     );
     assert!(shown.caller_name.starts_with("Trusted"));
 }
+
+/// The agent asks to restore an older version of a live script; the review shows the live one
+/// as "before". The user deletes the script from the options page, then approves: the approval
+/// must not bring the script out of the trash (a delete keeps the revision the review pinned,
+/// and the review never said it would undo a delete).
+#[test]
+fn an_approved_restore_does_not_undo_a_delete_made_during_its_review() {
+    let p = provider();
+    let s = ready(&p);
+    let a = created(&p, &s, &script("Victim", "one();"));
+    let uuid = a["uuid"].as_str().unwrap().to_owned();
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("Victim", "two();")}),
+    );
+    set_switch(&p, "review", true);
+    let (res, ()) = while_reviewed(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 2}),
+        async |r| {
+            assert_eq!(r.base_revision, Some(2), "reviewed with the live script");
+            let d = control::handle(&p, &json!({"op": "scripts.delete", "uuid": uuid})).await;
+            assert_eq!(d.value["ok"], json!(true), "{}", d.value);
+            (
+                Decision::Approve {
+                    allow_session: false,
+                },
+                (),
+            )
+        },
+    );
+    assert_eq!(res["isError"], json!(true), "{res}");
+    assert_eq!(error_code(&res), Some("CONFLICT"), "{res}");
+    let trash = block_on(control::handle(&p, &json!({"op": "trash.list"}))).value;
+    assert_eq!(
+        trash["scripts"][0]["uuid"],
+        json!(uuid),
+        "still in the trash"
+    );
+    assert!(!p.env.registrations.borrow().contains_key(&uuid));
+}

@@ -152,10 +152,23 @@ impl WriteArgs {
     }
 
     /// After the user approved a write reviewed at revision `base`, the write must apply to that
-    /// revision and no other: a change in between is a CONFLICT, not a silent overwrite.
+    /// revision and no other: a change in between is a CONFLICT, not a silent overwrite. A
+    /// restore reviewed with a live script (`base`) must find it still live: a delete keeps
+    /// the revision, and the review never said the restore would bring it out of the trash.
     #[must_use]
     pub fn pinned(self, base: Option<u64>) -> Self {
         match self {
+            WriteArgs::Restore {
+                uuid,
+                revision,
+                current_revision,
+                live_only,
+            } => WriteArgs::Restore {
+                uuid,
+                revision,
+                current_revision,
+                live_only: live_only || base.is_some(),
+            },
             WriteArgs::SetEnabled {
                 uuid,
                 enabled,
