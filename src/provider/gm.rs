@@ -85,6 +85,39 @@ const VALUE_GRANTS: &[&str] = &[
     "GM_removeValueChangeListener",
 ];
 
+/// The grants that let a script store values: a reviewer who saw only `GM_getValue` (or a
+/// listener) was told the script reads its values, not that it fills the shared budget.
+const SET_GRANTS: &[&str] = &["GM_setValue", "GM_setValues"];
+/// And delete them (the page sends `GM_setValue(k, undefined)` as a delete).
+const DELETE_GRANTS: &[&str] = &[
+    "GM_setValue",
+    "GM_setValues",
+    "GM_deleteValue",
+    "GM_deleteValues",
+];
+
+/// Why `op` is refused to a script that does not grant it.
+fn not_granted(op: &crate::gm::values::Op) -> &'static str {
+    match op {
+        crate::gm::values::Op::Set(_) => {
+            "GM values: this script does not @grant GM_setValue or GM_setValues, so it may not \
+             store values"
+        }
+        crate::gm::values::Op::Delete(_) => {
+            "GM values: this script does not @grant GM_setValue, GM_deleteValue or \
+             GM_deleteValues, so it may not delete values"
+        }
+    }
+}
+
+/// Whether `record` grants what `op` does to its values.
+fn grants_op(record: &ScriptRecord, op: &crate::gm::values::Op) -> bool {
+    match op {
+        crate::gm::values::Op::Set(_) => grants_any(record, SET_GRANTS),
+        crate::gm::values::Op::Delete(_) => grants_any(record, DELETE_GRANTS),
+    }
+}
+
 impl<E: Env> Provider<E> {
     /// Answers one GM request of the script `uuid` (proven by the channel).
     /// `page` is the sender's URL as Chrome reports it (for `@connect self`).
@@ -117,7 +150,7 @@ impl<E: Env> Provider<E> {
                     Err(e) => error(e.to_string()),
                 }
             }
-            GmRequest::Values(op) if grants_any(&record, VALUE_GRANTS) => {
+            GmRequest::Values(op) if grants_op(&record, &op) => {
                 match self.gm_values.apply(&self.env, uuid, &op).await {
                     Ok((changes, _)) => {
                         if !changes.is_empty() {
@@ -137,10 +170,11 @@ impl<E: Env> Provider<E> {
             GmRequest::ValuesWait => {
                 error("GM values: this script does not @grant GM_addValueChangeListener")
             }
-            GmRequest::ValuesGet | GmRequest::Values(_) => error(
+            GmRequest::ValuesGet => error(
                 "GM values: this script does not @grant GM_getValue/GM_setValue (or another \
                  value function)",
             ),
+            GmRequest::Values(op) => error(not_granted(&op)),
             GmRequest::Xhr(x) if grants_any(&record, &["GM_xmlhttpRequest"]) => {
                 self.gm_xhr(&record, from, &x).await
             }
@@ -515,7 +549,23 @@ mod tests {
         // B, asking with its own token, sees its own (empty) values, whatever else it says.
         let r = gm(&p, &tb, json!({"op": "values.get", "uuid": a, "script": a}));
         assert_eq!(r["values"], json!({}));
-        // A script without a value grant is refused, even though its world has the channel.
+        // A script without a value grant is refused, even though its world has the channel;
+        // one that only reads (B) may not store or delete either: its review said "reads".
+        for (t, op) in [
+            (&tn, json!({"op": "values.set", "items": [["k", "1"]]})),
+            (&tb, json!({"op": "values.set", "items": [["k", "1"]]})),
+            (&tb, json!({"op": "values.delete", "keys": ["k"]})),
+        ] {
+            let r = gm(&p, t, op);
+            assert!(
+                r["error"].as_str().unwrap().contains("does not @grant"),
+                "{r}"
+            );
+        }
+        assert_eq!(
+            block_on(crate::gm::store::load(&p.env, &b)).unwrap(),
+            Default::default()
+        );
         let r = gm(&p, &tn, json!({"op": "values.set", "items": [["k", "1"]]}));
         assert!(
             r["error"].as_str().unwrap().contains("does not @grant"),
