@@ -434,11 +434,18 @@ pub fn follow(
         .map_err(|_| refused(location, "not a URL".into()))?;
     check_scheme(&to.scheme, &to.host).map_err(|why| refused(&to.href, why))?;
     let here = |host: &str| super::connect::is_loopback(host);
-    let from_here = web.parse_url(from).is_ok_and(|f| here(&f.host));
-    if here(&to.host) && !from_here {
+    let near = |host: &str| here(host) || super::connect::is_private_network(host);
+    let from = web.parse_url(from).ok();
+    if here(&to.host) && !from.as_ref().is_some_and(|f| here(&f.host)) {
         return Err(refused(
             &to.href,
             "a server elsewhere may not lead a fetch onto this computer".into(),
+        ));
+    }
+    if near(&to.host) && !from.as_ref().is_some_and(|f| near(&f.host)) {
+        return Err(refused(
+            &to.href,
+            "a server on the internet may not lead a fetch into your local network".into(),
         ));
     }
     Ok(to.href)
@@ -595,6 +602,20 @@ mod tests {
             ("ftp://cdn.example/l.js", "only https URLs are loaded"),
             ("http://127.0.0.1:9222/json", "onto this computer"),
             ("https://localhost/l.js", "onto this computer"),
+            ("https://192.168.1.1/admin", "into your local network"),
+            ("https://10.0.0.1/", "into your local network"),
+            ("https://172.31.255.1/", "into your local network"),
+            ("https://100.64.0.1/", "into your local network"),
+            (
+                "https://169.254.169.254/latest/meta-data/",
+                "into your local network",
+            ),
+            ("https://[fd00::1]/", "into your local network"),
+            ("https://[fe80::1]/", "into your local network"),
+            ("https://[::ffff:192.168.0.1]/", "into your local network"),
+            ("https://router/", "into your local network"),
+            ("https://nas.local./", "into your local network"),
+            ("https://printer.home.arpa/", "into your local network"),
             ("not a url", "not a URL"),
         ] {
             let e = follow(web, &w, from, to, 0).unwrap_err().to_string();
@@ -620,6 +641,25 @@ mod tests {
             .unwrap(),
             "http://localhost:8081/m.js"
         );
+        // Public addresses that look near are public: followed.
+        for to in [
+            "https://172.32.0.1/",
+            "https://100.128.0.1/",
+            "https://[2001:db8::1]/",
+            "https://locality.example/",
+        ] {
+            assert!(follow(web, &w, from, to, 0).is_ok(), "{to}");
+        }
+        // From the local network, within it: as a metadata URL naming it may be.
+        let lan = one("https://nas.local/l.js").unwrap();
+        assert!(follow(
+            web,
+            &lan,
+            "https://nas.local/l.js",
+            "https://10.0.0.2/m.js",
+            0
+        )
+        .is_ok());
         // The bound: the 21st redirect is not followed.
         assert!(follow(web, &w, from, "https://b.example/", MAX_REDIRECTS - 1).is_ok());
         let e = follow(web, &w, from, "https://b.example/", MAX_REDIRECTS).unwrap_err();

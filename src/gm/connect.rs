@@ -126,6 +126,37 @@ pub fn is_loopback(host: &str) -> bool {
             })
 }
 
+/// The user's own network, as far as a host in canonical form shows it: private and shared
+/// IPv4 ranges (10/8, 172.16/12, 192.168/16, 100.64/10), link-local (169.254/16, `fe80::/10`),
+/// unique local IPv6 (`fc00::/7`) and the IPv4-mapped forms of those; and names only a local
+/// resolver answers (one label such as `router`, `.local`, `.lan`, `.internal`,
+/// `.home.arpa`). A public name that resolves into the network cannot be told from here.
+pub fn is_private_network(host: &str) -> bool {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let v4 = |a: Ipv4Addr| {
+        let [x, y, ..] = a.octets();
+        a.is_private() || a.is_link_local() || (x == 100 && (64..128).contains(&y))
+    };
+    if let Ok(a) = name.parse::<Ipv4Addr>() {
+        return v4(a);
+    }
+    if let Some(a) = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .and_then(|h| h.parse::<Ipv6Addr>().ok())
+    {
+        let [s0, ..] = a.segments();
+        return (s0 & 0xfe00) == 0xfc00
+            || (s0 & 0xffc0) == 0xfe80
+            || a.to_ipv4_mapped().is_some_and(v4);
+    }
+    !name.is_empty()
+        && (!name.contains('.')
+            || [".local", ".lan", ".internal", ".home.arpa"]
+                .iter()
+                .any(|s| name.ends_with(s)))
+}
+
 /// Whether a request to `target` (a canonical host) is allowed by `rules`, for a script
 /// running in a page whose host is `page` (`None` when unknown: `self` then allows nothing).
 pub fn allows(rules: &[Rule], target: &str, page: Option<&str>) -> bool {
