@@ -19,8 +19,12 @@ pub const MAX_COMMANDS: usize = 32;
 pub const MAX_CAPTION_CHARS: usize = 120;
 /// Longest command id, in bytes (the id is the caption unless the script gives one).
 pub const MAX_ID_BYTES: usize = 512;
-/// Most entries kept in all (pages × scripts); the oldest goes first.
+/// Most entries kept in all (pages × scripts); past it, the oldest of the script holding the
+/// most goes first.
 pub const MAX_ENTRIES: usize = 500;
+/// Most entries one script keeps (its pages and frames); past it, its own oldest goes. A
+/// script in a page that makes frames by the hundred cannot push out another's commands.
+pub const MAX_ENTRIES_PER_SCRIPT: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
@@ -121,9 +125,7 @@ impl Menus {
                 }
             }
             None => {
-                if self.entries.len() >= MAX_ENTRIES {
-                    self.entries.remove(0);
-                }
+                self.make_room(uuid);
                 self.next_handle = self.next_handle.saturating_add(1);
                 let handle = self.next_handle;
                 self.entries.push(Entry {
@@ -138,6 +140,38 @@ impl Menus {
                     handle: Some(handle),
                     click: None,
                 }
+            }
+        }
+    }
+
+    /// Room for one more entry of `uuid`: its own oldest goes when it holds its share, else,
+    /// with every slot taken, the oldest of the script holding the most (the first of them in
+    /// the list, on a tie).
+    fn make_room(&mut self, uuid: &str) {
+        let count = |u: &str| self.entries.iter().filter(|e| e.uuid == u).count();
+        let evict = if count(uuid) >= MAX_ENTRIES_PER_SCRIPT {
+            Some(uuid.to_owned())
+        } else if self.entries.len() >= MAX_ENTRIES {
+            let mut counts: crate::vec_map::VecMap<&str, usize> = Default::default();
+            for e in &self.entries {
+                if let Some(n) = counts.get_or_insert_with(&e.uuid, || 0) {
+                    *n = n.saturating_add(1);
+                }
+            }
+            let mut most: Option<(&str, usize)> = None;
+            for e in &self.entries {
+                let n = counts.get(e.uuid.as_str()).copied().unwrap_or(0);
+                if most.is_none_or(|(_, m)| n > m) {
+                    most = Some((&e.uuid, n));
+                }
+            }
+            most.map(|(u, _)| u.to_owned())
+        } else {
+            None
+        };
+        if let Some(u) = evict {
+            if let Some(i) = self.entries.iter().position(|e| e.uuid == u) {
+                self.entries.remove(i);
             }
         }
     }
@@ -302,13 +336,32 @@ mod tests {
         assert!(m.for_tab(1).is_empty() && m.for_tab(2).is_empty());
     }
 
+    /// A script whose page makes frames by the hundred fills only its own share: another
+    /// script's command in another tab stays. Past the total, the script holding the most
+    /// gives up its oldest.
     #[test]
-    fn entries_are_bounded() {
+    fn entries_are_bounded_per_script_and_in_all() {
         let mut m = Menus::default();
-        for t in 0..(MAX_ENTRIES as i64 + 10) {
-            kept(m.set("A", at(t, 0, &t.to_string()), "u", vec![cmd("x")]));
+        kept(m.set("V", at(1, 0, "v"), "u", vec![cmd("mine")]));
+        for f in 0..1000 {
+            kept(m.set("A", at(2, f, &f.to_string()), "u", vec![cmd("x")]));
+        }
+        assert_eq!(m.for_tab(1).len(), 1, "the victim's command stays");
+        assert_eq!(m.for_tab(2).len(), MAX_ENTRIES_PER_SCRIPT);
+        assert!(
+            m.for_tab(2).iter().all(|e| e.place.frame >= 1000 - 64),
+            "its own newest are kept"
+        );
+        // Many scripts at their share fill the total: the biggest holder gives way.
+        let mut m = Menus::default();
+        kept(m.set("V", at(1, 0, "v"), "u", vec![cmd("mine")]));
+        for s in 0..10 {
+            for f in 0..MAX_ENTRIES_PER_SCRIPT as i64 {
+                let d = format!("{s}-{f}");
+                kept(m.set(&format!("S{s}"), at(2 + s, f, &d), "u", vec![cmd("x")]));
+            }
         }
         assert_eq!(m.entries.len(), MAX_ENTRIES);
-        assert!(m.for_tab(0).is_empty());
+        assert_eq!(m.for_tab(1).len(), 1, "the victim's command stays");
     }
 }
