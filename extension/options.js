@@ -139,9 +139,10 @@ function scriptRow(s) {
     : null;
   return el('div', { role: 'row', class: 'script-row', 'data-uuid': s.uuid },
     cell(toggle),
-    cell(el('strong', {}, s.name), s.version ? el('small', {}, ` v${s.version}`) : null,
+    cell(el('strong', {}, s.name), s.version ? el('small', {}, ' v', marked(s.version)) : null,
       el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), refused, source),
-    cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, r))) : el('span', { class: 'muted' }, 'runs nowhere'),
+    // Rules and requests come with invisible characters marked (⟨U+XXXX⟩): drawn as marks.
+    cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, marked(r)))) : el('span', { class: 'muted' }, 'runs nowhere'),
       asks(s)),
     cell(el('div', {}, 'created by ', provenance(s.createdBy), ' ', when(s.createdAt)),
       el('div', {}, 'changed by ', provenance(s.updatedBy), ' ', when(s.updatedAt)),
@@ -171,7 +172,7 @@ function asks(s) {
     ...(assets.length ? assets.map(stored) : requires.map((r) => `@require ${r}`)),
   ];
   return items.length
-    ? el('ul', { class: 'rules mono grants', 'aria-label': `What ${s.name} asks for` }, items.map((r) => el('li', {}, r)))
+    ? el('ul', { class: 'rules mono grants', 'aria-label': `What ${s.name} asks for` }, items.map((r) => el('li', {}, marked(r))))
     : el('div', { class: 'muted', 'aria-label': `What ${s.name} asks for` }, 'no GM functions (@grant none)');
 }
 

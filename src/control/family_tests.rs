@@ -247,3 +247,25 @@ fn the_scripts_list_carries_chromes_refusal_of_a_registration() {
     );
     assert!(row(b).get("registrationError").is_none(), "{r}");
 }
+
+/// A rule with a zero-width space after it is stored as written (and excludes nothing): the
+/// page is given it with the character marked, not as text that reads like the real rule.
+#[test]
+fn the_scripts_list_marks_invisible_characters_in_rules_and_requests() {
+    let p = Provider::new(MemoryEnv::new());
+    let src = "// ==UserScript==\n// @name Helper\n// @version 1.0\u{202e}\n\
+               // @match *://*/*\n// @exclude *://bank.example/*\u{200b}\n\
+               // @connect bank.example\u{200b}\n// @grant GM_xmlhttpRequest\n// ==/UserScript==\n";
+    let r = call(&p, json!({"op": "scripts.save", "source": src}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let r = call(&p, json!({"op": "scripts.list"}));
+    let s = &r["scripts"][0];
+    assert_eq!(
+        s["excludeGlobs"],
+        json!(["*://bank.example/*\u{27e8}U+200B\u{27e9}"]),
+        "{s}"
+    );
+    assert_eq!(s["connects"], json!(["bank.example\u{27e8}U+200B\u{27e9}"]));
+    assert_eq!(s["version"], json!("1.0\u{27e8}U+202E\u{27e9}"));
+    assert_eq!(s["matches"], json!(["*://*/*"]), "nothing else changes");
+}

@@ -21,6 +21,49 @@ fn uuid_arg(uuid: Option<String>) -> Result<String, Value> {
     }
 }
 
+/// The page shows a script's rules, requests and version as they are, so an invisible or
+/// direction character in them is marked (`⟨U+200B⟩`), as the review and the source view mark
+/// it: `@exclude *://bank.example/*` with a zero-width space after it excludes nothing, and
+/// must not read as if it did. (The name and namespace are cleaned when they are parsed.)
+fn marked(summary: &mut Value) {
+    use crate::guard::diff::visible;
+    let mark = |v: &mut Value| {
+        if let Value::String(s) = v {
+            *s = visible(s);
+        }
+    };
+    let Some(o) = summary.as_object_mut() else {
+        return;
+    };
+    for key in ["version", "description"] {
+        if let Some(v) = o.get_mut(key) {
+            mark(v);
+        }
+    }
+    for key in [
+        "matches",
+        "excludeMatches",
+        "includeGlobs",
+        "excludeGlobs",
+        "grants",
+        "connects",
+        "requires",
+    ] {
+        if let Some(Value::Array(items)) = o.get_mut(key) {
+            items.iter_mut().for_each(mark);
+        }
+    }
+    if let Some(Value::Array(assets)) = o.get_mut("assets") {
+        for a in assets.iter_mut().filter_map(Value::as_object_mut) {
+            for key in ["url", "finalUrl", "name"] {
+                if let Some(v) = a.get_mut(key) {
+                    mark(v);
+                }
+            }
+        }
+    }
+}
+
 /// `scripts.list`: every script's summary, newest first (with Chrome's refusal of its
 /// registration, if any: such a script does not run), and the records that could not be read.
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
@@ -32,6 +75,7 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                 .iter()
                 .map(|r| {
                     let mut s = r.summary();
+                    marked(&mut s);
                     if let (Some(o), Some(m)) = (s.as_object_mut(), refused.get(&r.uuid)) {
                         o.insert("registrationError".into(), m.clone());
                     }

@@ -117,6 +117,22 @@ describe("matching: what Chrome runs is what match_url says", () => {
     for (const uuid of Object.values(uuids)) await ok("delete_script", { uuid });
   });
 
+  test("an @exclude with a zero-width space after it excludes nothing in Chrome, and the options page shows the character", T, async () => {
+    const P = server.port;
+    const { uuid } = await write("zw", ["@match http://zw.test/*", "@exclude http://zw.test/*\u200b"]);
+    assert.deepEqual(await ranOn(`http://zw.test:${P}/`), ["zw"], "Chrome runs it where the rule reads as excluded");
+    assert.deepEqual(await saysRun(`http://zw.test:${P}/`), [uuid], "match_url agrees");
+    const page = await h.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const row = page.locator(`[data-uuid="${uuid}"]`);
+    await row.waitFor({ timeout: 5000 });
+    const rules = await row.getByRole("listitem").allTextContents();
+    assert.ok(rules.includes("@exclude http://zw.test/*\u27e8U+200B\u27e9"), show(rules));
+    assert.equal(await row.locator("mark.invisible").count(), 1, "drawn as a mark");
+    assert.ok(!/\u200b/.test(await row.textContent()), "no raw zero-width space in the row");
+    await page.close();
+  });
+
   test("validate_script: @match with @include is the union, with no AND warning", T, async () => {
     const v = await ok("validate_script", { source: script("v", ["@match http://a.test/*", "@include http://b.test/*"]) });
     assert.equal(v.valid, true);
