@@ -21,7 +21,9 @@ pub const MAX_WAITERS: usize = 64;
 pub(crate) type Waiter = (
     Option<i64>,
     Option<i64>,
-    futures::channel::oneshot::Sender<Value>,
+    // Shared: one change wakes up to `MAX_WAITERS` pages, each copies it only when its answer
+    // is sent (up to 512 KiB each; 64 copies at once would be 32 MiB of wasm memory for good).
+    futures::channel::oneshot::Sender<std::rc::Rc<Value>>,
 );
 pub(crate) type Waiters = crate::vec_map::VecMap<String, Vec<Waiter>>;
 
@@ -237,7 +239,7 @@ impl<E: Env> Provider<E> {
             if let Some(list) = w.get_or_insert_with(uuid.to_owned(), Vec::new) {
                 if list.len() >= MAX_WAITERS && !list.is_empty() {
                     let (_, _, old) = list.remove(0);
-                    let _ = old.send(json!({ "changes": [] }));
+                    let _ = old.send(std::rc::Rc::new(json!({ "changes": [] })));
                 }
                 list.push((from.tab_id, from.frame_id, tx));
             }
@@ -245,7 +247,9 @@ impl<E: Env> Provider<E> {
         let timer = self.env.sleep(WAIT_MS);
         futures::pin_mut!(timer);
         match futures::future::select(rx, timer).await {
-            futures::future::Either::Left((Ok(v), _)) => v,
+            futures::future::Either::Left((Ok(v), _)) => {
+                std::rc::Rc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone())
+            }
             _ => json!({ "changes": [] }),
         }
     }
@@ -262,13 +266,15 @@ impl<E: Env> Provider<E> {
             .borrow_mut()
             .remove(uuid)
             .unwrap_or_default();
-        let body = json!({ "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>() });
+        let body = std::rc::Rc::new(
+            json!({ "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>() }),
+        );
         let mut keep = Vec::new();
         for (tab, frame, tx) in list {
             if tab.is_some() && tab == from.tab_id && frame == from.frame_id {
                 keep.push((tab, frame, tx));
             } else {
-                let _ = tx.send(body.clone());
+                let _ = tx.send(std::rc::Rc::clone(&body));
             }
         }
         if !keep.is_empty() {
