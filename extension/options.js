@@ -39,17 +39,38 @@ const callerCell = (c) => el('td', {}, el('div', {}, c.name ? marked(c.name) : e
 // approved, a new one listed): the second click of a double-click on Approve must not approve
 // the caller that moved up into the clicked spot (any extension can put itself in this list).
 const placed = {}; // list name -> the ids in the order last shown
+/** Takes no click on these buttons until `until` (or later, if held longer already). */
+function hold(buttons, until = Date.now() + ARM_MS) {
+  for (const b of buttons) {
+    b.disabled = true;
+    b.dataset.armAt = String(Math.max(Number(b.dataset.armAt ?? 0), until));
+    const arm = () => {
+      const left = Number(b.dataset.armAt) - Date.now();
+      if (left > 0) setTimeout(arm, left); else b.disabled = false;
+    };
+    setTimeout(arm, until - Date.now());
+  }
+}
+// Until then every caller button drawn is held (a table redrawn after the page moved).
+let movedUntil = 0;
 function buttonsFor(list, items) {
   const before = placed[list];
   placed[list] = items.map((c) => c.id);
   return (c, i, ...buttons) => {
-    if (before && before[i] !== c.id) {
-      for (const b of buttons) b.disabled = true;
-      setTimeout(() => { for (const b of buttons) b.disabled = false; }, ARM_MS);
-    }
+    if (before && before[i] !== c.id) hold(buttons);
+    if (Date.now() < movedUntil) hold(buttons, movedUntil);
     return el('td', { class: 'actions' }, buttons.flatMap((b, k) => (k ? [' ', b] : [b])));
   };
 }
+// Whatever changes size above the callers' tables moves every row below it, in place in its
+// list: the status line appearing or fading, a notice, a table above. Their buttons then take
+// no click for ARM_MS too, as the popup's Undo and review buttons do.
+const callerButtons = () => document.querySelectorAll('#pending button, #allowlist button, #denied button');
+const moved = new ResizeObserver(() => {
+  movedUntil = Date.now() + ARM_MS;
+  hold(callerButtons(), movedUntil);
+});
+for (const e of document.querySelectorAll('#capability, #status, main > section:has(#pending), main > section:has(#allowlist), main > section:has(#sw-endpoint)')) moved.observe(e);
 
 function table(headers, rows, empty) {
   if (!rows.length) return el('p', { class: 'empty' }, empty);

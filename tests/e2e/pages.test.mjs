@@ -410,6 +410,26 @@ describe("options page: a double click approves one caller; a caller's name cann
     const policy = await until(async () => (await h.internal("state.get")).policy, (p) => p.allowlist.length === 2);
     assert.equal(policy.allowlist.find((c) => c.id === other.id).name, "Helper \u27e8U+202E\u27e9redlof\u27e8U+202C\u27e9\u27e8U+200B\u27e9");
   });
+
+  test("the status line appearing above the callers moves every row: their buttons take no click at once", T, async () => {
+    const page = await openOptions(h);
+    const allowed = region(page, "Allowed callers");
+    const remove = allowed.getByRole("button", { name: /^Remove/ });
+    await until(() => remove.count(), (n) => n === 2);
+    await until(async () => remove.first().isDisabled(), (d) => d === false, 3000);
+    const before = await allowed.boundingBox();
+    // A switch writes the status line above the tables (it was empty, so it had no height).
+    await page.getByRole("switch", { name: "Review each write" }).click();
+    await until(async () => (await allowed.boundingBox()).y, (y) => y !== before.y, 3000);
+    assert.notEqual((await allowed.boundingBox()).y, before.y, "the rows moved");
+    assert.deepEqual(await Promise.all([0, 1].map((i) => remove.nth(i).isDisabled())), [true, true], "not armed right after moving");
+    await remove.first().click({ force: true });
+    await sleep(300);
+    assert.equal((await h.internal("state.get")).policy.allowlist.length, 2, "the click did nothing");
+    await until(async () => remove.first().isDisabled(), (d) => d === false, 3000);
+    assert.equal(await remove.first().isDisabled(), false, "armed again after a moment");
+    await h.internal("policy.setSwitch", { name: "review", value: false });
+  });
 });
 
 // ====================================================================== scripts, audit, review, popup
