@@ -289,7 +289,7 @@ impl Connection {
     ) -> Self {
         hello.insert("protocol".into(), json!(PROTOCOL_VERSION));
         hello.insert("nonce".into(), json!(auth.nonce));
-        let first = frame::encode(&Frame::Request {
+        let first = frame::encode(Frame::Request {
             id: HELLO_ID,
             kind: hello_type.to_string(),
             payload: Value::Object(hello.clone()),
@@ -418,17 +418,21 @@ impl Connection {
             .inflight
             .add(kind, &payload, now, timeout_ms)
             .map_err(|AddError::Full| RequestError::TooMany)?;
-        let text = frame::encode(&Frame::Request {
+        let request = Frame::Request {
             id,
             kind: kind.to_string(),
             payload,
-        });
-        if text.len() > frame::MAX_FRAME_BYTES {
-            let _ = self.inflight.resolve(id);
-            return Err(RequestError::TooLarge { len: text.len() });
+        };
+        match frame::encode_within(request, frame::MAX_FRAME_BYTES) {
+            Ok(text) => {
+                self.transmit.push_back(text);
+                Ok(id)
+            }
+            Err(len) => {
+                let _ = self.inflight.resolve(id);
+                Err(RequestError::TooLarge { len })
+            }
         }
-        self.transmit.push_back(text);
-        Ok(id)
     }
 
     /// Answers a request the peer made. An answer over the frame limit would make the peer
@@ -438,28 +442,25 @@ impl Connection {
         if self.state != State::Open {
             return;
         }
-        let text = frame::encode(&Frame::Response { id, outcome });
-        let text = if text.len() > frame::MAX_FRAME_BYTES {
-            frame::encode(&Frame::Response {
+        let text = match frame::encode_within(Frame::Response { id, outcome }, frame::MAX_FRAME_BYTES) {
+            Ok(text) => text,
+            Err(len) => frame::encode(Frame::Response {
                 id,
                 outcome: Err(WireError::new(
                     RESULT_TOO_LARGE,
                     format!(
-                        "the request was carried out, but its answer is {} bytes, over the {} bytes the link carries, so it was not sent (for try_script: less console output, or no allFrames)",
-                        text.len(),
+                        "the request was carried out, but its answer is {len} bytes, over the {} bytes the link carries, so it was not sent (for try_script: less console output, or no allFrames)",
                         frame::MAX_FRAME_BYTES
                     ),
                 )),
-            })
-        } else {
-            text
+            }),
         };
         self.transmit.push_back(text);
     }
 
     pub fn notify(&mut self, kind: &str, payload: Value) {
         if self.state == State::Open && frame::is_type(kind) {
-            self.transmit.push_back(frame::encode(&Frame::Notify {
+            self.transmit.push_back(frame::encode(Frame::Notify {
                 kind: kind.to_string(),
                 payload,
             }));
@@ -468,7 +469,7 @@ impl Connection {
 
     pub fn ping(&mut self) {
         if self.state == State::Open {
-            self.transmit.push_back(frame::encode(&Frame::Ping));
+            self.transmit.push_back(frame::encode(Frame::Ping));
         }
     }
 
@@ -523,7 +524,7 @@ impl Connection {
                 self.events.push_back(Event::Notify { kind, payload });
             }
             (State::Open, Frame::Ping) => {
-                self.transmit.push_back(frame::encode(&Frame::Pong));
+                self.transmit.push_back(frame::encode(Frame::Pong));
             }
             (State::Open, Frame::Pong) | (State::Closed, _) => {}
         }
@@ -565,7 +566,7 @@ impl Connection {
             "nonce": self.auth.nonce,
             "proof": proof,
         });
-        self.transmit.push_back(frame::encode(&Frame::Response {
+        self.transmit.push_back(frame::encode(Frame::Response {
             id,
             outcome: Ok(challenge),
         }));
@@ -626,7 +627,7 @@ impl Connection {
         ack.insert("ok".into(), json!(true));
         ack.insert("protocol".into(), json!(PROTOCOL_VERSION));
         ack.insert("serverVersion".into(), json!(self.version));
-        self.transmit.push_back(frame::encode(&Frame::Response {
+        self.transmit.push_back(frame::encode(Frame::Response {
             id,
             outcome: Ok(Value::Object(ack)),
         }));
@@ -644,7 +645,7 @@ impl Connection {
             "serverVersion": self.version,
             "reason": reason.to_string(),
         });
-        self.transmit.push_back(frame::encode(&Frame::Response {
+        self.transmit.push_back(frame::encode(Frame::Response {
             id,
             outcome: Ok(ack),
         }));
@@ -673,7 +674,7 @@ impl Connection {
         }
         let proof = self.proof(ProofRole::Dial, &self.auth.nonce, nonce);
         self.peer_nonce = nonce.to_owned();
-        self.transmit.push_back(frame::encode(&Frame::Request {
+        self.transmit.push_back(frame::encode(Frame::Request {
             id: HELLO_ID,
             kind: types::HELLO_PROOF.to_owned(),
             payload: json!({ "proof": proof }),

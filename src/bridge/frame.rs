@@ -178,27 +178,79 @@ fn error(v: Option<&Value>) -> Result<WireError, FrameError> {
     Ok(WireError::new(code, message))
 }
 
-/// The text of a frame. Serializing a `Value` cannot fail (its keys are strings), but the
-/// result is still checked rather than unwrapped.
-pub fn encode(frame: &Frame) -> String {
+/// The text of a frame (see [`encode_within`]).
+pub fn encode(frame: Frame) -> String {
+    encode_within(frame, usize::MAX).unwrap_or_default()
+}
+
+/// The text of a frame of at most `max` bytes, or `Err` with its length: a longer one is
+/// counted, not kept (a `try_script` answer of 8 MB is not copied once more to be refused),
+/// and its values are moved into the frame, not copied (`json!` copies each value it is given).
+pub fn encode_within(frame: Frame, max: usize) -> Result<String, usize> {
+    use crate::value::object;
     let v = match frame {
-        Frame::Request { id, kind, payload } => {
-            json!({ "k": "req", "id": id, "type": kind, "payload": payload })
-        }
+        Frame::Request { id, kind, payload } => object(vec![
+            ("k", "req".into()),
+            ("id", id.into()),
+            ("type", kind.into()),
+            ("payload", payload),
+        ]),
         Frame::Response {
             id,
             outcome: Ok(result),
-        } => json!({ "k": "res", "id": id, "ok": true, "result": result }),
+        } => object(vec![
+            ("k", "res".into()),
+            ("id", id.into()),
+            ("ok", true.into()),
+            ("result", result),
+        ]),
         Frame::Response {
             id,
             outcome: Err(e),
         } => json!({ "k": "res", "id": id, "ok": false,
                      "error": { "code": e.code, "message": e.message } }),
-        Frame::Notify { kind, payload } => json!({ "k": "ntf", "type": kind, "payload": payload }),
+        Frame::Notify { kind, payload } => object(vec![
+            ("k", "ntf".into()),
+            ("type", kind.into()),
+            ("payload", payload),
+        ]),
         Frame::Ping => json!({ "k": "png" }),
         Frame::Pong => json!({ "k": "pog" }),
     };
-    serde_json::to_string(&v).unwrap_or_else(|_| String::from("{\"k\":\"png\"}"))
+    let mut out = Bounded {
+        kept: Vec::new(),
+        max,
+        len: 0,
+    };
+    // Writing to memory fails only past `max`, which `len` tells; a `Value` always serializes.
+    let _ = serde_json::to_writer(&mut out, &v);
+    if out.len > max {
+        return Err(out.len);
+    }
+    Ok(String::from_utf8(out.kept).unwrap_or_default())
+}
+
+/// Keeps what is written up to `max` bytes, and counts all of it.
+struct Bounded {
+    kept: Vec<u8>,
+    max: usize,
+    len: usize,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.len = self.len.saturating_add(bytes.len());
+        if self.len <= self.max {
+            self.kept.extend_from_slice(bytes);
+        } else if !self.kept.is_empty() {
+            self.kept = Vec::new();
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// At most `max` bytes of `s`, cut on a char boundary.
@@ -218,7 +270,33 @@ mod tests {
     use super::*;
 
     fn round_trip(f: Frame) {
-        assert_eq!(parse(&encode(&f)), Ok(f));
+        assert_eq!(parse(&encode(f.clone())), Ok(f));
+    }
+
+    /// A frame over the bound is measured, not kept: its exact length comes back, and one at
+    /// the bound is the same text `encode` gives.
+    #[test]
+    fn a_frame_past_the_bound_is_counted_not_kept() {
+        let big = |n: usize| Frame::Response {
+            id: 3,
+            outcome: Ok(json!({ "text": "x".repeat(n) })),
+        };
+        let whole = encode(big(1000));
+        assert_eq!(encode_within(big(1000), whole.len()), Ok(whole.clone()));
+        assert_eq!(encode_within(big(1000), whole.len() - 1), Err(whole.len()));
+        let mut w = Bounded {
+            kept: Vec::new(),
+            max: 10,
+            len: 0,
+        };
+        use std::io::Write;
+        w.write_all(b"12345678").unwrap();
+        w.write_all(b"9abc").unwrap();
+        assert_eq!(
+            (w.kept.len(), w.len),
+            (0, 12),
+            "what was kept goes once past the bound"
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ fn client(token: &str, port: u16, timeout: u64) -> Connection {
 }
 
 fn hello_frame(payload: Value) -> String {
-    frame::encode(&Frame::Request {
+    frame::encode(Frame::Request {
         id: 0,
         kind: "hello".into(),
         payload,
@@ -38,7 +38,7 @@ fn hello_frame(payload: Value) -> String {
 }
 
 fn proof_frame(payload: Value) -> String {
-    frame::encode(&Frame::Request {
+    frame::encode(Frame::Request {
         id: 0,
         kind: types::HELLO_PROOF.into(),
         payload,
@@ -46,7 +46,7 @@ fn proof_frame(payload: Value) -> String {
 }
 
 fn response(result: Value) -> String {
-    frame::encode(&Frame::Response {
+    frame::encode(Frame::Response {
         id: 0,
         outcome: Ok(result),
     })
