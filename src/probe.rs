@@ -13,8 +13,8 @@ pub const PROBE_VERSION: u64 = 1;
 pub const NAMESPACE: &str = "userscripts";
 pub const SERVICE_NAME: &str = "Lumo Userscripts";
 pub const SERVICE_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// A probe is a small metadata message; anything bigger is not one (checked by the shell on the
-/// serialized size before parsing).
+/// A probe is a small metadata message; anything bigger is not one. The shell copies no more
+/// than the beginning of a longer one into the wasm (`Provider::probe_over`).
 pub const MAX_PROBE_BYTES: usize = 16 * 1024;
 
 /// Whether the provider can do its job (is `chrome.userScripts` usable) — never permission.

@@ -151,7 +151,18 @@ impl Session {
     /// One message arrived as JSON text (`None`: it had no JSON form).
     pub fn inbound(&self, text: Option<&str>) -> Step {
         let size = text.map_or(0, str::len);
-        let parsed = jsonrpc::parse_message(text, MAX_MESSAGE_BYTES);
+        self.inbound_parsed(size, jsonrpc::parse_message(text, MAX_MESSAGE_BYTES))
+    }
+
+    /// One message arrived too long for the shell to copy whole into the wasm (its memory
+    /// never shrinks): `len`, its length, is over [`MAX_MESSAGE_BYTES`]; `head`, its beginning,
+    /// is read for the request's id. Answered as [`Session::inbound`] answers a long message.
+    pub fn inbound_over(&self, head: &str, len: usize) -> Step {
+        let reply = jsonrpc::too_large(head, len, MAX_MESSAGE_BYTES);
+        self.inbound_parsed(len.max(MAX_MESSAGE_BYTES.saturating_add(1)), Err(reply))
+    }
+
+    fn inbound_parsed(&self, size: usize, parsed: Result<Value, Value>) -> Step {
         let mut state = self.state.borrow_mut();
         match &mut *state {
             State::Closed => Step::Drop,
@@ -312,6 +323,33 @@ mod tests {
         assert!(matches!(s.inbound(Some("{\"x\":1}")), Step::Dispatch(_)));
         assert!(s.mark_initialized("2025-06-18"));
         assert!(!s.mark_initialized("2025-06-18"));
+    }
+
+    /// A message the shell did not copy whole (only its head) is answered as a long one is:
+    /// −32600 naming the limit, with the id read from the head; before authorization it counts
+    /// its whole length against the buffer's bound.
+    #[test]
+    fn a_message_read_only_by_its_head_is_refused_by_size() {
+        let s = session();
+        assert_eq!(s.authorize(Access::Granted), Authorized::Flush(vec![]));
+        let head = r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"xxxx"#;
+        let Step::Reply(r) = s.inbound_over(head, 33_554_500) else {
+            panic!()
+        };
+        assert_eq!(r["id"], json!(7));
+        assert_eq!(r["error"]["code"], json!(-32600));
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("33554500 bytes is over the 1048576-byte limit"),
+            "{r}"
+        );
+        let waiting = session();
+        assert!(matches!(
+            waiting.inbound_over(head, MAX_BUFFERED_BYTES + 1),
+            Step::Close(_)
+        ));
     }
 
     #[test]

@@ -21,6 +21,42 @@ pub fn text_within(v: &JsValue, max_bytes: usize) -> Option<String> {
     text.as_string()
 }
 
+/// A message's JSON text as [`text_bounded`] read it.
+pub enum Bounded {
+    Whole(String),
+    /// Longer than the bound (`len`, in UTF-16 units: its UTF-8 form is no shorter): only its
+    /// beginning was copied into the wasm, for the request id a reply names.
+    Over {
+        head: String,
+        len: usize,
+    },
+    /// No JSON form (undefined, a function, a BigInt).
+    NoJson,
+}
+
+/// How much of a message over the bound is copied: a request's `id` comes first in practice.
+const HEAD_UNITS: u32 = 16 * 1024;
+
+/// [`text_of`], copying at most the head of a text longer than `max_bytes` could hold (a
+/// message Chrome delivers may be up to 64 MiB, and the wasm's memory never shrinks).
+pub fn text_bounded(v: &JsValue, max_bytes: usize) -> Bounded {
+    let Ok(text) = js_sys::JSON::stringify(v) else {
+        return Bounded::NoJson;
+    };
+    if !text.is_string() {
+        return Bounded::NoJson;
+    }
+    let len = usize::try_from(text.length()).unwrap_or(usize::MAX);
+    if len > max_bytes {
+        let head = text
+            .slice(0, HEAD_UNITS.min(text.length()))
+            .as_string()
+            .unwrap_or_default();
+        return Bounded::Over { head, len };
+    }
+    text.as_string().map_or(Bounded::NoJson, Bounded::Whole)
+}
+
 /// The value itself, parsed as every JS-side text is: lone surrogates become U+FFFD
 /// (`text::parse_json`), so storage and internal messages holding one are still read.
 pub fn from_js(v: &JsValue) -> Option<Value> {

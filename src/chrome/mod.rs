@@ -182,28 +182,27 @@ fn on_storage_changed(changes: JsValue, area: JsValue) {
 /// L0. May answer asynchronously (`return true` keeps `sendResponse` alive across a storage read).
 fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -> JsValue {
     let sender_id = string_of(&sender, api::Props::id);
-    let text = json::text_of(&msg);
+    // A probe longer than its bound is not copied into the wasm (any extension may send one).
+    let text = json::text_bounded(&msg, crate::probe::MAX_PROBE_BYTES);
     #[cfg(feature = "test-trap")]
-    if text
-        .as_deref()
-        .is_some_and(|t| t.contains("__lumo_test_trap_sync__"))
-    {
+    if matches!(&text, json::Bounded::Whole(t) if t.contains("__lumo_test_trap_sync__")) {
         panic!("test trap (sync)");
     }
     // Polled at once: with the policy cached, the answer waits for no browser call and goes out
     // within this event.
     spawn_now(async move {
         #[cfg(feature = "test-trap")]
-        if text
-            .as_deref()
-            .is_some_and(|t| t.contains("__lumo_test_trap_async__"))
-        {
+        if matches!(&text, json::Bounded::Whole(t) if t.contains("__lumo_test_trap_async__")) {
             // After a suspension: a trap in a task the executor runs, not in the listener.
             env::timeout(0.0).await;
             panic!("test trap (async)");
         }
         let p = provider();
-        let reply = p.probe(text.as_deref(), sender_id.as_deref()).await;
+        let reply = match text {
+            json::Bounded::Whole(t) => p.probe(Some(&t), sender_id.as_deref()).await,
+            json::Bounded::Over { len, .. } => p.probe_over(len),
+            json::Bounded::NoJson => p.probe(None, sender_id.as_deref()).await,
+        };
         // The caller may have gone away; nothing to do about it.
         let _ = send_response.call1(&JsValue::NULL, &json::text_to_js(&reply.to_json()));
         badge_now().await;

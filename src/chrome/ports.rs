@@ -44,8 +44,9 @@ pub fn on_connect_external(port: Port) {
     let session = p.open_session(caller.clone());
     let id = session.id;
 
-    let on_message =
-        Closure::<dyn FnMut(JsValue)>::new(move |msg: JsValue| inbound(id, json::text_of(&msg)));
+    let on_message = Closure::<dyn FnMut(JsValue)>::new(move |msg: JsValue| {
+        inbound(id, json::text_bounded(&msg, session::MAX_MESSAGE_BYTES))
+    });
     let on_disconnect = Closure::<dyn FnMut(JsValue)>::new(move |_| forget(id));
     port.on_message()
         .add_listener(on_message.as_ref().unchecked_ref::<Function>());
@@ -89,11 +90,16 @@ pub fn on_connect_external(port: Port) {
     });
 }
 
-fn inbound(id: u64, text: Option<String>) {
+fn inbound(id: u64, text: json::Bounded) {
     let Some(session) = provider().session(id) else {
         return;
     };
-    match session.inbound(text.as_deref()) {
+    let step = match &text {
+        json::Bounded::Whole(t) => session.inbound(Some(t)),
+        json::Bounded::Over { head, len } => session.inbound_over(head, *len),
+        json::Bounded::NoJson => session.inbound(None),
+    };
+    match step {
         Step::Buffered | Step::Drop => {}
         Step::Dispatch(v) => dispatch(id, v),
         Step::Reply(r) => post(id, &r),

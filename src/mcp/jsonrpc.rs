@@ -115,14 +115,7 @@ pub fn parse_message(text: Option<&str>, max_bytes: usize) -> Result<Value, Valu
         ));
     };
     if t.len() > max_bytes {
-        return Err(error(
-            &recover_id(t).unwrap_or(Value::Null),
-            INVALID_REQUEST,
-            &format!(
-                "message of {} bytes is over the {max_bytes}-byte limit",
-                t.len()
-            ),
-        ));
+        return Err(too_large(t, t.len(), max_bytes));
     }
     crate::text::parse_json(t).map_err(|e| {
         let id = recover_id(t).unwrap_or(Value::Null);
@@ -136,6 +129,16 @@ pub fn parse_message(text: Option<&str>, max_bytes: usize) -> Result<Value, Valu
             error(&id, PARSE_ERROR, &format!("parse error: {e}"))
         }
     })
+}
+
+/// The answer to a message of `len` bytes over `max_bytes`, with the id read from `head` (the
+/// whole text, or only its beginning when the shell did not copy the rest into the wasm).
+pub fn too_large(head: &str, len: usize, max_bytes: usize) -> Value {
+    error(
+        &recover_id(head).unwrap_or(Value::Null),
+        INVALID_REQUEST,
+        &format!("message of {len} bytes is over the {max_bytes}-byte limit"),
+    )
 }
 
 /// The end (exclusive) of the JSON string starting at `b[start] == '"'`, or the text's end.

@@ -236,7 +236,23 @@ impl<E: Env> Provider<E> {
     /// (Chrome's `sender.id`, unvalidated). A message that is not a probe is refused before the
     /// policy is read.
     pub async fn probe(&self, text: Option<&str>, sender: Option<&str>) -> probe::Reply {
-        let req = match probe::parse_text(text) {
+        self.probe_read(probe::parse_text(text), sender).await
+    }
+
+    /// A probe of `len` bytes (at least), too long for the shell to copy into the wasm, whose
+    /// memory never shrinks: refused as [`Provider::probe`] refuses any probe over the bound.
+    pub fn probe_over(&self, len: usize) -> probe::Reply {
+        probe::Reply::Refused(probe::ProbeError::TooLarge(
+            len.max(probe::MAX_PROBE_BYTES.saturating_add(1)),
+        ))
+    }
+
+    async fn probe_read(
+        &self,
+        read: Result<probe::ProbeRequest, probe::ProbeError>,
+        sender: Option<&str>,
+    ) -> probe::Reply {
+        let req = match read {
             Ok(r) => r,
             Err(e) => return probe::Reply::Refused(e),
         };

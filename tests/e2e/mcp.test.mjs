@@ -420,6 +420,35 @@ describe("mcp: approved caller", () => {
     }
   });
 
+  // Chrome delivers a message of up to 64 MiB; a port message holds at most 1 MiB and a probe
+  // 16 KiB. A longer one is answered from its beginning (the request's id) without its text
+  // being copied into the wasm, whose memory never shrinks: any extension may send a probe.
+  test("8c. a 32 MiB port message and probe are refused by size without growing the worker's memory", T, async () => {
+    const p = await rp.open();
+    try {
+      await rp.rpc(p, { jsonrpc: "2.0", id: "warm", method: "ping" });
+      assert.ok(!(await h.internal("state.get")).error);
+      const before = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0);
+      const host = await h.hostPage();
+      const probes = await host.evaluate(async ([id, handle]) => {
+        const pad = "x".repeat(32 << 20);
+        window.lumo.rawSend(handle, { jsonrpc: "2.0", id: "big", method: "ping", params: { pad } });
+        return Promise.all([0, 1, 2].map(() => chrome.runtime.sendMessage(id, { channel: "lumo:probe", version: 1, pad })));
+      }, [PROVIDER_ID, p]);
+      for (const r of probes) {
+        assert.equal(r.ok, false, show(r));
+        assert.match(r.error, /bytes is over the 16384-byte limit/, show(r));
+      }
+      const fresh = await until(() => rp.messages(p), (l) => l.some((m) => m.id === "big"), 5000);
+      assertRpcError(fresh.find((m) => m.id === "big"), "big", INVALID_REQUEST, /over the 1048576-byte limit/);
+      const grown = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0) - before;
+      assert.ok(grown < 4 << 20, `the wasm grew by ${grown} bytes`);
+      assert.deepEqual((await rp.rpc(p, { jsonrpc: "2.0", id: "after", method: "ping" })).result, {});
+    } finally {
+      await rp.close(p);
+    }
+  });
+
   test("8b. a batch sent before authorization completes is answered -32600, never echoed back", T, async () => {
     // The worker is stopped first so the next start reads the policy from storage: the batch,
     // sent in the same turn as the connect, arrives while that read runs and is buffered.
