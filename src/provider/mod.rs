@@ -84,6 +84,9 @@ pub struct Provider<E> {
     /// The session flag still says "not synced" although the registry is Synced: a write's
     /// registration is done and "synced" is stored after its reply (`settle_registry_flag`).
     flag_owed: Cell<bool>,
+    /// What the session flag is known to hold (`None`: not read or written by this worker, or
+    /// a write of it failed).
+    flag_stored: Cell<Option<bool>>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
     /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
@@ -166,6 +169,7 @@ impl<E: Env> Provider<E> {
             held_echoes: RefCell::new(None),
             registry: Cell::new(RegistryState::Unknown),
             flag_owed: Cell::new(false),
+            flag_stored: Cell::new(None),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(VecMap::new()),
             next_session: Cell::new(1),

@@ -75,8 +75,10 @@ impl<E: Env> Provider<E> {
         self.flag_owed.set(false);
         let mut m = Map::new();
         m.insert(keys::REGISTRY_SYNCED.to_owned(), Value::Bool(synced));
-        if let Err(e) = self.env.set(Area::Session, m).await {
-            self.note(format!("could not record the registry state: {e}"));
+        self.flag_stored.set(None);
+        match self.env.set(Area::Session, m).await {
+            Ok(()) => self.flag_stored.set(Some(synced)),
+            Err(e) => self.note(format!("could not record the registry state: {e}")),
         }
     }
 
@@ -181,6 +183,9 @@ impl<E: Env> Provider<E> {
                 .ok()
                 .and_then(|m| m.get(keys::REGISTRY_SYNCED).and_then(Value::as_bool))
                 .unwrap_or(false);
+            if self.flag_stored.get().is_none() {
+                self.flag_stored.set(Some(synced));
+            }
             // Only move on from Unknown: a write may have marked it stale meanwhile.
             if self.registry.get() == RegistryState::Unknown {
                 self.registry.set(if synced {
@@ -235,11 +240,16 @@ impl<E: Env> Provider<E> {
 
     /// A write is about to change storage ahead of the registry. Until its registration is done
     /// the session flag must not say "synced": a worker stopped in between would skip the
-    /// reconcile and leave a stale registration running.
-    /// (A flag still owed from the write before says "not synced" already.)
+    /// reconcile and leave a stale registration running. Whatever this worker thinks of the
+    /// registry (it may not have read the flag yet, or found it stale only in memory), the
+    /// flag is cleared unless it is known to say "not synced" already (a "synced" still owed
+    /// from the write before, for one).
     pub(crate) async fn registry_write_begins(&self) {
-        if self.registry.get() == RegistryState::Synced && !self.flag_owed.get() {
+        if self.flag_stored.get() != Some(false) {
+            let owed = self.flag_owed.get();
             self.save_synced(false).await;
+            // Still owed once this write's registration is done, if it was before.
+            self.flag_owed.set(owed);
         }
     }
 
@@ -288,6 +298,46 @@ mod tests {
         let snap = block_on(store::load_snapshot(&p.env)).unwrap();
         let c = block_on(store::create(&p.env, &snap, "user", src, enabled, 1 << 20)).unwrap();
         (p, c.record.uuid)
+    }
+
+    fn flag(p: &Provider<MemoryEnv>) -> Option<Value> {
+        block_on(p.env.get(Area::Session, &[keys::REGISTRY_SYNCED]))
+            .unwrap()
+            .get(keys::REGISTRY_SYNCED)
+            .cloned()
+    }
+
+    /// A write that begins must leave "not synced" stored, whatever this worker thinks of the
+    /// registry: a fresh worker that has not read the flag yet (the previous worker's "synced"
+    /// is there), or one that found the registry stale only in memory (the API seen coming
+    /// back). Else a worker stopped before the write's registration skips the reconcile, and
+    /// Chrome runs the old version for good.
+    #[test]
+    fn a_write_beginning_never_leaves_synced_stored() {
+        // A fresh worker: the previous one stored "synced".
+        let (p, _) = with_script(true);
+        let mut m = Map::new();
+        m.insert(keys::REGISTRY_SYNCED.to_owned(), Value::Bool(true));
+        block_on(p.env.set(Area::Session, m)).unwrap();
+        assert_eq!(p.registry_state(), RegistryState::Unknown);
+        block_on(p.registry_write_begins());
+        assert_eq!(flag(&p), Some(Value::Bool(false)), "unknown");
+        // Synced, then the API seen coming back: stale in memory only.
+        let (p, _) = with_script(true);
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        assert_eq!(flag(&p), Some(Value::Bool(true)));
+        p.env.user_scripts.set(false);
+        p.capability();
+        p.env.user_scripts.set(true);
+        p.capability();
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        block_on(p.registry_write_begins());
+        assert_eq!(flag(&p), Some(Value::Bool(false)), "stale");
+        // Known "not synced" already: no second write of it.
+        let writes = p.env.storage_log.borrow().len();
+        block_on(p.registry_write_begins());
+        assert_eq!(p.env.storage_log.borrow().len(), writes);
     }
 
     #[test]
