@@ -176,3 +176,41 @@ fn match_url_warns_when_more_than_ten_scripts_run_on_a_url() {
     assert_eq!(runs(&m).iter().filter(|r| **r).count(), 10, "{m}");
     assert!(m["structuredContent"].get("warning").is_none(), "{m}");
 }
+
+/// Chrome injects no extension script into the Web Store, whatever the rules: match_url must
+/// not say a script runs there (try_script already refuses the page).
+#[test]
+fn match_url_says_nothing_runs_on_the_web_store() {
+    let p = provider();
+    let s = ready(&p);
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@match *://*/*"])}),
+    );
+    assert_eq!(w["isError"], json!(false), "{w}");
+    for url in [
+        "https://chromewebstore.google.com/detail/x/abc",
+        "https://chrome.google.com/webstore/detail/abc",
+        "https://CHROME.google.com/WebStore/category",
+    ] {
+        let m = call(&p, &s, "match_url", json!({"url": url}));
+        assert_eq!(runs(&m), [false], "{url}: {m}");
+        assert!(
+            m["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Web Store"),
+            "{m}"
+        );
+    }
+    // Elsewhere on those hosts, as any page.
+    let m = call(
+        &p,
+        &s,
+        "match_url",
+        json!({"url": "https://chrome.google.com/search"}),
+    );
+    assert_eq!(runs(&m), [true], "{m}");
+}

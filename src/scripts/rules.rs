@@ -264,9 +264,15 @@ impl Guard {
 /// Why a script does or does not run on a URL: Chrome's decision, then the guard's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Runs { because: String },
+    Runs {
+        because: String,
+    },
     NoMatch,
-    Excluded { by: String },
+    Excluded {
+        by: String,
+    },
+    /// A page where Chrome runs no extension script, whatever the rules (the Web Store).
+    Protected,
 }
 
 impl Verdict {
@@ -279,6 +285,9 @@ impl Verdict {
             Verdict::Runs { because } => format!("matched by {because}"),
             Verdict::NoMatch => "no @match or @include rule matches this URL".to_owned(),
             Verdict::Excluded { by } => format!("excluded by {by}"),
+            Verdict::Protected => {
+                "this is the Chrome Web Store, where Chrome runs no extension scripts".to_owned()
+            }
         }
     }
 }
@@ -290,6 +299,13 @@ pub fn normalize_url(url: &str) -> Option<String> {
 }
 
 /// Schemes user scripts run on with this extension's host permissions.
+/// The Chrome Web Store, where Chrome injects no extension script (`host` as the URL parser
+/// gives it, `path` with its query).
+pub fn is_web_store(host: &str, path: &str) -> bool {
+    host == "chromewebstore.google.com"
+        || (host == "chrome.google.com" && path.to_ascii_lowercase().starts_with("/webstore"))
+}
+
 fn injectable(url: &str) -> bool {
     ["http:", "https:", "file:"]
         .iter()
@@ -312,6 +328,9 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
     let url = parsed.href.as_str();
     if !injectable(url) {
         return Verdict::NoMatch;
+    }
+    if is_web_store(&parsed.host, &parsed.path_query) {
+        return Verdict::Protected;
     }
     let pattern_hit = |list: &[String]| {
         list.iter()

@@ -200,12 +200,10 @@ pub fn refuse_tab(tab: &Tab) -> Result<(), ToolError> {
             crate::text::ellipsize(url, 200)
         ));
     }
-    let host = crate::scripts::rules::normalize_url(url)
-        .and_then(|n| n.split('/').nth(2).map(str::to_owned))
-        .unwrap_or_default();
-    if host == "chromewebstore.google.com"
-        || (host == "chrome.google.com" && lower.contains("/webstore"))
-    {
+    let web_store = crate::web::platform()
+        .parse_url(url)
+        .is_ok_and(|u| crate::scripts::rules::is_web_store(&u.host, &u.path_query));
+    if web_store {
         return cannot(format!(
             "tab {} shows the Chrome Web Store, where Chrome runs no extension scripts",
             tab.id
