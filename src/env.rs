@@ -340,6 +340,8 @@ pub mod memory {
         /// When set, every `chrome.storage.session` `set` fails with this message (after its
         /// yields): the rate slot, the registry's flag.
         pub fail_session_writes: RefCell<Option<String>>,
+        /// A `get` naming any key that starts with one of these fails with this error.
+        pub fail_gets: RefCell<Vec<String>>,
         /// How many times a `get` yields before it reads (so what else is in flight runs first).
         pub get_yields: Cell<u32>,
         /// The keys of every `get`, in order.
@@ -454,6 +456,14 @@ pub mod memory {
             self.get_log
                 .borrow_mut()
                 .push(keys.iter().map(|&k| k.to_owned()).collect());
+            if keys.iter().any(|k| {
+                self.fail_gets
+                    .borrow()
+                    .iter()
+                    .any(|f| k.starts_with(f.as_str()))
+            }) {
+                return Err(EnvError("storage read failed (test)".into()));
+            }
             let areas = self.areas.borrow();
             let mut out = Map::new();
             if let Some(m) = areas.get(&area) {

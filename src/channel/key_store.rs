@@ -17,10 +17,22 @@ pub async fn load<E: Storage>(env: &E) -> Option<ChannelKey> {
 }
 
 /// The stored key, made and stored first if there is none. Callers hold the write lock, so two
-/// tasks never make two keys.
+/// tasks never make two keys. A read that fails makes none: a new key would change every
+/// token, and every registered script's channel would be cut until it is registered again.
 pub async fn ensure<E: Storage + Ids>(env: &E) -> Result<ChannelKey, EnvError> {
-    if let Some(k) = load(env).await {
-        return Ok(k);
+    made(env).await.map(|(k, _)| k)
+}
+
+/// [`ensure`], and whether the key was made now: every registered script's token is then
+/// wrong, and the registry must be reconciled.
+pub async fn made<E: Storage + Ids>(env: &E) -> Result<(ChannelKey, bool), EnvError> {
+    let got = env.get(Area::Local, &[KEY_STORAGE]).await?;
+    if let Some(k) = got
+        .get(KEY_STORAGE)
+        .and_then(Value::as_str)
+        .and_then(ChannelKey::parse)
+    {
+        return Ok((k, false));
     }
     let key = ChannelKey::from_uuids(&env.new_uuid(), &env.new_uuid())
         .ok_or_else(|| EnvError("could not make a channel key".into()))?;
@@ -30,7 +42,7 @@ pub async fn ensure<E: Storage + Ids>(env: &E) -> Result<ChannelKey, EnvError> {
         Value::String(key.as_str().to_owned()),
     );
     env.set(Area::Local, m).await?;
-    Ok(key)
+    Ok((key, true))
 }
 
 #[cfg(test)]
@@ -51,6 +63,13 @@ mod tests {
         m.insert(KEY_STORAGE.to_owned(), Value::String("short".into()));
         block_on(env.set(Area::Local, m)).unwrap();
         assert!(block_on(load(&env)).is_none());
-        assert_ne!(block_on(ensure(&env)).unwrap(), k);
+        let made = block_on(ensure(&env)).unwrap();
+        assert_ne!(made, k);
+        let k = made;
+        // A read that fails makes no new key, and leaves the stored one as it is.
+        env.fail_gets.borrow_mut().push(KEY_STORAGE.to_owned());
+        assert!(block_on(ensure(&env)).is_err());
+        env.fail_gets.borrow_mut().clear();
+        assert_eq!(block_on(load(&env)), Some(k));
     }
 }

@@ -471,7 +471,7 @@ mod tests {
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
     use crate::provider::gm_test_support::{answered, gm_raw, script};
-    use crate::provider::{Received, Sender};
+    use crate::provider::{Received, RegistryState, Sender};
     use futures::executor::block_on;
 
     fn gm(p: &Provider<MemoryEnv>, token: &str, fields: Value) -> Value {
@@ -485,6 +485,77 @@ mod tests {
             ..Sender::default()
         };
         answered(block_on(p.user_script_message(|| Some(raw), sender)))
+    }
+
+    /// The channel key cannot be read while a script is registered (storage failing): no new
+    /// key is made (it would cut every other script's channel), the script is registered
+    /// without its prelude for now, and the registry stays stale until a reconcile registers
+    /// it whole.
+    #[test]
+    fn a_failed_key_read_keeps_the_key_and_leaves_the_registry_stale() {
+        let p = Provider::new(MemoryEnv::new());
+        let b = script(&p, "B", "// @grant GM_getValue\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        block_on(p.ensure_registry());
+        p.forget_channel_key();
+        p.env
+            .fail_gets
+            .borrow_mut()
+            .push(crate::channel::token::KEY_STORAGE.to_owned());
+        // Through the write path, which keeps the provider's cache of the scripts.
+        let src = "// ==UserScript==\n// @name C\n// @match https://example.com/*\n// @grant GM_getValue\n// ==/UserScript==\n";
+        let saved = block_on(crate::control::handle(
+            &p,
+            &json!({"op": "scripts.save", "source": src}),
+        ));
+        let c = saved.value["result"]["script"]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(p.env.registrations.borrow().contains_key(&c), "it runs");
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        p.env.fail_gets.borrow_mut().clear();
+        assert_eq!(block_on(key_store::load(&p.env)), Some(key.clone()));
+        // B's channel still works.
+        let r = gm(&p, &key.token(&b, 1), json!({"op": "values.get"}));
+        assert_eq!(r["values"], json!({}), "{r}");
+        // The reconcile registers C whole: its token is in its code.
+        block_on(p.ensure_registry());
+        assert_eq!(p.registry_state(), RegistryState::Synced);
+        let code = p.env.registrations.borrow()[&c].js[0].code.clone().unwrap();
+        assert!(code.contains(&key.token(&c, 1)), "C has its prelude");
+    }
+
+    /// A lost (damaged) key is made again when a script is registered: every other script's
+    /// token is then wrong, so the registry is marked stale and the reconcile registers them
+    /// with the new key; their channel works again.
+    #[test]
+    fn a_key_made_again_re_registers_every_script() {
+        let p = Provider::new(MemoryEnv::new());
+        let b = script(&p, "B", "// @grant GM_getValue\n");
+        block_on(p.ensure_registry());
+        let mut m = serde_json::Map::new();
+        m.insert(
+            crate::channel::token::KEY_STORAGE.to_owned(),
+            json!("damaged"),
+        );
+        block_on(crate::env::Storage::set(&p.env, crate::env::Area::Local, m)).unwrap();
+        p.forget_channel_key();
+        let src = "// ==UserScript==\n// @name C\n// @match https://example.com/*\n// @grant GM_getValue\n// ==/UserScript==\n";
+        block_on(crate::control::handle(
+            &p,
+            &json!({"op": "scripts.save", "source": src}),
+        ));
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        block_on(p.ensure_registry());
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let r = gm(&p, &key.token(&b, 1), json!({"op": "values.get"}));
+        assert_eq!(r["values"], json!({}), "{r}");
+        let code = p.env.registrations.borrow()[&b].js[0].code.clone().unwrap();
+        assert!(
+            code.contains(&key.token(&b, 1)),
+            "B registered with the new key"
+        );
     }
 
     #[test]

@@ -95,8 +95,14 @@ impl<E: Env> Provider<E> {
             Some(_) => self.prelude_key().await,
             None => None,
         };
+        // Registered without its prelude (no key: storage failing): it runs without GM
+        // functions or reports, so the next reconcile registers it again.
+        let whole = desired.is_none() || key.is_some();
         match sync::sync_one_keyed(&self.env, uuid, desired, key.as_ref(), held).await {
             Ok(registered) => {
+                if !whole {
+                    self.mark_registry_stale().await;
+                }
                 self.set_registration_errors(&[], &[uuid.to_owned()]).await;
                 if registered {
                     SyncOutcome::Registered
@@ -359,6 +365,8 @@ mod tests {
     #[test]
     fn a_refusal_is_recorded_durably_and_cleared_by_success() {
         let (p, uuid) = with_script(true);
+        // The channel key exists (a key made now would mark the registry stale by itself).
+        block_on(crate::channel::key_store::ensure(&p.env)).unwrap();
         p.env.refuse_register.replace(Some("Invalid host.".into()));
         let (record, source) = block_on(store::load_with_source(&p.env, &uuid)).unwrap();
         let desired = sync::desired_for(&record, &source);

@@ -55,13 +55,17 @@ impl<E: Env> Provider<E> {
     }
 
     /// The key a registration's prelude is made with: the cached one, else the stored one, made
-    /// and stored first if there is none (callers hold the write lock). `None` when storage
-    /// fails: the script is registered without the prelude, as `sync::sync_one` does.
+    /// and stored first if there is none (callers hold the write lock; a key made now changes
+    /// every token, so the registry is reconciled next). `None` when storage fails: the script
+    /// is registered without the prelude, as `sync::sync_one` does.
     pub(crate) async fn prelude_key(&self) -> Option<ChannelKey> {
         if let Some(k) = self.channel_key.borrow().clone() {
             return Some(k);
         }
-        let k = crate::channel::key_store::ensure(&self.env).await.ok()?;
+        let (k, made) = crate::channel::key_store::made(&self.env).await.ok()?;
+        if made {
+            self.mark_registry_stale().await;
+        }
         *self.channel_key.borrow_mut() = Some(k.clone());
         Some(k)
     }

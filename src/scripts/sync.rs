@@ -524,6 +524,10 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
         .map(|p| format!("{}: {}", p.uuid, p.message))
         .collect();
     let channel = channel_key(env).await;
+    // Without the key (storage failing) the scripts are registered without their prelude: they
+    // run, with no GM functions or reports. The registry stays stale, so a later reconcile
+    // registers them whole.
+    report.interrupted |= channel.is_none() && !enabled.is_empty();
     let mut desired = Vec::new();
     for (r, key) in enabled.iter().zip(&keys) {
         match sources.get(key).and_then(Value::as_str) {
