@@ -128,15 +128,20 @@ pub async fn check_quota<S: Storage>(s: &S, items: &Map<String, Value>) -> Resul
 }
 
 /// The bytes of `list` as stored (a missing or damaged blob is `None`: the registration then
-/// leaves that file out and the script runs without it).
-pub async fn load<S: Storage>(s: &S, list: &[Asset]) -> Vec<(Asset, Option<Vec<u8>>)> {
+/// leaves that file out and the script runs without it). A read that fails is an error, not
+/// "missing": registered from it, the script would run without its library for good.
+pub async fn load<S: Storage>(
+    s: &S,
+    list: &[Asset],
+) -> Result<Vec<(Asset, Option<Vec<u8>>)>, crate::env::EnvError> {
     if list.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let keys: Vec<String> = list.iter().map(|a| assets::blob_key(&a.sha256)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let got = s.get(Area::Local, &refs).await.unwrap_or_default();
-    list.iter()
+    let got = s.get(Area::Local, &refs).await?;
+    Ok(list
+        .iter()
         .zip(&keys)
         .map(|(a, k)| {
             let bytes = got
@@ -146,7 +151,7 @@ pub async fn load<S: Storage>(s: &S, list: &[Asset]) -> Vec<(Asset, Option<Vec<u
                 .filter(|b| crate::guard::digest::sha256_hex(b) == a.sha256);
             (a.clone(), bytes)
         })
-        .collect()
+        .collect())
 }
 
 /// Every sha256 some stored record, revision or trash entry names (under an `assets` list at

@@ -558,6 +558,47 @@ mod tests {
         );
     }
 
+    /// A write whose registration cannot read the script's values (storage failing) does not
+    /// register it without them (it would read its defaults and write them back over its
+    /// values): Chrome keeps what it held, the answer says so, and the reconcile after the
+    /// interaction registers the new version with its values.
+    #[test]
+    fn a_registration_that_cannot_read_the_values_waits_for_the_reconcile() {
+        let p = Provider::new(MemoryEnv::new());
+        let src = |v: &str| {
+            format!("// ==UserScript==\n// @name V\n// @match https://example.com/*\n// @grant GM_getValue\n// @grant GM_setValue\n// ==/UserScript==\n{v}\n")
+        };
+        let save = |m: Value| block_on(crate::control::handle(&p, &m)).value;
+        let r = save(json!({"op": "scripts.save", "source": src("one();")}));
+        let v = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+        block_on(p.ensure_registry());
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let r = gm(
+            &p,
+            &key.token(&v, 1),
+            json!({"op": "values.set", "items": [["count", "41"]]}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+        let code = || {
+            p.env.registrations.borrow()[&v]
+                .js
+                .iter()
+                .filter_map(|j| j.code.clone())
+                .collect::<String>()
+        };
+        p.env.fail_gets.borrow_mut().push("values/".to_owned());
+        let r =
+            save(json!({"op": "scripts.save", "uuid": v, "revision": 1, "source": src("two();")}));
+        assert_eq!(r["ok"], json!(true), "stored: {r}");
+        assert_eq!(r["result"]["registered"], json!(false), "{r}");
+        assert!(code().contains("one();"), "Chrome keeps what it held");
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        p.env.fail_gets.borrow_mut().clear();
+        block_on(p.ensure_registry());
+        assert!(code().contains("two();"));
+        assert!(code().contains(r#"[["count","41"]]"#), "with its values");
+    }
+
     #[test]
     fn value_changes_waiting_for_the_lock_register_once_with_the_latest() {
         let p = Provider::new(MemoryEnv::new());

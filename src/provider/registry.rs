@@ -39,6 +39,9 @@ pub enum SyncOutcome {
     NotRegistered,
     /// `chrome.userScripts` is unavailable; the reconcile will register it later.
     Unavailable,
+    /// Not registered now for another reason (a storage read failed; Chrome still holds what
+    /// it held): the reconcile after this interaction registers it.
+    Deferred(String),
     /// Chrome refused it, with Chrome's message.
     Refused(String),
 }
@@ -110,9 +113,13 @@ impl<E: Env> Provider<E> {
                     SyncOutcome::NotRegistered
                 }
             }
-            Err(SyncError::Unavailable(_)) => {
+            Err(SyncError::Unavailable(m)) => {
                 self.mark_registry_stale().await;
-                SyncOutcome::Unavailable
+                if self.env.user_scripts_available() {
+                    SyncOutcome::Deferred(m)
+                } else {
+                    SyncOutcome::Unavailable
+                }
             }
             Err(SyncError::Refused(m)) => {
                 self.set_registration_errors(&[(uuid.to_owned(), m.clone())], &[])

@@ -77,25 +77,30 @@ async fn channel_key<E: Storage + Ids>(env: &E) -> Option<ChannelKey> {
 }
 
 /// The registration with the worker's prelude in it (see `prelude::apply`), with the script's
-/// GM values when it was granted value functions (unreadable values register as none: the
-/// script runs, `GM_getValue` gives its defaults).
+/// GM values when it was granted value functions and its `@require`/`@resource` files. A read
+/// of either that fails is an error (the caller keeps what Chrome holds and leaves the registry
+/// stale): registered without them, the script would read its defaults and write them back
+/// over its values, or run without its library, until its next registration.
 async fn with_prelude<E: Storage>(
     env: &E,
     mut d: Registration,
     key: Option<&ChannelKey>,
-) -> Registration {
+) -> Result<Registration, SyncError> {
+    let unreadable = |e: String| SyncError::Unavailable(format!("a storage read failed: {e}"));
     let values = match &d.prelude_slot {
-        Some(slot) if slot.gm.needs_values() => {
-            crate::gm::store::load(env, &d.id).await.unwrap_or_default()
-        }
+        Some(slot) if slot.gm.needs_values() => crate::gm::store::load(env, &d.id)
+            .await
+            .map_err(|e| unreadable(e.to_string()))?,
         _ => crate::gm::values::Values::default(),
     };
     let loaded = match &d.prelude_slot {
-        Some(slot) => crate::gm::asset_store::load(env, &slot.assets).await,
+        Some(slot) => crate::gm::asset_store::load(env, &slot.assets)
+            .await
+            .map_err(|e| unreadable(e.0))?,
         None => Vec::new(),
     };
     super::prelude::apply_loaded(&mut d, key, &values, &loaded);
-    d
+    Ok(d)
 }
 
 /// What Chrome holds for one script: its registration (read by id) and, when it may be
@@ -269,6 +274,7 @@ pub async fn sync_one_keyed<E: UserScripts + Capabilities + Storage>(
         }
     };
     let (desired, held) = futures::join!(prelude, held);
+    let desired = desired.transpose()?;
     let existing = held.registered.map_err(|e| SyncError::Unavailable(e.0))?;
     let current = existing.iter().find(|r| r.id == uuid);
     let worlds = match (held.worlds, &desired) {
@@ -339,7 +345,13 @@ pub async fn sync_many_keyed<E: UserScripts + Capabilities + Storage>(
         let current = existing.iter().find(|r| r.id == uuid);
         match desired {
             Some(d) => {
-                let d = with_prelude(env, d, key).await;
+                let d = match with_prelude(env, d, key).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        results.push((uuid, Err(e)));
+                        continue;
+                    }
+                };
                 match current {
                     Some(c) if registry::same_effect(c, &d) => results.push((uuid, Ok(true))),
                     c => todo.push((d, c.cloned())),
@@ -533,7 +545,12 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
         match sources.get(key).and_then(Value::as_str) {
             Some(src) => {
                 if let Some(d) = desired_for(r, src) {
-                    desired.push(with_prelude(env, d, channel.as_ref()).await);
+                    // Unreadable values or files: the whole reconcile waits (it would register
+                    // the script without them, or drop it), and the registry stays stale.
+                    let d = with_prelude(env, d, channel.as_ref())
+                        .await
+                        .map_err(|e| ReconcileError::Env(crate::env::EnvError(e.to_string())))?;
+                    desired.push(d);
                 }
             }
             None => report
@@ -669,7 +686,8 @@ mod tests {
             &env,
             desired_for(&b, &v2).unwrap(),
             key.as_ref(),
-        ));
+        ))
+        .unwrap();
         let got = env.registrations.borrow()[&b.uuid].clone();
         assert!(registry::same_effect(&got, &want), "{got:?}\n{want:?}");
         assert!(got.exclude_matches.is_empty());

@@ -248,7 +248,14 @@ async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError>
                     ));
                 }
             }
-            let loaded = crate::gm::asset_store::load(&p.env, &r.assets).await;
+            let loaded = crate::gm::asset_store::load(&p.env, &r.assets)
+                .await
+                .map_err(|e| {
+                    ToolError::new(
+                        ErrorCode::StorageError,
+                        format!("the script's @require files could not be read: {e}"),
+                    )
+                })?;
             Ok(Script {
                 source,
                 metadata: r.metadata,

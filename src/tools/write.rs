@@ -309,6 +309,7 @@ fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
         (true, SyncOutcome::Registered) => "enabled and registered: it runs on matching pages from their next load".to_owned(),
         (true, SyncOutcome::Refused(m)) => format!("enabled, but Chrome refused to register it, so it does not run: {m}"),
         (true, SyncOutcome::Unavailable) => "enabled, but not running yet: Chrome's \"Allow User Scripts\" toggle is off for Lumo Userscripts".to_owned(),
+        (true, SyncOutcome::Deferred(m)) => format!("enabled, but not registered yet ({m}); the provider registers it after this reply, and until then Chrome keeps what it held before"),
         (true, SyncOutcome::NotRegistered) => "enabled, but it has no @match or @include, so it runs nowhere".to_owned(),
     };
     let registration_error = match &outcome {
