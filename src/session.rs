@@ -154,9 +154,10 @@ impl Session {
         self.inbound_parsed(size, jsonrpc::parse_message(text, MAX_MESSAGE_BYTES))
     }
 
-    /// One message arrived too long for the shell to copy whole into the wasm (its memory
-    /// never shrinks): `len`, its length, is over [`MAX_MESSAGE_BYTES`]; `head`, its beginning,
-    /// is read for the request's id. Answered as [`Session::inbound`] answers a long message.
+    /// One message arrived too long for the shell to copy into the wasm (its memory never
+    /// shrinks): `len`, its length, is over [`MAX_MESSAGE_BYTES`]; `head` is a short JSON text
+    /// the request's id is read from (the shell's `{"id":…}`). Answered as
+    /// [`Session::inbound`] answers a long message.
     pub fn inbound_over(&self, head: &str, len: usize) -> Step {
         let reply = jsonrpc::too_large(head, len, MAX_MESSAGE_BYTES);
         self.inbound_parsed(len.max(MAX_MESSAGE_BYTES.saturating_add(1)), Err(reply))

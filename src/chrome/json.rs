@@ -24,8 +24,9 @@ pub fn text_within(v: &JsValue, max_bytes: usize) -> Option<String> {
 /// A message's JSON text as [`text_bounded`] read it.
 pub enum Bounded {
     Whole(String),
-    /// Longer than the bound (`len`, in UTF-16 units: its UTF-8 form is no shorter): only its
-    /// beginning was copied into the wasm, for the request id a reply names.
+    /// Longer than the bound (`len`, in UTF-16 units: its UTF-8 form is no shorter): not copied
+    /// into the wasm. `head` is `{"id":…}` with the message's top-level id, read from the
+    /// object itself (in the text it may come after the long part), for the reply to name.
     Over {
         head: String,
         len: usize,
@@ -34,10 +35,27 @@ pub enum Bounded {
     NoJson,
 }
 
-/// How much of a message over the bound is copied: a request's `id` comes first in practice.
+/// How much of an id is copied (a longer one is cut, and then reads as no id).
 const HEAD_UNITS: u32 = 16 * 1024;
 
-/// [`text_of`], copying at most the head of a text longer than `max_bytes` could hold (a
+/// `{"id":…}` with `v`'s own top-level `id` (`{}` when it has none, or is not a plain object).
+fn id_part(v: &JsValue) -> String {
+    let holder = js_sys::Object::new();
+    if v.is_object() && !js_sys::Array::is_array(v) {
+        if let Ok(id) = js_sys::Reflect::get(v, &JsValue::from_str("id")) {
+            let _ = js_sys::Reflect::set(&holder, &JsValue::from_str("id"), &id);
+        }
+    }
+    match js_sys::JSON::stringify(&holder) {
+        Ok(t) if t.is_string() => t
+            .slice(0, HEAD_UNITS.min(t.length()))
+            .as_string()
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// [`text_of`], without copying a text longer than `max_bytes` could hold into the wasm (a
 /// message Chrome delivers may be up to 64 MiB, and the wasm's memory never shrinks).
 pub fn text_bounded(v: &JsValue, max_bytes: usize) -> Bounded {
     let Ok(text) = js_sys::JSON::stringify(v) else {
@@ -48,11 +66,10 @@ pub fn text_bounded(v: &JsValue, max_bytes: usize) -> Bounded {
     }
     let len = usize::try_from(text.length()).unwrap_or(usize::MAX);
     if len > max_bytes {
-        let head = text
-            .slice(0, HEAD_UNITS.min(text.length()))
-            .as_string()
-            .unwrap_or_default();
-        return Bounded::Over { head, len };
+        return Bounded::Over {
+            head: id_part(v),
+            len,
+        };
     }
     text.as_string().map_or(Bounded::NoJson, Bounded::Whole)
 }
