@@ -346,20 +346,7 @@ fn slow_servers_cannot_hold_the_write_lock_past_the_budget() {
 /// before anything is stored: the caller's script must not land, register and run.
 #[test]
 fn a_switch_flipped_while_a_write_fetches_its_files_stops_it() {
-    for (op, code) in [
-        (
-            json!({"op": "policy.remove", "id": host().as_str()}),
-            "UNAUTHORIZED",
-        ),
-        (
-            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
-            "WRITE_DISABLED",
-        ),
-        (
-            json!({"op": "policy.setSwitch", "name": "review", "value": true}),
-            "REVIEW_EXPIRED",
-        ),
-    ] {
+    for (op, code) in switches_withdrawn() {
         let p = provider();
         let s = ready(&p);
         answer(&p, LIB, ok("var LIB = 1;", "text/javascript"));

@@ -358,20 +358,7 @@ fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
 /// try before it runs: it must not reach the page.
 #[test]
 fn a_try_waiting_for_its_tab_is_stopped_by_a_switch_flipped_meanwhile() {
-    for (op, code) in [
-        (
-            json!({"op": "policy.remove", "id": host().as_str()}),
-            "UNAUTHORIZED",
-        ),
-        (
-            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
-            "WRITE_DISABLED",
-        ),
-        (
-            json!({"op": "policy.setSwitch", "name": "review", "value": true}),
-            "REVIEW_EXPIRED",
-        ),
-    ] {
+    for (op, code) in switches_withdrawn() {
         let p = provider();
         with_tab(&p);
         let s = ready(&p);

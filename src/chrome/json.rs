@@ -14,11 +14,23 @@ pub fn text_of(v: &JsValue) -> Option<String> {
 /// over the bound in UTF-16 units is over it in bytes too. (A message Chrome delivers may be
 /// up to 64 MiB; the core would refuse it after the copy, having grown the wasm's memory.)
 pub fn text_within(v: &JsValue, max_bytes: usize) -> Option<String> {
-    let text = js_sys::JSON::stringify(v).ok()?;
-    if usize::try_from(text.length()).map_or(true, |n| n > max_bytes) {
-        return None;
+    within(v, max_bytes).ok().flatten()
+}
+
+/// The text of `v` if it has one and it fits `max_bytes` (`Ok(None)`: no JSON form), else
+/// `Err` with its length in UTF-16 units; a text over the bound is never copied.
+fn within(v: &JsValue, max_bytes: usize) -> Result<Option<String>, usize> {
+    let Ok(text) = js_sys::JSON::stringify(v) else {
+        return Ok(None);
+    };
+    if !text.is_string() {
+        return Ok(None);
     }
-    text.as_string()
+    let len = usize::try_from(text.length()).unwrap_or(usize::MAX);
+    if len > max_bytes {
+        return Err(len);
+    }
+    Ok(text.as_string())
 }
 
 /// A message's JSON text as [`text_bounded`] read it.
@@ -58,20 +70,14 @@ fn id_part(v: &JsValue) -> String {
 /// [`text_of`], without copying a text longer than `max_bytes` could hold into the wasm (a
 /// message Chrome delivers may be up to 64 MiB, and the wasm's memory never shrinks).
 pub fn text_bounded(v: &JsValue, max_bytes: usize) -> Bounded {
-    let Ok(text) = js_sys::JSON::stringify(v) else {
-        return Bounded::NoJson;
-    };
-    if !text.is_string() {
-        return Bounded::NoJson;
-    }
-    let len = usize::try_from(text.length()).unwrap_or(usize::MAX);
-    if len > max_bytes {
-        return Bounded::Over {
+    match within(v, max_bytes) {
+        Ok(Some(text)) => Bounded::Whole(text),
+        Ok(None) => Bounded::NoJson,
+        Err(len) => Bounded::Over {
             head: id_part(v),
             len,
-        };
+        },
     }
-    text.as_string().map_or(Bounded::NoJson, Bounded::Whole)
 }
 
 /// The value itself, parsed as every JS-side text is: lone surrogates become U+FFFD

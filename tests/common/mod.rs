@@ -142,3 +142,22 @@ pub fn restarted(p: &Provider<MemoryEnv>) -> Provider<MemoryEnv> {
     *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
     q
 }
+
+/// The user's three ways of withdrawing what let an agent's write begin, each as the page's
+/// op and the error code the write (or try) that waited must then get.
+pub fn switches_withdrawn() -> [(Value, &'static str); 3] {
+    [
+        (
+            json!({"op": "policy.remove", "id": host().as_str()}),
+            "UNAUTHORIZED",
+        ),
+        (
+            json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+            "WRITE_DISABLED",
+        ),
+        (
+            json!({"op": "policy.setSwitch", "name": "review", "value": true}),
+            "REVIEW_EXPIRED",
+        ),
+    ]
+}
