@@ -153,18 +153,7 @@ impl<E: Env> Provider<E> {
                 }
             }
             GmRequest::Values(op) if grants_op(&record, &op) => {
-                match self.gm_values.apply(&self.env, uuid, &op).await {
-                    Ok((changes, _)) => {
-                        if !changes.is_empty() {
-                            self.wake_waiters(uuid, from, &changes);
-                            self.refresh_values_snapshot(&record).await;
-                        }
-                        json!({ "ok": true, "changed": changes.len() })
-                    }
-                    Err(e @ (StoreError::Refused(_) | StoreError::Storage(_))) => {
-                        error(e.to_string())
-                    }
-                }
+                self.gm_change_values(&record, from, &op).await
             }
             GmRequest::ValuesWait if grants_any(&record, &["GM_addValueChangeListener"]) => {
                 self.gm_wait(uuid, from).await
@@ -226,6 +215,32 @@ impl<E: Env> Provider<E> {
             }
             GmRequest::Menu(_) => {
                 error("GM_registerMenuCommand: this script does not @grant GM_registerMenuCommand")
+            }
+        }
+    }
+
+    /// Stores a change of the proven script's values, wakes its other pages' listeners and
+    /// registers the script again with them (the registry flag cleared meanwhile).
+    async fn gm_change_values(
+        &self,
+        record: &ScriptRecord,
+        from: &crate::provider::Sender,
+        op: &crate::gm::values::Op,
+    ) -> Value {
+        let change = self.value_change_begins().await;
+        match self.gm_values.apply(&self.env, &record.uuid, op).await {
+            Ok((changes, _)) => {
+                if !changes.is_empty() {
+                    self.wake_waiters(&record.uuid, from, &changes);
+                    self.refresh_values_snapshot(record).await;
+                }
+                change.settled();
+                json!({ "ok": true, "changed": changes.len() })
+            }
+            // Storage's `set` is whole or nothing: nothing to register.
+            Err(e @ (StoreError::Refused(_) | StoreError::Storage(_))) => {
+                change.settled();
+                error(e.to_string())
             }
         }
     }
@@ -446,7 +461,8 @@ impl<E: Env> Provider<E> {
         let Ok((current, source)) =
             crate::scripts::store::load_with_source(&self.env, &record.uuid).await
         else {
-            return;
+            // Chrome keeps the older snapshot: the reconcile registers the stored values.
+            return self.mark_registry_stale().await;
         };
         let desired = crate::scripts::sync::desired_for(&current, &source);
         self.sync_registration(&current.uuid, desired, None).await;
@@ -470,7 +486,9 @@ mod tests {
     use super::*;
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
+    use crate::env::Area;
     use crate::provider::gm_test_support::{answered, gm_raw, script};
+    use crate::provider::keys;
     use crate::provider::{Received, RegistryState, Sender};
     use futures::executor::block_on;
 
@@ -647,6 +665,74 @@ mod tests {
             true
         );
         assert_eq!(updates(), before + 2);
+    }
+
+    /// A value is stored before the registration that carries it, which waits for the write
+    /// lock. A worker stopped in between must find "not synced" stored, so that the next one
+    /// reconciles and registers the stored value; else Chrome's older snapshot would be
+    /// trusted and every page would start with the old value.
+    #[test]
+    fn a_value_stored_but_not_registered_leaves_the_registry_flag_cleared() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_setValue\n// @grant GM_getValue\n");
+        block_on(p.ensure_registry());
+        let flag =
+            |p: &Provider<MemoryEnv>| p.env.dump(Area::Session)[keys::REGISTRY_SYNCED].clone();
+        assert_eq!(flag(&p), json!(true));
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let raw = gm_raw(
+            &key.token(&a, 1),
+            json!({"op": "values.set", "items": [["k", "7031"]]}),
+        );
+        const STORED: &str = r#"[["k","7031"]]"#;
+        let code =
+            |p: &Provider<MemoryEnv>| p.env.registrations.borrow()[&a].js[0].code.clone().unwrap();
+        block_on(async {
+            let lock = p.write_lock().await;
+            let mut change = Box::pin(p.user_script_message(move || Some(raw), Sender::default()));
+            assert!(futures::poll!(change.as_mut()).is_pending());
+            assert!(!code(&p).contains(STORED), "not registered yet");
+            assert_eq!(flag(&p), json!(false));
+            // The worker stops here; the next one starts over the same storage and Chrome.
+            let q = Provider::new(MemoryEnv::new());
+            *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+            *q.env.registrations.borrow_mut() = p.env.registrations.borrow().clone();
+            q.ensure_registry().await;
+            assert!(code(&q).contains(STORED), "{}", code(&q));
+            // A "synced" owed by a write is not stored while the change waits.
+            p.flag_owed.set(true);
+            p.registry.set(RegistryState::Synced);
+            drop(lock);
+            p.ensure_registry().await;
+            assert_eq!(flag(&p), json!(false));
+            assert_eq!(answered(change.await)["ok"], true);
+        });
+        assert!(code(&p).contains(STORED));
+        // Registered: "synced" is owed, and stored after the interaction.
+        block_on(p.ensure_registry());
+        assert_eq!(flag(&p), json!(true));
+    }
+
+    /// The registration after a value change cannot read the script (storage failing): Chrome
+    /// keeps the older snapshot, so the registry is stale and the reconcile registers the value.
+    #[test]
+    fn a_value_whose_registration_cannot_read_the_script_waits_for_the_reconcile() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_setValue\n// @grant GM_getValue\n");
+        block_on(p.ensure_registry());
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        p.env.fail_gets.borrow_mut().push("script/".to_owned());
+        let r = gm(
+            &p,
+            &key.token(&a, 1),
+            json!({"op": "values.set", "items": [["k", "7032"]]}),
+        );
+        assert_eq!(r["ok"], true, "stored: {r}");
+        assert_eq!(p.registry_state(), RegistryState::Stale);
+        p.env.fail_gets.borrow_mut().clear();
+        block_on(p.ensure_registry());
+        let code = p.env.registrations.borrow()[&a].js[0].code.clone().unwrap();
+        assert!(code.contains(r#"[["k","7032"]]"#));
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub struct Provider<E> {
     /// What the session flag is known to hold (`None`: not read or written by this worker, or
     /// a write of it failed).
     flag_stored: Cell<Option<bool>>,
+    /// GM value changes stored (or about to be) whose registration is not done yet: while any
+    /// is, "synced" is not stored (`registry::value_change_begins`).
+    values_unregistered: Cell<u32>,
     /// Problems worth showing the user (e.g. a failed audit write), newest last, bounded.
     pub log: RefCell<Vec<String>>,
     /// Open `lumo:mcp` ports by id. The shell keeps the `Port` objects under the same ids.
@@ -170,6 +173,7 @@ impl<E: Env> Provider<E> {
             registry: Cell::new(RegistryState::Unknown),
             flag_owed: Cell::new(false),
             flag_stored: Cell::new(None),
+            values_unregistered: Cell::new(0),
             log: RefCell::new(Vec::new()),
             sessions: RefCell::new(VecMap::new()),
             next_session: Cell::new(1),

@@ -239,7 +239,12 @@ impl<E: Env> Provider<E> {
                 // seen coming back) wins, and so does an API lost part-way.
                 if self.registry.get() == RegistryState::Reconciling && !report.interrupted {
                     self.registry.set(RegistryState::Synced);
-                    self.save_synced(true).await;
+                    // A value change stored meanwhile waits for this lock to register: owed.
+                    if self.values_unregistered.get() == 0 {
+                        self.save_synced(true).await;
+                    } else {
+                        self.flag_owed.set(true);
+                    }
                 } else {
                     self.registry.set(RegistryState::Stale);
                 }
@@ -283,9 +288,29 @@ impl<E: Env> Provider<E> {
             return;
         }
         let _guard = self.write_lock.lock().await;
-        if self.flag_owed.replace(false) && self.registry.get() == RegistryState::Synced {
+        // A value change not registered yet owes it again when it is (`ValueChange`).
+        if self.flag_owed.replace(false)
+            && self.registry.get() == RegistryState::Synced
+            && self.values_unregistered.get() == 0
+        {
             self.save_synced(true).await;
         }
+    }
+
+    /// A GM value change is about to be stored ahead of its registration (the values are in
+    /// the registered code). As for a write, "synced" must not stay stored meanwhile: a worker
+    /// stopped before the registration would trust Chrome's older snapshot, and every page
+    /// would start with the old values until the script's next change. The flag is cleared
+    /// before the values are stored; the returned [`ValueChange`] ends it.
+    pub(crate) async fn value_change_begins(&self) -> ValueChange<'_, E> {
+        self.values_unregistered
+            .set(self.values_unregistered.get().saturating_add(1));
+        let change = ValueChange {
+            p: self,
+            settled: false,
+        };
+        self.registry_write_begins().await;
+        change
     }
 
     /// Forces the next `ensure_registry` to reconcile (a registration failed, or the extension
@@ -293,6 +318,33 @@ impl<E: Env> Provider<E> {
     pub async fn mark_registry_stale(&self) {
         self.registry.set(RegistryState::Stale);
         self.save_synced(false).await;
+    }
+}
+
+/// A GM value change between its storing and its registration (`value_change_begins`).
+/// [`ValueChange::settled`] once Chrome holds what storage holds for it (registered, left to a
+/// registration still waiting that reads the values after it, or nothing stored); dropped
+/// without that, the registry is marked stale, so the next reconcile registers the values.
+pub(crate) struct ValueChange<'a, E: Env> {
+    p: &'a Provider<E>,
+    settled: bool,
+}
+
+impl<E: Env> ValueChange<'_, E> {
+    pub(crate) fn settled(mut self) {
+        self.settled = true;
+    }
+}
+
+impl<E: Env> Drop for ValueChange<'_, E> {
+    fn drop(&mut self) {
+        let left = self.p.values_unregistered.get().saturating_sub(1);
+        self.p.values_unregistered.set(left);
+        if !self.settled {
+            self.p.registry.set(RegistryState::Stale);
+        } else if left == 0 {
+            self.p.registry_write_ends();
+        }
     }
 }
 
