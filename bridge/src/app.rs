@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub enum Backend {
@@ -32,6 +32,9 @@ pub struct App {
     /// The extension token; a forwarder adopts its owner's so a takeover keeps the same link.
     ext_token: Mutex<String>,
     backend: Mutex<Backend>,
+    /// Whether the extension lets callers write (`None`: not told), from its link (owner) or
+    /// from the owner (forwarder); the tool list follows it (`mcp`).
+    pub writes: watch::Sender<Option<bool>>,
 }
 
 enum Snapshot {
@@ -48,6 +51,7 @@ impl App {
             state_dir,
             ext_token: Mutex::new(ext_token),
             backend: Mutex::new(Backend::Electing),
+            writes: watch::channel(None).0,
         })
     }
 
@@ -116,7 +120,14 @@ impl App {
             Snapshot::Failed(m) => json!({ "connected": false, "role": "failed", "message": m }),
         };
         v["readonly"] = json!(self.args.readonly);
+        v["writesEnabled"] = json!(*self.writes.borrow());
         v
+    }
+
+    /// Whether this process's MCP clients see the write tools: not under `--readonly`, nor
+    /// while the extension says writes are off.
+    pub fn shows_writes(&self) -> bool {
+        !self.args.readonly && *self.writes.borrow() != Some(false)
     }
 
     fn connect_link(&self, token: &str) -> String {
@@ -191,6 +202,7 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
     let conn = Connection::dial(types::FWD_HELLO, hello, auth, VERSION, now_ms(), 5_000);
     let (tx, rx) = mpsc::channel(64);
     let (open_tx, mut open_rx) = oneshot::channel();
+    let writes = app.writes.clone();
     let mut handle = tokio::spawn(link::run(
         ws,
         conn,
@@ -200,6 +212,13 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
             let _ = open_tx.send(ack);
         },
         None,
+        Some(Box::new(move |kind: String, payload: Value| {
+            if let (types::TOOLS, Some(w)) =
+                (kind.as_str(), lumo_userscripts::bridge::writes_of(&payload))
+            {
+                writes.send_if_modified(|v| v.replace(w) != Some(w));
+            }
+        })),
     ));
     tokio::select! {
         ack = &mut open_rx => match ack {
@@ -246,6 +265,7 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         .map_or(crate::args::OWN_EXTENSION_ID, |i| i.as_str());
     let mut hub = Hub::new(app.args.port, token, id);
     hub.call_timeout = app.args.call_timeout;
+    hub.writes = app.writes.clone();
     let hub = Arc::new(hub);
     let cfg = Arc::new(ExtConfig {
         pinned: app.args.extension_id.clone(),

@@ -6,13 +6,13 @@
 use crate::accept;
 use crate::ext::VERSION;
 use crate::hub::Hub;
-use crate::link::{self, now_ms, OnRequest};
+use crate::link::{self, now_ms, Cmd, OnRequest};
 use futures_util::FutureExt as _;
 use lumo_userscripts::bridge::{trust, types, Connection, WireError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 pub async fn serve(
     listener: TcpListener,
@@ -45,13 +45,39 @@ pub async fn serve(
                     let h = h.clone();
                     async move { answer(&h, &kind, payload).await }.boxed()
                 });
-                let reason =
-                    link::run(ws, conn, tx, rx, move |_| drop(permit), Some(on_request)).await;
+                let (writes, tx2) = (hub.writes.subscribe(), tx.clone());
+                let on_open = move |_| {
+                    drop(permit);
+                    tokio::spawn(pass_on_writes(writes, tx2));
+                };
+                let reason = link::run(ws, conn, tx, rx, on_open, Some(on_request), None).await;
                 eprintln!("lumo-bridge: a forwarder left ({reason})");
             }
         },
     )
     .await;
+}
+
+/// Tells a forwarder what the extension said of writes, now and at each change, until its link
+/// is gone (its command queue closed).
+async fn pass_on_writes(mut writes: watch::Receiver<Option<bool>>, tx: mpsc::Sender<Cmd>) {
+    writes.mark_changed();
+    loop {
+        tokio::select! {
+            changed = writes.changed() => if changed.is_err() { return },
+            () = tx.closed() => return,
+        }
+        let Some(w) = *writes.borrow_and_update() else {
+            continue;
+        };
+        let cmd = Cmd::Notify {
+            kind: types::TOOLS.into(),
+            payload: lumo_userscripts::bridge::tools_payload(w),
+        };
+        if tx.send(cmd).await.is_err() {
+            return;
+        }
+    }
 }
 
 async fn answer(hub: &Hub, kind: &str, payload: Value) -> Result<Value, WireError> {

@@ -52,7 +52,14 @@ pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
                     }
                     eprintln!("lumo-bridge: the extension connected");
                 };
-                let reason = link::run(ws, conn, tx, rx, on_open, None).await;
+                let (hub3, attached3) = (hub.clone(), attached.clone());
+                let on_notify: link::OnNotify = Box::new(move |kind, payload| {
+                    let id = attached3.lock().ok().and_then(|a| *a);
+                    if let (types::TOOLS, Some(id)) = (kind.as_str(), id) {
+                        hub3.tools_notified(id, &payload);
+                    }
+                });
+                let reason = link::run(ws, conn, tx, rx, on_open, None, Some(on_notify)).await;
                 let id = attached.lock().ok().and_then(|a| *a);
                 if let Some(id) = id {
                     hub.detach(id);

@@ -7,7 +7,7 @@ use lumo_userscripts::bridge::types;
 use serde_json::{json, Map, Value};
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// A tool call may wait for the user's review in the browser (up to 50 s) before it is answered.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -26,6 +26,10 @@ pub struct Hub {
     pub call_timeout: Duration,
     pub ext_token: String,
     pub connect_link: String,
+    /// Whether the user lets callers write, as the extension last said (`types::TOOLS`); `None`
+    /// until one says. Kept across reconnects: the tool list does not flicker when the
+    /// extension's worker dials again. The process's MCP sessions and forwarders follow it.
+    pub writes: watch::Sender<Option<bool>>,
     state: Mutex<(Option<Current>, u64)>,
 }
 
@@ -38,7 +42,20 @@ impl Hub {
             call_timeout: CALL_TIMEOUT,
             ext_token,
             connect_link,
+            writes: watch::channel(None).0,
             state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// A `tools` notify from link `id`: taken only from the current connection (a replaced
+    /// one's late word must not win), and only if it says something.
+    pub fn tools_notified(&self, id: u64, payload: &Value) {
+        let current = self
+            .state
+            .lock()
+            .is_ok_and(|st| st.0.as_ref().is_some_and(|c| c.id == id));
+        if let (true, Some(w)) = (current, lumo_userscripts::bridge::writes_of(payload)) {
+            self.writes.send_if_modified(|v| v.replace(w) != Some(w));
         }
     }
 

@@ -49,11 +49,19 @@ pub enum Cmd {
         code: u16,
         reason: String,
     },
+    /// A notify to the peer (sent once the connection is open; dropped before).
+    Notify {
+        kind: String,
+        payload: Value,
+    },
 }
 
 /// Answers the peer's requests (the owner's control port).
 pub type OnRequest =
     Arc<dyn Fn(String, Value) -> BoxFuture<'static, Result<Value, WireError>> + Send + Sync>;
+
+/// Takes the peer's notifies (`types::TOOLS`).
+pub type OnNotify = Box<dyn Fn(String, Value) + Send>;
 
 struct Waiting {
     reply: oneshot::Sender<Result<Value, CallError>>,
@@ -72,6 +80,7 @@ pub async fn run<S>(
     mut cmd_rx: mpsc::Receiver<Cmd>,
     on_open: impl FnOnce(Map<String, Value>) + Send,
     on_request: Option<OnRequest>,
+    on_notify: Option<OnNotify>,
 ) -> CloseReason
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -116,7 +125,11 @@ where
                             )),
                         ),
                     },
-                    Event::Notify { .. } => {}
+                    Event::Notify { kind, payload } => {
+                        if let Some(f) = &on_notify {
+                            f(kind, payload);
+                        }
+                    }
                     Event::Response { id, outcome, .. } => {
                         if let Some(w) = waiting.remove(&id) {
                             let _ = w.reply.send(outcome.map_err(|e| CallError::from_wire(&e)));
@@ -197,6 +210,7 @@ where
                 }
                 Some(Cmd::Respond { id, outcome }) => conn.respond(id, outcome),
                 Some(Cmd::Close { code, reason }) => conn.close(code, &reason),
+                Some(Cmd::Notify { kind, payload }) => conn.notify(&kind, payload),
                 None => conn.close(1001, "going away"),
             },
             () = sleep => conn.handle_timeout(now_ms()),
@@ -293,7 +307,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(300));
                 flag.store(true, Ordering::SeqCst);
             };
-            run(ws, conn, tx, rx, on_open, None).await
+            run(ws, conn, tx, rx, on_open, None, None).await
         });
         let (mut ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
             .await

@@ -10,7 +10,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -40,9 +40,10 @@ fn status_tool() -> Value {
     })
 }
 
-/// The tools/list answer: the catalogue under read-only mode, then `bridge_status`.
-pub fn tool_declarations(readonly: bool) -> Vec<Value> {
-    catalog::visible(!readonly)
+/// The tools/list answer: the catalogue (without its write tools if `hide_writes`), then
+/// `bridge_status`.
+pub fn tool_declarations(hide_writes: bool) -> Vec<Value> {
+    catalog::visible(!hide_writes)
         .map(catalog::ToolDef::declaration)
         .chain(std::iter::once(status_tool()))
         .collect()
@@ -112,14 +113,50 @@ impl McpServer {
     }
 }
 
+/// How often a session's watch of the write switch looks whether its client is gone.
+const WATCH_POLL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Tells one client `notifications/tools/list_changed` whenever the write tools appear or go
+/// (the extension's write switch), until its transport closes.
+async fn watch_writes(app: Arc<App>, peer: Peer<RoleServer>) {
+    let mut writes = app.writes.subscribe();
+    let mut shown = app.shows_writes();
+    loop {
+        tokio::select! {
+            changed = writes.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(WATCH_POLL) => {
+                if peer.is_transport_closed() { return }
+                continue;
+            }
+        }
+        writes.borrow_and_update();
+        let now = app.shows_writes();
+        if now != shown {
+            shown = now;
+            if peer.notify_tool_list_changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "lumo-userscripts-bridge",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "lumo-userscripts-bridge",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(watch_writes(self.app.clone(), context.peer));
     }
 
     async fn list_tools(
@@ -127,7 +164,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = tool_declarations(self.app.args.readonly)
+        let tools = tool_declarations(!self.app.shows_writes())
             .into_iter()
             .map(serde_json::from_value::<Tool>)
             .collect::<Result<Vec<_>, _>>()

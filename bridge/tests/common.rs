@@ -79,6 +79,8 @@ pub struct Bridge {
     stdout: mpsc::Receiver<String>,
     stderr: mpsc::Receiver<String>,
     pub stderr_seen: Vec<String>,
+    /// Messages from the server that answer no request (notifications), in order.
+    pub notifications: Vec<Value>,
     next_id: u64,
 }
 
@@ -121,6 +123,7 @@ impl Bridge {
             stdout: orx,
             stderr: erx,
             stderr_seen: Vec::new(),
+            notifications: Vec::new(),
             next_id: 1,
         }
     }
@@ -170,7 +173,48 @@ impl Bridge {
             if v["id"] == json!(id) {
                 return v;
             }
+            if v.get("id").is_none() {
+                self.notifications.push(v);
+            }
         }
+    }
+
+    /// Waits for a notification named `method` the server sent since the last one taken;
+    /// takes it and every one before it.
+    pub fn take_notification(&mut self, method: &str, within: Duration) -> Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(i) = self
+                .notifications
+                .iter()
+                .position(|n| n["method"] == method)
+            {
+                return self
+                    .notifications
+                    .drain(..=i)
+                    .next_back()
+                    .unwrap_or_default();
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self.stdout.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("no {method} within {within:?}: {:?}", self.notifications)
+            });
+            let v: Value = serde_json::from_str(&line).expect("JSON on stdout");
+            if v.get("id").is_none() {
+                self.notifications.push(v);
+            }
+        }
+    }
+
+    /// The names tools/list answers.
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let list = self.rpc("tools/list", json!({}), Duration::from_secs(10));
+        list["result"]["tools"]
+            .as_array()
+            .expect("a tool list")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
     }
 
     pub fn initialize(&mut self) -> Value {

@@ -333,6 +333,75 @@ async fn readonly_hides_and_refuses_writes_without_asking_the_extension() {
     );
 }
 
+/// The user turns writes off in the extension: its `tools` notify makes the bridge tell the
+/// client the list changed, and the write tools are gone from it (as from a port caller's);
+/// turned on, they are back, also when a newer connection (the worker dialling again) says so.
+#[tokio::test]
+async fn the_tool_list_follows_the_extensions_write_switch() {
+    let (p, b) = started(&[]);
+    let mut ws = ext_open(p.ext).await;
+    let (b, names) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.initialize();
+        let names = b.tool_names();
+        (b, names)
+    })
+    .await
+    .unwrap();
+    assert!(
+        names.iter().any(|n| n == "write_script"),
+        "not told yet: {names:?}"
+    );
+    send(
+        &mut ws,
+        json!({"k": "ntf", "type": "tools", "payload": {"writes": false}}),
+    )
+    .await;
+    let (b, names, status) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.take_notification("notifications/tools/list_changed", Duration::from_secs(10));
+        let names = b.tool_names();
+        let status = b.call("bridge_status", json!({}), Duration::from_secs(10));
+        (b, names, status)
+    })
+    .await
+    .unwrap();
+    assert!(names.iter().any(|n| n == "list_scripts"), "{names:?}");
+    for w in [
+        "write_script",
+        "patch_script",
+        "set_script_enabled",
+        "delete_script",
+        "try_script",
+    ] {
+        assert!(!names.iter().any(|n| n == w), "{w} listed with writes off");
+    }
+    assert_eq!(
+        status["structuredContent"]["writesEnabled"], false,
+        "{status}"
+    );
+    // A newer connection replaces this one; the old one's word is ignored from then on.
+    let mut newer = ext_open(p.ext).await;
+    assert!(
+        recv(&mut ws, Duration::from_secs(5)).await.is_err(),
+        "the old link is closed"
+    );
+    send(
+        &mut newer,
+        json!({"k": "ntf", "type": "tools", "payload": {"writes": true}}),
+    )
+    .await;
+    let (_b, names) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.take_notification("notifications/tools/list_changed", Duration::from_secs(10));
+        let names = b.tool_names();
+        (b, names)
+    })
+    .await
+    .unwrap();
+    assert!(names.iter().any(|n| n == "write_script"), "{names:?}");
+}
+
 #[tokio::test]
 async fn one_connection_at_a_time_and_only_a_valid_token_replaces_it() {
     let (p, _b) = started(&[]);

@@ -63,6 +63,62 @@ async fn a_second_bridge_forwards_and_takes_over_when_the_owner_exits() {
     assert_eq!(s["structuredContent"]["connected"], true);
 }
 
+/// A forwarder's client sees the same tools as the owner's: the owner passes the extension's
+/// write switch on, to a forwarder that comes later too, and each change reaches the
+/// forwarder's client as `notifications/tools/list_changed`.
+#[tokio::test]
+async fn a_forwarders_tool_list_follows_the_extensions_write_switch() {
+    let p = Ports::new();
+    let mut owner = Bridge::start(&p.args());
+    owner.wait_stderr("owner", Duration::from_secs(20));
+    let mut ws = ext_open(p.ext).await;
+    send(
+        &mut ws,
+        json!({"k": "ntf", "type": "tools", "payload": {"writes": false}}),
+    )
+    .await;
+    let mut fargs = p.args();
+    fargs.truncate(fargs.len() - 2);
+    let mut fwd = Bridge::start(&fargs);
+    fwd.wait_stderr("forwarder", Duration::from_secs(20));
+    let fwd = tokio::task::spawn_blocking(move || {
+        fwd.initialize();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while fwd.tool_names().iter().any(|n| n == "write_script") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the forwarder still lists write_script"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        fwd
+    })
+    .await
+    .unwrap();
+    send(
+        &mut ws,
+        json!({"k": "ntf", "type": "tools", "payload": {"writes": true}}),
+    )
+    .await;
+    let (names, _fwd) = tokio::task::spawn_blocking(move || {
+        let mut fwd = fwd;
+        // (The one for "off" may come first, if the forwarder heard it after initializing.)
+        fwd.take_notification("notifications/tools/list_changed", Duration::from_secs(10));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let names = fwd.tool_names();
+            if names.iter().any(|n| n == "write_script") || std::time::Instant::now() > deadline {
+                break (names, fwd);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .unwrap();
+    assert!(names.iter().any(|n| n == "write_script"), "{names:?}");
+    drop(owner);
+}
+
 #[tokio::test]
 async fn the_control_port_refuses_browsers_strangers_and_calls_before_hello() {
     let p = Ports::new();

@@ -41,4 +41,18 @@ pub mod types {
     pub const FWD_HELLO: &str = "fwd_hello";
     /// forwarder → owner: the owner's `bridge_status` answer.
     pub const BRIDGE_STATUS: &str = "bridge_status";
+    /// A notify, ext → bridge when the link opens and whenever the user flips the write switch,
+    /// and owner → forwarder likewise: `{writes}` ([`super::tools_payload`]). The bridge lists
+    /// the write tools only while writes are on (or not told: an older extension).
+    pub const TOOLS: &str = "tools";
+}
+
+/// The payload of a [`types::TOOLS`] notify.
+pub fn tools_payload(writes: bool) -> serde_json::Value {
+    serde_json::json!({ "writes": writes })
+}
+
+/// Reads a [`types::TOOLS`] payload: whether writes are on, `None` if it does not say.
+pub fn writes_of(payload: &serde_json::Value) -> Option<bool> {
+    payload.get("writes").and_then(serde_json::Value::as_bool)
 }

@@ -83,6 +83,20 @@ pub fn close(code: u16, reason: &str) {
     }
 }
 
+/// Tells the bridge whether writes are on (its tool list follows), if the link is open.
+pub fn tools(writes: bool) {
+    let gen = LINK.with(|l| {
+        l.borrow_mut().as_mut().map(|link| {
+            link.conn
+                .notify(types::TOOLS, crate::bridge::tools_payload(writes));
+            link.gen
+        })
+    });
+    if let Some(g) = gen {
+        pump(g);
+    }
+}
+
 fn dial(auth: &BridgeAuth) {
     let p = provider();
     let url = match dialer::dial_url(&auth.host, u64::from(auth.port), auth.allow_remote) {
@@ -244,6 +258,14 @@ fn on_event(gen: u64, e: Event) {
                 if let Some(link) = l.borrow_mut().as_mut().filter(|k| k.gen == gen) {
                     link.session = Some(session);
                 }
+            });
+            // The bridge lists the write tools only while writes are on.
+            spawn_local(async move {
+                let writes = provider().policy().await.writes_enabled;
+                with_conn(gen, |c| {
+                    c.notify(types::TOOLS, crate::bridge::tools_payload(writes))
+                });
+                pump(gen);
             });
         }
         Event::Request { id, kind, payload } if kind == types::CALL_TOOL => {

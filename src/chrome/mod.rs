@@ -241,6 +241,7 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
                 }
                 Effect::DialBridge => bridge::dial_authorized(),
                 Effect::CloseBridge { code, reason } => bridge::close(*code, reason),
+                Effect::BridgeTools { writes } => bridge::tools(*writes),
             }
         }
         let _ = send_response.call1(&JsValue::NULL, &json::to_js(&reply.value));

@@ -462,6 +462,20 @@ mod parse_tests {
             &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
         ));
         assert!(r.effects.is_empty(), "{:?}", r.effects);
+        // With the bridge linked it is told too: its clients' tool list follows.
+        p.bridge_opened(false, "0");
+        let r = block_on(handle(
+            &p,
+            &json!({"op": "policy.setSwitch", "name": "writes", "value": true}),
+        ));
+        assert!(
+            matches!(
+                r.effects.as_slice(),
+                [Effect::Notify { .. }, Effect::BridgeTools { writes: true }]
+            ),
+            "{:?}",
+            r.effects
+        );
         let r = block_on(handle(
             &p,
             &json!({"op": "sessions.disconnect", "id": "mobcibglkcoacmddjpdoknlbbicjchlk"}),

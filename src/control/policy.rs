@@ -98,6 +98,11 @@ async fn change<E: Env>(p: &Provider<E>, f: impl FnOnce(&mut Policy) -> Outcome)
             sessions: p.ready_sessions(),
             message: jsonrpc::notification("notifications/tools/list_changed"),
         });
+        if p.bridge_view().session.is_some() {
+            effects.push(Effect::BridgeTools {
+                writes: after.writes_enabled,
+            });
+        }
     }
     // Revocation takes effect at once, and turning review on ends every "allow for this
     // session".

@@ -15,6 +15,8 @@ pub enum Effect {
     DialBridge,
     /// Close the local bridge link with this WebSocket close code.
     CloseBridge { code: u16, reason: String },
+    /// Tell the local bridge whether writes are on (its tool list follows).
+    BridgeTools { writes: bool },
 }
 
 #[derive(Debug, Clone, PartialEq)]

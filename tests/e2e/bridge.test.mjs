@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { launch, startStaticServer, PROVIDER_ID, REPO_ROOT } from "./lib/harness.mjs";
 import { freePorts } from "../lib/ports.mjs";
 import { startWsProbe } from "./lib/ws-probe.mjs";
@@ -279,6 +280,34 @@ test("read-only on either side refuses writes with 403", async () => {
   await p2.close();
   await disconnectAll();
   await ro.client.close();
+});
+
+test("the agent's tool list follows the user's write switch: told on connect and on each flip, no write tool listed while writes are off", async () => {
+  await h.internal("policy.setSwitch", { name: "writes", value: false });
+  const a = await agent();
+  let changed = 0;
+  a.client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++; });
+  const names = async () => (await a.client.listTools()).tools.map((t) => t.name);
+  const writeTools = ["write_script", "patch_script", "set_script_enabled", "delete_script", "restore_script", "try_script"];
+  // Before the extension connects the bridge cannot know: every tool (a call says why it fails).
+  assert.ok((await names()).includes("write_script"));
+  const page = await openConnect(a.link);
+  await until(async () => changed >= 1, "tools/list_changed once the extension said writes are off");
+  const off = await names();
+  assert.ok(off.includes("list_scripts") && off.includes("bridge_status"), off.join());
+  for (const w of writeTools) assert.ok(!off.includes(w), `${w} listed while writes are off`);
+  assert.equal((await a.status()).writesEnabled, false);
+  await h.internal("policy.setSwitch", { name: "writes", value: true });
+  await until(async () => changed >= 2, "tools/list_changed when writes go on");
+  const on = await names();
+  for (const w of writeTools) assert.ok(on.includes(w), `${w} missing while writes are on`);
+  await h.internal("policy.setSwitch", { name: "writes", value: false });
+  await until(async () => changed >= 3, "tools/list_changed when writes go off");
+  assert.ok(!(await names()).includes("write_script"));
+  await h.internal("policy.setSwitch", { name: "writes", value: true });
+  await page.close();
+  await disconnectAll();
+  await a.client.close();
 });
 
 test("review and rate limit apply to the bridge caller", async () => {
