@@ -33,7 +33,7 @@ fn status_tool() -> Value {
     json!({
         "name": STATUS_TOOL,
         "title": "Bridge status",
-        "description": "Tells whether the Lumo Userscripts extension is connected to this bridge and, if not, the connect link to give the user (they open it in Chrome and click Connect). Also says whether this bridge is read-only.",
+        "description": "Tells whether the Lumo Userscripts extension is connected to this bridge and, if not, the connect link to give the user (they open it in Chrome and click Connect). Also says whether this bridge is read-only, and whether the user has writes turned on in the extension (writesEnabled; null until the extension says).",
         "inputSchema": { "type": "object", "properties": {}, "additionalProperties": false },
         "annotations": { "title": "Bridge status", "readOnlyHint": true, "destructiveHint": false,
                          "idempotentHint": true, "openWorldHint": false },
