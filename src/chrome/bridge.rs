@@ -259,8 +259,11 @@ fn on_event(gen: u64, e: Event) {
                     link.session = Some(session);
                 }
             });
-            // The bridge lists the write tools only while writes are on.
+            // The bridge lists the write tools only while writes are on. Read twice: the first
+            // may wait for storage while the user flips the switch, whose own notify must not be
+            // overtaken by the older value; the second is the cache as it is now.
             spawn_local(async move {
+                let _ = provider().policy().await;
                 let writes = provider().policy().await.writes_enabled;
                 with_conn(gen, |c| {
                     c.notify(types::TOOLS, crate::bridge::tools_payload(writes))
