@@ -213,10 +213,8 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
         },
         None,
         Some(Box::new(move |kind: String, payload: Value| {
-            if let (types::TOOLS, Some(w)) =
-                (kind.as_str(), lumo_userscripts::bridge::writes_of(&payload))
-            {
-                writes.send_if_modified(|v| v.replace(w) != Some(w));
+            if kind == types::TOOLS {
+                crate::hub::heard_writes(&writes, &payload);
             }
         })),
     ));

@@ -54,8 +54,8 @@ impl Hub {
             .state
             .lock()
             .is_ok_and(|st| st.0.as_ref().is_some_and(|c| c.id == id));
-        if let (true, Some(w)) = (current, lumo_userscripts::bridge::writes_of(payload)) {
-            self.writes.send_if_modified(|v| v.replace(w) != Some(w));
+        if current {
+            heard_writes(&self.writes, payload);
         }
     }
 
@@ -138,6 +138,14 @@ impl Hub {
                 "the browser extension did not answer: "
             })
         })
+    }
+}
+
+/// Takes what a `tools` notify says of writes, if it says something; the process's MCP
+/// sessions (and an owner's forwarders) are woken only by a change.
+pub fn heard_writes(writes: &watch::Sender<Option<bool>>, payload: &Value) {
+    if let Some(w) = lumo_userscripts::bridge::writes_of(payload) {
+        writes.send_if_modified(|v| v.replace(w) != Some(w));
     }
 }
 

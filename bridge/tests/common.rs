@@ -403,6 +403,16 @@ pub async fn ext_open(port: u16) -> Ws {
     ws
 }
 
+/// Plays the extension telling the bridge whether the user has writes on (`types::TOOLS`).
+pub async fn tools_notify(ws: &mut Ws, writes: bool) {
+    send(
+        ws,
+        json!({"k": "ntf", "type": lumo_userscripts::bridge::types::TOOLS,
+               "payload": lumo_userscripts::bridge::tools_payload(writes)}),
+    )
+    .await;
+}
+
 /// Plays the extension: answers each call_tool with a result naming the tool, until closed.
 pub async fn serve_calls(ws: &mut Ws, count: usize) -> Vec<Value> {
     let mut seen = Vec::new();

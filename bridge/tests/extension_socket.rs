@@ -352,11 +352,7 @@ async fn the_tool_list_follows_the_extensions_write_switch() {
         names.iter().any(|n| n == "write_script"),
         "not told yet: {names:?}"
     );
-    send(
-        &mut ws,
-        json!({"k": "ntf", "type": "tools", "payload": {"writes": false}}),
-    )
-    .await;
+    tools_notify(&mut ws, false).await;
     let (b, names, status) = tokio::task::spawn_blocking(move || {
         let mut b = b;
         b.take_notification("notifications/tools/list_changed", Duration::from_secs(10));
@@ -386,11 +382,7 @@ async fn the_tool_list_follows_the_extensions_write_switch() {
         recv(&mut ws, Duration::from_secs(5)).await.is_err(),
         "the old link is closed"
     );
-    send(
-        &mut newer,
-        json!({"k": "ntf", "type": "tools", "payload": {"writes": true}}),
-    )
-    .await;
+    tools_notify(&mut newer, true).await;
     let (_b, names) = tokio::task::spawn_blocking(move || {
         let mut b = b;
         b.take_notification("notifications/tools/list_changed", Duration::from_secs(10));

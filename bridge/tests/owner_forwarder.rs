@@ -72,11 +72,7 @@ async fn a_forwarders_tool_list_follows_the_extensions_write_switch() {
     let mut owner = Bridge::start(&p.args());
     owner.wait_stderr("owner", Duration::from_secs(20));
     let mut ws = ext_open(p.ext).await;
-    send(
-        &mut ws,
-        json!({"k": "ntf", "type": "tools", "payload": {"writes": false}}),
-    )
-    .await;
+    tools_notify(&mut ws, false).await;
     let mut fargs = p.args();
     fargs.truncate(fargs.len() - 2);
     let mut fwd = Bridge::start(&fargs);
@@ -95,11 +91,7 @@ async fn a_forwarders_tool_list_follows_the_extensions_write_switch() {
     })
     .await
     .unwrap();
-    send(
-        &mut ws,
-        json!({"k": "ntf", "type": "tools", "payload": {"writes": true}}),
-    )
-    .await;
+    tools_notify(&mut ws, true).await;
     let (names, _fwd) = tokio::task::spawn_blocking(move || {
         let mut fwd = fwd;
         // (The one for "off" may come first, if the forwarder heard it after initializing.)
