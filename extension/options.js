@@ -189,7 +189,8 @@ function asks(s) {
     + (a.finalUrl ? ` (redirected to ${a.finalUrl})` : '');
   const items = [
     ...grants.map((g) => `@grant ${g}`),
-    ...connects.map((c) => `@connect ${c}${c === '*' ? ' (any site)' : ''}`),
+    // The worker adds what a line reaches where it may mislead ("* (any site on the internet)").
+    ...connects.map((c) => `@connect ${c}`),
     ...(assets.length ? assets.map(stored) : requires.map((r) => `@require ${r}`)),
   ];
   return items.length

@@ -40,13 +40,30 @@ fn marked(summary: &mut Value) {
             mark(v);
         }
     }
+    // A `@connect` line with what it reaches where the line alone may mislead (`2130706433`
+    // is this computer).
+    if let Some(Value::Array(items)) = o.get_mut("connects") {
+        for v in items.iter_mut() {
+            if let Value::String(c) = v {
+                let shown = visible(c);
+                *v = Value::String(
+                    match crate::gm::connect::parse(crate::web::platform(), c)
+                        .ok()
+                        .and_then(|r| crate::gm::connect::note(&r, c))
+                    {
+                        Some(n) => format!("{shown} ({n})"),
+                        None => shown,
+                    },
+                );
+            }
+        }
+    }
     for key in [
         "matches",
         "excludeMatches",
         "includeGlobs",
         "excludeGlobs",
         "grants",
-        "connects",
         "requires",
     ] {
         if let Some(Value::Array(items)) = o.get_mut(key) {

@@ -3,10 +3,13 @@
 //! Each line is one rule (Tampermonkey's spelling): a domain (itself and its subdomains), an IP
 //! address (exactly), `self` (the host of the page the script runs in), `localhost` (the
 //! machine itself: `localhost`, `*.localhost`, 127.0.0.0/8, `[::1]` and the other spellings
-//! [`is_loopback`] knows), or `*` (any site, flagged
-//! in validation and review). Loopback targets are reached only through `localhost`, their own
-//! address or `self`, never through `*` or a domain: a script that may talk to "any site"
-//! still cannot probe the user's local services.
+//! [`is_loopback`] knows), or `*` (any site on the internet, flagged in validation and review).
+//! Loopback targets are reached only through `localhost`, their own address or `self`, never
+//! through `*` or a domain; the user's local network ([`is_private_network`]: the router, the
+//! printer, the NAS) only through a rule that names it or `self`, never through `*`: a script
+//! that may talk to "any site" still cannot probe the user's local services or devices, nor be
+//! led there by a server's redirect. A rule whose host is one of those is named as such in
+//! validation and review, whatever its spelling (`2130706433` is 127.0.0.1).
 //!
 //! Hosts are compared in the URL parser's canonical form (lowercase, punycode, IPv4 in dotted
 //! decimal, IPv6 in brackets), the same form the request's URL is parsed to.
@@ -18,7 +21,7 @@ use crate::web::WebPlatform;
 /// One parsed `@connect` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rule {
-    /// `*`: any host but loopback.
+    /// `*`: any host but loopback and the local network.
     Any,
     /// `self`: the page's own host.
     SelfHost,
@@ -86,20 +89,90 @@ pub fn parse(web: &dyn WebPlatform, value: &str) -> Result<Rule, RuleError> {
     }
 }
 
-/// What validation and review say about a rule that reaches far: `*`, or a bare top-level
-/// name such as `com` (every site under it).
-pub fn risk(rule: &Rule) -> Option<String> {
+/// What validation says about a rule that reaches far or near: `*`, a bare top-level name such
+/// as `com` (every site under it), and an address on this computer or the local network, which
+/// a numeric spelling (`2130706433`, `0x7f.1`) would otherwise hide. `written`: the line's value.
+pub fn risk(rule: &Rule, written: &str) -> Option<String> {
+    let spelled = |canonical: &str| {
+        if written.trim().eq_ignore_ascii_case(canonical) {
+            String::new()
+        } else {
+            format!(
+                " ({} is read as {canonical})",
+                crate::text::ellipsize(written.trim(), 80)
+            )
+        }
+    };
     match rule {
         Rule::Any => Some(
-            "@connect * lets the script send requests to any site (with your cookies for \
-             that site)"
+            "@connect * lets the script send requests to any site on the internet (with your \
+             cookies for that site); not to this computer or your local network, which need \
+             a @connect line of their own"
                 .to_owned(),
         ),
-        Rule::Domain(d) if !d.contains('.') => Some(format!(
-            "@connect {d} lets the script send requests to every site under .{d}"
+        Rule::Ip(a) if is_loopback(a) => Some(format!(
+            "@connect {a} is this computer: the script may send requests to its local services{}",
+            spelled(a)
+        )),
+        Rule::Ip(a) if is_private_network(a) => Some(format!(
+            "@connect {a} is on your local network: the script may send requests to a device there (a router, a printer){}",
+            spelled(a)
+        )),
+        Rule::Domain(d) if !bare(d).contains('.') => Some(format!(
+            "@connect {d} lets the script send requests to every site under .{}",
+            bare(d)
         )),
         _ => None,
     }
+}
+
+/// What a rule lets the script reach, in the review's words (`written`: the line's value).
+pub fn reach(rule: &Rule, written: &str) -> String {
+    let line = format!("@connect {}", crate::text::ellipsize(written.trim(), 200));
+    match rule {
+        Rule::Any => format!(
+            "May send requests to ANY site on the internet ({line}; not this computer or your local network)"
+        ),
+        Rule::SelfHost => format!("May send requests to the site it runs on ({line})"),
+        Rule::Localhost => format!("May send requests to this computer's local services ({line})"),
+        Rule::Ip(a) if is_loopback(a) => {
+            format!("May send requests to this computer's local services at {a} ({line})")
+        }
+        Rule::Ip(a) if is_private_network(a) => {
+            format!("May send requests to a device on your local network at {a} ({line})")
+        }
+        Rule::Ip(a) => format!("May send requests to {a} ({line})"),
+        Rule::Domain(d) if !bare(d).contains('.') => format!(
+            "May send requests to every site under .{b} and to a device named {b} on your local network ({line})",
+            b = bare(d)
+        ),
+        Rule::Domain(d) if is_private_network(d) => format!(
+            "May send requests to {d} and its subdomains, on your local network ({line})"
+        ),
+        Rule::Domain(d) => format!("May send requests to {d} and its subdomains ({line})"),
+    }
+}
+
+/// What a rule reaches, in a few words beside its line where the line alone may mislead (the
+/// options page's list): `*`, a bare top-level name, this computer, the local network, an
+/// address spelled other than its canonical form. `None` where the line says it.
+pub fn note(rule: &Rule, written: &str) -> Option<String> {
+    let w = written.trim();
+    match rule {
+        Rule::Any => Some("any site on the internet".to_owned()),
+        Rule::Localhost => Some("this computer".to_owned()),
+        Rule::Ip(a) if is_loopback(a) => Some(format!("this computer: {a}")),
+        Rule::Ip(a) if is_private_network(a) => Some(format!("your local network: {a}")),
+        Rule::Ip(a) if !w.eq_ignore_ascii_case(a) => Some(a.clone()),
+        Rule::Domain(d) if !bare(d).contains('.') => Some(format!("every site under .{}", bare(d))),
+        Rule::Domain(d) if is_private_network(d) => Some(format!("your local network: {d}")),
+        _ => None,
+    }
+}
+
+/// A name without the root's trailing dot (`com.` is `com`).
+fn bare(name: &str) -> &str {
+    name.strip_suffix('.').unwrap_or(name)
 }
 
 fn is_ip(host: &str) -> bool {
@@ -164,7 +237,7 @@ pub fn allows(rules: &[Rule], target: &str, page: Option<&str>) -> bool {
         return false;
     }
     rules.iter().any(|r| match r {
-        Rule::Any => !is_loopback(target),
+        Rule::Any => !is_loopback(target) && !is_private_network(target),
         Rule::SelfHost => page.is_some_and(|p| !p.is_empty() && p == target),
         Rule::Localhost => is_loopback(target),
         Rule::Ip(a) => a == target,
@@ -288,7 +361,7 @@ mod tests {
         // Other hosts that merely look alike are not loopback.
         for other in [
             "localhost.example.com",
-            "mylocalhost",
+            "mylocalhost.example",
             "[::2]",
             "[::ffff:808:808]",
             "0.0.0.1",
@@ -303,12 +376,61 @@ mod tests {
     fn star_is_any_other_site_and_flagged() {
         assert!(ok(&["*"], "example.com", None));
         assert!(ok(&["*"], "8.8.8.8", None));
-        assert!(risk(&Rule::Any).unwrap().contains("any site"));
-        assert!(risk(&rule("com"))
-            .unwrap()
-            .contains("every site under .com"));
-        assert!(risk(&rule("example.com")).is_none());
-        assert!(risk(&Rule::Localhost).is_none());
+        assert!(risk(&Rule::Any, "*").unwrap().contains("any site"));
+        for com in ["com", "com."] {
+            assert!(risk(&rule(com), com)
+                .unwrap()
+                .contains("every site under .com"));
+        }
+        assert!(risk(&rule("example.com"), "example.com").is_none());
+        assert!(risk(&Rule::Localhost, "localhost").is_none());
+    }
+
+    /// The user's devices are not "any site": `*` reaches none of them; a rule naming one does,
+    /// and says what it is whatever its spelling.
+    #[test]
+    fn the_local_network_is_reached_only_by_a_rule_that_names_it() {
+        for near in [
+            "192.168.1.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "100.64.0.1",
+            "169.254.169.254",
+            "[fd00::1]",
+            "[fe80::1]",
+            "[::ffff:c0a8:101]",
+            "router",
+            "nas.local",
+            "printer.lan",
+        ] {
+            assert!(!ok(&["*"], near, None), "* must not reach {near}");
+        }
+        assert!(ok(&["192.168.1.1"], "192.168.1.1", None));
+        assert!(ok(&["nas.local"], "nas.local", None));
+        assert!(ok(&["self"], "192.168.1.1", Some("192.168.1.1")));
+        // Numeric spellings are read as the address they are, and said so.
+        for (written, addr, words) in [
+            ("2130706433", "127.0.0.1", "is this computer"),
+            ("0x7f.1", "127.0.0.1", "is this computer"),
+            ("127.1", "127.0.0.1", "is this computer"),
+            ("3232235777", "192.168.1.1", "is on your local network"),
+        ] {
+            let r = rule(written);
+            assert_eq!(r, Rule::Ip(addr.into()), "{written}");
+            let warn = risk(&r, written).unwrap();
+            assert!(
+                warn.contains(words) && warn.contains(&format!("{written} is read as {addr}")),
+                "{written}: {warn}"
+            );
+            let said = reach(&r, written);
+            assert!(said.contains(addr) && said.contains(written), "{said}");
+            assert!(note(&r, written).unwrap().contains(addr));
+        }
+        assert!(reach(&rule("2130706433"), "2130706433").contains("this computer"));
+        assert!(reach(&rule("3232235777"), "3232235777").contains("your local network"));
+        assert!(reach(&Rule::Any, "*").contains("not this computer or your local network"));
+        assert_eq!(note(&rule("8.8.8.8"), "8.8.8.8"), None);
+        assert_eq!(note(&rule("api.example.com"), "api.example.com"), None);
     }
 
     #[test]

@@ -106,6 +106,25 @@ pub fn follow(
             why: "only http and https URLs can be requested".into(),
         });
     }
+    // As for a `@require` (`assets::follow`): a server on the internet does not lead a request
+    // onto this computer or into the local network, even to a host a rule names — the script
+    // chose to send its body to that server, not to the device it points at.
+    let from = web.parse_url(&prev.url).map(|f| f.host).unwrap_or_default();
+    let here = connect::is_loopback;
+    let near = |h: &str| here(h) || connect::is_private_network(h);
+    let inward = if here(&to.host) && !here(&from) {
+        Some("a server elsewhere may not lead a request onto this computer")
+    } else if near(&to.host) && !near(&from) {
+        Some("a server on the internet may not lead a request into your local network")
+    } else {
+        None
+    };
+    if let Some(why) = inward {
+        return Err(Refused::Redirected {
+            to: ellipsize(&to.href, 200),
+            why: why.into(),
+        });
+    }
     let page_host = page_url.and_then(|p| web.parse_url(p).ok()).map(|p| p.host);
     if !connect::allows(rules, &to.host, page_host.as_deref()) {
         return Err(Refused::Redirected {
@@ -352,7 +371,7 @@ mod tests {
             ),
             (
                 "http://192.168.1.1/reset",
-                "192.168.1.1 is not in this script's @connect list",
+                "may not lead a request into your local network",
             ),
             ("http://api.test@evil.test/", "evil.test is not in"),
             ("file:///etc/passwd", "only http and https"),
@@ -384,6 +403,49 @@ mod tests {
             follow(w, &get, 302, "http://api.test/b", &r, page, MAX_REDIRECTS),
             Err(Refused::TooManyRedirects)
         );
+    }
+
+    /// `@connect *` is the internet: a request to the router is refused, and so is a public
+    /// server's redirect there (a POST led to `apply.cgi` with the user's cookies), even where
+    /// a rule names the device; a hop within the local network, or a request the script itself
+    /// sends to a device it names, is the script's own.
+    #[test]
+    fn a_server_on_the_internet_cannot_lead_a_request_into_the_local_network() {
+        let w = platform();
+        let page = Some("https://site.example/");
+        for target in [
+            "http://192.168.1.1/",
+            "http://10.0.0.8/",
+            "http://router/",
+            "http://nas.local/",
+            "http://[fe80::1]/",
+            "http://3232235777/", // 192.168.1.1, spelled as a number
+        ] {
+            assert!(
+                decide(w, &req(target), &rules(&["*"]), page).is_err(),
+                "* must not reach {target}"
+            );
+        }
+        assert!(decide(w, &req("http://8.8.8.8/"), &rules(&["*"]), page).is_ok());
+        let post = sent("POST", "https://api.public.example/submit");
+        for r in [rules(&["*"]), rules(&["*", "192.168.1.1", "localhost"])] {
+            for to in [
+                "http://192.168.1.1/apply.cgi?dns=6.6.6.6",
+                "http://127.0.0.1:9200/",
+                "http://localhost/",
+            ] {
+                let e = follow(w, &post, 307, to, &r, page, 0).unwrap_err();
+                assert!(
+                    matches!(e, Refused::Redirected { .. })
+                        && e.to_string().contains("may not lead"),
+                    "{to}: {e}"
+                );
+            }
+        }
+        let named = rules(&["192.168.1.1", "192.168.1.2"]);
+        assert!(decide(w, &req("http://192.168.1.1/"), &named, page).is_ok());
+        let inside = sent("GET", "http://192.168.1.1/a");
+        assert!(follow(w, &inside, 302, "http://192.168.1.2/b", &named, page, 0).is_ok());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! One function, [`effects`], over (current, proposed); every tool's review goes through it.
 
 use super::diff::visible;
+use crate::gm::connect;
 use crate::scripts::metadata::{Metadata, RunAt};
 
 /// One side of a write: a script as stored, or as the write would store it.
@@ -187,15 +188,12 @@ fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
 /// elsewhere (`@require`, `@resource`), in words.
 fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<String> {
     let mut out = Vec::new();
+    // In the words of what the rule reaches once parsed, not as spelled: `2130706433` is this
+    // computer, `3232235777` a device on the local network.
     for c in minus(&nm.connects, &om.connects) {
-        out.push(match c.trim() {
-            "*" => "May send requests to ANY site (@connect *)".to_owned(),
-            "self" => "May send requests to the site it runs on (@connect self)".to_owned(),
-            "localhost" => {
-                "May send requests to this computer's local services (@connect localhost)"
-                    .to_owned()
-            }
-            host => format!("May send requests to {} (@connect)", visible(host)),
+        out.push(match connect::parse(crate::web::platform(), c) {
+            Ok(rule) => connect::reach(&rule, &visible(c)),
+            Err(_) => format!("May send requests to {} (@connect)", visible(c)),
         });
     }
     for c in minus(&om.connects, &nm.connects) {
@@ -509,7 +507,7 @@ mod tests {
         ]);
         let e = between(&old, true, &new, true);
         for want in [
-            "May send requests to ANY site (@connect *)",
+            "May send requests to ANY site on the internet (@connect *; not this computer or your local network)",
             "May send requests to this computer's local services (@connect localhost)",
             "This script loads code from https://cdn.example/lib.js (@require; fetched once when this write is done, its sha256 recorded, never fetched again)",
             "Loads the file logo from https://cdn.example/logo.png (@resource; fetched once when this write is done, its sha256 recorded, never fetched again)",
@@ -534,7 +532,7 @@ mod tests {
             "Asks for @grant GM_xmlhttpRequest",
             "Runs as soon as a page starts loading (document-start), no longer after the page has loaded (document-idle)",
             "Runs only in the top frame of a page (@noframes)",
-            "May send requests to evil.example (@connect)",
+            "May send requests to evil.example and its subdomains (@connect evil.example)",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }

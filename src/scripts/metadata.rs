@@ -467,7 +467,7 @@ impl Builder {
     fn connect(&mut self, diags: &mut Diagnostics, line_no: usize, value: &str) {
         match connect::parse(crate::web::platform(), value) {
             Ok(rule) => {
-                if let Some(risk) = connect::risk(&rule) {
+                if let Some(risk) = connect::risk(&rule, value) {
                     diags.warning(line_no, risk);
                 }
                 self.connects.push(value.to_owned());

@@ -264,7 +264,7 @@ describe("gm: the GM functions a script is given", () => {
       const text = await page.getByLabel("What GM asks asks for").innerText({ timeout: 10_000 });
       assert.match(text, /@grant GM_addStyle/);
       assert.match(text, /@connect api\.example\.com/);
-      assert.match(text, /@connect \* \(any site\)/);
+      assert.match(text, /@connect \* \(any site on the internet\)/);
     } finally {
       await page.close();
     }
@@ -458,8 +458,34 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(out.login, [200, `http://api.test:${P}/whoami`, "sid=from-redirect"]);
     // Off the list: refused with where it led, and that host never saw a request.
     assert.match(out.off, new RegExp(`redirected the request to http://bank\\.test:${P}/api/transfer, and bank\\.test is not in this script's @connect list; the redirect was not followed`));
-    assert.match(out.lan, /redirected the request to http:\/\/127\.0\.0\.1:\d+\/api\/router, and 127\.0\.0\.1 is not in/);
+    assert.match(out.lan, /redirected the request to http:\/\/127\.0\.0\.1:\d+\/api\/router, and a server elsewhere may not lead a request onto this computer/);
     assert.ok(!server.hits.some((h) => h.startsWith("bank.test") || h.startsWith("127.0.0.1") || h.includes("/api/transfer") || h.includes("/api/router")), JSON.stringify(server.hits));
+  });
+
+  // `@connect *` is the internet, not the user's router: a device on the local network is reached
+  // only through a line that names it, and a public server cannot lead a request there (a POST
+  // to the router's settings page, with the user's cookies), even to a device a line names.
+  test("GM_xmlhttpRequest with @connect *: no local device is reached, directly or by a redirect", T, async () => {
+    await write("star", ["@match http://starpage.test/*", "@grant GM_xmlhttpRequest", "@connect *", "@connect router.local"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-star', JSON.stringify(out)); };\n"
+      + "const go = (k, o) => GM_xmlhttpRequest({ ...o, onload: (r) => { out[k] = [r.status, r.finalUrl]; done(); }, onerror: (e) => { out[k] = e.error; done(); } });\n"
+      + "const r = (status, to) => `http://api.test:${port}/redirect?status=${status}&to=${encodeURIComponent(to)}`;\n"
+      + "go('site', { url: `http://api.test:${port}/api/site` });\n"
+      + "go('printer', { url: `http://printer.lan:${port}/api/printer` });\n"
+      + "go('led', { method: 'POST', data: 'dns=6.6.6.6', url: r(307, `http://router.local:${port}/api/apply`) });\n"
+      + "go('named', { url: `http://router.local:${port}/api/named` });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("starpage.test")), (g) => g.star, 8000);
+    const out = JSON.parse(got.star);
+    const P = server.port;
+    assert.deepEqual(out.site, [200, `http://api.test:${P}/api/site`], JSON.stringify(out));
+    // The line that names the router reaches it: the server saw that request (so it would see the others).
+    assert.deepEqual(out.named, [200, `http://router.local:${P}/api/named`], JSON.stringify(out));
+    assert.ok(server.hits.includes(`router.local:${P}/api/named`), JSON.stringify(server.hits));
+    assert.match(out.printer, /printer\.lan is not in this script's @connect list/);
+    assert.match(out.led, /redirected the request to http:\/\/router\.local:\d+\/api\/apply, and a server on the internet may not lead a request into your local network; the redirect was not followed/);
+    assert.ok(!server.hits.some((x) => x.startsWith("printer.lan") || x.includes("/api/apply") || x.includes("/api/printer")), JSON.stringify(server.hits));
   });
 
   // Chrome names a redirect by method and URL only: two requests of the same method and URL at
