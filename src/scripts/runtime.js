@@ -110,8 +110,11 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     else queue.push(m);
   };
   try {
+    // Only what the browser reports (`isTrusted`, which a page cannot set): an event the page
+    // dispatches reaches this world's listeners too, and would be taken for the script's error.
     globalThis.addEventListener("error", (ev) => {
       try {
+        if (!ev.isTrusted) return;
         const e = ev.error;
         if (!started) {
           if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) {
@@ -131,7 +134,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     });
     globalThis.addEventListener("unhandledrejection", (ev) => {
       try {
-        if (started) late(ev.reason, null, true);
+        if (started && ev.isTrusted) late(ev.reason, null, true);
       } catch (x) {
       }
     });

@@ -34,6 +34,13 @@ async function anyPathServer() {
         setTimeout(() => { throw new Error("page-own-error"); }, 30);
         Promise.reject(new Error("page-own-rejection"));
         document.addEventListener("click", () => { throw new Error("page-own-click"); });
+        // Events the page makes up reach every world's listeners: none is a script's error.
+        setTimeout(() => {
+          dispatchEvent(new ErrorEvent("error", { message: "page-forged-error", filename: "lumo-userscript.js", lineno: 8, error: new Error("page-forged-error") }));
+          dispatchEvent(new Event("error"));
+          dispatchEvent(new PromiseRejectionEvent("unhandledrejection", { promise: Promise.resolve(), reason: new Error("page-forged-rejection") }));
+          document.title = "forged";
+        }, 30);
       </script>`);
     } else if (req.url.startsWith("/framed")) {
       res.end("<!doctype html><title>Framed</title><p>top</p><iframe src=\"/inner\"></iframe>");
@@ -256,6 +263,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     await page.goto(`http://late.test:${server.port}/late`, { waitUntil: "load" });
     await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-late"), null, { timeout: 5000 });
     await page.waitForFunction(() => document.documentElement.hasAttribute("data-ran-late-other"), null, { timeout: 5000 });
+    await page.waitForFunction(() => document.title === "forged", null, { timeout: 5000 });
     const late = async (extra, want) => {
       for (const deadline = Date.now() + 8000; ;) {
         const out = (await call("script_runs", { uuid, ...extra })).structuredContent;
@@ -284,8 +292,10 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.equal(click.line, 7);
     assert.ok(click.column > 40, JSON.stringify(click));
     assert.ok(next.cursor > first.cursor);
+    // Exactly the script's four: nothing the page dispatched (a forged one reads "thrown value").
+    assert.equal(run.lateErrors.length, 4, JSON.stringify(run.lateErrors));
     const all = JSON.stringify(run);
-    assert.ok(!/page-own|the other script/.test(all), all);
+    assert.ok(!/page-own|page-forged|the other script/.test(all), all);
     // The other script's error is its own.
     const mine = (await runsOf(other)).runs;
     for (const deadline = Date.now() + 5000; !(mine[0]?.lateErrors?.length) && Date.now() < deadline; await sleep(150)) mine.splice(0, 1, ...(await runsOf(other)).runs);
