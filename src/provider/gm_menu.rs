@@ -203,8 +203,9 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    /// The URLs of the pages with menu commands in `tab` (the test build's trap reads them).
-    #[cfg(feature = "test-trap")]
+    /// The URLs of the pages with menu commands in `tab` (the test build's trap and the tests
+    /// read them).
+    #[cfg(any(test, feature = "test-trap"))]
     pub fn menu_urls_of(&self, tab: i64) -> Vec<String> {
         let menus = self.gm_menus.borrow();
         menus.for_tab(tab).iter().map(|e| e.url.clone()).collect()
@@ -289,6 +290,32 @@ mod tests {
             r["error"].as_str().unwrap().contains("does not @grant"),
             "{r}"
         );
+    }
+
+    /// A page can make its address megabytes long (`history.replaceState`) and register from
+    /// 64 frames: each entry keeps the URL, so it is bounded when Chrome's sender comes in.
+    #[test]
+    fn a_page_with_a_huge_address_leaves_a_bounded_url_in_its_menu_entry() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_registerMenuCommand\n");
+        let ta = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let mut from = page(5, "d1");
+        from.url = Some(format!("https://example.com/#{}", "x".repeat(2 << 20)));
+        let wait = p.user_script_message(|| Some(raw(&ta, json!([["go", "Go!", "g"]]))), from);
+        let other = async {
+            let urls = p.menu_urls_of(5);
+            assert_eq!(urls.len(), 1);
+            assert!(urls[0].starts_with("https://example.com/#xxx"));
+            assert!(
+                urls[0].len() <= 4 * crate::provider::runs::MAX_SENDER_URL,
+                "{} bytes kept",
+                urls[0].len()
+            );
+            let entry = p.menu_list(5).await["items"][0]["entry"].as_u64().unwrap();
+            assert_eq!(p.menu_click(entry, "go").await, Ok(true));
+        };
+        let (r, ()) = block_on(join(wait, other));
+        assert_eq!(answered(r), json!({"click": "go"}));
     }
 
     /// A page keeps running a script the user turned off, and may still hold a wait: its

@@ -12,7 +12,7 @@ mod gm_test_support;
 mod guards;
 mod registry;
 mod reviews;
-mod runs;
+pub(crate) mod runs;
 mod sessions;
 mod state;
 

@@ -26,6 +26,27 @@ pub struct Sender {
     pub window_id: Option<i64>,
 }
 
+/// The most of `sender.url` kept: a page can make its address megabytes long
+/// (`history.replaceState`), and each menu entry and run report keeps the URL.
+pub const MAX_SENDER_URL: usize = 8 * 1024;
+
+impl Sender {
+    /// What Chrome said, bounded before any of it is kept.
+    fn bounded(mut self) -> Self {
+        if let Some(u) = self.url.as_mut() {
+            if u.len() > MAX_SENDER_URL {
+                *u = crate::text::ellipsize(u, MAX_SENDER_URL);
+            }
+        }
+        if let Some(d) = self.document_id.as_mut() {
+            if d.len() > 128 {
+                *d = crate::text::ellipsize(d, 128);
+            }
+        }
+        self
+    }
+}
+
 /// What became of one message (for tests and the worker's log).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Received {
@@ -92,6 +113,7 @@ impl<E: Env> Provider<E> {
         raw: impl FnOnce() -> Option<String>,
         sender: Sender,
     ) -> Received {
+        let sender = sender.bounded();
         let key = self.channel_key().await;
         let now = self.env.now_ms();
         let verdict = {
