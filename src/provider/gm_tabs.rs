@@ -269,7 +269,11 @@ impl<E: Env> Provider<E> {
         self.opened_ready().await;
         let id = {
             let mut o = self.gm_opened.borrow_mut();
-            let shown = o.notices.values().filter(|w| w.uuid == uuid).count();
+            let shown = o
+                .notices
+                .values()
+                .filter(|w| w.uuid == uuid && !w.events.contains(&"close"))
+                .count();
             if shown >= MAX_NOTIFICATIONS {
                 return error(format!(
                     "GM_notification refused: this script already shows {shown} notifications, the most it may"
@@ -376,8 +380,11 @@ impl<E: Env> Provider<E> {
                 return;
             };
             deliver(w, if clicked { "click" } else { "close" });
-            // Delivered close: forgotten. Kept close: the next wait takes it, then forgets.
-            let forget = !clicked && w.events.is_empty();
+            // A close, delivered or not, ends the notification: forgotten, so it no longer takes
+            // one of the script's slots (a page that went away would never come for it). A wait
+            // for a forgotten one is told "close", as this one would have been; only a click not
+            // yet taken keeps it, for the next wait (and it no longer counts as shown).
+            let forget = !clicked && !w.events.contains(&"click");
             if forget {
                 o.notices.remove(id);
             }
@@ -667,6 +674,26 @@ mod tests {
             ask(&p, &ta, json!({"op": "notify.wait", "id": id}))["event"],
             "close"
         );
+        for _ in 0..MAX_NOTIFICATIONS {
+            assert!(ask(&p, &ta, json!({"op": "notify", "text": "x"}))["id"].is_string());
+        }
+        assert!(ask(&p, &ta, json!({"op": "notify", "text": "x"}))["error"]
+            .as_str()
+            .unwrap()
+            .contains("refused"));
+        // Closed (or clicked, then closed) while no page waits — the page went away: each
+        // gives its slot back, and a late wait is still told how it ended.
+        let shown: Vec<String> = p.gm_opened.borrow().notices.keys().cloned().collect();
+        for (i, id) in shown.iter().enumerate() {
+            if i % 2 == 0 {
+                block_on(p.notification_event(id, true));
+            }
+            block_on(p.notification_event(id, false));
+        }
+        for (i, id) in shown.iter().enumerate() {
+            let first = ask(&p, &ta, json!({"op": "notify.wait", "id": id}));
+            assert_eq!(first["event"], if i % 2 == 0 { "click" } else { "close" });
+        }
         for _ in 0..MAX_NOTIFICATIONS {
             assert!(ask(&p, &ta, json!({"op": "notify", "text": "x"}))["id"].is_string());
         }
