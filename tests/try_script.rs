@@ -392,3 +392,43 @@ fn a_try_waiting_for_its_tab_is_stopped_by_a_switch_flipped_meanwhile() {
         );
     }
 }
+
+/// A world outlives a try: raw code tried before could hook a built-in there and read the GM
+/// values a stored script is tried with. A stored script is tried in a world only its own
+/// revisions run in; raw sources share another.
+#[test]
+fn a_stored_script_is_tried_in_a_world_of_its_own() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("stored", "")}),
+    );
+    let uuid = w["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Chrome's answer does not matter here: where each try was sent does.
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    for args in [
+        in_tab(7),
+        json!({"uuid": uuid, "tabId": 7}),
+        json!({"uuid": uuid, "revision": 1, "tabId": 7}),
+        in_tab(7),
+    ] {
+        let r = call(&p, &s, "try_script", args.clone());
+        assert!(error_code(&r).is_none(), "{args}: {r}");
+    }
+    let worlds: Vec<String> = p
+        .env
+        .executed
+        .borrow()
+        .iter()
+        .map(|e| e.2.clone())
+        .collect();
+    let own = format!("lumo-try-{uuid}");
+    assert_eq!(worlds, ["lumo-try", &own, &own, "lumo-try"]);
+}

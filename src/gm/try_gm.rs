@@ -1,6 +1,6 @@
 //! The GM functions a *tried* script gets (`try_script`): the same code a registered script
 //! gets for its `@grant`s (`inject::parts`), but with no channel to the worker. A try runs in
-//! the shared `lumo-try` world, configured without messaging, so nothing a tried script does can
+//! a try world (`try_script::try_world`), configured without messaging, so nothing a tried script does can
 //! reach the provider, and a try never changes what is stored:
 //!
 //! - values: a stored script tried by uuid starts with a copy of its stored values; a raw

@@ -5,8 +5,8 @@
 //! The flow after the checks common to every tool (authorized, known tool) is steps 3–8 of the
 //! walk in `tools/mod.rs`, specialised: the review shows the target tab and the source; the
 //! "execute" step wraps the source (`scripts::wrap`), runs it with `chrome.userScripts.execute`
-//! in a world of its own (`lumo-try`, never a script's world, configured like the default one:
-//! no messaging), and reads each frame's report as untrusted, bounded input. A script that
+//! in a world of tries (never a script's world, configured like the default one: no messaging;
+//! [`try_world`]), and reads each frame's report as untrusted, bounded input. A script that
 //! throws is a successful call whose result says so; `isError` is for the provider's refusals.
 
 use super::catalog::{MAX_SOURCE_BYTES, MAX_URL_BYTES};
@@ -33,9 +33,22 @@ pub const DEFAULT_TIMEOUT_MS: u32 = 5_000;
 pub const MAX_TIMEOUT_MS: u32 = 30_000;
 /// At most this many frames are reported; the rest are counted.
 pub const MAX_FRAMES: usize = 20;
-/// The world tries run in: not a script's own world (a try must not see or disturb the running
-/// script's globals), and configured as the default one (no messaging back to the provider).
+/// The world a raw source is tried in: not a script's own world (a try must not see or disturb
+/// the running script's globals), and configured as the default one (no messaging back to the
+/// provider).
 pub const TRY_WORLD: &str = "lumo-try";
+
+/// Where a try runs. A world outlives the try (for the page's life), and what one try leaves
+/// there — a hooked `Object.fromEntries`, `JSON.parse` — sees what the next one does: a stored
+/// script is tried with a copy of its GM values, which raw code the agent tried before must not
+/// read. So a stored script is tried in a world of its own (`lumo-try-<uuid>`), where only its
+/// own revisions ever run; raw sources share [`TRY_WORLD`], and get no values.
+pub fn try_world(uuid: Option<&str>) -> String {
+    match uuid {
+        Some(u) => format!("{TRY_WORLD}-{u}"),
+        None => TRY_WORLD.to_owned(),
+    }
+}
 /// Time allowed beyond the script's own timeout for Chrome to inject and answer.
 const GRACE_MS: f64 = 2_000.0;
 
@@ -542,7 +555,10 @@ async fn run<E: Env>(
         // The try before may have run for its whole timeout: a switch the user flipped, or the
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
-            Ok(()) => execute_bounded(p, tab, a, &codes).await,
+            Ok(()) => {
+                let world = try_world(script.uuid.as_deref());
+                execute_bounded(p, tab, a, &world, &codes).await
+            }
             Err(e) => Err(e),
         }
     };
@@ -559,9 +575,10 @@ async fn execute_bounded<E: Env>(
     p: &Provider<E>,
     tab: &Tab,
     a: &TryArgs,
+    world: &str,
     codes: &[String],
 ) -> Result<Result<Value, crate::env::EnvError>, ToolError> {
-    let exec = p.env.execute(tab.id, a.all_frames, TRY_WORLD, codes);
+    let exec = p.env.execute(tab.id, a.all_frames, world, codes);
     let limit = f64::from(a.timeout_ms) + GRACE_MS;
     match select(Box::pin(exec), Box::pin(p.env.sleep(limit))).await {
         Either::Left((r, _)) => Ok(r),

@@ -279,6 +279,42 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal((await h.internal("state.get")).policy.reviewWrites, false, "the tried code turned review on");
   });
 
+  // A try world outlives the try: raw code tried first could hook a built-in there and read
+  // the GM values a stored script is tried with (its user's API key). A stored script is tried
+  // in a world only its own revisions run in.
+  test("raw code tried before cannot read the values a stored script is tried with", T, async () => {
+    const stored = script(["@match http://try.test/*", "@grant GM_getValue", "@grant GM_setValue"], [
+      "if (!GM_getValue('apiKey')) GM_setValue('apiKey', 'sk-live-5ECRET');",
+      "console.log('has key', GM_getValue('apiKey') === 'sk-live-5ECRET');",
+    ]);
+    const w = await call("write_script", { source: stored });
+    assert.equal(w.isError, false, w.content?.[0]?.text);
+    const uuid = w.structuredContent.script.uuid;
+    try {
+      // The installed script runs on the page and stores its value.
+      let has;
+      for (const deadline = Date.now() + 8000; !has && Date.now() < deadline; await sleep(200)) {
+        await tab.reload({ waitUntil: "load" });
+        const r = await call("try_script", { uuid, url });
+        has = r.structuredContent?.frames?.[0]?.console?.some((c) => c.text === "has key true");
+      }
+      assert.ok(has, "the stored script's try was given its value");
+      const hook = await call("try_script", { source: script(["@match *://*/*"], [
+        "const keep = (f) => function (...a) { try { (globalThis.__cap ??= []).push(JSON.stringify(a)); } catch (e) {} return f.apply(this, a); };",
+        "Object.fromEntries = keep(Object.fromEntries); JSON.parse = keep(JSON.parse); Object.assign = keep(Object.assign);",
+        "return 'hooked';",
+      ]), url });
+      assert.equal(hook.structuredContent.frames[0].value, "hooked", JSON.stringify(hook.structuredContent));
+      const again = await call("try_script", { uuid, url });
+      assert.ok(again.structuredContent.frames[0].console.some((c) => c.text === "has key true"), JSON.stringify(again.structuredContent));
+      const read = await call("try_script", { source: script(["@match *://*/*"], ["return globalThis.__cap ?? null;"]), url });
+      const captured = read.structuredContent.frames[0].value;
+      assert.ok(!String(captured).includes("5ECRET"), `raw code read the stored script's value: ${captured}`);
+    } finally {
+      await call("delete_script", { uuid });
+    }
+  });
+
   test("a worker stopped mid-try gives a clear error, and the next try works", T, async () => {
     const slow = script(["@match *://*/*"], ["await new Promise((r) => setTimeout(r, 3000));", "return 'late';"]);
     const pending = h.lumo("callTool", session, "try_script", { source: slow, url, timeoutMs: 8000 });
