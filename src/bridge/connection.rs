@@ -172,6 +172,11 @@ impl fmt::Display for CloseReason {
     }
 }
 
+/// Largest frame taken before the link is open. The handshake's frames (hello, challenge,
+/// proof, acks, a refusal with its bounded reason) are under 3 KiB; the largest, a refusal,
+/// carries a reason of at most [`frame::MAX_ERROR_MESSAGE`] bytes.
+pub const MAX_HANDSHAKE_FRAME_BYTES: usize = 16 * 1024;
+
 /// The error code of an answer too large for the link (see [`Connection::respond`]).
 pub const RESULT_TOO_LARGE: &str = "RESULT_TOO_LARGE";
 
@@ -374,6 +379,15 @@ impl Connection {
     pub fn handle_text(&mut self, text: &str) {
         if self.state == State::Closed {
             return;
+        }
+        // Before the peer has proven the token, a frame is only a handshake message: refused
+        // unparsed when larger, so an unproven socket cannot make us parse and hold megabytes.
+        if self.state != State::Open && text.len() > MAX_HANDSHAKE_FRAME_BYTES {
+            let why = format!(
+                "a {}-byte frame during the handshake (at most {MAX_HANDSHAKE_FRAME_BYTES})",
+                text.len()
+            );
+            return self.finish(CloseReason::Malformed(why));
         }
         match frame::parse(text) {
             Ok(f) => self.handle_frame(f),

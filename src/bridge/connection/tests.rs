@@ -359,6 +359,75 @@ fn anything_before_hello_closes() {
     assert!(s.is_closed());
 }
 
+/// Found in review: a 4 MiB hello of `[0,0,…]` parsed to ~64 MB and was held until the
+/// proof or the deadline; 15 sockets took the bridge to ~1 GB.
+#[test]
+fn a_large_frame_before_the_link_is_open_is_refused_unparsed() {
+    let big = |len: usize| {
+        let pad = "0,".repeat(len / 2);
+        let f = format!(
+            r#"{{"k":"req","id":0,"type":"hello","payload":{{"protocol":{PROTOCOL_VERSION},"nonce":"{CLIENT_NONCE}","pad":[{pad}0]}}}}"#
+        );
+        assert!(f.len() > len);
+        f
+    };
+    // At every stage of the accepting end: before the hello and before the proof.
+    for after_hello in [false, true] {
+        let mut s = server(0);
+        if after_hello {
+            s.handle_text(&hello_frame(
+                json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE}),
+            ));
+            let _ = drain(&mut s);
+        }
+        s.handle_text(&big(MAX_HANDSHAKE_FRAME_BYTES));
+        assert!(s.is_closed(), "after_hello={after_hello}");
+        assert!(
+            matches!(s.close_reason(), Some(CloseReason::Malformed(m)) if m.contains("handshake"))
+        );
+        assert!(
+            drain(&mut s).is_empty(),
+            "no challenge for an oversized hello"
+        );
+        assert!(events(&mut s).is_empty());
+        assert!(s.pending_hello.is_none() || after_hello);
+    }
+    // And at the dialling end, before the challenge and before the ack.
+    for at_ack in [false, true] {
+        let mut c = client(TOKEN, PORT, 1000);
+        let _ = drain(&mut c);
+        if at_ack {
+            c.handle_text(&response(challenge(PORT)));
+            let _ = drain(&mut c);
+        }
+        let pad = "x".repeat(MAX_HANDSHAKE_FRAME_BYTES);
+        c.handle_text(&response(
+            json!({"ok": true, "protocol": PROTOCOL_VERSION, "pad": pad}),
+        ));
+        assert!(
+            matches!(c.close_reason(), Some(CloseReason::Malformed(_))),
+            "at_ack={at_ack}"
+        );
+        assert!(!c.is_open());
+    }
+    // A hello as large as a real one stays well under the bound, and once open the link's own
+    // limit applies.
+    let mut s = server(0);
+    let label = "l".repeat(1024);
+    let hello = hello_frame(
+        json!({"protocol": PROTOCOL_VERSION, "nonce": CLIENT_NONCE, "extVersion": "1.2.3", "label": label}),
+    );
+    s.handle_text(&hello);
+    assert!(!s.is_closed());
+    let (mut s, _c) = open_pair();
+    let _ = events(&mut s);
+    s.handle_text(&frame::encode(Frame::Notify {
+        kind: "tools".into(),
+        payload: json!({"pad": "x".repeat(MAX_HANDSHAKE_FRAME_BYTES * 4)}),
+    }));
+    assert!(s.is_open());
+}
+
 #[test]
 fn the_hello_deadline_is_decided_from_the_time_given() {
     let mut s = server(1_000);
