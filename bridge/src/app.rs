@@ -10,7 +10,7 @@ use crate::link::{self, now_ms, Cmd};
 use crate::{control, secrets};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt as _;
-use lumo_userscripts::bridge::{types, Connection};
+use lumo_userscripts::bridge::{types, CloseReason, Connection};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -182,7 +182,7 @@ pub fn run_election(app: Arc<App>) -> BoxFuture<'static, Result<(), String>> {
 type Dialed = (
     mpsc::Sender<Cmd>,
     Map<String, Value>,
-    JoinHandle<lumo_userscripts::bridge::CloseReason>,
+    JoinHandle<CloseReason>,
 );
 
 async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
@@ -218,20 +218,24 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
             }
         })),
     ));
-    tokio::select! {
+    let reason = tokio::select! {
         ack = &mut open_rx => match ack {
-            Ok(ack) => (Dial::Accepted, Some((tx, ack, handle))),
-            Err(_) => (Dial::Unreachable, None),
+            Ok(ack) => return (Dial::Accepted, Some((tx, ack, handle))),
+            // The link ended without opening; both branches are ready then, and either may be
+            // picked: why it ended is the task's answer.
+            Err(_) => (&mut handle).await,
         },
-        reason = &mut handle => match reason {
-            Ok(r @ (lumo_userscripts::bridge::CloseReason::BadToken
-                | lumo_userscripts::bridge::CloseReason::Impostor
-                | lumo_userscripts::bridge::CloseReason::Rejected(_)
-                | lumo_userscripts::bridge::CloseReason::ProtocolMismatch { .. })) => {
-                (Dial::Refused(r.to_string()), None)
-            }
-            _ => (Dial::Unreachable, None),
-        },
+        reason = &mut handle => reason,
+    };
+    match reason {
+        Ok(
+            r @ (CloseReason::BadToken
+            | CloseReason::Impostor
+            | CloseReason::RefusedUnproven
+            | CloseReason::Rejected(_)
+            | CloseReason::ProtocolMismatch { .. }),
+        ) => (Dial::Refused(r.to_string()), None),
+        _ => (Dial::Unreachable, None),
     }
 }
 
@@ -290,7 +294,7 @@ fn become_forwarder(
     app: Arc<App>,
     tx: mpsc::Sender<Cmd>,
     ack: Map<String, Value>,
-    handle: JoinHandle<lumo_userscripts::bridge::CloseReason>,
+    handle: JoinHandle<CloseReason>,
 ) {
     if let Some(t) = ack.get("extToken").and_then(Value::as_str) {
         if let Ok(mut g) = app.ext_token.lock() {
@@ -310,9 +314,22 @@ fn become_forwarder(
             .map_or_else(|e| e.to_string(), |r| r.to_string());
         eprintln!("lumo-bridge: the owning bridge went away ({reason}); electing a new owner");
         app.set(Backend::Electing);
-        if let Err(m) = run_election(app.clone()).await {
-            eprintln!("lumo-bridge: {m}");
+        // An election given up on (a program squatting the control port, say) is tried again
+        // while callers are told why: it may leave, and this process would stay useless.
+        let mut last = String::new();
+        while let Err(m) = run_election(app.clone()).await {
+            if m != last {
+                eprintln!(
+                    "lumo-bridge: {m}; trying again every {} s",
+                    REELECT_AFTER.as_secs()
+                );
+                last.clone_from(&m);
+            }
             app.set(Backend::Failed(m));
+            tokio::time::sleep(REELECT_AFTER).await;
         }
     });
 }
+
+/// How long a forwarder whose election gave up waits before it runs one again.
+const REELECT_AFTER: Duration = Duration::from_secs(3);

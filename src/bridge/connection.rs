@@ -105,7 +105,10 @@ pub enum CloseReason {
     /// The end we dialled could not prove it holds the token: not the bridge that printed the
     /// connect link (something else listens on its port). It was sent nothing.
     Impostor,
-    /// The peer refused our hello for another reason (its words).
+    /// The peer refused our hello before proving it holds the token: not shown to be a Lumo
+    /// bridge, so none of its words are kept (they would reach the agent and the user).
+    RefusedUnproven,
+    /// The peer, having proven it holds the token, refused our proof (its words).
     Rejected(String),
     /// No hello (or ack) before the deadline.
     HelloTimeout,
@@ -124,7 +127,7 @@ impl CloseReason {
     pub fn code(&self) -> u16 {
         match self {
             Self::ProtocolMismatch { .. } | Self::Malformed(_) => 4000,
-            Self::BadToken | Self::Impostor | Self::Rejected(_) => 4001,
+            Self::BadToken | Self::Impostor | Self::RefusedUnproven | Self::Rejected(_) => 4001,
             Self::HelloTimeout => 4008,
             Self::Local { code, .. } | Self::Remote { code, .. } => *code,
             Self::Disconnected => 1006,
@@ -150,6 +153,7 @@ impl fmt::Display for CloseReason {
             ),
             Self::BadToken => write!(f, "wrong or missing token: open the connect link the bridge printed"),
             Self::Impostor => f.write_str("the program on this port could not prove it holds the token: it is not the bridge that printed the connect link (nothing was sent to it)"),
+            Self::RefusedUnproven => f.write_str("the program on this port refused the hello without proving it is a Lumo bridge (it may be another program listening there)"),
             Self::Rejected(reason) => write!(f, "refused by the other end: {reason}"),
             Self::HelloTimeout => write!(
                 f,
@@ -672,6 +676,9 @@ impl Connection {
     fn on_challenge(&mut self, outcome: Result<Value, WireError>) {
         let (result, _) = match self.accepted(outcome) {
             Ok(r) => r,
+            // Whatever listens may word a refusal as it likes (a fake connect link, say): an
+            // end that has not proven the token is not quoted.
+            Err(CloseReason::Rejected(_)) => return self.finish(CloseReason::RefusedUnproven),
             Err(reason) => return self.finish(reason),
         };
         let Some(nonce) = result
