@@ -108,7 +108,7 @@ pub enum CloseReason {
     /// The peer refused our hello before proving it holds the token: not shown to be a Lumo
     /// bridge, so none of its words are kept (they would reach the agent and the user).
     RefusedUnproven,
-    /// The peer, having proven it holds the token, refused our proof (its words).
+    /// The peer, having proven it holds the token, refused our proof (its words, on one line).
     Rejected(String),
     /// No hello (or ack) before the deadline.
     HelloTimeout,
@@ -174,6 +174,21 @@ impl fmt::Display for CloseReason {
             Self::Disconnected => f.write_str("connection lost"),
         }
     }
+}
+
+/// A peer's words as they go into a message printed to a terminal or read by an agent: one
+/// line, with no control (newline, ESC…), bidirectional or invisible character, each replaced by
+/// U+FFFD, so they cannot forge a line (a connect link) or drive the terminal.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if crate::scripts::names::is_invisible(c) || matches!(c, '\u{2028}' | '\u{2029}') {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// Largest frame taken before the link is open. The handshake's frames (hello, challenge,
@@ -405,12 +420,15 @@ impl Connection {
     }
 
     /// The other end sent a close frame: like a disconnect, but the reason says who and why.
+    /// Its words are kept only from a peer that proved it holds the token (the link was open).
     pub fn handle_close(&mut self, code: u16, reason: &str) {
-        self.finish(CloseReason::Remote {
-            code,
+        let reason = if self.state == State::Open {
             // A close reason is at most 123 bytes on the wire; bound what a peer can make us keep.
-            reason: crate::text::ellipsize(reason, 123),
-        });
+            one_line(&crate::text::ellipsize(reason, 123))
+        } else {
+            String::new()
+        };
+        self.finish(CloseReason::Remote { code, reason });
     }
 
     /// Closes from this end (the shell then closes the socket with `code`).
@@ -716,7 +734,7 @@ impl Connection {
         let result = match outcome {
             Ok(Value::Object(r)) => r,
             Ok(_) => return Err(CloseReason::Malformed("the ack is not an object".into())),
-            Err(e) => return Err(CloseReason::Rejected(e.to_string())),
+            Err(e) => return Err(CloseReason::Rejected(one_line(&e.to_string()))),
         };
         let theirs = result.get("protocol").and_then(Value::as_u64);
         let server_version = result
@@ -737,10 +755,10 @@ impl Connection {
                 .get("reason")
                 .and_then(Value::as_str)
                 .unwrap_or("no reason given");
-            return Err(CloseReason::Rejected(frame::clip(
+            return Err(CloseReason::Rejected(one_line(&frame::clip(
                 reason,
                 frame::MAX_ERROR_MESSAGE,
-            )));
+            ))));
         }
         Ok((result, server_version))
     }
