@@ -13,6 +13,7 @@ use futures_util::FutureExt as _;
 use lumo_userscripts::bridge::{types, CloseReason, Connection};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -35,6 +36,8 @@ pub struct App {
     /// Whether the extension lets callers write (`None`: not told), from its link (owner) or
     /// from the owner (forwarder); the tool list follows it (`mcp`).
     pub writes: watch::Sender<Option<bool>>,
+    /// A forwarder's owner was started with `--readonly` (its ack said so).
+    owner_readonly: AtomicBool,
 }
 
 enum Snapshot {
@@ -52,6 +55,7 @@ impl App {
             ext_token: Mutex::new(ext_token),
             backend: Mutex::new(Backend::Electing),
             writes: watch::channel(None).0,
+            owner_readonly: AtomicBool::new(false),
         })
     }
 
@@ -119,15 +123,29 @@ impl App {
                                           "message": "taking over from a bridge that exited; ask again in a few seconds" }),
             Snapshot::Failed(m) => json!({ "connected": false, "role": "failed", "message": m }),
         };
-        v["readonly"] = json!(self.args.readonly);
+        v["readonly"] = json!(self.readonly());
         v["writesEnabled"] = json!(*self.writes.borrow());
         v
     }
 
-    /// Whether this process's MCP clients see the write tools: not under `--readonly`, nor
-    /// while the extension says writes are off.
+    /// Whether write tools are refused here: this process's `--readonly`, or (forwarding) the
+    /// owner's.
+    pub fn readonly(&self) -> bool {
+        self.args.readonly || self.owner_readonly.load(Ordering::Relaxed)
+    }
+
+    /// Whether this process's MCP clients see the write tools: not read-only, nor while the
+    /// extension says writes are off.
     pub fn shows_writes(&self) -> bool {
-        !self.args.readonly && *self.writes.borrow() != Some(false)
+        !self.readonly() && *self.writes.borrow() != Some(false)
+    }
+
+    /// Takes the owner's read-only mode (false once this process owns the link), and wakes the
+    /// tool-list watchers (`mcp::watch_writes`) if it changed.
+    fn set_owner_readonly(&self, ro: bool) {
+        if self.owner_readonly.swap(ro, Ordering::Relaxed) != ro {
+            self.writes.send_modify(|_| {});
+        }
     }
 
     fn connect_link(&self, token: &str) -> String {
@@ -281,7 +299,9 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         control_token,
         app.args.control_port,
         app.args.hello_timeout_ms,
+        app.args.readonly,
     ));
+    app.set_owner_readonly(false);
     eprintln!(
         "lumo-bridge: owner; waiting for the extension on 127.0.0.1:{}. Connect link (keep it private):\n{}",
         app.args.port, hub.connect_link
@@ -301,6 +321,7 @@ fn become_forwarder(
             *g = t.to_string();
         }
     }
+    app.set_owner_readonly(ack.get("readonly").and_then(Value::as_bool) == Some(true));
     let token = app.ext_token.lock().map(|t| t.clone()).unwrap_or_default();
     let link = app.connect_link(&token);
     eprintln!(

@@ -272,3 +272,79 @@ async fn a_forwarder_quotes_no_squatter_and_recovers_when_it_leaves() {
     fwd.wait_stderr("owner;", Duration::from_secs(30));
     assert!(!fwd.stderr_seen.iter().any(|l| l.contains("ATTACKER")));
 }
+
+/// Found in review: a forwarder checked only its own flags, so it listed and sent the write
+/// tools an owner started with `--readonly` was to refuse before the browser. The owner now
+/// refuses them from forwarders too, and tells forwarders, which hide them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_readonly_holds_for_its_forwarders() {
+    let p = Ports::new();
+    let mut oargs = p.args();
+    oargs.push("--readonly".into());
+    let mut owner = Bridge::start(&oargs);
+    owner.wait_stderr("owner", Duration::from_secs(20));
+    let mut ws = ext_open(p.ext).await;
+    let ext = tokio::spawn(async move { serve_calls(&mut ws, 1).await });
+    // An older forwarder, or a raw one, that does not hide them: refused by the owner.
+    let token = std::fs::read_to_string(p.state.join("control-token")).unwrap();
+    let mut raw = ws_connect(p.control, &[]).await.expect("native upgrade");
+    let h = handshake(
+        &mut raw,
+        "fwd_hello",
+        serde_json::Map::new(),
+        &token,
+        &token,
+        p.control,
+    )
+    .await;
+    let ack = h.ack.expect("accepted");
+    assert_eq!(ack["result"]["readonly"], true, "{ack}");
+    send(
+        &mut raw,
+        json!({"k": "req", "id": 5, "type": "call_tool",
+        "payload": {"name": "delete_script", "arguments": {"uuid": "x"}}}),
+    )
+    .await;
+    let res = loop {
+        let f = recv(&mut raw, Duration::from_secs(10)).await.unwrap();
+        if f["k"] == "res" {
+            break f;
+        }
+    };
+    assert_eq!(res["id"], 5);
+    assert_eq!(
+        res["result"]["structuredContent"]["error_code"], "WRITE_DISABLED",
+        "{res}"
+    );
+    // A forwarder hides and refuses them itself, and says it is read-only.
+    let mut fargs = p.args();
+    fargs.truncate(fargs.len() - 2);
+    let mut fwd = Bridge::start(&fargs);
+    fwd.wait_stderr("forwarder;", Duration::from_secs(20));
+    let (names, s, w, r, _fwd) = tokio::task::spawn_blocking(move || {
+        let mut fwd = fwd;
+        fwd.initialize();
+        let names = fwd.tool_names();
+        let s = fwd.call("bridge_status", json!({}), Duration::from_secs(10));
+        let w = fwd.call(
+            "write_script",
+            json!({"code": "x", "baseRevision": null}),
+            Duration::from_secs(10),
+        );
+        let r = fwd.call("list_scripts", json!({}), Duration::from_secs(20));
+        (names, s, w, r, fwd)
+    })
+    .await
+    .unwrap();
+    assert!(!names.iter().any(|n| n == "write_script"), "{names:?}");
+    assert_eq!(s["structuredContent"]["readonly"], true, "{s}");
+    assert_eq!(
+        w["structuredContent"]["error_code"], "WRITE_DISABLED",
+        "{w}"
+    );
+    assert_eq!(r["structuredContent"]["ran"], "list_scripts", "{r}");
+    // The extension saw the read alone.
+    let seen = ext.await.unwrap();
+    assert_eq!(seen, vec![json!({"name": "list_scripts", "arguments": {}})]);
+    drop(owner);
+}
