@@ -10,9 +10,10 @@ use crate::link::{self, now_ms, Cmd};
 use crate::{control, secrets};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt as _;
-use lumo_userscripts::bridge::{types, Connection};
+use lumo_userscripts::bridge::{types, CloseReason, Connection};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -35,6 +36,8 @@ pub struct App {
     /// Whether the extension lets callers write (`None`: not told), from its link (owner) or
     /// from the owner (forwarder); the tool list follows it (`mcp`).
     pub writes: watch::Sender<Option<bool>>,
+    /// A forwarder's owner was started with `--readonly` (its ack said so).
+    owner_readonly: AtomicBool,
 }
 
 enum Snapshot {
@@ -52,6 +55,7 @@ impl App {
             ext_token: Mutex::new(ext_token),
             backend: Mutex::new(Backend::Electing),
             writes: watch::channel(None).0,
+            owner_readonly: AtomicBool::new(false),
         })
     }
 
@@ -119,15 +123,29 @@ impl App {
                                           "message": "taking over from a bridge that exited; ask again in a few seconds" }),
             Snapshot::Failed(m) => json!({ "connected": false, "role": "failed", "message": m }),
         };
-        v["readonly"] = json!(self.args.readonly);
+        v["readonly"] = json!(self.readonly());
         v["writesEnabled"] = json!(*self.writes.borrow());
         v
     }
 
-    /// Whether this process's MCP clients see the write tools: not under `--readonly`, nor
-    /// while the extension says writes are off.
+    /// Whether write tools are refused here: this process's `--readonly`, or (forwarding) the
+    /// owner's.
+    pub fn readonly(&self) -> bool {
+        self.args.readonly || self.owner_readonly.load(Ordering::Relaxed)
+    }
+
+    /// Whether this process's MCP clients see the write tools: not read-only, nor while the
+    /// extension says writes are off.
     pub fn shows_writes(&self) -> bool {
-        !self.args.readonly && *self.writes.borrow() != Some(false)
+        !self.readonly() && *self.writes.borrow() != Some(false)
+    }
+
+    /// Takes the owner's read-only mode (false once this process owns the link), and wakes the
+    /// tool-list watchers (`mcp::watch_writes`) if it changed.
+    fn set_owner_readonly(&self, ro: bool) {
+        if self.owner_readonly.swap(ro, Ordering::Relaxed) != ro {
+            self.writes.send_modify(|_| {});
+        }
     }
 
     fn connect_link(&self, token: &str) -> String {
@@ -182,7 +200,7 @@ pub fn run_election(app: Arc<App>) -> BoxFuture<'static, Result<(), String>> {
 type Dialed = (
     mpsc::Sender<Cmd>,
     Map<String, Value>,
-    JoinHandle<lumo_userscripts::bridge::CloseReason>,
+    JoinHandle<CloseReason>,
 );
 
 async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
@@ -218,20 +236,24 @@ async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
             }
         })),
     ));
-    tokio::select! {
+    let reason = tokio::select! {
         ack = &mut open_rx => match ack {
-            Ok(ack) => (Dial::Accepted, Some((tx, ack, handle))),
-            Err(_) => (Dial::Unreachable, None),
+            Ok(ack) => return (Dial::Accepted, Some((tx, ack, handle))),
+            // The link ended without opening; both branches are ready then, and either may be
+            // picked: why it ended is the task's answer.
+            Err(_) => (&mut handle).await,
         },
-        reason = &mut handle => match reason {
-            Ok(r @ (lumo_userscripts::bridge::CloseReason::BadToken
-                | lumo_userscripts::bridge::CloseReason::Impostor
-                | lumo_userscripts::bridge::CloseReason::Rejected(_)
-                | lumo_userscripts::bridge::CloseReason::ProtocolMismatch { .. })) => {
-                (Dial::Refused(r.to_string()), None)
-            }
-            _ => (Dial::Unreachable, None),
-        },
+        reason = &mut handle => reason,
+    };
+    match reason {
+        Ok(
+            r @ (CloseReason::BadToken
+            | CloseReason::Impostor
+            | CloseReason::RefusedUnproven
+            | CloseReason::Rejected(_)
+            | CloseReason::ProtocolMismatch { .. }),
+        ) => (Dial::Refused(r.to_string()), None),
+        _ => (Dial::Unreachable, None),
     }
 }
 
@@ -277,7 +299,9 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         control_token,
         app.args.control_port,
         app.args.hello_timeout_ms,
+        app.args.readonly,
     ));
+    app.set_owner_readonly(false);
     eprintln!(
         "lumo-bridge: owner; waiting for the extension on 127.0.0.1:{}. Connect link (keep it private):\n{}",
         app.args.port, hub.connect_link
@@ -290,13 +314,14 @@ fn become_forwarder(
     app: Arc<App>,
     tx: mpsc::Sender<Cmd>,
     ack: Map<String, Value>,
-    handle: JoinHandle<lumo_userscripts::bridge::CloseReason>,
+    handle: JoinHandle<CloseReason>,
 ) {
     if let Some(t) = ack.get("extToken").and_then(Value::as_str) {
         if let Ok(mut g) = app.ext_token.lock() {
             *g = t.to_string();
         }
     }
+    app.set_owner_readonly(ack.get("readonly").and_then(Value::as_bool) == Some(true));
     let token = app.ext_token.lock().map(|t| t.clone()).unwrap_or_default();
     let link = app.connect_link(&token);
     eprintln!(
@@ -310,9 +335,22 @@ fn become_forwarder(
             .map_or_else(|e| e.to_string(), |r| r.to_string());
         eprintln!("lumo-bridge: the owning bridge went away ({reason}); electing a new owner");
         app.set(Backend::Electing);
-        if let Err(m) = run_election(app.clone()).await {
-            eprintln!("lumo-bridge: {m}");
+        // An election given up on (a program squatting the control port, say) is tried again
+        // while callers are told why: it may leave, and this process would stay useless.
+        let mut last = String::new();
+        while let Err(m) = run_election(app.clone()).await {
+            if m != last {
+                eprintln!(
+                    "lumo-bridge: {m}; trying again every {} s",
+                    REELECT_AFTER.as_secs()
+                );
+                last.clone_from(&m);
+            }
             app.set(Backend::Failed(m));
+            tokio::time::sleep(REELECT_AFTER).await;
         }
     });
 }
+
+/// How long a forwarder whose election gave up waits before it runs one again.
+const REELECT_AFTER: Duration = Duration::from_secs(3);

@@ -9,6 +9,8 @@ use crate::hub::Hub;
 use crate::link::{self, now_ms, Cmd, OnRequest};
 use futures_util::FutureExt as _;
 use lumo_userscripts::bridge::{trust, types, Connection, WireError};
+use lumo_userscripts::tools::catalog;
+use lumo_userscripts::tools::result::{ErrorCode, ToolError};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -20,6 +22,7 @@ pub async fn serve(
     control_token: String,
     port: u16,
     hello_timeout_ms: u64,
+    readonly: bool,
 ) {
     accept::serve(
         listener,
@@ -30,6 +33,8 @@ pub async fn serve(
             async move {
                 let mut extra = Map::new();
                 extra.insert("extToken".into(), json!(hub.ext_token));
+                // A forwarder hides the write tools too, so its client sees what ours does.
+                extra.insert("readonly".into(), json!(readonly));
                 let auth = crate::secrets::auth(token, port);
                 let conn = Connection::accept(
                     types::FWD_HELLO,
@@ -43,7 +48,7 @@ pub async fn serve(
                 let h = hub.clone();
                 let on_request: OnRequest = Arc::new(move |kind: String, payload: Value| {
                     let h = h.clone();
-                    async move { answer(&h, &kind, payload).await }.boxed()
+                    async move { answer(&h, readonly, &kind, payload).await }.boxed()
                 });
                 let (writes, tx2) = (hub.writes.subscribe(), tx.clone());
                 let on_open = move |_| {
@@ -80,10 +85,19 @@ async fn pass_on_writes(mut writes: watch::Receiver<Option<bool>>, tx: mpsc::Sen
     }
 }
 
-async fn answer(hub: &Hub, kind: &str, payload: Value) -> Result<Value, WireError> {
+async fn answer(hub: &Hub, readonly: bool, kind: &str, payload: Value) -> Result<Value, WireError> {
     match kind {
         types::CALL_TOOL => {
             let name = payload.get("name").and_then(Value::as_str).unwrap_or("");
+            // --readonly refuses writes before the browser, whichever process's client asks
+            // (a forwarder may be older, or not have hidden them).
+            if readonly && catalog::find(name).is_some_and(|d| d.is_write()) {
+                return Ok(ToolError::new(
+                    ErrorCode::WriteDisabled,
+                    "the bridge that owns the extension link was started with --readonly: write tools are refused",
+                )
+                .to_result());
+            }
             let args = payload.get("arguments").cloned().unwrap_or(json!({}));
             // The code is passed on as it is (a timeout stays a timeout for the forwarder's
             // client).

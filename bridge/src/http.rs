@@ -3,12 +3,15 @@
 //! 403, then `Authorization: Bearer <token>` → 401. rmcp's own Host check is configured to the
 //! same list as a second line; its Origin check is off because ours (which also admits the
 //! endpoint's own origin, as the MCP conformance suite expects) runs first on every request.
+//! An `--allow-origin` page gets CORS: its preflight (which carries no Authorization) is
+//! answered before the bearer check, and every answer to it names it, so a browser lets the
+//! page read it.
 
 use crate::app::App;
 use crate::args::is_loopback_host;
 use crate::mcp::McpServer;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use lumo_userscripts::bridge::trust;
@@ -41,7 +44,48 @@ fn refuse(
     None
 }
 
+/// The request's `Origin` when it is one of `--allow-origin` and its `Host` is allowed: a page
+/// CORS is answered for. The endpoint's own origin needs none (same origin).
+fn cors_origin(g: &Guard, headers: &HeaderMap) -> Option<HeaderValue> {
+    let h = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let origin = h(header::ORIGIN)?;
+    let listed = g
+        .allow_origins
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(origin));
+    (listed && trust::host_allowed(h(header::HOST), Some(&g.host)))
+        .then(|| headers.get(header::ORIGIN).cloned())
+        .flatten()
+}
+
+/// A preflight answered for an allowed origin: what a browser needs to send the real request.
+fn preflight(origin: HeaderValue) -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    let h = r.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, mcp-protocol-version, mcp-session-id, last-event-id",
+        ),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    r
+}
+
 async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    let cors = cors_origin(&g, req.headers());
+    if let (Some(origin), &Method::OPTIONS) = (&cors, req.method()) {
+        return preflight(origin.clone());
+    }
     // Scoped: a borrow of the request (whose body is not Sync) must not live across the await.
     let decision = {
         let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
@@ -52,7 +96,7 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
             h(header::AUTHORIZATION),
         )
     };
-    match decision {
+    let mut r = match decision {
         None => next.run(req).await,
         Some((status, why)) => {
             let mut r = (status, why).into_response();
@@ -62,7 +106,17 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
             }
             r
         }
+    };
+    if let Some(origin) = cors {
+        let h = r.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id, mcp-protocol-version"),
+        );
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
+    r
 }
 
 pub async fn serve(app: Arc<App>, port: u16, token: String) -> Result<(), String> {

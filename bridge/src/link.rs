@@ -5,12 +5,13 @@
 
 use crate::call_error::CallError;
 use futures_util::future::BoxFuture;
-use futures_util::{SinkExt as _, StreamExt as _};
+use futures_util::{Sink, SinkExt as _, StreamExt as _};
 use lumo_userscripts::bridge::frame::MAX_FRAME_BYTES;
 use lumo_userscripts::bridge::inflight::Failure;
 use lumo_userscripts::bridge::{CloseReason, Connection, Event, WireError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -71,10 +72,56 @@ struct Waiting {
     retried: bool,
 }
 
+/// Bytes queued for the socket, at most, before the peer counts as not reading: beyond them the
+/// link is closed. Its own requests time out meanwhile: the loop never waits on a send.
+const MAX_QUEUED_BYTES: usize = 4 * MAX_FRAME_BYTES;
+
+/// Frames on their way to the socket, written by their own task ([`write`]), so a peer that
+/// stops reading stalls that task alone and the loop still keeps every deadline.
+struct Outbox {
+    tx: mpsc::UnboundedSender<Message>,
+    queued: Arc<AtomicUsize>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Stuck {
+    /// The writer is gone (the socket failed).
+    Gone,
+    /// Over [`MAX_QUEUED_BYTES`] wait: the peer is not reading.
+    Full,
+}
+
+impl Outbox {
+    fn push(&self, m: Message) -> Result<(), Stuck> {
+        let len = m.len();
+        let before = self.queued.fetch_add(len, Ordering::Relaxed);
+        if before > 0 && before.saturating_add(len) > MAX_QUEUED_BYTES {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            return Err(Stuck::Full);
+        }
+        self.tx.send(m).map_err(|_| Stuck::Gone)
+    }
+}
+
+/// Sends what the loop queues, in order, until the queue closes or a send fails.
+async fn write<K>(mut sink: K, mut rx: mpsc::UnboundedReceiver<Message>, queued: Arc<AtomicUsize>)
+where
+    K: Sink<Message> + Unpin,
+{
+    while let Some(m) = rx.recv().await {
+        let len = m.len();
+        let sent = sink.send(m).await.is_ok();
+        queued.fetch_sub(len, Ordering::Relaxed);
+        if !sent {
+            return;
+        }
+    }
+}
+
 /// Runs one connection to its end and returns why it ended. `on_open` is called once, with the
 /// hello payload (accepting) or the ack (dialling).
 pub async fn run<S>(
-    mut ws: WebSocketStream<S>,
+    ws: WebSocketStream<S>,
     mut conn: Connection,
     cmd_tx: mpsc::Sender<Cmd>,
     mut cmd_rx: mpsc::Receiver<Cmd>,
@@ -83,8 +130,13 @@ pub async fn run<S>(
     on_notify: Option<OnNotify>,
 ) -> CloseReason
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (sink, mut ws) = ws.split();
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let mut writer = tokio::spawn(write(sink, out_rx, queued.clone()));
+    let out = Outbox { tx: out_tx, queued };
     let mut on_open = Some(on_open);
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
     loop {
@@ -176,8 +228,10 @@ where
             }
             while let Some(text) = conn.poll_transmit() {
                 busy = true;
-                if ws.send(Message::Text(text.into())).await.is_err() {
-                    conn.handle_disconnect();
+                match out.push(Message::Text(text.into())) {
+                    Ok(()) => {}
+                    Err(Stuck::Gone) => conn.handle_disconnect(),
+                    Err(Stuck::Full) => conn.close(1008, "the other end is not reading"),
                 }
             }
         }
@@ -214,11 +268,12 @@ where
                 None => conn.close(1001, "going away"),
             },
             () = sleep => conn.handle_timeout(now_ms()),
+            () = out.tx.closed() => conn.handle_disconnect(),
         }
     }
     // Flush a refusal (the ack with its reason) before closing, then close with the core's code.
     while let Some(text) = conn.poll_transmit() {
-        let _ = ws.send(Message::Text(text.into())).await;
+        let _ = out.push(Message::Text(text.into()));
     }
     let reason = conn
         .close_reason()
@@ -236,14 +291,23 @@ where
             .take_while(|(i, c)| i + c.len_utf8() <= 123)
             .map(|(_, c)| c)
             .collect();
-        let _ = ws
-            .send(Message::Close(Some(CloseFrame {
-                code: CloseCode::from(reason.code()),
-                reason: short.into(),
-            })))
-            .await;
+        let _ = out.push(Message::Close(Some(CloseFrame {
+            code: CloseCode::from(reason.code()),
+            reason: short.into(),
+        })));
+    }
+    // The writer ends once the queue is written; bounded, as a peer that does not read would
+    // hold it for ever.
+    drop(out);
+    let closing = Duration::from_secs(2);
+    if tokio::time::timeout(closing, &mut writer).await.is_err() {
+        writer.abort();
+    } else if !matches!(
+        reason,
+        CloseReason::Disconnected | CloseReason::Remote { .. }
+    ) {
         // Let the peer read the close before the TCP connection goes.
-        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = tokio::time::timeout(closing, async {
             while let Some(Ok(_)) = ws.next().await {}
         })
         .await;
@@ -255,8 +319,28 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Sends a request over a link and waits for its answer.
+/// Sends a request over a link and waits for its answer: at most twice `timeout` (a read is
+/// retried once) and a little more, whatever happens to the link's loop.
 pub async fn request(
+    tx: &mpsc::Sender<Cmd>,
+    kind: &str,
+    payload: Value,
+    timeout: Duration,
+) -> Result<Value, CallError> {
+    let bound = timeout
+        .saturating_mul(2)
+        .saturating_add(Duration::from_secs(5));
+    tokio::time::timeout(bound, request_unbounded(tx, kind, payload, timeout))
+        .await
+        .unwrap_or_else(|_| {
+            Err(CallError::timeout(format!(
+                "no answer within {} s; it may still have happened: check before repeating a write",
+                crate::call_error::seconds(bound)
+            )))
+        })
+}
+
+async fn request_unbounded(
     tx: &mpsc::Sender<Cmd>,
     kind: &str,
     payload: Value,
@@ -285,6 +369,89 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     const TOKEN: &str = "link-test-token-0123456789abcdef0123456789";
+
+    #[test]
+    fn a_queue_the_peer_does_not_drain_is_bounded() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let out = Outbox {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
+        let frame = || Message::Text("x".repeat(MAX_FRAME_BYTES).into());
+        for _ in 0..MAX_QUEUED_BYTES / MAX_FRAME_BYTES {
+            assert_eq!(out.push(frame()), Ok(()));
+        }
+        assert_eq!(out.push(frame()), Err(Stuck::Full));
+        assert_eq!(out.queued.load(Ordering::Relaxed), MAX_QUEUED_BYTES);
+    }
+
+    /// Found in review: the loop awaited each send, so a peer that stopped reading stopped
+    /// every deadline of the link with it, and calls hung. Seed 001: a timeout fails that one
+    /// request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_peer_that_stops_reading_does_not_stop_the_timeouts() {
+        // A small pipe: one large request fills it while the peer reads nothing.
+        let (server_io, client_io) = tokio::io::duplex(16 * 1024);
+        let (tx, rx) = mpsc::channel(4);
+        let tx2 = tx.clone();
+        let server = tokio::spawn(async move {
+            let ws = tokio_tungstenite::accept_async(server_io).await.unwrap();
+            let auth = lumo_userscripts::bridge::Auth {
+                token: TOKEN.into(),
+                nonce: "link-test-server-nonce".into(),
+                port: 1,
+            };
+            let conn = Connection::accept(types::HELLO, auth, "0", Map::new(), now_ms(), 10_000);
+            run(ws, conn, tx2, rx, |_| {}, None, None).await
+        });
+        let (mut ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
+            .await
+            .unwrap();
+        let auth = lumo_userscripts::bridge::Auth {
+            token: TOKEN.into(),
+            nonce: "link-test-client-nonce".into(),
+            port: 1,
+        };
+        let mut dial = Connection::dial(types::HELLO, Map::new(), auth, "0", now_ms(), 10_000);
+        while !dial.is_open() {
+            while let Some(t) = dial.poll_transmit() {
+                ws.send(Message::Text(t.into())).await.unwrap();
+            }
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => dial.handle_text(t.as_str()),
+                Some(Ok(_)) => continue,
+                other => panic!("no ack: {other:?}"),
+            }
+        }
+        // From here the peer reads nothing. Not a read, so not retried.
+        let big = serde_json::json!({ "pad": "x".repeat(1024 * 1024) });
+        let started = Instant::now();
+        let answer = tokio::time::timeout(
+            Duration::from_secs(4),
+            request(&tx, "bridge_status", big, Duration::from_millis(300)),
+        )
+        .await;
+        let err = answer
+            .expect("the call hung: the link's loop waited on the send")
+            .expect_err("no answer can come");
+        assert_eq!(err.code, "TIMEOUT", "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        // A later call times out on its own deadline too.
+        let small = request(
+            &tx,
+            "bridge_status",
+            Value::Null,
+            Duration::from_millis(300),
+        );
+        let err = tokio::time::timeout(Duration::from_secs(4), small)
+            .await
+            .expect("the second call hung")
+            .expect_err("no answer can come");
+        assert_eq!(err.code, "TIMEOUT", "{err:?}");
+        drop(tx);
+        drop(ws);
+        let _ = tokio::time::timeout(Duration::from_secs(10), server).await;
+    }
 
     /// Found under load: the ack went out before `on_open` attached the link, so an extension
     /// that called at once (or an agent asking bridge_status) could find the bridge "not

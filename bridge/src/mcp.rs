@@ -89,10 +89,15 @@ impl McpServer {
                 &format!("there is no tool named {name:?}"),
             );
         };
-        if def.is_write() && self.app.args.readonly {
+        if def.is_write() && self.app.readonly() {
+            let which = if self.app.args.readonly {
+                "this bridge was"
+            } else {
+                "the bridge that owns the extension link was"
+            };
             return ToolError::new(
                 ErrorCode::WriteDisabled,
-                "this bridge was started with --readonly: write tools are refused",
+                format!("{which} started with --readonly: write tools are refused"),
             )
             .to_result();
         }

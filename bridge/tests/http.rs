@@ -141,3 +141,115 @@ fn a_non_loopback_bind_warns_on_stderr() {
     let warning = b.wait_stderr("WARNING", Duration::from_secs(20));
     assert!(warning.contains("not loopback"), "{warning}");
 }
+
+/// Raw request `method` with `headers` and no body; the status and the whole head.
+fn raw(port: u16, method: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut req = format!("{method} /mcp HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text.to_ascii_lowercase())
+}
+
+/// Found in review: `--allow-origin` could not work for a browser page: its preflight (no
+/// Authorization) got 401, and no answer named the origin or exposed Mcp-Session-Id.
+#[test]
+fn an_allowed_origin_gets_cors_and_others_stay_refused() {
+    const PAGE: &str = "https://app.example";
+    let [ext, control, http] = free_ports();
+    let p = Ports::of(ext, control);
+    let mut args = p.args();
+    args.extend([
+        "--http".to_string(),
+        http.to_string(),
+        "--allow-origin".into(),
+        PAGE.into(),
+    ]);
+    let mut b = Bridge::start(&args);
+    b.wait_stderr("MCP over HTTP", Duration::from_secs(20));
+    let host = format!("127.0.0.1:{http}");
+    let bearer = format!("Bearer {TOKEN}");
+    let preflight = |origin: &str, host: &str| {
+        raw(
+            http,
+            "OPTIONS",
+            &[
+                ("Host", host),
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+                (
+                    "Access-Control-Request-Headers",
+                    "authorization, content-type",
+                ),
+            ],
+        )
+    };
+    let (status, head) = preflight(PAGE, &host);
+    assert_eq!(status, 204, "{head}");
+    assert!(
+        head.contains(&format!("access-control-allow-origin: {PAGE}")),
+        "{head}"
+    );
+    assert!(
+        head.contains("access-control-allow-methods: get, post, delete"),
+        "{head}"
+    );
+    assert!(head.contains("access-control-allow-headers: authorization, content-type, mcp-protocol-version, mcp-session-id, last-event-id"), "{head}");
+    assert!(head.contains("access-control-max-age:"), "{head}");
+    assert!(head.contains("vary: origin"), "{head}");
+    // The real request: answered with the origin named and the session id exposed.
+    let (status, text) = post(
+        http,
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Origin", PAGE),
+        ],
+    );
+    let head = text.to_ascii_lowercase();
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        head.contains(&format!("access-control-allow-origin: {PAGE}")),
+        "{head}"
+    );
+    assert!(
+        head.contains("access-control-expose-headers: mcp-session-id, mcp-protocol-version"),
+        "{head}"
+    );
+    assert!(head.contains("mcp-session-id:"), "{head}");
+    // Without the token it is still 401, which the page may read.
+    let (status, text) = post(http, &[("Host", &host), ("Origin", PAGE)]);
+    assert_eq!(status, 401, "{text}");
+    assert!(text
+        .to_ascii_lowercase()
+        .contains("access-control-allow-origin"));
+    // Another origin, or a rebinding Host: refused, and no CORS header.
+    for (origin, host) in [
+        ("https://evil.example", host.clone()),
+        (PAGE, format!("evil.example:{http}")),
+    ] {
+        let (status, head) = preflight(origin, &host);
+        assert_eq!(status, 403, "{origin} {host}: {head}");
+        assert!(!head.contains("access-control-allow-origin"), "{head}");
+    }
+    let (status, text) = post(
+        http,
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Origin", "https://evil.example"),
+        ],
+    );
+    assert_eq!(status, 403, "{text}");
+    assert!(!text
+        .to_ascii_lowercase()
+        .contains("access-control-allow-origin"));
+}

@@ -105,7 +105,10 @@ pub enum CloseReason {
     /// The end we dialled could not prove it holds the token: not the bridge that printed the
     /// connect link (something else listens on its port). It was sent nothing.
     Impostor,
-    /// The peer refused our hello for another reason (its words).
+    /// The peer refused our hello before proving it holds the token: not shown to be a Lumo
+    /// bridge, so none of its words are kept (they would reach the agent and the user).
+    RefusedUnproven,
+    /// The peer, having proven it holds the token, refused our proof (its words, on one line).
     Rejected(String),
     /// No hello (or ack) before the deadline.
     HelloTimeout,
@@ -124,7 +127,7 @@ impl CloseReason {
     pub fn code(&self) -> u16 {
         match self {
             Self::ProtocolMismatch { .. } | Self::Malformed(_) => 4000,
-            Self::BadToken | Self::Impostor | Self::Rejected(_) => 4001,
+            Self::BadToken | Self::Impostor | Self::RefusedUnproven | Self::Rejected(_) => 4001,
             Self::HelloTimeout => 4008,
             Self::Local { code, .. } | Self::Remote { code, .. } => *code,
             Self::Disconnected => 1006,
@@ -150,6 +153,7 @@ impl fmt::Display for CloseReason {
             ),
             Self::BadToken => write!(f, "wrong or missing token: open the connect link the bridge printed"),
             Self::Impostor => f.write_str("the program on this port could not prove it holds the token: it is not the bridge that printed the connect link (nothing was sent to it)"),
+            Self::RefusedUnproven => f.write_str("the program on this port refused the hello without proving it is a Lumo bridge (it may be another program listening there)"),
             Self::Rejected(reason) => write!(f, "refused by the other end: {reason}"),
             Self::HelloTimeout => write!(
                 f,
@@ -171,6 +175,26 @@ impl fmt::Display for CloseReason {
         }
     }
 }
+
+/// A peer's words as they go into a message printed to a terminal or read by an agent: one
+/// line, with no control (newline, ESC…), bidirectional or invisible character, each replaced by
+/// U+FFFD, so they cannot forge a line (a connect link) or drive the terminal.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if crate::scripts::names::is_invisible(c) || matches!(c, '\u{2028}' | '\u{2029}') {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Largest frame taken before the link is open. The handshake's frames (hello, challenge,
+/// proof, acks, a refusal with its bounded reason) are under 3 KiB; the largest, a refusal,
+/// carries a reason of at most [`frame::MAX_ERROR_MESSAGE`] bytes.
+pub const MAX_HANDSHAKE_FRAME_BYTES: usize = 16 * 1024;
 
 /// The error code of an answer too large for the link (see [`Connection::respond`]).
 pub const RESULT_TOO_LARGE: &str = "RESULT_TOO_LARGE";
@@ -375,6 +399,15 @@ impl Connection {
         if self.state == State::Closed {
             return;
         }
+        // Before the peer has proven the token, a frame is only a handshake message: refused
+        // unparsed when larger, so an unproven socket cannot make us parse and hold megabytes.
+        if self.state != State::Open && text.len() > MAX_HANDSHAKE_FRAME_BYTES {
+            let why = format!(
+                "a {}-byte frame during the handshake (at most {MAX_HANDSHAKE_FRAME_BYTES})",
+                text.len()
+            );
+            return self.finish(CloseReason::Malformed(why));
+        }
         match frame::parse(text) {
             Ok(f) => self.handle_frame(f),
             Err(e) => self.malformed(&e),
@@ -387,12 +420,15 @@ impl Connection {
     }
 
     /// The other end sent a close frame: like a disconnect, but the reason says who and why.
+    /// Its words are kept only from a peer that proved it holds the token (the link was open).
     pub fn handle_close(&mut self, code: u16, reason: &str) {
-        self.finish(CloseReason::Remote {
-            code,
+        let reason = if self.state == State::Open {
             // A close reason is at most 123 bytes on the wire; bound what a peer can make us keep.
-            reason: crate::text::ellipsize(reason, 123),
-        });
+            one_line(&crate::text::ellipsize(reason, 123))
+        } else {
+            String::new()
+        };
+        self.finish(CloseReason::Remote { code, reason });
     }
 
     /// Closes from this end (the shell then closes the socket with `code`).
@@ -658,6 +694,9 @@ impl Connection {
     fn on_challenge(&mut self, outcome: Result<Value, WireError>) {
         let (result, _) = match self.accepted(outcome) {
             Ok(r) => r,
+            // Whatever listens may word a refusal as it likes (a fake connect link, say): an
+            // end that has not proven the token is not quoted.
+            Err(CloseReason::Rejected(_)) => return self.finish(CloseReason::RefusedUnproven),
             Err(reason) => return self.finish(reason),
         };
         let Some(nonce) = result
@@ -695,7 +734,7 @@ impl Connection {
         let result = match outcome {
             Ok(Value::Object(r)) => r,
             Ok(_) => return Err(CloseReason::Malformed("the ack is not an object".into())),
-            Err(e) => return Err(CloseReason::Rejected(e.to_string())),
+            Err(e) => return Err(CloseReason::Rejected(one_line(&e.to_string()))),
         };
         let theirs = result.get("protocol").and_then(Value::as_u64);
         let server_version = result
@@ -716,10 +755,10 @@ impl Connection {
                 .get("reason")
                 .and_then(Value::as_str)
                 .unwrap_or("no reason given");
-            return Err(CloseReason::Rejected(frame::clip(
+            return Err(CloseReason::Rejected(one_line(&frame::clip(
                 reason,
                 frame::MAX_ERROR_MESSAGE,
-            )));
+            ))));
         }
         Ok((result, server_version))
     }

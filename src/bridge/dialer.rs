@@ -104,9 +104,11 @@ pub fn after_close(reason: &CloseReason, attempt: u32) -> Retry {
         // or another program. Either way this authorization is no use there (it was sent
         // nothing); the user opens the connect link the bridge prints now.
         CloseReason::Impostor => Retry::Stop { forget: true },
-        CloseReason::ProtocolMismatch { .. } | CloseReason::Rejected(_) => {
-            Retry::After(SLOW_RETRY_MS)
-        }
+        // Another program on the port, perhaps for a while: try again later, keeping the
+        // authorization (it was sent nothing).
+        CloseReason::ProtocolMismatch { .. }
+        | CloseReason::RefusedUnproven
+        | CloseReason::Rejected(_) => Retry::After(SLOW_RETRY_MS),
         CloseReason::Disconnected
         | CloseReason::Remote { .. }
         | CloseReason::HelloTimeout
