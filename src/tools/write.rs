@@ -44,9 +44,10 @@ pub(crate) async fn run_write<'a, E: Env>(
                 result: Err(e),
                 target: named,
             };
+            // Appended, not finalized: nothing of this write is in the pending slot, which may
+            // still hold the entry of a write an earlier worker stored (settled only below).
             if let Some(j) = &journal {
-                p.audit_final(&super::finished(j, &done, p.env.now_ms()))
-                    .await;
+                p.audit(&super::finished(j, &done, p.env.now_ms())).await;
             }
             return done;
         }
@@ -113,8 +114,14 @@ pub(crate) async fn run_write<'a, E: Env>(
         p.registry_write_ends();
     }
     if let (Some(j), false) = (&journal, finalized) {
-        p.audit_final(&super::finished(j, &done, p.env.now_ms()))
-            .await;
+        let entry = super::finished(j, &done, p.env.now_ms());
+        // A write that never began had the slot settled by no one (or failed to settle it): the
+        // earlier worker's entry there must stay for the next settle, so only appended.
+        if began {
+            p.audit_final(&entry).await;
+        } else {
+            p.audit(&entry).await;
+        }
     }
     done
 }
