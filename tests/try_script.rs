@@ -93,6 +93,23 @@ fn an_endless_loop_times_out_and_the_provider_still_answers() {
         .unwrap()
         .contains("may be hanging"));
     assert_eq!(call(&p, &s, "status", json!({}))["isError"], false);
+    // The code ran in the page: its entry is an effect, which 1,200 cheap refusals (no
+    // rate-limit slot) do not push out of the log.
+    for i in 0..1200 {
+        let r = call(
+            &p,
+            &s,
+            "delete_script",
+            json!({"uuid": format!("nope-{i}")}),
+        );
+        assert_eq!(error_code(&r), Some("INVALID_ARGUMENTS"));
+    }
+    let log = block_on(lumo_userscripts::guard::audit::read_all(&p.env)).unwrap();
+    assert!(
+        log.iter()
+            .any(|e| e.tool == "try_script" && e.result == "TIMEOUT"),
+        "the try that ran was evicted by refusals"
+    );
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! arguments — never an argument value, so script source never enters the log.
 //!
 //! **Two budgets.** Entries go to one of two rings ([`Ring`]): *effects* — writes that changed
-//! something (`ok`) or may have ([`INTERRUPTED`]) — and *refusals* — everything else. A refusal
+//! something (`ok`) or may have ([`INTERRUPTED`]), and tries that ran code without a readable
+//! result (`TIMEOUT`, `PAYLOAD_TOO_LARGE`) — and *refusals* — everything else. A refusal
 //! costs the caller nothing (no rate-limit slot), so with one shared ring ~1,000 cheap refused
 //! calls would push the record of a real write out of the log. Now refusals only evict older
 //! refusals; an effect is evicted only by newer effects, which the rate limit paces (30 a
@@ -80,7 +81,11 @@ pub enum Ring {
 
 impl Ring {
     pub fn of(entry: &Entry) -> Ring {
-        if entry.result == "ok" || entry.result == INTERRUPTED {
+        // A try that timed out, or whose report was too large to read, ran its code in the
+        // page: an effect, which cheap refusals must not push out of the log.
+        let ran = entry.tool == "try_script"
+            && matches!(entry.result.as_str(), "TIMEOUT" | "PAYLOAD_TOO_LARGE");
+        if entry.result == "ok" || entry.result == INTERRUPTED || ran {
             Ring::Effects
         } else {
             Ring::Refusals
