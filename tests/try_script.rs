@@ -449,3 +449,52 @@ fn a_stored_script_is_tried_in_a_world_of_its_own() {
     let own = format!("lumo-try-{uuid}");
     assert_eq!(worlds, ["lumo-try", &own, &own, "lumo-try"]);
 }
+
+/// A caller out of slots is refused before the script is loaded: a stored script brings its
+/// `@require` files (up to 2 MiB), which refused calls — free, and as many as the caller likes
+/// — must not make the worker read and hold.
+#[test]
+fn a_rate_limited_try_reads_nothing_of_the_script() {
+    use lumo_userscripts::env::HttpResponse;
+    let p = provider();
+    with_tab(&p);
+    p.env.http_answers.borrow_mut().insert(
+        "https://cdn.test/lib.js".into(),
+        Ok(HttpResponse {
+            status: 200,
+            status_text: "OK".into(),
+            final_url: String::new(),
+            headers: vec![("content-type".into(), "text/javascript".into())],
+            body: "x".repeat(1 << 20).into_bytes(),
+            location: None,
+        }),
+    );
+    let s = ready(&p);
+    let src = "// ==UserScript==\n// @name Big\n// @namespace t\n// @match https://example.com/*\n// @require https://cdn.test/lib.js\n// ==/UserScript==\n";
+    let w = call(&p, &s, "write_script", json!({"source": src}));
+    let uuid = w["structuredContent"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    loop {
+        let r = call(
+            &p,
+            &s,
+            "set_script_enabled",
+            json!({"uuid": uuid, "enabled": true}),
+        );
+        if error_code(&r) == Some("RATE_LIMITED") {
+            break;
+        }
+    }
+    p.env.get_log.borrow_mut().clear();
+    let r = call(&p, &s, "try_script", json!({"uuid": uuid, "tabId": 7}));
+    assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
+    let read: Vec<String> = p.env.get_log.borrow().iter().flatten().cloned().collect();
+    assert!(
+        !read
+            .iter()
+            .any(|k| k.starts_with("asset/") || k.starts_with("source/")),
+        "a refused try read {read:?}"
+    );
+}

@@ -391,17 +391,19 @@ pub(super) async fn call<E: Env>(
         Ok(a) => a,
         Err(e) => return refused(e),
     };
-    let script = match load(p, &a.what).await {
-        Ok(s) => s,
-        Err(e) => return refused(e),
-    };
     // The tab is looked up while the rate-limit slot is recorded (two storage round trips): the
     // lookup reads nothing the caller sees, and every decision is still made in the walk's
-    // order — rate limit, "Allow User Scripts", then the tab.
+    // order — rate limit, the script, "Allow User Scripts", then the tab. The script is loaded
+    // only once admitted: a stored one brings its `@require` files (up to 2 MiB), which a
+    // caller out of slots must not make the worker read and hold for free.
     let (admitted, tab) = join(p.admit_write(&ctx.caller.key()), find_tab(p, &a.target)).await;
     if let Err(e) = admitted {
         return refused(e.into());
     }
+    let script = match load(p, &a.what).await {
+        Ok(s) => s,
+        Err(e) => return refused(e),
+    };
     if !p.env.user_scripts_available() {
         return refused(ToolError::new(
             ErrorCode::Unavailable,
