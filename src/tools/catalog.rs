@@ -26,6 +26,9 @@ pub struct ToolDef {
     pub destructive: bool,
     /// Repeating the call with the same arguments has no further effect (MCP `idempotentHint`).
     pub idempotent: bool,
+    /// Acts on the web beyond the provider's own store (MCP `openWorldHint`): `try_script` runs
+    /// code in a page the user is logged in to.
+    pub open_world: bool,
     #[cfg(not(target_arch = "wasm32"))]
     pub input_schema: fn() -> Value,
     #[cfg(not(target_arch = "wasm32"))]
@@ -52,7 +55,7 @@ impl ToolDef {
                 "readOnlyHint": self.class == Class::Read,
                 "destructiveHint": self.destructive,
                 "idempotentHint": self.idempotent,
-                "openWorldHint": false,
+                "openWorldHint": self.open_world,
             },
         })
     }
@@ -228,6 +231,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({}), &[]),
         #[cfg(not(target_arch = "wasm32"))]
@@ -255,6 +259,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "enabled": { "type": "boolean", "description": "Only enabled (true) or disabled (false) scripts." },
@@ -283,6 +288,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "uuid": uuid_schema(),
@@ -303,6 +309,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Write,
         destructive: true,
         idempotent: false,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "source": source_schema(),
@@ -321,6 +328,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Write,
         destructive: true,
         idempotent: false,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "uuid": uuid_schema(),
@@ -352,6 +360,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Write,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "uuid": uuid_schema(),
@@ -369,6 +378,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Write,
         destructive: true,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "uuid": uuid_schema(),
@@ -389,6 +399,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({ "uuid": uuid_schema() }), &["uuid"]),
         #[cfg(not(target_arch = "wasm32"))]
@@ -430,6 +441,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Write,
         destructive: false,
         idempotent: false,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "uuid": uuid_schema(),
@@ -447,6 +459,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({ "source": source_schema() }), &["source"]),
         #[cfg(not(target_arch = "wasm32"))]
@@ -468,6 +481,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "url": { "type": "string", "minLength": 1, "maxLength": MAX_URL_BYTES, "description": "An absolute URL, e.g. https://example.com/page." },
@@ -503,8 +517,9 @@ pub static TOOLS: &[ToolDef] = &[
         #[cfg(not(target_arch = "wasm32"))]
         description: "Runs a script once, now, in one open tab, and returns what happened per frame: the page URL and title, whether the script's own @match/@include rules match that page (it runs anyway), the value its top-level code returns (a returned promise is awaited up to timeoutMs), an uncaught exception or rejection with its line and column in the script's own source (metadata block included), every console call with its line, and the duration. Give source (a whole userscript) or the uuid of a stored script, and tabId or url (the most recently used open tab whose URL equals it or matches it as a match pattern). Nothing is stored or registered. It runs code in the user's page, so it counts as a write: refused in read-only mode, rate-limited, and reviewed by the user when review is on. A script that throws is a successful call that says so; isError means the provider could not run it (tab gone, a chrome:// or Web Store page, no access, Allow User Scripts off, timeout). The loop: validate_script → try_script → read the error and console → patch the source → try_script again → write_script once it works.",
         class: Class::Write,
-        destructive: false,
+        destructive: true,
         idempotent: false,
+        open_world: true,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "source": source_schema(),
@@ -556,6 +571,7 @@ pub static TOOLS: &[ToolDef] = &[
         class: Class::Read,
         destructive: false,
         idempotent: true,
+        open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
         input_schema: || object(json!({
             "uuid": uuid_schema(),

@@ -20,7 +20,7 @@ const INVALID_PARAMS = -32602;
 const READ_TOOLS = ["get_script", "list_revisions", "list_scripts", "match_url", "script_runs", "status", "validate_script"];
 const WRITE_TOOLS = ["delete_script", "patch_script", "restore_script", "set_script_enabled", "try_script", "write_script"];
 const ALL_TOOLS = [...READ_TOOLS, ...WRITE_TOOLS].sort();
-/** [readOnlyHint, destructiveHint, idempotentHint] per tool; openWorldHint is false for all. */
+/** [readOnlyHint, destructiveHint, idempotentHint, openWorldHint] per tool (openWorldHint false where not given). */
 const HINTS = {
   status: [true, false, true],
   list_scripts: [true, false, true],
@@ -34,7 +34,9 @@ const HINTS = {
   list_revisions: [true, false, true],
   script_runs: [true, false, true],
   restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
-  try_script: [false, false, false], // runs code in a page (a write) but changes nothing stored; a repeat runs again
+  // Runs any code in a page the user is logged in to (it may delete there) and changes nothing
+  // stored; a repeat runs again.
+  try_script: [false, true, false, true],
 };
 
 
@@ -250,13 +252,13 @@ describe("mcp: approved caller", () => {
         assert.equal(t.inputSchema.additionalProperties, false, where);
         assert.equal(t.outputSchema?.type, "object", where);
         assert.doesNotThrow(() => validator.getValidator(t.outputSchema), where);
-        const [readOnly, destructive, idempotent] = HINTS[t.name];
+        const [readOnly, destructive, idempotent, openWorld = false] = HINTS[t.name];
         assert.deepEqual(
           {
             readOnlyHint: t.annotations?.readOnlyHint, destructiveHint: t.annotations?.destructiveHint,
             idempotentHint: t.annotations?.idempotentHint, openWorldHint: t.annotations?.openWorldHint,
           },
-          { readOnlyHint: readOnly, destructiveHint: destructive, idempotentHint: idempotent, openWorldHint: false },
+          { readOnlyHint: readOnly, destructiveHint: destructive, idempotentHint: idempotent, openWorldHint: openWorld },
           where,
         );
       }
