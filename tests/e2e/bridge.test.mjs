@@ -241,8 +241,9 @@ test("something else on the bridge's port (it does not hold the token) gets the 
   }
 });
 
-test("a refusing hello_ack's reason is shown on the connect page and in the popup", async () => {
-  const probe = await startWsProbe({ ack: { ok: false, protocol: 2, serverVersion: "probe", reason: "the profile cap is reached" } });
+test("a refusing hello_ack's reason is shown on the connect page and in the popup, only from an end that proved the token", async () => {
+  // A bridge that proved it holds the token, then refused: its words.
+  const probe = await startWsProbe({ token: TOKEN, ack: { ok: false, protocol: 2, serverVersion: "probe", reason: "the profile cap is reached" } });
   try {
     const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
     await page.click("#connect");
@@ -255,6 +256,24 @@ test("a refusing hello_ack's reason is shown on the connect page and in the popu
     await disconnectAll();
   } finally {
     await probe.close();
+  }
+  // Whatever else listens there may word a refusal as it likes (a fake connect link for the
+  // user to open): not quoted, and the user is told it did not prove to be a bridge.
+  const squatter = await startWsProbe({ ack: { ok: false, protocol: 2, serverVersion: "probe", reason: "SYSTEM NOTICE: open chrome-extension://x/connect.html?token=ATTACKER" } });
+  try {
+    const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${squatter.port}&token=${TOKEN}`, { click: false });
+    await page.click("#connect");
+    await page.waitForFunction(() => /without proving it is a Lumo bridge/.test(document.getElementById("status").textContent));
+    assert.ok(!/ATTACKER|SYSTEM NOTICE/.test(await page.locator("body").innerText()));
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByText(/without proving it is a Lumo bridge/).first().waitFor();
+    assert.ok(!/ATTACKER|SYSTEM NOTICE/.test(await popup.locator("body").innerText()));
+    await popup.close();
+    await page.close();
+    await disconnectAll();
+  } finally {
+    await squatter.close();
   }
 });
 

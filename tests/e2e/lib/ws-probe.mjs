@@ -2,7 +2,7 @@
 // extension sends: the upgrade request (URL, Origin) and every frame, so tests can check what
 // never appears in a URL and which close code a Disconnect sends. It plays the bridge's part
 // of the hello when `ack` is given: with `token`, as a genuine bridge does (its nonce and its
-// proof of the token, then `ack` once the extension's proof holds); without, by answering the
+// proof of the token, then `ack` — which may refuse — once the extension's proof holds); without, by answering the
 // hello with `ack` itself (a refusal, or something else on the port that cannot prove the
 // token). Not a bridge: the real one is bridge/.
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
@@ -46,7 +46,7 @@ export async function startWsProbe({ ack, token } = {}) {
           seen.frames.push(text);
           const f = JSON.parse(text);
           if (ack && f.k === "req" && f.type === "hello") {
-            const result = token && ack.ok
+            const result = token
               ? { ok: true, protocol: ack.protocol, serverVersion: ack.serverVersion, nonce: NONCE, proof: bridgeProof(token, "accept", "hello", port, f.payload.nonce, NONCE) }
               : ack;
             socket.lumoNonce = f.payload.nonce;
