@@ -421,13 +421,15 @@ impl Connection {
 
     /// The other end sent a close frame: like a disconnect, but the reason says who and why.
     /// Its words are kept only from a peer that proved it holds the token (the link was open).
+    /// Nor its code before then: 4003 ("a newer link replaced you") stops the extension dialling
+    /// until its next start, which whatever squats the port must not be able to say; before the
+    /// proof a close is a lost connection, retried with backoff.
     pub fn handle_close(&mut self, code: u16, reason: &str) {
-        let reason = if self.state == State::Open {
-            // A close reason is at most 123 bytes on the wire; bound what a peer can make us keep.
-            one_line(&crate::text::ellipsize(reason, 123))
-        } else {
-            String::new()
-        };
+        if self.state != State::Open {
+            return self.finish(CloseReason::Disconnected);
+        }
+        // A close reason is at most 123 bytes on the wire; bound what a peer can make us keep.
+        let reason = one_line(&crate::text::ellipsize(reason, 123));
         self.finish(CloseReason::Remote { code, reason });
     }
 

@@ -368,20 +368,21 @@ fn the_dialling_end_surfaces_a_refusal_reason_only_from_a_proven_peer() {
 #[test]
 fn a_peers_close_reason_is_kept_only_once_open_and_only_on_one_line() {
     let evil = "bye\n\u{1b}[2Kchrome-extension://x/connect.html?token=ATTACKER";
-    // Before the handshake: the code alone, at either end.
+    // Before the handshake: neither words nor code, at either end. A squatter's 4003
+    // ("replaced") would otherwise stop the extension dialling until its next start.
     let mut s = server(0);
     s.handle_close(1000, evil);
     let mut c = client(TOKEN, PORT, 1000);
-    c.handle_close(4003, evil);
+    c.handle_close(super::super::dialer::REPLACED, evil);
     for r in [s.close_reason(), c.close_reason()] {
         let r = r.cloned().unwrap();
-        assert!(
-            matches!(&r, CloseReason::Remote { reason, .. } if reason.is_empty()),
-            "{r:?}"
-        );
+        assert_eq!(r, CloseReason::Disconnected);
         assert!(!r.to_string().contains("ATTACKER"));
     }
-    assert_eq!(c.close_reason().map(CloseReason::code), Some(4003));
+    assert!(matches!(
+        super::super::dialer::after_close(c.close_reason().unwrap(), 0),
+        super::super::dialer::Retry::After(_)
+    ));
     // Once open: kept, with nothing that breaks the line or drives the terminal.
     let (mut s, _c) = open_pair();
     s.handle_close(1001, evil);
