@@ -26,7 +26,7 @@ pub struct Sender {
     pub window_id: Option<i64>,
 }
 
-/// The most of `sender.url` kept: a page can make its address megabytes long
+/// The most of `sender.url` kept, in characters: a page can make its address megabytes long
 /// (`history.replaceState`), and each menu entry and run report keeps the URL.
 pub const MAX_SENDER_URL: usize = 8 * 1024;
 

@@ -672,9 +672,10 @@ mod tests {
             assert_eq!(d["outputSchema"]["type"], "object", "{}", t.name);
             assert!(!t.description.is_empty() && !t.title.is_empty());
             assert_eq!(d["annotations"]["readOnlyHint"], !t.is_write());
-            assert_eq!(d["annotations"]["openWorldHint"], false);
-            // Read tools are never destructive.
+            assert_eq!(d["annotations"]["openWorldHint"], t.open_world);
+            // Read tools are never destructive, and act on nothing beyond the store.
             assert!(t.is_write() || !t.destructive, "{}", t.name);
+            assert!(t.is_write() || !t.open_world, "{}", t.name);
         }
     }
 
