@@ -876,3 +876,53 @@ fn a_purge_stopped_before_its_remove_leaves_nothing_for_good() {
     let g = call(&p, &s, "get_script", json!({"uuid": live}));
     assert_eq!(g["isError"], json!(false), "{g}");
 }
+
+/// The user turned a script off, then restores an older version of its code from the History
+/// page: it stays off (that version was on, but restoring code must not turn back on a script
+/// the user stopped). An Undo of the switch still turns it back on, and the agent's
+/// restore_script still brings the revision back whole, as its review says.
+#[test]
+fn a_history_restore_keeps_the_script_off_that_the_user_turned_off() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("H", "v1")}));
+    let uuid = written_uuid(&c);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("H", "v2")}),
+    );
+    let off = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+    );
+    assert_eq!(off["ok"], json!(true), "{off}");
+    let r = op(
+        &p,
+        json!({"op": "scripts.restore", "uuid": uuid, "revision": 1, "currentRevision": 3, "live": true}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    let got = &g["structuredContent"]["script"];
+    assert_eq!(got["source"], json!(script("H", "v1")));
+    assert_eq!(
+        got["enabled"],
+        json!(false),
+        "the restore turned it back on"
+    );
+    assert!(
+        p.env.registrations.borrow().get(&uuid).is_none(),
+        "it is registered with Chrome"
+    );
+    // The agent's restore_script of revision 2 (which was on) brings it back whole.
+    let a = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 2, "current_revision": 4}),
+    );
+    assert_eq!(a["isError"], json!(false), "{a}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(g["structuredContent"]["script"]["enabled"], json!(true));
+}

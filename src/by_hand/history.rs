@@ -94,6 +94,7 @@ pub(super) async fn restore<E: Env>(
         revision,
         current_revision: current,
         live_only,
+        keep_enabled: true,
     };
     write(p, msg, "restore_script", args).await
 }
@@ -157,6 +158,7 @@ pub(super) async fn undo<E: Env>(
                 revision: now,
                 current_revision: now,
                 live_only: false,
+                keep_enabled: false,
             };
             return write(p, msg, "restore_script", args).await;
         }
@@ -230,6 +232,7 @@ pub(super) async fn undo<E: Env>(
             revision: before,
             current_revision: now,
             live_only: true,
+            keep_enabled: false,
         },
     )
     .await

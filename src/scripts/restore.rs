@@ -76,9 +76,18 @@ pub async fn plan<E: Storage + Clock>(
     Ok((current, target))
 }
 
+/// What a restore keeps of the script as it is now.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Keep {
+    /// Only a live script is restored (a delete does not change the revision, so the revision
+    /// alone cannot tell).
+    pub live_only: bool,
+    /// Its on/off state: only the revision's code comes back.
+    pub enabled: bool,
+}
+
 /// Restores `revision` (see [`plan`]) as the next revision, if the script is still at
-/// `expected` (when given), and still live when `live_only` (a delete does not change the
-/// revision, so the revision alone cannot tell).
+/// `expected` (when given), keeping what `keep` says.
 #[allow(clippy::too_many_arguments)] // each is one plain input of the write
 pub async fn restore<E: Storage + Clock + crate::env::Http>(
     env: &E,
@@ -87,9 +96,10 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
     uuid: &str,
     revision: Option<u64>,
     expected: Option<u64>,
-    live_only: bool,
+    keep: Keep,
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
+    let live_only = keep.live_only;
     let (current, target) = plan(env, uuid, revision).await?;
     check_revision(current.record(), expected)?;
     let live = matches!(current, Current::Live(..));
@@ -118,7 +128,11 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
     let was = current.record();
     let record = ScriptRecord {
         metadata: meta,
-        enabled: target.record.enabled,
+        enabled: if keep.enabled {
+            current.record().enabled
+        } else {
+            target.record.enabled
+        },
         revision: was.revision.saturating_add(1),
         updated_at: env.now_ms(),
         updated_by: actor.by.to_owned(),

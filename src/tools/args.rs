@@ -136,6 +136,11 @@ pub enum WriteArgs {
         /// (an Undo of an edit must not undo a delete; `restore_script` may restore from the
         /// trash, so it leaves this off).
         live_only: bool,
+        /// Keep the script's on/off state and bring back only the revision's code (the user's
+        /// History page: a script the user turned off must not come back on because an older
+        /// version was on). Off for an Undo (undoing a switch is the point) and the agent's
+        /// restore, whose review says the state it restores.
+        keep_enabled: bool,
     },
 }
 
@@ -163,11 +168,13 @@ impl WriteArgs {
                 revision,
                 current_revision,
                 live_only,
+                keep_enabled,
             } => WriteArgs::Restore {
                 uuid,
                 revision,
                 current_revision,
                 live_only: live_only || base.is_some(),
+                keep_enabled,
             },
             WriteArgs::SetEnabled {
                 uuid,
@@ -434,5 +441,6 @@ fn parse_restore(def: &ToolDef, args: &Value) -> Result<WriteArgs, ToolError> {
         revision: a.revision,
         current_revision: a.current_revision,
         live_only: false,
+        keep_enabled: false,
     })
 }

@@ -284,6 +284,7 @@ async fn store_step<E: Env>(
             revision,
             current_revision,
             live_only,
+            keep_enabled,
         } => {
             restore::restore(
                 env,
@@ -292,7 +293,10 @@ async fn store_step<E: Env>(
                 &uuid,
                 Some(revision),
                 Some(current_revision),
-                live_only,
+                restore::Keep {
+                    live_only,
+                    enabled: keep_enabled,
+                },
                 max,
             )
             .await
