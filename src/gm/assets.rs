@@ -433,22 +433,18 @@ pub fn follow(
         .parse_url(location)
         .map_err(|_| refused(location, "not a URL".into()))?;
     check_scheme(&to.scheme, &to.host).map_err(|why| refused(&to.href, why))?;
-    let here = |host: &str| super::connect::is_loopback(host);
-    let near = |host: &str| here(host) || super::connect::is_private_network(host);
-    let from = web.parse_url(from).ok();
-    if here(&to.host) && !from.as_ref().is_some_and(|f| here(&f.host)) {
-        return Err(refused(
+    let from = web.parse_url(from).map(|f| f.host).unwrap_or_default();
+    match super::connect::inward(&from, &to.host) {
+        Some(super::connect::Inward::ThisComputer) => Err(refused(
             &to.href,
             "a server elsewhere may not lead a fetch onto this computer".into(),
-        ));
-    }
-    if near(&to.host) && !from.as_ref().is_some_and(|f| near(&f.host)) {
-        return Err(refused(
+        )),
+        Some(super::connect::Inward::LocalNetwork) => Err(refused(
             &to.href,
             "a server on the internet may not lead a fetch into your local network".into(),
-        ));
+        )),
+        None => Ok(to.href),
     }
-    Ok(to.href)
 }
 
 /// The per-script total, checked once every file is known.

@@ -230,6 +230,29 @@ pub fn is_private_network(host: &str) -> bool {
                 .any(|s| name.ends_with(s)))
 }
 
+/// A redirect that leads inward, which is never followed whatever the rules name: the request's
+/// sender chose the server, not what it points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inward {
+    /// Onto this computer, from another host.
+    ThisComputer,
+    /// Into the local network, from the internet.
+    LocalNetwork,
+}
+
+/// Whether a hop from `from` to `to` (canonical hosts) leads inward (`None`: any other hop).
+/// Shared by `GM_xmlhttpRequest` (`xhr::follow`) and `@require` fetches (`assets::follow`).
+pub fn inward(from: &str, to: &str) -> Option<Inward> {
+    let near = |h: &str| is_loopback(h) || is_private_network(h);
+    if is_loopback(to) && !is_loopback(from) {
+        Some(Inward::ThisComputer)
+    } else if near(to) && !near(from) {
+        Some(Inward::LocalNetwork)
+    } else {
+        None
+    }
+}
+
 /// Whether a request to `target` (a canonical host) is allowed by `rules`, for a script
 /// running in a page whose host is `page` (`None` when unknown: `self` then allows nothing).
 pub fn allows(rules: &[Rule], target: &str, page: Option<&str>) -> bool {

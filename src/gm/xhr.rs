@@ -110,16 +110,15 @@ pub fn follow(
     // onto this computer or into the local network, even to a host a rule names — the script
     // chose to send its body to that server, not to the device it points at.
     let from = web.parse_url(&prev.url).map(|f| f.host).unwrap_or_default();
-    let here = connect::is_loopback;
-    let near = |h: &str| here(h) || connect::is_private_network(h);
-    let inward = if here(&to.host) && !here(&from) {
-        Some("a server elsewhere may not lead a request onto this computer")
-    } else if near(&to.host) && !near(&from) {
-        Some("a server on the internet may not lead a request into your local network")
-    } else {
-        None
-    };
-    if let Some(why) = inward {
+    if let Some(way) = connect::inward(&from, &to.host) {
+        let why = match way {
+            connect::Inward::ThisComputer => {
+                "a server elsewhere may not lead a request onto this computer"
+            }
+            connect::Inward::LocalNetwork => {
+                "a server on the internet may not lead a request into your local network"
+            }
+        };
         return Err(Refused::Redirected {
             to: ellipsize(&to.href, 200),
             why: why.into(),
