@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use futures::executor::block_on;
+use lumo_userscripts::env::memory::{yield_now, MemoryEnv};
 use lumo_userscripts::env::Area;
 use lumo_userscripts::guard::audit::{self, Entry, Journaled, INTERRUPTED, PENDING_KEY};
 use lumo_userscripts::provider::Provider;
@@ -21,20 +22,8 @@ fn twelve_hundred_refused_calls_do_not_wipe_a_real_write() {
         "write_script",
         json!({"source": script("Real", "")}),
     );
-    let uuid = made["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    for i in 0..1200 {
-        // Cheap: refused at argument parsing, no rate-limit slot spent.
-        let r = call(
-            &p,
-            &s,
-            "delete_script",
-            json!({"uuid": format!("nope-{i}")}),
-        );
-        assert_eq!(error_code(&r), Some("INVALID_ARGUMENTS"));
-    }
+    let uuid = written_uuid(&made);
+    refuse_cheaply(&p, &s, 1200);
     let log = block_on(audit::read_all(&p.env)).unwrap();
     assert!(
         log.iter()
@@ -49,12 +38,11 @@ fn twelve_hundred_refused_calls_do_not_wipe_a_real_write() {
     );
 }
 
-#[test]
-fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
+/// A worker that stopped right after storing a script (the script's set carried the pending
+/// entry, nothing after it ran), and the next worker over the same storage: that one, and the
+/// uuid of the script whose write has no result yet.
+fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
     let p = provider();
-    let s = ready(&p);
-    // A worker that stopped right after storing a script: the script's set carried the
-    // pending entry, nothing after it ran.
     let pending = Entry {
         at: 1.0,
         tool: "write_script".into(),
@@ -79,11 +67,16 @@ fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
         p.env.dump(Area::Local)[PENDING_KEY]["target"],
         json!(c.record.uuid)
     );
-    // The next worker, over the same storage: its first write settles the leftover first.
-    let q = Provider::new(lumo_userscripts::env::memory::MemoryEnv::new());
+    let q = Provider::new(MemoryEnv::new());
     *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
     q.env.uuid_counter.set(p.env.uuid_counter.get());
-    drop(s);
+    (q, c.record.uuid)
+}
+
+#[test]
+fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
+    // The next worker's first write settles the leftover first.
+    let (q, stopped_uuid) = stopped_mid_write();
     let s = ready_on(&q);
     call(
         &q,
@@ -94,7 +87,7 @@ fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
     let log = block_on(audit::read_all(&q.env)).unwrap();
     let stopped: Vec<_> = log
         .iter()
-        .filter(|e| e.target.as_deref() == Some(c.record.uuid.as_str()))
+        .filter(|e| e.target.as_deref() == Some(stopped_uuid.as_str()))
         .collect();
     assert_eq!(stopped.len(), 1, "{log:?}");
     assert_eq!(stopped[0].result, INTERRUPTED);
@@ -111,30 +104,7 @@ fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
 /// slot, and the start-up recovery records it as INTERRUPTED.
 #[test]
 fn a_refused_write_in_a_new_worker_leaves_the_earlier_workers_pending_entry() {
-    let p = provider();
-    let pending = Entry {
-        at: 1.0,
-        tool: "write_script".into(),
-        caller: HOST.into(),
-        result: String::new(),
-        target: None,
-        digest: "0".repeat(64),
-        unchanged: false,
-        from_trash: false,
-    };
-    let snap = block_on(store::load_snapshot(&p.env)).unwrap();
-    let c = block_on(store::create(
-        &Journaled::new(&p.env, Some(pending)),
-        &snap,
-        HOST,
-        &script("Stopped", ""),
-        true,
-        1 << 20,
-    ))
-    .unwrap();
-    let q = Provider::new(lumo_userscripts::env::memory::MemoryEnv::new());
-    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
-    q.env.uuid_counter.set(p.env.uuid_counter.get());
+    let (q, stopped_uuid) = stopped_mid_write();
     let s = ready_on(&q);
     let msg = json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Queued", "")}}});
     let out = block_on(async {
@@ -142,7 +112,7 @@ fn a_refused_write_in_a_new_worker_leaves_the_earlier_workers_pending_entry() {
         let mut queued = Box::pin(q.handle_mcp(&s, &msg));
         for _ in 0..50 {
             assert!(futures::poll!(queued.as_mut()).is_pending());
-            yield_once().await;
+            yield_now().await;
         }
         lumo_userscripts::control::handle(
             &q,
@@ -156,39 +126,22 @@ fn a_refused_write_in_a_new_worker_leaves_the_earlier_workers_pending_entry() {
     assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");
     assert_eq!(
         q.env.dump(Area::Local)[PENDING_KEY]["target"],
-        json!(c.record.uuid),
+        json!(stopped_uuid),
         "the earlier worker's entry was wiped"
     );
     block_on(q.recover_interrupted_write());
     let log = block_on(audit::read_all(&q.env)).unwrap();
     assert!(
-        log.iter().any(|e| e.result == INTERRUPTED
-            && e.target.as_deref() == Some(c.record.uuid.as_str())),
+        log.iter()
+            .any(|e| e.result == INTERRUPTED && e.target.as_deref() == Some(stopped_uuid.as_str())),
         "{log:?}"
     );
     assert!(log.iter().any(|e| e.result == "WRITE_DISABLED"), "{log:?}");
     assert_eq!(q.env.dump(Area::Local)[PENDING_KEY], json!({}));
 }
 
-/// Lets the executor run other work once (a pending poll that wakes itself).
-async fn yield_once() {
-    let mut done = false;
-    futures::future::poll_fn(|cx| {
-        if done {
-            std::task::Poll::Ready(())
-        } else {
-            done = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-}
-
 /// `ready` for a provider that shares storage with another (the policy is already there).
-fn ready_on(
-    p: &Provider<lumo_userscripts::env::memory::MemoryEnv>,
-) -> std::rc::Rc<lumo_userscripts::session::Session> {
+fn ready_on(p: &Provider<MemoryEnv>) -> std::rc::Rc<lumo_userscripts::session::Session> {
     let s = open(p);
     initialize(p, &s, "2025-06-18");
     s

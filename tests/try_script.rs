@@ -95,15 +95,7 @@ fn an_endless_loop_times_out_and_the_provider_still_answers() {
     assert_eq!(call(&p, &s, "status", json!({}))["isError"], false);
     // The code ran in the page: its entry is an effect, which 1,200 cheap refusals (no
     // rate-limit slot) do not push out of the log.
-    for i in 0..1200 {
-        let r = call(
-            &p,
-            &s,
-            "delete_script",
-            json!({"uuid": format!("nope-{i}")}),
-        );
-        assert_eq!(error_code(&r), Some("INVALID_ARGUMENTS"));
-    }
+    refuse_cheaply(&p, &s, 1200);
     let log = block_on(lumo_userscripts::guard::audit::read_all(&p.env)).unwrap();
     assert!(
         log.iter()
@@ -198,10 +190,7 @@ fn refusals_say_why() {
         "write_script",
         json!({"source": script("stored", "")}),
     );
-    let uuid = w["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&w);
     let r = call(
         &p,
         &s,
@@ -424,10 +413,7 @@ fn a_stored_script_is_tried_in_a_world_of_its_own() {
         "write_script",
         json!({"source": script("stored", "")}),
     );
-    let uuid = w["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&w);
     // Chrome's answer does not matter here: where each try was sent does.
     *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
     for args in [
@@ -472,10 +458,7 @@ fn a_rate_limited_try_reads_nothing_of_the_script() {
     let s = ready(&p);
     let src = "// ==UserScript==\n// @name Big\n// @namespace t\n// @match https://example.com/*\n// @require https://cdn.test/lib.js\n// ==/UserScript==\n";
     let w = call(&p, &s, "write_script", json!({"source": src}));
-    let uuid = w["structuredContent"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let uuid = written_uuid(&w);
     loop {
         let r = call(
             &p,

@@ -370,6 +370,41 @@ mod tests {
 
     const TOKEN: &str = "link-test-token-0123456789abcdef0123456789";
 
+    /// The bridge's end of a link, before the extension's hello.
+    fn accepting() -> Connection {
+        let auth = lumo_userscripts::bridge::Auth {
+            token: TOKEN.into(),
+            nonce: "link-test-server-nonce".into(),
+            port: 1,
+        };
+        Connection::accept(types::HELLO, auth, "0", Map::new(), now_ms(), 10_000)
+    }
+
+    /// The extension's side of the handshake over `ws`, by the core's own dialling connection,
+    /// until the link is open.
+    async fn dial_open<S>(ws: &mut WebSocketStream<S>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let auth = lumo_userscripts::bridge::Auth {
+            token: TOKEN.into(),
+            nonce: "link-test-client-nonce".into(),
+            port: 1,
+        };
+        let mut dial = Connection::dial(types::HELLO, Map::new(), auth, "0", now_ms(), 10_000);
+        while !dial.is_open() {
+            while let Some(t) = dial.poll_transmit() {
+                ws.send(Message::Text(t.into())).await.unwrap();
+            }
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => dial.handle_text(t.as_str()),
+                Some(Ok(_)) => continue,
+                other => panic!("no ack: {other:?} ({:?})", dial.close_reason()),
+            }
+            assert!(!dial.is_closed(), "{:?}", dial.close_reason());
+        }
+    }
+
     #[test]
     fn a_queue_the_peer_does_not_drain_is_bounded() {
         let (tx, _rx) = mpsc::unbounded_channel();
@@ -396,33 +431,13 @@ mod tests {
         let tx2 = tx.clone();
         let server = tokio::spawn(async move {
             let ws = tokio_tungstenite::accept_async(server_io).await.unwrap();
-            let auth = lumo_userscripts::bridge::Auth {
-                token: TOKEN.into(),
-                nonce: "link-test-server-nonce".into(),
-                port: 1,
-            };
-            let conn = Connection::accept(types::HELLO, auth, "0", Map::new(), now_ms(), 10_000);
+            let conn = accepting();
             run(ws, conn, tx2, rx, |_| {}, None, None).await
         });
         let (mut ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
             .await
             .unwrap();
-        let auth = lumo_userscripts::bridge::Auth {
-            token: TOKEN.into(),
-            nonce: "link-test-client-nonce".into(),
-            port: 1,
-        };
-        let mut dial = Connection::dial(types::HELLO, Map::new(), auth, "0", now_ms(), 10_000);
-        while !dial.is_open() {
-            while let Some(t) = dial.poll_transmit() {
-                ws.send(Message::Text(t.into())).await.unwrap();
-            }
-            match ws.next().await {
-                Some(Ok(Message::Text(t))) => dial.handle_text(t.as_str()),
-                Some(Ok(_)) => continue,
-                other => panic!("no ack: {other:?}"),
-            }
-        }
+        dial_open(&mut ws).await;
         // From here the peer reads nothing. Not a read, so not retried.
         let big = serde_json::json!({ "pad": "x".repeat(1024 * 1024) });
         let started = Instant::now();
@@ -463,12 +478,7 @@ mod tests {
         let flag = attached.clone();
         let server = tokio::spawn(async move {
             let ws = tokio_tungstenite::accept_async(server_io).await.unwrap();
-            let auth = lumo_userscripts::bridge::Auth {
-                token: TOKEN.into(),
-                nonce: "link-test-server-nonce".into(),
-                port: 1,
-            };
-            let conn = Connection::accept(types::HELLO, auth, "0", Map::new(), now_ms(), 10_000);
+            let conn = accepting();
             let (tx, rx) = mpsc::channel(4);
             let on_open = move |_| {
                 std::thread::sleep(Duration::from_millis(300));
@@ -479,24 +489,7 @@ mod tests {
         let (mut ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
             .await
             .unwrap();
-        // The extension's side of the handshake, by the core's own dialling connection.
-        let auth = lumo_userscripts::bridge::Auth {
-            token: TOKEN.into(),
-            nonce: "link-test-client-nonce".into(),
-            port: 1,
-        };
-        let mut dial = Connection::dial(types::HELLO, Map::new(), auth, "0", now_ms(), 10_000);
-        while !dial.is_open() {
-            while let Some(t) = dial.poll_transmit() {
-                ws.send(Message::Text(t.into())).await.unwrap();
-            }
-            match ws.next().await {
-                Some(Ok(Message::Text(t))) => dial.handle_text(t.as_str()),
-                Some(Ok(_)) => continue,
-                other => panic!("no ack: {other:?} ({:?})", dial.close_reason()),
-            }
-            assert!(!dial.is_closed(), "{:?}", dial.close_reason());
-        }
+        dial_open(&mut ws).await;
         assert!(
             attached.load(Ordering::SeqCst),
             "the ack arrived before the link was attached"

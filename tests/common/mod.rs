@@ -98,6 +98,15 @@ pub fn call(p: &Provider<MemoryEnv>, s: &Session, name: &str, args: Value) -> Va
     r["result"].clone()
 }
 
+/// `n` calls refused at argument parsing: audited refusals that spend no rate-limit slot, as a
+/// caller would send to push other entries out of the log.
+pub fn refuse_cheaply(p: &Provider<MemoryEnv>, s: &Session, n: usize) {
+    for i in 0..n {
+        let r = call(p, s, "delete_script", json!({"uuid": format!("nope-{i}")}));
+        assert_eq!(error_code(&r), Some("INVALID_ARGUMENTS"));
+    }
+}
+
 /// The uuid of the script a successful write's result names.
 pub fn written_uuid(result: &Value) -> String {
     result["structuredContent"]["script"]["uuid"]
