@@ -4,6 +4,7 @@
 import { el, say } from './ui.js';
 
 const HOUR_MS = 60 * 60 * 1000;
+// The tools the worker can undo (by_hand::history::UNDOABLE; it refuses the rest itself).
 const UNDOABLE = new Set(['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'restore_script']);
 
 /** The Undo control for an audit entry, or null when it cannot be undone from here. */

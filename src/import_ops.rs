@@ -191,6 +191,7 @@ async fn import_items<E: Env>(
         })),
         unchanged: false,
         from_trash: false,
+        revision: None,
     };
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));

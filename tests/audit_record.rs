@@ -52,6 +52,7 @@ fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
         digest: "0".repeat(64),
         unchanged: false,
         from_trash: false,
+        revision: None,
     };
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(

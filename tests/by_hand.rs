@@ -199,6 +199,136 @@ fn undo_of_a_write_that_changed_nothing_reverts_nothing() {
     );
 }
 
+/// Undo reverts the revision the write's audit entry records, not "the caller's newest write at
+/// or before that time": with the clock set back (an NTP step, the user fixing the date), a later
+/// write carries an earlier time, and Undo of the earlier write would have reverted it instead.
+#[test]
+fn undo_reverts_the_write_it_names_after_the_clock_went_back() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("K", "v1")}));
+    let uuid = written_uuid(&c);
+    p.env.advance(60_000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("K", "v2")}),
+    );
+    let w2 = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!(
+        w2.revision,
+        Some(2),
+        "the entry records the revision it made"
+    );
+    // The clock goes back a minute; the agent writes v3, stamped before w2.
+    p.env.advance(-60_000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 2, "source": script("K", "v3")}),
+    );
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at, "via": "popup"}),
+    );
+    assert_eq!(u["code"], json!("CONFLICT"), "{u}");
+    assert!(u["diff"].as_str().unwrap().contains("v3"), "{u}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["source"],
+        json!(script("K", "v3")),
+        "the write the user did not pick is not reverted"
+    );
+}
+
+/// The same for a delete: the trash holds the revision a delete sent there only until the
+/// script is brought back, so after a restore and a second delete (stamped earlier by a clock
+/// set back), Undo of the first delete must not undo the second.
+#[test]
+fn undo_of_a_delete_does_not_undo_a_later_one_stamped_earlier() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("D", "v1")}));
+    let uuid = written_uuid(&c);
+    p.env.advance(60_000.0);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let first = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!(first.revision, Some(1));
+    p.env.advance(1000.0);
+    let back = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": first.caller, "at": first.at}),
+    );
+    assert_eq!(back["ok"], json!(true), "{back}");
+    p.env.advance(-30_000.0);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let again = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": first.caller, "at": first.at}),
+    );
+    assert_eq!(again["code"], json!("CONFLICT"), "{again}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["deleted"],
+        json!(true),
+        "still in the trash: {g}"
+    );
+}
+
+/// Undo is offered by the popup only for the five script writes; the worker refuses the rest
+/// itself (a page of this extension, or a popup of another version, may ask). A try of a
+/// stored script is audited "ok" with that script as its target, and made no revision: Undo of
+/// it would have reverted the caller's last real write to that script.
+#[test]
+fn undo_of_a_try_is_refused_and_reverts_nothing() {
+    let p = provider();
+    p.env.tabs.borrow_mut().push(lumo_userscripts::env::Tab {
+        id: 7,
+        url: "https://example.com/page".into(),
+        title: "Example page".into(),
+        last_accessed: 1.0,
+    });
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    let s = ready(&p);
+    let c = call(&p, &s, "write_script", json!({"source": script("T", "v1")}));
+    let uuid = written_uuid(&c);
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("T", "v2")}),
+    );
+    p.env.advance(1000.0);
+    let t = call(&p, &s, "try_script", json!({"uuid": uuid, "tabId": 7}));
+    assert_eq!(t["isError"], json!(false), "{t}");
+    let tried = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!(
+        (
+            tried.tool.as_str(),
+            tried.result.as_str(),
+            tried.target.as_deref()
+        ),
+        ("try_script", "ok", Some(uuid.as_str()))
+    );
+    let u = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": tried.caller, "at": tried.at}),
+    );
+    assert_eq!(u["ok"], json!(false), "{u}");
+    assert!(
+        u["error"]
+            .as_str()
+            .unwrap()
+            .contains("try_script cannot be undone"),
+        "{u}"
+    );
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(g["structuredContent"]["script"]["revision"], json!(2));
+}
+
 #[test]
 fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
     let p = provider();

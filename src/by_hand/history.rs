@@ -7,9 +7,11 @@ use crate::env::Env;
 use crate::guard::audit;
 use crate::guard::diff::line_diff;
 use crate::provider::Provider;
-use crate::scripts::history::{self, Revision};
+use crate::scripts::history::{self, History, Revision};
+use crate::scripts::record::ScriptRecord;
 use crate::scripts::restore::{self, Current};
 use crate::scripts::store::ScriptError;
+use crate::scripts::trash::Trashed;
 use crate::tools::WriteArgs;
 use serde_json::{json, Value};
 
@@ -99,6 +101,17 @@ pub(super) async fn restore<E: Env>(
     write(p, msg, "restore_script", args).await
 }
 
+/// The tools whose audited writes Undo can revert: each made one revision of one script (or
+/// sent it to the trash). A try, an import or a purge made none, and "the revision before" it
+/// would be another write's.
+pub const UNDOABLE: [&str; 5] = [
+    "write_script",
+    "patch_script",
+    "set_script_enabled",
+    "delete_script",
+    "restore_script",
+];
+
 /// The audit log's entry of a write by `caller` at `at` to `uuid` that changed something. A
 /// write that changed nothing made no revision: "the newest one by that caller" would then be
 /// an earlier write's, and undoing it would revert a change the user did not pick.
@@ -113,6 +126,10 @@ async fn undoable<E: Env>(
         Ok(None) => Err(err(
             "that write is not in the audit log as a successful write to this script",
         )),
+        Ok(Some(e)) if !UNDOABLE.contains(&e.tool.as_str()) => Err(err(format!(
+            "{} cannot be undone: it made no version of the script to go back from",
+            e.tool
+        ))),
         Ok(Some(e)) if e.unchanged => Err(err(
             "that write changed nothing (the script already was as asked), so there is nothing to undo",
         )),
@@ -120,12 +137,37 @@ async fn undoable<E: Env>(
     }
 }
 
+/// Whether the trash holds what the delete `entry` records sending there. A restore makes a new
+/// revision, so it does only if nothing brought the script back since. (An entry from before
+/// revisions were recorded: a delete by that caller at or before its time.)
+fn is_this_delete(entry: &audit::Entry, t: &Trashed) -> bool {
+    match entry.revision {
+        Some(r) => entry.tool == "delete_script" && t.record.revision == r,
+        None => t.deleted_by == entry.caller && t.deleted_at <= entry.at,
+    }
+}
+
+/// The revision the write `entry` made: the one it records, or (an entry from before revisions
+/// were recorded) the newest one by that caller at or before its time.
+fn made_by(entry: &audit::Entry, h: &History, current: &ScriptRecord) -> Option<u64> {
+    entry.revision.or_else(|| {
+        h.revisions
+            .iter()
+            .map(|r| &r.record)
+            .chain([current])
+            .filter(|r| r.updated_by == entry.caller && r.updated_at <= entry.at)
+            .max_by_key(|r| r.revision)
+            .map(|r| r.revision)
+    })
+}
+
 /// Undo of one audited write: brings back the revision before the one that write made. The
 /// write is named by its script, its caller and its time (the audit entry, which must be in the
-/// log as a successful write that changed something): the revision it made is the newest one by
-/// that caller at or before that time (a write that created the script, or brought it back from
-/// the trash, is undone by a delete). When the script changed since, nothing is overwritten:
-/// the answer says so and carries the diff.
+/// log as a successful, undoable write that changed something): the revision it made is the one
+/// its entry records (an entry from before revisions were recorded: the newest one by that
+/// caller at or before that time, which a clock set back can get wrong). A write that created
+/// the script, or brought it back from the trash, is undone by a delete. When the script changed
+/// since, nothing is overwritten: the answer says so and carries the diff.
 pub(super) async fn undo<E: Env>(
     p: &Provider<E>,
     msg: &Value,
@@ -151,7 +193,7 @@ pub(super) async fn undo<E: Env>(
     // The write was the delete (the script is still in the trash it put it in): bring it back,
     // whoever made the script's last version.
     if let Current::Trashed(t) = &current {
-        if t.deleted_by == caller && t.deleted_at <= at {
+        if is_this_delete(&entry, t) {
             let now = t.record.revision;
             let args = WriteArgs::Restore {
                 uuid,
@@ -174,15 +216,7 @@ pub(super) async fn undo<E: Env>(
         Ok(h) => h,
         Err(e) => return err(e.to_string()),
     };
-    let mut all: Vec<&crate::scripts::record::ScriptRecord> =
-        h.revisions.iter().map(|r| &r.record).collect();
-    all.push(current.record());
-    let Some(made) = all
-        .iter()
-        .filter(|r| r.updated_by == caller && r.updated_at <= at)
-        .max_by_key(|r| r.revision)
-        .map(|r| r.revision)
-    else {
+    let Some(made) = made_by(&entry, &h, current.record()) else {
         return err("the version that write made is no longer in the history");
     };
     let now = current.record().revision;

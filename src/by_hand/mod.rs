@@ -156,6 +156,7 @@ pub(crate) async fn write<E: Env>(
         digest: digest_hex(msg),
         unchanged: false,
         from_trash: false,
+        revision: None,
     };
     let actor = Actor {
         by: BY_USER,

@@ -81,6 +81,7 @@ pub(super) async fn purge<E: Env>(
         digest: digest_hex(msg),
         unchanged: false,
         from_trash: false,
+        revision: None,
     })
     .await;
     match done {

@@ -70,6 +70,11 @@ pub struct Entry {
     /// (nothing else records that the version before was in the trash).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_trash: bool,
+    /// The revision a successful write left the script at (a delete: the revision it sent to
+    /// the trash). Undo reverts exactly that one; entries written before it was recorded
+    /// have none, and Undo then finds it by caller and time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
 }
 
 /// Which budget an entry is kept in (see the module docs).
@@ -564,6 +569,7 @@ mod tests {
             digest: format!("{i:064x}"),
             unchanged: false,
             from_trash: false,
+            revision: None,
         }
     }
 

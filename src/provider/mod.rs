@@ -470,6 +470,7 @@ mod tests {
             digest: String::new(),
             unchanged: false,
             from_trash: false,
+            revision: None,
         };
         let echo = |p: &Provider<MemoryEnv>| {
             let local = p.env.dump(Area::Local);

@@ -170,6 +170,7 @@ impl<E: Env> Provider<E> {
                 digest: s.digest.clone(),
                 unchanged: false,
                 from_trash: false,
+                revision: None,
             })
             .await;
         }

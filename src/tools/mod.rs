@@ -83,6 +83,7 @@ pub async fn call<E: Env>(
                 digest: digest_hex(&args),
                 unchanged: false,
                 from_trash: false,
+                revision: None,
             })
             .await;
         }
@@ -112,6 +113,7 @@ pub async fn call<E: Env>(
         digest: digest.clone(),
         unchanged: false,
         from_trash: false,
+        revision: None,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
     let ran = if def.name == try_script::NAME {

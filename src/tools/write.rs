@@ -190,13 +190,14 @@ async fn write_locked<E: Env>(
     // registration, with the revisions the history dropped removed: storage calls issued after
     // an `update` wait until Chrome has saved every registration (~140 ms at 1,000 stored;
     // ARCHITECTURE.md, Decisions).
-    let finalize = |uuid: &str, unchanged: bool, from_trash: bool| {
+    let finalize = |uuid: &str, revision: u64, unchanged: bool, from_trash: bool| {
         let entry = journal.map(|j| Entry {
             at: p.env.now_ms(),
             result: "ok".to_owned(),
             target: Some(uuid.to_owned()),
             unchanged,
             from_trash,
+            revision: Some(revision),
             ..j.clone()
         });
         async move {
@@ -215,7 +216,7 @@ async fn write_locked<E: Env>(
                     sync::desired_for(&c.record, &c.source),
                     held,
                 ),
-                finalize(&c.record.uuid, c.unchanged, c.from_trash),
+                finalize(&c.record.uuid, c.record.revision, c.unchanged, c.from_trash),
                 history::remove_stale(&p.env, &stale),
             );
             let done = Executed {
@@ -229,7 +230,7 @@ async fn write_locked<E: Env>(
             p.scripts_deleted(&uuid);
             futures::join!(
                 p.sync_registration(&uuid, None, held),
-                finalize(&uuid, false, false)
+                finalize(&uuid, record.revision, false, false)
             );
             let done = Executed {
                 result: Ok(success(

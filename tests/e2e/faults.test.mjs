@@ -83,7 +83,9 @@ async function inspect(h) {
           if (!(e?.result === "ok" || /^[A-Z_]+$/.test(e?.result ?? ""))) bad.push("result");
           if (!/^[0-9a-f]{64}$/.test(e?.digest ?? "")) bad.push("digest");
           if (e?.target !== undefined && !isUuid(e.target)) bad.push("target");
-          const extra = Object.keys(e ?? {}).filter((k) => !["at", "tool", "caller", "result", "digest", "target"].includes(k));
+          // The revision a successful write left its script at (what Undo reverts).
+          if (e?.revision !== undefined && !(e.result === "ok" && Number.isInteger(e.revision) && e.revision >= 1)) bad.push("revision");
+          const extra = Object.keys(e ?? {}).filter((k) => !["at", "tool", "caller", "result", "digest", "target", "revision"].includes(k));
           if (extra.length) bad.push(`extra keys ${extra}`);
           if (bad.length) problems.push(`audit entry ${JSON.stringify(e)}: bad ${bad.join(", ")}`);
           audit.push(e);
