@@ -174,9 +174,6 @@ async fn import_items<E: Env>(
     answers: &Answers,
 ) -> Value {
     let _guard = p.write_lock().await;
-    // A restore may write values: no GM_setValue runs between its read of the budget and its
-    // write (taken for every import, so the order of the two locks is always the same).
-    let _values = p.gm_values.hold().await;
     let entry = Entry {
         at: p.env.now_ms(),
         tool: IMPORT_TOOL.to_owned(),
@@ -195,9 +192,13 @@ async fn import_items<E: Env>(
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
     }
-    // Expired trash still holds bytes the quota counts: it goes first.
-    if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
-        return err(e.to_string());
+    // Expired trash still holds bytes the quota counts: it goes first. A purge rewrites the GM
+    // values budget, so no value change may land between its read and its write.
+    {
+        let _values = p.gm_values.hold().await;
+        if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
+            return err(e.to_string());
+        }
     }
     let snap = match p.scripts().await {
         Ok(s) => s,
@@ -209,7 +210,16 @@ async fn import_items<E: Env>(
     };
     p.registry_write_begins().await;
     let env = Journaled::new(&p.env, Some(entry.clone()));
-    let done = import::import(&env, &snap, actor, items, answers).await;
+    // The fetches run without the GM values lock: a running script's GM_setValue waits for no
+    // import's files. The lock is held from the commit's read of the values budget to its one
+    // `set` (always after the write lock, so the order of the two is always the same).
+    let done = match import::prepare(&env, &snap, actor, items, answers).await {
+        Ok(ready) => {
+            let _values = p.gm_values.hold().await;
+            import::commit(&env, ready).await
+        }
+        Err(e) => Err(e),
+    };
     drop(snap); // so the cache takes the changes in place, not in a copy
     if let Ok(done) = &done {
         for c in &done.changes {
@@ -252,6 +262,11 @@ async fn import_items<E: Env>(
     } else {
         p.audit(&finished).await;
     }
+    reply(done, result)
+}
+
+/// What the page is told of an import that ran (`result`: its audit result).
+fn reply(done: Result<import::Imported, ImportError>, result: &str) -> Value {
     match done {
         Ok(d) => json!({
             "ok": true,
@@ -318,4 +333,194 @@ async fn export<E: Env>(p: &Provider<E>, with_values: bool) -> Value {
         .map(|pr| json!({ "uuid": pr.uuid, "message": pr.message }))
         .collect();
     json!({ "ok": true, "backup": backup::export(&all, p.env.now_ms()), "problems": left_out })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::env::memory::MemoryEnv;
+    use crate::env::{Area, Storage};
+    use crate::gm::values::{self, Op};
+    use crate::provider::Provider;
+    use crate::scripts::backup;
+    use futures::executor::block_on;
+    use futures::FutureExt as _;
+    use serde_json::{json, Map, Value};
+
+    fn op(p: &Provider<MemoryEnv>, v: &Value) -> Value {
+        block_on(crate::control::handle(p, v)).value
+    }
+
+    fn source(name: &str, lines: &[String]) -> String {
+        format!(
+            "// ==UserScript==\n// @name {name}\n// @namespace tests\n// @match https://example.com/*\n{}\n// ==/UserScript==\n1;\n",
+            lines.join("\n")
+        )
+    }
+
+    /// `.user.js` files, one a script, each naming `lines(i)`.
+    fn files(n: usize, lines: impl Fn(usize) -> Vec<String>) -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"name": format!("s{i}.user.js"), "source": source(&format!("S{i}"), &lines(i))}))
+            .collect()
+    }
+
+    fn stored(p: &Provider<MemoryEnv>) -> Map<String, Value> {
+        p.env
+            .dump(Area::Local)
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("audit"))
+            .collect()
+    }
+
+    fn asked(p: &Provider<MemoryEnv>) -> Vec<String> {
+        p.env
+            .fetched
+            .borrow()
+            .iter()
+            .map(|r| r.url.clone())
+            .collect()
+    }
+
+    /// A backup of 50 scripts naming one library (and half of them a second file) asked for
+    /// it 50 times. Each URL is asked once; every script records the same bytes.
+    #[test]
+    fn a_url_many_scripts_name_is_fetched_once_per_import() {
+        let p = Provider::new(MemoryEnv::new());
+        let lib = "https://cdn.test/lib.js";
+        let css = "https://cdn.test/a.css";
+        let list = files(50, |i| {
+            let mut l = vec![format!("// @require {lib}")];
+            if i % 2 == 0 {
+                l.push(format!("// @resource css {css}#top"));
+            }
+            l
+        });
+        let r = op(
+            &p,
+            &json!({"op": "scripts.import", "files": list, "confirmed": true}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(r["imported"].as_array().map(Vec::len), Some(50));
+        assert_eq!(asked(&p), [lib, css]);
+        let all = stored(&p);
+        let blobs: Vec<&String> = all.keys().filter(|k| k.starts_with("asset/")).collect();
+        assert_eq!(blobs.len(), 2, "{blobs:?}");
+        // Every script names the stored bytes.
+        for (k, v) in all.iter().filter(|(k, _)| k.starts_with("script/")) {
+            for a in v["assets"].as_array().unwrap() {
+                let key = format!("asset/{}", a["sha256"].as_str().unwrap());
+                assert!(all.contains_key(&key), "{k} names {key}, not stored");
+            }
+        }
+    }
+
+    /// Files that each take 15 s to come (just within one file's 20 s) kept the write lock for
+    /// 15 s a script: 50 scripts, 12 minutes. The import has one budget for all of them: it
+    /// ends after it, naming it, with nothing stored.
+    #[test]
+    fn slow_files_end_the_import_after_one_budget_not_one_a_script() {
+        let p = Provider::new(MemoryEnv::new());
+        p.env.fetch_ms.set(15_000.0);
+        let before = stored(&p);
+        let started = p.env.now.get();
+        let list = files(50, |i| vec![format!("// @require https://cdn.test/{i}.js")]);
+        let r = op(
+            &p,
+            &json!({"op": "scripts.import", "files": list, "confirmed": true}),
+        );
+        assert_eq!(r["ok"], json!(false), "{r}");
+        let e = r["error"].as_str().unwrap();
+        assert!(
+            e.contains("the import's 30 s for fetching files ran out")
+                && e.contains("nothing was imported"),
+            "{e}"
+        );
+        assert_eq!(asked(&p).len(), 2, "{:?}", asked(&p));
+        assert!(p.env.now.get() - started <= 30_000.0);
+        assert_eq!(stored(&p), before);
+    }
+
+    /// While an import waits for a file, a running script's GM_setValue (the values store's
+    /// change) goes through: the import holds the GM values lock only for its commit.
+    #[test]
+    fn a_value_change_is_not_held_up_by_an_imports_fetches() {
+        let p = Provider::new(MemoryEnv::new());
+        let r = op(
+            &p,
+            &json!({"op": "scripts.save", "source": source("Running", &[])}),
+        );
+        let uuid = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+        let slow = "https://cdn.test/slow.js";
+        p.env.http_hold.borrow_mut().insert(slow.to_owned());
+        let before = stored(&p);
+        let msg = json!({"op": "scripts.import", "confirmed": true,
+            "files": [{"name": "n.user.js", "source": source("New", &[format!("// @require {slow}")])}]});
+        let mut import = Box::pin(crate::control::handle(&p, &msg));
+        assert!((&mut import).now_or_never().is_none());
+        assert_eq!(asked(&p), [slow], "the import waits for its file");
+        let set = Op::Set(vec![("k".to_owned(), "1".to_owned())]);
+        let changed = p.gm_values.apply(&p.env, &uuid, &set).now_or_never();
+        assert!(
+            matches!(changed, Some(Ok(_))),
+            "GM_setValue waited for the import's fetch"
+        );
+        drop(import);
+        assert_eq!(p.env.fetch_dropped.get(), 1);
+        // Nothing of the import; the value stored.
+        let mut want = before;
+        want.insert(values::storage_key(&uuid), json!({"k": "1"}));
+        want.insert(values::BUDGET_KEY.to_owned(), json!({ uuid.clone(): 2 }));
+        assert_eq!(stored(&p), want);
+    }
+
+    /// Why the import still takes the GM values lock for its commit: a restore writes the
+    /// values budget, and a value change that read the budget before the restore wrote it put
+    /// the old count back. A change starts after each number of steps of the restore (its
+    /// fetch included), so every interleaving runs; the budget always counts both.
+    #[test]
+    fn a_restore_and_a_value_change_at_once_keep_the_budget_exact() {
+        for lead in 0..60 {
+            let p = Provider::new(MemoryEnv::new());
+            let save = |name: &str| {
+                let r = op(
+                    &p,
+                    &json!({"op": "scripts.save", "source": source(name, &[])}),
+                );
+                r["result"]["script"]["uuid"].as_str().unwrap().to_owned()
+            };
+            let (restored, stays) = (save("Restored"), save("Stays"));
+            let set = |v: &str| Op::Set(vec![("k".to_owned(), v.to_owned())]);
+            block_on(p.gm_values.apply(&p.env, &restored, &set("1"))).unwrap();
+            block_on(p.gm_values.apply(&p.env, &stays, &set("1"))).unwrap();
+            let text = json!({"format": backup::FORMAT, "version": 2, "scripts": [{
+                "name": "Restored",
+                "source": source("Restored", &["// @require https://cdn.test/r.js".to_owned()]),
+                "values": {"a": "\"abc\"", "b": "2"},
+            }]})
+            .to_string();
+            // Every read and fetch yields once, so the two interleave as Chrome lets them.
+            p.env.get_yields.set(1);
+            p.env.fetch_yields.set(1);
+            let msg = json!({"op": "backup.restore", "text": text, "replace": [restored.clone()], "confirmed": true});
+            let change = set("22");
+            let later = async {
+                for _ in 0..lead {
+                    crate::env::memory::yield_now().await;
+                }
+                p.gm_values.apply(&p.env, &stays, &change).await
+            };
+            let (done, changed) =
+                block_on(async { futures::join!(crate::control::handle(&p, &msg), later) });
+            assert_eq!(done.value["ok"], json!(true), "{}", done.value);
+            changed.unwrap();
+            p.env.get_yields.set(0);
+            let got = block_on(p.env.get(Area::Local, &[values::BUDGET_KEY])).unwrap();
+            let budget = &got[values::BUDGET_KEY];
+            assert_eq!(
+                (&budget[&restored], &budget[&stays]),
+                (&json!(8), &json!(3)),
+                "after {lead} steps: {budget}"
+            );
+        }
+    }
 }

@@ -10,6 +10,8 @@ use super::names;
 use super::record::ScriptRecord;
 use super::store::{self, check_identity, Actor, Change, Snapshot, MAX_SCRIPTS};
 use crate::env::{Area, Clock, Ids, Storage};
+use crate::gm::asset_store::Fetches;
+use crate::gm::assets::IMPORT_FETCH_BUDGET_MS;
 use crate::gm::values::{self as gm_values, Values};
 use crate::guard::digest::sha256_hex;
 use crate::tools::catalog::MAX_SOURCE_BYTES;
@@ -143,21 +145,38 @@ enum Step {
 /// An item checked: its metadata, its lint, and what the import does with it.
 type Checked = (Item, Metadata, Vec<Diagnostic>, Step);
 
-/// Imports `items` for `actor` in one `set`, or refuses with nothing written.
-pub async fn import<E: Storage + Clock + Ids + crate::env::Http>(
+/// An import checked and its files fetched: everything it writes, not yet written.
+pub struct Ready {
+    built: Built,
+}
+
+/// Checks `items` and fetches their `@require`/`@resource` files (one budget for the whole
+/// import, each URL once): everything [`commit`] writes. Writes nothing; reads no GM values, so
+/// it runs without the GM values lock (a script's `GM_setValue` is not held up by the import's
+/// fetches).
+pub async fn prepare<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
     items: Vec<Item>,
     answers: &Answers,
-) -> Result<Imported, ImportError> {
+) -> Result<Ready, ImportError> {
     let checked = check(snap, items, answers)?;
+    Ok(Ready {
+        built: build(env, snap, actor, checked).await?,
+    })
+}
+
+/// Stores a prepared import in one `set`, or refuses with nothing written. The caller holds the
+/// GM values lock (when the import restores values): the budget of every script's values is
+/// read here and written in the same `set`, so no value change may land between.
+pub async fn commit<E: Storage>(env: &E, ready: Ready) -> Result<Imported, ImportError> {
     let Built {
         mut set,
         stale,
         imported,
         restored,
-    } = build(env, snap, actor, checked).await?;
+    } = ready.built;
     if imported.changes.is_empty() {
         return Ok(imported);
     }
@@ -287,21 +306,6 @@ fn check(
     Ok(checked)
 }
 
-/// One file's @require/@resource: fetched now, or (a replaced script) reused by URL.
-async fn prepare<E: Storage + Clock + crate::env::Http>(
-    env: &E,
-    meta: &Metadata,
-    current: &[crate::gm::assets::Asset],
-    label: &str,
-) -> Result<crate::gm::asset_store::Prepared, ImportError> {
-    crate::gm::asset_store::prepare(env, meta, current)
-        .await
-        .map_err(|e| ImportError::Invalid {
-            label: label.to_owned(),
-            error: store::ScriptError::Asset(e),
-        })
-}
-
 /// What an import writes, not yet written.
 struct Built {
     /// The records, sources, index and history: one `set`.
@@ -325,28 +329,48 @@ fn put_changes(set: &mut Map<String, Value>, changes: &[Change]) -> Result<(), I
     Ok(())
 }
 
-/// Everything the import writes, from the checked items; writes nothing.
-/// Adds one item's `@require`/`@resource` files to the import's, counting them as they come:
-/// files over what storage may hold stop the import at once, not after every item's fetches
-/// (a backup of 2,000 scripts naming 16 files each would otherwise hold gigabytes in memory).
-fn add_files(
-    blobs: &mut Map<String, Value>,
-    files_bytes: &mut usize,
-    items: Map<String, Value>,
-) -> Result<(), ImportError> {
-    for (k, v) in items {
-        if !blobs.contains_key(&k) {
-            *files_bytes = files_bytes.saturating_add(super::quota::item_bytes(&k, &v));
-        }
-        blobs.insert(k, v);
-    }
-    let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
-    if *files_bytes > limit {
-        return Err(ImportError::FilesTooLarge { limit });
-    }
-    Ok(())
+/// The `@require`/`@resource` files of an import: fetched within one budget for all its items,
+/// each URL once, and counted as they come: files over what storage may hold stop the import at
+/// once, not after every item's fetches (a backup of 2,000 scripts naming 16 files each would
+/// otherwise hold gigabytes in memory).
+struct Files {
+    fetches: Fetches,
+    /// The bytes to store (`asset/<sha256>` → base64).
+    blobs: Map<String, Value>,
+    bytes: usize,
 }
 
+impl Files {
+    /// One item's files: fetched now (a URL an earlier item fetched, not again), or (a replaced
+    /// script) reused by URL; its record's list.
+    async fn add<E: Storage + Clock + crate::env::Http>(
+        &mut self,
+        env: &E,
+        meta: &Metadata,
+        current: &[crate::gm::assets::Asset],
+        label: &str,
+    ) -> Result<Vec<crate::gm::assets::Asset>, ImportError> {
+        let prepared = crate::gm::asset_store::prepare_in(env, meta, current, &mut self.fetches)
+            .await
+            .map_err(|e| ImportError::Invalid {
+                label: label.to_owned(),
+                error: store::ScriptError::Asset(e),
+            })?;
+        for (k, v) in prepared.items {
+            if !self.blobs.contains_key(&k) {
+                self.bytes = self.bytes.saturating_add(super::quota::item_bytes(&k, &v));
+            }
+            self.blobs.insert(k, v);
+        }
+        let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
+        if self.bytes > limit {
+            return Err(ImportError::FilesTooLarge { limit });
+        }
+        Ok(prepared.assets)
+    }
+}
+
+/// Everything the import writes, from the checked items; writes nothing.
 async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
@@ -362,8 +386,11 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     let mut labels = Vec::new();
     let mut counts = Vec::new();
     let mut restored = Vec::new();
-    let mut blobs = Map::new();
-    let mut files_bytes = 0usize;
+    let mut files = Files {
+        fetches: Fetches::new(now, IMPORT_FETCH_BUDGET_MS, "import"),
+        blobs: Map::new(),
+        bytes: 0,
+    };
     for (item, meta, diagnostics, step) in checked {
         let record = match step {
             Step::Keep => {
@@ -371,8 +398,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                 continue;
             }
             Step::Create => {
-                let prepared = prepare(env, &meta, &[], &item.label).await?;
-                add_files(&mut blobs, &mut files_bytes, prepared.items)?;
+                let assets = files.add(env, &meta, &[], &item.label).await?;
                 let uuid = env.new_uuid();
                 index.push(uuid.clone());
                 ScriptRecord {
@@ -387,13 +413,12 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
-                    assets: prepared.assets,
+                    assets,
                 }
             }
             Step::Replace(uuid) => {
                 let (current, old) = store::load_with_source(env, &uuid).await.map_err(storage)?;
-                let prepared = prepare(env, &meta, &current.assets, &item.label).await?;
-                add_files(&mut blobs, &mut files_bytes, prepared.items)?;
+                let assets = files.add(env, &meta, &current.assets, &item.label).await?;
                 let record = ScriptRecord {
                     metadata: meta,
                     enabled: item.enabled.unwrap_or(current.enabled),
@@ -403,7 +428,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
-                    assets: prepared.assets,
+                    assets,
                     ..current.clone()
                 };
                 prevs.push(Revision {
@@ -438,7 +463,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     if index.len() != snap.index.len() {
         set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
     }
-    set.extend(blobs);
+    set.extend(files.blobs);
     Ok(Built {
         set,
         stale,
