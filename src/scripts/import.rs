@@ -20,6 +20,17 @@ use std::fmt;
 
 pub use super::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
 
+/// The most characters of a label (a file's name, a backup entry's `name`) shown.
+pub const MAX_LABEL_CHARS: usize = 80;
+
+/// How a label from the file is shown, in the confirmation and in every message: at most
+/// [`MAX_LABEL_CHARS`] characters, its invisible and direction characters marked (`⟨U+202E⟩`),
+/// as the pages show all untrusted text. A backup's entry names are the backup's own text: a
+/// right-to-left override there could make one script read as another.
+pub fn label(raw: &str) -> String {
+    crate::guard::diff::visible(&crate::text::ellipsize(raw, MAX_LABEL_CHARS))
+}
+
 /// One script to import: a file's or a backup entry's.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
@@ -229,6 +240,63 @@ fn put_values(
     Ok(())
 }
 
+/// One item read: its metadata and lint, and the stored script it would replace (the same
+/// `@namespace` + `@name`), if any. `seen`: the identities of the items before it.
+fn read_item(
+    snap: &Snapshot,
+    item: Item,
+    seen: &mut Vec<((String, String), String)>,
+) -> Result<(Item, Metadata, Vec<Diagnostic>, Option<Duplicate>), ImportError> {
+    let (meta, diagnostics) = match store::validate(&item.source, MAX_SOURCE_BYTES) {
+        Ok(x) => x,
+        Err(error) => {
+            return Err(ImportError::Invalid {
+                label: item.label,
+                error,
+            })
+        }
+    };
+    let identity = names::identity(meta.namespace.as_deref(), &meta.name);
+    if let Some((_, first)) = seen.iter().find(|(i, _)| *i == identity) {
+        return Err(ImportError::SameTwice {
+            first: first.clone(),
+            second: item.label,
+        });
+    }
+    seen.push((identity, item.label.clone()));
+    let duplicate = match check_identity(snap, &meta, None) {
+        Ok(()) => None,
+        Err(store::ScriptError::DuplicateIdentity {
+            uuid,
+            name,
+            namespace,
+        }) => Some(Duplicate {
+            label: item.label.clone(),
+            uuid,
+            name,
+            namespace,
+        }),
+        Err(error) => {
+            return Err(ImportError::Invalid {
+                label: item.label,
+                error,
+            })
+        }
+    };
+    Ok((item, meta, diagnostics, duplicate))
+}
+
+/// `adding` new scripts fit beside the stored ones.
+fn check_count(snap: &Snapshot, adding: usize) -> Result<(), ImportError> {
+    if snap.index.len().saturating_add(adding) > MAX_SCRIPTS {
+        return Err(ImportError::TooMany {
+            stored: snap.index.len(),
+            adding,
+        });
+    }
+    Ok(())
+}
+
 /// Every item checked before anything is read or written: metadata, the same script twice,
 /// duplicates of stored scripts (answered or not), the script count.
 fn check(
@@ -240,52 +308,17 @@ fn check(
         return Err(ImportError::Empty);
     }
     let mut checked = Vec::with_capacity(items.len());
-    let mut seen: Vec<((String, String), String)> = Vec::new();
+    let mut seen = Vec::new();
     let mut unanswered = Vec::new();
     for item in items {
-        let (meta, diagnostics) = match store::validate(&item.source, MAX_SOURCE_BYTES) {
-            Ok(x) => x,
-            Err(error) => {
-                return Err(ImportError::Invalid {
-                    label: item.label,
-                    error,
-                })
-            }
-        };
-        let identity = names::identity(meta.namespace.as_deref(), &meta.name);
-        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == identity) {
-            return Err(ImportError::SameTwice {
-                first: first.clone(),
-                second: item.label,
-            });
-        }
-        seen.push((identity, item.label.clone()));
-        let step = match check_identity(snap, &meta, None) {
-            Ok(()) => Step::Create,
-            Err(store::ScriptError::DuplicateIdentity {
-                uuid,
-                name,
-                namespace,
-            }) => {
-                if answers.replace.contains(&uuid) {
-                    Step::Replace(uuid)
-                } else if answers.keep.contains(&uuid) {
-                    Step::Keep
-                } else {
-                    unanswered.push(Duplicate {
-                        label: item.label.clone(),
-                        uuid,
-                        name,
-                        namespace,
-                    });
-                    Step::Keep
-                }
-            }
-            Err(error) => {
-                return Err(ImportError::Invalid {
-                    label: item.label,
-                    error,
-                })
+        let (item, meta, diagnostics, duplicate) = read_item(snap, item, &mut seen)?;
+        let step = match duplicate {
+            None => Step::Create,
+            Some(d) if answers.replace.contains(&d.uuid) => Step::Replace(d.uuid),
+            Some(d) if answers.keep.contains(&d.uuid) => Step::Keep,
+            Some(d) => {
+                unanswered.push(d);
+                Step::Keep
             }
         };
         checked.push((item, meta, diagnostics, step));
@@ -293,17 +326,72 @@ fn check(
     if !unanswered.is_empty() {
         return Err(ImportError::Duplicates(unanswered));
     }
-    let adding = checked
-        .iter()
-        .filter(|c| matches!(c.3, Step::Create))
-        .count();
-    if snap.index.len().saturating_add(adding) > MAX_SCRIPTS {
-        return Err(ImportError::TooMany {
-            stored: snap.index.len(),
-            adding,
+    check_count(
+        snap,
+        checked
+            .iter()
+            .filter(|c| matches!(c.3, Step::Create))
+            .count(),
+    )?;
+    Ok(checked)
+}
+
+/// One item as the user confirms it, before anything is fetched or written.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub label: String,
+    pub metadata: Metadata,
+    /// Whether it runs once stored (a replaced script keeps its state unless the item says).
+    pub enabled: bool,
+    /// The stored script it would replace, if the user says so (else it is kept, and the item
+    /// skipped).
+    pub replaces: Option<Duplicate>,
+    /// How many values it restores (`None`: its values are left as they are).
+    pub values: Option<usize>,
+    /// The files the import would fetch for it (those a replaced script holds are reused).
+    pub fetch: Vec<crate::gm::assets::Wanted>,
+}
+
+/// What an import of `items` would do, checked as the import checks them (metadata, the same
+/// script twice, the script count, the `@require`/`@resource` URLs), without fetching or
+/// writing anything: what the user is asked to confirm.
+pub fn preview(snap: &Snapshot, items: Vec<Item>) -> Result<Vec<Planned>, ImportError> {
+    if items.is_empty() {
+        return Err(ImportError::Empty);
+    }
+    let mut out = Vec::with_capacity(items.len());
+    let mut seen = Vec::new();
+    for item in items {
+        let (item, meta, _, duplicate) = read_item(snap, item, &mut seen)?;
+        let current = duplicate
+            .as_ref()
+            .and_then(|d| snap.records.iter().find(|r| r.uuid == d.uuid));
+        let wanted =
+            crate::gm::assets::wanted(crate::web::platform(), &meta.requires, &meta.resources)
+                .map_err(|e| ImportError::Invalid {
+                    label: item.label.clone(),
+                    error: store::ScriptError::Asset(e),
+                })?;
+        let fetch = crate::gm::assets::plan(wanted, current.map_or(&[], |r| &r.assets))
+            .into_iter()
+            .filter_map(|s| match s {
+                crate::gm::assets::Step::Fetch(w) => Some(w),
+                crate::gm::assets::Step::Reuse(_) => None,
+            })
+            .collect();
+        out.push(Planned {
+            label: item.label,
+            enabled: item
+                .enabled
+                .unwrap_or_else(|| current.is_none_or(|r| r.enabled)),
+            values: item.values.as_ref().map(|v| v.keys().count()),
+            metadata: meta,
+            replaces: duplicate,
+            fetch,
         });
     }
-    Ok(checked)
+    check_count(snap, out.iter().filter(|p| p.replaces.is_none()).count())?;
+    Ok(out)
 }
 
 /// What an import writes, not yet written.
