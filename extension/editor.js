@@ -2,7 +2,7 @@
 // "Restore this version"), the trash, and import/export. Every change goes to the service worker
 // (scripts.save, scripts.restore, trash.purge), which runs it through the same store, validation,
 // locking and history as the agent's writes, attributed to "you".
-import { el, when, say } from './ui.js';
+import { ARM_MS, el, when, say, marked } from './ui.js';
 import { createEditor } from './codemirror.js';
 
 const $ = (id) => document.getElementById(id);
@@ -186,23 +186,87 @@ document.addEventListener('lumo:scripts-changed', () => renderTrash());
 
 // ---------------------------------------------------------------- import / export
 
-/** Sends an import (scripts.import or backup.restore) and, when it would replace scripts, asks
- *  about each one and sends it again with the answers. The worker stores all or none. */
-async function importAsking(op, args) {
-  let r = await askRaw(op, args);
-  if (r.code === 'DUPLICATES') {
-    const replace = [];
-    const keep = [];
-    for (const d of r.duplicates) {
-      const ns = d.namespace ? ` (@namespace ${d.namespace})` : '';
-      (confirm(`${d.label}: a script named ${d.name}${ns} exists. Replace it?`) ? replace : keep).push(d.uuid);
+/** Sends an import (scripts.import or backup.restore) in two steps. The first asks the worker
+ *  what it would store, which fetches and stores nothing; the user reads that (each script, what
+ *  it replaces, where it runs, what it may reach, the files it would fetch) and confirms, saying
+ *  for each stored script it would replace whether to replace it. Only the confirmed call
+ *  fetches and stores, all or none. Cancelled: {ok: false, cancelled: true}. */
+async function importConfirmed(op, args, verb) {
+  const shown = await askRaw(op, args);
+  if (!shown.ok) return shown;
+  const answers = await reviewImport(shown.preview, verb);
+  if (!answers) return { ok: false, cancelled: true, error: 'cancelled' };
+  return askRaw(op, { ...args, ...answers, confirmed: true });
+}
+
+/** Shows what an import would store (the worker's preview: its text from the file comes with
+ *  invisible and direction characters marked, bounded) and resolves to the user's answers
+ *  ({replace, keep}: uuids of the stored scripts it would replace), or null if cancelled. */
+function reviewImport(preview, verb) {
+  const dialog = $('import-review');
+  const n = preview.scripts.length;
+  $('import-review-title').textContent = `${verb} ${n} script${n === 1 ? '' : 's'}?`;
+  const hosts = [...preview.hosts, ...(preview.moreHosts ? [`${preview.moreHosts} more`] : [])];
+  $('import-review-fetch').replaceChildren(...(preview.files
+    ? [`Nothing has been fetched or stored yet. ${verb} fetches ${preview.files} @require/@resource file${preview.files === 1 ? '' : 's'} (without your cookies) from: `,
+      ...hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '.']
+    : ['Nothing has been stored yet, and these scripts name no file to fetch.']));
+  const choices = [];
+  const list = (title, items) => (items.length
+    ? [el('div', {}, title), el('ul', { class: 'rules mono' }, items.map((r) => el('li', {}, marked(r))))]
+    : []);
+  $('import-review-list').replaceChildren(...preview.scripts.map((s) => {
+    const rules = [
+      ...s.matches.map((m) => `@match ${m}`), ...s.includeGlobs.map((m) => `@include ${m}`),
+      ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
+    ];
+    const asks = [...s.grants.filter((g) => g !== 'none').map((g) => `@grant ${g}`), ...s.connects.map((c) => `@connect ${c}`)];
+    let replaces = el('div', {}, 'A new script.');
+    if (s.replaces) {
+      const box = el('input', { type: 'checkbox', checked: true });
+      choices.push([s.replaces.uuid, box]);
+      const ns = s.replaces.namespace ? ` (@namespace ${s.replaces.namespace})` : '';
+      replaces = el('label', {}, box, ` Replace your script ${s.replaces.name}${ns}: its current version stays in its history. Unticked, your script is kept and this one skipped.`);
     }
-    r = await askRaw(op, { ...args, replace, keep });
-  }
-  return r;
+    return el('li', {},
+      el('div', {}, el('strong', {}, s.name), s.version ? el('small', {}, ' v', marked(s.version)) : null,
+        el('span', { class: 'muted' }, ' from ', marked(s.label))),
+      s.namespace ? el('div', { class: 'muted' }, s.namespace) : null,
+      replaces,
+      s.enabled ? null : el('div', {}, 'Stored switched off: it runs only once you turn it on.'),
+      s.values == null ? null : el('div', {}, `Restores ${s.values} GM value(s).`),
+      rules.length ? list('Runs on:', rules) : el('div', {}, 'Runs nowhere.'),
+      list('May use and reach:', asks),
+      list('Fetches now:', s.fetch),
+      s.hidden ? el('div', { class: 'muted' }, `… and ${s.hidden} more line(s) of its metadata, not shown here.`) : null);
+  }));
+  const ok = $('import-review-ok');
+  ok.textContent = verb;
+  // It appears under the pointer: no click for a moment, or the click that chose the file
+  // could confirm what it has not shown yet.
+  ok.disabled = true;
+  setTimeout(() => { ok.disabled = false; }, ARM_MS);
+  return new Promise((resolve) => {
+    const done = (answers) => {
+      ok.onclick = null;
+      $('import-review-cancel').onclick = null;
+      dialog.onclose = null;
+      if (dialog.open) dialog.close();
+      resolve(answers);
+    };
+    ok.onclick = () => done({
+      replace: choices.filter(([, b]) => b.checked).map(([u]) => u),
+      keep: choices.filter(([, b]) => !b.checked).map(([u]) => u),
+    });
+    $('import-review-cancel').onclick = () => done(null);
+    dialog.onclose = () => done(null);
+    dialog.showModal();
+    $('import-review-cancel').focus();
+  });
 }
 
 function importReport(r) {
+  if (r.cancelled) return 'Import cancelled: nothing was imported.';
   if (!r.ok) return `Nothing imported: ${r.error}`;
   return [
     ...r.imported.map((s) => `${s.label}: ${s.replaced ? 'replaced' : 'imported'} as ${s.name}`),
@@ -220,9 +284,9 @@ export async function importFiles(files) {
     if (!/==UserScript==/.test(source)) { refused.push(`${f.name}: refused, not a userscript (no // ==UserScript== block)`); continue; }
     read.push({ name: f.name, source });
   }
-  const r = read.length ? await importAsking('scripts.import', { files: read }) : { ok: true, imported: [], kept: [] };
+  const r = read.length ? await importConfirmed('scripts.import', { files: read }, 'Import') : { ok: true, imported: [], kept: [] };
   const report = [...refused, importReport(r)].filter(Boolean);
-  say(status(), report.join('\n'), refused.length || !r.ok ? 'error' : 'info');
+  say(status(), report.join('\n'), refused.length || (!r.ok && !r.cancelled) ? 'error' : 'info');
   changed();
   return report;
 }
@@ -234,10 +298,12 @@ export async function exportAll({ values = false } = {}) {
   return { backup, problems: problems ?? [] };
 }
 
-/** Restores a backup: the worker parses and checks it, then stores every script or none. */
+/** Restores a backup: the worker parses and checks it, the user confirms what it would store,
+ *  then the worker stores every script or none. Resolves to null when the user cancels. */
 export async function restoreBackup(file) {
   if (file.size > MAX_BACKUP_BYTES) throw new Error(`the file is ${file.size} bytes, over the ${MAX_BACKUP_BYTES}-byte limit for a backup (not read)`);
-  const r = await importAsking('backup.restore', { text: await file.text() });
+  const r = await importConfirmed('backup.restore', { text: await file.text() }, 'Restore');
+  if (r.cancelled) return null;
   changed();
   if (!r.ok) throw new Error(r.error);
   return r.imported;
@@ -272,6 +338,7 @@ $('restore-file').addEventListener('change', async (e) => {
   if (!file) return;
   try {
     const done = await restoreBackup(file);
+    if (!done) { say(status(), 'Restore cancelled: nothing was restored.'); return; }
     const values = done.reduce((n, s) => n + (s.values ?? 0), 0);
     say(status(), `Restored ${done.length} script(s) from the backup${values ? `, with ${values} value(s)` : ''}.`);
   } catch (err) {

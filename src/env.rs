@@ -342,7 +342,8 @@ pub mod memory {
         pub fail_session_writes: RefCell<Option<String>>,
         /// A `get` naming any key that starts with one of these fails with this error.
         pub fail_gets: RefCell<Vec<String>>,
-        /// How many times a `get` yields before it reads (so what else is in flight runs first).
+        /// How many times a `get` yields before it reads (so what else is in flight runs first),
+        /// and a `get_all` after it read (so what else is in flight may write meanwhile).
         pub get_yields: Cell<u32>,
         /// The keys of every `get`, in order.
         pub get_log: RefCell<Vec<Vec<String>>>,
@@ -500,7 +501,13 @@ pub mod memory {
         }
 
         async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
-            Ok(self.dump(area))
+            let all = self.dump(area);
+            // Its answer comes a while after it read: what else is in flight may write before
+            // the caller acts on what it read.
+            for _ in 0..self.get_yields.get() {
+                yield_now().await;
+            }
+            Ok(all)
         }
 
         async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {

@@ -26,7 +26,9 @@ fn err(msg: impl Into<String>) -> Value {
 /// each op's function refuses a bad one with its own message.
 #[derive(Debug, Deserialize)]
 pub enum ImportOp {
-    /// `files: [{name, source}]`; `replace`/`keep`: the user's answers about duplicates.
+    /// `files: [{name, source}]`; `replace`/`keep`: the user's answers about duplicates;
+    /// `confirmed: true` once the user has confirmed what the first call (without it) showed:
+    /// only then is anything fetched or written.
     #[serde(rename = "scripts.import")]
     Import {
         #[serde(default, deserialize_with = "loose")]
@@ -35,6 +37,8 @@ pub enum ImportOp {
         replace: Arg<Vec<Value>>,
         #[serde(default)]
         keep: Arg<Vec<Value>>,
+        #[serde(default, deserialize_with = "loose")]
+        confirmed: Option<bool>,
     },
     /// `values: true` puts each script's GM values in the backup (off unless asked: values
     /// can hold what a script keeps private, tokens and the like).
@@ -43,6 +47,7 @@ pub enum ImportOp {
         #[serde(default, deserialize_with = "loose")]
         values: Option<bool>,
     },
+    /// As `scripts.import`, from a backup's `text`.
     #[serde(rename = "backup.restore")]
     Restore {
         #[serde(default, deserialize_with = "loose")]
@@ -51,6 +56,8 @@ pub enum ImportOp {
         replace: Arg<Vec<Value>>,
         #[serde(default)]
         keep: Arg<Vec<Value>>,
+        #[serde(default, deserialize_with = "loose")]
+        confirmed: Option<bool>,
     },
 }
 
@@ -61,44 +68,153 @@ pub async fn run<E: Env>(p: &Provider<E>, op: ImportOp) -> Value {
             files,
             replace,
             keep,
-        } => import_files(p, files, replace, keep).await,
+            confirmed,
+        } => import_files(p, files, replace, keep, confirmed == Some(true)).await,
         ImportOp::Export { values } => export(p, values == Some(true)).await,
         ImportOp::Restore {
             text,
             replace,
             keep,
-        } => restore(p, text, replace, keep).await,
+            confirmed,
+        } => restore(p, text, replace, keep, confirmed == Some(true)).await,
     }
 }
 
-/// `scripts.import`: several `.user.js` files, all or none.
+/// `scripts.import`: several `.user.js` files, all or none; shown first, imported once
+/// `confirmed`.
 async fn import_files<E: Env>(
     p: &Provider<E>,
     files: Option<Vec<Value>>,
     replace: Arg<Vec<Value>>,
     keep: Arg<Vec<Value>>,
+    confirmed: bool,
 ) -> Value {
     match self::files(files).and_then(|f| answers(replace, keep).map(|a| (f, a))) {
+        Ok((items, _)) if !confirmed => preview(p, items).await,
         Ok((items, answers)) => import_items(p, "import", items, &answers).await,
         Err(e) => err(e),
     }
 }
 
-/// `backup.restore`: a backup file's scripts, all or none.
+/// `backup.restore`: a backup file's scripts, all or none; shown first, restored once
+/// `confirmed`.
 async fn restore<E: Env>(
     p: &Provider<E>,
     text: Option<String>,
     replace: Arg<Vec<Value>>,
     keep: Arg<Vec<Value>>,
+    confirmed: bool,
 ) -> Value {
     let Some(text) = text else {
         return err("\"text\" must be the backup file's text");
     };
     match (backup::parse(&text), answers(replace, keep)) {
+        (Ok(items), Ok(_)) if !confirmed => preview(p, items).await,
         (Ok(items), Ok(a)) => import_items(p, "backup restore", items, &a).await,
         (Err(e), _) => err(e.to_string()),
         (_, Err(e)) => err(e),
     }
+}
+
+/// Lines of one list (its `@match` rules, its `@connect` lines…) shown per script in the
+/// confirmation; the others are counted.
+const PREVIEW_LINES: usize = 20;
+/// Characters of one line shown, before its invisible characters are marked.
+const PREVIEW_LINE_CHARS: usize = 200;
+/// Hosts named in the confirmation's line about what is fetched; the others are counted.
+const PREVIEW_HOSTS: usize = 20;
+
+/// What the user confirms, before anything is fetched or written: each script as the import
+/// would store it — its name, the script it replaces, where it runs, what it asks for
+/// (`@grant`, each `@connect` with what it reaches, as `scripts.list` shows them) and the files
+/// it would fetch — and the hosts those files come from. A read: no lock, no audit.
+async fn preview<E: Env>(p: &Provider<E>, items: Vec<Item>) -> Value {
+    let snap = match p.scripts().await {
+        Ok(s) => s,
+        Err(e) => return err(e.to_string()),
+    };
+    let planned = match import::preview(&snap, items) {
+        Ok(x) => x,
+        Err(e) => return json!({ "ok": false, "code": code(&e), "error": e.to_string() }),
+    };
+    let web = crate::web::platform();
+    let mut urls = crate::vec_map::VecSet::new();
+    let mut hosts = crate::vec_map::VecSet::new();
+    for w in planned.iter().flat_map(|p| &p.fetch) {
+        if !urls.insert(w.fetch_url.clone()) {
+            continue;
+        }
+        let host = web
+            .parse_url(&w.fetch_url)
+            .map(|u| u.host)
+            .unwrap_or_default();
+        hosts.insert(if crate::gm::connect::is_loopback(&host) {
+            format!("{} (this computer)", shown_line(&host))
+        } else {
+            shown_line(&host)
+        });
+    }
+    json!({
+        "ok": true,
+        "preview": {
+            "scripts": planned.iter().map(planned_json).collect::<Vec<_>>(),
+            "files": urls.len(),
+            "hosts": hosts.iter().take(PREVIEW_HOSTS).collect::<Vec<_>>(),
+            "moreHosts": hosts.len().saturating_sub(PREVIEW_HOSTS),
+        },
+    })
+}
+
+/// A line of the file as the confirmation shows it: bounded, its invisible characters marked.
+fn shown_line(s: &str) -> String {
+    crate::guard::diff::visible(&crate::text::ellipsize(s, PREVIEW_LINE_CHARS))
+}
+
+/// One script of the confirmation (see [`preview`]).
+fn planned_json(p: &import::Planned) -> Value {
+    let m = &p.metadata;
+    let mut hidden = 0usize;
+    let mut list = |v: &[String]| -> Value {
+        hidden = hidden.saturating_add(v.len().saturating_sub(PREVIEW_LINES));
+        v.iter()
+            .take(PREVIEW_LINES)
+            .map(|s| Value::String(crate::text::ellipsize(s, PREVIEW_LINE_CHARS)))
+            .collect()
+    };
+    let mut out = json!({
+        "label": p.label,
+        "name": m.name,
+        "namespace": m.namespace,
+        "version": m.version.as_deref().map(|v| crate::text::ellipsize(v, PREVIEW_LINE_CHARS)),
+        "enabled": p.enabled,
+        "values": p.values,
+        "replaces": p.replaces.as_ref().map(|d| json!({
+            "uuid": d.uuid, "name": d.name, "namespace": d.namespace,
+        })),
+        "matches": list(&m.matches),
+        "excludeMatches": list(&m.exclude_matches),
+        "includeGlobs": list(&m.include_globs),
+        "excludeGlobs": list(&m.exclude_globs),
+        "grants": list(&m.grants),
+        "connects": list(&m.connects),
+    });
+    // Already bounded: marked as `scripts.list` marks them, `@connect` lines with their reach.
+    crate::control::marked::marked(&mut out);
+    if let Some(o) = out.as_object_mut() {
+        let fetch: Vec<Value> = p
+            .fetch
+            .iter()
+            .map(|w| {
+                Value::String(match &w.name {
+                    None => format!("@require {}", shown_line(&w.url)),
+                    Some(n) => format!("@resource {} {}", shown_line(n), shown_line(&w.url)),
+                })
+            })
+            .collect();
+        o.insert("fetch".into(), fetch.into());
+        o.insert("hidden".into(), hidden.into());
+    }
+    out
 }
 
 /// `files: [{name, source}]`, bounded before anything is copied.
@@ -119,7 +235,7 @@ fn files(files: Option<Vec<Value>>) -> Result<Vec<Item>, String> {
             let label = f
                 .get("name")
                 .and_then(Value::as_str)
-                .map_or_else(|| format!("file {}", i + 1), |n| crate::text::ellipsize(n, 80));
+                .map_or_else(|| format!("file {}", i + 1), import::label);
             let Some(source) = f.get("source").and_then(Value::as_str) else {
                 return Err(format!("{label}: no source; nothing was imported"));
             };
@@ -174,9 +290,6 @@ async fn import_items<E: Env>(
     answers: &Answers,
 ) -> Value {
     let _guard = p.write_lock().await;
-    // A restore may write values: no GM_setValue runs between its read of the budget and its
-    // write (taken for every import, so the order of the two locks is always the same).
-    let _values = p.gm_values.hold().await;
     let entry = Entry {
         at: p.env.now_ms(),
         tool: IMPORT_TOOL.to_owned(),
@@ -196,9 +309,13 @@ async fn import_items<E: Env>(
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
     }
-    // Expired trash still holds bytes the quota counts: it goes first.
-    if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
-        return err(e.to_string());
+    // Expired trash still holds bytes the quota counts: it goes first. A purge rewrites the GM
+    // values budget, so no value change may land between its read and its write.
+    {
+        let _values = p.gm_values.hold().await;
+        if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
+            return err(e.to_string());
+        }
     }
     let snap = match p.scripts().await {
         Ok(s) => s,
@@ -210,7 +327,16 @@ async fn import_items<E: Env>(
     };
     p.registry_write_begins().await;
     let env = Journaled::new(&p.env, Some(entry.clone()));
-    let done = import::import(&env, &snap, actor, items, answers).await;
+    // The fetches run without the GM values lock: a running script's GM_setValue waits for no
+    // import's files. The lock is held from the commit's read of the values budget to its one
+    // `set` (always after the write lock, so the order of the two is always the same).
+    let done = match import::prepare(&env, &snap, actor, items, answers).await {
+        Ok(ready) => {
+            let _values = p.gm_values.hold().await;
+            import::commit(&env, ready).await
+        }
+        Err(e) => Err(e),
+    };
     drop(snap); // so the cache takes the changes in place, not in a copy
     if let Ok(done) = &done {
         for c in &done.changes {
@@ -227,14 +353,7 @@ async fn import_items<E: Env>(
     let wrote = matches!(&done, Ok(d) if !d.changes.is_empty());
     let result = match &done {
         Ok(_) => "ok",
-        Err(ImportError::Duplicates(_)) => "CONFLICT",
-        Err(
-            ImportError::Quota { .. }
-            | ImportError::FilesTooLarge { .. }
-            | ImportError::ValuesTotal { .. }
-            | ImportError::Storage(_),
-        ) => "STORAGE_ERROR",
-        Err(_) => "INVALID_ARGUMENT",
+        Err(e) => code(e),
     };
     let finished = Entry {
         at: p.env.now_ms(),
@@ -253,6 +372,23 @@ async fn import_items<E: Env>(
     } else {
         p.audit(&finished).await;
     }
+    reply(done, result)
+}
+
+/// The audit result and the page's error code of a refused import.
+fn code(e: &ImportError) -> &'static str {
+    match e {
+        ImportError::Duplicates(_) => "CONFLICT",
+        ImportError::Quota { .. }
+        | ImportError::FilesTooLarge { .. }
+        | ImportError::ValuesTotal { .. }
+        | ImportError::Storage(_) => "STORAGE_ERROR",
+        _ => "INVALID_ARGUMENT",
+    }
+}
+
+/// What the page is told of an import that ran (`result`: its audit result).
+fn reply(done: Result<import::Imported, ImportError>, result: &str) -> Value {
     match done {
         Ok(d) => json!({
             "ok": true,
@@ -319,4 +455,312 @@ async fn export<E: Env>(p: &Provider<E>, with_values: bool) -> Value {
         .map(|pr| json!({ "uuid": pr.uuid, "message": pr.message }))
         .collect();
     json!({ "ok": true, "backup": backup::export(&all, p.env.now_ms()), "problems": left_out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PREVIEW_LINES, PREVIEW_LINE_CHARS};
+    use crate::env::memory::MemoryEnv;
+    use crate::env::{Area, Storage};
+    use crate::gm::values::{self, Op};
+    use crate::provider::Provider;
+    use crate::scripts::backup;
+    use futures::executor::block_on;
+    use futures::FutureExt as _;
+    use serde_json::{json, Map, Value};
+
+    fn op(p: &Provider<MemoryEnv>, v: &Value) -> Value {
+        block_on(crate::control::handle(p, v)).value
+    }
+
+    fn source(name: &str, lines: &[String]) -> String {
+        format!(
+            "// ==UserScript==\n// @name {name}\n// @namespace tests\n// @match https://example.com/*\n{}\n// ==/UserScript==\n1;\n",
+            lines.join("\n")
+        )
+    }
+
+    /// `.user.js` files, one a script, each naming `lines(i)`.
+    fn files(n: usize, lines: impl Fn(usize) -> Vec<String>) -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"name": format!("s{i}.user.js"), "source": source(&format!("S{i}"), &lines(i))}))
+            .collect()
+    }
+
+    fn stored(p: &Provider<MemoryEnv>) -> Map<String, Value> {
+        p.env
+            .dump(Area::Local)
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("audit"))
+            .collect()
+    }
+
+    fn asked(p: &Provider<MemoryEnv>) -> Vec<String> {
+        p.env
+            .fetched
+            .borrow()
+            .iter()
+            .map(|r| r.url.clone())
+            .collect()
+    }
+
+    /// A backup of 50 scripts naming one library (and half of them a second file) asked for
+    /// it 50 times. Each URL is asked once; every script records the same bytes.
+    #[test]
+    fn a_url_many_scripts_name_is_fetched_once_per_import() {
+        let p = Provider::new(MemoryEnv::new());
+        let lib = "https://cdn.test/lib.js";
+        let css = "https://cdn.test/a.css";
+        let list = files(50, |i| {
+            let mut l = vec![format!("// @require {lib}")];
+            if i % 2 == 0 {
+                l.push(format!("// @resource css {css}#top"));
+            }
+            l
+        });
+        let r = op(
+            &p,
+            &json!({"op": "scripts.import", "files": list, "confirmed": true}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(r["imported"].as_array().map(Vec::len), Some(50));
+        assert_eq!(asked(&p), [lib, css]);
+        let all = stored(&p);
+        let blobs: Vec<&String> = all.keys().filter(|k| k.starts_with("asset/")).collect();
+        assert_eq!(blobs.len(), 2, "{blobs:?}");
+        // Every script names the stored bytes.
+        for (k, v) in all.iter().filter(|(k, _)| k.starts_with("script/")) {
+            for a in v["assets"].as_array().unwrap() {
+                let key = format!("asset/{}", a["sha256"].as_str().unwrap());
+                assert!(all.contains_key(&key), "{k} names {key}, not stored");
+            }
+        }
+    }
+
+    /// Files that each take 15 s to come (just within one file's 20 s) kept the write lock for
+    /// 15 s a script: 50 scripts, 12 minutes. The import has one budget for all of them: it
+    /// ends after it, naming it, with nothing stored.
+    #[test]
+    fn slow_files_end_the_import_after_one_budget_not_one_a_script() {
+        let p = Provider::new(MemoryEnv::new());
+        p.env.fetch_ms.set(15_000.0);
+        let before = stored(&p);
+        let started = p.env.now.get();
+        let list = files(50, |i| vec![format!("// @require https://cdn.test/{i}.js")]);
+        let r = op(
+            &p,
+            &json!({"op": "scripts.import", "files": list, "confirmed": true}),
+        );
+        assert_eq!(r["ok"], json!(false), "{r}");
+        let e = r["error"].as_str().unwrap();
+        assert!(
+            e.contains("the import's 30 s for fetching files ran out")
+                && e.contains("nothing was imported"),
+            "{e}"
+        );
+        assert_eq!(asked(&p).len(), 2, "{:?}", asked(&p));
+        assert!(p.env.now.get() - started <= 30_000.0);
+        assert_eq!(stored(&p), before);
+    }
+
+    /// While an import waits for a file, a running script's GM_setValue (the values store's
+    /// change) goes through: the import holds the GM values lock only for its commit.
+    #[test]
+    fn a_value_change_is_not_held_up_by_an_imports_fetches() {
+        let p = Provider::new(MemoryEnv::new());
+        let r = op(
+            &p,
+            &json!({"op": "scripts.save", "source": source("Running", &[])}),
+        );
+        let uuid = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+        let slow = "https://cdn.test/slow.js";
+        p.env.http_hold.borrow_mut().insert(slow.to_owned());
+        let before = stored(&p);
+        let msg = json!({"op": "scripts.import", "confirmed": true,
+            "files": [{"name": "n.user.js", "source": source("New", &[format!("// @require {slow}")])}]});
+        let mut import = Box::pin(crate::control::handle(&p, &msg));
+        assert!((&mut import).now_or_never().is_none());
+        assert_eq!(asked(&p), [slow], "the import waits for its file");
+        let set = Op::Set(vec![("k".to_owned(), "1".to_owned())]);
+        let changed = p.gm_values.apply(&p.env, &uuid, &set).now_or_never();
+        assert!(
+            matches!(changed, Some(Ok(_))),
+            "GM_setValue waited for the import's fetch"
+        );
+        drop(import);
+        assert_eq!(p.env.fetch_dropped.get(), 1);
+        // Nothing of the import; the value stored.
+        let mut want = before;
+        want.insert(values::storage_key(&uuid), json!({"k": "1"}));
+        want.insert(values::BUDGET_KEY.to_owned(), json!({ uuid.clone(): 2 }));
+        assert_eq!(stored(&p), want);
+    }
+
+    /// Why the import still takes the GM values lock for its commit: a restore writes the
+    /// values budget, and a value change that read the budget before the restore wrote it put
+    /// the old count back. A change starts after each number of steps of the restore (its
+    /// fetch included), so every interleaving runs; the budget always counts both.
+    #[test]
+    fn a_restore_and_a_value_change_at_once_keep_the_budget_exact() {
+        for lead in 0..60 {
+            let p = Provider::new(MemoryEnv::new());
+            let save = |name: &str| {
+                let r = op(
+                    &p,
+                    &json!({"op": "scripts.save", "source": source(name, &[])}),
+                );
+                r["result"]["script"]["uuid"].as_str().unwrap().to_owned()
+            };
+            let (restored, stays) = (save("Restored"), save("Stays"));
+            let set = |v: &str| Op::Set(vec![("k".to_owned(), v.to_owned())]);
+            block_on(p.gm_values.apply(&p.env, &restored, &set("1"))).unwrap();
+            block_on(p.gm_values.apply(&p.env, &stays, &set("1"))).unwrap();
+            let text = json!({"format": backup::FORMAT, "version": 2, "scripts": [{
+                "name": "Restored",
+                "source": source("Restored", &["// @require https://cdn.test/r.js".to_owned()]),
+                "values": {"a": "\"abc\"", "b": "2"},
+            }]})
+            .to_string();
+            // Every read and fetch yields once, so the two interleave as Chrome lets them.
+            p.env.get_yields.set(1);
+            p.env.fetch_yields.set(1);
+            let msg = json!({"op": "backup.restore", "text": text, "replace": [restored.clone()], "confirmed": true});
+            let change = set("22");
+            let later = async {
+                for _ in 0..lead {
+                    crate::env::memory::yield_now().await;
+                }
+                p.gm_values.apply(&p.env, &stays, &change).await
+            };
+            let (done, changed) =
+                block_on(async { futures::join!(crate::control::handle(&p, &msg), later) });
+            assert_eq!(done.value["ok"], json!(true), "{}", done.value);
+            changed.unwrap();
+            p.env.get_yields.set(0);
+            let got = block_on(p.env.get(Area::Local, &[values::BUDGET_KEY])).unwrap();
+            let budget = &got[values::BUDGET_KEY];
+            assert_eq!(
+                (&budget[&restored], &budget[&stays]),
+                (&json!(8), &json!(3)),
+                "after {lead} steps: {budget}"
+            );
+        }
+    }
+
+    /// The first call (without `confirmed`) fetches and writes nothing: it shows each script as
+    /// the import would store it — what it replaces, where it runs, each `@connect` with what it
+    /// reaches, the files it would fetch and their hosts — and the backup's own text (its entry
+    /// names) marked and bounded. Only the confirmed call fetches.
+    #[test]
+    fn the_first_call_shows_what_would_be_imported_and_fetches_nothing() {
+        let p = Provider::new(MemoryEnv::new());
+        let lib = "https://cdn.test/lib.js";
+        let r = op(
+            &p,
+            &json!({"op": "scripts.save", "source": source("Dup", &[format!("// @require {lib}")])}),
+        );
+        let dup = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+        p.env.fetched.borrow_mut().clear();
+        let local = "http://127.0.0.1:9/x.js";
+        let css = "https://cdn.test/a.css";
+        let evil = format!("\u{202E}sj.resu\u{200B}{}", "x".repeat(500));
+        let text = json!({"format": backup::FORMAT, "version": 2, "scripts": [
+            {"name": evil, "source": source("Reach", &[
+                "// @match https://bank.example/*".to_owned(),
+                "// @grant GM_xmlhttpRequest".to_owned(),
+                "// @connect 2130706433".to_owned(),
+                format!("// @require {local}"),
+                format!("// @resource css {css}"),
+            ])},
+            {"name": "Dup", "source": source("Dup", &[format!("// @require {lib}")]), "values": {"k": "1"}},
+            {"name": "Other", "source": source("Other", &[format!("// @require {local}")]), "enabled": false},
+        ]})
+        .to_string();
+        let before = p.env.dump(Area::Local);
+        let r = op(&p, &json!({"op": "backup.restore", "text": text}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(asked(&p), Vec::<String>::new(), "nothing is fetched");
+        assert_eq!(
+            p.env.dump(Area::Local),
+            before,
+            "nothing is written, not even the audit"
+        );
+        let shown = &r["preview"];
+        let first = &shown["scripts"][0];
+        let label = first["label"].as_str().unwrap();
+        assert!(
+            label.starts_with("\u{27E8}U+202E\u{27E9}sj.resu\u{27E8}U+200B\u{27E9}x")
+                && label.ends_with('…')
+                && label.chars().count() < 100
+                && !label.contains('\u{202E}'),
+            "{label}"
+        );
+        assert_eq!(first["name"], json!("Reach"));
+        assert_eq!(first["replaces"], Value::Null);
+        assert_eq!(
+            first["matches"],
+            json!(["https://example.com/*", "https://bank.example/*"])
+        );
+        assert_eq!(first["grants"], json!(["GM_xmlhttpRequest"]));
+        assert_eq!(
+            first["connects"],
+            json!(["2130706433 (this computer: 127.0.0.1)"])
+        );
+        assert_eq!(
+            first["fetch"],
+            json!([format!("@require {local}"), format!("@resource css {css}")])
+        );
+        // The stored script it replaces (if the user says so), whose file is reused.
+        let second = &shown["scripts"][1];
+        assert_eq!(second["replaces"]["uuid"], json!(dup));
+        assert_eq!(second["fetch"], json!([]));
+        assert_eq!(second["values"], json!(1));
+        assert_eq!(shown["scripts"][2]["enabled"], json!(false));
+        assert_eq!(shown["files"], json!(2));
+        assert_eq!(
+            shown["hosts"],
+            json!(["127.0.0.1 (this computer)", "cdn.test"])
+        );
+        // A file's name too.
+        let r = op(
+            &p,
+            &json!({"op": "scripts.import", "files": [{"name": "a\u{202E}sj.user.js", "source": source("F", &[])}]}),
+        );
+        assert_eq!(
+            r["preview"]["scripts"][0]["label"],
+            json!("a\u{27E8}U+202E\u{27E9}sj.user.js")
+        );
+        assert_eq!(p.env.dump(Area::Local), before);
+        // Confirmed: fetched once each, stored.
+        let r = op(
+            &p,
+            &json!({"op": "backup.restore", "text": text, "replace": [dup], "confirmed": true}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+        assert_eq!(asked(&p), [local, css]);
+        assert_eq!(r["imported"].as_array().map(Vec::len), Some(3));
+    }
+
+    /// A file of many rules or long lines makes a confirmation of bounded size: 20 lines a
+    /// list, 200 characters a line, the rest counted.
+    #[test]
+    fn the_confirmation_is_bounded() {
+        let p = Provider::new(MemoryEnv::new());
+        let mut lines: Vec<String> = (0..30)
+            .map(|i| format!("// @match https://s{i}.example/*"))
+            .collect();
+        lines.push(format!("// @connect {}.example", "a".repeat(300)));
+        let r = op(
+            &p,
+            &json!({"op": "scripts.import", "files": [{"name": "m.user.js", "source": source("M", &lines)}]}),
+        );
+        let s = &r["preview"]["scripts"][0];
+        assert_eq!(s["matches"].as_array().map(Vec::len), Some(PREVIEW_LINES));
+        assert_eq!(s["hidden"], json!(31 - PREVIEW_LINES));
+        let c = s["connects"][0].as_str().unwrap();
+        assert!(
+            c.chars().count() <= PREVIEW_LINE_CHARS + 1 && c.ends_with('…'),
+            "{c}"
+        );
+    }
 }

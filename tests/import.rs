@@ -127,7 +127,10 @@ fn export_parse_restore_round_trips_every_script_byte_for_byte() {
         assert_eq!(parsed, want, "seed {seed}");
         // → a wiped provider restores everything as it was.
         let fresh = provider();
-        ok(&fresh, json!({"op": "backup.restore", "text": text}));
+        ok(
+            &fresh,
+            json!({"op": "backup.restore", "confirmed": true, "text": text}),
+        );
         assert_eq!(listed(&fresh), before, "seed {seed}");
     }
 }
@@ -139,7 +142,7 @@ fn an_import_stores_every_file_or_none() {
     // One bad file among good ones: nothing is stored, and the error names it.
     refused(
         &p,
-        json!({"op": "scripts.import", "files": [
+        json!({"op": "scripts.import", "confirmed": true, "files": [
             file("a.user.js", script("A", "1")),
             file("bad.user.js", "// ==UserScript==\n// @match nope\n// ==/UserScript==\n".into()),
             file("b.user.js", script("B", "1")),
@@ -149,21 +152,21 @@ fn an_import_stores_every_file_or_none() {
     // Two files that are the same script.
     refused(
         &p,
-        json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1")), file("a2.user.js", script("A", "2"))]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": [file("a.user.js", script("A", "1")), file("a2.user.js", script("A", "2"))]}),
         "a.user.js and a2.user.js",
     );
     // Storage failing: the one set fails whole.
     *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
     refused(
         &p,
-        json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1"))]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": [file("a.user.js", script("A", "1"))]}),
         "nothing was imported",
     );
     *p.env.fail_writes.borrow_mut() = None;
     // The good ones: all stored, audited once as the user's.
     let r = ok(
         &p,
-        json!({"op": "scripts.import", "files": [file("a.user.js", script("A", "1")), file("b.user.js", script("B", "1"))]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": [file("a.user.js", script("A", "1")), file("b.user.js", script("B", "1"))]}),
     );
     assert_eq!(r["imported"].as_array().unwrap().len(), 2, "{r}");
     assert_eq!(listed(&p).len(), 3);
@@ -191,7 +194,7 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     // Asking writes nothing.
     let r = refused(
         &p,
-        json!({"op": "scripts.import", "files": files}),
+        json!({"op": "scripts.import", "confirmed": true, "files": files}),
         "would replace existing scripts",
     );
     assert_eq!(r["code"], json!("DUPLICATES"), "{r}");
@@ -200,7 +203,7 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     // Kept: only the new one comes in.
     let r = op(
         &p,
-        json!({"op": "scripts.import", "files": files, "keep": [uuid]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": files, "keep": [uuid]}),
     );
     assert_eq!(r["kept"], json!(["dup.user.js"]), "{r}");
     assert_eq!(listed(&p).len(), 2);
@@ -211,7 +214,7 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     );
     let r = op(
         &p,
-        json!({"op": "scripts.import", "files": files, "replace": [uuid]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": files, "replace": [uuid]}),
     );
     assert_eq!(r["imported"][0]["replaced"], json!(true), "{r}");
     let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
@@ -237,7 +240,7 @@ fn the_quota_is_bounded_before_anything_is_written() {
         .collect();
     let r = refused(
         &p,
-        json!({"op": "scripts.import", "files": files}),
+        json!({"op": "scripts.import", "confirmed": true, "files": files}),
         "not enough storage",
     );
     assert!(r["error"]
@@ -258,7 +261,10 @@ fn the_quota_is_bounded_before_anything_is_written() {
             )
         })
         .collect();
-    ok(&p, json!({"op": "scripts.import", "files": files}));
+    ok(
+        &p,
+        json!({"op": "scripts.import", "confirmed": true, "files": files}),
+    );
 }
 
 /// Each item's files are counted as they are fetched: an import whose files cannot fit stops
@@ -290,7 +296,7 @@ fn files_that_cannot_fit_stop_the_import_as_they_are_fetched() {
         .collect();
     let r = refused(
         &p,
-        json!({"op": "scripts.import", "files": files}),
+        json!({"op": "scripts.import", "confirmed": true, "files": files}),
         "@require and @resource files of these scripts take more than",
     );
     assert!(r["error"]
@@ -313,12 +319,12 @@ fn hostile_backups_change_nothing() {
         ("not json".to_owned(), "not JSON"),
         (json!({"format": backup::FORMAT, "version": 1, "scripts": [{"source": script("A", "1")}, {"source": "no metadata"}]}).to_string(), "script 2"),
     ] {
-        refused(&p, json!({"op": "backup.restore", "text": text}), want);
+        refused(&p, json!({"op": "backup.restore", "confirmed": true, "text": text}), want);
     }
     for bad in [
         json!({"op": "scripts.import"}),
-        json!({"op": "scripts.import", "files": [{"name": "x"}]}),
-        json!({"op": "scripts.import", "files": [], "replace": ["nope"]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": [{"name": "x"}]}),
+        json!({"op": "scripts.import", "confirmed": true, "files": [], "replace": ["nope"]}),
         json!({"op": "backup.restore"}),
     ] {
         refused(&p, bad, "");
@@ -403,7 +409,7 @@ fn values_round_trip_when_asked_for_and_stay_out_otherwise() {
         let fresh = provider();
         ok(
             &fresh,
-            json!({"op": "backup.restore", "text": plain["backup"].to_string()}),
+            json!({"op": "backup.restore", "confirmed": true, "text": plain["backup"].to_string()}),
         );
         assert!(values_by_name(&fresh).iter().all(|(_, v)| v == &json!({})));
 
@@ -413,7 +419,10 @@ fn values_round_trip_when_asked_for_and_stay_out_otherwise() {
         assert_eq!(full["backup"]["version"], json!(2), "seed {seed}");
         let text = serde_json::to_string_pretty(&full["backup"]).unwrap();
         let fresh = provider();
-        ok(&fresh, json!({"op": "backup.restore", "text": text}));
+        ok(
+            &fresh,
+            json!({"op": "backup.restore", "confirmed": true, "text": text}),
+        );
         assert_eq!(listed(&fresh), scripts_before, "seed {seed}");
         assert_eq!(values_by_name(&fresh), before, "seed {seed}");
         let marked = &before
@@ -462,7 +471,7 @@ fn a_restore_over_a_script_replaces_its_values_only_when_the_backup_has_them() {
     };
     let r = ok(
         &p,
-        json!({"op": "backup.restore", "text": entry(None), "replace": [uuid]}),
+        json!({"op": "backup.restore", "confirmed": true, "text": entry(None), "replace": [uuid]}),
     );
     assert_eq!(r["imported"][0]["values"], json!(null), "{r}");
     assert_eq!(
@@ -471,7 +480,7 @@ fn a_restore_over_a_script_replaces_its_values_only_when_the_backup_has_them() {
     );
     let r = ok(
         &p,
-        json!({"op": "backup.restore", "text": entry(Some(json!({"k": "\"new\""}))), "replace": [uuid]}),
+        json!({"op": "backup.restore", "confirmed": true, "text": entry(Some(json!({"k": "\"new\""}))), "replace": [uuid]}),
     );
     assert_eq!(r["imported"][0]["values"], json!(1), "{r}");
     assert_eq!(
@@ -523,13 +532,17 @@ fn a_backup_with_values_over_a_bound_is_refused_whole() {
         ),
     ];
     for (text, want) in cases {
-        let r = refused(&p, json!({"op": "backup.restore", "text": text}), want);
+        let r = refused(
+            &p,
+            json!({"op": "backup.restore", "confirmed": true, "text": text}),
+            want,
+        );
         assert!(r["error"].as_str().unwrap().contains("nothing was"), "{r}");
     }
     // Replacing the holder's values with smaller ones fits: what is replaced does not count.
     ok(
         &p,
-        json!({"op": "backup.restore", "replace": [holder], "text": backup(vec![json!({"name": "Holder", "source": valued("Holder", "2"), "values": {"a": "1"}})])}),
+        json!({"op": "backup.restore", "confirmed": true, "replace": [holder], "text": backup(vec![json!({"name": "Holder", "source": valued("Holder", "2"), "values": {"a": "1"}})])}),
     );
 }
 

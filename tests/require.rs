@@ -231,7 +231,7 @@ fn the_users_own_save_and_import_fetch_too_and_an_import_is_all_or_none() {
     );
     let r = op(
         &p,
-        json!({"op": "scripts.import", "files": [
+        json!({"op": "scripts.import", "confirmed": true, "files": [
             {"name": "a.user.js", "source": with_assets("A", &[&format!("// @require {LIB}")], "1;")},
             {"name": "b.user.js", "source": with_assets("B", &["// @require https://cdn.test/gone.js"], "1;")},
         ]}),

@@ -1,6 +1,7 @@
 //! A backup file is hostile input: any text parses to an error or to items within the bounds,
-//! and restoring it into a provider with one script either stores every item or changes no
-//! script (never half an import), without a panic.
+//! its confirmation (the first call) writes nothing, and restoring it into a provider with one
+//! script either stores every item or changes no script (never half an import), without a
+//! panic.
 #![no_main]
 use futures::executor::block_on;
 use libfuzzer_sys::fuzz_target;
@@ -22,7 +23,12 @@ fuzz_target!(|data: &[u8]| {
         p.env.dump(Area::Local).into_iter().filter(|(k, _)| k.starts_with("script/") || k.starts_with("source/") || k.starts_with("values/")).collect()
     };
     let before = scripts(&p);
-    let r = block_on(control::handle(&p, &json!({"op": "backup.restore", "text": text}))).value;
+    let shown = block_on(control::handle(&p, &json!({"op": "backup.restore", "text": text}))).value;
+    assert_eq!(before, scripts(&p), "the confirmation wrote something: {shown}");
+    if shown["ok"] == json!(true) {
+        assert_eq!(shown["preview"]["scripts"].as_array().map_or(0, Vec::len), items.len(), "{shown}");
+    }
+    let r = block_on(control::handle(&p, &json!({"op": "backup.restore", "text": text, "confirmed": true}))).value;
     let after = scripts(&p);
     if r["ok"] == json!(true) {
         let n = r["imported"].as_array().map_or(0, Vec::len) + r["kept"].as_array().map_or(0, Vec::len);

@@ -12,6 +12,7 @@
 
 pub mod args;
 mod audit;
+pub(crate) mod marked;
 mod policy;
 pub mod reply;
 mod reviews;

@@ -1,14 +1,20 @@
 //! A script's `@require`/`@resource` files at write time and at registration: fetched through the
 //! env's `Http` (the shell's `fetch`) for the URLs `assets::plan` says are new, checked by
 //! `assets::verify`, and handed to the write as items of its one `set` — so a refusal stores
-//! nothing, and a stored record never names bytes that are not stored.
+//! nothing, and a stored record never names bytes that are not stored. The fetches of one write
+//! — of one script, or of every script of an import — share one [`Fetches`]: one budget of
+//! time, and each URL asked once.
 
-use super::assets::{self, Asset, AssetError, Step, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS};
+use super::assets::{
+    self, Answer, Asset, AssetError, Step, Wanted, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS,
+};
 use crate::env::{elapsed_ms, Area, Clock, Http, HttpRequest, Storage};
 use crate::scripts::history;
 use crate::scripts::metadata::Metadata;
-use crate::vec_map::VecSet;
+use crate::vec_map::{VecMap, VecSet};
+use crate::web::WebPlatform;
 use serde_json::{Map, Value};
+use std::rc::Rc;
 
 /// The files of a script about to be stored: its record's list, and the bytes not stored yet
 /// (`asset/<sha256>` → base64), to go into the write's `set`.
@@ -18,6 +24,120 @@ pub struct Prepared {
     pub items: Map<String, Value>,
 }
 
+/// The fetches of one write: one budget of time for all of them, and each URL (as fetched: the
+/// browser's serialization, without the fragment) asked once, its answer checked again for
+/// every script and line that names it. An import of 2,000 scripts naming one library asked
+/// for it 2,000 times, each script with a budget of its own — hours under the write lock for a
+/// hostile file; now the import's fetches end with one budget.
+pub struct Fetches {
+    started: f64,
+    budget_ms: u64,
+    /// Whose budget it is, for the message when it runs out ("write", "import").
+    of: &'static str,
+    answers: VecMap<String, Rc<Answer>>,
+    /// The bodies by sha256: URLs that answer the same bytes hold them once.
+    bodies: VecMap<String, Rc<Vec<u8>>>,
+    /// Blob keys already handed to an earlier script of this write (in its items, or found
+    /// stored): not encoded, looked up or handed again.
+    handed: VecSet<String>,
+}
+
+impl Fetches {
+    /// A budget of `budget_ms` from `now_ms`.
+    pub fn new(now_ms: f64, budget_ms: u64, of: &'static str) -> Fetches {
+        Fetches {
+            started: now_ms,
+            budget_ms,
+            of,
+            answers: VecMap::new(),
+            bodies: VecMap::new(),
+            handed: VecSet::new(),
+        }
+    }
+
+    /// What `w`'s URL answered: asked now (its redirects judged one by one), or the answer an
+    /// earlier line of this write got.
+    async fn answer<E: Http + Clock>(
+        &mut self,
+        env: &E,
+        web: &dyn WebPlatform,
+        w: &Wanted,
+    ) -> Result<Rc<Answer>, AssetError> {
+        if let Some(a) = self.answers.get(&w.fetch_url) {
+            return Ok(a.clone());
+        }
+        let what = || match &w.name {
+            None => format!("@require {}", w.url),
+            Some(n) => format!("@resource {n} {}", w.url),
+        };
+        let left = self
+            .budget_ms
+            .saturating_sub(elapsed_ms(env.now_ms(), self.started));
+        if left == 0 {
+            return Err(AssetError::Fetch {
+                what: what(),
+                why: format!(
+                    "the {}'s {} s for fetching files ran out",
+                    self.of,
+                    self.budget_ms / 1000
+                ),
+            });
+        }
+        // One timeout for the file across its redirects, within the write's budget.
+        let deadline = FETCH_TIMEOUT_MS.min(left);
+        let mut req = HttpRequest {
+            method: "GET".into(),
+            url: w.fetch_url.clone(),
+            headers: Vec::new(),
+            body: None,
+            timeout_ms: deadline,
+            anonymous: true,
+        };
+        let file_started = env.now_ms();
+        let mut hops = 0;
+        let resp = loop {
+            req.timeout_ms = deadline.saturating_sub(elapsed_ms(env.now_ms(), file_started));
+            let fetched = if req.timeout_ms == 0 {
+                Err(crate::env::EnvError("timeout".into()))
+            } else {
+                // One byte over the bound tells "too large" from "exactly the bound".
+                env.fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
+                    .await
+            };
+            let resp = fetched.map_err(|e| AssetError::Fetch {
+                what: what(),
+                why: crate::text::ellipsize(&e.0, 200),
+            })?;
+            // The browser follows no redirect: each hop is judged before it is asked.
+            match &resp.location {
+                Some(to) => {
+                    req.url = assets::follow(web, w, &req.url, to, hops)?;
+                    hops += 1;
+                }
+                None => break resp,
+            }
+        };
+        let sha256 = crate::guard::digest::sha256_hex(&resp.body);
+        let body = match self.bodies.get(&sha256) {
+            Some(b) => b.clone(),
+            None => {
+                let b = Rc::new(resp.body);
+                self.bodies.insert(sha256.clone(), b.clone());
+                b
+            }
+        };
+        let answer = Rc::new(Answer {
+            status: resp.status,
+            final_url: resp.final_url,
+            headers: resp.headers,
+            body,
+            sha256,
+        });
+        self.answers.insert(w.fetch_url.clone(), answer.clone());
+        Ok(answer)
+    }
+}
+
 /// Fetches what `meta` names that `current` (the script's stored list) does not hold, one after
 /// the other, within [`WRITE_FETCH_BUDGET_MS`] in all.
 pub async fn prepare<E: Storage + Http + Clock>(
@@ -25,75 +145,35 @@ pub async fn prepare<E: Storage + Http + Clock>(
     meta: &Metadata,
     current: &[Asset],
 ) -> Result<Prepared, AssetError> {
+    let mut fetches = Fetches::new(env.now_ms(), WRITE_FETCH_BUDGET_MS, "write");
+    prepare_in(env, meta, current, &mut fetches).await
+}
+
+/// [`prepare`] as one script of a write of several (an import): within `fetches`' budget, a
+/// URL an earlier script fetched is not fetched again, and bytes already handed to an earlier
+/// script are not in this one's items (they are in the write's `set` already, or stored).
+pub async fn prepare_in<E: Storage + Http + Clock>(
+    env: &E,
+    meta: &Metadata,
+    current: &[Asset],
+    fetches: &mut Fetches,
+) -> Result<Prepared, AssetError> {
     let web = crate::web::platform();
     let steps = assets::plan(
         assets::wanted(web, &meta.requires, &meta.resources)?,
         current,
     );
     let mut out = Prepared::default();
-    let started = env.now_ms();
     for step in steps {
         match step {
             Step::Reuse(a) => out.assets.push(a),
             Step::Fetch(w) => {
-                let what = || match &w.name {
-                    None => format!("@require {}", w.url),
-                    Some(n) => format!("@resource {n} {}", w.url),
-                };
-                let left = WRITE_FETCH_BUDGET_MS.saturating_sub(elapsed_ms(env.now_ms(), started));
-                if left == 0 {
-                    return Err(AssetError::Fetch {
-                        what: what(),
-                        why: format!(
-                            "the write's {} s for fetching files ran out",
-                            WRITE_FETCH_BUDGET_MS / 1000
-                        ),
-                    });
+                let answer = fetches.answer(env, web, &w).await?;
+                let a = assets::verify(web, &w, &answer)?;
+                let key = assets::blob_key(&a.sha256);
+                if !fetches.handed.contains(&key) && !out.items.contains_key(&key) {
+                    out.items.insert(key, assets::encode(&answer.body).into());
                 }
-                // One timeout for the file across its redirects, within the write's budget.
-                let deadline = FETCH_TIMEOUT_MS.min(left);
-                let mut req = HttpRequest {
-                    method: "GET".into(),
-                    url: w.fetch_url.clone(),
-                    headers: Vec::new(),
-                    body: None,
-                    timeout_ms: deadline,
-                    anonymous: true,
-                };
-                let file_started = env.now_ms();
-                let mut hops = 0;
-                let resp = loop {
-                    req.timeout_ms =
-                        deadline.saturating_sub(elapsed_ms(env.now_ms(), file_started));
-                    let fetched = if req.timeout_ms == 0 {
-                        Err(crate::env::EnvError("timeout".into()))
-                    } else {
-                        // One byte over the bound tells "too large" from "exactly the bound".
-                        env.fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
-                            .await
-                    };
-                    let resp = fetched.map_err(|e| AssetError::Fetch {
-                        what: what(),
-                        why: crate::text::ellipsize(&e.0, 200),
-                    })?;
-                    // The browser follows no redirect: each hop is judged before it is asked.
-                    match &resp.location {
-                        Some(to) => {
-                            req.url = assets::follow(web, &w, &req.url, to, hops)?;
-                            hops += 1;
-                        }
-                        None => break resp,
-                    }
-                };
-                let answer = assets::Answer {
-                    status: resp.status,
-                    final_url: resp.final_url,
-                    headers: resp.headers,
-                    body: resp.body,
-                };
-                let (a, bytes) = assets::verify(web, &w, answer)?;
-                out.items
-                    .insert(assets::blob_key(&a.sha256), assets::encode(&bytes).into());
                 out.assets.push(a);
             }
         }
@@ -107,6 +187,9 @@ pub async fn prepare<E: Storage + Http + Clock>(
             .await
             .map_err(|e| AssetError::Storage(e.0))?;
         out.items.retain(|k, _| !have.contains_key(k));
+        for k in out.items.keys().chain(have.keys()) {
+            fetches.handed.insert(k.clone());
+        }
     }
     Ok(out)
 }

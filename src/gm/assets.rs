@@ -24,6 +24,10 @@ pub const MAX_SCRIPT_ASSET_BYTES: usize = 2 * 1024 * 1024;
 pub const FETCH_TIMEOUT_MS: u64 = 20_000;
 /// How long all the fetches of one write may take together (they run under the write lock).
 pub const WRITE_FETCH_BUDGET_MS: u64 = 30_000;
+/// How long all the fetches of one import may take together, whatever the number of scripts:
+/// as long as one write's, since they too run under the write lock (and every agent write
+/// waits behind it).
+pub const IMPORT_FETCH_BUDGET_MS: u64 = WRITE_FETCH_BUDGET_MS;
 
 /// A file a stored script loads: what its record keeps (the bytes are under [`blob_key`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,22 +327,22 @@ pub fn plan(wanted: Vec<Wanted>, current: &[Asset]) -> Vec<Step> {
         .collect()
 }
 
-/// What the fetch answered (the env's `HttpResponse`, as far as this module reads it).
+/// What the fetch answered (the env's `HttpResponse`, as far as this module reads it). One
+/// answer serves every script of a write that names its URL, so the bytes are shared and their
+/// sha256 is taken once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
     pub final_url: String,
     pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    pub body: std::rc::Rc<Vec<u8>>,
+    /// sha256 (hex) of `body`.
+    pub sha256: String,
 }
 
-/// A fetched file checked: status, size, where it ended up, the URL's hashes. The bytes are
-/// returned for storing.
-pub fn verify(
-    web: &dyn WebPlatform,
-    w: &Wanted,
-    resp: Answer,
-) -> Result<(Asset, Vec<u8>), AssetError> {
+/// A fetched file checked for `w`: status, size, where it ended up, the URL's hashes. The bytes
+/// to store are the answer's.
+pub fn verify(web: &dyn WebPlatform, w: &Wanted, resp: &Answer) -> Result<Asset, AssetError> {
     if !(200..300).contains(&resp.status) {
         return Err(AssetError::Status {
             what: w.label(),
@@ -390,15 +394,14 @@ pub fn verify(
                     .all(|b| b.is_ascii_alphanumeric() || b"/+-.".contains(&b))
         })
         .unwrap_or_default();
-    let asset = Asset {
+    Ok(Asset {
         url: w.url.clone(),
         name: w.name.clone(),
-        sha256: crate::guard::digest::sha256_hex(&resp.body),
+        sha256: resp.sha256.clone(),
         size: resp.body.len(),
         mime,
         final_url,
-    };
-    Ok((asset, resp.body))
+    })
 }
 
 /// Redirects followed for one file at most, as `fetch` would.
@@ -477,7 +480,8 @@ mod tests {
             status,
             final_url: final_url.into(),
             headers: vec![("Content-Type".into(), "text/css; charset=utf-8".into())],
-            body: body.to_vec(),
+            body: std::rc::Rc::new(body.to_vec()),
+            sha256: crate::guard::digest::sha256_hex(body),
         }
     }
 
@@ -533,13 +537,13 @@ mod tests {
         ] {
             let w = one(&url).unwrap();
             assert_eq!(w.fetch_url, "https://a.example/l.js");
-            let (a, bytes) = verify(platform(), &w, resp(200, body, &w.fetch_url)).unwrap();
+            let a = verify(platform(), &w, &resp(200, body, &w.fetch_url)).unwrap();
             assert_eq!(a.sha256, hex);
-            assert_eq!(bytes, body);
+            assert_eq!(a.size, body.len());
             assert_eq!(a.url, url);
         }
         let w = one(&format!("https://a.example/l.js#sha256={hex}")).unwrap();
-        let e = verify(platform(), &w, resp(200, b"window.lib = 2;", &w.fetch_url)).unwrap_err();
+        let e = verify(platform(), &w, &resp(200, b"window.lib = 2;", &w.fetch_url)).unwrap_err();
         assert_eq!(
             e,
             AssetError::Mismatch {
@@ -560,23 +564,23 @@ mod tests {
     #[test]
     fn status_size_and_redirects_are_checked() {
         let w = one("https://a.example/l.js").unwrap();
-        let e = verify(platform(), &w, resp(404, b"", &w.fetch_url)).unwrap_err();
+        let e = verify(platform(), &w, &resp(404, b"", &w.fetch_url)).unwrap_err();
         assert!(e.to_string().contains("https://a.example/l.js"), "{e}");
         assert!(e.to_string().contains("HTTP 404"), "{e}");
         let big = vec![b'x'; MAX_ASSET_BYTES + 1];
         assert!(matches!(
-            verify(platform(), &w, resp(200, &big, &w.fetch_url)),
+            verify(platform(), &w, &resp(200, &big, &w.fetch_url)),
             Err(AssetError::TooLarge { .. })
         ));
         // Redirected to cleartext on another host: refused.
-        let e = verify(platform(), &w, resp(200, b"x", "http://evil.example/l.js")).unwrap_err();
+        let e = verify(platform(), &w, &resp(200, b"x", "http://evil.example/l.js")).unwrap_err();
         assert!(
             e.to_string()
                 .contains("redirected to http://evil.example/l.js"),
             "{e}"
         );
         // Redirected to another https host: stored, and the record says where from.
-        let (a, _) = verify(platform(), &w, resp(200, b"x", "https://b.example/l.js")).unwrap();
+        let a = verify(platform(), &w, &resp(200, b"x", "https://b.example/l.js")).unwrap();
         assert_eq!(a.final_url.as_deref(), Some("https://b.example/l.js"));
         assert_eq!(a.mime, "text/css");
     }

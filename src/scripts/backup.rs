@@ -270,7 +270,7 @@ fn item(n: usize, v: &Value, version: u64) -> Result<Item, BackupError> {
     let label = o
         .get("name")
         .and_then(Value::as_str)
-        .map(|s| crate::text::ellipsize(s, 80))
+        .map(super::import::label)
         .unwrap_or_else(|| format!("script {n}"));
     // Version 1 had no values: a field of that name in it is not ours to read.
     let values = if version >= 2 {

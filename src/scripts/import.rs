@@ -10,6 +10,8 @@ use super::names;
 use super::record::ScriptRecord;
 use super::store::{self, check_identity, Actor, Change, Snapshot, MAX_SCRIPTS};
 use crate::env::{Area, Clock, Ids, Storage};
+use crate::gm::asset_store::Fetches;
+use crate::gm::assets::IMPORT_FETCH_BUDGET_MS;
 use crate::gm::values::{self as gm_values, Values};
 use crate::guard::digest::sha256_hex;
 use crate::tools::catalog::MAX_SOURCE_BYTES;
@@ -17,6 +19,17 @@ use serde_json::{json, Map, Value};
 use std::fmt;
 
 pub use super::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
+
+/// The most characters of a label (a file's name, a backup entry's `name`) shown.
+pub const MAX_LABEL_CHARS: usize = 80;
+
+/// How a label from the file is shown, in the confirmation and in every message: at most
+/// [`MAX_LABEL_CHARS`] characters, its invisible and direction characters marked (`⟨U+202E⟩`),
+/// as the pages show all untrusted text. A backup's entry names are the backup's own text: a
+/// right-to-left override there could make one script read as another.
+pub fn label(raw: &str) -> String {
+    crate::guard::diff::visible(&crate::text::ellipsize(raw, MAX_LABEL_CHARS))
+}
 
 /// One script to import: a file's or a backup entry's.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,21 +156,38 @@ enum Step {
 /// An item checked: its metadata, its lint, and what the import does with it.
 type Checked = (Item, Metadata, Vec<Diagnostic>, Step);
 
-/// Imports `items` for `actor` in one `set`, or refuses with nothing written.
-pub async fn import<E: Storage + Clock + Ids + crate::env::Http>(
+/// An import checked and its files fetched: everything it writes, not yet written.
+pub struct Ready {
+    built: Built,
+}
+
+/// Checks `items` and fetches their `@require`/`@resource` files (one budget for the whole
+/// import, each URL once): everything [`commit`] writes. Writes nothing; reads no GM values, so
+/// it runs without the GM values lock (a script's `GM_setValue` is not held up by the import's
+/// fetches).
+pub async fn prepare<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
     items: Vec<Item>,
     answers: &Answers,
-) -> Result<Imported, ImportError> {
+) -> Result<Ready, ImportError> {
     let checked = check(snap, items, answers)?;
+    Ok(Ready {
+        built: build(env, snap, actor, checked).await?,
+    })
+}
+
+/// Stores a prepared import in one `set`, or refuses with nothing written. The caller holds the
+/// GM values lock (when the import restores values): the budget of every script's values is
+/// read here and written in the same `set`, so no value change may land between.
+pub async fn commit<E: Storage>(env: &E, ready: Ready) -> Result<Imported, ImportError> {
     let Built {
         mut set,
         stale,
         imported,
         restored,
-    } = build(env, snap, actor, checked).await?;
+    } = ready.built;
     if imported.changes.is_empty() {
         return Ok(imported);
     }
@@ -210,6 +240,63 @@ fn put_values(
     Ok(())
 }
 
+/// One item read: its metadata and lint, and the stored script it would replace (the same
+/// `@namespace` + `@name`), if any. `seen`: the identities of the items before it.
+fn read_item(
+    snap: &Snapshot,
+    item: Item,
+    seen: &mut Vec<((String, String), String)>,
+) -> Result<(Item, Metadata, Vec<Diagnostic>, Option<Duplicate>), ImportError> {
+    let (meta, diagnostics) = match store::validate(&item.source, MAX_SOURCE_BYTES) {
+        Ok(x) => x,
+        Err(error) => {
+            return Err(ImportError::Invalid {
+                label: item.label,
+                error,
+            })
+        }
+    };
+    let identity = names::identity(meta.namespace.as_deref(), &meta.name);
+    if let Some((_, first)) = seen.iter().find(|(i, _)| *i == identity) {
+        return Err(ImportError::SameTwice {
+            first: first.clone(),
+            second: item.label,
+        });
+    }
+    seen.push((identity, item.label.clone()));
+    let duplicate = match check_identity(snap, &meta, None) {
+        Ok(()) => None,
+        Err(store::ScriptError::DuplicateIdentity {
+            uuid,
+            name,
+            namespace,
+        }) => Some(Duplicate {
+            label: item.label.clone(),
+            uuid,
+            name,
+            namespace,
+        }),
+        Err(error) => {
+            return Err(ImportError::Invalid {
+                label: item.label,
+                error,
+            })
+        }
+    };
+    Ok((item, meta, diagnostics, duplicate))
+}
+
+/// `adding` new scripts fit beside the stored ones.
+fn check_count(snap: &Snapshot, adding: usize) -> Result<(), ImportError> {
+    if snap.index.len().saturating_add(adding) > MAX_SCRIPTS {
+        return Err(ImportError::TooMany {
+            stored: snap.index.len(),
+            adding,
+        });
+    }
+    Ok(())
+}
+
 /// Every item checked before anything is read or written: metadata, the same script twice,
 /// duplicates of stored scripts (answered or not), the script count.
 fn check(
@@ -221,52 +308,17 @@ fn check(
         return Err(ImportError::Empty);
     }
     let mut checked = Vec::with_capacity(items.len());
-    let mut seen: Vec<((String, String), String)> = Vec::new();
+    let mut seen = Vec::new();
     let mut unanswered = Vec::new();
     for item in items {
-        let (meta, diagnostics) = match store::validate(&item.source, MAX_SOURCE_BYTES) {
-            Ok(x) => x,
-            Err(error) => {
-                return Err(ImportError::Invalid {
-                    label: item.label,
-                    error,
-                })
-            }
-        };
-        let identity = names::identity(meta.namespace.as_deref(), &meta.name);
-        if let Some((_, first)) = seen.iter().find(|(i, _)| *i == identity) {
-            return Err(ImportError::SameTwice {
-                first: first.clone(),
-                second: item.label,
-            });
-        }
-        seen.push((identity, item.label.clone()));
-        let step = match check_identity(snap, &meta, None) {
-            Ok(()) => Step::Create,
-            Err(store::ScriptError::DuplicateIdentity {
-                uuid,
-                name,
-                namespace,
-            }) => {
-                if answers.replace.contains(&uuid) {
-                    Step::Replace(uuid)
-                } else if answers.keep.contains(&uuid) {
-                    Step::Keep
-                } else {
-                    unanswered.push(Duplicate {
-                        label: item.label.clone(),
-                        uuid,
-                        name,
-                        namespace,
-                    });
-                    Step::Keep
-                }
-            }
-            Err(error) => {
-                return Err(ImportError::Invalid {
-                    label: item.label,
-                    error,
-                })
+        let (item, meta, diagnostics, duplicate) = read_item(snap, item, &mut seen)?;
+        let step = match duplicate {
+            None => Step::Create,
+            Some(d) if answers.replace.contains(&d.uuid) => Step::Replace(d.uuid),
+            Some(d) if answers.keep.contains(&d.uuid) => Step::Keep,
+            Some(d) => {
+                unanswered.push(d);
+                Step::Keep
             }
         };
         checked.push((item, meta, diagnostics, step));
@@ -274,32 +326,72 @@ fn check(
     if !unanswered.is_empty() {
         return Err(ImportError::Duplicates(unanswered));
     }
-    let adding = checked
-        .iter()
-        .filter(|c| matches!(c.3, Step::Create))
-        .count();
-    if snap.index.len().saturating_add(adding) > MAX_SCRIPTS {
-        return Err(ImportError::TooMany {
-            stored: snap.index.len(),
-            adding,
-        });
-    }
+    check_count(
+        snap,
+        checked
+            .iter()
+            .filter(|c| matches!(c.3, Step::Create))
+            .count(),
+    )?;
     Ok(checked)
 }
 
-/// One file's @require/@resource: fetched now, or (a replaced script) reused by URL.
-async fn prepare<E: Storage + Clock + crate::env::Http>(
-    env: &E,
-    meta: &Metadata,
-    current: &[crate::gm::assets::Asset],
-    label: &str,
-) -> Result<crate::gm::asset_store::Prepared, ImportError> {
-    crate::gm::asset_store::prepare(env, meta, current)
-        .await
-        .map_err(|e| ImportError::Invalid {
-            label: label.to_owned(),
-            error: store::ScriptError::Asset(e),
-        })
+/// One item as the user confirms it, before anything is fetched or written.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub label: String,
+    pub metadata: Metadata,
+    /// Whether it runs once stored (a replaced script keeps its state unless the item says).
+    pub enabled: bool,
+    /// The stored script it would replace, if the user says so (else it is kept, and the item
+    /// skipped).
+    pub replaces: Option<Duplicate>,
+    /// How many values it restores (`None`: its values are left as they are).
+    pub values: Option<usize>,
+    /// The files the import would fetch for it (those a replaced script holds are reused).
+    pub fetch: Vec<crate::gm::assets::Wanted>,
+}
+
+/// What an import of `items` would do, checked as the import checks them (metadata, the same
+/// script twice, the script count, the `@require`/`@resource` URLs), without fetching or
+/// writing anything: what the user is asked to confirm.
+pub fn preview(snap: &Snapshot, items: Vec<Item>) -> Result<Vec<Planned>, ImportError> {
+    if items.is_empty() {
+        return Err(ImportError::Empty);
+    }
+    let mut out = Vec::with_capacity(items.len());
+    let mut seen = Vec::new();
+    for item in items {
+        let (item, meta, _, duplicate) = read_item(snap, item, &mut seen)?;
+        let current = duplicate
+            .as_ref()
+            .and_then(|d| snap.records.iter().find(|r| r.uuid == d.uuid));
+        let wanted =
+            crate::gm::assets::wanted(crate::web::platform(), &meta.requires, &meta.resources)
+                .map_err(|e| ImportError::Invalid {
+                    label: item.label.clone(),
+                    error: store::ScriptError::Asset(e),
+                })?;
+        let fetch = crate::gm::assets::plan(wanted, current.map_or(&[], |r| &r.assets))
+            .into_iter()
+            .filter_map(|s| match s {
+                crate::gm::assets::Step::Fetch(w) => Some(w),
+                crate::gm::assets::Step::Reuse(_) => None,
+            })
+            .collect();
+        out.push(Planned {
+            label: item.label,
+            enabled: item
+                .enabled
+                .unwrap_or_else(|| current.is_none_or(|r| r.enabled)),
+            values: item.values.as_ref().map(|v| v.keys().count()),
+            metadata: meta,
+            replaces: duplicate,
+            fetch,
+        });
+    }
+    check_count(snap, out.iter().filter(|p| p.replaces.is_none()).count())?;
+    Ok(out)
 }
 
 /// What an import writes, not yet written.
@@ -325,28 +417,48 @@ fn put_changes(set: &mut Map<String, Value>, changes: &[Change]) -> Result<(), I
     Ok(())
 }
 
-/// Everything the import writes, from the checked items; writes nothing.
-/// Adds one item's `@require`/`@resource` files to the import's, counting them as they come:
-/// files over what storage may hold stop the import at once, not after every item's fetches
-/// (a backup of 2,000 scripts naming 16 files each would otherwise hold gigabytes in memory).
-fn add_files(
-    blobs: &mut Map<String, Value>,
-    files_bytes: &mut usize,
-    items: Map<String, Value>,
-) -> Result<(), ImportError> {
-    for (k, v) in items {
-        if !blobs.contains_key(&k) {
-            *files_bytes = files_bytes.saturating_add(super::quota::item_bytes(&k, &v));
-        }
-        blobs.insert(k, v);
-    }
-    let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
-    if *files_bytes > limit {
-        return Err(ImportError::FilesTooLarge { limit });
-    }
-    Ok(())
+/// The `@require`/`@resource` files of an import: fetched within one budget for all its items,
+/// each URL once, and counted as they come: files over what storage may hold stop the import at
+/// once, not after every item's fetches (a backup of 2,000 scripts naming 16 files each would
+/// otherwise hold gigabytes in memory).
+struct Files {
+    fetches: Fetches,
+    /// The bytes to store (`asset/<sha256>` → base64).
+    blobs: Map<String, Value>,
+    bytes: usize,
 }
 
+impl Files {
+    /// One item's files: fetched now (a URL an earlier item fetched, not again), or (a replaced
+    /// script) reused by URL; its record's list.
+    async fn add<E: Storage + Clock + crate::env::Http>(
+        &mut self,
+        env: &E,
+        meta: &Metadata,
+        current: &[crate::gm::assets::Asset],
+        label: &str,
+    ) -> Result<Vec<crate::gm::assets::Asset>, ImportError> {
+        let prepared = crate::gm::asset_store::prepare_in(env, meta, current, &mut self.fetches)
+            .await
+            .map_err(|e| ImportError::Invalid {
+                label: label.to_owned(),
+                error: store::ScriptError::Asset(e),
+            })?;
+        for (k, v) in prepared.items {
+            if !self.blobs.contains_key(&k) {
+                self.bytes = self.bytes.saturating_add(super::quota::item_bytes(&k, &v));
+            }
+            self.blobs.insert(k, v);
+        }
+        let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
+        if self.bytes > limit {
+            return Err(ImportError::FilesTooLarge { limit });
+        }
+        Ok(prepared.assets)
+    }
+}
+
+/// Everything the import writes, from the checked items; writes nothing.
 async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
@@ -362,8 +474,11 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     let mut labels = Vec::new();
     let mut counts = Vec::new();
     let mut restored = Vec::new();
-    let mut blobs = Map::new();
-    let mut files_bytes = 0usize;
+    let mut files = Files {
+        fetches: Fetches::new(now, IMPORT_FETCH_BUDGET_MS, "import"),
+        blobs: Map::new(),
+        bytes: 0,
+    };
     for (item, meta, diagnostics, step) in checked {
         let record = match step {
             Step::Keep => {
@@ -371,8 +486,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                 continue;
             }
             Step::Create => {
-                let prepared = prepare(env, &meta, &[], &item.label).await?;
-                add_files(&mut blobs, &mut files_bytes, prepared.items)?;
+                let assets = files.add(env, &meta, &[], &item.label).await?;
                 let uuid = env.new_uuid();
                 index.push(uuid.clone());
                 ScriptRecord {
@@ -387,13 +501,12 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
-                    assets: prepared.assets,
+                    assets,
                 }
             }
             Step::Replace(uuid) => {
                 let (current, old) = store::load_with_source(env, &uuid).await.map_err(storage)?;
-                let prepared = prepare(env, &meta, &current.assets, &item.label).await?;
-                add_files(&mut blobs, &mut files_bytes, prepared.items)?;
+                let assets = files.add(env, &meta, &current.assets, &item.label).await?;
                 let record = ScriptRecord {
                     metadata: meta,
                     enabled: item.enabled.unwrap_or(current.enabled),
@@ -403,7 +516,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                     updated_via: actor.via.map(str::to_owned),
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
-                    assets: prepared.assets,
+                    assets,
                     ..current.clone()
                 };
                 prevs.push(Revision {
@@ -438,7 +551,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     if index.len() != snap.index.len() {
         set.insert(store::INDEX_KEY.to_owned(), json!({ "uuids": index }));
     }
-    set.extend(blobs);
+    set.extend(files.blobs);
     Ok(Built {
         set,
         stale,

@@ -201,6 +201,13 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       { name: "u.user.js", mimeType: "text/javascript", buffer: Buffer.from(userscript({ tag: "u", version: "v9" })) }, // same @namespace + @name as "Hands u"
     ];
     await options.locator("#import-files").setInputFiles(files);
+    // Shown first, nothing stored yet; the duplicate is offered for replacing, ticked.
+    const review = options.locator("#import-review");
+    await review.waitFor({ state: "visible", timeout: 5000 });
+    assert.equal(await options.locator("#import-review-title").textContent(), "Import 3 scripts?");
+    assert.equal(await review.getByRole("checkbox", { name: /Replace your script Hands u/ }).isChecked(), true);
+    assert.equal((await scripts()).filter((s) => s.name.startsWith("Imported")).length, 0, "nothing stored before the user confirms");
+    await options.locator("#import-review-ok").click();
     await options.getByText(/u\.user\.js: replaced/).waitFor({ timeout: 5000 });
     const names = (await scripts()).map((s) => s.name).sort();
     assert.deepEqual(names.filter((n) => n.startsWith("Imported")), ["Imported A", "Imported B"]);
@@ -245,6 +252,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.deepEqual(await scripts(), []);
 
     await options.locator("#restore-file").setInputFiles([{ name: "backup.json", mimeType: "application/json", buffer: backup }]);
+    await options.locator("#import-review-ok").click();
     await options.getByText(/^Restored \d+ script\(s\) from the backup/).waitFor({ timeout: 5000 });
     const after = [];
     for (const s of await scripts()) {
@@ -362,6 +370,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const pad = `// ${"x".repeat(250 * 1024)}\n`;
     const big = Array.from({ length: 45 }, (_, i) => ({ name: `big${i}.user.js`, mimeType: "text/javascript", buffer: Buffer.from(userscript({ tag: `b${i}`, version: "v1", name: `Big ${i}` }) + pad) }));
     await options.locator("#import-files").setInputFiles(big);
+    await options.locator("#import-review-ok").click();
     await options.getByText(/Nothing imported: not enough storage/).waitFor({ timeout: 20_000 });
     assert.deepEqual((await scripts()).map((s) => s.uuid).sort(), before, "not one of the 45 stored");
     const usage = await options.evaluate(() => chrome.storage.local.getBytesInUse(null));
@@ -378,7 +387,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     for (let i = 0; i < 20; i++) {
       const files = Array.from({ length: 8 }, (_, j) => ({ name: `r${i}-${j}.user.js`, source: userscript({ tag: `r${i}-${j}`, version: "v1", name: `Round ${i} ${j}` }) + `// ${"y".repeat(8 * 1024)}\n` }));
       await options.evaluate((files) => {
-        window.__import = chrome.runtime.sendMessage({ channel: "lumo:internal", op: "scripts.import", files }).catch((e) => ({ lost: String(e) }));
+        window.__import = chrome.runtime.sendMessage({ channel: "lumo:internal", op: "scripts.import", files, confirmed: true }).catch((e) => ({ lost: String(e) }));
       }, files);
       await sleep((i * 3) % 25);
       await h.stopProviderWorker();
@@ -482,9 +491,55 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.deepEqual(left, {}, "and its values are gone");
 
     await options.locator("#restore-file").setInputFiles(full.path);
+    await options.locator("#import-review-ok").click();
     await options.getByText(/^Restored \d+ script\(s\) from the backup, with \d+ value\(s\)/).waitFor({ timeout: 10_000 });
     assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"]), ["val:kept-42"], "the restored script starts with its restored value");
     await vtab.close();
+  });
+
+  test("a restore shows what it would store before anything is fetched: the file's own text marked, where each script runs and what it reaches; Cancel stores nothing", T, async () => {
+    const { createServer } = await import("node:http");
+    let hits = 0;
+    const lib = createServer((req, res) => { hits++; res.writeHead(200, { "content-type": "text/javascript" }).end("window.__reachLib = 1;"); });
+    await new Promise((r) => lib.listen(0, "127.0.0.1", r));
+    const libUrl = `http://127.0.0.1:${lib.address().port}/lib.js`;
+    try {
+      const source = [
+        "// ==UserScript==", "// @name         Hands reach", "// @namespace    lumo-e2e-hands",
+        "// @match        http://reach.test/*", "// @grant        GM_xmlhttpRequest", "// @connect      2130706433",
+        `// @require      ${libUrl}`, "// ==/UserScript==", "1;", "",
+      ].join("\n");
+      const file = [{ name: "hostile.json", mimeType: "application/json",
+        buffer: Buffer.from(JSON.stringify({ format: "lumo-userscripts-backup", version: 1, scripts: [{ name: `\u202Eevil\u200B${"x".repeat(5000)}`, source }] })) }];
+      const before = (await scripts()).map((s) => s.uuid).sort();
+      await options.reload();
+      await options.locator("#restore-file").setInputFiles(file);
+      const review = options.locator("#import-review");
+      await review.waitFor({ state: "visible", timeout: 5000 });
+      const text = await review.textContent();
+      assert.equal(hits, 0, "nothing is fetched before the user confirms");
+      assert.ok(text.includes("from \u27e8U+202E\u27e9evil\u27e8U+200B\u27e9xxx"), text);
+      assert.ok(!text.includes("\u202E") && !text.includes("\u200B"), "no raw direction or invisible character");
+      assert.ok(text.length < 3000, `the backup's 5,000-character name is bounded: ${text.length}`);
+      for (const want of ["@match http://reach.test/*", "@grant GM_xmlhttpRequest", "@connect 2130706433 (this computer: 127.0.0.1)", `@require ${libUrl}`, "127.0.0.1 (this computer)"]) {
+        assert.ok(text.includes(want), `${want} in: ${text}`);
+      }
+      await options.locator("#import-review-cancel").click();
+      await options.getByText(/^Restore cancelled: nothing was restored/).waitFor({ timeout: 3000 });
+      assert.equal(hits, 0);
+      assert.deepEqual((await scripts()).map((s) => s.uuid).sort(), before);
+      // Confirmed: the file is fetched, once, and the script stored.
+      await options.locator("#restore-file").setInputFiles(file);
+      await options.locator("#import-review-ok").click();
+      await options.getByText(/^Restored 1 script\(s\) from the backup/).waitFor({ timeout: 10_000 });
+      assert.equal(hits, 1);
+      const reach = (await scripts()).find((s) => s.name === "Hands reach");
+      await h.internal("scripts.delete", { uuid: reach.uuid });
+      await h.internal("trash.purge", { uuids: [reach.uuid] });
+    } finally {
+      lib.close();
+      lib.closeAllConnections();
+    }
   });
   test("popup: new audit entries wait while the pointer is in the list, and when the list moves no Undo takes a click for a moment", T, async () => {
     const w = await call("write_script", { source: userscript({ tag: "pm", version: "v1" }) });

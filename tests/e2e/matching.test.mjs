@@ -285,7 +285,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
     const tags = ["imp-a", "imp-b", "imp-c"];
     const files = tags.map((t) => ({ name: `${t}.user.js`, source: script(t, ["@match http://imp.test/*"]) }));
     // Every script imported at once runs.
-    const all = await h.internal("scripts.import", { files });
+    const all = await h.internal("scripts.import", { files, confirmed: true });
     assert.equal(all?.ok, true, JSON.stringify(all).slice(0, 400));
     assert.deepEqual(await ranOn(`http://imp.test:${P}/`), tags);
     // A backup of them restored over them, every one disabled there (withdrawn together, in one
@@ -296,9 +296,9 @@ describe("matching: what Chrome runs is what match_url says", () => {
     for (const e of off.scripts) e.enabled = false;
     const text = JSON.stringify(off);
     const raw = async (msg) => (await h.providerPage()).evaluate((m) => chrome.runtime.sendMessage(m), msg);
-    const asked = await raw({ channel: "lumo:internal", op: "backup.restore", text });
+    const asked = await raw({ channel: "lumo:internal", op: "backup.restore", text, confirmed: true });
     assert.equal(asked?.code, "DUPLICATES", JSON.stringify(asked).slice(0, 400));
-    const restored = await h.internal("backup.restore", { text, replace: asked.duplicates.map((d) => d.uuid) });
+    const restored = await h.internal("backup.restore", { text, replace: asked.duplicates.map((d) => d.uuid), confirmed: true });
     assert.equal(restored?.ok, true, JSON.stringify(restored).slice(0, 400));
     assert.equal(restored.imported.length, 3);
     assert.deepEqual(await ranOn(`http://imp.test:${P}/`), []);
@@ -316,7 +316,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
     });
     let r;
     try {
-      r = await h.internal("scripts.import", { files });
+      r = await h.internal("scripts.import", { files, confirmed: true });
       assert.equal(r?.ok, true, JSON.stringify(r).slice(0, 400));
       assert.equal(r.imported.length, 3);
       const ran = await ranOn(`http://imp.test:${P}/`);
