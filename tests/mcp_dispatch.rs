@@ -409,3 +409,35 @@ fn a_batch_sent_before_authorization_is_answered_not_echoed() {
         .contains("batch"));
     assert_eq!(code(&replies[1]), -32700);
 }
+
+/// A response is never answered, whatever its id: a client's error response to a message it
+/// could not read carries `id: null` (JSON-RPC) or none (MCP 2025-11-25), and answering it with
+/// −32600 `id: null` invites the same reply back, forever, from a peer that does as we did.
+#[test]
+fn responses_are_never_answered_whatever_their_id() {
+    let p = provider();
+    let s = ready(&p);
+    for response in [
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+        json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}}),
+        json!({"jsonrpc": "2.0", "id": null, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "x"}}),
+        json!({"jsonrpc": "2.0", "id": "r", "result": {}}),
+    ] {
+        assert_eq!(
+            send(&p, &s, response.clone()),
+            Outcome::Silent,
+            "{response}"
+        );
+    }
+    // Before authorization too: nothing is held for them to be answered on a grant.
+    let waiting = p.open_session(host());
+    waiting.inbound(Some(
+        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "x"}})
+            .to_string(),
+    ));
+    assert_eq!(authorize_like_the_shell(&p, &waiting), Vec::<Value>::new());
+    // A message that is neither a request nor a response is still refused, with id null.
+    let r = reply(send(&p, &s, json!({"jsonrpc": "2.0", "id": null})));
+    assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null));
+}
