@@ -441,3 +441,38 @@ fn responses_are_never_answered_whatever_their_id() {
     let r = reply(send(&p, &s, json!({"jsonrpc": "2.0", "id": null})));
     assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null));
 }
+
+/// tools/list is one page: no `nextCursor`, so a cursor is one this server never issued, and
+/// MCP's pagination says an invalid cursor is −32602. An absent or null cursor is the first page.
+#[test]
+fn tools_list_is_one_page_and_refuses_a_cursor_it_never_issued() {
+    let p = provider();
+    let s = ready(&p);
+    for params in [json!(null), json!({}), json!({"cursor": null})] {
+        let r = reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}),
+        ));
+        assert!(
+            r["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty()),
+            "{r}"
+        );
+        assert!(r["result"].get("nextCursor").is_none(), "{r}");
+    }
+    for cursor in [json!("eyJwYWdlIjogMn0="), json!(""), json!(2)] {
+        let r = reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": "c", "method": "tools/list", "params": {"cursor": cursor}}),
+        ));
+        assert_eq!(
+            (code(&r), r["id"].clone()),
+            (-32602, json!("c")),
+            "{cursor}: {r}"
+        );
+        assert!(r["error"]["message"].as_str().unwrap().contains("cursor"));
+    }
+}
