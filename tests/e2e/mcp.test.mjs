@@ -33,7 +33,9 @@ const HINTS = {
   delete_script: [false, true, true], // to the trash; deleting again changes nothing
   list_revisions: [true, false, true],
   script_runs: [true, false, true],
-  restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
+  // Replaces the live version (or brings a deleted script back to run), as write_script does;
+  // the replaced version stays in the history for both. A repeat is a CONFLICT.
+  restore_script: [false, true, false],
   // Runs any code in a page the user is logged in to (it may delete there) and changes nothing
   // stored; a repeat runs again.
   try_script: [false, true, false, true],
