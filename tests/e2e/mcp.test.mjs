@@ -375,6 +375,10 @@ describe("mcp: approved caller", () => {
       await rp.send(p, initialized);
       await rp.send(p, { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 12345 } });
       await rp.send(p, { jsonrpc: "2.0", method: "no/such/notification" });
+      // Responses are never answered either, whatever their id (an error response to a message
+      // the client could not read has id null, or none).
+      await rp.send(p, { jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } });
+      await rp.send(p, { jsonrpc: "2.0", error: { code: -32600, message: "Invalid Request" } });
       const afterPing = await rp.rpc(p, { jsonrpc: "2.0", id: "after-notes", method: "ping" });
       assert.deepEqual(afterPing.result, {});
       await sleep(300);
@@ -389,6 +393,12 @@ describe("mcp: approved caller", () => {
       const listed = await rp.rpc(p, { jsonrpc: "2.0", id: "list-7", method: "tools/list" });
       assert.strictEqual(listed.id, "list-7");
       assert.equal(listed.result.tools.length, ALL_TOOLS.length);
+      // One page, no nextCursor: a cursor it never issued is invalid params.
+      assert.equal(listed.result.nextCursor, undefined);
+      assertRpcError(
+        await rp.rpc(p, { jsonrpc: "2.0", id: "list-c", method: "tools/list", params: { cursor: "eyJwYWdlIjogMn0=" } }),
+        "list-c", INVALID_PARAMS, /cursor/,
+      );
       const called = await rp.rpc(p, { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "status", arguments: {} } });
       assert.strictEqual(called.id, 7);
       assert.equal(called.result.isError, false);
