@@ -307,8 +307,10 @@ fn read_only_mode_refuses_restore_and_hides_it() {
     assert!(!names.contains(&"restore_script"));
 }
 
+/// Destructive: it replaces the live version (MCP: not an additive update), as `write_script`
+/// does; that the replaced version stays in the history holds for both.
 #[test]
-fn restore_is_declared_a_write_that_is_not_destructive() {
+fn restore_is_declared_a_destructive_write() {
     let p = provider();
     let s = ready(&p);
     let list = reply(send(
@@ -326,7 +328,7 @@ fn restore_is_declared_a_write_that_is_not_destructive() {
     };
     let restore = find("restore_script");
     assert_eq!(restore["annotations"]["readOnlyHint"], json!(false));
-    assert_eq!(restore["annotations"]["destructiveHint"], json!(false));
+    assert_eq!(restore["annotations"]["destructiveHint"], json!(true));
     assert_eq!(
         restore["inputSchema"]["required"],
         json!(["uuid", "revision", "current_revision"])

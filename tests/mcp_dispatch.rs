@@ -409,3 +409,70 @@ fn a_batch_sent_before_authorization_is_answered_not_echoed() {
         .contains("batch"));
     assert_eq!(code(&replies[1]), -32700);
 }
+
+/// A response is never answered, whatever its id: a client's error response to a message it
+/// could not read carries `id: null` (JSON-RPC) or none (MCP 2025-11-25), and answering it with
+/// −32600 `id: null` invites the same reply back, forever, from a peer that does as we did.
+#[test]
+fn responses_are_never_answered_whatever_their_id() {
+    let p = provider();
+    let s = ready(&p);
+    for response in [
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+        json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}}),
+        json!({"jsonrpc": "2.0", "id": null, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "x"}}),
+        json!({"jsonrpc": "2.0", "id": "r", "result": {}}),
+    ] {
+        assert_eq!(
+            send(&p, &s, response.clone()),
+            Outcome::Silent,
+            "{response}"
+        );
+    }
+    // Before authorization too: nothing is held for them to be answered on a grant.
+    let waiting = p.open_session(host());
+    waiting.inbound(Some(
+        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "x"}})
+            .to_string(),
+    ));
+    assert_eq!(authorize_like_the_shell(&p, &waiting), Vec::<Value>::new());
+    // A message that is neither a request nor a response is still refused, with id null.
+    let r = reply(send(&p, &s, json!({"jsonrpc": "2.0", "id": null})));
+    assert_eq!((code(&r), r["id"].clone()), (-32600, Value::Null));
+}
+
+/// tools/list is one page: no `nextCursor`, so a cursor is one this server never issued, and
+/// MCP's pagination says an invalid cursor is −32602. An absent or null cursor is the first page.
+#[test]
+fn tools_list_is_one_page_and_refuses_a_cursor_it_never_issued() {
+    let p = provider();
+    let s = ready(&p);
+    for params in [json!(null), json!({}), json!({"cursor": null})] {
+        let r = reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}),
+        ));
+        assert!(
+            r["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty()),
+            "{r}"
+        );
+        assert!(r["result"].get("nextCursor").is_none(), "{r}");
+    }
+    for cursor in [json!("eyJwYWdlIjogMn0="), json!(""), json!(2)] {
+        let r = reply(send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": "c", "method": "tools/list", "params": {"cursor": cursor}}),
+        ));
+        assert_eq!(
+            (code(&r), r["id"].clone()),
+            (-32602, json!("c")),
+            "{cursor}: {r}"
+        );
+        assert!(r["error"]["message"].as_str().unwrap().contains("cursor"));
+    }
+}

@@ -23,8 +23,9 @@ pub enum Inbound {
         method: String,
         params: Map<String, Value>,
     },
-    /// Dropped without a reply: a response to a server→client request (this server sends
-    /// none), or a malformed notification (notifications are never answered).
+    /// Dropped without a reply: a response (to a server→client request, of which this server
+    /// sends none, or an error response with a null or absent id), or a malformed notification
+    /// (notifications are never answered).
     Ignored,
     Invalid(Value),
 }
@@ -47,6 +48,12 @@ pub fn classify(v: &Value) -> Inbound {
             ))
         }
     };
+    // A response (no method, a result or an error) is never answered, whatever its id: a
+    // client's error response to a message it could not read has `id: null` (JSON-RPC) or none
+    // (MCP 2025-11-25), and answering that with −32600 `id: null` invites the same answer back.
+    if !obj.contains_key("method") && (obj.contains_key("result") || obj.contains_key("error")) {
+        return Inbound::Ignored;
+    }
     // An id we can echo: a string or a number. Anything else cannot be answered by id.
     let id = match obj.get("id") {
         None => None,
@@ -75,9 +82,6 @@ pub fn classify(v: &Value) -> Inbound {
                 INVALID_REQUEST,
                 "\"method\" must be a string",
             ))
-        }
-        None if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) => {
-            return Inbound::Ignored
         }
         None => return Inbound::Invalid(error(&reply_id, INVALID_REQUEST, "missing \"method\"")),
     };

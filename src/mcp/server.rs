@@ -132,6 +132,18 @@ impl<E: Env> Provider<E> {
                 if let Some(refused) = self.refuse_if_unauthorized(&policy, session, &id) {
                     return refused;
                 }
+                // One page holds every tool and no `nextCursor` is ever sent, so any cursor is
+                // one this server did not issue: MCP's pagination says −32602.
+                if let Some(cursor) = params.get("cursor").filter(|c| !c.is_null()) {
+                    return Outcome::Reply(jsonrpc::error(
+                        &id,
+                        jsonrpc::INVALID_PARAMS,
+                        &format!(
+                            "invalid cursor {}: tools/list returns every tool in one page and issues no cursor",
+                            crate::text::ellipsize(&cursor.to_string(), 40)
+                        ),
+                    ));
+                }
                 let tools: Vec<Value> = catalog::visible(policy.writes_enabled)
                     .map(|t| t.declaration())
                     .collect();

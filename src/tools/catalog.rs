@@ -439,7 +439,7 @@ pub static TOOLS: &[ToolDef] = &[
         #[cfg(not(target_arch = "wasm32"))]
         description: "Brings back an earlier revision of a script as its new current version (the version it replaces stays in the history, so this can be undone too), or brings a deleted script back from the trash with its registration. Pass the revision to restore and current_revision, the revision the script is at as you last read it (a stale one fails with CONFLICT and changes nothing). A revision no longer kept fails with NOT_FOUND.",
         class: Class::Write,
-        destructive: false,
+        destructive: true,
         idempotent: false,
         open_world: false,
         #[cfg(not(target_arch = "wasm32"))]
@@ -676,6 +676,24 @@ mod tests {
             // Read tools are never destructive, and act on nothing beyond the store.
             assert!(t.is_write() || !t.destructive, "{}", t.name);
             assert!(t.is_write() || !t.open_world, "{}", t.name);
+        }
+    }
+
+    /// `destructiveHint` is what a host prompts on (seed 002): every tool that replaces a live
+    /// script's current version or removes it is destructive, however it can be undone —
+    /// `restore_script` replaces the current version as `write_script` does, and both keep the
+    /// one replaced in the history.
+    #[test]
+    fn tools_that_replace_or_remove_the_current_version_are_destructive() {
+        for name in [
+            "write_script",
+            "patch_script",
+            "restore_script",
+            "delete_script",
+        ] {
+            let d = find(name).map(ToolDef::declaration).unwrap_or_default();
+            assert_eq!(d["annotations"]["destructiveHint"], true, "{name}");
+            assert_eq!(d["annotations"]["readOnlyHint"], false, "{name}");
         }
     }
 

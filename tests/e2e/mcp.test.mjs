@@ -33,7 +33,9 @@ const HINTS = {
   delete_script: [false, true, true], // to the trash; deleting again changes nothing
   list_revisions: [true, false, true],
   script_runs: [true, false, true],
-  restore_script: [false, false, false], // the replaced version stays in the history; a repeat is a CONFLICT
+  // Replaces the live version (or brings a deleted script back to run), as write_script does;
+  // the replaced version stays in the history for both. A repeat is a CONFLICT.
+  restore_script: [false, true, false],
   // Runs any code in a page the user is logged in to (it may delete there) and changes nothing
   // stored; a repeat runs again.
   try_script: [false, true, false, true],
@@ -373,6 +375,10 @@ describe("mcp: approved caller", () => {
       await rp.send(p, initialized);
       await rp.send(p, { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 12345 } });
       await rp.send(p, { jsonrpc: "2.0", method: "no/such/notification" });
+      // Responses are never answered either, whatever their id (an error response to a message
+      // the client could not read has id null, or none).
+      await rp.send(p, { jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } });
+      await rp.send(p, { jsonrpc: "2.0", error: { code: -32600, message: "Invalid Request" } });
       const afterPing = await rp.rpc(p, { jsonrpc: "2.0", id: "after-notes", method: "ping" });
       assert.deepEqual(afterPing.result, {});
       await sleep(300);
@@ -387,6 +393,12 @@ describe("mcp: approved caller", () => {
       const listed = await rp.rpc(p, { jsonrpc: "2.0", id: "list-7", method: "tools/list" });
       assert.strictEqual(listed.id, "list-7");
       assert.equal(listed.result.tools.length, ALL_TOOLS.length);
+      // One page, no nextCursor: a cursor it never issued is invalid params.
+      assert.equal(listed.result.nextCursor, undefined);
+      assertRpcError(
+        await rp.rpc(p, { jsonrpc: "2.0", id: "list-c", method: "tools/list", params: { cursor: "eyJwYWdlIjogMn0=" } }),
+        "list-c", INVALID_PARAMS, /cursor/,
+      );
       const called = await rp.rpc(p, { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "status", arguments: {} } });
       assert.strictEqual(called.id, 7);
       assert.equal(called.result.isError, false);
