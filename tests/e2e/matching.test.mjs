@@ -133,6 +133,28 @@ describe("matching: what Chrome runs is what match_url says", () => {
     await page.close();
   });
 
+  test("a path is matched as Chrome decodes it: match_url agrees with Chrome on escaped and non-ASCII paths", T, async () => {
+    const P = server.port;
+    const tags = {
+      esc: ["@match http://dec.test/a%41*"],
+      utf: ["@match http://dec.test/caf\u00e9*"],
+      exc: ["@match http://dec.test/*", "@exclude-match http://dec.test/\u00fcber*"],
+      keep: ["@match http://dec.test/s%2Fy*"],
+    };
+    const uuids = {};
+    for (const [tag, lines] of Object.entries(tags)) uuids[tag] = (await write(tag, lines)).uuid;
+    const tagOf = Object.fromEntries(Object.entries(uuids).map(([t, u]) => [u, t]));
+    const mismatches = [];
+    for (const [path, want] of [["/aA", ["esc", "exc"]], ["/caf%C3%A9", ["exc", "utf"]], ["/caf%c3%a9", ["exc", "utf"]], ["/%C3%BCber", []], ["/s/y", ["exc"]], ["/s%2Fy", ["exc", "keep"]]]) {
+      const url = `http://dec.test:${P}${path}`;
+      const seen = await ranOn(url);
+      const said = (await saysRun(url)).map((u) => tagOf[u]).filter(Boolean).sort();
+      if (JSON.stringify(seen) !== JSON.stringify(want)) mismatches.push(`${path}: Chrome ran ${JSON.stringify(seen)}, expected ${JSON.stringify(want)}`);
+      if (JSON.stringify(said) !== JSON.stringify(seen)) mismatches.push(`${path}: match_url says ${JSON.stringify(said)}, Chrome ran ${JSON.stringify(seen)}`);
+    }
+    assert.deepEqual(mismatches, []);
+  });
+
   test("validate_script: @match with @include is the union, with no AND warning", T, async () => {
     const v = await ok("validate_script", { source: script("v", ["@match http://a.test/*", "@include http://b.test/*"]) });
     assert.equal(v.valid, true);
