@@ -8,6 +8,7 @@
 use super::diff::visible;
 use crate::gm::connect;
 use crate::scripts::metadata::{Metadata, RunAt};
+use crate::scripts::{match_pattern, rule_syntax};
 
 /// One side of a write: a script as stored, or as the write would store it.
 #[derive(Debug, Clone, Copy)]
@@ -52,10 +53,14 @@ pub fn try_effects(
     out
 }
 
-/// Where a `@match` / `@exclude-match` pattern runs, in words.
+/// Where a `@match` / `@exclude-match` pattern runs, in words: as Chrome reads it, which is not
+/// always as it reads (a look-alike host is another site, a path with `é` matches nothing).
 pub fn describe_match(pattern: &str) -> String {
     if pattern == "<all_urls>" {
         return "every page of every site (http, https, file and more)".to_owned();
+    }
+    if let Some(why) = rule_syntax::pattern_unmatchable(pattern) {
+        return format!("no page at all: {why}");
     }
     let Some((scheme, rest)) = pattern.split_once("://") else {
         return format!("pages matching {}", visible(pattern));
@@ -64,6 +69,13 @@ pub fn describe_match(pattern: &str) -> String {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
+    if scheme == "file" {
+        // Chrome ignores a file pattern's host: `file://bank.example/*` is every local file.
+        return match path {
+            "/*" => "every file on this computer (file)".to_owned(),
+            p => format!("files on this computer at {} (file)", visible(p)),
+        };
+    }
     let scheme = match scheme {
         "*" => "http or https".to_owned(),
         s => visible(s),
@@ -72,8 +84,8 @@ pub fn describe_match(pattern: &str) -> String {
         "*" => "any site".to_owned(),
         "" => "this computer".to_owned(),
         h => match h.strip_prefix("*.") {
-            Some(d) => format!("{} and all its subdomains", visible(d)),
-            None => visible(h),
+            Some(d) => format!("{} and all its subdomains", as_read(d)),
+            None => as_read(h),
         },
     };
     let pages = match path {
@@ -84,12 +96,66 @@ pub fn describe_match(pattern: &str) -> String {
     format!("{pages} of {host} ({scheme})")
 }
 
+/// A pattern's host (and port) as written, and as the browser reads it when that differs in more
+/// than letter case: `bаnk.example` with a Cyrillic `а` is `xn--bnk-…`, another site than the
+/// one it looks like.
+fn as_read(host_port: &str) -> String {
+    let shown = visible(host_port);
+    let host = match host_port.rsplit_once(':') {
+        Some((h, _)) if !host_port.ends_with(']') => h,
+        _ => host_port,
+    };
+    if host.is_ascii() {
+        return shown;
+    }
+    match match_pattern::canonicalize_host(host) {
+        Some(read) => format!("{shown} (the browser reads it as {read})"),
+        None => shown,
+    }
+}
+
 /// Where an `@include` / `@exclude` glob runs, in words.
 pub fn describe_glob(glob: &str) -> String {
+    if rule_syntax::as_regex(glob).is_none() {
+        if let Some(why) = rule_syntax::glob_unmatchable(glob) {
+            return format!("no page at all: {why}");
+        }
+    }
     match glob {
         "*" => "every page of every site".to_owned(),
         g => format!("any address matching {}", visible(g)),
     }
+}
+
+/// What the options page adds to a rule as written, where the rule alone misleads: the pages it
+/// really names (none, every local file, a look-alike host's real name). `None` when the rule
+/// reads as it runs.
+pub fn rule_note(kind: RuleKind, rule: &str) -> Option<String> {
+    let words = match kind {
+        RuleKind::Pattern => describe_match(rule),
+        RuleKind::Glob => describe_glob(rule),
+    };
+    let misleads = match kind {
+        RuleKind::Pattern => {
+            let host = rule
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split('/').next());
+            rule_syntax::pattern_unmatchable(rule).is_some()
+                || rule.starts_with("file://")
+                || host.is_some_and(|h| !h.is_ascii())
+        }
+        RuleKind::Glob => words.starts_with("no page"),
+    };
+    misleads.then_some(words)
+}
+
+/// Which grammar a rule is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// `@match`, `@exclude-match`.
+    Pattern,
+    /// `@include`, `@exclude`.
+    Glob,
 }
 
 /// A rule as written (`@match …`) and where it runs, in words.
@@ -452,6 +518,43 @@ mod tests {
         );
     }
 
+    /// The review says where a rule runs as Chrome reads it, not as it reads: an exclusion of a
+    /// look-alike host names the site the browser matches (Chrome runs the script on the real
+    /// one), a file pattern is every file whatever host it names, and an include that no address
+    /// can hold runs nowhere.
+    #[test]
+    fn rules_are_said_as_chrome_reads_them() {
+        let old = script(&["@match *://*/*"]);
+        let new = script(&[
+            "@match *://*/*",
+            "@exclude-match https://b\u{430}nk.example/*",
+            "@match file://bank.example/*",
+            "@include *://BANK.example/*",
+        ]);
+        let e = between(&old, true, &new, true);
+        assert!(
+            e.iter().any(|l| l.starts_with(
+                "No longer runs on every page of b\u{430}nk.example (the browser reads it as xn--"
+            )),
+            "{e:?}"
+        );
+        assert!(e.contains(&"Now also runs on every file on this computer (file) (@match file://bank.example/*)".to_owned()), "{e:?}");
+        assert!(
+            e.iter().any(|l| l.starts_with(
+                "Now also runs on no page at all: its scheme or host has capital letters"
+            )),
+            "{e:?}"
+        );
+        assert_eq!(rule_note(RuleKind::Pattern, "https://bank.example/*"), None);
+        assert_eq!(
+            rule_note(RuleKind::Pattern, "https://bank.example/caf\u{e9}*"),
+            None
+        );
+        assert_eq!(rule_note(RuleKind::Glob, "*://bank.example/*"), None);
+        assert!(rule_note(RuleKind::Glob, "*://bank.example/*\u{200b}")
+            .is_some_and(|n| n.starts_with("no page at all")));
+    }
+
     #[test]
     fn match_rule_changes_are_said_in_words() {
         let old = script(&[
@@ -491,7 +594,7 @@ mod tests {
         );
         assert_eq!(
             describe_match("file:///home/*"),
-            "pages at /home/* of this computer (file)"
+            "files on this computer at /home/* (file)"
         );
     }
 
