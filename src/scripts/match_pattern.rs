@@ -380,7 +380,8 @@ fn parse_port(scheme: SchemeSel, p: &str) -> Result<String, PatternError> {
 const LOCKS: [char; 4] = ['\u{1F50F}', '\u{1F510}', '\u{1F512}', '\u{1F513}'];
 
 /// Does Chrome's matching read `%XX` (or a UTF-8 run of them) as this character? The ASCII set
-/// is measured in Chromium 156 one character at a time (`matching.test.mjs`): letters, digits,
+/// is measured in Chromium 156 one character at a time (page loads; the table is
+/// `a_path_is_matched_as_chrome_decodes_it` below): letters, digits,
 /// `-`, `_`, `~`, `"`, `<`, `>` are decoded, every other ASCII character stays escaped (so `%2A`
 /// never becomes a wildcard, nor `%2F` a slash). A non-ASCII character is decoded unless it
 /// draws nothing, spaces, or reorders text (what the review marks, measured for each kind:
