@@ -12,6 +12,14 @@ pub fn ellipsize(s: &str, max: usize) -> String {
     }
 }
 
+/// A name someone else wrote (a script's `@name`), as a JSON string: in a tool result's text its
+/// end is unmistakable, so a name such as `Helper (does not run): excluded by …` cannot pose as
+/// the words that follow it in `match_url`'s line.
+#[must_use]
+pub fn quoted(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,7 +141,7 @@ fn undo_of_a_write_that_changed_nothing_reverts_nothing() {
     assert_eq!(same["isError"], json!(false), "{same}");
     assert_eq!(same["structuredContent"]["script"]["revision"], json!(2));
     let text = same["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("Nothing to change in N"), "{text}");
+    assert!(text.starts_with("Nothing to change in \"N\""), "{text}");
     let log = block_on(audit::read_all(&p.env)).unwrap();
     let (noop, w2) = (log[0].clone(), log[1].clone());
     assert_eq!(

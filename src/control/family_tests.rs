@@ -248,22 +248,39 @@ fn the_scripts_list_carries_chromes_refusal_of_a_registration() {
     assert!(row(b).get("registrationError").is_none(), "{r}");
 }
 
-/// A rule with a zero-width space after it is stored as written (and excludes nothing): the
-/// page is given it with the character marked, not as text that reads like the real rule.
+/// A rule is given to the page as Chrome reads it: an invisible character marked, and where the
+/// rule alone misleads, what it really names. An `@exclude` with a zero-width space after it
+/// would exclude nothing, so it is refused at its line; an `@include` with one runs nowhere and
+/// says so; an `@exclude-match` of a look-alike host names the site the browser reads.
 #[test]
 fn the_scripts_list_marks_invisible_characters_in_rules_and_requests() {
     let p = Provider::new(MemoryEnv::new());
+    let refused = "// ==UserScript==\n// @name Helper\n// @match *://*/*\n\
+                   // @exclude *://bank.example/*\u{200b}\n// ==/UserScript==\n";
+    let r = call(&p, json!({"op": "scripts.save", "source": refused}));
+    assert_eq!(r["ok"], json!(false), "{r}");
+    let why = r["error"].as_str().unwrap();
+    assert!(
+        why.contains("line 4") && why.contains("would exclude no page") && why.contains("U+200B"),
+        "{why}"
+    );
     let src = "// ==UserScript==\n// @name Helper\n// @version 1.0\u{202e}\n\
-               // @match *://*/*\n// @exclude *://bank.example/*\u{200b}\n\
+               // @match *://*/*\n// @include *://bank.example/*\u{200b}\n\
+               // @exclude-match *://b\u{430}nk.example/*\n\
                // @connect bank.example\u{200b}\n// @grant GM_xmlhttpRequest\n// ==/UserScript==\n";
     let r = call(&p, json!({"op": "scripts.save", "source": src}));
     assert_eq!(r["ok"], json!(true), "{r}");
     let r = call(&p, json!({"op": "scripts.list"}));
     let s = &r["scripts"][0];
-    assert_eq!(
-        s["excludeGlobs"],
-        json!(["*://bank.example/*\u{27e8}U+200B\u{27e9}"]),
+    let include = s["includeGlobs"][0].as_str().unwrap();
+    assert!(
+        include.starts_with("*://bank.example/*\u{27e8}U+200B\u{27e9} (no page at all: "),
         "{s}"
+    );
+    let exclude = s["excludeMatches"][0].as_str().unwrap();
+    assert!(
+        exclude.contains("the browser reads it as xn--"),
+        "a look-alike host is shown with the name Chrome matches: {exclude}"
     );
     assert_eq!(s["connects"], json!(["bank.example\u{27e8}U+200B\u{27e9}"]));
     assert_eq!(s["version"], json!("1.0\u{27e8}U+202E\u{27e9}"));

@@ -8,6 +8,7 @@
 use super::diff::visible;
 use crate::gm::connect;
 use crate::scripts::metadata::{Metadata, RunAt};
+use crate::scripts::{match_pattern, rule_syntax};
 
 /// One side of a write: a script as stored, or as the write would store it.
 #[derive(Debug, Clone, Copy)]
@@ -52,10 +53,14 @@ pub fn try_effects(
     out
 }
 
-/// Where a `@match` / `@exclude-match` pattern runs, in words.
+/// Where a `@match` / `@exclude-match` pattern runs, in words: as Chrome reads it, which is not
+/// always as it reads (a look-alike host is another site, a path with `é` matches nothing).
 pub fn describe_match(pattern: &str) -> String {
     if pattern == "<all_urls>" {
         return "every page of every site (http, https, file and more)".to_owned();
+    }
+    if let Some(why) = rule_syntax::pattern_unmatchable(pattern) {
+        return format!("no page at all: {why}");
     }
     let Some((scheme, rest)) = pattern.split_once("://") else {
         return format!("pages matching {}", visible(pattern));
@@ -64,6 +69,13 @@ pub fn describe_match(pattern: &str) -> String {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
+    if scheme == "file" {
+        // Chrome ignores a file pattern's host: `file://bank.example/*` is every local file.
+        return match path {
+            "/*" => "every file on this computer (file)".to_owned(),
+            p => format!("files on this computer at {} (file)", visible(p)),
+        };
+    }
     let scheme = match scheme {
         "*" => "http or https".to_owned(),
         s => visible(s),
@@ -72,8 +84,8 @@ pub fn describe_match(pattern: &str) -> String {
         "*" => "any site".to_owned(),
         "" => "this computer".to_owned(),
         h => match h.strip_prefix("*.") {
-            Some(d) => format!("{} and all its subdomains", visible(d)),
-            None => visible(h),
+            Some(d) => format!("{} and all its subdomains", as_read(d)),
+            None => as_read(h),
         },
     };
     let pages = match path {
@@ -84,38 +96,144 @@ pub fn describe_match(pattern: &str) -> String {
     format!("{pages} of {host} ({scheme})")
 }
 
+/// A pattern's host (and port) as written, and as the browser reads it when that differs in more
+/// than letter case: `bаnk.example` with a Cyrillic `а` is `xn--bnk-…`, another site than the
+/// one it looks like.
+fn as_read(host_port: &str) -> String {
+    let shown = visible(host_port);
+    let host = match host_port.rsplit_once(':') {
+        Some((h, _)) if !host_port.ends_with(']') => h,
+        _ => host_port,
+    };
+    if host.is_ascii() {
+        return shown;
+    }
+    match match_pattern::canonicalize_host(host) {
+        Some(read) => format!("{shown} (the browser reads it as {read})"),
+        None => shown,
+    }
+}
+
 /// Where an `@include` / `@exclude` glob runs, in words.
 pub fn describe_glob(glob: &str) -> String {
+    if rule_syntax::as_regex(glob).is_none() {
+        if let Some(why) = rule_syntax::glob_unmatchable(glob) {
+            return format!("no page at all: {why}");
+        }
+    }
     match glob {
         "*" => "every page of every site".to_owned(),
         g => format!("any address matching {}", visible(g)),
     }
 }
 
-/// A rule as written (`@match …`) and where it runs, in words.
-type Rule = (String, String);
+/// What the options page adds to a rule as written, where the rule alone misleads: the pages it
+/// really names (none, every local file, a look-alike host's real name). `None` when the rule
+/// reads as it runs.
+pub fn rule_note(kind: RuleKind, rule: &str) -> Option<String> {
+    let words = match kind {
+        RuleKind::Pattern => describe_match(rule),
+        RuleKind::Glob => describe_glob(rule),
+    };
+    let misleads = match kind {
+        RuleKind::Pattern => {
+            let host = rule
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split('/').next());
+            rule_syntax::pattern_unmatchable(rule).is_some()
+                || rule.starts_with("file://")
+                || host.is_some_and(|h| !h.is_ascii())
+        }
+        RuleKind::Glob => words.starts_with("no page"),
+    };
+    misleads.then_some(words)
+}
+
+/// Which grammar a rule is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// `@match`, `@exclude-match`.
+    Pattern,
+    /// `@include`, `@exclude`.
+    Glob,
+}
+
+/// A rule as written (`@match …`), where it runs in words, and its [`Rank`] where it adds pages.
+type Rule = (String, String, Rank);
+
+/// How much an effect matters when the list is too long to show whole: the effects of the lowest
+/// rank are the ones summed up. A hundred one-site `@match` lines must not push "Runs on every
+/// page of any site" or "@connect *" out of the list into the diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Rank {
+    /// Widens what the script does a lot: any site, every local file, a request to any host,
+    /// code from elsewhere, an API.
+    Wide,
+    /// One site, or a narrowing.
+    Narrow,
+    /// Words about the script: version, description, other keys.
+    About,
+}
+
+/// Does this `@match` pattern reach beyond named sites (any host, a `.tld`, local files)?
+fn pattern_is_wide(p: &str) -> bool {
+    let host = p
+        .split_once("://")
+        .map(|(scheme, rest)| (scheme, rest.split('/').next().unwrap_or_default()));
+    match host {
+        None => true,
+        Some(("file", _)) => true,
+        Some((_, h)) => {
+            let name = h.split(':').next().unwrap_or_default();
+            name == "*" || rule_syntax::pattern_has_tld(p)
+        }
+    }
+}
+
+/// Does this `@include` reach beyond named sites (a RegExp, a glob with no literal host)?
+fn glob_is_wide(g: &str) -> bool {
+    rule_syntax::as_regex(g).is_some()
+        || crate::scripts::rules::glob_superset(g) == "*://*/*"
+        || g.starts_with("file:")
+}
+
+fn rank(wide: bool) -> Rank {
+    if wide {
+        Rank::Wide
+    } else {
+        Rank::Narrow
+    }
+}
 
 /// The rules that decide where a script runs (where it runs, where it does not), with words.
 fn rules(m: &Metadata) -> (Vec<Rule>, Vec<Rule>) {
     let runs = m
         .matches
         .iter()
-        .map(|p| (format!("@match {}", visible(p)), describe_match(p)))
-        .chain(
-            m.include_globs
-                .iter()
-                .map(|g| (format!("@include {}", visible(g)), describe_glob(g))),
-        )
+        .map(|p| {
+            let r = rank(pattern_is_wide(p));
+            (format!("@match {}", visible(p)), describe_match(p), r)
+        })
+        .chain(m.include_globs.iter().map(|g| {
+            let r = rank(glob_is_wide(g));
+            (format!("@include {}", visible(g)), describe_glob(g), r)
+        }))
         .collect();
     let except = m
         .exclude_matches
         .iter()
-        .map(|p| (format!("@exclude-match {}", visible(p)), describe_match(p)))
-        .chain(
-            m.exclude_globs
-                .iter()
-                .map(|g| (format!("@exclude {}", visible(g)), describe_glob(g))),
-        )
+        .map(|p| {
+            let r = rank(pattern_is_wide(p));
+            (
+                format!("@exclude-match {}", visible(p)),
+                describe_match(p),
+                r,
+            )
+        })
+        .chain(m.exclude_globs.iter().map(|g| {
+            let r = rank(glob_is_wide(g));
+            (format!("@exclude {}", visible(g)), describe_glob(g), r)
+        }))
         .collect();
     (runs, except)
 }
@@ -151,34 +269,49 @@ fn code_lines(source: &str) -> usize {
     super::diff::js_lines(source).len()
 }
 
-/// Where the script runs: sites added and removed, in words.
-fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
-    let mut meta: Vec<String> = Vec::new();
+/// Where the script runs: sites added and removed, in words, each with its [`Rank`].
+fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, String)> {
+    let mut meta: Vec<(Rank, String)> = Vec::new();
     let ((old_runs, old_except), (new_runs, new_except)) = (rules(om), rules(nm));
-    for (rule, words) in minus(&new_runs, &old_runs) {
-        meta.push(if creating {
-            format!("Runs on {words} ({rule})")
-        } else {
-            format!("Now also runs on {words} ({rule})")
-        });
+    for (rule, words, r) in minus(&new_runs, &old_runs) {
+        meta.push((
+            *r,
+            if creating {
+                format!("Runs on {words} ({rule})")
+            } else {
+                format!("Now also runs on {words} ({rule})")
+            },
+        ));
     }
-    for (rule, words) in minus(&old_runs, &new_runs) {
-        meta.push(format!("No longer runs on {words} ({rule} removed)"));
+    for (rule, words, _) in minus(&old_runs, &new_runs) {
+        meta.push((
+            Rank::Narrow,
+            format!("No longer runs on {words} ({rule} removed)"),
+        ));
     }
-    for (rule, words) in minus(&new_except, &old_except) {
-        meta.push(if creating {
-            format!("Except on {words} ({rule})")
-        } else {
-            format!("No longer runs on {words} (new {rule})")
-        });
+    for (rule, words, _) in minus(&new_except, &old_except) {
+        meta.push((
+            Rank::Narrow,
+            if creating {
+                format!("Except on {words} ({rule})")
+            } else {
+                format!("No longer runs on {words} (new {rule})")
+            },
+        ));
     }
-    for (rule, words) in minus(&old_except, &new_except) {
-        meta.push(format!("Runs again on {words} ({rule} removed)"));
+    for (rule, words, r) in minus(&old_except, &new_except) {
+        meta.push((*r, format!("Runs again on {words} ({rule} removed)")));
     }
     if creating && new_runs.is_empty() {
-        meta.push("Runs on no site: it has no @match or @include".to_owned());
+        meta.push((
+            Rank::Wide,
+            "Runs on no site: it has no @match or @include".to_owned(),
+        ));
     } else if !creating && !old_runs.is_empty() && new_runs.is_empty() {
-        meta.push("Runs on no site any more: no @match or @include is left".to_owned());
+        meta.push((
+            Rank::Wide,
+            "Runs on no site any more: no @match or @include is left".to_owned(),
+        ));
     }
 
     meta
@@ -186,47 +319,62 @@ fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
 
 /// The hosts its requests may reach (`@connect`) and the code and files it loads from
 /// elsewhere (`@require`, `@resource`), in words.
-fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<String> {
+fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
     let mut out = Vec::new();
     // In the words of what the rule reaches once parsed, not as spelled: `2130706433` is this
     // computer, `3232235777` a device on the local network.
     for c in minus(&nm.connects, &om.connects) {
-        out.push(match connect::parse(crate::web::platform(), c) {
-            Ok(rule) => connect::reach(&rule, &visible(c)),
-            Err(_) => format!("May send requests to {} (@connect)", visible(c)),
-        });
+        out.push((
+            Rank::Wide,
+            match connect::parse(crate::web::platform(), c) {
+                Ok(rule) => connect::reach(&rule, &visible(c)),
+                Err(_) => format!("May send requests to {} (@connect)", visible(c)),
+            },
+        ));
     }
     for c in minus(&om.connects, &nm.connects) {
-        out.push(format!(
-            "No longer sends requests to {} (@connect removed)",
-            visible(c)
+        out.push((
+            Rank::Narrow,
+            format!(
+                "No longer sends requests to {} (@connect removed)",
+                visible(c)
+            ),
         ));
     }
     for r in minus(&nm.requires, &om.requires) {
-        out.push(format!(
-            "This script loads code from {} (@require{})",
-            visible(r),
-            fetched_when(r)
+        out.push((
+            Rank::Wide,
+            format!(
+                "This script loads code from {} (@require{})",
+                visible(r),
+                fetched_when(r)
+            ),
         ));
     }
     for r in minus(&om.requires, &nm.requires) {
-        out.push(format!(
-            "No longer loads code from {} (@require removed)",
-            visible(r)
+        out.push((
+            Rank::Narrow,
+            format!(
+                "No longer loads code from {} (@require removed)",
+                visible(r)
+            ),
         ));
     }
     for (name, url) in minus(&nm.resources, &om.resources) {
-        out.push(format!(
-            "Loads the file {} from {} (@resource{})",
-            visible(name),
-            visible(url),
-            fetched_when(url)
+        out.push((
+            Rank::Wide,
+            format!(
+                "Loads the file {} from {} (@resource{})",
+                visible(name),
+                visible(url),
+                fetched_when(url)
+            ),
         ));
     }
     for (name, _) in minus(&om.resources, &nm.resources) {
-        out.push(format!(
-            "No longer loads {} (@resource removed)",
-            visible(name)
+        out.push((
+            Rank::Narrow,
+            format!("No longer loads {} (@resource removed)", visible(name)),
         ));
     }
     out
@@ -247,61 +395,106 @@ fn fetched_when(url: &str) -> &'static str {
 }
 
 /// What it asks for, when and where in a page it runs, and the rest of its metadata.
-fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<String> {
-    let mut meta: Vec<String> = Vec::new();
+fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, String)> {
+    let mut meta: Vec<(Rank, String)> = Vec::new();
     for g in minus(&nm.grants, &om.grants) {
         if g != "none" {
-            meta.push(format!("Asks for @grant {}", visible(g)));
+            meta.push((Rank::Wide, format!("Asks for @grant {}", visible(g))));
         }
     }
     for g in minus(&om.grants, &nm.grants) {
         if g != "none" {
-            meta.push(format!("Gives up @grant {}", visible(g)));
+            meta.push((Rank::Narrow, format!("Gives up @grant {}", visible(g))));
         }
     }
     meta.extend(connect_effects(om, nm));
 
     if om.run_at != nm.run_at && !(creating && nm.run_at == RunAt::default()) {
-        meta.push(format!(
-            "Runs {}{}",
-            run_at_words(nm.run_at),
-            if creating {
-                String::new()
-            } else {
-                format!(", no longer {}", run_at_words(om.run_at))
-            }
+        meta.push((
+            Rank::Wide,
+            format!(
+                "Runs {}{}",
+                run_at_words(nm.run_at),
+                if creating {
+                    String::new()
+                } else {
+                    format!(", no longer {}", run_at_words(om.run_at))
+                }
+            ),
         ));
     }
     if om.no_frames != nm.no_frames {
         meta.push(if nm.no_frames {
-            "Runs only in the top frame of a page (@noframes)".to_owned()
+            (
+                Rank::Narrow,
+                "Runs only in the top frame of a page (@noframes)".to_owned(),
+            )
         } else {
-            "Now also runs inside frames of a page (@noframes removed)".to_owned()
+            (
+                Rank::Wide,
+                "Now also runs inside frames of a page (@noframes removed)".to_owned(),
+            )
         });
     }
     if !creating && om.version != nm.version {
-        meta.push(format!(
-            "Version {} → {}",
-            om.version.as_deref().map_or("none".into(), visible),
-            nm.version.as_deref().map_or("none".into(), visible)
+        meta.push((
+            Rank::About,
+            format!(
+                "Version {} → {}",
+                om.version.as_deref().map_or("none".into(), visible),
+                nm.version.as_deref().map_or("none".into(), visible)
+            ),
         ));
     }
     if !creating && om.description != nm.description {
-        meta.push("Changes its description".to_owned());
+        meta.push((Rank::About, "Changes its description".to_owned()));
     }
     let key = |(k, v): &(String, String)| format!("@{} {}", visible(k), visible(v));
     for kv in minus(&nm.other, &om.other) {
-        meta.push(if creating {
-            format!("Declares {}", key(kv))
-        } else {
-            format!("Adds {}", key(kv))
-        });
+        meta.push((
+            Rank::About,
+            if creating {
+                format!("Declares {}", key(kv))
+            } else {
+                format!("Adds {}", key(kv))
+            },
+        ));
     }
     for kv in minus(&om.other, &nm.other) {
-        meta.push(format!("Removes {}", key(kv)));
+        meta.push((Rank::About, format!("Removes {}", key(kv))));
     }
 
     meta
+}
+
+/// At most `room` lines of `meta`, in their order: when they do not all fit, the lowest-ranked
+/// ones are summed up in the last line, so what widens the script most is always read.
+fn within(meta: Vec<(Rank, String)>, room: usize) -> Vec<String> {
+    if meta.len() <= room {
+        return meta.into_iter().map(|(_, line)| line).collect();
+    }
+    let keep = room.saturating_sub(1);
+    let mut kept = vec![false; meta.len()];
+    let mut left = keep;
+    for want in [Rank::Wide, Rank::Narrow, Rank::About] {
+        for (slot, (r, _)) in kept.iter_mut().zip(&meta) {
+            if left > 0 && *r == want {
+                *slot = true;
+                left -= 1;
+            }
+        }
+    }
+    let more = meta.len() - keep;
+    let mut out: Vec<String> = meta
+        .into_iter()
+        .zip(kept)
+        .filter_map(|((_, line), k)| k.then_some(line))
+        .collect();
+    out.push(format!(
+        "… and {more} more changes to the metadata block (fewer sites or other details), all \
+         of them in the diff below"
+    ));
+    out
 }
 
 /// Every effect of turning `before` into `after` (None: the script does not exist on that side),
@@ -367,20 +560,11 @@ pub fn effects(before: Option<&Version>, after: Option<&Version>) -> Vec<String>
     let empty = Metadata::default();
     let om = old.map_or(&empty, |o| o.metadata);
     let nm = new.metadata;
-    let mut meta: Vec<String> = Vec::new();
+    let mut meta: Vec<(Rank, String)> = Vec::new();
     let creating = old.is_none();
     meta.extend(site_effects(om, nm, creating));
     meta.extend(other_effects(om, nm, creating));
-
-    let room = MAX_EFFECTS.saturating_sub(out.len() + 1);
-    if meta.len() > room {
-        let more = meta.len() - room.saturating_sub(1);
-        meta.truncate(room.saturating_sub(1));
-        meta.push(format!(
-            "… and {more} more changes to the metadata block, all of them in the diff below"
-        ));
-    }
-    out.extend(meta);
+    out.extend(within(meta, MAX_EFFECTS.saturating_sub(out.len() + 1)));
 
     out.push(match old {
         None => format!(
@@ -452,6 +636,103 @@ mod tests {
         );
     }
 
+    /// The review says where a rule runs as Chrome reads it, not as it reads: an exclusion of a
+    /// look-alike host names the site the browser matches (Chrome runs the script on the real
+    /// one), a file pattern is every file whatever host it names, and an include that no address
+    /// can hold runs nowhere.
+    /// An agent that lists a hundred one-site `@match` lines before `@match *://*/*` and
+    /// `@connect *` does not push those out of the review's effects into "… more changes": when
+    /// the list is too long, what widens the script most stays, in order, and the one-site rules
+    /// and other details are summed up.
+    #[test]
+    fn a_long_list_keeps_what_widens_the_script_most() {
+        let mut lines: Vec<String> = (0..120)
+            .map(|i| format!("@match https://s{i}.example/*"))
+            .collect();
+        lines.extend(
+            [
+                "@match *://*/*",
+                "@include /.*/",
+                "@grant GM_xmlhttpRequest",
+                "@connect *",
+                "@require https://cdn.example/x.js",
+                "@run-at document-start",
+                "@author Someone",
+            ]
+            .map(str::to_owned),
+        );
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let new = script(&refs);
+        let nm = meta(&new);
+        let e = effects(
+            None,
+            Some(&Version {
+                metadata: &nm,
+                enabled: true,
+                source: &new,
+            }),
+        );
+        assert!(e.len() <= MAX_EFFECTS + 1, "{}", e.len());
+        for wide in [
+            "Runs on every page of any site (http or https) (@match *://*/*)",
+            "Runs on any address matching /.*/ (@include /.*/)",
+            "Asks for @grant GM_xmlhttpRequest",
+            "This script loads code from https://cdn.example/x.js",
+            "Runs as soon as a page starts loading (document-start)",
+        ] {
+            assert!(e.iter().any(|l| l.starts_with(wide)), "{wide}: {e:?}");
+        }
+        assert!(e.iter().any(|l| l.contains("(@connect *")), "{e:?}");
+        // In order: the one-site rules first, as many as fit, then the wide ones.
+        let first_wide = e.iter().position(|l| l.contains("@match *://*/*"));
+        assert!(
+            first_wide > e.iter().position(|l| l.contains("s0.example")),
+            "{e:?}"
+        );
+        assert!(
+            !e.iter().any(|l| l.contains("s119.example")),
+            "summed up: {e:?}"
+        );
+        assert!(!e.iter().any(|l| l.contains("@author")), "summed up: {e:?}");
+        assert!(
+            e.iter().any(|l| l.starts_with("… and ")),
+            "the rest is counted: {e:?}"
+        );
+    }
+
+    #[test]
+    fn rules_are_said_as_chrome_reads_them() {
+        let old = script(&["@match *://*/*"]);
+        let new = script(&[
+            "@match *://*/*",
+            "@exclude-match https://b\u{430}nk.example/*",
+            "@match file://bank.example/*",
+            "@include *://BANK.example/*",
+        ]);
+        let e = between(&old, true, &new, true);
+        assert!(
+            e.iter().any(|l| l.starts_with(
+                "No longer runs on every page of b\u{430}nk.example (the browser reads it as xn--"
+            )),
+            "{e:?}"
+        );
+        assert!(e.contains(&"Now also runs on every file on this computer (file) (@match file://bank.example/*)".to_owned()), "{e:?}");
+        assert!(
+            e.iter().any(|l| l.starts_with(
+                "Now also runs on no page at all: its scheme or host has capital letters"
+            )),
+            "{e:?}"
+        );
+        assert_eq!(rule_note(RuleKind::Pattern, "https://bank.example/*"), None);
+        assert_eq!(
+            rule_note(RuleKind::Pattern, "https://bank.example/caf\u{e9}*"),
+            None
+        );
+        assert_eq!(rule_note(RuleKind::Glob, "*://bank.example/*"), None);
+        assert!(rule_note(RuleKind::Glob, "*://bank.example/*\u{200b}")
+            .is_some_and(|n| n.starts_with("no page at all")));
+    }
+
     #[test]
     fn match_rule_changes_are_said_in_words() {
         let old = script(&[
@@ -491,7 +772,7 @@ mod tests {
         );
         assert_eq!(
             describe_match("file:///home/*"),
-            "pages at /home/* of this computer (file)"
+            "files on this computer at /home/* (file)"
         );
     }
 

@@ -644,7 +644,41 @@ fn push_pattern(
         pattern.push_str(path);
     }
     match match_pattern::parse(&pattern) {
-        Ok(_) => {
+        Ok(parsed) => {
+            if let Some(why) = rule_syntax::pattern_unmatchable(&pattern) {
+                if !unmatchable(diags, line_no, key, value, why) {
+                    return;
+                }
+            } else if let (true, Some(host)) = (
+                pattern
+                    .split_once("://")
+                    .and_then(|(_, rest)| rest.split('/').next())
+                    .is_some_and(|written| !written.is_ascii()),
+                parsed.host(),
+            ) {
+                // Shown with this name beside it (`guard::effects`): `bаnk.example` with a
+                // Cyrillic `а` is not the site it looks like.
+                diags.warning(
+                    line_no,
+                    format!(
+                        "@{key} \"{}\": the browser reads this host as {}, the name of the site \
+                         it names (not of any site it looks like)",
+                        snippet(value),
+                        snippet(host)
+                    ),
+                );
+            }
+            if let Some(host) = ignored_file_host(&pattern) {
+                diags.warning(
+                    line_no,
+                    format!(
+                        "@{key} \"{}\": Chrome ignores the host (\"{}\") of a file: pattern, so \
+                         this is every local file whose path matches, on this computer",
+                        snippet(value),
+                        snippet(host)
+                    ),
+                );
+            }
             if rule_syntax::pattern_has_tld(&pattern) {
                 diags.warning(
                     line_no,
@@ -695,6 +729,10 @@ fn push_glob(
                 return;
             }
         }
+    } else if let Some(why) = rule_syntax::glob_unmatchable(value) {
+        if !unmatchable(diags, line_no, key, value, why) {
+            return;
+        }
     } else if rule_syntax::glob_has_tld(value) {
         diags.warning(
             line_no,
@@ -706,6 +744,45 @@ fn push_glob(
         );
     }
     list.push(value.to_owned());
+}
+
+/// A rule that matches no page it names (`rule_syntax::Unmatchable`). An exclude is an error:
+/// it would be shown as keeping the script off pages it never keeps it off. An include is a
+/// warning: it only runs less. True when the rule is kept.
+fn unmatchable(
+    diags: &mut Diagnostics,
+    line_no: usize,
+    key: &str,
+    value: &str,
+    why: rule_syntax::Unmatchable,
+) -> bool {
+    if key.to_ascii_lowercase().starts_with("exclude") {
+        diags.error(
+            line_no,
+            format!(
+                "@{key} \"{}\" would exclude no page: {why}; write the address as the browser \
+                 holds it (a host in lowercase, or punycode as xn--…; other characters \
+                 %-encoded, as é is %C3%A9)",
+                snippet(value)
+            ),
+        );
+        false
+    } else {
+        diags.warning(
+            line_no,
+            format!("@{key} \"{}\" matches no page: {why}", snippet(value)),
+        );
+        true
+    }
+}
+
+/// The host of a `file://host/…` pattern, which Chrome ignores (`file://bank.example/*` is
+/// `file:///*`).
+fn ignored_file_host(pattern: &str) -> Option<&str> {
+    let rest = pattern.strip_prefix("file://")?;
+    let host = rest.split('/').next().filter(|h| !h.is_empty())?;
+    // Without a '/', the whole rest is the path (`file://*` is `file:///*`).
+    rest.contains('/').then_some(host)
 }
 
 /// At most 80 characters of `s`, for quoting user text in messages without echoing megabytes.
@@ -779,6 +856,107 @@ mod tests {
         p.diagnostics
             .iter()
             .any(|d| d.line == line && d.severity == severity && d.message.contains(needle))
+    }
+
+    /// A rule that no address Chrome loads can hold reads as the pages it names and matches
+    /// none: as an exclude it would be shown keeping the script off pages it runs on, so it is
+    /// refused at its line; as an include it is kept with a warning (it only runs less).
+    /// Measured in Chromium 156 (`matching.test.mjs`): `@exclude` globs are compared with the
+    /// address as the browser holds it (ASCII, scheme and host lowercase), and a pattern's path
+    /// after Chrome decodes some escapes (so `café` matches there, a space never).
+    #[test]
+    fn a_rule_that_matches_no_address_is_refused_as_an_exclude_and_warned_as_an_include() {
+        for (rule, shows) in [
+            ("@exclude *://bank.example/*\u{200b}", "U+200B"),
+            ("@exclude *b\u{430}nk*", "\"\u{430}\" (U+0430)"),
+            ("@exclude https://bank.example/caf\u{e9}*", "U+00E9"),
+            ("@exclude *://BANK.example/*", "capital letters"),
+            ("@exclude HTTPS://bank.example/*", "capital letters"),
+            ("@exclude http://BANK.example:*", "capital letters"),
+            ("@exclude-match https://bank.example/log in*", "U+0020"),
+            ("@exclude-match https://bank.example/a\u{202e}*", "U+202E"),
+        ] {
+            let p = parse(&script(&[
+                "// @name T",
+                "// @match *://*/*",
+                &format!("// {rule}"),
+            ]));
+            assert!(p.metadata.is_none(), "{rule} is refused");
+            assert!(
+                has(&p, 4, Severity::Error, "would exclude no page"),
+                "{rule}: {:?}",
+                p.diagnostics
+            );
+            assert!(
+                has(&p, 4, Severity::Error, shows),
+                "{rule}: {:?}",
+                p.diagnostics
+            );
+        }
+        // Includes: kept, with a warning that says where they run: nowhere.
+        let p = parse(&script(&[
+            "// @name T",
+            "// @include *://BANK.example/*",
+            "// @match https://bank.example/log in*",
+        ]));
+        assert_eq!(meta(&p).include_globs, ["*://BANK.example/*"]);
+        assert!(
+            has(&p, 3, Severity::Warning, "matches no page"),
+            "{:?}",
+            p.diagnostics
+        );
+        assert!(
+            has(&p, 4, Severity::Warning, "matches no page"),
+            "{:?}",
+            p.diagnostics
+        );
+        // What does match stays accepted without a word: an encoded path, a capital in a path, a
+        // query that names another address, a non-ASCII path in a pattern (Chrome decodes it).
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match *://*/*",
+            "// @exclude https://bank.example/caf%C3%A9*",
+            "// @exclude https://bank.example/Login*",
+            "// @exclude *google.com/url?q=https://Example.com/*",
+            "// @exclude https://*Login*",
+            "// @exclude-match https://bank.example/\u{fc}berweisung*",
+        ]));
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    }
+
+    /// What a rule names that its text hides is said when it is parsed: a look-alike host is read
+    /// as its punycode name, and a file pattern's host is ignored by Chrome.
+    #[test]
+    fn a_look_alike_host_and_a_file_host_are_named_as_chrome_reads_them() {
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match *://*/*",
+            "// @exclude-match https://b\u{430}nk.example/*",
+            "// @match file://bank.example/*",
+        ]));
+        let m = meta(&p);
+        assert_eq!(m.exclude_matches, ["https://b\u{430}nk.example/*"]);
+        assert!(
+            has(&p, 4, Severity::Warning, "reads this host as xn--"),
+            "{:?}",
+            p.diagnostics
+        );
+        assert!(
+            has(
+                &p,
+                5,
+                Severity::Warning,
+                "Chrome ignores the host (\"bank.example\")"
+            ),
+            "{:?}",
+            p.diagnostics
+        );
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match file:///home/*",
+            "// @match file://*",
+        ]));
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! run, does it use `.tld`. Its own module so the parser and the compiler do not import each
 //! other.
 
+use super::match_pattern::chrome_decodes;
 use std::fmt;
 
 /// Longest regular expression accepted in `@include`/`@exclude` (they run on every page load).
@@ -175,6 +176,92 @@ fn check_cost(src: &str) -> Result<(), RegexError> {
         i = atom_end;
     }
     Ok(())
+}
+
+/// Why a rule can never hold the text of an address Chrome loads. Chrome compares an
+/// `@include`/`@exclude` glob with the whole address as the browser holds it: ASCII only (the
+/// host in punycode, the rest %-encoded), never a space, `"`, `<`, `>` or a control character,
+/// and the scheme and host in lowercase. Such a rule reads as the pages it names and matches none
+/// of them: an `@exclude *://bank.example/café*` excludes nothing. (A match pattern's path is
+/// compared after Chrome decodes some escapes, so `café` is fine there; a space is not.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmatchable {
+    /// A character no address holds where the rule needs it.
+    Character(char),
+    /// A capital letter in the scheme or host of a glob.
+    Capital,
+}
+
+impl fmt::Display for Unmatchable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unmatchable::Character(c) => {
+                let code = u32::from(*c);
+                if c.is_alphanumeric() || c.is_ascii_punctuation() {
+                    write!(f, "\"{c}\" (U+{code:04X})")?;
+                } else {
+                    write!(f, "the character U+{code:04X}")?;
+                }
+                f.write_str(
+                    " is in no address Chrome loads (it holds a host in punycode and \
+                     %-encodes the rest, and compares the rule with that text)",
+                )
+            }
+            Unmatchable::Capital => f.write_str(
+                "its scheme or host has capital letters, and Chrome compares a glob \
+                 case-sensitively with the address, whose scheme and host are lowercase",
+            ),
+        }
+    }
+}
+
+/// A character that is in no address as the browser holds it.
+fn never_in_address(c: char) -> bool {
+    !c.is_ascii() || c.is_ascii_control() || matches!(c, ' ' | '"' | '<' | '>')
+}
+
+/// Why this `@include`/`@exclude` glob matches no page it names, if it cannot. Not for a
+/// `/regular expression/`.
+pub fn glob_unmatchable(glob: &str) -> Option<Unmatchable> {
+    if let Some(c) = glob.chars().find(|&c| never_in_address(c)) {
+        return Some(Unmatchable::Character(c));
+    }
+    // `scheme://host/…` with a literal host: its letters must be lowercase. (A wildcard in the
+    // host may reach into the path, where capitals are at home.)
+    let (scheme, rest) = glob.split_once("://")?;
+    // The host without its port (`:*` is any port, not a wildcard in the host).
+    let host = rest
+        .split('/')
+        .next()
+        .and_then(|h| h.split(':').next())
+        .unwrap_or_default();
+    let scheme_like = !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.*?".contains(c));
+    let literal_host = !host.contains(['*', '?']);
+    (scheme_like
+        && literal_host
+        && format!("{scheme}{host}")
+            .chars()
+            .any(|c| c.is_ascii_uppercase()))
+    .then_some(Unmatchable::Capital)
+}
+
+/// Why this match pattern (valid) matches no page, if it cannot: a path holding a character that
+/// the address's path and query never hold, even as Chrome decodes them for matching
+/// (`match_pattern::chrome_unescape`: `é` is read from `%C3%A9`, a space never from `%20`).
+/// (Its host is read as the browser reads it: punycode.)
+pub fn pattern_unmatchable(pattern: &str) -> Option<Unmatchable> {
+    let path = match pattern.split_once("://") {
+        Some((_, rest)) => rest.find('/').and_then(|i| rest.get(i..))?,
+        None => pattern.split_once(':')?.1,
+    };
+    path.chars()
+        .find(|&c| {
+            c.is_ascii_control() || c == ' ' || c == '#' || !(c.is_ascii() || chrome_decodes(c))
+        })
+        .map(Unmatchable::Character)
 }
 
 /// Where `.tld` stands for a suffix in a glob: before `/`, `:` or at the end.

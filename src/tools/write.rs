@@ -234,7 +234,10 @@ async fn write_locked<E: Env>(
             );
             let done = Executed {
                 result: Ok(success(
-                    format!("Deleted {} ({uuid}).", record.metadata.name),
+                    format!(
+                        "Deleted {} ({uuid}).",
+                        crate::text::quoted(&record.metadata.name)
+                    ),
                     json!({ "uuid": uuid, "name": record.metadata.name, "deleted": true }),
                 )),
                 target: Some(uuid),
@@ -330,7 +333,7 @@ fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     };
     let text = format!(
         "{verb} {} (uuid {}, revision {}); {state}.{}",
-        r.metadata.name,
+        crate::text::quoted(&r.metadata.name),
         r.uuid,
         r.revision,
         diagnostics_text(&c.diagnostics)

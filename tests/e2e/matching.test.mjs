@@ -117,20 +117,66 @@ describe("matching: what Chrome runs is what match_url says", () => {
     for (const uuid of Object.values(uuids)) await ok("delete_script", { uuid });
   });
 
-  test("an @exclude with a zero-width space after it excludes nothing in Chrome, and the options page shows the character", T, async () => {
+  test("a rule that would exclude nothing is refused; a look-alike host is shown by the name Chrome matches; the options page says both", T, async () => {
     const P = server.port;
-    const { uuid } = await write("zw", ["@match http://zw.test/*", "@exclude http://zw.test/*\u200b"]);
-    assert.deepEqual(await ranOn(`http://zw.test:${P}/`), ["zw"], "Chrome runs it where the rule reads as excluded");
-    assert.deepEqual(await saysRun(`http://zw.test:${P}/`), [uuid], "match_url agrees");
+    // Chrome compares @exclude globs with the address as it holds it: a zero-width space, an é
+    // or a capital in the host never match, so each of these would exclude nothing.
+    for (const rule of ["@exclude http://zw.test/*\u200b", "@exclude http://zw.test:*/caf\u00e9*", "@exclude http://ZW.test:*", "@exclude-match http://zw.test/log in*"]) {
+      const res = await env.tools.fails("write_script", { source: script("zwx", ["@match http://zw.test/*", rule]) }, "INVALID_METADATA");
+      assert.match(res.content[0].text, /would exclude no page/, rule);
+    }
+    // The same excludes, registered by hand in Chrome, exclude nothing there (what the refusal
+    // is about): the script runs on every one of these pages.
+    const { uuid } = await write("zw", ["@match http://zw.test/*", "@include http://zw.test/*\u200b", "@exclude-match http://b\u0430nk.test/*", "@match http://bank.test/*"]);
+    const regs = await registrations();
+    const reg = regs.find((r) => r.id === uuid);
+    // From an extension page that is not one of ours (the options page would reconcile).
+    const ext = await h.context.newPage();
+    await ext.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+    await ext.evaluate(async ([id, js, matches]) => {
+      await chrome.userScripts.register([{ id: `${id}-x`, matches, excludeGlobs: ["http://zw.test/*\u200b", "http://zw.test:*/caf\u00e9*", "http://ZW.test:*"], js, world: "USER_SCRIPT", worldId: "lumo-e2e-x" }]);
+    }, [uuid, [{ code: 'document.documentElement.setAttribute("data-ran-byhand", "1");' }], ["http://zw.test/*"]]);
+    try {
+      for (const path of ["/", "/caf%C3%A9"]) assert.ok((await ranOn(`http://zw.test:${P}${path}`)).includes("byhand"), `Chrome excluded ${path}`);
+    } finally {
+      await ext.evaluate((id) => chrome.userScripts.unregister({ ids: [`${id}-x`] }), uuid);
+      await ext.close();
+    }
+    // bаnk.test (Cyrillic а) is xn--…, not bank.test: Chrome runs the script on bank.test.
+    assert.ok(reg.excludeMatches.some((m) => m.includes("xn--")), JSON.stringify(reg));
+    assert.ok((await ranOn(`http://bank.test:${P}/`)).includes("zw"), "Chrome runs it on bank.test");
+    assert.deepEqual(await saysRun(`http://bank.test:${P}/`), [uuid], "match_url agrees");
     const page = await h.context.newPage();
     await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
     const row = page.locator(`[data-uuid="${uuid}"]`);
     await row.waitFor({ timeout: 5000 });
     const rules = await row.getByRole("listitem").allTextContents();
-    assert.ok(rules.includes("@exclude http://zw.test/*\u27e8U+200B\u27e9"), show(rules));
-    assert.equal(await row.locator("mark.invisible").count(), 1, "drawn as a mark");
+    assert.ok(rules.some((r) => r.startsWith("@include http://zw.test/*\u27e8U+200B\u27e9 (no page at all:")), show(rules));
+    assert.ok(rules.some((r) => r.startsWith("@exclude-match http://b\u0430nk.test/* (") && r.includes("reads it as xn--")), show(rules));
     assert.ok(!/\u200b/.test(await row.textContent()), "no raw zero-width space in the row");
     await page.close();
+  });
+
+  test("a path is matched as Chrome decodes it: match_url agrees with Chrome on escaped and non-ASCII paths", T, async () => {
+    const P = server.port;
+    const tags = {
+      esc: ["@match http://dec.test/a%41*"],
+      utf: ["@match http://dec.test/caf\u00e9*"],
+      exc: ["@match http://dec.test/*", "@exclude-match http://dec.test/\u00fcber*"],
+      keep: ["@match http://dec.test/s%2Fy*"],
+    };
+    const uuids = {};
+    for (const [tag, lines] of Object.entries(tags)) uuids[tag] = (await write(tag, lines)).uuid;
+    const tagOf = Object.fromEntries(Object.entries(uuids).map(([t, u]) => [u, t]));
+    const mismatches = [];
+    for (const [path, want] of [["/aA", ["esc", "exc"]], ["/caf%C3%A9", ["exc", "utf"]], ["/caf%c3%a9", ["exc", "utf"]], ["/%C3%BCber", []], ["/s/y", ["exc"]], ["/s%2Fy", ["exc", "keep"]]]) {
+      const url = `http://dec.test:${P}${path}`;
+      const seen = await ranOn(url);
+      const said = (await saysRun(url)).map((u) => tagOf[u]).filter(Boolean).sort();
+      if (JSON.stringify(seen) !== JSON.stringify(want)) mismatches.push(`${path}: Chrome ran ${JSON.stringify(seen)}, expected ${JSON.stringify(want)}`);
+      if (JSON.stringify(said) !== JSON.stringify(seen)) mismatches.push(`${path}: match_url says ${JSON.stringify(said)}, Chrome ran ${JSON.stringify(seen)}`);
+    }
+    assert.deepEqual(mismatches, []);
   });
 
   test("validate_script: @match with @include is the union, with no AND warning", T, async () => {
