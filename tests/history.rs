@@ -343,6 +343,73 @@ fn restore_is_declared_a_destructive_write() {
         .all(|t| !t["name"].as_str().unwrap().contains("purge")));
 }
 
+/// The revisions `list_revisions` lists for `uuid`, newest first.
+fn listed(p: &Provider<MemoryEnv>, s: &lumo_userscripts::session::Session, uuid: &str) -> Vec<u64> {
+    let l = call(p, s, "list_revisions", json!({"uuid": uuid}));
+    l["structuredContent"]["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["revision"].as_u64().unwrap())
+        .collect()
+}
+
+/// 20 revisions a script: an agent that writes 25 in a minute (within the rate limit) pushed
+/// out every version from before, so the one the user ran for hours could not be brought back.
+/// The newest version that stood an hour or more is kept past such a burst; once a later one
+/// has stood as long, it is the one kept.
+#[test]
+fn a_burst_of_writes_cannot_push_the_version_that_stood_out_of_the_history() {
+    let p = provider();
+    let s = ready(&p);
+    let c = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("B", "good();")}),
+    );
+    let uuid = uuid_of(&c);
+    let burst = |from: u64| {
+        for rev in from..from + 25 {
+            p.env.advance(2_000.0);
+            let r = call(
+                &p,
+                &s,
+                "write_script",
+                json!({"uuid": uuid, "revision": rev, "source": script("B", &format!("bad{rev}();"))}),
+            );
+            assert_eq!(r["isError"], json!(false), "{r}");
+        }
+    };
+    p.env.advance(3.0 * 3_600_000.0); // it runs for three hours
+    burst(1);
+    let kept = listed(&p, &s, &uuid);
+    assert_eq!(kept.len(), 21, "the bound still holds: {kept:?}");
+    assert_eq!(kept[0], 26);
+    assert_eq!(kept[20], 1, "the version that stood is kept: {kept:?}");
+    assert_eq!(kept[1..20], (7..=25).rev().collect::<Vec<u64>>()[..]);
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 26}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
+    assert_eq!(
+        g["structuredContent"]["script"]["source"],
+        json!(script("B", "good();"))
+    );
+    // Revision 27 (the restored good version) stands two hours; the next burst keeps it and
+    // lets revision 1 go.
+    p.env.advance(2.0 * 3_600_000.0);
+    burst(27);
+    let kept = listed(&p, &s, &uuid);
+    assert_eq!(kept.len(), 21, "{kept:?}");
+    assert!(kept.contains(&27), "{kept:?}");
+    assert!(!kept.contains(&1), "{kept:?}");
+}
+
 #[test]
 fn a_write_past_the_cap_removes_the_revision_it_dropped_and_no_other() {
     let p = provider();

@@ -13,7 +13,10 @@
 //! Bounded three ways, the oldest revision dropped first: [`MAX_REVISIONS`] per script,
 //! [`MAX_SCRIPT_BYTES`] of sources per script, and [`MAX_TOTAL_BYTES`] across all scripts
 //! (tracked in `history/budget`, one number per script, so the bound costs one small key per
-//! write; past it the script with the most history loses its oldest revision).
+//! write; past it the script with the most history loses its oldest revision). One revision is
+//! passed over while another can go: the newest that stood as the script for [`SETTLED_MS`]
+//! (each index line records when its revision became the script), so a burst of writes cannot
+//! push the version the user ran before it out of the history.
 //!
 //! Decoding is lenient: a revision that does not decode, is missing, or whose source does not
 //! hash to its recorded sha256, is reported and skipped; the script itself is never touched by it.
@@ -28,6 +31,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 pub const MAX_REVISIONS: usize = 20;
+/// How long a version must have been the script for the bounds to keep it past a burst of
+/// later ones ([`Index::settled`]).
+pub const SETTLED_MS: f64 = 60.0 * 60.0 * 1000.0;
 pub const MAX_SCRIPT_BYTES: usize = 1024 * 1024;
 pub const MAX_TOTAL_BYTES: usize = 4 * 1024 * 1024;
 pub const BUDGET_KEY: &str = "history/budget";
@@ -85,11 +91,14 @@ impl History {
     }
 }
 
-/// One line of the index: a kept revision and its source's size.
+/// One line of the index: a kept revision, its source's size, and when it became the script
+/// (its `updatedAt`; lines written before it was recorded have none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Entry {
     revision: u64,
     bytes: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    since: Option<f64>,
 }
 
 /// A kept revision as a write sees it: its line, and its value when this write must store it
@@ -122,12 +131,35 @@ impl Index {
         json!({ "v": 2, "revisions": lines })
     }
 
-    /// Drops the oldest revision; returns its key when it is stored under one (to remove).
+    /// The settled revision: the newest kept one that stood as the script for [`SETTLED_MS`]
+    /// or more before the next one replaced it. A burst of writes (an agent's 20 in a minute)
+    /// cannot push it out of the history: the version the user had before the burst stays.
+    fn settled(&self) -> Option<usize> {
+        let since = |i: usize| self.kept.get(i).and_then(|k| k.entry.since);
+        (0..self.kept.len().saturating_sub(1))
+            .rev()
+            .find(|&i| match (since(i), since(i + 1)) {
+                (Some(a), Some(b)) => b - a >= SETTLED_MS,
+                _ => false,
+            })
+    }
+
+    /// Which revision the bounds drop next: the oldest, passing over the settled one while any
+    /// other but the newest is left (past that, the bound wins: the settled one goes).
+    fn next_to_drop(&self) -> usize {
+        let settled = self.settled();
+        (0..self.kept.len().saturating_sub(1))
+            .find(|&i| Some(i) != settled)
+            .unwrap_or(0)
+    }
+
+    /// Drops the revision the bounds drop next ([`Index::next_to_drop`]); returns its key when
+    /// it is stored under one (to remove).
     fn drop_oldest(&mut self, uuid: &str) -> Option<String> {
         if self.kept.is_empty() {
             return None;
         }
-        let gone = self.kept.remove(0);
+        let gone = self.kept.remove(self.next_to_drop());
         gone.unsaved
             .is_none()
             .then(|| revision_key(uuid, gone.entry.revision))
@@ -181,6 +213,7 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
                     entry: Entry {
                         revision: r.record.revision,
                         bytes: r.source.len(),
+                        since: Some(r.record.updated_at),
                     },
                     unsaved: Some(r),
                 })
@@ -234,6 +267,7 @@ fn adopt(uuid: &str, ix: &mut Index, all: &Map<String, Value>) {
             entry: Entry {
                 revision: n,
                 bytes: r.source.len(),
+                since: Some(r.record.updated_at),
             },
             unsaved: None,
         });
@@ -323,6 +357,7 @@ fn push(ix: &mut Index, uuid: &str, prev: Revision) -> Vec<String> {
         entry: Entry {
             revision: prev.record.revision,
             bytes: prev.source.len(),
+            since: Some(prev.record.updated_at),
         },
         unsaved: Some(prev),
     });
@@ -461,7 +496,11 @@ async fn items_from<S: Storage>(
         };
         if ix.kept.is_empty() {
             budget.remove(&biggest);
-        } else if ix.kept.first().is_some_and(|k| k.unsaved.is_some()) {
+        } else if ix
+            .kept
+            .get(ix.next_to_drop())
+            .is_some_and(|k| k.unsaved.is_some())
+        {
             // Oldest first: all that is left of it is this change's.
             spared.insert(biggest);
         } else {
