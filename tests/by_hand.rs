@@ -16,6 +16,19 @@ fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
     block_on(control::handle(p, &v)).value
 }
 
+/// The popup's Undo of the audited write `e` to `uuid`.
+fn undo(p: &Provider<MemoryEnv>, uuid: &str, e: &audit::Entry) -> Value {
+    op(
+        p,
+        json!({"op": "scripts.undo", "uuid": uuid, "caller": e.caller, "at": e.at, "via": "popup"}),
+    )
+}
+
+/// The audit log's newest entry.
+fn newest_entry(p: &Provider<MemoryEnv>) -> audit::Entry {
+    block_on(audit::read_all(&p.env)).unwrap()[0].clone()
+}
+
 #[test]
 fn the_user_creates_and_edits_unlimited_and_read_only_mode_does_not_stop_them() {
     let p = provider();
@@ -78,10 +91,7 @@ fn undo_of_an_agent_write_and_undo_after_a_later_change() {
     let log = block_on(audit::read_all(&p.env)).unwrap();
     let w2 = log[0].clone();
     assert_eq!(w2.tool, "write_script");
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at, "via": "popup"}),
-    );
+    let u = undo(&p, &uuid, &w2);
     assert_eq!(u["ok"], json!(true), "{u}");
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
     assert_eq!(
@@ -101,10 +111,7 @@ fn undo_of_an_agent_write_and_undo_after_a_later_change() {
         "write_script",
         json!({"uuid": uuid, "revision": 3, "source": script("U", "v4")}),
     );
-    let again = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at}),
-    );
+    let again = undo(&p, &uuid, &w2);
     assert_eq!(again["code"], json!("CONFLICT"), "{again}");
     assert!(again["diff"].as_str().unwrap().contains("v4"), "{again}");
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
@@ -149,10 +156,7 @@ fn undo_of_a_write_that_changed_nothing_reverts_nothing() {
         ("set_script_enabled", "ok", true)
     );
     assert!(!w2.unchanged, "a write that made a revision is not marked");
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": noop.caller, "at": noop.at, "via": "popup"}),
-    );
+    let u = undo(&p, &uuid, &noop);
     assert_eq!(u["ok"], json!(false), "{u}");
     assert!(
         u["error"].as_str().unwrap().contains("changed nothing"),
@@ -184,12 +188,9 @@ fn undo_of_a_write_that_changed_nothing_reverts_nothing() {
         "set_script_enabled",
         json!({"uuid": uuid, "enabled": false}),
     );
-    let off = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let off = newest_entry(&p);
     assert!(!off.unchanged);
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": off.caller, "at": off.at}),
-    );
+    let u = undo(&p, &uuid, &off);
     assert_eq!(u["ok"], json!(true), "{u}");
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
     assert_eq!(g["structuredContent"]["script"]["enabled"], json!(true));
@@ -215,7 +216,7 @@ fn undo_reverts_the_write_it_names_after_the_clock_went_back() {
         "write_script",
         json!({"uuid": uuid, "revision": 1, "source": script("K", "v2")}),
     );
-    let w2 = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let w2 = newest_entry(&p);
     assert_eq!(
         w2.revision,
         Some(2),
@@ -229,10 +230,7 @@ fn undo_reverts_the_write_it_names_after_the_clock_went_back() {
         "write_script",
         json!({"uuid": uuid, "revision": 2, "source": script("K", "v3")}),
     );
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": w2.caller, "at": w2.at, "via": "popup"}),
-    );
+    let u = undo(&p, &uuid, &w2);
     assert_eq!(u["code"], json!("CONFLICT"), "{u}");
     assert!(u["diff"].as_str().unwrap().contains("v3"), "{u}");
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
@@ -254,20 +252,14 @@ fn undo_of_a_delete_does_not_undo_a_later_one_stamped_earlier() {
     let uuid = written_uuid(&c);
     p.env.advance(60_000.0);
     call(&p, &s, "delete_script", json!({"uuid": uuid}));
-    let first = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let first = newest_entry(&p);
     assert_eq!(first.revision, Some(1));
     p.env.advance(1000.0);
-    let back = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": first.caller, "at": first.at}),
-    );
+    let back = undo(&p, &uuid, &first);
     assert_eq!(back["ok"], json!(true), "{back}");
     p.env.advance(-30_000.0);
     call(&p, &s, "delete_script", json!({"uuid": uuid}));
-    let again = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": first.caller, "at": first.at}),
-    );
+    let again = undo(&p, &uuid, &first);
     assert_eq!(again["code"], json!("CONFLICT"), "{again}");
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
     assert_eq!(
@@ -304,7 +296,7 @@ fn undo_of_a_try_is_refused_and_reverts_nothing() {
     p.env.advance(1000.0);
     let t = call(&p, &s, "try_script", json!({"uuid": uuid, "tabId": 7}));
     assert_eq!(t["isError"], json!(false), "{t}");
-    let tried = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let tried = newest_entry(&p);
     assert_eq!(
         (
             tried.tool.as_str(),
@@ -313,10 +305,7 @@ fn undo_of_a_try_is_refused_and_reverts_nothing() {
         ),
         ("try_script", "ok", Some(uuid.as_str()))
     );
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": tried.caller, "at": tried.at}),
-    );
+    let u = undo(&p, &uuid, &tried);
     assert_eq!(u["ok"], json!(false), "{u}");
     assert!(
         u["error"]
@@ -337,11 +326,8 @@ fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
     let uuid = written_uuid(&c);
     p.env.advance(1000.0);
     call(&p, &s, "delete_script", json!({"uuid": uuid}));
-    let del = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": del.caller, "at": del.at}),
-    );
+    let del = newest_entry(&p);
+    let u = undo(&p, &uuid, &del);
     assert_eq!(u["ok"], json!(true), "{u}");
     assert!(p.env.registrations.borrow().contains_key(&uuid));
 
@@ -352,11 +338,8 @@ fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
         json!({"source": script("New", "1")}),
     );
     let fresh = written_uuid(&c);
-    let made = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": fresh, "caller": made.caller, "at": made.at}),
-    );
+    let made = newest_entry(&p);
+    let u = undo(&p, &fresh, &made);
     assert_eq!(u["ok"], json!(true), "{u}");
     let t = op(&p, json!({"op": "trash.list"}));
     assert_eq!(t["scripts"][0]["uuid"], json!(fresh));
@@ -527,15 +510,12 @@ fn undo_of_the_users_delete_of_an_agents_script_brings_it_back() {
     p.env.advance(1000.0);
     let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
     assert_eq!(d["ok"], json!(true), "{d}");
-    let del = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let del = newest_entry(&p);
     assert_eq!(
         (del.tool.as_str(), del.caller.as_str()),
         ("delete_script", "user")
     );
-    let u = op(
-        &p,
-        json!({"op": "scripts.undo", "uuid": uuid, "caller": del.caller, "at": del.at, "via": "popup"}),
-    );
+    let u = undo(&p, &uuid, &del);
     assert_eq!(u["ok"], json!(true), "{u}");
     assert!(p.env.registrations.borrow().contains_key(&uuid));
     assert_eq!(op(&p, json!({"op": "trash.list"}))["scripts"], json!([]));
@@ -646,7 +626,7 @@ fn undo_of_an_edit_after_a_delete_changes_nothing() {
             "write_script",
             json!({"uuid": uuid, "revision": 1, "source": script("E", "agent")}),
         );
-        let edit = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+        let edit = newest_entry(&p);
         p.env.advance(1000.0);
         let d = if deleter == "user" {
             op(&p, json!({"op": "scripts.delete", "uuid": uuid}))
@@ -657,10 +637,7 @@ fn undo_of_an_edit_after_a_delete_changes_nothing() {
             d["ok"] == json!(true) || d["isError"] == json!(false),
             "{d}"
         );
-        let u = op(
-            &p,
-            json!({"op": "scripts.undo", "uuid": uuid, "caller": edit.caller, "at": edit.at}),
-        );
+        let u = undo(&p, &uuid, &edit);
         assert_eq!(u["code"], json!("CONFLICT"), "{deleter}: {u}");
         assert!(
             u["error"].as_str().unwrap().contains("deleted since"),
@@ -692,7 +669,7 @@ fn an_undo_racing_a_delete_does_not_bring_the_script_back() {
         "write_script",
         json!({"uuid": uuid, "revision": 1, "source": script("D", "2")}),
     );
-    let w = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let w = newest_entry(&p);
     let msg = json!({"op": "scripts.undo", "uuid": uuid, "caller": w.caller, "at": w.at});
     // The Undo reads the script live, then waits for the write lock, which the delete takes.
     let lock = block_on(p.write_lock());
@@ -758,17 +735,14 @@ fn undo_of_a_restore_from_the_trash_sends_the_script_back() {
             "{r}"
         );
         assert!(p.env.registrations.borrow().contains_key(uuid.as_str()));
-        let entry = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+        let entry = newest_entry(&p);
         assert_eq!(
             (entry.tool.as_str(), entry.from_trash),
             ("restore_script", true),
             "{restorer}"
         );
         p.env.advance(1000.0);
-        let u = op(
-            &p,
-            json!({"op": "scripts.undo", "uuid": uuid, "caller": entry.caller, "at": entry.at}),
-        );
+        let u = undo(&p, &uuid, &entry);
         assert_eq!(u["ok"], json!(true), "{restorer}: {u}");
         let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
         assert_eq!(
@@ -780,7 +754,7 @@ fn undo_of_a_restore_from_the_trash_sends_the_script_back() {
             !p.env.registrations.borrow().contains_key(&uuid),
             "{restorer}: and not running"
         );
-        let undo = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+        let undo = newest_entry(&p);
         assert_eq!(
             (undo.tool.as_str(), undo.from_trash),
             ("delete_script", false)
@@ -866,7 +840,7 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
     assert_eq!(r["purged"], json!(1), "{r}");
     let trash = op(&p, json!({"op": "trash.list"}));
     assert_eq!(trash["scripts"][0]["uuid"], json!(b), "{trash}");
-    let entry = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let entry = newest_entry(&p);
     assert_eq!(
         (entry.tool.as_str(), entry.target),
         ("purge_trash", None),
