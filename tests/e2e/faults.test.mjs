@@ -498,7 +498,7 @@ describe("faults: chrome.storage.local full", () => {
     await toggle.click();
     await until(() => toggle.isChecked(), (c) => c === false, 5000);
     const r = await h.lumo("callTool", s, "get_script", { uuid: w.structuredContent.script.uuid });
-    assert.equal(r.structuredContent.script.enabled, false);
+    assert.equal(r.structuredContent.script.enabled, false, `the page says: ${await page.locator("#status").textContent()}; the switch is ${await toggle.isChecked() ? "on" : "off"}`);
     await page.close();
   });
 });
