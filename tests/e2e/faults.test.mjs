@@ -498,6 +498,12 @@ describe("faults: chrome.storage.local full", () => {
     await toggle.click();
     await until(() => toggle.isChecked(), (c) => c === false, 5000);
     const r = await h.lumo("callTool", s, "get_script", { uuid: w.structuredContent.script.uuid });
+    if (r.structuredContent.script.enabled !== false) {
+      const u = w.structuredContent.script.uuid;
+      const all = await (await h.providerPage()).evaluate(() => chrome.storage.local.get(null));
+      const audit = Object.entries(all).filter(([k]) => /^audit\//.test(k)).map(([k, v]) => `${k}: ${JSON.stringify(v)}`);
+      console.log("DIAG record", JSON.stringify(all[`script/${u}`]), "\nDIAG", audit.join("\nDIAG "), "\nDIAG get_script", JSON.stringify(r.structuredContent.script).slice(0, 300));
+    }
     assert.equal(r.structuredContent.script.enabled, false, `the page says: ${await page.locator("#status").textContent()}; the switch is ${await toggle.isChecked() ? "on" : "off"}`);
     await page.close();
   });
