@@ -116,9 +116,20 @@ fn as_read(host_port: &str) -> String {
 
 /// Where an `@include` / `@exclude` glob runs, in words.
 pub fn describe_glob(glob: &str) -> String {
-    if rule_syntax::as_regex(glob).is_none() {
-        if let Some(why) = rule_syntax::glob_unmatchable(glob) {
-            return format!("no page at all: {why}");
+    match rule_syntax::as_regex(glob) {
+        None => {
+            if let Some(why) = rule_syntax::glob_unmatchable(glob) {
+                return format!("no page at all: {why}");
+            }
+        }
+        Some(src) => {
+            if let Some(why) = rule_syntax::regex_foreign_char(src) {
+                return format!(
+                    "any address matching {}, though {why}: where the expression needs it, \
+                     it matches nothing",
+                    visible(glob)
+                );
+            }
         }
     }
     match glob {
@@ -144,7 +155,11 @@ pub fn rule_note(kind: RuleKind, rule: &str) -> Option<String> {
                 || rule.starts_with("file://")
                 || host.is_some_and(|h| !h.is_ascii())
         }
-        RuleKind::Glob => words.starts_with("no page"),
+        RuleKind::Glob => {
+            words.starts_with("no page")
+                || rule_syntax::as_regex(rule)
+                    .is_some_and(|r| rule_syntax::regex_foreign_char(r).is_some())
+        }
     };
     misleads.then_some(words)
 }
@@ -731,6 +746,21 @@ mod tests {
         assert_eq!(rule_note(RuleKind::Glob, "*://bank.example/*"), None);
         assert!(rule_note(RuleKind::Glob, "*://bank.example/*\u{200b}")
             .is_some_and(|n| n.starts_with("no page at all")));
+        // The guard tests a regular expression against `location.href`, which holds `é` as
+        // %C3%A9: the note says so, and an ASCII expression needs none.
+        let note = rule_note(RuleKind::Glob, "/bank\\.example\\/caf\u{e9}/");
+        assert!(
+            note.as_deref()
+                .is_some_and(|n| n.starts_with("any address matching /bank")
+                    && n.contains("\"\u{e9}\" (U+00E9) is in no address")
+                    && n.ends_with("where the expression needs it, it matches nothing")),
+            "{note:?}"
+        );
+        assert_eq!(
+            rule_note(RuleKind::Glob, "/bank\\.example\\/caf%C3%A9/"),
+            None
+        );
+        assert_eq!(rule_note(RuleKind::Glob, "/(?<n>bank)\\.example/"), None);
     }
 
     #[test]

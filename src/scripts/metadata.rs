@@ -711,19 +711,31 @@ fn push_glob(
     }
     if let Some(src) = rule_syntax::as_regex(value) {
         match rule_syntax::check_regex(src) {
-            Ok(()) => diags.warning(
-                line_no,
-                format!(
-                    "regular-expression @{key}: Chrome cannot express it, so a check at the top \
-                     of the script enforces it{}",
-                    if key == "include" {
-                        " (the script is registered for every http and https page and stops \
-                         where the expression does not match)"
-                    } else {
-                        ""
-                    }
-                ),
-            ),
+            Ok(()) => {
+                diags.warning(
+                    line_no,
+                    format!(
+                        "regular-expression @{key}: Chrome cannot express it, so a check at the \
+                         top of the script enforces it{}",
+                        if key == "include" {
+                            " (the script is registered for every http and https page and stops \
+                             where the expression does not match)"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+                if let Some(why) = rule_syntax::regex_foreign_char(src) {
+                    diags.warning(
+                        line_no,
+                        format!(
+                            "@{key} \"{}\": {why}; where the expression needs it, it matches \
+                             nothing (write it as the address holds it: é is %C3%A9)",
+                            snippet(value)
+                        ),
+                    );
+                }
+            }
             Err(e) => {
                 diags.error(line_no, format!("@{key} \"{}\": {e}", snippet(value)));
                 return;
@@ -1226,6 +1238,34 @@ mod tests {
         assert_eq!(m.exclude_globs, ["/logout/"]);
         assert!(has(&p, 3, Severity::Warning, "regular-expression @include: Chrome cannot express it, so a check at the top of the script enforces it"));
         assert!(has(&p, 4, Severity::Warning, "regular-expression @exclude"));
+        assert!(!has(&p, 3, Severity::Warning, "is in no address"));
+        // The guard tests the expression against the address as the browser holds it, where
+        // `é` is %C3%A9 and a space %20: said at its line, kept (a branch may still match).
+        let p = parse(&script(&[
+            "// @name x",
+            "// @include /example\\.com\\/caf\u{e9}/",
+            "// @exclude /log in/",
+        ]));
+        assert_eq!(meta(&p).include_globs.len(), 1);
+        assert_eq!(meta(&p).exclude_globs.len(), 1);
+        assert!(has(
+            &p,
+            3,
+            Severity::Warning,
+            "\"\u{e9}\" (U+00E9) is in no address Chrome loads"
+        ));
+        assert!(has(
+            &p,
+            3,
+            Severity::Warning,
+            "where the expression needs it, it matches nothing"
+        ));
+        assert!(has(
+            &p,
+            4,
+            Severity::Warning,
+            "the character U+0020 is in no address"
+        ));
         // An expression JavaScript would refuse is an error at its line.
         let p = parse(&script(&[
             "// @name x",

@@ -215,6 +215,17 @@ impl fmt::Display for Unmatchable {
     }
 }
 
+/// The first character of a `/regular expression/`'s source that no address holds: the guard
+/// tests the expression against `location.href`, which is ASCII (a host in punycode, the rest
+/// %-encoded) with no space. So where the expression needs that character it matches nothing
+/// (`/café/` never, `/caf(é|%C3%A9)/` by its second branch): said, not refused, since only the
+/// expression's shape tells which. (`<` and `>` are left out: `(?<name>…)` is syntax.)
+pub fn regex_foreign_char(src: &str) -> Option<Unmatchable> {
+    src.chars()
+        .find(|&c| !c.is_ascii() || c.is_ascii_control() || c == ' ')
+        .map(Unmatchable::Character)
+}
+
 /// A character that is in no address as the browser holds it.
 fn never_in_address(c: char) -> bool {
     !c.is_ascii() || c.is_ascii_control() || matches!(c, ' ' | '"' | '<' | '>')

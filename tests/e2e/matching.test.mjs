@@ -175,9 +175,13 @@ describe("matching: what Chrome runs is what match_url says", () => {
       utf: ["@match http://dec.test/caf\u00e9*"],
       exc: ["@match http://dec.test/*", "@exclude-match http://dec.test/\u00fcber*"],
       keep: ["@match http://dec.test/s%2Fy*"],
+      // A regular expression is tested against location.href, where é is %C3%A9: it runs nowhere.
+      rx: ["@include /dec\\.test.*caf\u00e9/"],
     };
     const uuids = {};
     for (const [tag, lines] of Object.entries(tags)) uuids[tag] = (await save(tag, lines)).uuid;
+    const said = await ok("validate_script", { source: script("rx", tags.rx) });
+    assert.ok(said.diagnostics.some((d) => d.line === 4 && /"\u00e9" \(U\+00E9\) is in no address.*where the expression needs it, it matches nothing/.test(d.message)), show(said.diagnostics));
     const tagOf = Object.fromEntries(Object.entries(uuids).map(([t, u]) => [u, t]));
     const mismatches = [];
     for (const [path, want] of [["/aA", ["esc", "exc"]], ["/caf%C3%A9", ["exc", "utf"]], ["/caf%c3%a9", ["exc", "utf"]], ["/%C3%BCber", []], ["/s/y", ["exc"]], ["/s%2Fy", ["exc", "keep"]]]) {
