@@ -12,6 +12,21 @@ pub fn ellipsize(s: &str, max: usize) -> String {
     }
 }
 
+/// At most `max` characters of `s`: its first and last halves around a `…` when cut, so neither
+/// end of a rule (its host, where it ends) can be pushed out of view by what is between.
+#[must_use]
+pub fn ellipsize_middle(s: &str, max: usize) -> String {
+    let count = s.chars().count();
+    if count <= max {
+        return s.to_owned();
+    }
+    let head = max / 2;
+    let tail = max - head;
+    let start: String = s.chars().take(head).collect();
+    let end: String = s.chars().skip(count - tail).collect();
+    format!("{start}…{end}")
+}
+
 /// A name someone else wrote (a script's `@name`), as a JSON string: in a tool result's text its
 /// end is unmistakable, so a name such as `Helper (does not run): excluded by …` cannot pose as
 /// the words that follow it in `match_url`'s line.
@@ -30,6 +45,10 @@ mod tests {
         assert_eq!(ellipsize("abcd", 3), "abc…");
         assert_eq!(ellipsize("ééé", 2), "éé…");
         assert_eq!(ellipsize("", 0), "");
+        assert_eq!(ellipsize_middle("abcdef", 6), "abcdef");
+        assert_eq!(ellipsize_middle("abcdefg", 4), "ab…fg");
+        assert_eq!(ellipsize_middle("ééééé", 3), "é…éé");
+        assert_eq!(ellipsize_middle("abc", 0), "…");
     }
 }
 

@@ -21,6 +21,36 @@ pub struct Version<'a> {
 /// More effects than this are summed up in one line (the diff has them all).
 pub const MAX_EFFECTS: usize = 100;
 
+/// Longest effect line, in characters: a rule with a 100 KB path must not become one line that
+/// pushes every other effect, and the buttons, out of the reviewer's view. What is cut is in the
+/// diff below the effects. A rule is cut before this, in its own parts (`MAX_RULE_CHARS`), so
+/// its host stays in view; this bounds every other line.
+pub const MAX_EFFECT_CHARS: usize = 1000;
+
+/// Longest rule, or rule path, quoted in an effect: cut in its middle, so neither its start (the
+/// scheme and host) nor its end (`*://aaa…aaa.evil.example/*`) is out of view.
+const MAX_RULE_CHARS: usize = 200;
+
+/// A rule (or a pattern's path) as an effect describes it: marked, and cut past
+/// [`MAX_RULE_CHARS`]. (The rule quoted beside it is marked already, by `rules`.)
+fn shown_rule(rule: &str) -> String {
+    visible(&crate::text::ellipsize_middle(rule, MAX_RULE_CHARS))
+}
+
+/// `line` within [`MAX_EFFECT_CHARS`], saying when it was cut.
+fn bounded(line: String) -> String {
+    match line.char_indices().nth(MAX_EFFECT_CHARS) {
+        None => line,
+        Some((cut, _)) => {
+            let more = line.get(cut..).map_or(0, |rest| rest.chars().count());
+            format!(
+                "{}… ({more} more characters, all in the diff below)",
+                line.get(..cut).unwrap_or_default()
+            )
+        }
+    }
+}
+
 fn quoted(s: &str) -> String {
     format!("\"{}\"", visible(s))
 }
@@ -63,7 +93,7 @@ pub fn describe_match(pattern: &str) -> String {
         return format!("no page at all: {why}");
     }
     let Some((scheme, rest)) = pattern.split_once("://") else {
-        return format!("pages matching {}", visible(pattern));
+        return format!("pages matching {}", shown_rule(pattern));
     };
     let (host, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
@@ -73,7 +103,7 @@ pub fn describe_match(pattern: &str) -> String {
         // Chrome ignores a file pattern's host: `file://bank.example/*` is every local file.
         return match path {
             "/*" => "every file on this computer (file)".to_owned(),
-            p => format!("files on this computer at {} (file)", visible(p)),
+            p => format!("files on this computer at {} (file)", shown_rule(p)),
         };
     }
     let scheme = match scheme {
@@ -91,7 +121,7 @@ pub fn describe_match(pattern: &str) -> String {
     let pages = match path {
         "/*" => "every page".to_owned(),
         "/" => "the start page".to_owned(),
-        p => format!("pages at {}", visible(p)),
+        p => format!("pages at {}", shown_rule(p)),
     };
     format!("{pages} of {host} ({scheme})")
 }
@@ -127,14 +157,14 @@ pub fn describe_glob(glob: &str) -> String {
                 return format!(
                     "any address matching {}, though {why}: where the expression needs it, \
                      it matches nothing",
-                    visible(glob)
+                    shown_rule(glob)
                 );
             }
         }
     }
     match glob {
         "*" => "every page of every site".to_owned(),
-        g => format!("any address matching {}", visible(g)),
+        g => format!("any address matching {}", shown_rule(g)),
     }
 }
 
@@ -292,30 +322,51 @@ fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, Stri
         meta.push((
             *r,
             if creating {
-                format!("Runs on {words} ({rule})")
+                format!(
+                    "Runs on {words} ({})",
+                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
+                )
             } else {
-                format!("Now also runs on {words} ({rule})")
+                format!(
+                    "Now also runs on {words} ({})",
+                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
+                )
             },
         ));
     }
     for (rule, words, _) in minus(&old_runs, &new_runs) {
         meta.push((
             Rank::Narrow,
-            format!("No longer runs on {words} ({rule} removed)"),
+            format!(
+                "No longer runs on {words} ({} removed)",
+                crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
+            ),
         ));
     }
     for (rule, words, _) in minus(&new_except, &old_except) {
         meta.push((
             Rank::Narrow,
             if creating {
-                format!("Except on {words} ({rule})")
+                format!(
+                    "Except on {words} ({})",
+                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
+                )
             } else {
-                format!("No longer runs on {words} (new {rule})")
+                format!(
+                    "No longer runs on {words} (new {})",
+                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
+                )
             },
         ));
     }
     for (rule, words, r) in minus(&old_except, &new_except) {
-        meta.push((*r, format!("Runs again on {words} ({rule} removed)")));
+        meta.push((
+            *r,
+            format!(
+                "Runs again on {words} ({} removed)",
+                crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
+            ),
+        ));
     }
     if creating && new_runs.is_empty() {
         meta.push((
@@ -593,7 +644,7 @@ pub fn effects(before: Option<&Version>, after: Option<&Version>) -> Vec<String>
             code_lines(new.source)
         ),
     });
-    out
+    out.into_iter().map(bounded).collect()
 }
 
 #[cfg(test)]
@@ -655,6 +706,99 @@ mod tests {
     /// look-alike host names the site the browser matches (Chrome runs the script on the real
     /// one), a file pattern is every file whatever host it names, and an include that no address
     /// can hold runs nowhere.
+    /// A rule with a 100 KB path is cut in its effect line, with what is left said; the other
+    /// effects stay whole and in view.
+    #[test]
+    fn an_effect_line_is_bounded() {
+        let long = format!("@match https://bank.example/{}*", "a".repeat(100_000));
+        let new = script(&[long.as_str(), "@match *://*/*"]);
+        let nm = meta(&new);
+        let e = effects(
+            None,
+            Some(&Version {
+                metadata: &nm,
+                enabled: true,
+                source: &new,
+            }),
+        );
+        let cut = e
+            .iter()
+            .find(|l| l.starts_with("Runs on pages at /aaa"))
+            .expect("the long rule's line");
+        assert!(
+            cut.chars().count() < 2 * MAX_RULE_CHARS + 60,
+            "{}",
+            cut.len()
+        );
+        // Cut in its parts, so the site it names stays in view.
+        assert!(
+            cut.contains("a* of bank.example (https) (@match https://bank.example/aaa"),
+            "{cut}"
+        );
+        assert!(
+            cut.ends_with("aaa*)") && cut.matches('…').count() == 2,
+            "{cut}"
+        );
+        // A glob's end stays in view: the site it really names may be there.
+        let glob = format!("@include *://{}.evil.example/*", "a".repeat(300));
+        let gm = meta(&script(&[glob.as_str()]));
+        let g = effects(
+            None,
+            Some(&Version {
+                metadata: &gm,
+                enabled: true,
+                source: "",
+            }),
+        );
+        assert!(
+            g.iter()
+                .any(|l| l.starts_with("Runs on any address matching *://aaa")
+                    && l.contains("a.evil.example/* (@include *://aaa")),
+            "{g:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|l| l == "Runs on every page of any site (http or https) (@match *://*/*)"),
+            "{e:?}"
+        );
+        // Two long rules that differ only past the cut are still two changes.
+        let other = format!("@match https://bank.example/{}b*", "a".repeat(100_000));
+        let changed = script(&[other.as_str(), "@match *://*/*"]);
+        let cm = meta(&changed);
+        let e = effects(
+            Some(&Version {
+                metadata: &nm,
+                enabled: true,
+                source: &new,
+            }),
+            Some(&Version {
+                metadata: &cm,
+                enabled: true,
+                source: &changed,
+            }),
+        );
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("Now also runs on pages at /aaa")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|l| l.starts_with("No longer runs on pages at /aaa")),
+            "{e:?}"
+        );
+        // Any other line is bounded as a whole.
+        assert_eq!(
+            bounded("x".repeat(MAX_EFFECT_CHARS)),
+            "x".repeat(MAX_EFFECT_CHARS)
+        );
+        let b = bounded("x".repeat(MAX_EFFECT_CHARS + 5));
+        assert!(
+            b.ends_with("x… (5 more characters, all in the diff below)"),
+            "{b}"
+        );
+    }
+
     /// An agent that lists a hundred one-site `@match` lines before `@match *://*/*` and
     /// `@connect *` does not push those out of the review's effects into "… more changes": when
     /// the list is too long, what widens the script most stays, in order, and the one-site rules
