@@ -7,6 +7,8 @@ import { menuSection } from './popup-menu.js';
 const $ = (id) => document.getElementById(id);
 const status = $('status');
 let entries = [];
+/** The entries Undo can revert, as the worker marked them. */
+let undoable = new Set();
 let names = new Map();
 
 const who = (id) => (id === 'user' ? 'you' : names.get(id) ? `${names.get(id)} (${id})` : id);
@@ -213,7 +215,7 @@ function renderAudit() {
   }
   auditList.replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.unchanged ? ' (no change)' : '',
-      e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller))), undoButton(e)),
+      e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
   disarmUndo();
@@ -259,6 +261,7 @@ const refreshAudit = oneAtATime(async () => {
   if (key === lastAudit) return;
   lastAudit = key;
   entries = audit.entries;
+  undoable = new Set((audit.undoable ?? []).map((i) => entries[i]));
   renderAudit();
 });
 

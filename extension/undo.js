@@ -4,13 +4,13 @@
 import { el, say } from './ui.js';
 
 const HOUR_MS = 60 * 60 * 1000;
-// The tools the worker can undo (by_hand::history::UNDOABLE; it refuses the rest itself).
-const UNDOABLE = new Set(['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'restore_script']);
 
-/** The Undo control for an audit entry, or null when it cannot be undone from here. */
-export function undoButton(entry, now = Date.now()) {
-  // A write that changed nothing (`unchanged`) made no revision: undoing it would undo another.
-  if (entry.result !== 'ok' || entry.unchanged || !entry.target || !UNDOABLE.has(entry.tool) || now - entry.at > HOUR_MS) return null;
+/**
+ * The Undo control for an audit entry, or null. `undoable`: the worker says Undo can revert it
+ * (`audit.list`'s `undoable`, by the rule Undo itself applies); the popup offers it for an hour.
+ */
+export function undoButton(entry, undoable, now = Date.now()) {
+  if (!undoable || now - entry.at > HOUR_MS) return null;
   const out = el('div', { class: 'undo-result' });
   const button = el('button', { class: 'undo', 'aria-label': `Undo ${entry.tool} on ${entry.target}`, onclick: async () => {
     button.disabled = true;

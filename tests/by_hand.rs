@@ -316,6 +316,34 @@ fn undo_of_a_try_is_refused_and_reverts_nothing() {
     );
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
     assert_eq!(g["structuredContent"]["script"]["revision"], json!(2));
+    // The popup is told which entries Undo can revert, by the same rule: the two writes, not
+    // the try, nor the refused write below.
+    p.env.advance(1000.0);
+    call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("T", "stale")}),
+    );
+    let listed = op(&p, json!({"op": "audit.list"}));
+    let entries = listed["entries"].as_array().unwrap();
+    let shown: Vec<(&str, &str)> = listed["undoable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &entries[i.as_u64().unwrap() as usize])
+        .map(|e| (e["tool"].as_str().unwrap(), e["result"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        shown,
+        [("write_script", "ok"), ("write_script", "ok")],
+        "{listed}"
+    );
+    assert_eq!(entries.len(), 4, "{listed}");
+    assert!(
+        entries.iter().all(|e| e.get("undoable").is_none()),
+        "the log itself is unchanged"
+    );
 }
 
 #[test]

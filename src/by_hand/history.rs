@@ -112,6 +112,27 @@ pub const UNDOABLE: [&str; 5] = [
     "restore_script",
 ];
 
+/// Whether Undo can revert the write `e` records: a successful write of one of the
+/// [`UNDOABLE`] tools that changed something. The one rule: `undo` refuses what it refuses, and
+/// `audit.list` tells the popup which entries get a button.
+pub fn can_undo(e: &audit::Entry) -> Result<(), String> {
+    if e.result != "ok" || e.target.is_none() {
+        return Err(
+            "that write is not in the audit log as a successful write to a script".to_owned(),
+        );
+    }
+    if !UNDOABLE.contains(&e.tool.as_str()) {
+        return Err(format!(
+            "{} cannot be undone: it made no version of the script to go back from",
+            e.tool
+        ));
+    }
+    if e.unchanged {
+        return Err("that write changed nothing (the script already was as asked), so there is nothing to undo".to_owned());
+    }
+    Ok(())
+}
+
 /// The audit log's entry of a write by `caller` at `at` to `uuid` that changed something. A
 /// write that changed nothing made no revision: "the newest one by that caller" would then be
 /// an earlier write's, and undoing it would revert a change the user did not pick.
@@ -126,14 +147,7 @@ async fn undoable<E: Env>(
         Ok(None) => Err(err(
             "that write is not in the audit log as a successful write to this script",
         )),
-        Ok(Some(e)) if !UNDOABLE.contains(&e.tool.as_str()) => Err(err(format!(
-            "{} cannot be undone: it made no version of the script to go back from",
-            e.tool
-        ))),
-        Ok(Some(e)) if e.unchanged => Err(err(
-            "that write changed nothing (the script already was as asked), so there is nothing to undo",
-        )),
-        Ok(Some(e)) => Ok(e),
+        Ok(Some(e)) => can_undo(&e).map(|()| e).map_err(err),
     }
 }
 

@@ -14,6 +14,7 @@ mod history;
 mod trash;
 
 pub use edit::lint;
+pub use history::can_undo;
 
 use crate::control::args::{loose, Arg};
 use crate::env::Env;

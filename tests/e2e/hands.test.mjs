@@ -61,6 +61,15 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.match(await row.textContent(), /set_script_enabled \(no change\)/);
     assert.equal(await row.getByRole("button", { name: /^Undo/ }).count(), 0, "no Undo for a write that changed nothing");
     assert.equal(await popup.locator("#audit > li").nth(await entryIndex()).getByRole("button", { name: /^Undo/ }).count(), 1, "the write beside it still has one");
+    // A try of the stored script is audited "ok" with the script as its target, but it made no
+    // version: the worker does not mark it undoable, so its row has no Undo either.
+    const tried = await call("try_script", { uuid, url });
+    assert.ok(tried.frames?.length > 0, JSON.stringify(tried));
+    await popup.reload();
+    const tryRow = (await h.internal("audit.list")).entries.findIndex((e) => e.tool === "try_script" && e.target === uuid);
+    assert.equal((await h.internal("audit.list")).entries[tryRow].result, "ok");
+    assert.match(await popup.locator("#audit > li").nth(tryRow).textContent(), /try_script/);
+    assert.equal(await popup.locator("#audit > li").nth(tryRow).getByRole("button", { name: /^Undo/ }).count(), 0, "no Undo for a try");
 
     // The agent changes it again; undoing that old write now would overwrite the change.
     await call("write_script", { uuid, revision: 3, source: userscript({ tag: "u", version: "v4" }) });
