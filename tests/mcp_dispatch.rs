@@ -476,3 +476,123 @@ fn tools_list_is_one_page_and_refuses_a_cursor_it_never_issued() {
         assert!(r["error"]["message"].as_str().unwrap().contains("cursor"));
     }
 }
+
+/// MCP 2025-03-26 says a receiver MUST take JSON-RPC batches; the revisions before and after
+/// it have none. On a session at that revision a batch runs in order and gets one array of
+/// answers (notifications and responses in it get none); elsewhere it is refused whole, and
+/// nothing in it runs.
+#[test]
+fn batches_run_at_2025_03_26_and_are_refused_elsewhere() {
+    let p = provider();
+    let s = open(&p);
+    initialize(&p, &s, "2025-03-26");
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": "b1", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Batched", "v1")}}},
+        {"jsonrpc": "2.0", "id": "b3", "method": "no/such"},
+        {"jsonrpc": "2.0", "id": "r", "result": {}},
+        42,
+        [{"jsonrpc": "2.0", "id": "nested", "method": "ping"}],
+        {"jsonrpc": "2.0", "id": "again", "method": "initialize", "params": {"protocolVersion": "2025-03-26"}},
+    ]);
+    let r = reply(send(&p, &s, batch));
+    let answers = r.as_array().expect("an array of answers");
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(
+        ids,
+        [
+            &json!("b1"),
+            &json!(2),
+            &json!("b3"),
+            &Value::Null,
+            &Value::Null,
+            &json!("again")
+        ],
+        "{r}"
+    );
+    assert_eq!(answers[0]["result"], json!({}));
+    assert_eq!(answers[1]["result"]["isError"], json!(false), "{r}");
+    assert_eq!(code(&answers[2]), -32601);
+    assert_eq!(code(&answers[3]), -32600);
+    assert!(answers[4]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot hold a batch"));
+    assert!(answers[5]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("already initialized"));
+    // The write in it ran: the script is stored.
+    let listed = call(&p, &s, "list_scripts", json!({}));
+    assert_eq!(
+        listed["structuredContent"]["scripts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{listed}"
+    );
+    // Only notifications: no reply at all.
+    assert!(matches!(
+        send(
+            &p,
+            &s,
+            json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}])
+        ),
+        Outcome::Silent
+    ));
+    // Empty, or over the bound: one error, nothing run.
+    let empty = reply(send(&p, &s, json!([])));
+    assert_eq!((code(&empty), empty["id"].clone()), (-32600, Value::Null));
+    let many: Vec<Value> = (0..=64)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script(&format!("Many {i}"), "v1")}}}))
+        .collect();
+    let over = reply(send(&p, &s, Value::Array(many)));
+    assert_eq!(code(&over), -32600);
+    assert!(
+        over["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the 64"),
+        "{over}"
+    );
+    let listed = call(&p, &s, "list_scripts", json!({}));
+    assert_eq!(
+        listed["structuredContent"]["scripts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Any other revision, or before initialize: refused whole.
+    for version in SUPPORTED_VERSIONS.iter().filter(|v| **v != "2025-03-26") {
+        let s = open(&p);
+        initialize(&p, &s, version);
+        let r = reply(send(
+            &p,
+            &s,
+            json!([{"jsonrpc": "2.0", "id": "b1", "method": "ping"}]),
+        ));
+        assert_eq!(
+            (code(&r), r["id"].clone()),
+            (-32600, Value::Null),
+            "{version}: {r}"
+        );
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("2025-03-26"),
+            "{r}"
+        );
+    }
+    let fresh = open(&p);
+    let r = reply(send(
+        &p,
+        &fresh,
+        json!([{"jsonrpc": "2.0", "id": "b1", "method": "ping"}]),
+    ));
+    assert_eq!(code(&r), -32600, "{r}");
+}

@@ -16,6 +16,14 @@ use serde_json::{json, Map, Value};
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 pub const SERVER_NAME: &str = "lumo-userscripts";
 
+/// The one revision whose receivers MUST take JSON-RPC batches (MCP 2025-03-26, "Base
+/// Protocol"); the next one removed them, and 2024-11-05 never had them.
+pub const BATCH_VERSION: &str = "2025-03-26";
+
+/// Most messages in one batch: each may be a tool call, and the batch is answered when the last
+/// one is (the port's 1 MiB bound alone would allow tens of thousands of pings).
+pub const MAX_BATCH: usize = 64;
+
 pub fn negotiate(requested: &str) -> &'static str {
     SUPPORTED_VERSIONS
         .iter()
@@ -67,8 +75,70 @@ fn initialize_result(version: &str, policy: &Policy, cap: &Capability) -> Value 
 }
 
 impl<E: Env> Provider<E> {
-    /// Handles one message on an open session.
+    /// Handles one message on an open session: a JSON-RPC message, or a batch of them.
     pub async fn handle_mcp(&self, session: &Session, msg: &Value) -> Outcome {
+        match msg {
+            Value::Array(items) => self.handle_batch(session, items).await,
+            one => self.handle_one(session, one).await,
+        }
+    }
+
+    /// A batch, on a session at [`BATCH_VERSION`]: its messages in order, one array of their
+    /// answers (none: no reply at all, as JSON-RPC says). Any other session, an empty batch or
+    /// one over [`MAX_BATCH`] gets one error, `id: null`, and nothing in it runs.
+    async fn handle_batch(&self, session: &Session, items: &[Value]) -> Outcome {
+        let refuse =
+            |why: &str| Outcome::Reply(jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, why));
+        if session.phase()
+            != Some(Phase::Ready {
+                version: BATCH_VERSION,
+            })
+        {
+            return refuse(&format!(
+                "batches are not supported on this session: send one JSON-RPC message at a time \
+                 (MCP takes batches only at protocol version {BATCH_VERSION}, once initialized)"
+            ));
+        }
+        if items.is_empty() {
+            return refuse("an empty batch: send at least one JSON-RPC message");
+        }
+        if items.len() > MAX_BATCH {
+            return refuse(&format!(
+                "a batch of {} messages is over the {MAX_BATCH} this server takes at once",
+                items.len()
+            ));
+        }
+        let mut replies = Vec::new();
+        let mut close = false;
+        for item in items {
+            let out = match item {
+                Value::Array(_) => Outcome::Reply(jsonrpc::error(
+                    &Value::Null,
+                    jsonrpc::INVALID_REQUEST,
+                    "a batch cannot hold a batch",
+                )),
+                one => self.handle_one(session, one).await,
+            };
+            match out {
+                Outcome::Reply(r) => replies.push(r),
+                Outcome::Silent => {}
+                Outcome::ReplyAndCloseCaller(r) => {
+                    replies.push(r);
+                    close = true;
+                }
+                Outcome::CloseCaller => close = true,
+            }
+        }
+        match (replies.is_empty(), close) {
+            (true, false) => Outcome::Silent,
+            (true, true) => Outcome::CloseCaller,
+            (false, false) => Outcome::Reply(Value::Array(replies)),
+            (false, true) => Outcome::ReplyAndCloseCaller(Value::Array(replies)),
+        }
+    }
+
+    /// One JSON-RPC message (a batch inside it is refused by `classify`).
+    async fn handle_one(&self, session: &Session, msg: &Value) -> Outcome {
         let (id, method, params) = match jsonrpc::classify(msg) {
             Inbound::Invalid(reply) => return Outcome::Reply(reply),
             Inbound::Ignored => return Outcome::Silent,

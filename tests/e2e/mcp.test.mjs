@@ -434,6 +434,39 @@ describe("mcp: approved caller", () => {
     }
   });
 
+  // MCP 2025-03-26 (only that revision) says a receiver MUST take JSON-RPC batches.
+  test("8d. a session at 2025-03-26 takes a batch: one array of answers, in order, notifications unanswered", T, async () => {
+    const p = await rp.open();
+    try {
+      const init = await rp.rpc(p, initialize("init-0326", "2025-03-26"));
+      assert.equal(init.result.protocolVersion, "2025-03-26");
+      await rp.send(p, initialized);
+      const before = (await rp.messages(p)).length;
+      await rp.send(p, [
+        { jsonrpc: "2.0", id: "b1", method: "ping" },
+        { jsonrpc: "2.0", method: "notifications/initialized" },
+        { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "status", arguments: {} } },
+        { jsonrpc: "2.0", id: "b3", method: "no/such" },
+      ]);
+      const fresh = await until(async () => (await rp.messages(p)).slice(before), (l) => l.length > 0, 3000);
+      await sleep(200);
+      const all = (await rp.messages(p)).slice(before);
+      assert.equal(all.length, 1, `one message answers the batch: ${show(all)}`);
+      const [answers] = fresh;
+      assert.ok(Array.isArray(answers), show(answers));
+      assert.deepEqual(answers.map((a) => a.id), ["b1", 2, "b3"], show(answers));
+      assert.deepEqual(answers[0].result, {});
+      assert.equal(answers[1].result.isError, false);
+      assert.equal(answers[1].result.structuredContent.version.length > 0, true, show(answers[1]));
+      assertRpcError(answers[2], "b3", METHOD_NOT_FOUND, /no\/such/);
+      // Empty: one error object, not an array.
+      assertRpcError(await rp.rpc(p, [], null), null, INVALID_REQUEST, /empty batch/);
+      assert.equal((await rp.info(p)).closed, false);
+    } finally {
+      await rp.close(p);
+    }
+  });
+
   // Chrome delivers a message of up to 64 MiB; a port message holds at most 1 MiB and a probe
   // 16 KiB. A longer one is answered from its beginning (the request's id) without its text
   // being copied into the wasm, whose memory never shrinks: any extension may send a probe.
