@@ -481,3 +481,52 @@ fn a_rate_limited_try_reads_nothing_of_the_script() {
         "a refused try read {read:?}"
     );
 }
+
+/// Past the 10 script worlds Chrome gives a page, a try lands in the shared default world; its
+/// wrapper then runs nothing and says so (`wrap::found_shared_world`). Every frame so: the try
+/// could not run (CANNOT_RUN, with the reason and what to do); some frames: those say it.
+#[test]
+fn a_try_that_found_its_world_shared_ran_nothing_and_says_so() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let nonce = "00000000-0000-4000-8000-000000000001";
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([
+        { "frameId": 0, "result": { "lumo": nonce, "sharedWorld": true } },
+    ])));
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(error_code(&r), Some("CANNOT_RUN"), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("nothing was run in tab 7")
+            && text.contains("10 script worlds")
+            && text.contains("Reload the tab"),
+        "{text}"
+    );
+    let nonce = "00000000-0000-4000-8000-000000000002";
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([
+        { "frameId": 0, "result": { "lumo": nonce, "url": "https://example.com/page", "title": "t", "value": "1", "threw": false, "logs": [] } },
+        { "frameId": 3, "result": { "lumo": nonce, "sharedWorld": true } },
+    ])));
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert!(error_code(&r).is_none(), "{r}");
+    let frames = r["structuredContent"]["frames"].as_array().unwrap();
+    assert_eq!(frames[0]["ok"], true, "{r}");
+    assert_eq!(
+        (frames[1]["frameId"].clone(), frames[1]["finished"].clone()),
+        (json!(3), json!(false))
+    );
+    assert!(
+        frames[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("shared with other code"),
+        "{r}"
+    );
+    // A marker with another try's nonce is not this try's answer.
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([
+        { "frameId": 0, "result": { "lumo": "someone-else", "sharedWorld": true } },
+    ])));
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert!(error_code(&r).is_none(), "{r}");
+}

@@ -35,12 +35,37 @@ const MAX_STACK_CHARS: usize = 4096;
 /// Every `__X__` is replaced ([`kit`]); none can occur in the nonce or the numbers.
 const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); restore(); } r.logsDropped = dropped; r.ms = now() - t0; return r; }; return { finish }; })();"#;
 
-/// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce. Only
-/// `__NONCE__` is replaced, and it cannot occur in the nonce itself.
+/// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce, once
+/// it has seen that it runs in the world it was sent to ([`CLAIM`]). `__NONCE__` and `__WORLD__`
+/// are replaced, and neither can occur in a nonce or a world name.
+///
+/// Chrome gives a document at most 10 user-script worlds; a try's world past them is the
+/// default one, shared with every other script and try past them. There, code that ran before
+/// (raw code the agent tried, an installed script) may have hooked the built-ins the source and
+/// its GM functions call, and would read the stored values a try of a stored script is given.
+/// So nothing runs unless this world's claim is this try's world and no installed script ran
+/// here (`__lumoWorld`, declared by a registered script's runtime entry before any source). The
+/// test uses `typeof` and `!==` on bindings no code can redefine once declared (a `const`): no
+/// built-in another script could have hooked. A try that finds its world taken reports
+/// `sharedWorld` and runs nothing, so the first owner of a shared world is the only one that
+/// ever runs there.
 const PRELUDE: &str = r#"globalThis["__lumoTryRun___NONCE__"] = (async () => { //# sourceURL=lumo-try-__NONCE__.js
-const __lumo = globalThis["__lumoTryKit___NONCE__"]; delete globalThis["__lumoTryKit___NONCE__"];
+if (typeof __lumoWorld !== "undefined" || typeof __lumoTryWorld === "undefined" || __lumoTryWorld !== "__WORLD__") return { lumo: "__NONCE__", sharedWorld: true }; const __lumo = globalThis["__lumoTryKit___NONCE__"]; delete globalThis["__lumoTryKit___NONCE__"];
 return __lumo.finish(async () => { return (async () => {
 "#;
+
+/// The world's claim: its first try declares which world it was sent to, as a `const` no later
+/// code can change or remove. In a world of its own that is always the same name (a later
+/// try's claim fails, silenced by [`entries`]' first entry); in the shared default world, the
+/// first try there owns it, and every other try there finds it taken ([`PRELUDE`]).
+const CLAIM: &str = "const __lumoTryWorld = \"__WORLD__\";\n//# sourceURL=lumo-try-claim.js\n";
+
+/// What a frame's result says when its try found the world shared ([`PRELUDE`]) and ran
+/// nothing.
+pub fn found_shared_world(v: &Value, nonce: &str) -> bool {
+    v.get("lumo").and_then(Value::as_str) == Some(nonce)
+        && v.get("sharedWorld") == Some(&Value::Bool(true))
+}
 
 /// After the source: closes the function and names the code for stack frames.
 const EPILOGUE: &str = "\n})(); });\n})()\n//# sourceURL=lumo-try-__NONCE__.js\n";
@@ -73,7 +98,12 @@ fn kit(nonce: &str, timeout_ms: u32, requires: &str) -> String {
 /// its frames named `lumo-try-<nonce>.js`. `nonce` must be
 /// alphanumeric or `-` (a uuid): it goes into a JS string and a regex unescaped.
 pub fn wrap(source: &str, nonce: &str) -> Option<String> {
-    wrap_with_gm(source, nonce, "", "")
+    wrap_with_gm(source, nonce, "lumo-try", "", "")
+}
+
+/// A nonce or world name that may go into JS strings and a regex unescaped.
+fn plain(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// [`wrap`], with `gm` (one line: the try's GM functions bound with `let`, `gm::try_gm`) on the
@@ -82,17 +112,25 @@ pub fn wrap(source: &str, nonce: &str) -> Option<String> {
 /// `requires` (the stored `@require` code, empty or ending with a line end) goes between the
 /// prelude and the source, in the same function (as a registered script has it); the source's
 /// lines then start after [`lines_before`]`(requires)`.
-pub fn wrap_with_gm(source: &str, nonce: &str, gm: &str, requires: &str) -> Option<String> {
+pub fn wrap_with_gm(
+    source: &str,
+    nonce: &str,
+    world: &str,
+    gm: &str,
+    requires: &str,
+) -> Option<String> {
     if gm.contains(['\n', '\r', '\u{2028}', '\u{2029}']) {
         return None;
     }
     if !requires.is_empty() && !requires.ends_with('\n') {
         return None;
     }
-    if nonce.is_empty() || !nonce.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+    if !plain(nonce) || !plain(world) {
         return None;
     }
-    let prelude = PRELUDE.replace("__NONCE__", nonce);
+    let prelude = PRELUDE
+        .replace("__WORLD__", world)
+        .replace("__NONCE__", nonce);
     let mut code = String::with_capacity(
         prelude.len() + gm.len() + requires.len() + source.len() + EPILOGUE.len() + 40,
     );
@@ -109,21 +147,24 @@ pub fn wrap_with_gm(source: &str, nonce: &str, gm: &str, requires: &str) -> Opti
     Some(code)
 }
 
-/// The entries `userScripts.execute` runs, in order, in the try's world: a listener for the
-/// `SyntaxError` of a source that does not parse (Chromium 156 fires `error` in the world with
-/// the entry's sourceURL, line and column; measured) and the kit ([`KIT`]), the wrapped source
-/// ([`wrap`]), and a last
+/// The entries `userScripts.execute` runs, in order, in the try's world (`world`, the name it
+/// is sent to): a listener for the `SyntaxError` of a source that does not parse (Chromium 156
+/// fires `error` in the world with the entry's sourceURL, line and column; measured) and the
+/// kit ([`KIT`]), the world's claim ([`CLAIM`]; its own script, whose redeclaration on a later
+/// try fails alone and is kept off the console), the wrapped source ([`wrap`]), and a last
 /// entry whose value Chrome returns: the wrapper's report (a promise Chrome awaits) or, when the
 /// source did not parse, the listener's report of the same shape, with the executed line. `gm`
 /// is the try's GM line ([`wrap_with_gm`]).
 pub fn entries(
     source: &str,
     nonce: &str,
+    world: &str,
     timeout_ms: u32,
     gm: &str,
     requires: &str,
 ) -> Option<Vec<String>> {
-    let wrapped = wrap_with_gm(source, nonce, gm, requires)?;
+    let wrapped = wrap_with_gm(source, nonce, world, gm, requires)?;
+    let quiet = r#"if (!globalThis.__lumoTryQuiet) { globalThis.__lumoTryQuiet = true; addEventListener("error", (ev) => { if (ev.filename === "lumo-try-claim.js") ev.preventDefault(); }); }"#;
     let catcher = format!(
         r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; const l = (ev) => {{ try {{ const e = ev.error; if (ev.filename === "lumo-try-{nonce}.js" && e && e.name === "SyntaxError") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href).slice(0, 4096), title: String(document.title).slice(0, 300), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
     );
@@ -131,7 +172,8 @@ pub fn entries(
         r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis["__lumoTryKit_{nonce}"]; delete globalThis[k + "_l"]; return out; }})();"#
     );
     Some(vec![
-        format!("{catcher}\n{}", kit(nonce, timeout_ms, requires)),
+        format!("{catcher}\n{quiet}\n{}", kit(nonce, timeout_ms, requires)),
+        CLAIM.replace("__WORLD__", world),
         wrapped,
         collect,
     ])
@@ -374,8 +416,15 @@ mod tests {
 
     #[test]
     fn the_entries_catch_a_syntax_error_and_return_one_report() {
-        let e = entries(SRC, "abc-1", 3000, "", "").unwrap();
-        assert_eq!(e.len(), 3);
+        let e = entries(SRC, "abc-1", "lumo-try", 3000, "", "").unwrap();
+        assert_eq!(e.len(), 4);
+        // The world's claim is a script of its own, before the source.
+        assert_eq!(
+            e[1],
+            "const __lumoTryWorld = \"lumo-try\";\n//# sourceURL=lumo-try-claim.js\n"
+        );
+        assert!(e[0].contains("ev.filename === \"lumo-try-claim.js\") ev.preventDefault()"));
+        let e: Vec<String> = [e[0].clone(), e[2].clone(), e[3].clone()].into();
         assert_eq!(e[1], wrap(SRC, "abc-1").unwrap());
         // The frame name is on the first line too: a SyntaxError stops V8's scan before the end.
         assert!(e[1].starts_with(
@@ -410,7 +459,42 @@ mod tests {
             (err.name.as_str(), err.line, err.column),
             ("SyntaxError", Some(6), Some(11))
         );
-        assert!(entries(SRC, "a\"b", 1, "", "").is_none());
+        assert!(entries(SRC, "a\"b", "lumo-try", 1, "", "").is_none());
+    }
+
+    /// The source, its `@require` code and its GM line (a stored script's values) run only
+    /// after the check that the world is the try's own: a `typeof`/`!==` test of `const`
+    /// bindings, before anything of the try is evaluated.
+    #[test]
+    fn nothing_of_the_try_runs_before_the_world_check() {
+        let e = entries(SRC, "n1", "lumo-try-u1", 1000, "{GM_VALUES;}", "REQ;\n").unwrap();
+        let w = &e[2];
+        let check = w
+            .find("if (typeof __lumoWorld !== \"undefined\" || typeof __lumoTryWorld === \"undefined\" || __lumoTryWorld !== \"lumo-try-u1\") return { lumo: \"n1\", sharedWorld: true };")
+            .expect("the check");
+        for later in ["__lumo.finish", "{GM_VALUES;}", "REQ;", "console.log"] {
+            assert!(
+                w.find(later).is_some_and(|i| i > check),
+                "{later} before the check"
+            );
+        }
+        assert_eq!(
+            e[1],
+            "const __lumoTryWorld = \"lumo-try-u1\";\n//# sourceURL=lumo-try-claim.js\n"
+        );
+        assert!(found_shared_world(
+            &json!({"lumo": "n1", "sharedWorld": true}),
+            "n1"
+        ));
+        assert!(!found_shared_world(
+            &json!({"lumo": "n2", "sharedWorld": true}),
+            "n1"
+        ));
+        assert!(!found_shared_world(
+            &json!({"lumo": "n1", "sharedWorld": "yes"}),
+            "n1"
+        ));
+        assert!(entries(SRC, "n1", "lumo\"try", 1000, "", "").is_none());
     }
 
     #[test]
@@ -501,7 +585,7 @@ mod tests {
         let req = "var LIB = 'lib';\r\nfunction f() {}\n;\n";
         let pl = u64::from(prelude_lines());
         assert_eq!(lines_before(req), pl + 3);
-        let code = wrap_with_gm(src, "n1", "", req).unwrap();
+        let code = wrap_with_gm(src, "n1", "lumo-try", "", req).unwrap();
         // The source's line 4 is executed line pl + 3 + 4; the page side's PL says so too.
         let lines: Vec<&str> = code.split('\n').collect();
         assert_eq!(
@@ -509,7 +593,7 @@ mod tests {
             "throw new Error(LIB);"
         );
         // The page side's PL is in the kit (the first entry).
-        let kit = &entries(src, "n1", 1000, "", req).unwrap()[0];
+        let kit = &entries(src, "n1", "lumo-try", 1000, "", req).unwrap()[0];
         assert!(kit.contains(&format!("const PL = {};", pl + 3)));
         let r = json!({"lumo": "n1", "threw": true,
             "error": {"name": "Error", "message": "lib", "line": pl + 3 + 4, "column": 7},
@@ -519,20 +603,20 @@ mod tests {
         // A line inside the @require code is none of the source's.
         assert_eq!(f.logs[0].line, None);
         // Code not ending with a line end would glue onto the source's first line.
-        assert!(wrap_with_gm(src, "n1", "", "var x = 1;").is_none());
+        assert!(wrap_with_gm(src, "n1", "lumo-try", "", "var x = 1;").is_none());
     }
 
     #[test]
     fn the_gm_line_moves_no_source_line() {
         let src = "// ==UserScript==\n// @name t\n// ==/UserScript==\nnull.x;";
         let plain = wrap(src, "n1").unwrap();
-        let gm = wrap_with_gm(src, "n1", "{GM_LINE;}", "").unwrap();
+        let gm = wrap_with_gm(src, "n1", "lumo-try", "{GM_LINE;}", "").unwrap();
         assert_eq!(js_line_count(&plain), js_line_count(&gm));
         let at = |c: &str| c.split('\n').position(|l| l == "null.x;");
         assert_eq!(at(&plain), at(&gm));
         assert!(gm.contains("async () => { {GM_LINE;}return (async () => {\n// ==UserScript=="));
         for bad in ["a\nb", "a\rb", "a\u{2028}b"] {
-            assert!(wrap_with_gm(src, "n1", bad, "").is_none());
+            assert!(wrap_with_gm(src, "n1", "lumo-try", bad, "").is_none());
         }
     }
 }

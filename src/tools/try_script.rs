@@ -49,6 +49,9 @@ pub fn try_world(uuid: Option<&str>) -> String {
         None => TRY_WORLD.to_owned(),
     }
 }
+/// Why a frame ran nothing: its try found its world shared (`wrap::PRELUDE`).
+const SHARED_WORLD: &str = "Chrome put this try in a script world shared with other code, because the page already holds the 10 script worlds Chrome gives a page (its installed scripts' and earlier tries'); code that ran there before could read what the script is given (its stored values), so nothing was run. Reload the tab (the worlds go with the page) and try again, or try it in another tab";
+
 /// Time allowed beyond the script's own timeout for Chrome to inject and answer.
 const GRACE_MS: f64 = 2_000.0;
 
@@ -536,8 +539,15 @@ async fn run<E: Env>(
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
     let gm = try_gm_line(p, script).await;
-    let Some(codes) = wrap::entries(&script.source, &nonce, a.timeout_ms, &gm, &script.requires)
-    else {
+    let world = try_world(script.uuid.as_deref());
+    let Some(codes) = wrap::entries(
+        &script.source,
+        &nonce,
+        &world,
+        a.timeout_ms,
+        &gm,
+        &script.requires,
+    ) else {
         return Err(ToolError::new(
             ErrorCode::CannotRun,
             "internal: the try could not be prepared",
@@ -557,10 +567,7 @@ async fn run<E: Env>(
         // The try before may have run for its whole timeout: a switch the user flipped, or the
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
-            Ok(()) => {
-                let world = try_world(script.uuid.as_deref());
-                execute_bounded(p, tab, a, &world, &codes).await
-            }
+            Ok(()) => execute_bounded(p, tab, a, &world, &codes).await,
             Err(e) => Err(e),
         }
     };
@@ -569,6 +576,17 @@ async fn run<E: Env>(
         p.try_locks.borrow_mut().remove(&tab.id);
     }
     let answer = answer?.map_err(|e| execute_error(tab, &e.0))?;
+    let items = answer.as_array().map(Vec::as_slice).unwrap_or_default();
+    let shared = |i: &Value| {
+        i.get("result")
+            .is_some_and(|r| wrap::found_shared_world(r, &nonce))
+    };
+    if !items.is_empty() && items.iter().all(shared) {
+        return Err(ToolError::new(
+            ErrorCode::CannotRun,
+            format!("nothing was run in tab {}: {SHARED_WORLD}", tab.id),
+        ));
+    }
     Ok(report(script, tab, &nonce, &answer))
 }
 
@@ -627,10 +645,13 @@ pub fn report_value(
     let mut text = Vec::new();
     for item in items.iter().take(MAX_FRAMES) {
         let frame_id = item.get("frameId").and_then(Value::as_i64).unwrap_or(0);
-        let mut f = match item
-            .get("result")
-            .and_then(|r| wrap::parse_report(r, nonce, before, lines))
-        {
+        let result = item.get("result");
+        if result.is_some_and(|r| wrap::found_shared_world(r, nonce)) {
+            text.push(format!("frame {frame_id}: not run: {SHARED_WORLD}"));
+            frames.push(json!({ "frameId": frame_id, "ok": false, "finished": false, "reason": SHARED_WORLD }));
+            continue;
+        }
+        let mut f = match result.and_then(|r| wrap::parse_report(r, nonce, before, lines)) {
             Some(r) => describe(&r, frame_id, metadata, &mut text),
             None => {
                 let why = item

@@ -327,3 +327,82 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal(again.structuredContent.frames[0].value, 2);
   });
 });
+
+// Chrome gives a page at most 10 user-script worlds; a try's world past them is the default
+// one, shared by everything else past them. An agent can fill them itself (each stored script it
+// tries adds a world), then run raw code there that hooks built-ins, then try a stored script
+// whose values that code would read. Its own browser: the tries here count toward the rate limit.
+describe("try_script past Chrome's 10 worlds on a page", () => {
+  let h, server, session, tab;
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const named = (name, lines, body) => script(lines, body).replace("// @name Try e2e", `// @name ${name}`);
+  const save = async (source) => {
+    const r = await h.internal("scripts.save", { source });
+    assert.equal(r?.ok, true, JSON.stringify(r));
+    return r.result.script.uuid;
+  };
+
+  before(async () => {
+    h = await launch();
+    server = await anyPathServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    session = await h.lumo("connect", PROVIDER_ID);
+    tab = await h.context.newPage();
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("raw code tried in the shared world cannot read the values a stored script would be tried with there", { timeout: 180_000 }, async () => {
+    const url = `http://worlds.test:${server.port}/page`;
+    // The stored script runs on the page (its own world, the first of the 10) and stores its key.
+    const secret = await save(named("Worlds secret", ["@match http://worlds.test/*", "@grant GM_getValue", "@grant GM_setValue"], [
+      "if (!GM_getValue('apiKey')) GM_setValue('apiKey', 'sk-live-W0RLDS');",
+      "console.log('has key', GM_getValue('apiKey') === 'sk-live-W0RLDS');",
+    ]));
+    const pp = await h.providerPage();
+    let stored = false;
+    for (const deadline = Date.now() + 10_000; !stored && Date.now() < deadline; await sleep(200)) {
+      await tab.goto(url, { waitUntil: "load" });
+      await sleep(300);
+      stored = JSON.stringify(await pp.evaluate((k) => chrome.storage.local.get(k), `values/${secret}`)).includes("W0RLDS");
+    }
+    assert.ok(stored, "the installed script stored its value");
+    // Nine stored scripts for another site: each one tried here adds a world, up to 10.
+    const fillers = [];
+    for (let i = 0; i < 9; i++) fillers.push(await save(named(`Worlds filler ${i}`, ["@match http://elsewhere.test/*"], [`return ${i};`])));
+    await tab.goto(url, { waitUntil: "load" });
+    await sleep(300);
+    for (const uuid of fillers) {
+      const r = await call("try_script", { uuid, url });
+      assert.equal(r.isError, false, r.content?.[0]?.text);
+    }
+    // The 11th world: raw code, in the shared world, hooks what a try's GM functions call.
+    const hook = await call("try_script", { source: script(["@match *://*/*"], [
+      "const keep = (f) => function (...a) { try { (globalThis.__cap ??= []).push(JSON.stringify(a)); } catch (e) {} return f.apply(this, a); };",
+      "Object.fromEntries = keep(Object.fromEntries); JSON.parse = keep(JSON.parse); Object.assign = keep(Object.assign);",
+      "return 'hooked';",
+    ]), url });
+    assert.equal(hook.structuredContent?.frames?.[0]?.value, "hooked", JSON.stringify(hook));
+    // The stored script tried now lands in that world too: it must run nothing there.
+    const tried = await call("try_script", { uuid: secret, url });
+    const said = JSON.stringify(tried);
+    assert.equal(tried.isError, true, said);
+    assert.match(tried.content[0].text, /shared with other code/, said);
+    assert.ok(!said.includes("has key"), `the stored script ran: ${said}`);
+    const read = await call("try_script", { source: script(["@match *://*/*"], ["return globalThis.__cap ?? null;"]), url });
+    const captured = JSON.stringify(read.structuredContent?.frames?.[0]?.value ?? null);
+    assert.ok(!captured.includes("W0RLDS"), `raw code read the stored script's value: ${captured}`);
+    // After a reload the worlds are fresh: the stored script's try runs, with its value.
+    await tab.reload({ waitUntil: "load" });
+    const fresh = await call("try_script", { uuid: secret, url });
+    assert.equal(fresh.isError, false, fresh.content?.[0]?.text);
+    assert.ok(fresh.structuredContent.frames[0].console.some((c) => c.text === "has key true"), JSON.stringify(fresh.structuredContent));
+  });
+});
