@@ -82,7 +82,8 @@ pub fn parse(web: &dyn WebPlatform, value: &str) -> Result<Rule, RuleError> {
     }
     if is_ip(&host) {
         Ok(Rule::Ip(host))
-    } else if host == "localhost" {
+    } else if host == "localhost" || HOSTS_FILE_NAMES.contains(&host.as_str()) {
+        // A domain rule reaches no loopback target (`allows`): such a name is `localhost`.
         Ok(Rule::Localhost)
     } else {
         Ok(Rule::Domain(host))
@@ -179,16 +180,32 @@ fn is_ip(host: &str) -> bool {
     host.starts_with('[') || host.parse::<Ipv4Addr>().is_ok()
 }
 
+/// Names the stock hosts files of Linux distributions give this machine (Fedora and RHEL:
+/// `localhost.localdomain`, `localhost4`, `localhost4.localdomain4`, `localhost6`,
+/// `localhost6.localdomain6`; Debian and Ubuntu: `ip6-localhost`, `ip6-loopback`). Chrome
+/// resolves them through the system, which answers them from that file.
+const HOSTS_FILE_NAMES: &[&str] = &[
+    "localhost.localdomain",
+    "localhost4",
+    "localhost4.localdomain4",
+    "localhost6",
+    "localhost6.localdomain6",
+    "ip6-localhost",
+    "ip6-loopback",
+];
+
 /// The machine itself, in the forms the URL parser keeps: `localhost` and `*.localhost` (with
-/// or without the root's trailing dot, which Chrome resolves the same), 127.0.0.0/8, `0.0.0.0`
-/// (which connects to this machine), `[::1]`, `[::]`, and IPv6 spellings of those IPv4
-/// addresses (`[::ffff:7f00:1]`, which the parser makes of `[::ffff:127.0.0.1]`). A name that
-/// resolves to a local address (a wildcard DNS service) cannot be told from here.
+/// or without the root's trailing dot, which Chrome resolves the same), the hosts file's names
+/// for it ([`HOSTS_FILE_NAMES`]), 127.0.0.0/8, `0.0.0.0` (which connects to this machine),
+/// `[::1]`, `[::]`, and IPv6 spellings of those IPv4 addresses (`[::ffff:7f00:1]`, which the
+/// parser makes of `[::ffff:127.0.0.1]`). A name that resolves to a local address (a wildcard
+/// DNS service, a line the user added to the hosts file) cannot be told from here.
 pub fn is_loopback(host: &str) -> bool {
     let name = host.strip_suffix('.').unwrap_or(host);
     let local_v4 = |a: Ipv4Addr| a.is_loopback() || a.is_unspecified();
     name == "localhost"
         || name.ends_with(".localhost")
+        || HOSTS_FILE_NAMES.contains(&name)
         || host.parse::<Ipv4Addr>().is_ok_and(local_v4)
         || host
             .strip_prefix('[')
@@ -393,6 +410,51 @@ mod tests {
         }
         assert!(ok(&["127.0.0.1"], "127.0.0.1", None));
         assert!(!ok(&["localhost"], "example.com", None));
+    }
+
+    /// The names a stock Linux hosts file gives this machine (Fedora and RHEL:
+    /// `127.0.0.1 localhost localhost.localdomain localhost4 localhost4.localdomain4`, `::1 …
+    /// localhost6 localhost6.localdomain6`; Debian and Ubuntu: `::1 ip6-localhost ip6-loopback`)
+    /// are this computer: Chrome asks the system resolver, which answers them from that file.
+    /// `*` must not reach them, nor a redirect from elsewhere lead there.
+    #[test]
+    fn the_hosts_file_names_of_this_computer_are_loopback() {
+        for lo in [
+            "localhost.localdomain",
+            "localhost4.localdomain4",
+            "localhost6.localdomain6",
+            "localhost.localdomain.",
+            "localhost4",
+            "localhost6",
+            "ip6-localhost",
+            "ip6-loopback",
+        ] {
+            assert!(is_loopback(lo), "{lo}");
+            assert!(!ok(&["*"], lo, None), "* must not reach {lo}");
+            assert!(ok(&["localhost"], lo, None), "localhost reaches {lo}");
+            assert_eq!(
+                inward("api.example.com", lo),
+                Some(Inward::ThisComputer),
+                "{lo}"
+            );
+        }
+        // Written as a rule, such a name is this computer, and said so.
+        let r = rule("localhost.localdomain");
+        assert_eq!(r, Rule::Localhost);
+        assert!(ok(
+            &["localhost.localdomain"],
+            "localhost.localdomain",
+            None
+        ));
+        assert!(reach(&r, "localhost.localdomain").contains("this computer"));
+        // Names that only look alike are not.
+        for other in [
+            "localhost.localdomain.example.com",
+            "mylocalhost6",
+            "ip6-localhost.net",
+        ] {
+            assert!(!is_loopback(other), "{other}");
+        }
     }
 
     #[test]
