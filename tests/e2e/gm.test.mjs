@@ -488,6 +488,27 @@ describe("gm: the GM functions a script is given", () => {
     assert.ok(!server.hits.some((x) => x.startsWith("printer.lan") || x.includes("/api/apply") || x.includes("/api/printer")), JSON.stringify(server.hits));
   });
 
+  // A stock Fedora/RHEL hosts file maps localhost.localdomain and localhost6.localdomain6 to this
+  // computer; here --host-resolver-rules (every name to 127.0.0.1) stands in for that file.
+  test("GM_xmlhttpRequest with @connect *: the hosts file's names for this computer are not reached, directly or by a redirect", T, async () => {
+    await write("hostsfile", ["@match http://hostsfile.test/*", "@grant GM_xmlhttpRequest", "@connect *"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-hosts', JSON.stringify(out)); };\n"
+      + "const go = (k, o) => GM_xmlhttpRequest({ ...o, onload: (r) => { out[k] = [r.status, r.finalUrl]; done(); }, onerror: (e) => { out[k] = e.error; done(); } });\n"
+      + "go('site', { url: `http://api.test:${port}/api/site` });\n"
+      + "go('fedora', { url: `http://localhost.localdomain:${port}/api/fedora` });\n"
+      + "go('six', { url: `http://localhost6.localdomain6:${port}/api/six` });\n"
+      + "go('led', { method: 'POST', data: 'x', url: `http://api.test:${port}/redirect?status=307&to=${encodeURIComponent(`http://localhost.localdomain:${port}/api/led`)}` });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("hostsfile.test")), (g) => g.hosts, 8000);
+    const out = JSON.parse(got.hosts);
+    assert.deepEqual(out.site, [200, `http://api.test:${server.port}/api/site`], JSON.stringify(out));
+    assert.match(out.fedora, /localhost\.localdomain is not in this script's @connect list/, JSON.stringify(out));
+    assert.match(out.six, /localhost6\.localdomain6 is not in this script's @connect list/, JSON.stringify(out));
+    assert.match(out.led, /redirected the request to http:\/\/localhost\.localdomain:\d+\/api\/led, and a server elsewhere may not lead a request onto this computer; the redirect was not followed/, JSON.stringify(out));
+    assert.ok(!server.hits.some((x) => x.includes("/api/fedora") || x.includes("/api/six") || x.includes("/api/led")), JSON.stringify(server.hits));
+  });
+
   // Chrome names a redirect by method and URL only: two requests of the same method and URL at
   // once could each be told the other's target (a server's answer to one handed to the other).
   test("GM_xmlhttpRequest: two requests to the same URL at once each follow their own redirect", T, async () => {
