@@ -59,6 +59,11 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
         } else {
             None
         },
+        incognito: tab.is_object()
+            && Reflect::get(&tab, &JsValue::from_str("incognito"))
+                .ok()
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
     };
     let hint = token_hint(&msg);
     spawn_local(async move {

@@ -3,14 +3,17 @@
 //! the command, `navigator.clipboard.writeText`. No message to the worker: the service worker
 //! has no clipboard, and an offscreen document (reason `CLIPBOARD`) would need the
 //! `clipboardWrite` permission and a document kept for it, to do what the page's own world can
-//! do when the user acted. Chrome allows a copy after a user action in the page (a click, a
+//! do when the user acted. The page shares the DOM and its copy listeners run during that
+//! command: only Chrome's own (trusted) event is filled, never one the page dispatches then. Chrome allows a copy after a user action in the page (a click, a
 //! key, a menu command's click); without one it refuses, and the script is told (console error;
 //! `GM.setClipboard` rejects).
 
 pub const SET_CLIPBOARD_JS: &str = concat!(
     "const CB=(v,t)=>{const k=t&&typeof t==='object'?t.type||t.mimetype:t;",
     "const m=k==='html'||k==='text/html'?'text/html':typeof k==='string'&&k.includes('/')?k:'text/plain';",
-    "const s=String(v);let ok=false;const h=e=>{try{e.clipboardData.setData(m,s);",
+    // Only Chrome's own event for the command (`isTrusted`): the page's listener runs during it
+    // and may dispatch a copy event of its own, with a DataTransfer it reads back.
+    "const s=String(v);let ok=false;const h=e=>{if(!e.isTrusted)return;try{e.clipboardData.setData(m,s);",
     "if(m!=='text/plain')e.clipboardData.setData('text/plain',s);e.preventDefault();e.stopImmediatePropagation();ok=true}catch(x){}};",
     "document.addEventListener('copy',h,true);try{document.execCommand('copy')}catch(e){}finally{document.removeEventListener('copy',h,true)}",
     "if(ok)return Promise.resolve();",

@@ -82,7 +82,8 @@ pub fn parse(web: &dyn WebPlatform, value: &str) -> Result<Rule, RuleError> {
     }
     if is_ip(&host) {
         Ok(Rule::Ip(host))
-    } else if host == "localhost" {
+    } else if host == "localhost" || HOSTS_FILE_NAMES.contains(&host.as_str()) {
+        // A domain rule reaches no loopback target (`allows`): such a name is `localhost`.
         Ok(Rule::Localhost)
     } else {
         Ok(Rule::Domain(host))
@@ -91,7 +92,9 @@ pub fn parse(web: &dyn WebPlatform, value: &str) -> Result<Rule, RuleError> {
 
 /// What validation says about a rule that reaches far or near: `*`, a bare top-level name such
 /// as `com` (every site under it), and an address on this computer or the local network, which
-/// a numeric spelling (`2130706433`, `0x7f.1`) would otherwise hide. `written`: the line's value.
+/// a numeric spelling (`2130706433`, `0x7f.1`) would otherwise hide; and a name written with
+/// letters that are not ASCII, read as its punycode form (`gіthub.com` is not github.com).
+/// `written`: the line's value.
 pub fn risk(rule: &Rule, written: &str) -> Option<String> {
     let spelled = |canonical: &str| {
         if written.trim().eq_ignore_ascii_case(canonical) {
@@ -121,6 +124,11 @@ pub fn risk(rule: &Rule, written: &str) -> Option<String> {
         Rule::Domain(d) if !bare(d).contains('.') => Some(format!(
             "@connect {d} lets the script send requests to every site under .{}",
             bare(d)
+        )),
+        Rule::Domain(d) if read_as_punycode(d, written) => Some(format!(
+            "@connect {}: the browser reads this host as {d}, the name of the site it names \
+             (not of any site it looks like)",
+            crate::text::ellipsize(written.trim(), 80)
         )),
         _ => None,
     }
@@ -155,7 +163,8 @@ pub fn reach(rule: &Rule, written: &str) -> String {
 
 /// What a rule reaches, in a few words beside its line where the line alone may mislead (the
 /// options page's list): `*`, a bare top-level name, this computer, the local network, an
-/// address spelled other than its canonical form. `None` where the line says it.
+/// address spelled other than its canonical form, a name written with letters that are not
+/// ASCII (the punycode name the browser reads). `None` where the line says it.
 pub fn note(rule: &Rule, written: &str) -> Option<String> {
     let w = written.trim();
     match rule {
@@ -166,8 +175,18 @@ pub fn note(rule: &Rule, written: &str) -> Option<String> {
         Rule::Ip(a) if !w.eq_ignore_ascii_case(a) => Some(a.clone()),
         Rule::Domain(d) if !bare(d).contains('.') => Some(format!("every site under .{}", bare(d))),
         Rule::Domain(d) if is_private_network(d) => Some(format!("your local network: {d}")),
+        // Letters that are not ASCII: another site than the one it may look like.
+        Rule::Domain(d) if read_as_punycode(d, w) => Some(d.clone()),
         _ => None,
     }
+}
+
+/// Whether a domain written with letters that are not ASCII is read by the browser as a
+/// punycode name (`xn--…`), which the line does not show: the site it names, not the one it may
+/// look like. (An invisible character the URL parser drops, as in `bank.example` followed by
+/// U+200B, leaves the name as shown: the options page marks that character.)
+fn read_as_punycode(canonical: &str, written: &str) -> bool {
+    !written.is_ascii() && canonical.split('.').any(|label| label.starts_with("xn--"))
 }
 
 /// A name without the root's trailing dot (`com.` is `com`).
@@ -179,16 +198,32 @@ fn is_ip(host: &str) -> bool {
     host.starts_with('[') || host.parse::<Ipv4Addr>().is_ok()
 }
 
+/// Names the stock hosts files of Linux distributions give this machine (Fedora and RHEL:
+/// `localhost.localdomain`, `localhost4`, `localhost4.localdomain4`, `localhost6`,
+/// `localhost6.localdomain6`; Debian and Ubuntu: `ip6-localhost`, `ip6-loopback`). Chrome
+/// resolves them through the system, which answers them from that file.
+const HOSTS_FILE_NAMES: &[&str] = &[
+    "localhost.localdomain",
+    "localhost4",
+    "localhost4.localdomain4",
+    "localhost6",
+    "localhost6.localdomain6",
+    "ip6-localhost",
+    "ip6-loopback",
+];
+
 /// The machine itself, in the forms the URL parser keeps: `localhost` and `*.localhost` (with
-/// or without the root's trailing dot, which Chrome resolves the same), 127.0.0.0/8, `0.0.0.0`
-/// (which connects to this machine), `[::1]`, `[::]`, and IPv6 spellings of those IPv4
-/// addresses (`[::ffff:7f00:1]`, which the parser makes of `[::ffff:127.0.0.1]`). A name that
-/// resolves to a local address (a wildcard DNS service) cannot be told from here.
+/// or without the root's trailing dot, which Chrome resolves the same), the hosts file's names
+/// for it ([`HOSTS_FILE_NAMES`]), 127.0.0.0/8, `0.0.0.0` (which connects to this machine),
+/// `[::1]`, `[::]`, and IPv6 spellings of those IPv4 addresses (`[::ffff:7f00:1]`, which the
+/// parser makes of `[::ffff:127.0.0.1]`). A name that resolves to a local address (a wildcard
+/// DNS service, a line the user added to the hosts file) cannot be told from here.
 pub fn is_loopback(host: &str) -> bool {
     let name = host.strip_suffix('.').unwrap_or(host);
     let local_v4 = |a: Ipv4Addr| a.is_loopback() || a.is_unspecified();
     name == "localhost"
         || name.ends_with(".localhost")
+        || HOSTS_FILE_NAMES.contains(&name)
         || host.parse::<Ipv4Addr>().is_ok_and(local_v4)
         || host
             .strip_prefix('[')
@@ -395,6 +430,51 @@ mod tests {
         assert!(!ok(&["localhost"], "example.com", None));
     }
 
+    /// The names a stock Linux hosts file gives this machine (Fedora and RHEL:
+    /// `127.0.0.1 localhost localhost.localdomain localhost4 localhost4.localdomain4`, `::1 …
+    /// localhost6 localhost6.localdomain6`; Debian and Ubuntu: `::1 ip6-localhost ip6-loopback`)
+    /// are this computer: Chrome asks the system resolver, which answers them from that file.
+    /// `*` must not reach them, nor a redirect from elsewhere lead there.
+    #[test]
+    fn the_hosts_file_names_of_this_computer_are_loopback() {
+        for lo in [
+            "localhost.localdomain",
+            "localhost4.localdomain4",
+            "localhost6.localdomain6",
+            "localhost.localdomain.",
+            "localhost4",
+            "localhost6",
+            "ip6-localhost",
+            "ip6-loopback",
+        ] {
+            assert!(is_loopback(lo), "{lo}");
+            assert!(!ok(&["*"], lo, None), "* must not reach {lo}");
+            assert!(ok(&["localhost"], lo, None), "localhost reaches {lo}");
+            assert_eq!(
+                inward("api.example.com", lo),
+                Some(Inward::ThisComputer),
+                "{lo}"
+            );
+        }
+        // Written as a rule, such a name is this computer, and said so.
+        let r = rule("localhost.localdomain");
+        assert_eq!(r, Rule::Localhost);
+        assert!(ok(
+            &["localhost.localdomain"],
+            "localhost.localdomain",
+            None
+        ));
+        assert!(reach(&r, "localhost.localdomain").contains("this computer"));
+        // Names that only look alike are not.
+        for other in [
+            "localhost.localdomain.example.com",
+            "mylocalhost6",
+            "ip6-localhost.net",
+        ] {
+            assert!(!is_loopback(other), "{other}");
+        }
+    }
+
     #[test]
     fn star_is_any_other_site_and_flagged() {
         assert!(ok(&["*"], "example.com", None));
@@ -454,6 +534,36 @@ mod tests {
         assert!(reach(&Rule::Any, "*").contains("not this computer or your local network"));
         assert_eq!(note(&rule("8.8.8.8"), "8.8.8.8"), None);
         assert_eq!(note(&rule("api.example.com"), "api.example.com"), None);
+    }
+
+    /// A host written with letters that are not ASCII is another site than the one it may look
+    /// like (`gіthub.com` with a Cyrillic `і` is `xn--gthub-n2e.com`): validation warns and the
+    /// options page (and an import's confirmation) shows the name the browser reads beside it,
+    /// as for a match pattern's host.
+    #[test]
+    fn a_look_alike_host_is_shown_with_the_name_the_browser_reads() {
+        let written = "g\u{456}thub.com";
+        let r = rule(written);
+        assert_eq!(r, Rule::Domain("xn--gthub-n2e.com".into()));
+        let warn = risk(&r, written).expect("a warning");
+        assert!(
+            warn.contains("xn--gthub-n2e.com") && warn.contains(written),
+            "{warn}"
+        );
+        assert_eq!(note(&r, written).as_deref(), Some("xn--gthub-n2e.com"));
+        assert!(reach(&r, written).contains("xn--gthub-n2e.com"));
+        // Through a URL or a leading `*.` too; an ASCII name is left as written.
+        let url = "https://api.g\u{456}thub.com/v1";
+        assert!(note(&rule(url), url).is_some_and(|n| n.contains("xn--")));
+        for plain in [
+            "github.com",
+            "*.github.com",
+            "https://api.github.com/v1",
+            "xn--gthub-n2e.com",
+        ] {
+            assert_eq!(note(&rule(plain), plain), None, "{plain}");
+            assert_eq!(risk(&rule(plain), plain), None, "{plain}");
+        }
     }
 
     #[test]

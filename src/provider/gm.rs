@@ -339,7 +339,10 @@ impl<E: Env> Provider<E> {
             headers,
             body: x.data.clone(),
             timeout_ms: x.timeout_ms,
-            anonymous: x.anonymous,
+            // The worker's `fetch` uses the regular profile's cookies: a page in an incognito
+            // window must not send the user's signed-in identity (the site could read it back
+            // into that page) nor leave the answer's cookies in the regular profile.
+            anonymous: x.anonymous || from.incognito,
         };
         let key = flight_key(&record.uuid, from, x.id);
         let mut aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
@@ -857,6 +860,44 @@ mod tests {
         let r = gm_from(&p, &ta, acting[1].clone(), page);
         assert_eq!(r["status"], 200, "{r}");
         assert_eq!(gm(&p, &ta, acting[0].clone())["ok"], true);
+    }
+
+    /// The worker's fetch runs in the regular profile: a request from a page in an incognito
+    /// window is sent without cookies, as `anonymous: true` is, so it carries neither the user's
+    /// regular identity to the site nor the answer's cookies back into the regular profile.
+    #[test]
+    fn a_request_from_an_incognito_window_carries_no_cookies() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "X",
+            "// @grant GM_xmlhttpRequest\n// @connect api.test\n",
+        );
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let ta = key.token(&a, 1);
+        let ask = |incognito: bool, anonymous: bool| {
+            let raw = gm_raw(
+                &ta,
+                json!({"op": "xhr", "id": 1, "url": "https://api.test/me", "anonymous": anonymous}),
+            );
+            let sender = Sender {
+                url: Some("https://example.com/".into()),
+                tab_id: Some(4),
+                frame_id: Some(0),
+                incognito,
+                ..Sender::default()
+            };
+            let r = answered(block_on(p.user_script_message(|| Some(raw), sender)));
+            assert_eq!(r["status"], 200, "{r}");
+            p.env.fetched.borrow().last().map(|f| f.anonymous)
+        };
+        assert_eq!(
+            ask(false, false),
+            Some(false),
+            "a regular window: the site's cookies"
+        );
+        assert_eq!(ask(true, false), Some(true), "an incognito window: none");
+        assert_eq!(ask(false, true), Some(true));
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct Sender {
     pub tab_index: Option<i64>,
     /// `sender.tab.windowId` (GM_openInTab opens in that window, not the last focused one).
     pub window_id: Option<i64>,
+    /// `sender.tab.incognito`: the page is in an incognito window, whose cookies the worker's
+    /// `fetch` (in the regular profile) cannot use.
+    pub incognito: bool,
 }
 
 /// The most of `sender.url` kept, in characters: a page can make its address megabytes long

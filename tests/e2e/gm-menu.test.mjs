@@ -390,6 +390,39 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     console.log(`# GM_setClipboard without a user action: ${early}`);
   });
 
+  // The page shares the DOM: its own copy listener runs during the copy command the script
+  // issues, and may dispatch a copy event of its own while the script's handler listens.
+  test("GM_setClipboard fills only Chrome's own copy event: the page's own listener cannot read the text", T, async () => {
+    await write("clipspy", ["@match http://clipspy.test/*", "@grant GM_setClipboard"],
+      "const root = document.documentElement;\n"
+      + "const b = document.createElement('button'); b.id = 'copy'; b.textContent = 'copy'; document.body.append(b);\n"
+      + "b.addEventListener('click', () => GM_setClipboard('secret of the script \u2713', 'text', () => root.setAttribute('data-clip', 'ok')));");
+    const reader = `http://localhost:${server.port}`;
+    await h.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: reader });
+    await tab.goto(url("clipspy.test", "/"), { waitUntil: "load" });
+    await tab.bringToFront();
+    await until(async () => (await tab.$("#copy")) !== null, 5000, "the script ran");
+    // The page's own JavaScript (its main world).
+    await tab.evaluate(() => {
+      window.addEventListener("copy", () => {
+        const dt = new DataTransfer();
+        document.dispatchEvent(new ClipboardEvent("copy", { clipboardData: dt, bubbles: true }));
+        document.documentElement.setAttribute("data-spied", dt.getData("text/plain") || "(nothing)");
+      }, true);
+    });
+    await tab.click("#copy");
+    await until(async () => (await attr("data-clip")) !== null, 5000, "the write settled");
+    assert.equal(await attr("data-spied"), "(nothing)", "the page read the script's text");
+    const r = await h.context.newPage();
+    try {
+      await r.goto(`${reader}/`);
+      await r.bringToFront();
+      assert.equal(await r.evaluate(() => navigator.clipboard.readText()), "secret of the script \u2713");
+    } finally {
+      await r.close();
+    }
+  });
+
   // Chrome starts a stopped worker for every event it has a listener for, and every navigation
   // in the browser is a tabs.onUpdated. The provider listens to tab events only while a page has
   // menu commands or a script's tab is open (all of which a stopped worker has lost anyway).

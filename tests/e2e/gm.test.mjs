@@ -76,6 +76,7 @@ async function pageServer() {
       return;
     }
     if (req.url.startsWith("/whoami")) {
+      hits.push(`whoami ${req.url} ${req.headers.cookie ?? "no cookie"}`);
       res.writeHead(200, { "content-type": "text/plain" });
       res.end(req.headers.cookie ?? "no cookie");
       return;
@@ -488,6 +489,27 @@ describe("gm: the GM functions a script is given", () => {
     assert.ok(!server.hits.some((x) => x.startsWith("printer.lan") || x.includes("/api/apply") || x.includes("/api/printer")), JSON.stringify(server.hits));
   });
 
+  // A stock Fedora/RHEL hosts file maps localhost.localdomain and localhost6.localdomain6 to this
+  // computer; here --host-resolver-rules (every name to 127.0.0.1) stands in for that file.
+  test("GM_xmlhttpRequest with @connect *: the hosts file's names for this computer are not reached, directly or by a redirect", T, async () => {
+    await write("hostsfile", ["@match http://hostsfile.test/*", "@grant GM_xmlhttpRequest", "@connect *"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-hosts', JSON.stringify(out)); };\n"
+      + "const go = (k, o) => GM_xmlhttpRequest({ ...o, onload: (r) => { out[k] = [r.status, r.finalUrl]; done(); }, onerror: (e) => { out[k] = e.error; done(); } });\n"
+      + "go('site', { url: `http://api.test:${port}/api/site` });\n"
+      + "go('fedora', { url: `http://localhost.localdomain:${port}/api/fedora` });\n"
+      + "go('six', { url: `http://localhost6.localdomain6:${port}/api/six` });\n"
+      + "go('led', { method: 'POST', data: 'x', url: `http://api.test:${port}/redirect?status=307&to=${encodeURIComponent(`http://localhost.localdomain:${port}/api/led`)}` });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("hostsfile.test")), (g) => g.hosts, 8000);
+    const out = JSON.parse(got.hosts);
+    assert.deepEqual(out.site, [200, `http://api.test:${server.port}/api/site`], JSON.stringify(out));
+    assert.match(out.fedora, /localhost\.localdomain is not in this script's @connect list/, JSON.stringify(out));
+    assert.match(out.six, /localhost6\.localdomain6 is not in this script's @connect list/, JSON.stringify(out));
+    assert.match(out.led, /redirected the request to http:\/\/localhost\.localdomain:\d+\/api\/led, and a server elsewhere may not lead a request onto this computer; the redirect was not followed/, JSON.stringify(out));
+    assert.ok(!server.hits.some((x) => x.includes("/api/fedora") || x.includes("/api/six") || x.includes("/api/led")), JSON.stringify(server.hits));
+  });
+
   // Chrome names a redirect by method and URL only: two requests of the same method and URL at
   // once could each be told the other's target (a server's answer to one handed to the other).
   test("GM_xmlhttpRequest: two requests to the same URL at once each follow their own redirect", T, async () => {
@@ -617,6 +639,64 @@ describe("gm: the GM functions a script is given", () => {
       assert.deepEqual(JSON.parse(own), [null, "from-writer", false]);
     } finally {
       await other.close();
+    }
+  });
+});
+
+// Chrome runs a spanning extension's service worker in the regular profile: its fetch carries
+// the regular profile's cookies and stores the answer's there, whatever window the script asked
+// from. A script in an incognito window must not send the user's signed-in identity to the site
+// (which could read it back into the incognito page), nor leave cookies in the regular profile.
+describe("gm: GM_xmlhttpRequest from an incognito window", () => {
+  let h, server;
+  before(async () => {
+    h = await launch();
+    server = await pageServer();
+    const page = await h.context.newPage();
+    await page.goto("chrome://extensions/");
+    // Developer mode first: without it Chrome disables an unpacked extension it reloads.
+    await page.evaluate(() => chrome.developerPrivate.updateProfileConfiguration({ inDeveloperMode: true }));
+    await page.evaluate((id) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId: id, incognitoAccess: true }), PROVIDER_ID);
+    await page.close();
+    // Chrome reloads the extension for the new setting: ask until the new worker answers.
+    for (const deadline = Date.now() + 10_000; ;) {
+      try {
+        await h.internal("policy.approve", { id: HOST_ID });
+        break;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        h._provider = null;
+        await sleep(300);
+      }
+    }
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("sends no cookie of the regular profile; from a regular window the site's cookies go", T, async () => {
+    const source = script("incognito", ["@match http://incog.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "GM_xmlhttpRequest({ url: `http://api.test:${location.port}/whoami?from=${location.pathname.slice(1)}` });");
+    const saved = await h.internal("scripts.save", { source });
+    assert.ok(saved.result?.script?.uuid, JSON.stringify(saved));
+    const P = server.port;
+    // The user is signed in to api.test in the regular profile.
+    const regular = await h.context.newPage();
+    await regular.goto(`http://api.test:${P}/login`, { waitUntil: "load" });
+    assert.equal(await regular.evaluate(() => document.body.textContent), "sid=from-redirect");
+    await regular.goto(`http://incog.test:${P}/regular`, { waitUntil: "load" });
+    const fromRegular = await until(() => server.hits.find((x) => x.startsWith("whoami /whoami?from=regular")), (v) => v, 8000);
+    assert.equal(fromRegular, "whoami /whoami?from=regular sid=from-redirect");
+    // The same script in an incognito window.
+    const opener = await h.providerPage();
+    const win = await opener.evaluate((u) => chrome.windows.create({ incognito: true, url: u }).then((w) => w.id), `http://incog.test:${P}/private`);
+    try {
+      const fromPrivate = await until(() => server.hits.find((x) => x.startsWith("whoami /whoami?from=private")), (v) => v, 8000);
+      assert.equal(fromPrivate, "whoami /whoami?from=private no cookie", JSON.stringify(server.hits));
+    } finally {
+      await opener.evaluate((id) => chrome.windows.remove(id), win).catch(() => {});
     }
   });
 });
