@@ -121,9 +121,19 @@ pub fn risk(rule: &Rule, written: &str) -> Option<String> {
             "@connect {a} is on your local network: the script may send requests to a device there (a router, a printer){}",
             spelled(a)
         )),
+        // `localhost` says what it is; another name for this computer (the hosts file's
+        // `localhost6.localdomain6`, a URL) does not.
+        Rule::Localhost if !written.trim().eq_ignore_ascii_case("localhost") => Some(format!(
+            "@connect {} is this computer: the script may send requests to its local services",
+            crate::text::ellipsize(written.trim(), 80)
+        )),
         Rule::Domain(d) if !bare(d).contains('.') => Some(format!(
             "@connect {d} lets the script send requests to every site under .{}",
             bare(d)
+        )),
+        Rule::Domain(d) if is_private_network(d) => Some(format!(
+            "@connect {d} is on your local network: the script may send requests to a device there (a router, a printer){}",
+            spelled(d)
         )),
         Rule::Domain(d) if read_as_punycode(d, written) => Some(format!(
             "@connect {}: the browser reads this host as {d}, the name of the site it names \
@@ -487,6 +497,16 @@ mod tests {
         }
         assert!(risk(&rule("example.com"), "example.com").is_none());
         assert!(risk(&Rule::Localhost, "localhost").is_none());
+        // Another name for this computer, or a device on the local network by name, is said
+        // as its address would be.
+        for lo in ["localhost6.localdomain6", "http://localhost:8080/"] {
+            let w = risk(&rule(lo), lo).unwrap_or_default();
+            assert!(w.contains("is this computer"), "{lo}: {w}");
+        }
+        for lan in ["router.local", "nas.lan", "printer.home.arpa"] {
+            let w = risk(&rule(lan), lan).unwrap_or_default();
+            assert!(w.contains("is on your local network"), "{lan}: {w}");
+        }
     }
 
     /// The user's devices are not "any site": `*` reaches none of them; a rule naming one does,
