@@ -661,6 +661,12 @@ test("the advanced switch: a host that is not this computer is dialled only when
     await page.waitForFunction(() => document.getElementById("state").dataset.state === "connected", null, { timeout: 10_000 });
     assert.equal(probe.seen.upgrades.length, 1);
     assert.equal(probe.seen.upgrades[0].host, `bridge.example:${probe.port}`);
+    // The connected indicator and a review name where the agent is: "Local bridge" it is not.
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByRole("button", { name: `Disconnect Bridge at bridge.example:${probe.port} (not this computer)` }).waitFor({ timeout: 10_000 });
+    assert.ok(!/Local bridge/.test(await popup.locator("#sessions").innerText()));
+    await popup.close();
     await page.close();
   } finally {
     await disconnectAll();
