@@ -16,9 +16,11 @@ use crate::policy::{Access, Policy};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
     Extension(ExtensionId),
-    /// The local bridge on `127.0.0.1:<port>`. `readonly`: its `hello_ack` said the bridge runs
-    /// with `--readonly`, so this end refuses its writes too.
+    /// The local bridge on `<host>:<port>` (`127.0.0.1` unless the user allowed another host on
+    /// the connect page). `readonly`: its `hello_ack` said the bridge runs with `--readonly`, so
+    /// this end refuses its writes too.
     Bridge {
+        host: String,
         port: u16,
         readonly: bool,
     },
@@ -39,7 +41,7 @@ impl Caller {
     pub fn display(&self) -> String {
         match self {
             Caller::Extension(id) => id.as_str().to_owned(),
-            Caller::Bridge { port, .. } => bridge_label(*port),
+            Caller::Bridge { host, port, .. } => bridge_label(host, *port),
         }
     }
 
@@ -54,7 +56,7 @@ impl Caller {
                 .find(|c| &c.id == id)
                 .map(|c| crate::guard::diff::visible(&c.name))
                 .unwrap_or_default(),
-            Caller::Bridge { port, .. } => bridge_label(*port),
+            Caller::Bridge { host, port, .. } => bridge_label(host, *port),
         }
     }
 
@@ -80,9 +82,15 @@ pub fn bridge_key(port: u16) -> String {
     format!("bridge:{port}")
 }
 
+/// What the user reads for the bridge: a bridge on another host (the connect page's advanced
+/// switch) says where it is, not "Local".
 #[must_use]
-pub fn bridge_label(port: u16) -> String {
-    format!("Local bridge (port {port})")
+pub fn bridge_label(host: &str, port: u16) -> String {
+    if crate::bridge::dialer::is_loopback(host) {
+        format!("Local bridge (port {port})")
+    } else {
+        format!("Bridge at {host}:{port} (not this computer)")
+    }
 }
 
 #[cfg(test)]
@@ -92,6 +100,7 @@ mod tests {
     #[test]
     fn the_bridge_key_is_never_an_extension_id() {
         let k = Caller::Bridge {
+            host: "127.0.0.1".into(),
             port: 17817,
             readonly: false,
         }
@@ -101,9 +110,31 @@ mod tests {
         assert!(!crate::ids::is_extension_id(&k));
     }
 
+    /// Found in review: a bridge the user allowed on another host was shown as "Local bridge"
+    /// in the popup's connected list and in every review.
+    #[test]
+    fn a_bridge_on_another_host_is_not_called_local() {
+        let at = |host: &str| Caller::Bridge {
+            host: host.into(),
+            port: 17817,
+            readonly: false,
+        };
+        assert_eq!(at("127.0.0.1").display(), "Local bridge (port 17817)");
+        assert_eq!(at("localhost").display(), "Local bridge (port 17817)");
+        let far = at("bridge.example");
+        assert_eq!(
+            far.display(),
+            "Bridge at bridge.example:17817 (not this computer)"
+        );
+        assert_eq!(far.review_name(&Policy::default()), far.display());
+        // The key (rate window, audit) stays the port's.
+        assert_eq!(far.key(), "bridge:17817");
+    }
+
     #[test]
     fn the_bridge_needs_the_endpoint_but_no_allowlist_entry() {
         let b = Caller::Bridge {
+            host: "127.0.0.1".into(),
             port: 1,
             readonly: false,
         };

@@ -86,10 +86,31 @@ pub fn write_control_token(dir: &Path, token: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The control token a forwarder proves itself with, if the file is private: its owner wrote it
+/// 0600 in a 0700 directory. A file that others may read or write (another user's, in a shared
+/// `--state-dir` or `XDG_RUNTIME_DIR`) is refused: a program that planted it and holds the
+/// control port could prove that token, and this bridge would forward its client's calls there
+/// and adopt the extension token its ack names, which goes into the connect link it shows.
+/// (Readable by us with no group or other bits means it is ours, or we are root.)
 pub fn read_control_token(dir: &Path) -> Option<String> {
-    std::fs::read_to_string(control_token_path(dir))
-        .ok()
-        .map(|s| s.trim().to_string())
+    let path = control_token_path(dir);
+    let mut f = std::fs::File::open(&path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = f.metadata().ok()?.permissions().mode();
+        if mode & 0o077 != 0 {
+            eprintln!(
+                "lumo-bridge: ignoring {}: others may read or write it (mode {:o}); the bridge that owns the control port writes it 0600",
+                path.display(),
+                mode & 0o777
+            );
+            return None;
+        }
+    }
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut f, &mut s).ok()?;
+    Some(s.trim().to_string())
 }
 
 #[cfg(test)]
@@ -128,6 +149,25 @@ mod tests {
         let dmode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(dmode & 0o777, 0o700);
         assert_eq!(read_control_token(&dir).as_deref(), Some("secret"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Found in review: a forwarder read whatever token file it found. In a shared state
+    /// directory another user plants one (mode 0644) and holds the control port; the forwarder
+    /// proved that token to them, forwarded its calls there and adopted their extension token.
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_others_may_read_or_write_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("lumo-bridge-planted-{}", std::process::id()));
+        write_control_token(&dir, "planted").unwrap();
+        let file = control_token_path(&dir);
+        for mode in [0o644, 0o640, 0o604, 0o622] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(read_control_token(&dir), None, "mode {mode:o}");
+        }
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_control_token(&dir).as_deref(), Some("planted"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

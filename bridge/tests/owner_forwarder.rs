@@ -204,6 +204,12 @@ async fn a_forwarder_quotes_no_squatter_and_recovers_when_it_leaves() {
     let control_token = "c".repeat(64);
     std::fs::create_dir_all(&p.state).unwrap();
     std::fs::write(p.state.join("control-token"), &control_token).unwrap();
+    // As an owner writes it: a forwarder trusts no file others may read.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let private = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(p.state.join("control-token"), private).unwrap();
+    }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", p.control))
         .await
         .unwrap();

@@ -401,16 +401,39 @@ impl Connection {
         }
         // Before the peer has proven the token, a frame is only a handshake message: refused
         // unparsed when larger, so an unproven socket cannot make us parse and hold megabytes.
-        if self.state != State::Open && text.len() > MAX_HANDSHAKE_FRAME_BYTES {
-            let why = format!(
-                "a {}-byte frame during the handshake (at most {MAX_HANDSHAKE_FRAME_BYTES})",
-                text.len()
-            );
-            return self.finish(CloseReason::Malformed(why));
+        if text.len() > self.max_frame_len() {
+            return self.handle_too_large(text.len());
         }
         match frame::parse(text) {
             Ok(f) => self.handle_frame(f),
             Err(e) => self.malformed(&e),
+        }
+    }
+
+    /// The longest text frame taken now: [`MAX_HANDSHAKE_FRAME_BYTES`] until the link is open,
+    /// then [`frame::MAX_FRAME_BYTES`]. A shell that sees a frame's length before its text (the
+    /// browser's `WebSocket`, whose messages have no size limit) refuses a longer one with
+    /// [`Connection::handle_too_large`] instead of copying it.
+    pub fn max_frame_len(&self) -> usize {
+        if self.state == State::Open {
+            frame::MAX_FRAME_BYTES
+        } else {
+            MAX_HANDSHAKE_FRAME_BYTES
+        }
+    }
+
+    /// A frame of at least `len` bytes, over [`Connection::max_frame_len`], that the shell did
+    /// not copy: the link closes as [`Connection::handle_text`] would close it.
+    pub fn handle_too_large(&mut self, len: usize) {
+        match self.state {
+            State::Closed => {}
+            State::Open => self.malformed(&FrameError::TooLarge { len }),
+            _ => {
+                let why = format!(
+                    "a {len}-byte frame during the handshake (at most {MAX_HANDSHAKE_FRAME_BYTES})"
+                );
+                self.finish(CloseReason::Malformed(why));
+            }
         }
     }
 

@@ -132,9 +132,19 @@ fn dial(auth: &BridgeAuth) {
     );
     let on_open = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| pump(gen));
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
-        // Text frames only; a binary frame is malformed for the wire.
-        let text = e.data().as_string().unwrap_or_else(|| "\u{0}".to_owned());
-        with_conn(gen, |c| c.handle_text(&text));
+        let data = e.data();
+        with_conn(gen, |c| match data.dyn_ref::<js_sys::JsString>() {
+            // Chrome delivers a WebSocket message of any size, and until the bridge has proven
+            // the token it comes from whatever listens on the port: a text over the core's
+            // bound is refused by its length, never copied into the wasm (whose memory does not
+            // shrink). Its UTF-8 form is never shorter than its UTF-16 length.
+            Some(s) if usize::try_from(s.length()).unwrap_or(usize::MAX) > c.max_frame_len() => {
+                c.handle_too_large(usize::try_from(s.length()).unwrap_or(usize::MAX));
+            }
+            Some(_) => c.handle_text(&data.as_string().unwrap_or_default()),
+            // Text frames only; a binary frame is malformed for the wire.
+            None => c.handle_text("\u{0}"),
+        });
         pump(gen);
     });
     let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |e: CloseEvent| {

@@ -149,7 +149,7 @@ impl<E: Env> Provider<E> {
             "id": session,
             "kind": "bridge",
             "caller": bridge_key(b.port),
-            "label": bridge_label(b.port),
+            "label": bridge_label(&b.host, b.port),
             "openedAt": b.opened_at,
             "state": "ready",
             "readonly": b.readonly,
@@ -167,6 +167,7 @@ impl<E: Env> Provider<E> {
                 )));
             }
             Caller::Bridge {
+                host: b.host.clone(),
                 port: b.port,
                 readonly: b.readonly,
             }

@@ -241,6 +241,29 @@ test("something else on the bridge's port (it does not hold the token) gets the 
   }
 });
 
+// Chrome's WebSocket takes a message of any length; the worker copied each into the wasm, whose
+// memory never shrinks, before the core refused it by size (16 KiB until the other end proved
+// the token): whatever listens on the port could grow the worker by hundreds of megabytes per
+// message, and a message of over 2 GiB of UTF-8 fails the wasm's allocation.
+test("something on the bridge's port that answers the hello with 32 MiB is refused by size without growing the worker's memory", async () => {
+  const probe = await startWsProbe({ flood: 32 << 20 });
+  try {
+    await h.internal("bridge.status");
+    const before = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0);
+    const page = await openConnect(`chrome-extension://${PROVIDER_ID}/connect.html?port=${probe.port}&token=${TOKEN}`, { click: false });
+    await page.click("#connect");
+    await until(() => probe.seen.closes.length > 0, "the extension closes", 30_000);
+    assert.equal(probe.seen.closes[0].code, 4000, JSON.stringify(probe.seen.closes[0]));
+    const grown = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0) - before;
+    assert.ok(grown < 4 << 20, `the wasm grew by ${grown} bytes`);
+    assert.notEqual((await h.internal("bridge.status")).bridge.state, "connected");
+    await page.close();
+  } finally {
+    await disconnectAll();
+    await probe.close();
+  }
+});
+
 test("a refusing hello_ack's reason is shown on the connect page and in the popup, only from an end that proved the token", async () => {
   // A bridge that proved it holds the token, then refused: its words.
   const probe = await startWsProbe({ token: TOKEN, ack: { ok: false, protocol: 2, serverVersion: "probe", reason: "the profile cap is reached" } });
@@ -638,6 +661,12 @@ test("the advanced switch: a host that is not this computer is dialled only when
     await page.waitForFunction(() => document.getElementById("state").dataset.state === "connected", null, { timeout: 10_000 });
     assert.equal(probe.seen.upgrades.length, 1);
     assert.equal(probe.seen.upgrades[0].host, `bridge.example:${probe.port}`);
+    // The connected indicator and a review name where the agent is: "Local bridge" it is not.
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    await popup.getByRole("button", { name: `Disconnect Bridge at bridge.example:${probe.port} (not this computer)` }).waitFor({ timeout: 10_000 });
+    assert.ok(!/Local bridge/.test(await popup.locator("#sessions").innerText()));
+    await popup.close();
     await page.close();
   } finally {
     await disconnectAll();

@@ -493,6 +493,31 @@ fn a_large_frame_before_the_link_is_open_is_refused_unparsed() {
     assert!(s.is_open());
 }
 
+/// The browser's shell refuses a frame by its length before copying it into the wasm: the
+/// bound it asks for is the one `handle_text` applies, and the close is the same.
+#[test]
+fn a_frame_refused_by_its_length_closes_as_handle_text_would() {
+    let mut c = client(TOKEN, PORT, 1000);
+    let _ = drain(&mut c);
+    assert_eq!(c.max_frame_len(), MAX_HANDSHAKE_FRAME_BYTES);
+    c.handle_too_large(32 << 20);
+    assert!(matches!(c.close_reason(), Some(CloseReason::Malformed(m)) if m.contains("handshake")));
+    assert_eq!(c.close_reason().map(CloseReason::code), Some(4000));
+    // Once open, the link's own limit; an in-flight request fails at once.
+    let (mut s, mut c) = open_pair();
+    let _ = (events(&mut s), events(&mut c));
+    assert_eq!(c.max_frame_len(), frame::MAX_FRAME_BYTES);
+    let id = s
+        .request(types::CALL_TOOL, json!({"name": "status"}), 0, 1000)
+        .unwrap();
+    let _ = pump(&mut s, &mut c);
+    s.handle_too_large(frame::MAX_FRAME_BYTES + 1);
+    assert!(matches!(s.close_reason(), Some(CloseReason::Malformed(_))));
+    assert!(events(&mut s).iter().any(
+        |e| matches!(e, Event::Failed { id: i, failure: Failure::Disconnected, .. } if *i == id)
+    ));
+}
+
 #[test]
 fn the_hello_deadline_is_decided_from_the_time_given() {
     let mut s = server(1_000);

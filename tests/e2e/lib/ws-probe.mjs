@@ -16,7 +16,7 @@ export function bridgeProof(token, role, helloType, port, dialNonce, acceptNonce
   return createHmac("sha256", token).update([label, helloType, String(port), dialNonce, acceptNonce].map((p) => `${p}\n`).join("")).digest("hex");
 }
 
-export async function startWsProbe({ ack, token } = {}) {
+export async function startWsProbe({ ack, token, flood } = {}) {
   const seen = { upgrades: [], frames: [], closes: [], proofs: [] };
   let port = 0;
   const sockets = new Set();
@@ -45,6 +45,9 @@ export async function startWsProbe({ ack, token } = {}) {
           const text = data.toString("utf8");
           seen.frames.push(text);
           const f = JSON.parse(text);
+          // `flood`: answer the hello with one text message of that many bytes (a JSON string),
+          // as whatever listens on the port may.
+          if (flood && f.k === "req" && f.type === "hello") sendText(socket, `"${"x".repeat(flood - 2)}"`);
           if (ack && f.k === "req" && f.type === "hello") {
             const result = token
               ? { ok: true, protocol: ack.protocol, serverVersion: ack.serverVersion, nonce: NONCE, proof: bridgeProof(token, "accept", "hello", port, f.payload.nonce, NONCE) }
@@ -77,6 +80,16 @@ export async function startWsProbe({ ack, token } = {}) {
     request: (socketIndex, frame) => send([...sockets][socketIndex ?? 0], frame),
     close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
   };
+}
+
+/** One text message of any length (64-bit length when it needs one). */
+function sendText(socket, text) {
+  const data = Buffer.from(text);
+  const head = Buffer.alloc(10);
+  head[0] = 0x81;
+  head[1] = 127;
+  head.writeBigUInt64BE(BigInt(data.length), 2);
+  socket.write(Buffer.concat([head, data]));
 }
 
 function send(socket, obj) {
