@@ -72,6 +72,9 @@ pub async fn run<E: Env>(p: &Provider<E>, op: BridgeOp) -> Reply {
     }
 }
 
+/// Why no bridge connects while agent access is off.
+pub const BRIDGE_ACCESS_OFF: &str = "agent access is switched off in Lumo Userscripts' options: turn it on, then open the connect link again";
+
 /// `bridge.disconnect`: forgets the authorization and closes the link with 4002.
 async fn disconnect<E: Env>(p: &Provider<E>) -> Reply {
     p.forget_bridge().await;
@@ -137,6 +140,11 @@ async fn connect<E: Env>(
     };
     if let Err(e) = check_token(&token) {
         return err(e.to_string());
+    }
+    // The bridge is an agent's way in: with agent access off it would connect, be listed as
+    // connected, and have its first call refused.
+    if !p.policy().await.endpoint_enabled {
+        return err(BRIDGE_ACCESS_OFF);
     }
     let url = match dialer::dial_url(&host, port, allow_remote) {
         Ok(u) => u,
@@ -255,5 +263,53 @@ mod tests {
             &json!({"host": "evil.example", "port": 80, "token": TOKEN, "allowRemote": true}),
         ));
         assert_eq!(r.value["ok"], json!(true));
+    }
+
+    /// With agent access off no bridge connects; switching it off takes the bridge away in any
+    /// state of its link, one waiting to dial again included (it used to come back, listed as
+    /// connected, and have its first call refused).
+    #[test]
+    fn with_agent_access_off_no_bridge_connects_or_comes_back() {
+        let p = Provider::new(MemoryEnv::new());
+        let switch = |on: bool| {
+            block_on(crate::control::handle(
+                &p,
+                &json!({"op": "policy.setSwitch", "name": "endpoint", "value": on}),
+            ))
+        };
+        let connect = || {
+            block_on(handle(
+                &p,
+                "bridge.connect",
+                &json!({"port": 17817, "token": TOKEN}),
+            ))
+        };
+        switch(false);
+        let r = connect();
+        assert_eq!(r.value["ok"], json!(false), "{:?}", r.value);
+        assert!(r.value["error"]
+            .as_str()
+            .unwrap()
+            .contains("agent access is switched off"));
+        assert!(r.effects.is_empty());
+        assert!(block_on(p.bridge_auth()).is_none());
+        switch(true);
+        assert_eq!(connect().value["ok"], json!(true));
+        // The link dialled, then dropped: it waits to dial again.
+        p.bridge_dialing("127.0.0.1", 17817);
+        p.bridge_closed(Some("the bridge went away".into()), true);
+        assert_eq!(p.bridge_view().state, "retrying");
+        let r = switch(false);
+        assert!(
+            r.effects
+                .iter()
+                .any(|e| matches!(e, Effect::CloseBridge { code: 4002, .. })),
+            "{:?}",
+            r.effects
+        );
+        assert!(
+            block_on(p.bridge_auth()).is_none(),
+            "the authorization is forgotten"
+        );
     }
 }

@@ -274,7 +274,17 @@ fn on_event(gen: u64, e: Event) {
             // overtaken by the older value; the second is the cache as it is now.
             spawn_local(async move {
                 let _ = provider().policy().await;
-                let writes = provider().policy().await.writes_enabled;
+                let policy = provider().policy().await;
+                // An authorization from before agent access went off (stored, dialled at the
+                // worker's start): the link goes as on the user's Disconnect.
+                if !policy.endpoint_enabled {
+                    close(
+                        crate::bridge::dialer::USER_DISCONNECT,
+                        crate::bridge_ops::BRIDGE_ACCESS_OFF,
+                    );
+                    return;
+                }
+                let writes = policy.writes_enabled;
                 with_conn(gen, |c| {
                     c.notify(types::TOOLS, crate::bridge::tools_payload(writes))
                 });

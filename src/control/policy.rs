@@ -110,7 +110,10 @@ async fn change<E: Env>(p: &Provider<E>, f: impl FnOnce(&mut Policy) -> Outcome)
     if current.review_writes && !before.review_writes {
         p.drop_allowances();
     }
-    if !current.endpoint_enabled && p.bridge_view().session.is_some() {
+    // The bridge goes as on the user's Disconnect, whatever its link's state: one waiting to
+    // dial again would otherwise come back, listed as connected with access off.
+    if !current.endpoint_enabled && p.bridge_view().state != "off" {
+        p.forget_bridge().await;
         effects.push(Effect::CloseBridge {
             code: crate::bridge::dialer::USER_DISCONNECT,
             reason: "agent access switched off by the user".into(),

@@ -700,6 +700,17 @@ test("the endpoint switch: turning the provider off closes the bridge link (4002
     const r = await call(a, "list_scripts");
     assert.equal(r.isError, true);
     assert.match(r.content[0].text, /not connected/);
+    // While it is off the connect page connects nothing, and says why.
+    const again = await openConnect(a.link, { click: false });
+    try {
+      await again.click("#connect");
+      await again.waitForFunction(() => /agent access is switched off/.test(document.getElementById("status").textContent), null, { timeout: 5000 });
+      await new Promise((res) => setTimeout(res, 1000));
+      assert.equal((await a.status()).connected, false);
+      assert.equal((await h.internal("bridge.status")).bridge.state, "off");
+    } finally {
+      await again.close();
+    }
     // The switch forgot the authorization: turning it back on does not reconnect by itself.
     await h.internal("policy.setSwitch", { name: "endpoint", value: true });
     await new Promise((res) => setTimeout(res, 2000));
