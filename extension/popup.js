@@ -168,7 +168,7 @@ function renderSessions(sessions) {
 // A bridge link that ended or was refused says why (a refusing hello_ack's reason included).
 function renderBridge({ bridge }) {
   $('bridge-status').replaceChildren(bridge.state !== 'connected' && bridge.error
-    ? el('p', { class: 'notice', role: 'status' }, `Local bridge (port ${bridge.port}): ${bridge.state === 'retrying' ? 'reconnecting. ' : ''}`, bridge.error)
+    ? el('p', { class: 'notice', role: 'status' }, `${bridge.label}: ${bridge.state === 'retrying' ? 'reconnecting. ' : ''}`, bridge.error)
     : '');
 }
 

@@ -299,6 +299,9 @@ mod tests {
         p.bridge_dialing("127.0.0.1", 17817);
         p.bridge_closed(Some("the bridge went away".into()), true);
         assert_eq!(p.bridge_view().state, "retrying");
+        // The pages show the worker's name for it (the popup's line on why it is not
+        // connected), which says where a bridge on another host is.
+        assert_eq!(p.bridge_view().label, "Local bridge (port 17817)");
         let r = switch(false);
         assert!(
             r.effects

@@ -129,6 +129,10 @@ mod tests {
         assert_eq!(far.review_name(&Policy::default()), far.display());
         // The key (rate window, audit) stays the port's.
         assert_eq!(far.key(), "bridge:17817");
+        // The link's view carries the same name for the pages.
+        let p = crate::provider::Provider::new(crate::env::memory::MemoryEnv::new());
+        p.bridge_dialing("bridge.example", 17817);
+        assert_eq!(p.bridge_view().label, far.display());
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct BridgeView {
     pub state: &'static str,
     pub host: String,
     pub port: u16,
+    /// What the pages call it (`caller::bridge_label`: "Local bridge (port N)", or where it is).
+    pub label: String,
     pub readonly: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
@@ -56,6 +58,7 @@ impl Default for BridgeView {
             state: "off",
             host: String::new(),
             port: 0,
+            label: String::new(),
             readonly: false,
             session: None,
             opened_at: None,
@@ -86,6 +89,7 @@ impl<E: Env> Provider<E> {
                 state: "connecting",
                 host: host.to_owned(),
                 port,
+                label: bridge_label(host, port),
                 error,
                 ..BridgeView::default()
             };
