@@ -702,12 +702,9 @@ mod tests {
         );
     }
 
-    /// The review says where a rule runs as Chrome reads it, not as it reads: an exclusion of a
-    /// look-alike host names the site the browser matches (Chrome runs the script on the real
-    /// one), a file pattern is every file whatever host it names, and an include that no address
-    /// can hold runs nowhere.
-    /// A rule with a 100 KB path is cut in its effect line, with what is left said; the other
-    /// effects stay whole and in view.
+    /// A rule with a 100 KB path is cut in its middle in its effect line, so the site it names
+    /// stays in view; the other effects stay whole, and any other line is held to
+    /// [`MAX_EFFECT_CHARS`], saying how much was cut.
     #[test]
     fn an_effect_line_is_bounded() {
         let long = format!("@match https://bank.example/{}*", "a".repeat(100_000));
@@ -859,6 +856,10 @@ mod tests {
         );
     }
 
+    /// The review says where a rule runs as Chrome reads it, not as it reads: an exclusion of a
+    /// look-alike host names the site the browser matches (Chrome runs the script on the real
+    /// one), a file pattern is every file whatever host it names, and an include that no address
+    /// can hold runs nowhere.
     #[test]
     fn rules_are_said_as_chrome_reads_them() {
         let old = script(&["@match *://*/*"]);
