@@ -178,12 +178,9 @@ pub fn rule_note(kind: RuleKind, rule: &str) -> Option<String> {
     };
     let misleads = match kind {
         RuleKind::Pattern => {
-            let host = rule
-                .split_once("://")
-                .and_then(|(_, rest)| rest.split('/').next());
             rule_syntax::pattern_unmatchable(rule).is_some()
                 || rule.starts_with("file://")
-                || host.is_some_and(|h| !h.is_ascii())
+                || rule_syntax::host_of(rule).is_some_and(|h| !h.is_ascii())
         }
         RuleKind::Glob => {
             words.starts_with("no page")
@@ -222,16 +219,10 @@ enum Rank {
 
 /// Does this `@match` pattern reach beyond named sites (any host, a `.tld`, local files)?
 fn pattern_is_wide(p: &str) -> bool {
-    let host = p
-        .split_once("://")
-        .map(|(scheme, rest)| (scheme, rest.split('/').next().unwrap_or_default()));
-    match host {
+    match rule_syntax::host_of(p) {
         None => true,
-        Some(("file", _)) => true,
-        Some((_, h)) => {
-            let name = h.split(':').next().unwrap_or_default();
-            name == "*" || rule_syntax::pattern_has_tld(p)
-        }
+        Some(_) if p.starts_with("file:") => true,
+        Some(h) => h == "*" || rule_syntax::pattern_has_tld(p),
     }
 }
 
@@ -318,55 +309,36 @@ fn code_lines(source: &str) -> usize {
 fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, String)> {
     let mut meta: Vec<(Rank, String)> = Vec::new();
     let ((old_runs, old_except), (new_runs, new_except)) = (rules(om), rules(nm));
+    // The rule beside its words, cut as `shown_rule` cuts them (compared whole above).
+    let cut = |rule: &str| crate::text::ellipsize_middle(rule, MAX_RULE_CHARS);
     for (rule, words, r) in minus(&new_runs, &old_runs) {
         meta.push((
             *r,
             if creating {
-                format!(
-                    "Runs on {words} ({})",
-                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
-                )
+                format!("Runs on {words} ({})", cut(rule))
             } else {
-                format!(
-                    "Now also runs on {words} ({})",
-                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
-                )
+                format!("Now also runs on {words} ({})", cut(rule))
             },
         ));
     }
     for (rule, words, _) in minus(&old_runs, &new_runs) {
         meta.push((
             Rank::Narrow,
-            format!(
-                "No longer runs on {words} ({} removed)",
-                crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
-            ),
+            format!("No longer runs on {words} ({} removed)", cut(rule)),
         ));
     }
     for (rule, words, _) in minus(&new_except, &old_except) {
         meta.push((
             Rank::Narrow,
             if creating {
-                format!(
-                    "Except on {words} ({})",
-                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
-                )
+                format!("Except on {words} ({})", cut(rule))
             } else {
-                format!(
-                    "No longer runs on {words} (new {})",
-                    crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
-                )
+                format!("No longer runs on {words} (new {})", cut(rule))
             },
         ));
     }
     for (rule, words, r) in minus(&old_except, &new_except) {
-        meta.push((
-            *r,
-            format!(
-                "Runs again on {words} ({} removed)",
-                crate::text::ellipsize_middle(rule, MAX_RULE_CHARS)
-            ),
-        ));
+        meta.push((*r, format!("Runs again on {words} ({} removed)", cut(rule))));
     }
     if creating && new_runs.is_empty() {
         meta.push((

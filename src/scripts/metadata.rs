@@ -650,10 +650,7 @@ fn push_pattern(
                     return;
                 }
             } else if let (true, Some(host)) = (
-                pattern
-                    .split_once("://")
-                    .and_then(|(_, rest)| rest.split('/').next())
-                    .is_some_and(|written| !written.is_ascii()),
+                rule_syntax::host_of(&pattern).is_some_and(|written| !written.is_ascii()),
                 parsed.host(),
             ) {
                 // Shown with this name beside it (`guard::effects`): `bаnk.example` with a

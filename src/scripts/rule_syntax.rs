@@ -299,7 +299,7 @@ pub fn pattern_has_tld(pattern: &str) -> bool {
 }
 
 /// The host part of `scheme://host[:port]/path`, as written.
-fn host_of(pattern: &str) -> Option<&str> {
+pub(crate) fn host_of(pattern: &str) -> Option<&str> {
     let rest = pattern.split_once("://")?.1;
     let authority = rest.split('/').next()?;
     Some(

@@ -707,13 +707,6 @@ fn report(script: &Script, tab: &Tab, nonce: &str, answer: &Value) -> Value {
     )
 }
 
-/// What the page wrote (console text, an error's name and message), as a JSON string: quoted
-/// and escaped, so a line break in it cannot make a line of the report (a forged "returned",
-/// another frame) in the text the agent reads.
-fn quoted(s: &str) -> String {
-    Value::String(s.to_owned()).to_string()
-}
-
 /// `s` with its control characters escaped (`\n`), for text that is meant to be one line.
 fn one_line(s: &str) -> String {
     if !s.chars().any(char::is_control) {
@@ -747,12 +740,14 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
             " — the script's own @match/@include rules do NOT match this URL (it ran anyway because it was tried; installed, it would not run here)"
         }
     ));
+    // What the page wrote goes as JSON strings (`text::quoted`): a line break in it cannot make
+    // a line of the report (a forged "returned", another frame) in the text the agent reads.
     for l in &r.logs {
         text.push(format!(
             "  console.{} (line {}): {}",
             one_line(&l.level),
             l.line.map_or("?".to_owned(), |n| n.to_string()),
-            quoted(&l.text)
+            crate::text::quoted(&l.text)
         ));
     }
     if r.logs_dropped > 0 {
@@ -764,8 +759,8 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
     if let Some(e) = &r.error {
         text.push(format!(
             "  threw {}: {} at line {}, column {}",
-            quoted(&e.name),
-            quoted(&e.message),
+            crate::text::quoted(&e.name),
+            crate::text::quoted(&e.message),
             e.line.map_or("?".to_owned(), |n| n.to_string()),
             e.column.map_or("?".to_owned(), |n| n.to_string())
         ));
