@@ -340,6 +340,9 @@ pub mod memory {
         /// When set, every `chrome.storage.session` `set` fails with this message (after its
         /// yields): the rate slot, the registry's flag.
         pub fail_session_writes: RefCell<Option<String>>,
+        /// When set, every `chrome.storage.local` `set` fails with this message, while the
+        /// session area still takes them (a rate slot is recorded; the audit is not).
+        pub fail_local_writes: RefCell<Option<String>>,
         /// A `get` naming any key that starts with one of these fails with this error.
         pub fail_gets: RefCell<Vec<String>>,
         /// How many times a `get` yields before it reads (so what else is in flight runs first),
@@ -488,6 +491,11 @@ pub mod memory {
             }
             if let Some(msg) = self.fail_writes.borrow().clone() {
                 return Err(EnvError(msg));
+            }
+            if area == Area::Local {
+                if let Some(msg) = self.fail_local_writes.borrow().clone() {
+                    return Err(EnvError(msg));
+                }
             }
             self.storage_log
                 .borrow_mut()

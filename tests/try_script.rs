@@ -530,3 +530,72 @@ fn a_try_that_found_its_world_shared_ran_nothing_and_says_so() {
     let r = call(&p, &s, "try_script", in_tab(7));
     assert!(error_code(&r).is_none(), "{r}");
 }
+
+/// A try's record is stored before its code runs: a worker stopped while the page runs it (the
+/// browser quit, the extension reloaded) leaves it, and the next worker records the try as
+/// INTERRUPTED — the code may have run, and no result was ever recorded or sent.
+#[test]
+fn a_try_whose_worker_stopped_while_it_ran_is_recorded_as_interrupted() {
+    use lumo_userscripts::guard::audit::{self, INTERRUPTED, PENDING_TRIES_KEY};
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    // The page never answers, and the timeout never fires: the try is running when the worker
+    // stops (the future is dropped).
+    let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": args()}});
+    block_on(async {
+        let mut running = Box::pin(p.handle_mcp(&s, &msg));
+        for _ in 0..10_000 {
+            if !p.env.executed.borrow().is_empty() {
+                break;
+            }
+            assert!(futures::poll!(running.as_mut()).is_pending());
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+    });
+    assert_eq!(p.env.executed.borrow().len(), 1, "the try never ran");
+    let slot = p.env.dump(Area::Local)[PENDING_TRIES_KEY].clone();
+    let begun: Vec<_> = slot.as_object().unwrap().values().collect();
+    assert_eq!(begun.len(), 1, "{slot}");
+    assert_eq!(begun[0]["tool"], "try_script");
+    assert!(
+        !slot.to_string().contains(SECRET),
+        "the source reached the record"
+    );
+    // The next worker, over the same storage.
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    block_on(q.recover_interrupted_tries());
+    let log = block_on(audit::read_all(&q.env)).unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0].tool, "try_script");
+    assert_eq!(log[0].result, INTERRUPTED);
+    assert_eq!(log[0].caller, HOST);
+    assert_eq!(q.env.dump(Area::Local)[PENDING_TRIES_KEY], json!({}));
+    // Recorded once: another start, or the first try of this worker, adds nothing.
+    block_on(q.recover_interrupted_tries());
+    assert_eq!(block_on(audit::read_all(&q.env)).unwrap().len(), 1);
+}
+
+/// Nothing runs in a page without its record: a try whose record cannot be stored (the
+/// storage is full) runs nothing and says why. A try that finished leaves no slot behind.
+#[test]
+fn a_try_that_cannot_be_recorded_runs_nothing() {
+    use lumo_userscripts::guard::audit::PENDING_TRIES_KEY;
+    let p = provider();
+    with_tab(&p);
+    p.env.timers_fire.set(true); // each try's page never answers: it times out, having run
+    let s = ready(&p);
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(error_code(&r), Some("TIMEOUT"), "{r}");
+    assert_eq!(p.env.dump(Area::Local)[PENDING_TRIES_KEY], json!({}));
+    *p.env.fail_local_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(error_code(&r), Some("STORAGE_ERROR"), "{r}");
+    let msg = r["structuredContent"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("nothing ran") && msg.contains("quota"),
+        "{msg}"
+    );
+    assert_eq!(p.env.executed.borrow().len(), 1, "it ran unrecorded");
+}

@@ -136,6 +136,7 @@ pub fn start() {
         spawn_local(async {
             let p = provider();
             p.recover_interrupted_write().await;
+            p.recover_interrupted_tries().await;
             p.resume_interrupted_reviews().await;
             p.ensure_registry().await;
             // A recycled worker dials the bridge again if the user authorized its token.

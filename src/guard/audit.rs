@@ -15,7 +15,9 @@
 //! (one `set` that appends the entry and clears the pending one). A worker stopped in between
 //! leaves the pending entry, and the next worker finalizes it as [`INTERRUPTED`]: no write can
 //! land without its record. Writes are serialized by the provider's write lock, and each is
-//! finalized before the lock is released, so one pending slot is enough.
+//! finalized before the lock is released, so one pending slot is enough. A try stores nothing
+//! for an entry to ride with, so its entry is stored on its own before its code runs
+//! ([`begin_try`], one slot per try in [`PENDING_TRIES_KEY`]: tries are not serialized).
 //!
 //! Each ring is stored in `chrome.storage.local` as chunks of [`CHUNK`] entries plus a head, so
 //! appending rewrites one small chunk, not the whole log. The oldest chunk is dropped past
@@ -395,6 +397,117 @@ pub async fn finalize_interrupted<S: Storage>(
     }
 }
 
+/// Tries in progress (`try_script`), by a key of this worker's, each stored before its code runs.
+/// Tries are not serialized (one at a time per tab, any number of tabs), so each has its own slot
+/// in one object; the provider holds the same object and rewrites it under the audit lock.
+pub const PENDING_TRIES_KEY: &str = "audit/pendingTries";
+
+/// The tries in progress: what [`PENDING_TRIES_KEY`] holds.
+pub type PendingTries = crate::vec_map::VecMap<u64, Entry>;
+
+fn encode_tries(tries: &PendingTries) -> Result<Value, AuditError> {
+    let map: Map<String, Value> = tries
+        .iter()
+        .map(|(k, e)| Ok((k.to_string(), serde_json::to_value(e)?)))
+        .collect::<Result<_, serde_json::Error>>()
+        .map_err(|e| AuditError::Encode(e.to_string()))?;
+    Ok(Value::Object(map))
+}
+
+/// Records a try as in progress before its code runs: a worker stopped while it runs (the
+/// browser quit, the extension reloaded) leaves the entry, and the next worker records it as
+/// [`INTERRUPTED`], so no try runs code in a page without its record. On `Err` nothing is
+/// recorded and the try must not run.
+pub async fn begin_try<S: Storage>(
+    s: &S,
+    tries: &mut PendingTries,
+    key: u64,
+    entry: &Entry,
+) -> Result<(), AuditError> {
+    let mut pending = entry.clone();
+    pending.result = PENDING.to_owned();
+    tries.insert(key, pending);
+    let mut items = Map::new();
+    items.insert(PENDING_TRIES_KEY.to_owned(), encode_tries(tries)?);
+    if let Err(e) = s.set(Area::Local, items).await {
+        tries.remove(&key);
+        return Err(AuditError::Storage(e));
+    }
+    Ok(())
+}
+
+/// Appends a try's entry and clears its slot in one atomic `set`. A failure leaves the slot
+/// (in storage and here), so the next worker records the try as [`INTERRUPTED`].
+pub async fn finish_try<S: Storage>(
+    s: &S,
+    tries: &mut PendingTries,
+    key: u64,
+    entry: &Entry,
+    tail: &Tail,
+) -> Result<(), AuditError> {
+    let Some(was) = tries.remove(&key) else {
+        return append(s, entry, tail).await;
+    };
+    let mut items = Map::new();
+    items.insert(PENDING_TRIES_KEY.to_owned(), encode_tries(tries)?);
+    let done = append_with(s, entry, items, tail).await;
+    if done.is_err() {
+        tries.insert(key, was);
+    }
+    done
+}
+
+/// At worker start (or before this worker's first try): each try a previous worker left in
+/// progress is recorded as [`INTERRUPTED`], one at a time, its slot cleared in the same `set`
+/// that records it (so a stop half-way records none twice). A slot that cannot be read is
+/// dropped. Returns how many were recorded.
+pub async fn finalize_interrupted_tries<S: Storage>(
+    s: &S,
+    tail: &Tail,
+) -> Result<usize, AuditError> {
+    let got = s
+        .get(Area::Local, &[PENDING_TRIES_KEY])
+        .await
+        .map_err(AuditError::Storage)?;
+    let Some(stored) = got.get(PENDING_TRIES_KEY) else {
+        return Ok(0);
+    };
+    let mut left: Vec<Entry> = stored
+        .as_object()
+        .map(|m| {
+            m.values()
+                .filter_map(|e| Entry::deserialize(e).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if left.is_empty() {
+        if stored != &cleared() {
+            let mut items = Map::new();
+            items.insert(PENDING_TRIES_KEY.to_owned(), cleared());
+            s.set(Area::Local, items)
+                .await
+                .map_err(AuditError::Storage)?;
+        }
+        return Ok(0);
+    }
+    let n = left.len();
+    // Oldest first, so the log keeps their order.
+    crate::sort::sort_by(&mut left, |a, b| b.at.total_cmp(&a.at));
+    while let Some(mut e) = left.pop() {
+        e.result = INTERRUPTED.to_owned();
+        let rest: PendingTries = left
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, e)| (i as u64, e))
+            .collect();
+        let mut items = Map::new();
+        items.insert(PENDING_TRIES_KEY.to_owned(), encode_tries(&rest)?);
+        append_with(s, &e, items, tail).await?;
+    }
+    Ok(n)
+}
+
 /// Storage that stores a pending audit entry in the first `set` of `chrome.storage.local` made
 /// through it — the `set` that stores the script — so the record of a write is exactly as
 /// durable as the write. The entry names the script that `set` writes when it had no target
@@ -571,6 +684,51 @@ mod tests {
             from_trash: false,
             revision: None,
         }
+    }
+
+    /// Tries a stopped worker left in progress: each recorded once, oldest first, as
+    /// INTERRUPTED; a slot that cannot be read is dropped; a finished try leaves the others.
+    #[test]
+    fn tries_left_in_progress_are_recorded_once_as_interrupted() {
+        let env = MemoryEnv::new();
+        let tail = Tail::default();
+        let mut tries = PendingTries::default();
+        let try_at = |i: usize| Entry {
+            tool: "try_script".into(),
+            ..entry(i)
+        };
+        for i in [3, 1, 2] {
+            block_on(begin_try(&env, &mut tries, i as u64, &try_at(i))).unwrap();
+        }
+        block_on(finish_try(&env, &mut tries, 2, &try_at(2), &tail)).unwrap();
+        let mut stored = env.dump(Area::Local)[PENDING_TRIES_KEY].clone();
+        stored["9"] = serde_json::json!({"tool": 5});
+        let mut items = Map::new();
+        items.insert(PENDING_TRIES_KEY.into(), stored);
+        block_on(env.set(Area::Local, items)).unwrap();
+        let fresh = Tail::default();
+        assert_eq!(
+            block_on(finalize_interrupted_tries(&env, &fresh)).unwrap(),
+            2
+        );
+        let log = block_on(read_all(&env)).unwrap();
+        let got: Vec<(f64, &str)> = log.iter().map(|e| (e.at, e.result.as_str())).collect();
+        assert_eq!(got, [(3.0, INTERRUPTED), (2.0, "ok"), (1.0, INTERRUPTED)]);
+        assert_eq!(env.dump(Area::Local)[PENDING_TRIES_KEY], cleared());
+        assert_eq!(
+            block_on(finalize_interrupted_tries(&env, &fresh)).unwrap(),
+            0
+        );
+        assert_eq!(block_on(read_all(&env)).unwrap().len(), 3);
+        // Not an object at all: cleared, nothing recorded.
+        let mut items = Map::new();
+        items.insert(PENDING_TRIES_KEY.into(), serde_json::json!("x"));
+        block_on(env.set(Area::Local, items)).unwrap();
+        assert_eq!(
+            block_on(finalize_interrupted_tries(&env, &fresh)).unwrap(),
+            0
+        );
+        assert_eq!(env.dump(Area::Local)[PENDING_TRIES_KEY], cleared());
     }
 
     #[test]

@@ -126,6 +126,58 @@ impl<E: Env> Provider<E> {
         }
     }
 
+    /// Records the tries a previous worker left in progress as INTERRUPTED: once per worker,
+    /// before its first try (so its slots are not overwritten) or at start-up.
+    pub async fn settle_interrupted_tries(&self) -> Result<(), audit::AuditError> {
+        let _guard = self.audit_lock.lock().await;
+        if self.tries_settled.get() {
+            return Ok(());
+        }
+        audit::finalize_interrupted_tries(&self.env, &self.audit_tail).await?;
+        self.tries_settled.set(true);
+        Ok(())
+    }
+
+    /// At worker start, off the path of the waking message: the previous worker's tries.
+    pub async fn recover_interrupted_tries(&self) {
+        if let Err(e) = self.settle_interrupted_tries().await {
+            self.note(format!("could not record an interrupted try: {e}"));
+        }
+    }
+
+    /// Stores a try as in progress before its code runs (`audit::begin_try`); its key is
+    /// passed back to [`Provider::finish_try`].
+    pub async fn begin_try(&self, entry: &Entry) -> Result<u64, audit::AuditError> {
+        self.settle_interrupted_tries().await?;
+        let _guard = self.audit_lock.lock().await;
+        let key = self.next_try.get();
+        self.next_try.set(key.wrapping_add(1));
+        // Taken out for the `set` (no borrow held across it); only the audit lock's holder
+        // touches it.
+        let mut tries = self.pending_tries.take();
+        let begun = audit::begin_try(&self.env, &mut tries, key, entry).await;
+        self.pending_tries.replace(tries);
+        begun.map(|()| key)
+    }
+
+    /// Records a try's result: `key` from [`Provider::begin_try`] clears its slot in the same
+    /// `set`; `None` (refused before it was begun) only appends.
+    pub async fn finish_try(&self, key: Option<u64>, entry: &Entry) {
+        let Some(key) = key else {
+            return self.audit(entry).await;
+        };
+        let _guard = self.audit_lock.lock().await;
+        let mut tries = self.pending_tries.take();
+        let done = audit::finish_try(&self.env, &mut tries, key, entry, &self.audit_tail).await;
+        self.pending_tries.replace(tries);
+        if let Err(e) = done {
+            self.note(format!(
+                "audit entry not saved ({} {}): {e}; the next start records it as interrupted",
+                entry.tool, entry.result
+            ));
+        }
+    }
+
     /// Finalizes a journaled write with its result. On failure the pending entry stays, and
     /// the next write settles it (as INTERRUPTED) before it runs.
     pub async fn audit_final(&self, entry: &Entry) {

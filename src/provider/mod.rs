@@ -106,6 +106,11 @@ pub struct Provider<E> {
     /// Whether this worker has finalized a write the previous one left pending (see
     /// `guard::audit`).
     journal_settled: Cell<bool>,
+    /// Tries whose code may be running (`guard::audit::begin_try`), as stored; the next key;
+    /// and whether this worker has recorded the previous one's as interrupted.
+    pending_tries: RefCell<crate::guard::audit::PendingTries>,
+    next_try: Cell<u64>,
+    tries_settled: Cell<bool>,
     /// Requests being handled, so a cancelled one gets no reply.
     pub(crate) inflight: crate::mcp::inflight::InFlight,
     /// Whether `chrome.userScripts` worked at the last look (None: not looked yet this worker).
@@ -182,6 +187,9 @@ impl<E: Env> Provider<E> {
             reviews_resumed: Cell::new(false),
             waived: RefCell::new(VecSet::new()),
             journal_settled: Cell::new(false),
+            pending_tries: RefCell::new(Default::default()),
+            next_try: Cell::new(0),
+            tries_settled: Cell::new(false),
             inflight: Default::default(),
             last_available: Cell::new(None),
             on_change: RefCell::new(None),

@@ -431,12 +431,27 @@ pub(super) async fn call<E: Env>(
             return refused(e);
         }
     }
-    let done = Executed {
-        result: run(p, ctx, reviewed, &script, &tab, &a).await,
-        target,
+    let mut journal = Journal {
+        begun: Entry {
+            at: p.env.now_ms(),
+            target: target.clone(),
+            ..entry.clone()
+        },
+        key: None,
     };
-    p.audit(&finished(entry, &done, p.env.now_ms())).await;
+    let result = run(p, ctx, reviewed, &script, &tab, &a, &mut journal).await;
+    let done = Executed { result, target };
+    p.finish_try(journal.key, &finished(entry, &done, p.env.now_ms()))
+        .await;
     Ok(done)
+}
+
+/// A try's record while it runs: stored as in progress just before its code runs
+/// (`Provider::begin_try`, which gives `key`), so a worker stopped meanwhile leaves it for the
+/// next one to record as interrupted.
+struct Journal {
+    begun: Entry,
+    key: Option<u64>,
 }
 
 /// The user approved a try in the page the review named; the review can take up to 50 s, in
@@ -536,6 +551,7 @@ async fn run<E: Env>(
     script: &Script,
     tab: &Tab,
     a: &TryArgs,
+    journal: &mut Journal,
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
     let gm = try_gm_line(p, script).await;
@@ -567,7 +583,16 @@ async fn run<E: Env>(
         // The try before may have run for its whole timeout: a switch the user flipped, or the
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
-            Ok(()) => execute_bounded(p, tab, a, &world, &codes).await,
+            Ok(()) => match p.begin_try(&journal.begun).await {
+                Ok(k) => {
+                    journal.key = Some(k);
+                    execute_bounded(p, tab, a, &world, &codes).await
+                }
+                Err(e) => Err(ToolError::new(
+                    ErrorCode::StorageError,
+                    format!("the try could not be recorded in the audit log, so nothing ran: {e}"),
+                )),
+            },
             Err(e) => Err(e),
         }
     };

@@ -325,6 +325,13 @@ describe("try_script: run once in a tab, read what happened", () => {
     const again = await call("try_script", { source: script(["@match *://*/*"], ["return 2;"]), url });
     assert.equal(again.isError, false, again.content?.[0]?.text);
     assert.equal(again.structuredContent.frames[0].value, 2);
+    // The stopped try's code ran in the page, and its record was stored before it ran: the
+    // next worker records it as interrupted (no try runs code without its entry).
+    const { entries } = await h.internal("audit.list");
+    const stopped = entries.filter((e) => e.tool === "try_script" && e.result === "INTERRUPTED");
+    assert.equal(stopped.length, 1, JSON.stringify(entries.slice(0, 4)));
+    assert.equal(stopped[0].caller, HOST_ID);
+    assert.equal(entries.filter((e) => e.tool === "try_script" && e.result === "ok" && e.at > stopped[0].at).length, 1, "the try after it");
   });
 });
 
