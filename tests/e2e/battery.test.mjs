@@ -793,6 +793,45 @@ describe("battery: records hand-corrupted in storage, worker restarted from stor
     });
   }
 
+  // A removed key is damage too: read as "no scripts", they left the options page and Chrome,
+  // the next write stored an index of itself alone, and the next purge (Empty trash) swept the
+  // others' records and sources as ownerless — lost for good.
+  test("scripts/index removed: the scripts stay listed and registered; a write and an Empty trash after lose none", T, async () => {
+    await twoScripts("index removed");
+    const scripts = (await h.internal("scripts.list")).scripts;
+    const all = scripts.map((x) => x.uuid);
+    const enabled = scripts.filter((x) => x.enabled).map((x) => x.uuid);
+    const registered = () => pp.evaluate(async () => (await chrome.userScripts.getScripts()).map((x) => x.id));
+    await until(registered, (l) => enabled.every((u) => l.includes(u)), 3000);
+    const { "scripts/index": saved } = await store.get("scripts/index");
+    await pp.evaluate(() => chrome.storage.local.remove("scripts/index"));
+    await h.stopProviderWorker();
+    const problems = [];
+    try {
+      await answering("after the index was removed");
+      const internal = await h.internal("scripts.list");
+      const shown = internal.scripts.map((x) => x.uuid);
+      if (all.some((u) => !shown.includes(u))) problems.push(`the options page lists ${shown.length} of ${all.length} scripts`);
+      if (!internal.problems.some((p) => p.uuid === "scripts/index" && /missing/.test(p.message))) problems.push(`the missing index is not reported: ${show(internal.problems)}`);
+      const regAfter = await registered();
+      const unregistered = enabled.filter((u) => !regAfter.includes(u));
+      if (unregistered.length) problems.push(`${unregistered.length} scripts were unregistered from chrome.userScripts`);
+      const w = await ok("write_script", { source: userscript("Corrupt index removed new") });
+      await ok("delete_script", { uuid: w.script.uuid });
+      await h.internal("trash.purge", { listed: [w.script.uuid] });
+      const keys = all.flatMap((u) => [`script/${u}`, `source/${u}`]);
+      const kept = await store.get(keys);
+      const lost = keys.filter((k) => !(k in kept));
+      if (lost.length) problems.push(`after a write and Empty trash, these keys are gone for good: ${show(lost)}`);
+      const index = (await store.get("scripts/index"))["scripts/index"];
+      if (all.some((u) => !index?.uuids?.includes(u))) problems.push(`the stored index leaves scripts out: ${show(index)}`);
+    } finally {
+      await store.set({ "scripts/index": saved });
+      await h.stopProviderWorker();
+    }
+    assert.deepEqual(problems, [], "a removed scripts/index");
+  });
+
   test("scripts/index naming non-strings and unknown uuids: the valid ones are listed, the rest reported", T, async () => {
     const all = (await h.internal("scripts.list")).scripts.map((x) => x.uuid);
     const saved = await corrupt({ "scripts/index": { uuids: [42, null, ...all, NO_SUCH_UUID] } });
