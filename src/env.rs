@@ -49,6 +49,9 @@ pub trait Storage {
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError>;
     /// Everything in the area: only for recovery (rebuilding a damaged index).
     async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError>;
+    /// The keys stored in the area, without their values (`getKeys`): what a missing list
+    /// would have named, found without copying every value in.
+    async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError>;
 }
 
 /// Time and randomness, injected so decisions are reproducible in tests.
@@ -516,6 +519,10 @@ pub mod memory {
                 yield_now().await;
             }
             Ok(all)
+        }
+
+        async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError> {
+            Ok(self.dump(area).keys().cloned().collect())
         }
 
         async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {

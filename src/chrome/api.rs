@@ -49,6 +49,8 @@ extern "C" {
     pub fn set(this: &StorageArea, items: &JsValue) -> Result<Promise, JsValue>;
     #[wasm_bindgen(method, catch)]
     pub fn remove(this: &StorageArea, keys: &JsValue) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = getKeys)]
+    pub fn get_keys(this: &StorageArea) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "storage"], js_name = local)]
     pub static STORAGE_LOCAL: StorageArea;

@@ -77,6 +77,24 @@ impl Storage for ChromeEnv {
         storage_get(area, &JsValue::NULL).await
     }
 
+    async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError> {
+        let promise =
+            with_area(area, |a| a.get_keys()).map_err(|e| js_error("storage.getKeys", e))?;
+        let got = JsFuture::from(promise)
+            .await
+            .map_err(|e| js_error("storage.getKeys", e))?;
+        if !Array::is_array(&got) {
+            return Err(EnvError(
+                "storage.getKeys returned a value that is not a list".into(),
+            ));
+        }
+        Ok(got
+            .unchecked_into::<Array>()
+            .iter()
+            .filter_map(|k| k.as_string())
+            .collect())
+    }
+
     async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {
         let promise = with_area(area, |a| a.remove(&key_array(keys)))
             .map_err(|e| js_error("storage.remove", e))?;

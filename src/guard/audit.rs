@@ -637,6 +637,10 @@ impl<E: Storage> Storage for Journaled<'_, E> {
     async fn get_all(&self, area: Area) -> Result<Map<String, Value>, EnvError> {
         self.inner.get_all(area).await
     }
+
+    async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError> {
+        self.inner.keys(area).await
+    }
 }
 
 /// A write fetches its `@require`/`@resource` files through the same env (`gm::asset_store`).

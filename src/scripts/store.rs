@@ -364,15 +364,23 @@ pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
         .await
         .map_err(storage_err)?;
     let (index, repaired) = match got.get(INDEX_KEY) {
-        None => (Vec::new(), false),
-        Some(v) if index_is_whole(v) => (decode_index(Some(v)), false),
-        Some(v) => (rebuild_index(s, v).await?, true),
+        Some(v) if index_is_whole(v) => (decode_index(Some(v)), None),
+        Some(v) => (rebuild_index(s, v).await?, Some("damaged")),
+        // No index: a store where no script was ever written — or one that lost the key while
+        // records stayed. Read as empty, those scripts would leave every listing and Chrome,
+        // the next write would store an index without them, and the purge after it would sweep
+        // them as ownerless. Where nothing was written the rebuild reads a small area.
+        None => {
+            let index = rebuild_index(s, &Value::Null).await?;
+            let missing = (!index.is_empty()).then_some("missing");
+            (index, missing)
+        }
     };
     let (records, mut problems) = load_records(s, &index).await?;
-    if repaired {
+    if let Some(how) = repaired {
         problems.insert(0, Problem {
             uuid: INDEX_KEY.to_owned(),
-            message: format!("the script index was damaged; rebuilt it from the {} stored records (saved with the next change)", index.len()),
+            message: format!("the script index was {how}; rebuilt it from the {} stored records (saved with the next change)", index.len()),
         });
     }
     Ok(Snapshot {
@@ -1322,6 +1330,53 @@ mod tests {
                 None,
             ))
             .unwrap();
+        }
+    }
+
+    /// A missing index is damage like any other when records are stored: read as empty, the
+    /// scripts vanished from every listing (and Chrome), the next write stored an index of the
+    /// new script alone, and the purge after it swept the others' records, sources, histories
+    /// and values as ownerless — gone for good.
+    #[test]
+    fn a_missing_index_is_rebuilt_and_nothing_is_swept() {
+        let env = MemoryEnv::new();
+        assert!(
+            snap(&env).problems.is_empty(),
+            "an empty store has no index and no damage"
+        );
+        let a = block_on(create(&env, &snap(&env), HOST, &src("A", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        env.advance(5.0);
+        let b = block_on(create(&env, &snap(&env), HOST, &src("B", "1"), true, MAX))
+            .unwrap()
+            .record
+            .uuid;
+        env.areas
+            .borrow_mut()
+            .get_mut(&Area::Local)
+            .unwrap()
+            .remove(INDEX_KEY);
+        let s = snap(&env);
+        assert_eq!(s.index, vec![a.clone(), b.clone()]);
+        assert_eq!(s.records.len(), 2);
+        assert_eq!(s.problems[0].uuid, INDEX_KEY, "{:?}", s.problems);
+        let c = block_on(create(&env, &s, HOST, &src("C", ""), true, MAX)).unwrap();
+        assert_eq!(
+            load_index_now(&env),
+            vec![a.clone(), b.clone(), c.record.uuid]
+        );
+        block_on(super::super::trash::purge(&env, None)).unwrap();
+        for u in [&a, &b] {
+            assert!(
+                env.dump(Area::Local).contains_key(&record_key(u)),
+                "{u} kept"
+            );
+            assert!(
+                env.dump(Area::Local).contains_key(&source_key(u)),
+                "{u} kept"
+            );
         }
     }
 

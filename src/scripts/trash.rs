@@ -95,12 +95,65 @@ fn index_json(slots: &[Slot]) -> Value {
     json!({ "items": slots })
 }
 
+/// Whether a stored `trash/index` names every script it holds: a list whose every item has a
+/// uuid. Missing (removed by hand, or never written: nothing was ever deleted), not a list, or
+/// an item without a uuid, it may have lost scripts that are still in the trash.
+fn names_every_item(v: Option<&Value>) -> bool {
+    v.and_then(|v| v.get("items"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter().all(|x| {
+                x.get("uuid")
+                    .and_then(Value::as_str)
+                    .is_some_and(super::record::is_uuid)
+            })
+        })
+}
+
+/// The trashed scripts a list that does not name every item may have lost: every stored
+/// `trash/<uuid>` not among `slots` and `damaged`, and not live in `scripts/index` (a restore
+/// stopped before its remove leaves the entry of a script that is live again: adopted, it would
+/// hide that script); each is then read as a damaged item is, from its entry. Without them, the
+/// Trash view hid them, the next delete stored a list without them, and the purge after it
+/// swept them as ownerless, within their 30 days. The keys alone are read, not their values.
+async fn unlisted_entries<S: Storage>(
+    s: &S,
+    slots: &[Slot],
+    damaged: &[String],
+) -> Result<Vec<String>, ScriptError> {
+    let keys = s.keys(Area::Local).await.map_err(storage_err)?;
+    let mut found: Vec<String> = keys
+        .iter()
+        .filter_map(|k| k.strip_prefix("trash/"))
+        .filter(|u| super::record::is_uuid(u))
+        .filter(|u| !slots.iter().any(|s| s.uuid == *u) && !damaged.iter().any(|d| d == u))
+        .map(str::to_owned)
+        .collect();
+    if found.is_empty() {
+        return Ok(found);
+    }
+    let live = s
+        .get(Area::Local, &[INDEX_KEY])
+        .await
+        .map_err(storage_err)?;
+    let live = live
+        .get(INDEX_KEY)
+        .and_then(|v| v.get("uuids"))
+        .and_then(Value::as_array);
+    found.retain(|u| !live.is_some_and(|l| l.iter().any(|x| x.as_str() == Some(u.as_str()))));
+    Ok(found)
+}
+
 async fn load_index<S: Storage>(s: &S) -> Result<Vec<Slot>, ScriptError> {
     let got = s
         .get(Area::Local, &[TRASH_INDEX_KEY])
         .await
         .map_err(storage_err)?;
-    let (mut slots, damaged) = decode_index(got.get(TRASH_INDEX_KEY));
+    let stored = got.get(TRASH_INDEX_KEY);
+    let (mut slots, mut damaged) = decode_index(stored);
+    if !names_every_item(stored) {
+        damaged.extend(unlisted_entries(s, &slots, &damaged).await?);
+    }
     if damaged.is_empty() {
         return Ok(slots);
     }
@@ -571,6 +624,93 @@ mod tests {
         );
         all.insert(store::INDEX_KEY.into(), json!({"uuids": [live, live]}));
         assert!(ownerless(&all).is_empty(), "a damaged script list: nothing");
+    }
+
+    /// `trash/index` removed or not a list: read as an empty trash, the trashed scripts left
+    /// the Trash view, the next delete stored a list of itself alone, and the purge after it
+    /// swept their entries (and histories) as ownerless, within their 30 days. They are found
+    /// again from their `trash/<uuid>` entries, except one a restore stopped before its remove
+    /// left behind (the script is live again: adopting it would hide it).
+    #[test]
+    fn a_missing_or_garbage_trash_index_is_found_again_from_the_entries() {
+        use crate::env::memory::MemoryEnv;
+        use futures::executor::block_on;
+        let src = |n: &str| {
+            format!("// ==UserScript==\n// @name {n}\n// @match https://a.example/*\n// ==/UserScript==\n")
+        };
+        let user = || Actor {
+            by: "user",
+            via: None,
+        };
+        for garbage in [
+            None,
+            Some(json!({"items": "x"})),
+            Some(json!("x")),
+            Some(json!({"items": [5]})),
+        ] {
+            let env = MemoryEnv::new();
+            let mut made = Vec::new();
+            for n in ["A", "B", "C", "Live"] {
+                let snap = block_on(store::load_snapshot(&env)).unwrap();
+                made.push(
+                    block_on(store::create(&env, &snap, "user", &src(n), true, 1 << 20))
+                        .unwrap()
+                        .record
+                        .uuid,
+                );
+                env.advance(5.0);
+            }
+            for u in &made[..2] {
+                let snap = block_on(store::load_snapshot(&env)).unwrap();
+                block_on(delete(&env, &snap, user(), u, None)).unwrap();
+                env.advance(5.0);
+            }
+            // What a restore stopped before removing its trash entry leaves: a live script with one.
+            let leftover = json!({"record": block_on(store::load(&env, &made[3])).unwrap(), "source": src("Live"), "deletedAt": 1.0, "deletedBy": "user"});
+            let mut items = Map::new();
+            items.insert(trash_key(&made[3]), leftover);
+            match &garbage {
+                Some(v) => {
+                    items.insert(TRASH_INDEX_KEY.into(), v.clone());
+                }
+                None => {
+                    block_on(env.remove(Area::Local, &[TRASH_INDEX_KEY])).unwrap();
+                }
+            }
+            block_on(env.set(Area::Local, items)).unwrap();
+            let listed = |env: &MemoryEnv| {
+                let mut l: Vec<String> = block_on(list(env))
+                    .unwrap()
+                    .0
+                    .into_iter()
+                    .map(|t| t.record.uuid)
+                    .collect();
+                l.sort();
+                l
+            };
+            let mut ab = made[..2].to_vec();
+            ab.sort();
+            assert_eq!(listed(&env), ab, "{garbage:?}: the Trash view lists both");
+            let snap = block_on(store::load_snapshot(&env)).unwrap();
+            assert_eq!(
+                snap.records.len(),
+                2,
+                "{garbage:?}: the live scripts stay live"
+            );
+            block_on(delete(&env, &snap, user(), &made[2], None)).unwrap();
+            block_on(purge(&env, Some(std::slice::from_ref(&made[2])))).unwrap();
+            assert_eq!(
+                listed(&env),
+                ab,
+                "{garbage:?}: a delete and a purge after lose neither"
+            );
+            for u in &made[..2] {
+                assert!(
+                    env.dump(Area::Local).contains_key(&trash_key(u)),
+                    "{garbage:?}: {u} kept"
+                );
+            }
+        }
     }
 
     #[test]

@@ -793,6 +793,89 @@ describe("battery: records hand-corrupted in storage, worker restarted from stor
     });
   }
 
+  // A removed key is damage too: read as "no scripts", they left the options page and Chrome,
+  // the next write stored an index of itself alone, and the next purge (Empty trash) swept the
+  // others' records and sources as ownerless — lost for good.
+  test("scripts/index removed: the scripts stay listed and registered; a write and an Empty trash after lose none", T, async () => {
+    await twoScripts("index removed");
+    const scripts = (await h.internal("scripts.list")).scripts;
+    const all = scripts.map((x) => x.uuid);
+    const enabled = scripts.filter((x) => x.enabled).map((x) => x.uuid);
+    const registered = () => pp.evaluate(async () => (await chrome.userScripts.getScripts()).map((x) => x.id));
+    await until(registered, (l) => enabled.every((u) => l.includes(u)), 3000);
+    const { "scripts/index": saved } = await store.get("scripts/index");
+    await pp.evaluate(() => chrome.storage.local.remove("scripts/index"));
+    await h.stopProviderWorker();
+    const problems = [];
+    try {
+      await answering("after the index was removed");
+      const internal = await h.internal("scripts.list");
+      const shown = internal.scripts.map((x) => x.uuid);
+      if (all.some((u) => !shown.includes(u))) problems.push(`the options page lists ${shown.length} of ${all.length} scripts`);
+      if (!internal.problems.some((p) => p.uuid === "scripts/index" && /missing/.test(p.message))) problems.push(`the missing index is not reported: ${show(internal.problems)}`);
+      const regAfter = await registered();
+      const unregistered = enabled.filter((u) => !regAfter.includes(u));
+      if (unregistered.length) problems.push(`${unregistered.length} scripts were unregistered from chrome.userScripts`);
+      const w = await ok("write_script", { source: userscript("Corrupt index removed new") });
+      await ok("delete_script", { uuid: w.script.uuid });
+      await h.internal("trash.purge", { listed: [w.script.uuid] });
+      const keys = all.flatMap((u) => [`script/${u}`, `source/${u}`]);
+      const kept = await store.get(keys);
+      const lost = keys.filter((k) => !(k in kept));
+      if (lost.length) problems.push(`after a write and Empty trash, these keys are gone for good: ${show(lost)}`);
+      const index = (await store.get("scripts/index"))["scripts/index"];
+      if (all.some((u) => !index?.uuids?.includes(u))) problems.push(`the stored index leaves scripts out: ${show(index)}`);
+    } finally {
+      await store.set({ "scripts/index": saved });
+      await h.stopProviderWorker();
+    }
+    assert.deepEqual(problems, [], "a removed scripts/index");
+  });
+
+  // The same for the trash's list: removed (or not a list), the trashed scripts left the Trash
+  // view, the next delete stored a list of itself alone, and the purge after it swept them as
+  // ownerless within their 30 days.
+  for (const [what, garbage] of [["removed", undefined], ["{items: \"x\"}", { items: "x" }]]) {
+    test(`trash/index ${what}: the trashed scripts stay in the Trash view; a delete and a purge after lose none`, T, async () => {
+      // By hand (the user's writes are not rate-limited; the suite's agent writes are).
+      const save = async (name) => (await h.internal("scripts.save", { source: userscript(name) })).result.script;
+      const [a, b] = [await save(`Corrupt trash index ${what} a`), await save(`Corrupt trash index ${what} b`)];
+      for (const x of [a, b]) await h.internal("scripts.delete", { uuid: x.uuid });
+      const trashed = async () => (await h.internal("trash.list")).scripts.map((x) => x.uuid);
+      const before = await trashed();
+      assert.ok([a.uuid, b.uuid].every((u) => before.includes(u)), `setup: both in the trash: ${show(before)}`);
+      const { "trash/index": saved } = await store.get("trash/index");
+      if (garbage === undefined) await pp.evaluate(() => chrome.storage.local.remove("trash/index"));
+      else await store.set({ "trash/index": garbage });
+      await h.stopProviderWorker();
+      const problems = [];
+      try {
+        await answering(`after trash/index was ${what}`);
+        const shown = await trashed();
+        if (![a.uuid, b.uuid].every((u) => shown.includes(u))) problems.push(`the Trash view lists ${show(shown)}, not both trashed scripts`);
+        const c = await save(`Corrupt trash index ${what} c`);
+        await h.internal("scripts.delete", { uuid: c.uuid });
+        await h.internal("trash.purge", { uuids: [c.uuid] });
+        const keys = [a, b].map((x) => `trash/${x.uuid}`);
+        const kept = await store.get(keys);
+        const lost = keys.filter((k) => !(k in kept));
+        if (lost.length) problems.push(`after a delete and a purge, these trashed scripts are gone for good: ${show(lost)}`);
+        const after = await trashed();
+        if (![a.uuid, b.uuid].every((u) => after.includes(u))) problems.push(`after a delete and a purge the Trash view lists ${show(after)}`);
+        // Both can still be brought back.
+        for (const x of (await h.internal("trash.list")).scripts.filter((x) => x.uuid === a.uuid || x.uuid === b.uuid)) {
+          const r = await h.internal("scripts.restore", { uuid: x.uuid, revision: x.revision, currentRevision: x.revision }).catch((e) => ({ error: String(e) }));
+          if (r.ok !== true) problems.push(`${x.uuid} cannot be restored: ${show(r)}`);
+        }
+      } finally {
+        const now = (await store.get("trash/index"))["trash/index"];
+        if (!Array.isArray(now?.items)) await store.set({ "trash/index": saved ?? { items: [] } });
+        await h.stopProviderWorker();
+      }
+      assert.deepEqual(problems, [], `trash/index ${what}`);
+    });
+  }
+
   test("scripts/index naming non-strings and unknown uuids: the valid ones are listed, the rest reported", T, async () => {
     const all = (await h.internal("scripts.list")).scripts.map((x) => x.uuid);
     const saved = await corrupt({ "scripts/index": { uuids: [42, null, ...all, NO_SUCH_UUID] } });
