@@ -66,6 +66,37 @@ pub enum Received {
     Answered(Value),
 }
 
+impl Received {
+    /// What the script is answered: a GM request's answer, the reason for a refusal it can act
+    /// on (too much of its own waiting), else nothing (`null`: a hostile script learns nothing).
+    pub fn answer(self) -> Option<Value> {
+        match self {
+            Received::Answered(v) => Some(v),
+            Received::Dropped(Dropped::Backlogged(full)) => Some(crate::value::object(vec![(
+                "error",
+                Value::from(full.message()),
+            )])),
+            _ => None,
+        }
+    }
+}
+
+/// A message's place in the channel's backlog (`channel::backlog`), given back when its
+/// handling ends, however it ends.
+struct Held<'a> {
+    limits: &'a std::cell::RefCell<channel::rate::RateLimit>,
+    uuid: String,
+    weight: usize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut l) = self.limits.try_borrow_mut() {
+            l.backlog.release(&self.uuid, self.weight);
+        }
+    }
+}
+
 impl<E: Env> Provider<E> {
     /// The channel key as stored (cached once found; the cache is dropped when storage changes
     /// it, see `storage_changed`).
@@ -123,9 +154,18 @@ impl<E: Env> Provider<E> {
             let mut limits = self.channel_limits.borrow_mut();
             channel::decide_hinted(&mut limits, key.as_ref(), hint.as_deref(), raw, now)
         };
-        let (from, message) = match verdict {
-            Verdict::Accept { from, message } => (from, message),
+        let (from, message, weight) = match verdict {
+            Verdict::Accept {
+                from,
+                message,
+                held,
+            } => (from, message, held),
             Verdict::Drop(d) => return Received::Dropped(d),
+        };
+        let _held = Held {
+            limits: &self.channel_limits,
+            uuid: from.uuid.clone(),
+            weight,
         };
         let live = match self.scripts().await {
             Ok(s) => s
@@ -415,6 +455,25 @@ mod tests {
         assert_eq!(run["lateErrors"][0]["line"], 7);
         let budget = Budget::decode(p.env.dump(Area::Local).get(BUDGET_KEY));
         assert_eq!(budget.bytes[&uuid], rings[0].bytes());
+    }
+
+    /// Each message's place in the backlog is given back once it is handled, whatever became
+    /// of it; a script refused for its backlog is told why, anything else learns nothing.
+    #[test]
+    fn a_handled_message_leaves_the_backlog_and_a_backlog_refusal_says_why() {
+        let (p, uuid, key) = setup();
+        let token = key.token(&uuid, 1);
+        for t in [token.clone(), key.token(&uuid, 9)] {
+            block_on(p.user_script_message(|| Some(report(&t)), page()));
+        }
+        assert_eq!(p.channel_limits.borrow().backlog.total(), 0);
+        let full = channel::backlog::Full::Script;
+        let said = Received::Dropped(Dropped::Backlogged(full))
+            .answer()
+            .unwrap();
+        assert_eq!(said["error"], full.message());
+        assert_eq!(Received::Dropped(Dropped::RateLimited).answer(), None);
+        assert_eq!(Received::NotLive.answer(), None);
     }
 
     #[test]
