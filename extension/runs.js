@@ -95,10 +95,12 @@ export async function openRuns(uuid, name) {
 document.addEventListener('lumo:runs', (e) => openRuns(e.detail.uuid, e.detail.name));
 $('runs-close').addEventListener('click', () => { $('runs-section').hidden = true; open = null; });
 
+// Runs of incognito pages are kept in session storage (memory only), under the same keys.
 onStored((keys) => {
   for (const k of keys) {
-    if (!k.startsWith('local:runs/') || k === 'local:runs/cursor') continue;
-    const uuid = k.slice('local:runs/'.length);
+    const m = /^(?:local|session):runs\/(.+)$/.exec(k);
+    if (!m || m[1] === 'cursor' || m[1] === 'budget') continue;
+    const uuid = m[1];
     if (cells.has(uuid)) refresh(uuid);
     if (open?.uuid === uuid) loadRuns().catch(() => {});
   }
