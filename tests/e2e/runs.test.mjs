@@ -351,6 +351,22 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual((await call("script_runs", { uuid, since: before })).structuredContent.runs, []);
   });
 
+  // A script's console text and error messages are its own to write: a U+202E turned the rest
+  // of the Runs view's line around, and a line break inside one console line read as another
+  // line (a made-up error). The worker marks them as a review marks a source.
+  test("the Runs view gets a script's direction characters and line breaks marked", T, async () => {
+    const uuid = await write(script("Runs marked", ["@match http://runs.test/marked*"], [
+      "console.log('fine\\u202Eexe.txt\\nerror (line 1): made up');",
+      "throw new TypeError('bad\\u200Bthing');",
+    ]));
+    const page = await visit("/marked");
+    await runsOf(uuid);
+    await page.close();
+    const { runs } = await h.internal("runs.list", { uuid });
+    assert.equal(runs[0].console[0].text, "fine\u27e8U+202E\u27e9exe.txt\u27e8U+000A\u27e9error (line 1): made up");
+    assert.equal(runs[0].error.message, "bad\u27e8U+200B\u27e9thing");
+  });
+
   // Chrome delivers a message of up to 64 MiB; the channel reads at most 600 KiB. One over the
   // bound is dropped before its text is copied into the wasm, whose memory never shrinks: three
   // unproven 32 MiB messages (from a user-script world with messaging, as any script's is) once
