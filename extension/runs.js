@@ -4,7 +4,7 @@
 // the page's incremental rendering: a row's last-run cell is one element kept per script (moved
 // into a rebuilt row, never rebuilt itself), refreshed only when that script's `runs/<uuid>` key
 // changes; the open Runs view prepends only the runs after the last one it shows.
-import { ask, el, when, onStored } from './ui.js';
+import { ask, el, when, onStored, marked } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 /** uuid -> the last-run element of that script's row. */
@@ -59,11 +59,12 @@ function runItem(r) {
     el('div', {}, el('strong', {}, r.ok ? 'ok' : 'error'), ' ', when(r.at), ' ',
       el('small', {}, `revision ${r.revision} · ${r.runAt} · ${r.durationMs} ms${r.frameId ? ` · frame ${r.frameId}` : ''}`)),
     el('div', { class: 'mono muted' }, r.url),
-    err ? el('div', { class: 'run-error mono' }, `${err.name}: ${err.message}`, at(err)) : null,
-    ...(r.lateErrors ?? []).map((e) => el('div', { class: 'run-error mono' }, `later${e.rejection ? ' (unhandled rejection)' : ''}: ${e.name}: ${e.message}`, at(e))),
+    // The worker marks the script's invisible and direction characters ⟨U+XXXX⟩ (runs.list).
+    err ? el('div', { class: 'run-error mono' }, ...marked(`${err.name}: ${err.message}`), at(err)) : null,
+    ...(r.lateErrors ?? []).map((e) => el('div', { class: 'run-error mono' }, ...marked(`later${e.rejection ? ' (unhandled rejection)' : ''}: ${e.name}: ${e.message}`), at(e))),
     r.lateErrorsDropped ? el('small', {}, `${r.lateErrorsDropped} more later error(s) not kept`) : null,
     r.console.length ? el('pre', { class: 'console', 'aria-label': 'Console output' },
-      r.console.map((c) => el('div', { class: `log-${c.level}` }, `${c.level}${c.line ? ` (line ${c.line})` : ''}: ${c.text}`))) : null,
+      r.console.map((c) => el('div', { class: `log-${c.level}` }, `${c.level}${c.line ? ` (line ${c.line})` : ''}: `, ...marked(c.text)))) : null,
     r.consoleDropped ? el('small', {}, `${r.consoleDropped} more console line(s) not kept`) : null);
 }
 
@@ -95,10 +96,12 @@ export async function openRuns(uuid, name) {
 document.addEventListener('lumo:runs', (e) => openRuns(e.detail.uuid, e.detail.name));
 $('runs-close').addEventListener('click', () => { $('runs-section').hidden = true; open = null; });
 
+// Runs of incognito pages are kept in session storage (memory only), under the same keys.
 onStored((keys) => {
   for (const k of keys) {
-    if (!k.startsWith('local:runs/') || k === 'local:runs/cursor') continue;
-    const uuid = k.slice('local:runs/'.length);
+    const m = /^(?:local|session):runs\/(.+)$/.exec(k);
+    if (!m || m[1] === 'cursor' || m[1] === 'budget') continue;
+    const uuid = m[1];
     if (cells.has(uuid)) refresh(uuid);
     if (open?.uuid === uuid) loadRuns().catch(() => {});
   }

@@ -79,7 +79,8 @@ async fn list<E: Env>(p: &Provider<E>, uuid: Option<String>, since: Option<u64>)
     };
     match p.run_rings(&[uuid.to_owned()]).await {
         Ok(rings) => {
-            let (selected, more) = runs::select(&rings, since, false, 100);
+            let (mut selected, more) = runs::select(&rings, since, false, 100);
+            selected.iter_mut().for_each(shown);
             let cursor = selected
                 .iter()
                 .map(runs::seq_of)
@@ -93,5 +94,57 @@ async fn list<E: Env>(p: &Provider<E>, uuid: Option<String>, since: Option<u64>)
             json!({ "ok": true, "runs": selected, "cursor": cursor, "more": more, "dropped": dropped })
         }
         Err(e) => err(e.to_string()),
+    }
+}
+
+/// A run as the Runs view shows it: the texts the script wrote (console lines, error names and
+/// messages, its late errors') with every invisible, control or direction character marked
+/// `⟨U+XXXX⟩`, as a review shows a source (`guard::diff::visible`). A script could otherwise
+/// turn the rest of a line around (U+202E) or start what reads as another console line or
+/// error with a line break inside one.
+fn shown(run: &mut Value) {
+    fn mark(o: &mut Value, keys: &[&str]) {
+        for k in keys {
+            if let Some(t) = o.get_mut(*k) {
+                if let Some(s) = t.as_str() {
+                    *t = Value::from(crate::guard::diff::visible(s));
+                }
+            }
+        }
+    }
+    if let Some(e) = run.get_mut("error").filter(|e| e.is_object()) {
+        mark(e, &["name", "message"]);
+    }
+    for list in ["console", "lateErrors"] {
+        if let Some(items) = run.get_mut(list).and_then(Value::as_array_mut) {
+            for item in items {
+                mark(item, &["text", "name", "message"]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_runs_view_gets_a_scripts_texts_with_direction_and_line_breaks_marked() {
+        let mut run = json!({"id": 1, "url": "https://a.example/",
+            "error": {"name": "Type\u{202E}Error", "message": "m\nerror (line 9): fake", "line": 2},
+            "console": [{"level": "log", "text": "ok\u{202E}txt.exe", "line": 3}],
+            "lateErrors": [{"name": "E", "message": "x\u{200B}y", "rejection": false}]});
+        shown(&mut run);
+        assert_eq!(run["error"]["name"], "Type\u{27E8}U+202E\u{27E9}Error");
+        assert_eq!(
+            run["error"]["message"],
+            "m\u{27E8}U+000A\u{27E9}error (line 9): fake"
+        );
+        assert_eq!(run["console"][0]["text"], "ok\u{27E8}U+202E\u{27E9}txt.exe");
+        assert_eq!(run["lateErrors"][0]["message"], "x\u{27E8}U+200B\u{27E9}y");
+        // What is not the script's text is as it was.
+        assert_eq!(run["console"][0]["line"], 3);
+        assert_eq!(run["url"], "https://a.example/");
     }
 }

@@ -11,6 +11,7 @@
 //! and no channel handler calls them: nothing sent here can call a tool, change the policy,
 //! answer a probe or reach a host.
 
+pub mod backlog;
 pub mod key_store;
 pub mod message;
 pub mod rate;
@@ -22,7 +23,13 @@ pub use token::{ChannelKey, Proven};
 /// What to do with one message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    Accept { from: Proven, message: Message },
+    /// `held`: the message's weight in [`rate::RateLimit::backlog`], counted as waiting until
+    /// the caller releases it (once answered).
+    Accept {
+        from: Proven,
+        message: Message,
+        held: usize,
+    },
     Drop(Dropped),
 }
 
@@ -35,6 +42,9 @@ pub enum Dropped {
     UnknownSender,
     /// The script is over its own bound.
     RateLimited,
+    /// Too many bytes of messages wait to be answered: the script's, or all scripts'
+    /// ([`backlog`]). Not even parsed when the shell read the token first.
+    Backlogged(backlog::Full),
 }
 
 /// The channel's decision for one message: bounded, parsed, attributed, rate-limited. `key` is
@@ -76,6 +86,13 @@ pub fn decide_hinted(
             None => Verdict::Drop(Dropped::Flooded),
         };
     }
+    // A script with too much waiting: its message is not even turned into text.
+    if let Some(p) = &hinted {
+        if let Err(full) = limits.backlog.room(&p.uuid) {
+            limits.count_dropped(&p.uuid);
+            return Verdict::Drop(Dropped::Backlogged(full));
+        }
+    }
     let Some(raw) = raw() else {
         return Verdict::Drop(Dropped::Malformed(ChannelError::NotJson));
     };
@@ -99,9 +116,15 @@ pub fn decide_hinted(
     if !admitted {
         return Verdict::Drop(Dropped::RateLimited);
     }
+    if let Err(full) = limits.backlog.room(&from.uuid) {
+        limits.count_dropped(&from.uuid);
+        return Verdict::Drop(Dropped::Backlogged(full));
+    }
+    let held = limits.backlog.hold(&from.uuid, raw.len());
     Verdict::Accept {
         from,
         message: envelope.message,
+        held,
     }
 }
 
@@ -186,6 +209,62 @@ mod tests {
             decide_hinted(&mut l, Some(&key), Some(&tb), || Some(report(&ta)), 10.0),
             Verdict::Drop(Dropped::UnknownSender)
         );
+    }
+
+    /// Accepted messages wait in the worker (a value batch for the values lock): past its
+    /// share of bytes waiting, a script's next message is refused before its text is made,
+    /// while another script's still passes; an answered one gives its room back.
+    #[test]
+    fn a_script_with_too_much_waiting_is_refused_before_its_text_is_made() {
+        let key = ChannelKey::from_uuids(A, B).unwrap();
+        let mut l = rate::RateLimit::default();
+        let ta = key.token(A, 1);
+        let big = json!({"lumo": ta, "v": 1, "kind": "gm", "op": "values.set",
+            "items": [["k", format!("\"{}\"", "x".repeat(200 * 1024))]]})
+        .to_string();
+        let mut held = Vec::new();
+        let refused = loop {
+            match decide_hinted(&mut l, Some(&key), Some(&ta), || Some(big.clone()), 1.0) {
+                Verdict::Accept { held: w, .. } => held.push(w),
+                other => break other,
+            }
+            assert!(held.len() < 1000, "never refused");
+        };
+        assert_eq!(
+            refused,
+            Verdict::Drop(Dropped::Backlogged(backlog::Full::Script))
+        );
+        assert_eq!(held.len(), backlog::PER_SCRIPT_BYTES / big.len() + 1);
+        let asked = std::cell::Cell::new(false);
+        let again = decide_hinted(
+            &mut l,
+            Some(&key),
+            Some(&ta),
+            || {
+                asked.set(true);
+                Some(big.clone())
+            },
+            1.0,
+        );
+        assert_eq!(
+            again,
+            Verdict::Drop(Dropped::Backlogged(backlog::Full::Script))
+        );
+        assert!(!asked.get());
+        // Another script is not held up by A's backlog.
+        let tb = key.token(B, 1);
+        assert!(matches!(
+            decide_hinted(&mut l, Some(&key), Some(&tb), || Some(report(&tb)), 1.0),
+            Verdict::Accept { .. }
+        ));
+        // A's answered messages give their room back.
+        for w in held {
+            l.backlog.release(A, w);
+        }
+        assert!(matches!(
+            decide_hinted(&mut l, Some(&key), Some(&ta), || Some(big.clone()), 1.0),
+            Verdict::Accept { .. }
+        ));
     }
 
     #[test]

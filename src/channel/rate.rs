@@ -76,6 +76,8 @@ pub struct RateLimit {
     gm: VecMap<String, Window>,
     /// Messages refused per script since its last accepted one (reported with the next run).
     dropped: VecMap<String, u64>,
+    /// Accepted messages not yet answered, by their bytes (`super::backlog`).
+    pub backlog: super::backlog::Backlog,
 }
 
 impl RateLimit {
@@ -108,7 +110,7 @@ impl RateLimit {
         ok
     }
 
-    fn count_dropped(&mut self, uuid: &str) {
+    pub fn count_dropped(&mut self, uuid: &str) {
         if self.dropped.len() >= MAX_TRACKED && !self.dropped.contains_key(uuid) {
             self.dropped.clear();
         }

@@ -7,7 +7,7 @@
 //! from the answer to anything but its own accepted GM requests.
 
 use super::{api, json, provider, string_of};
-use crate::provider::{Received, Sender};
+use crate::provider::Sender;
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
@@ -74,12 +74,10 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
         let received = provider()
             .user_script_message_hinted(Some(hint), raw, from)
             .await;
-        // A GM request gets its answer; anything else an empty one, so the sender's promise
-        // settles (a dropped GM request reads as "no answer" to the script).
-        let answer = match received {
-            Received::Answered(v) => json::to_js(&v),
-            _ => JsValue::NULL,
-        };
+        // A GM request gets its answer (a refusal the script can act on too); anything else an
+        // empty one, so the sender's promise settles (a dropped GM request reads as "no answer"
+        // to the script).
+        let answer = received.answer().map_or(JsValue::NULL, |v| json::to_js(&v));
         let _ = send_response.call1(&JsValue::NULL, &answer);
         // A value change owes "synced" once registered (`provider::ValueChange`): stored now,
         // else the next worker would reconcile every script at its start.

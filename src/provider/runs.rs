@@ -66,6 +66,47 @@ pub enum Received {
     Answered(Value),
 }
 
+impl Received {
+    /// What the script is answered: a GM request's answer, the reason for a refusal it can act
+    /// on (too much of its own waiting), else nothing (`null`: a hostile script learns nothing).
+    pub fn answer(self) -> Option<Value> {
+        match self {
+            Received::Answered(v) => Some(v),
+            Received::Dropped(Dropped::Backlogged(full)) => Some(crate::value::object(vec![(
+                "error",
+                Value::from(full.message()),
+            )])),
+            _ => None,
+        }
+    }
+}
+
+/// Where a run's ring is kept: a page in an incognito window leaves nothing on disk, so its
+/// runs are in `chrome.storage.session` (memory only, gone when the browser quits).
+fn runs_area(incognito: bool) -> Area {
+    if incognito {
+        Area::Session
+    } else {
+        Area::Local
+    }
+}
+
+/// A message's place in the channel's backlog (`channel::backlog`), given back when its
+/// handling ends, however it ends.
+struct Held<'a> {
+    limits: &'a std::cell::RefCell<channel::rate::RateLimit>,
+    uuid: String,
+    weight: usize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut l) = self.limits.try_borrow_mut() {
+            l.backlog.release(&self.uuid, self.weight);
+        }
+    }
+}
+
 impl<E: Env> Provider<E> {
     /// The channel key as stored (cached once found; the cache is dropped when storage changes
     /// it, see `storage_changed`).
@@ -123,9 +164,18 @@ impl<E: Env> Provider<E> {
             let mut limits = self.channel_limits.borrow_mut();
             channel::decide_hinted(&mut limits, key.as_ref(), hint.as_deref(), raw, now)
         };
-        let (from, message) = match verdict {
-            Verdict::Accept { from, message } => (from, message),
+        let (from, message, weight) = match verdict {
+            Verdict::Accept {
+                from,
+                message,
+                held,
+            } => (from, message, held),
             Verdict::Drop(d) => return Received::Dropped(d),
+        };
+        let _held = Held {
+            limits: &self.channel_limits,
+            uuid: from.uuid.clone(),
+            weight,
         };
         let live = match self.scripts().await {
             Ok(s) => s
@@ -143,7 +193,8 @@ impl<E: Env> Provider<E> {
                 let Some(doc) = sender.document_id else {
                     return Received::NotLive;
                 };
-                match self.store_late(&from.uuid, &doc, &late, now).await {
+                let area = runs_area(sender.incognito);
+                match self.store_late(area, &from.uuid, &doc, &late, now).await {
                     Ok(Some(id)) => Received::Stored {
                         uuid: from.uuid,
                         id,
@@ -159,11 +210,17 @@ impl<E: Env> Provider<E> {
                 let seen = Seen {
                     uuid: from.uuid.clone(),
                     revision: from.revision,
-                    url: sender.url.unwrap_or_default(),
+                    // Where an incognito page was is not kept, not even here.
+                    url: if sender.incognito {
+                        String::new()
+                    } else {
+                        sender.url.unwrap_or_default()
+                    },
                     frame_id: sender.frame_id,
                     tab_id: sender.tab_id,
                     document_id: sender.document_id,
                     at: now,
+                    incognito: sender.incognito,
                 };
                 let dropped = self.channel_limits.borrow_mut().take_dropped(&from.uuid);
                 match self.store_run(&seen, &report, dropped).await {
@@ -187,18 +244,37 @@ impl<E: Env> Provider<E> {
         dropped: u64,
     ) -> Result<u64, EnvError> {
         let _guard = self.runs_lock.lock().await;
+        let area = runs_area(seen.incognito);
         let key = runs::runs_key(&seen.uuid);
-        let got = self
-            .env
-            .get(Area::Local, &[&key, CURSOR_KEY, BUDGET_KEY])
-            .await?;
-        let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
+        let got = self.env.get(area, &[&key, CURSOR_KEY, BUDGET_KEY]).await?;
+        let last = self.last_cursor(area, &got).await?;
         let id = runs::next_cursor(last, seen.at);
         let mut ring = Ring::decode(got.get(&key));
         ring.push(runs::run_json(id, seen, report), dropped);
-        self.save_rings(&seen.uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
-            .await?;
+        self.save_rings(
+            area,
+            &seen.uuid,
+            ring,
+            Budget::decode(got.get(BUDGET_KEY)),
+            id,
+        )
+        .await?;
         Ok(id)
+    }
+
+    /// The last cursor given, in either area (`got` is what was read of `area`): the runs of
+    /// both are read together, so each cursor is past the other area's too.
+    async fn last_cursor(&self, area: Area, got: &Map<String, Value>) -> Result<u64, EnvError> {
+        let other = match area {
+            Area::Local => Area::Session,
+            Area::Session => Area::Local,
+        };
+        let theirs = self.env.get(other, &[CURSOR_KEY]).await?;
+        Ok([got, &theirs]
+            .iter()
+            .filter_map(|m| m.get(CURSOR_KEY).and_then(Value::as_u64))
+            .max()
+            .unwrap_or(0))
     }
 
     /// A late error joins the newest run of that document in the script's ring; `None` when
@@ -207,6 +283,7 @@ impl<E: Env> Provider<E> {
     /// again a few times, 250 ms apart (bounded: the late window is 60 a minute per script).
     async fn store_late(
         &self,
+        area: Area,
         uuid: &str,
         document_id: &str,
         late: &channel::message::LateError,
@@ -218,17 +295,14 @@ impl<E: Env> Provider<E> {
             }
             let _guard = self.runs_lock.lock().await;
             let key = runs::runs_key(uuid);
-            let got = self
-                .env
-                .get(Area::Local, &[&key, CURSOR_KEY, BUDGET_KEY])
-                .await?;
-            let last = got.get(CURSOR_KEY).and_then(Value::as_u64).unwrap_or(0);
+            let got = self.env.get(area, &[&key, CURSOR_KEY, BUDGET_KEY]).await?;
+            let last = self.last_cursor(area, &got).await?;
             let id = runs::next_cursor(last, now.max(self.env.now_ms()));
             let mut ring = Ring::decode(got.get(&key));
             if !ring.attach_late(document_id, late, id) {
                 continue;
             }
-            self.save_rings(uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
+            self.save_rings(area, uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
                 .await?;
             return Ok(Some(id));
         }
@@ -240,6 +314,7 @@ impl<E: Env> Provider<E> {
     /// same `set`. Bounded work: at most 16 other rings read and 512 runs dropped per write.
     async fn save_rings(
         &self,
+        area: Area,
         uuid: &str,
         ring: Ring,
         mut budget: Budget,
@@ -254,7 +329,7 @@ impl<E: Env> Provider<E> {
                 break;
             };
             let k = runs::runs_key(&need);
-            let got = self.env.get(Area::Local, &[&k]).await?;
+            let got = self.env.get(area, &[&k]).await?;
             loaded.insert(need, Ring::decode(got.get(&k)));
         }
         let mut m = Map::new();
@@ -263,7 +338,7 @@ impl<E: Env> Provider<E> {
         }
         m.insert(BUDGET_KEY.to_owned(), budget.encode());
         m.insert(CURSOR_KEY.to_owned(), Value::from(cursor));
-        self.env.set(Area::Local, m).await
+        self.env.set(area, m).await
     }
 
     /// Reports of this script the rate limit refused that no stored ring counts yet.
@@ -279,7 +354,11 @@ impl<E: Env> Provider<E> {
         let keys: Vec<String> = uuids.iter().map(|u| runs::runs_key(u)).collect();
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let got = self.env.get(Area::Local, &refs).await?;
-        Ok(keys.iter().map(|k| Ring::decode(got.get(k))).collect())
+        let private = self.env.get(Area::Session, &refs).await?;
+        Ok(keys
+            .iter()
+            .map(|k| Ring::decode(got.get(k)).merged(Ring::decode(private.get(k))))
+            .collect())
     }
 }
 
@@ -415,6 +494,85 @@ mod tests {
         assert_eq!(run["lateErrors"][0]["line"], 7);
         let budget = Budget::decode(p.env.dump(Area::Local).get(BUDGET_KEY));
         assert_eq!(budget.bytes[&uuid], rings[0].bytes());
+    }
+
+    /// Each message's place in the backlog is given back once it is handled, whatever became
+    /// of it; a script refused for its backlog is told why, anything else learns nothing.
+    #[test]
+    fn a_handled_message_leaves_the_backlog_and_a_backlog_refusal_says_why() {
+        let (p, uuid, key) = setup();
+        let token = key.token(&uuid, 1);
+        for t in [token.clone(), key.token(&uuid, 9)] {
+            block_on(p.user_script_message(|| Some(report(&t)), page()));
+        }
+        assert_eq!(p.channel_limits.borrow().backlog.total(), 0);
+        let full = channel::backlog::Full::Script;
+        let said = Received::Dropped(Dropped::Backlogged(full))
+            .answer()
+            .unwrap();
+        assert_eq!(said["error"], full.message());
+        assert_eq!(Received::Dropped(Dropped::RateLimited).answer(), None);
+        assert_eq!(Received::NotLive.answer(), None);
+    }
+
+    /// A run on a page in an incognito window leaves nothing on disk: its ring (and a late
+    /// error joining it) is in session storage, without the page's address, and readers still
+    /// see it, in cursor order with the runs of regular pages.
+    #[test]
+    fn an_incognito_run_is_kept_in_memory_only_and_without_its_address() {
+        let (p, uuid, key) = setup();
+        p.env.timers_fire.set(true);
+        let token = key.token(&uuid, 1);
+        let local_before = serde_json::to_string(&p.env.dump(Area::Local)).unwrap();
+        let private = Sender {
+            url: Some("https://example.com/secret-path?q=1".into()),
+            incognito: true,
+            ..page()
+        };
+        let got = block_on(p.user_script_message(|| Some(report(&token)), private.clone()));
+        let Received::Stored { id: first, .. } = got else {
+            panic!("{got:?}")
+        };
+        let late = json!({"lumo": token, "v": 1, "kind": "late", "rejection": false,
+            "error": {"name": "Error", "message": "later", "line": 7, "column": 3}})
+        .to_string();
+        p.env.advance(5.0);
+        assert!(matches!(
+            block_on(p.user_script_message(|| Some(late), private)),
+            Received::Stored { .. }
+        ));
+        // Nothing of it reached local storage.
+        assert_eq!(
+            serde_json::to_string(&p.env.dump(Area::Local)).unwrap(),
+            local_before
+        );
+        let session = serde_json::to_string(&p.env.dump(Area::Session)).unwrap();
+        assert!(session.contains(&runs::runs_key(&uuid)));
+        assert!(!session.contains("secret-path") && !session.contains("example.com"));
+        // A regular page's run after it is on disk, with a later cursor.
+        p.env.advance(5.0);
+        let Received::Stored { id: second, .. } =
+            block_on(p.user_script_message(|| Some(report(&token)), page()))
+        else {
+            panic!("regular run not stored")
+        };
+        assert!(second > first);
+        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        let got: Vec<(u64, &str)> = rings[0]
+            .runs
+            .iter()
+            .map(|r| (r["id"].as_u64().unwrap(), r["url"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (first, runs::INCOGNITO_URL),
+                (second, "https://example.com/a")
+            ]
+        );
+        assert_eq!(rings[0].runs[0]["incognito"], true);
+        assert_eq!(rings[0].runs[0]["lateErrors"][0]["message"], "later");
+        assert_eq!(rings[0].runs[1].get("incognito"), None);
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! `chrome.storage.local` (`runs/<uuid>`), so it survives worker and browser restarts. Kept
 //! while the script is in the trash, removed with it when it is purged (`trash::purged_keys`).
 //!
+//! A run on a page in an incognito window is never written there: its ring is in
+//! `chrome.storage.session` under the same keys (memory only, gone when the browser quits), and
+//! its page's address is not kept at all ([`INCOGNITO_URL`] stands for it). Readers merge both.
+//!
 //! Each run gets a cursor (`id`): a number that only grows, across all scripts, so an agent can
 //! ask for the runs after the last one it saw (`script_runs {since}`). It is the worker's clock in
 //! ms, bumped past the last one given (`runs/cursor`), so it also survives restarts.
@@ -23,6 +27,9 @@ pub const MAX_TOTAL_BYTES: usize = 1024 * 1024;
 /// The storage key of the byte count of every ring (`{uuid: bytes}`).
 pub const BUDGET_KEY: &str = "runs/budget";
 
+/// What a run on a page in an incognito window says where its URL would be.
+pub const INCOGNITO_URL: &str = "(incognito page)";
+
 pub fn runs_key(uuid: &str) -> String {
     format!("runs/{uuid}")
 }
@@ -39,15 +46,22 @@ pub struct Seen {
     /// Chrome's `documentId` of the page: late errors of the same document join this run.
     pub document_id: Option<String>,
     pub at: f64,
+    /// The page is in an incognito window (`sender.tab.incognito`): its URL is not kept.
+    pub incognito: bool,
 }
 
 /// One run as stored and as `script_runs` returns it.
 pub fn run_json(id: u64, seen: &Seen, r: &RunReport) -> Value {
-    json!({
+    let url = if seen.incognito {
+        INCOGNITO_URL.to_owned()
+    } else {
+        crate::text::ellipsize(&seen.url, 2048)
+    };
+    let mut run = json!({
         "id": id,
         "uuid": seen.uuid,
         "revision": seen.revision,
-        "url": crate::text::ellipsize(&seen.url, 2048),
+        "url": url,
         "frameId": seen.frame_id,
         "tabId": seen.tab_id,
         "documentId": seen.document_id.as_deref().map(|d| crate::text::ellipsize(d, 64)),
@@ -62,7 +76,11 @@ pub fn run_json(id: u64, seen: &Seen, r: &RunReport) -> Value {
             "level": l.level, "text": l.text, "line": l.line
         })).collect::<Vec<_>>(),
         "consoleDropped": r.console_dropped,
-    })
+    });
+    if let (true, Some(o)) = (seen.incognito, run.as_object_mut()) {
+        o.insert("incognito".into(), Value::Bool(true));
+    }
+    run
 }
 
 /// A stored ring, read leniently: anything that is not a run object is skipped.
@@ -131,6 +149,19 @@ impl Ring {
         o.insert("changed".into(), json!(changed));
         self.trim();
         true
+    }
+
+    /// One script's ring as the readers see it: its runs kept on disk and those of incognito
+    /// pages kept in memory, in cursor order; the refusals of both.
+    #[must_use]
+    pub fn merged(mut self, other: Ring) -> Ring {
+        if other.runs.is_empty() && other.dropped == 0 {
+            return self;
+        }
+        self.runs.extend(other.runs);
+        crate::sort::sort_by(&mut self.runs, |a, b| id_of(a).cmp(&id_of(b)));
+        self.dropped = self.dropped.saturating_add(other.dropped);
+        self
     }
 
     /// Drops the oldest run while there are too many or the ring is over its byte bound.
@@ -355,6 +386,7 @@ mod tests {
             tab_id: Some(5),
             document_id: Some("D1".into()),
             at,
+            incognito: false,
         }
     }
 

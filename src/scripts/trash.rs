@@ -202,6 +202,17 @@ fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
     (slots, gone)
 }
 
+/// The runs of incognito pages (`chrome.storage.session`, `scripts::runs`) of scripts gone for
+/// good; best effort: they go when the browser quits anyway.
+async fn forget_private_runs<S: Storage>(s: &S, gone: &[String]) {
+    if gone.is_empty() {
+        return;
+    }
+    let keys: Vec<String> = gone.iter().map(|u| super::runs::runs_key(u)).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let _ = s.remove(Area::Session, &refs).await;
+}
+
 /// Keys that hold a script for good once it leaves the trash (its history's: [`history::keys_of`]),
 /// with the record and source a delete stopped before its remove left (see the module docs).
 fn purged_keys(uuids: &[String]) -> Vec<String> {
@@ -330,6 +341,7 @@ pub async fn delete<E: Storage + Clock>(
     // The script is already in the trash and gone from every listing; a failure here only
     // leaves dead bytes.
     let _ = env.remove(Area::Local, &refs).await;
+    forget_private_runs(env, &gone).await;
     if !gone.is_empty() {
         let _ = crate::gm::asset_store::sweep(env).await;
     }
@@ -425,6 +437,7 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
     if !refs.is_empty() {
         let _ = s.remove(Area::Local, &refs).await;
     }
+    forget_private_runs(s, &gone).await;
     // What an earlier purge stopped before its `remove` left listed nowhere goes now; then the
     // @require/@resource bytes nothing names any more (a failure of either only leaves dead
     // bytes until the next purge).

@@ -700,3 +700,52 @@ describe("gm: GM_xmlhttpRequest from an incognito window", () => {
     }
   });
 });
+
+// Every accepted channel message waits in the worker's wasm memory until it is handled (a value
+// batch waits for the values lock), and that memory never shrinks. The rate window admits 600 GM
+// requests a minute per script: before the backlog bound, one script setting a 200 KiB value
+// 600 times, each in a task of its own (~2 s), grew the worker's memory from 1.4 to 127.7 MB.
+describe("gm: a burst of value changes is bounded in the worker's memory", () => {
+  let h, server, session;
+  before(async () => {
+    h = await launch();
+    server = await pageServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    session = await h.lumo("connect", PROVIDER_ID);
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("past 8 MiB waiting, the script's changes are refused with the reason; the provider keeps answering", T, async () => {
+    const source = script("burst", ["@match http://burst.test/*", "@grant GM_setValue", "@grant GM_getValue"], [
+      "const said = [], big = 'x'.repeat(200 * 1024);",
+      "console.error = (m) => said.push(String(m));",
+      "(async () => {",
+      // 500: within the 600 GM requests a minute, so no refusal here is the rate window's.
+      "  for (let i = 0; i < 500; i++) {",
+      "    GM_setValue('k', big + i);",
+      "    await new Promise((r) => { const c = new MessageChannel(); c.port1.onmessage = r; c.port2.postMessage(0); });",
+      "  }",
+      "  setTimeout(() => { document.documentElement.dataset.said = JSON.stringify([...new Set(said)]); document.documentElement.dataset.count = String(said.length); }, 8000);",
+      "})();",
+    ].join("\n"));
+    const saved = await h.internal("scripts.save", { source });
+    assert.ok(saved.result?.script?.uuid, JSON.stringify(saved));
+    const before = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0);
+    const page = await h.context.newPage();
+    await page.goto(`http://burst.test:${server.port}/`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.dataset.said, null, { timeout: 60_000 });
+    const said = JSON.parse(await page.evaluate(() => document.documentElement.dataset.said));
+    const refused = Number(await page.evaluate(() => document.documentElement.dataset.count));
+    await page.close();
+    const grown = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0) - before;
+    assert.ok(grown < 24 << 20, `the wasm grew by ${(grown / 1048576).toFixed(1)} MB`);
+    assert.ok(refused > 0, "no change was refused");
+    assert.deepEqual(said, ["GM: refused, this script already has 8 MiB of requests waiting in the provider; wait for their answers before sending more"]);
+    const pong = await h.lumo("ping", session);
+    assert.ok(!pong?.error, JSON.stringify(pong));
+  });
+});

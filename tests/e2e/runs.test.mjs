@@ -351,6 +351,22 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual((await call("script_runs", { uuid, since: before })).structuredContent.runs, []);
   });
 
+  // A script's console text and error messages are its own to write: a U+202E turned the rest
+  // of the Runs view's line around, and a line break inside one console line read as another
+  // line (a made-up error). The worker marks them as a review marks a source.
+  test("the Runs view gets a script's direction characters and line breaks marked", T, async () => {
+    const uuid = await write(script("Runs marked", ["@match http://runs.test/marked*"], [
+      "console.log('fine\\u202Eexe.txt\\nerror (line 1): made up');",
+      "throw new TypeError('bad\\u200Bthing');",
+    ]));
+    const page = await visit("/marked");
+    await runsOf(uuid);
+    await page.close();
+    const { runs } = await h.internal("runs.list", { uuid });
+    assert.equal(runs[0].console[0].text, "fine\u27e8U+202E\u27e9exe.txt\u27e8U+000A\u27e9error (line 1): made up");
+    assert.equal(runs[0].error.message, "bad\u27e8U+200B\u27e9thing");
+  });
+
   // Chrome delivers a message of up to 64 MiB; the channel reads at most 600 KiB. One over the
   // bound is dropped before its text is copied into the wasm, whose memory never shrinks: three
   // unproven 32 MiB messages (from a user-script world with messaging, as any script's is) once
@@ -410,5 +426,74 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     // The stored ring stays within its byte bound.
     const ring = await stored(`runs/${uuid}`);
     assert.ok(JSON.stringify(ring).length <= 64 * 1024);
+  });
+});
+
+// Chrome runs a spanning extension's worker in the regular profile, and chrome.storage.local is
+// on disk: a run report of a page in an incognito window, stored there with the page's address
+// (and the script's console and errors, which may hold it), outlived the incognito session.
+describe("script_runs: a page in an incognito window leaves nothing on disk", () => {
+  let h, server, session;
+  before(async () => {
+    h = await launch();
+    server = await anyPathServer();
+    const page = await h.context.newPage();
+    await page.goto("chrome://extensions/");
+    // Developer mode first: without it Chrome disables an unpacked extension it reloads.
+    await page.evaluate(() => chrome.developerPrivate.updateProfileConfiguration({ inDeveloperMode: true }));
+    await page.evaluate((id) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId: id, incognitoAccess: true }), PROVIDER_ID);
+    await page.close();
+    // Chrome reloads the extension for the new setting: ask until the new worker answers.
+    for (const deadline = Date.now() + 10_000; ;) {
+      try {
+        await h.internal("policy.approve", { id: HOST_ID });
+        break;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        h._provider = null;
+        await sleep(300);
+      }
+    }
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    session = await h.lumo("connect", PROVIDER_ID);
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("the run is kept in memory only, without the page's address; script_runs says so", T, async () => {
+    const saved = await h.internal("scripts.save", { source: script("Runs incognito", ["@match http://incog-runs.test/*"], [
+      "console.log('at', location.href);",
+      "setTimeout(() => { throw new Error('later at ' + location.href); }, 50);",
+    ]) });
+    const uuid = saved.result?.script?.uuid;
+    assert.ok(uuid, JSON.stringify(saved));
+    const opener = await h.providerPage();
+    const win = await opener.evaluate((u) => chrome.windows.create({ incognito: true, url: u }).then((w) => w.id), `http://incog-runs.test:${server.port}/secret-path?q=private`);
+    let run;
+    try {
+      for (const deadline = Date.now() + 10_000; ;) {
+        const out = await h.lumo("callTool", session, "script_runs", { uuid });
+        run = out.structuredContent?.runs?.[0];
+        if (run?.lateErrors?.length || Date.now() > deadline) break;
+        await sleep(150);
+      }
+    } finally {
+      await opener.evaluate((id) => chrome.windows.remove(id), win).catch(() => {});
+    }
+    assert.ok(run, "no run recorded");
+    assert.equal(run.url, "(incognito page)");
+    assert.equal(run.incognito, true);
+    assert.match(run.lateErrors?.[0]?.message ?? "", /^later at /, JSON.stringify(run));
+    const disk = JSON.stringify(await opener.evaluate(() => chrome.storage.local.get(null)));
+    // (The script's own @match names the host; the path and query are the page's alone.)
+    assert.ok(!disk.includes("secret-path") && !disk.includes("q=private"), "the incognito page's address is in chrome.storage.local");
+    assert.ok(!disk.includes(`"runs/${uuid}"`), "the incognito run is in chrome.storage.local");
+    const memory = await opener.evaluate((k) => chrome.storage.session.get(k), `runs/${uuid}`);
+    assert.equal(memory[`runs/${uuid}`]?.runs?.length, 1);
+    // The options page's row says where, as the run does.
+    const last = await h.internal("runs.last", { uuids: [uuid] });
+    assert.equal(last.last[uuid].url, "(incognito page)");
   });
 });
