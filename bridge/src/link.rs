@@ -271,6 +271,17 @@ where
             () = out.tx.closed() => conn.handle_disconnect(),
         }
     }
+    // Calls that reached the queue after the link closed were never sent: told so, an agent
+    // may repeat a write at once. (Dropped, their callers heard "a write may still have
+    // happened".) Closed first, so a call made during the close below fails the same way.
+    cmd_rx.close();
+    while let Ok(cmd) = cmd_rx.try_recv() {
+        if let Cmd::Request { reply, .. } = cmd {
+            let _ = reply.send(Err(CallError::not_connected(
+                "the connection closed before this call went out; nothing was sent",
+            )));
+        }
+    }
     // Flush a refusal (the ack with its reason) before closing, then close with the core's code.
     while let Some(text) = conn.poll_transmit() {
         let _ = out.push(Message::Text(text.into()));
@@ -466,6 +477,52 @@ mod tests {
         drop(tx);
         drop(ws);
         let _ = tokio::time::timeout(Duration::from_secs(10), server).await;
+    }
+
+    /// A call queued behind the link's close was never sent, and is told so (NOT_CONNECTED,
+    /// "nothing was sent"), not that a write may still have happened: the agent may repeat
+    /// it at once. A call made after the loop ended fails the same way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_queued_behind_the_close_is_told_it_was_not_sent() {
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let (tx, rx) = mpsc::channel(4);
+        let tx2 = tx.clone();
+        let (reply, queued) = oneshot::channel();
+        // The close, then a call, both queued before the loop looks at its queue.
+        tx.send(Cmd::Close {
+            code: 1000,
+            reason: "user".into(),
+        })
+        .await
+        .unwrap();
+        tx.send(Cmd::Request {
+            kind: "tools_call".into(),
+            payload: Value::Null,
+            timeout: Duration::from_secs(5),
+            reply,
+        })
+        .await
+        .unwrap();
+        let server = tokio::spawn(async move {
+            let ws = tokio_tungstenite::accept_async(server_io).await.unwrap();
+            run(ws, accepting(), tx2, rx, |_| {}, None, None).await
+        });
+        let (ws, _) = tokio_tungstenite::client_async("ws://127.0.0.1/", client_io)
+            .await
+            .unwrap();
+        let err = tokio::time::timeout(Duration::from_secs(5), queued)
+            .await
+            .expect("no answer")
+            .expect("the call was dropped unanswered")
+            .expect_err("the link is closed");
+        assert_eq!(err.code, "NOT_CONNECTED", "{err:?}");
+        assert!(err.message.contains("nothing was sent"), "{err:?}");
+        drop(ws);
+        let _ = tokio::time::timeout(Duration::from_secs(10), server).await;
+        let late = request(&tx, "tools_call", Value::Null, Duration::from_secs(1))
+            .await
+            .expect_err("the link is gone");
+        assert!(late.message.contains("nothing was sent"), "{late:?}");
     }
 
     /// Found under load: the ack went out before `on_open` attached the link, so an extension
