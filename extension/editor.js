@@ -234,7 +234,8 @@ function reviewImport(preview, verb) {
       s.namespace ? el('div', { class: 'muted' }, s.namespace) : null,
       replaces,
       s.enabled ? null : el('div', {}, 'Stored switched off: it runs only once you turn it on.'),
-      s.values == null ? null : el('div', {}, `Restores ${s.values} GM value(s).`),
+      s.values == null ? null : el('div', {}, `Restores ${s.values} GM value(s)`
+        + (s.dropsValues ? `, in place of your script's ${s.dropsValues} current GM value(s), which are not kept (untick Replace to keep them).` : '.')),
       rules.length ? list('Runs on:', rules) : el('div', {}, 'Runs nowhere.'),
       list('May use and reach:', asks),
       list('Fetches now:', s.fetch),

@@ -137,6 +137,18 @@ async fn preview<E: Env>(p: &Provider<E>, items: Vec<Item>) -> Value {
         Ok(x) => x,
         Err(e) => return json!({ "ok": false, "code": code(&e), "error": e.to_string() }),
     };
+    // A restore replaces a script's GM values whole, and they are in no history: the user is
+    // told how many of its own it would drop (unknown if they cannot be read).
+    let mut dropped = Vec::with_capacity(planned.len());
+    for pl in &planned {
+        dropped.push(match (&pl.values, &pl.replaces) {
+            (Some(_), Some(d)) => crate::gm::store::load(&p.env, &d.uuid)
+                .await
+                .ok()
+                .map(|v| v.keys().count()),
+            _ => None,
+        });
+    }
     let web = crate::web::platform();
     let mut urls = crate::vec_map::VecSet::new();
     let mut hosts = crate::vec_map::VecSet::new();
@@ -157,7 +169,7 @@ async fn preview<E: Env>(p: &Provider<E>, items: Vec<Item>) -> Value {
     json!({
         "ok": true,
         "preview": {
-            "scripts": planned.iter().map(planned_json).collect::<Vec<_>>(),
+            "scripts": planned.iter().zip(dropped).map(|(p, d)| planned_json(p, d)).collect::<Vec<_>>(),
             "files": urls.len(),
             "hosts": hosts.iter().take(PREVIEW_HOSTS).collect::<Vec<_>>(),
             "moreHosts": hosts.len().saturating_sub(PREVIEW_HOSTS),
@@ -170,8 +182,9 @@ fn shown_line(s: &str) -> String {
     crate::guard::diff::visible(&crate::text::ellipsize(s, PREVIEW_LINE_CHARS))
 }
 
-/// One script of the confirmation (see [`preview`]).
-fn planned_json(p: &import::Planned) -> Value {
+/// One script of the confirmation (see [`preview`]); `drops`: how many GM values of the script
+/// it replaces its restored ones would take the place of.
+fn planned_json(p: &import::Planned, drops: Option<usize>) -> Value {
     let m = &p.metadata;
     let mut hidden = 0usize;
     let mut list = |v: &[String]| -> Value {
@@ -188,6 +201,7 @@ fn planned_json(p: &import::Planned) -> Value {
         "version": m.version.as_deref().map(|v| crate::text::ellipsize(v, PREVIEW_LINE_CHARS)),
         "enabled": p.enabled,
         "values": p.values,
+        "dropsValues": drops,
         "replaces": p.replaces.as_ref().map(|d| json!({
             "uuid": d.uuid, "name": d.name, "namespace": d.namespace,
         })),
@@ -645,6 +659,40 @@ mod tests {
                 "after {lead} steps: {budget}"
             );
         }
+    }
+
+    /// A restore replaces a script's GM values whole, and values are in no history: the
+    /// confirmation says how many of the script's own it would drop. None for a new script, or
+    /// an item without values.
+    #[test]
+    fn the_confirmation_counts_the_values_a_restore_would_drop() {
+        let p = Provider::new(MemoryEnv::new());
+        let r = op(
+            &p,
+            &json!({"op": "scripts.save", "source": source("Kept", &[])}),
+        );
+        let uuid = r["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+        let set = Op::Set(vec![
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), "2".to_owned()),
+            ("c".to_owned(), "3".to_owned()),
+        ]);
+        block_on(p.gm_values.apply(&p.env, &uuid, &set)).unwrap();
+        let text = json!({"format": backup::FORMAT, "version": 2, "scripts": [
+            {"name": "Kept", "source": source("Kept", &[]), "values": {"a": "9"}},
+            {"name": "New", "source": source("New", &[]), "values": {"x": "1"}},
+            {"name": "Plain", "source": source("Plain", &[])},
+        ]})
+        .to_string();
+        let r = op(&p, &json!({"op": "backup.restore", "text": text}));
+        let shown = &r["preview"]["scripts"];
+        assert_eq!(shown[0]["replaces"]["uuid"], json!(uuid), "{r}");
+        assert_eq!(
+            (&shown[0]["values"], &shown[0]["dropsValues"]),
+            (&json!(1), &json!(3))
+        );
+        assert_eq!(shown[1]["dropsValues"], Value::Null);
+        assert_eq!(shown[2]["dropsValues"], Value::Null);
     }
 
     /// The first call (without `confirmed`) fetches and writes nothing: it shows each script as

@@ -503,6 +503,13 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.locator("#import-review-ok").click();
     await options.getByText(/^Restored \d+ script\(s\) from the backup, with \d+ value\(s\)/).waitFor({ timeout: 10_000 });
     assert.deepEqual(await seen(vtab, vurl, ["val:kept-42"]), ["val:kept-42"], "the restored script starts with its restored value");
+    // The same backup again, over the script it restored: its values are replaced whole and
+    // kept in no history, so the confirmation says how many it would drop.
+    await options.locator("#restore-file").setInputFiles(full.path);
+    const line = options.locator("#import-review-list div", { hasText: "Restores 1 GM value(s)" });
+    await line.waitFor({ timeout: 10_000 });
+    assert.match(await line.textContent(), /in place of your script's 1 current GM value\(s\), which are not kept/);
+    await options.locator("#import-review-cancel").click();
     await vtab.close();
   });
 
