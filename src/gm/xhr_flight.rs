@@ -1,7 +1,7 @@
 //! A script's `GM_xmlhttpRequest`s in flight, so `abort()` cancels the worker's fetch (not only
 //! the page's wait), a script has at most [`MAX_XHR_IN_FLIGHT`] at once, and all scripts together
-//! at most [`MAX_XHR_IN_FLIGHT_ALL`]: each may buffer a 5 MiB body (and its copies on the way to
-//! the page) in the wasm's memory, whose 4 GiB an allocation failure would end in a trap.
+//! at most [`MAX_XHR_IN_FLIGHT_ALL`]; and the bytes of their answers, which a count alone does not
+//! bound (see Bytes below).
 //!
 //! Who is who: a request is named by the uuid its script's token proved, the tab, frame and
 //! document Chrome reported for the sender, and the page's own number for it. An abort names
@@ -29,8 +29,8 @@ use futures::channel::oneshot;
 
 pub use super::message::MAX_XHR_IN_FLIGHT;
 
-/// Most requests in flight for all scripts together (see the module's comment): 64 bodies of
-/// 5 MiB is 320 MiB held at most, a few times that with the copies made to answer the page.
+/// Most requests in flight for all scripts together (see the module's comment); their answers'
+/// bytes are bounded by [`ANSWER_BYTES_ALL`].
 pub const MAX_XHR_IN_FLIGHT_ALL: usize = 64;
 
 /// Bytes of answers one script may have arriving in the worker at once: two answers of the
