@@ -244,13 +244,16 @@ pub struct HttpResponse {
 /// `fetch` from the service worker. A timeout is an error whose text starts with "timeout".
 pub trait Http {
     async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError>;
-    /// `fetch`, telling `progress(loaded, total)` as body bytes arrive (`total`: the
-    /// `Content-Length`, if any). By default no reports.
+    /// `fetch`, asking `progress(loaded, total)` before it keeps each chunk of the body
+    /// (`loaded`: the body's bytes with that chunk; `total`: the `Content-Length`, if any). On
+    /// `false` it keeps nothing more: it stops reading, aborts the request and answers an
+    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no). By default no
+    /// reports.
     async fn fetch_progress(
         &self,
         req: &HttpRequest,
         max_body: usize,
-        progress: &dyn Fn(u64, Option<u64>),
+        progress: &dyn Fn(u64, Option<u64>) -> bool,
     ) -> Result<HttpResponse, EnvError> {
         let _ = progress;
         self.fetch(req, max_body).await
@@ -329,6 +332,9 @@ pub mod memory {
         /// How many times each `fetch` yields before it answers (a server that takes a while,
         /// while other work runs).
         pub fetch_yields: Cell<u32>,
+        /// When set, an answer's body is reported (`fetch_progress`) in chunks of this many
+        /// bytes, yielding between them (answers arriving at once); else in one report.
+        pub fetch_chunk: Cell<usize>,
         /// URLs whose `fetch` never answers (a slow server), and how many such fetches were
         /// given up (their future dropped: the shell aborts the request then).
         pub http_hold: RefCell<std::collections::BTreeSet<String>>,
@@ -571,12 +577,14 @@ pub mod memory {
         ) -> Result<HttpResponse, EnvError> {
             self.fetch_held(req, max_body, None).await
         }
-        /// A held URL reports 3 of 10 bytes before it waits forever.
+        /// A held URL reports 3 of 10 bytes before it waits forever; an answer's body is
+        /// reported before it is kept (in chunks of `fetch_chunk` bytes, yielding between them,
+        /// when that is set), and a refused chunk ends the fetch with an error.
         async fn fetch_progress(
             &self,
             req: &HttpRequest,
             max_body: usize,
-            progress: &dyn Fn(u64, Option<u64>),
+            progress: &dyn Fn(u64, Option<u64>) -> bool,
         ) -> Result<HttpResponse, EnvError> {
             self.fetch_held(req, max_body, Some(progress)).await
         }
@@ -588,7 +596,7 @@ pub mod memory {
             &self,
             req: &HttpRequest,
             _max_body: usize,
-            progress: Option<&dyn Fn(u64, Option<u64>)>,
+            progress: Option<&dyn Fn(u64, Option<u64>) -> bool>,
         ) -> Result<HttpResponse, EnvError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
@@ -597,7 +605,7 @@ pub mod memory {
             }
             if self.http_hold.borrow().contains(&req.url) {
                 if let Some(p) = progress {
-                    p(3, Some(10));
+                    let _ = p(3, Some(10));
                 }
                 struct Dropped(std::rc::Rc<Cell<u32>>);
                 impl Drop for Dropped {
@@ -608,17 +616,37 @@ pub mod memory {
                 let _d = Dropped(self.fetch_dropped.clone());
                 futures::future::pending::<()>().await;
             }
-            if let Some(a) = self.http_answers.borrow().get(&req.url) {
-                return a.clone().map_err(EnvError);
+            let answer = self.http_answers.borrow().get(&req.url).cloned();
+            let r = match answer {
+                Some(a) => a.map_err(EnvError)?,
+                None => HttpResponse {
+                    status: 200,
+                    status_text: "OK".into(),
+                    final_url: req.url.clone(),
+                    headers: vec![("x-test".into(), "yes".into())],
+                    body: req.url.clone().into_bytes(),
+                    location: None,
+                },
+            };
+            if let Some(p) = progress {
+                let len = r.body.len();
+                let total = u64::try_from(len).ok();
+                let step = match self.fetch_chunk.get() {
+                    0 => len.max(1),
+                    n => n,
+                };
+                let mut loaded = 0usize;
+                while loaded < len {
+                    loaded = loaded.saturating_add(step).min(len);
+                    if !p(u64::try_from(loaded).unwrap_or(u64::MAX), total) {
+                        return Err(EnvError("the body was not read to its end".into()));
+                    }
+                    if self.fetch_chunk.get() > 0 {
+                        yield_now().await;
+                    }
+                }
             }
-            Ok(HttpResponse {
-                status: 200,
-                status_text: "OK".into(),
-                final_url: req.url.clone(),
-                headers: vec![("x-test".into(), "yes".into())],
-                body: req.url.clone().into_bytes(),
-                location: None,
-            })
+            Ok(r)
         }
     }
 

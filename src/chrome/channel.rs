@@ -77,7 +77,8 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
         // A GM request gets its answer (a refusal the script can act on too); anything else an
         // empty one, so the sender's promise settles (a dropped GM request reads as "no answer"
         // to the script).
-        let answer = received.answer().map_or(JsValue::NULL, |v| json::to_js(&v));
+        // Its long strings (an answer's body) go to JavaScript without a JSON text copy.
+        let answer = received.answer().map_or(JsValue::NULL, json::owned_to_js);
         let _ = send_response.call1(&JsValue::NULL, &answer);
         // A value change owes "synced" once registered (`provider::ValueChange`): stored now,
         // else the next worker would reconcile every script at its start.

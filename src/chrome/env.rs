@@ -315,14 +315,14 @@ impl crate::env::Http for ChromeEnv {
         req: &crate::env::HttpRequest,
         max_body: usize,
     ) -> Result<crate::env::HttpResponse, EnvError> {
-        self.fetch_progress(req, max_body, &|_, _| {}).await
+        self.fetch_progress(req, max_body, &|_, _| true).await
     }
 
     async fn fetch_progress(
         &self,
         req: &crate::env::HttpRequest,
         max_body: usize,
-        progress: &dyn Fn(u64, Option<u64>),
+        progress: &dyn Fn(u64, Option<u64>) -> bool,
     ) -> Result<crate::env::HttpResponse, EnvError> {
         let global = js_sys::global();
         let fetch: js_sys::Function = Reflect::get(&global, &"fetch".into())
@@ -526,11 +526,15 @@ fn cancel_stream(o: &JsValue) {
 
 /// A `Response`'s body, read chunk by chunk and given up (the stream cancelled) as soon as it
 /// passes `max` bytes, so a huge or endless answer never sits in the worker's memory whole.
-/// Each chunk is reported to `progress` (bytes so far, the `Content-Length` if any).
+/// Each chunk is asked of `progress` (bytes so far with it, the `Content-Length` if any) before
+/// it is kept; a refusal (the core's budget of answers' bytes) gives the body up too.
+/// The chunks wait in JavaScript's memory (which the garbage collector gives back) and are
+/// copied into the wasm's (which never shrinks) once, when the body is whole: the wasm never
+/// holds a body still arriving, nor the spare capacity of a growing buffer.
 async fn read_body(
     resp: &JsValue,
     max: usize,
-    progress: &dyn Fn(u64, Option<u64>),
+    progress: &dyn Fn(u64, Option<u64>) -> bool,
 ) -> Result<Vec<u8>, JsValue> {
     let too_big = || JsValue::from_str(&format!("the response is over {max} bytes"));
     let declared = Reflect::get(resp, &"headers".into())
@@ -555,22 +559,46 @@ async fn read_body(
         .dyn_into::<js_sys::Function>()?
         .call0(&body)?;
     let read: js_sys::Function = Reflect::get(&reader, &"read".into())?.dyn_into()?;
-    let mut out: Vec<u8> = Vec::new();
+    let chunks = Array::new();
+    let mut len: usize = 0;
     loop {
         let p: js_sys::Promise = read.call0(&reader)?.dyn_into()?;
         let chunk = JsFuture::from(p).await?;
         if Reflect::get(&chunk, &"done".into())?.as_bool() == Some(true) {
-            return Ok(out);
+            break;
         }
-        let bytes = js_sys::Uint8Array::new(&Reflect::get(&chunk, &"value".into())?);
-        let len = usize::try_from(bytes.length()).unwrap_or(usize::MAX);
-        if out.len().saturating_add(len) > max {
+        let bytes: js_sys::Uint8Array = Reflect::get(&chunk, &"value".into())?.dyn_into()?;
+        let with = len.saturating_add(usize::try_from(bytes.length()).unwrap_or(usize::MAX));
+        if with > max {
             cancel_stream(&reader);
             return Err(too_big());
         }
-        out.extend_from_slice(&bytes.to_vec());
-        progress(u64::try_from(out.len()).unwrap_or(u64::MAX), declared);
+        if !progress(u64::try_from(with).unwrap_or(u64::MAX), declared) {
+            cancel_stream(&reader);
+            return Err(JsValue::from_str(
+                "the answer was stopped: too many bytes of answers at once",
+            ));
+        }
+        chunks.push(&bytes);
+        len = with;
     }
+    // One allocation of the exact size, each chunk copied into its place.
+    let mut out = vec![0u8; len];
+    let mut at: usize = 0;
+    for c in chunks.iter() {
+        let c: js_sys::Uint8Array = c.dyn_into()?;
+        let end = at.saturating_add(usize::try_from(c.length()).unwrap_or(usize::MAX));
+        // `copy_to` panics unless the lengths are equal: checked, never assumed.
+        let Some(dst) = out
+            .get_mut(at..end)
+            .filter(|d| u32::try_from(d.len()) == Ok(c.length()))
+        else {
+            return Err(too_big());
+        };
+        c.copy_to(dst);
+        at = end;
+    }
+    Ok(out)
 }
 
 /// A `Response`'s headers as (name, value) pairs.

@@ -90,6 +90,36 @@ pub fn to_js(v: &Value) -> JsValue {
     text_to_js(&serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned()))
 }
 
+/// Longest top-level string of an answer sent through JSON text ([`owned_to_js`]).
+const LIFT_OVER: usize = 64 * 1024;
+
+/// [`to_js`] for a value the caller gives up (a GM request's answer): an object's long string
+/// fields (a `GM_xmlhttpRequest` body of up to 5 MiB, ~6.7 MiB as base64) are not written into
+/// JSON text — which would be a second copy in the wasm's memory, up to six times the string's
+/// length with escapes — but decoded straight from the wasm's memory into JavaScript strings;
+/// the rest goes as JSON text.
+pub fn owned_to_js(v: Value) -> JsValue {
+    let Value::Object(mut map) = v else {
+        return to_js(&v);
+    };
+    let long: Vec<String> = map
+        .iter()
+        .filter(|(_, v)| v.as_str().is_some_and(|s| s.len() > LIFT_OVER))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let lifted: Vec<(String, Value)> = long
+        .into_iter()
+        .filter_map(|k| map.remove(&k).map(|v| (k, v)))
+        .collect();
+    let obj = to_js(&Value::Object(map));
+    for (k, v) in lifted {
+        if let Value::String(s) = v {
+            let _ = js_sys::Reflect::set(&obj, &JsValue::from_str(&k), &JsValue::from_str(&s));
+        }
+    }
+    obj
+}
+
 /// JSON text the core wrote (`JSON.parse`).
 pub fn text_to_js(text: &str) -> JsValue {
     js_sys::JSON::parse(text).unwrap_or(JsValue::NULL)

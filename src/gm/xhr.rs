@@ -182,7 +182,9 @@ pub const MAX_RESPONSE_BYTES: usize = 5 * 1024 * 1024;
 
 /// The answer a script's `GM_xmlhttpRequest` gets: the fields scripts read; the body as text
 /// (`text`, `json`: UTF-8, invalid sequences replaced) or base64 (`arraybuffer`, `blob`).
-pub fn response_json(r: &crate::env::HttpResponse, ty: ResponseType) -> Value {
+/// The body is consumed: valid UTF-8 becomes the text without a copy, and the bytes are freed
+/// once the base64 is made, so the wasm holds one answer's body once, plus its base64 at most.
+pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
     let headers: String = r
         .headers
         .iter()
@@ -197,7 +199,10 @@ pub fn response_json(r: &crate::env::HttpResponse, ty: ResponseType) -> Value {
     let body = match ty {
         ResponseType::Text | ResponseType::Json => (
             "text",
-            Value::String(String::from_utf8_lossy(&r.body).into_owned()),
+            Value::String(
+                String::from_utf8(r.body)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
         ),
         ResponseType::ArrayBuffer | ResponseType::Blob => {
             ("base64", Value::String(base64(&r.body)))
@@ -250,10 +255,10 @@ mod tests {
             body: b"hi\xff".to_vec(),
             location: None,
         };
-        let v = response_json(&r, ResponseType::Text);
+        let v = response_json(r.clone(), ResponseType::Text);
         assert_eq!(v["responseHeaders"], "a: 1\r\nb: 2\r\n");
         assert_eq!(v["text"], "hi\u{fffd}");
-        assert_eq!(response_json(&r, ResponseType::Blob)["base64"], "aGn/");
+        assert_eq!(response_json(r, ResponseType::Blob)["base64"], "aGn/");
     }
     use crate::web::platform;
 

@@ -652,7 +652,7 @@ impl<E: Http> Http for Journaled<'_, E> {
         &self,
         req: &HttpRequest,
         max_body: usize,
-        progress: &dyn Fn(u64, Option<u64>),
+        progress: &dyn Fn(u64, Option<u64>) -> bool,
     ) -> Result<HttpResponse, EnvError> {
         self.inner.fetch_progress(req, max_body, progress).await
     }

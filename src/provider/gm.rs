@@ -27,6 +27,52 @@ pub(crate) type Waiter = (
 );
 pub(crate) type Waiters = crate::vec_map::VecMap<String, Vec<Waiter>>;
 
+/// The first request a `GM_xmlhttpRequest` makes, to `url` (decided by `xhr::decide`).
+fn http_request(
+    x: &crate::gm::message::XhrRequest,
+    url: String,
+    from: &crate::provider::Sender,
+) -> crate::env::HttpRequest {
+    let mut headers = x.headers.clone();
+    // A Blob's, FormData's or URLSearchParams' type, as fetch would have sent it, unless
+    // the script chose its own.
+    if let Some(t) = &x.content_type {
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            headers.push(("Content-Type".to_owned(), t.clone()));
+        }
+    }
+    crate::env::HttpRequest {
+        method: x.method.clone(),
+        url,
+        headers,
+        body: x.data.clone(),
+        timeout_ms: x.timeout_ms,
+        // The worker's `fetch` uses the regular profile's cookies: a page in an incognito
+        // window must not send the user's signed-in identity (the site could read it back
+        // into that page) nor leave the answer's cookies in the regular profile.
+        anonymous: x.anonymous || from.incognito,
+    }
+}
+
+/// Ends a `GM_xmlhttpRequest`'s flight when dropped: when its answer is made, or when its
+/// future is given up; the bytes its answer holds are given back then.
+struct EndFlight<'a> {
+    flights: &'a std::cell::RefCell<crate::gm::xhr_flight::Flights>,
+    key: &'a crate::gm::xhr_flight::FlightKey,
+}
+
+impl Drop for EndFlight<'_> {
+    fn drop(&mut self) {
+        // Never borrowed across an await; `try_` so a drop can never panic.
+        if let Ok(mut f) = self.flights.try_borrow_mut() {
+            f.finish(self.key);
+        }
+    }
+}
+
 /// A request's name in `gm::xhr_flight`: the proven script, Chrome's sender, the page's number.
 fn flight_key(
     uuid: &str,
@@ -322,35 +368,33 @@ impl<E: Env> Provider<E> {
             Ok(u) => u,
             Err(e) => return json!({ "error": e.to_string(), "refused": true }),
         };
-        let mut headers = x.headers.clone();
-        // A Blob's, FormData's or URLSearchParams' type, as fetch would have sent it, unless
-        // the script chose its own.
-        if let Some(t) = &x.content_type {
-            if !headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-            {
-                headers.push(("Content-Type".to_owned(), t.clone()));
-            }
-        }
-        let mut req = crate::env::HttpRequest {
-            method: x.method.clone(),
-            url,
-            headers,
-            body: x.data.clone(),
-            timeout_ms: x.timeout_ms,
-            // The worker's `fetch` uses the regular profile's cookies: a page in an incognito
-            // window must not send the user's signed-in identity (the site could read it back
-            // into that page) nor leave the answer's cookies in the regular profile.
-            anonymous: x.anonymous || from.incognito,
-        };
+        let mut req = http_request(x, url, from);
         let key = flight_key(&record.uuid, from, x.id);
         let mut aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
             Ok(rx) => rx,
             Err(e) => return json!({ "error": e.to_string(), "refused": true }),
         };
+        // The flight, and the bytes of its answer counted in it, end when this returns (the
+        // answer made: the shell hands it to the page in the same turn) or is dropped.
+        let _flight = EndFlight {
+            flights: &self.gm_flights,
+            key: &key,
+        };
+        // Asked before the shell keeps each chunk of the body: counted in the answers' budget,
+        // or refused (the shell stops reading) and remembered, for the script to be told.
+        let over = std::cell::Cell::new(None);
         let report = |loaded: u64, total: Option<u64>| {
-            self.gm_flights.borrow_mut().progress(&key, loaded, total);
+            let mut flights = self.gm_flights.borrow_mut();
+            match flights.hold(&key, loaded) {
+                Ok(()) => {
+                    flights.progress(&key, loaded, total);
+                    true
+                }
+                Err(e) => {
+                    over.set(Some(e));
+                    false
+                }
+            }
         };
         let started = self.env.now_ms();
         let mut hops = 0;
@@ -373,7 +417,6 @@ impl<E: Env> Provider<E> {
                 }
             };
             let Some(r) = r else {
-                self.gm_flights.borrow_mut().finish(&key);
                 return json!({ "aborted": true });
             };
             match r {
@@ -387,14 +430,15 @@ impl<E: Env> Provider<E> {
                         hops += 1;
                     }
                     Err(e) => {
-                        self.gm_flights.borrow_mut().finish(&key);
                         return json!({ "error": e.to_string(), "refused": true });
                     }
                 },
                 other => break other,
             }
         };
-        self.gm_flights.borrow_mut().finish(&key);
+        if let (Err(_), Some(e)) = (&answer, over.get()) {
+            return json!({ "error": e.to_string(), "tooLarge": true });
+        }
         match answer {
             // Each hop was judged before it was requested; this stays as the last word.
             Ok(r) if !xhr::final_allowed(web, &r.final_url, &rules, page) => json!({
@@ -405,7 +449,7 @@ impl<E: Env> Provider<E> {
                 ),
                 "refused": true,
             }),
-            Ok(r) => xhr::response_json(&r, x.response_type),
+            Ok(r) => xhr::response_json(r, x.response_type),
             Err(e) if e.0.starts_with("timeout") => json!({
                 "error": format!("GM_xmlhttpRequest: no answer within {} ms", x.timeout_ms),
                 "timeout": true,
@@ -1068,6 +1112,102 @@ mod tests {
             f[1].headers,
             [("content-TYPE".to_owned(), "own".to_owned())]
         );
+    }
+
+    /// Answers are counted as their bytes arrive: a script's large answers arriving at once are
+    /// stopped past its budget, the script told why in `onerror`, and the others arrive whole;
+    /// many small answers at once all arrive; every byte is given back at the end.
+    #[test]
+    fn answers_arriving_at_once_are_stopped_past_the_scripts_byte_budget() {
+        use crate::gm::xhr_flight::ANSWER_BYTES_PER_SCRIPT;
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "A",
+            "// @grant GM_xmlhttpRequest\n// @connect api.test\n",
+        );
+        let t = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let body = |n: usize| {
+            Ok(crate::env::HttpResponse {
+                status: 200,
+                status_text: "OK".into(),
+                final_url: "https://api.test/".into(),
+                headers: Vec::new(),
+                body: vec![b'a'; n],
+                location: None,
+            })
+        };
+        let big = crate::gm::xhr::MAX_RESPONSE_BYTES;
+        for i in 0..4 {
+            p.env
+                .http_answers
+                .borrow_mut()
+                .insert(format!("https://api.test/big{i}"), body(big));
+        }
+        for i in 0..16 {
+            p.env
+                .http_answers
+                .borrow_mut()
+                .insert(format!("https://api.test/small{i}"), body(600 * 1024));
+        }
+        p.env.fetch_chunk.set(256 * 1024);
+        let page = || Sender {
+            url: Some("https://example.com/".into()),
+            tab_id: Some(1),
+            frame_id: Some(0),
+            document_id: Some("DOC".into()),
+            ..Sender::default()
+        };
+        let send = |what: &str, n: usize, ty: &str| {
+            let p = &p;
+            let t = &t;
+            futures::future::join_all((0..n).map(move |i| {
+                let raw = gm_raw(
+                    t,
+                    json!({"op": "xhr", "id": i + 1, "url": format!("https://api.test/{what}{i}"),
+                           "responseType": if i % 2 == 0 { ty } else { "text" }}),
+                );
+                async move { answered(p.user_script_message(|| Some(raw), page()).await) }
+            }))
+        };
+        let got = block_on(send("big", 4, "arraybuffer"));
+        let whole = |v: &Value| {
+            v["text"].as_str().map(str::len) == Some(big)
+                || v["base64"].as_str().map(str::len) == Some(big.div_ceil(3) * 4)
+        };
+        let stopped: Vec<&Value> = got.iter().filter(|v| v["tooLarge"] == true).collect();
+        assert_eq!(
+            got.iter().filter(|v| whole(v)).count() + stopped.len(),
+            4,
+            "{:?}",
+            got.iter().map(|v| v.get("error")).collect::<Vec<_>>()
+        );
+        // Two fit in 10 MiB; the others were stopped while arriving, with the reason.
+        assert_eq!(stopped.len(), 2);
+        for v in stopped {
+            let e = v["error"].as_str().unwrap();
+            assert!(
+                e.starts_with("GM_xmlhttpRequest: the answer was stopped after ")
+                    && e.contains(&format!(
+                        "may hold at most {} MiB",
+                        ANSWER_BYTES_PER_SCRIPT >> 20
+                    )),
+                "{e}"
+            );
+        }
+        assert_eq!(p.gm_flights.borrow().held(&a), (0, 0));
+        assert!(p.gm_flights.borrow().is_empty());
+        // 16 answers of 600 KiB at once (9.4 MiB): all arrive.
+        let got = block_on(send("small", 16, "blob"));
+        for v in &got {
+            assert!(
+                v["text"].as_str().map(str::len) == Some(600 * 1024)
+                    || v["base64"].as_str().map(str::len) == Some(600 * 1024 / 3 * 4),
+                "{:?}",
+                v.get("error")
+            );
+        }
+        assert_eq!(p.gm_flights.borrow().held(&a), (0, 0));
     }
 
     #[test]

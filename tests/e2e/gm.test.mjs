@@ -47,6 +47,22 @@ async function pageServer() {
       next();
       return;
     }
+    // `n` bytes of "a" in chunks of 256 KiB, 25 ms apart (so many such answers arrive at once);
+    // a client that goes away before the end is recorded ("closed /big…").
+    if (req.url.startsWith("/big")) {
+      const n = Number(new URL(req.url, "http://x").searchParams.get("n"));
+      res.on("close", () => { if (!res.writableEnded) hits.push(`closed ${req.url}`); });
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(n) });
+      let sent = 0;
+      const next = () => {
+        if (res.destroyed) return;
+        const k = Math.min(256 * 1024, n - sent);
+        sent += k;
+        if (sent >= n) res.end(Buffer.alloc(k, 97)); else { res.write(Buffer.alloc(k, 97)); setTimeout(next, 25); }
+      };
+      next();
+      return;
+    }
     // Answers after 4 s unless the client goes away first (an aborted fetch closes it).
     if (req.url.startsWith("/slow")) {
       res.on("close", () => { if (!res.writableEnded) hits.push(`closed ${req.url} ${Date.now()}`); });
@@ -745,6 +761,71 @@ describe("gm: a burst of value changes is bounded in the worker's memory", () =>
     assert.ok(grown < 24 << 20, `the wasm grew by ${(grown / 1048576).toFixed(1)} MB`);
     assert.ok(refused > 0, "no change was refused");
     assert.deepEqual(said, ["GM: refused, this script already has 8 MiB of requests waiting in the provider; wait for their answers before sending more"]);
+    const pong = await h.lumo("ping", session);
+    assert.ok(!pong?.error, JSON.stringify(pong));
+  });
+});
+
+// A GM_xmlhttpRequest answer is read in the worker, then copied to the page: 16 requests of a
+// script may be in flight, each of up to 5 MiB. Before the answers' byte budget, one script's 16
+// requests of a 5 MiB answer at once grew the worker's wasm memory from 1.4 to 53 MB for its life
+// (and four scripts could hold 64 of them); now an answer that would pass 10 MiB of its script's
+// answers being received at once is stopped, and the script is told why.
+describe("gm: GM_xmlhttpRequest answers are bounded in the worker's memory", () => {
+  let h, server, session;
+  before(async () => {
+    h = await launch();
+    server = await pageServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    session = await h.lumo("connect", PROVIDER_ID);
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  test("16 answers of 5 MiB at once: past 10 MiB some are stopped with the reason, the rest arrive whole; small ones in parallel all arrive", T, async () => {
+    const MiB = 1024 * 1024;
+    const source = script("hog", ["@match http://hog.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"], [
+      "const big = {}, small = {};",
+      "const batch = (out, n, size, next) => {",
+      "  for (let i = 0; i < n; i++) {",
+      "    const type = i % 2 ? 'arraybuffer' : 'text';",
+      "    GM_xmlhttpRequest({ url: `http://api.test:${location.port}/big?n=${size}&i=${i}&of=${n}`, responseType: type,",
+      "      onload: (r) => { out[i] = ['load', type === 'text' ? r.responseText.length : r.response.byteLength]; if (Object.keys(out).length === n) next(); },",
+      "      onerror: (e) => { out[i] = ['error', e.error]; if (Object.keys(out).length === n) next(); },",
+      "      onabort: () => { out[i] = ['abort']; if (Object.keys(out).length === n) next(); } });",
+      "  }",
+      "};",
+      `batch(big, 16, ${5 * MiB}, () => batch(small, 16, ${200 * 1024}, () => {`,
+      "  document.documentElement.dataset.out = JSON.stringify({ big: Object.values(big), small: Object.values(small) });",
+      "}));",
+    ].join("\n"));
+    const saved = await h.internal("scripts.save", { source });
+    assert.ok(saved.result?.script?.uuid, JSON.stringify(saved));
+    const before = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0);
+    const page = await h.context.newPage();
+    await page.goto(`http://hog.test:${server.port}/`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.documentElement.dataset.out, null, { timeout: 60_000 });
+    const out = JSON.parse(await page.evaluate(() => document.documentElement.dataset.out));
+    await page.close();
+    const grown = (await h.workerWasmMemory()).reduce((a, b) => a + b, 0) - before;
+    console.log(`# wasm grew by ${(grown / MiB).toFixed(1)} MB; big answers: ${JSON.stringify(out.big.map((r) => r[0] === "error" ? r[1].slice(0, 60) : r))}`);
+    assert.ok(grown < 24 * MiB, `the wasm grew by ${(grown / MiB).toFixed(1)} MB`);
+    const loaded = out.big.filter((r) => r[0] === "load");
+    const stopped = out.big.filter((r) => r[0] === "error");
+    assert.equal(loaded.length + stopped.length, 16, JSON.stringify(out.big));
+    assert.ok(loaded.length >= 1, "no answer arrived whole");
+    for (const r of loaded) assert.equal(r[1], 5 * MiB);
+    assert.ok(stopped.length >= 1, "no answer was stopped");
+    for (const [, e] of stopped) {
+      assert.match(e, /^GM_xmlhttpRequest: the answer was stopped after \d+ bytes: this script's answers being received may hold at most 10 MiB in the provider at once/, e);
+    }
+    // A stopped answer's connection was closed, not read to its end.
+    assert.ok(server.hits.filter((x) => x.startsWith("closed /big")).length >= stopped.length, JSON.stringify(server.hits.filter((x) => x.startsWith("closed"))));
+    // Ordinary parallel requests (16 of 200 KiB, 3.2 MiB together) are not affected.
+    assert.deepEqual(out.small, Array.from({ length: 16 }, () => ["load", 200 * 1024]));
     const pong = await h.lumo("ping", session);
     assert.ok(!pong?.error, JSON.stringify(pong));
   });
