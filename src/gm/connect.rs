@@ -135,6 +135,11 @@ pub fn risk(rule: &Rule, written: &str) -> Option<String> {
             "@connect {d} is on your local network: the script may send requests to a device there (a router, a printer){}",
             spelled(d)
         )),
+        Rule::Domain(d) if is_public_suffix(d) => Some(format!(
+            "@connect {d} lets the script send requests to every site under .{}: a public \
+             suffix, under which each name is a different owner's site",
+            bare(d)
+        )),
         Rule::Domain(d) if read_as_punycode(d, written) => Some(format!(
             "@connect {}: the browser reads this host as {d}, the name of the site it names \
              (not of any site it looks like)",
@@ -167,6 +172,10 @@ pub fn reach(rule: &Rule, written: &str) -> String {
         Rule::Domain(d) if is_private_network(d) => format!(
             "May send requests to {d} and its subdomains, on your local network ({line})"
         ),
+        Rule::Domain(d) if is_public_suffix(d) => format!(
+            "May send requests to every site under .{}, each a different owner's ({line})",
+            bare(d)
+        ),
         Rule::Domain(d) => format!("May send requests to {d} and its subdomains ({line})"),
     }
 }
@@ -185,6 +194,8 @@ pub fn note(rule: &Rule, written: &str) -> Option<String> {
         Rule::Ip(a) if !w.eq_ignore_ascii_case(a) => Some(a.clone()),
         Rule::Domain(d) if !bare(d).contains('.') => Some(format!("every site under .{}", bare(d))),
         Rule::Domain(d) if is_private_network(d) => Some(format!("your local network: {d}")),
+        Rule::Domain(d) if is_public_suffix(d) => Some(format!("every site under .{}", bare(d))),
+        // Letters that are not ASCII: another site than the one it may look like.
         // Letters that are not ASCII: another site than the one it may look like.
         Rule::Domain(d) if read_as_punycode(d, w) => Some(d.clone()),
         _ => None,
@@ -273,6 +284,27 @@ pub fn is_private_network(host: &str) -> bool {
             || [".local", ".lan", ".internal", ".home.arpa"]
                 .iter()
                 .any(|s| name.ends_with(s)))
+}
+
+/// Whether a name is a public suffix, as far as the small part of the Public Suffix List kept
+/// here knows ([`super::public_suffixes`]): `co.uk`, `com.au`, `co.jp` and the other
+/// second-level suffixes of the common labels under country codes, every second-level name
+/// under `.ck`, `.bd` and the like, and the hosting suffixes (`github.io`, `pages.dev`…). A
+/// bare top-level name is judged apart (one label). Not known here: the list's other 6,000
+/// and more (`nom.fr`, `kyoto.jp`, `pvt.k12.ma.us`, most of its private section).
+fn is_public_suffix(name: &str) -> bool {
+    use super::public_suffixes::{EVERY_SECOND_LEVEL, HOSTED, SECOND_LEVEL};
+    let name = bare(name);
+    let Some((label, code)) = name.split_once('.') else {
+        return false;
+    };
+    let has =
+        |codes: &str| code.len() == 2 && codes.as_bytes().chunks(2).any(|c| c == code.as_bytes());
+    HOSTED.contains(&name)
+        || SECOND_LEVEL
+            .iter()
+            .any(|(l, codes)| *l == label && has(codes))
+        || (has(EVERY_SECOND_LEVEL) && name != "www.ck")
 }
 
 /// A redirect that leads inward, which is never followed whatever the rules name: the request's
@@ -583,6 +615,58 @@ mod tests {
         ] {
             assert_eq!(note(&rule(plain), plain), None, "{plain}");
             assert_eq!(risk(&rule(plain), plain), None, "{plain}");
+        }
+    }
+
+    /// `co.uk` is no one's site: it is the suffix under which every UK company has its name,
+    /// as `github.io` is the one under which every GitHub Pages site has its own. A rule naming
+    /// one reaches all of them, and validation, the review and the options page say so; a site
+    /// under one is that site.
+    #[test]
+    fn a_public_suffix_is_every_site_under_it() {
+        for (written, suffix) in [
+            ("co.uk", "co.uk"),
+            ("*.com.au", "com.au"),
+            ("co.jp", "co.jp"),
+            ("ne.jp", "ne.jp"),
+            ("ac.uk.", "ac.uk"),
+            ("https://gov.br/x", "gov.br"),
+            ("github.io", "github.io"),
+            ("*.pages.dev", "pages.dev"),
+            // Every second-level name under `.ck` is a suffix.
+            ("co.ck", "co.ck"),
+        ] {
+            let r = rule(written);
+            let warn = risk(&r, written).unwrap_or_default();
+            assert!(
+                warn.contains(&format!("every site under .{suffix}"))
+                    && warn.contains("public suffix"),
+                "{written}: {warn}"
+            );
+            let n = note(&r, written).unwrap_or_default();
+            assert!(
+                n.contains(&format!("every site under .{suffix}")),
+                "{written}: {n}"
+            );
+            let said = reach(&r, written);
+            assert!(
+                said.contains(&format!("every site under .{suffix}")),
+                "{said}"
+            );
+        }
+        // A site under a suffix is one site; a name that is not a suffix is one too.
+        for site in [
+            "bbc.co.uk",
+            "api.example.com.au",
+            "user.github.io",
+            "co.de",
+            "com.de",
+            "www.ck",
+            "example.com",
+        ] {
+            let r = rule(site);
+            assert_eq!(risk(&r, site), None, "{site}");
+            assert_eq!(note(&r, site), None, "{site}");
         }
     }
 
