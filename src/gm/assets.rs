@@ -616,6 +616,8 @@ mod tests {
             ("https://router/", "into your local network"),
             ("https://nas.local./", "into your local network"),
             ("https://printer.home.arpa/", "into your local network"),
+            ("https://git.corp/l.js", "into your local network"),
+            ("https://nas.localdomain/l.js", "into your local network"),
             ("not a url", "not a URL"),
         ] {
             let e = follow(web, &w, from, to, 0).unwrap_err().to_string();

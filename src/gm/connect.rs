@@ -196,7 +196,6 @@ pub fn note(rule: &Rule, written: &str) -> Option<String> {
         Rule::Domain(d) if is_private_network(d) => Some(format!("your local network: {d}")),
         Rule::Domain(d) if is_public_suffix(d) => Some(format!("every site under .{}", bare(d))),
         // Letters that are not ASCII: another site than the one it may look like.
-        // Letters that are not ASCII: another site than the one it may look like.
         Rule::Domain(d) if read_as_punycode(d, w) => Some(d.clone()),
         _ => None,
     }
@@ -258,8 +257,8 @@ pub fn is_loopback(host: &str) -> bool {
 /// The user's own network, as far as a host in canonical form shows it: private and shared
 /// IPv4 ranges (10/8, 172.16/12, 192.168/16, 100.64/10), link-local (169.254/16, `fe80::/10`),
 /// unique local IPv6 (`fc00::/7`) and the IPv4-mapped forms of those; and names only a local
-/// resolver answers (one label such as `router`, `.local`, `.lan`, `.internal`,
-/// `.home.arpa`). A public name that resolves into the network cannot be told from here.
+/// resolver answers ([`LOCAL_SUFFIXES`], and one label such as `router`). A public name that
+/// resolves into the network cannot be told from here.
 pub fn is_private_network(host: &str) -> bool {
     let name = host.strip_suffix('.').unwrap_or(host);
     let v4 = |a: Ipv4Addr| {
@@ -281,10 +280,27 @@ pub fn is_private_network(host: &str) -> bool {
     }
     !name.is_empty()
         && (!name.contains('.')
-            || [".local", ".lan", ".internal", ".home.arpa"]
-                .iter()
-                .any(|s| name.ends_with(s)))
+            || LOCAL_SUFFIXES.iter().any(|s| {
+                name.strip_suffix(s)
+                    .is_some_and(|head| head.is_empty() || head.ends_with('.'))
+            }))
 }
+
+/// Top-level names (and `home.arpa`) that only a local resolver answers, by convention: RFC
+/// 6762 Appendix G's `intranet`, `internal` (reserved by ICANN for private use, 2024),
+/// `private`, `corp`, `home`, `lan`; `local` (mDNS); `localdomain` (a distribution's default
+/// domain); RFC 8375's `home.arpa`. None is delegated in the public DNS.
+const LOCAL_SUFFIXES: &[&str] = &[
+    "local",
+    "lan",
+    "home",
+    "corp",
+    "internal",
+    "intranet",
+    "private",
+    "localdomain",
+    "home.arpa",
+];
 
 /// Whether a name is a public suffix, as far as the small part of the Public Suffix List kept
 /// here knows ([`super::public_suffixes`]): `co.uk`, `com.au`, `co.jp` and the other
@@ -667,6 +683,49 @@ mod tests {
             let r = rule(site);
             assert_eq!(risk(&r, site), None, "{site}");
             assert_eq!(note(&r, site), None, "{site}");
+        }
+    }
+
+    /// Names that only a local resolver answers, by convention (RFC 6762 Appendix G's
+    /// `.intranet`, `.internal`, `.private`, `.corp`, `.home`, `.lan`; a distribution's default
+    /// `.localdomain`; RFC 8375's `home.arpa`), are the local network wherever it is decided:
+    /// `*` does not reach them, a redirect from the internet does not lead there, and a rule
+    /// naming one says so.
+    #[test]
+    fn names_only_a_local_resolver_answers_are_the_local_network() {
+        for near in [
+            "nas.home",
+            "nas.home.",
+            "printer.corp",
+            "wiki.intranet",
+            "build.internal",
+            "box.localdomain",
+            "vault.private",
+            "router.lan",
+            "printer.home.arpa",
+            "home.arpa",
+        ] {
+            assert!(is_private_network(near), "{near}");
+            assert!(!ok(&["*"], near, None), "* must not reach {near}");
+            assert_eq!(
+                inward("api.example.com", near),
+                Some(Inward::LocalNetwork),
+                "{near}"
+            );
+            let w = risk(&rule(near), near).unwrap_or_default();
+            assert!(w.contains("is on your local network"), "{near}: {w}");
+        }
+        // A public name that merely contains one of those words is not.
+        for public in [
+            "home.example.com",
+            "corp.example",
+            "mycorp.com",
+            "intranet.example.org",
+            "homelan.net",
+            "arpa-home.org",
+        ] {
+            assert!(!is_private_network(public), "{public}");
+            assert!(ok(&["*"], public, None), "* reaches {public}");
         }
     }
 

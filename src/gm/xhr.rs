@@ -419,6 +419,8 @@ mod tests {
             "http://nas.local/",
             "http://[fe80::1]/",
             "http://3232235777/", // 192.168.1.1, spelled as a number
+            "http://nas.home/",
+            "http://wiki.corp/",
         ] {
             assert!(
                 decide(w, &req(target), &rules(&["*"]), page).is_err(),
@@ -430,6 +432,7 @@ mod tests {
         for r in [rules(&["*"]), rules(&["*", "192.168.1.1", "localhost"])] {
             for to in [
                 "http://192.168.1.1/apply.cgi?dns=6.6.6.6",
+                "http://router.home/apply.cgi",
                 "http://127.0.0.1:9200/",
                 "http://localhost/",
             ] {
