@@ -616,6 +616,10 @@ mod tests {
             ("https://router/", "into your local network"),
             ("https://nas.local./", "into your local network"),
             ("https://printer.home.arpa/", "into your local network"),
+            ("https://git.corp/l.js", "into your local network"),
+            ("https://nas.localdomain/l.js", "into your local network"),
+            ("https://[::192.168.0.1]/", "into your local network"),
+            ("https://[64:ff9b::10.0.0.1]/", "into your local network"),
             ("not a url", "not a URL"),
         ] {
             let e = follow(web, &w, from, to, 0).unwrap_err().to_string();

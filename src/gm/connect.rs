@@ -135,6 +135,11 @@ pub fn risk(rule: &Rule, written: &str) -> Option<String> {
             "@connect {d} is on your local network: the script may send requests to a device there (a router, a printer){}",
             spelled(d)
         )),
+        Rule::Domain(d) if is_public_suffix(d) => Some(format!(
+            "@connect {d} lets the script send requests to every site under .{}: a public \
+             suffix, under which each name is a different owner's site",
+            bare(d)
+        )),
         Rule::Domain(d) if read_as_punycode(d, written) => Some(format!(
             "@connect {}: the browser reads this host as {d}, the name of the site it names \
              (not of any site it looks like)",
@@ -167,6 +172,10 @@ pub fn reach(rule: &Rule, written: &str) -> String {
         Rule::Domain(d) if is_private_network(d) => format!(
             "May send requests to {d} and its subdomains, on your local network ({line})"
         ),
+        Rule::Domain(d) if is_public_suffix(d) => format!(
+            "May send requests to every site under .{}, each a different owner's ({line})",
+            bare(d)
+        ),
         Rule::Domain(d) => format!("May send requests to {d} and its subdomains ({line})"),
     }
 }
@@ -185,6 +194,7 @@ pub fn note(rule: &Rule, written: &str) -> Option<String> {
         Rule::Ip(a) if !w.eq_ignore_ascii_case(a) => Some(a.clone()),
         Rule::Domain(d) if !bare(d).contains('.') => Some(format!("every site under .{}", bare(d))),
         Rule::Domain(d) if is_private_network(d) => Some(format!("your local network: {d}")),
+        Rule::Domain(d) if is_public_suffix(d) => Some(format!("every site under .{}", bare(d))),
         // Letters that are not ASCII: another site than the one it may look like.
         Rule::Domain(d) if read_as_punycode(d, w) => Some(d.clone()),
         _ => None,
@@ -246,9 +256,10 @@ pub fn is_loopback(host: &str) -> bool {
 
 /// The user's own network, as far as a host in canonical form shows it: private and shared
 /// IPv4 ranges (10/8, 172.16/12, 192.168/16, 100.64/10), link-local (169.254/16, `fe80::/10`),
-/// unique local IPv6 (`fc00::/7`) and the IPv4-mapped forms of those; and names only a local
-/// resolver answers (one label such as `router`, `.local`, `.lan`, `.internal`,
-/// `.home.arpa`). A public name that resolves into the network cannot be told from here.
+/// unique local IPv6 (`fc00::/7`) and the IPv6 forms that carry one of those IPv4 addresses
+/// ([`embedded_ipv4`]); and names only a local resolver answers ([`LOCAL_SUFFIXES`], and one
+/// label such as `router`). A public name that resolves into the network cannot be told from
+/// here, nor an address under a network's own NAT64 prefix.
 pub fn is_private_network(host: &str) -> bool {
     let name = host.strip_suffix('.').unwrap_or(host);
     let v4 = |a: Ipv4Addr| {
@@ -264,15 +275,75 @@ pub fn is_private_network(host: &str) -> bool {
         .and_then(|h| h.parse::<Ipv6Addr>().ok())
     {
         let [s0, ..] = a.segments();
+        // Carried by NAT64 or 6to4, loopback and the unspecified address are not this computer
+        // (the gateway, the tunnel's far end), nor the internet.
+        let near = |b: Ipv4Addr| v4(b) || b.is_loopback() || b.is_unspecified();
         return (s0 & 0xfe00) == 0xfc00
             || (s0 & 0xffc0) == 0xfe80
-            || a.to_ipv4_mapped().is_some_and(v4);
+            || embedded_ipv4(a).is_some_and(near);
     }
     !name.is_empty()
         && (!name.contains('.')
-            || [".local", ".lan", ".internal", ".home.arpa"]
-                .iter()
-                .any(|s| name.ends_with(s)))
+            || LOCAL_SUFFIXES.iter().any(|s| {
+                name.strip_suffix(s)
+                    .is_some_and(|head| head.is_empty() || head.ends_with('.'))
+            }))
+}
+
+/// Top-level names (and `home.arpa`) that only a local resolver answers, by convention: RFC
+/// 6762 Appendix G's `intranet`, `internal` (reserved by ICANN for private use, 2024),
+/// `private`, `corp`, `home`, `lan`; `local` (mDNS); `localdomain` (a distribution's default
+/// domain); RFC 8375's `home.arpa`. None is delegated in the public DNS.
+const LOCAL_SUFFIXES: &[&str] = &[
+    "local",
+    "lan",
+    "home",
+    "corp",
+    "internal",
+    "intranet",
+    "private",
+    "localdomain",
+    "home.arpa",
+];
+
+/// The IPv4 address an IPv6 one carries, where a connection to it may reach that IPv4 address:
+/// IPv4-mapped (`::ffff:0:0/96`, which is the IPv4 address), IPv4-compatible (`::/96` but `::`
+/// and `::1`; deprecated, still what the URL parser keeps of `[::192.168.1.1]`), NAT64's
+/// well-known prefix (`64:ff9b::/96`, RFC 6052) and 6to4 (`2002::/16`, RFC 3056: bits 16–47).
+/// Measured in Chromium 156 on Linux: a fetch of `http://[::7f00:1]:port/` connects to that
+/// IPv6 address as written (no route here, so it fails) and does not reach 127.0.0.1; what a
+/// network with a NAT64 gateway or a 6to4 relay does with it is up to that network.
+fn embedded_ipv4(a: Ipv6Addr) -> Option<Ipv4Addr> {
+    let [s0, s1, s2, s3, s4, s5, s6, s7] = a.segments();
+    let last = || Ipv4Addr::from((u32::from(s6) << 16) | u32::from(s7));
+    match (s0, s1, s2, s3, s4, s5) {
+        (0, 0, 0, 0, 0, 0xffff) => Some(last()),
+        (0, 0, 0, 0, 0, 0) if (s6, s7) != (0, 0) && (s6, s7) != (0, 1) => Some(last()),
+        (0x64, 0xff9b, 0, 0, 0, 0) => Some(last()),
+        (0x2002, ..) => Some(Ipv4Addr::from((u32::from(s1) << 16) | u32::from(s2))),
+        _ => None,
+    }
+}
+
+/// Whether a name is a public suffix, as far as the small part of the Public Suffix List kept
+/// here knows ([`super::public_suffixes`]): `co.uk`, `com.au`, `co.jp` and the other
+/// second-level suffixes of the common labels under country codes, every second-level name
+/// under `.ck`, `.bd` and the like, and the hosting suffixes (`github.io`, `pages.dev`…). A
+/// bare top-level name is judged apart (one label). Not known here: the list's other 6,000
+/// and more (`nom.fr`, `kyoto.jp`, `pvt.k12.ma.us`, most of its private section).
+fn is_public_suffix(name: &str) -> bool {
+    use super::public_suffixes::{EVERY_SECOND_LEVEL, HOSTED, SECOND_LEVEL};
+    let name = bare(name);
+    let Some((label, code)) = name.split_once('.') else {
+        return false;
+    };
+    let has =
+        |codes: &str| code.len() == 2 && codes.as_bytes().chunks(2).any(|c| c == code.as_bytes());
+    HOSTED.contains(&name)
+        || SECOND_LEVEL
+            .iter()
+            .any(|(l, codes)| *l == label && has(codes))
+        || (has(EVERY_SECOND_LEVEL) && name != "www.ck")
 }
 
 /// A redirect that leads inward, which is never followed whatever the rules name: the request's
@@ -583,6 +654,145 @@ mod tests {
         ] {
             assert_eq!(note(&rule(plain), plain), None, "{plain}");
             assert_eq!(risk(&rule(plain), plain), None, "{plain}");
+        }
+    }
+
+    /// `co.uk` is no one's site: it is the suffix under which every UK company has its name,
+    /// as `github.io` is the one under which every GitHub Pages site has its own. A rule naming
+    /// one reaches all of them, and validation, the review and the options page say so; a site
+    /// under one is that site.
+    #[test]
+    fn a_public_suffix_is_every_site_under_it() {
+        for (written, suffix) in [
+            ("co.uk", "co.uk"),
+            ("*.com.au", "com.au"),
+            ("co.jp", "co.jp"),
+            ("ne.jp", "ne.jp"),
+            ("ac.uk.", "ac.uk"),
+            ("https://gov.br/x", "gov.br"),
+            ("github.io", "github.io"),
+            ("*.pages.dev", "pages.dev"),
+            // Every second-level name under `.ck` is a suffix.
+            ("co.ck", "co.ck"),
+        ] {
+            let r = rule(written);
+            let warn = risk(&r, written).unwrap_or_default();
+            assert!(
+                warn.contains(&format!("every site under .{suffix}"))
+                    && warn.contains("public suffix"),
+                "{written}: {warn}"
+            );
+            let n = note(&r, written).unwrap_or_default();
+            assert!(
+                n.contains(&format!("every site under .{suffix}")),
+                "{written}: {n}"
+            );
+            let said = reach(&r, written);
+            assert!(
+                said.contains(&format!("every site under .{suffix}")),
+                "{said}"
+            );
+        }
+        // A site under a suffix is one site; a name that is not a suffix is one too.
+        for site in [
+            "bbc.co.uk",
+            "api.example.com.au",
+            "user.github.io",
+            "co.de",
+            "com.de",
+            "www.ck",
+            "example.com",
+        ] {
+            let r = rule(site);
+            assert_eq!(risk(&r, site), None, "{site}");
+            assert_eq!(note(&r, site), None, "{site}");
+        }
+    }
+
+    /// Names that only a local resolver answers, by convention (RFC 6762 Appendix G's
+    /// `.intranet`, `.internal`, `.private`, `.corp`, `.home`, `.lan`; a distribution's default
+    /// `.localdomain`; RFC 8375's `home.arpa`), are the local network wherever it is decided:
+    /// `*` does not reach them, a redirect from the internet does not lead there, and a rule
+    /// naming one says so.
+    #[test]
+    fn names_only_a_local_resolver_answers_are_the_local_network() {
+        for near in [
+            "nas.home",
+            "nas.home.",
+            "printer.corp",
+            "wiki.intranet",
+            "build.internal",
+            "box.localdomain",
+            "vault.private",
+            "router.lan",
+            "printer.home.arpa",
+            "home.arpa",
+        ] {
+            assert!(is_private_network(near), "{near}");
+            assert!(!ok(&["*"], near, None), "* must not reach {near}");
+            assert_eq!(
+                inward("api.example.com", near),
+                Some(Inward::LocalNetwork),
+                "{near}"
+            );
+            let w = risk(&rule(near), near).unwrap_or_default();
+            assert!(w.contains("is on your local network"), "{near}: {w}");
+        }
+        // A public name that merely contains one of those words is not.
+        for public in [
+            "home.example.com",
+            "corp.example",
+            "mycorp.com",
+            "intranet.example.org",
+            "homelan.net",
+            "arpa-home.org",
+        ] {
+            assert!(!is_private_network(public), "{public}");
+            assert!(ok(&["*"], public, None), "* reaches {public}");
+        }
+    }
+
+    /// An IPv6 address that carries a private IPv4 one is the local network too: the
+    /// IPv4-compatible form (`[::c0a8:101]`, which the URL parser makes of `[::192.168.1.1]`),
+    /// NAT64's well-known prefix (`64:ff9b::/96`: a NAT64 gateway connects to the IPv4 address
+    /// it carries) and 6to4 (`2002::/16`: the IPv4 address is the tunnel's far end). Where the
+    /// packet goes depends on the network, not on the browser (measured: Chromium connects to
+    /// the IPv6 address as written, and the system routes it), so none of them is "any site".
+    #[test]
+    fn ipv6_forms_of_a_private_ipv4_address_are_the_local_network() {
+        let canon = |h: &str| platform().parse_url(&format!("http://{h}/")).unwrap().host;
+        for (written, host) in [
+            ("[::192.168.1.1]", "[::c0a8:101]"),
+            ("[::10.0.0.1]", "[::a00:1]"),
+            ("[64:ff9b::192.168.1.1]", "[64:ff9b::c0a8:101]"),
+            ("[64:ff9b::169.254.169.254]", "[64:ff9b::a9fe:a9fe]"),
+            ("[2002:c0a8:101::1]", "[2002:c0a8:101::1]"),
+            ("[2002:a00:1::]", "[2002:a00:1::]"),
+            // Loopback and the unspecified address carried the same ways: not this computer
+            // (the NAT64 gateway, the 6to4 tunnel's far end), but not the internet either.
+            ("[64:ff9b::127.0.0.1]", "[64:ff9b::7f00:1]"),
+            ("[2002:7f00:1::]", "[2002:7f00:1::]"),
+        ] {
+            assert_eq!(canon(written), host, "{written}");
+            assert!(is_private_network(host), "{host}");
+            assert!(!ok(&["*"], host, None), "* must not reach {host}");
+            assert_eq!(
+                inward("api.example.com", host),
+                Some(Inward::LocalNetwork),
+                "{host}"
+            );
+            let w = risk(&rule(written), written).unwrap_or_default();
+            assert!(w.contains("is on your local network"), "{written}: {w}");
+        }
+        // Public IPv4 addresses carried the same ways are the internet's.
+        for public in [
+            "[::808:808]",
+            "[64:ff9b::808:808]",
+            "[2002:808:808::1]",
+            "[2001:db8::c0a8:101]",
+        ] {
+            assert!(!is_private_network(public), "{public}");
+            assert!(ok(&["*"], public, None), "* reaches {public}");
         }
     }
 

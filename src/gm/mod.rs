@@ -13,6 +13,7 @@ pub mod menu;
 pub mod menu_js;
 pub mod menu_message;
 pub mod message;
+mod public_suffixes;
 pub mod resources;
 pub mod store;
 pub mod tabs;

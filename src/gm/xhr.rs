@@ -424,6 +424,10 @@ mod tests {
             "http://nas.local/",
             "http://[fe80::1]/",
             "http://3232235777/", // 192.168.1.1, spelled as a number
+            "http://nas.home/",
+            "http://wiki.corp/",
+            "http://[::192.168.1.1]/",
+            "http://[64:ff9b::192.168.1.1]/",
         ] {
             assert!(
                 decide(w, &req(target), &rules(&["*"]), page).is_err(),
@@ -435,6 +439,8 @@ mod tests {
         for r in [rules(&["*"]), rules(&["*", "192.168.1.1", "localhost"])] {
             for to in [
                 "http://192.168.1.1/apply.cgi?dns=6.6.6.6",
+                "http://router.home/apply.cgi",
+                "http://[2002:c0a8:101::1]/apply.cgi",
                 "http://127.0.0.1:9200/",
                 "http://localhost/",
             ] {

@@ -526,6 +526,36 @@ describe("gm: the GM functions a script is given", () => {
     assert.ok(!server.hits.some((x) => x.includes("/api/fedora") || x.includes("/api/six") || x.includes("/api/led")), JSON.stringify(server.hits));
   });
 
+  // Names only a local resolver answers (`.home`, `.corp`…) and the IPv6 forms of a private IPv4
+  // address (IPv4-compatible, NAT64, 6to4) are the local network, not "any site": here
+  // --host-resolver-rules sends every name and address to the test server, so each would be asked
+  // if `*` reached it or a redirect from the internet were followed there.
+  test("GM_xmlhttpRequest with @connect *: private names and IPv6 forms of private addresses are not reached, directly or by a redirect", T, async () => {
+    await write("privnames", ["@match http://privnames.test/*", "@grant GM_xmlhttpRequest", "@connect *"],
+      "const port = location.port, out = {};\n"
+      + "const done = () => { if (Object.keys(out).length === 7) document.documentElement.setAttribute('data-gm-priv', JSON.stringify(out)); };\n"
+      + "const go = (k, o) => GM_xmlhttpRequest({ ...o, onload: (r) => { out[k] = [r.status, r.finalUrl]; done(); }, onerror: (e) => { out[k] = e.error; done(); } });\n"
+      + "const r = (to) => `http://api.test:${port}/redirect?status=307&to=${encodeURIComponent(to)}`;\n"
+      + "go('site', { url: `http://api.test:${port}/api/site` });\n"
+      + "go('home', { url: `http://nas.home:${port}/api/home` });\n"
+      + "go('corp', { url: `http://wiki.corp:${port}/api/corp` });\n"
+      + "go('compat', { url: `http://[::192.168.1.1]:${port}/api/compat` });\n"
+      + "go('nat64', { url: `http://[64:ff9b::192.168.1.1]:${port}/api/nat64` });\n"
+      + "go('led', { method: 'POST', data: 'x', url: r(`http://router.home:${port}/api/led`) });\n"
+      + "go('led6', { method: 'POST', data: 'x', url: r(`http://[2002:c0a8:101::1]:${port}/api/led6`) });");
+    server.hits.length = 0;
+    const got = await until(() => load(url("privnames.test")), (g) => g.priv, 8000);
+    const out = JSON.parse(got.priv);
+    const P = server.port;
+    assert.deepEqual(out.site, [200, `http://api.test:${P}/api/site`], JSON.stringify(out));
+    for (const [k, host] of [["home", "nas\\.home"], ["corp", "wiki\\.corp"], ["compat", "\\[::c0a8:101\\]"], ["nat64", "\\[64:ff9b::c0a8:101\\]"]]) {
+      assert.match(out[k], new RegExp(`${host} is not in this script's @connect list`), JSON.stringify(out));
+    }
+    assert.match(out.led, /redirected the request to http:\/\/router\.home:\d+\/api\/led, and a server on the internet may not lead a request into your local network; the redirect was not followed/, JSON.stringify(out));
+    assert.match(out.led6, /redirected the request to http:\/\/\[2002:c0a8:101::1\]:\d+\/api\/led6, and a server on the internet may not lead a request into your local network; the redirect was not followed/, JSON.stringify(out));
+    assert.ok(!server.hits.some((x) => /\/api\/(home|corp|compat|nat64|led)/.test(x)), JSON.stringify(server.hits));
+  });
+
   // Chrome names a redirect by method and URL only: two requests of the same method and URL at
   // once could each be told the other's target (a server's answer to one handed to the other).
   test("GM_xmlhttpRequest: two requests to the same URL at once each follow their own redirect", T, async () => {
