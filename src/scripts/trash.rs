@@ -113,7 +113,7 @@ fn names_every_item(v: Option<&Value>) -> bool {
 /// The trashed scripts a list that does not name every item may have lost: every stored
 /// `trash/<uuid>` not among `slots` and `damaged`, and not live in `scripts/index` (a restore
 /// stopped before its remove leaves the entry of a script that is live again: adopted, it would
-/// hide that script); each is then read as a damaged item is, from its entry. Without them, the
+/// hide that script) — or, with no whole `scripts/index`, not beside a `script/<uuid>` record; each is then read as a damaged item is, from its entry. Without them, the
 /// Trash view hid them, the next delete stored a list without them, and the purge after it
 /// swept them as ownerless, within their 30 days. The keys alone are read, not their values.
 async fn unlisted_entries<S: Storage>(
@@ -136,11 +136,20 @@ async fn unlisted_entries<S: Storage>(
         .get(Area::Local, &[INDEX_KEY])
         .await
         .map_err(storage_err)?;
-    let live = live
-        .get(INDEX_KEY)
-        .and_then(|v| v.get("uuids"))
-        .and_then(Value::as_array);
-    found.retain(|u| !live.is_some_and(|l| l.iter().any(|x| x.as_str() == Some(u.as_str()))));
+    match live.get(INDEX_KEY).filter(|v| store::index_is_whole(v)) {
+        Some(v) => {
+            let listed = v.get("uuids").and_then(Value::as_array);
+            found.retain(|u| {
+                !listed.is_some_and(|l| l.iter().any(|x| x.as_str() == Some(u.as_str())))
+            });
+        }
+        // No script list to ask either (both lists lost): the store's rebuild takes every
+        // stored record for live, since the trash lists none of them, so an entry beside its
+        // record is left to it. Adopted here too, that script was listed live and in the
+        // trash, and the trash's purge (its old `deletedAt` expired, or "Delete forever")
+        // removed the live script's record, source, history and values.
+        None => found.retain(|u| !keys.contains(&store::record_key(u))),
+    }
     Ok(found)
 }
 
@@ -723,6 +732,39 @@ mod tests {
                     "{garbage:?}: {u} kept"
                 );
             }
+        }
+    }
+
+    /// Both lists lost, and a restore stopped before its remove left a live script's entry in
+    /// the trash (its `deletedAt` long past): the store's rebuild takes the record for live, so
+    /// the trash must not adopt the entry too. Adopted, the script showed live and in the trash,
+    /// and the trash's purges — the expired sweep, "Delete forever", "Empty trash" — removed
+    /// the live script's record, source, history and values.
+    #[test]
+    fn with_both_lists_lost_a_live_scripts_leftover_entry_is_not_adopted() {
+        use crate::env::memory::MemoryEnv;
+        use futures::executor::block_on;
+        let env = MemoryEnv::new();
+        let src =
+            "// ==UserScript==\n// @name Live\n// @match https://a.example/*\n// ==/UserScript==\n";
+        let snap = block_on(store::load_snapshot(&env)).unwrap();
+        let live = block_on(store::create(&env, &snap, "user", src, true, 1 << 20))
+            .unwrap()
+            .record
+            .uuid;
+        let leftover = json!({"record": block_on(store::load(&env, &live)).unwrap(), "source": src, "deletedAt": 1.0, "deletedBy": "user"});
+        let mut items = Map::new();
+        items.insert(trash_key(&live), leftover);
+        block_on(env.set(Area::Local, items)).unwrap();
+        block_on(env.remove(Area::Local, &[INDEX_KEY, TRASH_INDEX_KEY])).unwrap();
+        let snap = block_on(store::load_snapshot(&env)).unwrap();
+        assert_eq!(snap.index, vec![live.clone()], "the store's rebuild: live");
+        let listed = block_on(list(&env)).unwrap().0;
+        assert!(listed.is_empty(), "listed in the trash too: {listed:?}");
+        block_on(purge_expired(&env)).unwrap();
+        block_on(purge(&env, None)).unwrap();
+        for k in [store::record_key(&live), store::source_key(&live)] {
+            assert!(env.dump(Area::Local).contains_key(&k), "{k} purged");
         }
     }
 
