@@ -427,13 +427,18 @@ pub async fn begin_try<S: Storage>(
     let mut pending = entry.clone();
     pending.result = PENDING.to_owned();
     tries.insert(key, pending);
-    let mut items = Map::new();
-    items.insert(PENDING_TRIES_KEY.to_owned(), encode_tries(tries)?);
-    if let Err(e) = s.set(Area::Local, items).await {
+    let stored = match encode_tries(tries) {
+        Ok(v) => {
+            let mut items = Map::new();
+            items.insert(PENDING_TRIES_KEY.to_owned(), v);
+            s.set(Area::Local, items).await.map_err(AuditError::Storage)
+        }
+        Err(e) => Err(e),
+    };
+    if stored.is_err() {
         tries.remove(&key);
-        return Err(AuditError::Storage(e));
     }
-    Ok(())
+    stored
 }
 
 /// Appends a try's entry and clears its slot in one atomic `set`. A failure leaves the slot
@@ -448,9 +453,14 @@ pub async fn finish_try<S: Storage>(
     let Some(was) = tries.remove(&key) else {
         return append(s, entry, tail).await;
     };
-    let mut items = Map::new();
-    items.insert(PENDING_TRIES_KEY.to_owned(), encode_tries(tries)?);
-    let done = append_with(s, entry, items, tail).await;
+    let done = match encode_tries(tries) {
+        Ok(v) => {
+            let mut items = Map::new();
+            items.insert(PENDING_TRIES_KEY.to_owned(), v);
+            append_with(s, entry, items, tail).await
+        }
+        Err(e) => Err(e),
+    };
     if done.is_err() {
         tries.insert(key, was);
     }
