@@ -92,22 +92,25 @@ try {
       us.execute = original;
       return original.call(this, injection);
     };
-    // And what a try stores: its rate slot (session) and its audit entry (local), once each.
-    for (const [area, key] of [[chrome.storage.session, "__benchTryRate"], [chrome.storage.local, "__benchTryAudit"]]) {
+    // And what a try stores: its rate slot (session, once), and in local its record as in
+    // progress before it runs and its audit entry after (twice).
+    for (const [area, key, n] of [[chrome.storage.session, "__benchTryRate", 1], [chrome.storage.local, "__benchTryAudit", 2]]) {
       const set = area.set;
+      globalThis[key] = [];
       area.set = function (items) {
-        globalThis[key] = JSON.parse(JSON.stringify(items));
-        area.set = set;
+        globalThis[key].push(JSON.parse(JSON.stringify(items)));
+        if (globalThis[key].length >= n) area.set = set;
         return set.call(this, items);
       };
     }
   });
   await viaTool();
   const injection = await worker().evaluate(() => globalThis.__benchTryInjection);
-  const stored = await worker().evaluate(() => ({ rate: globalThis.__benchTryRate, audit: globalThis.__benchTryAudit }));
-  // The first writes after the capture began must be the try's own: its rate slot, its audit entry.
-  if (!stored.rate?.rateWindow || !Object.keys(stored.audit ?? {}).some((k) => k.startsWith("audit/"))) {
-    throw new Error(`a try's storage writes were not captured: ${JSON.stringify([Object.keys(stored.rate ?? {}), Object.keys(stored.audit ?? {})])}`);
+  const stored = await worker().evaluate(() => ({ rate: globalThis.__benchTryRate[0], begun: globalThis.__benchTryAudit[0], audit: globalThis.__benchTryAudit[1] }));
+  // The first writes after the capture began must be the try's own: its rate slot, its record
+  // in progress, its audit entry.
+  if (!stored.rate?.rateWindow || !stored.begun?.["audit/pendingTries"] || !Object.keys(stored.audit ?? {}).some((k) => /^audit\/(refused\/)?\d+$/.test(k))) {
+    throw new Error(`a try's storage writes were not captured: ${JSON.stringify([stored.rate, stored.begun, stored.audit].map((x) => Object.keys(x ?? {})))}`);
   }
   if (!injection) throw new Error("the provider's injection was not captured (chrome.userScripts.execute not called?)");
   const nonce = JSON.stringify(injection).match(/lumo-try-([0-9a-f-]{36})\.js/)?.[1];
@@ -122,20 +125,22 @@ try {
   }, [injection, nonce, tabId]);
 
   // The Chrome calls a try cannot do without, one after another from a provider page: its rate
-  // slot, the wrapped execute, its audit entry (the same items under other keys, so the
-  // provider's own state is left alone). Plus the transport, this is the try's floor.
+  // slot, its record in progress, the wrapped execute, its audit entry (the same items under
+  // other keys, so the provider's own state is left alone). Plus the transport, this is the
+  // try's floor.
   const rekey = (items) => Object.fromEntries(Object.entries(items).map(([k, v]) => [`bench-floor/${k}`, v]));
-  const [rateItems, auditItems] = [rekey(stored.rate), rekey(stored.audit)];
-  const calls = async () => page.evaluate(async ([inj, nonce, id, rate, audit]) => {
+  const [rateItems, begunItems, auditItems] = [rekey(stored.rate), rekey(stored.begun), rekey(stored.audit)];
+  const calls = async () => page.evaluate(async ([inj, nonce, id, rate, begun, audit]) => {
     const fresh = crypto.randomUUID();
     const js = inj.js.map((j) => ({ ...j, code: j.code.replaceAll(nonce, fresh) }));
     const t0 = performance.now();
     await chrome.storage.session.set(rate);
+    await chrome.storage.local.set(begun);
     const r = await chrome.userScripts.execute({ ...inj, target: { ...inj.target, tabId: id }, js });
     await chrome.storage.local.set(audit);
     if (r?.[0]?.result?.lumo !== fresh) throw new Error(JSON.stringify(r));
     return performance.now() - t0;
-  }, [injection, nonce, tabId, rateItems, auditItems]);
+  }, [injection, nonce, tabId, rateItems, begunItems, auditItems]);
 
   // The MCP transport alone: a ping over the same session (SDK client → port → worker → back).
   const ping = async () => host.evaluate(async (s) => {
@@ -171,7 +176,7 @@ try {
   const own = median(tool) - median(floor) - median(pings);
   console.log(`split of the median try: wrapped execute ${ms(median(floor))} (of which Chrome's cost of the wrapper, wrapped − raw: ${ms(median(floor) - median(base))}) + transport ${ms(median(pings))} + the provider's own logic and storage ${ms(own)} ms`);
   console.log(`try_script / (wrapped execute + ping): ${(median(tool) / (median(floor) + median(pings))).toFixed(2)}×`);
-  console.log(`the Chrome calls a try must make (rate slot set, wrapped execute, audit set; in a row from a provider page): median ${ms(median(needed))} ms, p90 ${ms(p90(needed))} ms (n=${N})`);
+  console.log(`the Chrome calls a try must make (rate slot set, record in progress set, wrapped execute, audit set; in a row from a provider page): median ${ms(median(needed))} ms, p90 ${ms(p90(needed))} ms (n=${N})`);
   const tryFloor = median(needed) + median(pings);
   const r = median(tool) / median(base);
   console.log(`ratio (try_script / bare execute, medians): ${r.toFixed(2)}× — goal ≤ 1.20×: ${r <= 1.2 ? "PASS" : "MISS"} (floor: the Chrome calls a try must make + ping ${ms(tryFloor)} ms = ${(tryFloor / median(base)).toFixed(2)}× the raw execute; try_script ${(median(tool) / tryFloor).toFixed(2)}× of that floor)`);
