@@ -437,23 +437,7 @@ describe("script_runs: a page in an incognito window leaves nothing on disk", ()
   before(async () => {
     h = await launch();
     server = await anyPathServer();
-    const page = await h.context.newPage();
-    await page.goto("chrome://extensions/");
-    // Developer mode first: without it Chrome disables an unpacked extension it reloads.
-    await page.evaluate(() => chrome.developerPrivate.updateProfileConfiguration({ inDeveloperMode: true }));
-    await page.evaluate((id) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId: id, incognitoAccess: true }), PROVIDER_ID);
-    await page.close();
-    // Chrome reloads the extension for the new setting: ask until the new worker answers.
-    for (const deadline = Date.now() + 10_000; ;) {
-      try {
-        await h.internal("policy.approve", { id: HOST_ID });
-        break;
-      } catch (e) {
-        if (Date.now() > deadline) throw e;
-        h._provider = null;
-        await sleep(300);
-      }
-    }
+    await h.allowIncognitoAndApproveHost();
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
     session = await h.lumo("connect", PROVIDER_ID);
   });

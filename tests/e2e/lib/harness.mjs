@@ -199,6 +199,31 @@ class Harness {
     }
   }
 
+  /** Allows the provider in incognito windows (chrome://extensions) and waits until the
+   *  worker Chrome restarts for the new setting answers; then approves the test host. */
+  async allowIncognitoAndApproveHost() {
+    const page = await this.context.newPage();
+    try {
+      await page.goto("chrome://extensions/");
+      // Developer mode first: without it Chrome disables an unpacked extension it reloads.
+      await page.evaluate(() => chrome.developerPrivate.updateProfileConfiguration({ inDeveloperMode: true }));
+      await page.evaluate((id) => chrome.developerPrivate.updateExtensionConfiguration({ extensionId: id, incognitoAccess: true }), PROVIDER_ID);
+    } finally {
+      await page.close();
+    }
+    // Chrome reloads the extension for the new setting: ask until the new worker answers.
+    for (const deadline = Date.now() + 10_000; ;) {
+      try {
+        await this.internal("policy.approve", { id: HOST_ID });
+        return;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        this._provider = null;
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    }
+  }
+
   // Service-worker state comes from the CDP ServiceWorker domain: Playwright's
   // context.serviceWorkers() keeps listing a worker for a while after it stopped.
   async _swDomain() {
