@@ -246,8 +246,7 @@ impl<E: Env> Provider<E> {
         let _guard = self.runs_lock.lock().await;
         let area = runs_area(seen.incognito);
         let key = runs::runs_key(&seen.uuid);
-        let got = self.env.get(area, &[&key, CURSOR_KEY, BUDGET_KEY]).await?;
-        let last = self.last_cursor(area, &got).await?;
+        let (got, last) = self.read_for_run(area, &key).await?;
         let id = runs::next_cursor(last, seen.at);
         let mut ring = Ring::decode(got.get(&key));
         ring.push(runs::run_json(id, seen, report), dropped);
@@ -262,19 +261,30 @@ impl<E: Env> Provider<E> {
         Ok(id)
     }
 
-    /// The last cursor given, in either area (`got` is what was read of `area`): the runs of
-    /// both are read together, so each cursor is past the other area's too.
-    async fn last_cursor(&self, area: Area, got: &Map<String, Value>) -> Result<u64, EnvError> {
+    /// What a run's write reads of `area` (the script's ring, the cursor, the budget), and the
+    /// last cursor given in either area: the runs of both are read together, so each cursor is
+    /// past the other area's too. The two areas are asked at once.
+    async fn read_for_run(
+        &self,
+        area: Area,
+        key: &str,
+    ) -> Result<(Map<String, Value>, u64), EnvError> {
         let other = match area {
             Area::Local => Area::Session,
             Area::Session => Area::Local,
         };
-        let theirs = self.env.get(other, &[CURSOR_KEY]).await?;
-        Ok([got, &theirs]
+        let (got, theirs) = futures::future::join(
+            self.env.get(area, &[key, CURSOR_KEY, BUDGET_KEY]),
+            self.env.get(other, &[CURSOR_KEY]),
+        )
+        .await;
+        let (got, theirs) = (got?, theirs?);
+        let last = [&got, &theirs]
             .iter()
             .filter_map(|m| m.get(CURSOR_KEY).and_then(Value::as_u64))
             .max()
-            .unwrap_or(0))
+            .unwrap_or(0);
+        Ok((got, last))
     }
 
     /// A late error joins the newest run of that document in the script's ring; `None` when
@@ -295,8 +305,7 @@ impl<E: Env> Provider<E> {
             }
             let _guard = self.runs_lock.lock().await;
             let key = runs::runs_key(uuid);
-            let got = self.env.get(area, &[&key, CURSOR_KEY, BUDGET_KEY]).await?;
-            let last = self.last_cursor(area, &got).await?;
+            let (got, last) = self.read_for_run(area, &key).await?;
             let id = runs::next_cursor(last, now.max(self.env.now_ms()));
             let mut ring = Ring::decode(got.get(&key));
             if !ring.attach_late(document_id, late, id) {

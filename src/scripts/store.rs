@@ -369,11 +369,17 @@ pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
         // No index: a store where no script was ever written — or one that lost the key while
         // records stayed. Read as empty, those scripts would leave every listing and Chrome,
         // the next write would store an index without them, and the purge after it would sweep
-        // them as ownerless. Where nothing was written the rebuild reads a small area.
+        // them as ownerless. The keys alone tell the two apart, so a store with no record (a
+        // new profile, at every worker start) copies no value in.
         None => {
-            let index = rebuild_index(s, &Value::Null).await?;
-            let missing = (!index.is_empty()).then_some("missing");
-            (index, missing)
+            let keys = s.keys(Area::Local).await.map_err(storage_err)?;
+            if keys.iter().any(|k| k.starts_with("script/")) {
+                let index = rebuild_index(s, &Value::Null).await?;
+                let missing = (!index.is_empty()).then_some("missing");
+                (index, missing)
+            } else {
+                (Vec::new(), None)
+            }
         }
     };
     let (records, mut problems) = load_records(s, &index).await?;
