@@ -2,7 +2,7 @@
 // "Restore this version"), the trash, and import/export. Every change goes to the service worker
 // (scripts.save, scripts.restore, trash.purge), which runs it through the same store, validation,
 // locking and history as the agent's writes, attributed to "you".
-import { ARM_MS, el, when, say, marked } from './ui.js';
+import { ARM_MS, el, when, say, marked, ruleLines } from './ui.js';
 import { createEditor } from './codemirror.js';
 
 const $ = (id) => document.getElementById(id);
@@ -216,10 +216,7 @@ function reviewImport(preview, verb) {
     ? [el('div', {}, title), el('ul', { class: 'rules mono' }, items.map((r) => el('li', {}, marked(r))))]
     : []);
   $('import-review-list').replaceChildren(...preview.scripts.map((s) => {
-    const rules = [
-      ...s.matches.map((m) => `@match ${m}`), ...s.includeGlobs.map((m) => `@include ${m}`),
-      ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
-    ];
+    const rules = ruleLines(s);
     const asks = [...s.grants.filter((g) => g !== 'none').map((g) => `@grant ${g}`), ...s.connects.map((c) => `@connect ${c}`)];
     let replaces = el('div', {}, 'A new script.');
     if (s.replaces) {

@@ -5,7 +5,7 @@
 // the page shows rows at once, and nothing is fetched on a timer but the small state (the
 // "Allow User Scripts" toggle has no event). The list is fetched again only when a script's
 // record changes in storage.
-import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
+import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, ruleLines, userScriptsNotice } from './ui.js';
 import { lastRunCell } from './runs.js';
 
 const $ = (id) => document.getElementById(id);
@@ -128,10 +128,7 @@ const problemNote = el('p', { class: 'notice' });
 const rowKey = (s) => JSON.stringify([s, provenance(s.createdBy), provenance(s.updatedBy), confirmingDelete === s.uuid]);
 
 function scriptRow(s) {
-  const rules = [
-    ...s.matches.map((m) => `@match ${m}`), ...s.includeGlobs.map((m) => `@include ${m}`),
-    ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
-  ];
+  const rules = ruleLines(s);
   const toggle = el('input', { type: 'checkbox', role: 'switch', 'aria-label': `Enabled: ${s.name}`,
     onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`,
       () => { e.target.checked = s.enabled; }) });

@@ -140,6 +140,22 @@ export function marked(text) {
     : document.createTextNode(part)));
 }
 
+/** Where a script runs, as its metadata lines (the rules Chrome is given), then when in the
+ *  page's load it runs (unless at idle, the default) and whether frames are left out, which
+ *  Chrome is given too (`runAt`, `allFrames`). With no rule it runs nowhere: no line at all.
+ *  The options page's list and the import's confirmation both show a script this way. */
+export function ruleLines(s) {
+  const where = [
+    ...s.matches.map((m) => `@match ${m}`), ...s.includeGlobs.map((m) => `@include ${m}`),
+    ...s.excludeMatches.map((m) => `@exclude-match ${m}`), ...s.excludeGlobs.map((m) => `@exclude ${m}`),
+  ];
+  const how = [
+    ...(s.runAt && s.runAt !== 'document_idle' ? [`@run-at ${s.runAt.replace('_', '-')}`] : []),
+    ...(s.noframes ? ['@noframes (top frame only)'] : []),
+  ];
+  return where.length ? [...where, ...how] : [];
+}
+
 export function userScriptsNotice(capability) {
   if (capability.ready) return null;
   return el('p', { class: 'notice', role: 'status' },

@@ -209,6 +209,8 @@ fn planned_json(p: &import::Planned, drops: Option<usize>) -> Value {
         "excludeMatches": list(&m.exclude_matches),
         "includeGlobs": list(&m.include_globs),
         "excludeGlobs": list(&m.exclude_globs),
+        "runAt": m.run_at,
+        "noframes": m.no_frames,
         "grants": list(&m.grants),
         "connects": list(&m.connects),
     });
@@ -719,6 +721,8 @@ mod tests {
                 "// @connect 2130706433".to_owned(),
                 format!("// @require {local}"),
                 format!("// @resource css {css}"),
+                "// @run-at document-start".to_owned(),
+                "// @noframes".to_owned(),
             ])},
             {"name": "Dup", "source": source("Dup", &[format!("// @require {lib}")]), "values": {"k": "1"}},
             {"name": "Other", "source": source("Other", &[format!("// @require {local}")]), "enabled": false},
@@ -750,6 +754,18 @@ mod tests {
             json!(["https://example.com/*", "https://bank.example/*"])
         );
         assert_eq!(first["grants"], json!(["GM_xmlhttpRequest"]));
+        // When it runs and in which frames, as Chrome would be given them.
+        assert_eq!(
+            (&first["runAt"], &first["noframes"]),
+            (&json!("document_start"), &json!(true))
+        );
+        assert_eq!(
+            (
+                &shown["scripts"][1]["runAt"],
+                &shown["scripts"][1]["noframes"]
+            ),
+            (&json!("document_idle"), &json!(false))
+        );
         assert_eq!(
             first["connects"],
             json!(["2130706433 (this computer: 127.0.0.1)"])

@@ -49,6 +49,7 @@ impl ScriptRecord {
             "includeGlobs": m.include_globs,
             "excludeGlobs": m.exclude_globs,
             "runAt": m.run_at,
+            "noframes": m.no_frames,
             "grants": m.grants,
             "connects": m.connects,
             "requires": m.requires,

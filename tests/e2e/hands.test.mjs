@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
-import { PAGE, markScript, seen, setUp } from "./lib/agent.mjs";
+import { PAGE, markScript, registrations, seen, setUp } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
@@ -231,6 +231,48 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.getByText(/huge\.user\.js: refused, \d+ bytes is over/).waitFor({ timeout: 10_000 });
     await options.locator("#import-files").setInputFiles([{ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") }]);
     await options.getByText(/notes\.txt: refused, not a userscript/).waitFor({ timeout: 3000 });
+  });
+
+  test("when a script runs and in which frames are shown in the import's confirmation and the options list, as Chrome is given them", T, async () => {
+    await options.reload();
+    const header = (name, extra) => [
+      "// ==UserScript==", `// @name         ${name}`, "// @namespace    lumo-e2e-hands-when",
+      "// @match        http://when.test/*", ...extra, "// ==/UserScript==", "1;", "",
+    ].join("\n");
+    const early = "When early";
+    const plain = "When plain";
+    await options.locator("#import-files").setInputFiles([
+      { name: "early.user.js", mimeType: "text/javascript", buffer: Buffer.from(header(early, ["// @run-at       document-start", "// @noframes"])) },
+      { name: "plain.user.js", mimeType: "text/javascript", buffer: Buffer.from(header(plain, [])) },
+    ]);
+    const review = options.locator("#import-review");
+    await review.waitFor({ state: "visible", timeout: 5000 });
+    const item = (name) => options.locator("#import-review-list > li", { hasText: name });
+    const earlyShown = await item(early).textContent();
+    assert.ok(earlyShown.includes("@run-at document-start") && earlyShown.includes("@noframes (top frame only)"), earlyShown);
+    const plainShown = await item(plain).textContent();
+    assert.ok(!plainShown.includes("@run-at") && !plainShown.includes("@noframes"), plainShown);
+    await options.locator("#import-review-ok").click();
+    await options.getByText(/early\.user\.js: imported/).waitFor({ timeout: 5000 });
+
+    const stored = (await scripts()).filter((s) => s.name === early || s.name === plain);
+    assert.equal(stored.length, 2);
+    const chrome = await registrations(h);
+    for (const s of stored) {
+      const reg = chrome.find((r) => r.id === s.uuid);
+      assert.ok(reg, `${s.name} is registered`);
+      const row = options.locator(`.script-row[data-uuid="${s.uuid}"]`);
+      await row.waitFor({ timeout: 5000 });
+      const shown = await row.textContent();
+      // What the page says is what Chrome holds: its runAt and allFrames, not the model's.
+      assert.equal(shown.includes("@run-at document-start"), reg.runAt === "document_start", `${s.name}: ${reg.runAt} vs ${shown}`);
+      assert.equal(shown.includes("@noframes (top frame only)"), reg.allFrames === false, `${s.name}: allFrames ${reg.allFrames} vs ${shown}`);
+      assert.equal(s.noframes, reg.allFrames === false, "and scripts.list says so to the page");
+    }
+    assert.equal(chrome.find((r) => r.id === stored.find((s) => s.name === early).uuid).runAt, "document_start");
+    const listed = (await env.tools.listed({ limit: 100 })).find((s) => s.name === early);
+    assert.equal(listed.noframes, true, "list_scripts tells the agent too");
+    assert.equal(listed.runAt, "document_start");
   });
 
   test("export -> wipe -> restore from the export brings back every script byte for byte, enabled states too", T, async () => {
