@@ -4,7 +4,7 @@
 use super::err;
 use crate::control::args::Arg;
 use crate::env::Env;
-use crate::guard::audit::Entry;
+use crate::guard::audit::{Entry, Journaled};
 use crate::guard::digest::digest_hex;
 use crate::provider::Provider;
 use crate::scripts::record::{is_uuid, BY_USER};
@@ -65,23 +65,40 @@ pub(super) async fn purge<E: Env>(
     let _lock = p.write_lock().await;
     // A purge rewrites the GM values budget: no value change between its read and its write.
     let _values = p.gm_values.hold().await;
-    let done = trash::purge(&p.env, only.as_deref()).await;
-    // Audited like every change by hand: one entry for "Empty trash", one named script for
-    // "Delete forever".
+    // Audited like every change by hand, and write-ahead like them (`by_hand::write`): the
+    // entry is pending in the purge's one `set`, so a worker stopped before its result is
+    // recorded leaves it for the next worker to record as INTERRUPTED. One entry for "Empty
+    // trash", one named script for "Delete forever".
     let target = match only.as_deref() {
         Some([one]) if !emptying => Some(one.clone()),
         _ => None,
     };
-    p.audit(&Entry {
+    let entry = Entry {
         at: p.env.now_ms(),
         tool: "purge_trash".to_owned(),
         caller: BY_USER.to_owned(),
-        result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+        result: String::new(),
         target,
         digest: digest_hex(msg),
         unchanged: false,
         from_trash: false,
         revision: None,
+    };
+    if let Err(e) = p.settle_interrupted_write().await {
+        // The slot still holds an earlier worker's entry: appended, not finalized.
+        p.audit(&Entry {
+            result: "STORAGE_ERROR".to_owned(),
+            ..entry
+        })
+        .await;
+        return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
+    }
+    let env = Journaled::new(&p.env, Some(entry.clone()));
+    let done = trash::purge(&env, only.as_deref()).await;
+    p.audit_final(&Entry {
+        at: p.env.now_ms(),
+        result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+        ..entry
     })
     .await;
     match done {
