@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
 import { PAGE, markScript, seen, setUp } from "./lib/agent.mjs";
-import { sleep } from "./lib/util.mjs";
+import { show, sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
 
@@ -401,6 +401,34 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.equal(await row.first().locator("b").count(), 0, "the name is text, not markup");
     assert.equal(await row.first().getByRole("button", { name: /^Undo/ }).count(), 0, "nothing to undo");
     await popup.close();
+  });
+
+  // "Delete forever" with the worker stopped under it, at a later moment each round: a script
+  // gone for good always has its entry (ok, or INTERRUPTED when the stop came after the purge's
+  // `set` and before its result was recorded); one still in the trash has none that says "ok".
+  test("the worker stopped mid Delete forever, 12 times: every script gone for good has its audit entry", T, async () => {
+    const problems = [];
+    const outcomes = [];
+    const pp = await h.providerPage();
+    for (let i = 0; i < 12; i++) {
+      const s = (await h.internal("scripts.save", { source: userscript({ tag: `df${i}`, version: "v1", name: `Stopped purge ${i}` }) })).result.script;
+      await h.internal("scripts.delete", { uuid: s.uuid });
+      const asked = pp.evaluate((msg) => chrome.runtime.sendMessage(msg).catch(() => null), { channel: "lumo:internal", op: "trash.purge", uuids: [s.uuid] }).catch(() => null);
+      await sleep(i * 3);
+      await h.stopProviderWorker();
+      await asked;
+      await h.internal("state.get"); // the next worker settles what the stop left
+      await until(() => pp.evaluate(() => chrome.storage.local.get("audit/pending")), (x) => JSON.stringify(x["audit/pending"] ?? {}) === "{}", 3000);
+      const inTrash = (await h.internal("trash.list")).scripts.some((t) => t.uuid === s.uuid);
+      const entries = (await h.internal("audit.list")).entries.filter((e) => e.tool === "purge_trash" && e.target === s.uuid);
+      const results = entries.map((e) => e.result);
+      outcomes.push(inTrash ? "kept" : results.join());
+      if (!inTrash && (entries.length !== 1 || !["ok", "INTERRUPTED"].includes(results[0]) || entries[0].caller !== "user")) {
+        problems.push(`round ${i}: gone for good with the entries ${show(entries)}`);
+      }
+      if (inTrash && results.includes("ok")) problems.push(`round ${i}: still in the trash, recorded as purged`);
+    }
+    assert.deepEqual(problems, [], show(outcomes));
   });
 
   test("import is all or nothing: one bad file among three stores none; 45 files over the storage quota are refused before writing", T, async () => {
