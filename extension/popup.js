@@ -11,7 +11,14 @@ let entries = [];
 let undoable = new Set();
 let names = new Map();
 
-const who = (id) => (id === 'user' ? 'you' : names.get(id) ? `${names.get(id)} (${id})` : id);
+// `lumo`: what the provider did by itself (the trash deleting a script whose 30 days were over).
+const who = (id) => (id === 'user' ? 'you' : id === 'lumo' ? 'Lumo, by itself' : names.get(id) ? `${names.get(id)} (${id})` : id);
+
+// A script deleted for good: its name (kept in the entry, the script being gone) and why.
+const WHY = { expired: '30 days in the trash were over', trashFull: 'the trash was full' };
+const purgedNote = (p) => p && el('div', { class: 'purged' }, el('small', {},
+  '“', p.name ? marked(p.name) : '(no name)', '” left the trash for good: ', WHY[p.why] ?? String(p.why)));
+
 
 // ---------------------------------------------------------------- reviews
 //
@@ -215,7 +222,7 @@ function renderAudit() {
   }
   auditList.replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.unchanged ? ' (no change)' : '',
-      e.target ? el('small', {}, ` ${e.target.slice(0, 8)}`) : null, el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
+      e.target ? el('small', { title: e.target }, ` ${e.target.slice(0, 8)}`) : null, purgedNote(e.purged), el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
   disarmUndo();

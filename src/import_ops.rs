@@ -321,6 +321,7 @@ async fn import_items<E: Env>(
         unchanged: false,
         from_trash: false,
         revision: None,
+        purged: None,
     };
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
@@ -329,7 +330,7 @@ async fn import_items<E: Env>(
     // values budget, so no value change may land between its read and its write.
     {
         let _values = p.gm_values.hold().await;
-        if let Err(e) = crate::scripts::trash::purge_expired(&p.env).await {
+        if let Err(e) = crate::by_hand::trash::sweep(p).await {
             return err(e.to_string());
         }
     }

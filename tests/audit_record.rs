@@ -53,6 +53,7 @@ fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
         unchanged: false,
         from_trash: false,
         revision: None,
+        purged: None,
     };
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(

@@ -11,7 +11,7 @@
 
 mod edit;
 mod history;
-mod trash;
+pub(crate) mod trash;
 
 pub use edit::lint;
 pub use history::can_undo;
@@ -158,6 +158,7 @@ pub(crate) async fn write<E: Env>(
         unchanged: false,
         from_trash: false,
         revision: None,
+        purged: None,
     };
     let actor = Actor {
         by: BY_USER,

@@ -4,7 +4,7 @@
 use super::err;
 use crate::control::args::Arg;
 use crate::env::Env;
-use crate::guard::audit::Entry;
+use crate::guard::audit::{self, Entry, Journaled};
 use crate::guard::digest::digest_hex;
 use crate::provider::Provider;
 use crate::scripts::record::{is_uuid, BY_USER};
@@ -65,29 +65,89 @@ pub(super) async fn purge<E: Env>(
     let _lock = p.write_lock().await;
     // A purge rewrites the GM values budget: no value change between its read and its write.
     let _values = p.gm_values.hold().await;
-    let done = trash::purge(&p.env, only.as_deref()).await;
-    // Audited like every change by hand: one entry for "Empty trash", one named script for
-    // "Delete forever".
+    // Audited like every change by hand, and write-ahead like them (`by_hand::write`): the
+    // entry is pending in the purge's one `set`, so a worker stopped before its result is
+    // recorded leaves it for the next worker to record as INTERRUPTED. One entry for "Empty
+    // trash", one named script for "Delete forever".
     let target = match only.as_deref() {
         Some([one]) if !emptying => Some(one.clone()),
         _ => None,
     };
-    p.audit(&Entry {
+    let entry = Entry {
         at: p.env.now_ms(),
-        tool: "purge_trash".to_owned(),
+        tool: audit::PURGE_TOOL.to_owned(),
         caller: BY_USER.to_owned(),
-        result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+        result: String::new(),
         target,
         digest: digest_hex(msg),
         unchanged: false,
         from_trash: false,
         revision: None,
+        purged: None,
+    };
+    if let Err(e) = p.settle_interrupted_write().await {
+        // The slot still holds an earlier worker's entry: appended, not finalized.
+        p.audit(&Entry {
+            result: "STORAGE_ERROR".to_owned(),
+            ..entry
+        })
+        .await;
+        return err(unsettled(&e));
+    }
+    let env = Journaled::new(&p.env, Some(entry.clone()));
+    let done = trash::purge(&env, only.as_deref()).await;
+    p.audit_final(&Entry {
+        at: p.env.now_ms(),
+        result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
+        ..entry
     })
     .await;
     match done {
         Ok(n) => json!({ "ok": true, "purged": n }),
         Err(e) => err(e.to_string()),
     }
+}
+
+fn unsettled(e: &audit::AuditError) -> String {
+    format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}")
+}
+
+/// Deletes for good what is past its 30 days in the trash (or the oldest past its count bound),
+/// audited: an entry for each script (caller `lumo`, the provider itself: no one asked), naming
+/// it and saying why, pending in the purge's one `set` (`Journaled::also`) and finalized after
+/// it, so a worker stopped between leaves them for the next worker, which records them as
+/// INTERRUPTED. The caller holds the write lock and the GM values lock. Returns how many went.
+pub(crate) async fn sweep<E: Env>(p: &Provider<E>) -> Result<usize, ScriptError> {
+    let due = trash::due(&p.env).await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    p.settle_interrupted_write()
+        .await
+        .map_err(|e| ScriptError::Storage(unsettled(&e)))?;
+    let uuids: Vec<String> = due.iter().map(|g| g.uuid.clone()).collect();
+    let mut entries = left_entries(p.env.now_ms(), &due).into_iter();
+    let Some(first) = entries.next() else {
+        return Ok(0);
+    };
+    let env = Journaled::new(&p.env, Some(first.clone()));
+    env.also(entries.collect());
+    let done = trash::purge(&env, Some(&uuids)).await;
+    // A purge that failed stored nothing: its one `set` carries the entries.
+    if done.is_ok() {
+        let mut all = vec![first];
+        all.extend(env.added());
+        p.audit_final_all(&all).await;
+    }
+    done
+}
+
+/// The audit entries of scripts leaving the trash for good by themselves.
+pub(crate) fn left_entries(at: f64, going: &[trash::Going]) -> Vec<Entry> {
+    going
+        .iter()
+        .map(|g| Entry::left_trash(at, &g.uuid, &g.name, g.why.as_str()))
+        .collect()
 }
 
 /// The trash, after what expired is deleted for good (under the write lock: it writes).
@@ -97,7 +157,7 @@ async fn expired_purged<E: Env>(
     {
         let _lock = p.write_lock().await;
         let _values = p.gm_values.hold().await;
-        trash::purge_expired(&p.env).await?;
+        sweep(p).await?;
     }
     trash::list(&p.env).await
 }

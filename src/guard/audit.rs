@@ -15,7 +15,9 @@
 //! (one `set` that appends the entry and clears the pending one). A worker stopped in between
 //! leaves the pending entry, and the next worker finalizes it as [`INTERRUPTED`]: no write can
 //! land without its record. Writes are serialized by the provider's write lock, and each is
-//! finalized before the lock is released, so one pending slot is enough. A try stores nothing
+//! finalized before the lock is released, so one pending slot is enough. A `set` that also
+//! deletes scripts for good (the trash's own purge, or a delete that sweeps it) carries their
+//! entries in the same slot, then a list ([`Journaled::also`], [`finalize_all`]). A try stores nothing
 //! for an entry to ride with, so its entry is stored on its own before its code runs
 //! ([`begin_try`], one slot per try in [`PENDING_TRIES_KEY`]: tries are not serialized).
 //!
@@ -77,6 +79,62 @@ pub struct Entry {
     /// have none, and Undo then finds it by caller and time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u64>,
+    /// A script that left the trash for good: its name (the record is gone, so the log keeps
+    /// it; never its source) and why it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purged: Option<Purged>,
+}
+
+/// What an entry of a script deleted for good keeps of it (see [`Entry::purged`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Purged {
+    /// The script's `@name`, cut to [`MAX_PURGED_NAME`] characters, invisible characters marked.
+    pub name: String,
+    /// `"expired"` (30 days in the trash) or `"trashFull"` (the oldest, pushed out past the
+    /// trash's count bound by the user's delete).
+    pub why: String,
+}
+
+/// The longest name an entry keeps, in characters: an entry stays small.
+pub const MAX_PURGED_NAME: usize = 200;
+
+impl Entry {
+    /// The entry of a script the provider itself deleted for good (`why`: its 30 days in the
+    /// trash were over, or a full trash pushed it out), naming it by uuid and name. Its digest
+    /// is of those, as a call's is of its arguments.
+    pub fn left_trash(at: f64, uuid: &str, name: &str, why: &str) -> Entry {
+        Entry {
+            at,
+            tool: PURGE_TOOL.to_owned(),
+            caller: crate::scripts::record::BY_PROVIDER.to_owned(),
+            result: "ok".to_owned(),
+            target: Some(uuid.to_owned()),
+            digest: crate::guard::digest::digest_hex(
+                &serde_json::json!({ "uuid": uuid, "why": why }),
+            ),
+            unchanged: false,
+            from_trash: false,
+            revision: None,
+            purged: Some(Purged::new(name, why)),
+        }
+    }
+}
+
+/// The tool name of every entry of scripts deleted for good: the user's "Delete forever" and
+/// "Empty trash", and the trash's own purges ([`Entry::left_trash`]).
+pub const PURGE_TOOL: &str = "purge_trash";
+
+impl Purged {
+    /// The name is untrusted text (an agent may have written the script): cut, then with every
+    /// invisible or direction character as a visible `⟨U+XXXX⟩`, as the pages show names.
+    pub fn new(name: &str, why: &str) -> Purged {
+        let cut: String = name.chars().take(MAX_PURGED_NAME).collect();
+        Purged {
+            name: crate::guard::diff::visible(&cut),
+            why: why.to_owned(),
+        }
+    }
 }
 
 /// Which budget an entry is kept in (see the module docs).
@@ -270,47 +328,77 @@ pub async fn append<S: Storage>(s: &S, entry: &Entry, tail: &Tail) -> Result<(),
 async fn append_with<S: Storage>(
     s: &S,
     entry: &Entry,
+    items: Map<String, Value>,
+    tail: &Tail,
+) -> Result<(), AuditError> {
+    append_all_with(s, std::slice::from_ref(entry), items, tail).await
+}
+
+fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Value, AuditError> {
+    serde_json::to_value(v).map_err(|e| AuditError::Encode(e.to_string()))
+}
+
+/// Appends entries, in order, and writes `items` in the same atomic `set` (a write whose
+/// pending slot held several: a delete that pushed scripts out of the trash, the trash's sweep).
+async fn append_all_with<S: Storage>(
+    s: &S,
+    entries: &[Entry],
     mut items: Map<String, Value>,
     tail: &Tail,
 ) -> Result<(), AuditError> {
-    let ring = Ring::of(entry);
-    // Taken out: if this append fails half-way, the ring is read again next time.
-    let (mut h, mut chunk) = match tail.take(ring) {
-        Some(t) => t,
-        None => {
-            let h = head(s, ring, Missing::Recover).await?;
-            let key = ring.chunk_key(h.last);
-            let got = s
-                .get(Area::Local, &[&key])
-                .await
-                .map_err(AuditError::Storage)?;
-            (h, decode_chunk(got.get(&key)))
+    let mut effects: Option<RingTail> = None;
+    let mut refusals: Option<RingTail> = None;
+    let mut drops: Vec<String> = Vec::new();
+    for entry in entries {
+        let ring = Ring::of(entry);
+        let slot = match ring {
+            Ring::Effects => &mut effects,
+            Ring::Refusals => &mut refusals,
+        };
+        if slot.is_none() {
+            // Taken out: if this append fails half-way, the ring is read again next time.
+            *slot = Some(match tail.take(ring) {
+                Some(t) => t,
+                None => {
+                    let h = head(s, ring, Missing::Recover).await?;
+                    let key = ring.chunk_key(h.last);
+                    let got = s
+                        .get(Area::Local, &[&key])
+                        .await
+                        .map_err(AuditError::Storage)?;
+                    (h, decode_chunk(got.get(&key)))
+                }
+            });
         }
-    };
-    let mut drop = None;
-    if chunk.len() >= CHUNK {
-        h.last += 1;
-        chunk.clear();
-        if h.last - h.first >= MAX_CHUNKS {
-            drop = Some(ring.chunk_key(h.first));
-            h.first += 1;
+        let Some((h, chunk)) = slot.as_mut() else {
+            continue;
+        };
+        if chunk.len() >= CHUNK {
+            h.last += 1;
+            chunk.clear();
+            if h.last - h.first >= MAX_CHUNKS {
+                let k = ring.chunk_key(h.first);
+                // A chunk this append filled and already drops (more entries than the ring).
+                items.remove(&k);
+                drops.push(k);
+                h.first += 1;
+            }
         }
+        chunk.push(entry.clone());
+        items.insert(ring.chunk_key(h.last), encode(&*chunk)?);
+        items.insert(ring.head_key(), encode(&*h)?);
     }
-    chunk.push(entry.clone());
-    items.insert(
-        ring.chunk_key(h.last),
-        serde_json::to_value(&chunk).map_err(|e| AuditError::Encode(e.to_string()))?,
-    );
-    items.insert(
-        ring.head_key(),
-        serde_json::to_value(h).map_err(|e| AuditError::Encode(e.to_string()))?,
-    );
     s.set(Area::Local, items)
         .await
         .map_err(AuditError::Storage)?;
-    tail.put(ring, (h, chunk));
-    if let Some(k) = drop {
-        let _ = s.remove(Area::Local, &[&k]).await;
+    for (ring, t) in [(Ring::Effects, effects), (Ring::Refusals, refusals)] {
+        if let Some(t) = t {
+            tail.put(ring, t);
+        }
+    }
+    if !drops.is_empty() {
+        let refs: Vec<&str> = drops.iter().map(String::as_str).collect();
+        let _ = s.remove(Area::Local, &refs).await;
     }
     Ok(())
 }
@@ -360,41 +448,60 @@ fn cleared() -> Value {
 /// Finalizes the write in progress: appends its entry (with its result) and clears the pending
 /// slot in one atomic `set`.
 pub async fn finalize<S: Storage>(s: &S, entry: &Entry, tail: &Tail) -> Result<(), AuditError> {
+    finalize_all(s, std::slice::from_ref(entry), tail).await
+}
+
+/// [`finalize`] of a write whose pending slot held several entries (see [`Journaled::also`]):
+/// all appended, in order, and the slot cleared, in one atomic `set`.
+pub async fn finalize_all<S: Storage>(
+    s: &S,
+    entries: &[Entry],
+    tail: &Tail,
+) -> Result<(), AuditError> {
     let mut items = Map::new();
     items.insert(PENDING_KEY.to_owned(), cleared());
-    append_with(s, entry, items, tail).await
+    append_all_with(s, entries, items, tail).await
 }
 
 /// At worker start (or before the first write of a worker): a pending entry left by a worker
-/// that stopped mid-write is finalized as [`INTERRUPTED`]. Returns it, if there was one.
+/// that stopped mid-write is finalized as [`INTERRUPTED`] (a slot holding several, a list, has
+/// each finalized so, in one `set`). Returns them (none if there was none).
 pub async fn finalize_interrupted<S: Storage>(
     s: &S,
     tail: &Tail,
-) -> Result<Option<Entry>, AuditError> {
+) -> Result<Vec<Entry>, AuditError> {
     let got = s
         .get(Area::Local, &[PENDING_KEY])
         .await
         .map_err(AuditError::Storage)?;
     let Some(v) = got.get(PENDING_KEY) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    match <Entry as serde::Deserialize>::deserialize(v) {
-        Ok(mut e) => {
-            e.result = INTERRUPTED.to_owned();
-            finalize(s, &e, tail).await?;
-            Ok(Some(e))
-        }
+    let stored: Vec<&Value> = match v.as_array() {
+        // Bounded: more than a ring holds would only evict itself.
+        Some(a) => a.iter().take(MAX_ENTRIES).collect(),
+        None => vec![v],
+    };
+    let mut left: Vec<Entry> = stored
+        .into_iter()
+        .filter_map(|e| <Entry as serde::Deserialize>::deserialize(e).ok())
+        .collect();
+    if left.is_empty() {
         // Cleared, or damaged beyond reading: nothing to record.
-        Err(_) if v == &cleared() => Ok(None),
-        Err(_) => {
+        if v != &cleared() {
             let mut items = Map::new();
             items.insert(PENDING_KEY.to_owned(), cleared());
             s.set(Area::Local, items)
                 .await
                 .map_err(AuditError::Storage)?;
-            Ok(None)
         }
+        return Ok(left);
     }
+    for e in &mut left {
+        e.result = INTERRUPTED.to_owned();
+    }
+    finalize_all(s, &left, tail).await?;
+    Ok(left)
 }
 
 /// Tries in progress (`try_script`), by a key of this worker's, each stored before its code runs.
@@ -525,6 +632,9 @@ pub async fn finalize_interrupted_tries<S: Storage>(
 pub struct Journaled<'a, E> {
     inner: &'a E,
     pending: std::cell::RefCell<Option<Entry>>,
+    /// More entries stored pending beside `pending` (scripts its `set` deletes for good); the
+    /// slot then holds a list, `pending` first.
+    also: std::cell::RefCell<Vec<Entry>>,
     gate: std::cell::RefCell<Option<oneshot::Receiver<()>>>,
     slot: std::cell::RefCell<Option<oneshot::Receiver<Result<(), String>>>>,
     /// Asked last, before the first change: may the write still go out?
@@ -544,6 +654,7 @@ impl<'a, E> Journaled<'a, E> {
         Journaled {
             inner,
             pending: std::cell::RefCell::new(entry),
+            also: std::cell::RefCell::new(Vec::new()),
             gate: std::cell::RefCell::new(None),
             slot: std::cell::RefCell::new(None),
             still: std::cell::RefCell::new(None),
@@ -576,6 +687,21 @@ impl<'a, E> Journaled<'a, E> {
     pub fn before_first_change(self, check: Option<Check<'a>>) -> Self {
         *self.still.borrow_mut() = check;
         self
+    }
+
+    /// Adds entries to the pending slot of the first `set` (which must not have gone out yet):
+    /// what that `set` does besides the write — the scripts a delete pushes out of the trash
+    /// for good. Finalized with the write's own (`Provider::audit_final_all`, after
+    /// [`Journaled::added`]). Without a pending entry (nothing journaled) they are dropped.
+    pub fn also(&self, entries: Vec<Entry>) {
+        if self.pending.borrow().is_some() {
+            self.also.borrow_mut().extend(entries);
+        }
+    }
+
+    /// The entries [`Journaled::also`] added, with the result their `set` gave them.
+    pub fn added(&self) -> Vec<Entry> {
+        self.also.borrow().clone()
     }
 
     /// Whether changes may go out: waits for what the first change waits for.
@@ -633,7 +759,19 @@ impl<E: Storage> Storage for Journaled<'_, E> {
                     .map(str::to_owned);
             }
             e.result = PENDING.to_owned();
-            let v = serde_json::to_value(&e).map_err(|x| EnvError(x.to_string()))?;
+            let also = self.also.borrow();
+            let v = if also.is_empty() {
+                serde_json::to_value(&e)
+            } else {
+                let all: Vec<Entry> = std::iter::once(e)
+                    .chain(also.iter().map(|a| Entry {
+                        result: PENDING.to_owned(),
+                        ..a.clone()
+                    }))
+                    .collect();
+                serde_json::to_value(&all)
+            }
+            .map_err(|x| EnvError(x.to_string()))?;
             items.insert(PENDING_KEY.to_owned(), v);
         }
         self.inner.set(area, items).await
@@ -697,6 +835,7 @@ mod tests {
             unchanged: false,
             from_trash: false,
             revision: None,
+            purged: None,
         }
     }
 
@@ -964,14 +1103,14 @@ mod tests {
         // The worker stops here. The next one finalizes it once.
         let e = block_on(finalize_interrupted(&env, &Tail::default()))
             .unwrap()
-            .unwrap();
+            .remove(0);
         assert_eq!(
             (e.result.as_str(), e.target.as_deref()),
             (INTERRUPTED, Some("u1"))
         );
         assert_eq!(
             block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
-            None
+            vec![]
         );
         let all = block_on(read_all(&env)).unwrap();
         assert_eq!(all.len(), 1);
@@ -982,7 +1121,7 @@ mod tests {
         block_on(finalize(&env, &entry(6), &Tail::default())).unwrap();
         assert_eq!(
             block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
-            None
+            vec![]
         );
         assert_eq!(block_on(read_all(&env)).unwrap().len(), 2);
         // A damaged slot is cleared, never a panic.
@@ -993,8 +1132,51 @@ mod tests {
             .insert(PENDING_KEY.into(), serde_json::json!([1, 2]));
         assert_eq!(
             block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
-            None
+            vec![]
         );
         assert_eq!(env.dump(Area::Local)[PENDING_KEY], serde_json::json!({}));
+    }
+
+    /// A `set` that deletes scripts for good besides its write stores an entry for each in the
+    /// same pending slot; a stop after it leaves all of them, recorded INTERRUPTED in order,
+    /// and a finished one appends all of them in the one `set` that clears the slot, across a
+    /// chunk's end.
+    #[test]
+    fn entries_added_to_a_journaled_write_are_pending_and_settled_with_it() {
+        use crate::env::Storage;
+        let env = MemoryEnv::new();
+        for i in 0..8 {
+            block_on(append(&env, &entry(i), &Tail::default())).unwrap();
+        }
+        let j = Journaled::new(&env, Some(entry(10)));
+        j.also(vec![entry(11), entry(12), entry(13)]);
+        block_on(j.set(Area::Local, Map::new())).unwrap();
+        let stored = env.dump(Area::Local);
+        assert_eq!(stored[PENDING_KEY].as_array().map(Vec::len), Some(4));
+        let left = block_on(finalize_interrupted(&env, &Tail::default())).unwrap();
+        let at: Vec<f64> = left.iter().map(|e| e.at).collect();
+        assert_eq!(at, [10.0, 11.0, 12.0, 13.0]);
+        let all = block_on(read_all(&env)).unwrap();
+        assert_eq!(all.len(), 12);
+        assert!(all[..4].iter().all(|e| e.result == INTERRUPTED));
+        assert_eq!(env.dump(Area::Local)[PENDING_KEY], serde_json::json!({}));
+        // Finished: every one appended, the slot cleared.
+        let tail = Tail::default();
+        let j = Journaled::new(&env, Some(entry(20)));
+        j.also(vec![entry(21)]);
+        block_on(j.set(Area::Local, Map::new())).unwrap();
+        let mut done = vec![entry(20)];
+        done.extend(j.added());
+        block_on(finalize_all(&env, &done, &tail)).unwrap();
+        assert!(block_on(finalize_interrupted(&env, &tail))
+            .unwrap()
+            .is_empty());
+        let all = block_on(read_all(&env)).unwrap();
+        assert_eq!(all.len(), 14);
+        assert_eq!((all[0].at, all[1].at), (21.0, 20.0));
+        // Nothing journaled: nothing added.
+        let j = Journaled::new(&env, None);
+        j.also(vec![entry(30)]);
+        assert!(j.added().is_empty());
     }
 }

@@ -191,6 +191,19 @@ impl<E: Env> Provider<E> {
         }
     }
 
+    /// [`Self::audit_final`] of a write whose pending slot held several entries
+    /// (`Journaled::also`): the write's own first.
+    pub async fn audit_final_all(&self, entries: &[Entry]) {
+        let _guard = self.audit_lock.lock().await;
+        if let Err(e) = audit::finalize_all(&self.env, entries, &self.audit_tail).await {
+            self.journal_settled.set(false);
+            self.note(format!(
+                "audit entries not saved ({} of them): {e}",
+                entries.len()
+            ));
+        }
+    }
+
     /// Appends to the audit log. A failure cannot undo the write it records, so it is kept in
     /// the provider's log for the user to see.
     pub async fn audit(&self, entry: &Entry) {

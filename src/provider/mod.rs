@@ -479,6 +479,7 @@ mod tests {
             unchanged: false,
             from_trash: false,
             revision: None,
+            purged: None,
         };
         let echo = |p: &Provider<MemoryEnv>| {
             let local = p.env.dump(Area::Local);

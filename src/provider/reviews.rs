@@ -171,6 +171,7 @@ impl<E: Env> Provider<E> {
                 unchanged: false,
                 from_trash: false,
                 revision: None,
+                purged: None,
             })
             .await;
         }

@@ -8,6 +8,10 @@ use serde_json::{json, Value};
 /// Provenance of a change made from the extension's own pages.
 pub const BY_USER: &str = "user";
 
+/// The audit log's caller for what the provider does by itself (a script's 30 days in the
+/// trash over): no colon, not 32 letters, so never an agent's id or the bridge's key.
+pub const BY_PROVIDER: &str = "lumo";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScriptRecord {

@@ -193,22 +193,78 @@ fn expired(s: &Slot, now: f64) -> bool {
     now - s.deleted_at >= KEEP_MS
 }
 
+/// Why a script left the trash for good without the user's click.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// Its [`KEEP_MS`] were over.
+    Expired,
+    /// It was the oldest past [`MAX_TRASH`] (the user's delete made room).
+    TrashFull,
+}
+
+impl Left {
+    /// As the audit log records it (`audit::Purged::why`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Left::Expired => "expired",
+            Left::TrashFull => "trashFull",
+        }
+    }
+}
+
+/// A script about to leave the trash for good, as its audit entry names it (never its source).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Going {
+    pub uuid: String,
+    /// Its `@name` ("" when its trashed copy cannot be read).
+    pub name: String,
+    pub why: Left,
+}
+
+/// The most scripts one purge of the expired takes (each an audit entry in one `set`); the
+/// rest wait for the next one, hidden from the Trash view meanwhile.
+pub const MAX_SWEEP: usize = MAX_TRASH;
+
 /// Splits the trash into what stays and what goes for good (expired, or the oldest past the
-/// count bound).
-fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<String>) {
-    let mut gone: Vec<String> = Vec::new();
+/// count bound), at most [`MAX_SWEEP`].
+fn split_expired(mut slots: Vec<Slot>, now: f64) -> (Vec<Slot>, Vec<(String, Left)>) {
+    let mut gone: Vec<(String, Left)> = Vec::new();
     slots.retain(|s| {
-        let keep = !expired(s, now);
+        let keep = gone.len() >= MAX_SWEEP || !expired(s, now);
         if !keep {
-            gone.push(s.uuid.clone());
+            gone.push((s.uuid.clone(), Left::Expired));
         }
         keep
     });
-    while slots.len() > MAX_TRASH {
+    while slots.len() > MAX_TRASH && gone.len() < MAX_SWEEP {
         let s = slots.remove(0);
-        gone.push(s.uuid);
+        gone.push((s.uuid, Left::TrashFull));
     }
     (slots, gone)
+}
+
+/// The names of the scripts leaving the trash, read from their trashed copies.
+async fn going<S: Storage>(s: &S, gone: Vec<(String, Left)>) -> Result<Vec<Going>, ScriptError> {
+    if gone.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<String> = gone.iter().map(|(u, _)| trash_key(u)).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let got = s.get(Area::Local, &refs).await.map_err(storage_err)?;
+    Ok(gone
+        .into_iter()
+        .zip(&keys)
+        .map(|((uuid, why), k)| Going {
+            name: got
+                .get(k)
+                .and_then(|t| t.pointer("/record/metadata/name"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            uuid,
+            why,
+        })
+        .collect())
 }
 
 /// The runs of incognito pages (`chrome.storage.session`, `scripts::runs`) of scripts gone for
@@ -295,6 +351,20 @@ pub async fn delete<E: Storage + Clock>(
     uuid: &str,
     expected: Option<u64>,
 ) -> Result<ScriptRecord, ScriptError> {
+    delete_noting(env, snap, actor, uuid, expected, &|_| ()).await
+}
+
+/// [`delete`], telling `note` before its `set` which scripts that `set` deletes for good
+/// (expired, or pushed out of a full trash by the user's delete), so their audit entries go
+/// pending in it (`audit::Journaled::also`).
+pub async fn delete_noting<E: Storage + Clock>(
+    env: &E,
+    snap: &Snapshot,
+    actor: Actor<'_>,
+    uuid: &str,
+    expected: Option<u64>,
+    note: &dyn Fn(&[Going]),
+) -> Result<ScriptRecord, ScriptError> {
     let (current, source) = load_with_source(env, uuid).await?;
     check_revision(&current, expected)?;
     let now = env.now_ms();
@@ -311,6 +381,9 @@ pub async fn delete<E: Storage + Clock>(
         return Err(ScriptError::TrashFull { max: MAX_TRASH });
     }
     let (slots, gone) = split_expired(slots, now);
+    let gone = going(env, gone).await?;
+    note(&gone);
+    let gone: Vec<String> = gone.into_iter().map(|g| g.uuid).collect();
     let entry = Trashed {
         record: current.clone(),
         source,
@@ -461,14 +534,24 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
     Ok(gone.len())
 }
 
+/// What has been in the trash 30 days (or is past the count bound), which [`purge_expired`]
+/// deletes for good, named for its audit entries.
+pub async fn due<E: Storage + Clock>(env: &E) -> Result<Vec<Going>, ScriptError> {
+    let (_, gone) = split_expired(load_index(env).await?, env.now_ms());
+    going(env, gone).await
+}
+
 /// Deletes for good what has been in the trash 30 days (or is past the count bound): the trash
 /// listing hides it at once, but its bytes stay until this runs (at the next delete, when the
 /// options page lists the trash, and before an import counts the quota). Returns how many went.
+/// The provider runs it audited (`by_hand::trash::sweep`): [`due`], then this in a journaled
+/// env whose pending slot holds an entry for each.
 pub async fn purge_expired<E: Storage + Clock>(env: &E) -> Result<usize, ScriptError> {
     let (_, gone) = split_expired(load_index(env).await?, env.now_ms());
     if gone.is_empty() {
         return Ok(0);
     }
+    let gone: Vec<String> = gone.into_iter().map(|(u, _)| u).collect();
     purge(env, Some(&gone)).await
 }
 
@@ -545,7 +628,13 @@ mod tests {
         let (keep, gone) = split_expired(slots, now);
         assert_eq!(keep.len(), MAX_TRASH);
         // 0 expired (exactly 30 days), then 1 was the oldest past the count.
-        assert_eq!(gone, vec![slot(0, 0.0).uuid, slot(1, 0.0).uuid]);
+        assert_eq!(
+            gone,
+            vec![
+                (slot(0, 0.0).uuid, Left::Expired),
+                (slot(1, 0.0).uuid, Left::TrashFull)
+            ]
+        );
         assert_eq!(keep[0].uuid, slot(2, 0.0).uuid);
     }
 

@@ -84,6 +84,7 @@ pub async fn call<E: Env>(
                 unchanged: false,
                 from_trash: false,
                 revision: None,
+                purged: None,
             })
             .await;
         }
@@ -114,6 +115,7 @@ pub async fn call<E: Env>(
         unchanged: false,
         from_trash: false,
         revision: None,
+        purged: None,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
     let ran = if def.name == try_script::NAME {

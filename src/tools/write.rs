@@ -200,9 +200,17 @@ async fn write_locked<E: Env>(
             revision: Some(revision),
             ..j.clone()
         });
+        // With the entries of what its `set` deleted for good besides (`Journaled::also`).
+        let added = env.added();
         async move {
             if let Some(e) = entry {
-                p.audit_final(&e).await;
+                if added.is_empty() {
+                    p.audit_final(&e).await;
+                } else {
+                    let mut all = vec![e];
+                    all.extend(added);
+                    p.audit_final_all(&all).await;
+                }
             }
         }
     };
@@ -306,7 +314,17 @@ async fn store_step<E: Env>(
             .await
         }
         WriteArgs::Delete { uuid, revision } => {
-            return Stored::Deleted(trash::delete(env, snap, actor, &uuid, revision).await)
+            // The scripts its `set` deletes for good (expired, or pushed out of a full trash)
+            // go pending in that `set` beside the delete's own entry.
+            let note = |gone: &[trash::Going]| {
+                env.also(crate::by_hand::trash::left_entries(
+                    crate::env::Clock::now_ms(env),
+                    gone,
+                ));
+            };
+            return Stored::Deleted(
+                trash::delete_noting(env, snap, actor, &uuid, revision, &note).await,
+            );
         }
     })
 }

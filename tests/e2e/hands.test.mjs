@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
 import { PAGE, markScript, registrations, seen, setUp } from "./lib/agent.mjs";
-import { sleep } from "./lib/util.mjs";
+import { show, sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
 
@@ -406,6 +406,71 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     // Newest first: Late's Delete forever, then the Empty trash (no one script named).
     const emptied = (await h.internal("audit.list")).entries[1];
     assert.deepEqual([emptied.tool, emptied.caller, emptied.result, emptied.target], ["purge_trash", "user", "ok", undefined]);
+  });
+
+  // The trash deletes a script for good once its 30 days are over: before, nothing recorded
+  // it. The popup's audit shows the entry as the provider's own, naming the script (its name
+  // written by an agent, shown as text), never its source.
+  test("a script whose 30 days in the trash are over leaves it with an audit entry the popup shows by name", T, async () => {
+    const w = await call("write_script", { source: userscript({ tag: "xp", version: "v1", name: "Long gone <b>helper</b>" }) });
+    const uuid = w.script.uuid;
+    await call("delete_script", { uuid });
+    // 31 days ago, as the trash's list and the script's trashed copy record it.
+    await options.evaluate(async (u) => {
+      const ago = Date.now() - 31 * 24 * 3600 * 1000;
+      const got = await chrome.storage.local.get(["trash/index", `trash/${u}`]);
+      const index = got["trash/index"];
+      for (const item of index.items) if (item.uuid === u) item.deletedAt = ago;
+      await chrome.storage.local.set({ "trash/index": index, [`trash/${u}`]: { ...got[`trash/${u}`], deletedAt: ago } });
+    }, uuid);
+    await h.stopProviderWorker();
+    await options.reload(); // lists the trash: what expired goes now
+    await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 5000 });
+    const stored = await options.evaluate(() => chrome.storage.local.get(null));
+    assert.deepEqual(Object.keys(stored).filter((k) => k.includes(uuid) && !k.startsWith("audit")), [], "gone for good");
+    const mine = (await h.internal("audit.list")).entries.filter((e) => e.target === uuid && e.tool === "purge_trash");
+    assert.deepEqual(mine.map((e) => [e.caller, e.result, e.purged?.why]), [["lumo", "ok", "expired"]]);
+    const audit = JSON.stringify(Object.entries(stored).filter(([k]) => k.startsWith("audit")));
+    assert.ok(!audit.includes("lumo-mark"), "the audit holds no source");
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const row = popup.locator("#audit > li", { hasText: "purge_trash" }).filter({ hasText: uuid.slice(0, 8) });
+    await row.first().waitFor({ timeout: 3000 });
+    const text = await row.first().textContent();
+    assert.match(text, /“Long gone <b>helper<\/b>” left the trash for good/, text);
+    assert.match(text, /30 days in the trash were over/, text);
+    assert.match(text, /Lumo, by itself/, text);
+    assert.equal(await row.first().locator("b").count(), 0, "the name is text, not markup");
+    assert.equal(await row.first().getByRole("button", { name: /^Undo/ }).count(), 0, "nothing to undo");
+    await popup.close();
+  });
+
+  // "Delete forever" with the worker stopped under it, at a later moment each round: a script
+  // gone for good always has its entry (ok, or INTERRUPTED when the stop came after the purge's
+  // `set` and before its result was recorded); one still in the trash has none that says "ok".
+  test("the worker stopped mid Delete forever, 12 times: every script gone for good has its audit entry", T, async () => {
+    const problems = [];
+    const outcomes = [];
+    const pp = await h.providerPage();
+    for (let i = 0; i < 12; i++) {
+      const s = (await h.internal("scripts.save", { source: userscript({ tag: `df${i}`, version: "v1", name: `Stopped purge ${i}` }) })).result.script;
+      await h.internal("scripts.delete", { uuid: s.uuid });
+      const asked = pp.evaluate((msg) => chrome.runtime.sendMessage(msg).catch(() => null), { channel: "lumo:internal", op: "trash.purge", uuids: [s.uuid] }).catch(() => null);
+      await sleep(i * 3);
+      await h.stopProviderWorker();
+      await asked;
+      await h.internal("state.get"); // the next worker settles what the stop left
+      await until(() => pp.evaluate(() => chrome.storage.local.get("audit/pending")), (x) => JSON.stringify(x["audit/pending"] ?? {}) === "{}", 3000);
+      const inTrash = (await h.internal("trash.list")).scripts.some((t) => t.uuid === s.uuid);
+      const entries = (await h.internal("audit.list")).entries.filter((e) => e.tool === "purge_trash" && e.target === s.uuid);
+      const results = entries.map((e) => e.result);
+      outcomes.push(inTrash ? "kept" : results.join());
+      if (!inTrash && (entries.length !== 1 || !["ok", "INTERRUPTED"].includes(results[0]) || entries[0].caller !== "user")) {
+        problems.push(`round ${i}: gone for good with the entries ${show(entries)}`);
+      }
+      if (inTrash && results.includes("ok")) problems.push(`round ${i}: still in the trash, recorded as purged`);
+    }
+    assert.deepEqual(problems, [], show(outcomes));
   });
 
   test("import is all or nothing: one bad file among three stores none; 45 files over the storage quota are refused before writing", T, async () => {
