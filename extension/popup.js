@@ -14,8 +14,9 @@ let names = new Map();
 // `lumo`: what the provider did by itself (the trash deleting a script whose 30 days were over).
 const who = (id) => (id === 'user' ? 'you' : id === 'lumo' ? 'Lumo, by itself' : names.get(id) ? `${names.get(id)} (${id})` : id);
 
-// A script deleted for good: its name (kept in the entry, the script being gone) and why.
-const WHY = { expired: '30 days in the trash were over', trashFull: 'the trash was full' };
+// A script deleted for good: its name (kept in the entry, the script being gone) and why: by
+// itself (`lumo`), or the user's own Delete forever / Empty trash.
+const WHY = { expired: '30 days in the trash were over', trashFull: 'the trash was full', deletedForever: 'Delete forever or Empty trash' };
 const purgedNote = (p) => p && el('div', { class: 'purged' }, el('small', {},
   '“', p.name ? marked(p.name) : '(no name)', '” left the trash for good: ', WHY[p.why] ?? String(p.why)));
 

@@ -870,9 +870,17 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
     assert_eq!(trash["scripts"][0]["uuid"], json!(b), "{trash}");
     let entry = newest_entry(&p);
     assert_eq!(
-        (entry.tool.as_str(), entry.target),
-        ("purge_trash", None),
-        "audited as Empty trash"
+        (
+            entry.tool.as_str(),
+            entry.target.as_deref(),
+            entry.purged.map(|g| (g.name, g.why))
+        ),
+        (
+            "purge_trash",
+            Some(a.as_str()),
+            Some(("A".to_owned(), "deletedForever".to_owned()))
+        ),
+        "audited as Empty trash of A alone, by name"
     );
     assert_eq!(
         op(

@@ -130,6 +130,83 @@ fn delete_forever_stopped_after_its_purge_is_recorded_as_interrupted() {
     assert_eq!(purges(&q).len(), 1);
 }
 
+/// "Empty trash" records each script it deletes for good by name, so the log says what a click
+/// took (the scripts being gone, nothing else can); before, one entry with no target. With
+/// nothing left to delete, the click is still recorded, once, without a target.
+#[test]
+fn empty_trash_records_each_script_it_takes_by_name() {
+    let p = provider();
+    let names = ["First", "Second", "Third"];
+    let uuids: Vec<String> = names.iter().map(|n| saved(&p, n)).collect();
+    for u in &uuids {
+        deleted(&p, u);
+    }
+    let kept = saved(&p, "Still live");
+    let r = op(&p, json!({"op": "trash.purge", "listed": uuids}));
+    assert_eq!(r["purged"], json!(3), "{r}");
+    let mut got: Vec<(String, String, String, String)> = purges(&p)
+        .into_iter()
+        .map(|e| {
+            let g = e.purged.expect("named");
+            (e.target.unwrap_or_default(), g.name, g.why, e.result)
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String, String, String)> = uuids
+        .iter()
+        .zip(names)
+        .map(|(u, n)| {
+            (
+                u.clone(),
+                n.to_owned(),
+                "deletedForever".to_owned(),
+                "ok".to_owned(),
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(purges(&p).iter().all(|e| e.caller == "user"));
+    assert!(!purges(&p)
+        .iter()
+        .any(|e| e.target.as_deref() == Some(kept.as_str())));
+    no_source_in_the_log(&p);
+
+    let r = op(&p, json!({"op": "trash.purge", "listed": []}));
+    assert_eq!(r["purged"], json!(0), "{r}");
+    let last = log(&p).into_iter().next().unwrap();
+    assert_eq!(
+        (last.tool.as_str(), last.target, last.purged),
+        ("purge_trash", None, None)
+    );
+    assert_eq!(purges(&p).len(), 4);
+}
+
+/// "Empty trash" stopped after its purge: every script it took is recorded, by name, as
+/// INTERRUPTED by the next worker.
+#[test]
+fn empty_trash_stopped_after_its_purge_names_every_script_it_took() {
+    let p = provider();
+    let uuids: Vec<String> = ["One", "Two"].iter().map(|n| saved(&p, n)).collect();
+    for u in &uuids {
+        deleted(&p, u);
+    }
+    stopped_after_the_purge(&p, &json!({"op": "trash.purge", "listed": uuids}));
+    let q = next_worker(&p);
+    let mut got: Vec<(String, String)> = purges(&q)
+        .into_iter()
+        .map(|e| (e.purged.expect("named").name, e.result))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("One".to_owned(), INTERRUPTED.to_owned()),
+            ("Two".to_owned(), INTERRUPTED.to_owned())
+        ]
+    );
+}
+
 /// "Delete forever" whose record cannot be stored first deletes nothing.
 #[test]
 fn delete_forever_whose_record_cannot_be_stored_deletes_nothing() {

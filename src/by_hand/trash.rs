@@ -66,9 +66,10 @@ pub(super) async fn purge<E: Env>(
     // A purge rewrites the GM values budget: no value change between its read and its write.
     let _values = p.gm_values.hold().await;
     // Audited like every change by hand, and write-ahead like them (`by_hand::write`): the
-    // entry is pending in the purge's one `set`, so a worker stopped before its result is
-    // recorded leaves it for the next worker to record as INTERRUPTED. One entry for "Empty
-    // trash", one named script for "Delete forever".
+    // entries are pending in the purge's one `set`, so a worker stopped before its result is
+    // recorded leaves them for the next worker to record as INTERRUPTED. One entry for each
+    // script that goes, with its name (the log outlives the script: "Empty trash" clicked by
+    // mistake must say what it took); one without a target when none was left to go.
     let target = match only.as_deref() {
         Some([one]) if !emptying => Some(one.clone()),
         _ => None,
@@ -85,26 +86,57 @@ pub(super) async fn purge<E: Env>(
         revision: None,
         purged: None,
     };
+    let failed = || Entry {
+        at: p.env.now_ms(),
+        result: "STORAGE_ERROR".to_owned(),
+        ..entry.clone()
+    };
     if let Err(e) = p.settle_interrupted_write().await {
         // The slot still holds an earlier worker's entry: appended, not finalized.
-        p.audit(&Entry {
-            result: "STORAGE_ERROR".to_owned(),
-            ..entry
-        })
-        .await;
+        p.audit(&failed()).await;
         return err(unsettled(&e));
     }
-    let env = Journaled::new(&p.env, Some(entry.clone()));
+    let going = match trash::named(&p.env, only.as_deref()).await {
+        Ok(g) => g,
+        Err(e) => {
+            p.audit(&failed()).await;
+            return err(e.to_string());
+        }
+    };
+    let mut entries: Vec<Entry> = going
+        .iter()
+        .map(|g| Entry {
+            target: Some(g.uuid.clone()),
+            purged: Some(audit::Purged::new(&g.name, g.why.as_str())),
+            ..entry.clone()
+        })
+        .collect();
+    if entries.is_empty() {
+        entries.push(entry.clone());
+    }
+    let env = Journaled::new(&p.env, entries.first().cloned());
+    env.also(entries.iter().skip(1).cloned().collect());
     let done = trash::purge(&env, only.as_deref()).await;
-    p.audit_final(&Entry {
-        at: p.env.now_ms(),
-        result: if done.is_ok() { "ok" } else { "STORAGE_ERROR" }.to_owned(),
-        ..entry
-    })
-    .await;
     match done {
-        Ok(n) => json!({ "ok": true, "purged": n }),
-        Err(e) => err(e.to_string()),
+        Ok(n) => {
+            let at = p.env.now_ms();
+            let all: Vec<Entry> = entries
+                .into_iter()
+                .map(|e| Entry {
+                    at,
+                    result: "ok".to_owned(),
+                    ..e
+                })
+                .collect();
+            p.audit_final_all(&all).await;
+            json!({ "ok": true, "purged": n })
+        }
+        // A purge that failed deleted nothing (its one `set` did not happen, and carried the
+        // pending entries): one entry says the user's action failed.
+        Err(e) => {
+            p.audit_final(&failed()).await;
+            err(e.to_string())
+        }
     }
 }
 

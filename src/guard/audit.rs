@@ -92,7 +92,8 @@ pub struct Purged {
     /// The script's `@name`, cut to [`MAX_PURGED_NAME`] characters, invisible characters marked.
     pub name: String,
     /// `"expired"` (30 days in the trash) or `"trashFull"` (the oldest, pushed out past the
-    /// trash's count bound by the user's delete).
+    /// trash's count bound by the user's delete), by the provider itself; `"deletedForever"`,
+    /// the user's "Delete forever" or "Empty trash".
     pub why: String,
 }
 

@@ -200,6 +200,8 @@ pub enum Left {
     Expired,
     /// It was the oldest past [`MAX_TRASH`] (the user's delete made room).
     TrashFull,
+    /// The user's "Delete forever" or "Empty trash".
+    ByUser,
 }
 
 impl Left {
@@ -208,6 +210,7 @@ impl Left {
         match self {
             Left::Expired => "expired",
             Left::TrashFull => "trashFull",
+            Left::ByUser => "deletedForever",
         }
     }
 }
@@ -539,6 +542,19 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
 pub async fn due<E: Storage + Clock>(env: &E) -> Result<Vec<Going>, ScriptError> {
     let (_, gone) = split_expired(load_index(env).await?, env.now_ms());
     going(env, gone).await
+}
+
+/// What [`purge`] of `uuids` would delete for good: those of them in the trash, with their
+/// names, so the user's "Delete forever" and "Empty trash" are recorded by name before they go.
+/// `None`: the whole trash, as [`purge`] takes it.
+pub async fn named<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<Vec<Going>, ScriptError> {
+    let gone: Vec<(String, Left)> = load_index(s)
+        .await?
+        .into_iter()
+        .filter(|sl| uuids.is_none_or(|u| u.contains(&sl.uuid)))
+        .map(|sl| (sl.uuid, Left::ByUser))
+        .collect();
+    going(s, gone).await
 }
 
 /// Deletes for good what has been in the trash 30 days (or is past the count bound): the trash

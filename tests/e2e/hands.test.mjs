@@ -403,9 +403,19 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 3000 });
     const left = await options.evaluate(async (u) => Object.keys(await chrome.storage.local.get(null)).filter((k) => k.includes(u)), e.uuid);
     assert.deepEqual(left, [], "nothing of it is left in storage");
-    // Newest first: Late's Delete forever, then the Empty trash (no one script named).
-    const emptied = (await h.internal("audit.list")).entries[1];
-    assert.deepEqual([emptied.tool, emptied.caller, emptied.result, emptied.target], ["purge_trash", "user", "ok", undefined]);
+    // Newest first: Late's Delete forever, then the Empty trash, each naming the script it
+    // took (the log is all that is left of it), and the popup shows the name.
+    const [forever, emptied] = (await h.internal("audit.list")).entries;
+    assert.deepEqual([forever.tool, forever.caller, forever.result, forever.target, forever.purged],
+      ["purge_trash", "user", "ok", late.uuid, { name: "Late", why: "deletedForever" }]);
+    assert.deepEqual([emptied.tool, emptied.caller, emptied.result, emptied.target, emptied.purged],
+      ["purge_trash", "user", "ok", e.uuid, { name: "Emptied", why: "deletedForever" }]);
+    const shown = await h.context.newPage();
+    await shown.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const row = shown.locator("#audit > li", { hasText: "purge_trash" }).filter({ hasText: e.uuid.slice(0, 8) });
+    await row.first().waitFor({ timeout: 3000 });
+    assert.match(await row.first().textContent(), /“Emptied” left the trash for good: Delete forever or Empty trash/);
+    await shown.close();
   });
 
   // The trash deletes a script for good once its 30 days are over: before, nothing recorded
