@@ -289,14 +289,20 @@ mod tests {
 
     #[test]
     fn none_and_no_grant_give_nothing() {
-        for g in [
-            &[][..],
-            &["none"][..],
-            &["GM_bogus"][..],
-            &["GM_download"][..],
-        ] {
+        for g in [&[][..], &["none"][..]] {
             let s = src(g);
             assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");
+        }
+        // A grant this provider does not give (or a typo) still gives what every manager
+        // gives without one (`api::WITHOUT_GRANT`), and nothing else.
+        for g in [&["GM_bogus"][..], &["GM_download"][..]] {
+            let s = src(g);
+            let p = prelude("u", &meta_of(&s), &s);
+            assert!(
+                p.contains("d('GM_info'") && p.contains("d('unsafeWindow',window)"),
+                "{g:?}: {p}"
+            );
+            assert!(!p.contains("d('GM_download'") && !p.contains("d('GM_bogus'"));
         }
     }
 
@@ -305,9 +311,7 @@ mod tests {
         let s = src(&["GM_addStyle"]);
         let p = prelude("u", &meta_of(&s), &s);
         assert!(p.contains("d('GM_addStyle'"));
-        assert!(
-            !p.contains("GM_info") && !p.contains("unsafeWindow") && !p.contains("GM_addElement")
-        );
+        assert!(!p.contains("GM_addElement") && !p.contains("GM_log"));
         assert!(!p.contains('\n') && !p.contains('\r'));
         let s = src(&["GM.info", "GM_addElement", "unsafeWindow", "GM_log"]);
         let p = prelude("uuid-1", &meta_of(&s), &s);
