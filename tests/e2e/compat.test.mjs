@@ -30,7 +30,16 @@ async function pageServer() {
       res.end(JSON.stringify({ host: req.headers.host.split(":")[0], path: req.url }));
       return;
     }
+    if (req.url.startsWith("/feed")) {
+      res.writeHead(200, { "content-type": "application/rss+xml" });
+      res.end("<?xml version=\"1.0\"?><rss><channel><title>Feed title</title></channel></rss>");
+      return;
+    }
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    if (req.url.startsWith("/embed")) {
+      res.end("<!doctype html><title>embed</title><meta property=\"og:image\" content=\"/poster.jpg\"><a href=\"/video.mp4\">video</a>");
+      return;
+    }
     if (req.url.startsWith("/frame")) {
       res.end("<!doctype html><title>frame</title><p>frame</p>");
       return;
@@ -240,6 +249,32 @@ describe("compat: real-world userscripts", () => {
         "      urlchange: window.onurlchange === null, menu: typeof GM.registerMenuCommand }));",
         "})();",
       ].join("\n")),
+      // saint-embeds-fixer (a vite-plugin-monkey userscript): GM_xmlhttpRequest with
+      // `responseType: 'document'`, reading `response.response.querySelector(…)`; then a feed's
+      // `responseXML`, the field Tampermonkey and Violentmonkey give for an XML answer.
+      embed: userscript([
+        "// @name        embeds fixer-like",
+        "// @namespace   example",
+        "// @version     1.0.0",
+        "// @match       *://forum.saint.test/*",
+        "// @grant       GM_xmlhttpRequest",
+        "// @connect     self",
+      ], [
+        "const report = (v) => document.documentElement.setAttribute('data-compat-embed', JSON.stringify(v));",
+        "GM_xmlhttpRequest({",
+        "  url: '/embed/1',",
+        "  responseType: 'document',",
+        "  onload: (response) => {",
+        "    const og = response.response.querySelector('meta[property=\"og:image\"]');",
+        "    const link = response.response.querySelector('a')?.getAttribute('href');",
+        "    GM_xmlhttpRequest({ url: '/feed.xml', onload: (feed) => report({",
+        "      og: og ? og.getAttribute('content') : null, link, doc: response.response instanceof Document,",
+        "      same: response.responseXML === response.response, title: feed.responseXML?.querySelector('title')?.textContent ?? null,",
+        "      text: feed.responseText.length > 0, htmlXML: response.responseText === undefined ? 'no text' : 'text' }) });",
+        "  },",
+        "  onerror: (e) => report({ error: e.error }),",
+        "});",
+      ].join("\n")),
     };
   };
   /** Where each fixture is loaded: a page its rules match, as the real script's site would be. */
@@ -251,6 +286,7 @@ describe("compat: real-world userscripts", () => {
     regex: url("bgm.tv", "/subject/123"),
     crlf: url("crlf.test", "/"),
     tm: url("tm.test", "/"),
+    embed: url("forum.saint.test", "/threads/1"),
   });
 
   // Each case can fail: ppixiv if a document-start script ran after the page's first script, if
@@ -258,7 +294,9 @@ describe("compat: real-world userscripts", () => {
   // cotrans without GM_info and unsafeWindow for a script that did not grant them (api::
   // WITHOUT_GRANT); glob if an @include glob's trailing `*` did not cover the port; regex if the
   // value functions, the listener or GM_addStyle's element differed; crlf if a BOM, CRLF or tabs
-  // broke the header; tm if @noframes ran in the iframe or an unknown grant refused the write.
+  // broke the header; tm if @noframes ran in the iframe or an unknown grant refused the write;
+  // embed without `responseType: 'document'` parsed in the page (the worker refused it) or
+  // without `responseXML`.
   test("headers and GM calls of popular scripts: written through write_script, they run as in Violentmonkey", T, async () => {
     const fixtures = fixturesFor(server.port);
     const written = {};
@@ -294,6 +332,7 @@ describe("compat: real-world userscripts", () => {
       crlf: { version: "2.0.1-beta.3", name: "CRLF tabbed" },
       // window.onurlchange is not given (warned above): the script's own feature test sees so.
       tm: { frame: false, cookie: "undefined", download: "undefined", urlchange: false, menu: "function" },
+      embed: { og: "/poster.jpg", link: "/video.mp4", doc: true, same: true, title: "Feed title", text: true, htmlXML: "text" },
     });
     // A regular-expression @include stops the script where it does not match.
     assert.deepEqual(await load(url("bgm.tv", "/other/1")), {});
