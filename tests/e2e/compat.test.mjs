@@ -340,6 +340,20 @@ describe("compat: real-world userscripts", () => {
     assert.equal((await env.tools.get(written.crlf.script.uuid)).source, fixtures.crlf);
   });
 
+  // The user's own way in: the options page's import of the same files, all at once. Fails if
+  // the import refused a header write_script accepts, or a script imported ran otherwise.
+  test("the same scripts imported by the user from the options page run the same", T, async () => {
+    const fixtures = fixturesFor(server.port);
+    const files = Object.entries(fixtures).map(([tag, source]) => ({ name: `${tag}.user.js`, source }));
+    const r = await h.internal("scripts.import", { files, confirmed: true });
+    assert.equal(r?.ok, true, show(r).slice(0, 600));
+    assert.equal((await ok("list_scripts", { limit: 100 })).scripts.length, files.length);
+    for (const tag of ["hn", "cotrans", "crlf", "embed"]) {
+      const got = await load(pages()[tag], [tag]);
+      assert.ok(tag in got, `${tag} did not report after the import: ${show(got)}`);
+    }
+  });
+
   // Fails if what get_script/list_scripts show differs from what Chrome was given (say rules.rs
   // widened an include, dropped @noframes or changed @run-at), or if match_url disagreed with
   // Chrome about a URL without a port, as the real sites have.
