@@ -267,10 +267,14 @@ describe("compat: real-world userscripts", () => {
         "  onload: (response) => {",
         "    const og = response.response.querySelector('meta[property=\"og:image\"]');",
         "    const link = response.response.querySelector('a')?.getAttribute('href');",
-        "    GM_xmlhttpRequest({ url: '/feed.xml', onload: (feed) => report({",
-        "      og: og ? og.getAttribute('content') : null, link, doc: response.response instanceof Document,",
-        "      same: response.responseXML === response.response, title: feed.responseXML?.querySelector('title')?.textContent ?? null,",
-        "      text: feed.responseText.length > 0, htmlXML: response.responseText === undefined ? 'no text' : 'text' }) });",
+        "    GM_xmlhttpRequest({ url: '/feed.xml', onload: (feed) => {",
+        "      const seen = { og: og ? og.getAttribute('content') : null, link, doc: response.response instanceof Document,",
+        "        same: response.responseXML === response.response, title: feed.responseXML?.querySelector('title')?.textContent ?? null,",
+        "        text: feed.responseText.length > 0, htmlXML: response.responseText === undefined ? 'no text' : 'text' };",
+        // Tampermonkey's `stream` type, which this provider does not give: the script is told why.
+        "      GM_xmlhttpRequest({ url: '/feed.xml', responseType: 'stream',",
+        "        onload: () => report({ ...seen, stream: 'loaded' }), onerror: (e) => report({ ...seen, stream: e.error }) });",
+        "    } });",
         "  },",
         "  onerror: (e) => report({ error: e.error }),",
         "});",
@@ -296,7 +300,8 @@ describe("compat: real-world userscripts", () => {
   // value functions, the listener or GM_addStyle's element differed; crlf if a BOM, CRLF or tabs
   // broke the header; tm if @noframes ran in the iframe or an unknown grant refused the write;
   // embed without `responseType: 'document'` parsed in the page (the worker refused it) or
-  // without `responseXML`.
+  // without `responseXML`, or if a request the worker does not take (`stream`) were dropped
+  // unanswered ("no answer from the provider") instead of refused with why.
   test("headers and GM calls of popular scripts: written through write_script, they run as in Violentmonkey", T, async () => {
     const fixtures = fixturesFor(server.port);
     const written = {};
@@ -332,7 +337,8 @@ describe("compat: real-world userscripts", () => {
       crlf: { version: "2.0.1-beta.3", name: "CRLF tabbed" },
       // window.onurlchange is not given (warned above): the script's own feature test sees so.
       tm: { frame: false, cookie: "undefined", download: "undefined", urlchange: false, menu: "function" },
-      embed: { og: "/poster.jpg", link: "/video.mp4", doc: true, same: true, title: "Feed title", text: true, htmlXML: "text" },
+      embed: { og: "/poster.jpg", link: "/video.mp4", doc: true, same: true, title: "Feed title", text: true, htmlXML: "text",
+        stream: 'GM request: responseType "stream" is not text, json, arraybuffer or blob' },
     });
     // A regular-expression @include stops the script where it does not match.
     assert.deepEqual(await load(url("bgm.tv", "/other/1")), {});
