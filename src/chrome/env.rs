@@ -232,7 +232,10 @@ impl UserScripts for ChromeEnv {
     async fn configure_world(&self) -> Result<(), EnvError> {
         let api = user_scripts_api()?;
         // No messaging from scripts back to the extension: they are the user's code, not ours.
-        let props = json::to_js(&serde_json::json!({ "messaging": false }));
+        let props = json::to_js(&serde_json::json!({
+            "messaging": false,
+            "csp": crate::env::WORLD_CSP,
+        }));
         settle("userScripts.configureWorld", api.configure_world(&props))
             .await
             .map(|_| ())
@@ -254,6 +257,7 @@ impl UserScripts for ChromeEnv {
                         Some(WorldConfig {
                             world_id: w.get("worldId")?.as_str()?.to_owned(),
                             messaging: w.get("messaging").and_then(Value::as_bool),
+                            csp: w.get("csp").and_then(Value::as_str).map(str::to_owned),
                         })
                     })
                     .collect()
@@ -267,8 +271,11 @@ impl UserScripts for ChromeEnv {
         messaging: bool,
     ) -> Result<(), EnvError> {
         let api = user_scripts_api()?;
-        let props =
-            json::to_js(&serde_json::json!({ "worldId": world_id, "messaging": messaging }));
+        let props = json::to_js(&serde_json::json!({
+            "worldId": world_id,
+            "messaging": messaging,
+            "csp": crate::env::WORLD_CSP,
+        }));
         settle("userScripts.configureWorld", api.configure_world(&props))
             .await
             .map(|_| ())

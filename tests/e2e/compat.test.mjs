@@ -279,6 +279,48 @@ describe("compat: real-world userscripts", () => {
         "  onerror: (e) => report({ error: e.error }),",
         "});",
       ].join("\n")),
+      // IITC-CE plugins (IITC-CE/ingress-intel-total-conversion, e.g. comm-filter-tab.user.js):
+      // @grant none, GM_info read only behind typeof, and the whole plugin put into the page as
+      // an inline <script> built from a wrapper function's text, to reach the page's
+      // JavaScript (here: the page's own `pageVar`).
+      iitc: userscript([
+        "// @author         someone",
+        "// @name           COMM Filter Tab-like",
+        "// @category       COMM",
+        "// @version        0.4.12",
+        "// @description    Adds a tab",
+        "// @id             comm-filter-tab@example",
+        "// @namespace      https://github.com/IITC-CE/ingress-intel-total-conversion",
+        "// @updateURL      https://example.org/comm-filter-tab.meta.js",
+        "// @downloadURL    https://example.org/comm-filter-tab.user.js",
+        "// @match          *://intel.ingress.test/*",
+        "// @grant          none",
+      ], [
+        "function wrapper(plugin_info) {",
+        "  document.documentElement.setAttribute('data-compat-iitc', JSON.stringify({ page: window.pageVar, info: plugin_info }));",
+        "}",
+        "var script = document.createElement('script');",
+        "var info = {};",
+        "if (typeof GM_info !== 'undefined' && GM_info && GM_info.script) info.script = { version: GM_info.script.version };",
+        "script.appendChild(document.createTextNode('(' + wrapper + ')(' + JSON.stringify(info) + ');'));",
+        "(document.body || document.head || document.documentElement).appendChild(script);",
+      ].join("\n")),
+      // Tampermonkey's documented GM_addElement('script', …) example, and what @require'd
+      // template libraries do (underscore/lodash `_.template` compile with `new Function`), and
+      // a plain eval.
+      inject: userscript([
+        "// @name         addElement-like",
+        "// @namespace    http://tampermonkey.net/",
+        "// @version      0.1",
+        "// @match        *://inject.test/*",
+        "// @grant        GM_addElement",
+      ], [
+        "GM_addElement('script', { textContent: \"document.documentElement.setAttribute('data-compat-injected', JSON.stringify(window.pageVar))\" });",
+        "let compiled, evaluated;",
+        "try { compiled = new Function('o', 'return \"<b>\" + o.name + \"</b>\"')({ name: 'x' }); } catch (e) { compiled = e.name; }",
+        "try { evaluated = eval('6 * 7'); } catch (e) { evaluated = e.name; }",
+        "document.documentElement.setAttribute('data-compat-inject', JSON.stringify({ compiled, evaluated }));",
+      ].join("\n")),
     };
   };
   /** Where each fixture is loaded: a page its rules match, as the real script's site would be. */
@@ -291,6 +333,8 @@ describe("compat: real-world userscripts", () => {
     crlf: url("crlf.test", "/"),
     tm: url("tm.test", "/"),
     embed: url("forum.saint.test", "/threads/1"),
+    iitc: url("intel.ingress.test", "/"),
+    inject: url("inject.test", "/"),
   });
 
   // Each case can fail: ppixiv if a document-start script ran after the page's first script, if
@@ -301,7 +345,9 @@ describe("compat: real-world userscripts", () => {
   // broke the header; tm if @noframes ran in the iframe or an unknown grant refused the write;
   // embed without `responseType: 'document'` parsed in the page (the worker refused it) or
   // without `responseXML`, or if a request the worker does not take (`stream`) were dropped
-  // unanswered ("no answer from the provider") instead of refused with why.
+  // unanswered ("no answer from the provider") instead of refused with why; iitc and inject
+  // under a world CSP that blocks inline scripts and eval (Chrome's default for a world, the
+  // extension's own `script-src 'self'`: env::WORLD_CSP).
   test("headers and GM calls of popular scripts: written through write_script, they run as in Violentmonkey", T, async () => {
     const fixtures = fixturesFor(server.port);
     const written = {};
@@ -339,7 +385,12 @@ describe("compat: real-world userscripts", () => {
       tm: { frame: false, cookie: "undefined", download: "undefined", urlchange: false, menu: "function" },
       embed: { og: "/poster.jpg", link: "/video.mp4", doc: true, same: true, title: "Feed title", text: true, htmlXML: "text",
         stream: 'GM request: responseType "stream" is not text, json, arraybuffer or blob' },
+      // Both ran in the page's own JavaScript (they read its `pageVar`): the worlds' CSP lets a
+      // script put a <script> in the page, and eval and new Function run.
+      iitc: { page: "page", info: {} },
+      inject: { compiled: "<b>x</b>", evaluated: 42 },
     });
+    assert.deepEqual(await load(pages().inject, ["injected"]).then((g) => g.injected), "page", "GM_addElement('script') ran in the page");
     // A regular-expression @include stops the script where it does not match.
     assert.deepEqual(await load(url("bgm.tv", "/other/1")), {});
     // The stored source is the one written, BOM and CRLF included.
