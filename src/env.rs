@@ -88,8 +88,9 @@ pub fn availability_from(message: &str) -> Option<bool> {
     }
 }
 
-/// The content security policy of every USER_SCRIPT world this provider configures (each
-/// script's, and the default one tries and scripts past a page's tenth run in). Without one a
+/// The content security policy of each script's own USER_SCRIPT world (not the default one,
+/// where tries and scripts past a page's tenth run: configured with a policy, Chrome counts it
+/// among its 100 world configurations, which would leave one script fewer its world). Without one a
 /// world has the extension's own (`script-src 'self' …`), under which a script's `eval` and
 /// `new Function` throw, and a `<script>` it puts in the page (`GM_addElement('script', …)`,
 /// the classic injection that reaches the page's JavaScript, which `unsafeWindow` does not
@@ -107,7 +108,7 @@ pub trait UserScripts {
     async fn update(&self, regs: &[Registration]) -> Result<(), EnvError>;
     async fn unregister(&self, ids: &[String]) -> Result<(), EnvError>;
     /// Configures the default USER_SCRIPT world (every world without its own configuration):
-    /// no messaging, [`WORLD_CSP`].
+    /// no messaging, and the extension's own content security policy (not [`WORLD_CSP`]).
     async fn configure_world(&self) -> Result<(), EnvError>;
     /// The script worlds Chrome holds a configuration for (`getWorldConfigurations`).
     async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError>;
