@@ -411,6 +411,26 @@ describe("compat: real-world userscripts", () => {
     }
   });
 
+  // A deliberate limit, said where the author looks: Violentmonkey's `@top-level-await` opt-in
+  // is warned at its line, and the installed script's SyntaxError is in its runs. Fails if the
+  // warning goes, or if top-level await started to work (then README's limit must go).
+  test("top-level await: warned at write, a SyntaxError in the script's runs", T, async () => {
+    const source = userscript([
+      "// @name         TLA-like",
+      "// @namespace    example",
+      "// @match        *://tla.test/*",
+      "// @grant        GM.getValue",
+      "// @top-level-await",
+    ], "const v = await GM.getValue('k', 1);\ndocument.documentElement.setAttribute('data-compat-tla', JSON.stringify(v));");
+    const r = await ok("write_script", { source });
+    assert.deepEqual(r.diagnostics.map((d) => [d.line, d.severity, /top-level-await is not supported.*try_script.*async/.test(d.message)]),
+      [[6, "warning", true]], show(r.diagnostics));
+    assert.deepEqual(await load(url("tla.test", "/")), {});
+    let run;
+    for (const deadline = Date.now() + 5000; !run && Date.now() < deadline; await sleep(100)) run = await lastRun(r.script.uuid);
+    assert.equal(run?.error?.name, "SyntaxError", show(run));
+  });
+
   // Fails if what get_script/list_scripts show differs from what Chrome was given (say rules.rs
   // widened an include, dropped @noframes or changed @run-at), or if match_url disagreed with
   // Chrome about a URL without a port, as the real sites have.
