@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { registrations as chromeRegistrations, setUp } from "./lib/agent.mjs";
-import { show, sleep, until } from "./lib/util.mjs";
+import { show, sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 
@@ -68,10 +68,6 @@ describe("compat: real-world userscripts", () => {
   };
   /** The last run report of `uuid` (what threw, if anything). */
   const lastRun = async (uuid) => (await ok("script_runs", { uuid })).runs?.[0];
-  const write = async (source) => {
-    const r = await ok("write_script", { source });
-    return r.script;
-  };
 
   before(async () => {
     env = await setUp({ server: pageServer });
