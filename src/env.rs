@@ -88,6 +88,17 @@ pub fn availability_from(message: &str) -> Option<bool> {
     }
 }
 
+/// The content security policy of each script's own USER_SCRIPT world (not the default one,
+/// where tries and scripts past a page's tenth run: configured with a policy, Chrome counts it
+/// among its 100 world configurations, which would leave one script fewer its world). Without one a
+/// world has the extension's own (`script-src 'self' …`), under which a script's `eval` and
+/// `new Function` throw, and a `<script>` it puts in the page (`GM_addElement('script', …)`,
+/// the classic injection that reaches the page's JavaScript, which `unsafeWindow` does not
+/// here) is blocked: real scripts and their `@require` libraries do all of these, and
+/// Tampermonkey and Violentmonkey allow them. It governs only what the user's script does in
+/// its own world; the extension's pages keep theirs.
+pub const WORLD_CSP: &str = "script-src * blob: data: 'unsafe-inline' 'unsafe-eval'";
+
 /// `chrome.userScripts`: what is registered to run. Every call may fail (the toggle is off, or was
 /// turned off while running), and the core treats that as "reconcile later", never as fatal.
 pub trait UserScripts {
@@ -96,11 +107,13 @@ pub trait UserScripts {
     async fn register(&self, regs: &[Registration]) -> Result<(), EnvError>;
     async fn update(&self, regs: &[Registration]) -> Result<(), EnvError>;
     async fn unregister(&self, ids: &[String]) -> Result<(), EnvError>;
-    /// Configures the default USER_SCRIPT world (every world without its own configuration).
+    /// Configures the default USER_SCRIPT world (every world without its own configuration):
+    /// no messaging, and the extension's own content security policy (not [`WORLD_CSP`]).
     async fn configure_world(&self) -> Result<(), EnvError>;
     /// The script worlds Chrome holds a configuration for (`getWorldConfigurations`).
     async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError>;
-    /// Configures one script's own world (`worldId`): whether it may message the worker.
+    /// Configures one script's own world (`worldId`): whether it may message the worker, and
+    /// [`WORLD_CSP`].
     async fn configure_script_world(&self, world_id: &str, messaging: bool)
         -> Result<(), EnvError>;
     /// Drops one world's configuration (`resetWorldConfiguration`): Chrome holds at most 100,
@@ -109,12 +122,13 @@ pub trait UserScripts {
     async fn reset_script_world(&self, world_id: &str) -> Result<(), EnvError>;
 }
 
-/// One script world's configuration as Chrome reports it (`messaging` as given: Chrome may
-/// leave it out).
+/// One script world's configuration as Chrome reports it (`messaging` and `csp` as given:
+/// Chrome may leave them out).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldConfig {
     pub world_id: String,
     pub messaging: Option<bool>,
+    pub csp: Option<String>,
 }
 
 /// Randomness for new script ids.
@@ -323,6 +337,8 @@ pub mod memory {
         pub executed: RefCell<Vec<(i64, bool, String, String)>>,
         /// Per-script world configurations: world id → messaging.
         pub worlds: RefCell<BTreeMap<String, bool>>,
+        /// Worlds held with another CSP than `WORLD_CSP` (configured by an older version).
+        pub worlds_other_csp: RefCell<std::collections::BTreeSet<String>>,
         /// How many times the world configurations were read.
         pub world_reads: Cell<u32>,
         /// What `fetch` answers for a URL (`Err`: a network failure); others get the default.
@@ -860,6 +876,8 @@ pub mod memory {
                 .map(|(id, &messaging)| WorldConfig {
                     world_id: id.clone(),
                     messaging: Some(messaging),
+                    csp: (!self.worlds_other_csp.borrow().contains(id))
+                        .then(|| crate::env::WORLD_CSP.to_owned()),
                 })
                 .collect())
         }
@@ -875,6 +893,7 @@ pub mod memory {
             self.worlds
                 .borrow_mut()
                 .insert(world_id.to_owned(), messaging);
+            self.worlds_other_csp.borrow_mut().remove(world_id);
             Ok(())
         }
 

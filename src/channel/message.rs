@@ -168,9 +168,9 @@ pub fn parse(raw: &str) -> Result<Envelope, ChannelError> {
             error: run_error(o.get("error"))?.ok_or(ChannelError::BadField("error"))?,
             rejection: o.get("rejection") == Some(&Value::Bool(true)),
         }),
-        Some("gm") => Message::Gm(
-            crate::gm::message::parse(&o).map_err(|_| ChannelError::BadField("gm request"))?,
-        ),
+        // A request the worker does not take still reaches it, to be answered with why
+        // (`GmRequest::Refused`): the script is told, once its token is proven.
+        Some("gm") => Message::Gm(crate::gm::message::parse_or_refused(&o)),
         Some(k) => return Err(ChannelError::UnknownKind(ellipsize(k, 40))),
         None => return Err(ChannelError::BadField("kind")),
     };
@@ -285,6 +285,38 @@ mod tests {
         assert_eq!(r.console[1].text, "");
         assert_eq!(r.console[1].line, None);
         assert_eq!(r.console_dropped, 2);
+    }
+
+    /// A GM request the worker does not take reaches it with why, for the script to be told
+    /// (its `onerror` said "no answer from the provider" when it was dropped here).
+    #[test]
+    fn a_gm_request_the_worker_does_not_take_carries_why() {
+        use crate::gm::message::GmRequest;
+        let gm = |f: Value| {
+            let mut o = json!({"lumo": "t", "v": 1, "kind": "gm"});
+            if let (Some(o), Value::Object(f)) = (o.as_object_mut(), f) {
+                o.extend(f);
+            }
+            parse(&o.to_string()).unwrap().message
+        };
+        let Message::Gm(GmRequest::Refused(why)) =
+            gm(json!({"op": "xhr", "id": 1, "url": "u", "responseType": "stream"}))
+        else {
+            panic!("not refused")
+        };
+        assert!(why.0.contains("responseType \"stream\""), "{why}");
+        let Message::Gm(GmRequest::Refused(why)) = gm(json!({"op": "x".repeat(5000)})) else {
+            panic!("not refused")
+        };
+        assert!(why.0.len() < 200, "bounded: {why}");
+        assert!(matches!(
+            gm(json!({"op": "xhr", "id": 1, "url": "u"})),
+            Message::Gm(GmRequest::Xhr(_))
+        ));
+        // The envelope itself is still checked first.
+        assert!(
+            parse(&json!({"lumo": "t", "v": 2, "kind": "gm", "op": "xhr"}).to_string()).is_err()
+        );
     }
 
     #[test]

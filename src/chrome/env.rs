@@ -232,6 +232,9 @@ impl UserScripts for ChromeEnv {
     async fn configure_world(&self) -> Result<(), EnvError> {
         let api = user_scripts_api()?;
         // No messaging from scripts back to the extension: they are the user's code, not ours.
+        // And no `csp` (`WORLD_CSP` is each script's own world's): a default world configured
+        // with one is held as a configuration of its own, which Chrome counts among its 100, so
+        // one script fewer could have its world (matching.test.mjs, "the 101st script").
         let props = json::to_js(&serde_json::json!({ "messaging": false }));
         settle("userScripts.configureWorld", api.configure_world(&props))
             .await
@@ -254,6 +257,7 @@ impl UserScripts for ChromeEnv {
                         Some(WorldConfig {
                             world_id: w.get("worldId")?.as_str()?.to_owned(),
                             messaging: w.get("messaging").and_then(Value::as_bool),
+                            csp: w.get("csp").and_then(Value::as_str).map(str::to_owned),
                         })
                     })
                     .collect()
@@ -267,8 +271,11 @@ impl UserScripts for ChromeEnv {
         messaging: bool,
     ) -> Result<(), EnvError> {
         let api = user_scripts_api()?;
-        let props =
-            json::to_js(&serde_json::json!({ "worldId": world_id, "messaging": messaging }));
+        let props = json::to_js(&serde_json::json!({
+            "worldId": world_id,
+            "messaging": messaging,
+            "csp": crate::env::WORLD_CSP,
+        }));
         settle("userScripts.configureWorld", api.configure_world(&props))
             .await
             .map(|_| ())

@@ -99,15 +99,26 @@ pub fn classify(value: &str) -> Grant {
         .map_or(Grant::Unknown, |a| Grant::Known(*a))
 }
 
-/// The classic names of the APIs this script is given, deduplicated, in [`APIS`] order.
+/// What a script with any `@grant` other than `none` is given without granting it: Violentmonkey,
+/// Tampermonkey and Greasemonkey 4 give `GM_info` (`GM.info`) to every script, and Violentmonkey
+/// and Tampermonkey `unsafeWindow`, so real scripts read `GM_info.script.version` or set
+/// `unsafeWindow.x` with no `@grant` line for them (a `ReferenceError` on their first line here
+/// before). Neither reaches anything the script's own world does not hold already (`unsafeWindow`
+/// is that world's `window`: [`UNSAFE_WINDOW_NOTE`]).
+pub const WITHOUT_GRANT: [&str; 2] = ["GM_info", "unsafeWindow"];
+
+/// The classic names of the APIs this script is given, deduplicated, in [`APIS`] order: the
+/// provided ones its grants name and, with any grant but `none`, [`WITHOUT_GRANT`].
 /// Empty for `@grant none` alone or no grant at all.
 pub fn provided(grants: &[String]) -> Vec<&'static str> {
+    let any = grants.iter().any(|g| classify(g) != Grant::None);
     APIS.iter()
         .filter(|a| a.support == Provided)
         .filter(|a| {
-            grants
-                .iter()
-                .any(|g| matches!(classify(g), Grant::Known(k) if k.name == a.name))
+            (any && WITHOUT_GRANT.contains(&a.name))
+                || grants
+                    .iter()
+                    .any(|g| matches!(classify(g), Grant::Known(k) if k.name == a.name))
         })
         .map(|a| a.name)
         .collect()
@@ -178,9 +189,36 @@ mod tests {
                 "bogus",
                 "GM_info"
             ])),
-            ["GM_info", "GM_addStyle", "GM_getValue"]
+            ["GM_info", "GM_addStyle", "unsafeWindow", "GM_getValue"]
         );
-        assert_eq!(provided(&grants(&["unsafeWindow"])), ["unsafeWindow"]);
+        assert_eq!(
+            provided(&grants(&["unsafeWindow"])),
+            ["GM_info", "unsafeWindow"]
+        );
+    }
+
+    /// As every manager gives them: a script granted anything (even only a name this provider
+    /// does not give, or a typo) reads `GM_info`/`GM.info` and sets `unsafeWindow.x` without a
+    /// grant for them; `@grant none` and no grant stay empty (README, "Differences").
+    #[test]
+    fn info_and_unsafe_window_come_with_any_grant_but_none() {
+        for g in [
+            &["GM.xmlHttpRequest"][..],
+            &["GM_setValue", "GM_getValue"][..],
+            &["GM_download"][..],
+            &["window.onurlchange"][..],
+            &["GM_bogus"][..],
+            &["none", "GM_addStyle"][..],
+        ] {
+            let p = provided(&grants(g));
+            assert!(
+                p.contains(&"GM_info") && p.contains(&"unsafeWindow"),
+                "{g:?}: {p:?}"
+            );
+        }
+        assert!(provided(&grants(&["none"])).is_empty());
+        assert!(provided(&grants(&["none", "none"])).is_empty());
+        assert!(provided(&[]).is_empty());
     }
 
     #[test]

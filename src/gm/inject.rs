@@ -178,6 +178,13 @@ const XHR_JS: &str = concat!(
     "const q=new Response(d);return q.arrayBuffer().then(a=>{const u=new Uint8Array(a);let s='';",
     "for(let i=0;i<u.length;i+=32768)s+=String.fromCharCode.apply(null,u.subarray(i,i+32768));",
     "return{data:btoa(s),binary:true,type:q.headers.get('content-type')}})};",
+    // `responseType: 'document'` is asked of the worker as text and parsed here, by the answer's
+    // Content-Type (HTML when it names no type DOMParser reads), as Violentmonkey and
+    // Tampermonkey give it; `responseXML` is that document, or for a text answer the XML one
+    // parsed when first read (null unless its type is XML, as XMLHttpRequest's).
+    "const XM=h=>{const m=/^content-type:[ \\t]*([^;\\r\\n]*)/im.exec(h||'');const c=m?m[1].trim().toLowerCase():'';",
+    "return/^(text\\/html|text\\/xml|application\\/xml|application\\/xhtml\\+xml|image\\/svg\\+xml)$/.test(c)?c:/[+\\/]xml$/.test(c)?'application/xml':''};",
+    "const XD=(s,m)=>{try{return new DOMParser().parseFromString(s,m)}catch(e){return null}};",
     "let XI=0;const X=o=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
@@ -190,7 +197,7 @@ const XHR_JS: &str = concat!(
     "if(r.seq!=null){seen=r.seq;cb('onprogress',{readyState:3,loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null,context:o.context})}",
     "setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
-    "responseType:o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous});if(typeof o.onprogress==='function')PW();return q},",
+    "responseType:o.responseType==='document'?'':o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous});if(typeof o.onprogress==='function')PW();return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
@@ -199,8 +206,12 @@ const XHR_JS: &str = concat!(
     "const t=o.responseType;let resp=r.text,rt=r.text;",
     "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}",
     "else if(t==='json'){try{resp=JSON.parse(r.text)}catch(e){resp=null}}",
+    "else if(t==='document')resp=XD(r.text,XM(r.responseHeaders)||'text/html');",
     "const x={readyState:4,status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders,",
-    "response:resp,responseText:rt,context:o.context};cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
+    "response:resp,responseText:rt,context:o.context};",
+    "if(t==='document')x.responseXML=resp;else if(rt!==undefined){let v;Object.defineProperty(x,'responseXML',{configurable:true,enumerable:true,",
+    "get(){if(v===undefined){const m=XM(r.responseHeaders);v=m&&m!=='text/html'?XD(rt,m):null}return v}})}",
+    "cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
     "return ctrl};d('GM_xmlhttpRequest',X);",
     "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
     "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
@@ -289,15 +300,34 @@ mod tests {
 
     #[test]
     fn none_and_no_grant_give_nothing() {
-        for g in [
-            &[][..],
-            &["none"][..],
-            &["GM_bogus"][..],
-            &["GM_download"][..],
-        ] {
+        for g in [&[][..], &["none"][..]] {
             let s = src(g);
             assert_eq!(prelude("u", &meta_of(&s), &s), "", "{g:?}");
         }
+        // A grant this provider does not give (or a typo) still gives what every manager
+        // gives without one (`api::WITHOUT_GRANT`), and nothing else.
+        for g in [&["GM_bogus"][..], &["GM_download"][..]] {
+            let s = src(g);
+            let p = prelude("u", &meta_of(&s), &s);
+            assert!(
+                p.contains("d('GM_info'") && p.contains("d('unsafeWindow',window)"),
+                "{g:?}: {p}"
+            );
+            assert!(!p.contains("d('GM_download'") && !p.contains("d('GM_bogus'"));
+        }
+    }
+
+    /// The worker reads no `document` answers (`gm::message` refuses the type): the page asks
+    /// for text and parses it, so a script's `responseType: 'document'` gets a Document
+    /// (`compat.test.mjs`, "embed"), and `responseXML` is defined.
+    #[test]
+    fn a_document_answer_is_asked_as_text_and_parsed_in_the_page() {
+        let s = src(&["GM_xmlhttpRequest"]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert!(p.contains("responseType:o.responseType==='document'?'':o.responseType||''"));
+        assert!(p.contains("new DOMParser().parseFromString(s,m)"));
+        assert!(p.contains("x.responseXML=resp") && p.contains("'responseXML'"));
+        assert!(!p.contains('\n'));
     }
 
     #[test]
@@ -305,9 +335,7 @@ mod tests {
         let s = src(&["GM_addStyle"]);
         let p = prelude("u", &meta_of(&s), &s);
         assert!(p.contains("d('GM_addStyle'"));
-        assert!(
-            !p.contains("GM_info") && !p.contains("unsafeWindow") && !p.contains("GM_addElement")
-        );
+        assert!(!p.contains("GM_addElement") && !p.contains("GM_log"));
         assert!(!p.contains('\n') && !p.contains('\r'));
         let s = src(&["GM.info", "GM_addElement", "unsafeWindow", "GM_log"]);
         let p = prelude("uuid-1", &meta_of(&s), &s);

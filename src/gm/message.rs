@@ -64,6 +64,16 @@ pub enum GmRequest {
     NoticeClose {
         id: String,
     },
+    /// A request whose fields this provider does not take (a `responseType: 'stream'`, a body
+    /// over [`MAX_BODY_BYTES`], an op it does not know): answered with why, so the script's
+    /// `onerror` says it rather than "no answer from the provider" (the channel, which parses
+    /// the message, sends it here once the token is proven: [`parse_or_refused`]).
+    Refused(GmError),
+}
+
+/// [`parse`], a refusal kept as [`GmRequest::Refused`] for the script to be told.
+pub fn parse_or_refused(o: &Map<String, Value>) -> GmRequest {
+    parse(o).unwrap_or_else(GmRequest::Refused)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -73,7 +73,7 @@ mod tests {
         let js = try_prelude("", &m, &s, &v);
         assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
         assert!(
-            js.starts_with("let {GM_addStyle, GM_getValue, GM_setValue, GM} = ((S0,V,NC)=>{"),
+            js.starts_with("let {GM_info, GM_addStyle, unsafeWindow, GM_getValue, GM_setValue, GM} = ((S0,V,NC)=>{"),
             "{js}"
         );
         assert!(!js.contains("globalThis"));

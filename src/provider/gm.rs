@@ -108,7 +108,8 @@ fn acts(req: &GmRequest) -> bool {
         | GmRequest::TabClose { .. }
         | GmRequest::TabWait { .. }
         | GmRequest::NoticeWait { .. }
-        | GmRequest::NoticeClose { .. } => false,
+        | GmRequest::NoticeClose { .. }
+        | GmRequest::Refused(_) => false,
     }
 }
 
@@ -262,6 +263,7 @@ impl<E: Env> Provider<E> {
             GmRequest::Menu(_) => {
                 error("GM_registerMenuCommand: this script does not @grant GM_registerMenuCommand")
             }
+            GmRequest::Refused(why) => error(why.to_string()),
         }
     }
 

@@ -375,6 +375,11 @@ impl Builder {
             "include" => push_glob(&mut self.include_globs, diags, line_no, key, value),
             "exclude" => push_glob(&mut self.exclude_globs, diags, line_no, key, value),
             "noframes" => self.no_frames = true,
+            // Violentmonkey's opt-in: the script uses `await` outside any function.
+            "topLevelAwait" => {
+                diags.warning(line_no, TOP_LEVEL_AWAIT.to_owned());
+                self.other.push((key.to_owned(), value.to_owned()));
+            }
             "grant" => self.grant(diags, line_no, value),
             "connect" => self.connect(diags, line_no, value),
             "require" => self.require(diags, line_no, value),
@@ -561,6 +566,14 @@ fn normalize_key(key: &str) -> String {
     }
     out
 }
+
+/// What `@top-level-await` gets: an installed script's code runs inside a plain function
+/// (`scripts::prelude`), where such an `await` is a SyntaxError, while `try_script` runs it in
+/// an async function, where it works (`compat.test.mjs`).
+const TOP_LEVEL_AWAIT: &str = "@top-level-await is not supported: an installed script runs \
+     inside a plain function, so an await outside any function is a SyntaxError when the page \
+     loads (try_script runs the code in an async function, where it works); wrap the code in \
+     (async () => { … })()";
 
 fn duplicate(diags: &mut Diagnostics, line_no: usize, key: &str, first: usize) {
     diags.warning(
@@ -1099,6 +1112,30 @@ mod tests {
             ["https://a.example/*", "https://b.example/*"]
         );
         assert_eq!(m.run_at, RunAt::DocumentEnd);
+    }
+
+    /// Violentmonkey's opt-in for top-level await is warned at its line (the installed script
+    /// would throw a SyntaxError), and kept as written.
+    #[test]
+    fn top_level_await_is_warned() {
+        for key in ["@top-level-await", "@top_level_await"] {
+            let p = parse(&script(&[
+                "// @name T",
+                "// @match *://*/*",
+                &format!("// {key}"),
+            ]));
+            assert!(
+                has(
+                    &p,
+                    4,
+                    Severity::Warning,
+                    "@top-level-await is not supported"
+                ),
+                "{key}: {:?}",
+                p.diagnostics
+            );
+            assert_eq!(meta(&p).other.len(), 1);
+        }
     }
 
     #[test]

@@ -268,7 +268,7 @@ mod tests {
         assert!(!runtime.contains("d('GM_addStyle'"));
         let guard = code.find("new RegExp").unwrap();
         let bind = code
-            .find("let {GM_addStyle, GM_getValue, GM} = ((S0,V,NC)=>{")
+            .find("let {GM_info, GM_addStyle, unsafeWindow, GM_getValue, GM} = ((S0,V,NC)=>{")
             .unwrap();
         let run = code.find("return __lumoR.run(function").unwrap();
         assert!(code.starts_with("\"use strict\";") && guard < bind && bind < run);

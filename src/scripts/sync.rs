@@ -148,8 +148,11 @@ async fn configure_world_of<E: UserScripts + Capabilities>(
         return Ok(());
     };
     let held = worlds.is_some_and(|ws| {
-        ws.iter()
-            .any(|w| w.world_id == world && w.messaging == Some(d.messaging))
+        ws.iter().any(|w| {
+            w.world_id == world
+                && w.messaging == Some(d.messaging)
+                && w.csp.as_deref() == Some(crate::env::WORLD_CSP)
+        })
     });
     if held {
         return Ok(());
@@ -646,6 +649,14 @@ mod tests {
         assert_eq!(*env.registry_calls.borrow(), ["configureWorld", "register"]);
         let world = registry::world_id(&a.uuid);
         let messaging = env.worlds.borrow()[&world];
+        // Held with the messaging wanted but another CSP (an older version's): configured.
+        env.worlds_other_csp.borrow_mut().insert(world.clone());
+        env.registry_calls.borrow_mut().clear();
+        let v = format!("{}// csp\n", src("W"));
+        a = edited(&env, &a, &v);
+        assert!(block_on(sync_one(&env, &a.uuid, desired_for(&a, &v))).unwrap());
+        assert_eq!(*env.registry_calls.borrow(), ["configureWorld", "update"]);
+        assert!(env.worlds_other_csp.borrow().is_empty());
         for (held_as_wanted, calls) in [
             (true, &["update"][..]),
             (false, &["configureWorld", "update"][..]),
