@@ -223,12 +223,17 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.equal(names.filter((n) => n === "Hands u").length, 1, "the duplicate replaced, not added");
     assert.deepEqual(await onPage(["ia:v1", "ib:v1", "k:v2", "ro:v1", "u:v9"]), ["ia:v1", "ib:v1", "k:v2", "ro:v1", "u:v9"]);
 
-    const { writeFileSync, mkdtempSync } = await import("node:fs");
+    const { writeFileSync, mkdtempSync, rmSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
-    const huge = `${mkdtempSync(`${tmpdir()}/lumo-hands-`)}/huge.user.js`;
-    writeFileSync(huge, Buffer.alloc(50 * 1024 * 1024, 0x20));
-    await options.locator("#import-files").setInputFiles(huge);
-    await options.getByText(/huge\.user\.js: refused, \d+ bytes is over/).waitFor({ timeout: 10_000 });
+    const dir = mkdtempSync(`${tmpdir()}/lumo-hands-`);
+    try {
+      const huge = `${dir}/huge.user.js`;
+      writeFileSync(huge, Buffer.alloc(50 * 1024 * 1024, 0x20));
+      await options.locator("#import-files").setInputFiles(huge);
+      await options.getByText(/huge\.user\.js: refused, \d+ bytes is over/).waitFor({ timeout: 10_000 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true }); // 50 MB, each run
+    }
     await options.locator("#import-files").setInputFiles([{ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") }]);
     await options.getByText(/notes\.txt: refused, not a userscript/).waitFor({ timeout: 3000 });
   });

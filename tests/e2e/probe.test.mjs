@@ -2,7 +2,7 @@
 // plus cold starts of the provider's worker and an ordinary web page.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ABSENT_ID, BROKEN_ID, DIST_DIR, HOST_ID, PROVIDER_ID, launch, startStaticServer } from "./lib/harness.mjs";
@@ -288,9 +288,9 @@ describe("probe: approved caller (fresh profile)", () => {
 // provider is up.
 describe("probe: the probe module answers while the provider's module loads", () => {
   const HELD_MS = 3000;
-  let h;
+  let h, dist;
   before(async () => {
-    const dist = mkdtempSync(join(tmpdir(), "lumo-held-"));
+    dist = mkdtempSync(join(tmpdir(), "lumo-held-"));
     cpSync(DIST_DIR, dist, { recursive: true });
     const file = join(dist, "compile.js");
     const src = readFileSync(file, "utf8");
@@ -299,7 +299,7 @@ describe("probe: the probe module answers while the provider's module loads", ()
     writeFileSync(file, held);
     h = await launch({ dist });
   });
-  after(async () => { await h?.close(); });
+  after(async () => { await h?.close(); if (dist) rmSync(dist, { recursive: true, force: true }); });
 
   /** A cold probe from the test host, answered before the provider's module could have loaded. */
   async function coldProbe() {
