@@ -782,17 +782,20 @@ fn unmatchable(
         diags.error(
             line_no,
             format!(
-                "@{key} \"{}\" would exclude no page: {why}; write the address as the browser \
-                 holds it (a host in lowercase, or punycode as xn--…; other characters \
-                 %-encoded, as é is %C3%A9)",
-                snippet(value)
+                "@{key} \"{}\" would exclude no page: {why}; {}",
+                snippet(value),
+                why.advice()
             ),
         );
         false
     } else {
         diags.warning(
             line_no,
-            format!("@{key} \"{}\" matches no page: {why}", snippet(value)),
+            format!(
+                "@{key} \"{}\" matches no page: {why}; {}",
+                snippet(value),
+                why.advice()
+            ),
         );
         true
     }
@@ -897,6 +900,9 @@ mod tests {
             ("@exclude http://BANK.example:*", "capital letters"),
             ("@exclude-match https://bank.example/log in*", "U+0020"),
             ("@exclude-match https://bank.example/a\u{202e}*", "U+202E"),
+            // A regular expression with flags is read as a glob, and no address starts with "/".
+            ("@exclude /bank\\.example/i", "never \"/\""),
+            ("@exclude /bank/g", "no flags"),
         ] {
             let p = parse(&script(&[
                 "// @name T",
@@ -920,8 +926,22 @@ mod tests {
             "// @name T",
             "// @include *://BANK.example/*",
             "// @match https://bank.example/log in*",
+            "// @include /^https:\\/\\/bank\\.example\\//i",
         ]));
-        assert_eq!(meta(&p).include_globs, ["*://BANK.example/*"]);
+        assert!(
+            has(
+                &p,
+                5,
+                Severity::Warning,
+                "matches no page: an address starts with its scheme"
+            ) && has(&p, 5, Severity::Warning, "no flags"),
+            "{:?}",
+            p.diagnostics
+        );
+        assert_eq!(
+            meta(&p).include_globs,
+            ["*://BANK.example/*", "/^https:\\/\\/bank\\.example\\//i"]
+        );
         assert!(
             has(&p, 3, Severity::Warning, "matches no page"),
             "{:?}",

@@ -190,6 +190,27 @@ pub enum Unmatchable {
     Character(char),
     /// A capital letter in the scheme or host of a glob.
     Capital,
+    /// A glob that starts with `/`: an address starts with its scheme. Most often a regular
+    /// expression with flags (`/…/i`), which is not one here (Violentmonkey's rule), so it
+    /// would run nowhere, or exclude nothing, without a word.
+    Slash,
+}
+
+impl Unmatchable {
+    /// How to write the rule so it names what it meant to.
+    pub fn advice(&self) -> &'static str {
+        match self {
+            Unmatchable::Slash => {
+                "write a regular expression as /…/ with nothing after the last slash (no \
+                 flags: it is tested case-sensitively against the address, whose scheme and \
+                 host are lowercase), or a glob from the scheme (*://…)"
+            }
+            _ => {
+                "write the address as the browser holds it (a host in lowercase, or punycode \
+                 as xn--…; other characters %-encoded, as é is %C3%A9)"
+            }
+        }
+    }
 }
 
 impl fmt::Display for Unmatchable {
@@ -210,6 +231,10 @@ impl fmt::Display for Unmatchable {
             Unmatchable::Capital => f.write_str(
                 "its scheme or host has capital letters, and Chrome compares a glob \
                  case-sensitively with the address, whose scheme and host are lowercase",
+            ),
+            Unmatchable::Slash => f.write_str(
+                "an address starts with its scheme, never \"/\" (a regular expression with \
+                 flags, /…/i, is not one: it is read as a glob)",
             ),
         }
     }
@@ -234,6 +259,9 @@ fn never_in_address(c: char) -> bool {
 /// Why this `@include`/`@exclude` glob matches no page it names, if it cannot. Not for a
 /// `/regular expression/`.
 pub fn glob_unmatchable(glob: &str) -> Option<Unmatchable> {
+    if glob.starts_with('/') {
+        return Some(Unmatchable::Slash);
+    }
     if let Some(c) = glob.chars().find(|&c| never_in_address(c)) {
         return Some(Unmatchable::Character(c));
     }

@@ -194,6 +194,23 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.deepEqual(mismatches, []);
   });
 
+  test("a regular expression with flags is not one: @include /…/i is warned and runs nowhere in Chrome, @exclude /…/i is refused", T, async () => {
+    const P = server.port;
+    // Tampermonkey-style flags: read as a glob here (as Violentmonkey reads it), and a glob that
+    // starts with "/" matches no address. Without the flags the same expression runs.
+    const flagged = ["@include /^http:\\/\\/flags\\.test:\\d+\\//i"];
+    const said = await ok("validate_script", { source: script("fl", flagged) });
+    assert.ok(said.diagnostics.some((d) => d.line === 4 && d.severity === "warning"
+      && /matches no page: an address starts with its scheme.*no flags/.test(d.message)), show(said.diagnostics));
+    const fl = (await save("fl", flagged)).uuid;
+    const plain = (await save("fp", ["@include /^http:\\/\\/flags\\.test:\\d+\\//"])).uuid;
+    const url = `http://flags.test:${P}/`;
+    assert.deepEqual(await ranOn(url), ["fp"], "Chrome runs the expression without flags, and not the one with them");
+    assert.deepEqual((await saysRun(url)).filter((u) => u === fl || u === plain), [plain], "match_url agrees");
+    const res = await env.tools.fails("write_script", { source: script("fx", ["@match http://flags.test/*", "@exclude /^http:\\/\\/flags\\.test/i"]) }, "INVALID_METADATA");
+    assert.match(res.content[0].text, /would exclude no page: an address starts with its scheme/);
+  });
+
   test("validate_script: @match with @include is the union, with no AND warning", T, async () => {
     const v = await ok("validate_script", { source: script("v", ["@match http://a.test/*", "@include http://b.test/*"]) });
     assert.equal(v.valid, true);
