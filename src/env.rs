@@ -88,15 +88,17 @@ pub fn availability_from(message: &str) -> Option<bool> {
     }
 }
 
-/// The content security policy of each script's own USER_SCRIPT world (not the default one,
-/// where tries and scripts past a page's tenth run: configured with a policy, Chrome counts it
-/// among its 100 world configurations, which would leave one script fewer its world). Without one a
-/// world has the extension's own (`script-src 'self' …`), under which a script's `eval` and
-/// `new Function` throw, and a `<script>` it puts in the page (`GM_addElement('script', …)`,
-/// the classic injection that reaches the page's JavaScript, which `unsafeWindow` does not
-/// here) is blocked: real scripts and their `@require` libraries do all of these, and
-/// Tampermonkey and Violentmonkey allow them. It governs only what the user's script does in
-/// its own world; the extension's pages keep theirs.
+/// The content security policy of every USER_SCRIPT world: each script's own, and the default
+/// one, which every world without a configuration of its own takes (`try_script`'s worlds, and
+/// the world shared by the scripts past a page's tenth), so a try runs under the policy the
+/// installed script will. Without one a world has the extension's own (`script-src 'self' …`),
+/// under which a script's `eval` and `new Function` throw, and a `<script>` it puts in the page
+/// (`GM_addElement('script', …)`, the classic injection that reaches the page's JavaScript,
+/// which `unsafeWindow` does not here) is blocked: real scripts and their `@require` libraries
+/// do all of these, and Tampermonkey and Violentmonkey allow them. It governs only what the
+/// user's script does in its world; the extension's pages keep theirs. The default world
+/// configured with a policy is one of Chrome's 100 world configurations, so 99 scripts can have
+/// a world of their own (matching.test.mjs, "the 101st script").
 pub const WORLD_CSP: &str = "script-src * blob: data: 'unsafe-inline' 'unsafe-eval'";
 
 /// `chrome.userScripts`: what is registered to run. Every call may fail (the toggle is off, or was
@@ -108,9 +110,10 @@ pub trait UserScripts {
     async fn update(&self, regs: &[Registration]) -> Result<(), EnvError>;
     async fn unregister(&self, ids: &[String]) -> Result<(), EnvError>;
     /// Configures the default USER_SCRIPT world (every world without its own configuration):
-    /// no messaging, and the extension's own content security policy (not [`WORLD_CSP`]).
+    /// no messaging, and [`WORLD_CSP`].
     async fn configure_world(&self) -> Result<(), EnvError>;
-    /// The script worlds Chrome holds a configuration for (`getWorldConfigurations`).
+    /// The worlds Chrome holds a configuration for (`getWorldConfigurations`): the scripts'
+    /// and the default one's (`world_id: None`).
     async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError>;
     /// Configures one script's own world (`worldId`): whether it may message the worker, and
     /// [`WORLD_CSP`].
@@ -122,11 +125,12 @@ pub trait UserScripts {
     async fn reset_script_world(&self, world_id: &str) -> Result<(), EnvError>;
 }
 
-/// One script world's configuration as Chrome reports it (`messaging` and `csp` as given:
-/// Chrome may leave them out).
+/// One world's configuration as Chrome reports it (`messaging` and `csp` as given: Chrome may
+/// leave them out).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldConfig {
-    pub world_id: String,
+    /// `None`: the default world's.
+    pub world_id: Option<String>,
     pub messaging: Option<bool>,
     pub csp: Option<String>,
 }
@@ -339,6 +343,11 @@ pub mod memory {
         pub worlds: RefCell<BTreeMap<String, bool>>,
         /// Worlds held with another CSP than `WORLD_CSP` (configured by an older version).
         pub worlds_other_csp: RefCell<std::collections::BTreeSet<String>>,
+        /// The default world's configuration: `None` until configured, `Some(true)` with
+        /// `WORLD_CSP`, `Some(false)` without (as an older version configured it).
+        pub default_world: Cell<Option<bool>>,
+        /// How many times the default world was configured.
+        pub default_configured: Cell<u32>,
         /// How many times the world configurations were read.
         pub world_reads: Cell<u32>,
         /// What `fetch` answers for a URL (`Err`: a network failure); others get the default.
@@ -706,6 +715,8 @@ pub mod memory {
             codes: &[String],
         ) -> Result<Value, EnvError> {
             self.api()?;
+            // In the registry's calls too, so a test sees it after the world's configuration.
+            self.registry_calls.borrow_mut().push("execute");
             // The entries joined, so a test reads the code it ran as one text.
             self.executed.borrow_mut().push((
                 tab_id,
@@ -761,7 +772,13 @@ pub mod memory {
         /// world can be configured (measured); a world already held can be configured again.
         fn world_limit(&self, world: Option<&str>) -> Result<(), EnvError> {
             let worlds = self.worlds.borrow();
-            if world.is_some_and(|w| worlds.contains_key(w)) || worlds.len() < 100 {
+            // The default world's configuration counts among the 100 (Chromium 156).
+            let default = self.default_world.get().is_some();
+            let held = match world {
+                Some(w) => worlds.contains_key(w),
+                None => default,
+            };
+            if held || worlds.len() + usize::from(default) < 100 {
                 return Ok(());
             }
             Err(EnvError(
@@ -863,22 +880,34 @@ pub mod memory {
 
         async fn configure_world(&self) -> Result<(), EnvError> {
             self.api()?;
-            self.world_limit(None)
+            self.world_limit(None)?;
+            self.default_world.set(Some(true));
+            self.default_configured
+                .set(self.default_configured.get() + 1);
+            Ok(())
         }
 
         async fn world_configurations(&self) -> Result<Vec<WorldConfig>, EnvError> {
             self.api()?;
             self.world_reads.set(self.world_reads.get() + 1);
-            Ok(self
-                .worlds
-                .borrow()
-                .iter()
-                .map(|(id, &messaging)| WorldConfig {
-                    world_id: id.clone(),
-                    messaging: Some(messaging),
-                    csp: (!self.worlds_other_csp.borrow().contains(id))
-                        .then(|| crate::env::WORLD_CSP.to_owned()),
-                })
+            let csp = |with: bool| with.then(|| crate::env::WORLD_CSP.to_owned());
+            let default = self.default_world.get().map(|with| WorldConfig {
+                world_id: None,
+                messaging: Some(false),
+                csp: csp(with),
+            });
+            Ok(default
+                .into_iter()
+                .chain(
+                    self.worlds
+                        .borrow()
+                        .iter()
+                        .map(|(id, &messaging)| WorldConfig {
+                            world_id: Some(id.clone()),
+                            messaging: Some(messaging),
+                            csp: csp(!self.worlds_other_csp.borrow().contains(id)),
+                        }),
+                )
                 .collect())
         }
 

@@ -132,6 +132,42 @@ fn a_thrown_error_is_a_successful_call_with_its_line_and_nothing_reaches_the_aud
     assert!(!local.contains(SECRET), "the secret reached storage");
 }
 
+/// A try's world is configured with the installed script's policy before its code runs (else
+/// its eval and inline `<script>` are blocked where the script's own world allows them), and
+/// given back after, since Chrome holds only 100 configurations. With none left, the try runs
+/// anyway and says it ran under a stricter policy.
+#[test]
+fn a_try_runs_in_a_world_with_the_scripts_policy_and_gives_it_back() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    p.env.registry_calls.borrow_mut().clear();
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(
+        *p.env.registry_calls.borrow(),
+        ["configureWorld", "execute", "resetWorldConfiguration"]
+    );
+    assert!(p.env.worlds.borrow().is_empty());
+    assert!(r["structuredContent"].get("note").is_none(), "{r}");
+
+    for i in 0..100 {
+        p.env.worlds.borrow_mut().insert(format!("other-{i}"), true);
+    }
+    p.env.registry_calls.borrow_mut().clear();
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(*p.env.registry_calls.borrow(), ["execute"]);
+    let note = r["structuredContent"]["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("stricter policy") && note.contains("100"),
+        "{r}"
+    );
+    assert!(r["content"][0]["text"].as_str().unwrap().ends_with(note));
+    assert_eq!(p.env.worlds.borrow().len(), 100);
+}
+
 #[test]
 fn refusals_say_why() {
     let p = provider();

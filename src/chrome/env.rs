@@ -232,10 +232,10 @@ impl UserScripts for ChromeEnv {
     async fn configure_world(&self) -> Result<(), EnvError> {
         let api = user_scripts_api()?;
         // No messaging from scripts back to the extension: they are the user's code, not ours.
-        // And no `csp` (`WORLD_CSP` is each script's own world's): a default world configured
-        // with one is held as a configuration of its own, which Chrome counts among its 100, so
-        // one script fewer could have its world (matching.test.mjs, "the 101st script").
-        let props = json::to_js(&serde_json::json!({ "messaging": false }));
+        let props = json::to_js(&serde_json::json!({
+            "messaging": false,
+            "csp": crate::env::WORLD_CSP,
+        }));
         settle("userScripts.configureWorld", api.configure_world(&props))
             .await
             .map(|_| ())
@@ -249,13 +249,17 @@ impl UserScripts for ChromeEnv {
         )
         .await?;
         let v = json::from_js(&got).unwrap_or(Value::Array(Vec::new()));
-        // The default world's configuration has no worldId: not a script's.
+        // The default world's configuration has no worldId.
         Ok(v.as_array()
             .map(|a| {
                 a.iter()
                     .filter_map(|w| {
+                        let world_id = match w.get("worldId") {
+                            None | Some(Value::Null) => None,
+                            Some(id) => Some(id.as_str()?.to_owned()),
+                        };
                         Some(WorldConfig {
-                            world_id: w.get("worldId")?.as_str()?.to_owned(),
+                            world_id,
                             messaging: w.get("messaging").and_then(Value::as_bool),
                             csp: w.get("csp").and_then(Value::as_str).map(str::to_owned),
                         })

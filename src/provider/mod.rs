@@ -142,6 +142,9 @@ pub struct Provider<E> {
     /// One lock per tab a try runs in (`tools::try_script`): tries share the try world, whose
     /// `console` each one hooks while it runs, so two at once would mix their output.
     pub(crate) try_locks: RefCell<VecMap<i64, Rc<Mutex<()>>>>,
+    /// The try worlds tries are running in: world id → (tries, configured by us). Configured
+    /// while one runs, given back after the last (`tools::try_script::hold_world`).
+    pub(crate) try_worlds: RefCell<VecMap<String, (u32, bool)>>,
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
     /// Tabs and notifications scripts opened (`gm_tabs`).
     gm_opened: RefCell<gm_tabs::Opened>,
@@ -203,6 +206,7 @@ impl<E: Env> Provider<E> {
             gm_waiters: RefCell::new(Default::default()),
             gm_menus: RefCell::new(Default::default()),
             try_locks: RefCell::new(VecMap::new()),
+            try_worlds: RefCell::new(VecMap::new()),
             menu_waiters: RefCell::new(Default::default()),
             gm_opened: RefCell::new(Default::default()),
             gm_flights: RefCell::new(Default::default()),

@@ -135,6 +135,13 @@ pub async fn read_held<E: UserScripts>(env: &E, uuid: &str, worlds: bool) -> Hel
     Held { registered, worlds }
 }
 
+/// Whether `w` is the default world's configuration as [`UserScripts::configure_world`] gives it.
+fn is_default_as_wanted(w: &WorldConfig) -> bool {
+    w.world_id.is_none()
+        && w.messaging != Some(true)
+        && w.csp.as_deref() == Some(crate::env::WORLD_CSP)
+}
+
 /// Configures the world of `d` unless Chrome already holds that configuration: reconfiguring a
 /// world that live pages use crashed their renderer at the next navigation (Chromium 156,
 /// matching.test.mjs's update test). Messaging when its prelude needs the channel, none
@@ -149,7 +156,7 @@ async fn configure_world_of<E: UserScripts + Capabilities>(
     };
     let held = worlds.is_some_and(|ws| {
         ws.iter().any(|w| {
-            w.world_id == world
+            w.world_id.as_deref() == Some(world)
                 && w.messaging == Some(d.messaging)
                 && w.csp.as_deref() == Some(crate::env::WORLD_CSP)
         })
@@ -506,24 +513,33 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     let mut report = Report::default();
     let (actual, worlds) = futures::join!(env.registered(None), env.world_configurations());
     let actual = actual.map_err(ReconcileError::Env)?;
+    let mut default_held = false;
     let worlds = match worlds {
         Ok(all) => {
             let wanted: VecSet<String> = enabled
                 .iter()
                 .map(|r| registry::world_id(&r.uuid))
                 .collect();
-            let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) = all
-                .into_iter()
-                .partition(|w| wanted.contains(w.world_id.as_str()));
-            for w in &unused {
-                let _ = env.reset_script_world(&w.world_id).await;
+            let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) =
+                all.into_iter().partition(|w| match w.world_id.as_deref() {
+                    Some(id) => wanted.contains(id),
+                    None => true,
+                });
+            for id in unused.iter().filter_map(|w| w.world_id.as_deref()) {
+                let _ = env.reset_script_world(id).await;
             }
             report.worlds_released = unused.len();
+            default_held = keep.iter().any(is_default_as_wanted);
             Some(keep)
         }
         Err(_) => None,
     };
-    env.configure_world().await.map_err(ReconcileError::Env)?;
+    // Configured again only when Chrome does not hold it so (as a script's world: reconfiguring
+    // a world live pages use crashed them, `configure_world_of`); an older version's default,
+    // without `WORLD_CSP`, is configured over.
+    if !default_held {
+        env.configure_world().await.map_err(ReconcileError::Env)?;
+    }
     let keys: Vec<String> = enabled.iter().map(|r| store::source_key(&r.uuid)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let sources = if refs.is_empty() {
@@ -817,6 +833,45 @@ mod tests {
         let mut want = vec![wa, wb];
         want.sort();
         assert_eq!(left, want);
+    }
+
+    /// The default world (tries, the scripts past a page's tenth) gets the scripts' own policy,
+    /// configured only when Chrome does not hold it so; it is one of the 100, so the 100th
+    /// script world is refused.
+    #[test]
+    fn the_default_world_gets_the_scripts_policy_once_and_counts_among_the_100() {
+        let env = MemoryEnv::new();
+        let a = create(&env, "A", true);
+        let reconciled = || {
+            block_on(reconcile(
+                &env,
+                &block_on(store::load_snapshot(&env)).unwrap(),
+            ))
+            .unwrap()
+        };
+        reconciled();
+        assert_eq!(env.default_world.get(), Some(true));
+        assert_eq!(env.default_configured.get(), 1);
+        // Held so: not configured again (a reconfigured world crashed live pages).
+        reconciled();
+        assert_eq!(env.default_configured.get(), 1);
+        // As an older version left it, without the policy: configured over.
+        env.default_world.set(Some(false));
+        reconciled();
+        assert_eq!(
+            (env.default_world.get(), env.default_configured.get()),
+            (Some(true), 2)
+        );
+        // A's world and 98 others are held, with the default: the 100 Chrome allows.
+        for i in 0..98 {
+            env.worlds.borrow_mut().insert(format!("other-{i}"), true);
+        }
+        assert!(env
+            .worlds
+            .borrow()
+            .contains_key(&registry::world_id(&a.uuid)));
+        assert!(block_on(env.configure_script_world("one-more", true)).is_err());
+        assert!(block_on(env.configure_world()).is_ok());
     }
 
     /// Enabled scripts named `names`, stored.

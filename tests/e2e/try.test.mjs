@@ -279,6 +279,40 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal((await h.internal("state.get")).policy.reviewWrites, false, "the tried code turned review on");
   });
 
+  // What a try reports about eval, new Function and a <script> put in the page must be what the
+  // installed script gets (its own world's env::WORLD_CSP): a try under the extension's policy
+  // said EvalError, and the page never saw its <script>, where the installed script works.
+  test("a try runs under the installed script's policy: eval, new Function and a <script> put in the page run, tried raw or stored", T, async () => {
+    const body = [
+      "const out = {};",
+      "try { out.evaluated = eval('6 * 7'); } catch (e) { out.evaluated = e.name; }",
+      "try { out.compiled = new Function('a', 'return a + 1')(1); } catch (e) { out.compiled = e.name; }",
+      "const s = document.createElement('script');",
+      "s.textContent = \"document.documentElement.setAttribute('data-try-injected', String(window.pageVar))\";",
+      "document.documentElement.appendChild(s); s.remove();",
+      "out.injected = document.documentElement.getAttribute('data-try-injected');",
+      "document.documentElement.removeAttribute('data-try-injected');",
+      "return out;",
+    ];
+    const want = { evaluated: 42, compiled: 2, injected: "page" };
+    await tab.evaluate(() => { window.pageVar = "page"; });
+    const raw = await call("try_script", { source: script(["@match http://try.test/*"], body), url });
+    assert.equal(raw.isError, false, raw.content?.[0]?.text);
+    assert.deepEqual(raw.structuredContent.frames[0].value, want, JSON.stringify(raw.structuredContent.frames[0]));
+    // A stored script is tried in a world of its own (lumo-try-<uuid>), without a configuration
+    // of its own either: it takes the default world's.
+    const w = await call("write_script", { source: script(["@match http://elsewhere.test/*"], body) });
+    assert.equal(w.isError, false, w.content?.[0]?.text);
+    const uuid = w.structuredContent.script.uuid;
+    try {
+      const stored = await call("try_script", { uuid, url });
+      assert.equal(stored.isError, false, stored.content?.[0]?.text);
+      assert.deepEqual(stored.structuredContent.frames[0].value, want, JSON.stringify(stored.structuredContent.frames[0]));
+    } finally {
+      await h.internal("scripts.delete", { uuid });
+    }
+  });
+
   // A try world outlives the try: raw code tried first could hook a built-in there and read
   // the GM values a stored script is tried with (its user's API key). A stored script is tried
   // in a world only its own revisions run in.
@@ -397,6 +431,14 @@ describe("try_script past Chrome's 10 worlds on a page", () => {
       "return 'hooked';",
     ]), url });
     assert.equal(hook.structuredContent?.frames?.[0]?.value, "hooked", JSON.stringify(hook));
+    // That shared world (the hook above is there: Object.fromEntries is not native) has the
+    // policy of each script's own world too (the default world's configuration,
+    // env::WORLD_CSP): eval runs there, as in the scripts' own worlds.
+    const evaluated = await call("try_script", { source: script(["@match *://*/*"], [
+      "const hooked = !String(Object.fromEntries).includes('[native code]');",
+      "try { return [eval('6 * 7'), hooked]; } catch (e) { return [e.name, hooked]; }",
+    ]), url });
+    assert.deepEqual(evaluated.structuredContent?.frames?.[0]?.value, [42, true], JSON.stringify(evaluated));
     // The stored script tried now lands in that world too: it must run nothing there.
     const tried = await call("try_script", { uuid: secret, url });
     const said = JSON.stringify(tried);
