@@ -583,19 +583,27 @@ async fn run<E: Env>(
         // The try before may have run for its whole timeout: a switch the user flipped, or the
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
-            Ok(()) => match p.begin_try(&journal.begun).await {
-                Ok(k) => {
-                    journal.key = Some(k);
-                    let policy = hold_world(p, &world).await;
-                    let answer = execute_bounded(p, tab, a, &world, &codes).await;
-                    release_world(p, &world).await;
-                    answer.map(|r| r.map(|v| (v, policy)))
-                }
-                Err(e) => Err(ToolError::new(
-                    ErrorCode::StorageError,
-                    format!("the try could not be recorded in the audit log, so nothing ran: {e}"),
-                )),
-            },
+            Ok(()) => {
+                // The world's configuration goes out beside the record in progress: both
+                // are needed before the code runs, and neither waits for the other.
+                let (begun, policy) =
+                    futures::join!(p.begin_try(&journal.begun), hold_world(p, &world));
+                let answer = match begun {
+                    Ok(k) => {
+                        journal.key = Some(k);
+                        let answer = execute_bounded(p, tab, a, &world, &codes).await;
+                        answer.map(|r| r.map(|v| (v, policy)))
+                    }
+                    Err(e) => Err(ToolError::new(
+                        ErrorCode::StorageError,
+                        format!(
+                            "the try could not be recorded in the audit log, so nothing ran: {e}"
+                        ),
+                    )),
+                };
+                release_world(p, &world).await;
+                answer
+            }
             Err(e) => Err(e),
         }
     };
