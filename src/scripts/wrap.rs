@@ -23,6 +23,9 @@ pub const MAX_TEXT_CHARS: usize = 2000;
 pub const MAX_LOG_CHARS: usize = 64 * 1024;
 /// The completion value's JSON, in bytes.
 pub const MAX_VALUE_BYTES: usize = 16 * 1024;
+/// At most this many errors after the top-level code finished are kept per frame (`watchMs`),
+/// as many as an installed script's run keeps.
+pub const MAX_LATER: usize = super::runs::MAX_LATE_PER_RUN;
 /// The part of an error stack shipped back (for line extraction only).
 const MAX_STACK_CHARS: usize = 4096;
 
@@ -33,7 +36,7 @@ const MAX_STACK_CHARS: usize = 4096;
 /// parsing the whole kit again (~0.5 ms in Chromium 156; ARCHITECTURE.md, Decisions). The console
 /// is replaced only when `finish` starts, so a source that does not parse leaves it alone.
 /// Every `__X__` is replaced ([`kit`]); none can occur in the nonce or the numbers.
-const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); restore(); } r.logsDropped = dropped; r.ms = now() - t0; return r; }; return { finish }; })();"#;
+const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = setTimeout(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { clearTimeout(timer); } r.ms = now() - t0; if (WATCH > 0 && !r.timedOut) { try { await watch(r); } catch (e) {} } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at) => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack) || at; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const watch = (r) => new Promise((done) => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const onRejection = (ev) => { try { if (!ev.isTrusted || !pos(ev.reason && ev.reason.stack)) return; add({ rejection: true, ...thrown(ev.reason, null) }); } catch (x) {} }; addEventListener("error", onError); addEventListener("unhandledrejection", onRejection); setTimeout(() => { removeEventListener("error", onError); removeEventListener("unhandledrejection", onRejection); r.later = later; r.laterDropped = lost; r.watchedMs = WATCH; done(); }, WATCH); }); return { finish }; })();"#;
 
 /// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce, once
 /// it has seen that it runs in the world it was sent to ([`CLAIM`]). `__NONCE__` and `__WORLD__`
@@ -83,9 +86,11 @@ pub fn lines_before(requires: &str) -> u64 {
 
 /// The kit ([`KIT`]) of one try: `requires` is the `@require` code put before the source, whose
 /// lines the positions count out.
-fn kit(nonce: &str, timeout_ms: u32, requires: &str) -> String {
+fn kit(nonce: &str, timeout_ms: u32, watch_ms: u32, requires: &str) -> String {
     KIT.replace("__NONCE__", nonce)
         .replace("__TIMEOUT__", &timeout_ms.to_string())
+        .replace("__WATCH__", &watch_ms.to_string())
+        .replace("__MAXE__", &MAX_LATER.to_string())
         .replace("__MAXL__", &MAX_LOGS.to_string())
         .replace("__MAXT__", &MAX_TEXT_CHARS.to_string())
         .replace("__MAXLC__", &MAX_LOG_CHARS.to_string())
@@ -160,6 +165,7 @@ pub fn entries(
     nonce: &str,
     world: &str,
     timeout_ms: u32,
+    watch_ms: u32,
     gm: &str,
     requires: &str,
 ) -> Option<Vec<String>> {
@@ -172,7 +178,10 @@ pub fn entries(
         r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis["__lumoTryKit_{nonce}"]; delete globalThis[k + "_l"]; return out; }})();"#
     );
     Some(vec![
-        format!("{catcher}\n{quiet}\n{}", kit(nonce, timeout_ms, requires)),
+        format!(
+            "{catcher}\n{quiet}\n{}",
+            kit(nonce, timeout_ms, watch_ms, requires)
+        ),
         CLAIM.replace("__WORLD__", world),
         wrapped,
         collect,
@@ -219,6 +228,23 @@ pub struct Thrown {
     pub column: Option<u64>,
 }
 
+/// An uncaught error or unhandled rejection of the tried code after its top-level code finished,
+/// while the try watched (`watchMs`): from a timer, an event listener, an observer, a promise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Later {
+    /// A promise rejected with no handler (else thrown).
+    pub rejection: bool,
+    pub thrown: Thrown,
+}
+
+/// What the try saw after the top-level code finished, when it watched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watched {
+    pub ms: u64,
+    pub errors: Vec<Later>,
+    pub dropped: u64,
+}
+
 /// One frame's report, bounded and with positions in the source's own lines.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrameReport {
@@ -232,6 +258,8 @@ pub struct FrameReport {
     pub logs_dropped: u64,
     pub timed_out: bool,
     pub ms: f64,
+    /// Present when the try watched after the top-level code finished (`watchMs`).
+    pub watched: Option<Watched>,
 }
 
 fn text_of(v: Option<&Value>, max: usize) -> String {
@@ -279,7 +307,7 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
             line: map(uint(e.get("line"))),
         });
     }
-    let error = o.get("error").and_then(Value::as_object).map(|e| Thrown {
+    let thrown = |e: &Map<String, Value>| Thrown {
         name: text_of(e.get("name"), 200),
         message: text_of(e.get("message"), MAX_TEXT_CHARS),
         line: map(uint(e.get("line"))),
@@ -288,6 +316,28 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
         } else {
             None
         },
+    };
+    let error = o.get("error").and_then(Value::as_object).map(thrown);
+    let watched = uint(o.get("watchedMs")).map(|ms| {
+        let all = o.get("later").and_then(Value::as_array);
+        let items = all.map(Vec::as_slice).unwrap_or_default();
+        let errors: Vec<Later> = items
+            .iter()
+            .filter_map(Value::as_object)
+            .take(MAX_LATER)
+            .map(|e| Later {
+                rejection: e.get("rejection") == Some(&Value::Bool(true)),
+                thrown: thrown(e),
+            })
+            .collect();
+        let over = u64::try_from(items.len().saturating_sub(errors.len())).unwrap_or(u64::MAX);
+        Watched {
+            ms,
+            dropped: uint(o.get("laterDropped"))
+                .unwrap_or(0)
+                .saturating_add(over),
+            errors,
+        }
     });
     // The page says whether it cut the value (a long string, a deep or wide object); a value
     // cut at the byte bound is no longer JSON and is returned as its text.
@@ -323,6 +373,7 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
             .and_then(Value::as_f64)
             .filter(|m| m.is_finite() && *m >= 0.0)
             .unwrap_or(0.0),
+        watched,
     })
 }
 
@@ -353,6 +404,15 @@ impl FrameReport {
         o.insert("consoleDropped".into(), json!(self.logs_dropped));
         o.insert("timedOut".into(), json!(self.timed_out));
         o.insert("durationMs".into(), json!((self.ms * 10.0).round() / 10.0));
+        if let Some(w) = &self.watched {
+            let errors = w.errors.iter().map(|l| {
+                let e = &l.thrown;
+                json!({ "rejection": l.rejection, "name": e.name, "message": e.message, "line": e.line, "column": e.column })
+            });
+            o.insert("watchedMs".into(), json!(w.ms));
+            o.insert("lateErrors".into(), Value::Array(errors.collect()));
+            o.insert("lateErrorsDropped".into(), json!(w.dropped));
+        }
         Value::Object(o)
     }
 }
@@ -362,6 +422,48 @@ mod tests {
     use super::*;
 
     const SRC: &str = "// ==UserScript==\n// @name t\n// @match *://*/*\n// ==/UserScript==\nconsole.log('a');\nnull.x;\n";
+
+    /// What the try saw after the top-level code finished is read as distrustfully as the rest:
+    /// bounded in number, positions mapped to the source (a wrapper line dropped), without `watchedMs` the try did not watch.
+    #[test]
+    fn later_errors_are_bounded_and_mapped() {
+        let before = lines_before("");
+        let lines = js_line_count(SRC);
+        let item = |rejection: bool, line: u64| json!({ "rejection": rejection, "name": "TypeError", "message": "x".repeat(5000), "line": line, "column": 3 });
+        let mut later: Vec<Value> = vec![item(true, before + 6), item(false, 2)];
+        later.extend((0..40).map(|_| item(false, before + 5)));
+        let r = parse_report(
+            &json!({ "lumo": "n", "watchedMs": 500, "later": later, "laterDropped": 7 }),
+            "n",
+            before,
+            lines,
+        )
+        .unwrap();
+        let w = r.watched.unwrap();
+        assert_eq!(
+            (w.ms, w.errors.len(), w.dropped),
+            (500, MAX_LATER, 7 + 42 - MAX_LATER as u64)
+        );
+        assert!(w.errors[0].rejection);
+        assert_eq!(
+            (w.errors[0].thrown.line, w.errors[0].thrown.column),
+            (Some(6), Some(3))
+        );
+        assert!(!w.errors[1].rejection);
+        assert_eq!(
+            (w.errors[1].thrown.line, w.errors[1].thrown.column),
+            (None, None)
+        );
+        assert!(w.errors[0].thrown.message.chars().count() <= MAX_TEXT_CHARS + 1);
+        let none = parse_report(
+            &json!({ "lumo": "n", "later": [item(false, 1)] }),
+            "n",
+            before,
+            lines,
+        )
+        .unwrap();
+        assert_eq!(none.watched, None);
+    }
 
     #[test]
     fn the_source_starts_on_its_own_line_after_the_prelude() {
@@ -392,7 +494,7 @@ mod tests {
         ] {
             assert!(!code.contains(ph), "{ph} is left");
             assert!(
-                !kit("abc-1", 3000, "").contains(ph),
+                !kit("abc-1", 3000, 0, "").contains(ph),
                 "{ph} is left in the kit"
             );
         }
@@ -416,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_entries_catch_a_syntax_error_and_return_one_report() {
-        let e = entries(SRC, "abc-1", "lumo-try", 3000, "", "").unwrap();
+        let e = entries(SRC, "abc-1", "lumo-try", 3000, 0, "", "").unwrap();
         assert_eq!(e.len(), 4);
         // The world's claim is a script of its own, before the source.
         assert_eq!(
@@ -459,7 +561,7 @@ mod tests {
             (err.name.as_str(), err.line, err.column),
             ("SyntaxError", Some(6), Some(11))
         );
-        assert!(entries(SRC, "a\"b", "lumo-try", 1, "", "").is_none());
+        assert!(entries(SRC, "a\"b", "lumo-try", 1, 0, "", "").is_none());
     }
 
     /// The source, its `@require` code and its GM line (a stored script's values) run only
@@ -467,7 +569,7 @@ mod tests {
     /// bindings, before anything of the try is evaluated.
     #[test]
     fn nothing_of_the_try_runs_before_the_world_check() {
-        let e = entries(SRC, "n1", "lumo-try-u1", 1000, "{GM_VALUES;}", "REQ;\n").unwrap();
+        let e = entries(SRC, "n1", "lumo-try-u1", 1000, 0, "{GM_VALUES;}", "REQ;\n").unwrap();
         let w = &e[2];
         let check = w
             .find("if (typeof __lumoWorld !== \"undefined\" || typeof __lumoTryWorld === \"undefined\" || __lumoTryWorld !== \"lumo-try-u1\") return { lumo: \"n1\", sharedWorld: true };")
@@ -494,7 +596,7 @@ mod tests {
             &json!({"lumo": "n1", "sharedWorld": "yes"}),
             "n1"
         ));
-        assert!(entries(SRC, "n1", "lumo\"try", 1000, "", "").is_none());
+        assert!(entries(SRC, "n1", "lumo\"try", 1000, 0, "", "").is_none());
     }
 
     #[test]
@@ -593,7 +695,7 @@ mod tests {
             "throw new Error(LIB);"
         );
         // The page side's PL is in the kit (the first entry).
-        let kit = &entries(src, "n1", "lumo-try", 1000, "", req).unwrap()[0];
+        let kit = &entries(src, "n1", "lumo-try", 1000, 0, "", req).unwrap()[0];
         assert!(kit.contains(&format!("const PL = {};", pl + 3)));
         let r = json!({"lumo": "n1", "threw": true,
             "error": {"name": "Error", "message": "lib", "line": pl + 3 + 4, "column": 7},

@@ -31,6 +31,8 @@ use std::rc::Rc;
 pub const NAME: &str = "try_script";
 pub const DEFAULT_TIMEOUT_MS: u32 = 5_000;
 pub const MAX_TIMEOUT_MS: u32 = 30_000;
+/// The longest a try watches after its top-level code finished (`watchMs`).
+pub const MAX_WATCH_MS: u32 = 10_000;
 /// At most this many frames are reported; the rest are counted.
 pub const MAX_FRAMES: usize = 20;
 /// The world a raw source is tried in: not a script's own world (a try must not see or disturb
@@ -65,6 +67,7 @@ struct RawArgs {
     url: Option<String>,
     all_frames: Option<bool>,
     timeout_ms: Option<u64>,
+    watch_ms: Option<u64>,
 }
 
 /// What to run.
@@ -87,6 +90,9 @@ pub struct TryArgs {
     pub target: Target,
     pub all_frames: bool,
     pub timeout_ms: u32,
+    /// How long to go on collecting console calls and uncaught errors after the top-level code
+    /// finished (0: not at all).
+    pub watch_ms: u32,
 }
 
 fn invalid(why: impl std::fmt::Display) -> ToolError {
@@ -148,11 +154,19 @@ pub fn parse(args: &Value) -> Result<TryArgs, ToolError> {
             .filter(|t| (100..=MAX_TIMEOUT_MS).contains(t))
             .ok_or_else(|| invalid(format!("timeoutMs must be 100 to {MAX_TIMEOUT_MS}")))?,
     };
+    let watch_ms = match a.watch_ms {
+        None => 0,
+        Some(w) => u32::try_from(w)
+            .ok()
+            .filter(|w| *w <= MAX_WATCH_MS)
+            .ok_or_else(|| invalid(format!("watchMs must be 0 to {MAX_WATCH_MS}")))?,
+    };
     Ok(TryArgs {
         what,
         target,
         all_frames: a.all_frames.unwrap_or(false),
         timeout_ms,
+        watch_ms,
     })
 }
 
@@ -561,6 +575,7 @@ async fn run<E: Env>(
         &nonce,
         &world,
         a.timeout_ms,
+        a.watch_ms,
         &gm,
         &script.requires,
     ) else {
@@ -693,7 +708,7 @@ async fn execute_bounded<E: Env>(
     codes: &[String],
 ) -> Result<Result<Value, crate::env::EnvError>, ToolError> {
     let exec = p.env.execute(tab.id, a.all_frames, world, codes);
-    let limit = f64::from(a.timeout_ms) + GRACE_MS;
+    let limit = f64::from(a.timeout_ms) + f64::from(a.watch_ms) + GRACE_MS;
     match select(Box::pin(exec), Box::pin(p.env.sleep(limit))).await {
         Either::Left((r, _)) => Ok(r),
         Either::Right(_) => Err(ToolError::new(
@@ -888,6 +903,32 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
             }
         ));
     }
+    if let Some(w) = &r.watched {
+        for l in &w.errors {
+            let e = &l.thrown;
+            text.push(format!(
+                "  later, {} {}: {} at line {}, column {}",
+                if l.rejection {
+                    "unhandled rejection"
+                } else {
+                    "uncaught"
+                },
+                crate::text::quoted(&e.name),
+                crate::text::quoted(&e.message),
+                e.line.map_or("?".to_owned(), |n| n.to_string()),
+                e.column.map_or("?".to_owned(), |n| n.to_string())
+            ));
+        }
+        if w.dropped > 0 {
+            text.push(format!("  … {} more later errors not kept", w.dropped));
+        }
+        if w.errors.is_empty() && w.dropped == 0 {
+            text.push(format!(
+                "  no uncaught error in the {} ms watched after it returned",
+                w.ms
+            ));
+        }
+    }
     f
 }
 
@@ -919,9 +960,16 @@ mod tests {
             json!({"source": "x", "tabId": 1, "revision": 2}),
             json!({"uuid": "nope", "tabId": 1}),
             json!({"source": "x", "tabId": 1, "extra": 1}),
+            json!({"source": "x", "tabId": 1, "watchMs": 10_001}),
+            json!({"source": "x", "tabId": 1, "watchMs": -1}),
+            json!({"source": "x", "tabId": 1, "watchMs": 2.5}),
         ] {
             assert!(parse(&bad).is_err(), "{bad}");
         }
+        assert_eq!(ok.watch_ms, 0);
+        let watch =
+            |w: u64| parse(&json!({"source": "x", "tabId": 1, "watchMs": w})).map(|a| a.watch_ms);
+        assert_eq!((watch(0).ok(), watch(10_000).ok()), (Some(0), Some(10_000)));
     }
 
     #[test]

@@ -26,29 +26,35 @@ async function anyPathServer() {
   return { port: server.address().port, close };
 }
 
-describe("try_script: run once in a tab, read what happened", () => {
-  let h, server, session, tab, url;
+/** A browser with the host approved, "Allow User Scripts" on, an MCP session and a tab on a try.test page. */
+async function start() {
+  const h = await launch();
+  const server = await anyPathServer();
+  await h.internal("policy.approve", { id: HOST_ID });
+  assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+  for (const deadline = Date.now() + 3000; ;) {
+    const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    if (r.response?.status?.ready || Date.now() > deadline) break;
+    await sleep(100);
+  }
+  const session = await h.lumo("connect", PROVIDER_ID);
+  const tab = await h.context.newPage();
+  const url = `http://try.test:${server.port}/page`;
+  await tab.goto(url, { waitUntil: "load" });
   const call = async (name, args = {}) => {
     const res = await h.lumo("callTool", session, name, args);
     assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
     return res;
   };
+  return { h, server, session, tab, url, call };
+}
+
+describe("try_script: run once in a tab, read what happened", () => {
+  let h, server, session, tab, url, call;
   const marked = () => tab.evaluate(() => document.documentElement.getAttribute("data-tried"));
 
   before(async () => {
-    h = await launch();
-    server = await anyPathServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    tab = await h.context.newPage();
-    url = `http://try.test:${server.port}/page`;
-    await tab.goto(url, { waitUntil: "load" });
+    ({ h, server, session, tab, url, call } = await start());
   });
   after(async () => {
     await h?.close();
@@ -279,40 +285,6 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal((await h.internal("state.get")).policy.reviewWrites, false, "the tried code turned review on");
   });
 
-  // What a try reports about eval, new Function and a <script> put in the page must be what the
-  // installed script gets (its own world's env::WORLD_CSP): a try under the extension's policy
-  // said EvalError, and the page never saw its <script>, where the installed script works.
-  test("a try runs under the installed script's policy: eval, new Function and a <script> put in the page run, tried raw or stored", T, async () => {
-    const body = [
-      "const out = {};",
-      "try { out.evaluated = eval('6 * 7'); } catch (e) { out.evaluated = e.name; }",
-      "try { out.compiled = new Function('a', 'return a + 1')(1); } catch (e) { out.compiled = e.name; }",
-      "const s = document.createElement('script');",
-      "s.textContent = \"document.documentElement.setAttribute('data-try-injected', String(window.pageVar))\";",
-      "document.documentElement.appendChild(s); s.remove();",
-      "out.injected = document.documentElement.getAttribute('data-try-injected');",
-      "document.documentElement.removeAttribute('data-try-injected');",
-      "return out;",
-    ];
-    const want = { evaluated: 42, compiled: 2, injected: "page" };
-    await tab.evaluate(() => { window.pageVar = "page"; });
-    const raw = await call("try_script", { source: script(["@match http://try.test/*"], body), url });
-    assert.equal(raw.isError, false, raw.content?.[0]?.text);
-    assert.deepEqual(raw.structuredContent.frames[0].value, want, JSON.stringify(raw.structuredContent.frames[0]));
-    // A stored script is tried in a world of its own (lumo-try-<uuid>), without a configuration
-    // of its own either: it takes the default world's.
-    const w = await call("write_script", { source: script(["@match http://elsewhere.test/*"], body) });
-    assert.equal(w.isError, false, w.content?.[0]?.text);
-    const uuid = w.structuredContent.script.uuid;
-    try {
-      const stored = await call("try_script", { uuid, url });
-      assert.equal(stored.isError, false, stored.content?.[0]?.text);
-      assert.deepEqual(stored.structuredContent.frames[0].value, want, JSON.stringify(stored.structuredContent.frames[0]));
-    } finally {
-      await h.internal("scripts.delete", { uuid });
-    }
-  });
-
   // A try world outlives the try: raw code tried first could hook a built-in there and read
   // the GM values a stored script is tried with (its user's API key). A stored script is tried
   // in a world only its own revisions run in.
@@ -373,13 +345,93 @@ describe("try_script: run once in a tab, read what happened", () => {
 // one, shared by everything else past them. An agent can fill them itself (each stored script it
 // tries adds a world), then run raw code there that hooks built-ins, then try a stored script
 // whose values that code would read. Its own browser: the tries here count toward the rate limit.
+// Each its own browser: the rate limit (30 writes a minute, a try among them) holds the suite
+// above to what it has.
+describe("try_script: what the installed script would do", () => {
+  let h, server, tab, url, call;
+  before(async () => {
+    ({ h, server, tab, url, call } = await start());
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+  });
+
+  // What a try reports about eval, new Function and a <script> put in the page must be what the
+  // installed script gets (its own world's env::WORLD_CSP): a try under the extension's policy
+  // said EvalError, and the page never saw its <script>, where the installed script works.
+  test("a try runs under the installed script's policy: eval, new Function and a <script> put in the page run, tried raw or stored", T, async () => {
+    const body = [
+      "const out = {};",
+      "try { out.evaluated = eval('6 * 7'); } catch (e) { out.evaluated = e.name; }",
+      "try { out.compiled = new Function('a', 'return a + 1')(1); } catch (e) { out.compiled = e.name; }",
+      "const s = document.createElement('script');",
+      "s.textContent = \"document.documentElement.setAttribute('data-try-injected', String(window.pageVar))\";",
+      "document.documentElement.appendChild(s); s.remove();",
+      "out.injected = document.documentElement.getAttribute('data-try-injected');",
+      "document.documentElement.removeAttribute('data-try-injected');",
+      "return out;",
+    ];
+    const want = { evaluated: 42, compiled: 2, injected: "page" };
+    await tab.evaluate(() => { window.pageVar = "page"; });
+    const raw = await call("try_script", { source: script(["@match http://try.test/*"], body), url });
+    assert.equal(raw.isError, false, raw.content?.[0]?.text);
+    assert.deepEqual(raw.structuredContent.frames[0].value, want, JSON.stringify(raw.structuredContent.frames[0]));
+    // A stored script is tried in a world of its own (lumo-try-<uuid>), without a configuration
+    // of its own either: it takes the default world's.
+    const w = await call("write_script", { source: script(["@match http://elsewhere.test/*"], body) });
+    assert.equal(w.isError, false, w.content?.[0]?.text);
+    const uuid = w.structuredContent.script.uuid;
+    try {
+      const stored = await call("try_script", { uuid, url });
+      assert.equal(stored.isError, false, stored.content?.[0]?.text);
+      assert.deepEqual(stored.structuredContent.frames[0].value, want, JSON.stringify(stored.structuredContent.frames[0]));
+    } finally {
+      await h.internal("scripts.delete", { uuid });
+    }
+  });
+
+  // Real scripts do their work in callbacks: a try that reported only the top-level code said
+  // "ok" while the script's timer or listener threw on every page. With watchMs the try goes on
+  // listening, and says which line threw; an earlier try's timer still throwing in that world
+  // is not this script's error.
+  test("watchMs: errors thrown by the script's timers, listeners and promises after it returned come back with their lines", T, async () => {
+    await tab.reload({ waitUntil: "load" });
+    const old = await call("try_script", { source: script(["@match http://try.test/*"], [
+      "setInterval(() => { throw new Error('an earlier try'); }, 50);",
+    ]), url });
+    assert.equal(old.isError, false, old.content?.[0]?.text);
+    const src = script(["@match http://try.test/*"], [
+      "setTimeout(() => { console.log('tick'); null.y; }, 50);", // line 6
+      "document.body.addEventListener('click', () => { undefinedFn(); });", // line 7
+      "setTimeout(() => document.body.click(), 100);", // line 8
+      "setTimeout(() => { Promise.reject(new RangeError('late rejection')); }, 150);", // line 9
+      "return 'started';",
+    ]);
+    const watched = await call("try_script", { source: src, url, watchMs: 1000 });
+    assert.equal(watched.isError, false, watched.content?.[0]?.text);
+    const f = watched.structuredContent.frames[0];
+    assert.equal(f.ok, true, JSON.stringify(f));
+    assert.equal(f.value, "started");
+    assert.equal(f.watchedMs, 1000);
+    assert.deepEqual(f.lateErrors.map((e) => [e.rejection, e.name, e.line]), [
+      [false, "TypeError", 6], [false, "ReferenceError", 7], [true, "RangeError", 9],
+    ], JSON.stringify(f.lateErrors));
+    assert.equal(f.lateErrors[2].message, "late rejection");
+    assert.deepEqual(f.console.map((c) => [c.text, c.line]), [["tick", 6]]);
+    assert.match(watched.content[0].text, /later, uncaught "TypeError": .* at line 6/);
+    // Without watchMs the try answers when the top-level code is done, and says nothing of later.
+    const plain = await call("try_script", { source: src, url });
+    const p = plain.structuredContent.frames[0];
+    assert.equal(p.value, "started");
+    assert.equal(p.lateErrors, undefined, JSON.stringify(p));
+    assert.deepEqual(p.console, []);
+    await tab.reload({ waitUntil: "load" });
+  });
+});
+
 describe("try_script past Chrome's 10 worlds on a page", () => {
-  let h, server, session, tab;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
+  let h, server, tab, call;
   const named = (name, lines, body) => script(lines, body).replace("// @name Try e2e", `// @name ${name}`);
   const save = async (source) => {
     const r = await h.internal("scripts.save", { source });
@@ -388,12 +440,7 @@ describe("try_script past Chrome's 10 worlds on a page", () => {
   };
 
   before(async () => {
-    h = await launch();
-    server = await anyPathServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    session = await h.lumo("connect", PROVIDER_ID);
-    tab = await h.context.newPage();
+    ({ h, server, tab, call } = await start());
   });
   after(async () => {
     await h?.close();
