@@ -54,7 +54,9 @@ pub const APIS: &[Api] = &[
     api("GM_addValueChangeListener", Provided, true),
     api("GM_removeValueChangeListener", Provided, true),
     api("GM_xmlhttpRequest", Provided, true),
-    api("GM_download", NotProvided, true),
+    // Made in the page on top of `GM_xmlhttpRequest`'s channel (`gm::download_js`): the worker
+    // fetches the file under the same `@connect` rules, the page saves it.
+    api("GM_download", Provided, true),
     api("GM_registerMenuCommand", Provided, true),
     api("GM_unregisterMenuCommand", Provided, true),
     api("GM_openInTab", Provided, true),
@@ -157,6 +159,7 @@ mod tests {
             ("GM.xmlHttpRequest", "GM_xmlhttpRequest"),
             ("GM.getResourceUrl", "GM_getResourceURL"),
             ("GM.getValue", "GM_getValue"),
+            ("GM.download", "GM_download"),
         ] {
             assert!(
                 matches!(classify(promise), Grant::Known(a) if a.name == classic),
@@ -205,7 +208,7 @@ mod tests {
         for g in [
             &["GM.xmlHttpRequest"][..],
             &["GM_setValue", "GM_getValue"][..],
-            &["GM_download"][..],
+            &["GM_getTab"][..],
             &["window.onurlchange"][..],
             &["GM_bogus"][..],
             &["none", "GM_addStyle"][..],
@@ -219,6 +222,37 @@ mod tests {
         assert!(provided(&grants(&["none"])).is_empty());
         assert!(provided(&grants(&["none", "none"])).is_empty());
         assert!(provided(&[]).is_empty());
+    }
+
+    /// Either spelling gives both forms, as for every other API; a script granted it has the
+    /// channel (the file is fetched by the worker) and validation no longer calls it missing.
+    #[test]
+    fn download_is_given_in_either_spelling_and_needs_the_channel() {
+        for g in ["GM_download", "GM.download"] {
+            assert!(
+                matches!(classify(g), Grant::Known(a) if a.name == "GM_download" && a.support == Provided),
+                "{g}"
+            );
+            assert_eq!(
+                provided(&grants(&[g])),
+                ["GM_info", "unsafeWindow", "GM_download"],
+                "{g}"
+            );
+            assert!(needs_channel(&grants(&[g])), "{g}");
+        }
+        // The others other managers have stay not provided.
+        for g in [
+            "GM_getTab",
+            "GM_saveTab",
+            "GM_getTabs",
+            "GM_cookie",
+            "GM.cookie",
+        ] {
+            assert!(
+                matches!(classify(g), Grant::Known(a) if a.support == NotProvided),
+                "{g}"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `@connect`: the hosts a script's `GM_xmlhttpRequest` may reach.
+//! `@connect`: the hosts a script's `GM_xmlhttpRequest` (and `GM_download`, which fetches through
+//! it) may reach.
 //!
 //! Each line is one rule (Tampermonkey's spelling): a domain (itself and its subdomains), an IP
 //! address (exactly), `self` (the host of the page the script runs in), `localhost` (the

@@ -52,6 +52,12 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     {
         head.push_str(PUT);
     }
+    if given
+        .iter()
+        .any(|n| matches!(*n, "GM_xmlhttpRequest" | "GM_download"))
+    {
+        head.push_str(XHR_CORE_JS);
+    }
     let mut menu = false;
     for name in &given {
         if name.ends_with("MenuCommand") && std::mem::replace(&mut menu, true) {
@@ -153,6 +159,7 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
             Value::String(format!("[{}]", meta.name))
         ),
         "GM_xmlhttpRequest" => XHR_JS.to_owned(),
+        "GM_download" => super::download_js::DOWNLOAD_JS.to_owned(),
         // Both defined by the first granted; `parts` puts it in once.
         "GM_registerMenuCommand" | "GM_unregisterMenuCommand" => super::menu_js::menu_js(),
         "GM_openInTab" => super::tabs_js::OPEN_IN_TAB_JS.to_owned(),
@@ -165,10 +172,13 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
     }
 }
 
-/// `GM_xmlhttpRequest` / `GM.xmlHttpRequest`: the worker performs it (`provider::gm`) and
-/// answers once; the callbacks get the fields scripts read. A relative URL is resolved against
-/// the page here; the worker decides on the absolute one. `abort()` drops the answer.
-const XHR_JS: &str = concat!(
+/// `X(o, W)`, the request under `GM_xmlhttpRequest` and `GM_download` (`gm::download_js`): the
+/// worker performs it (`provider::gm`) and answers once; the callbacks get the fields scripts
+/// read. A relative URL is resolved against the page here; the worker decides on the absolute
+/// one. `abort()` drops the answer. `W`, when given, takes the worker's answer as it came
+/// instead of `o`'s load and error callbacks (`GM_download` reads its `connect` flag and saves
+/// the bytes itself). Put in once by `parts` for either grant; defines no GM name.
+const XHR_CORE_JS: &str = concat!(
     // The body: text as given; bytes of an ArrayBuffer, typed array, DataView, Blob or FormData
     // base64-encoded with the type `Response` gives them (a FormData's boundary included);
     // URLSearchParams as text with the form type; anything else as its String().
@@ -185,7 +195,7 @@ const XHR_JS: &str = concat!(
     "const XM=h=>{const m=/^content-type:[ \\t]*([^;\\r\\n]*)/im.exec(h||'');const c=m?m[1].trim().toLowerCase():'';",
     "return/^(text\\/html|text\\/xml|application\\/xml|application\\/xhtml\\+xml|image\\/svg\\+xml)$/.test(c)?c:/[+\\/]xml$/.test(c)?'application/xml':''};",
     "const XD=(s,m)=>{try{return new DOMParser().parseFromString(s,m)}catch(e){return null}};",
-    "let XI=0;const X=o=>{o=o||{};const id=++XI;let done=false;",
+    "let XI=0;const X=(o,W)=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
     "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
@@ -199,7 +209,7 @@ const XHR_JS: &str = concat!(
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
     "responseType:o.responseType==='document'?'':o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous});if(typeof o.onprogress==='function')PW();return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
-    ".then(r=>{if(done)return;done=true;",
+    ".then(r=>{if(done)return;done=true;if(W){W(r);return}",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
     "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",
     "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",
@@ -212,7 +222,12 @@ const XHR_JS: &str = concat!(
     "if(t==='document')x.responseXML=resp;else if(rt!==undefined){let v;Object.defineProperty(x,'responseXML',{configurable:true,enumerable:true,",
     "get(){if(v===undefined){const m=XM(r.responseHeaders);v=m&&m!=='text/html'?XD(rt,m):null}return v}})}",
     "cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
-    "return ctrl};d('GM_xmlhttpRequest',X);",
+    "return ctrl};",
+);
+
+/// `GM_xmlhttpRequest` / `GM.xmlHttpRequest`: [`XHR_CORE_JS`]'s `X` under both names.
+const XHR_JS: &str = concat!(
+    "d('GM_xmlhttpRequest',X);",
     "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
     "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
     "pr.abort=()=>c.abort();return pr};",
@@ -306,14 +321,14 @@ mod tests {
         }
         // A grant this provider does not give (or a typo) still gives what every manager
         // gives without one (`api::WITHOUT_GRANT`), and nothing else.
-        for g in [&["GM_bogus"][..], &["GM_download"][..]] {
+        for g in [&["GM_bogus"][..], &["GM_getTab"][..]] {
             let s = src(g);
             let p = prelude("u", &meta_of(&s), &s);
             assert!(
                 p.contains("d('GM_info'") && p.contains("d('unsafeWindow',window)"),
                 "{g:?}: {p}"
             );
-            assert!(!p.contains("d('GM_download'") && !p.contains("d('GM_bogus'"));
+            assert!(!p.contains("d('GM_getTab'") && !p.contains("d('GM_bogus'"));
         }
     }
 
@@ -328,6 +343,29 @@ mod tests {
         assert!(p.contains("new DOMParser().parseFromString(s,m)"));
         assert!(p.contains("x.responseXML=resp") && p.contains("'responseXML'"));
         assert!(!p.contains('\n'));
+    }
+
+    /// `GM_download` rides on the request code of `GM_xmlhttpRequest` without giving the script
+    /// `GM_xmlhttpRequest`; granted together, that code is put in once.
+    #[test]
+    fn download_brings_the_request_code_but_not_gm_xmlhttprequest() {
+        let count = |p: &str, s: &str| p.matches(s).count();
+        for g in ["GM_download", "GM.download"] {
+            let s = src(&[g]);
+            let p = prelude("u", &meta_of(&s), &s);
+            assert_eq!(count(&p, "const X=(o,W)=>"), 1, "{g}: {p}");
+            assert_eq!(count(&p, "d('GM_download',"), 1, "{g}");
+            assert!(p.contains("G.download="), "{g}");
+            assert!(!p.contains("d('GM_xmlhttpRequest'") && !p.contains("G.xmlHttpRequest"));
+            assert!(!p.contains('\n'));
+        }
+        let s = src(&["GM_download", "GM_xmlhttpRequest"]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert_eq!(count(&p, "const X=(o,W)=>"), 1, "{p}");
+        assert!(p.find("const X=") < p.find("d('GM_xmlhttpRequest'"));
+        assert!(p.find("const X=") < p.find("d('GM_download'"));
+        let s = src(&["GM_addStyle"]);
+        assert!(!prelude("u", &meta_of(&s), &s).contains("const X="));
     }
 
     #[test]

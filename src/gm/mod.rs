@@ -8,6 +8,7 @@ pub mod asset_store;
 pub mod assets;
 pub mod clipboard_js;
 pub mod connect;
+pub mod download_js;
 pub mod inject;
 pub mod menu;
 pub mod menu_js;

@@ -7,9 +7,9 @@
 //!   source starts with none. `GM_setValue` and friends change that copy for the rest of the
 //!   try (so a script that sets then reads a value sees it) and are **not saved**: a try is not
 //!   a run of the installed script, and it must never write into one's values.
-//! - everything that needs the worker (`GM_xmlhttpRequest`, value-change listeners from other
-//!   tabs, menu commands, tabs, notifications…) answers with an error that says it is not
-//!   available in a try.
+//! - everything that needs the worker (`GM_xmlhttpRequest`, `GM_download`, value-change
+//!   listeners from other tabs, menu commands, tabs, notifications…) answers with an error that
+//!   says it is not available in a try (`GM_download`'s `onerror` gets it as `details`).
 
 use crate::gm::inject;
 use crate::gm::values::Values;
@@ -82,5 +82,20 @@ mod tests {
         // Nothing in it can reach the provider: the channel is the stand-in.
         assert!(js.contains("not available when a script is tried"));
         assert!(!js.contains("__lumoRun") && !js.contains("sendMessage"));
+    }
+
+    /// A tried script granted `GM_download` has it, over the stand-in channel: its request
+    /// gets the try's refusal, which its `onerror` is given (`gm-download.test.mjs`).
+    #[test]
+    fn download_is_given_over_the_stand_in() {
+        let (m, s) = meta("// @grant GM.download\n");
+        let js = try_prelude("", &m, &s, &Values::default());
+        assert!(
+            js.starts_with("let {GM_info, unsafeWindow, GM_download, GM} = "),
+            "{js}"
+        );
+        assert!(js.contains("d('GM_download',DL)") && js.contains("const X=(o,W)=>"));
+        assert!(js.contains("not available when a script is tried"));
+        assert!(!js.contains("sendMessage") && !js.contains('\n'));
     }
 }

@@ -20,12 +20,25 @@ pub enum Refused {
     NotConnected {
         host: String,
     },
-    /// A redirect to where the first request could not go: not requested.
+    /// A redirect to where the first request could not go: not requested. `connect`: because
+    /// the script's `@connect` rules do not name where it leads.
     Redirected {
         to: String,
         why: String,
+        connect: bool,
     },
     TooManyRedirects,
+}
+
+impl Refused {
+    /// Whether the script's `@connect` rules refused it (the first URL's host, or a redirect's):
+    /// what `GM_download` reports as Tampermonkey's `not_whitelisted`.
+    pub fn by_connect(&self) -> bool {
+        matches!(
+            self,
+            Refused::NotConnected { .. } | Refused::Redirected { connect: true, .. }
+        )
+    }
 }
 
 /// Redirects followed for one request at most, as `fetch` would.
@@ -44,7 +57,7 @@ impl std::fmt::Display for Refused {
                 "GM_xmlhttpRequest refused: {host} is not in this script's @connect list \
                  (add \"// @connect {host}\" to its metadata); the request was not sent"
             ),
-            Refused::Redirected { to, why } => write!(
+            Refused::Redirected { to, why, .. } => write!(
                 f,
                 "GM_xmlhttpRequest: the server redirected the request to {to}, and {why}; \
                  the redirect was not followed"
@@ -99,11 +112,13 @@ pub fn follow(
     let to = web.parse_url(location).map_err(|_| Refused::Redirected {
         to: shown(),
         why: "that is not a URL it can request".into(),
+        connect: false,
     })?;
     if to.scheme != "http" && to.scheme != "https" {
         return Err(Refused::Redirected {
             to: shown(),
             why: "only http and https URLs can be requested".into(),
+            connect: false,
         });
     }
     // As for a `@require` (`assets::follow`): a server on the internet does not lead a request
@@ -122,6 +137,7 @@ pub fn follow(
         return Err(Refused::Redirected {
             to: ellipsize(&to.href, 200),
             why: why.into(),
+            connect: false,
         });
     }
     let page_host = page_url.and_then(|p| web.parse_url(p).ok()).map(|p| p.host);
@@ -132,6 +148,7 @@ pub fn follow(
                 "{} is not in this script's @connect list",
                 ellipsize(&to.host, 200)
             ),
+            connect: true,
         });
     }
     let mut next = prev.clone();
@@ -301,6 +318,10 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("@connect other.test"));
+        assert!(e.by_connect());
+        assert!(!Refused::Scheme("file".into()).by_connect());
+        assert!(!Refused::BadUrl("x".into()).by_connect());
+        assert!(!Refused::TooManyRedirects.by_connect());
         // Without a known page, self allows nothing.
         assert!(decide(w, &req("http://page.test/"), &r, None).is_err());
         // No @connect at all: nothing.
@@ -385,6 +406,13 @@ mod tests {
             let e = follow(w, &get, 302, to, &r, page, 0).unwrap_err();
             let text = e.to_string();
             assert!(matches!(e, Refused::Redirected { .. }), "{to}");
+            // Only the `@connect` list's refusals are said to be its (GM_download's
+            // `not_whitelisted`).
+            assert_eq!(
+                e.by_connect(),
+                why.ends_with("@connect list") || why == "evil.test is not in",
+                "{to}"
+            );
             assert!(
                 text.contains(why) && text.contains("not followed"),
                 "{to}: {text}"

@@ -134,6 +134,20 @@ const VALUE_GRANTS: &[&str] = &[
     "GM_removeValueChangeListener",
 ];
 
+/// The grants whose functions make requests through the worker (`GM_download` fetches its file
+/// with `GM_xmlhttpRequest`'s request: `gm::download_js`).
+const REQUEST_GRANTS: &[&str] = &["GM_xmlhttpRequest", "GM_download"];
+
+/// Whether the script may make this request: any with `GM_xmlhttpRequest`; with `GM_download`
+/// alone, only what a download asks — a GET without a body — so a reviewer who saw
+/// `GM_download` was not shown a script that posts data (its `@connect` hosts bound both).
+fn may_request(record: &ScriptRecord, x: &crate::gm::message::XhrRequest) -> bool {
+    grants_any(record, &["GM_xmlhttpRequest"])
+        || (grants_any(record, &["GM_download"])
+            && x.method.eq_ignore_ascii_case("GET")
+            && x.data.is_none())
+}
+
 /// The grants that let a script store values: a reviewer who saw only `GM_getValue` (or a
 /// listener) was told the script reads its values, not that it fills the shared budget.
 const SET_GRANTS: &[&str] = &["GM_setValue", "GM_setValues"];
@@ -213,20 +227,22 @@ impl<E: Env> Provider<E> {
                  value function)",
             ),
             GmRequest::Values(op) => error(not_granted(&op)),
-            GmRequest::Xhr(x) if grants_any(&record, &["GM_xmlhttpRequest"]) => {
-                self.gm_xhr(&record, from, &x).await
-            }
+            GmRequest::Xhr(x) if may_request(&record, &x) => self.gm_xhr(&record, from, &x).await,
+            GmRequest::Xhr(_) if grants_any(&record, &["GM_download"]) => error(
+                "GM_download: a script granted GM_download (and not GM_xmlhttpRequest) may only \
+                 make GET requests without a body",
+            ),
             GmRequest::Xhr(_) => {
                 error("GM_xmlhttpRequest: this script does not @grant GM_xmlhttpRequest")
             }
-            GmRequest::XhrAbort { id } if grants_any(&record, &["GM_xmlhttpRequest"]) => {
+            GmRequest::XhrAbort { id } if grants_any(&record, REQUEST_GRANTS) => {
                 let aborted = self
                     .gm_flights
                     .borrow_mut()
                     .abort(&flight_key(uuid, from, id));
                 json!({ "ok": true, "aborted": aborted })
             }
-            GmRequest::XhrProgress { id, seen } if grants_any(&record, &["GM_xmlhttpRequest"]) => {
+            GmRequest::XhrProgress { id, seen } if grants_any(&record, REQUEST_GRANTS) => {
                 self.gm_xhr_progress(&flight_key(uuid, from, id), seen)
                     .await
             }
@@ -366,9 +382,12 @@ impl<E: Env> Provider<E> {
         let page = from.url.as_deref();
         let web = crate::web::platform();
         let rules = crate::gm::connect::rules(web, &record.metadata.connects);
+        // `connect`: the script's `@connect` rules said no (`GM_download`'s `not_whitelisted`).
         let url = match xhr::decide(web, x, &rules, page) {
             Ok(u) => u,
-            Err(e) => return json!({ "error": e.to_string(), "refused": true }),
+            Err(e) => {
+                return json!({ "error": e.to_string(), "refused": true, "connect": e.by_connect() })
+            }
         };
         let mut req = http_request(x, url, from);
         let key = flight_key(&record.uuid, from, x.id);
@@ -432,7 +451,11 @@ impl<E: Env> Provider<E> {
                         hops += 1;
                     }
                     Err(e) => {
-                        return json!({ "error": e.to_string(), "refused": true });
+                        return json!({
+                            "error": e.to_string(),
+                            "refused": true,
+                            "connect": e.by_connect(),
+                        });
                     }
                 },
                 other => break other,
@@ -450,6 +473,7 @@ impl<E: Env> Provider<E> {
                     crate::text::ellipsize(&r.final_url, 200)
                 ),
                 "refused": true,
+                "connect": true,
             }),
             Ok(r) => xhr::response_json(r, x.response_type),
             Err(e) if e.0.starts_with("timeout") => json!({
@@ -995,6 +1019,100 @@ mod tests {
             p.env.fetched.borrow()[0].headers,
             [("X-A".to_owned(), "1".to_owned())]
         );
+    }
+
+    /// `GM_download` fetches its file with `GM_xmlhttpRequest`'s request (`gm::download_js`): a
+    /// script granted it alone (either spelling) may make that request — a GET without a body,
+    /// to its `@connect` hosts — and abort it, nothing more; a refusal by `@connect` is marked
+    /// `connect` (the page's `not_whitelisted`), other failures are not.
+    #[test]
+    fn download_alone_may_get_from_its_connect_hosts_and_nothing_else() {
+        let p = Provider::new(MemoryEnv::new());
+        let page = Some("https://example.com/page");
+        // Stored before the first request (the provider reads the scripts once).
+        let scripts: Vec<(&str, String)> = ["GM_download", "GM.download"]
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let grants = format!("// @grant {g}\n// @connect api.test\n");
+                (g, script(&p, &format!("D{i}"), &grants))
+            })
+            .collect();
+        let n = script(&p, "N", "// @grant GM_getValue\n// @connect api.test\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        for (grant, a) in &scripts {
+            p.env.fetched.borrow_mut().clear();
+            let t = key.token(a, 1);
+            let r = gm_from(
+                &p,
+                &t,
+                json!({"op": "xhr", "id": 1, "url": "https://api.test/file.bin", "responseType": "blob"}),
+                page,
+            );
+            assert_eq!(r["status"], 200, "{grant}: {r}");
+            assert!(r["base64"].is_string(), "{r}");
+            let r = gm_from(
+                &p,
+                &t,
+                json!({"op": "xhr", "id": 2, "url": "https://evil.test/x", "responseType": "blob"}),
+                page,
+            );
+            assert_eq!(r["connect"], true, "{r}");
+            assert!(r["error"].as_str().unwrap().contains("@connect"), "{r}");
+            // Not the @connect list: a scheme it cannot request.
+            let r = gm_from(
+                &p,
+                &t,
+                json!({"op": "xhr", "id": 3, "url": "file:///etc/passwd"}),
+                page,
+            );
+            assert_eq!(r["connect"], false, "{r}");
+            for post in [
+                json!({"op": "xhr", "id": 4, "method": "POST", "url": "https://api.test/up", "data": "x"}),
+                json!({"op": "xhr", "id": 5, "method": "PUT", "url": "https://api.test/up"}),
+                json!({"op": "xhr", "id": 6, "url": "https://api.test/up", "data": "x"}),
+            ] {
+                let r = gm_from(&p, &t, post.clone(), page);
+                assert!(
+                    r["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains("may only make GET requests"),
+                    "{post}: {r}"
+                );
+            }
+            let r = gm_from(&p, &t, json!({"op": "xhr.abort", "id": 9}), page);
+            assert_eq!(r["ok"], true, "{r}");
+            let sent: Vec<String> = p
+                .env
+                .fetched
+                .borrow()
+                .iter()
+                .map(|r| r.url.clone())
+                .collect();
+            assert_eq!(sent, ["https://api.test/file.bin"], "{grant}");
+        }
+        // Neither grant: nothing.
+        let r = gm_from(
+            &p,
+            &key.token(&n, 1),
+            json!({"op": "xhr", "id": 1, "url": "https://api.test/file.bin"}),
+            page,
+        );
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("does not @grant GM_xmlhttpRequest"),
+            "{r}"
+        );
+        let r = gm_from(
+            &p,
+            &key.token(&n, 1),
+            json!({"op": "xhr.abort", "id": 1}),
+            page,
+        );
+        assert!(r["error"].is_string(), "{r}");
     }
 
     #[test]

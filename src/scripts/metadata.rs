@@ -1186,6 +1186,39 @@ mod tests {
         assert_eq!(meta(&p).grants, ["GM_addStyle", "GM.info", "GM_getvalue"]);
     }
 
+    /// `GM_download` is given now (`gm::api`): no "not implemented" for it in either spelling;
+    /// the names other managers have and this provider does not give are still named.
+    #[test]
+    fn download_is_quiet_and_the_apis_not_given_still_warn() {
+        let p = parse(&script(&[
+            "// @name d",
+            "// @match https://a.example/*",
+            "// @grant GM_download",
+            "// @grant GM.download",
+            "// @grant GM_getTab",
+            "// @grant GM_cookie",
+        ]));
+        for line in [4, 5] {
+            assert!(
+                !has(&p, line, Severity::Warning, "@grant"),
+                "{line}: {:?}",
+                p.diagnostics
+            );
+        }
+        assert!(has(
+            &p,
+            6,
+            Severity::Warning,
+            "@grant GM_getTab is not implemented by this provider"
+        ));
+        assert!(has(
+            &p,
+            7,
+            Severity::Warning,
+            "@grant GM_cookie is not implemented by this provider"
+        ));
+    }
+
     #[test]
     fn connect_lines_are_kept_checked_and_flagged() {
         let p = parse(&script(&[

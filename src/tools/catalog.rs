@@ -158,7 +158,7 @@ fn summary_schema() -> Value {
             "runAt": { "type": "string", "description": "When in the page's load it runs, as Chrome is given it: document_start, document_end or document_idle." },
             "noframes": { "type": "boolean", "description": "@noframes: runs in the top frame only (Chrome's allFrames is false)." },
             "grants": { "type": "array", "items": { "type": "string" }, "description": "@grant values as written." },
-            "connects": { "type": "array", "items": { "type": "string" }, "description": "@connect hosts its GM_xmlhttpRequest may reach." },
+            "connects": { "type": "array", "items": { "type": "string" }, "description": "@connect hosts its GM_xmlhttpRequest and GM_download may reach." },
             "requires": { "type": "array", "items": { "type": "string" }, "description": "@require URLs." },
             "assets": { "type": "array", "items": { "type": "object" }, "description": "The @require/@resource files stored when this version was written: url, name (a @resource), sha256, size, mime, finalUrl (after a redirect)." },
             "revision": { "type": "integer" },

@@ -352,9 +352,10 @@ describe("compat: real-world userscripts", () => {
       assert.equal(r.registered, true, `${tag}: ${show(r)}`);
       written[tag] = r;
     }
-    // Names other managers give and this provider does not: accepted, each warned at its line.
+    // Names other managers give and this provider does not: accepted, each warned at its line
+    // (GM_download, given since, is not).
     assert.deepEqual(written.tm.diagnostics.map((d) => [d.line, d.severity, d.message.replace(/ is not implemented.*/, "")]), [
-      [9, "warning", "@grant GM_cookie"], [10, "warning", "@grant GM_download"], [12, "warning", "@grant window.onurlchange"],
+      [9, "warning", "@grant GM_cookie"], [12, "warning", "@grant window.onurlchange"],
     ]);
     const seen = {};
     for (const [tag, u] of Object.entries(pages())) {
@@ -378,7 +379,7 @@ describe("compat: real-world userscripts", () => {
       regex: { style: true, values: ["b", "c"], b: { x: [1, 2] }, lid: "number", heard: [["c", null, "set", false]], mid: "设置" },
       crlf: { version: "2.0.1-beta.3", name: "CRLF tabbed" },
       // window.onurlchange is not given (warned above): the script's own feature test sees so.
-      tm: { frame: false, cookie: "undefined", download: "undefined", urlchange: false, menu: "function" },
+      tm: { frame: false, cookie: "undefined", download: "function", urlchange: false, menu: "function" },
       embed: { og: "/poster.jpg", link: "/video.mp4", doc: true, same: true, title: "Feed title", text: true, htmlXML: "text",
         stream: 'GM request: responseType "stream" is not text, json, arraybuffer or blob' },
       // Both ran in the page's own JavaScript (they read its `pageVar`): the worlds' CSP lets a

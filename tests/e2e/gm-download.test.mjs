@@ -1,0 +1,243 @@
+// GM_download / GM.download in real Chromium: the script's file is fetched through the worker
+// (GM_xmlhttpRequest's own request, under the script's @connect rules) and saved by the page, so
+// what is checked is the file Chrome wrote into its downloads folder — its name and bytes — and
+// what the test server was asked. Chrome is told to save downloads without asking into a
+// folder of the test's own (CDP `Browser.setDownloadBehavior`, from each tab's own session, which
+// is then told of the downloads that tab begins), two levels below a temporary directory, so a
+// name that tried to climb out would show above it.
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { show, sleep, until } from "./lib/util.mjs";
+
+const T = { timeout: 120_000 };
+
+/** 300,000 bytes of every value (not UTF-8), the same on every run. */
+const FILE = Buffer.alloc(300_000);
+for (let i = 0, x = 7; i < FILE.length; i++) { x = (x * 1103515245 + 12345) >>> 0; FILE[i] = x >>> 24; }
+
+function userscript(lines, body) {
+  return ["// ==UserScript==", ...lines.map((l) => `// ${l}`), "// ==/UserScript==", body, ""].join("\n");
+}
+
+/** The files server: every request is recorded as `host path` (its port left out). */
+async function filesServer() {
+  const hits = [];
+  const server = createServer((req, res) => {
+    const host = String(req.headers.host).split(":")[0];
+    hits.push(`${host} ${req.url}`);
+    const path = new URL(req.url, "http://x").pathname;
+    if (path === "/file.bin") {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(FILE.length) });
+      res.end(FILE);
+    } else if (path === "/files/data%20set.csv") {
+      res.writeHead(200, { "content-type": "text/csv" });
+      res.end("a,b\n1,2\n");
+    } else if (path === "/missing") {
+      res.writeHead(404, { "content-type": "text/html" });
+      res.end("<!doctype html><h1>Not found</h1>");
+    } else if (path === "/redirect") {
+      res.writeHead(302, { location: new URL(req.url, "http://x").searchParams.get("to") });
+      res.end();
+    } else if (path === "/secret") {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("secret");
+    } else {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      res.end("<!doctype html><title>page</title><p>page</p>");
+    }
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
+  return { port: server.address().port, hits, close };
+}
+
+describe("gm: GM_download saves a file the script's @connect hosts serve, and nothing else", () => {
+  let h, server, session, root, downloads, began = [];
+  const call = async (name, args = {}) => {
+    const res = await h.lumo("callTool", session, name, args);
+    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
+    return res;
+  };
+  const ok = async (name, args) => {
+    const res = await call(name, args);
+    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
+    return res.structuredContent;
+  };
+  const url = (host, path = "/") => `http://${host}:${server.port}${path}`;
+
+  /** Loads `u` in a new tab and returns what the script reported (`data-dl` on <html>); the
+   *  downloads Chrome begins from that tab go to `began` (told to the tab's own CDP session). */
+  const run = async (u, timeout = 8000) => {
+    const tab = await h.context.newPage();
+    const cdp = await h.context.newCDPSession(tab);
+    cdp.on("Browser.downloadWillBegin", (e) => began.push(e));
+    await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads, eventsEnabled: true });
+    try {
+      await tab.goto(u, { waitUntil: "load" });
+      const got = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-dl")), (v) => v, timeout);
+      assert.ok(got, `the script reported nothing on ${u}`);
+      return JSON.parse(got);
+    } finally {
+      await tab.close();
+    }
+  };
+  /** The finished files in the downloads folder (Chrome writes `*.crdownload` first). */
+  const saved = () => readdirSync(downloads).filter((f) => !f.endsWith(".crdownload"));
+  /** Waits until `name` is whole in the folder; its bytes. */
+  const file = async (name, size) => {
+    const p = join(downloads, name);
+    await until(() => saved().includes(name) && statSync(p).size === size, (v) => v, 8000);
+    assert.ok(saved().includes(name), `${name} not saved; the folder holds ${show(readdirSync(downloads))}`);
+    return readFileSync(p);
+  };
+
+  before(async () => {
+    h = await launch();
+    server = await filesServer();
+    await h.internal("policy.approve", { id: HOST_ID });
+    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    for (const deadline = Date.now() + 3000; ;) {
+      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      if (r.response?.status?.ready || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    session = await h.lumo("connect", PROVIDER_ID);
+    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    root = mkdtempSync(join(tmpdir(), "lumo-dl-"));
+    downloads = join(root, "a", "downloads");
+    mkdirSync(downloads, { recursive: true });
+    await ok("write_script", { source: CASES });
+  });
+  beforeEach(() => {
+    for (const f of readdirSync(downloads)) rmSync(join(downloads, f), { force: true });
+    began = [];
+    if (server) server.hits.length = 0;
+  });
+  after(async () => {
+    await h?.close();
+    await server?.close();
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  // The one script of most tests: which call it makes comes from its page's query (the test
+  // chooses it; a page's own JavaScript cannot reach the script's world).
+  const CASES = userscript([
+    "@name Download cases", "@namespace lumo-e2e-dl", "@match http://dlpage.test/*",
+    "@grant GM_download", "@connect files.test",
+  ], [
+    "const q = new URLSearchParams(location.search), report = (v) => document.documentElement.setAttribute('data-dl', JSON.stringify(v));",
+    "const at = (p) => p.startsWith('http') ? p : `http://files.test:${location.port}${p}`;",
+    "const events = [];",
+    "const details = { url: at(q.get('u')), onload: (r) => report({ events, load: r }),",
+    "  onerror: (e) => report({ events, error: e }), onprogress: () => { if (!events.includes('progress')) events.push('progress'); } };",
+    "if (q.has('name')) details.name = q.get('name');",
+    "if (q.get('form') === 'two') GM_download(details.url, details.name);",
+    "else if (q.get('form') === 'promise') GM.download(details.url).then((r) => report({ promise: r }), (e) => report({ rejected: e }));",
+    "else GM_download(details);",
+    "if (q.get('form') === 'two') setTimeout(() => report({ two: true }), 1500);",
+  ].join("\n"));
+
+  const page = (query) => url("dlpage.test", `/?${new URLSearchParams(query)}`);
+
+  test("validate_script no longer warns that GM_download is not provided; GM_getTab still is", T, async () => {
+    const v = await ok("validate_script", {
+      source: userscript(["@name V", "@match https://v.test/*", "@grant GM_download", "@grant GM.download", "@grant GM_getTab"], ""),
+    });
+    const warned = v.diagnostics.map((d) => `${d.line} ${d.message}`);
+    assert.ok(!warned.some((w) => w.includes("GM_download") || w.includes("GM.download")), show(warned));
+    assert.ok(warned.some((w) => /^6 @grant GM_getTab is not implemented/.test(w)), show(warned));
+  });
+
+  test("GM_download saves the server's bytes under the name given, and onload says so", T, async () => {
+    const got = await run(page({ u: "/file.bin", name: "report.bin" }));
+    assert.deepEqual(got.error, undefined, show(got));
+    assert.equal(got.load.name, "report.bin", show(got));
+    assert.equal(got.load.status, 200);
+    assert.equal(got.load.finalUrl, url("files.test", "/file.bin"));
+    const bytes = await file("report.bin", FILE.length);
+    assert.ok(bytes.equals(FILE), "the saved file is the server's, byte for byte");
+    assert.deepEqual(saved(), ["report.bin"]);
+    assert.deepEqual(began.map((b) => b.suggestedFilename), ["report.bin"]);
+    // Fetched once, by the worker, from the declared host.
+    assert.deepEqual(server.hits.filter((x) => x.startsWith("files.test")), ["files.test /file.bin"]);
+  });
+
+  test("GM_download(url, name), and GM.download(url) named after the URL's last segment, resolving", T, async () => {
+    let got = await run(page({ u: "/file.bin", name: "two.bin", form: "two" }));
+    assert.equal(got.two, true, show(got));
+    assert.ok((await file("two.bin", FILE.length)).equals(FILE));
+    got = await run(page({ u: "/files/data%20set.csv", form: "promise" }));
+    assert.equal(got.promise?.name, "data set.csv", show(got));
+    assert.equal((await file("data set.csv", 8)).toString(), "a,b\n1,2\n");
+  });
+
+  test("a host not in @connect: onerror not_whitelisted, nothing asked of it, nothing saved", T, async () => {
+    const got = await run(page({ u: url("evil.test", "/secret"), name: "stolen.txt" }));
+    assert.equal(got.error?.error, "not_whitelisted", show(got));
+    assert.match(got.error.details, /^GM_download refused: evil\.test is not in this script's @connect list.*not sent/);
+    // A redirect from a declared host to one off the list: refused before it is followed.
+    const via = await run(page({ u: `/redirect?to=${encodeURIComponent(url("evil.test", "/secret"))}`, name: "stolen.txt" }));
+    assert.equal(via.error?.error, "not_whitelisted", show(via));
+    assert.match(via.error.details, /^GM_download: the server redirected the request to http:\/\/evil\.test.*@connect list.*not followed/);
+    // The promise form rejects with the same object.
+    const p = await run(page({ u: url("evil.test", "/secret"), form: "promise" }));
+    assert.equal(p.rejected?.error, "not_whitelisted", show(p));
+    await sleep(1000);
+    assert.ok(!server.hits.some((x) => x.startsWith("evil.test")), show(server.hits));
+    assert.deepEqual(readdirSync(downloads), []);
+    assert.deepEqual(began, []);
+  });
+
+  test("a 404 is an error, not a saved error page", T, async () => {
+    const got = await run(page({ u: "/missing", name: "missing.html" }));
+    assert.equal(got.error?.error, "not_succeeded", show(got));
+    assert.match(got.error.details, /^GM_download: http:\/\/files\.test:\d+\/missing answered 404 Not Found; nothing was saved$/);
+    assert.ok(server.hits.includes("files.test /missing"), show(server.hits));
+    await sleep(1000);
+    assert.deepEqual(readdirSync(downloads), []);
+    assert.deepEqual(began, []);
+  });
+
+  test("a name that climbs (../../evil.sh) is saved inside the downloads folder, as Chrome names it", T, async () => {
+    const got = await run(page({ u: "/file.bin", name: "../../evil.sh" }));
+    assert.equal(got.load?.name, "../../evil.sh", show(got));
+    await until(() => saved().length, (n) => n === 1, 8000);
+    const [name] = saved();
+    assert.ok(name && !name.includes("/") && name.endsWith("evil.sh"), show(readdirSync(downloads)));
+    assert.ok((await file(name, FILE.length)).equals(FILE));
+    // Nothing landed above the folder (it is root/a/downloads).
+    assert.deepEqual(readdirSync(join(downloads, "..")), ["downloads"]);
+    assert.deepEqual(readdirSync(root), ["a"]);
+  });
+
+  test("GM_download alone gives no GM_xmlhttpRequest; in try_script it says it is not available", T, async () => {
+    const only = await ok("write_script", {
+      source: userscript(["@name Only download", "@namespace lumo-e2e-dl", "@match http://only.test/*", "@grant GM.download", "@connect files.test"],
+        "document.documentElement.setAttribute('data-dl', JSON.stringify({ x: typeof GM_xmlhttpRequest, X: typeof GM.xmlHttpRequest, d: typeof GM_download, D: typeof GM.download }));"),
+    });
+    assert.deepEqual(await run(url("only.test")), { x: "undefined", X: "undefined", d: "function", D: "function" });
+    const tab = await h.context.newPage();
+    try {
+      await tab.goto(url("trypage.test"), { waitUntil: "load" });
+      const t = await ok("try_script", {
+        source: userscript(["@name Tried", "@match http://trypage.test/*", "@grant GM_download"],
+          "return await new Promise((done) => GM_download({ url: '/file.bin', name: 'tried.bin', onload: () => done('saved'), onerror: (e) => done(JSON.stringify(e)) }));"),
+        url: url("trypage.test"),
+      });
+      const e = JSON.parse(t.frames[0].value);
+      assert.equal(e.error, "not_succeeded", show(t.frames[0]));
+      assert.match(e.details, /^GM_download: not available when a script is tried with try_script/);
+    } finally {
+      await tab.close();
+    }
+    await sleep(500);
+    assert.deepEqual(readdirSync(downloads), []);
+    assert.ok(!server.hits.some((x) => x.includes("/file.bin")), show(server.hits));
+    await h.internal("scripts.delete", { uuid: only.script.uuid });
+  });
+});
