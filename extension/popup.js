@@ -10,6 +10,8 @@ let entries = [];
 /** The entries Undo can revert, as the worker marked them. */
 let undoable = new Set();
 let names = new Map();
+/** Each audit target's name, as the worker gives it beside the log (marked). */
+let scriptNames = {};
 
 // `lumo`: what the provider did by itself (the trash deleting a script whose 30 days were over).
 const who = (id) => (id === 'user' ? 'you' : id === 'lumo' ? 'Lumo, by itself' : names.get(id) ? `${names.get(id)} (${id})` : id);
@@ -17,6 +19,10 @@ const who = (id) => (id === 'user' ? 'you' : id === 'lumo' ? 'Lumo, by itself' :
 // A script deleted for good: its name (kept in the entry, the script being gone) and why: by
 // itself (`lumo`), or the user's own Delete forever / Empty trash.
 const WHY = { expired: '30 days in the trash were over', trashFull: 'the trash was full', deletedForever: 'Delete forever or Empty trash' };
+/** An entry's script: its name when the worker knows it (stored, or in the trash), and the
+ *  start of its uuid, which tells two scripts of one name apart (the whole uuid as the title). */
+const target = (uuid) => el('small', { title: uuid }, ' ',
+  Object.hasOwn(scriptNames, uuid) ? ['“', ...marked(scriptNames[uuid]), '” · '] : '', uuid.slice(0, 8));
 const purgedNote = (p) => p && el('div', { class: 'purged' }, el('small', {},
   '“', p.name ? marked(p.name) : '(no name)', '” left the trash for good: ', WHY[p.why] ?? String(p.why)));
 
@@ -223,7 +229,7 @@ function renderAudit() {
   }
   auditList.replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.unchanged ? ' (no change)' : '',
-      e.target ? el('small', { title: e.target }, ` ${e.target.slice(0, 8)}`) : null, purgedNote(e.purged), el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
+      e.target ? target(e.target) : null, purgedNote(e.purged), el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
   disarmUndo();
@@ -270,6 +276,7 @@ const refreshAudit = oneAtATime(async () => {
   lastAudit = key;
   entries = audit.entries;
   undoable = new Set((audit.undoable ?? []).map((i) => entries[i]));
+  scriptNames = audit.names ?? {};
   renderAudit();
 });
 

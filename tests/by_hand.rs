@@ -344,6 +344,9 @@ fn undo_of_a_try_is_refused_and_reverts_nothing() {
         entries.iter().all(|e| e.get("undoable").is_none()),
         "the log itself is unchanged"
     );
+    // The popup says which script each entry changed, by its name now (beside the log).
+    assert_eq!(listed["names"], json!({ uuid.as_str(): "T" }), "{listed}");
+    assert!(entries.iter().all(|e| e.get("name").is_none()));
 }
 
 #[test]
@@ -354,6 +357,11 @@ fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
     let uuid = written_uuid(&c);
     p.env.advance(1000.0);
     call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    // In the trash: named as it was when deleted, from the trash's index.
+    assert_eq!(
+        op(&p, json!({"op": "audit.list"}))["names"],
+        json!({ uuid.as_str(): "Z" })
+    );
     let del = newest_entry(&p);
     let u = undo(&p, &uuid, &del);
     assert_eq!(u["ok"], json!(true), "{u}");

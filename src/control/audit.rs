@@ -4,11 +4,14 @@ use super::err;
 use crate::env::Env;
 use crate::guard::audit;
 use crate::provider::Provider;
+use crate::vec_map::VecSet;
 use serde_json::{json, Value};
 
-/// `audit.list`: both rings, merged newest first, and the positions of the entries Undo can
+/// `audit.list`: both rings, merged newest first, the positions of the entries Undo can
 /// revert (`by_hand::can_undo`, the rule Undo itself applies): the popup draws a button for
-/// those and decides nothing. Beside the entries, not in them, so an export is the log alone.
+/// those and decides nothing; and the name of each target (a stored script's now, a trashed one's
+/// when it was deleted), so the popup says which script a write changed, not only a uuid. Beside the entries, not in
+/// them, so an export is the log alone (which never names what it did not purge).
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match audit::read_all(&p.env).await {
         Ok(entries) => {
@@ -18,8 +21,34 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                 .filter(|(_, e)| crate::by_hand::can_undo(e).is_ok())
                 .map(|(i, _)| i)
                 .collect();
-            json!({ "ok": true, "entries": entries, "undoable": undoable })
+            let targets: VecSet<&str> =
+                entries.iter().filter_map(|e| e.target.as_deref()).collect();
+            // A stored script by its name now, one in the trash by the name it had when deleted;
+            // what cannot be read is left unnamed: the names are a help, the log stands alone.
+            let mut names = serde_json::Map::new();
+            if let Ok(trashed) = crate::scripts::trash::names(&p.env).await {
+                for (uuid, name) in trashed {
+                    if targets.contains(uuid.as_str()) {
+                        names.insert(uuid, shown(&name));
+                    }
+                }
+            }
+            if let Ok(snapshot) = p.scripts().await {
+                for r in &snapshot.records {
+                    if targets.contains(r.uuid.as_str()) {
+                        names.insert(r.uuid.clone(), shown(&r.metadata.name));
+                    }
+                }
+            }
+            json!({ "ok": true, "entries": entries, "undoable": undoable, "names": names })
         }
         Err(e) => err(e.to_string()),
     }
+}
+
+/// A script's name as the popup shows it: cut as a purged entry's is, invisible and direction
+/// characters marked (a U+202E in an agent's name cannot reorder the line it is shown in).
+fn shown(name: &str) -> Value {
+    let cut: String = name.chars().take(audit::MAX_PURGED_NAME).collect();
+    crate::guard::diff::visible(&cut).into()
 }

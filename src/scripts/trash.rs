@@ -68,6 +68,10 @@ impl Trashed {
 struct Slot {
     uuid: String,
     deleted_at: f64,
+    /// The script's name when it was deleted, so the popup's log can say what an entry deleted
+    /// without reading every trashed source ([`names`]); absent in slots an older version wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
 }
 
 /// The slots `trash/index` holds, and the uuids of items that name a script but do not decode
@@ -171,15 +175,20 @@ async fn load_index<S: Storage>(s: &S) -> Result<Vec<Slot>, ScriptError> {
     let entries = s.get(Area::Local, &refs).await.map_err(storage_err)?;
     for uuid in damaged {
         // A script whose entry is gone or damaged too is not listed (`list` cannot show it).
-        if let Some(at) = entries
-            .get(&trash_key(&uuid))
+        let entry = entries.get(&trash_key(&uuid));
+        if let Some(at) = entry
             .and_then(|t| t.get("deletedAt"))
             .and_then(Value::as_f64)
             .filter(|t| t.is_finite())
         {
+            let name = entry
+                .and_then(|t| t.pointer("/record/metadata/name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             slots.push(Slot {
                 uuid,
                 deleted_at: at,
+                name,
             });
         }
     }
@@ -376,6 +385,7 @@ pub async fn delete_noting<E: Storage + Clock>(
     slots.push(Slot {
         uuid: uuid.to_owned(),
         deleted_at: now,
+        name: Some(current.metadata.name.clone()),
     });
     // Past the count bound the oldest goes for good. An agent's delete must not do that, or
     // 101 deletes of throwaway scripts would purge the user's: only the user purges.
@@ -456,6 +466,16 @@ pub async fn contains<E: Storage + Clock>(env: &E, uuid: &str) -> Result<bool, S
         .await?
         .iter()
         .any(|s| s.uuid == uuid && now - s.deleted_at < KEEP_MS))
+}
+
+/// The name each script in the trash had when it was deleted, by uuid, read from the index
+/// alone (a slot an older version wrote has none).
+pub async fn names<S: Storage>(s: &S) -> Result<Vec<(String, String)>, ScriptError> {
+    Ok(load_index(s)
+        .await?
+        .into_iter()
+        .filter_map(|sl| Some((sl.uuid, sl.name?)))
+        .collect())
 }
 
 /// Everything in the trash that is not expired, most recently deleted first, and what could not
@@ -631,6 +651,7 @@ mod tests {
         Slot {
             uuid: format!("00000000-0000-4000-8000-0000000000{n:02x}"),
             deleted_at: at,
+            name: None,
         }
     }
 

@@ -542,9 +542,10 @@ describe("options scripts, popup audit, review and disconnect", () => {
     assert.match(texts[0], /^INVALID_METADATA write_script/, texts[0]);
     assert.ok(texts[0].includes(`${HOST_NAME} (${HOST_ID})`), texts[0]);
     assert.match(texts[1], /^ok write_script/, texts[1]);
-    assert.ok(texts[1].includes(writes.b.slice(0, 8)) && texts[1].includes(`${SECOND_NAME} (${second.id})`), texts[1]);
+    // Each write names its script (the worker's names beside the log), then its uuid's start.
+    assert.ok(texts[1].includes(`“E2E Audit B” · ${writes.b.slice(0, 8)}`) && texts[1].includes(`${SECOND_NAME} (${second.id})`), texts[1]);
     assert.match(texts[2], /^ok write_script/, texts[2]);
-    assert.ok(texts[2].includes(writes.a.slice(0, 8)) && texts[2].includes(`${HOST_NAME} (${HOST_ID})`), texts[2]);
+    assert.ok(texts[2].includes(`“E2E Audit A” · ${writes.a.slice(0, 8)}`) && texts[2].includes(`${HOST_NAME} (${HOST_ID})`), texts[2]);
     entries.forEach((e, i) => assert.ok(texts[i].startsWith(`${e.result} ${e.tool}`), `item ${i} is entry ${i}: ${texts[i]} vs ${show(e)}`));
     for (let i = 1; i < entries.length; i++) assert.ok(entries[i - 1].at >= entries[i].at, "audit.list is newest first");
 
@@ -604,6 +605,12 @@ describe("options scripts, popup audit, review and disconnect", () => {
     }
     assert.ok(!text.includes(SECRET), "no script source in the export");
     assert.ok(!text.includes("==UserScript=="), "no script header in the export");
+    // What an agent deleted is named too (by the trash's index: it is no longer a stored
+    // script), or the user could not tell which script went.
+    await t2.ok("delete_script", { uuid: writes.b });
+    const deleted = items.filter({ hasText: "delete_script" }).filter({ hasText: writes.b.slice(0, 8) });
+    await deleted.first().waitFor({ timeout: UI_MS });
+    assert.match(await deleted.first().textContent(), new RegExp(`“E2E Audit B” · ${writes.b.slice(0, 8)}`));
     await popup.close();
   });
 
