@@ -149,6 +149,8 @@ export async function renderTrash() {
   const r = await askRaw('trash.list');
   const box = $('trash');
   listedTrash = r.ok ? r.scripts.map((s) => s.uuid) : [];
+  // Nothing listed, nothing to empty: the button says so instead of doing nothing on a click.
+  $('trash-empty').disabled = !listedTrash.length;
   if (!r.ok) { box.replaceChildren(el('p', { class: 'notice' }, r.error)); return; }
   if (!r.scripts.length) { box.replaceChildren(el('p', { class: 'empty' }, 'The trash is empty.')); return; }
   box.replaceChildren(el('table', {},

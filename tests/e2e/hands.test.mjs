@@ -406,6 +406,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.deepEqual((await h.internal("trash.list")).scripts.map((t) => t.name), ["Late"], "the later delete stays in the trash");
     await h.internal("trash.purge", { uuids: [late.uuid] });
     await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 3000 });
+    assert.equal(await options.locator("#trash-empty").isDisabled(), true, "an empty trash has nothing to empty");
     const left = await options.evaluate(async (u) => Object.keys(await chrome.storage.local.get(null)).filter((k) => k.includes(u)), e.uuid);
     assert.deepEqual(left, [], "nothing of it is left in storage");
     // Newest first: Late's Delete forever, then the Empty trash, each naming the script it
