@@ -153,7 +153,56 @@ pub fn parse(source: &str) -> Parsed {
         builder.line(header_line + 1 + offset, raw, &mut diags);
     }
     let metadata = builder.finish(&mut diags);
+    if let Some(m) = &metadata {
+        let body = lines.get(start + 1 + len + 1..).unwrap_or_default();
+        if let Some(offset) = body.iter().position(|l| mentions_unsafe_window(l)) {
+            let line = header_line + len + 2 + offset;
+            unsafe_window_used(m, line, &mut diags);
+        }
+    }
     diags.finish(metadata)
+}
+
+/// Whether a line of the script's code names `unsafeWindow` (as an identifier, not inside a
+/// longer name; a line that is only a `//` comment does not count).
+fn mentions_unsafe_window(line: &str) -> bool {
+    const NAME: &str = "unsafeWindow";
+    if line.trim_start().starts_with("//") {
+        return false;
+    }
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    line.match_indices(NAME).any(|(i, _)| {
+        let before = line.get(..i).and_then(|b| b.chars().next_back());
+        let after = line.get(i + NAME.len()..).and_then(|a| a.chars().next());
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+/// A script that uses `unsafeWindow` without granting it by name is told at that line what it
+/// gets: nothing with `@grant none` (or no `@grant`), where Violentmonkey and Tampermonkey give
+/// it anyway, and otherwise this world's window, not the page's — a script reaching for the
+/// page's `jQuery` or hooking its `fetch` through it does nothing here, without an error.
+/// Granted by name, its `@grant` line says so already.
+fn unsafe_window_used(m: &Metadata, line: usize, diags: &mut Diagnostics) {
+    if m.grants.iter().any(|g| g == "unsafeWindow") {
+        return;
+    }
+    let none = m.grants.is_empty() || m.grants.iter().any(|g| g == "none");
+    let message = if none {
+        "unsafeWindow is not defined in this script: with @grant none (or no @grant) a script \
+         gets no GM functions and no unsafeWindow here (Violentmonkey and Tampermonkey give it \
+         anyway), so this line throws a ReferenceError. Add \"// @grant unsafeWindow\", and \
+         read what it is here"
+            .to_owned()
+    } else {
+        format!(
+            "unsafeWindow (given without a @grant line for it): {}",
+            api::UNSAFE_WINDOW_NOTE
+                .strip_prefix("@grant unsafeWindow: ")
+                .unwrap_or(api::UNSAFE_WINDOW_NOTE)
+        )
+    };
+    diags.warning(line, message);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1155,6 +1204,65 @@ mod tests {
                 p.diagnostics
             );
             assert_eq!(meta(&p).other.len(), 1);
+        }
+    }
+
+    /// A script that uses `unsafeWindow` without naming it in a `@grant` hears what it gets,
+    /// at the first line of code that uses it; not for a longer name or a comment.
+    #[test]
+    fn unsafe_window_used_without_its_grant_is_told_what_it_is() {
+        let with = |grants: &[&str], code: &str| {
+            let mut lines = vec!["// @name T", "// @match *://*/*"];
+            lines.extend_from_slice(grants);
+            let header = lines.len() + 2;
+            (parse(&(script(&lines) + code)), header)
+        };
+        let code = "const x = 1;\nunsafeWindow.jQuery('p');\n";
+        // Header lines, the code's "console.log('hi')", then "const x", then the use.
+        for grants in [&[][..], &["// @grant none"][..]] {
+            let (p, header) = with(grants, code);
+            assert!(
+                has(
+                    &p,
+                    header + 3,
+                    Severity::Warning,
+                    "unsafeWindow is not defined in this script"
+                ),
+                "{grants:?}: {:?}",
+                p.diagnostics
+            );
+        }
+        let (p, header) = with(&["// @grant GM_xmlhttpRequest"], code);
+        assert!(
+            has(&p, header + 3, Severity::Warning, "unsafeWindow (given without a @grant line for it): here unsafeWindow is the window of the script's own isolated world"),
+            "{:?}",
+            p.diagnostics
+        );
+        // Granted by name: its @grant line says it, once.
+        let (p, _) = with(&["// @grant unsafeWindow"], code);
+        assert_eq!(
+            p.diagnostics
+                .iter()
+                .filter(|d| d.message.contains("unsafeWindow"))
+                .count(),
+            1,
+            "{:?}",
+            p.diagnostics
+        );
+        for quiet in [
+            "// unsafeWindow.jQuery\n",
+            "const myunsafeWindow = 1;\n",
+            "window.unsafeWindow_2 = 1;\n",
+            "$unsafeWindow();\n",
+        ] {
+            let (p, _) = with(&["// @grant GM_xmlhttpRequest"], quiet);
+            assert!(
+                p.diagnostics
+                    .iter()
+                    .all(|d| !d.message.contains("unsafeWindow")),
+                "{quiet}: {:?}",
+                p.diagnostics
+            );
         }
     }
 

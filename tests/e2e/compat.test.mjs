@@ -357,6 +357,11 @@ describe("compat: real-world userscripts", () => {
     assert.deepEqual(written.tm.diagnostics.map((d) => [d.line, d.severity, d.message.replace(/ is not implemented.*/, "")]), [
       [9, "warning", "@grant GM_cookie"], [12, "warning", "@grant window.onurlchange"],
     ]);
+    // HNhance's implicit unsafeWindow runs (below), and write_script says at its first use what it
+    // is here: this world's window, not the page's.
+    const uwLine = fixtures.hn.split("\n").findIndex((l) => l.includes("unsafeWindow.GM_getValue")) + 1;
+    assert.ok(written.hn.diagnostics.some((d) => d.line === uwLine && /^unsafeWindow \(given without a @grant line for it\).*NOT the page's JavaScript/.test(d.message)),
+      show(written.hn.diagnostics));
     const seen = {};
     for (const [tag, u] of Object.entries(pages())) {
       const got = await load(u, [tag]);
