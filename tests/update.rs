@@ -282,6 +282,12 @@ fn refusals_name_their_reason_and_change_nothing() {
         ("server error", status(500), "status", "HTTP 500"),
         ("too large", ok(huge), "too-large", "over the limit for a script"),
         (
+            "too large, as the browser stops reading it",
+            Err("fetch: the response is over 262145 bytes".into()),
+            "too-large",
+            "sent more than 262144 bytes, over the limit for a script",
+        ),
+        (
             "a redirect elsewhere over http",
             redirect("http://evil.test/x.user.js"),
             "url-refused",

@@ -139,7 +139,8 @@ async fn fetch_text<E: Http + Clock>(
         // One byte over the bound tells "too large" from "exactly the bound".
         let resp = match env.fetch(&req, MAX_SOURCE_BYTES.saturating_add(1)).await {
             Ok(r) => r,
-            Err(EnvError(e)) if e.starts_with("the response is over") => {
+            // The shell stops reading past the bound and says so (`chrome::env::read_body`).
+            Err(EnvError(e)) if e.contains("the response is over ") => {
                 return Err(UpdateError::TooLarge {
                     url: url.to_owned(),
                     max: MAX_SOURCE_BYTES,
