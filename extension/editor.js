@@ -2,7 +2,7 @@
 // "Restore this version"), the trash, and import/export. Every change goes to the service worker
 // (scripts.save, scripts.restore, trash.purge), which runs it through the same store, validation,
 // locking and history as the agent's writes, attributed to "you".
-import { ARM_MS, el, when, say, marked, ruleLines } from './ui.js';
+import { ARM_MS, el, when, say, marked, ruleLines, diffView } from './ui.js';
 import { createEditor } from './codemirror.js';
 
 const $ = (id) => document.getElementById(id);
@@ -96,11 +96,6 @@ document.addEventListener('lumo:edit', async (e) => {
 });
 
 // ---------------------------------------------------------------- history
-
-function diffView(text) {
-  return el('pre', { class: 'diff', 'aria-label': 'Changes from the current version' },
-    text.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' ')));
-}
 
 export async function openHistory(uuid) {
   const box = $('history');

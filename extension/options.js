@@ -172,6 +172,10 @@ function scriptRow(s) {
       el('button', { 'aria-label': `Edit ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:edit', { detail: { uuid: s.uuid } })) }, 'Edit'), ' ',
       el('button', { 'aria-label': `History of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:history', { detail: { uuid: s.uuid } })) }, 'History'), ' ',
       el('button', { 'aria-label': `Runs of ${s.name}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:runs', { detail: { uuid: s.uuid, name: s.name } })) }, 'Runs'), ' ',
+      // Only a script that names where its updates are (update.js asks and shows the answer).
+      typeof s.updateUrl === 'string'
+        ? [el('button', { 'aria-label': `Check for update of ${s.name}`, title: `Checks ${s.updateUrl}`, onclick: () => document.dispatchEvent(new CustomEvent('lumo:check-update', { detail: { uuid: s.uuid, name: s.name } })) }, 'Check for update'), ' ']
+        : null,
       del));
 }
 

@@ -156,6 +156,14 @@ export function ruleLines(s) {
   return where.length ? [...where, ...how] : [];
 }
 
+/** A diff as the worker sends it (`guard::diff::line_diff`: its lines already shown with their
+ *  invisible characters marked), one element per line, added and removed lines coloured. The
+ *  options page's History and the update's review show it. */
+export function diffView(text, label = 'Changes from the current version') {
+  return el('pre', { class: 'diff', 'aria-label': label },
+    text.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' ')));
+}
+
 export function userScriptsNotice(capability) {
   if (capability.ready) return null;
   return el('p', { class: 'notice', role: 'status' },

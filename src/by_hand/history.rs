@@ -104,8 +104,9 @@ pub(super) async fn restore<E: Env>(
 /// The tools whose audited writes Undo can revert: each made one revision of one script (or
 /// sent it to the trash). A try, an import or a purge made none, and "the revision before" it
 /// would be another write's.
-pub const UNDOABLE: [&str; 5] = [
+pub const UNDOABLE: [&str; 6] = [
     "write_script",
+    super::update::UPDATE_TOOL,
     "patch_script",
     "set_script_enabled",
     "delete_script",

@@ -6,15 +6,18 @@
 
 //!
 //! One file per kind of operation: `history` (the revisions, a restore, undo), `trash` (its
-//! list, "Delete forever" and "Empty trash") and `edit` (the editor's save and lint); this file
+//! list, "Delete forever" and "Empty trash"), `edit` (the editor's save and lint) and `update`
+//! (checking a script's update URL, and storing the update the user reviewed); this file
 //! holds the wire enum, the dispatch and the one write path they share.
 
 mod edit;
 mod history;
 pub(crate) mod trash;
+mod update;
 
 pub use edit::lint;
 pub use history::can_undo;
+pub use update::UPDATE_TOOL;
 
 use crate::control::args::{loose, Arg};
 use crate::env::Env;
@@ -96,6 +99,22 @@ pub enum HandOp {
         #[serde(default, deserialize_with = "loose")]
         enabled: Option<bool>,
     },
+    /// Whether the script's update URL offers a newer version, and what it would change.
+    #[serde(rename = "scripts.checkUpdate")]
+    CheckUpdate {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+    },
+    /// Store the version a check showed (`sha256`) over the `revision` it was checked against.
+    #[serde(rename = "scripts.update")]
+    Update {
+        #[serde(default, deserialize_with = "loose")]
+        uuid: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        revision: Option<u64>,
+        #[serde(default, deserialize_with = "loose")]
+        sha256: Option<String>,
+    },
     #[serde(rename = "trash.list")]
     TrashList,
     /// `uuids`: delete those forever. `listed`: "Empty trash" of the scripts the page showed
@@ -128,6 +147,12 @@ pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
             revision,
             enabled,
         } => edit::save(p, msg, source, uuid, revision, enabled).await,
+        HandOp::CheckUpdate { uuid } => update::check(p, uuid).await,
+        HandOp::Update {
+            uuid,
+            revision,
+            sha256,
+        } => update::apply(p, msg, uuid, revision, sha256).await,
         HandOp::TrashList => trash::list(p).await,
         HandOp::TrashPurge { uuids, listed } => trash::purge(p, msg, uuids, listed).await,
     }
@@ -148,6 +173,17 @@ pub(crate) async fn write<E: Env>(
     tool: &str,
     args: WriteArgs,
 ) -> Value {
+    write_via(p, msg, tool, args, page_of(msg)).await
+}
+
+/// [`write`], recorded as having come `via` this (the page, or "update").
+async fn write_via<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    tool: &str,
+    args: WriteArgs,
+    via: &'static str,
+) -> Value {
     let entry = Entry {
         at: p.env.now_ms(),
         tool: tool.to_owned(),
@@ -162,7 +198,7 @@ pub(crate) async fn write<E: Env>(
     };
     let actor = Actor {
         by: BY_USER,
-        via: Some(page_of(msg)),
+        via: Some(via),
     };
     match run_write(p, actor, args, Some(entry), None, None)
         .await

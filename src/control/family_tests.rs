@@ -18,7 +18,7 @@ const UUID: &str = "00000000-0000-4000-8000-000000000000";
 
 #[test]
 fn every_family_wire_name_parses_to_its_variant() {
-    let cases: [(&str, IsVariant); 13] = [
+    let cases: [(&str, IsVariant); 15] = [
         ("bridge.status", |o| {
             matches!(o, Op::Bridge(BridgeOp::Status { .. }))
         }),
@@ -42,6 +42,12 @@ fn every_family_wire_name_parses_to_its_variant() {
         }),
         ("scripts.save", |o| {
             matches!(o, Op::ByHand(HandOp::Save { .. }))
+        }),
+        ("scripts.checkUpdate", |o| {
+            matches!(o, Op::ByHand(HandOp::CheckUpdate { .. }))
+        }),
+        ("scripts.update", |o| {
+            matches!(o, Op::ByHand(HandOp::Update { .. }))
         }),
         ("trash.list", |o| matches!(o, Op::ByHand(HandOp::TrashList))),
         ("trash.purge", |o| {
@@ -150,6 +156,14 @@ fn wrong_shaped_arguments_are_refused_by_name_and_change_nothing() {
         (
             json!({"op": "scripts.save", "source": "x", "uuid": 5, "revision": 1}),
             "\"uuid\" must be a script uuid",
+        ),
+        (
+            json!({"op": "scripts.checkUpdate", "uuid": 5}),
+            "\"uuid\" must be a script uuid",
+        ),
+        (
+            json!({"op": "scripts.update", "uuid": UUID, "revision": 1, "sha256": "ABC"}),
+            "\"sha256\" must be the sha256 of the version the check showed",
         ),
         (
             json!({"op": "trash.purge", "uuids": "all"}),

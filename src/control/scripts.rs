@@ -23,7 +23,8 @@ fn uuid_arg(uuid: Option<String>) -> Result<String, Value> {
 }
 
 /// `scripts.list`: every script's summary, newest first (with Chrome's refusal of its
-/// registration, if any: such a script does not run), and the records that could not be read.
+/// registration, if any: such a script does not run, and the URL its updates are checked at,
+/// if it names one), and the records that could not be read.
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match p.scripts().await {
         Ok(snap) => {
@@ -36,6 +37,15 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                     marked(&mut s);
                     if let (Some(o), Some(m)) = (s.as_object_mut(), refused.get(&r.uuid)) {
                         o.insert("registrationError".into(), m.clone());
+                    }
+                    // Where its updates are checked: the row offers "Check for update".
+                    if let (Some(o), Some(u)) = (
+                        s.as_object_mut(),
+                        crate::scripts::update::urls(crate::web::platform(), &r.metadata),
+                    ) {
+                        let shown =
+                            crate::guard::diff::visible(&crate::text::ellipsize(&u.check, 300));
+                        o.insert("updateUrl".into(), shown.into());
                     }
                     s
                 })

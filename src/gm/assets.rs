@@ -419,12 +419,25 @@ pub fn follow(
     location: &str,
     hops: usize,
 ) -> Result<String, AssetError> {
-    let refused = |to: &str, why: String| AssetError::BadUrl {
+    redirect_target(web, from, location, hops).map_err(|why| AssetError::BadUrl {
         what: w.label(),
-        why: format!(
+        why,
+    })
+}
+
+/// [`follow`]'s judgement of one redirect, for any fetch held to the `@require` rules (a
+/// script update's too): where it leads, or why it is not followed.
+pub fn redirect_target(
+    web: &dyn WebPlatform,
+    from: &str,
+    location: &str,
+    hops: usize,
+) -> Result<String, String> {
+    let refused = |to: &str, why: String| {
+        format!(
             "redirected to {}: {why}; the redirect was not followed",
             ellipsize(to, 200)
-        ),
+        )
     };
     if hops >= MAX_REDIRECTS {
         return Err(refused(

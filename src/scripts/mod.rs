@@ -19,4 +19,5 @@ pub mod runs;
 pub mod store;
 pub mod sync;
 pub mod trash;
+pub mod update;
 pub mod wrap;

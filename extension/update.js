@@ -1,0 +1,102 @@
+// Script updates in the options page, only when the user asks: "Check for update" on a script
+// whose metadata names @updateURL or @downloadURL, and "Check all for updates". The service
+// worker fetches and judges (scripts.checkUpdate); a newer version is shown here — old → new
+// version, what changes in where it runs and what it may use and reach (its text with invisible
+// and direction characters marked by the worker), the hosts new files come from and the diff —
+// before anything is stored. Update (scripts.update) stores exactly that version, fetched again,
+// as your own write: a new revision in the history, undoable, audited as update_script.
+import { ARM_MS, el, say, marked, diffView } from './ui.js';
+
+const $ = (id) => document.getElementById(id);
+const status = () => $('status');
+
+/** An internal operation; resolves to the whole answer, {ok: false, error, reason} included. */
+async function askRaw(op, args = {}) {
+  const reply = await chrome.runtime.sendMessage({ channel: 'lumo:internal', op, via: 'options page', ...args });
+  return reply ?? { ok: false, error: 'no answer from the service worker' };
+}
+const changed = () => document.dispatchEvent(new CustomEvent('lumo:scripts-changed'));
+
+/** Shows what a newer version would change; resolves to true when the user clicks Update. */
+function review(r) {
+  const dialog = $('update-review');
+  $('update-review-title').textContent = `Update ${r.name}?`;
+  $('update-review-versions').replaceChildren('Version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered),
+    `. Nothing has been stored yet. Update stores this version as a new revision (your current one stays in its history); the script stays on or off as it is, and keeps its values.`);
+  $('update-review-effects').replaceChildren(...r.effects.map((e) => el('li', {}, marked(e))));
+  $('update-review-hosts').replaceChildren(...(r.hosts.length
+    ? ['Its new @require/@resource files are fetched when you click Update (without your cookies) from: ', ...r.hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '.']
+    : []));
+  $('update-review-from').replaceChildren('From ', ...marked(r.downloadUrl), r.checkUrl !== r.downloadUrl ? ` (checked at ${r.checkUrl})` : '');
+  $('update-review-diff').replaceChildren(diffView(r.diff, `Changes from version ${r.installed ?? '(none)'} to ${r.offered}`));
+  const ok = $('update-review-ok');
+  // It appears under the pointer: no click for a moment, or the click on "Check for update"
+  // could confirm what it has not shown yet.
+  ok.disabled = true;
+  setTimeout(() => { ok.disabled = false; }, ARM_MS);
+  return new Promise((resolve) => {
+    const done = (yes) => {
+      ok.onclick = null;
+      $('update-review-cancel').onclick = null;
+      dialog.onclose = null;
+      if (dialog.open) dialog.close();
+      resolve(yes);
+    };
+    ok.onclick = () => done(true);
+    $('update-review-cancel').onclick = () => done(false);
+    dialog.onclose = () => done(false);
+    dialog.showModal();
+    $('update-review-cancel').focus();
+  });
+}
+
+/** Reviews a check's newer version and, if the user confirms, stores it. */
+async function offer(r) {
+  if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return; }
+  const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256 });
+  if (u.ok) say(status(), `Updated ${r.name} to version ${r.offered} (revision ${u.result.script.revision}).`);
+  else say(status(), `Not updated: ${u.error}`, 'error');
+  changed();
+}
+
+document.addEventListener('lumo:check-update', async (e) => {
+  const { uuid, name } = e.detail;
+  say(status(), `Checking ${name} for an update…`);
+  const r = await askRaw('scripts.checkUpdate', { uuid });
+  if (!r.ok) { say(status(), `${name}: ${r.error}`, 'error'); return; }
+  if (!r.update) { say(status(), `${name}: ${r.message}`); return; }
+  say(status(), `${name}: version ${r.offered} is available.`);
+  await offer(r);
+});
+
+// One at a time, in the list's order; each row says what its check found.
+$('check-all').addEventListener('click', async () => {
+  const button = $('check-all');
+  const results = $('update-results');
+  button.disabled = true;
+  try {
+    const list = await askRaw('scripts.list');
+    if (!list.ok) { say(status(), list.error, 'error'); return; }
+    const candidates = list.scripts.filter((s) => typeof s.updateUrl === 'string');
+    results.replaceChildren();
+    if (!candidates.length) { say(status(), 'No script names an @updateURL or @downloadURL.'); return; }
+    let found = 0;
+    let failed = 0;
+    for (const [i, s] of candidates.entries()) {
+      say(status(), `Checking for updates: ${i + 1} of ${candidates.length}…`);
+      const r = await askRaw('scripts.checkUpdate', { uuid: s.uuid });
+      const li = el('li', { 'data-uuid': s.uuid }, el('strong', {}, s.name), ': ');
+      if (!r.ok) { failed++; li.append(el('span', { class: 'bad' }, r.error)); }
+      else if (!r.update) li.append(r.message);
+      else {
+        found++;
+        li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
+          el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => offer(r) }, 'Review update'));
+      }
+      results.append(li);
+    }
+    say(status(), `Checked ${candidates.length} script(s): ${found} update(s) available${failed ? `, ${failed} could not be checked` : ''}.`, failed ? 'error' : 'info');
+  } finally {
+    button.disabled = false;
+  }
+});

@@ -1,0 +1,152 @@
+// Script updates by hand, in the real options page: a script whose @updateURL points at a local
+// server (127.0.0.1, http allowed as "this computer") is checked when the user clicks; the newer
+// version is shown (versions, what it may now use and reach, the diff) before anything is
+// stored; Update stores it as the user's write, and a page then runs the new version; the
+// history holds the old one and restoring it brings it back; the audit shows the user's update.
+// A hostile server (another @namespace, a lower version, an oversized body, a redirect to a
+// host not allowed, a swap after the review) is refused with its message, and the old version
+// keeps running.
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, before, describe, test } from "node:test";
+import { PROVIDER_ID } from "./lib/harness.mjs";
+import { seen, setUp } from "./lib/agent.mjs";
+
+const T = { timeout: 120_000 };
+const NAME = "Upd helper";
+
+/** The page and the update server in one (127.0.0.1): what /helper.user.js answers is `mode`. */
+async function updateServer() {
+  const hits = [];
+  let answer = () => [404, "none"];
+  const srv = createServer((req, res) => {
+    hits.push(`${req.headers.host}${req.url}`);
+    const path = req.url.split("?")[0];
+    if (path === "/helper.user.js") {
+      const [status, body, headers = {}] = answer(srv.address().port);
+      res.writeHead(status, { "content-type": "text/javascript", ...headers });
+      res.end(body);
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+    res.end("<!doctype html><title>page</title><p>page</p>");
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${srv.address().port}`;
+  return {
+    url, hits,
+    serve(fn) { answer = fn; },
+    close: () => new Promise((r) => { srv.close(r); srv.closeAllConnections(); }),
+  };
+}
+
+describe("script updates: Check for update, review, Update", () => {
+  let env, h, srv, tab, options, uuid;
+  const helper = ({ version, namespace = "lumo-e2e-upd", extra = [] }) => [
+    "// ==UserScript==", `// @name ${NAME}`, `// @namespace ${namespace}`, `// @version ${version}`,
+    "// @match http://127.0.0.1/*", `// @updateURL ${srv.url}/helper.user.js`, ...extra.map((l) => `// ${l}`),
+    "// ==/UserScript==",
+    "(() => {", '  const mark = document.createElement("lumo-mark");',
+    `  mark.dataset.tag = "upd"; mark.dataset.v = ${JSON.stringify(version)};`,
+    "  document.documentElement.append(mark);", "})();", "",
+  ].join("\n");
+  const onPage = (expected) => seen(tab, `${srv.url}/page`, expected);
+  const status = () => options.locator("#status").textContent();
+  const listed = async () => (await h.internal("scripts.list")).scripts.find((s) => s.uuid === uuid);
+  const checkFor = async () => {
+    await options.reload();
+    await options.getByRole("button", { name: `Check for update of ${NAME}` }).click();
+  };
+
+  before(async () => {
+    env = await setUp({ server: updateServer });
+    ({ h, tab } = env);
+    srv = env.server;
+    options = await h.context.newPage();
+    await options.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const r = await h.internal("scripts.save", { source: helper({ version: "1.0" }) });
+    uuid = r.result.script.uuid;
+    assert.deepEqual(await onPage(["upd:1.0"]), ["upd:1.0"]);
+  });
+  after(async () => { await env?.close(); });
+
+  test("the user checks, reviews the diff and the new @connect/@grant, updates; a page runs v2; the history restores v1; the audit shows the user's update", T, async () => {
+    const v2 = helper({ version: "2.0", extra: ["@grant GM_xmlhttpRequest", "@connect api.example.org"] });
+    srv.serve(() => [200, v2]);
+    await checkFor();
+    const dialog = options.locator("#update-review");
+    await dialog.waitFor({ state: "visible", timeout: 10_000 });
+    assert.equal(await options.locator("#update-review-title").textContent(), `Update ${NAME}?`);
+    assert.match(await options.locator("#update-review-versions").textContent(), /^Version 1\.0 → 2\.0\. Nothing has been stored yet/);
+    const effects = await options.locator("#update-review-effects").textContent();
+    assert.match(effects, /Asks for @grant GM_xmlhttpRequest/);
+    assert.match(effects, /api\.example\.org/);
+    const diff = await options.locator("#update-review-diff pre").textContent();
+    assert.match(diff, /-\/\/ @version 1\.0/);
+    assert.match(diff, /\+\/\/ @grant GM_xmlhttpRequest/);
+    assert.match(diff, /\+\/\/ @connect api\.example\.org/);
+    // Shown, not stored: still v1.
+    assert.equal((await listed()).version, "1.0");
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Updated Upd helper to version 2\.0/).waitFor({ timeout: 10_000 });
+    assert.equal(await dialog.isVisible(), false);
+    assert.deepEqual(await onPage(["upd:2.0"]), ["upd:2.0"], "the page runs v2");
+
+    const s = await listed();
+    assert.deepEqual([s.version, s.revision, s.updatedBy, s.updatedVia, s.enabled], ["2.0", 2, "user", "update", true]);
+    const audit = await h.internal("audit.list");
+    const i = audit.entries.findIndex((e) => e.tool === "update_script" && e.target === uuid);
+    assert.ok(i >= 0, JSON.stringify(audit.entries.slice(0, 3)));
+    assert.deepEqual([audit.entries[i].caller, audit.entries[i].result, audit.entries[i].revision], ["user", "ok", 2]);
+    assert.ok(audit.undoable.includes(i), "the popup offers Undo of the update");
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    assert.match(await popup.locator("#audit > li").nth(i).textContent(), /update_script/);
+    assert.equal(await popup.locator("#audit > li").nth(i).getByRole("button", { name: /^Undo/ }).count(), 1);
+    await popup.close();
+
+    // The history holds v1; restoring it brings v1 back.
+    await options.getByRole("button", { name: `History of ${NAME}` }).click();
+    assert.match(await options.locator("#history").textContent(), /via update/);
+    await options.getByRole("button", { name: "Restore revision 1" }).click();
+    await options.getByText(/^Restored revision 1/).waitFor({ timeout: 5000 });
+    assert.deepEqual(await onPage(["upd:1.0"]), ["upd:1.0"], "v1 runs again");
+  });
+
+  test("a hostile server is refused with its message and v1 keeps running: another @namespace, a lower version, an oversized body, a redirect to a host not allowed, a swap after the review", T, async () => {
+    const before = await listed();
+    const cases = [
+      ["another @namespace", () => [200, helper({ version: "9.0", namespace: "evil" })], /not an update of this script: the server sent "Upd helper" \(@namespace "evil"\)/],
+      ["a lower version", () => [200, helper({ version: "0.5" })], /No update: the server offers version 0\.5, older than the installed 1\.0/],
+      ["an oversized body", () => [200, `${helper({ version: "3.0" })}//${"x".repeat(300 * 1024)}\n`], /sent more than 262144 bytes, over the limit for a script/],
+      ["a redirect to a host not allowed", (port) => [302, "", { location: `http://evil.test:${port}/helper.user.js` }], /redirected to http:\/\/evil\.test:\d+\/helper\.user\.js: only https URLs are loaded .*the redirect was not followed/],
+    ];
+    for (const [what, answer, says] of cases) {
+      srv.serve(answer);
+      await checkFor();
+      await options.waitForFunction((re) => new RegExp(re).test(document.getElementById("status").textContent), says.source, { timeout: 10_000 })
+        .catch(async () => assert.fail(`${what}: status says ${await status()}`));
+      assert.equal(await options.locator("#update-review").isVisible(), false, `${what}: nothing to review`);
+      const now = await listed();
+      assert.deepEqual([now.version, now.revision], [before.version, before.revision], `${what}: the script changed`);
+    }
+    assert.deepEqual(srv.hits.filter((u) => u.startsWith("evil.test")), [], "the refused redirect was not followed");
+
+    // "Check all for updates" says the same of each script it checks.
+    srv.serve(() => [200, helper({ version: "0.5" })]);
+    await options.locator("#check-all").click();
+    await options.locator("#update-results li", { hasText: NAME }).waitFor({ timeout: 10_000 });
+    assert.match(await options.locator("#update-results li", { hasText: NAME }).textContent(), /No update: the server offers version 0\.5/);
+
+    // The server swaps what it sends between the review and the click on Update.
+    srv.serve(() => [200, helper({ version: "4.0" })]);
+    await checkFor();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    srv.serve(() => [200, helper({ version: "4.0", extra: ["@grant GM_setValue"] })]);
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Not updated: the server now sends something other than the version you reviewed/).waitFor({ timeout: 10_000 });
+    const now = await listed();
+    assert.deepEqual([now.version, now.revision], [before.version, before.revision]);
+    assert.deepEqual(await onPage(["upd:1.0"]), ["upd:1.0"], "v1 still runs");
+  });
+});
