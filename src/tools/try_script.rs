@@ -714,8 +714,14 @@ async fn execute_bounded<E: Env>(
         Either::Right(_) => Err(ToolError::new(
             ErrorCode::Timeout,
             format!(
-                "the script did not finish within {} ms in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
-                a.timeout_ms, tab.id
+                "the script did not finish within {} ms{} in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
+                a.timeout_ms,
+                if a.watch_ms > 0 {
+                    format!(" and the {} ms watched after it", a.watch_ms)
+                } else {
+                    String::new()
+                },
+                tab.id
             ),
         )),
     }
