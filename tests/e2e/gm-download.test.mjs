@@ -46,6 +46,9 @@ async function filesServer() {
     } else if (path === "/secret") {
       res.writeHead(200, { "content-type": "text/plain" });
       res.end("secret");
+    } else if (path === "/svg") {
+      res.writeHead(200, { "content-type": "image/svg+xml" });
+      res.end('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>');
     } else if (path.startsWith("/csp/")) {
       // The page's own policy: `sandbox` (without allow-downloads, Chrome blocks a page's
       // downloads) or a strict one.
@@ -236,6 +239,15 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
         assert.deepEqual([readdirSync(downloads), began], [[], []], kind);
       }
     }
+  });
+
+  // In an SVG (or XML) document `createElement('a')` makes an element of no namespace, which
+  // has no click: the save failed there ("Illegal invocation"). The anchor is HTML's in any
+  // document.
+  test("an SVG document: the file is saved as in an HTML page", T, async () => {
+    const got = await run(url("dlpage.test", `/svg?${new URLSearchParams({ u: "/file.bin", name: "svg.bin" })}`));
+    assert.equal(got.load?.name, "svg.bin", show(got));
+    assert.ok((await file("svg.bin", FILE.length)).equals(FILE));
   });
 
   test("GM_download alone gives no GM_xmlhttpRequest; in try_script it says it is not available", T, async () => {
