@@ -635,3 +635,92 @@ fn a_try_that_cannot_be_recorded_runs_nothing() {
     );
     assert_eq!(p.env.executed.borrow().len(), 1, "it ran unrecorded");
 }
+
+/// Tries in `tabs` (each its own tab 100+i on example.com) at once, whose pages never answer:
+/// `look` runs once they all reached Chrome, and the tries are left hanging.
+fn while_tries_run(
+    p: &Provider<MemoryEnv>,
+    s: &lumo_userscripts::session::Session,
+    args: &[Value],
+    look: impl std::future::Future<Output = ()>,
+) {
+    let msgs: Vec<Value> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {"name": "try_script", "arguments": a}}))
+        .collect();
+    let tries = futures::future::join_all(msgs.iter().map(|m| p.handle_mcp(s, m)));
+    let look = async {
+        for _ in 0..2000 {
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        look.await;
+    };
+    futures::pin_mut!(tries, look);
+    assert!(matches!(
+        block_on(futures::future::select(tries, look)),
+        futures::future::Either::Right(_)
+    ));
+}
+
+fn with_tabs(p: &Provider<MemoryEnv>, n: i64) {
+    for i in 0..n {
+        p.env.tabs.borrow_mut().push(Tab {
+            id: 100 + i,
+            url: format!("https://example.com/{i}"),
+            title: format!("Tab {i}"),
+            last_accessed: 10.0 + i as f64,
+        });
+    }
+}
+
+/// A reconcile gives back every world configuration no enabled script uses, one a worker stop
+/// left among them; but not the world of a try running now: reset under it, the next try there
+/// (which finds it held by the first) would run under the extension's policy, and say nothing.
+#[test]
+fn a_reconcile_leaves_a_running_trys_world_configured() {
+    let p = provider();
+    with_tabs(&p, 1);
+    let s = ready(&p);
+    // Left by a stop: no try runs there.
+    p.env
+        .worlds
+        .borrow_mut()
+        .insert("lumo-try-left".into(), false);
+    while_tries_run(&p, &s, &[in_tab(100)], async {
+        assert!(p.env.worlds.borrow().contains_key("lumo-try"));
+        let configured = p.env.default_configured.get();
+        p.ensure_registry().await;
+        assert!(
+            p.env.default_configured.get() > configured,
+            "no reconcile ran"
+        );
+        let held: Vec<String> = p.env.worlds.borrow().keys().cloned().collect();
+        assert_eq!(held, ["lumo-try"], "the running try's world, and only it");
+    });
+}
+
+/// Chrome holds 100 world configurations for everything: the scripts' worlds, the default one
+/// and the tries'. Tries of stored scripts in many tabs at once (each in a world of its own)
+/// hold at most `MAX_TRY_WORLDS` of them; the others run under the extension's policy and say
+/// so, so an agent's tries cannot take the configuration a user's script needs.
+#[test]
+fn tries_in_many_tabs_hold_few_world_configurations() {
+    use lumo_userscripts::tools::MAX_TRY_WORLDS;
+    let p = provider();
+    let n = MAX_TRY_WORLDS + 3;
+    with_tabs(&p, i64::try_from(n).unwrap());
+    let s = ready(&p);
+    let tries: Vec<Value> = (0..n)
+        .map(|i| {
+            let uuid = created(&p, &s, &format!("S{i}"), "");
+            json!({"uuid": uuid, "tabId": 100 + i})
+        })
+        .collect();
+    p.env.worlds.borrow_mut().clear();
+    while_tries_run(&p, &s, &tries, async {
+        assert_eq!(p.env.executed.borrow().len(), n, "every try ran");
+        let held = p.env.worlds.borrow().len();
+        assert_eq!(held, MAX_TRY_WORLDS, "{:?}", p.env.worlds.borrow());
+    });
+}

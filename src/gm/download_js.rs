@@ -13,7 +13,8 @@
 //! does not stop it (the click holds the blob).
 //!
 //! The page shares the DOM, so nothing here trusts it: the element is made with
-//! `Document.prototype.createElement` taken before any script code runs (a page's
+//! `Document.prototype.createElementNS` (HTML's namespace, so an SVG or XML document gives an
+//! anchor too) taken before any script code runs (a page's
 //! `<img name="createElement">` shadows `document.createElement` in every world), it is never
 //! in the document (no page listener or observer sees it or its `blob:` URL, which the page's
 //! origin could read), and the URL is revoked at once. The DOM functions it calls are taken when
@@ -30,7 +31,9 @@
 
 pub const DOWNLOAD_JS: &str = concat!(
     // Taken now, before the script's own code (and a page's clobbered `document` names).
-    "const DLA=Reflect.apply,DLC=Document.prototype.createElement,DLS=Element.prototype.setAttribute,",
+    // `createElementNS` in HTML's namespace: `createElement` in an SVG or XML document makes an
+    // element of no namespace, which has no `click` (the save failed there).
+    "const DLA=Reflect.apply,DLC=Document.prototype.createElementNS,DLS=Element.prototype.setAttribute,",
     "DLK=HTMLElement.prototype.click,DLO=URL.createObjectURL,DLR=URL.revokeObjectURL,DLB=Blob,DLU=Uint8Array,",
     "DL64=atob,DLD=document;",
     // The request's messages name GM_xmlhttpRequest (or the try's stand-in, `GM (xhr)`).
@@ -52,7 +55,7 @@ pub const DOWNLOAD_JS: &str = concat!(
     "if(!(r.status>=200&&r.status<300)){fail('not_succeeded','GM_download: '+url+' answered '+r.status+(r.statusText?' '+r.statusText:'')+'; nothing was saved');return}",
     "if(typeof r.base64!=='string'){fail('not_succeeded','GM_download: the provider sent no file');return}",
     "let u=null;try{const s=DL64(r.base64),n=s.length,y=new DLU(n);for(let i=0;i<n;i++)y[i]=s.charCodeAt(i);",
-    "u=DLO(new DLB([y],{type:'application/octet-stream'}));const el=DLA(DLC,DLD,['a']);",
+    "u=DLO(new DLB([y],{type:'application/octet-stream'}));const el=DLA(DLC,DLD,['http://www.w3.org/1999/xhtml','a']);",
     "DLA(DLS,el,['href',u]);DLA(DLS,el,['download',name]);DLA(DLK,el,[])}",
     "catch(e){fail('not_succeeded','GM_download: the file could not be saved: '+e);return}",
     "finally{if(u!==null)try{DLR(u)}catch(e){}}",

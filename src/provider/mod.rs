@@ -53,6 +53,24 @@ pub mod keys {
 /// The shell's hook for [`Provider::tab_bound`] changes.
 type OnTabs = Rc<dyn Fn(bool)>;
 
+/// A try world tries are running in ([`Provider`]'s `try_worlds`, `tools::try_script::hold_world`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TryWorld {
+    /// Tries there, counted from before their configuration is asked until they end.
+    pub tries: u32,
+    /// Chrome configured it for one of them.
+    pub configured: bool,
+    /// Configurations asked and not yet answered.
+    pub asking: u32,
+}
+
+impl TryWorld {
+    /// Holds, or is about to hold, one of Chrome's world configurations.
+    pub(crate) fn holding(&self) -> bool {
+        self.configured || self.asking > 0
+    }
+}
+
 pub struct Provider<E> {
     pub env: E,
     /// The event loop interleaves tasks at every `await`; each read-modify-write of shared
@@ -142,9 +160,10 @@ pub struct Provider<E> {
     /// One lock per tab a try runs in (`tools::try_script`): tries share the try world, whose
     /// `console` each one hooks while it runs, so two at once would mix their output.
     pub(crate) try_locks: RefCell<VecMap<i64, Rc<Mutex<()>>>>,
-    /// The try worlds tries are running in: world id → (tries, configured by us). Configured
-    /// while one runs, given back after the last (`tools::try_script::hold_world`).
-    pub(crate) try_worlds: RefCell<VecMap<String, (u32, bool)>>,
+    /// The try worlds tries are running in, each from before its configuration is asked until
+    /// the try ends. Configured while one runs, given back after the last
+    /// (`tools::try_script::hold_world`); a reconcile leaves them alone.
+    pub(crate) try_worlds: RefCell<VecMap<String, TryWorld>>,
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
     /// Tabs and notifications scripts opened (`gm_tabs`).
     gm_opened: RefCell<gm_tabs::Opened>,

@@ -220,7 +220,9 @@ impl<E: Env> Provider<E> {
             Err(e) => return self.note(format!("could not reconcile registrations: {e}")),
         };
         self.registry.set(RegistryState::Reconciling);
-        match sync::reconcile(&self.env, &snapshot).await {
+        // The worlds of tries running now are theirs until they end (`try_script::hold_world`).
+        let trying = |id: &str| self.try_worlds.borrow().contains_key(id);
+        match sync::reconcile_sparing(&self.env, &snapshot, trying).await {
             Ok(report) => {
                 let mut clear = report.ok.clone();
                 // Scripts no longer stored or enabled cannot stay "refused".

@@ -496,10 +496,50 @@ pub struct Report {
     pub worlds_released: usize,
 }
 
+/// Gives back the world configurations in `all` no script of `enabled` uses and `in_use` does not
+/// name (counted in `report`); the others, the default world's among them.
+async fn release_unused_worlds<E: UserScripts>(
+    env: &E,
+    all: Vec<WorldConfig>,
+    enabled: &[&ScriptRecord],
+    in_use: &impl Fn(&str) -> bool,
+    report: &mut Report,
+) -> Vec<WorldConfig> {
+    let wanted: VecSet<String> = enabled
+        .iter()
+        .map(|r| registry::world_id(&r.uuid))
+        .collect();
+    let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) =
+        all.into_iter().partition(|w| match w.world_id.as_deref() {
+            Some(id) => wanted.contains(id),
+            None => true,
+        });
+    for id in unused.iter().filter_map(|w| w.world_id.as_deref()) {
+        // Checked as the call goes out: a try counts its world before it configures it.
+        if in_use(id) {
+            continue;
+        }
+        let _ = env.reset_script_world(id).await;
+        report.worlds_released += 1;
+    }
+    keep
+}
+
 /// Makes Chrome's registrations exactly the enabled scripts of `snapshot` (the stored records).
 pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     env: &E,
     snapshot: &store::Snapshot,
+) -> Result<Report, ReconcileError> {
+    reconcile_sparing(env, snapshot, |_| false).await
+}
+
+/// [`reconcile`], leaving alone the world configurations `in_use` names (the worlds of tries
+/// running now, `tools::try_script::hold_world`): asked just before each one would be given
+/// back, so a try that began meanwhile keeps its world.
+pub async fn reconcile_sparing<E: Storage + UserScripts + Capabilities + Ids>(
+    env: &E,
+    snapshot: &store::Snapshot,
+    in_use: impl Fn(&str) -> bool,
 ) -> Result<Report, ReconcileError> {
     if !env.user_scripts_available() {
         return Err(ReconcileError::Unavailable);
@@ -516,19 +556,7 @@ pub async fn reconcile<E: Storage + UserScripts + Capabilities + Ids>(
     let mut default_held = false;
     let worlds = match worlds {
         Ok(all) => {
-            let wanted: VecSet<String> = enabled
-                .iter()
-                .map(|r| registry::world_id(&r.uuid))
-                .collect();
-            let (keep, unused): (Vec<WorldConfig>, Vec<WorldConfig>) =
-                all.into_iter().partition(|w| match w.world_id.as_deref() {
-                    Some(id) => wanted.contains(id),
-                    None => true,
-                });
-            for id in unused.iter().filter_map(|w| w.world_id.as_deref()) {
-                let _ = env.reset_script_world(id).await;
-            }
-            report.worlds_released = unused.len();
+            let keep = release_unused_worlds(env, all, &enabled, &in_use, &mut report).await;
             default_held = keep.iter().any(is_default_as_wanted);
             Some(keep)
         }

@@ -564,7 +564,7 @@ pub static TOOLS: &[ToolDef] = &[
                     },
                 },
                 "framesDropped": { "type": "integer" },
-                "note": { "type": "string", "description": "Set when the try ran under a stricter content security policy than the installed script will (Chrome had no room to configure the try's world): eval, new Function and inline <script> were blocked in this try only." },
+                "note": { "type": "string", "description": "Set when the try ran under a stricter content security policy than the installed script will (Chrome had no room to configure the try's world, or tries in other tabs held the configurations tries may): eval, new Function and inline <script> were blocked in this try only." },
             },
             "required": ["tab", "frames"],
         }),

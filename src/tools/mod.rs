@@ -35,6 +35,7 @@ use result::{ErrorCode, ToolError};
 use serde_json::Value;
 
 pub use args::WriteArgs;
+pub use try_script::MAX_TRY_WORLDS;
 pub(crate) use write::run_write;
 
 #[derive(Debug, PartialEq)]

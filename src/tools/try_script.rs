@@ -642,8 +642,16 @@ async fn run<E: Env>(
 }
 
 /// Why a try did not run under the installed script's policy: Chrome would not configure its
-/// world (its 100 world configurations in use, or the call failed: Chrome's words).
+/// world (its 100 world configurations in use, or the call failed: Chrome's words), or other
+/// tries held [`MAX_TRY_WORLDS`] configurations already.
 type PolicyRefused = String;
+
+/// At most this many try worlds are configured at once (a raw source's `lumo-try` and each
+/// stored script's `lumo-try-<uuid>`, tried in different tabs at the same time). Chrome holds
+/// 100 world configurations for everything, and each registered script needs one: tries in
+/// many tabs at once must not take the one a user's script is refused without. A try past them
+/// runs under the extension's policy and says so (`note`).
+pub const MAX_TRY_WORLDS: usize = 4;
 
 /// Configures `world` with [`crate::env::WORLD_CSP`] (and no messaging) for a try about to run
 /// there, unless a try running there already did: a world Chrome holds no configuration for has
@@ -651,42 +659,63 @@ type PolicyRefused = String;
 /// page are blocked, where the installed script's own world allows them, so the try would say
 /// the script fails where it works. Chrome fixes a world's policy in a document when the world
 /// is first made there. Given back after the last try there ([`release_world`]): Chrome holds at
-/// most 100 configurations, and each script needs one; one left by a stop is given back by the
-/// next reconcile (no script uses it).
+/// most 100 configurations, and each script needs one, so tries hold at most
+/// [`MAX_TRY_WORLDS`]; one left by a stop is given back by the next reconcile (no script uses
+/// it). The try is counted before anything is asked, so a reconcile meanwhile (which leaves
+/// the worlds of running tries alone, `Provider::ensure_registry`) does not take it back.
 async fn hold_world<E: Env>(p: &Provider<E>, world: &str) -> Result<(), PolicyRefused> {
-    let held = p.try_worlds.borrow().get(world).is_some_and(|&(_, c)| c);
-    let configured = if held {
-        Ok(())
-    } else {
-        p.env
-            .configure_script_world(world, false)
-            .await
-            .map_err(|e| e.0)
+    let ask = {
+        let mut worlds = p.try_worlds.borrow_mut();
+        let holding = worlds.values().filter(|w| w.holding()).count();
+        match worlds.get_or_insert_with(world.to_owned(), crate::provider::TryWorld::default) {
+            Some(w) => {
+                w.tries = w.tries.saturating_add(1);
+                if w.configured {
+                    return Ok(());
+                }
+                if !w.holding() && holding >= MAX_TRY_WORLDS {
+                    return Err(format!(
+                        "tries in {MAX_TRY_WORLDS} other worlds are running, each holding one of Chrome's 100 world configurations, which the installed scripts need"
+                    ));
+                }
+                w.asking = w.asking.saturating_add(1);
+                true
+            }
+            None => false,
+        }
     };
-    let mut worlds = p.try_worlds.borrow_mut();
-    if let Some(h) = worlds.get_or_insert_with(world.to_owned(), || (0, false)) {
-        h.0 = h.0.saturating_add(1);
-        h.1 |= configured.is_ok();
+    if !ask {
+        return Err("internal: the try's world could not be counted".into());
+    }
+    let configured = p
+        .env
+        .configure_script_world(world, false)
+        .await
+        .map_err(|e| e.0);
+    if let Some(w) = p.try_worlds.borrow_mut().get_mut(world) {
+        w.asking = w.asking.saturating_sub(1);
+        w.configured |= configured.is_ok();
     }
     configured
 }
 
-/// The end of a try in `world`: the last one there gives its configuration back.
+/// The end of a try in `world` (after [`hold_world`]): the last one there gives its
+/// configuration back.
 async fn release_world<E: Env>(p: &Provider<E>, world: &str) {
-    let last = {
+    let give_back = {
         let mut worlds = p.try_worlds.borrow_mut();
-        let Some(h) = worlds.get_mut(world) else {
+        let Some(w) = worlds.get_mut(world) else {
             return;
         };
-        h.0 = h.0.saturating_sub(1);
-        let last = h.0 == 0;
-        let configured = h.1;
-        if last {
-            worlds.remove(world);
+        w.tries = w.tries.saturating_sub(1);
+        if w.tries > 0 {
+            return;
         }
-        last && configured
+        let configured = w.configured;
+        worlds.remove(world);
+        configured
     };
-    if last {
+    if give_back {
         let _ = p.env.reset_script_world(world).await;
     }
 }
@@ -694,7 +723,7 @@ async fn release_world<E: Env>(p: &Provider<E>, world: &str) {
 /// What the report says when the try ran under the extension's policy, not the script's.
 fn policy_note(why: &str) -> String {
     format!(
-        "This try ran under a stricter policy than the installed script will: Chrome did not configure the try's world ({}), so eval, new Function and a <script> put in the page were blocked here, though the installed script may use them.",
+        "This try ran under a stricter policy than the installed script will: the try's world was not configured ({}), so eval, new Function and a <script> put in the page were blocked here, though the installed script may use them.",
         crate::text::ellipsize(why, 300)
     )
 }
@@ -714,8 +743,14 @@ async fn execute_bounded<E: Env>(
         Either::Right(_) => Err(ToolError::new(
             ErrorCode::Timeout,
             format!(
-                "the script did not finish within {} ms in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
-                a.timeout_ms, tab.id
+                "the script did not finish within {} ms{} in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
+                a.timeout_ms,
+                if a.watch_ms > 0 {
+                    format!(" and the {} ms watched after it", a.watch_ms)
+                } else {
+                    String::new()
+                },
+                tab.id
             ),
         )),
     }

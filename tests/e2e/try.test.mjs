@@ -428,6 +428,44 @@ describe("try_script: what the installed script would do", () => {
     assert.deepEqual(p.console, []);
     await tab.reload({ waitUntil: "load" });
   });
+
+  // The tried code shares the kit's world: a script that takes over the world's timers or
+  // listeners (a "timer hooker", a wrapper) must not leave the try waiting for a timer that
+  // never fires, which lost its whole report to the provider's TIMEOUT. The kit's timers and
+  // listeners are the ones the world had before the script ran.
+  test("watchMs and timeoutMs hold when the script replaces setTimeout and the window's listener functions", T, async () => {
+    await tab.reload({ waitUntil: "load" });
+    const hooked = [
+      "const st = setTimeout;",
+      "window.setTimeout = () => 0; window.clearTimeout = () => {};",
+      "EventTarget.prototype.addEventListener = function () {}; EventTarget.prototype.removeEventListener = function () {};",
+      "window.addEventListener = () => {}; window.removeEventListener = () => {};",
+    ];
+    const started = Date.now();
+    const watched = await call("try_script", { source: script(["@match http://try.test/*"], [
+      ...hooked,
+      "st(() => { null.z; }, 50);", // line 10
+      "return 'hooked';",
+    ]), url, watchMs: 500, timeoutMs: 1000 });
+    assert.equal(watched.isError, false, watched.content?.[0]?.text);
+    const f = watched.structuredContent.frames[0];
+    assert.equal(f.value, "hooked", JSON.stringify(f));
+    assert.equal(f.watchedMs, 500);
+    assert.deepEqual(f.lateErrors.map((e) => [e.name, e.line]), [["TypeError", 10]], JSON.stringify(f));
+    // The timeout too: a returned promise that never settles is cut at timeoutMs. (On a fresh
+    // page: the world, and what the try before did to it, lasts as long as the document.)
+    await tab.reload({ waitUntil: "load" });
+    const stuck = await call("try_script", { source: script(["@match http://try.test/*"], [
+      ...hooked, "await new Promise(() => {});",
+    ]), url, watchMs: 500, timeoutMs: 500 });
+    assert.equal(stuck.isError, false, stuck.content?.[0]?.text);
+    const g = stuck.structuredContent.frames[0];
+    assert.equal(g.timedOut, true, JSON.stringify(g));
+    // A try whose top-level code timed out does not watch.
+    assert.equal(g.watchedMs, undefined, JSON.stringify(g));
+    assert.ok(Date.now() - started < 8000, `took ${Date.now() - started} ms`);
+    await tab.reload({ waitUntil: "load" });
+  });
 });
 
 describe("try_script past Chrome's 10 worlds on a page", () => {
