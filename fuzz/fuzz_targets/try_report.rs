@@ -21,6 +21,14 @@ fuzz_target!(|data: &[u8]| {
         if let Some(e) = &r.error {
             assert!(e.line.is_none_or(|n| n >= 1 && n <= lines));
         }
+        // What the try saw after the code returned (`watchMs`): as bounded and as positioned.
+        if let Some(w) = &r.watched {
+            assert!(w.errors.len() <= wrap::MAX_LATER);
+            for l in &w.errors {
+                assert!(l.thrown.line.is_none_or(|n| n >= 1 && n <= lines));
+                assert!(l.thrown.message.chars().count() <= MAX_TEXT_CHARS + 1);
+            }
+        }
         let _ = r.to_json();
     }
 });

@@ -252,7 +252,10 @@ pub fn judge(url: &str, installed: &Metadata, offered: &Metadata) -> Result<Verd
 /// pre-releases (numeric parts as numbers, others as text, then the longer is greater).
 ///
 /// Numbers are compared exactly, however long (Violentmonkey's are doubles, so past 2^53 two
-/// versions may tie there that differ here). Linear in the lengths; never panics.
+/// versions may tie there that differ here). Linear in the lengths; never panics. As in
+/// Violentmonkey, two `pre` parts of which one is a number and the other text compare as text,
+/// so the order is not transitive across such parts (`1-26` < `1-2l` < `1-6` < `1-26`): an update
+/// compares two versions only, both ways round alike (`fuzz/fuzz_targets/update.rs`).
 pub fn compare_versions(a: &str, b: &str) -> Ordering {
     let (main_a, pre_a) = split_pre(a);
     let (main_b, pre_b) = split_pre(b);
