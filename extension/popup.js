@@ -174,7 +174,8 @@ function renderSessions(sessions) {
   }
   $('sessions').replaceChildren(...[...byCaller].map(([caller, list]) => el('li', { class: 'row' },
     el('span', { class: 'grow' }, el('span', { class: 'dot', 'aria-hidden': 'true' }), who(caller),
-      el('small', {}, ` · ${list.length}\u00a0connection${list.length > 1 ? 's' : ''} · since `, when(Math.min(...list.map((s) => s.openedAt))))),
+      // On a line of its own: a long name or id wrapping would leave a separator dangling.
+      el('small', { class: 'block' }, `${list.length}\u00a0connection${list.length > 1 ? 's' : ''} · since `, when(Math.min(...list.map((s) => s.openedAt))))),
     el('button', { class: 'danger', 'aria-label': `Disconnect ${names.get(caller) || caller}`,
       onclick: () => disconnect(caller, list[0].kind) }, 'Disconnect'))));
 }

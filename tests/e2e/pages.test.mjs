@@ -522,6 +522,39 @@ describe("options scripts, popup audit, review and disconnect", () => {
     await page.close();
   });
 
+  test("Scripts: each row's columns line up under the headings, whichever buttons a row has", T, async () => {
+    // Rows with different buttons: one with "Check for update" (its @updateURL), one without, and
+    // one asking to confirm its delete (two buttons, one named after a long name).
+    const long = `E2E Columns ${"long name ".repeat(6).trim()}`;
+    const sources = [
+      userscript({ name: "E2E Columns updater", extra: ["// @version 1.0", "// @updateURL https://example.com/u.user.js"] }),
+      userscript({ name: "E2E Columns plain" }),
+      userscript({ name: long }),
+    ];
+    const uuids = [];
+    for (const source of sources) uuids.push((await t.ok("write_script", { source })).script.uuid);
+    const page = await openOptions(h);
+    await page.setViewportSize({ width: 1100, height: 900 });
+    const scripts = region(page, "Scripts");
+    for (const uuid of uuids) await seen(scripts.getByRole("row").filter({ hasText: uuid }), `a row for ${uuid}`);
+    await scripts.getByRole("button", { name: `Delete ${long}`, exact: true }).click();
+    await seen(scripts.getByRole("button", { name: `Confirm delete of ${long}`, exact: true }), "the delete confirmation");
+    // The left edge of each column, per row: the heading row's and every script row's.
+    const edges = await page.evaluate(() => [...document.querySelectorAll("#scripts [role=row]")].map((r) => ({
+      uuid: r.dataset.uuid ?? "headings",
+      x: [...r.children].map((c) => Math.round(c.getBoundingClientRect().left)),
+    })));
+    const head = edges.find((e) => e.uuid === "headings");
+    assert.equal(head?.x.length, 5, `five headings: ${show(edges)}`);
+    for (const uuid of uuids) {
+      const row = edges.find((e) => e.uuid === uuid);
+      assert.deepEqual(row?.x, head.x, `row ${uuid}'s columns start where the headings do: ${show(edges)}`);
+    }
+    await scripts.getByRole("button", { name: "Cancel", exact: true }).click();
+    for (const uuid of uuids) await t.ok("delete_script", { uuid });
+    await page.close();
+  });
+
   let writes; // {a, b}: the audit test's two successful writes
   test("Audit: newest first, Result and Caller filters, Export JSON without script source", T, async () => {
     const a = await t.ok("write_script", { source: userscript({ name: "E2E Audit A", body: [`// ${SECRET}`] }) });
@@ -674,6 +707,10 @@ describe("options scripts, popup audit, review and disconnect", () => {
     const connected = region(popup, "Connected");
     await seen(connected.getByText(`${HOST_NAME} (${HOST_ID})`), "the host in Connected");
     await seen(connected.getByText(`${SECOND_NAME} (${second.id})`), "the second host in Connected");
+    // The count and age on a line of their own, with no separator left over from the name's line.
+    const lines = await connected.locator("li small").evaluateAll((s) => s.map((x) => [x.textContent, getComputedStyle(x).display]));
+    assert.equal(lines.length, 2, show(lines));
+    for (const [text, display] of lines) assert.ok(/^1\u00a0connection · since /.test(text) && display === "block", show(lines));
     await connected.getByRole("button", { name: `Disconnect ${HOST_NAME}`, exact: true }).click();
     await alertText(popup, `Disconnected ${HOST_NAME} (${HOST_ID}).`);
     const i = await until(() => lumo("info", session), (x) => x.connected === false);
