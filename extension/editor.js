@@ -2,7 +2,7 @@
 // "Restore this version"), the trash, and import/export. Every change goes to the service worker
 // (scripts.save, scripts.restore, trash.purge), which runs it through the same store, validation,
 // locking and history as the agent's writes, attributed to "you".
-import { ARM_MS, el, when, say, marked, ruleLines, diffView } from './ui.js';
+import { ARM_MS, el, when, say, marked, ruleLines, diffView, reveal } from './ui.js';
 import { createEditor } from './codemirror.js';
 
 const $ = (id) => document.getElementById(id);
@@ -59,6 +59,8 @@ export function openEditor(script) {
   code.text = script?.source ?? '// ==UserScript==\n// @name        New script\n// @namespace   mine\n// @match       https://example.com/*\n// ==/UserScript==\n\n';
   $('editor-section').hidden = false;
   lintSoon();
+  // Into view from wherever it was opened (the list may be screens long); the focus goes to the text.
+  $('editor-section').scrollIntoView({ block: 'start' });
   code.focus();
 }
 
@@ -132,7 +134,13 @@ export async function openHistory(uuid) {
     shown);
 }
 
-document.addEventListener('lumo:history', (e) => openHistory(e.detail.uuid));
+/** History opened by a click (a script's row or the trash's): shown, then brought into view. */
+async function showHistory(uuid) {
+  await openHistory(uuid);
+  reveal($('history-section'));
+}
+
+document.addEventListener('lumo:history', (e) => showHistory(e.detail.uuid));
 $('history-close').addEventListener('click', () => { $('history-section').hidden = true; });
 
 // ---------------------------------------------------------------- trash
@@ -160,7 +168,7 @@ export async function renderTrash() {
           say(status(), res.ok ? `Restored ${s.name}.` : `Not restored: ${res.error}`, res.ok ? 'info' : 'error');
           changed();
         } }, 'Restore'), ' ',
-        el('button', { 'aria-label': `History of ${s.name}`, onclick: () => openHistory(s.uuid) }, 'History'), ' ',
+        el('button', { 'aria-label': `History of ${s.name}`, onclick: () => showHistory(s.uuid) }, 'History'), ' ',
         el('button', { class: 'danger', 'aria-label': `Delete ${s.name} forever`, onclick: async () => {
           if (!confirm(`Delete ${s.name} forever? Its history goes too; this cannot be undone.`)) return;
           const res = await askRaw('trash.purge', { uuids: [s.uuid] });

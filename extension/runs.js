@@ -4,7 +4,7 @@
 // the page's incremental rendering: a row's last-run cell is one element kept per script (moved
 // into a rebuilt row, never rebuilt itself), refreshed only when that script's `runs/<uuid>` key
 // changes; the open Runs view prepends only the runs after the last one it shows.
-import { ask, el, when, onStored, marked } from './ui.js';
+import { ask, el, when, onStored, marked, reveal } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 /** uuid -> the last-run element of that script's row. */
@@ -93,7 +93,10 @@ export async function openRuns(uuid, name) {
   try { await loadRuns(); } catch (e) { $('runs').replaceChildren(el('p', { class: 'notice' }, e.message)); }
 }
 
-document.addEventListener('lumo:runs', (e) => openRuns(e.detail.uuid, e.detail.name));
+document.addEventListener('lumo:runs', async (e) => {
+  await openRuns(e.detail.uuid, e.detail.name);
+  reveal($('runs-section'));
+});
 $('runs-close').addEventListener('click', () => { $('runs-section').hidden = true; open = null; });
 
 // Runs of incognito pages are kept in session storage (memory only), under the same keys.

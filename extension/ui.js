@@ -78,6 +78,17 @@ setInterval(() => {
   }
 }, 1000);
 
+/** Brings a section just opened by a button into view, and the keyboard focus into it (its
+ *  heading unless `focusTarget` is given): it opens below the list, which may be screens long,
+ *  and a click that changes nothing in view reads as a click that did nothing. */
+export function reveal(section, focusTarget = null) {
+  section.scrollIntoView({ block: 'start' });
+  const target = focusTarget ?? section.querySelector('h2');
+  if (!target) return;
+  if (!focusTarget) target.tabIndex = -1;
+  target.focus({ preventScroll: true });
+}
+
 /** Shows a message in a live region. */
 export function say(region, text, kind = 'info') {
   region.textContent = text;

@@ -358,6 +358,21 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       await options.screenshot({ path: `tests/e2e/out/history-${scheme}.png`, fullPage: true });
     }
   });
+  test("Edit, History and Runs open below the list, and each is brought into view with the keyboard focus in it", T, async () => {
+    await options.setViewportSize({ width: 900, height: 420 });
+    await options.reload();
+    for (const [button, section] of [["Edit Keyboard", "editor-section"], ["History of Keyboard", "history-section"], ["Runs of Keyboard", "runs-section"]]) {
+      await options.evaluate(() => window.scrollTo(0, 0));
+      await options.getByRole("button", { name: button, exact: true }).first().click();
+      const where = await until(() => options.evaluate((id) => {
+        const s = document.getElementById(id);
+        return { hidden: s.hidden, top: Math.round(s.getBoundingClientRect().top), focus: s.contains(document.activeElement) };
+      }, section), (w) => !w.hidden && w.top >= 0 && w.top < 60 && w.focus, 3000);
+      assert.ok(!where.hidden && where.top >= 0 && where.top < 60 && where.focus, `${button}: ${section} at the top of the view, focus in it: ${JSON.stringify(where)}`);
+    }
+    await options.setViewportSize({ width: 1280, height: 720 });
+  });
+
   test("the options page's switch, Delete and Delete forever are audited as \"you\" (popup) and kept in history", T, async () => {
     await h.internal("scripts.save", { source: userscript({ tag: "sw", version: "v1", name: "Switched" }) });
     const sw = (await scripts()).find((s) => s.name === "Switched");
