@@ -395,6 +395,50 @@ fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
     );
 }
 
+/// Tries one after another in a tab, each started before the one before it ended: the world's
+/// configuration is given back beside the last one's record, so a try beginning meanwhile must
+/// find it held, never reset under it. Every execute runs in a configured world, and the last
+/// try gives the configuration back.
+#[test]
+fn back_to_back_tries_in_one_tab_each_run_in_a_configured_world() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    p.env.registry_calls.borrow_mut().clear();
+    let msg = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
+    let (m1, m2, m3) = (msg(1), msg(2), msg(3));
+    let (a, b, c) = block_on(futures::future::join3(
+        p.handle_mcp(&s, &m1),
+        p.handle_mcp(&s, &m2),
+        p.handle_mcp(&s, &m3),
+    ));
+    for r in [a, b, c] {
+        let r = reply(r);
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let calls = p.env.registry_calls.borrow().clone();
+    assert_eq!(
+        calls.iter().filter(|c| **c == "execute").count(),
+        3,
+        "{calls:?}"
+    );
+    let mut configured = false;
+    for c in &calls {
+        match *c {
+            "configureWorld" => configured = true,
+            "resetWorldConfiguration" => configured = false,
+            "execute" => assert!(
+                configured,
+                "an execute in a world reset under it: {calls:?}"
+            ),
+            _ => {}
+        }
+    }
+    assert!(!configured, "the last try gives it back: {calls:?}");
+    assert!(p.env.worlds.borrow().is_empty());
+}
+
 /// A try waits for the one before it in its tab, which may run for its whole timeout. The user
 /// removing the caller, turning writes off, or turning review on meanwhile stops the waiting
 /// try before it runs: it must not reach the page.

@@ -452,11 +452,23 @@ pub(super) async fn call<E: Env>(
             ..entry.clone()
         },
         key: None,
+        world: None,
     };
     let result = run(p, ctx, reviewed, &script, &tab, &a, &mut journal).await;
     let done = Executed { result, target };
-    p.finish_try(journal.key, &finished(entry, &done, p.env.now_ms()))
-        .await;
+    // The world's configuration is given back while the try's record is finished: neither
+    // waits for the other, and the count `hold_world` keeps is what a try beginning meanwhile
+    // in the same world reads, so it never finds its world reset under it.
+    let release = async {
+        if let Some(world) = &journal.world {
+            release_world(p, world).await;
+        }
+    };
+    join(
+        release,
+        p.finish_try(journal.key, &finished(entry, &done, p.env.now_ms())),
+    )
+    .await;
     Ok(done)
 }
 
@@ -466,6 +478,8 @@ pub(super) async fn call<E: Env>(
 struct Journal {
     begun: Entry,
     key: Option<u64>,
+    /// The world [`hold_world`] counted this try in, for [`release_world`] at its end.
+    world: Option<String>,
 }
 
 /// The user approved a try in the page the review named; the review can take up to 50 s, in
@@ -603,6 +617,7 @@ async fn run<E: Env>(
                 // are needed before the code runs, and neither waits for the other.
                 let (begun, policy) =
                     futures::join!(p.begin_try(&journal.begun), hold_world(p, &world));
+                journal.world = Some(world.clone());
                 let answer = match begun {
                     Ok(k) => {
                         journal.key = Some(k);
@@ -616,7 +631,6 @@ async fn run<E: Env>(
                         ),
                     )),
                 };
-                release_world(p, &world).await;
                 answer
             }
             Err(e) => Err(e),
