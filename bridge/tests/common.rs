@@ -33,6 +33,13 @@ pub struct Ports {
     pub state: PathBuf,
 }
 
+/// The state directory goes with the test: every test makes one in the system's temp dir.
+impl Drop for Ports {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
 impl Default for Ports {
     fn default() -> Self {
         Self::new()

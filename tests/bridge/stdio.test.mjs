@@ -2,7 +2,7 @@
 // Claude Desktop would) and, over --http, the SDK's Streamable HTTP client with the bearer token.
 // The SDK is the judge of wire correctness: it validates every result against its schemas.
 // Run: node --test tests/bridge/   (after `cargo build -p lumo-bridge`; LUMO_BRIDGE_BIN overrides).
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,10 +19,15 @@ const bin = process.env.LUMO_BRIDGE_BIN ?? path.join(root, 'target/debug/lumo-br
 const TOKEN = 'node-test-token-0123456789abcdef0123456789';
 const WRITES = ['write_script', 'patch_script', 'set_script_enabled', 'delete_script', 'restore_script', 'try_script'];
 
+/** Each bridge's state directory, removed when the file's tests end. */
+const stateDirs = [];
+after(() => { for (const dir of stateDirs) fs.rmSync(dir, { recursive: true, force: true }); });
+
 /** `ports` are the extension and control ports, taken together so that they differ. */
 async function bridgeArgs(extra = [], ports) {
   const [port, control] = ports ?? await freePorts(2);
   const state = fs.mkdtempSync(path.join(os.tmpdir(), 'lumo-bridge-node-'));
+  stateDirs.push(state);
   return ['--port', String(port), '--control-port', String(control),
     '--state-dir', state, '--token', TOKEN, ...extra];
 }

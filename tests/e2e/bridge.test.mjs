@@ -32,8 +32,17 @@ after(async () => {
   for (const c of children) await c.close().catch(() => {});
   await web?.close();
   await h?.close();
+  for (const dir of stateDirs) fs.rmSync(dir, { recursive: true, force: true });
   assert.deepEqual(panics, []);
 });
+
+/** A bridge's state directory, removed when the file's tests end. */
+const stateDirs = new Set();
+function stateDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
+  stateDirs.add(dir);
+  return dir;
+}
 
 /** The SDK's stdio client, launching the real bridge binary. */
 async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
@@ -42,7 +51,7 @@ async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
     port ??= p;
     control ??= c;
   }
-  state ??= fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
+  state ??= stateDir();
   const transport = new StdioClientTransport({
     command: BIN,
     args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", token, ...extra],
@@ -469,7 +478,7 @@ test("two browsers, one bridge: the newer link keeps it, the replaced one says w
 
 test("two stdio clients share one extension (owner and forwarder); the owner's exit hands over", async () => {
   const [port, control] = await freePorts(2);
-  const state = fs.mkdtempSync(path.join(os.tmpdir(), "lumo-bridge-e2e-"));
+  const state = stateDir();
   const owner = await agent({ port, control, state });
   assert.equal((await owner.status()).role, "owner");
   const page = await openConnect(owner.link);
