@@ -35,9 +35,54 @@ pub fn quoted(s: &str) -> String {
     serde_json::Value::String(s.to_owned()).to_string()
 }
 
+/// A time the provider recorded (ms since the epoch, its clock) as the agent reads it in a
+/// result's text: UTC, to the second (`2026-12-05T07:43:09Z`). Outside years 1970–9999 (a stored
+/// value nobody checked) it stays the number it is.
+#[must_use]
+pub fn utc(ms: f64) -> String {
+    const MAX_MS: f64 = 253_402_300_800_000.0; // 10000-01-01T00:00:00Z
+    if !(0.0..MAX_MS).contains(&ms) {
+        return format!("{ms} ms since the epoch");
+    }
+    // In range: a whole number of seconds below 2^38 fits an i64.
+    #[allow(clippy::cast_possible_truncation)]
+    let secs = (ms / 1000.0).floor() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days: the proleptic Gregorian date of a day count.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_reads_as_a_calendar_time() {
+        assert_eq!(utc(0.0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(1_796_456_389_188.0), "2026-12-05T07:39:49Z");
+        // A leap day, the day after, a century that is not a leap year and one that is.
+        assert_eq!(utc(951_782_400_000.0), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(951_868_799_999.0), "2000-02-29T23:59:59Z");
+        assert_eq!(utc(4_107_542_400_000.0), "2100-03-01T00:00:00Z");
+        assert_eq!(utc(253_402_300_799_999.0), "9999-12-31T23:59:59Z");
+        for odd in [-1.0, f64::NAN, f64::INFINITY, 253_402_300_800_000.0, 1e300] {
+            assert!(utc(odd).ends_with("ms since the epoch"), "{odd}");
+        }
+    }
 
     #[test]
     fn cuts_on_char_boundaries() {

@@ -88,7 +88,7 @@ pub(super) async fn list_revisions<E: Env>(
                 .as_str()
                 .map(|v| format!(" ({v})"))
                 .unwrap_or_default(),
-            r["at"],
+            crate::text::utc(r["at"].as_f64().unwrap_or(-1.0)),
             r["size"],
             if r["current"] == json!(true) {
                 " (current)"

@@ -146,6 +146,11 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.equal(run.error.line, 10, JSON.stringify(run.error));
     assert.equal(run.error.column, 16, JSON.stringify(run.error));
     assert.deepEqual(run.console.map((c) => [c.level, c.text, c.line]), [["warn", "about to fail", 8]]);
+    // The text says the same, for a client that gives the model the text alone.
+    const text = (await call("script_runs", { uuid, errorsOnly: true })).content[0].text;
+    assert.match(text, /\n- "Runs throws" \([0-9a-f-]{36}\) revision 1, \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ in tab \d+ frame 0, "http:\/\/runs\.test:\d+\/throw", document-end, [\d.]+ ms: error\n/, text);
+    assert.ok(text.includes('\n    console.warn (line 8): "about to fail"'), text);
+    assert.match(text, /\n    threw "TypeError": "[^"]+" at line 10, column 16/, text);
   });
 
   test("options page: each script's last run (when, where, ok or error) and a Runs view with the error and console lines, updated in place", T, async () => {
