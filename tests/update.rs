@@ -10,7 +10,7 @@ use common::*;
 use futures::executor::block_on;
 use lumo_userscripts::control;
 use lumo_userscripts::env::memory::MemoryEnv;
-use lumo_userscripts::env::{Area, HttpResponse};
+use lumo_userscripts::env::{Area, FetchError, HttpResponse};
 use lumo_userscripts::guard::audit;
 use lumo_userscripts::provider::Provider;
 use serde_json::{json, Map, Value};
@@ -23,7 +23,7 @@ fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
     block_on(control::handle(p, &v)).value
 }
 
-fn ok(body: impl Into<Vec<u8>>) -> Result<HttpResponse, String> {
+fn ok(body: impl Into<Vec<u8>>) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: 200,
         status_text: "OK".into(),
@@ -34,7 +34,7 @@ fn ok(body: impl Into<Vec<u8>>) -> Result<HttpResponse, String> {
     })
 }
 
-fn status(code: u16) -> Result<HttpResponse, String> {
+fn status(code: u16) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: code,
         status_text: String::new(),
@@ -45,7 +45,7 @@ fn status(code: u16) -> Result<HttpResponse, String> {
     })
 }
 
-fn redirect(to: &str) -> Result<HttpResponse, String> {
+fn redirect(to: &str) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: 302,
         status_text: String::new(),
@@ -56,7 +56,7 @@ fn redirect(to: &str) -> Result<HttpResponse, String> {
     })
 }
 
-fn serve(p: &Provider<MemoryEnv>, url: &str, a: Result<HttpResponse, String>) {
+fn serve(p: &Provider<MemoryEnv>, url: &str, a: Result<HttpResponse, FetchError>) {
     p.env.http_answers.borrow_mut().insert(url.into(), a);
 }
 
@@ -265,7 +265,10 @@ fn a_meta_js_check_url_then_the_download_url() {
 #[test]
 fn refusals_name_their_reason_and_change_nothing() {
     let huge = format!("{}\n{}", v1(&[]), "x".repeat(256 * 1024));
-    let cases: Vec<(&str, Result<HttpResponse, String>, &str, &str)> = vec![
+    // One byte over the bound: what the browser reads whole, and the core refuses.
+    let mut one_over = v1(&[]);
+    one_over.push_str(&"x".repeat(256 * 1024 + 1 - one_over.len()));
+    let cases: Vec<(&str, Result<HttpResponse, FetchError>, &str, &str)> = vec![
         (
             "another namespace",
             ok(helper("evil", "9.0", &[], "steal();")),
@@ -281,9 +284,10 @@ fn refusals_name_their_reason_and_change_nothing() {
         ("not a header", ok("<html>hi</html>"), "header", "no readable // ==UserScript== header"),
         ("server error", status(500), "status", "HTTP 500"),
         ("too large", ok(huge), "too-large", "over the limit for a script"),
+        ("one byte too large", ok(one_over), "too-large", "over the limit for a script"),
         (
             "too large, as the browser stops reading it",
-            Err("fetch: the response is over 262145 bytes".into()),
+            Err(FetchError::TooLarge { max: 262_145 }),
             "too-large",
             "sent more than 262144 bytes, over the limit for a script",
         ),
@@ -300,7 +304,7 @@ fn refusals_name_their_reason_and_change_nothing() {
             "a server elsewhere may not lead a fetch onto this computer",
         ),
         ("not UTF-8", ok(vec![0xff, 0xfe, 0x00]), "not-text", "UTF-8"),
-        ("the network", Err("connection refused".into()), "fetch", "connection refused"),
+        ("the network", Err(FetchError::Other("connection refused".into())), "fetch", "connection refused"),
     ];
     for (what, answer, reason, message) in cases {
         let p = provider();

@@ -13,7 +13,7 @@
 
 use super::{err, revision_of, uuid_of, write_via};
 use crate::env::Env;
-use crate::env::{elapsed_ms, Clock, EnvError, Http, HttpRequest};
+use crate::env::{elapsed_ms, Clock, FetchError, Http, HttpRequest};
 use crate::gm::assets::{self, FETCH_TIMEOUT_MS};
 use crate::guard::diff::{line_diff, visible};
 use crate::guard::effects::{effects, Version};
@@ -139,14 +139,14 @@ async fn fetch_text<E: Http + Clock>(
         // One byte over the bound tells "too large" from "exactly the bound".
         let resp = match env.fetch(&req, MAX_SOURCE_BYTES.saturating_add(1)).await {
             Ok(r) => r,
-            // The shell stops reading past the bound and says so (`chrome::env::read_body`).
-            Err(EnvError(e)) if e.contains("the response is over ") => {
+            // The shell stopped reading past the bound (`chrome::env::read_body`).
+            Err(FetchError::TooLarge { .. }) => {
                 return Err(UpdateError::TooLarge {
                     url: url.to_owned(),
                     max: MAX_SOURCE_BYTES,
                 })
             }
-            Err(EnvError(e)) => return Err(fail(ellipsize(&e, 200))),
+            Err(e) => return Err(fail(ellipsize(&e.to_string(), 200))),
         };
         match &resp.location {
             // The browser follows no redirect: each hop is judged before it is asked.

@@ -424,7 +424,7 @@ impl<E: Env> Provider<E> {
                 .timeout_ms
                 .saturating_sub(crate::env::elapsed_ms(self.env.now_ms(), started));
             if req.timeout_ms == 0 {
-                break Err(crate::env::EnvError("timeout".into()));
+                break Err(crate::env::FetchError::Timeout);
             }
             let r = {
                 let fetch = self
@@ -476,11 +476,11 @@ impl<E: Env> Provider<E> {
                 "connect": true,
             }),
             Ok(r) => xhr::response_json(r, x.response_type),
-            Err(e) if e.0.starts_with("timeout") => json!({
+            Err(crate::env::FetchError::Timeout) => json!({
                 "error": format!("GM_xmlhttpRequest: no answer within {} ms", x.timeout_ms),
                 "timeout": true,
             }),
-            Err(e) => error(format!("GM_xmlhttpRequest failed: {}", e.0)),
+            Err(e) => error(format!("GM_xmlhttpRequest failed: {e}")),
         }
     }
 
