@@ -508,6 +508,15 @@ pub mod memory {
         pub fn dump(&self, area: Area) -> Map<String, Value> {
             self.areas.borrow().get(&area).cloned().unwrap_or_default()
         }
+
+        /// The URL of every `fetch` made so far, in order.
+        pub fn fetched_urls(&self) -> Vec<String> {
+            self.fetched
+                .borrow()
+                .iter()
+                .map(|r| r.url.clone())
+                .collect()
+        }
     }
 
     impl Storage for MemoryEnv {

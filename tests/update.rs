@@ -227,14 +227,7 @@ fn a_meta_js_check_url_then_the_download_url() {
     serve(&p, USER_JS, ok(new.clone()));
     let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
     assert_eq!(c["update"], json!(true), "{c}");
-    let urls: Vec<String> = p
-        .env
-        .fetched
-        .borrow()
-        .iter()
-        .map(|r| r.url.clone())
-        .collect();
-    assert_eq!(urls, [META_JS, USER_JS]);
+    assert_eq!(p.env.fetched_urls(), [META_JS, USER_JS]);
     // A download that is not a valid script is refused whole.
     serve(
         &p,

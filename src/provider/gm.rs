@@ -1004,15 +1004,8 @@ mod tests {
             .unwrap()
             .contains("does not @grant GM_xmlhttpRequest"));
         // Exactly the two allowed requests left the browser.
-        let sent: Vec<String> = p
-            .env
-            .fetched
-            .borrow()
-            .iter()
-            .map(|r| r.url.clone())
-            .collect();
         assert_eq!(
-            sent,
+            p.env.fetched_urls(),
             ["https://v1.api.test/data", "https://example.com/own"]
         );
         assert_eq!(
@@ -1083,14 +1076,11 @@ mod tests {
             }
             let r = gm_from(&p, &t, json!({"op": "xhr.abort", "id": 9}), page);
             assert_eq!(r["ok"], true, "{r}");
-            let sent: Vec<String> = p
-                .env
-                .fetched
-                .borrow()
-                .iter()
-                .map(|r| r.url.clone())
-                .collect();
-            assert_eq!(sent, ["https://api.test/file.bin"], "{grant}");
+            assert_eq!(
+                p.env.fetched_urls(),
+                ["https://api.test/file.bin"],
+                "{grant}"
+            );
         }
         // Neither grant: nothing.
         let r = gm_from(
