@@ -254,6 +254,49 @@ fn a_meta_js_check_url_then_the_download_url() {
     assert!(again["message"].as_str().unwrap().starts_with("Up to date"));
 }
 
+/// A script whose only URL is a `.meta.js` is checked there, but the header alone is never
+/// offered as the new version: stored, it would be the script without its code. (Before, the
+/// check fetched the `.meta.js` again as the "full" script and offered that, the code removed.)
+#[test]
+fn a_meta_js_alone_says_a_newer_version_exists_and_offers_no_header_as_the_script() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {META_JS}")]));
+    let new = helper(
+        "tests",
+        "1.1",
+        &[&format!("@updateURL {META_JS}")],
+        "console.log('v1.1');",
+    );
+    let header =
+        new.split("// ==/UserScript==").next().unwrap().to_owned() + "// ==/UserScript==\n";
+    serve(&p, META_JS, ok(header));
+    let before = local(&p);
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["ok"], json!(false), "{c}");
+    assert_eq!(c["reason"], json!("no-download"), "{c}");
+    let e = c["error"].as_str().unwrap();
+    assert!(
+        e.starts_with(&format!(
+            "version 1.1 is available, but {META_JS} holds the header alone"
+        )),
+        "{e}"
+    );
+    assert!(e.ends_with("the script was not changed"), "{e}");
+    assert_eq!(p.env.fetched_urls(), [META_JS]);
+    let u = op(
+        &p,
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 1, "sha256": "0".repeat(64)}),
+    );
+    assert_eq!(u["reason"], json!("no-download"), "{u}");
+    assert_eq!(local(&p), before);
+    assert!(source_of(&p, &uuid).contains("console.log('v1');"));
+    // Up to date, it says so as for any script.
+    serve(&p, META_JS, ok(v1(&[&format!("@updateURL {META_JS}")])));
+    let same = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(same["update"], json!(false), "{same}");
+    assert_eq!(same["downloadUrl"], json!(null), "{same}");
+}
+
 /// Every hostile or broken answer is refused with its reason, and storage is left as it was.
 #[test]
 fn refusals_name_their_reason_and_change_nothing() {
