@@ -242,6 +242,17 @@ fn a_meta_js_check_url_then_the_download_url() {
         .unwrap()
         .contains("the new version is not a script this provider stores"));
     assert_eq!(local(&p), before);
+    // The server's words in that refusal are marked as everywhere else: a direction
+    // character cannot reorder what the page says.
+    serve(
+        &p,
+        USER_JS,
+        ok(helper("tests", "1.1", &["@match \u{202e}nope"], "")),
+    );
+    let bad = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    let e = bad["error"].as_str().unwrap();
+    assert_eq!(bad["reason"], json!("invalid"), "{bad}");
+    assert!(e.contains("⟨U+202E⟩nope") && !e.contains('\u{202e}'), "{e}");
     serve(&p, USER_JS, ok(new.clone()));
     // Up to date once stored: the same version is no update.
     let u = op(

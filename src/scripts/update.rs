@@ -182,7 +182,7 @@ impl fmt::Display for UpdateError {
             UpdateError::Invalid { why } => write!(
                 f,
                 "the new version is not a script this provider stores ({}); {tail}",
-                ellipsize(why, 300)
+                crate::guard::diff::visible(&ellipsize(why, 300))
             ),
             UpdateError::Changed => write!(
                 f,
