@@ -17,8 +17,18 @@ async function askRaw(op, args = {}) {
 }
 const changed = () => document.dispatchEvent(new CustomEvent('lumo:scripts-changed'));
 
-/** Shows what a newer version would change; resolves to true when the user clicks Update. */
+/** Shows what a newer version would change; resolves to true when the user clicks Update.
+ *  One review at a time: a check that answers while another review is open (two rows checked
+ *  at once, or a check's button clicked while a "Review update" is open) waits for it to close,
+ *  so the open dialog, and what its Update stores, never changes under the user's pointer. */
+let reviewing = Promise.resolve();
 function review(r) {
+  const turn = reviewing.then(() => show(r));
+  reviewing = turn.catch(() => {});
+  return turn;
+}
+
+function show(r) {
   const dialog = $('update-review');
   $('update-review-title').textContent = `Update ${r.name}?`;
   $('update-review-versions').replaceChildren('Version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered),
@@ -39,8 +49,11 @@ function review(r) {
       ok.onclick = null;
       $('update-review-cancel').onclick = null;
       dialog.onclose = null;
-      if (dialog.open) dialog.close();
-      resolve(yes);
+      // The next review's turn comes after this close's event, which would otherwise close it.
+      if (dialog.open) {
+        dialog.addEventListener('close', () => resolve(yes), { once: true });
+        dialog.close();
+      } else resolve(yes);
     };
     ok.onclick = () => done(true);
     $('update-review-cancel').onclick = () => done(false);
