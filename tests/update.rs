@@ -500,3 +500,25 @@ fn a_script_without_an_update_url_or_with_one_not_allowed() {
         );
     }
 }
+
+/// A script deleted (to the trash) between the check and the click on Update is not brought
+/// back by it, nor changed in the trash: the update is refused and storage is left as it was.
+#[test]
+fn a_script_deleted_since_the_check_is_not_updated() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {USER_JS}")]));
+    serve(&p, USER_JS, ok(helper("tests", "2.0", &[], "reviewed();")));
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["update"], json!(true), "{c}");
+    let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(d["ok"], json!(true), "{d}");
+    let before = local(&p);
+    let u = op(
+        &p,
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 1, "sha256": c["sha256"]}),
+    );
+    assert_eq!(u["ok"], json!(false), "{u}");
+    assert_eq!(local(&p), before);
+    let t = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(t["scripts"][0]["uuid"], json!(uuid), "{t}");
+}
