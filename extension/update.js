@@ -72,14 +72,26 @@ async function offer(r) {
   changed();
 }
 
-document.addEventListener('lumo:check-update', async (e) => {
+/** Runs `fn` for a script unless its check or review is in progress: a second click (a double
+ *  click on Check for update, Review update while its review waits) adds no second review of
+ *  the same version, whose Update could only be refused once the first one stored it. */
+const inProgress = new Set();
+async function once(uuid, fn) {
+  if (inProgress.has(uuid)) return;
+  inProgress.add(uuid);
+  try { await fn(); } finally { inProgress.delete(uuid); }
+}
+
+document.addEventListener('lumo:check-update', (e) => {
   const { uuid, name } = e.detail;
-  say(status(), `Checking ${name} for an update…`);
-  const r = await askRaw('scripts.checkUpdate', { uuid });
-  if (!r.ok) { say(status(), `${name}: ${r.error}`, 'error'); return; }
-  if (!r.update) { say(status(), `${name}: ${r.message}`); return; }
-  say(status(), `${name}: version ${r.offered} is available.`);
-  await offer(r);
+  return once(uuid, async () => {
+    say(status(), `Checking ${name} for an update…`);
+    const r = await askRaw('scripts.checkUpdate', { uuid });
+    if (!r.ok) { say(status(), `${name}: ${r.error}`, 'error'); return; }
+    if (!r.update) { say(status(), `${name}: ${r.message}`); return; }
+    say(status(), `${name}: version ${r.offered} is available.`);
+    await offer(r);
+  });
 });
 
 // One at a time, in the list's order; each row says what its check found.
@@ -104,7 +116,7 @@ $('check-all').addEventListener('click', async () => {
       else {
         found++;
         li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
-          el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => offer(r) }, 'Review update'));
+          el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, () => offer(r)) }, 'Review update'));
       }
       results.append(li);
     }

@@ -193,4 +193,18 @@ describe("script updates: Check for update, review, Update", () => {
     const now = await listed();
     assert.deepEqual([now.version, now.revision], [before.version, before.revision]);
   });
+
+  // Before, a double click checked twice and queued a second review of the same version, shown
+  // again once the first was stored; its Update could only be refused.
+  test("a double click on Check for update shows one review", T, async () => {
+    srv.serve(() => [200, helper({ version: "6.0" })]);
+    await options.reload();
+    await options.getByRole("button", { name: `Check for update of ${NAME}` }).dblclick();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Updated Upd helper to version 6\.0/).waitFor({ timeout: 10_000 });
+    await options.waitForTimeout(1500);
+    assert.equal(await options.locator("#update-review").isVisible(), false, "no second review");
+    assert.equal((await listed()).version, "6.0");
+  });
 });
