@@ -68,7 +68,11 @@ async function offer(r) {
   if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return; }
   const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256 });
   if (u.ok) say(status(), `Updated ${r.name} to version ${r.offered} (revision ${u.result.script.revision}).`);
-  else say(status(), `Not updated: ${u.error}`, 'error');
+  // Changed since the check (an edit, an agent's write, a restore): the store's words are for
+  // agents ("read it again with get_script"); the user checks again.
+  else if (u.code === 'CONFLICT' && u.details?.currentRevision) {
+    say(status(), `Not updated: ${r.name} changed since the check (it is now at revision ${u.details.currentRevision}); check for the update again to review it against the current version.`, 'error');
+  } else say(status(), `Not updated: ${u.error}`, 'error');
   changed();
 }
 

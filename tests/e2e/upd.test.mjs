@@ -194,17 +194,33 @@ describe("script updates: Check for update, review, Update", () => {
     assert.deepEqual([now.version, now.revision], [before.version, before.revision]);
   });
 
+  // The store's conflict was shown in its words for agents ("read it again with get_script").
+  test("a script edited while its review is open is not updated, and the user is told to check again", T, async () => {
+    const before = await listed();
+    srv.serve(() => [200, helper({ version: "7.0" })]);
+    await checkFor();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    const got = await h.internal("scripts.get", { uuid });
+    const edited = got.script.source.replace(/@version \S+/, "@version 6.5");
+    const saved = await h.internal("scripts.save", { uuid, revision: before.revision, source: edited });
+    assert.equal(saved.ok, true, JSON.stringify(saved));
+    await options.locator("#update-review-ok").click();
+    await options.getByText(`Not updated: ${NAME} changed since the check (it is now at revision ${before.revision + 1}); check for the update again`, { exact: false }).waitFor({ timeout: 10_000 });
+    const now = await listed();
+    assert.deepEqual([now.version, now.revision], ["6.5", before.revision + 1], "the edit stands");
+  });
+
   // Before, a double click checked twice and queued a second review of the same version, shown
   // again once the first was stored; its Update could only be refused.
   test("a double click on Check for update shows one review", T, async () => {
-    srv.serve(() => [200, helper({ version: "6.0" })]);
+    srv.serve(() => [200, helper({ version: "8.0" })]);
     await options.reload();
     await options.getByRole("button", { name: `Check for update of ${NAME}` }).dblclick();
     await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
     await options.locator("#update-review-ok").click();
-    await options.getByText(/^Updated Upd helper to version 6\.0/).waitFor({ timeout: 10_000 });
+    await options.getByText(/^Updated Upd helper to version 8\.0/).waitFor({ timeout: 10_000 });
     await options.waitForTimeout(1500);
     assert.equal(await options.locator("#update-review").isVisible(), false, "no second review");
-    assert.equal((await listed()).version, "6.0");
+    assert.equal((await listed()).version, "8.0");
   });
 });
