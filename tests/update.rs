@@ -350,6 +350,24 @@ fn refusals_name_their_reason_and_change_nothing() {
             "url-refused",
             "a server elsewhere may not lead a fetch onto this computer",
         ),
+        (
+            "a redirect to a file",
+            redirect("file:///etc/passwd"),
+            "url-refused",
+            "redirected to file:///etc/passwd: only https URLs are loaded, not file:",
+        ),
+        (
+            "a redirect to an extension's page",
+            redirect("chrome-extension://abcdefghijklmnopabcdefghijklmnop/x.user.js"),
+            "url-refused",
+            "only https URLs are loaded, not chrome-extension:",
+        ),
+        (
+            "a redirect into the local network",
+            redirect("https://192.168.1.1/x.user.js"),
+            "url-refused",
+            "a server on the internet may not lead a fetch into your local network",
+        ),
         ("not UTF-8", ok(vec![0xff, 0xfe, 0x00]), "not-text", "UTF-8"),
         ("the network", Err(FetchError::Other("connection refused".into())), "fetch", "connection refused"),
     ];
@@ -487,6 +505,29 @@ fn a_script_without_an_update_url_or_with_one_not_allowed() {
     let r = op(&p, json!({"op": "scripts.checkUpdate", "uuid": clear}));
     assert_eq!(r["reason"], json!("url-refused"), "{r}");
     assert!(p.env.fetched.borrow().is_empty());
+    // Any other scheme is named and refused before anything is asked.
+    for (url, scheme) in [
+        ("file:///home/me/x.user.js", "file:"),
+        ("data:text/javascript,alert(1)", "data:"),
+        ("javascript:alert(1)", "javascript:"),
+        (
+            "chrome-extension://abcdefghijklmnopabcdefghijklmnop/x.user.js",
+            "chrome-extension:",
+        ),
+    ] {
+        let q = provider();
+        let u = create(&q, &v1(&[&format!("@downloadURL {url}")]));
+        let r = op(&q, json!({"op": "scripts.checkUpdate", "uuid": u}));
+        assert_eq!(r["reason"], json!("url-refused"), "{url}: {r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("only https URLs are loaded, not {scheme}")),
+            "{url}: {r}"
+        );
+        assert!(q.env.fetched.borrow().is_empty(), "{url}");
+    }
     for bad in [
         json!({"op": "scripts.checkUpdate"}),
         json!({"op": "scripts.update", "uuid": clear, "revision": 1}),
