@@ -17,8 +17,18 @@ async function askRaw(op, args = {}) {
 }
 const changed = () => document.dispatchEvent(new CustomEvent('lumo:scripts-changed'));
 
-/** Shows what a newer version would change; resolves to true when the user clicks Update. */
+/** Shows what a newer version would change; resolves to true when the user clicks Update.
+ *  One review at a time: a check that answers while another review is open (two rows checked
+ *  at once, or a check's button clicked while a "Review update" is open) waits for it to close,
+ *  so the open dialog, and what its Update stores, never changes under the user's pointer. */
+let reviewing = Promise.resolve();
 function review(r) {
+  const turn = reviewing.then(() => show(r));
+  reviewing = turn.catch(() => {});
+  return turn;
+}
+
+function show(r) {
   const dialog = $('update-review');
   $('update-review-title').textContent = `Update ${r.name}?`;
   $('update-review-versions').replaceChildren('Version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered),
@@ -39,8 +49,11 @@ function review(r) {
       ok.onclick = null;
       $('update-review-cancel').onclick = null;
       dialog.onclose = null;
-      if (dialog.open) dialog.close();
-      resolve(yes);
+      // The next review's turn comes after this close's event, which would otherwise close it.
+      if (dialog.open) {
+        dialog.addEventListener('close', () => resolve(yes), { once: true });
+        dialog.close();
+      } else resolve(yes);
     };
     ok.onclick = () => done(true);
     $('update-review-cancel').onclick = () => done(false);
@@ -55,18 +68,34 @@ async function offer(r) {
   if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return; }
   const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256 });
   if (u.ok) say(status(), `Updated ${r.name} to version ${r.offered} (revision ${u.result.script.revision}).`);
-  else say(status(), `Not updated: ${u.error}`, 'error');
+  // Changed since the check (an edit, an agent's write, a restore): the store's words are for
+  // agents ("read it again with get_script"); the user checks again.
+  else if (u.code === 'CONFLICT' && u.details?.currentRevision) {
+    say(status(), `Not updated: ${r.name} changed since the check (it is now at revision ${u.details.currentRevision}); check for the update again to review it against the current version.`, 'error');
+  } else say(status(), `Not updated: ${u.error}`, 'error');
   changed();
 }
 
-document.addEventListener('lumo:check-update', async (e) => {
+/** Runs `fn` for a script unless its check or review is in progress: a second click (a double
+ *  click on Check for update, Review update while its review waits) adds no second review of
+ *  the same version, whose Update could only be refused once the first one stored it. */
+const inProgress = new Set();
+async function once(uuid, fn) {
+  if (inProgress.has(uuid)) return;
+  inProgress.add(uuid);
+  try { await fn(); } finally { inProgress.delete(uuid); }
+}
+
+document.addEventListener('lumo:check-update', (e) => {
   const { uuid, name } = e.detail;
-  say(status(), `Checking ${name} for an update…`);
-  const r = await askRaw('scripts.checkUpdate', { uuid });
-  if (!r.ok) { say(status(), `${name}: ${r.error}`, 'error'); return; }
-  if (!r.update) { say(status(), `${name}: ${r.message}`); return; }
-  say(status(), `${name}: version ${r.offered} is available.`);
-  await offer(r);
+  return once(uuid, async () => {
+    say(status(), `Checking ${name} for an update…`);
+    const r = await askRaw('scripts.checkUpdate', { uuid });
+    if (!r.ok) { say(status(), `${name}: ${r.error}`, 'error'); return; }
+    if (!r.update) { say(status(), `${name}: ${r.message}`); return; }
+    say(status(), `${name}: version ${r.offered} is available.`);
+    await offer(r);
+  });
 });
 
 // One at a time, in the list's order; each row says what its check found.
@@ -91,7 +120,7 @@ $('check-all').addEventListener('click', async () => {
       else {
         found++;
         li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
-          el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => offer(r) }, 'Review update'));
+          el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, () => offer(r)) }, 'Review update'));
       }
       results.append(li);
     }

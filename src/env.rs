@@ -259,9 +259,32 @@ pub struct HttpResponse {
     pub location: Option<String>,
 }
 
-/// `fetch` from the service worker. A timeout is an error whose text starts with "timeout".
+/// Why a [`Http`] fetch gave no answer. Typed, so the core tells a body over its bound or a
+/// timeout from other failures without reading the browser's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    /// The body passed `max_body` (by its `Content-Length`, or as it arrived): the browser
+    /// stopped reading it, and kept none of it.
+    TooLarge { max: usize },
+    /// The request's `timeout_ms` ran out.
+    Timeout,
+    /// Anything else (the network, the browser's refusal, a `progress` that said no), in words.
+    Other(String),
+}
+
+impl fmt::Display for FetchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FetchError::TooLarge { max } => write!(f, "the response is over {max} bytes"),
+            FetchError::Timeout => f.write_str("timeout"),
+            FetchError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+/// `fetch` from the service worker.
 pub trait Http {
-    async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError>;
+    async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, FetchError>;
     /// `fetch`, asking `progress(loaded, total)` before it keeps each chunk of the body
     /// (`loaded`: the body's bytes with that chunk; `total`: the `Content-Length`, if any). On
     /// `false` it keeps nothing more: it stops reading, aborts the request and answers an
@@ -272,7 +295,7 @@ pub trait Http {
         req: &HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
-    ) -> Result<HttpResponse, EnvError> {
+    ) -> Result<HttpResponse, FetchError> {
         let _ = progress;
         self.fetch(req, max_body).await
     }
@@ -350,8 +373,9 @@ pub mod memory {
         pub default_configured: Cell<u32>,
         /// How many times the world configurations were read.
         pub world_reads: Cell<u32>,
-        /// What `fetch` answers for a URL (`Err`: a network failure); others get the default.
-        pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, String>>>,
+        /// What `fetch` answers for a URL (`Err`: a failure); others get the default. A body
+        /// over the fetch's `max_body` is answered `FetchError::TooLarge`, as the shell does.
+        pub http_answers: RefCell<BTreeMap<String, Result<HttpResponse, FetchError>>>,
         /// How long each `fetch` takes (the clock advances by it).
         pub fetch_ms: Cell<f64>,
         /// How many times each `fetch` yields before it answers (a server that takes a while,
@@ -484,6 +508,15 @@ pub mod memory {
         pub fn dump(&self, area: Area) -> Map<String, Value> {
             self.areas.borrow().get(&area).cloned().unwrap_or_default()
         }
+
+        /// The URL of every `fetch` made so far, in order.
+        pub fn fetched_urls(&self) -> Vec<String> {
+            self.fetched
+                .borrow()
+                .iter()
+                .map(|r| r.url.clone())
+                .collect()
+        }
     }
 
     impl Storage for MemoryEnv {
@@ -599,7 +632,7 @@ pub mod memory {
             &self,
             req: &HttpRequest,
             max_body: usize,
-        ) -> Result<HttpResponse, EnvError> {
+        ) -> Result<HttpResponse, FetchError> {
             self.fetch_held(req, max_body, None).await
         }
         /// A held URL reports 3 of 10 bytes before it waits forever; an answer's body is
@@ -610,7 +643,7 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
             progress: &dyn Fn(u64, Option<u64>) -> bool,
-        ) -> Result<HttpResponse, EnvError> {
+        ) -> Result<HttpResponse, FetchError> {
             self.fetch_held(req, max_body, Some(progress)).await
         }
     }
@@ -620,9 +653,9 @@ pub mod memory {
         async fn fetch_held(
             &self,
             req: &HttpRequest,
-            _max_body: usize,
+            max_body: usize,
             progress: Option<&dyn Fn(u64, Option<u64>) -> bool>,
-        ) -> Result<HttpResponse, EnvError> {
+        ) -> Result<HttpResponse, FetchError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
             for _ in 0..self.fetch_yields.get() {
@@ -643,7 +676,7 @@ pub mod memory {
             }
             let answer = self.http_answers.borrow().get(&req.url).cloned();
             let r = match answer {
-                Some(a) => a.map_err(EnvError)?,
+                Some(a) => a?,
                 None => HttpResponse {
                     status: 200,
                     status_text: "OK".into(),
@@ -653,6 +686,10 @@ pub mod memory {
                     location: None,
                 },
             };
+            // The shell stops reading past the bound (`chrome::env::read_body`).
+            if r.body.len() > max_body {
+                return Err(FetchError::TooLarge { max: max_body });
+            }
             if let Some(p) = progress {
                 let len = r.body.len();
                 let total = u64::try_from(len).ok();
@@ -664,7 +701,7 @@ pub mod memory {
                 while loaded < len {
                     loaded = loaded.saturating_add(step).min(len);
                     if !p(u64::try_from(loaded).unwrap_or(u64::MAX), total) {
-                        return Err(EnvError("the body was not read to its end".into()));
+                        return Err(FetchError::Other("the body was not read to its end".into()));
                     }
                     if self.fetch_chunk.get() > 0 {
                         yield_now().await;

@@ -8,14 +8,14 @@ use common::*;
 use futures::executor::block_on;
 use lumo_userscripts::control;
 use lumo_userscripts::env::memory::MemoryEnv;
-use lumo_userscripts::env::{Area, HttpResponse};
+use lumo_userscripts::env::{Area, FetchError, HttpResponse};
 use lumo_userscripts::provider::Provider;
 use serde_json::{json, Map, Value};
 
 const LIB: &str = "https://cdn.test/lib.js";
 const CSS: &str = "https://cdn.test/a.css";
 
-fn ok(body: &str, mime: &str) -> Result<HttpResponse, String> {
+fn ok(body: &str, mime: &str) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: 200,
         status_text: "OK".into(),
@@ -26,7 +26,7 @@ fn ok(body: &str, mime: &str) -> Result<HttpResponse, String> {
     })
 }
 
-fn answer(p: &Provider<MemoryEnv>, url: &str, a: Result<HttpResponse, String>) {
+fn answer(p: &Provider<MemoryEnv>, url: &str, a: Result<HttpResponse, FetchError>) {
     p.env.http_answers.borrow_mut().insert(url.into(), a);
 }
 
@@ -150,10 +150,10 @@ fn a_failed_fetch_a_bad_status_or_a_hash_mismatch_refuses_the_write_and_stores_n
     let p = provider();
     let s = ready(&p);
     let before = stored(&p);
-    let cases: Vec<(String, Result<HttpResponse, String>, &str)> = vec![
+    let cases: Vec<(String, Result<HttpResponse, FetchError>, &str)> = vec![
         (
             LIB.into(),
-            Err("net::ERR_CONNECTION_REFUSED".into()),
+            Err(FetchError::Other("net::ERR_CONNECTION_REFUSED".into())),
             "ERR_CONNECTION_REFUSED",
         ),
         (
@@ -185,6 +185,13 @@ fn a_failed_fetch_a_bad_status_or_a_hash_mismatch_refuses_the_write_and_stores_n
             }),
             "redirected to http://evil.test/lib.js",
         ),
+        // The browser stops reading a file past the bound: said as too large, not as a
+        // network failure.
+        (
+            LIB.into(),
+            Err(FetchError::TooLarge { max: 1_048_577 }),
+            "is over the 1048576-byte limit for one file",
+        ),
     ];
     for (url, a, says) in cases {
         answer(&p, LIB, a);
@@ -198,7 +205,7 @@ fn a_failed_fetch_a_bad_status_or_a_hash_mismatch_refuses_the_write_and_stores_n
     }
     // A good file and a failing one: neither is stored.
     answer(&p, CSS, ok("body{}", "text/css"));
-    answer(&p, LIB, Err("timeout".into()));
+    answer(&p, LIB, Err(FetchError::Timeout));
     let src = with_assets(
         "Half",
         &[
@@ -227,7 +234,7 @@ fn the_users_own_save_and_import_fetch_too_and_an_import_is_all_or_none() {
     answer(
         &p,
         "https://cdn.test/gone.js",
-        Err("net::ERR_NAME_NOT_RESOLVED".into()),
+        Err(FetchError::Other("net::ERR_NAME_NOT_RESOLVED".into())),
     );
     let r = op(
         &p,

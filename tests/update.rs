@@ -10,7 +10,7 @@ use common::*;
 use futures::executor::block_on;
 use lumo_userscripts::control;
 use lumo_userscripts::env::memory::MemoryEnv;
-use lumo_userscripts::env::{Area, HttpResponse};
+use lumo_userscripts::env::{Area, FetchError, HttpResponse};
 use lumo_userscripts::guard::audit;
 use lumo_userscripts::provider::Provider;
 use serde_json::{json, Map, Value};
@@ -23,7 +23,7 @@ fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
     block_on(control::handle(p, &v)).value
 }
 
-fn ok(body: impl Into<Vec<u8>>) -> Result<HttpResponse, String> {
+fn ok(body: impl Into<Vec<u8>>) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: 200,
         status_text: "OK".into(),
@@ -34,7 +34,7 @@ fn ok(body: impl Into<Vec<u8>>) -> Result<HttpResponse, String> {
     })
 }
 
-fn status(code: u16) -> Result<HttpResponse, String> {
+fn status(code: u16) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: code,
         status_text: String::new(),
@@ -45,7 +45,7 @@ fn status(code: u16) -> Result<HttpResponse, String> {
     })
 }
 
-fn redirect(to: &str) -> Result<HttpResponse, String> {
+fn redirect(to: &str) -> Result<HttpResponse, FetchError> {
     Ok(HttpResponse {
         status: 302,
         status_text: String::new(),
@@ -56,7 +56,7 @@ fn redirect(to: &str) -> Result<HttpResponse, String> {
     })
 }
 
-fn serve(p: &Provider<MemoryEnv>, url: &str, a: Result<HttpResponse, String>) {
+fn serve(p: &Provider<MemoryEnv>, url: &str, a: Result<HttpResponse, FetchError>) {
     p.env.http_answers.borrow_mut().insert(url.into(), a);
 }
 
@@ -227,14 +227,7 @@ fn a_meta_js_check_url_then_the_download_url() {
     serve(&p, USER_JS, ok(new.clone()));
     let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
     assert_eq!(c["update"], json!(true), "{c}");
-    let urls: Vec<String> = p
-        .env
-        .fetched
-        .borrow()
-        .iter()
-        .map(|r| r.url.clone())
-        .collect();
-    assert_eq!(urls, [META_JS, USER_JS]);
+    assert_eq!(p.env.fetched_urls(), [META_JS, USER_JS]);
     // A download that is not a valid script is refused whole.
     serve(
         &p,
@@ -249,6 +242,17 @@ fn a_meta_js_check_url_then_the_download_url() {
         .unwrap()
         .contains("the new version is not a script this provider stores"));
     assert_eq!(local(&p), before);
+    // The server's words in that refusal are marked as everywhere else: a direction
+    // character cannot reorder what the page says.
+    serve(
+        &p,
+        USER_JS,
+        ok(helper("tests", "1.1", &["@match \u{202e}nope"], "")),
+    );
+    let bad = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    let e = bad["error"].as_str().unwrap();
+    assert_eq!(bad["reason"], json!("invalid"), "{bad}");
+    assert!(e.contains("⟨U+202E⟩nope") && !e.contains('\u{202e}'), "{e}");
     serve(&p, USER_JS, ok(new.clone()));
     // Up to date once stored: the same version is no update.
     let u = op(
@@ -261,11 +265,57 @@ fn a_meta_js_check_url_then_the_download_url() {
     assert!(again["message"].as_str().unwrap().starts_with("Up to date"));
 }
 
+/// A script whose only URL is a `.meta.js` is checked there, but the header alone is never
+/// offered as the new version: stored, it would be the script without its code. (Before, the
+/// check fetched the `.meta.js` again as the "full" script and offered that, the code removed.)
+#[test]
+fn a_meta_js_alone_says_a_newer_version_exists_and_offers_no_header_as_the_script() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {META_JS}")]));
+    let new = helper(
+        "tests",
+        "1.1",
+        &[&format!("@updateURL {META_JS}")],
+        "console.log('v1.1');",
+    );
+    let header =
+        new.split("// ==/UserScript==").next().unwrap().to_owned() + "// ==/UserScript==\n";
+    serve(&p, META_JS, ok(header));
+    let before = local(&p);
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["ok"], json!(false), "{c}");
+    assert_eq!(c["reason"], json!("no-download"), "{c}");
+    let e = c["error"].as_str().unwrap();
+    assert!(
+        e.starts_with(&format!(
+            "version 1.1 is available, but {META_JS} holds the header alone"
+        )),
+        "{e}"
+    );
+    assert!(e.ends_with("the script was not changed"), "{e}");
+    assert_eq!(p.env.fetched_urls(), [META_JS]);
+    let u = op(
+        &p,
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 1, "sha256": "0".repeat(64)}),
+    );
+    assert_eq!(u["reason"], json!("no-download"), "{u}");
+    assert_eq!(local(&p), before);
+    assert!(source_of(&p, &uuid).contains("console.log('v1');"));
+    // Up to date, it says so as for any script.
+    serve(&p, META_JS, ok(v1(&[&format!("@updateURL {META_JS}")])));
+    let same = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(same["update"], json!(false), "{same}");
+    assert_eq!(same["downloadUrl"], json!(null), "{same}");
+}
+
 /// Every hostile or broken answer is refused with its reason, and storage is left as it was.
 #[test]
 fn refusals_name_their_reason_and_change_nothing() {
     let huge = format!("{}\n{}", v1(&[]), "x".repeat(256 * 1024));
-    let cases: Vec<(&str, Result<HttpResponse, String>, &str, &str)> = vec![
+    // One byte over the bound: what the browser reads whole, and the core refuses.
+    let mut one_over = v1(&[]);
+    one_over.push_str(&"x".repeat(256 * 1024 + 1 - one_over.len()));
+    let cases: Vec<(&str, Result<HttpResponse, FetchError>, &str, &str)> = vec![
         (
             "another namespace",
             ok(helper("evil", "9.0", &[], "steal();")),
@@ -281,9 +331,10 @@ fn refusals_name_their_reason_and_change_nothing() {
         ("not a header", ok("<html>hi</html>"), "header", "no readable // ==UserScript== header"),
         ("server error", status(500), "status", "HTTP 500"),
         ("too large", ok(huge), "too-large", "over the limit for a script"),
+        ("one byte too large", ok(one_over), "too-large", "over the limit for a script"),
         (
             "too large, as the browser stops reading it",
-            Err("fetch: the response is over 262145 bytes".into()),
+            Err(FetchError::TooLarge { max: 262_145 }),
             "too-large",
             "sent more than 262144 bytes, over the limit for a script",
         ),
@@ -299,8 +350,26 @@ fn refusals_name_their_reason_and_change_nothing() {
             "url-refused",
             "a server elsewhere may not lead a fetch onto this computer",
         ),
+        (
+            "a redirect to a file",
+            redirect("file:///etc/passwd"),
+            "url-refused",
+            "redirected to file:///etc/passwd: only https URLs are loaded, not file:",
+        ),
+        (
+            "a redirect to an extension's page",
+            redirect("chrome-extension://abcdefghijklmnopabcdefghijklmnop/x.user.js"),
+            "url-refused",
+            "only https URLs are loaded, not chrome-extension:",
+        ),
+        (
+            "a redirect into the local network",
+            redirect("https://192.168.1.1/x.user.js"),
+            "url-refused",
+            "a server on the internet may not lead a fetch into your local network",
+        ),
         ("not UTF-8", ok(vec![0xff, 0xfe, 0x00]), "not-text", "UTF-8"),
-        ("the network", Err("connection refused".into()), "fetch", "connection refused"),
+        ("the network", Err(FetchError::Other("connection refused".into())), "fetch", "connection refused"),
     ];
     for (what, answer, reason, message) in cases {
         let p = provider();
@@ -436,6 +505,29 @@ fn a_script_without_an_update_url_or_with_one_not_allowed() {
     let r = op(&p, json!({"op": "scripts.checkUpdate", "uuid": clear}));
     assert_eq!(r["reason"], json!("url-refused"), "{r}");
     assert!(p.env.fetched.borrow().is_empty());
+    // Any other scheme is named and refused before anything is asked.
+    for (url, scheme) in [
+        ("file:///home/me/x.user.js", "file:"),
+        ("data:text/javascript,alert(1)", "data:"),
+        ("javascript:alert(1)", "javascript:"),
+        (
+            "chrome-extension://abcdefghijklmnopabcdefghijklmnop/x.user.js",
+            "chrome-extension:",
+        ),
+    ] {
+        let q = provider();
+        let u = create(&q, &v1(&[&format!("@downloadURL {url}")]));
+        let r = op(&q, json!({"op": "scripts.checkUpdate", "uuid": u}));
+        assert_eq!(r["reason"], json!("url-refused"), "{url}: {r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("only https URLs are loaded, not {scheme}")),
+            "{url}: {r}"
+        );
+        assert!(q.env.fetched.borrow().is_empty(), "{url}");
+    }
     for bad in [
         json!({"op": "scripts.checkUpdate"}),
         json!({"op": "scripts.update", "uuid": clear, "revision": 1}),
@@ -448,4 +540,26 @@ fn a_script_without_an_update_url_or_with_one_not_allowed() {
             "{r}"
         );
     }
+}
+
+/// A script deleted (to the trash) between the check and the click on Update is not brought
+/// back by it, nor changed in the trash: the update is refused and storage is left as it was.
+#[test]
+fn a_script_deleted_since_the_check_is_not_updated() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {USER_JS}")]));
+    serve(&p, USER_JS, ok(helper("tests", "2.0", &[], "reviewed();")));
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["update"], json!(true), "{c}");
+    let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(d["ok"], json!(true), "{d}");
+    let before = local(&p);
+    let u = op(
+        &p,
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 1, "sha256": c["sha256"]}),
+    );
+    assert_eq!(u["ok"], json!(false), "{u}");
+    assert_eq!(local(&p), before);
+    let t = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(t["scripts"][0]["uuid"], json!(uuid), "{t}");
 }

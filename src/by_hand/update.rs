@@ -13,7 +13,7 @@
 
 use super::{err, revision_of, uuid_of, write_via};
 use crate::env::Env;
-use crate::env::{elapsed_ms, Clock, EnvError, Http, HttpRequest};
+use crate::env::{elapsed_ms, Clock, FetchError, Http, HttpRequest};
 use crate::gm::assets::{self, FETCH_TIMEOUT_MS};
 use crate::guard::diff::{line_diff, visible};
 use crate::guard::effects::{effects, Version};
@@ -65,6 +65,7 @@ fn reason(e: &UpdateError) -> &'static str {
         UpdateError::Header { .. } => "header",
         UpdateError::NoVersion { .. } => "no-version",
         UpdateError::NotThisScript { .. } => "not-this-script",
+        UpdateError::NoDownload { .. } => "no-download",
         UpdateError::NotNewer { .. } => "not-newer",
         UpdateError::Invalid { .. } => "invalid",
         UpdateError::Changed => "changed",
@@ -139,14 +140,14 @@ async fn fetch_text<E: Http + Clock>(
         // One byte over the bound tells "too large" from "exactly the bound".
         let resp = match env.fetch(&req, MAX_SOURCE_BYTES.saturating_add(1)).await {
             Ok(r) => r,
-            // The shell stops reading past the bound and says so (`chrome::env::read_body`).
-            Err(EnvError(e)) if e.contains("the response is over ") => {
+            // The shell stopped reading past the bound (`chrome::env::read_body`).
+            Err(FetchError::TooLarge { .. }) => {
                 return Err(UpdateError::TooLarge {
                     url: url.to_owned(),
                     max: MAX_SOURCE_BYTES,
                 })
             }
-            Err(EnvError(e)) => return Err(fail(ellipsize(&e, 200))),
+            Err(e) => return Err(fail(ellipsize(&e.to_string(), 200))),
         };
         match &resp.location {
             // The browser follows no redirect: each hop is judged before it is asked.
@@ -202,17 +203,24 @@ async fn find<E: Env>(p: &Provider<E>, uuid: &str) -> Result<Found, Refusal> {
             offered: Offered::Current { verdict, version },
         });
     }
-    let full = if urls.download == urls.check && update::has_code(&text) {
+    let Some(download) = urls.download.as_deref() else {
+        return Err(UpdateError::NoDownload {
+            url: urls.check.clone(),
+            offered: header.version.unwrap_or_default(),
+        }
+        .into());
+    };
+    let full = if download == urls.check && update::has_code(&text) {
         text
     } else {
         drop(text);
-        fetch_text(&p.env, &urls.download, started, false).await?
+        fetch_text(&p.env, download, started, false).await?
     };
     let metadata = match store::validate(&full, MAX_SOURCE_BYTES) {
         Ok((m, _)) => m,
         Err(e) => return Err(UpdateError::Invalid { why: e.to_string() }.into()),
     };
-    match update::judge(&urls.download, &record.metadata, &metadata)? {
+    match update::judge(download, &record.metadata, &metadata)? {
         Verdict::Newer => {}
         Verdict::Same | Verdict::Older => {
             return Err(UpdateError::NotNewer {
@@ -281,7 +289,7 @@ pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Valu
         "revision": found.record.revision,
         "installed": installed,
         "checkUrl": shown(&found.urls.check, 300),
-        "downloadUrl": shown(&found.urls.download, 300),
+        "downloadUrl": found.urls.download.as_deref().map(|u| shown(u, 300)),
     });
     let mut out = base;
     let Some(o) = out.as_object_mut() else {

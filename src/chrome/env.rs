@@ -5,8 +5,8 @@
 use super::api::{self, StorageArea};
 use super::json;
 use crate::env::{
-    Area, Capabilities, Clock, EnvError, Ids, Registration, Storage, Timer, UserScripts,
-    WorldConfig,
+    Area, Capabilities, Clock, EnvError, FetchError, Ids, Registration, Storage, Timer,
+    UserScripts, WorldConfig,
 };
 use js_sys::{Array, Reflect};
 use serde_json::{Map, Value};
@@ -325,7 +325,7 @@ impl crate::env::Http for ChromeEnv {
         &self,
         req: &crate::env::HttpRequest,
         max_body: usize,
-    ) -> Result<crate::env::HttpResponse, EnvError> {
+    ) -> Result<crate::env::HttpResponse, FetchError> {
         self.fetch_progress(req, max_body, &|_, _| true).await
     }
 
@@ -334,12 +334,12 @@ impl crate::env::Http for ChromeEnv {
         req: &crate::env::HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
-    ) -> Result<crate::env::HttpResponse, EnvError> {
+    ) -> Result<crate::env::HttpResponse, FetchError> {
         let global = js_sys::global();
         let fetch: js_sys::Function = Reflect::get(&global, &"fetch".into())
             .ok()
             .and_then(|f| f.dyn_into().ok())
-            .ok_or_else(|| EnvError("fetch is not available".into()))?;
+            .ok_or_else(|| FetchError::Other("fetch is not available".into()))?;
         let init = fetch_init(req);
         let set = |k: &str, v: &JsValue| {
             let _ = Reflect::set(&init, &k.into(), v);
@@ -373,16 +373,7 @@ impl crate::env::Http for ChromeEnv {
         if let Some(s) = signal {
             set("signal", &s);
         }
-        let fail = |e: JsValue| {
-            let name = Reflect::get(&e, &"name".into())
-                .ok()
-                .and_then(|n| n.as_string());
-            if name.as_deref() == Some("TimeoutError") {
-                EnvError("timeout".into())
-            } else {
-                js_error("fetch", e)
-            }
-        };
+        let fail = fetch_error;
         // Before the fetch: Chrome may tell where a redirect leads before the fetch resolves.
         // The wait for an earlier fetch of the same method and URL counts toward this one's
         // own timeout: it is bounded by the earlier one's, which may be far longer.
@@ -393,7 +384,7 @@ impl crate::env::Http for ChromeEnv {
             futures::pin_mut!(acquire);
             match futures::future::select(acquire, timer).await {
                 futures::future::Either::Left((watch, _)) => watch,
-                futures::future::Either::Right(_) => return Err(EnvError("timeout".into())),
+                futures::future::Either::Right(_) => return Err(FetchError::Timeout),
             }
         };
         let promise: js_sys::Promise = fetch
@@ -415,7 +406,7 @@ impl crate::env::Http for ChromeEnv {
         // Not a redirect: a fetch of the same method and URL may go while this body arrives.
         drop(watch);
         let headers = response_headers(&resp);
-        let body = read_body(&resp, max_body, progress).await.map_err(fail)?;
+        let body = read_body(&resp, max_body, progress).await?;
         let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let status = status as u16;
@@ -461,13 +452,26 @@ fn fetch_init(req: &crate::env::HttpRequest) -> js_sys::Object {
     init
 }
 
+/// A fetch's rejection: a `TimeoutError` (the request's `AbortSignal.timeout`) is a timeout,
+/// anything else is said in the browser's words.
+fn fetch_error(e: JsValue) -> FetchError {
+    let name = Reflect::get(&e, &"name".into())
+        .ok()
+        .and_then(|n| n.as_string());
+    if name.as_deref() == Some("TimeoutError") {
+        FetchError::Timeout
+    } else {
+        FetchError::Other(js_error("fetch", e).0)
+    }
+}
+
 /// A manual fetch that resolved as a redirect: where it leads, as Chrome told the watch.
 async fn redirect_answer(
     req: &crate::env::HttpRequest,
     watch: Option<super::redirects::Watch>,
-) -> Result<crate::env::HttpResponse, EnvError> {
+) -> Result<crate::env::HttpResponse, FetchError> {
     let not_told = || {
-        EnvError(
+        FetchError::Other(
             "the server redirected the request, and Chrome did not tell where to; \
              the redirect was not followed"
                 .into(),
@@ -546,8 +550,38 @@ async fn read_body(
     resp: &JsValue,
     max: usize,
     progress: &dyn Fn(u64, Option<u64>) -> bool,
-) -> Result<Vec<u8>, JsValue> {
-    let too_big = || JsValue::from_str(&format!("the response is over {max} bytes"));
+) -> Result<Vec<u8>, FetchError> {
+    read_body_js(resp, max, progress)
+        .await
+        .map_err(|e| match e {
+            Body::TooLarge => FetchError::TooLarge { max },
+            Body::Stopped => FetchError::Other(
+                "the answer was stopped: too many bytes of answers at once".into(),
+            ),
+            Body::Js(e) => fetch_error(e),
+        })
+}
+
+/// Why [`read_body`] kept no body.
+enum Body {
+    TooLarge,
+    /// `progress` said no.
+    Stopped,
+    Js(JsValue),
+}
+
+impl From<JsValue> for Body {
+    fn from(e: JsValue) -> Self {
+        Body::Js(e)
+    }
+}
+
+async fn read_body_js(
+    resp: &JsValue,
+    max: usize,
+    progress: &dyn Fn(u64, Option<u64>) -> bool,
+) -> Result<Vec<u8>, Body> {
+    let too_big = || Body::TooLarge;
     let declared = Reflect::get(resp, &"headers".into())
         .ok()
         .and_then(|h| {
@@ -586,9 +620,7 @@ async fn read_body(
         }
         if !progress(u64::try_from(with).unwrap_or(u64::MAX), declared) {
             cancel_stream(&reader);
-            return Err(JsValue::from_str(
-                "the answer was stopped: too many bytes of answers at once",
-            ));
+            return Err(Body::Stopped);
         }
         chunks.push(&bytes);
         len = with;

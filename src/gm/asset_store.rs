@@ -8,7 +8,7 @@
 use super::assets::{
     self, Answer, Asset, AssetError, Step, Wanted, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS,
 };
-use crate::env::{elapsed_ms, Area, Clock, Http, HttpRequest, Storage};
+use crate::env::{elapsed_ms, Area, Clock, FetchError, Http, HttpRequest, Storage};
 use crate::scripts::history;
 use crate::scripts::metadata::Metadata;
 use crate::vec_map::{VecMap, VecSet};
@@ -98,15 +98,19 @@ impl Fetches {
         let resp = loop {
             req.timeout_ms = deadline.saturating_sub(elapsed_ms(env.now_ms(), file_started));
             let fetched = if req.timeout_ms == 0 {
-                Err(crate::env::EnvError("timeout".into()))
+                Err(FetchError::Timeout)
             } else {
                 // One byte over the bound tells "too large" from "exactly the bound".
                 env.fetch(&req, assets::MAX_ASSET_BYTES.saturating_add(1))
                     .await
             };
-            let resp = fetched.map_err(|e| AssetError::Fetch {
-                what: what(),
-                why: crate::text::ellipsize(&e.0, 200),
+            let resp = fetched.map_err(|e| match e {
+                // The browser stopped reading past the bound: the file is too large.
+                FetchError::TooLarge { .. } => AssetError::TooLarge { what: w.label() },
+                e => AssetError::Fetch {
+                    what: what(),
+                    why: crate::text::ellipsize(&e.to_string(), 200),
+                },
             })?;
             // The browser follows no redirect: each hop is judged before it is asked.
             match &resp.location {

@@ -71,7 +71,7 @@ pub struct Wanted {
 }
 
 impl Wanted {
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match &self.name {
             None => format!("@require {}", ellipsize(&self.url, 300)),
             Some(n) => format!(

@@ -37,7 +37,9 @@
 //! one before an append, is found again from the chunks stored, so an append never overwrites a
 //! chunk that still holds entries.
 
-use crate::env::{Area, Clock, EnvError, Http, HttpRequest, HttpResponse, Ids, Storage};
+use crate::env::{
+    Area, Clock, EnvError, FetchError, Http, HttpRequest, HttpResponse, Ids, Storage,
+};
 use futures::channel::oneshot;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -794,7 +796,7 @@ impl<E: Storage> Storage for Journaled<'_, E> {
 
 /// A write fetches its `@require`/`@resource` files through the same env (`gm::asset_store`).
 impl<E: Http> Http for Journaled<'_, E> {
-    async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, EnvError> {
+    async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, FetchError> {
         self.inner.fetch(req, max_body).await
     }
     async fn fetch_progress(
@@ -802,7 +804,7 @@ impl<E: Http> Http for Journaled<'_, E> {
         req: &HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
-    ) -> Result<HttpResponse, EnvError> {
+    ) -> Result<HttpResponse, FetchError> {
         self.inner.fetch_progress(req, max_body, progress).await
     }
 }

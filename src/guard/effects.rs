@@ -488,18 +488,31 @@ fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, Str
         meta.push((Rank::About, "Changes its description".to_owned()));
     }
     let key = |(k, v): &(String, String)| format!("@{} {}", visible(k), visible(v));
+    // Where the script's updates come from: whoever serves that URL writes its next versions,
+    // so a change there is never summed up with the details.
+    let updates = |(k, _): &(String, String)| {
+        k.eq_ignore_ascii_case("updateURL") || k.eq_ignore_ascii_case("downloadURL")
+    };
+    let rank = |kv| if updates(kv) { Rank::Wide } else { Rank::About };
+    let why = |kv| {
+        if updates(kv) {
+            " (where updates of this script come from)"
+        } else {
+            ""
+        }
+    };
     for kv in minus(&nm.other, &om.other) {
         meta.push((
-            Rank::About,
+            rank(kv),
             if creating {
-                format!("Declares {}", key(kv))
+                format!("Declares {}{}", key(kv), why(kv))
             } else {
-                format!("Adds {}", key(kv))
+                format!("Adds {}{}", key(kv), why(kv))
             },
         ));
     }
     for kv in minus(&om.other, &nm.other) {
-        meta.push((Rank::About, format!("Removes {}", key(kv))));
+        meta.push((rank(kv), format!("Removes {}", key(kv))));
     }
 
     meta
@@ -981,6 +994,34 @@ mod tests {
             e.contains(&"Now also runs inside frames of a page (@noframes removed)".to_owned()),
             "{e:?}"
         );
+    }
+
+    /// A new `@updateURL`/`@downloadURL` names who writes the script's next versions: said
+    /// among what widens the script, never summed up behind a hundred other lines. (Before, it
+    /// was a detail, the first to be summed up.)
+    #[test]
+    fn a_new_update_url_is_never_summed_up() {
+        let old = script(&[
+            "@match https://a.example/*",
+            "@updateURL https://good.example/x.user.js",
+        ]);
+        let mut lines: Vec<String> = (0..120)
+            .map(|i| format!("@match https://s{i}.example/*"))
+            .collect();
+        lines.push("@updateURL https://evil.example/x.user.js".into());
+        lines.push("@downloadURL https://evil.example/x.user.js".into());
+        lines.push("@author Someone".into());
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let e = between(&old, true, &script(&refs), true);
+        assert!(e.len() <= MAX_EFFECTS + 1, "{}", e.len());
+        for want in [
+            "Adds @updateURL https://evil.example/x.user.js (where updates of this script come from)",
+            "Adds @downloadURL https://evil.example/x.user.js (where updates of this script come from)",
+            "Removes @updateURL https://good.example/x.user.js",
+        ] {
+            assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
+        }
+        assert!(!e.iter().any(|l| l.contains("@author")), "summed up: {e:?}");
     }
 
     #[test]

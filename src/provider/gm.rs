@@ -424,7 +424,7 @@ impl<E: Env> Provider<E> {
                 .timeout_ms
                 .saturating_sub(crate::env::elapsed_ms(self.env.now_ms(), started));
             if req.timeout_ms == 0 {
-                break Err(crate::env::EnvError("timeout".into()));
+                break Err(crate::env::FetchError::Timeout);
             }
             let r = {
                 let fetch = self
@@ -476,11 +476,11 @@ impl<E: Env> Provider<E> {
                 "connect": true,
             }),
             Ok(r) => xhr::response_json(r, x.response_type),
-            Err(e) if e.0.starts_with("timeout") => json!({
+            Err(crate::env::FetchError::Timeout) => json!({
                 "error": format!("GM_xmlhttpRequest: no answer within {} ms", x.timeout_ms),
                 "timeout": true,
             }),
-            Err(e) => error(format!("GM_xmlhttpRequest failed: {}", e.0)),
+            Err(e) => error(format!("GM_xmlhttpRequest failed: {e}")),
         }
     }
 
@@ -1004,15 +1004,8 @@ mod tests {
             .unwrap()
             .contains("does not @grant GM_xmlhttpRequest"));
         // Exactly the two allowed requests left the browser.
-        let sent: Vec<String> = p
-            .env
-            .fetched
-            .borrow()
-            .iter()
-            .map(|r| r.url.clone())
-            .collect();
         assert_eq!(
-            sent,
+            p.env.fetched_urls(),
             ["https://v1.api.test/data", "https://example.com/own"]
         );
         assert_eq!(
@@ -1083,14 +1076,11 @@ mod tests {
             }
             let r = gm_from(&p, &t, json!({"op": "xhr.abort", "id": 9}), page);
             assert_eq!(r["ok"], true, "{r}");
-            let sent: Vec<String> = p
-                .env
-                .fetched
-                .borrow()
-                .iter()
-                .map(|r| r.url.clone())
-                .collect();
-            assert_eq!(sent, ["https://api.test/file.bin"], "{grant}");
+            assert_eq!(
+                p.env.fetched_urls(),
+                ["https://api.test/file.bin"],
+                "{grant}"
+            );
         }
         // Neither grant: nothing.
         let r = gm_from(

@@ -19,11 +19,26 @@ const QUOTED_CHARS: usize = 80;
 
 /// Where a script's updates come from, as Violentmonkey reads them: it is checked at
 /// `@updateURL`, else `@downloadURL` (a `.meta.js` may hold only the header), and the full
-/// script is downloaded from `@downloadURL`, else `@updateURL`.
+/// script is downloaded from `@downloadURL`, else `@updateURL` — but never from a `.meta.js`,
+/// which by convention (Tampermonkey's, GreasyFork's) holds the header alone: stored, it would
+/// be a script without its code. Violentmonkey downloads from `@downloadURL` or the URL the
+/// script was installed from, and without either only says a new version exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateUrls {
     pub check: String,
-    pub download: String,
+    /// `None`: nowhere to download the full script from (the only URL is a `.meta.js`).
+    pub download: Option<String>,
+}
+
+/// Whether `url`'s path ends in `.meta.js` (any case), the header-only file's convention.
+fn is_meta_js(web: &dyn WebPlatform, url: &str) -> bool {
+    web.parse_url(url).is_ok_and(|u| {
+        let path = u.path_query.split('?').next().unwrap_or("");
+        path.len() >= 8
+            && path
+                .get(path.len() - 8..)
+                .is_some_and(|end| end.eq_ignore_ascii_case(".meta.js"))
+    })
 }
 
 /// The script's update URLs, if it names any that is a URL at all (GreasyFork writes
@@ -39,7 +54,7 @@ pub fn urls(web: &dyn WebPlatform, meta: &Metadata) -> Option<UpdateUrls> {
     };
     let (update, download) = (key("updateURL"), key("downloadURL"));
     let check = update.clone().or_else(|| download.clone())?;
-    let download = download.or(update)?;
+    let download = download.or(update).filter(|u| !is_meta_js(web, u));
     Some(UpdateUrls { check, download })
 }
 
@@ -69,6 +84,8 @@ pub enum UpdateError {
         installed_name: String,
         installed_namespace: Option<String>,
     },
+    /// Newer, but the only URL is a `.meta.js`: nowhere to download the script itself from.
+    NoDownload { url: String, offered: String },
     /// Not newer than the installed version (equal or older).
     NotNewer {
         installed: Option<String>,
@@ -149,6 +166,13 @@ impl fmt::Display for UpdateError {
                 identity(name, namespace.as_deref()),
                 identity(installed_name, installed_namespace.as_deref())
             ),
+            UpdateError::NoDownload { url, offered } => write!(
+                f,
+                "version {} is available, but {} holds the header alone (a .meta.js) and this \
+                 script names no other @downloadURL to download the new version from; {tail}",
+                shown(offered),
+                shown_url(url)
+            ),
             UpdateError::NotNewer { installed, offered } => write!(
                 f,
                 "the server's version {} is not newer than the installed {}; {tail}",
@@ -158,7 +182,7 @@ impl fmt::Display for UpdateError {
             UpdateError::Invalid { why } => write!(
                 f,
                 "the new version is not a script this provider stores ({}); {tail}",
-                ellipsize(why, 300)
+                crate::guard::diff::visible(&ellipsize(why, 300))
             ),
             UpdateError::Changed => write!(
                 f,
@@ -460,13 +484,31 @@ mod tests {
             urls(web, &both),
             Some(UpdateUrls {
                 check: "https://a.test/x.meta.js".into(),
-                download: "https://a.test/x.user.js".into()
+                download: Some("https://a.test/x.user.js".into())
             })
         );
         let only_update = meta("// @updateURL https://a.test/x.user.js\n");
         assert_eq!(
-            urls(web, &only_update).map(|u| u.download),
+            urls(web, &only_update).and_then(|u| u.download),
             Some("https://a.test/x.user.js".into())
+        );
+        // A .meta.js holds the header alone: checked there, downloaded from nowhere.
+        for only_meta in [
+            "// @updateURL https://a.test/x.meta.js\n",
+            "// @updateURL https://a.test/x.META.JS?v=2#top\n",
+            "// @downloadURL https://a.test/x.meta.js\n",
+        ] {
+            let u = urls(web, &meta(only_meta)).expect("a check URL");
+            assert!(u.check.contains("a.test/x."), "{only_meta}");
+            assert_eq!(u.download, None, "{only_meta}");
+        }
+        assert_eq!(
+            urls(
+                web,
+                &meta("// @updateURL https://a.test/x.meta.js.user.js\n")
+            )
+            .and_then(|u| u.download),
+            Some("https://a.test/x.meta.js.user.js".into())
         );
         let only_download = meta("// @downloadURL https://a.test/d.user.js\n");
         assert_eq!(

@@ -194,7 +194,9 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     const cases = [
       [lib("/missing.js"), "HTTP 404"],
       [`${lib("/lib.js")}#sha256=${"0".repeat(64)}`, "do not have the sha256"],
-      [lib("/huge.js"), "over"],
+      // Said as the file's limit: the worker's reader stops past it and says so by its error's
+      // kind (before, this was "could not be fetched (fetch: the response is over …)").
+      [lib("/huge.js"), "is over the 1048576-byte limit for one file"],
       [lib("/redirect.js"), "redirected to http://evil.test"],
       [`http://127.0.0.1:1/nothing.js`, "could not be fetched"],
     ];

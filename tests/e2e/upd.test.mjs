@@ -15,17 +15,21 @@ import { seen, setUp } from "./lib/agent.mjs";
 const T = { timeout: 120_000 };
 const NAME = "Upd helper";
 
-/** The page and the update server in one (127.0.0.1): what /helper.user.js answers is `mode`. */
+/** The page and the update server in one (127.0.0.1): what /helper.user.js answers is what
+ *  `serve` was last given, and /other.user.js what `serveOther` was (each `[status, body,
+ *  headers, delayMs]`). */
 async function updateServer() {
   const hits = [];
-  let answer = () => [404, "none"];
+  const answers = { "/helper.user.js": () => [404, "none"], "/other.user.js": () => [404, "none"] };
   const srv = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
     const path = req.url.split("?")[0];
-    if (path === "/helper.user.js") {
-      const [status, body, headers = {}] = answer(srv.address().port);
-      res.writeHead(status, { "content-type": "text/javascript", ...headers });
-      res.end(body);
+    if (answers[path]) {
+      const [status, body, headers = {}, delayMs = 0] = answers[path](srv.address().port);
+      setTimeout(() => {
+        res.writeHead(status, { "content-type": "text/javascript", ...headers });
+        res.end(body);
+      }, delayMs);
       return;
     }
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
@@ -35,7 +39,8 @@ async function updateServer() {
   const url = `http://127.0.0.1:${srv.address().port}`;
   return {
     url, hits,
-    serve(fn) { answer = fn; },
+    serve(fn) { answers["/helper.user.js"] = fn; },
+    serveOther(fn) { answers["/other.user.js"] = fn; },
     close: () => new Promise((r) => { srv.close(r); srv.closeAllConnections(); }),
   };
 }
@@ -149,5 +154,73 @@ describe("script updates: Check for update, review, Update", () => {
     const now = await listed();
     assert.deepEqual([now.version, now.revision], [before.version, before.revision]);
     assert.deepEqual(await onPage(["upd:1.0"]), ["upd:1.0"], "v1 still runs");
+  });
+
+  // Before, a second check that answered while a review was open filled the open dialog with
+  // its own update: the user reading one script's review clicked Update on another's.
+  test("a check that answers while another review is open waits for it: the open review never changes under the user", T, async () => {
+    const OTHER = "Upd other";
+    const other = [
+      "// ==UserScript==", `// @name ${OTHER}`, "// @namespace lumo-e2e-upd", "// @version 1.0",
+      "// @match https://other.invalid/*", `// @updateURL ${srv.url}/other.user.js`, "// ==/UserScript==", "1;", "",
+    ].join("\n");
+    const saved = await h.internal("scripts.save", { source: other });
+    assert.equal(saved.ok, true, JSON.stringify(saved));
+    const otherUuid = saved.result.script.uuid;
+    srv.serveOther(() => [200, other.replace("@version 1.0", "@version 2.0").replace("1;", "2;")]);
+    // The helper's server answers late: its review is asked for while the other one is open.
+    srv.serve(() => [200, helper({ version: "5.0" }), {}, 1500]);
+    await options.reload();
+    await options.getByRole("button", { name: `Check for update of ${NAME}` }).click();
+    await options.getByRole("button", { name: `Check for update of ${OTHER}` }).click();
+    const title = options.locator("#update-review-title");
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    assert.equal(await title.textContent(), `Update ${OTHER}?`);
+    await options.getByText(`${NAME}: version 5.0 is available.`).waitFor({ timeout: 10_000 });
+    await options.waitForTimeout(300);
+    assert.equal(await title.textContent(), `Update ${OTHER}?`, "the open review is still the other script's");
+    assert.match(await options.locator("#update-review-versions").textContent(), /^Version 1\.0 → 2\.0\./);
+    await options.locator("#update-review-ok").click();
+    await options.getByText(new RegExp(`^Updated ${OTHER} to version 2\\.0`)).waitFor({ timeout: 10_000 });
+    const updated = (await h.internal("scripts.list")).scripts.find((s) => s.uuid === otherUuid);
+    assert.equal(updated.version, "2.0");
+    // Then the helper's review, in its turn; cancelled, nothing changes.
+    await options.waitForFunction((want) => document.getElementById("update-review").open
+      && document.getElementById("update-review-title").textContent === want, `Update ${NAME}?`, { timeout: 10_000 });
+    const before = await listed();
+    await options.locator("#update-review-cancel").click();
+    await options.getByText(`Not updated: ${NAME} is unchanged.`).waitFor({ timeout: 5000 });
+    const now = await listed();
+    assert.deepEqual([now.version, now.revision], [before.version, before.revision]);
+  });
+
+  // The store's conflict was shown in its words for agents ("read it again with get_script").
+  test("a script edited while its review is open is not updated, and the user is told to check again", T, async () => {
+    const before = await listed();
+    srv.serve(() => [200, helper({ version: "7.0" })]);
+    await checkFor();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    const got = await h.internal("scripts.get", { uuid });
+    const edited = got.script.source.replace(/@version \S+/, "@version 6.5");
+    const saved = await h.internal("scripts.save", { uuid, revision: before.revision, source: edited });
+    assert.equal(saved.ok, true, JSON.stringify(saved));
+    await options.locator("#update-review-ok").click();
+    await options.getByText(`Not updated: ${NAME} changed since the check (it is now at revision ${before.revision + 1}); check for the update again`, { exact: false }).waitFor({ timeout: 10_000 });
+    const now = await listed();
+    assert.deepEqual([now.version, now.revision], ["6.5", before.revision + 1], "the edit stands");
+  });
+
+  // Before, a double click checked twice and queued a second review of the same version, shown
+  // again once the first was stored; its Update could only be refused.
+  test("a double click on Check for update shows one review", T, async () => {
+    srv.serve(() => [200, helper({ version: "8.0" })]);
+    await options.reload();
+    await options.getByRole("button", { name: `Check for update of ${NAME}` }).dblclick();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Updated Upd helper to version 8\.0/).waitFor({ timeout: 10_000 });
+    await options.waitForTimeout(1500);
+    assert.equal(await options.locator("#update-review").isVisible(), false, "no second review");
+    assert.equal((await listed()).version, "8.0");
   });
 });
