@@ -433,7 +433,18 @@ impl Builder {
             "connect" => self.connect(diags, line_no, value),
             "require" => self.require(diags, line_no, value),
             "resource" => self.resource(diags, line_no, value),
-            _ => self.other.push((key.to_owned(), value.to_owned())),
+            _ => {
+                if let Some(meant) = misspelt_key(key) {
+                    diags.warning(
+                        line_no,
+                        format!(
+                            "@{} is not a key any userscript manager reads, so this line is ignored: did you mean @{meant}?",
+                            crate::text::ellipsize(key, 40)
+                        ),
+                    );
+                }
+                self.other.push((key.to_owned(), value.to_owned()));
+            }
         }
     }
 
@@ -614,6 +625,122 @@ fn normalize_key(key: &str) -> String {
         }
     }
     out
+}
+
+/// The keys this provider acts on, as a header spells them.
+const ACTED_ON: [&str; 17] = [
+    "name",
+    "namespace",
+    "version",
+    "description",
+    "match",
+    "exclude-match",
+    "include",
+    "exclude",
+    "run-at",
+    "noframes",
+    "grant",
+    "connect",
+    "require",
+    "resource",
+    "updateURL",
+    "downloadURL",
+    "top-level-await",
+];
+
+/// Keys other managers read and this one has no use for (display, other features): never
+/// taken for a misspelling of one it acts on (`@source` is not `@resource`).
+const READ_ELSEWHERE: [&str; 30] = [
+    "author",
+    "icon",
+    "iconURL",
+    "icon64",
+    "icon64URL",
+    "defaulticon",
+    "homepage",
+    "homepageURL",
+    "website",
+    "source",
+    "supportURL",
+    "license",
+    "copyright",
+    "contributionURL",
+    "contributionAmount",
+    "antifeature",
+    "compatible",
+    "incompatible",
+    "inject-into",
+    "sandbox",
+    "unwrap",
+    "webRequest",
+    "tag",
+    "run-in",
+    "nocompat",
+    "installURL",
+    "history",
+    "credits",
+    "developer",
+    "priority",
+];
+
+/// The key an unknown one most likely misspells (`@matches`, `@Match`, `@runat`, `@grnat`), if
+/// any: the same letters bar case, `-` and `_`, or one edit away (two where either has six
+/// letters or more). A misspelt `@match` is otherwise silently ignored and the script runs nowhere.
+/// `@updateurl`/`@downloadurl` in any case are read as they are (`scripts::update::urls`).
+fn misspelt_key(key: &str) -> Option<&'static str> {
+    let fold = |k: &str| -> Vec<u8> {
+        k.bytes()
+            .filter(|b| *b != b'-' && *b != b'_')
+            .map(|b| b.to_ascii_lowercase())
+            .collect()
+    };
+    if key.len() > 40
+        || key.contains(':')
+        || ["updateURL", "downloadURL"]
+            .iter()
+            .any(|k| key.eq_ignore_ascii_case(k))
+        || READ_ELSEWHERE.iter().any(|k| fold(k) == fold(key))
+    {
+        return None;
+    }
+    let typed = fold(key);
+    ACTED_ON
+        .iter()
+        .map(|k| (*k, edit_distance(&typed, &fold(k))))
+        .filter(|(k, d)| *d <= if k.len().max(typed.len()) >= 6 { 2 } else { 1 })
+        .min_by_key(|(_, d)| *d)
+        .map(|(k, _)| k)
+}
+
+/// Optimal string alignment distance (an adjacent swap counts as one edit), on short keys.
+fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    let width = b.len() + 1;
+    let mut d: Vec<usize> = Vec::with_capacity((a.len() + 1) * width);
+    let at =
+        |d: &[usize], i: usize, j: usize| d.get(i * width + j).copied().unwrap_or(usize::MAX - 1);
+    for i in 0..=a.len() {
+        for j in 0..=b.len() {
+            let v = match (
+                i.checked_sub(1).and_then(|k| a.get(k)),
+                j.checked_sub(1).and_then(|k| b.get(k)),
+            ) {
+                (Some(&ai), Some(&bj)) => {
+                    let mut v = (at(&d, i - 1, j) + 1)
+                        .min(at(&d, i, j - 1) + 1)
+                        .min(at(&d, i - 1, j - 1) + usize::from(ai != bj));
+                    let swapped =
+                        i > 1 && j > 1 && a.get(i - 2) == Some(&bj) && b.get(j - 2) == Some(&ai);
+                    if swapped {
+                        v = v.min(at(&d, i - 2, j - 2) + 1);
+                    }
+                    v
+                }
+                _ => i + j,
+            };
+            d.push(v);
+        }
+    }
+    d.last().copied().unwrap_or(0)
 }
 
 /// What `@top-level-await` gets: an installed script's code runs inside a plain function
@@ -1264,6 +1391,71 @@ mod tests {
                 p.diagnostics
             );
         }
+    }
+
+    #[test]
+    fn a_misspelt_key_is_named_with_the_one_it_likely_means() {
+        for (typed, meant) in [
+            ("matches", "match"),
+            ("Match", "match"),
+            ("matchx", "match"),
+            ("includes", "include"),
+            ("exclude_matches", "exclude-match"),
+            ("runat", "run-at"),
+            ("run-at:", "run-at"),
+            ("grnat", "grant"),
+            ("requires", "require"),
+            ("noframe", "noframes"),
+            ("namespaces", "namespace"),
+            ("conect", "connect"),
+        ] {
+            assert_eq!(
+                misspelt_key(typed),
+                Some(meant).filter(|_| !typed.contains(':')),
+                "{typed}"
+            );
+        }
+        // What other managers read, the URLs in any case, localized names, and keys far from
+        // any: quiet.
+        for quiet in [
+            "source",
+            "author",
+            "icon",
+            "license",
+            "inject-into",
+            "run-in",
+            "homepageURL",
+            "updateurl",
+            "DOWNLOADURL",
+            "name:ja",
+            "description:fr",
+            "note",
+            "date",
+            "x",
+            "antifeature",
+            "supportURL",
+            "webRequest",
+        ] {
+            assert_eq!(misspelt_key(quiet), None, "{quiet}");
+        }
+        let p = parse(&script(&[
+            "// @name k",
+            "// @matches https://a.example/*",
+            "// @author me",
+        ]));
+        assert!(has(
+            &p,
+            3,
+            Severity::Warning,
+            "@matches is not a key any userscript manager reads, so this line is ignored: did you mean @match?"
+        ));
+        assert!(
+            !has(&p, 4, Severity::Warning, "did you mean"),
+            "{:?}",
+            p.diagnostics
+        );
+        assert_eq!(edit_distance(b"", b"abc"), 3);
+        assert_eq!(edit_distance(b"ab", b"ba"), 1);
     }
 
     #[test]
