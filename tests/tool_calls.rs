@@ -858,3 +858,34 @@ fn no_review_opens_for_a_session_closed_before_it() {
     assert_eq!(error_code(&r), Some("REVIEW_EXPIRED"), "{r}");
     assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
 }
+
+/// A delete says how to undo it, with the numbers restore_script needs, and those numbers work.
+#[test]
+fn a_delete_says_how_to_bring_the_script_back_and_that_works() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "Gone");
+    let uuid = a["uuid"].as_str().unwrap().to_owned();
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("Gone", "// 2")}),
+    );
+    assert_eq!(w["isError"], json!(false), "{w}");
+    let d = call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let text = d["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("in the trash for 30 days")
+            && text.contains("restore_script with revision and current_revision 2 brings it back"),
+        "{text}"
+    );
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 2, "current_revision": 2}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert!(p.env.registrations.borrow().contains_key(uuid.as_str()));
+}

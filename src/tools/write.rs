@@ -243,8 +243,11 @@ async fn write_locked<E: Env>(
             let done = Executed {
                 result: Ok(success(
                     format!(
-                        "Deleted {} ({uuid}).",
-                        crate::text::quoted(&record.metadata.name)
+                        "Deleted {} ({uuid}): it no longer runs, and it is in the trash for {} days (at most {} scripts are kept there). restore_script with revision and current_revision {} brings it back.",
+                        crate::text::quoted(&record.metadata.name),
+                        crate::scripts::trash::KEEP_MS / 86_400_000.0,
+                        crate::scripts::trash::MAX_TRASH,
+                        record.revision
                     ),
                     json!({ "uuid": uuid, "name": record.metadata.name, "deleted": true }),
                 )),
