@@ -242,13 +242,7 @@ async fn write_locked<E: Env>(
             );
             let done = Executed {
                 result: Ok(success(
-                    format!(
-                        "Deleted {} ({uuid}): it no longer runs, and it is in the trash for {} days (at most {} scripts are kept there). restore_script with revision and current_revision {} brings it back.",
-                        crate::text::quoted(&record.metadata.name),
-                        crate::scripts::trash::KEEP_MS / 86_400_000.0,
-                        crate::scripts::trash::MAX_TRASH,
-                        record.revision
-                    ),
+                    deleted_text(&record),
                     json!({ "uuid": uuid, "name": record.metadata.name, "deleted": true }),
                 )),
                 target: Some(uuid),
@@ -263,6 +257,18 @@ async fn write_locked<E: Env>(
             (done, false)
         }
     }
+}
+
+/// What a delete says: where the script went, and the numbers `restore_script` needs.
+fn deleted_text(record: &crate::scripts::record::ScriptRecord) -> String {
+    format!(
+        "Deleted {} ({}): it no longer runs, and it is in the trash for {} days (at most {} scripts are kept there). restore_script with revision and current_revision {} brings it back.",
+        crate::text::quoted(&record.metadata.name),
+        record.uuid,
+        crate::scripts::trash::KEEP_MS / 86_400_000.0,
+        crate::scripts::trash::MAX_TRASH,
+        record.revision
+    )
 }
 
 /// The storage half of a write: the script read, checked and stored (with the pending audit
