@@ -98,7 +98,11 @@ document.addEventListener('lumo:check-update', (e) => {
   });
 });
 
-// One at a time, in the list's order; each row says what its check found.
+/** Checks running at once: each waits on a server (up to its timeout), so one at a time made
+ *  "Check all" take minutes for a few dozen scripts; a few at a time, not every server at once. */
+const CHECKS_AT_ONCE = 4;
+
+// A few at a time; the rows stay in the list's order, each shown when its check answered.
 $('check-all').addEventListener('click', async () => {
   const button = $('check-all');
   const results = $('update-results');
@@ -109,21 +113,32 @@ $('check-all').addEventListener('click', async () => {
     const candidates = list.scripts.filter((s) => typeof s.updateUrl === 'string');
     results.replaceChildren();
     if (!candidates.length) { say(status(), 'No script names an @updateURL or @downloadURL.'); return; }
+    const rows = candidates.map((s) => el('li', { 'data-uuid': s.uuid, hidden: true }, el('strong', {}, s.name), ': '));
+    results.replaceChildren(...rows);
     let found = 0;
     let failed = 0;
-    for (const [i, s] of candidates.entries()) {
-      say(status(), `Checking for updates: ${i + 1} of ${candidates.length}…`);
-      const r = await askRaw('scripts.checkUpdate', { uuid: s.uuid });
-      const li = el('li', { 'data-uuid': s.uuid }, el('strong', {}, s.name), ': ');
-      if (!r.ok) { failed++; li.append(el('span', { class: 'bad' }, r.error)); }
-      else if (!r.update) li.append(r.message);
-      else {
-        found++;
-        li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
-          el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, () => offer(r)) }, 'Review update'));
+    let next = 0;
+    let done = 0;
+    const progress = () => say(status(), `Checking for updates: ${done} of ${candidates.length} done…`);
+    const checker = async () => {
+      while (next < candidates.length) {
+        const i = next++;
+        const [s, li] = [candidates[i], rows[i]];
+        const r = await askRaw('scripts.checkUpdate', { uuid: s.uuid }).catch((e) => ({ ok: false, error: String(e?.message ?? e) }));
+        if (!r.ok) { failed++; li.append(el('span', { class: 'bad' }, r.error)); }
+        else if (!r.update) li.append(r.message);
+        else {
+          found++;
+          li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
+            el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, () => offer(r)) }, 'Review update'));
+        }
+        li.hidden = false;
+        done++;
+        progress();
       }
-      results.append(li);
-    }
+    };
+    progress();
+    await Promise.all(Array.from({ length: Math.min(CHECKS_AT_ONCE, candidates.length) }, checker));
     say(status(), `Checked ${candidates.length} script(s): ${found} update(s) available${failed ? `, ${failed} could not be checked` : ''}.`, failed ? 'error' : 'info');
   } finally {
     button.disabled = false;

@@ -21,9 +21,24 @@ const NAME = "Upd helper";
 async function updateServer() {
   const hits = [];
   const answers = { "/helper.user.js": () => [404, "none"], "/other.user.js": () => [404, "none"] };
+  // /slow/<n>.user.js: what `serveSlow` was given for that path, after 600 ms; how many were
+  // waiting at once at most is `slowMost()`.
+  let slow = () => [404, "none"];
+  let waiting = 0;
+  let most = 0;
   const srv = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
     const path = req.url.split("?")[0];
+    if (path.startsWith("/slow/")) {
+      most = Math.max(most, ++waiting);
+      setTimeout(() => {
+        waiting--;
+        const [status, body] = slow(path);
+        res.writeHead(status, { "content-type": "text/javascript" });
+        res.end(body);
+      }, 600);
+      return;
+    }
     if (answers[path]) {
       const [status, body, headers = {}, delayMs = 0] = answers[path](srv.address().port);
       setTimeout(() => {
@@ -41,6 +56,8 @@ async function updateServer() {
     url, hits,
     serve(fn) { answers["/helper.user.js"] = fn; },
     serveOther(fn) { answers["/other.user.js"] = fn; },
+    serveSlow(fn) { slow = fn; most = 0; },
+    slowMost: () => most,
     close: () => new Promise((r) => { srv.close(r); srv.closeAllConnections(); }),
   };
 }
@@ -208,6 +225,40 @@ describe("script updates: Check for update, review, Update", () => {
     await options.getByText(`Not updated: ${NAME} changed since the check (it is now at revision ${before.revision + 1}); check for the update again`, { exact: false }).waitFor({ timeout: 10_000 });
     const now = await listed();
     assert.deepEqual([now.version, now.revision], ["6.5", before.revision + 1], "the edit stands");
+  });
+
+  // Before, Check all checked one script at a time: a few dozen slow servers took minutes.
+  test("Check all checks a few scripts at a time and lists each in the scripts' order", T, async () => {
+    const many = Array.from({ length: 7 }, (_, i) => [
+      "// ==UserScript==", `// @name Upd many ${i}`, "// @namespace lumo-e2e-upd-many", "// @version 1.0",
+      "// @match https://many.invalid/*", `// @updateURL ${srv.url}/slow/${i}.user.js`, "// ==/UserScript==", `${i};`, "",
+    ].join("\n"));
+    const uuids = [];
+    for (const source of many) {
+      const saved = await h.internal("scripts.save", { source });
+      assert.equal(saved.ok, true, JSON.stringify(saved));
+      uuids.push(saved.result.script.uuid);
+    }
+    // Script 3 has a newer version; the others are current.
+    srv.serveSlow((path) => {
+      const n = Number(/\/slow\/(\d+)/.exec(path)[1]);
+      return [200, n === 3 ? many[n].replace("@version 1.0", "@version 1.1") : many[n]];
+    });
+    await options.reload();
+    await options.locator("#check-all").click();
+    await options.getByText(/^Checked \d+ script\(s\): /).waitFor({ timeout: 20_000 });
+    const most = srv.slowMost();
+    assert.ok(most >= 2 && most <= 4, `checks at once: ${most}`);
+    const shown = await options.locator("#update-results li").evaluateAll((lis) => lis.map((li) => [li.dataset.uuid, li.hidden, li.textContent]));
+    const order = (await h.internal("scripts.list")).scripts.filter((s) => typeof s.updateUrl === "string").map((s) => s.uuid);
+    assert.deepEqual(shown.map(([u]) => u), order, "the scripts' order");
+    for (const [u, hidden, text] of shown) {
+      assert.equal(hidden, false, text);
+      const i = uuids.indexOf(u);
+      if (i === 3) assert.match(text, /^Upd many 3: version 1\.0 → 1\.1 is available\./, text);
+      else if (i >= 0) assert.match(text, /^Upd many \d: Up to date: the server.s version is 1\.0, as installed \(1\.0\)\./, text);
+    }
+    for (const u of uuids) await h.internal("scripts.delete", { uuid: u });
   });
 
   // Before, a double click checked twice and queued a second review of the same version, shown
