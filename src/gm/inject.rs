@@ -195,11 +195,20 @@ const XHR_CORE_JS: &str = concat!(
     "const XM=h=>{const m=/^content-type:[ \\t]*([^;\\r\\n]*)/im.exec(h||'');const c=m?m[1].trim().toLowerCase():'';",
     "return/^(text\\/html|text\\/xml|application\\/xml|application\\/xhtml\\+xml|image\\/svg\\+xml)$/.test(c)?c:/[+\\/]xml$/.test(c)?'application/xml':''};",
     "const XD=(s,m)=>{try{return new DOMParser().parseFromString(s,m)}catch(e){return null}};",
+    // A text answer in another charset than UTF-8 (the worker sends its bytes with the
+    // `Content-Type`'s `charset`; `gm::xhr::response_json`), or one the script names in
+    // `overrideMimeType` (then asked as bytes), is decoded here as `XMLHttpRequest` would: GBK,
+    // Shift_JIS, windows-1251 pages read by scripts of those sites.
+    "const XC=s=>{const m=/;\\s*charset\\s*=\\s*[\"']?([^\"';\\s]+)/i.exec(s||'');return m?m[1]:''};",
+    "const XT=(b,c)=>{try{return new TextDecoder(c).decode(b)}catch(e){return new TextDecoder().decode(b)}};",
     "let XI=0;const X=(o,W)=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
     "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
-    "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,finalUrl:url};cb('onabort',e);cb('onloadend',e)}};",
+    "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',",
+    "response:null,responseText:'',context:o.context};cb('onabort',e);cb('onloadend',e)}};",
+    "const om=typeof o.overrideMimeType==='string'?o.overrideMimeType:'',oc=XC(om),",
+    "rq=o.responseType==='document'?'':o.responseType||'',asb=oc&&(rq===''||rq==='text'||rq==='json');",
     // onprogress: a held watch per report (`gm::xhr_flight`), at most 4 a second so a long
     // download stays well inside the script's share of the channel.
     "let seen=0,tries=0;const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
@@ -207,20 +216,23 @@ const XHR_CORE_JS: &str = concat!(
     "if(r.seq!=null){seen=r.seq;cb('onprogress',{readyState:3,loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null,context:o.context})}",
     "setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
-    "responseType:o.responseType==='document'?'':o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous});if(typeof o.onprogress==='function')PW();return q},",
+    "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
+    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;if(W){W(r);return}",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
     "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",
     "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",
     "const t=o.responseType;let resp=r.text,rt=r.text;",
-    "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}",
-    "else if(t==='json'){try{resp=JSON.parse(r.text)}catch(e){resp=null}}",
-    "else if(t==='document')resp=XD(r.text,XM(r.responseHeaders)||'text/html');",
+    "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));",
+    "if(t==='blob'||t==='arraybuffer'){resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}else resp=rt=XT(b,oc||r.charset||'utf-8')}",
+    "const mt=om?XM('content-type: '+om):XM(r.responseHeaders);",
+    "if(t==='json'){try{resp=JSON.parse(rt)}catch(e){resp=null}}",
+    "else if(t==='document')resp=XD(rt,mt||'text/html');",
     "const x={readyState:4,status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders,",
     "response:resp,responseText:rt,context:o.context};",
     "if(t==='document')x.responseXML=resp;else if(rt!==undefined){let v;Object.defineProperty(x,'responseXML',{configurable:true,enumerable:true,",
-    "get(){if(v===undefined){const m=XM(r.responseHeaders);v=m&&m!=='text/html'?XD(rt,m):null}return v}})}",
+    "get(){if(v===undefined)v=mt&&mt!=='text/html'?XD(rt,mt):null;return v}})}",
     "cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
     "return ctrl};",
 );
@@ -339,7 +351,8 @@ mod tests {
     fn a_document_answer_is_asked_as_text_and_parsed_in_the_page() {
         let s = src(&["GM_xmlhttpRequest"]);
         let p = prelude("u", &meta_of(&s), &s);
-        assert!(p.contains("responseType:o.responseType==='document'?'':o.responseType||''"));
+        assert!(p.contains("rq=o.responseType==='document'?'':o.responseType||''"));
+        assert!(p.contains("responseType:asb?'arraybuffer':rq"));
         assert!(p.contains("new DOMParser().parseFromString(s,m)"));
         assert!(p.contains("x.responseXML=resp") && p.contains("'responseXML'"));
         assert!(!p.contains('\n'));

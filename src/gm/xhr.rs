@@ -213,6 +213,15 @@ pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
         "finalUrl": r.final_url,
         "responseHeaders": headers,
     });
+    let charset = match ty {
+        ResponseType::Text | ResponseType::Json => other_charset(&r.headers),
+        ResponseType::ArrayBuffer | ResponseType::Blob => None,
+    };
+    if let (Some(c), Some(o)) = (charset, out.as_object_mut()) {
+        o.insert("charset".to_owned(), Value::String(c));
+        o.insert("base64".to_owned(), Value::String(base64(&r.body)));
+        return out;
+    }
     let body = match ty {
         ResponseType::Text | ResponseType::Json => (
             "text",
@@ -229,6 +238,33 @@ pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
         o.insert(body.0.to_owned(), body.1);
     }
     out
+}
+
+/// The `charset` of the answer's `Content-Type` when it names one other than UTF-8 (`GBK`,
+/// `Shift_JIS`, `windows-1251`): such a text answer goes to the page as its bytes with that
+/// label, and the page decodes it (`TextDecoder`, as `XMLHttpRequest` would; the core carries
+/// no encoding tables). A label that is not a plain token (at most 40 characters of letters,
+/// digits, `-`, `_`, `.`, `:`) is not one any decoder knows: read as UTF-8.
+fn other_charset(headers: &[(String, String)]) -> Option<String> {
+    let ct = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.as_str())?;
+    let label = ct.split(';').skip(1).find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| v.trim().trim_matches(|c| c == '"' || c == '\''))
+    })?;
+    let plain = !label.is_empty()
+        && label.len() <= 40
+        && label
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+    let utf8 = ["utf-8", "utf8", "unicode-1-1-utf-8"]
+        .iter()
+        .any(|u| label.eq_ignore_ascii_case(u));
+    (plain && !utf8).then(|| label.to_owned())
 }
 
 /// Standard base64 with padding.
@@ -276,6 +312,51 @@ mod tests {
         assert_eq!(v["responseHeaders"], "a: 1\r\nb: 2\r\n");
         assert_eq!(v["text"], "hi\u{fffd}");
         assert_eq!(response_json(r, ResponseType::Blob)["base64"], "aGn/");
+    }
+
+    /// A GBK page (NGA, hi-pda: scripts read its `responseText`) comes as its bytes with its
+    /// label, for the page to decode; UTF-8, no charset, or a label no decoder knows, as text.
+    #[test]
+    fn a_text_answer_in_another_charset_goes_as_bytes_with_its_label() {
+        let with = |ct: &str| crate::env::HttpResponse {
+            status: 200,
+            status_text: "OK".into(),
+            final_url: "http://a.test/x".into(),
+            headers: vec![("Content-Type".into(), ct.into())],
+            body: vec![0xd6, 0xd0, 0xce, 0xc4],
+            location: None,
+        };
+        for (ct, charset) in [
+            ("text/html; charset=GBK", "GBK"),
+            ("text/html;charset=\"shift_jis\"", "shift_jis"),
+            (
+                "application/json; q=1; Charset = windows-1251",
+                "windows-1251",
+            ),
+        ] {
+            for ty in [ResponseType::Text, ResponseType::Json] {
+                let v = response_json(with(ct), ty);
+                assert_eq!(v["charset"], charset, "{ct}");
+                assert_eq!(v["base64"], "1tDOxA==", "{ct}");
+                assert!(v.get("text").is_none(), "{ct}");
+            }
+            let v = response_json(with(ct), ResponseType::ArrayBuffer);
+            assert!(v.get("charset").is_none() && v["base64"] == "1tDOxA==");
+        }
+        for ct in [
+            "text/html",
+            "text/html; charset=UTF-8",
+            "text/plain; charset=utf8",
+            "text/html; charset=\"",
+            "text/html; charset=a b",
+            &format!("text/html; charset={}", "x".repeat(41)),
+        ] {
+            let v = response_json(with(ct), ResponseType::Text);
+            assert!(
+                v.get("charset").is_none() && v["text"].is_string(),
+                "{ct}: {v}"
+            );
+        }
     }
     use crate::web::platform;
 

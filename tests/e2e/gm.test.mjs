@@ -644,6 +644,27 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(ev.map((e) => e[0]), [...ev.map((e) => e[0])].sort((a, b) => a - b), "loaded only grows");
   });
 
+  // The callbacks as Violentmonkey gives them (its requests.js): `onloadstart` once the request
+  // is sent, then `onreadystatechange`, `onload`, `onloadend`, each with the request's `context`,
+  // and `onabort`/`onloadend` of an aborted one with it too (scripts keep per-request state
+  // there). Fails if a callback is not called, comes out of order, or lacks the context.
+  test("GM_xmlhttpRequest callbacks: onloadstart first, the order of the rest, context in every one, abort included", T, async () => {
+    await write("order", ["@match http://orderpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const at = (p) => `http://api.test:${location.port}${p}`, seen = [], abort = [];\n"
+      + "const on = (into) => Object.fromEntries(['onloadstart', 'onreadystatechange', 'onload', 'onloadend', 'onerror', 'onabort', 'ontimeout']\n"
+      + "  .map((n) => [n, (r) => into.push([n.slice(2), r.readyState, r.context && r.context.k])]));\n"
+      + "const fin = () => { if (seen.length >= 4 && abort.length >= 3) document.documentElement.setAttribute('data-gm-order', JSON.stringify({ seen, abort })); };\n"
+      + "const a = on(seen), b = on(abort);\n"
+      + "GM_xmlhttpRequest(Object.assign({ url: at('/api/order'), context: { k: 'one' } }, a, { onloadend: (r) => { a.onloadend(r); fin(); } }));\n"
+      + "const r = GM_xmlhttpRequest(Object.assign({ url: at('/slow?order'), context: { k: 'two' } }, b, { onloadend: (x) => { b.onloadend(x); fin(); } }));\n"
+      + "setTimeout(() => r.abort(), 300);");
+    const got = await until(() => load(url("orderpage.test")), (g) => g.order, 6000);
+    assert.deepEqual(JSON.parse(got.order), {
+      seen: [["loadstart", 1, "one"], ["readystatechange", 4, "one"], ["load", 4, "one"], ["loadend", 4, "one"]],
+      abort: [["loadstart", 1, "two"], ["abort", 4, "two"], ["loadend", 4, "two"]],
+    });
+  });
+
   test("GM_xmlhttpRequest abort() closes the worker's request; another script's request with the same number goes on", T, async () => {
     const lines = () => ["@match http://abortpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"];
     // Both scripts' first request is number 1 in the same page: A's abort must not reach B's.
