@@ -58,6 +58,7 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     {
         head.push_str(XHR_CORE_JS);
     }
+    head.push_str(&absent_js(meta));
     let mut menu = false;
     for name in &given {
         if name.ends_with("MenuCommand") && std::mem::replace(&mut menu, true) {
@@ -112,9 +113,46 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
     // Violentmonkey).
     body.push_str("d('GM',G);");
     format!(
-        "((S0,V,NC)=>{{const S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
+        "((S0,V,NC)=>{{const setTimeout=window.setTimeout,S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
          GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})"
     )
+}
+
+/// For a script granted functions other managers give and this provider does not
+/// (`api::Support::NotProvided`: `GM_getTab`, `GM_cookie`…), one console warning when it runs,
+/// naming them: they stay undefined, so a script's own feature test (`typeof GM_cookie`) still
+/// reads them as absent, and a call's `ReferenceError` ("GM_getTab is not defined") has this
+/// line above it in the page's console. Validation warns at each such `@grant` line too.
+fn absent_js(meta: &Metadata) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for g in &meta.grants {
+        if let api::Grant::Known(a) = api::classify(g) {
+            // `window.close` and the like are the window's own, defined whatever is granted.
+            if a.support == api::Support::NotProvided
+                && g.starts_with("GM")
+                && !names.contains(&g.as_str())
+            {
+                names.push(g.as_str());
+            }
+        }
+    }
+    if names.is_empty() {
+        return String::new();
+    }
+    let text = format!(
+        "[{}] {} {} granted but not provided by {HANDLER}: {} undefined in this script, and a \
+         call to {} throws",
+        meta.name,
+        names.join(", "),
+        if names.len() == 1 { "is" } else { "are" },
+        if names.len() == 1 {
+            "it is"
+        } else {
+            "they are"
+        },
+        if names.len() == 1 { "it" } else { "one" },
+    );
+    format!("console.warn({});", Value::String(text))
 }
 
 /// What a GM function that needs the worker answers in a world with no channel to it. Chrome
@@ -144,14 +182,15 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         ),
         // At document-start there may be no <head> nor even <html> yet: the element is
         // returned at once and put in place as soon as the document has a root.
-        "GM_addStyle" => "const AS=c=>{const s=document.createElement('style');\
-             s.textContent=String(c);return P(s)};d('GM_addStyle',AS);\
-             G.addStyle=c=>Promise.resolve(AS(c));"
+        "GM_addStyle" => "const AS=c=>{const s=PE('style');PA(PT,s,[String(c)]);return P(s,null,true)};\
+             d('GM_addStyle',AS);G.addStyle=c=>Promise.resolve(AS(c));"
             .to_owned(),
+        // Without a parent, where Violentmonkey puts it: `<head>` for what belongs there,
+        // else `<body>` (a `<div>` in `<head>` is never shown), else the root.
         "GM_addElement" => "const E=(a,b,c)=>{let p=null,t=a,o=b;if(typeof a!=='string'){p=a;t=b;o=c}\
-             const e=document.createElement(String(t));\
-             for(const[k,v]of Object.entries(o||{})){if(k==='textContent')e.textContent=v;\
-             else e.setAttribute(k,v)}return P(e,p)};d('GM_addElement',E);\
+             t=String(t);const e=PE(t);\
+             for(const[k,v]of Object.entries(o||{})){if(k==='textContent')PA(PT,e,[v]);\
+             else PA(PS,e,[k,v])}return P(e,p,/^(script|style|link|meta)$/i.test(t))};d('GM_addElement',E);\
              G.addElement=(...a)=>Promise.resolve(E(...a));"
             .to_owned(),
         "GM_log" => format!(
@@ -245,11 +284,19 @@ const XHR_JS: &str = concat!(
     "pr.abort=()=>c.abort();return pr};",
 );
 
-/// `P(element, parent?)`: appends to `parent`, else to `<head>` or the root, waiting for one
-/// if the document has none yet. Put in once by `parts` for `GM_addStyle` and `GM_addElement`.
-const PUT: &str = "const P=((e,p)=>{const r=()=>p||document.head||document.documentElement,\
-     t=r();if(t)t.appendChild(e);else new MutationObserver((_,o)=>{const x=r();if(x){o.disconnect();\
-     x.appendChild(e)}}).observe(document,{childList:true,subtree:true});return e});";
+/// `P(element, parent, head)`: appends to `parent`, else to `<head>` (`head`) or `<body>`, else
+/// the root, waiting for one if the document has none yet; `PE(tag)` makes an HTML element.
+/// The DOM functions are taken when the GM code runs, before the script's source, which may
+/// replace them (scripts hook `document.createElement` to watch what a page makes). Put in once
+/// by `parts` for `GM_addStyle` and `GM_addElement`.
+const PUT: &str = "const PA=Reflect.apply,PD=document,PG=(c,n)=>Object.getOwnPropertyDescriptor(c.prototype,n),\
+     PC=Document.prototype.createElementNS,PN=Node.prototype.appendChild,PS=Element.prototype.setAttribute,\
+     PT=PG(Node,'textContent').set,PH=PG(Document,'head').get,PB=PG(Document,'body').get,\
+     PR=PG(Document,'documentElement').get,PM=MutationObserver,PO=PM.prototype.observe,PX=PM.prototype.disconnect,\
+     PE=t=>PA(PC,PD,['http://www.w3.org/1999/xhtml',t]);\
+     const P=((e,p,h)=>{const r=()=>p||(h?PA(PH,PD,[]):PA(PB,PD,[]))||PA(PR,PD,[]),\
+     t=r();if(t)PA(PN,t,[e]);else{const m=new PM(()=>{const x=r();if(x){PA(PX,m,[]);\
+     PA(PN,x,[e])}});PA(PO,m,[PD,{childList:true,subtree:true}])}return e});";
 
 /// `GM_info` as a JS object literal (JSON is one): what Violentmonkey's carries that a script
 /// reads.
@@ -433,6 +480,32 @@ mod tests {
         }
         let s = src(&["GM_log"]);
         assert!(!prelude("u", &meta_of(&s), &s).contains("const P="));
+    }
+
+    /// A granted function this provider does not give stays undefined (a script's `typeof`
+    /// test must still see it absent) and is named in one console warning; `window.close`,
+    /// the window's own, is not.
+    #[test]
+    fn absent_grants_are_named_in_a_warning_and_stay_undefined() {
+        let s = src(&[
+            "GM_getTab",
+            "GM.saveTab",
+            "GM_getTab",
+            "window.close",
+            "GM_addStyle",
+        ]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert_eq!(p.matches("console.warn(").count(), 1, "{p}");
+        assert!(
+            p.contains("GM_getTab, GM.saveTab are granted but not provided by Lumo Userscripts")
+        );
+        assert!(p.contains("GM.saveTab are granted") && !p.contains("window.close are"));
+        assert!(
+            !p.contains("d('GM_getTab'") && !p.contains("G.getTab"),
+            "{p}"
+        );
+        let s = src(&["window.close", "GM_addStyle"]);
+        assert!(!prelude("u", &meta_of(&s), &s).contains("console.warn("));
     }
 
     #[test]
