@@ -134,18 +134,26 @@ impl HeaderRule {
                 "initiatorDomains": [me],
             },
         });
-        let added = update(&json!({ "removeRuleIds": [id], "addRules": [rule] })).await;
-        HeaderRule {
-            id: added.then_some(id),
+        // Made before the call is awaited: a fetch given up meanwhile (the script's `abort()`)
+        // drops it, which removes the rule Chrome may still add.
+        let mut held = HeaderRule {
+            id: Some(id),
             watch,
+        };
+        if !update(&json!({ "removeRuleIds": [id], "addRules": [rule] })).await {
+            held.id = None;
         }
+        held
     }
 
     /// Removes the rule (the request was sent: its answer's headers came) and hands back the
     /// watch.
     pub async fn release(mut self) -> Option<Watch> {
-        if let Some(id) = self.id.take() {
+        if let Some(id) = self.id {
             update(&json!({ "removeRuleIds": [id] })).await;
+            // Only now: given up during the removal, the drop removes it again before the
+            // watch goes.
+            self.id = None;
         }
         self.watch.take()
     }

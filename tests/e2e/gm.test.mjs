@@ -718,6 +718,8 @@ describe("gm: the GM functions a script is given", () => {
   // without headers got them), or if a header still not sent (`DNT`) is not said in the
   // page's console.
   test("GM_xmlhttpRequest sends a script's Referer, Cookie and User-Agent, on that request alone; a header it cannot send is said once", T, async () => {
+    // The site's cookies are this one alone (an earlier test's login left its own).
+    await tab.context().clearCookies();
     await tab.context().addCookies([{ name: "site", value: "s1", domain: "api.test", path: "/" }]);
     await write("forbidden", ["@match http://fhpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
       "const at = `http://api.test:${location.port}/sent`, out = [];\n"
