@@ -244,6 +244,19 @@ pub struct HttpRequest {
     pub timeout_ms: u64,
     /// No cookies.
     pub anonymous: bool,
+    /// Headers `fetch` may not set that the browser's network layer sets on this request alone
+    /// (`gm::xhr::split_headers`: a script's `Referer`, `Cookie`, `User-Agent`).
+    pub browser_headers: Vec<BrowserHeader>,
+}
+
+/// One header the shell has the browser set on a request (`declarativeNetRequest`, a rule for
+/// that request alone): `append` adds to the browser's own value (the site's cookies) instead
+/// of replacing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowserHeader {
+    pub name: String,
+    pub value: String,
+    pub append: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

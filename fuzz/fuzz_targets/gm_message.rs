@@ -43,6 +43,7 @@ fuzz_target!(|data: &[u8]| {
                 body: x.data.clone(),
                 timeout_ms: 1,
                 anonymous: false,
+                browser_headers: Vec::new(),
             };
             let status = [301, 302, 303, 307, 308][data.len() % 5];
             if let Ok(next) = xhr::follow(

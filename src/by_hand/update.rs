@@ -126,6 +126,7 @@ async fn fetch_text<E: Http + Clock>(
         body: None,
         timeout_ms: deadline,
         anonymous: true,
+        browser_headers: Vec::new(),
     };
     let fetch_started = env.now_ms();
     let mut hops = 0;

@@ -387,12 +387,16 @@ impl crate::env::Http for ChromeEnv {
                 futures::future::Either::Right(_) => return Err(FetchError::Timeout),
             }
         };
+        // The headers fetch may not set, set by the browser on this request alone; the watch is
+        // let go once that rule is removed (`header_rules`).
+        let rule = super::header_rules::HeaderRule::add(req, watch).await;
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?
             .dyn_into()
             .map_err(fail)?;
         let resp = JsFuture::from(promise).await.map_err(fail)?;
+        let watch = rule.release().await;
         let num = |k: &str| Reflect::get(&resp, &k.into()).ok().and_then(|v| v.as_f64());
         let text = |o: &JsValue, k: &str| {
             Reflect::get(o, &k.into())

@@ -14,6 +14,7 @@ mod browser;
 mod channel;
 mod env;
 mod execute;
+mod header_rules;
 mod json;
 mod ports;
 mod redirects;
@@ -78,6 +79,8 @@ pub fn start() {
     // first, so it runs while the rest of `start` adds listeners, and the message that woke the
     // worker waits on the policy lock instead of starting a read of its own.
     spawn_now(async { provider().warm_policy().await });
+    // Before any fetch: header rules a worker stopped mid-fetch left (`header_rules`).
+    spawn_now(header_rules::clear_stale());
 
     api::ON_MESSAGE_EXTERNAL.with(|e| {
         add(

@@ -92,6 +92,7 @@ impl Fetches {
             body: None,
             timeout_ms: deadline,
             anonymous: true,
+            browser_headers: Vec::new(),
         };
         let file_started = env.now_ms();
         let mut hops = 0;

@@ -42,13 +42,15 @@ pub const DOWNLOAD_JS: &str = concat!(
     "if(x){try{return decodeURIComponent(x)}catch(e){return x}}}catch(e){}return'download'};",
     "const DLP=(a,b)=>a!==null&&typeof a==='object'&&!(a instanceof URL)?a:{url:a,name:b};",
     "const DL=(a,b)=>{const o=DLP(a,b);let settled=false;",
-    "const call=(n,v)=>{const f=o[n];if(typeof f!=='function')return false;try{f.call(o,v)}catch(e){console.error(e)}return true};",
+    "const call=(n,v)=>{let f;try{f=o[n]}catch(e){return false}if(typeof f!=='function')return false;try{f.call(o,v)}catch(e){console.error(e)}return true};",
     "const fail=(code,m,t)=>{if(settled)return;settled=true;const e={error:code,details:DLM(m)};",
     "if(!(t&&call('ontimeout',e))&&!call('onerror',e))console.error(e.details)};",
     "let url='';try{if(o.url!=null&&o.url!=='')url=new URL(String(o.url),location.href).href}catch(e){}",
     "if(!url){fail('not_succeeded','GM_download: no URL to download (details.url, or the first argument)');return{abort(){}}}",
     "const name=(()=>{try{if(o.name!=null){const t=String(o.name);if(t)return t}}catch(e){}return DLN(url)})();",
-    "const c=X({url,headers:o.headers,timeout:o.timeout,responseType:'blob',",
+    // The script's own getters (`headers`, `timeout`, `onprogress`) may throw: that is a failure
+    // told as every other one, `{error, details}`, not an exception at the caller.
+    "let c;try{c=X({url,headers:o.headers,timeout:o.timeout,responseType:'blob',",
     "onprogress:typeof o.onprogress==='function'?p=>call('onprogress',p):undefined,",
     "onabort:()=>{if(settled)return;settled=true;call('onabort',{error:'not_succeeded',details:'GM_download: aborted by the script'})}},",
     "r=>{if(!r||r.error){fail(r&&r.connect?'not_whitelisted':'not_succeeded',r?r.error:'GM_download: no answer from the provider',r&&r.timeout);return}",
@@ -60,12 +62,15 @@ pub const DOWNLOAD_JS: &str = concat!(
     "catch(e){fail('not_succeeded','GM_download: the file could not be saved: '+e);return}",
     "finally{if(u!==null)try{DLR(u)}catch(e){}}",
     "settled=true;call('onload',{finalUrl:r.finalUrl,name,status:r.status,statusText:r.statusText})});",
+    "}catch(e){fail('not_succeeded','GM_download: the request could not be made: '+e);return{abort(){}}}",
     "return{abort(){c.abort()}}};d('GM_download',DL);",
     // The promise form: resolves with what `onload` gets, rejects with what `onerror`,
     // `ontimeout` or `onabort` gets; the details' own callbacks are called too.
     "G.download=(a,b)=>{const o=DLP(a,b);let c;const pr=new Promise((ok,no)=>{",
-    "const f=(n,g)=>x=>{g(x);if(typeof o[n]==='function')o[n].call(o,x)};",
-    "c=DL(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
+    // The script's object is not copied (that would run its getters here, out of `DL`'s
+    // reach): the callbacks are put on an object inheriting from it.
+    "const f=(n,g)=>({value:x=>{g(x);let h;try{h=o[n]}catch(e){}if(typeof h==='function')h.call(o,x)}});",
+    "c=DL(Object.create(o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
     "pr.abort=()=>c.abort();return pr};",
 );
 

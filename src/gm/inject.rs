@@ -58,6 +58,7 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
     {
         head.push_str(XHR_CORE_JS);
     }
+    head.push_str(&absent_js(meta));
     let mut menu = false;
     for name in &given {
         if name.ends_with("MenuCommand") && std::mem::replace(&mut menu, true) {
@@ -112,9 +113,46 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
     // Violentmonkey).
     body.push_str("d('GM',G);");
     format!(
-        "((S0,V,NC)=>{{const S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
+        "((S0,V,NC)=>{{const setTimeout=window.setTimeout,S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
          GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})"
     )
+}
+
+/// For a script granted functions other managers give and this provider does not
+/// (`api::Support::NotProvided`: `GM_getTab`, `GM_cookie`…), one console warning when it runs,
+/// naming them: they stay undefined, so a script's own feature test (`typeof GM_cookie`) still
+/// reads them as absent, and a call's `ReferenceError` ("GM_getTab is not defined") has this
+/// line above it in the page's console. Validation warns at each such `@grant` line too.
+fn absent_js(meta: &Metadata) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for g in &meta.grants {
+        if let api::Grant::Known(a) = api::classify(g) {
+            // `window.close` and the like are the window's own, defined whatever is granted.
+            if a.support == api::Support::NotProvided
+                && g.starts_with("GM")
+                && !names.contains(&g.as_str())
+            {
+                names.push(g.as_str());
+            }
+        }
+    }
+    if names.is_empty() {
+        return String::new();
+    }
+    let text = format!(
+        "[{}] {} {} granted but not provided by {HANDLER}: {} undefined in this script, and a \
+         call to {} throws",
+        meta.name,
+        names.join(", "),
+        if names.len() == 1 { "is" } else { "are" },
+        if names.len() == 1 {
+            "it is"
+        } else {
+            "they are"
+        },
+        if names.len() == 1 { "it" } else { "one" },
+    );
+    format!("console.warn({});", Value::String(text))
 }
 
 /// What a GM function that needs the worker answers in a world with no channel to it. Chrome
@@ -144,14 +182,15 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         ),
         // At document-start there may be no <head> nor even <html> yet: the element is
         // returned at once and put in place as soon as the document has a root.
-        "GM_addStyle" => "const AS=c=>{const s=document.createElement('style');\
-             s.textContent=String(c);return P(s)};d('GM_addStyle',AS);\
-             G.addStyle=c=>Promise.resolve(AS(c));"
+        "GM_addStyle" => "const AS=c=>{const s=PE('style');PA(PT,s,[String(c)]);return P(s,null,true)};\
+             d('GM_addStyle',AS);G.addStyle=c=>Promise.resolve(AS(c));"
             .to_owned(),
+        // Without a parent, where Violentmonkey puts it: `<head>` for what belongs there,
+        // else `<body>` (a `<div>` in `<head>` is never shown), else the root.
         "GM_addElement" => "const E=(a,b,c)=>{let p=null,t=a,o=b;if(typeof a!=='string'){p=a;t=b;o=c}\
-             const e=document.createElement(String(t));\
-             for(const[k,v]of Object.entries(o||{})){if(k==='textContent')e.textContent=v;\
-             else e.setAttribute(k,v)}return P(e,p)};d('GM_addElement',E);\
+             t=String(t);const e=PE(t);\
+             for(const[k,v]of Object.entries(o||{})){if(k==='textContent')PA(PT,e,[v]);\
+             else PA(PS,e,[k,v])}return P(e,p,/^(script|style|link|meta)$/i.test(t))};d('GM_addElement',E);\
              G.addElement=(...a)=>Promise.resolve(E(...a));"
             .to_owned(),
         "GM_log" => format!(
@@ -195,11 +234,25 @@ const XHR_CORE_JS: &str = concat!(
     "const XM=h=>{const m=/^content-type:[ \\t]*([^;\\r\\n]*)/im.exec(h||'');const c=m?m[1].trim().toLowerCase():'';",
     "return/^(text\\/html|text\\/xml|application\\/xml|application\\/xhtml\\+xml|image\\/svg\\+xml)$/.test(c)?c:/[+\\/]xml$/.test(c)?'application/xml':''};",
     "const XD=(s,m)=>{try{return new DOMParser().parseFromString(s,m)}catch(e){return null}};",
+    // A text answer in another charset than UTF-8 (the worker sends its bytes with the
+    // `Content-Type`'s `charset`; `gm::xhr::response_json`), or one the script names in
+    // `overrideMimeType` (then asked as bytes), is decoded here as `XMLHttpRequest` would: GBK,
+    // Shift_JIS, windows-1251 pages read by scripts of those sites.
+    "const XC=s=>{const m=/;\\s*charset\\s*=\\s*[\"']?([^\"';\\s]+)/i.exec(s||'');return m?m[1]:''};",
+    "const XT=(b,c)=>{try{return new TextDecoder(c).decode(b)}catch(e){return new TextDecoder().decode(b)}};",
+    // Headers the worker's `fetch` may not set (its forbidden request headers) and the browser
+    // is not asked to (`gm::xhr::BROWSER_SET`: `Referer`, `Cookie` and `User-Agent` are):
+    // not sent, and said once per name in the page's console.
+    "const XW=new Set(),XF=h=>{for(const[k]of h){const n=k.toLowerCase();if(XW.has(n)||!/^(accept-charset|accept-encoding|access-control-request-(headers|method)|connection|content-length|cookie2|date|dnt|expect|host|keep-alive|origin|set-cookie|te|trailer|transfer-encoding|upgrade|via|proxy-.*|sec-.*)$/.test(n))continue;",
+    "XW.add(n);console.warn('GM_xmlhttpRequest: the '+k+' header cannot be set by this provider (its request is made with fetch, which does not send it; Referer, Cookie and User-Agent are sent); the request is sent without it')}};",
     "let XI=0;const X=(o,W)=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
-    "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];",
+    "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];XF(h);",
     "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
-    "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,finalUrl:url};cb('onabort',e);cb('onloadend',e)}};",
+    "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',",
+    "response:null,responseText:'',context:o.context};cb('onabort',e);cb('onloadend',e)}};",
+    "const om=typeof o.overrideMimeType==='string'?o.overrideMimeType:'',oc=XC(om),",
+    "rq=o.responseType==='document'?'':o.responseType||'',asb=oc&&(rq===''||rq==='text'||rq==='json');",
     // onprogress: a held watch per report (`gm::xhr_flight`), at most 4 a second so a long
     // download stays well inside the script's share of the channel.
     "let seen=0,tries=0;const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
@@ -207,20 +260,23 @@ const XHR_CORE_JS: &str = concat!(
     "if(r.seq!=null){seen=r.seq;cb('onprogress',{readyState:3,loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null,context:o.context})}",
     "setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
-    "responseType:o.responseType==='document'?'':o.responseType||'',timeout:o.timeout||0,anonymous:!!o.anonymous});if(typeof o.onprogress==='function')PW();return q},",
+    "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
+    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;if(W){W(r);return}",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
     "responseText:'',error:r?r.error:'GM_xmlhttpRequest: no answer from the provider',context:o.context};",
     "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",
     "const t=o.responseType;let resp=r.text,rt=r.text;",
-    "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}",
-    "else if(t==='json'){try{resp=JSON.parse(r.text)}catch(e){resp=null}}",
-    "else if(t==='document')resp=XD(r.text,XM(r.responseHeaders)||'text/html');",
+    "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));",
+    "if(t==='blob'||t==='arraybuffer'){resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}else resp=rt=XT(b,oc||r.charset||'utf-8')}",
+    "const mt=om?XM('content-type: '+om):XM(r.responseHeaders);",
+    "if(t==='json'){try{resp=JSON.parse(rt)}catch(e){resp=null}}",
+    "else if(t==='document')resp=XD(rt,mt||'text/html');",
     "const x={readyState:4,status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders,",
     "response:resp,responseText:rt,context:o.context};",
     "if(t==='document')x.responseXML=resp;else if(rt!==undefined){let v;Object.defineProperty(x,'responseXML',{configurable:true,enumerable:true,",
-    "get(){if(v===undefined){const m=XM(r.responseHeaders);v=m&&m!=='text/html'?XD(rt,m):null}return v}})}",
+    "get(){if(v===undefined)v=mt&&mt!=='text/html'?XD(rt,mt):null;return v}})}",
     "cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
     "return ctrl};",
 );
@@ -233,11 +289,19 @@ const XHR_JS: &str = concat!(
     "pr.abort=()=>c.abort();return pr};",
 );
 
-/// `P(element, parent?)`: appends to `parent`, else to `<head>` or the root, waiting for one
-/// if the document has none yet. Put in once by `parts` for `GM_addStyle` and `GM_addElement`.
-const PUT: &str = "const P=((e,p)=>{const r=()=>p||document.head||document.documentElement,\
-     t=r();if(t)t.appendChild(e);else new MutationObserver((_,o)=>{const x=r();if(x){o.disconnect();\
-     x.appendChild(e)}}).observe(document,{childList:true,subtree:true});return e});";
+/// `P(element, parent, head)`: appends to `parent`, else to `<head>` (`head`) or `<body>`, else
+/// the root, waiting for one if the document has none yet; `PE(tag)` makes an HTML element.
+/// The DOM functions are taken when the GM code runs, before the script's source, which may
+/// replace them (scripts hook `document.createElement` to watch what a page makes). Put in once
+/// by `parts` for `GM_addStyle` and `GM_addElement`.
+const PUT: &str = "const PA=Reflect.apply,PD=document,PG=(c,n)=>Object.getOwnPropertyDescriptor(c.prototype,n),\
+     PC=Document.prototype.createElementNS,PN=Node.prototype.appendChild,PS=Element.prototype.setAttribute,\
+     PT=PG(Node,'textContent').set,PH=PG(Document,'head').get,PB=PG(Document,'body').get,\
+     PR=PG(Document,'documentElement').get,PM=MutationObserver,PO=PM.prototype.observe,PX=PM.prototype.disconnect,\
+     PE=t=>PA(PC,PD,['http://www.w3.org/1999/xhtml',t]);\
+     const P=((e,p,h)=>{const r=()=>p||(h?PA(PH,PD,[]):PA(PB,PD,[]))||PA(PR,PD,[]),\
+     t=r();if(t)PA(PN,t,[e]);else{const m=new PM(()=>{const x=r();if(x){PA(PX,m,[]);\
+     PA(PN,x,[e])}});PA(PO,m,[PD,{childList:true,subtree:true}])}return e});";
 
 /// `GM_info` as a JS object literal (JSON is one): what Violentmonkey's carries that a script
 /// reads.
@@ -339,7 +403,8 @@ mod tests {
     fn a_document_answer_is_asked_as_text_and_parsed_in_the_page() {
         let s = src(&["GM_xmlhttpRequest"]);
         let p = prelude("u", &meta_of(&s), &s);
-        assert!(p.contains("responseType:o.responseType==='document'?'':o.responseType||''"));
+        assert!(p.contains("rq=o.responseType==='document'?'':o.responseType||''"));
+        assert!(p.contains("responseType:asb?'arraybuffer':rq"));
         assert!(p.contains("new DOMParser().parseFromString(s,m)"));
         assert!(p.contains("x.responseXML=resp") && p.contains("'responseXML'"));
         assert!(!p.contains('\n'));
@@ -420,6 +485,32 @@ mod tests {
         }
         let s = src(&["GM_log"]);
         assert!(!prelude("u", &meta_of(&s), &s).contains("const P="));
+    }
+
+    /// A granted function this provider does not give stays undefined (a script's `typeof`
+    /// test must still see it absent) and is named in one console warning; `window.close`,
+    /// the window's own, is not.
+    #[test]
+    fn absent_grants_are_named_in_a_warning_and_stay_undefined() {
+        let s = src(&[
+            "GM_getTab",
+            "GM.saveTab",
+            "GM_getTab",
+            "window.close",
+            "GM_addStyle",
+        ]);
+        let p = prelude("u", &meta_of(&s), &s);
+        assert_eq!(p.matches("console.warn(").count(), 1, "{p}");
+        assert!(
+            p.contains("GM_getTab, GM.saveTab are granted but not provided by Lumo Userscripts")
+        );
+        assert!(p.contains("GM.saveTab are granted") && !p.contains("window.close are"));
+        assert!(
+            !p.contains("d('GM_getTab'") && !p.contains("G.getTab"),
+            "{p}"
+        );
+        let s = src(&["window.close", "GM_addStyle"]);
+        assert!(!prelude("u", &meta_of(&s), &s).contains("console.warn("));
     }
 
     #[test]

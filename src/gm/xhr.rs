@@ -7,7 +7,7 @@
 
 use super::connect::{self, Rule};
 use super::message::{ResponseType, XhrRequest};
-use crate::env::HttpRequest;
+use crate::env::{BrowserHeader, HttpRequest};
 use crate::text::ellipsize;
 use crate::web::WebPlatform;
 use serde_json::{json, Value};
@@ -175,9 +175,46 @@ pub fn follow(
     if !same_origin {
         next.headers
             .retain(|(k, _)| !k.eq_ignore_ascii_case("authorization"));
+        // The script's own cookie was for the host it asked, as `Authorization` is.
+        next.browser_headers
+            .retain(|h| !h.name.eq_ignore_ascii_case("cookie"));
     }
     next.url = to.href;
     Ok(next)
+}
+
+/// The headers a script sets that `fetch` would drop without a word and that real scripts
+/// need sent: `Referer` (an image host that answers 403 without its site's, as pixiv's does),
+/// `Cookie`, `User-Agent`. Violentmonkey and Tampermonkey have the browser set them; so does
+/// this provider (`env::BrowserHeader`, a `declarativeNetRequest` rule for the one request).
+/// The rest of fetch's forbidden list (`Host`, `Origin`, `Sec-*`…) is not sent, and the page
+/// says so.
+pub const BROWSER_SET: [&str; 3] = ["referer", "cookie", "user-agent"];
+
+/// A request's headers split into those `fetch` sends and those the browser is to set
+/// ([`BROWSER_SET`], the last of each name given). A script's `Cookie` is added to the site's
+/// own cookies, unless the request is `anonymous` (then it is the only one), as
+/// Violentmonkey adds it.
+pub fn split_headers(
+    headers: Vec<(String, String)>,
+    anonymous: bool,
+) -> (Vec<(String, String)>, Vec<BrowserHeader>) {
+    let mut sent = Vec::with_capacity(headers.len());
+    let mut browser: Vec<BrowserHeader> = Vec::new();
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if !BROWSER_SET.contains(&lower.as_str()) {
+            sent.push((name, value));
+            continue;
+        }
+        browser.retain(|h| !h.name.eq_ignore_ascii_case(&lower));
+        browser.push(BrowserHeader {
+            append: lower == "cookie" && !anonymous,
+            name: lower,
+            value,
+        });
+    }
+    (sent, browser)
 }
 
 /// Whether the response's final URL (after redirects) is still one the script may read.
@@ -213,6 +250,15 @@ pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
         "finalUrl": r.final_url,
         "responseHeaders": headers,
     });
+    let charset = match ty {
+        ResponseType::Text | ResponseType::Json => other_charset(&r.headers),
+        ResponseType::ArrayBuffer | ResponseType::Blob => None,
+    };
+    if let (Some(c), Some(o)) = (charset, out.as_object_mut()) {
+        o.insert("charset".to_owned(), Value::String(c));
+        o.insert("base64".to_owned(), Value::String(base64(&r.body)));
+        return out;
+    }
     let body = match ty {
         ResponseType::Text | ResponseType::Json => (
             "text",
@@ -229,6 +275,33 @@ pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
         o.insert(body.0.to_owned(), body.1);
     }
     out
+}
+
+/// The `charset` of the answer's `Content-Type` when it names one other than UTF-8 (`GBK`,
+/// `Shift_JIS`, `windows-1251`): such a text answer goes to the page as its bytes with that
+/// label, and the page decodes it (`TextDecoder`, as `XMLHttpRequest` would; the core carries
+/// no encoding tables). A label that is not a plain token (at most 40 characters of letters,
+/// digits, `-`, `_`, `.`, `:`) is not one any decoder knows: read as UTF-8.
+fn other_charset(headers: &[(String, String)]) -> Option<String> {
+    let ct = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.as_str())?;
+    let label = ct.split(';').skip(1).find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| v.trim().trim_matches(|c| c == '"' || c == '\''))
+    })?;
+    let plain = !label.is_empty()
+        && label.len() <= 40
+        && label
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+    let utf8 = ["utf-8", "utf8", "unicode-1-1-utf-8"]
+        .iter()
+        .any(|u| label.eq_ignore_ascii_case(u));
+    (plain && !utf8).then(|| label.to_owned())
 }
 
 /// Standard base64 with padding.
@@ -276,6 +349,51 @@ mod tests {
         assert_eq!(v["responseHeaders"], "a: 1\r\nb: 2\r\n");
         assert_eq!(v["text"], "hi\u{fffd}");
         assert_eq!(response_json(r, ResponseType::Blob)["base64"], "aGn/");
+    }
+
+    /// A GBK page (NGA, hi-pda: scripts read its `responseText`) comes as its bytes with its
+    /// label, for the page to decode; UTF-8, no charset, or a label no decoder knows, as text.
+    #[test]
+    fn a_text_answer_in_another_charset_goes_as_bytes_with_its_label() {
+        let with = |ct: &str| crate::env::HttpResponse {
+            status: 200,
+            status_text: "OK".into(),
+            final_url: "http://a.test/x".into(),
+            headers: vec![("Content-Type".into(), ct.into())],
+            body: vec![0xd6, 0xd0, 0xce, 0xc4],
+            location: None,
+        };
+        for (ct, charset) in [
+            ("text/html; charset=GBK", "GBK"),
+            ("text/html;charset=\"shift_jis\"", "shift_jis"),
+            (
+                "application/json; q=1; Charset = windows-1251",
+                "windows-1251",
+            ),
+        ] {
+            for ty in [ResponseType::Text, ResponseType::Json] {
+                let v = response_json(with(ct), ty);
+                assert_eq!(v["charset"], charset, "{ct}");
+                assert_eq!(v["base64"], "1tDOxA==", "{ct}");
+                assert!(v.get("text").is_none(), "{ct}");
+            }
+            let v = response_json(with(ct), ResponseType::ArrayBuffer);
+            assert!(v.get("charset").is_none() && v["base64"] == "1tDOxA==");
+        }
+        for ct in [
+            "text/html",
+            "text/html; charset=UTF-8",
+            "text/plain; charset=utf8",
+            "text/html; charset=\"",
+            "text/html; charset=a b",
+            &format!("text/html; charset={}", "x".repeat(41)),
+        ] {
+            let v = response_json(with(ct), ResponseType::Text);
+            assert!(
+                v.get("charset").is_none() && v["text"].is_string(),
+                "{ct}: {v}"
+            );
+        }
     }
     use crate::web::platform;
 
@@ -371,6 +489,18 @@ mod tests {
             body: Some(crate::gm::message::Body::Text("b".into())),
             timeout_ms: 1000,
             anonymous: false,
+            browser_headers: vec![
+                BrowserHeader {
+                    name: "Referer".into(),
+                    value: "https://a.test/".into(),
+                    append: false,
+                },
+                BrowserHeader {
+                    name: "Cookie".into(),
+                    value: "a=1".into(),
+                    append: true,
+                },
+            ],
         }
     }
 
@@ -565,7 +695,46 @@ mod tests {
         ] {
             let n = follow(w, &post, 307, to, &r, None, 0).unwrap();
             assert_eq!(names(&n), ["content-type", "x-script"], "{to}");
+            // So does the script's own Cookie; its Referer goes on, as a browser's would.
+            let b: Vec<&str> = n.browser_headers.iter().map(|h| h.name.as_str()).collect();
+            assert_eq!(b, ["Referer"], "{to}");
         }
+        let n = follow(w, &post, 307, "http://api.test/b", &r, None, 0).unwrap();
+        assert_eq!(n.browser_headers, post.browser_headers);
+    }
+
+    /// A script's Referer, Cookie and User-Agent go to the browser (any case, the last of each
+    /// name); its Cookie is added to the site's unless the request is anonymous.
+    #[test]
+    fn headers_fetch_drops_are_given_to_the_browser() {
+        let h = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect()
+        };
+        let given = h(&[
+            ("X-A", "1"),
+            ("referer", "https://old.test/"),
+            ("Cookie", "a=1"),
+            ("User-Agent", "Script/1.0"),
+            ("REFERER", "https://www.pixiv.test/"),
+            ("Origin", "https://o.test"),
+        ]);
+        let (sent, browser) = split_headers(given.clone(), false);
+        assert_eq!(sent, h(&[("X-A", "1"), ("Origin", "https://o.test")]));
+        let got: Vec<(&str, &str, bool)> = browser
+            .iter()
+            .map(|b| (b.name.as_str(), b.value.as_str(), b.append))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("cookie", "a=1", true),
+                ("user-agent", "Script/1.0", false),
+                ("referer", "https://www.pixiv.test/", false)
+            ]
+        );
+        let (_, browser) = split_headers(given, true);
+        assert!(browser.iter().all(|b| !b.append));
+        assert_eq!(split_headers(h(&[("X", "1")]), false).1, []);
     }
 
     #[test]

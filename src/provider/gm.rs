@@ -44,16 +44,19 @@ fn http_request(
             headers.push(("Content-Type".to_owned(), t.clone()));
         }
     }
+    // The worker's `fetch` uses the regular profile's cookies: a page in an incognito
+    // window must not send the user's signed-in identity (the site could read it back
+    // into that page) nor leave the answer's cookies in the regular profile.
+    let anonymous = x.anonymous || from.incognito;
+    let (headers, browser_headers) = crate::gm::xhr::split_headers(headers, anonymous);
     crate::env::HttpRequest {
         method: x.method.clone(),
         url,
         headers,
         body: x.data.clone(),
         timeout_ms: x.timeout_ms,
-        // The worker's `fetch` uses the regular profile's cookies: a page in an incognito
-        // window must not send the user's signed-in identity (the site could read it back
-        // into that page) nor leave the answer's cookies in the regular profile.
-        anonymous: x.anonymous || from.incognito,
+        anonymous,
+        browser_headers,
     }
 }
 

@@ -35,6 +35,13 @@ async function pageServer() {
       res.end("<?xml version=\"1.0\"?><rss><channel><title>Feed title</title></channel></rss>");
       return;
     }
+    // A GBK page ("中文" is D6 D0 CE C4 in GBK), as NGA and hi-pda serve theirs: with its charset
+    // in Content-Type, or (`/gbk-bare`) without, for a script's `overrideMimeType` to name it.
+    if (req.url.startsWith("/gbk")) {
+      res.writeHead(200, { "content-type": req.url.startsWith("/gbk-bare") ? "text/html" : "text/html; charset=GBK" });
+      res.end(Buffer.concat([Buffer.from("<html><body><p>"), Buffer.from([0xd6, 0xd0, 0xce, 0xc4]), Buffer.from("</p></body></html>")]));
+      return;
+    }
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
     if (req.url.startsWith("/embed")) {
       res.end("<!doctype html><title>embed</title><meta property=\"og:image\" content=\"/poster.jpg\"><a href=\"/video.mp4\">video</a>");
@@ -397,6 +404,103 @@ describe("compat: real-world userscripts", () => {
     assert.deepEqual(await load(url("bgm.tv", "/other/1")), {});
     // The stored source is the one written, BOM and CRLF included.
     assert.equal((await env.tools.get(written.crlf.script.uuid)).source, fixtures.crlf);
+  });
+
+  // Results real scripts read, as Violentmonkey and Tampermonkey give them. Fails if a GBK
+  // page's text comes as UTF-8 mojibake (the Content-Type's charset, or the script's
+  // `overrideMimeType`, ignored); if GM_addElement('div', …) without a parent lands in <head>,
+  // where it is never shown; if a granted function this
+  // provider does not give becomes defined (a script's feature test would take it as there) or
+  // its absence is not said in the page's console.
+  test("what real scripts read: a GBK page's text, GM_addElement's parent, absent grants", T, async () => {
+
+    const fixtures = {
+      // fuchaohan/nga-finance-identity (nga-finance-identity.user.js): GM_xmlhttpRequest of an
+      // NGA page with `overrideMimeType: "text/html; charset=gbk"`, reading `res.responseText`;
+      // NGA itself sends `charset=GBK`, which XMLHttpRequest reads as well.
+      nga: userscript([
+        "// @name         NGA-like",
+        "// @namespace    http://tampermonkey.net/",
+        "// @version      2.5",
+        "// @match        *://bbs.nga.test/*",
+        "// @grant        GM_xmlhttpRequest",
+        "// @connect      *",
+        "// @run-at       document-end",
+      ], [
+        "(function () {",
+        "  const get = (path, extra) => new Promise((resolve) => GM_xmlhttpRequest(Object.assign({ method: 'GET', url: path,",
+        "    onload: (res) => resolve((/<p>(.*)<\\/p>/.exec(res.responseText) || [])[1] || res.responseText.slice(0, 40)),",
+        "    onerror: (e) => resolve('error ' + e.error) }, extra)));",
+        "  Promise.all([get('/gbk'), get('/gbk-bare', { overrideMimeType: 'text/html; charset=gbk' }),",
+        "    get('/gbk', { responseType: 'document' }).then(() => 'ok'),",
+        "    new Promise((r) => GM_xmlhttpRequest({ url: '/gbk', responseType: 'document', onload: (x) => r(x.response.querySelector('p').textContent) }))])",
+        "    .then(([header, override, _, doc]) => document.documentElement.setAttribute('data-compat-nga', JSON.stringify({ header, override, doc })));",
+        "})();",
+      ].join("\n")),
+      // FxPlus+ (fxp.co.il): GM_addStyle for its rules and GM_addElement('div', { id }) without a
+      // parent; Tampermonkey's documented GM_addElement('script', { textContent }) form.
+      fxp: userscript([
+        "// @name         FxPlus-like",
+        "// @namespace    fxplus",
+        "// @version      1",
+        "// @match        *://www.fxp.test/*",
+        "// @grant        GM_addStyle",
+        "// @grant        GM_addElement",
+      ], [
+        "const out = {};",
+        "try {",
+        "  const st = GM_addStyle('#creditAddon { padding: 7px }');",
+        "  const div = GM_addElement('div', { id: 'creditAddon', textContent: 'credit' });",
+        "  const sc = GM_addElement('script', { textContent: '1' });",
+        "  const sp = GM_addElement(div, 'span', { class: 'in' });",
+        "  Object.assign(out, { style: st.parentNode && st.parentNode.nodeName, div: div.parentNode && div.parentNode.nodeName,",
+        "    script: sc.parentNode && sc.parentNode.nodeName, span: sp.parentNode === div, shown: div.getBoundingClientRect().height > 0,",
+        "    padding: getComputedStyle(div).paddingTop });",
+        "} catch (e) { out.threw = String(e); }",
+        "document.documentElement.setAttribute('data-compat-fxp', JSON.stringify(out));",
+      ].join("\n")),
+      // Tampermonkey's documented GM_getTab/GM_saveTab example (a per-tab counter), in a script
+      // that tests for them first as cross-manager scripts do.
+      tabs: userscript([
+        "// @name         Tab counter",
+        "// @namespace    tm-docs",
+        "// @match        *://tabs.test/*",
+        "// @grant        GM_getTab",
+        "// @grant        GM_saveTab",
+        "// @grant        GM_addStyle",
+      ], [
+        "const out = { getTab: typeof GM_getTab, saveTab: typeof GM_saveTab };",
+        "try { GM_getTab((tab) => { tab.n = (tab.n || 0) + 1; GM_saveTab(tab); }); } catch (e) { out.call = e.name + ': ' + e.message; }",
+        "document.documentElement.setAttribute('data-compat-tabs', JSON.stringify(out));",
+      ].join("\n")),
+    };
+    const written = {};
+    for (const [tag, source] of Object.entries(fixtures)) {
+      const r = await ok("write_script", { source });
+      assert.equal(r.registered, true, `${tag}: ${show(r)}`);
+      written[tag] = r;
+    }
+    assert.deepEqual(written.tabs.diagnostics.map((d) => [d.line, /^@grant GM_(get|save)Tab is not implemented/.test(d.message)]), [[5, true], [6, true]]);
+    const seen = {};
+    const logs = [];
+    const onLog = (m) => logs.push(m.text());
+    tab.on("console", onLog);
+    try {
+      for (const [tag, u] of [["nga", url("bbs.nga.test", "/read.php?tid=1")], ["fxp", url("www.fxp.test", "/signature")], ["tabs", url("tabs.test")]]) {
+        const got = await load(u, [tag]);
+        const run = await lastRun(written[tag].script.uuid);
+        assert.ok(tag in got, `${tag} did not report on ${u}; its last run: ${show(run)}`);
+        seen[tag] = got[tag];
+      }
+    } finally {
+      tab.off("console", onLog);
+    }
+    assert.deepEqual(seen, {
+      nga: { header: "中文", override: "中文", doc: "中文" },
+      fxp: { style: "HEAD", div: "BODY", script: "HEAD", span: true, shown: true, padding: "7px" },
+      tabs: { getTab: "undefined", saveTab: "undefined", call: "ReferenceError: GM_getTab is not defined" },
+    });
+    assert.ok(logs.some((t) => t.includes("[Tab counter] GM_getTab, GM_saveTab are granted but not provided by Lumo Userscripts")), show(logs));
   });
 
   // The user's own way in: the options page's import of the same files, all at once. Fails if

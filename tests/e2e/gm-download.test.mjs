@@ -152,6 +152,14 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
     "if (q.has('name')) details.name = q.get('name');",
     "if (q.get('form') === 'two') GM_download(details.url, details.name);",
     "else if (q.get('form') === 'promise') GM.download(details.url).then((r) => report({ promise: r }), (e) => report({ rejected: e }));",
+    // A `headers` getter that throws (a script's own options class, a Proxy): the documented
+    // `{error, details}`, never the raw exception.
+    "else if (q.get('form') === 'badheaders') {",
+    "  Object.defineProperty(details, 'headers', { enumerable: true, get() { throw new TypeError('headers getter threw'); } });",
+    "  const out = { events };",
+    "  try { details.onerror = (e) => { out.error = e; }; GM_download(details); } catch (e) { out.threw = String(e); }",
+    "  GM.download(details).then((r) => { out.promise = r; report(out); }, (e) => { out.rejected = e instanceof Error ? 'raw ' + e : e; report(out); });",
+    "}",
     "else GM_download(details);",
     "if (q.get('form') === 'two') setTimeout(() => report({ two: true }), 1500);",
   ].join("\n"));
@@ -205,6 +213,19 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
     assert.ok(!server.hits.some((x) => x.startsWith("evil.test")), show(server.hits));
     assert.deepEqual(readdirSync(downloads), []);
     assert.deepEqual(began, []);
+  });
+
+  // Fails if a `headers` getter's exception escapes GM_download (thrown at the script) or makes
+  // GM.download reject with the raw exception instead of Tampermonkey's `{error, details}`.
+  test("a headers getter that throws: onerror and the rejection get {error, details}, nothing is asked", T, async () => {
+    const got = await run(page({ u: "/file.bin", name: "h.bin", form: "badheaders" }));
+    assert.equal(got.threw, undefined, show(got));
+    assert.equal(got.error?.error, "not_succeeded", show(got));
+    assert.match(got.error.details, /^GM_download: the request could not be made: TypeError: headers getter threw$/, show(got));
+    assert.deepEqual(got.rejected, got.error, show(got));
+    await sleep(500);
+    assert.ok(!server.hits.some((x) => x.startsWith("files.test")), show(server.hits));
+    assert.deepEqual(readdirSync(downloads), []);
   });
 
   test("a 404 is an error, not a saved error page", T, async () => {

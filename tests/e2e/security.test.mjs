@@ -304,8 +304,9 @@ describe("security", () => {
   });
 
   // What the user agrees to at install is Chrome's own list of warnings for the manifest: a
-  // permission added for a feature must not add to it unnoticed (webRequest, webNavigation and
-  // storage are covered by the all-sites warning, or carry none).
+  // permission added for a feature must not add to it unnoticed (webRequest, webNavigation,
+  // declarativeNetRequestWithHostAccess and storage are covered by the all-sites warning, or
+  // carry none).
   test("installing asks for exactly two things: all websites' data, and notifications", T, async () => {
     const warnings = await pp.evaluate(() => chrome.management.getPermissionWarningsByManifest(JSON.stringify(chrome.runtime.getManifest())));
     assert.deepEqual(warnings, ["Read and change all your data on all websites", "Display notifications"]);

@@ -1,0 +1,172 @@
+//! The headers `fetch` may not set that the core gives to the browser
+//! (`env::HttpRequest::browser_headers`: a script's `Referer`, `Cookie`, `User-Agent`): a
+//! `declarativeNetRequest` session rule that sets them on the worker's own request of that
+//! method and exact URL, added before the fetch is sent and removed when its answer's headers
+//! come (or the fetch is dropped). It decides nothing: the core chose the headers and the
+//! request; a rule Chrome refuses (a URL too long for a rule) leaves the request without them.
+//!
+//! Only while the fetch holds its `redirects::Watch`: no other fetch of the same method and URL
+//! is sent then, so the rule meets this request alone. The rule names the extension as the
+//! initiator and no tab (`tabIds: [-1]`), so no page's request is touched. Session rules outlive
+//! a worker stopped mid-fetch: `clear_stale` removes them when a worker starts.
+
+use super::api;
+use super::json as js_json;
+use super::redirects::Watch;
+use js_sys::{Function, Promise, Reflect};
+use serde_json::{json, Value};
+use std::cell::Cell;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+thread_local! {
+    static NEXT: Cell<u32> = const { Cell::new(0) };
+}
+
+fn get(o: &JsValue, k: &str) -> JsValue {
+    Reflect::get(o, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// `chrome.declarativeNetRequest` and its `updateSessionRules`, when there.
+fn update_fn() -> Option<(JsValue, Function)> {
+    let dnr = api::CHROME.with(|c| get(c, "declarativeNetRequest"));
+    let f = get(&dnr, "updateSessionRules")
+        .dyn_into::<Function>()
+        .ok()?;
+    Some((dnr, f))
+}
+
+async fn update(arg: &Value) -> bool {
+    let Some((dnr, f)) = update_fn() else {
+        return false;
+    };
+    let Ok(p) = f.call1(&dnr, &js_json::to_js(arg)) else {
+        return false;
+    };
+    match p.dyn_into::<Promise>() {
+        Ok(p) => JsFuture::from(p).await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Removes every session rule: this extension makes none but these, and a worker that stopped
+/// mid-fetch left its rule.
+pub async fn clear_stale() {
+    let dnr = api::CHROME.with(|c| get(c, "declarativeNetRequest"));
+    let Ok(f) = get(&dnr, "getSessionRules").dyn_into::<Function>() else {
+        return;
+    };
+    let Ok(Ok(p)) = f.call0(&dnr).map(|p| p.dyn_into::<Promise>()) else {
+        return;
+    };
+    let Ok(rules) = JsFuture::from(p).await else {
+        return;
+    };
+    let ids: Vec<Value> = js_json::from_js(&rules)
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| r.get("id").cloned())
+        .collect();
+    if !ids.is_empty() {
+        update(&json!({ "removeRuleIds": ids })).await;
+    }
+}
+
+/// The fetch's `Watch`, and the rule for its headers while it is in place. The watch is let go
+/// only once the rule is removed (`release`, or when this is dropped: the fetch given up), so
+/// no later fetch of the same method and URL is sent while the rule could meet it.
+pub struct HeaderRule {
+    id: Option<u32>,
+    watch: Option<Watch>,
+}
+
+impl HeaderRule {
+    /// The rule for `req`, once Chrome has it. None is made when there is nothing to set, when
+    /// the fetch has no watch (nothing keeps another fetch of that URL away), or when Chrome
+    /// refuses it: the request then goes without those headers.
+    pub async fn add(req: &crate::env::HttpRequest, watch: Option<Watch>) -> HeaderRule {
+        if req.browser_headers.is_empty() || watch.is_none() {
+            return HeaderRule { id: None, watch };
+        }
+        let id = NEXT.with(|n| {
+            // Rule ids start at 1; wrapping far past any number in flight.
+            let id = n.get() % 1_000_000 + 1;
+            n.set(id);
+            id
+        });
+        let url = req.url.split('#').next().unwrap_or(&req.url);
+        // The exact URL, every character but letters and digits escaped (RE2 reads `\` before
+        // punctuation as the character itself).
+        let mut re = String::with_capacity(url.len().saturating_mul(2).saturating_add(2));
+        re.push('^');
+        for c in url.chars() {
+            if !c.is_ascii_alphanumeric() {
+                re.push('\\');
+            }
+            re.push(c);
+        }
+        re.push('$');
+        let headers: Vec<Value> = req
+            .browser_headers
+            .iter()
+            .map(|h| {
+                json!({
+                    "header": h.name,
+                    "operation": if h.append { "append" } else { "set" },
+                    "value": h.value,
+                })
+            })
+            .collect();
+        let me = api::CHROME
+            .with(|c| get(&get(c, "runtime"), "id"))
+            .as_string()
+            .unwrap_or_default();
+        let rule = json!({
+            "id": id,
+            "priority": 1,
+            "action": { "type": "modifyHeaders", "requestHeaders": headers },
+            "condition": {
+                "regexFilter": re,
+                "requestMethods": [req.method.to_ascii_lowercase()],
+                "resourceTypes": ["xmlhttprequest"],
+                "tabIds": [-1],
+                "initiatorDomains": [me],
+            },
+        });
+        // Made before the call is awaited: a fetch given up meanwhile (the script's `abort()`)
+        // drops it, which removes the rule Chrome may still add.
+        let mut held = HeaderRule {
+            id: Some(id),
+            watch,
+        };
+        if !update(&json!({ "removeRuleIds": [id], "addRules": [rule] })).await {
+            held.id = None;
+        }
+        held
+    }
+
+    /// Removes the rule (the request was sent: its answer's headers came) and hands back the
+    /// watch.
+    pub async fn release(mut self) -> Option<Watch> {
+        if let Some(id) = self.id {
+            update(&json!({ "removeRuleIds": [id] })).await;
+            // Only now: given up during the removal, the drop removes it again before the
+            // watch goes.
+            self.id = None;
+        }
+        self.watch.take()
+    }
+}
+
+impl Drop for HeaderRule {
+    fn drop(&mut self) {
+        let watch = self.watch.take();
+        if let Some(id) = self.id.take() {
+            wasm_bindgen_futures::spawn_local(async move {
+                update(&json!({ "removeRuleIds": [id] })).await;
+                drop(watch);
+            });
+        }
+    }
+}
