@@ -90,8 +90,16 @@ impl HeaderRule {
             return HeaderRule { id: None, watch };
         }
         let id = NEXT.with(|n| {
-            // Rule ids start at 1; wrapping far past any number in flight.
-            let id = n.get() % 1_000_000 + 1;
+            // Rule ids are 1 to 1,000,000, wrapping far past any number in flight. A worker's
+            // first is drawn at random: counted from 1 again, it could take the id of a rule
+            // the previous worker left, which `clear_stale` (listing the rules while this one
+            // is added) would then remove from under this request.
+            let last = match n.get() {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                0 => (js_sys::Math::random() * 1_000_000.0) as u32,
+                last => last,
+            };
+            let id = last % 1_000_000 + 1;
             n.set(id);
             id
         });
