@@ -159,6 +159,13 @@ const CONSOLE_CHARS: usize = 300;
 /// wrote it: a line break in a message cannot forge a line of the report.
 fn run_text(r: &Value, name: Option<&str>, out: &mut String) {
     let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_owned();
+    // What the worker wrote (uuid, run-at, console level), on one line whatever storage holds.
+    let plain = |v: &Value, k: &str| -> String {
+        crate::text::ellipsize(&str_of(v, k), 40)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
     let num = |v: &Value, k: &str| {
         v.get(k)
             .filter(|n| n.is_number())
@@ -168,13 +175,13 @@ fn run_text(r: &Value, name: Option<&str>, out: &mut String) {
     out.push_str(&format!(
         "\n- {} ({}) revision {}, {} in tab {} frame {}, {}, {}, {} ms: {}",
         name.map_or("(a trashed script)".to_owned(), crate::text::quoted),
-        str_of(r, "uuid"),
+        plain(r, "uuid"),
         num(r, "revision"),
         crate::text::utc(r.get("at").and_then(Value::as_f64).unwrap_or(-1.0)),
         num(r, "tabId"),
         num(r, "frameId"),
         crate::text::quoted(&crate::text::ellipsize(&str_of(r, "url"), 200)),
-        str_of(r, "runAt"),
+        plain(r, "runAt"),
         num(r, "durationMs"),
         if ok { "ok" } else { "error" },
     ));
@@ -186,7 +193,7 @@ fn run_text(r: &Value, name: Option<&str>, out: &mut String) {
     for l in console.iter().take(CONSOLE_LINES) {
         out.push_str(&format!(
             "\n    console.{} (line {}): {}",
-            crate::text::ellipsize(&str_of(l, "level"), 10),
+            plain(l, "level"),
             num(l, "line"),
             crate::text::quoted(&crate::text::ellipsize(&str_of(l, "text"), CONSOLE_CHARS))
         ));
@@ -287,11 +294,12 @@ mod tests {
         for r in [
             json!(null),
             json!({"console": 5, "error": "x", "lateErrors": [1, null]}),
-            json!({"at": -4, "url": 3}),
+            json!({"at": -4, "url": 3, "uuid": "u\n- forged", "console": [{"level": "log\n- forged"}]}),
         ] {
             run_text(&r, None, &mut odd);
         }
         assert!(odd.contains("(a trashed script)"));
+        assert!(!odd.contains("\n- forged"), "{odd}");
     }
 
     #[test]
