@@ -1,7 +1,7 @@
 //! The provider's side of `GM_getTab` / `GM_saveTab` / `GM_getTabs` (what is kept and its
 //! bounds: `gm::tab_objects`). The objects are held in memory and each script's are mirrored
 //! into `chrome.storage.session` (`gmTab/<uuid>`), written before a save is answered: a worker
-//! that stopped reads them back (lazily, before its first tab-object request or tab close),
+//! that stopped reads them back (lazily, before its first tab-object request),
 //! dropping those of tabs no longer open and of scripts no longer installed. Session storage is
 //! never on disk and is emptied when the browser quits, as a tab's object ends with its tab.
 //! While any object is held the shell listens to `tabs.onRemoved` (`Provider::tab_bound`).
