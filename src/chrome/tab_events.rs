@@ -1,5 +1,6 @@
 //! `chrome.tabs.onRemoved`: a tab that closes loses the menu commands its pages registered
-//! (`gm::menu`), and a tab a script opened tells that script. Listened to only while the core
+//! (`gm::menu`) and the scripts' tab objects (`GM_saveTab`), and a tab a script opened tells
+//! that script. Listened to only while the core
 //! holds something bound to a tab (`Provider::tab_bound`, told through `set_on_tabs`), so a tab
 //! closing elsewhere does not start the worker. No `onUpdated`: every navigation in the browser
 //! is one, and whether a menu's page is still shown is asked of Chrome when the popup needs it
@@ -39,6 +40,8 @@ thread_local! {
                 panic!("test trap (tab event)");
             }
             provider().tab_removed(id);
+            // The scripts' tab objects it held, removed from session storage too.
+            wasm_bindgen_futures::spawn_local(async { provider().store_tab_objects().await });
         }
     });
     static NOTHING: Closure<dyn FnMut()> = Closure::new(|| {});

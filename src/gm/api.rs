@@ -65,9 +65,10 @@ pub const APIS: &[Api] = &[
     api("GM_setClipboard", Provided, false),
     api("GM_getResourceText", Provided, false),
     api("GM_getResourceURL", Provided, false),
-    api("GM_getTab", NotProvided, true),
-    api("GM_saveTab", NotProvided, true),
-    api("GM_getTabs", NotProvided, true),
+    // One object per (script, tab), kept by the worker (`gm::tab_objects`).
+    api("GM_getTab", Provided, true),
+    api("GM_saveTab", Provided, true),
+    api("GM_getTabs", Provided, true),
     api("GM_cookie", NotProvided, true),
     api("GM_webRequest", NotProvided, true),
     api("GM_audio", NotProvided, true),
@@ -208,7 +209,7 @@ mod tests {
         for g in [
             &["GM.xmlHttpRequest"][..],
             &["GM_setValue", "GM_getValue"][..],
-            &["GM_getTab"][..],
+            &["GM_cookie"][..],
             &["window.onurlchange"][..],
             &["GM_bogus"][..],
             &["none", "GM_addStyle"][..],
@@ -241,13 +242,7 @@ mod tests {
             assert!(needs_channel(&grants(&[g])), "{g}");
         }
         // The others other managers have stay not provided.
-        for g in [
-            "GM_getTab",
-            "GM_saveTab",
-            "GM_getTabs",
-            "GM_cookie",
-            "GM.cookie",
-        ] {
+        for g in ["GM_cookie", "GM.cookie", "GM_webRequest", "GM_audio"] {
             assert!(
                 matches!(classify(g), Grant::Known(a) if a.support == NotProvided),
                 "{g}"

@@ -119,9 +119,9 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
 }
 
 /// For a script granted functions other managers give and this provider does not
-/// (`api::Support::NotProvided`: `GM_getTab`, `GM_cookie`…), one console warning when it runs,
+/// (`api::Support::NotProvided`: `GM_cookie`, `GM_audio`…), one console warning when it runs,
 /// naming them: they stay undefined, so a script's own feature test (`typeof GM_cookie`) still
-/// reads them as absent, and a call's `ReferenceError` ("GM_getTab is not defined") has this
+/// reads them as absent, and a call's `ReferenceError` ("GM_cookie is not defined") has this
 /// line above it in the page's console. Validation warns at each such `@grant` line too.
 fn absent_js(meta: &Metadata) -> String {
     let mut names: Vec<&str> = Vec::new();
@@ -204,6 +204,9 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         "GM_openInTab" => super::tabs_js::OPEN_IN_TAB_JS.to_owned(),
         "GM_notification" => super::tabs_js::NOTIFICATION_JS.to_owned(),
         "GM_setClipboard" => super::clipboard_js::SET_CLIPBOARD_JS.to_owned(),
+        "GM_getTab" => super::tab_objects_js::GET_TAB_JS.to_owned(),
+        "GM_saveTab" => super::tab_objects_js::save_tab_js(),
+        "GM_getTabs" => super::tab_objects_js::GET_TABS_JS.to_owned(),
         // The world's own window: the page's DOM, not the page's JavaScript (validate_script
         // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
         "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
@@ -385,14 +388,14 @@ mod tests {
         }
         // A grant this provider does not give (or a typo) still gives what every manager
         // gives without one (`api::WITHOUT_GRANT`), and nothing else.
-        for g in [&["GM_bogus"][..], &["GM_getTab"][..]] {
+        for g in [&["GM_bogus"][..], &["GM_cookie"][..]] {
             let s = src(g);
             let p = prelude("u", &meta_of(&s), &s);
             assert!(
                 p.contains("d('GM_info'") && p.contains("d('unsafeWindow',window)"),
                 "{g:?}: {p}"
             );
-            assert!(!p.contains("d('GM_getTab'") && !p.contains("d('GM_bogus'"));
+            assert!(!p.contains("d('GM_cookie'") && !p.contains("d('GM_bogus'"));
         }
     }
 
@@ -493,20 +496,18 @@ mod tests {
     #[test]
     fn absent_grants_are_named_in_a_warning_and_stay_undefined() {
         let s = src(&[
-            "GM_getTab",
-            "GM.saveTab",
-            "GM_getTab",
+            "GM_cookie",
+            "GM.audio",
+            "GM_cookie",
             "window.close",
             "GM_addStyle",
         ]);
         let p = prelude("u", &meta_of(&s), &s);
         assert_eq!(p.matches("console.warn(").count(), 1, "{p}");
+        assert!(p.contains("GM_cookie, GM.audio are granted but not provided by Lumo Userscripts"));
+        assert!(p.contains("GM.audio are granted") && !p.contains("window.close are"));
         assert!(
-            p.contains("GM_getTab, GM.saveTab are granted but not provided by Lumo Userscripts")
-        );
-        assert!(p.contains("GM.saveTab are granted") && !p.contains("window.close are"));
-        assert!(
-            !p.contains("d('GM_getTab'") && !p.contains("G.getTab"),
+            !p.contains("d('GM_cookie'") && !p.contains("G.cookie"),
             "{p}"
         );
         let s = src(&["window.close", "GM_addStyle"]);

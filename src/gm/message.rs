@@ -64,6 +64,13 @@ pub enum GmRequest {
     NoticeClose {
         id: String,
     },
+    /// `GM_getTab`: this script's object for the sender's tab (`gm::tab_objects`).
+    TabObjectGet,
+    /// `GM_saveTab`: the JSON text to keep for the sender's tab (checked by the provider, so
+    /// the script is told why a save is refused).
+    TabObjectSave(String),
+    /// `GM_getTabs`: this script's objects of every open tab.
+    TabObjectAll,
     /// A request whose fields this provider does not take (a `responseType: 'stream'`, a body
     /// over [`MAX_BODY_BYTES`], an op it does not know): answered with why, so the script's
     /// `onerror` says it rather than "no answer from the provider" (the channel, which parses
@@ -216,6 +223,14 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         "notify.close" => Ok(GmRequest::NoticeClose {
             id: super::tabs::notice_id(o).map_err(GmError)?,
         }),
+        "tabobj.get" => Ok(GmRequest::TabObjectGet),
+        "tabobj.all" => Ok(GmRequest::TabObjectAll),
+        "tabobj.save" => Ok(GmRequest::TabObjectSave(
+            o.get("tab")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("tab must be JSON text"))?
+                .to_owned(),
+        )),
         other => Err(bad(&format!("unknown op {:?}", ellipsize(other, 32)))),
     }
 }

@@ -17,6 +17,8 @@ pub mod message;
 mod public_suffixes;
 pub mod resources;
 pub mod store;
+pub mod tab_objects;
+pub mod tab_objects_js;
 pub mod tabs;
 pub mod tabs_js;
 pub mod try_gm;

@@ -7,7 +7,9 @@
 //!   source starts with none. `GM_setValue` and friends change that copy for the rest of the
 //!   try (so a script that sets then reads a value sees it) and are **not saved**: a try is not
 //!   a run of the installed script, and it must never write into one's values.
-//! - everything that needs the worker (`GM_xmlhttpRequest`, `GM_download`, value-change
+//! - the tab object (`GM_getTab`/`GM_saveTab`): kept in the try only, starting at `{}`;
+//!   `GM_getTabs` lists none. The stored script's tab objects are never read nor written.
+//! - everything else that needs the worker (`GM_xmlhttpRequest`, `GM_download`, value-change
 //!   listeners from other tabs, menu commands, tabs, notifications…) answers with an error that
 //!   says it is not available in a try (`GM_download`'s `onerror` gets it as `details`).
 
@@ -18,10 +20,14 @@ use crate::scripts::metadata::Metadata;
 /// What the try's stand-in channel answers: value writes "succeed" (they stay in the world's
 /// copy), everything else is refused with a message the script (and the agent reading the
 /// try's console) sees.
+/// The tab object (`GM_saveTab`) is kept by the stand-in for the rest of the try, like the
+/// values: `GM_getTab` starts at `{}` and reads what the try saved, `GM_getTabs` lists no tab
+/// (the stored script's objects are never read nor written by a try).
 const TRY_SEND: &str =
-    "(o,f)=>Promise.resolve(o==='values.set'||o==='values.delete'?{ok:true,changed:0}:\
+    "(()=>{let T='{}';return(o,f)=>Promise.resolve(o==='values.set'||o==='values.delete'?{ok:true,changed:0}:\
+     o==='tabobj.get'?{tab:T}:o==='tabobj.save'?(T=String(f.tab),{ok:true}):o==='tabobj.all'?{tabs:'{}'}:\
      {error:'GM ('+o+'): not available when a script is tried with try_script (nothing a try \
-     does reaches the provider; install the script to use it)'})";
+     does reaches the provider; install the script to use it)'})})()";
 
 /// The GM line for a tried script: its functions bound with `let` (never globals: the try world
 /// outlives a try, and Chrome may put it in the world it shares between the scripts past the

@@ -99,9 +99,11 @@ fn error(message: impl Into<String>) -> Value {
 /// waits, aborts, closing what it opened and removing its menu commands only wind things down.
 fn acts(req: &GmRequest) -> bool {
     match req {
-        GmRequest::Values(_) | GmRequest::Xhr(_) | GmRequest::TabOpen(_) | GmRequest::Notify(_) => {
-            true
-        }
+        GmRequest::Values(_)
+        | GmRequest::Xhr(_)
+        | GmRequest::TabOpen(_)
+        | GmRequest::Notify(_)
+        | GmRequest::TabObjectSave(_) => true,
         GmRequest::Menu(commands) => !commands.is_empty(),
         // Listed, not `_`: a new request must be placed on one side or the other.
         GmRequest::ValuesGet
@@ -112,12 +114,14 @@ fn acts(req: &GmRequest) -> bool {
         | GmRequest::TabWait { .. }
         | GmRequest::NoticeWait { .. }
         | GmRequest::NoticeClose { .. }
+        | GmRequest::TabObjectGet
+        | GmRequest::TabObjectAll
         | GmRequest::Refused(_) => false,
     }
 }
 
 /// Whether the script grants any of these classic names (either spelling).
-fn grants_any(record: &ScriptRecord, names: &[&str]) -> bool {
+pub(super) fn grants_any(record: &ScriptRecord, names: &[&str]) -> bool {
     record
         .metadata
         .grants
@@ -206,7 +210,7 @@ impl<E: Env> Provider<E> {
             return error(
                 "GM: this script is turned off; a page it already runs in keeps its code until \
                  reloaded, but it may no longer send requests, open tabs, show notifications, \
-                 add menu commands or change its values",
+                 add menu commands, change its values or save tab objects",
             );
         }
         match req {
@@ -278,6 +282,9 @@ impl<E: Env> Provider<E> {
             }
             GmRequest::Notify(_) | GmRequest::NoticeWait { .. } | GmRequest::NoticeClose { .. } => {
                 error("GM_notification: this script does not @grant GM_notification")
+            }
+            GmRequest::TabObjectGet | GmRequest::TabObjectSave(_) | GmRequest::TabObjectAll => {
+                self.gm_tab_object(&record, from, req).await
             }
             GmRequest::Menu(_) => {
                 error("GM_registerMenuCommand: this script does not @grant GM_registerMenuCommand")

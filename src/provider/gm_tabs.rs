@@ -354,9 +354,12 @@ impl<E: Env> Provider<E> {
         json!({ "ok": true })
     }
 
-    /// `tabs.onRemoved`: a tab a script opened tells its page; every tab loses its menus.
+    /// `tabs.onRemoved`: a tab a script opened tells its page; every tab loses its menus and
+    /// its scripts' tab objects (the shell then runs `store_tab_objects`).
     pub fn tab_removed(&self, tab: i64) {
         self.menu_tab_closed(tab);
+        self.tab_objects_closed(tab);
+
         let closed = {
             let mut o = self.gm_opened.borrow_mut();
             if !o.loaded && o.closed_while_loading.len() < MAX_CLOSED_WHILE_LOADING {

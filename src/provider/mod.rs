@@ -6,6 +6,7 @@
 mod bridge;
 mod gm;
 mod gm_menu;
+mod gm_tab_objects;
 mod gm_tabs;
 #[cfg(test)]
 mod gm_test_support;
@@ -167,6 +168,9 @@ pub struct Provider<E> {
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
     /// Tabs and notifications scripts opened (`gm_tabs`).
     gm_opened: RefCell<gm_tabs::Opened>,
+    /// Scripts' tab objects (`GM_saveTab`: `gm_tab_objects`), and the lock of their first read.
+    gm_tab_objects: RefCell<gm_tab_objects::TabState>,
+    tab_objects_load: Mutex<()>,
     /// Scripts' `GM_xmlhttpRequest`s in flight, for `abort()` (`gm::xhr_flight`).
     gm_flights: RefCell<crate::gm::xhr_flight::Flights>,
 }
@@ -228,6 +232,8 @@ impl<E: Env> Provider<E> {
             try_worlds: RefCell::new(VecMap::new()),
             menu_waiters: RefCell::new(Default::default()),
             gm_opened: RefCell::new(Default::default()),
+            gm_tab_objects: RefCell::new(Default::default()),
+            tab_objects_load: Mutex::new(()),
             gm_flights: RefCell::new(Default::default()),
         }
     }
@@ -248,11 +254,13 @@ impl<E: Env> Provider<E> {
     }
 
     /// Whether anything the worker holds belongs to a tab: a page's menu commands, a tab a
-    /// script opened. Only then do tab events (a navigation, a closed tab) matter; all of it is
+    /// script opened, a script's tab object (`GM_saveTab`). Only then do tab events (a navigation, a closed tab) matter; all of it is
     /// in memory, so a fresh worker has none, and the shell need not be woken for every
     /// navigation in the browser.
     pub fn tab_bound(&self) -> bool {
-        !self.gm_menus.borrow().is_empty() || self.gm_opened.borrow().has_tabs()
+        !self.gm_menus.borrow().is_empty()
+            || self.gm_opened.borrow().has_tabs()
+            || self.has_tab_objects()
     }
 
     /// Called after every change of what [`Provider::tab_bound`] reads, with no borrow held.

@@ -1498,19 +1498,14 @@ mod tests {
             "// @grant GM_getTab",
             "// @grant GM_cookie",
         ]));
-        for line in [4, 5] {
+        // Line 6, GM_getTab, is given now too (`gm::tab_objects`).
+        for line in [4, 5, 6] {
             assert!(
                 !has(&p, line, Severity::Warning, "@grant"),
                 "{line}: {:?}",
                 p.diagnostics
             );
         }
-        assert!(has(
-            &p,
-            6,
-            Severity::Warning,
-            "@grant GM_getTab is not implemented by this provider"
-        ));
         assert!(has(
             &p,
             7,

@@ -238,7 +238,9 @@ async fn write_locked<E: Env>(
             p.scripts_deleted(&uuid);
             futures::join!(
                 p.sync_registration(&uuid, None, held),
-                finalize(&uuid, record.revision, false, false)
+                finalize(&uuid, record.revision, false, false),
+                // Its tab objects end with it (a restore starts without them).
+                p.forget_tab_objects(&uuid)
             );
             let done = Executed {
                 result: Ok(success(

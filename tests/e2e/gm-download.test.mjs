@@ -166,13 +166,13 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
 
   const page = (query) => url("dlpage.test", `/?${new URLSearchParams(query)}`);
 
-  test("validate_script no longer warns that GM_download is not provided; GM_getTab still is", T, async () => {
+  test("validate_script no longer warns that GM_download is not provided; GM_cookie still is", T, async () => {
     const v = await ok("validate_script", {
-      source: userscript(["@name V", "@match https://v.test/*", "@grant GM_download", "@grant GM.download", "@grant GM_getTab"], ""),
+      source: userscript(["@name V", "@match https://v.test/*", "@grant GM_download", "@grant GM.download", "@grant GM_cookie"], ""),
     });
     const warned = v.diagnostics.map((d) => `${d.line} ${d.message}`);
     assert.ok(!warned.some((w) => w.includes("GM_download") || w.includes("GM.download")), show(warned));
-    assert.ok(warned.some((w) => /^6 @grant GM_getTab is not implemented/.test(w)), show(warned));
+    assert.ok(warned.some((w) => /^6 @grant GM_cookie is not implemented/.test(w)), show(warned));
   });
 
   test("GM_download saves the server's bytes under the name given, and onload says so", T, async () => {
