@@ -155,8 +155,10 @@ export async function renderTrash() {
   // Nothing listed, nothing to empty: the button says so instead of doing nothing on a click.
   $('trash-empty').disabled = !listedTrash.length;
   if (!r.ok) { box.replaceChildren(el('p', { class: 'notice' }, r.error)); return; }
-  if (!r.scripts.length) { box.replaceChildren(el('p', { class: 'empty' }, 'The trash is empty.')); return; }
-  box.replaceChildren(el('table', {},
+  // What could not be read or deleted for good now, said above the list.
+  const problems = (r.problems ?? []).map((p) => el('p', { class: 'notice' }, p.uuid ? `${p.uuid}: ${p.message}` : p.message));
+  if (!r.scripts.length) { box.replaceChildren(...problems, el('p', { class: 'empty' }, 'The trash is empty.')); return; }
+  box.replaceChildren(...problems, el('table', {},
     el('thead', {}, el('tr', {}, ['Script', 'Deleted', 'Kept until', ''].map((x) => el('th', { scope: 'col' }, x)))),
     el('tbody', {}, r.scripts.map((s) => el('tr', { 'data-uuid': s.uuid },
       el('td', {}, el('strong', {}, s.name), el('div', { class: 'muted' }, s.namespace ?? '')),

@@ -530,6 +530,46 @@ fn the_trash_keeps_a_script_30_days_then_frees_its_bytes() {
     assert_eq!(r["ok"], json!(false), "{r}");
 }
 
+/// A sweep of the expired that cannot be stored (storage full) does not hide the trash: the
+/// scripts still in their 30 days are listed, with why the expired one is still stored.
+#[test]
+fn the_trash_is_listed_when_its_expired_cannot_be_deleted_now() {
+    let p = provider();
+    let save = |name: &str| {
+        let c = op(
+            &p,
+            json!({"op": "scripts.save", "source": script(name, "1")}),
+        );
+        c["result"]["script"]["uuid"].as_str().unwrap().to_owned()
+    };
+    let (old, young) = (save("Old"), save("Young"));
+    op(&p, json!({"op": "scripts.delete", "uuid": old}));
+    p.env.advance(20.0 * 24.0 * 3600.0 * 1000.0);
+    op(&p, json!({"op": "scripts.delete", "uuid": young}));
+    p.env.advance(11.0 * 24.0 * 3600.0 * 1000.0);
+    *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
+    let l = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(l["ok"], json!(true), "{l}");
+    let listed: Vec<&str> = l["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["uuid"].as_str())
+        .collect();
+    assert_eq!(listed, [young.as_str()], "{l}");
+    let why = l["problems"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("could not be deleted for good now") && why.contains("QUOTA_BYTES"),
+        "{l}"
+    );
+    // Storage back: the next listing deletes it, and says nothing more.
+    *p.env.fail_writes.borrow_mut() = None;
+    let l = op(&p, json!({"op": "trash.list"}));
+    assert_eq!(l["problems"], json!([]), "{l}");
+    let keys: Vec<String> = p.env.dump(Area::Local).keys().cloned().collect();
+    assert!(!keys.iter().any(|k| k.contains(&old)), "{keys:?}");
+}
+
 /// Undo of the user's own Delete of a script an agent wrote last: the delete made no revision by
 /// the user, so it is found as the trash's record of who deleted it.
 #[test]

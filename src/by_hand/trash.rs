@@ -186,12 +186,23 @@ pub(crate) fn left_entries(at: f64, going: &[trash::Going]) -> Vec<Entry> {
 async fn expired_purged<E: Env>(
     p: &Provider<E>,
 ) -> Result<(Vec<trash::Trashed>, Vec<store::Problem>), ScriptError> {
-    {
+    let swept = {
         let _lock = p.write_lock().await;
         let _values = p.gm_values.hold().await;
-        sweep(p).await?;
+        sweep(p).await
+    };
+    // A sweep that failed (storage full, a write to settle first) stored nothing: the trash is
+    // still listed, with why its expired scripts are still stored, rather than not at all.
+    let (items, mut problems) = trash::list(&p.env).await?;
+    if let Err(e) = swept {
+        problems.push(store::Problem {
+            uuid: String::new(),
+            message: format!(
+                "the scripts whose 30 days in the trash are over could not be deleted for good now ({e}); they are tried again the next time the trash is listed"
+            ),
+        });
     }
-    trash::list(&p.env).await
+    Ok((items, problems))
 }
 
 #[cfg(test)]
