@@ -81,7 +81,9 @@ impl<E: Env> Provider<E> {
             let mut st = self.gm_tab_objects.borrow_mut();
             let closed = std::mem::take(&mut st.closed_while_loading);
             for (k, v) in &stored {
-                let uuid = &k[tab_objects::KEY_PREFIX.len()..];
+                let Some(uuid) = k.strip_prefix(tab_objects::KEY_PREFIX) else {
+                    continue;
+                };
                 if installed
                     .as_ref()
                     .is_some_and(|i| !i.iter().any(|u| u == uuid))
