@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { setUp } from "./lib/agent.mjs";
 import { show, sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -66,7 +66,7 @@ async function filesServer() {
 }
 
 describe("gm: GM_download saves a file the script's @connect hosts serve, and nothing else", () => {
-  let h, server, session, root, downloads, began = [];
+  let env, h, server, session, root, downloads, began = [];
   const call = async (name, args = {}) => {
     const res = await h.lumo("callTool", session, name, args);
     assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
@@ -111,17 +111,10 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
   };
 
   before(async () => {
-    h = await launch();
-    server = await filesServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
+    // provider seen ready, an MCP session; this file's own file server.
+    env = await setUp({ server: filesServer });
+    ({ h, server, session } = env);
     root = mkdtempSync(join(tmpdir(), "lumo-dl-"));
     downloads = join(root, "a", "downloads");
     mkdirSync(downloads, { recursive: true });
@@ -133,8 +126,7 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
     if (server) server.hits.length = 0;
   });
   after(async () => {
-    await h?.close();
-    await server?.close();
+    await env?.close();
     if (root) rmSync(root, { recursive: true, force: true });
   });
 

@@ -5,11 +5,10 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
-import { sleep } from "./lib/util.mjs";
+import { setUp } from "./lib/agent.mjs";
+import { show, sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
-const show = (v) => JSON.stringify(v);
 
 function script(name, lines, body) {
   return ["// ==UserScript==", `// @name Tabs ${name}`, "// @namespace lumo-e2e-gm-tabs",
@@ -49,7 +48,7 @@ async function pageServer() {
 }
 
 describe("gm-tabs: per-tab objects", () => {
-  let h, server, session;
+  let env, h, server, session;
   const call = async (name, args = {}) => {
     const res = await h.lumo("callTool", session, name, args);
     assert.ok(!res?.error, `${name}: MCP call failed: ${show(res?.error)}`);
@@ -84,23 +83,13 @@ describe("gm-tabs: per-tab objects", () => {
   /** `GM_getTabs`'s objects, without the tab ids (which the test cannot know), sorted by n. */
   const objects = (all) => Object.values(all ?? {}).sort((a, b) => a.n - b.n);
 
+  // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
+  // provider seen ready, an MCP session; this file's own page server.
   before(async () => {
-    h = await launch();
-    server = await pageServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `MCP session: ${show(session)}`);
+    env = await setUp({ server: pageServer });
+    ({ h, server, session } = env);
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   // Fails if the functions are missing or not provided, if an object does not outlive a reload
   // of its tab or is shared between tabs, if GM_getTabs misses a tab or keeps a closed one, if
