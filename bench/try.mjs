@@ -124,8 +124,8 @@ try {
     return performance.now() - t0;
   }, [injection, nonce, tabId]);
 
-  // The Chrome calls a try cannot do without, from a provider page: its rate slot, its record in
-  // progress beside its world's configuration (the installed script's policy, env::WORLD_CSP),
+  // The Chrome calls a try cannot do without, from a provider page: its rate slot beside its record
+  // in progress and its world's configuration (the installed script's policy, env::WORLD_CSP),
   // the wrapped execute, the configuration given back beside its audit entry (the same items under
   // other keys, so the provider's own state is left alone). Plus the transport, this is the
   // try's floor.
@@ -136,8 +136,7 @@ try {
     const js = inj.js.map((j) => ({ ...j, code: j.code.replaceAll(nonce, fresh) }));
     const world = { worldId: inj.worldId, messaging: false, csp: "script-src * blob: data: 'unsafe-inline' 'unsafe-eval'" };
     const t0 = performance.now();
-    await chrome.storage.session.set(rate);
-    await Promise.all([chrome.storage.local.set(begun), chrome.userScripts.configureWorld(world)]);
+    await Promise.all([chrome.storage.session.set(rate), chrome.storage.local.set(begun), chrome.userScripts.configureWorld(world)]);
     const r = await chrome.userScripts.execute({ ...inj, target: { ...inj.target, tabId: id }, js });
     await Promise.all([chrome.userScripts.resetWorldConfiguration(inj.worldId), chrome.storage.local.set(audit)]);
     if (r?.[0]?.result?.lumo !== fresh) throw new Error(JSON.stringify(r));
@@ -178,7 +177,7 @@ try {
   const own = median(tool) - median(floor) - median(pings);
   console.log(`split of the median try: wrapped execute ${ms(median(floor))} (of which Chrome's cost of the wrapper, wrapped − raw: ${ms(median(floor) - median(base))}) + transport ${ms(median(pings))} + the provider's own logic and storage ${ms(own)} ms`);
   console.log(`try_script / (wrapped execute + ping): ${(median(tool) / (median(floor) + median(pings))).toFixed(2)}×`);
-  console.log(`the Chrome calls a try must make (rate slot set, record in progress set beside the world configured, wrapped execute, the configuration reset beside the audit set; from a provider page): median ${ms(median(needed))} ms, p90 ${ms(p90(needed))} ms (n=${N})`);
+  console.log(`the Chrome calls a try must make (rate slot set beside the record in progress set and the world configured, wrapped execute, the configuration reset beside the audit set; from a provider page): median ${ms(median(needed))} ms, p90 ${ms(p90(needed))} ms (n=${N})`);
   const tryFloor = median(needed) + median(pings);
   const r = median(tool) / median(base);
   console.log(`ratio (try_script / bare execute, medians): ${r.toFixed(2)}× — goal ≤ 1.20×: ${r <= 1.2 ? "PASS" : "MISS"} (floor: the Chrome calls a try must make + ping ${ms(tryFloor)} ms = ${(tryFloor / median(base)).toFixed(2)}× the raw execute; try_script ${(median(tool) / tryFloor).toFixed(2)}× of that floor)`);

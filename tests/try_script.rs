@@ -768,3 +768,76 @@ fn tries_in_many_tabs_hold_few_world_configurations() {
         assert_eq!(held, MAX_TRY_WORLDS, "{:?}", p.env.worlds.borrow());
     });
 }
+
+/// The rate slot is stored beside the try's record in progress and its world's configuration,
+/// not before them (one storage round trip less before the code runs): with Chrome slow to store
+/// the slot, the record is stored first — and the code still runs only once the slot is.
+#[test]
+fn the_rate_slot_is_stored_beside_the_trys_record_and_before_its_code_runs() {
+    use lumo_userscripts::guard::audit::PENDING_TRIES_KEY;
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    p.env.session_set_yields.set(6);
+    p.env.storage_log.borrow_mut().clear();
+    let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
+    let slot_stored = || {
+        p.env
+            .storage_log
+            .borrow()
+            .iter()
+            .any(|(a, k)| *a == Area::Session && k.iter().any(|k| k == "rateWindow"))
+    };
+    let ran_before_the_slot = block_on(async {
+        let mut call = Box::pin(p.handle_mcp(&s, &msg));
+        for _ in 0..10_000 {
+            if !p.env.executed.borrow().is_empty() {
+                return !slot_stored();
+            }
+            if futures::poll!(call.as_mut()).is_ready() {
+                break;
+            }
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        false
+    });
+    assert!(
+        !ran_before_the_slot,
+        "the code ran before its slot was stored"
+    );
+    assert_eq!(p.env.executed.borrow().len(), 1, "the try never ran");
+    let log = p.env.storage_log.borrow();
+    let at = |area: Area, key: &str| {
+        log.iter()
+            .position(|(a, k)| *a == area && k.iter().any(|k| k == key))
+    };
+    let record = at(Area::Local, PENDING_TRIES_KEY).expect("the record in progress");
+    let slot = at(Area::Session, "rateWindow").expect("the slot");
+    assert!(record < slot, "the record waited for the slot: {log:?}");
+}
+
+/// A slot that cannot be stored stops the try before its code runs (fail closed), and the
+/// record begun beside it is finished, not left in progress.
+#[test]
+fn a_try_whose_rate_slot_cannot_be_stored_runs_nothing() {
+    use lumo_userscripts::guard::audit::{self, PENDING_TRIES_KEY};
+    let p = provider();
+    with_tab(&p);
+    p.env.timers_fire.set(true); // a try that ran anyway times out rather than hang the test
+    let s = ready(&p);
+    *p.env.fail_session_writes.borrow_mut() = Some("session storage is full".into());
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert_eq!(error_code(&r), Some("STORAGE_ERROR"), "{r}");
+    let msg = r["structuredContent"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("nothing ran") && msg.contains("session storage is full"),
+        "{msg}"
+    );
+    assert!(
+        p.env.executed.borrow().is_empty(),
+        "it ran without its slot"
+    );
+    assert_eq!(p.env.dump(Area::Local)[PENDING_TRIES_KEY], json!({}));
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    assert_eq!(log.last().map(|e| e.tool.as_str()), Some("try_script"));
+}

@@ -408,16 +408,51 @@ pub(super) async fn call<E: Env>(
         Ok(a) => a,
         Err(e) => return refused(e),
     };
-    // The tab is looked up while the rate-limit slot is recorded (two storage round trips): the
-    // lookup reads nothing the caller sees, and every decision is still made in the walk's
+    // Admitted or refused now; the slot is recorded beside what follows (the tab's lookup, the
+    // script's load, the try's record in progress and its world's configuration), and the code
+    // runs only once it is (`run`: fail closed). Every decision is still made in the walk's
     // order — rate limit, the script, "Allow User Scripts", then the tab. The script is loaded
     // only once admitted: a stored one brings its `@require` files (up to 2 MiB), which a
-    // caller out of slots must not make the worker read and hold for free.
-    let (admitted, tab) = join(p.admit_write(&ctx.caller.key()), find_tab(p, &a.target)).await;
-    if let Err(e) = admitted {
-        return refused(e.into());
-    }
-    let script = match load(p, &a.what).await {
+    // caller out of slots must not make the worker read and hold for free. `record` runs to its
+    // end whatever the try does after, so a refused try still counts.
+    let slot = match p.admit_write_deferred(&ctx.caller.key()).await {
+        Ok(s) => s,
+        Err(e) => return refused(e.into()),
+    };
+    let (tx, rx) = futures::channel::oneshot::channel();
+    let record = async move {
+        let _ = tx.send(slot.await.map_err(|e| e.to_string()));
+    };
+    let (_, out) = join(
+        record,
+        admitted(p, ctx, policy, &a, digest, entry, &target, rx),
+    )
+    .await;
+    out
+}
+
+/// The rest of [`call`] once the caller was admitted: `slot` says when (and whether) its rate
+/// slot was recorded.
+#[allow(clippy::too_many_arguments)]
+async fn admitted<E: Env>(
+    p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    policy: &Policy,
+    a: &TryArgs,
+    digest: &str,
+    entry: &Entry,
+    target: &Option<String>,
+    slot: Slot,
+) -> Result<Executed, Executed> {
+    let refused = |e: ToolError| {
+        Err(Executed {
+            result: Err(e),
+            target: target.clone(),
+        })
+    };
+    let mut slot = Some(slot);
+    let (tab, script) = join(find_tab(p, &a.target), load(p, &a.what)).await;
+    let script = match script {
         Ok(s) => s,
         Err(e) => return refused(e),
     };
@@ -433,7 +468,11 @@ pub(super) async fn call<E: Env>(
     };
     let reviewed = policy.review_writes && !p.is_waived(ctx.session);
     if reviewed {
-        let request = review_request(p, ctx, policy, &script, &tab, &a, digest);
+        // The slot is recorded before the user is asked (minutes, maybe).
+        if let Some(Err(e)) = slot_recorded(slot.take()).await {
+            return refused(e);
+        }
+        let request = review_request(p, ctx, policy, &script, &tab, a, digest);
         let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
             Ok(d) => d,
             Err(e) => return refused(e.into()),
@@ -454,8 +493,11 @@ pub(super) async fn call<E: Env>(
         key: None,
         world: None,
     };
-    let result = run(p, ctx, reviewed, &script, &tab, &a, &mut journal).await;
-    let done = Executed { result, target };
+    let result = run(p, ctx, reviewed, &script, &tab, a, slot, &mut journal).await;
+    let done = Executed {
+        result,
+        target: target.clone(),
+    };
     // The world's configuration is given back while the try's record is finished: neither
     // waits for the other, and the count `hold_world` keeps is what a try beginning meanwhile
     // in the same world reads, so it never finds its world reset under it.
@@ -572,6 +614,26 @@ fn execute_error(tab: &Tab, msg: &str) -> ToolError {
     )
 }
 
+/// When the caller's rate slot is recorded: `Err` with why it was not (or its sender gone).
+type Slot = futures::channel::oneshot::Receiver<Result<(), String>>;
+
+/// Waits for `slot`, if it is still to be waited for: `Some(Err)` when it was not recorded.
+async fn slot_recorded(slot: Option<Slot>) -> Option<Result<(), ToolError>> {
+    let waited = slot?.await;
+    Some(match waited {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ToolError::new(
+            ErrorCode::StorageError,
+            format!("the try's rate-limit slot could not be stored, so nothing ran: {e}"),
+        )),
+        Err(_) => Err(ToolError::new(
+            ErrorCode::StorageError,
+            "the try's rate-limit slot was not stored, so nothing ran",
+        )),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
@@ -579,6 +641,7 @@ async fn run<E: Env>(
     script: &Script,
     tab: &Tab,
     a: &TryArgs,
+    slot: Option<Slot>,
     journal: &mut Journal,
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
@@ -613,18 +676,23 @@ async fn run<E: Env>(
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
             Ok(()) => {
-                // The world's configuration goes out beside the record in progress: both
-                // are needed before the code runs, and neither waits for the other.
-                let (begun, policy) =
-                    futures::join!(p.begin_try(&journal.begun), hold_world(p, &world));
+                // The world's configuration and the rate slot go out beside the record in
+                // progress: all are needed before the code runs, and none waits for another.
+                let (begun, policy, slot) = futures::join!(
+                    p.begin_try(&journal.begun),
+                    hold_world(p, &world),
+                    slot_recorded(slot)
+                );
                 journal.world = Some(world.clone());
-                let answer = match begun {
-                    Ok(k) => {
-                        journal.key = Some(k);
+                // Begun, the record is finished whatever follows (a slot not stored too).
+                journal.key = begun.as_ref().ok().copied();
+                let answer = match (begun, slot) {
+                    (_, Some(Err(e))) => Err(e),
+                    (Ok(_), _) => {
                         let answer = execute_bounded(p, tab, a, &world, &codes).await;
                         answer.map(|r| r.map(|v| (v, policy)))
                     }
-                    Err(e) => Err(ToolError::new(
+                    (Err(e), _) => Err(ToolError::new(
                         ErrorCode::StorageError,
                         format!(
                             "the try could not be recorded in the audit log, so nothing ran: {e}"
