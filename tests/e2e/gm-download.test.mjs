@@ -66,17 +66,7 @@ async function filesServer() {
 }
 
 describe("gm: GM_download saves a file the script's @connect hosts serve, and nothing else", () => {
-  let env, h, server, session, root, downloads, began = [];
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, ok, root, downloads, began = [];
   const url = (host, path = "/") => `http://${host}:${server.port}${path}`;
 
   /** Loads `u` in a new tab and returns what the script reported (`data-dl` on <html>); the
@@ -114,7 +104,8 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
     // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
     // provider seen ready, an MCP session; this file's own file server.
     env = await setUp({ server: filesServer });
-    ({ h, server, session } = env);
+    ({ h, server } = env);
+    ({ ok } = env.tools);
     root = mkdtempSync(join(tmpdir(), "lumo-dl-"));
     downloads = join(root, "a", "downloads");
     mkdirSync(downloads, { recursive: true });

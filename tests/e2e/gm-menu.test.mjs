@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { setUp } from "./lib/agent.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
 import { sleep } from "./lib/util.mjs";
 
 /** Polls `check` until it is true; fails naming `what` after `ms`. */
@@ -40,17 +41,7 @@ async function pageServer() {
 }
 
 describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_script", () => {
-  let h, server, session, tab;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, tab, ok;
   const write = async (name, lines, body) => (await ok("write_script", { source: script(name, lines, body) })).script;
   const url = (host, path = "/") => `http://${host}:${server.port}${path}`;
   const attr = (name) => tab.evaluate((n) => document.documentElement.getAttribute(n), name);
@@ -63,29 +54,19 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     return p;
   };
 
+  // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
+  // provider seen ready, an MCP session, a tab; this file's own page server, and the
+  // back/forward cache on, as in a user's browser (Playwright turns it off).
   before(async () => {
-    // With the back/forward cache on, as in a user's browser (Playwright turns it off).
-    h = await launch({ bfcache: true });
-    server = await pageServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
-    tab = await h.context.newPage();
+    env = await setUp({ server: pageServer, launch: { bfcache: true } });
+    ({ h, server, tab } = env);
+    ({ ok } = env.tools);
   });
   beforeEach(async () => {
-    if (!session) return;
+    if (!env) return;
     for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await h.internal("scripts.delete", { uuid: s.uuid });
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("a command shows in the popup for its tab and runs in its own script; another script can neither remove nor trigger it; it goes when the tab navigates", T, async () => {
     const a = await write("A", ["@match http://menu.test/*", "@grant GM_registerMenuCommand"],
@@ -331,8 +312,8 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     await tab.evaluate(() => document.dispatchEvent(new Event("lumo-close")));
     await until(async () => o.isClosed(), 5000, "the script's close() closed its tab after the restart");
     await until(async () => (await attr("data-closed")) === "1", 5000, "onclose heard it");
-    session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    env.session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
+    assert.equal(typeof env.session, "number", `MCP session: ${JSON.stringify(env.session)}`);
   });
 
   test("GM_notification creates a Chrome notification naming its script; its close reaches the script's ondone", T, async () => {
@@ -470,7 +451,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     } finally {
       if (!other.isClosed()) await other.close();
     }
-    session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
+    env.session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
+    assert.equal(typeof env.session, "number", `MCP session: ${JSON.stringify(env.session)}`);
   });
 });

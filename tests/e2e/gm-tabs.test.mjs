@@ -48,17 +48,7 @@ async function pageServer() {
 }
 
 describe("gm-tabs: per-tab objects", () => {
-  let env, h, server, session;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${show(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, ok;
   const write = async (name, lines, body) => (await ok("write_script", { source: script(name, lines, body) })).script;
   const url = (path) => `http://tabs.test:${server.port}${path}`;
 
@@ -87,7 +77,8 @@ describe("gm-tabs: per-tab objects", () => {
   // provider seen ready, an MCP session; this file's own page server.
   before(async () => {
     env = await setUp({ server: pageServer });
-    ({ h, server, session } = env);
+    ({ h, server } = env);
+    ({ ok } = env.tools);
   });
   after(async () => { await env?.close(); });
 

@@ -4,7 +4,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { setUp } from "./lib/agent.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
 import { sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -126,17 +127,7 @@ async function pageServer() {
 }
 
 describe("gm: the GM functions a script is given", () => {
-  let h, server, session, tab;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, server, tab, call, ok;
   // The agent's 30 writes a minute are more than this file's tests make in one minute: a
   // refused write waits the seconds the refusal names, then goes again (the limit is the
   // guardrails tests' subject, not this file's).
@@ -182,30 +173,20 @@ describe("gm: the GM functions a script is given", () => {
     }
   };
 
+  // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
+  // provider seen ready, an MCP session, a tab; this file's own page server.
   before(async () => {
-    h = await launch();
-    server = await pageServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
-    tab = await h.context.newPage();
+    env = await setUp({ server: pageServer });
+    ({ h, server, tab } = env);
+    ({ call, ok } = env.tools);
   });
   beforeEach(async () => {
-    if (!session) return;
+    if (!env) return;
     // Cleared by the user's own hands (not rate-limited), so the agent's 30 writes a minute are
     // the tests' own.
     for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await h.internal("scripts.delete", { uuid: s.uuid });
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("GM_addStyle changes the computed style, also from document-start before <html> exists", T, async () => {
     await write("style", ["@match http://style.test/*", "@grant GM_addStyle"],
@@ -800,17 +781,12 @@ describe("gm: the GM functions a script is given", () => {
 // from. A script in an incognito window must not send the user's signed-in identity to the site
 // (which could read it back into the incognito page), nor leave cookies in the regular profile.
 describe("gm: GM_xmlhttpRequest from an incognito window", () => {
-  let h, server;
+  let env, h, server;
   before(async () => {
-    h = await launch();
-    server = await pageServer();
-    await h.allowIncognitoAndApproveHost();
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    env = await setUp({ server: pageServer, incognito: true });
+    ({ h, server } = env);
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("sends no cookie of the regular profile; from a regular window the site's cookies go", T, async () => {
     const source = script("incognito", ["@match http://incog.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
@@ -842,18 +818,12 @@ describe("gm: GM_xmlhttpRequest from an incognito window", () => {
 // requests a minute per script: before the backlog bound, one script setting a 200 KiB value
 // 600 times, each in a task of its own (~2 s), grew the worker's memory from 1.4 to 127.7 MB.
 describe("gm: a burst of value changes is bounded in the worker's memory", () => {
-  let h, server, session;
+  let env, h, server, session;
   before(async () => {
-    h = await launch();
-    server = await pageServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    session = await h.lumo("connect", PROVIDER_ID);
+    env = await setUp({ server: pageServer });
+    ({ h, server, session } = env);
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("past 8 MiB waiting, the script's changes are refused with the reason; the provider keeps answering", T, async () => {
     const source = script("burst", ["@match http://burst.test/*", "@grant GM_setValue", "@grant GM_getValue"], [
@@ -892,18 +862,12 @@ describe("gm: a burst of value changes is bounded in the worker's memory", () =>
 // (and four scripts could hold 64 of them); now an answer that would pass 10 MiB of its script's
 // answers being received at once is stopped, and the script is told why.
 describe("gm: GM_xmlhttpRequest answers are bounded in the worker's memory", () => {
-  let h, server, session;
+  let env, h, server, session;
   before(async () => {
-    h = await launch();
-    server = await pageServer();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    session = await h.lumo("connect", PROVIDER_ID);
+    env = await setUp({ server: pageServer });
+    ({ h, server, session } = env);
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("16 answers of 5 MiB at once: past 10 MiB some are stopped with the reason, the rest arrive whole; small ones in parallel all arrive", T, async () => {
     const MiB = 1024 * 1024;

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { setUp } from "./lib/agent.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -73,17 +74,7 @@ async function server() {
 }
 
 describe("require: @require/@resource fetched at write, run from storage", () => {
-  let h, srv, session, tab;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  const ok = async (name, args) => {
-    const res = await call(name, args);
-    assert.equal(res.isError, false, `${name} failed: ${res.content?.[0]?.text}`);
-    return res.structuredContent;
-  };
+  let env, h, srv, tab, call, ok;
   const lib = (p) => `http://127.0.0.1:${srv.port}${p}`;
   const load = async (host) => {
     await tab.goto(`http://${host}:${srv.port}/page`, { waitUntil: "load" });
@@ -102,28 +93,19 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     }
   };
 
+  // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
+  // provider seen ready, an MCP session, a tab; this file's own library and page server.
   before(async () => {
-    h = await launch();
-    srv = await server();
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
-    assert.equal(typeof session, "number", `MCP session: ${JSON.stringify(session)}`);
-    tab = await h.context.newPage();
+    env = await setUp({ server });
+    ({ h, server: srv, tab } = env);
+    ({ call, ok } = env.tools);
   });
   beforeEach(async () => {
+    if (!env) return;
     srv.refuse(false);
     for (const s of (await ok("list_scripts", { limit: 100 })).scripts) await h.internal("scripts.delete", { uuid: s.uuid });
   });
-  after(async () => {
-    await h?.close();
-    await srv?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("written with @require from a local server; the server then refuses, the worker restarts, and a page still runs the script with the library", T, async () => {
     const hash = createHash("sha256").update(LIB).digest("hex");

@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { setUp } from "./lib/agent.mjs";
+import { PROVIDER_ID } from "./lib/harness.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -52,12 +53,7 @@ async function anyPathServer() {
 }
 
 describe("script_runs: what installed scripts did on real page loads", () => {
-  let h, server, session, base;
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
+  let env, h, server, session, base, call;
   const write = async (source) => {
     const w = await call("write_script", { source });
     assert.equal(w.isError, false, w.content?.[0]?.text);
@@ -81,23 +77,15 @@ describe("script_runs: what installed scripts did on real page loads", () => {
   const worker = () => h.context.serviceWorkers().find((w) => w.url().startsWith(`chrome-extension://${PROVIDER_ID}/`));
   const stored = (key) => worker().evaluate((k) => chrome.storage.local.get(k).then((o) => o[k] ?? null), key);
 
+  // The shared set-up (lib/agent.mjs): the test host approved, "Allow User Scripts" on, the
+  // provider seen ready, an MCP session; this file's own page server.
   before(async () => {
-    h = await launch();
-    server = await anyPathServer();
+    env = await setUp({ server: anyPathServer });
+    ({ h, server, session } = env);
+    ({ call } = env.tools);
     base = `http://runs.test:${server.port}`;
-    await h.internal("policy.approve", { id: HOST_ID });
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    for (const deadline = Date.now() + 3000; ;) {
-      const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-      if (r.response?.status?.ready || Date.now() > deadline) break;
-      await sleep(100);
-    }
-    session = await h.lumo("connect", PROVIDER_ID);
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("write_script → the page is visited → script_runs shows the run, with Chrome's URL and the script's console", T, async () => {
     const uuid = await write(script("Runs ok", ["@match http://runs.test/*"], [
@@ -438,18 +426,13 @@ describe("script_runs: what installed scripts did on real page loads", () => {
 // on disk: a run report of a page in an incognito window, stored there with the page's address
 // (and the script's console and errors, which may hold it), outlived the incognito session.
 describe("script_runs: a page in an incognito window leaves nothing on disk", () => {
-  let h, server, session;
+  let env, h, server, session;
+  // The shared set-up, with the provider allowed in incognito windows first.
   before(async () => {
-    h = await launch();
-    server = await anyPathServer();
-    await h.allowIncognitoAndApproveHost();
-    assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    session = await h.lumo("connect", PROVIDER_ID);
+    env = await setUp({ server: anyPathServer, incognito: true });
+    ({ h, server, session } = env);
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("the run is kept in memory only, without the page's address; script_runs says so", T, async () => {
     const saved = await h.internal("scripts.save", { source: script("Runs incognito", ["@match http://incog-runs.test/*"], [

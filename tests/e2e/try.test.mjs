@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
-import { HOST_ID, PROVIDER_ID, launch } from "./lib/harness.mjs";
+import { setUp } from "./lib/agent.mjs";
+import { HOST_ID, PROVIDER_ID } from "./lib/harness.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -26,40 +27,29 @@ async function anyPathServer() {
   return { port: server.address().port, close };
 }
 
-/** A browser with the host approved, "Allow User Scripts" on, an MCP session and a tab on a try.test page. */
+/** The shared set-up (lib/agent.mjs: a browser with the host approved, "Allow User Scripts" on,
+ *  an MCP session, a tab) with this file's page server, the tab on a try.test page. `call` is
+ *  the shared tools' (on `env.session`, the session opened here). */
 async function start() {
-  const h = await launch();
-  const server = await anyPathServer();
-  await h.internal("policy.approve", { id: HOST_ID });
-  assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-  for (const deadline = Date.now() + 3000; ;) {
-    const r = await h.lumo("probe", PROVIDER_ID, { openSession: false });
-    if (r.response?.status?.ready || Date.now() > deadline) break;
-    await sleep(100);
+  const env = await setUp({ server: anyPathServer });
+  try {
+    const url = `http://try.test:${env.server.port}/page`;
+    await env.tab.goto(url, { waitUntil: "load" });
+    return { ...env, env, url, call: env.tools.call };
+  } catch (e) {
+    await env.close();
+    throw e;
   }
-  const session = await h.lumo("connect", PROVIDER_ID);
-  const tab = await h.context.newPage();
-  const url = `http://try.test:${server.port}/page`;
-  await tab.goto(url, { waitUntil: "load" });
-  const call = async (name, args = {}) => {
-    const res = await h.lumo("callTool", session, name, args);
-    assert.ok(!res?.error, `${name}: MCP call failed: ${JSON.stringify(res?.error)}`);
-    return res;
-  };
-  return { h, server, session, tab, url, call };
 }
 
 describe("try_script: run once in a tab, read what happened", () => {
-  let h, server, session, tab, url, call;
+  let env, h, server, session, tab, url, call;
   const marked = () => tab.evaluate(() => document.documentElement.getAttribute("data-tried"));
 
   before(async () => {
-    ({ h, server, session, tab, url, call } = await start());
+    ({ env, h, server, session, tab, url, call } = await start());
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("the loop: a TypeError on line 8 comes back with that line and the console lines before it; patched, the value comes back", T, async () => {
     const broken = script(["@match http://try.test/*"], [
@@ -348,14 +338,11 @@ describe("try_script: run once in a tab, read what happened", () => {
 // Each its own browser: the rate limit (30 writes a minute, a try among them) holds the suite
 // above to what it has.
 describe("try_script: what the installed script would do", () => {
-  let h, server, tab, url, call;
+  let env, h, tab, url, call;
   before(async () => {
-    ({ h, server, tab, url, call } = await start());
+    ({ env, h, tab, url, call } = await start());
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   // What a try reports about eval, new Function and a <script> put in the page must be what the
   // installed script gets (its own world's env::WORLD_CSP): a try under the extension's policy
@@ -469,7 +456,7 @@ describe("try_script: what the installed script would do", () => {
 });
 
 describe("try_script past Chrome's 10 worlds on a page", () => {
-  let h, server, tab, call;
+  let env, h, server, tab, call;
   const named = (name, lines, body) => script(lines, body).replace("// @name Try e2e", `// @name ${name}`);
   const save = async (source) => {
     const r = await h.internal("scripts.save", { source });
@@ -478,12 +465,9 @@ describe("try_script past Chrome's 10 worlds on a page", () => {
   };
 
   before(async () => {
-    ({ h, server, tab, call } = await start());
+    ({ env, h, server, tab, call } = await start());
   });
-  after(async () => {
-    await h?.close();
-    await server?.close();
-  });
+  after(async () => { await env?.close(); });
 
   test("raw code tried in the shared world cannot read the values a stored script would be tried with there", { timeout: 180_000 }, async () => {
     const url = `http://worlds.test:${server.port}/page`;

@@ -127,11 +127,13 @@ export async function probeUntilReady(h, wanted = true, timeout = TOGGLE_MS) {
 /**
  * A fresh browser with the host approved, "Allow User Scripts" set to `access` (and the provider
  * seen ready), a server (`server()`, the static pages by default; anything with `close()`), an
- * open MCP session, a tab for the target pages and the agent's `tools`. A failed set-up closes
- * what it opened (Chromium left running would keep the test process alive).
+ * open MCP session, a tab for the target pages and the agent's `tools`. `launch`: the harness's
+ * launch options (e.g. `{ bfcache: true }`). `incognito`: the provider also allowed in incognito
+ * windows first (`h.allowIncognitoAndApproveHost()`: Chrome reloads the extension for it). A
+ * failed set-up closes what it opened (Chromium left running would keep the test process alive).
  */
-export async function setUp({ access = true, server: startServer = startStaticServer } = {}) {
-  const h = await launch();
+export async function setUp({ access = true, server: startServer = startStaticServer, launch: launchOptions, incognito = false } = {}) {
+  const h = await launch(launchOptions);
   let server;
   const close = async () => {
     await h.close();
@@ -139,7 +141,8 @@ export async function setUp({ access = true, server: startServer = startStaticSe
   };
   try {
     server = await startServer();
-    await h.internal("policy.approve", { id: HOST_ID });
+    if (incognito) await h.allowIncognitoAndApproveHost();
+    else await h.internal("policy.approve", { id: HOST_ID });
     if (access) {
       assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
       const r = await probeUntilReady(h, true);
