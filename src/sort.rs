@@ -21,6 +21,14 @@ pub fn sort_by<T>(v: &mut Vec<T>, mut cmp: impl FnMut(&T, &T) -> Ordering) {
     );
 }
 
+/// The positions `0..len` in the order `cmp` gives them (stable): for a caller that keeps an
+/// order beside its items instead of moving them.
+pub fn positions(len: usize, mut cmp: impl FnMut(usize, usize) -> Ordering) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    sort_positions(&mut order, &mut cmp);
+    order
+}
+
 #[inline(never)]
 fn sort_positions(order: &mut [usize], cmp: &mut dyn FnMut(usize, usize) -> Ordering) {
     order.sort_by(|a, b| cmp(*a, *b));

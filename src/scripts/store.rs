@@ -268,6 +268,10 @@ pub struct Snapshot {
     /// `remove`, so a write or an import item does not work out all of them again. `records` is
     /// changed only through those two, which keep this in step.
     identities: std::cell::OnceCell<Vec<Identity>>,
+    /// `records`' positions, the most recently updated first (ties in `records`' order): worked
+    /// out at the first listing and dropped by `apply` and `remove`, so a `list_scripts` page
+    /// does not sort every record again on each call (issue 17: a page at 1,000 stored).
+    by_recency: std::cell::OnceCell<Vec<usize>>,
 }
 
 type Identity = (String, String);
@@ -288,6 +292,7 @@ fn identity_of(r: &ScriptRecord) -> Identity {
 impl Snapshot {
     /// After a successful create or update.
     pub fn apply(&mut self, change: &Change) {
+        self.by_recency.take();
         let r = &change.record;
         if !self.index.contains(&r.uuid) {
             self.index.push(r.uuid.clone());
@@ -314,6 +319,7 @@ impl Snapshot {
 
     /// After a successful delete.
     pub fn remove(&mut self, uuid: &str) {
+        self.by_recency.take();
         self.index.retain(|u| u != uuid);
         if let Some(i) = self.records.iter().position(|r| r.uuid == uuid) {
             self.records.remove(i);
@@ -324,6 +330,15 @@ impl Snapshot {
             }
         }
         self.problems.retain(|p| p.uuid != uuid);
+    }
+
+    /// Every record, the most recently updated first (`updatedAt`; ties in stored order).
+    pub fn by_recency(&self) -> impl Iterator<Item = &ScriptRecord> {
+        let order = self.by_recency.get_or_init(|| {
+            let updated = |i: usize| self.records.get(i).map_or(0.0, |r| r.updated_at);
+            crate::sort::positions(self.records.len(), |a, b| updated(b).total_cmp(&updated(a)))
+        });
+        order.iter().filter_map(|&i| self.records.get(i))
     }
 
     /// Every record with its identity.
@@ -394,6 +409,7 @@ pub async fn load_snapshot<S: Storage>(s: &S) -> Result<Snapshot, ScriptError> {
         records,
         problems,
         identities: std::cell::OnceCell::new(),
+        by_recency: std::cell::OnceCell::new(),
     })
 }
 
@@ -1010,6 +1026,37 @@ mod tests {
         let c = made(&mut kept, "Third");
         assert_eq!(clash(&kept, "Third"), Some(c));
         assert_eq!(clash(&kept, "Renamed"), Some(a));
+    }
+
+    /// One snapshot kept across writes: its order by recency, worked out at the first listing,
+    /// follows every change, new script and delete after it; equal times keep stored order.
+    #[test]
+    fn a_kept_snapshot_lists_the_most_recently_updated_first_as_its_scripts_are_now() {
+        let env = MemoryEnv::new();
+        let mut kept = snap(&env);
+        let made = |kept: &mut Snapshot, name: &str| {
+            let c = block_on(create(&env, kept, HOST, &src(name, "1"), true, MAX)).unwrap();
+            kept.apply(&c);
+            c.record.uuid
+        };
+        let names = |kept: &Snapshot| -> Vec<String> {
+            kept.by_recency().map(|r| r.metadata.name.clone()).collect()
+        };
+        made(&mut kept, "A");
+        let b = made(&mut kept, "B"); // at A's time: stored order
+        assert_eq!(names(&kept), ["A", "B"]);
+        env.advance(5.0);
+        let c = made(&mut kept, "C");
+        assert_eq!(names(&kept), ["C", "A", "B"]);
+        env.advance(5.0);
+        let changed =
+            block_on(replace(&env, &kept, HOST, &b, 1, &src("B", "2"), None, MAX)).unwrap();
+        kept.apply(&changed);
+        assert_eq!(names(&kept), ["B", "C", "A"]);
+        // As a snapshot read afresh lists them (C is still stored: `remove` follows a delete).
+        assert_eq!(names(&snap(&env)), ["B", "C", "A"]);
+        kept.remove(&c);
+        assert_eq!(names(&kept), ["B", "A"]);
     }
 
     #[test]

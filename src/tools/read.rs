@@ -184,9 +184,8 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
     }
     let snap = p.scripts().await.map_err(ToolError::from)?;
     let query = a.query.as_deref().map(crate::web::lowercase);
-    let mut records: Vec<&ScriptRecord> = snap
-        .records
-        .iter()
+    let records: Vec<&ScriptRecord> = snap
+        .by_recency()
         .filter(|r| {
             a.enabled.is_none_or(|e| r.enabled == e)
                 && a.url
@@ -204,7 +203,6 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
                 })
         })
         .collect();
-    crate::sort::sort_by(&mut records, |x, y| y.updated_at.total_cmp(&x.updated_at));
     let problems = &snap.problems;
     let total = records.len();
     let offset: usize = a
