@@ -63,6 +63,13 @@ pub trait Clock {
 /// Whether the browser can run user scripts right now (the "Allow User Scripts" toggle).
 pub trait Capabilities {
     fn user_scripts_available(&self) -> bool;
+    /// The system and browser `GM_info.platform` describes, as JSON text (`{arch, os,
+    /// browserName, browserVersion}`, learned once by the worker's loader: `sw.js`); `""` when
+    /// not known. Read when a registration is built (`gm::inject::platform_js` keeps only its
+    /// four strings).
+    fn platform(&self) -> String {
+        String::new()
+    }
 }
 
 /// What a `chrome.userScripts` call refused *synchronously* says about the "Allow User Scripts"

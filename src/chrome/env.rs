@@ -152,6 +152,15 @@ impl Capabilities for ChromeEnv {
             Err(_) => false,
         }
     }
+
+    /// `globalThis.lumoPlatform`, set by `sw.js` before the module starts, as JSON text.
+    fn platform(&self) -> String {
+        Reflect::get(&js_sys::global(), &JsValue::from_str("lumoPlatform"))
+            .ok()
+            .and_then(|v| js_sys::JSON::stringify(&v).ok())
+            .and_then(|s| s.as_string())
+            .unwrap_or_default()
+    }
 }
 
 impl Ids for ChromeEnv {

@@ -101,7 +101,10 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
 /// snapshot, or `null` where it has no channel; `NC` the text that says so ([`no_channel_js`]),
 /// the only copy in the registered code: an answer `{nochannel: true}` gets it as its error,
 /// and every value function throws it when `V` is `null`. `""` when nothing is defined.
-pub fn scoped(parts: &GmParts, extra: &str) -> String {
+///
+/// `platform` is the env's JSON text for `GM_info.platform` ([`platform_js`] keeps what of it
+/// may go in).
+pub fn scoped(parts: &GmParts, extra: &str, platform: &str) -> String {
     if parts.is_empty() && extra.is_empty() {
         return String::new();
     }
@@ -114,8 +117,31 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
     body.push_str("d('GM',G);");
     format!(
         "((S0,V,NC)=>{{const setTimeout=window.setTimeout,S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
-         GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})"
+         GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}},PF={};{body}return GX}})",
+        platform_js(platform)
     )
+}
+
+/// `GM_info.platform` as a JS object literal, as Violentmonkey gives it (`arch`, `os` from
+/// `chrome.runtime.getPlatformInfo`, `browserName`, `browserVersion` from the worker's
+/// `navigator.userAgentData`: not what the tab's devtools emulate): the four strings of the
+/// env's JSON text `raw`, each at most 64 characters, `""` for one missing or unreadable.
+pub fn platform_js(raw: &str) -> String {
+    let v: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| s.len() <= 64)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    json!({
+        "arch": field("arch"),
+        "browserName": field("browserName"),
+        "browserVersion": field("browserVersion"),
+        "os": field("os"),
+    })
+    .to_string()
 }
 
 /// For a script granted functions other managers give and this provider does not
@@ -171,13 +197,14 @@ pub fn no_channel_js() -> String {
 /// The GM code of a script without its `@resource` getters (tests, and the shape checks
 /// below).
 pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
-    scoped(&parts(uuid, meta, source), "")
+    scoped(&parts(uuid, meta, source), "", "")
 }
 
 fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
     match name {
         "GM_info" => format!(
-            "const I={};Object.freeze(I.script);Object.freeze(I);d('GM_info',I);G.info=I;",
+            "const I={};I.platform=Object.freeze(PF);I.userAgent=navigator.userAgent;\
+             Object.freeze(I.script);Object.freeze(I);d('GM_info',I);G.info=I;",
             info(uuid, meta, source)
         ),
         // At document-start there may be no <head> nor even <html> yet: the element is
@@ -519,7 +546,7 @@ mod tests {
         let s = src(&["GM_info"]);
         let p = prelude("uuid-1", &meta_of(&s), &s);
         let start = p.find("const I=").unwrap() + "const I=".len();
-        let end = p.find(";Object.freeze(I.script)").unwrap();
+        let end = p.find(";I.platform=").unwrap();
         let v: Value = serde_json::from_str(&p[start..end]).unwrap();
         assert_eq!(v["script"]["name"], "P \"q\"");
         assert_eq!(v["scriptHandler"], HANDLER);
@@ -533,6 +560,34 @@ mod tests {
             .as_str()
             .unwrap()
             .ends_with("// ==/UserScript=="));
+    }
+
+    #[test]
+    fn platform_keeps_four_short_strings() {
+        let p = |raw: &str| serde_json::from_str::<Value>(&platform_js(raw)).unwrap();
+        assert_eq!(
+            p(
+                r#"{"os":"linux","arch":"x86-64","browserName":"Google Chrome","browserVersion":"156.0.1.2","x":"y"}"#
+            ),
+            json!({"os":"linux","arch":"x86-64","browserName":"Google Chrome","browserVersion":"156.0.1.2"})
+        );
+        let empty = json!({"os":"","arch":"","browserName":"","browserVersion":""});
+        for raw in ["", "null", "[1]", "{\"os\":5}", "not json"] {
+            assert_eq!(p(raw), empty, "{raw}");
+        }
+        let long = format!(
+            "{{\"os\":\"{}\",\"arch\":\"</script>\\u2028\"}}",
+            "a".repeat(65)
+        );
+        assert_eq!(p(&long)["os"], "");
+        // One string in the code (`one_line` escapes U+2028 where it is registered).
+        let s = src(&["GM_info"]);
+        let code = scoped(&parts("u", &meta_of(&s), &s), "", &long);
+        assert!(
+            code.contains("PF={\"arch\":\"</script>\u{2028}\""),
+            "{code}"
+        );
+        assert!(code.contains("I.platform=Object.freeze(PF)"));
     }
 }
 

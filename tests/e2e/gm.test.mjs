@@ -256,6 +256,49 @@ describe("gm: the GM functions a script is given", () => {
     assert.equal(got.own, "mine");
   });
 
+  test("GM_info.platform comes from the worker (not the tab's emulation) and GM_info.userAgent is the world's own copy", T, async () => {
+    await write("platform", ["@match http://platform.test/*", "@grant GM.info"],
+      "const p = GM_info.platform;\n"
+      + "document.documentElement.setAttribute('data-gm-platform', JSON.stringify([p && p.os, p && p.arch, p && p.browserName,"
+      + " p && p.browserVersion, GM.info.platform === p, Object.isFrozen(p), GM_info.userAgent]));");
+    // A hostile page replaces navigator.userAgent in its own world first: the script's world
+    // has its own.
+    const real = await tab.evaluate(() => navigator.userAgent);
+    const hostile = await (async () => {
+      const ours = (u) => u.hostname === "platform.test";
+      await tab.route(ours, (r) => r.fulfill({ contentType: "text/html",
+        body: "<!doctype html><script>Object.defineProperty(Navigator.prototype, 'userAgent', { get: () => 'evil' });</script><p>x</p>" }));
+      try {
+        const got = await load(url("platform.test"));
+        assert.equal(await tab.evaluate(() => navigator.userAgent), "evil", "the page's own world was changed");
+        return got;
+      } finally {
+        await tab.unroute(ours);
+      }
+    })();
+    const [os, arch, name, version, same, frozen, ua] = JSON.parse(hostile.platform);
+    assert.equal(ua, real, "userAgent is the browser's");
+    assert.equal(os, { linux: "linux", darwin: "mac", win32: "win" }[process.platform]);
+    assert.equal(arch, { x64: "x86-64", arm64: "arm64" }[process.arch]);
+    assert.ok(name.length > 0, "a browserName");
+    const major = /Chrom(?:e|ium)\/(\d+)/.exec(real)[1];
+    assert.match(version, new RegExp(`^${major}\\.\\d+\\.\\d+\\.\\d+$`), "the full version, not the reduced UA's");
+    assert.equal(same, true);
+    assert.equal(frozen, true);
+    // The tab's devtools emulate another system: GM_info.platform still says this one.
+    const cdp = await tab.context().newCDPSession(tab);
+    await cdp.send("Emulation.setUserAgentOverride", { userAgent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Fake/1", platform: "Win32",
+      userAgentMetadata: { brands: [{ brand: "Fake", version: "1" }], fullVersionList: [{ brand: "Fake", version: "1.0.0.0" }],
+        platform: "Windows", platformVersion: "10.0.0", architecture: "arm", model: "", mobile: false } });
+    try {
+      const [eos, earch, ename, eversion, , , eua] = JSON.parse((await load(url("platform.test"))).platform);
+      assert.deepEqual([eos, earch, ename, eversion], [os, arch, name, version]);
+      assert.equal(eua, "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Fake/1", "userAgent is what the tab says, as navigator.userAgent in a content script");
+    } finally {
+      await cdp.detach();
+    }
+  });
+
   test("unsafeWindow is the page's DOM but not the page's JavaScript, as validate_script says", T, async () => {
     const v = await ok("validate_script", { source: script("uw", ["@match http://uw.test/*", "@grant unsafeWindow"], "") });
     assert.ok(v.diagnostics.some((d) => /NOT the page's JavaScript/.test(d.message) && /MAIN world/.test(d.message)),
