@@ -66,7 +66,8 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
         }
         head.push_str(&api_js(name, uuid, meta, source));
     }
-    let mut names = given.clone();
+    // A name that is not a binding (`window.onurlchange` is the window's own property).
+    let mut names: Vec<&'static str> = given.iter().copied().filter(|n| !n.contains('.')).collect();
     // Either menu function defines both (`gm::menu_js`).
     for pair in ["GM_registerMenuCommand", "GM_unregisterMenuCommand"] {
         if !names.contains(&pair)
@@ -237,6 +238,7 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         // The world's own window: the page's DOM, not the page's JavaScript (validate_script
         // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
         "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
+        "window.onurlchange" => URLCHANGE_JS.to_owned(),
         _ => String::new(),
     }
 }
@@ -317,6 +319,33 @@ const XHR_JS: &str = concat!(
     "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
     "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
     "pr.abort=()=>c.abort();return pr};",
+);
+
+/// `window.onurlchange` and `window.addEventListener('urlchange', f)`, as Tampermonkey gives a
+/// script granted `window.onurlchange`: called with `{type: 'urlchange', url}` (the new
+/// `location.href`) each time the document's current history entry changes without a load —
+/// `history.pushState`/`replaceState` (the same URL again included), a fragment change,
+/// back/forward — which the Navigation API's `currententrychange` tells every world, the page's
+/// own calls included (measured in Chromium 156, `gm.test.mjs`). `onurlchange` is `null` until
+/// set, so a script's feature test (`window.onurlchange === null`) reads it given. Neither is a
+/// DOM event: the listeners are kept here and called here, so the page's JavaScript neither
+/// hears that a script listens nor fakes a change (a `urlchange` it dispatches on its window
+/// reaches only its own listeners). `addEventListener`/`removeEventListener` are own properties
+/// of this world's window that hand every other type to `EventTarget`'s, taken first.
+pub const URLCHANGE_JS: &str = concat!(
+    "{const W=window,RA=Reflect.apply,EA=EventTarget.prototype.addEventListener,ER=EventTarget.prototype.removeEventListener,",
+    "L=[];let H=null,U=location.href;",
+    "Object.defineProperty(W,'onurlchange',{configurable:true,enumerable:true,get:()=>H,set:v=>{H=typeof v==='function'?v:null}});",
+    "const me=t=>t==null||t===W;",
+    "W.addEventListener=function(t,f,o){if(!me(this)||t!=='urlchange')return RA(EA,this==null?W:this,arguments);",
+    "if(f&&!L.some(x=>x.f===f))L.push({f,once:!!(o&&typeof o==='object'&&o.once)})};",
+    "W.removeEventListener=function(t,f,o){if(!me(this)||t!=='urlchange')return RA(ER,this==null?W:this,arguments);",
+    "const i=L.findIndex(x=>x.f===f);if(i>=0)L.splice(i,1)};",
+    "const run=(f,e)=>{try{typeof f==='function'?RA(f,W,[e]):f&&typeof f.handleEvent==='function'&&f.handleEvent(e)}catch(x){console.error(x)}};",
+    "const C=()=>{U=location.href;const e={type:'urlchange',url:U};if(H)run(H,e);",
+    "for(const x of L.slice()){if(x.once){const i=L.indexOf(x);if(i>=0)L.splice(i,1)}run(x.f,e)}};",
+    "if(W.navigation)RA(EA,W.navigation,['currententrychange',C]);",
+    "else{RA(EA,W,['popstate',()=>{if(location.href!==U)C()}]);RA(EA,W,['hashchange',()=>{if(location.href!==U)C()}])}}",
 );
 
 /// `P(element, parent, head)`: appends to `parent`, else to `<head>` (`head`) or `<body>`, else
@@ -560,6 +589,18 @@ mod tests {
             .as_str()
             .unwrap()
             .ends_with("// ==/UserScript=="));
+    }
+
+    #[test]
+    fn urlchange_is_given_only_when_granted_and_binds_no_name() {
+        let s = src(&["window.onurlchange"]);
+        let p = parts("u", &meta_of(&s), &s);
+        assert!(p.head.contains(URLCHANGE_JS));
+        assert!(p.names.iter().all(|n| !n.contains('.')), "{:?}", p.names);
+        assert!(!p.head.contains("granted but not provided"));
+        let s = src(&["GM_addStyle"]);
+        assert!(!parts("u", &meta_of(&s), &s).head.contains("onurlchange"));
+        assert!(!URLCHANGE_JS.contains('\n'));
     }
 
     #[test]

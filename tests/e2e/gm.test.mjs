@@ -299,6 +299,52 @@ describe("gm: the GM functions a script is given", () => {
     }
   });
 
+  test("window.onurlchange: the page's pushState, replaceState, hash changes and back reach a granted script, never the page", T, async () => {
+    await write("urlchange", ["@match http://spa.test/*", "@grant window.onurlchange"],
+      "const log = [];\n"
+      + "const show = () => document.documentElement.setAttribute('data-gm-urls', JSON.stringify(log));\n"
+      + "log.push('feature:' + (window.onurlchange === null));\n"
+      + "window.onurlchange = (e) => { log.push('on:' + new URL(e.url).pathname + new URL(e.url).hash); show(); };\n"
+      // A bare call, as scripts write it; `once` is kept.
+      + "addEventListener('urlchange', (e) => { log.push('l:' + e.type + ':' + (e.url === location.href)); show(); });\n"
+      + "window.addEventListener('urlchange', () => { log.push('once'); show(); }, { once: true });\n"
+      // Other types still reach the window as before.
+      + "addEventListener('lumo-ping', () => { log.push('ping'); show(); });\n"
+      + "show();");
+    await write("nourl", ["@match http://spa.test/*", "@grant GM_addStyle"],
+      "document.documentElement.setAttribute('data-gm-nourl', String(window.onurlchange));");
+    const first = await load(url("spa.test", "/start"));
+    assert.deepEqual(JSON.parse(first.urls), ["feature:true"]);
+    assert.equal(first.nourl, "undefined", "a script that does not grant it reads it absent");
+    // The page's own JavaScript navigates as a single-page app does, and listens for (and fakes)
+    // `urlchange` on its window.
+    await tab.evaluate(async () => {
+      window.heard = 0;
+      window.addEventListener("urlchange", () => window.heard++);
+      const tick = () => new Promise((r) => setTimeout(r, 50));
+      history.pushState({}, "", "/a");
+      await tick();
+      history.pushState({}, "", "/a");
+      await tick();
+      location.hash = "#h";
+      await tick();
+      history.replaceState(null, "", "/b");
+      await tick();
+      window.dispatchEvent(new Event("urlchange"));
+      window.dispatchEvent(new Event("lumo-ping"));
+      history.back();
+      await tick();
+    });
+    await sleep(300);
+    const log = JSON.parse(await tab.evaluate(() => document.documentElement.getAttribute("data-gm-urls")));
+    const on = log.filter((l) => l.startsWith("on:"));
+    assert.deepEqual(on, ["on:/a", "on:/a", "on:/a#h", "on:/b", "on:/a"], JSON.stringify(log));
+    assert.equal(log.filter((l) => l === "l:urlchange:true").length, 5, JSON.stringify(log));
+    assert.equal(log.filter((l) => l === "once").length, 1);
+    assert.equal(log.filter((l) => l === "ping").length, 1);
+    assert.equal(await tab.evaluate(() => window.heard), 1, "the page heard only its own event");
+  });
+
   test("unsafeWindow is the page's DOM but not the page's JavaScript, as validate_script says", T, async () => {
     const v = await ok("validate_script", { source: script("uw", ["@match http://uw.test/*", "@grant unsafeWindow"], "") });
     assert.ok(v.diagnostics.some((d) => /NOT the page's JavaScript/.test(d.message) && /MAIN world/.test(d.message)),
