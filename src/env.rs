@@ -308,15 +308,17 @@ pub trait Http {
     /// `fetch`, asking `progress(loaded, total)` before it keeps each chunk of the body
     /// (`loaded`: the body's bytes with that chunk; `total`: the `Content-Length`, if any). On
     /// `false` it keeps nothing more: it stops reading, aborts the request and answers an
-    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no). By default no
-    /// reports.
+    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no). `head` is told
+    /// the answer without its body once its status and headers are in, before the body is
+    /// read (not for a redirect). By default no reports.
     async fn fetch_progress(
         &self,
         req: &HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
+        head: &dyn Fn(&HttpResponse),
     ) -> Result<HttpResponse, FetchError> {
-        let _ = progress;
+        let _ = (progress, head);
         self.fetch(req, max_body).await
     }
 }
@@ -653,7 +655,7 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
         ) -> Result<HttpResponse, FetchError> {
-            self.fetch_held(req, max_body, None).await
+            self.fetch_held(req, max_body, None, None).await
         }
         /// A held URL reports 3 of 10 bytes before it waits forever; an answer's body is
         /// reported before it is kept (in chunks of `fetch_chunk` bytes, yielding between them,
@@ -663,8 +665,10 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
             progress: &dyn Fn(u64, Option<u64>) -> bool,
+            head: &dyn Fn(&HttpResponse),
         ) -> Result<HttpResponse, FetchError> {
-            self.fetch_held(req, max_body, Some(progress)).await
+            self.fetch_held(req, max_body, Some(progress), Some(head))
+                .await
         }
     }
 
@@ -675,6 +679,7 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
             progress: Option<&dyn Fn(u64, Option<u64>) -> bool>,
+            head: Option<&dyn Fn(&HttpResponse)>,
         ) -> Result<HttpResponse, FetchError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
@@ -707,6 +712,12 @@ pub mod memory {
                 },
             };
             // The shell stops reading past the bound (`chrome::env::read_body`).
+            if let (Some(h), None) = (head, &r.location) {
+                h(&HttpResponse {
+                    body: Vec::new(),
+                    ..r.clone()
+                });
+            }
             if r.body.len() > max_body {
                 return Err(FetchError::TooLarge { max: max_body });
             }

@@ -287,13 +287,19 @@ const XHR_CORE_JS: &str = concat!(
     "rq=o.responseType==='document'?'':o.responseType||'',asb=oc&&(rq===''||rq==='text'||rq==='json');",
     // onprogress: a held watch per report (`gm::xhr_flight`), at most 4 a second so a long
     // download stays well inside the script's share of the channel.
-    "let seen=0,tries=0;const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
+    // onreadystatechange at 2 (the status and headers, from the watch's `head`: the worker's
+    // answer before its body) and 3 (loading, at each report), as XMLHttpRequest's; an answer
+    // that ends before the watch heard them has them fired, in order, just before 4.
+    "let seen=0,tries=0,hd=null,rs=1;const RS=(n,x)=>{rs=n;cb('onreadystatechange',Object.assign({readyState:n,response:null,responseText:'',context:o.context},hd,x))};",
+    "const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
     "if(r.none){if(++tries<20)setTimeout(PW,100);return}",
-    "if(r.seq!=null){seen=r.seq;cb('onprogress',{readyState:3,loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null,context:o.context})}",
+    "if(r.head&&rs<2){const h=r.head;hd={status:h.status,statusText:h.statusText,finalUrl:h.finalUrl,responseHeaders:h.responseHeaders};RS(2)}",
+    "if(r.seq!=null){seen=r.seq;if(r.loaded>0||!r.head){const p={loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null};",
+    "cb('onprogress',Object.assign({readyState:3,context:o.context},p));if(hd)RS(3,p)}}",
     "setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
     "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
-    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();return q},",
+    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function'||typeof o.onreadystatechange==='function')PW();return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;if(W){W(r);return}",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
@@ -309,6 +315,7 @@ const XHR_CORE_JS: &str = concat!(
     "response:resp,responseText:rt,context:o.context};",
     "if(t==='document')x.responseXML=resp;else if(rt!==undefined){let v;Object.defineProperty(x,'responseXML',{configurable:true,enumerable:true,",
     "get(){if(v===undefined)v=mt&&mt!=='text/html'?XD(rt,mt):null;return v}})}",
+    "if(rs<2){hd={status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders};RS(2)}if(rs<3)RS(3);",
     "cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
     "return ctrl};",
 );

@@ -778,6 +778,29 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(ev.map((e) => e[0]), [...ev.map((e) => e[0])].sort((a, b) => a - b), "loaded only grows");
   });
 
+  // XMLHttpRequest-style scripts wait for readyState 2 to read the status and headers (and
+  // abort a download they do not want) and count 3s while it loads; before, only 4 came.
+  test("GM_xmlhttpRequest onreadystatechange: 2 with the status and headers before the body has come, 3 while it loads, then 4", T, async () => {
+    await write("readystate", ["@match http://rspage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const ev = [], t0 = Date.now();\n"
+      + "GM_xmlhttpRequest({ url: `http://api.test:${location.port}/chunks`, responseType: 'arraybuffer',\n"
+      + "  onreadystatechange: (x) => ev.push([x.readyState, x.status, /content-length: 30000/i.test(x.responseHeaders || ''), x.loaded || 0, Date.now() - t0]),\n"
+      + "  onload: (r) => document.documentElement.setAttribute('data-gm-rs', JSON.stringify({ ev, at: Date.now() - t0 })) });");
+    await load(url("rspage.test"));
+    const got = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-rs")), (v) => v, 8000);
+    const { ev, at } = JSON.parse(got);
+    const states = ev.map((e) => e[0]);
+    assert.deepEqual([...new Set(states)], [2, 3, 4], JSON.stringify(ev));
+    assert.deepEqual(states, [...states].sort(), "in order");
+    const two = ev.find((e) => e[0] === 2);
+    assert.equal(two[1], 200);
+    assert.equal(two[2], true, "the headers are there at 2");
+    // The body takes ≥ 1.4 s: 2 came before the last chunk was sent, and 3s while it loaded.
+    assert.ok(two[4] < at - 1000, `2 at ${two[4]} ms, the end at ${at} ms`);
+    assert.ok(ev.some((e) => e[0] === 3 && e[3] > 0 && e[3] < 30000 && e[4] < at - 300), JSON.stringify(ev));
+    assert.equal(ev.filter((e) => e[0] === 4).length, 1);
+  });
+
   // The callbacks as Violentmonkey gives them (its requests.js): `onloadstart` once the request
   // is sent, then `onreadystatechange`, `onload`, `onloadend`, each with the request's `context`,
   // and `onabort`/`onloadend` of an aborted one with it too (scripts keep per-request state
@@ -787,14 +810,15 @@ describe("gm: the GM functions a script is given", () => {
       "const at = (p) => `http://api.test:${location.port}${p}`, seen = [], abort = [];\n"
       + "const on = (into) => Object.fromEntries(['onloadstart', 'onreadystatechange', 'onload', 'onloadend', 'onerror', 'onabort', 'ontimeout']\n"
       + "  .map((n) => [n, (r) => into.push([n.slice(2), r.readyState, r.context && r.context.k])]));\n"
-      + "const fin = () => { if (seen.length >= 4 && abort.length >= 3) document.documentElement.setAttribute('data-gm-order', JSON.stringify({ seen, abort })); };\n"
+      + "const fin = () => { if (seen.length >= 6 && abort.length >= 3) document.documentElement.setAttribute('data-gm-order', JSON.stringify({ seen, abort })); };\n"
       + "const a = on(seen), b = on(abort);\n"
       + "GM_xmlhttpRequest(Object.assign({ url: at('/api/order'), context: { k: 'one' } }, a, { onloadend: (r) => { a.onloadend(r); fin(); } }));\n"
       + "const r = GM_xmlhttpRequest(Object.assign({ url: at('/slow?order'), context: { k: 'two' } }, b, { onloadend: (x) => { b.onloadend(x); fin(); } }));\n"
       + "setTimeout(() => r.abort(), 300);");
     const got = await until(() => load(url("orderpage.test")), (g) => g.order, 6000);
     assert.deepEqual(JSON.parse(got.order), {
-      seen: [["loadstart", 1, "one"], ["readystatechange", 4, "one"], ["load", 4, "one"], ["loadend", 4, "one"]],
+      seen: [["loadstart", 1, "one"], ["readystatechange", 2, "one"], ["readystatechange", 3, "one"], ["readystatechange", 4, "one"],
+        ["load", 4, "one"], ["loadend", 4, "one"]],
       abort: [["loadstart", 1, "two"], ["abort", 4, "two"], ["loadend", 4, "two"]],
     });
   });
