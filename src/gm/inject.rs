@@ -289,14 +289,17 @@ const XHR_CORE_JS: &str = concat!(
     // download stays well inside the script's share of the channel.
     // onreadystatechange at 2 (the status and headers, from the watch's `head`: the worker's
     // answer before its body) and 3 (loading, at each report), as XMLHttpRequest's; an answer
-    // that ends before the watch heard them has them fired, in order, just before 4.
+    // that ends before the watch heard them has them fired, in order, just before 4. Without
+    // `onprogress` the page stops asking once it has the head: one message more a request, so
+    // a script making many requests stays inside its GM window (`channel::rate`), and its 3
+    // comes just before 4.
     "let seen=0,tries=0,hd=null,rs=1;const RS=(n,x)=>{rs=n;cb('onreadystatechange',Object.assign({readyState:n,response:null,responseText:'',context:o.context},hd,x))};",
     "const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
     "if(r.none){if(++tries<20)setTimeout(PW,100);return}",
     "if(r.head&&rs<2){const h=r.head;hd={status:h.status,statusText:h.statusText,finalUrl:h.finalUrl,responseHeaders:h.responseHeaders};RS(2)}",
     "if(r.seq!=null){seen=r.seq;if(r.loaded>0||!r.head){const p={loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null};",
     "cb('onprogress',Object.assign({readyState:3,context:o.context},p));if(hd)RS(3,p)}}",
-    "setTimeout(PW,250)})};",
+    "if(typeof o.onprogress==='function'||!hd)setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
     "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
     "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function'||typeof o.onreadystatechange==='function')PW();return q},",
