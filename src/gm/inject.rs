@@ -290,9 +290,10 @@ const XHR_CORE_JS: &str = concat!(
     // onreadystatechange at 2 (the status and headers, from the watch's `head`: the worker's
     // answer before its body) and 3 (loading, at each report), as XMLHttpRequest's; an answer
     // that ends before the watch heard them has them fired, in order, just before 4. Without
-    // `onprogress` the page stops asking once it has the head: one message more a request, so
-    // a script making many requests stays inside its GM window (`channel::rate`), and its 3
-    // comes just before 4.
+    // `onprogress` the page asks only for a request not answered within 250 ms, and stops once
+    // it has the head: at most one message more a request (none for a quick one), so a script
+    // making many requests stays inside its GM window (`channel::rate`); its 3 comes just
+    // before 4.
     "let seen=0,tries=0,hd=null,rs=1;const RS=(n,x)=>{rs=n;cb('onreadystatechange',Object.assign({readyState:n,response:null,responseText:'',context:o.context},hd,x))};",
     "const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
     "if(r.none){if(++tries<20)setTimeout(PW,100);return}",
@@ -302,7 +303,7 @@ const XHR_CORE_JS: &str = concat!(
     "if(typeof o.onprogress==='function'||!hd)setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
     "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
-    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function'||typeof o.onreadystatechange==='function')PW();return q},",
+    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();else if(typeof o.onreadystatechange==='function')setTimeout(PW,250);return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;if(W){W(r);return}",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
