@@ -178,8 +178,11 @@ const platform = Promise.all([
   const v = /\sChrom(?:e|ium)\/([\d.]+)/.exec(navigator.userAgent)?.[1] ?? '';
   globalThis.lumoPlatform = { arch, os, browserName: b?.brand ?? 'chrome', browserVersion: b?.version ?? v };
 }, () => {});
+// Never held up by it for long: past 1 s the module starts, and the fields are "" until the
+// answer comes (registrations made meanwhile say so).
+const platformOrLate = Promise.race([platform, new Promise((r) => setTimeout(r, 1000))]);
 
-init({ module_or_path: Promise.all([wasm, platform]).then(([module]) => (guardTabEvents(), module)) }).then(() => {
+init({ module_or_path: Promise.all([wasm, platformOrLate]).then(([module]) => (guardTabEvents(), module)) }).then(() => {
   const waiting = queue;
   queue = null;
   quick = null;

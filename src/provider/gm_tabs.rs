@@ -312,7 +312,10 @@ impl<E: Env> Provider<E> {
         };
         let options = tabs::notification_options(n, name, ICON);
         let made = self.env.create_notification(&id, &options).await;
-        for old in &replaced {
+        // Replaced while Chrome was making it (a newer one of its tag came meanwhile): the
+        // newer one's clear may have reached Chrome before it was shown, so it is cleared now.
+        let superseded = !self.gm_opened.borrow().notices.contains_key(&id);
+        for old in replaced.iter().chain(superseded.then_some(&id)) {
             let _ = self.env.clear_notification(old).await;
         }
         match made {
