@@ -164,7 +164,25 @@ function guardTabEvents() {
   }
 }
 
-init({ module_or_path: wasm.then((module) => (guardTabEvents(), module)) }).then(() => {
+// What `GM_info.platform` says (read by the module when it builds a registration:
+// `ChromeEnv::platform`): the system from `runtime.getPlatformInfo`, the browser from this
+// worker's `userAgentData` (the brand that is neither a GREASE one nor the generic "Chromium",
+// as Violentmonkey picks it), so a tab's devtools emulation does not change it. Learned while
+// the module compiles; the module starts after it (or after it failed: the fields are then "").
+const platform = Promise.all([
+  chrome.runtime.getPlatformInfo(),
+  navigator.userAgentData?.getHighEntropyValues(['fullVersionList']).catch(() => null),
+]).then(([{ os, arch }, ua]) => {
+  const brands = (ua?.fullVersionList ?? []).filter((b) => !/[^a-z ]/i.test(b.brand));
+  const b = brands.find((x) => x.brand !== 'Chromium') ?? brands[0];
+  const v = /\sChrom(?:e|ium)\/([\d.]+)/.exec(navigator.userAgent)?.[1] ?? '';
+  globalThis.lumoPlatform = { arch, os, browserName: b?.brand ?? 'chrome', browserVersion: b?.version ?? v };
+}, () => {});
+// Never held up by it for long: past 1 s the module starts, and the fields are "" until the
+// answer comes (registrations made meanwhile say so).
+const platformOrLate = Promise.race([platform, new Promise((r) => setTimeout(r, 1000))]);
+
+init({ module_or_path: Promise.all([wasm, platformOrLate]).then(([module]) => (guardTabEvents(), module)) }).then(() => {
   const waiting = queue;
   queue = null;
   quick = null;

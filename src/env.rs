@@ -63,6 +63,13 @@ pub trait Clock {
 /// Whether the browser can run user scripts right now (the "Allow User Scripts" toggle).
 pub trait Capabilities {
     fn user_scripts_available(&self) -> bool;
+    /// The system and browser `GM_info.platform` describes, as JSON text (`{arch, os,
+    /// browserName, browserVersion}`, learned once by the worker's loader: `sw.js`); `""` when
+    /// not known. Read when a registration is built (`gm::inject::platform_js` keeps only its
+    /// four strings).
+    fn platform(&self) -> String {
+        String::new()
+    }
 }
 
 /// What a `chrome.userScripts` call refused *synchronously* says about the "Allow User Scripts"
@@ -301,15 +308,17 @@ pub trait Http {
     /// `fetch`, asking `progress(loaded, total)` before it keeps each chunk of the body
     /// (`loaded`: the body's bytes with that chunk; `total`: the `Content-Length`, if any). On
     /// `false` it keeps nothing more: it stops reading, aborts the request and answers an
-    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no). By default no
-    /// reports.
+    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no). `head` is told
+    /// the answer without its body once its status and headers are in, before the body is
+    /// read (not for a redirect). By default no reports.
     async fn fetch_progress(
         &self,
         req: &HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
+        head: &dyn Fn(&HttpResponse),
     ) -> Result<HttpResponse, FetchError> {
-        let _ = progress;
+        let _ = (progress, head);
         self.fetch(req, max_body).await
     }
 }
@@ -646,7 +655,7 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
         ) -> Result<HttpResponse, FetchError> {
-            self.fetch_held(req, max_body, None).await
+            self.fetch_held(req, max_body, None, None).await
         }
         /// A held URL reports 3 of 10 bytes before it waits forever; an answer's body is
         /// reported before it is kept (in chunks of `fetch_chunk` bytes, yielding between them,
@@ -656,8 +665,10 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
             progress: &dyn Fn(u64, Option<u64>) -> bool,
+            head: &dyn Fn(&HttpResponse),
         ) -> Result<HttpResponse, FetchError> {
-            self.fetch_held(req, max_body, Some(progress)).await
+            self.fetch_held(req, max_body, Some(progress), Some(head))
+                .await
         }
     }
 
@@ -668,6 +679,7 @@ pub mod memory {
             req: &HttpRequest,
             max_body: usize,
             progress: Option<&dyn Fn(u64, Option<u64>) -> bool>,
+            head: Option<&dyn Fn(&HttpResponse)>,
         ) -> Result<HttpResponse, FetchError> {
             self.fetched.borrow_mut().push(req.clone());
             self.advance(self.fetch_ms.get());
@@ -700,6 +712,12 @@ pub mod memory {
                 },
             };
             // The shell stops reading past the bound (`chrome::env::read_body`).
+            if let (Some(h), None) = (head, &r.location) {
+                h(&HttpResponse {
+                    body: Vec::new(),
+                    ..r.clone()
+                });
+            }
             if r.body.len() > max_body {
                 return Err(FetchError::TooLarge { max: max_body });
             }

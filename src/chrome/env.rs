@@ -152,6 +152,15 @@ impl Capabilities for ChromeEnv {
             Err(_) => false,
         }
     }
+
+    /// `globalThis.lumoPlatform`, set by `sw.js` before the module starts, as JSON text.
+    fn platform(&self) -> String {
+        Reflect::get(&js_sys::global(), &JsValue::from_str("lumoPlatform"))
+            .ok()
+            .and_then(|v| js_sys::JSON::stringify(&v).ok())
+            .and_then(|s| s.as_string())
+            .unwrap_or_default()
+    }
 }
 
 impl Ids for ChromeEnv {
@@ -326,7 +335,8 @@ impl crate::env::Http for ChromeEnv {
         req: &crate::env::HttpRequest,
         max_body: usize,
     ) -> Result<crate::env::HttpResponse, FetchError> {
-        self.fetch_progress(req, max_body, &|_, _| true).await
+        self.fetch_progress(req, max_body, &|_, _| true, &|_| ())
+            .await
     }
 
     async fn fetch_progress(
@@ -334,6 +344,7 @@ impl crate::env::Http for ChromeEnv {
         req: &crate::env::HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
+        head: &dyn Fn(&crate::env::HttpResponse),
     ) -> Result<crate::env::HttpResponse, FetchError> {
         let global = js_sys::global();
         let fetch: js_sys::Function = Reflect::get(&global, &"fetch".into())
@@ -409,19 +420,20 @@ impl crate::env::Http for ChromeEnv {
         }
         // Not a redirect: a fetch of the same method and URL may go while this body arrives.
         drop(watch);
-        let headers = response_headers(&resp);
-        let body = read_body(&resp, max_body, progress).await?;
         let status = num("status").unwrap_or(0.0).clamp(0.0, 999.0);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let status = status as u16;
-        Ok(crate::env::HttpResponse {
+        let mut answer = crate::env::HttpResponse {
             status,
             status_text: text(&resp, "statusText"),
             final_url: text(&resp, "url"),
-            headers,
-            body,
+            headers: response_headers(&resp),
+            body: Vec::new(),
             location: None,
-        })
+        };
+        head(&answer);
+        answer.body = read_body(&resp, max_body, progress).await?;
+        Ok(answer)
     }
 }
 

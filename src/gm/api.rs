@@ -74,7 +74,9 @@ pub const APIS: &[Api] = &[
     api("GM_audio", NotProvided, true),
     api("window.close", NotProvided, true),
     api("window.focus", NotProvided, true),
-    api("window.onurlchange", NotProvided, false),
+    // A single-page app's URL changes, made in the script's world from the Navigation API
+    // (`gm::inject::URLCHANGE_JS`): no channel.
+    api("window.onurlchange", Provided, false),
 ];
 
 /// How one `@grant` value reads.

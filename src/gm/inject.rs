@@ -66,7 +66,8 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
         }
         head.push_str(&api_js(name, uuid, meta, source));
     }
-    let mut names = given.clone();
+    // A name that is not a binding (`window.onurlchange` is the window's own property).
+    let mut names: Vec<&'static str> = given.iter().copied().filter(|n| !n.contains('.')).collect();
     // Either menu function defines both (`gm::menu_js`).
     for pair in ["GM_registerMenuCommand", "GM_unregisterMenuCommand"] {
         if !names.contains(&pair)
@@ -101,7 +102,10 @@ pub fn parts(uuid: &str, meta: &Metadata, source: &str) -> GmParts {
 /// snapshot, or `null` where it has no channel; `NC` the text that says so ([`no_channel_js`]),
 /// the only copy in the registered code: an answer `{nochannel: true}` gets it as its error,
 /// and every value function throws it when `V` is `null`. `""` when nothing is defined.
-pub fn scoped(parts: &GmParts, extra: &str) -> String {
+///
+/// `platform` is the env's JSON text for `GM_info.platform` ([`platform_js`] keeps what of it
+/// may go in).
+pub fn scoped(parts: &GmParts, extra: &str, platform: &str) -> String {
     if parts.is_empty() && extra.is_empty() {
         return String::new();
     }
@@ -114,8 +118,31 @@ pub fn scoped(parts: &GmParts, extra: &str) -> String {
     body.push_str("d('GM',G);");
     format!(
         "((S0,V,NC)=>{{const setTimeout=window.setTimeout,S=(o,f)=>Promise.resolve(S0(o,f)).then(r=>r&&r.nochannel?{{error:NC,nochannel:true}}:r),\
-         GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}};{body}return GX}})"
+         GX=Object.create(null),d=(n,v)=>{{GX[n]=v}},G={{}},PF={};{body}return GX}})",
+        platform_js(platform)
     )
+}
+
+/// `GM_info.platform` as a JS object literal, as Violentmonkey gives it (`arch`, `os` from
+/// `chrome.runtime.getPlatformInfo`, `browserName`, `browserVersion` from the worker's
+/// `navigator.userAgentData`: not what the tab's devtools emulate): the four strings of the
+/// env's JSON text `raw`, each at most 64 characters, `""` for one missing or unreadable.
+pub fn platform_js(raw: &str) -> String {
+    let v: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| s.len() <= 64)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    json!({
+        "arch": field("arch"),
+        "browserName": field("browserName"),
+        "browserVersion": field("browserVersion"),
+        "os": field("os"),
+    })
+    .to_string()
 }
 
 /// For a script granted functions other managers give and this provider does not
@@ -171,13 +198,14 @@ pub fn no_channel_js() -> String {
 /// The GM code of a script without its `@resource` getters (tests, and the shape checks
 /// below).
 pub fn prelude(uuid: &str, meta: &Metadata, source: &str) -> String {
-    scoped(&parts(uuid, meta, source), "")
+    scoped(&parts(uuid, meta, source), "", "")
 }
 
 fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
     match name {
         "GM_info" => format!(
-            "const I={};Object.freeze(I.script);Object.freeze(I);d('GM_info',I);G.info=I;",
+            "const I={};I.platform=Object.freeze(PF);I.userAgent=navigator.userAgent;\
+             Object.freeze(I.script);Object.freeze(I);d('GM_info',I);G.info=I;",
             info(uuid, meta, source)
         ),
         // At document-start there may be no <head> nor even <html> yet: the element is
@@ -210,6 +238,7 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         // The world's own window: the page's DOM, not the page's JavaScript (validate_script
         // says so, see `gm::api::UNSAFE_WINDOW_NOTE`).
         "unsafeWindow" => "d('unsafeWindow',window);".to_owned(),
+        "window.onurlchange" => URLCHANGE_JS.to_owned(),
         _ => String::new(),
     }
 }
@@ -258,13 +287,23 @@ const XHR_CORE_JS: &str = concat!(
     "rq=o.responseType==='document'?'':o.responseType||'',asb=oc&&(rq===''||rq==='text'||rq==='json');",
     // onprogress: a held watch per report (`gm::xhr_flight`), at most 4 a second so a long
     // download stays well inside the script's share of the channel.
-    "let seen=0,tries=0;const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
+    // onreadystatechange at 2 (the status and headers, from the watch's `head`: the worker's
+    // answer before its body) and 3 (loading, at each report), as XMLHttpRequest's; an answer
+    // that ends before the watch heard them has them fired, in order, just before 4. Without
+    // `onprogress` the page asks only for a request not answered within 250 ms, and stops once
+    // it has the head: at most one message more a request (none for a quick one), so a script
+    // making many requests stays inside its GM window (`channel::rate`); its 3 comes just
+    // before 4.
+    "let seen=0,tries=0,hd=null,rs=1;const RS=(n,x)=>{rs=n;cb('onreadystatechange',Object.assign({readyState:n,response:null,responseText:'',context:o.context},hd,x))};",
+    "const PW=()=>{if(done)return;S('xhr.progress',{id,seen}).then(r=>{if(done||!r||r.error)return;",
     "if(r.none){if(++tries<20)setTimeout(PW,100);return}",
-    "if(r.seq!=null){seen=r.seq;cb('onprogress',{readyState:3,loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null,context:o.context})}",
-    "setTimeout(PW,250)})};",
+    "if(r.head&&rs<2){const h=r.head;hd={status:h.status,statusText:h.statusText,finalUrl:h.finalUrl,responseHeaders:h.responseHeaders};RS(2)}",
+    "if(r.seq!=null){seen=r.seq;if(r.loaded>0||!r.head){const p={loaded:r.loaded,total:r.total==null?0:r.total,lengthComputable:r.total!=null};",
+    "cb('onprogress',Object.assign({readyState:3,context:o.context},p));if(hd)RS(3,p)}}",
+    "if(typeof o.onprogress==='function'||!hd)setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
     "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
-    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();return q},",
+    "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();else if(typeof o.onreadystatechange==='function')setTimeout(PW,250);return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;if(W){W(r);return}",
     "if(!r||r.error){const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',response:null,",
@@ -280,6 +319,7 @@ const XHR_CORE_JS: &str = concat!(
     "response:resp,responseText:rt,context:o.context};",
     "if(t==='document')x.responseXML=resp;else if(rt!==undefined){let v;Object.defineProperty(x,'responseXML',{configurable:true,enumerable:true,",
     "get(){if(v===undefined)v=mt&&mt!=='text/html'?XD(rt,mt):null;return v}})}",
+    "if(rs<2){hd={status:r.status,statusText:r.statusText,finalUrl:r.finalUrl,responseHeaders:r.responseHeaders};RS(2)}if(rs<3)RS(3);",
     "cb('onreadystatechange',x);cb('onload',x);cb('onloadend',x)});",
     "return ctrl};",
 );
@@ -290,6 +330,33 @@ const XHR_JS: &str = concat!(
     "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
     "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
     "pr.abort=()=>c.abort();return pr};",
+);
+
+/// `window.onurlchange` and `window.addEventListener('urlchange', f)`, as Tampermonkey gives a
+/// script granted `window.onurlchange`: called with `{type: 'urlchange', url}` (the new
+/// `location.href`) each time the document's current history entry changes without a load —
+/// `history.pushState`/`replaceState` (the same URL again included), a fragment change,
+/// back/forward — which the Navigation API's `currententrychange` tells every world, the page's
+/// own calls included (measured in Chromium 156, `gm.test.mjs`). `onurlchange` is `null` until
+/// set, so a script's feature test (`window.onurlchange === null`) reads it given. Neither is a
+/// DOM event: the listeners are kept here and called here, so the page's JavaScript neither
+/// hears that a script listens nor fakes a change (a `urlchange` it dispatches on its window
+/// reaches only its own listeners). `addEventListener`/`removeEventListener` are own properties
+/// of this world's window that hand every other type to `EventTarget`'s, taken first.
+pub const URLCHANGE_JS: &str = concat!(
+    "{const W=window,RA=Reflect.apply,EA=EventTarget.prototype.addEventListener,ER=EventTarget.prototype.removeEventListener,",
+    "L=[];let H=null,U=location.href;",
+    "Object.defineProperty(W,'onurlchange',{configurable:true,enumerable:true,get:()=>H,set:v=>{H=typeof v==='function'?v:null}});",
+    "const me=t=>t==null||t===W;",
+    "W.addEventListener=function(t,f,o){if(!me(this)||t!=='urlchange')return RA(EA,this==null?W:this,arguments);",
+    "if(f&&!L.some(x=>x.f===f))L.push({f,once:!!(o&&typeof o==='object'&&o.once)})};",
+    "W.removeEventListener=function(t,f,o){if(!me(this)||t!=='urlchange')return RA(ER,this==null?W:this,arguments);",
+    "const i=L.findIndex(x=>x.f===f);if(i>=0)L.splice(i,1)};",
+    "const run=(f,e)=>{try{typeof f==='function'?RA(f,W,[e]):f&&typeof f.handleEvent==='function'&&f.handleEvent(e)}catch(x){console.error(x)}};",
+    "const C=()=>{U=location.href;const e={type:'urlchange',url:U};if(H)run(H,e);",
+    "for(const x of L.slice()){if(x.once){const i=L.indexOf(x);if(i>=0)L.splice(i,1)}run(x.f,e)}};",
+    "if(W.navigation)RA(EA,W.navigation,['currententrychange',C]);",
+    "else{RA(EA,W,['popstate',()=>{if(location.href!==U)C()}]);RA(EA,W,['hashchange',()=>{if(location.href!==U)C()}])}}",
 );
 
 /// `P(element, parent, head)`: appends to `parent`, else to `<head>` (`head`) or `<body>`, else
@@ -519,7 +586,7 @@ mod tests {
         let s = src(&["GM_info"]);
         let p = prelude("uuid-1", &meta_of(&s), &s);
         let start = p.find("const I=").unwrap() + "const I=".len();
-        let end = p.find(";Object.freeze(I.script)").unwrap();
+        let end = p.find(";I.platform=").unwrap();
         let v: Value = serde_json::from_str(&p[start..end]).unwrap();
         assert_eq!(v["script"]["name"], "P \"q\"");
         assert_eq!(v["scriptHandler"], HANDLER);
@@ -533,6 +600,46 @@ mod tests {
             .as_str()
             .unwrap()
             .ends_with("// ==/UserScript=="));
+    }
+
+    #[test]
+    fn urlchange_is_given_only_when_granted_and_binds_no_name() {
+        let s = src(&["window.onurlchange"]);
+        let p = parts("u", &meta_of(&s), &s);
+        assert!(p.head.contains(URLCHANGE_JS));
+        assert!(p.names.iter().all(|n| !n.contains('.')), "{:?}", p.names);
+        assert!(!p.head.contains("granted but not provided"));
+        let s = src(&["GM_addStyle"]);
+        assert!(!parts("u", &meta_of(&s), &s).head.contains("onurlchange"));
+        assert!(!URLCHANGE_JS.contains('\n'));
+    }
+
+    #[test]
+    fn platform_keeps_four_short_strings() {
+        let p = |raw: &str| serde_json::from_str::<Value>(&platform_js(raw)).unwrap();
+        assert_eq!(
+            p(
+                r#"{"os":"linux","arch":"x86-64","browserName":"Google Chrome","browserVersion":"156.0.1.2","x":"y"}"#
+            ),
+            json!({"os":"linux","arch":"x86-64","browserName":"Google Chrome","browserVersion":"156.0.1.2"})
+        );
+        let empty = json!({"os":"","arch":"","browserName":"","browserVersion":""});
+        for raw in ["", "null", "[1]", "{\"os\":5}", "not json"] {
+            assert_eq!(p(raw), empty, "{raw}");
+        }
+        let long = format!(
+            "{{\"os\":\"{}\",\"arch\":\"</script>\\u2028\"}}",
+            "a".repeat(65)
+        );
+        assert_eq!(p(&long)["os"], "");
+        // One string in the code (`one_line` escapes U+2028 where it is registered).
+        let s = src(&["GM_info"]);
+        let code = scoped(&parts("u", &meta_of(&s), &s), "", &long);
+        assert!(
+            code.contains("PF={\"arch\":\"</script>\u{2028}\""),
+            "{code}"
+        );
+        assert!(code.contains("I.platform=Object.freeze(PF)"));
     }
 }
 

@@ -35,7 +35,13 @@ pub struct Notice {
     pub text: String,
     pub image: Option<String>,
     pub silent: bool,
+    /// Tampermonkey's `tag`: a notification of the same script with the same tag is replaced
+    /// by this one (at most [`MAX_TAG_CHARS`]; none when empty).
+    pub tag: Option<String>,
 }
+
+/// Longest notification tag, in characters; a longer one is cut.
+pub const MAX_TAG_CHARS: usize = 128;
 
 /// Refusals are the message the script reads (`gm::message` wraps them).
 fn bad(what: &str) -> String {
@@ -126,6 +132,7 @@ pub fn create_props(t: &OpenTab, opener: Option<Opener>) -> Value {
 }
 
 pub fn notice(o: &Map<String, Value>) -> Result<Notice, String> {
+    let tag = Some(text(o, "tag", MAX_TAG_CHARS)).filter(|t| !t.is_empty());
     let text = text(o, "text", MAX_TEXT_CHARS);
     if text.is_empty() {
         return Err("GM_notification: the text must not be empty".into());
@@ -140,6 +147,7 @@ pub fn notice(o: &Map<String, Value>) -> Result<Notice, String> {
         text,
         image,
         silent: flag(o, "silent", false),
+        tag,
     })
 }
 

@@ -4,7 +4,10 @@
 //! `GM_openInTab` returns at once, as in Violentmonkey, an object with `close()`, `closed` and
 //! `onclose`; a held `tab.wait` learns when the tab closes. `GM_notification` takes the details
 //! object or `(text, title, image, onclick)`; `onclick` and `ondone` come through a held
-//! `notify.wait`. A refusal (an address that is not http(s), a bound) is logged to the
+//! `notify.wait`. Tampermonkey's `timeout` (ms) closes it from the page (a timer of the page's
+//! own, so nothing waits in the worker; past `setTimeout`'s 2^31-1 ms it is ignored, not fired
+//! at once), and its `tag` goes to the worker, which replaces the script's notification with
+//! the same tag (`provider::gm_tabs`). A refusal (an address that is not http(s), a bound) is logged to the
 //! console and leaves the tab object `closed`.
 
 pub const OPEN_IN_TAB_JS: &str = concat!(
@@ -25,8 +28,9 @@ pub const NOTIFICATION_JS: &str = concat!(
     "const n={remove(){return p.then(id=>id&&S('notify.close',{id}))}};",
     "const cb=k=>{try{if(typeof o[k]==='function')o[k].call(n)}catch(e){console.error(e)}};",
     "const p=S('notify',{text:o.text==null?'':String(o.text),title:o.title==null?'':String(o.title),",
-    "image:typeof o.image==='string'?o.image:null,silent:!!o.silent}).then(r=>{",
+    "image:typeof o.image==='string'?o.image:null,silent:!!o.silent,tag:o.tag==null?'':String(o.tag)}).then(r=>{",
     "if(!r||r.error||typeof r.id!=='string'){console.error(r&&r.error||'GM_notification: no answer from the provider');return null}",
+    "const tm=Number(o.timeout);if(tm>0&&tm<=2147483647)setTimeout(()=>S('notify.close',{id:r.id}),tm);",
     "const w=()=>S('notify.wait',{id:r.id}).then(x=>{if(x&&x.event==='click'){cb('onclick');w()}",
     "else if(x&&x.event==='close')cb('ondone');else setTimeout(w,x&&!x.error?0:5000)},()=>setTimeout(w,5000));",
     "w();return r.id});return n};d('GM_notification',NO);",

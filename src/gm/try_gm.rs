@@ -33,9 +33,15 @@ const TRY_SEND: &str =
 /// outlives a try, and Chrome may put it in the world it shares between the scripts past the
 /// tenth on a page); `""` when its grants give it nothing. `uuid` is the stored script's (or
 /// `""` for a raw source); `values` its stored values (or none).
-pub fn try_prelude(uuid: &str, meta: &Metadata, source: &str, values: &Values) -> String {
+pub fn try_prelude(
+    uuid: &str,
+    meta: &Metadata,
+    source: &str,
+    values: &Values,
+    platform: &str,
+) -> String {
     let parts = inject::parts(uuid, meta, source);
-    let scoped = inject::scoped(&parts, "");
+    let scoped = inject::scoped(&parts, "", platform);
     if scoped.is_empty() {
         return String::new();
     }
@@ -68,7 +74,7 @@ mod tests {
     #[test]
     fn granted_functions_only_and_one_line_whatever_the_values_hold() {
         let (m, s) = meta("// @grant none\n");
-        assert_eq!(try_prelude("", &m, &s, &Values::default()), "");
+        assert_eq!(try_prelude("", &m, &s, &Values::default(), ""), "");
         let (m, s) = meta("// @grant GM_getValue\n// @grant GM_setValue\n// @grant GM_addStyle\n");
         let mut v = Values::default();
         v.apply(
@@ -76,7 +82,7 @@ mod tests {
             0,
         )
         .unwrap();
-        let js = try_prelude("", &m, &s, &v);
+        let js = try_prelude("", &m, &s, &v, "");
         assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
         assert!(
             js.starts_with("let {GM_info, GM_addStyle, unsafeWindow, GM_getValue, GM_setValue, GM} = ((S0,V,NC)=>{"),
@@ -95,7 +101,7 @@ mod tests {
     #[test]
     fn download_is_given_over_the_stand_in() {
         let (m, s) = meta("// @grant GM.download\n");
-        let js = try_prelude("", &m, &s, &Values::default());
+        let js = try_prelude("", &m, &s, &Values::default(), "");
         assert!(
             js.starts_with("let {GM_info, unsafeWindow, GM_download, GM} = "),
             "{js}"

@@ -239,17 +239,7 @@ pub const MAX_RESPONSE_BYTES: usize = 5 * 1024 * 1024;
 /// The body is consumed: valid UTF-8 becomes the text without a copy, and the bytes are freed
 /// once the base64 is made, so the wasm holds one answer's body once, plus its base64 at most.
 pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
-    let headers: String = r
-        .headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
-    let mut out = json!({
-        "status": r.status,
-        "statusText": r.status_text,
-        "finalUrl": r.final_url,
-        "responseHeaders": headers,
-    });
+    let mut out = head_json(&r);
     let charset = match ty {
         ResponseType::Text | ResponseType::Json => other_charset(&r.headers),
         ResponseType::ArrayBuffer | ResponseType::Blob => None,
@@ -275,6 +265,22 @@ pub fn response_json(r: crate::env::HttpResponse, ty: ResponseType) -> Value {
         o.insert(body.0.to_owned(), body.1);
     }
     out
+}
+
+/// What the page's `readyState` 2 carries: the answer's status, final URL and headers (as
+/// `responseHeaders` text), without its body.
+pub fn head_json(r: &crate::env::HttpResponse) -> Value {
+    let headers: String = r
+        .headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    json!({
+        "status": r.status,
+        "statusText": r.status_text,
+        "finalUrl": r.final_url,
+        "responseHeaders": headers,
+    })
 }
 
 /// The `charset` of the answer's `Content-Type` when it names one other than UTF-8 (`GBK`,

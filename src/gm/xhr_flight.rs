@@ -143,7 +143,16 @@ struct Flight {
     watchers: Vec<oneshot::Sender<Progress>>,
     /// Bytes of its answer counted against the budgets ([`Flights::hold`]).
     held: u64,
+    /// The answer's status and headers once they came ([`Flights::head`]), and the report
+    /// that brought them.
+    head: Option<serde_json::Value>,
+    head_seq: u64,
 }
+
+/// Largest head ([`Flights::head`]) a flight keeps, in bytes of its JSON text: a page's
+/// `readyState` 2 comes early only for an answer whose headers are no larger (else with the
+/// answer), so 64 flights hold at most 1 MiB of heads.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// What [`Flights::watch`] gives: an answer now, or one to wait for.
 #[derive(Debug)]
@@ -190,6 +199,8 @@ impl Flights {
                 seq: 0,
                 watchers: Vec::new(),
                 held: 0,
+                head: None,
+                head_seq: 0,
             },
         );
         Ok(rx)
@@ -275,6 +286,32 @@ impl Flights {
         for w in f.watchers.drain(..) {
             let _ = w.send(now);
         }
+    }
+
+    /// The answer's status and headers came (`gm::xhr::head_json`), before its body: kept
+    /// (when no larger than [`MAX_HEAD_BYTES`]) and reported, so a page's watch hears it
+    /// (its `readyState` 2).
+    pub fn head(&mut self, key: &FlightKey, head: serde_json::Value) {
+        let Some(f) = self.map.get_mut(key) else {
+            return;
+        };
+        if head.to_string().len() > MAX_HEAD_BYTES {
+            return;
+        }
+        f.head = Some(head);
+        let (loaded, total) = (f.loaded, f.total);
+        self.progress(key, loaded, total);
+        if let Some(f) = self.map.get_mut(key) {
+            f.head_seq = f.seq;
+        }
+    }
+
+    /// The head, for a watch that has not seen the report that brought it.
+    pub fn head_since(&self, key: &FlightKey, seen: u64) -> Option<serde_json::Value> {
+        self.map
+            .get(key)
+            .filter(|f| f.head_seq > seen)
+            .and_then(|f| f.head.clone())
     }
 
     /// A page's watch for the request's next report after `seen` (answered at once if one
@@ -396,6 +433,31 @@ mod tests {
             oldest.try_recv(),
             Ok(Some(Progress::At { seq: 0, .. }))
         ));
+    }
+
+    #[test]
+    fn the_head_reaches_a_waiting_watch_once_and_a_large_one_is_not_kept() {
+        let mut f = Flights::default();
+        let _r = f.start(k("a", 0, 1)).unwrap();
+        let Watch::Later(mut rx) = f.watch(&k("a", 0, 1), 0) else {
+            panic!("nothing yet")
+        };
+        let head = serde_json::json!({"status": 200, "responseHeaders": "a: b\r\n"});
+        f.head(&k("a", 0, 1), head.clone());
+        let Ok(Some(Progress::At { loaded: 0, seq, .. })) = rx.try_recv() else {
+            panic!("the watch was answered")
+        };
+        assert_eq!(f.head_since(&k("a", 0, 1), 0), Some(head));
+        assert_eq!(f.head_since(&k("a", 0, 1), seq), None, "told once");
+        assert_eq!(f.head_since(&k("b", 0, 1), 0), None, "another's");
+        f.progress(&k("a", 0, 1), 10, Some(20));
+        assert_eq!(f.head_since(&k("a", 0, 1), seq), None);
+        // Over the bound: not kept, nothing reported (the page has it with the answer).
+        let _r2 = f.start(k("a", 0, 2)).unwrap();
+        let big = serde_json::json!({"responseHeaders": "x".repeat(MAX_HEAD_BYTES)});
+        f.head(&k("a", 0, 2), big);
+        assert_eq!(f.head_since(&k("a", 0, 2), 0), None);
+        assert!(matches!(f.watch(&k("a", 0, 2), 0), Watch::Later(_)));
     }
 
     #[test]

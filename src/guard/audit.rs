@@ -804,8 +804,11 @@ impl<E: Http> Http for Journaled<'_, E> {
         req: &HttpRequest,
         max_body: usize,
         progress: &dyn Fn(u64, Option<u64>) -> bool,
+        head: &dyn Fn(&HttpResponse),
     ) -> Result<HttpResponse, FetchError> {
-        self.inner.fetch_progress(req, max_body, progress).await
+        self.inner
+            .fetch_progress(req, max_body, progress, head)
+            .await
     }
 }
 

@@ -427,6 +427,8 @@ impl<E: Env> Provider<E> {
                 }
             }
         };
+        // Its status and headers, before the body: the page's `readyState` 2.
+        let head = |r: &_| self.gm_flights.borrow_mut().head(&key, xhr::head_json(r));
         let started = self.env.now_ms();
         let mut hops = 0;
         let answer = loop {
@@ -439,7 +441,7 @@ impl<E: Env> Provider<E> {
             let r = {
                 let fetch = self
                     .env
-                    .fetch_progress(&req, xhr::MAX_RESPONSE_BYTES, &report);
+                    .fetch_progress(&req, xhr::MAX_RESPONSE_BYTES, &report, &head);
                 futures::pin_mut!(fetch);
                 match futures::future::select(fetch, &mut aborted).await {
                     futures::future::Either::Left((r, _)) => Some(r),
@@ -513,7 +515,14 @@ impl<E: Env> Provider<E> {
         };
         match p {
             Progress::At { loaded, total, seq } => {
-                json!({ "loaded": loaded, "total": total, "seq": seq })
+                let mut r = json!({ "loaded": loaded, "total": total, "seq": seq });
+                if let (Some(h), Some(o)) = (
+                    self.gm_flights.borrow().head_since(key, seen),
+                    r.as_object_mut(),
+                ) {
+                    o.insert("head".to_owned(), h);
+                }
+                r
             }
             Progress::NotInFlight => json!({ "none": true }),
         }

@@ -29,6 +29,8 @@ const MAX_REMEMBERED: usize = 1_000;
 #[derive(Default)]
 struct Watch {
     uuid: String,
+    /// A notification's tag (`gm::tabs::Notice::tag`); not kept across a worker restart.
+    tag: Option<String>,
     /// Events not yet delivered ("click", "close").
     events: Vec<&'static str>,
     waiter: Option<oneshot::Sender<Value>>,
@@ -267,8 +269,25 @@ impl<E: Env> Provider<E> {
 
     pub(crate) async fn gm_notify(&self, uuid: &str, name: &str, n: &Notice) -> Value {
         self.opened_ready().await;
-        let id = {
+        let (id, replaced) = {
             let mut o = self.gm_opened.borrow_mut();
+            // The script's notifications with this tag are replaced: forgotten now (their pages
+            // are told "close", and so is a later wait for them) and cleared once this one is
+            // made, so they do not count against the bound.
+            let replaced: Vec<String> = match &n.tag {
+                Some(tag) => o
+                    .notices
+                    .iter()
+                    .filter(|(_, w)| w.uuid == uuid && w.tag.as_ref() == Some(tag))
+                    .map(|(id, _)| id.clone())
+                    .collect(),
+                None => Vec::new(),
+            };
+            for old in &replaced {
+                if let Some(mut w) = o.notices.remove(old) {
+                    deliver(&mut w, "close");
+                }
+            }
             let shown = o
                 .notices
                 .values()
@@ -285,13 +304,21 @@ impl<E: Env> Provider<E> {
                 id.clone(),
                 Watch {
                     uuid: uuid.to_owned(),
+                    tag: n.tag.clone(),
                     ..Watch::default()
                 },
             );
-            id
+            (id, replaced)
         };
         let options = tabs::notification_options(n, name, ICON);
-        match self.env.create_notification(&id, &options).await {
+        let made = self.env.create_notification(&id, &options).await;
+        // Replaced while Chrome was making it (a newer one of its tag came meanwhile): the
+        // newer one's clear may have reached Chrome before it was shown, so it is cleared now.
+        let superseded = !self.gm_opened.borrow().notices.contains_key(&id);
+        for old in replaced.iter().chain(superseded.then_some(&id)) {
+            let _ = self.env.clear_notification(old).await;
+        }
+        match made {
             Ok(()) => {
                 self.save_opened().await;
                 json!({ "id": id })
@@ -709,5 +736,46 @@ mod tests {
             r["error"].as_str().unwrap().contains("does not @grant"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn a_tag_replaces_the_scripts_own_notification_of_that_tag_only() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_notification\n");
+        let b = script(&p, "B", "// @grant GM_notification\n");
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
+        let notify = |t: &str, tag: &str| {
+            ask(&p, t, json!({"op": "notify", "text": "x", "tag": tag}))["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let first = notify(&ta, "progress");
+        let theirs = notify(&tb, "progress");
+        let untagged = notify(&ta, "");
+        // Far more than the bound, all with one tag: each replaces the one before.
+        let mut last = first.clone();
+        for _ in 0..3 * MAX_NOTIFICATIONS {
+            let next = notify(&ta, "progress");
+            assert_ne!(next, last);
+            assert!(p
+                .env
+                .browser_calls
+                .borrow()
+                .iter()
+                .any(|(w, id)| w == "notifications.clear" && id == &json!(last)));
+            last = next;
+        }
+        // The replaced one's page is told it closed; the others are still shown.
+        assert_eq!(
+            ask(&p, &ta, json!({"op": "notify.wait", "id": first}))["event"],
+            "close"
+        );
+        let shown: Vec<String> = p.gm_opened.borrow().notices.keys().cloned().collect();
+        assert_eq!(shown.len(), 3, "{shown:?}");
+        for id in [&theirs, &untagged, &last] {
+            assert!(shown.contains(id));
+        }
     }
 }

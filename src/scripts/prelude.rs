@@ -216,7 +216,7 @@ impl Prelude {
 /// Every registration gets it, `@include` glob scripts too (they are never registered with
 /// Chrome's `includeGlobs`: see `rules::glob_superset`).
 pub fn apply(reg: &mut Registration, key: Option<&ChannelKey>, values: &crate::gm::values::Values) {
-    apply_loaded(reg, key, values, &[]);
+    apply_loaded(reg, key, values, &[], "");
 }
 
 /// [`apply`], with the script's stored `@require`/`@resource` files (`gm::resources`). A
@@ -226,6 +226,7 @@ pub fn apply_loaded(
     key: Option<&ChannelKey>,
     values: &crate::gm::values::Values,
     loaded: &[crate::gm::resources::Loaded],
+    platform: &str,
 ) {
     let requires = crate::gm::resources::requires_block(loaded);
     let Some(slot) = reg.prelude_slot.take() else {
@@ -256,7 +257,7 @@ pub fn apply_loaded(
         report_runs: true,
         // One line whatever the metadata or resource names hold (U+2028 would move every
         // source line).
-        gm: crate::gm::try_gm::one_line(&crate::gm::inject::scoped(&slot.gm, &getters)),
+        gm: crate::gm::try_gm::one_line(&crate::gm::inject::scoped(&slot.gm, &getters, platform)),
         gm_names: slot.gm.names.clone(),
         values: if slot.gm.needs_values() {
             values.encode_pairs().to_string()
@@ -384,6 +385,7 @@ mod tests {
                 keyed.then_some(&key),
                 &crate::gm::values::Values::default(),
                 &[(lib(), Some(b"L=1".to_vec()))],
+                "",
             );
             let code = reg.js.last().and_then(|c| c.code.clone()).unwrap();
             assert!(code.find("L=1\n;\n").unwrap() < code.find("// ==UserScript==").unwrap());

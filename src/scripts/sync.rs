@@ -81,7 +81,7 @@ async fn channel_key<E: Storage + Ids>(env: &E) -> Option<ChannelKey> {
 /// of either that fails is an error (the caller keeps what Chrome holds and leaves the registry
 /// stale): registered without them, the script would read its defaults and write them back
 /// over its values, or run without its library, until its next registration.
-async fn with_prelude<E: Storage>(
+async fn with_prelude<E: Storage + Capabilities>(
     env: &E,
     mut d: Registration,
     key: Option<&ChannelKey>,
@@ -99,7 +99,7 @@ async fn with_prelude<E: Storage>(
             .map_err(|e| unreadable(e.0))?,
         None => Vec::new(),
     };
-    super::prelude::apply_loaded(&mut d, key, &values, &loaded);
+    super::prelude::apply_loaded(&mut d, key, &values, &loaded, &env.platform());
     Ok(d)
 }
 

@@ -852,6 +852,7 @@ async fn try_gm_line<E: Env>(p: &Provider<E>, script: &Script) -> String {
         &script.metadata,
         &script.source,
         &values,
+        &p.env.platform(),
     )
 }
 

@@ -360,9 +360,9 @@ describe("compat: real-world userscripts", () => {
       written[tag] = r;
     }
     // Names other managers give and this provider does not: accepted, each warned at its line
-    // (GM_download, given since, is not).
+    // (GM_download and window.onurlchange, given since, are not).
     assert.deepEqual(written.tm.diagnostics.map((d) => [d.line, d.severity, d.message.replace(/ is not implemented.*/, "")]), [
-      [9, "warning", "@grant GM_cookie"], [12, "warning", "@grant window.onurlchange"],
+      [9, "warning", "@grant GM_cookie"],
     ]);
     // HNhance's implicit unsafeWindow runs (below), and write_script says at its first use what it
     // is here: this world's window, not the page's.
@@ -390,8 +390,8 @@ describe("compat: real-world userscripts", () => {
       glob: { xhr: "function" },
       regex: { style: true, values: ["b", "c"], b: { x: [1, 2] }, lid: "number", heard: [["c", null, "set", false]], mid: "设置" },
       crlf: { version: "2.0.1-beta.3", name: "CRLF tabbed" },
-      // window.onurlchange is not given (warned above): the script's own feature test sees so.
-      tm: { frame: false, cookie: "undefined", download: "function", urlchange: false, menu: "function" },
+      // window.onurlchange is given: the script's own feature test sees so.
+      tm: { frame: false, cookie: "undefined", download: "function", urlchange: true, menu: "function" },
       embed: { og: "/poster.jpg", link: "/video.mp4", doc: true, same: true, title: "Feed title", text: true, htmlXML: "text",
         stream: 'GM request: responseType "stream" is not text, json, arraybuffer or blob' },
       // Both ran in the page's own JavaScript (they read its `pageVar`): the worlds' CSP lets a

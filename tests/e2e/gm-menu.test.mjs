@@ -334,6 +334,35 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     await until(async () => (await attr("data-done")) === "1", 5000, "ondone ran in the page");
   });
 
+  test("GM_notification's tag replaces the script's earlier notification of that tag, and its timeout closes it", T, async () => {
+    await write("tagger", ["@match http://notify2.test/*", "@grant GM_notification", "@grant GM.notification"],
+      "const root = document.documentElement;\n"
+      + "GM_notification({ text: 'one', tag: 'progress', ondone: () => root.setAttribute('data-done1', '1') });\n"
+      + "setTimeout(() => GM_notification({ text: 'two', tag: 'progress' }), 300);\n"
+      // More than the script's bound of 5 at once, all with one tag: each replaces the last.
+      + "document.addEventListener('lumo-many', () => { for (let i = 0; i < 8; i++) GM_notification({ text: 'n' + i, tag: 'many' }); });\n"
+      + "document.addEventListener('lumo-timed', () => GM.notification({ text: 'timed', timeout: 700 }).then(() => root.setAttribute('data-done3', String(Date.now() - t0))));\n"
+      + "let t0 = 0; document.addEventListener('lumo-timed', () => { t0 = Date.now(); }, true);\n"
+      + "root.setAttribute('data-asked', '1');");
+    await tab.goto(url("notify2.test", "/"), { waitUntil: "load" });
+    await until(async () => (await attr("data-asked")) === "1", 5000, "the script ran");
+    const provider = await h.providerPage();
+    const all = async () => Object.keys(await provider.evaluate(() => chrome.notifications.getAll()));
+    await until(async () => (await attr("data-done1")) === "1", 5000, "the first one was replaced: its ondone ran");
+    await sleep(300);
+    assert.equal((await all()).length, 1, "one notification for the tag");
+    await tab.evaluate(() => document.dispatchEvent(new Event("lumo-many")));
+    await sleep(1500);
+    assert.equal((await all()).length, 2, `the tag's last one and the other tag's: ${await all()}`);
+    for (const id of await all()) await provider.evaluate((i) => chrome.notifications.clear(i), id);
+    await until(async () => (await all()).length === 0, 5000, "cleared");
+    await tab.evaluate(() => document.dispatchEvent(new Event("lumo-timed")));
+    await until(async () => (await all()).length === 1, 5000, "the timed one is shown");
+    await until(async () => (await attr("data-done3")) !== null, 5000, "the timeout closed it: GM.notification resolved");
+    assert.ok(Number(await attr("data-done3")) >= 700, `closed after ${await attr("data-done3")} ms`);
+    assert.equal((await all()).length, 0);
+  });
+
   test("GM_setClipboard after a click in the page puts the text on the clipboard (read back from the clipboard itself)", T, async () => {
     await write("clip", ["@match http://clip.test/*", "@grant GM_setClipboard", "@grant GM.setClipboard"],
       "const root = document.documentElement;\n"

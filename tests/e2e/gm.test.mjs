@@ -237,6 +237,95 @@ describe("gm: the GM functions a script is given", () => {
     assert.equal(got.own, "mine");
   });
 
+  test("GM_info.platform comes from the worker (not the tab's emulation) and GM_info.userAgent is the world's own copy", T, async () => {
+    await write("platform", ["@match http://platform.test/*", "@grant GM.info"],
+      "const p = GM_info.platform;\n"
+      + "document.documentElement.setAttribute('data-gm-platform', JSON.stringify([p && p.os, p && p.arch, p && p.browserName,"
+      + " p && p.browserVersion, GM.info.platform === p, Object.isFrozen(p), GM_info.userAgent]));");
+    // A hostile page replaces navigator.userAgent in its own world first: the script's world
+    // has its own.
+    const real = await tab.evaluate(() => navigator.userAgent);
+    const hostile = await (async () => {
+      const ours = (u) => u.hostname === "platform.test";
+      await tab.route(ours, (r) => r.fulfill({ contentType: "text/html",
+        body: "<!doctype html><script>Object.defineProperty(Navigator.prototype, 'userAgent', { get: () => 'evil' });</script><p>x</p>" }));
+      try {
+        const got = await load(url("platform.test"));
+        assert.equal(await tab.evaluate(() => navigator.userAgent), "evil", "the page's own world was changed");
+        return got;
+      } finally {
+        await tab.unroute(ours);
+      }
+    })();
+    const [os, arch, name, version, same, frozen, ua] = JSON.parse(hostile.platform);
+    assert.equal(ua, real, "userAgent is the browser's");
+    assert.equal(os, { linux: "linux", darwin: "mac", win32: "win" }[process.platform]);
+    assert.equal(arch, { x64: "x86-64", arm64: "arm64" }[process.arch]);
+    assert.ok(name.length > 0, "a browserName");
+    const major = /Chrom(?:e|ium)\/(\d+)/.exec(real)[1];
+    assert.match(version, new RegExp(`^${major}\\.\\d+\\.\\d+\\.\\d+$`), "the full version, not the reduced UA's");
+    assert.equal(same, true);
+    assert.equal(frozen, true);
+    // The tab's devtools emulate another system: GM_info.platform still says this one.
+    const cdp = await tab.context().newCDPSession(tab);
+    await cdp.send("Emulation.setUserAgentOverride", { userAgent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Fake/1", platform: "Win32",
+      userAgentMetadata: { brands: [{ brand: "Fake", version: "1" }], fullVersionList: [{ brand: "Fake", version: "1.0.0.0" }],
+        platform: "Windows", platformVersion: "10.0.0", architecture: "arm", model: "", mobile: false } });
+    try {
+      const [eos, earch, ename, eversion, , , eua] = JSON.parse((await load(url("platform.test"))).platform);
+      assert.deepEqual([eos, earch, ename, eversion], [os, arch, name, version]);
+      assert.equal(eua, "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Fake/1", "userAgent is what the tab says, as navigator.userAgent in a content script");
+    } finally {
+      await cdp.detach();
+    }
+  });
+
+  test("window.onurlchange: the page's pushState, replaceState, hash changes and back reach a granted script, never the page", T, async () => {
+    await write("urlchange", ["@match http://spa.test/*", "@grant window.onurlchange"],
+      "const log = [];\n"
+      + "const show = () => document.documentElement.setAttribute('data-gm-urls', JSON.stringify(log));\n"
+      + "log.push('feature:' + (window.onurlchange === null));\n"
+      + "window.onurlchange = (e) => { log.push('on:' + new URL(e.url).pathname + new URL(e.url).hash); show(); };\n"
+      // A bare call, as scripts write it; `once` is kept.
+      + "addEventListener('urlchange', (e) => { log.push('l:' + e.type + ':' + (e.url === location.href)); show(); });\n"
+      + "window.addEventListener('urlchange', () => { log.push('once'); show(); }, { once: true });\n"
+      // Other types still reach the window as before.
+      + "addEventListener('lumo-ping', () => { log.push('ping'); show(); });\n"
+      + "show();");
+    await write("nourl", ["@match http://spa.test/*", "@grant GM_addStyle"],
+      "document.documentElement.setAttribute('data-gm-nourl', String(window.onurlchange));");
+    const first = await load(url("spa.test", "/start"));
+    assert.deepEqual(JSON.parse(first.urls), ["feature:true"]);
+    assert.equal(first.nourl, "undefined", "a script that does not grant it reads it absent");
+    // The page's own JavaScript navigates as a single-page app does, and listens for (and fakes)
+    // `urlchange` on its window.
+    await tab.evaluate(async () => {
+      window.heard = 0;
+      window.addEventListener("urlchange", () => window.heard++);
+      const tick = () => new Promise((r) => setTimeout(r, 50));
+      history.pushState({}, "", "/a");
+      await tick();
+      history.pushState({}, "", "/a");
+      await tick();
+      location.hash = "#h";
+      await tick();
+      history.replaceState(null, "", "/b");
+      await tick();
+      window.dispatchEvent(new Event("urlchange"));
+      window.dispatchEvent(new Event("lumo-ping"));
+      history.back();
+      await tick();
+    });
+    await sleep(300);
+    const log = JSON.parse(await tab.evaluate(() => document.documentElement.getAttribute("data-gm-urls")));
+    const on = log.filter((l) => l.startsWith("on:"));
+    assert.deepEqual(on, ["on:/a", "on:/a", "on:/a#h", "on:/b", "on:/a"], JSON.stringify(log));
+    assert.equal(log.filter((l) => l === "l:urlchange:true").length, 5, JSON.stringify(log));
+    assert.equal(log.filter((l) => l === "once").length, 1);
+    assert.equal(log.filter((l) => l === "ping").length, 1);
+    assert.equal(await tab.evaluate(() => window.heard), 1, "the page heard only its own event");
+  });
+
   test("unsafeWindow is the page's DOM but not the page's JavaScript, as validate_script says", T, async () => {
     const v = await ok("validate_script", { source: script("uw", ["@match http://uw.test/*", "@grant unsafeWindow"], "") });
     assert.ok(v.diagnostics.some((d) => /NOT the page's JavaScript/.test(d.message) && /MAIN world/.test(d.message)),
@@ -670,6 +759,36 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(ev.map((e) => e[0]), [...ev.map((e) => e[0])].sort((a, b) => a - b), "loaded only grows");
   });
 
+  // XMLHttpRequest-style scripts wait for readyState 2 to read the status and headers (and
+  // abort a download they do not want) and count 3s while it loads; before, only 4 came.
+  test("GM_xmlhttpRequest onreadystatechange: 2 with the status and headers before the body has come, then 3 and 4", T, async () => {
+    await write("readystate", ["@match http://rspage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const t0 = Date.now(), out = {};\n"
+      // With onreadystatechange alone, and with onprogress too.
+      + "for (const tag of ['alone', 'progress']) { const ev = [];\n"
+      + "GM_xmlhttpRequest(Object.assign({ url: `http://api.test:${location.port}/chunks?${tag}`, responseType: 'arraybuffer',\n"
+      + "  onreadystatechange: (x) => ev.push([x.readyState, x.status, /content-length: 30000/i.test(x.responseHeaders || ''), x.loaded || 0, Date.now() - t0]),\n"
+      + "  onload: (r) => { out[tag] = { ev, at: Date.now() - t0 }; if (out.alone && out.progress) document.documentElement.setAttribute('data-gm-rs', JSON.stringify(out)); } },\n"
+      + "  tag === 'progress' ? { onprogress: () => {} } : {})); }");
+    await load(url("rspage.test"));
+    const got = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-rs")), (v) => v, 8000);
+    for (const [tag, { ev, at }] of Object.entries(JSON.parse(got))) {
+      const states = ev.map((e) => e[0]);
+      assert.deepEqual([...new Set(states)], [2, 3, 4], `${tag}: ${JSON.stringify(ev)}`);
+      assert.deepEqual(states, [...states].sort(), "in order");
+      const two = ev.find((e) => e[0] === 2);
+      assert.equal(two[1], 200);
+      assert.equal(two[2], true, "the headers are there at 2");
+      // The body takes ≥ 1.4 s: 2 came before the last chunk was sent.
+      assert.ok(two[4] < at - 1000, `${tag}: 2 at ${two[4]} ms, the end at ${at} ms`);
+      assert.equal(ev.filter((e) => e[0] === 4).length, 1);
+      // 3s while it loaded where the page follows the download for onprogress anyway; else
+      // one 3, just before 4 (the page asked the worker once, for the head).
+      if (tag === "progress") assert.ok(ev.some((e) => e[0] === 3 && e[3] > 0 && e[3] < 30000 && e[4] < at - 300), JSON.stringify(ev));
+      else assert.equal(ev.filter((e) => e[0] === 3).length, 1, JSON.stringify(ev));
+    }
+  });
+
   // The callbacks as Violentmonkey gives them (its requests.js): `onloadstart` once the request
   // is sent, then `onreadystatechange`, `onload`, `onloadend`, each with the request's `context`,
   // and `onabort`/`onloadend` of an aborted one with it too (scripts keep per-request state
@@ -679,14 +798,15 @@ describe("gm: the GM functions a script is given", () => {
       "const at = (p) => `http://api.test:${location.port}${p}`, seen = [], abort = [];\n"
       + "const on = (into) => Object.fromEntries(['onloadstart', 'onreadystatechange', 'onload', 'onloadend', 'onerror', 'onabort', 'ontimeout']\n"
       + "  .map((n) => [n, (r) => into.push([n.slice(2), r.readyState, r.context && r.context.k])]));\n"
-      + "const fin = () => { if (seen.length >= 4 && abort.length >= 3) document.documentElement.setAttribute('data-gm-order', JSON.stringify({ seen, abort })); };\n"
+      + "const fin = () => { if (seen.length >= 6 && abort.length >= 3) document.documentElement.setAttribute('data-gm-order', JSON.stringify({ seen, abort })); };\n"
       + "const a = on(seen), b = on(abort);\n"
       + "GM_xmlhttpRequest(Object.assign({ url: at('/api/order'), context: { k: 'one' } }, a, { onloadend: (r) => { a.onloadend(r); fin(); } }));\n"
       + "const r = GM_xmlhttpRequest(Object.assign({ url: at('/slow?order'), context: { k: 'two' } }, b, { onloadend: (x) => { b.onloadend(x); fin(); } }));\n"
       + "setTimeout(() => r.abort(), 300);");
     const got = await until(() => load(url("orderpage.test")), (g) => g.order, 6000);
     assert.deepEqual(JSON.parse(got.order), {
-      seen: [["loadstart", 1, "one"], ["readystatechange", 4, "one"], ["load", 4, "one"], ["loadend", 4, "one"]],
+      seen: [["loadstart", 1, "one"], ["readystatechange", 2, "one"], ["readystatechange", 3, "one"], ["readystatechange", 4, "one"],
+        ["load", 4, "one"], ["loadend", 4, "one"]],
       abort: [["loadstart", 1, "two"], ["abort", 4, "two"], ["loadend", 4, "two"]],
     });
   });
