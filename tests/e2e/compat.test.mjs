@@ -460,10 +460,13 @@ describe("compat: real-world userscripts", () => {
       ].join("\n")),
       // Tampermonkey's documented GM_getTab/GM_saveTab example (a per-tab counter), in a script
       // that tests for them first as cross-manager scripts do (gm-tabs.test.mjs tests them whole).
+      // @noframes: the page has an iframe, and the frame's run shares the tab's object, so without
+      // it the top page read 1 or 2 by which frame counted first (CI saw 2).
       tabs: userscript([
         "// @name         Tab counter",
         "// @namespace    tm-docs",
         "// @match        *://tabs.test/*",
+        "// @noframes",
         "// @grant        GM_getTab",
         "// @grant        GM_saveTab",
         "// @grant        GM_addStyle",
