@@ -288,16 +288,16 @@ impl Flights {
         }
     }
 
-    /// The answer's status and headers came (`gm::xhr::head_json`), before its body: kept
-    /// (when no larger than [`MAX_HEAD_BYTES`]) and reported, so a page's watch hears it
-    /// (its `readyState` 2).
-    pub fn head(&mut self, key: &FlightKey, head: serde_json::Value) {
+    /// The answer's status and headers came (`gm::xhr::head_report`; `None`: too big to
+    /// format), before its body: kept (when no larger than [`MAX_HEAD_BYTES`]) and reported,
+    /// so a page's watch hears it (its `readyState` 2).
+    pub fn head(&mut self, key: &FlightKey, head: Option<serde_json::Value>) {
         let Some(f) = self.map.get_mut(key) else {
             return;
         };
-        if head.to_string().len() > MAX_HEAD_BYTES {
+        let Some(head) = head.filter(|h| h.to_string().len() <= MAX_HEAD_BYTES) else {
             return;
-        }
+        };
         f.head = Some(head);
         let (loaded, total) = (f.loaded, f.total);
         self.progress(key, loaded, total);
@@ -443,7 +443,7 @@ mod tests {
             panic!("nothing yet")
         };
         let head = serde_json::json!({"status": 200, "responseHeaders": "a: b\r\n"});
-        f.head(&k("a", 0, 1), head.clone());
+        f.head(&k("a", 0, 1), Some(head.clone()));
         let Ok(Some(Progress::At { loaded: 0, seq, .. })) = rx.try_recv() else {
             panic!("the watch was answered")
         };
@@ -455,7 +455,7 @@ mod tests {
         // Over the bound: not kept, nothing reported (the page has it with the answer).
         let _r2 = f.start(k("a", 0, 2)).unwrap();
         let big = serde_json::json!({"responseHeaders": "x".repeat(MAX_HEAD_BYTES)});
-        f.head(&k("a", 0, 2), big);
+        f.head(&k("a", 0, 2), Some(big));
         assert_eq!(f.head_since(&k("a", 0, 2), 0), None);
         assert!(matches!(f.watch(&k("a", 0, 2), 0), Watch::Later(_)));
     }
