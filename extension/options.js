@@ -119,7 +119,7 @@ let problems = [];
 const tbody = el('div', { role: 'rowgroup', class: 'script-rows' });
 const scriptTable = el('div', { role: 'table', 'aria-label': 'Stored scripts', class: 'scripts' },
   el('div', { role: 'rowgroup' }, el('div', { role: 'row', class: 'script-row head' },
-    ['On', 'Script', 'Runs on', 'Provenance · last run', ''].map((h) => el('span', { role: 'columnheader' }, h)))),
+    ['On', 'Script', 'Runs on · asks for', 'Provenance · last run', ''].map((h) => el('span', { role: 'columnheader' }, h)))),
   tbody);
 const emptyNote = el('p', { class: 'empty' }, 'No scripts stored.');
 const problemNote = el('p', { class: 'notice' });

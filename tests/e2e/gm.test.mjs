@@ -373,6 +373,8 @@ describe("gm: the GM functions a script is given", () => {
       assert.match(text, /@grant GM_addStyle/);
       assert.match(text, /@connect api\.example\.com/);
       assert.match(text, /@connect \* \(any site on the internet\)/);
+      // In the column whose heading says it holds them, not only where the script runs.
+      assert.equal(await page.getByRole("columnheader", { name: "Runs on · asks for" }).count(), 1);
     } finally {
       await page.close();
     }
