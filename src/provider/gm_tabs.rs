@@ -20,7 +20,7 @@ use crate::gm::tabs::{self, Notice, OpenTab, MAX_NOTIFICATIONS, MAX_OPEN_TABS};
 pub const EVENT_WAIT_MS: f64 = 25_000.0;
 /// The extension's icon, shown by a notification that brings no image of its own.
 pub const ICON: &str = "icon-128.png";
-/// `chrome.storage.session`: `{tabs: [[id, uuid]…], notices: [[id, uuid]…], next}`.
+/// `chrome.storage.session`: `{tabs: [[id, uuid]…], notices: [[id, uuid, tag?]…], next}`.
 pub const OPENED_KEY: &str = "gmOpened";
 /// Most entries read back from [`OPENED_KEY`] (the bounds per script keep it far smaller).
 const MAX_REMEMBERED: usize = 1_000;
@@ -29,7 +29,8 @@ const MAX_REMEMBERED: usize = 1_000;
 #[derive(Default)]
 struct Watch {
     uuid: String,
-    /// A notification's tag (`gm::tabs::Notice::tag`); not kept across a worker restart.
+    /// A notification's tag (`gm::tabs::Notice::tag`), stored with it, so a tag replaces a
+    /// notification shown before the worker restarted too.
     tag: Option<String>,
     /// Events not yet delivered ("click", "close").
     events: Vec<&'static str>,
@@ -54,14 +55,20 @@ pub(crate) struct Opened {
 /// Most closes remembered while the stored tabs are read (a read takes a few round trips).
 const MAX_CLOSED_WHILE_LOADING: usize = 256;
 
-/// `[[id, uuid]…]` as stored; anything else is skipped.
-fn pairs(v: Option<&Value>) -> impl Iterator<Item = (&Value, String)> {
+/// `[[id, uuid, tag?]…]` as stored; anything else is skipped (a tag longer than a script may
+/// give, `tabs::MAX_TAG_CHARS`, too).
+fn entries(v: Option<&Value>) -> impl Iterator<Item = (&Value, String, Option<String>)> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
         .take(MAX_REMEMBERED)
         .filter_map(|p| match p.as_array()?.as_slice() {
-            [id, Value::String(uuid)] => Some((id, uuid.clone())),
+            [id, Value::String(uuid)] => Some((id, uuid.clone(), None)),
+            [id, Value::String(uuid), Value::String(tag)]
+                if tag.chars().count() <= tabs::MAX_TAG_CHARS =>
+            {
+                Some((id, uuid.clone(), Some(tag.clone())))
+            }
             _ => None,
         })
 }
@@ -102,16 +109,17 @@ impl<E: Env> Provider<E> {
             .and_then(|mut m| m.remove(OPENED_KEY));
         let stored = stored.as_ref();
         let mut tabs = Vec::new();
-        for (id, uuid) in pairs(stored.and_then(|v| v.get("tabs"))) {
+        for (id, uuid, _) in entries(stored.and_then(|v| v.get("tabs"))) {
             if let Some(id) = id.as_i64() {
                 if self.env.tab(id).await.is_ok() {
                     tabs.push((id, uuid));
                 }
             }
         }
-        let notices: Vec<(String, String)> = pairs(stored.and_then(|v| v.get("notices")))
-            .filter_map(|(id, uuid)| Some((id.as_str()?.to_owned(), uuid)))
-            .collect();
+        let notices: Vec<(String, String, Option<String>)> =
+            entries(stored.and_then(|v| v.get("notices")))
+                .filter_map(|(id, uuid, tag)| Some((id.as_str()?.to_owned(), uuid, tag)))
+                .collect();
         let any_tab = !tabs.is_empty();
         {
             let mut o = self.gm_opened.borrow_mut();
@@ -131,12 +139,13 @@ impl<E: Env> Provider<E> {
                     );
                 }
             }
-            for (id, uuid) in notices {
+            for (id, uuid, tag) in notices {
                 if o.notices.get(&id).is_none() {
                     o.notices.insert(
                         id,
                         Watch {
                             uuid,
+                            tag,
                             ..Watch::default()
                         },
                     );
@@ -160,7 +169,10 @@ impl<E: Env> Provider<E> {
             let o = self.gm_opened.borrow();
             json!({
                 "tabs": o.tabs.iter().map(|(id, w)| json!([id, w.uuid])).collect::<Vec<_>>(),
-                "notices": o.notices.iter().map(|(id, w)| json!([id, w.uuid])).collect::<Vec<_>>(),
+                "notices": o.notices.iter().map(|(id, w)| match &w.tag {
+                    Some(tag) => json!([id, w.uuid, tag]),
+                    None => json!([id, w.uuid]),
+                }).collect::<Vec<_>>(),
                 "next": o.next_notice,
             })
         };
@@ -777,5 +789,55 @@ mod tests {
         for id in [&theirs, &untagged, &last] {
             assert!(shown.contains(id));
         }
+        // A worker that restarted still replaces the tagged one shown before, and only it (a
+        // progress script keeps one notification, not one per worker).
+        let q = Provider::new(MemoryEnv::new());
+        *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+        let after = ask(
+            &q,
+            &ta,
+            json!({"op": "notify", "text": "x", "tag": "progress"}),
+        )["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let cleared: Vec<Value> = q
+            .env
+            .browser_calls
+            .borrow()
+            .iter()
+            .filter(|(w, _)| w == "notifications.clear")
+            .map(|(_, id)| id.clone())
+            .collect();
+        assert_eq!(cleared, [json!(last)]);
+        assert_eq!(
+            ask(&q, &ta, json!({"op": "notify.wait", "id": last}))["event"],
+            "close"
+        );
+        let shown: Vec<String> = q.gm_opened.borrow().notices.keys().cloned().collect();
+        assert_eq!(shown.len(), 3, "{shown:?}");
+        for id in [&theirs, &untagged, &after] {
+            assert!(shown.contains(id));
+        }
+    }
+
+    /// A stored tag is read only as a script could have given it.
+    #[test]
+    fn stored_entries_keep_a_tag_within_its_bound() {
+        let long = "t".repeat(tabs::MAX_TAG_CHARS + 1);
+        let v = json!([
+            ["a", "u"],
+            ["b", "u", "tag"],
+            ["c", "u", long],
+            ["d", "u", 1],
+            ["e"]
+        ]);
+        let got: Vec<_> = entries(Some(&v))
+            .map(|(id, _, tag)| (id.clone(), tag))
+            .collect();
+        assert_eq!(
+            got,
+            [(json!("a"), None), (json!("b"), Some("tag".to_owned()))]
+        );
     }
 }
