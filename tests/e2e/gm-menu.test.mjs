@@ -339,6 +339,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
       "const root = document.documentElement;\n"
       + "GM_notification({ text: 'one', tag: 'progress', ondone: () => root.setAttribute('data-done1', '1') });\n"
       + "setTimeout(() => GM_notification({ text: 'two', tag: 'progress' }), 300);\n"
+      + "document.addEventListener('lumo-again', () => GM_notification({ text: 'three', tag: 'progress' }));\n"
       // More than the script's bound of 5 at once, all with one tag: each replaces the last.
       + "document.addEventListener('lumo-many', () => { for (let i = 0; i < 8; i++) GM_notification({ text: 'n' + i, tag: 'many' }); });\n"
       + "document.addEventListener('lumo-timed', () => GM.notification({ text: 'timed', timeout: 700 }).then(() => root.setAttribute('data-done3', String(Date.now() - t0))));\n"
@@ -346,11 +347,23 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
       + "root.setAttribute('data-asked', '1');");
     await tab.goto(url("notify2.test", "/"), { waitUntil: "load" });
     await until(async () => (await attr("data-asked")) === "1", 5000, "the script ran");
-    const provider = await h.providerPage();
+    let provider = await h.providerPage();
     const all = async () => Object.keys(await provider.evaluate(() => chrome.notifications.getAll()));
     await until(async () => (await attr("data-done1")) === "1", 5000, "the first one was replaced: its ondone ran");
     await sleep(300);
     assert.equal((await all()).length, 1, "one notification for the tag");
+    // A worker that restarted replaces it too (the tag is stored with it), rather than adding one.
+    const [before] = await all();
+    if (h._provider && !h._provider.isClosed()) await h._provider.close();
+    await h.stopProviderWorker();
+    await tab.evaluate(() => document.dispatchEvent(new Event("lumo-again")));
+    provider = await h.providerPage();
+    await until(async () => (await all()).some((id) => id !== before), 10_000, "a fresh worker made the third one");
+    await sleep(500);
+    assert.equal((await all()).join(), (await all()).filter((id) => id !== before).join(), "the one from before the restart was cleared");
+    assert.equal((await all()).length, 1);
+    env.session = await h.lumo("connect", PROVIDER_ID); // stopping the worker closed the session
+    assert.equal(typeof env.session, "number", `MCP session: ${JSON.stringify(env.session)}`);
     await tab.evaluate(() => document.dispatchEvent(new Event("lumo-many")));
     await sleep(1500);
     assert.equal((await all()).length, 2, `the tag's last one and the other tag's: ${await all()}`);
