@@ -283,21 +283,6 @@ pub fn head_json(r: &crate::env::HttpResponse) -> Value {
     })
 }
 
-/// [`head_json`] for the page's early report, or `None` when it could not fit in
-/// [`MAX_HEAD_BYTES`](super::xhr_flight::MAX_HEAD_BYTES) of JSON: judged on the raw lengths first (JSON text is never shorter than them), so a head too
-/// big to be kept is not formatted only to be dropped. `Flights::head` checks the exact size.
-pub fn head_report(r: &crate::env::HttpResponse) -> Option<Value> {
-    let raw = r.headers.iter().fold(
-        r.final_url.len().saturating_add(r.status_text.len()),
-        |n, (k, v)| {
-            n.saturating_add(k.len())
-                .saturating_add(v.len())
-                .saturating_add(4)
-        },
-    );
-    (raw <= super::xhr_flight::MAX_HEAD_BYTES).then(|| head_json(r))
-}
-
 /// The `charset` of the answer's `Content-Type` when it names one other than UTF-8 (`GBK`,
 /// `Shift_JIS`, `windows-1251`): such a text answer goes to the page as its bytes with that
 /// label, and the page decodes it (`TextDecoder`, as `XMLHttpRequest` would; the core carries
@@ -370,25 +355,6 @@ mod tests {
         assert_eq!(v["responseHeaders"], "a: 1\r\nb: 2\r\n");
         assert_eq!(v["text"], "hi\u{fffd}");
         assert_eq!(response_json(r, ResponseType::Blob)["base64"], "aGn/");
-    }
-
-    /// A head whose raw text is over the limit is not formatted (`None`); one under it is the
-    /// same head the answer carries.
-    #[test]
-    fn an_oversized_head_is_refused_before_it_is_formatted() {
-        let with = |n: usize| crate::env::HttpResponse {
-            status: 200,
-            status_text: "OK".into(),
-            final_url: "http://a.test/x".into(),
-            headers: vec![("x-big".into(), "v".repeat(n))],
-            body: Vec::new(),
-            location: None,
-        };
-        let fixed = "http://a.test/x".len() + "OK".len() + "x-big".len() + 4;
-        let max = crate::gm::xhr_flight::MAX_HEAD_BYTES;
-        let r = with(max - fixed);
-        assert_eq!(head_report(&r), Some(head_json(&r)));
-        assert_eq!(head_report(&with(max + 1 - fixed)), None);
     }
 
     /// A GBK page (NGA, hi-pda: scripts read its `responseText`) comes as its bytes with its

@@ -288,16 +288,25 @@ impl Flights {
         }
     }
 
-    /// The answer's status and headers came (`gm::xhr::head_report`; `None`: too big to
-    /// format), before its body: kept (when no larger than [`MAX_HEAD_BYTES`]) and reported,
-    /// so a page's watch hears it (its `readyState` 2).
-    pub fn head(&mut self, key: &FlightKey, head: Option<serde_json::Value>) {
+    /// The answer's status and headers came, before its body: kept as the page reads them
+    /// (`gm::xhr::head_json`) when no larger than [`MAX_HEAD_BYTES`], and reported, so a page's
+    /// watch hears it (its `readyState` 2). Judged on the raw lengths first (its JSON is never
+    /// shorter), so a head too big to keep is not formatted only to be dropped.
+    pub fn head(&mut self, key: &FlightKey, r: &crate::env::HttpResponse) {
         let Some(f) = self.map.get_mut(key) else {
             return;
         };
-        let Some(head) = head.filter(|h| h.to_string().len() <= MAX_HEAD_BYTES) else {
+        let raw = r.headers.iter().fold(
+            r.final_url.len().saturating_add(r.status_text.len()),
+            |n, (k, v)| n.saturating_add(k.len()).saturating_add(v.len()),
+        );
+        if raw > MAX_HEAD_BYTES {
             return;
-        };
+        }
+        let head = super::xhr::head_json(r);
+        if head.to_string().len() > MAX_HEAD_BYTES {
+            return;
+        }
         f.head = Some(head);
         let (loaded, total) = (f.loaded, f.total);
         self.progress(key, loaded, total);
@@ -442,8 +451,18 @@ mod tests {
         let Watch::Later(mut rx) = f.watch(&k("a", 0, 1), 0) else {
             panic!("nothing yet")
         };
-        let head = serde_json::json!({"status": 200, "responseHeaders": "a: b\r\n"});
-        f.head(&k("a", 0, 1), Some(head.clone()));
+        let answer = |header: &str| crate::env::HttpResponse {
+            status: 200,
+            status_text: "OK".into(),
+            final_url: "http://a.test/x".into(),
+            headers: vec![("a".into(), header.into())],
+            body: Vec::new(),
+            location: None,
+        };
+        let r = answer("b");
+        f.head(&k("a", 0, 1), &r);
+        let head = super::super::xhr::head_json(&r);
+        assert_eq!(head["responseHeaders"], "a: b\r\n");
         let Ok(Some(Progress::At { loaded: 0, seq, .. })) = rx.try_recv() else {
             panic!("the watch was answered")
         };
@@ -452,12 +471,21 @@ mod tests {
         assert_eq!(f.head_since(&k("b", 0, 1), 0), None, "another's");
         f.progress(&k("a", 0, 1), 10, Some(20));
         assert_eq!(f.head_since(&k("a", 0, 1), seq), None);
-        // Over the bound: not kept, nothing reported (the page has it with the answer).
-        let _r2 = f.start(k("a", 0, 2)).unwrap();
-        let big = serde_json::json!({"responseHeaders": "x".repeat(MAX_HEAD_BYTES)});
-        f.head(&k("a", 0, 2), Some(big));
-        assert_eq!(f.head_since(&k("a", 0, 2), 0), None);
-        assert!(matches!(f.watch(&k("a", 0, 2), 0), Watch::Later(_)));
+        // Over the bound: not kept, nothing reported (the page has it with the answer). Raw
+        // lengths over it, or JSON over it (each control character is 6 in JSON).
+        for (n, big) in [
+            (3, "x".repeat(MAX_HEAD_BYTES)),
+            (4, "\u{1}".repeat(MAX_HEAD_BYTES / 4)),
+        ] {
+            let _r2 = f.start(k("a", 0, n)).unwrap();
+            f.head(&k("a", 0, n), &answer(&big));
+            assert_eq!(f.head_since(&k("a", 0, n), 0), None);
+            assert!(matches!(f.watch(&k("a", 0, n), 0), Watch::Later(_)));
+        }
+        // Under it: kept.
+        let _r5 = f.start(k("a", 0, 5)).unwrap();
+        f.head(&k("a", 0, 5), &answer(&"x".repeat(MAX_HEAD_BYTES / 2)));
+        assert!(f.head_since(&k("a", 0, 5), 0).is_some());
     }
 
     #[test]

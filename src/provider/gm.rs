@@ -428,7 +428,7 @@ impl<E: Env> Provider<E> {
             }
         };
         // Its status and headers, before the body: the page's `readyState` 2.
-        let head = |r: &_| self.gm_flights.borrow_mut().head(&key, xhr::head_report(r));
+        let head = |r: &_| self.gm_flights.borrow_mut().head(&key, r);
         let started = self.env.now_ms();
         let mut hops = 0;
         let answer = loop {
