@@ -864,6 +864,13 @@ mod tests {
 
     const MAX: usize = 256 * 1024;
 
+    /// A new script named `name`, created and applied to `kept`; its uuid.
+    fn made(env: &MemoryEnv, kept: &mut Snapshot, name: &str) -> String {
+        let c = block_on(create(env, kept, HOST, &src(name, "1"), true, MAX)).unwrap();
+        kept.apply(&c);
+        c.record.uuid
+    }
+
     fn snap(env: &MemoryEnv) -> Snapshot {
         block_on(load_snapshot(env)).unwrap()
     }
@@ -991,13 +998,8 @@ mod tests {
     fn a_kept_snapshot_checks_identities_as_its_scripts_are_now() {
         let env = MemoryEnv::new();
         let mut kept = snap(&env);
-        let made = |kept: &mut Snapshot, name: &str| {
-            let c = block_on(create(&env, kept, HOST, &src(name, "1"), true, MAX)).unwrap();
-            kept.apply(&c);
-            c.record.uuid
-        };
-        let a = made(&mut kept, "Bank helper");
-        let b = made(&mut kept, "Other");
+        let a = made(&env, &mut kept, "Bank helper");
+        let b = made(&env, &mut kept, "Other");
         let meta = |name: &str| metadata::parse(&src(name, "")).metadata.unwrap();
         let clash = |kept: &Snapshot, name: &str| match check_identity(kept, &meta(name), None) {
             Err(ScriptError::DuplicateIdentity { uuid, .. }) => Some(uuid),
@@ -1023,7 +1025,7 @@ mod tests {
         // B deleted: its name is free; a new script's is taken.
         kept.remove(&b);
         assert_eq!(clash(&kept, "Other"), None);
-        let c = made(&mut kept, "Third");
+        let c = made(&env, &mut kept, "Third");
         assert_eq!(clash(&kept, "Third"), Some(c));
         assert_eq!(clash(&kept, "Renamed"), Some(a));
     }
@@ -1034,19 +1036,14 @@ mod tests {
     fn a_kept_snapshot_lists_the_most_recently_updated_first_as_its_scripts_are_now() {
         let env = MemoryEnv::new();
         let mut kept = snap(&env);
-        let made = |kept: &mut Snapshot, name: &str| {
-            let c = block_on(create(&env, kept, HOST, &src(name, "1"), true, MAX)).unwrap();
-            kept.apply(&c);
-            c.record.uuid
-        };
         let names = |kept: &Snapshot| -> Vec<String> {
             kept.by_recency().map(|r| r.metadata.name.clone()).collect()
         };
-        made(&mut kept, "A");
-        let b = made(&mut kept, "B"); // at A's time: stored order
+        made(&env, &mut kept, "A");
+        let b = made(&env, &mut kept, "B"); // at A's time: stored order
         assert_eq!(names(&kept), ["A", "B"]);
         env.advance(5.0);
-        let c = made(&mut kept, "C");
+        let c = made(&env, &mut kept, "C");
         assert_eq!(names(&kept), ["C", "A", "B"]);
         env.advance(5.0);
         let changed =
