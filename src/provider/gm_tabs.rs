@@ -757,19 +757,27 @@ mod tests {
         let b = script(&p, "B", "// @grant GM_notification\n");
         let key = block_on(key_store::load(&p.env)).unwrap();
         let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
-        let notify = |t: &str, tag: &str| {
-            ask(&p, t, json!({"op": "notify", "text": "x", "tag": tag}))["id"]
+        let notify = |p: &Provider<MemoryEnv>, t: &str, tag: &str| {
+            ask(p, t, json!({"op": "notify", "text": "x", "tag": tag}))["id"]
                 .as_str()
                 .unwrap()
                 .to_owned()
         };
-        let first = notify(&ta, "progress");
-        let theirs = notify(&tb, "progress");
-        let untagged = notify(&ta, "");
+        // The notifications `p` knows as shown are exactly `ids`.
+        let shows = |p: &Provider<MemoryEnv>, ids: [&String; 3]| {
+            let shown: Vec<String> = p.gm_opened.borrow().notices.keys().cloned().collect();
+            assert_eq!(shown.len(), ids.len(), "{shown:?}");
+            for id in ids {
+                assert!(shown.contains(id), "{id} in {shown:?}");
+            }
+        };
+        let first = notify(&p, &ta, "progress");
+        let theirs = notify(&p, &tb, "progress");
+        let untagged = notify(&p, &ta, "");
         // Far more than the bound, all with one tag: each replaces the one before.
         let mut last = first.clone();
         for _ in 0..3 * MAX_NOTIFICATIONS {
-            let next = notify(&ta, "progress");
+            let next = notify(&p, &ta, "progress");
             assert_ne!(next, last);
             assert!(p
                 .env
@@ -784,23 +792,12 @@ mod tests {
             ask(&p, &ta, json!({"op": "notify.wait", "id": first}))["event"],
             "close"
         );
-        let shown: Vec<String> = p.gm_opened.borrow().notices.keys().cloned().collect();
-        assert_eq!(shown.len(), 3, "{shown:?}");
-        for id in [&theirs, &untagged, &last] {
-            assert!(shown.contains(id));
-        }
+        shows(&p, [&theirs, &untagged, &last]);
         // A worker that restarted still replaces the tagged one shown before, and only it (a
         // progress script keeps one notification, not one per worker).
         let q = Provider::new(MemoryEnv::new());
         *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
-        let after = ask(
-            &q,
-            &ta,
-            json!({"op": "notify", "text": "x", "tag": "progress"}),
-        )["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let after = notify(&q, &ta, "progress");
         let cleared: Vec<Value> = q
             .env
             .browser_calls
@@ -814,11 +811,7 @@ mod tests {
             ask(&q, &ta, json!({"op": "notify.wait", "id": last}))["event"],
             "close"
         );
-        let shown: Vec<String> = q.gm_opened.borrow().notices.keys().cloned().collect();
-        assert_eq!(shown.len(), 3, "{shown:?}");
-        for id in [&theirs, &untagged, &after] {
-            assert!(shown.contains(id));
-        }
+        shows(&q, [&theirs, &untagged, &after]);
     }
 
     /// A stored tag is read only as a script could have given it.
