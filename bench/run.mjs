@@ -12,6 +12,7 @@ import { cpus } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { CHROMIUM, DIST_DIR, HOST_ID, PROVIDER_ID, REPO_ROOT } from "../tests/e2e/lib/harness.mjs";
+import { providerWasmMemory } from "../tests/e2e/lib/wasm-memory.mjs";
 import { launch } from "./lib/browser.mjs";
 import { BASELINE_ID, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
 import { approveHostAndAllowScripts, providerPage, seedCopies, template } from "./lib/provider.mjs";
@@ -166,15 +167,12 @@ async function coldBreakdown(ext) {
   }
 }
 
-/** JS heap (after a GC) and wasm linear memory of an extension's running worker. */
+/** JS heap (after a GC) of an extension's running worker and, the provider's, its wasm memory. */
 function workerMemory(browser, id) {
   return browser.withWorker(id, async (send) => {
     await send("HeapProfiler.collectGarbage");
     const heap = await send("Runtime.getHeapUsage");
-    const proto = await send("Runtime.evaluate", { expression: "WebAssembly.Memory.prototype" });
-    const { objects } = await send("Runtime.queryObjects", { prototypeObjectId: proto.result.objectId });
-    const sizes = await send("Runtime.callFunctionOn", { objectId: objects.objectId, returnByValue: true, functionDeclaration: "function () { return this.map((m) => m.buffer.byteLength); }" });
-    return { jsHeapUsed: heap.usedSize, jsHeapTotal: heap.totalSize, wasmMemory: sizes.result.value.reduce((a, b) => a + b, 0) };
+    return { jsHeapUsed: heap.usedSize, jsHeapTotal: heap.totalSize, wasmMemory: id === P ? await providerWasmMemory(send) : null };
   });
 }
 

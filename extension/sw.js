@@ -30,6 +30,8 @@ async function recover(error) {
   await chrome.storage.local.set({ trapReloads: [...recent, Date.now()] });
   chrome.runtime.reload();
 }
+// The tests read the wasm memory's size through this listener's module scope (`init`):
+// tests/e2e/lib/wasm-memory.mjs.
 self.addEventListener('unhandledrejection', (e) => recover(e.reason));
 self.addEventListener('error', (e) => recover(e.error));
 

@@ -9,6 +9,7 @@ import { dirname, extname, join, normalize, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { chromium } from "playwright-core";
+import { providerWasmMemory } from "./wasm-memory.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const E2E_DIR = resolve(here, "..");
@@ -296,14 +297,15 @@ class Harness {
   }
 
   /**
-   * The byte length of every WebAssembly.Memory in the extension's worker (what the wasm has
-   * grown to: it never shrinks), read over CDP: the worker's target, attached through a page's
-   * session (Playwright gives none for a service worker). The session is a page's of its own,
-   * closed after: through a test's own page (the first one, an untouched tab) the worker's
-   * answer sometimes never came (runs.test.mjs hung 120 s in 3 of 19 runs), and a call that
+   * The byte length of the provider's wasm memory (`providerWasmMemory`), read over CDP: the
+   * worker's target, attached through a page's session (Playwright gives none for a service
+   * worker). The session is a page's of its own, closed after (through a test's own page the
+   * worker's answer once seemed to never come: runs.test.mjs hung 120 s in 3 of 19 runs, while
+   * this was still read with Runtime.queryObjects, which may have been the cause). A call that
    * does not answer within 15 s fails saying which.
    */
-  async workerWasmMemory(extensionId = PROVIDER_ID) {
+  async workerWasmMemory() {
+    const extensionId = PROVIDER_ID;
     const page = await this.context.newPage();
     const cdp = await this.context.newCDPSession(page);
     try {
@@ -325,10 +327,7 @@ class Harness {
         cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
       });
       try {
-        const proto = await send("Runtime.evaluate", { expression: "WebAssembly.Memory.prototype" });
-        const { objects } = await send("Runtime.queryObjects", { prototypeObjectId: proto.result.objectId });
-        const sizes = await send("Runtime.callFunctionOn", { objectId: objects.objectId, returnByValue: true, functionDeclaration: "function () { return this.map((m) => m.buffer.byteLength); }" });
-        return sizes.result.value;
+        return await providerWasmMemory(send);
       } finally {
         await cdp.send("Target.detachFromTarget", { sessionId }).catch(() => {});
       }
