@@ -348,7 +348,7 @@ describe("battery: bad input is answered with a clear error and changes nothing"
         p.onDisconnect.addListener(() => resolve({ closed: true, messages }));
         p.postMessage(init);
         p.postMessage({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "write_script", arguments: { source } } });
-        setTimeout(() => resolve({ closed: false, messages }), 3000);
+        setTimeout(() => resolve({ closed: false, messages }), 8000);
       });
       return { answer, port };
     }, [PROVIDER_ID, probeMsg({ id: "spoof" }, { id: HOST_ID, name: "Lumo Test Host" }), initialize(1), source]);

@@ -144,12 +144,23 @@ describe("gm: the GM functions a script is given", () => {
     }
   };
   const url = (host, path = "/") => `http://${host}:${server.port}${path}`;
-  /** Loads `u` and returns the `data-gm-*` attributes the scripts left on <html>. */
+  const attributes = () => tab.evaluate(() => Object.fromEntries([...document.documentElement.attributes]
+    .filter((a) => a.name.startsWith("data-gm-")).map((a) => [a.name.slice(8), a.value])));
+  /** Loads `u` and returns the `data-gm-*` attributes the scripts left on <html> 400 ms after. */
   const load = async (u) => {
     await tab.goto(u, { waitUntil: "load" });
     await sleep(400);
-    return tab.evaluate(() => Object.fromEntries([...document.documentElement.attributes]
-      .filter((a) => a.name.startsWith("data-gm-")).map((a) => [a.name.slice(8), a.value])));
+    return attributes();
+  };
+  /**
+   * Loads `u` once and returns the `data-gm-*` attributes as soon as the script has set
+   * `data-gm-<key>` (within `timeout` ms). Not a reload per try: a second load would send the
+   * script's requests and warnings again, which the callers count.
+   */
+  const loaded = async (u, key, timeout) => {
+    await tab.goto(u, { waitUntil: "load" });
+    await tab.waitForFunction((k) => document.documentElement.hasAttribute(k), `data-gm-${key}`, { timeout });
+    return attributes();
   };
 
   /** What the provider's storage holds under `key`, read from its own page. */
@@ -316,6 +327,10 @@ describe("gm: the GM functions a script is given", () => {
       history.back();
       await tick();
     });
+    // The back traversal goes through the browser process: waited for; then 300 ms more, for
+    // an extra event (the page's own, a second "once") to show.
+    await tab.waitForFunction(() => JSON.parse(document.documentElement.getAttribute("data-gm-urls") ?? "[]").filter((l) => l.startsWith("on:")).length >= 5, null, { timeout: 5000 })
+      .catch(() => {});
     await sleep(300);
     const log = JSON.parse(await tab.evaluate(() => document.documentElement.getAttribute("data-gm-urls")));
     const on = log.filter((l) => l.startsWith("on:"));
@@ -432,7 +447,7 @@ describe("gm: the GM functions a script is given", () => {
       + "const p = GM.setValue('p', 1);\n"
       + "p.then(async (pv) => document.documentElement.setAttribute('data-gm-shapes', JSON.stringify({ ret: ret === undefined, got, arr, obj,\n"
       + "  list: GM_listValues().sort(), promise: p instanceof Promise, pv: pv === undefined, glist: (await GM.listValues()).sort() })));");
-    const got = await until(() => load(url("shapes.test")), (g) => g.shapes, 5000);
+    const got = await loaded(url("shapes.test"), "shapes", 5000);
     assert.deepEqual(JSON.parse(got.shapes), {
       ret: true, got: [0, false, null, "", { a: [1, { b: true }] }, true, "d"],
       arr: { x: 1, y: "two" }, obj: { x: 1, nope: "dflt" },
@@ -478,7 +493,7 @@ describe("gm: the GM functions a script is given", () => {
       // Chrome serializes a message when it is sent: the GM call's at once, the run report's as
       // the script's first pass ends.
       + "setTimeout(() => document.documentElement.setAttribute('data-gm-hook', String(seen.length)), 100);");
-    assert.deepEqual(await load(url("hook.test")), { hook: "0" });
+    assert.deepEqual(await loaded(url("hook.test"), "hook", 5000), { hook: "0" });
     assert.equal(await until(() => stored(`values/${s.uuid}`), (v) => v?.k === JSON.stringify("v1"), 5000).then((v) => v?.k), JSON.stringify("v1"));
     const runs = await until(async () => (await call("script_runs", { uuid: s.uuid })).structuredContent.runs, (r) => r.length >= 1, 5000);
     assert.ok(runs.length >= 1 && runs.every((r) => r.ok), JSON.stringify(runs));
@@ -495,7 +510,7 @@ describe("gm: the GM functions a script is given", () => {
       "for (let i = 0; i < 100000; i++) GM_setValue('same', i);\n"
       + "let err = '';\ntry { for (let i = 0; i < 5000; i++) GM_setValue('k' + i, 'x'.repeat(100)); } catch (e) { err = e.message; }\n"
       + "document.documentElement.setAttribute('data-gm-flood', JSON.stringify([GM_getValue('same'), err]));");
-    const p = await until(() => load(url("promise.test")), (g) => g.promise, 10000);
+    const p = await loaded(url("promise.test"), "promise", 10000);
     assert.deepEqual(JSON.parse(p.promise), [{ a: 1 }, "gone", [["p", null, { a: 1 }, false], ["p", { a: 1 }, null, false]]]);
     const started = Date.now();
     const f = await load(url("flood.test"));
@@ -524,7 +539,7 @@ describe("gm: the GM functions a script is given", () => {
       + "  .then((r) => { out.promise = JSON.parse(r.responseText).method; done(); });\n"
       + "GM_xmlhttpRequest({ url: `/api/self`, onload: () => { out.self = 'loaded'; done(); }, onerror: (e) => { out.self = e.error; done(); } });");
     server.hits.length = 0;
-    const got = await until(() => load(url("xhrpage.test")), (g) => g.xhr, 5000);
+    const got = await loaded(url("xhrpage.test"), "xhr", 5000);
     const out = JSON.parse(got.xhr);
     const P = server.port;
     assert.deepEqual(out.ok, [200, { method: "GET", host: "api.test", path: "/api/one", h: "hi" }, true, `http://api.test:${P}/api/one`]);
@@ -581,7 +596,7 @@ describe("gm: the GM functions a script is given", () => {
       + "go('lan', { url: r(302, `http://127.0.0.1:${port}/api/router`) });\n"
       + "go('login', { method: 'POST', data: 'u=1', url: `http://api.test:${port}/login` });");
     server.hits.length = 0;
-    const got = await until(() => load(url("redirpage.test")), (g) => g.redir, 8000);
+    const got = await loaded(url("redirpage.test"), "redir", 8000);
     const out = JSON.parse(got.redir);
     const P = server.port;
     // Within the list: followed hop by hop, a 307 keeping the POST, a 302 of a POST as a GET.
@@ -613,7 +628,7 @@ describe("gm: the GM functions a script is given", () => {
       + "go('led', { method: 'POST', data: 'dns=6.6.6.6', url: r(307, `http://router.local:${port}/api/apply`) });\n"
       + "go('named', { url: `http://router.local:${port}/api/named` });");
     server.hits.length = 0;
-    const got = await until(() => load(url("starpage.test")), (g) => g.star, 8000);
+    const got = await loaded(url("starpage.test"), "star", 8000);
     const out = JSON.parse(got.star);
     const P = server.port;
     assert.deepEqual(out.site, [200, `http://api.test:${P}/api/site`], JSON.stringify(out));
@@ -637,7 +652,7 @@ describe("gm: the GM functions a script is given", () => {
       + "go('six', { url: `http://localhost6.localdomain6:${port}/api/six` });\n"
       + "go('led', { method: 'POST', data: 'x', url: `http://api.test:${port}/redirect?status=307&to=${encodeURIComponent(`http://localhost.localdomain:${port}/api/led`)}` });");
     server.hits.length = 0;
-    const got = await until(() => load(url("hostsfile.test")), (g) => g.hosts, 8000);
+    const got = await loaded(url("hostsfile.test"), "hosts", 8000);
     const out = JSON.parse(got.hosts);
     assert.deepEqual(out.site, [200, `http://api.test:${server.port}/api/site`], JSON.stringify(out));
     assert.match(out.fedora, /localhost\.localdomain is not in this script's @connect list/, JSON.stringify(out));
@@ -664,7 +679,7 @@ describe("gm: the GM functions a script is given", () => {
       + "go('led', { method: 'POST', data: 'x', url: r(`http://router.home:${port}/api/led`) });\n"
       + "go('led6', { method: 'POST', data: 'x', url: r(`http://[2002:c0a8:101::1]:${port}/api/led6`) });");
     server.hits.length = 0;
-    const got = await until(() => load(url("privnames.test")), (g) => g.priv, 8000);
+    const got = await loaded(url("privnames.test"), "priv", 8000);
     const out = JSON.parse(got.priv);
     const P = server.port;
     assert.deepEqual(out.site, [200, `http://api.test:${P}/api/site`], JSON.stringify(out));
@@ -718,7 +733,7 @@ describe("gm: the GM functions a script is given", () => {
       + "    onload: (r) => { out[k] = r.responseText; if (Object.keys(out).length === 7) document.documentElement.setAttribute('data-gm-bin', JSON.stringify(out)); },\n"
       + "    onerror: (e) => { out[k] = 'error ' + e.error; } });");
     server.bodies.length = 0;
-    const got = await until(() => load(url("binpage.test")), (g) => g.bin, 8000);
+    const got = await loaded(url("binpage.test"), "bin", 8000);
     const out = JSON.parse(got.bin);
     const seen = Object.fromEntries(server.bodies.map((b) => [b.path.split("?")[1], b]));
     const hex = (xs) => Buffer.from(xs).toString("hex");
@@ -805,7 +820,7 @@ describe("gm: the GM functions a script is given", () => {
       + "GM_xmlhttpRequest(Object.assign({ url: at('/api/order'), context: { k: 'one' } }, a, { onloadend: (r) => { a.onloadend(r); fin(); } }));\n"
       + "const r = GM_xmlhttpRequest(Object.assign({ url: at('/slow?order'), context: { k: 'two' } }, b, { onloadend: (x) => { b.onloadend(x); fin(); } }));\n"
       + "setTimeout(() => r.abort(), 300);");
-    const got = await until(() => load(url("orderpage.test")), (g) => g.order, 6000);
+    const got = await loaded(url("orderpage.test"), "order", 6000);
     assert.deepEqual(JSON.parse(got.order), {
       seen: [["loadstart", 1, "one"], ["readystatechange", 2, "one"], ["readystatechange", 3, "one"], ["readystatechange", 4, "one"],
         ["load", 4, "one"], ["loadend", 4, "one"]],
@@ -835,7 +850,7 @@ describe("gm: the GM functions a script is given", () => {
     const onLog = (m) => logs.push(m.text());
     tab.on("console", onLog);
     try {
-      const got = await until(() => load(url("fhpage.test")), (g) => g.sent, 8000);
+      const got = await loaded(url("fhpage.test"), "sent", 8000);
       const sent = { referer: "https://www.pixiv.test/", ua: "Script/1.0", x: "yes" };
       assert.deepEqual(JSON.parse(got.sent), [
         { ...sent, cookie: "a=1" },

@@ -7,7 +7,7 @@ import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
 import { registrations as chromeRegistrations, setUp } from "./lib/agent.mjs";
-import { show, sleep } from "./lib/util.mjs";
+import { show, sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 /** After the load event (document_idle has passed): how long to wait for scripts to show. */
@@ -461,8 +461,21 @@ describe("matching: what Chrome runs is what match_url says", () => {
       for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(200)) if (JSON.stringify(got = await stored()) === JSON.stringify(want)) break;
       assert.deepEqual(got, want);
       // Each one's snapshot is in its registered code once the worker re-registered it.
-      await sleep(1500);
-      const reportsBefore = await Promise.all(uuids.map(async (u) => (await ok("script_runs", { uuid: u })).runs.length));
+      const codes = async () => {
+        const page = await h.context.newPage();
+        try {
+          await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+          return await page.evaluate(async (ids) => { const s = await chrome.userScripts.getScripts({ ids }); return ids.map((u) => s.find((x) => x.id === u)?.js?.[0]?.code ?? ""); }, uuids);
+        } finally { await page.close(); }
+      };
+      // (The value as the snapshot holds it: its JSON text in a JSON string; the source has the
+      // text in single quotes.)
+      const has = (code, i) => code.includes(`["secret","\\"secret-${i}\\""]`);
+      const snapshotted = await until(codes, (c) => c.every(has), 10_000);
+      assert.ok(snapshotted.every(has), `every script was registered again with its value: ${snapshotted.map((c, i) => has(c, i))}`);
+      // Each seed page's run report is in before the count is taken.
+      const reportCounts = () => Promise.all(uuids.map(async (u) => (await ok("script_runs", { uuid: u })).runs.length));
+      const reportsBefore = await until(reportCounts, (n) => n.every((x) => x >= 1), 5000);
 
       await tab.goto(`http://crowd.test:${P}/`, { waitUntil: "load" });
       await sleep(SETTLE_MS + 600);
@@ -483,11 +496,14 @@ describe("matching: what Chrome runs is what match_url says", () => {
       // The hostile neighbour really installed its fake, and caught nothing: no token, no report.
       assert.equal(seen["data-faked"], "1", JSON.stringify(seen));
       assert.equal(seen["data-stolen"], undefined, "a script in the shared world caught another's message");
-      // Exactly the ten with a world of their own reported this run, each as itself.
+      // Exactly the ten with a world of their own reported this run, each as itself: waited
+      // for, then a second more for a report that should not come.
+      const ownWorld = rows.map((r, i) => r[2] === `secret-${i}`);
+      await until(reportCounts, (n) => n.every((x, i) => !ownWorld[i] || x > reportsBefore[i]), 5000);
       await sleep(1000);
-      const reportsAfter = await Promise.all(uuids.map(async (u) => (await ok("script_runs", { uuid: u })).runs.length));
+      const reportsAfter = await reportCounts();
       const reported = uuids.map((_, i) => reportsAfter[i] - reportsBefore[i]);
-      assert.deepEqual(reported, rows.map((r, i) => (r[2] === `secret-${i}` ? 1 : 0)), JSON.stringify({ reported, rows }));
+      assert.deepEqual(reported, ownWorld.map((o) => (o ? 1 : 0)), JSON.stringify({ reported, rows }));
       // match_url says that not all twelve can have their channel here.
       const m = await ok("match_url", { url: `http://crowd.test:${P}/` });
       assert.equal(m.scripts.filter((s) => s.runs).length, N);

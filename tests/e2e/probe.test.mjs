@@ -179,9 +179,9 @@ describe("probe: approved caller (fresh profile)", () => {
 
   test("all pass: approved + user scripts allowed -> connected with a tool count", T, async () => {
     assert.deepEqual(await h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
-    // The toggle reaches the provider's worker asynchronously; allow it up to 2 s.
+    // The toggle reaches the provider's worker asynchronously; allow it up to 5 s.
     let r;
-    for (const deadline = Date.now() + 2000; ;) {
+    for (const deadline = Date.now() + 5000; ;) {
       r = await probe(PROVIDER_ID, { openSession: false });
       if (r.response?.status?.ready === true || Date.now() > deadline) break;
       await new Promise((res) => setTimeout(res, 100));

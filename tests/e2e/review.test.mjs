@@ -289,8 +289,7 @@ describe("the review surface", () => {
     assert.ok(during.length > 0, `a timer bounds the wait: ${show(during)}`);
     await h.internal("reviews.decide", { review: review.id, approve: false });
     assert.equal((await settle(host, "timed")).structuredContent?.error_code, "USER_REJECTED");
-    await sleep(300);
-    const left = await worker.evaluate(() => [...globalThis.__liveTimers.values()]);
+    const left = await until(() => worker.evaluate(() => [...globalThis.__liveTimers.values()]), (t) => t.length === 0, 3000);
     // The keep-alive call runs between timer steps, so with no timer left none can follow.
     assert.deepEqual(left, [], "no timer of the decided review is left running");
   });

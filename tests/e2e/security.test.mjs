@@ -365,10 +365,12 @@ describe("security", () => {
       const out = JSON.parse(await web.evaluate(() => document.documentElement.dataset.lumoReach));
       assert.ok(out.answer == null && out.external == null, `the script got an answer from the provider: ${show(out)}`);
       assert.ok(out.error === undefined && out.externalError === undefined, `the script's call hung or failed oddly: ${show(out)}`);
-      await sleep(300);
-      // The one thing its run may add is its own run report (the channel's only effect).
-      const now = await state();
+      // The one thing its run may add is its own run report (the channel's only effect):
+      // waited for, then 300 ms more for anything else it might have caused.
       const own = `runs/${w.structuredContent.script.uuid}`;
+      await until(state, (s) => own in s.local, 5000);
+      await sleep(300);
+      const now = await state();
       const added = Object.keys(now.local).filter((k) => !(k in before.local));
       assert.deepEqual(added.sort(), [own, "runs/budget", "runs/cursor"].sort(), `keys added by the script's run: ${show(added)}`);
       assert.ok(now.local[own].runs.every((r) => r.uuid === w.structuredContent.script.uuid && r.url.endsWith("/web.html")), show(now.local[own]));

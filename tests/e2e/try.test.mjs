@@ -312,9 +312,10 @@ describe("try_script: run once in a tab, read what happened", () => {
   });
 
   test("a worker stopped mid-try gives a clear error, and the next try works", T, async () => {
-    const slow = script(["@match *://*/*"], ["await new Promise((r) => setTimeout(r, 3000));", "return 'late';"]);
+    const slow = script(["@match *://*/*"], ["document.documentElement.setAttribute('data-slow', '1');", "await new Promise((r) => setTimeout(r, 3000));", "return 'late';"]);
     const pending = h.lumo("callTool", session, "try_script", { source: slow, url, timeoutMs: 8000 });
-    await sleep(700);
+    // Stopped while the code runs in the page (seen there), with 3 s of its wait left.
+    await tab.waitForFunction(() => document.documentElement.hasAttribute("data-slow"), null, { timeout: 2500 });
     await h.stopProviderWorker();
     const r = await pending;
     assert.ok(r?.error || r?.isError, `an interrupted try must not look like a result: ${JSON.stringify(r)}`);
