@@ -288,6 +288,10 @@ pub enum FetchError {
     TooLarge { max: usize },
     /// The request's `timeout_ms` ran out.
     Timeout,
+    /// The browser would not set the headers `fetch` may not (`HttpRequest::browser_headers`,
+    /// named here) on this request, so it was not sent: sent without them it would be another
+    /// request than the script asked for (a `Referer` a site checks, the script's `Cookie`).
+    HeadersNotSet { names: Vec<String> },
     /// Anything else (the network, the browser's refusal, a `progress` that said no), in words.
     Other(String),
 }
@@ -297,6 +301,12 @@ impl fmt::Display for FetchError {
         match self {
             FetchError::TooLarge { max } => write!(f, "the response is over {max} bytes"),
             FetchError::Timeout => f.write_str("timeout"),
+            FetchError::HeadersNotSet { names } => write!(
+                f,
+                "Chrome did not take the rule that would set its {} (headers fetch may not \
+                 set), so the request was not sent",
+                names.join(", ")
+            ),
             FetchError::Other(e) => f.write_str(e),
         }
     }

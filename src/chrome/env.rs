@@ -401,6 +401,11 @@ impl crate::env::Http for ChromeEnv {
         // The headers fetch may not set, set by the browser on this request alone; the watch is
         // let go once that rule is removed (`header_rules`).
         let rule = super::header_rules::HeaderRule::add(req, watch).await;
+        if !req.browser_headers.is_empty() && !rule.is_set() {
+            return Err(FetchError::HeadersNotSet {
+                names: req.browser_headers.iter().map(|h| h.name.clone()).collect(),
+            });
+        }
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?

@@ -865,6 +865,51 @@ describe("gm: the GM functions a script is given", () => {
     assert.deepEqual(said.map((t) => t.split(" ")[2]), ["DNT"], JSON.stringify(logs));
   });
 
+  // The rule that sets those headers is Chrome's to take: here its 1,000 regex rules are in use
+  // (by the provider's own page, as nothing else can). Before, the request then went without
+  // the script's Referer and Cookie, and the script was not told; now it is not sent, and the
+  // script hears why. Its requests without such a header are not affected, and once rules are
+  // free again the headers go as before.
+  test("GM_xmlhttpRequest whose Referer Chrome will not set is not sent without it, and the script is told", T, async () => {
+    await write("unset", ["@match http://unset.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const go = (n, o) => GM_xmlhttpRequest(Object.assign({ url: `http://api.test:${location.port}/sent?${n}`, responseType: 'json',\n"
+      + "  onload: (r) => document.documentElement.setAttribute('data-gm-' + n, JSON.stringify(['load', r.response])),\n"
+      + "  onerror: (e) => document.documentElement.setAttribute('data-gm-' + n, JSON.stringify(['error', e.error])) }, o));\n"
+      + "go('plain', {});\n"
+      + "go('referer', { headers: { Referer: 'https://www.pixiv.test/', 'X-Ok': 'yes' } });");
+    const page = await h.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    const filled = await page.evaluate(async () => {
+      const ids = [];
+      for (let i = 0; i < 1000; i++) {
+        const id = 2_000_001 + i;
+        try {
+          await chrome.declarativeNetRequest.updateSessionRules({ addRules: [{ id, priority: 1, action: { type: "block" },
+            condition: { regexFilter: `^https://never\\.test/${i}$`, resourceTypes: ["xmlhttprequest"], tabIds: [-1] } }] });
+        } catch { break; }
+        ids.push(id);
+      }
+      return ids;
+    });
+    try {
+      assert.ok(filled.length >= 900, `regex rules added: ${filled.length}`);
+      server.hits.length = 0;
+      const got = await loaded(url("unset.test"), "referer", 8000);
+      await tab.waitForFunction(() => document.documentElement.hasAttribute("data-gm-plain"), null, { timeout: 8000 });
+      const plain = JSON.parse(await tab.evaluate(() => document.documentElement.getAttribute("data-gm-plain")));
+      assert.deepEqual(plain, ["load", { referer: null, cookie: null, ua: "browser's", x: null }]);
+      const [kind, said] = JSON.parse(got.referer);
+      assert.equal(kind, "error", `sent without its Referer: ${got.referer}`);
+      assert.match(said, /^GM_xmlhttpRequest failed: Chrome did not take the rule that would set its referer \(headers fetch may not set\), so the request was not sent$/);
+      assert.deepEqual(server.hits.filter((x) => x.includes("/sent?referer")), [], "the server was not asked");
+    } finally {
+      await page.evaluate((ids) => chrome.declarativeNetRequest.updateSessionRules({ removeRuleIds: ids }), filled);
+    }
+    const again = await loaded(url("unset.test"), "referer", 8000);
+    assert.deepEqual(JSON.parse(again.referer), ["load", { referer: "https://www.pixiv.test/", cookie: null, ua: "browser's", x: "yes" }]);
+    await page.close();
+  });
+
   test("GM_xmlhttpRequest abort() closes the worker's request; another script's request with the same number goes on", T, async () => {
     const lines = () => ["@match http://abortpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"];
     // Both scripts' first request is number 1 in the same page: A's abort must not reach B's.
