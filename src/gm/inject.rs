@@ -302,7 +302,7 @@ const XHR_CORE_JS: &str = concat!(
     "cb('onprogress',Object.assign({readyState:3,context:o.context},p));if(hd)RS(3,p)}}",
     "if(typeof o.onprogress==='function'||!hd)setTimeout(PW,250)})};",
     "XB(o.data).then(b=>{if(done)return null;const q=S('xhr',{id,method:o.method||'GET',url,headers:h,data:b.data,binary:!!b.binary,dataType:b.type||null,",
-    "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous});",
+    "responseType:asb?'arraybuffer':rq,timeout:o.timeout||0,anonymous:!!o.anonymous,user:o.user,password:o.password});",
     "cb('onloadstart',{readyState:1,status:0,finalUrl:url,context:o.context});if(typeof o.onprogress==='function')PW();else if(typeof o.onreadystatechange==='function')setTimeout(PW,250);return q},",
     "e=>({error:'GM_xmlhttpRequest: the data could not be read: '+e}))",
     ".then(r=>{if(done)return;done=true;if(W){W(r);return}",

@@ -14,6 +14,8 @@ pub const MAX_URL_BYTES: usize = 8 * 1024;
 pub const MAX_HEADERS: usize = 64;
 /// Longest header name or value, in bytes.
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// Longest `user` or `password`, in bytes (their Basic header stays under a header's bound).
+pub const MAX_CREDENTIAL_BYTES: usize = 2 * 1024;
 /// Largest request body, in bytes: UTF-8 text, or the bytes of a binary one (which come
 /// base64-encoded, 4/3 as long, so the message stays under the channel's 600 KiB cap).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -257,6 +259,40 @@ fn id(o: &Map<String, Value>) -> Result<u32, GmError> {
         .ok_or_else(|| bad("id must be a whole number"))
 }
 
+/// `user` / `password` (Tampermonkey's and Violentmonkey's): HTTP Basic, sent with the request
+/// itself, as `fetch` takes no credentials in a URL and answers no challenge with them. None
+/// when neither is given, or when the script set its own `Authorization` (it wins).
+fn basic_authorization(
+    o: &Map<String, Value>,
+    headers: &[(String, String)],
+) -> Result<Option<String>, GmError> {
+    let field = |k: &'static str| match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => string(o, k, MAX_CREDENTIAL_BYTES).map(Some),
+    };
+    let (user, password) = (field("user")?, field("password")?);
+    if (user.is_none() && password.is_none())
+        || headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+    {
+        return Ok(None);
+    }
+    let user = user.unwrap_or_default();
+    // RFC 7617: the server splits at the first colon.
+    if user.contains(':') {
+        return Err(bad(
+            "user must not contain \":\" (HTTP Basic splits user and password there)",
+        ));
+    }
+    use base64::Engine as _;
+    let pair = format!("{user}:{}", password.unwrap_or_default());
+    Ok(Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )))
+}
+
 /// Methods a request may use (`fetch` refuses CONNECT, TRACE and TRACK anyway).
 const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
 
@@ -286,6 +322,9 @@ fn xhr(o: &Map<String, Value>) -> Result<XhrRequest, GmError> {
             }
             headers.push((n.clone(), v.clone()));
         }
+    }
+    if let Some(basic) = basic_authorization(o, &headers)? {
+        headers.push(("Authorization".to_owned(), basic));
     }
     let binary = o.get("binary").and_then(Value::as_bool).unwrap_or(false);
     let data = match o.get("data") {
@@ -454,6 +493,54 @@ mod tests {
                 .map(|r| matches!(r, GmRequest::Xhr(x) if x.data.is_none())),
             Ok(true)
         );
+    }
+
+    #[test]
+    fn user_and_password_are_sent_as_basic_unless_the_script_set_authorization() {
+        let auth = |extra: Value| {
+            let mut m = json!({"op": "xhr", "id": 1, "url": "u"});
+            for (k, v) in extra.as_object().unwrap() {
+                m[k] = v.clone();
+            }
+            p(m).map(|r| {
+                let GmRequest::Xhr(x) = r else { panic!() };
+                x.headers
+                    .into_iter()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+                    .map(|(_, v)| v)
+                    .collect::<Vec<_>>()
+            })
+        };
+        // "ali:pä:ss" in UTF-8, base64: the password may hold a colon, the user may not.
+        assert_eq!(
+            auth(json!({"user": "ali", "password": "pä:ss"})).unwrap(),
+            ["Basic YWxpOnDDpDpzcw=="]
+        );
+        assert_eq!(auth(json!({"user": "ali"})).unwrap(), ["Basic YWxpOg=="]);
+        assert_eq!(auth(json!({"password": "pw"})).unwrap(), ["Basic OnB3"]);
+        assert_eq!(
+            auth(json!({"user": null, "password": null})).unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            auth(
+                json!({"user": "ali", "password": "pw", "headers": [["authorization", "Bearer t"]]})
+            )
+            .unwrap(),
+            ["Bearer t"]
+        );
+        assert_eq!(
+            auth(json!({"user": "a:b", "password": "pw"}))
+                .unwrap_err()
+                .0,
+            "GM request: user must not contain \":\" (HTTP Basic splits user and password there)"
+        );
+        assert!(auth(json!({"user": 7})).is_err());
+        assert!(auth(json!({"password": "x".repeat(MAX_CREDENTIAL_BYTES + 1)})).is_err());
+        // Within a header's bound at the largest.
+        let most = auth(json!({"user": "u".repeat(MAX_CREDENTIAL_BYTES), "password": "p".repeat(MAX_CREDENTIAL_BYTES)}))
+            .unwrap();
+        assert!(most[0].len() <= MAX_HEADER_BYTES);
     }
 
     #[test]

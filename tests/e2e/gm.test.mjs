@@ -106,6 +106,12 @@ async function pageServer() {
       res.end();
       return;
     }
+    // The credentials a request carried.
+    if (req.url.startsWith("/auth")) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ host: req.headers.host.split(":")[0], authorization: req.headers.authorization ?? null }));
+      return;
+    }
     // What a request carried of the headers scripts set that fetch does not send.
     if (req.url.startsWith("/sent")) {
       res.writeHead(200, { "content-type": "application/json" });
@@ -863,6 +869,29 @@ describe("gm: the GM functions a script is given", () => {
     }
     const said = logs.filter((t) => /^GM_xmlhttpRequest: the \S+ header cannot be set by this provider/.test(t));
     assert.deepEqual(said.map((t) => t.split(" ")[2]), ["DNT"], JSON.stringify(logs));
+  });
+
+  // Tampermonkey's and Violentmonkey's `user` and `password`: before, the worker dropped them,
+  // and a script logging in to its router got 401. Sent as HTTP Basic (the password may hold a
+  // colon and non-ASCII, in UTF-8); a script's own Authorization wins; a redirect to another
+  // host does not take them along.
+  test("GM_xmlhttpRequest user and password are sent as Basic, to that origin only", T, async () => {
+    await write("basic", ["@match http://basicpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test", "@connect other.test"],
+      "const out = {}, P = location.port;\n"
+      + "const go = (k, o) => new Promise((ok) => GM_xmlhttpRequest(Object.assign({ responseType: 'json',\n"
+      + "  onload: (r) => ok(out[k] = r.response), onerror: (e) => ok(out[k] = 'error ' + e.error) }, o)));\n"
+      + "(async () => {\n"
+      + "  await go('basic', { url: `http://api.test:${P}/auth`, user: 'ali', password: 'pä:ss' });\n"
+      + "  await go('own', { url: `http://api.test:${P}/auth`, user: 'ali', password: 'pw', headers: { Authorization: 'Bearer t' } });\n"
+      + "  await go('moved', { url: `http://api.test:${P}/redirect?status=302&to=${encodeURIComponent(`http://other.test:${P}/auth`)}`, user: 'ali', password: 'pw' });\n"
+      + "  await go('colon', { url: `http://api.test:${P}/auth`, user: 'a:b', password: 'pw' });\n"
+      + "  document.documentElement.setAttribute('data-gm-basic', JSON.stringify(out));\n"
+      + "})();");
+    const got = JSON.parse((await loaded(url("basicpage.test"), "basic", 8000)).basic);
+    assert.deepEqual(got.basic, { host: "api.test", authorization: `Basic ${Buffer.from("ali:pä:ss").toString("base64")}` });
+    assert.deepEqual(got.own, { host: "api.test", authorization: "Bearer t" });
+    assert.deepEqual(got.moved, { host: "other.test", authorization: null });
+    assert.match(got.colon, /^error GM request: user must not contain ":"/);
   });
 
   // The rule that sets those headers is Chrome's to take: here its 1,000 regex rules are in use
