@@ -299,10 +299,10 @@ class Harness {
   /**
    * The byte length of the provider's wasm memory (`providerWasmMemory`), read over CDP: the
    * worker's target, attached through a page's session (Playwright gives none for a service
-   * worker). The session is a page's of its own, closed after (through a test's own page the
-   * worker's answer once seemed to never come: runs.test.mjs hung 120 s in 3 of 19 runs, while
-   * this was still read with Runtime.queryObjects, which may have been the cause). A call that
-   * does not answer within 15 s fails saying which.
+   * worker). The session is a page's of its own, closed after (through a test's own tab the
+   * worker's answer once seemed lost; that was while this used Runtime.queryObjects, whose
+   * hang `wasm-memory.mjs` describes). A call that does not answer within 15 s fails saying
+   * which.
    */
   async workerWasmMemory() {
     const extensionId = PROVIDER_ID;
