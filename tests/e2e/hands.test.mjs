@@ -457,12 +457,16 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await h.stopProviderWorker();
     await options.reload(); // lists the trash: what expired goes now
     await options.locator("#trash").getByText("The trash is empty.").waitFor({ timeout: 5000 });
-    const stored = await options.evaluate(() => chrome.storage.local.get(null));
-    assert.deepEqual(Object.keys(stored).filter((k) => k.includes(uuid) && !k.startsWith("audit")), [], "gone for good");
-    const mine = (await h.internal("audit.list")).entries.filter((e) => e.target === uuid && e.tool === "purge_trash");
+    // The listing hides what expired at once; the audited purge runs beside it: waited for.
+    const left = () => options.evaluate(() => chrome.storage.local.get(null));
+    const purged = async () => (await h.internal("audit.list")).entries.filter((e) => e.target === uuid && e.tool === "purge_trash");
+    const ownKeys = (all) => Object.keys(all).filter((k) => k.includes(uuid) && !k.startsWith("audit"));
+    const stored = await until(left, (all) => ownKeys(all).length === 0, 5000);
+    assert.deepEqual(ownKeys(stored), [], "gone for good");
+    const mine = await until(purged, (m) => m.length > 0, 5000);
     assert.deepEqual(mine.map((e) => [e.caller, e.result, e.purged?.why]), [["lumo", "ok", "expired"]]);
-    const audit = JSON.stringify(Object.entries(stored).filter(([k]) => k.startsWith("audit")));
-    assert.ok(!audit.includes("lumo-mark"), "the audit holds no source");
+    const audit = JSON.stringify(Object.entries(await left()).filter(([k]) => k.startsWith("audit")));
+    assert.ok(audit.includes(uuid) && !audit.includes("lumo-mark"), "the audit holds the entry, not the source");
     const popup = await h.context.newPage();
     await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
     const row = popup.locator("#audit > li", { hasText: "purge_trash" }).filter({ hasText: uuid.slice(0, 8) });
