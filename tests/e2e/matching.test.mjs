@@ -462,11 +462,8 @@ describe("matching: what Chrome runs is what match_url says", () => {
       assert.deepEqual(got, want);
       // Each one's snapshot is in its registered code once the worker re-registered it.
       const codes = async () => {
-        const page = await h.context.newPage();
-        try {
-          await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
-          return await page.evaluate(async (ids) => { const s = await chrome.userScripts.getScripts({ ids }); return ids.map((u) => s.find((x) => x.id === u)?.js?.[0]?.code ?? ""); }, uuids);
-        } finally { await page.close(); }
+        const all = await chromeRegistrations(h);
+        return uuids.map((u) => all.find?.((x) => x.id === u)?.js?.[0]?.code ?? "");
       };
       // (The value as the snapshot holds it: its JSON text in a JSON string; the source has the
       // text in single quotes.)
