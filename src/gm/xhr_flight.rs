@@ -3,6 +3,14 @@
 //! at most [`MAX_XHR_IN_FLIGHT_ALL`]; and the bytes of their answers, which a count alone does not
 //! bound (see Bytes below).
 //!
+//! Past those bounds a request waits its turn, as a browser queues a page's requests past its
+//! connections: scripts that check 50 links or download a gallery fire them all at once, and
+//! refusing the 17th broke them. A waiting request is a flight too (so `abort()` and a progress
+//! watch reach it) that holds no place and no bytes; when a place frees, the oldest waiting
+//! request whose script has room starts ([`Flights::start`]'s `go`). Waiting is bounded by count
+//! ([`MAX_XHR_WAITING`], [`MAX_XHR_WAITING_ALL`]) and, like every unanswered GM message, by the
+//! channel's backlog of message bytes (`channel::backlog`); its time counts in its `timeout`.
+//!
 //! Who is who: a request is named by the uuid its script's token proved, the tab, frame and
 //! document Chrome reported for the sender, and the page's own number for it. An abort names
 //! the same five, so it reaches that script's request in that page and never another's (two
@@ -32,6 +40,13 @@ pub use super::message::MAX_XHR_IN_FLIGHT;
 /// Most requests in flight for all scripts together (see the module's comment); their answers'
 /// bytes are bounded by [`ANSWER_BYTES_ALL`].
 pub const MAX_XHR_IN_FLIGHT_ALL: usize = 64;
+
+/// Most requests of one script waiting for a place (beyond those in flight): above what its GM
+/// window lets it send in a minute less those in flight, so a script within its window is never
+/// refused for waiting.
+pub const MAX_XHR_WAITING: usize = 600;
+/// Most requests of all scripts waiting together.
+pub const MAX_XHR_WAITING_ALL: usize = 2000;
 
 /// Bytes of answers one script may have arriving in the worker at once: two answers of the
 /// largest size ([`super::xhr::MAX_RESPONSE_BYTES`]), or many small ones.
@@ -91,8 +106,9 @@ pub struct FlightKey {
 pub enum Refused {
     /// The page reused a number still in flight.
     Duplicate(u32),
+    /// The script has [`MAX_XHR_IN_FLIGHT`] in flight and [`MAX_XHR_WAITING`] waiting.
     TooMany,
-    /// All scripts together have [`MAX_XHR_IN_FLIGHT_ALL`] in flight.
+    /// All scripts together have [`MAX_XHR_WAITING_ALL`] waiting.
     TooManyAll,
 }
 
@@ -106,12 +122,13 @@ impl std::fmt::Display for Refused {
             Refused::TooMany => write!(
                 f,
                 "GM_xmlhttpRequest: this script already has {MAX_XHR_IN_FLIGHT} requests in \
-                 flight; the request was not sent"
+                 flight and {MAX_XHR_WAITING} waiting for their turn; the request was not sent"
             ),
             Refused::TooManyAll => write!(
                 f,
-                "GM_xmlhttpRequest: the userscripts have {MAX_XHR_IN_FLIGHT_ALL} requests in \
-                 flight together; the request was not sent (try again when some have ended)"
+                "GM_xmlhttpRequest: the userscripts have {MAX_XHR_WAITING_ALL} requests waiting \
+                 for their turn together; the request was not sent (try again when some have \
+                 ended)"
             ),
         }
     }
@@ -147,6 +164,8 @@ struct Flight {
     /// that brought them.
     head: Option<serde_json::Value>,
     head_seq: u64,
+    /// While it waits for a place: the sender that starts it, and its turn (arrival order).
+    waiting: Option<(oneshot::Sender<()>, u64)>,
 }
 
 /// Largest head ([`Flights::head`]) a flight keeps, in bytes of its JSON text: a page's
@@ -161,34 +180,73 @@ pub enum Watch {
     Later(oneshot::Receiver<Progress>),
 }
 
-/// The requests in flight, each with the sender that cancels it.
+/// The requests in flight or waiting, each with the sender that cancels it.
 #[derive(Debug, Default)]
 pub struct Flights {
     map: VecMap<FlightKey, Flight>,
     /// The sum of every flight's `held`.
     held_all: u64,
+    /// The next waiting request's turn.
+    turns: u64,
+}
+
+/// A request [`Flights::start`] took.
+#[derive(Debug)]
+pub struct Started {
+    /// Completes when the request is aborted.
+    pub aborted: oneshot::Receiver<()>,
+    /// `Some` while it waits for a place: completes when it may be sent.
+    pub go: Option<oneshot::Receiver<()>>,
 }
 
 impl Flights {
-    /// Records a request; its receiver completes when it is aborted.
-    pub fn start(&mut self, key: FlightKey) -> Result<oneshot::Receiver<()>, Refused> {
+    /// Records a request: in flight now if its script and all scripts have a place, else
+    /// waiting for one (`go`).
+    pub fn start(&mut self, key: FlightKey) -> Result<Started, Refused> {
         // Requests whose waiter went away (its future dropped) hold no place, nor bytes.
+        let before = self.map.len();
         self.map.retain(|_, f| !f.abort.is_canceled());
         self.held_all = self
             .map
             .values()
             .map(|f| f.held)
             .fold(0, u64::saturating_add);
+        if self.map.len() < before {
+            self.promote();
+        }
         if self.map.contains_key(&key) {
             return Err(Refused::Duplicate(key.id));
         }
-        let n = self.map.keys().filter(|k| k.uuid == key.uuid).count();
-        if n >= MAX_XHR_IN_FLIGHT {
+        let (mut script, mut all) = ((0, 0), (0, 0));
+        for (k, f) in self.map.iter() {
+            let slot = if f.waiting.is_some() {
+                &mut all.1
+            } else {
+                &mut all.0
+            };
+            *slot += 1;
+            if k.uuid == key.uuid {
+                let slot = if f.waiting.is_some() {
+                    &mut script.1
+                } else {
+                    &mut script.0
+                };
+                *slot += 1;
+            }
+        }
+        // Waiting requests go first: a new one never overtakes its script's own.
+        let now = script.1 == 0 && script.0 < MAX_XHR_IN_FLIGHT && all.0 < MAX_XHR_IN_FLIGHT_ALL;
+        let (go, waiting) = if now {
+            (None, None)
+        } else if script.1 >= MAX_XHR_WAITING {
             return Err(Refused::TooMany);
-        }
-        if self.map.len() >= MAX_XHR_IN_FLIGHT_ALL {
+        } else if all.1 >= MAX_XHR_WAITING_ALL {
             return Err(Refused::TooManyAll);
-        }
+        } else {
+            let (tx, rx) = oneshot::channel();
+            self.turns = self.turns.wrapping_add(1);
+            (Some(rx), Some((tx, self.turns)))
+        };
         let (tx, rx) = oneshot::channel();
         self.map.insert(
             key,
@@ -201,22 +259,71 @@ impl Flights {
                 held: 0,
                 head: None,
                 head_seq: 0,
+                waiting,
             },
         );
-        Ok(rx)
+        Ok(Started { aborted: rx, go })
     }
 
-    /// Cancels the request so named; whether there was one. Its bytes are given back.
+    /// Starts the waiting requests that now have a place, oldest first; one whose script has
+    /// no place yet lets a younger one of another script go.
+    fn promote(&mut self) {
+        let mut running: VecMap<String, usize> = VecMap::new();
+        let mut all = 0;
+        let mut queue = Vec::new();
+        for (k, f) in self.map.iter() {
+            match &f.waiting {
+                Some((_, turn)) => queue.push((*turn, k.clone())),
+                None => {
+                    all += 1;
+                    if let Some(n) = running.get_or_insert_with(k.uuid.clone(), || 0) {
+                        *n += 1;
+                    }
+                }
+            }
+        }
+        crate::sort::sort_by(&mut queue, |a, b| a.0.cmp(&b.0));
+        for (_, key) in queue {
+            if all >= MAX_XHR_IN_FLIGHT_ALL {
+                return;
+            }
+            let Some(n) = running.get_or_insert_with(key.uuid.clone(), || 0) else {
+                continue;
+            };
+            if *n >= MAX_XHR_IN_FLIGHT {
+                continue;
+            }
+            let sent = self
+                .map
+                .get_mut(&key)
+                .and_then(|f| f.waiting.take())
+                .is_some_and(|(go, _)| go.send(()).is_ok());
+            if sent {
+                *n += 1;
+                all += 1;
+            } else {
+                // Its waiter went away: it holds nothing.
+                self.map.remove(&key);
+            }
+        }
+    }
+
+    /// Cancels the request so named, in flight or waiting; whether there was one. Its bytes
+    /// and place are given back.
     pub fn abort(&mut self, key: &FlightKey) -> bool {
-        self.map
-            .remove(key)
-            .is_some_and(|f| self.end(f).abort.send(()).is_ok())
+        let Some(f) = self.map.remove(key) else {
+            return false;
+        };
+        let told = self.end(f).abort.send(()).is_ok();
+        self.promote();
+        told
     }
 
-    /// The request ended (its answer made, or given up); its bytes are given back.
+    /// The request ended (its answer made, or given up); its bytes and place are given back.
     pub fn finish(&mut self, key: &FlightKey) {
         if let Some(f) = self.map.remove(key) {
             self.end(f);
+            self.promote();
         }
     }
 
@@ -386,9 +493,9 @@ mod tests {
         assert!(!f.abort(&other_doc));
         assert!(!f.abort(&k("a", 0, 2)));
         assert!(f.abort(&k("a", 0, 1)));
-        assert_eq!(a.try_recv(), Ok(Some(())));
-        assert_eq!(b.try_recv(), Ok(None));
-        assert_eq!(a_frame.try_recv(), Ok(None));
+        assert_eq!(a.aborted.try_recv(), Ok(Some(())));
+        assert_eq!(b.aborted.try_recv(), Ok(None));
+        assert_eq!(a_frame.aborted.try_recv(), Ok(None));
         // Once aborted it is gone.
         assert!(!f.abort(&k("a", 0, 1)));
         assert_eq!(f.len(), 2);
@@ -488,29 +595,86 @@ mod tests {
         assert!(f.head_since(&k("a", 0, 5), 0).is_some());
     }
 
+    /// Past its script's places a request waits, and starts, in its turn, when one frees: by
+    /// an answer, an abort, or a waiter that went away. A number still in flight (or waiting)
+    /// is refused, and so is waiting past its bound.
     #[test]
-    fn duplicates_and_too_many_are_refused_and_ended_ones_free_their_place() {
+    fn past_its_places_a_request_waits_its_turn() {
         let mut f = Flights::default();
-        let _r = f.start(k("a", 0, 1)).unwrap();
+        let first = f.start(k("a", 0, 1)).unwrap();
+        assert!(first.go.is_none(), "in flight at once");
         assert_eq!(f.start(k("a", 0, 1)).unwrap_err(), Refused::Duplicate(1));
-        let mut keep = Vec::new();
+        let mut keep = vec![first];
         for id in 2..=u32::try_from(MAX_XHR_IN_FLIGHT).unwrap() {
-            keep.push(f.start(k("a", 0, id)).unwrap());
+            let s = f.start(k("a", 0, id)).unwrap();
+            assert!(s.go.is_none(), "request {id} in flight at once");
+            keep.push(s);
         }
-        let over = f.start(k("a", 0, 999)).unwrap_err();
-        assert_eq!(over, Refused::TooMany);
-        assert!(over.to_string().contains("not sent"));
-        // Another script has its own bound.
-        assert!(f.start(k("b", 0, 999)).is_ok());
+        let mut w1 = f.start(k("a", 0, 101)).unwrap();
+        let mut w2 = f.start(k("a", 0, 102)).unwrap();
+        let mut w3 = f.start(k("a", 0, 103)).unwrap();
+        for w in [&mut w1, &mut w2, &mut w3] {
+            assert_eq!(
+                w.go.as_mut().map(oneshot::Receiver::try_recv),
+                Some(Ok(None))
+            );
+        }
+        assert_eq!(
+            f.start(k("a", 0, 101)).unwrap_err(),
+            Refused::Duplicate(101)
+        );
+        // Another script has places of its own.
+        assert!(f.start(k("b", 0, 1)).unwrap().go.is_none());
+        // An answer made frees a place: the oldest waiting goes, the others still wait.
         f.finish(&k("a", 0, 2));
-        assert!(f.start(k("a", 0, 999)).is_ok());
-        // A request whose waiter went away frees its place too.
+        assert_eq!(
+            w1.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(Some(())))
+        );
+        assert_eq!(
+            w2.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(None))
+        );
+        // A waiting one aborted is told, holds no turn, and frees nothing for the next.
+        assert!(f.abort(&k("a", 0, 102)));
+        assert_eq!(w2.aborted.try_recv(), Ok(Some(())));
+        assert_eq!(
+            w3.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(None))
+        );
+        // A request in flight whose waiter went away frees its place at the next start; the
+        // new request waits behind the older one of its script, which goes first.
         drop(keep.pop());
-        assert!(f.start(k("a", 0, 1000)).is_ok());
+        let mut w4 = f.start(k("a", 0, 104)).unwrap();
+        assert_eq!(
+            w3.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(Some(())))
+        );
+        assert_eq!(
+            w4.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(None))
+        );
+        // Waiting is bounded: past it, refused with the reason.
+        let mut waiting = vec![w4];
+        for id in 0..u32::try_from(MAX_XHR_WAITING - 1).unwrap() {
+            waiting.push(f.start(k("a", 0, 1000 + id)).unwrap());
+        }
+        let over = f.start(k("a", 0, 9999)).unwrap_err();
+        assert_eq!(over, Refused::TooMany);
+        assert!(over.to_string().contains("600 waiting"), "{over}");
+        assert!(over.to_string().contains("not sent"), "{over}");
+        // A waiter gone away gives its turn up: the place goes to the next one.
+        drop(waiting.remove(0));
+        f.finish(&k("a", 0, 3));
+        assert_eq!(
+            waiting[0].go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(Some(())))
+        );
     }
 
-    /// Many scripts (or one script's many uuids: a user may install any number) cannot hold more
-    /// than the total bound of bodies in the worker at once; an ended request frees a place.
+    /// Many scripts (or one script's many uuids: a user may install any number) cannot have
+    /// more than the total bound of requests in flight at once: the next waits, and an ended
+    /// request lets it go; a script waiting on its own bound does not hold another's turn.
     #[test]
     fn all_scripts_together_are_bounded_too() {
         let mut f = Flights::default();
@@ -522,16 +686,41 @@ mod tests {
                     break 'fill;
                 }
                 id += 1;
-                keep.push(f.start(k(&format!("s{script}"), 0, id)).unwrap());
+                let s = f.start(k(&format!("s{script}"), 0, id)).unwrap();
+                assert!(s.go.is_none());
+                keep.push(s);
             }
         }
         assert_eq!(f.len(), MAX_XHR_IN_FLIGHT_ALL);
-        // A script with none in flight is refused now, with the reason.
-        let over = f.start(k("fresh", 0, 1)).unwrap_err();
+        // s0 is at its own bound and waits; a script with none in flight waits for all's.
+        let mut s0 = f.start(k("s0", 0, 999)).unwrap();
+        let mut fresh = f.start(k("fresh", 0, 1)).unwrap();
+        assert_eq!(
+            fresh.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(None))
+        );
+        // A place of s1 frees: s0's older request still has no place of its own, so the
+        // fresh script's goes.
+        f.finish(&k("s1", 0, u32::try_from(MAX_XHR_IN_FLIGHT).unwrap() + 1));
+        assert_eq!(
+            s0.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(None))
+        );
+        assert_eq!(
+            fresh.go.as_mut().map(oneshot::Receiver::try_recv),
+            Some(Ok(Some(())))
+        );
+        // Waiting all together is bounded.
+        let mut waiting = Vec::new();
+        for n in 0..MAX_XHR_WAITING_ALL - 1 {
+            waiting.push(
+                f.start(k(&format!("w{}", n % 8), 0, 1 + u32::try_from(n).unwrap()))
+                    .unwrap(),
+            );
+        }
+        let over = f.start(k("late", 0, 1)).unwrap_err();
         assert_eq!(over, Refused::TooManyAll);
         assert!(over.to_string().contains("not sent"), "{over}");
-        f.finish(&k("s0", 0, 1));
-        assert!(f.start(k("fresh", 0, 1)).is_ok());
     }
 
     const MIB: u64 = 1024 * 1024;

@@ -401,15 +401,13 @@ impl<E: Env> Provider<E> {
         };
         let mut req = http_request(x, url, from);
         let key = flight_key(&record.uuid, from, x.id);
-        let mut aborted = match self.gm_flights.borrow_mut().start(key.clone()) {
-            Ok(rx) => rx,
-            Err(e) => return json!({ "error": e.to_string(), "refused": true }),
-        };
+        // Its `timeout` counts from now, its wait for a place included, as XMLHttpRequest's.
+        let started = self.env.now_ms();
         // The flight, and the bytes of its answer counted in it, end when this returns (the
         // answer made: the shell hands it to the page in the same turn) or is dropped.
-        let _flight = EndFlight {
-            flights: &self.gm_flights,
-            key: &key,
+        let (mut aborted, _flight) = match self.xhr_start(&key, x.timeout_ms).await {
+            Ok(flight) => flight,
+            Err(answer) => return answer,
         };
         // Asked before the shell keeps each chunk of the body: counted in the answers' budget,
         // or refused (the shell stops reading) and remembered, for the script to be told.
@@ -429,7 +427,6 @@ impl<E: Env> Provider<E> {
         };
         // Its status and headers, before the body: the page's `readyState` 2.
         let head = |r: &_| self.gm_flights.borrow_mut().head(&key, r);
-        let started = self.env.now_ms();
         let mut hops = 0;
         let answer = loop {
             req.timeout_ms = x
@@ -493,6 +490,59 @@ impl<E: Env> Provider<E> {
                 "timeout": true,
             }),
             Err(e) => error(format!("GM_xmlhttpRequest failed: {e}")),
+        }
+    }
+
+    /// Records the request in the flights and, if it must wait for a place, waits: the abort
+    /// receiver and the flight's guard once it may be sent; aborted, refused or out of time
+    /// first, it never is: the page's answer then.
+    async fn xhr_start<'a>(
+        &'a self,
+        key: &'a crate::gm::xhr_flight::FlightKey,
+        timeout_ms: u64,
+    ) -> Result<(futures::channel::oneshot::Receiver<()>, EndFlight<'a>), Value> {
+        let crate::gm::xhr_flight::Started { mut aborted, go } =
+            match self.gm_flights.borrow_mut().start(key.clone()) {
+                Ok(s) => s,
+                Err(e) => return Err(json!({ "error": e.to_string(), "refused": true })),
+            };
+        let flight = EndFlight {
+            flights: &self.gm_flights,
+            key,
+        };
+        if let Some(go) = go {
+            if let Some(answer) = self.xhr_turn(go, &mut aborted, timeout_ms).await {
+                return Err(answer);
+            }
+        }
+        Ok((aborted, flight))
+    }
+
+    /// A waiting request may be sent once it has a place (`None`); aborted or out of time
+    /// first, never: the page's answer then.
+    async fn xhr_turn(
+        &self,
+        go: futures::channel::oneshot::Receiver<()>,
+        aborted: &mut futures::channel::oneshot::Receiver<()>,
+        timeout_ms: u64,
+    ) -> Option<Value> {
+        use futures::future::{select, Either};
+        // At most `MAX_TIMEOUT_MS` (120 s): exact as an f64.
+        let timer = self.env.sleep(timeout_ms as f64);
+        futures::pin_mut!(timer);
+        match select(go, select(aborted, timer)).await {
+            Either::Left((Ok(()), _)) => None,
+            // Aborted while waiting (its `go` dropped with it): nothing was sent.
+            Either::Left((Err(_), _)) | Either::Right((Either::Left(_), _)) => {
+                Some(json!({ "aborted": true }))
+            }
+            Either::Right((Either::Right(_), _)) => Some(json!({
+                "error": format!(
+                    "GM_xmlhttpRequest: no answer within {timeout_ms} ms (it waited for its turn \
+                     behind other requests in flight, and was not sent)"
+                ),
+                "timeout": true,
+            })),
         }
     }
 
@@ -1420,6 +1470,88 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .contains("already in flight"));
+        });
+    }
+
+    /// Past its script's places a request waits, unsent, and goes when one frees (a browser
+    /// queues a page's requests past its connections; refusing the 17th broke scripts that fire
+    /// a batch). A waiting request can be aborted, and its wait counts in its `timeout`: out of
+    /// time, it is answered as timed out and was never sent.
+    #[test]
+    fn a_request_past_its_places_waits_unsent_then_goes() {
+        use crate::gm::xhr_flight::MAX_XHR_IN_FLIGHT;
+        let p = Provider::new(MemoryEnv::new());
+        let grants = "// @grant GM_xmlhttpRequest\n// @connect api.test\n";
+        let a = script(&p, "A", grants);
+        let key = block_on(key_store::load(&p.env)).unwrap();
+        let t = key.token(&a, 1);
+        let msg = |fields: Value| {
+            let mut m = fields.as_object().cloned().unwrap();
+            m.insert("lumo".into(), t.clone().into());
+            m.insert("v".into(), 1.into());
+            m.insert("kind".into(), "gm".into());
+            Value::Object(m).to_string()
+        };
+        let page = || Sender {
+            url: Some("https://example.com/".into()),
+            frame_id: Some(0),
+            tab_id: Some(1),
+            document_id: Some("DOC".into()),
+            ..Sender::default()
+        };
+        let answered = |r: &Received| match r {
+            Received::Answered(v) => v.clone(),
+            other => panic!("{other:?}"),
+        };
+        let xhr = |id: usize, url: &str, timeout: u64| {
+            let m = msg(json!({"op": "xhr", "id": id, "url": url, "timeout": timeout}));
+            p.user_script_message(move || Some(m), page())
+        };
+        for i in 0..MAX_XHR_IN_FLIGHT {
+            p.env
+                .http_hold
+                .borrow_mut()
+                .insert(format!("https://api.test/slow{i}"));
+        }
+        let abort = |id: usize| {
+            let m = msg(json!({"op": "xhr.abort", "id": id}));
+            p.user_script_message(move || Some(m), page())
+        };
+        block_on(async {
+            let mut held: Vec<_> = (0..MAX_XHR_IN_FLIGHT)
+                .map(|i| Box::pin(xhr(i + 1, &format!("https://api.test/slow{i}"), 0)))
+                .collect();
+            for r in &mut held {
+                assert!(futures::poll!(r.as_mut()).is_pending());
+            }
+            let next = xhr(100, "https://api.test/next", 0);
+            let gone = xhr(101, "https://api.test/gone", 0);
+            futures::pin_mut!(next, gone);
+            assert!(futures::poll!(next.as_mut()).is_pending());
+            assert!(futures::poll!(gone.as_mut()).is_pending());
+            let sent = |url: &str| p.env.fetched_urls().iter().any(|u| u == url);
+            assert!(!sent("https://api.test/next"), "sent past its places");
+            // Aborted while waiting: told so, never sent.
+            assert_eq!(answered(&abort(101).await)["aborted"], true);
+            assert_eq!(answered(&gone.await), json!({"aborted": true}));
+            // A place frees: the waiting request is sent and answered.
+            assert_eq!(answered(&abort(1).await)["aborted"], true);
+            let got = answered(&next.await);
+            assert_eq!(got["text"], "https://api.test/next", "{got}");
+            assert!(!sent("https://api.test/gone"));
+            // Its places full again; out of time while waiting: timed out, never sent.
+            let fill = xhr(102, "https://api.test/slow0", 0);
+            futures::pin_mut!(fill);
+            assert!(futures::poll!(fill.as_mut()).is_pending());
+            p.env.timers_fire.set(true);
+            let timed = answered(&xhr(103, "https://api.test/timed", 500).await);
+            assert_eq!(timed["timeout"], true, "{timed}");
+            assert!(timed["error"]
+                .as_str()
+                .unwrap()
+                .contains("waited for its turn"));
+            assert!(!sent("https://api.test/timed"));
+            assert!(futures::poll!(held[1].as_mut()).is_pending());
         });
     }
 

@@ -26,8 +26,20 @@ function script(name, lines, body) {
 /** Every path: a page whose own JavaScript sets a global, with a paragraph to style. */
 async function pageServer() {
   const hits = [], bodies = [];
+  const held = { open: 0, peak: 0 };
   const server = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
+    // Answered after 1.5 s; how many are open at once (`held.peak`) is what the server saw of
+    // the provider's requests in flight.
+    if (req.url.startsWith("/held")) {
+      held.open++;
+      held.peak = Math.max(held.peak, held.open);
+      let open = true;
+      const end = () => { if (open) { open = false; held.open--; } };
+      res.on("close", end);
+      setTimeout(() => { end(); res.writeHead(200, { "content-type": "text/plain" }); res.end(req.url); }, 1500);
+      return;
+    }
     // Echoes what it received: the content type and the body's bytes in hex.
     if (req.url.startsWith("/echo")) {
       const parts = [];
@@ -129,7 +141,7 @@ async function pageServer() {
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const close = () => new Promise((r) => { server.close(r); server.closeAllConnections(); });
-  return { port: server.address().port, hits, bodies, close };
+  return { port: server.address().port, hits, bodies, held, close };
 }
 
 describe("gm: the GM functions a script is given", () => {
@@ -964,6 +976,24 @@ describe("gm: the GM functions a script is given", () => {
     const b = await until(() => tab.evaluate(() => document.documentElement.getAttribute("data-gm-b")), (v) => v, 8000);
     assert.equal(b, "slow");
     assert.ok(server.hits.some((x) => x.startsWith("answered /slow?b")), JSON.stringify(server.hits));
+  });
+
+  // Scripts fire batches (check 50 links, fetch a gallery): past the 16 a script may have in
+  // flight, a request waits its turn in the worker instead of failing. Spread over 8 hosts so
+  // Chrome's 6 connections per host do not queue them first: what the server sees at once is
+  // what the provider sent at once.
+  test("GM_xmlhttpRequest: 40 at once all arrive, at most 16 sent at a time", T, async () => {
+    await write("batch", ["@match http://batchpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const out = {}, N = 40;\n"
+      + "const done = () => { if (Object.keys(out).length === N) document.documentElement.setAttribute('data-gm-batch', JSON.stringify(out)); };\n"
+      + "for (let i = 0; i < N; i++) GM_xmlhttpRequest({ url: `http://h${i % 8}.api.test:${location.port}/held?i=${i}`,\n"
+      + "  onload: (r) => { out[i] = r.responseText; done(); }, onerror: (e) => { out[i] = 'error: ' + e.error; done(); } });");
+    server.held.peak = 0;
+    await tab.goto(url("batchpage.test"), { waitUntil: "load" });
+    const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-batch"), null, { timeout: 30_000 });
+    const out = JSON.parse(await got.jsonValue());
+    assert.deepEqual(out, Object.fromEntries(Array.from({ length: 40 }, (_, i) => [i, `/held?i=${i}`])));
+    assert.equal(server.held.peak, 16, `the server had ${server.held.peak} open at once`);
   });
 
   test("values: a change in one tab reaches the listeners of the same script in another tab (remote: true)", T, async () => {
