@@ -312,20 +312,53 @@ impl fmt::Display for FetchError {
     }
 }
 
+/// What `Http::fetch_progress` does with the body's bytes it asks about.
+#[derive(Debug)]
+pub enum Hold {
+    /// Keep them and read on.
+    Keep,
+    /// Wait, reading nothing, until this completes, then ask again (the core's budget of
+    /// answers' bytes has no room yet; an error: the request ended meanwhile, stop).
+    Wait(futures::channel::oneshot::Receiver<()>),
+    /// Keep nothing more: stop reading and abort the request.
+    Stop,
+}
+
+/// Asks `progress` about `loaded` bytes until it keeps them (`true`) or stops (`false`).
+pub async fn hold_bytes(
+    progress: &dyn Fn(u64, Option<u64>) -> Hold,
+    loaded: u64,
+    total: Option<u64>,
+) -> bool {
+    loop {
+        match progress(loaded, total) {
+            Hold::Keep => return true,
+            Hold::Stop => return false,
+            Hold::Wait(room) => {
+                if room.await.is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
 /// `fetch` from the service worker.
 pub trait Http {
     async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, FetchError>;
     /// `fetch`, asking `progress(loaded, total)` before it keeps each chunk of the body
-    /// (`loaded`: the body's bytes with that chunk; `total`: the `Content-Length`, if any). On
-    /// `false` it keeps nothing more: it stops reading, aborts the request and answers an
-    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no). `head` is told
-    /// the answer without its body once its status and headers are in, before the body is
-    /// read (not for a redirect). By default no reports.
+    /// (`loaded`: the body's bytes with that chunk; `total`: the `Content-Length`, if any), and,
+    /// when the length is known, `progress(0, total)` before it reads any (`hold_bytes`). On
+    /// `Stop` it keeps nothing more: it stops reading, aborts the request and answers an
+    /// error (the core's budget of answers' bytes, `gm::xhr_flight`, said no); on `Wait` it
+    /// reads nothing until told. `head` is told the answer without its body once its status
+    /// and headers are in, before the body is read (not for a redirect). By default no
+    /// reports.
     async fn fetch_progress(
         &self,
         req: &HttpRequest,
         max_body: usize,
-        progress: &dyn Fn(u64, Option<u64>) -> bool,
+        progress: &dyn Fn(u64, Option<u64>) -> Hold,
         head: &dyn Fn(&HttpResponse),
     ) -> Result<HttpResponse, FetchError> {
         let _ = (progress, head);
@@ -416,6 +449,8 @@ pub mod memory {
         /// When set, an answer's body is reported (`fetch_progress`) in chunks of this many
         /// bytes, yielding between them (answers arriving at once); else in one report.
         pub fetch_chunk: Cell<usize>,
+        /// When set, an answer's body is reported without its length (no `Content-Length`).
+        pub fetch_unsized: Cell<bool>,
         /// URLs whose `fetch` never answers (a slow server), and how many such fetches were
         /// given up (their future dropped: the shell aborts the request then).
         pub http_hold: RefCell<std::collections::BTreeSet<String>>,
@@ -674,7 +709,7 @@ pub mod memory {
             &self,
             req: &HttpRequest,
             max_body: usize,
-            progress: &dyn Fn(u64, Option<u64>) -> bool,
+            progress: &dyn Fn(u64, Option<u64>) -> Hold,
             head: &dyn Fn(&HttpResponse),
         ) -> Result<HttpResponse, FetchError> {
             self.fetch_held(req, max_body, Some(progress), Some(head))
@@ -688,7 +723,7 @@ pub mod memory {
             &self,
             req: &HttpRequest,
             max_body: usize,
-            progress: Option<&dyn Fn(u64, Option<u64>) -> bool>,
+            progress: Option<&dyn Fn(u64, Option<u64>) -> Hold>,
             head: Option<&dyn Fn(&HttpResponse)>,
         ) -> Result<HttpResponse, FetchError> {
             self.fetched.borrow_mut().push(req.clone());
@@ -698,7 +733,7 @@ pub mod memory {
             }
             if self.http_hold.borrow().contains(&req.url) {
                 if let Some(p) = progress {
-                    let _ = p(3, Some(10));
+                    let _ = super::hold_bytes(p, 3, Some(10)).await;
                 }
                 struct Dropped(std::rc::Rc<Cell<u32>>);
                 impl Drop for Dropped {
@@ -739,10 +774,16 @@ pub mod memory {
                     n => n,
                 };
                 let mut loaded = 0usize;
+                let stopped = || FetchError::Other("the body was not read to its end".into());
+                if !self.fetch_unsized.get() && !super::hold_bytes(p, 0, total).await {
+                    return Err(stopped());
+                }
+                let total = total.filter(|_| !self.fetch_unsized.get());
                 while loaded < len {
                     loaded = loaded.saturating_add(step).min(len);
-                    if !p(u64::try_from(loaded).unwrap_or(u64::MAX), total) {
-                        return Err(FetchError::Other("the body was not read to its end".into()));
+                    if !super::hold_bytes(p, u64::try_from(loaded).unwrap_or(u64::MAX), total).await
+                    {
+                        return Err(stopped());
                     }
                     if self.fetch_chunk.get() > 0 {
                         yield_now().await;

@@ -335,7 +335,7 @@ impl crate::env::Http for ChromeEnv {
         req: &crate::env::HttpRequest,
         max_body: usize,
     ) -> Result<crate::env::HttpResponse, FetchError> {
-        self.fetch_progress(req, max_body, &|_, _| true, &|_| ())
+        self.fetch_progress(req, max_body, &|_, _| crate::env::Hold::Keep, &|_| ())
             .await
     }
 
@@ -343,7 +343,7 @@ impl crate::env::Http for ChromeEnv {
         &self,
         req: &crate::env::HttpRequest,
         max_body: usize,
-        progress: &dyn Fn(u64, Option<u64>) -> bool,
+        progress: &dyn Fn(u64, Option<u64>) -> crate::env::Hold,
         head: &dyn Fn(&crate::env::HttpResponse),
     ) -> Result<crate::env::HttpResponse, FetchError> {
         let global = js_sys::global();
@@ -570,7 +570,7 @@ fn cancel_stream(o: &JsValue) {
 async fn read_body(
     resp: &JsValue,
     max: usize,
-    progress: &dyn Fn(u64, Option<u64>) -> bool,
+    progress: &dyn Fn(u64, Option<u64>) -> crate::env::Hold,
 ) -> Result<Vec<u8>, FetchError> {
     read_body_js(resp, max, progress)
         .await
@@ -600,7 +600,7 @@ impl From<JsValue> for Body {
 async fn read_body_js(
     resp: &JsValue,
     max: usize,
-    progress: &dyn Fn(u64, Option<u64>) -> bool,
+    progress: &dyn Fn(u64, Option<u64>) -> crate::env::Hold,
 ) -> Result<Vec<u8>, Body> {
     let too_big = || Body::TooLarge;
     let declared = Reflect::get(resp, &"headers".into())
@@ -621,6 +621,12 @@ async fn read_body_js(
     if body.is_null() || body.is_undefined() {
         return Ok(Vec::new());
     }
+    // A length known up front is asked for whole before anything is read: the core counts it
+    // at once, or has the read wait (nothing held meanwhile) until its budget has room.
+    if declared.is_some() && !crate::env::hold_bytes(progress, 0, declared).await {
+        cancel();
+        return Err(Body::Stopped);
+    }
     let reader = Reflect::get(&body, &"getReader".into())?
         .dyn_into::<js_sys::Function>()?
         .call0(&body)?;
@@ -639,7 +645,9 @@ async fn read_body_js(
             cancel_stream(&reader);
             return Err(too_big());
         }
-        if !progress(u64::try_from(with).unwrap_or(u64::MAX), declared) {
+        if !crate::env::hold_bytes(progress, u64::try_from(with).unwrap_or(u64::MAX), declared)
+            .await
+        {
             cancel_stream(&reader);
             return Err(Body::Stopped);
         }

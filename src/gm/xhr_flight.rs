@@ -23,7 +23,8 @@
 //! why ([`OverBudget`]). The bytes are given back when the request leaves the flights: its
 //! answer made (the provider ends it only once the answer is built), aborted, or dropped.
 //! Counted as they arrive, not reserved at 5 MiB a request, so many small answers at once are
-//! never refused. Measured before it (Chromium 156): one script's 16 requests of a 5 MiB answer
+//! never refused; an answer that says its length is counted whole before it is read, and
+//! waits for room rather than being stopped ([`Flights::hold`]). Measured before it (Chromium 156): one script's 16 requests of a 5 MiB answer
 //! at once grew the worker's wasm memory from 1.4 to 53 MB for its life.
 //!
 //! Progress: the shell reports bytes received ([`Flights::progress`]); a page that has an
@@ -166,6 +167,19 @@ struct Flight {
     head_seq: u64,
     /// While it waits for a place: the sender that starts it, and its turn (arrival order).
     waiting: Option<(oneshot::Sender<()>, u64)>,
+    /// Its answer's whole length is counted in `held` (it said its length: [`Flights::hold`]).
+    reserved: bool,
+    /// While its answer waits for room in the budgets: told when bytes are given back.
+    room: Option<oneshot::Sender<()>>,
+}
+
+/// What [`Flights::hold`] says of an answer's bytes.
+#[derive(Debug)]
+pub enum Hold {
+    Keep,
+    /// Read nothing until this completes, then ask again (an error: the request ended).
+    Wait(oneshot::Receiver<()>),
+    Stop(OverBudget),
 }
 
 /// Largest head ([`Flights::head`]) a flight keeps, in bytes of its JSON text: a page's
@@ -188,6 +202,9 @@ pub struct Flights {
     held_all: u64,
     /// The next waiting request's turn.
     turns: u64,
+    /// The most `held_all` has been (for tests).
+    #[cfg(test)]
+    pub peak: u64,
 }
 
 /// A request [`Flights::start`] took.
@@ -212,6 +229,7 @@ impl Flights {
             .map(|f| f.held)
             .fold(0, u64::saturating_add);
         if self.map.len() < before {
+            self.wake_room();
             self.promote();
         }
         if self.map.contains_key(&key) {
@@ -260,6 +278,8 @@ impl Flights {
                 head: None,
                 head_seq: 0,
                 waiting,
+                reserved: false,
+                room: None,
             },
         );
         Ok(Started { aborted: rx, go })
@@ -331,30 +351,73 @@ impl Flights {
     /// the shell keeps a chunk): counted if so; refused, and nothing counted, if that passes
     /// the script's budget or all scripts' (or the request is not in flight). A smaller
     /// `loaded` (a redirect's next hop starts again) gives the difference back.
-    pub fn hold(&mut self, key: &FlightKey, loaded: u64) -> Result<(), OverBudget> {
-        let Some(had) = self.map.get(key).map(|f| f.held) else {
-            return Err(OverBudget::NotInFlight);
+    ///
+    /// An answer that says its length (`total`) is counted whole at its first ask, which the
+    /// shell makes before reading any of it: it fits, and is then never stopped, or it waits
+    /// ([`Hold::Wait`]), holding nothing, until bytes are given back. So a batch of downloads
+    /// whose sizes are known takes turns instead of being stopped past the budget; only an
+    /// answer of unknown length can be, or one longer than it said.
+    pub fn hold(&mut self, key: &FlightKey, loaded: u64, total: Option<u64>) -> Hold {
+        let Some(f) = self.map.get(key) else {
+            return Hold::Stop(OverBudget::NotInFlight);
         };
-        if loaded > had {
-            let more = loaded.saturating_sub(had);
+        let had = f.held;
+        let reserve = !f.reserved && had == 0 && total.is_some();
+        let want = match total {
+            Some(t) if reserve => t.max(loaded),
+            _ if f.reserved => had.max(loaded),
+            _ => loaded,
+        };
+        if want > had {
+            let more = want.saturating_sub(had);
             let script: u64 = self
                 .map
                 .iter()
                 .filter(|(k, _)| k.uuid == key.uuid)
                 .map(|(_, f)| f.held)
                 .fold(0, u64::saturating_add);
-            if script.saturating_add(more) > ANSWER_BYTES_PER_SCRIPT {
-                return Err(OverBudget::Script { at: had });
-            }
-            if self.held_all.saturating_add(more) > ANSWER_BYTES_ALL {
-                return Err(OverBudget::All { at: had });
+            let over = if script.saturating_add(more) > ANSWER_BYTES_PER_SCRIPT {
+                Some(OverBudget::Script { at: had })
+            } else if self.held_all.saturating_add(more) > ANSWER_BYTES_ALL {
+                Some(OverBudget::All { at: had })
+            } else {
+                None
+            };
+            if let Some(over) = over {
+                // Alone it would fit (the shell refuses a length over the largest answer
+                // first): others hold the room, and give it back as they end.
+                if reserve && want <= ANSWER_BYTES_PER_SCRIPT {
+                    let (tx, rx) = oneshot::channel();
+                    if let Some(f) = self.map.get_mut(key) {
+                        f.room = Some(tx);
+                    }
+                    return Hold::Wait(rx);
+                }
+                return Hold::Stop(over);
             }
         }
         if let Some(f) = self.map.get_mut(key) {
-            f.held = loaded;
+            f.held = want;
+            f.reserved |= reserve;
         }
-        self.held_all = self.held_all.saturating_sub(had).saturating_add(loaded);
-        Ok(())
+        self.held_all = self.held_all.saturating_sub(had).saturating_add(want);
+        #[cfg(test)]
+        {
+            self.peak = self.peak.max(self.held_all);
+        }
+        if want < had {
+            self.wake_room();
+        }
+        Hold::Keep
+    }
+
+    /// Bytes were given back: every answer waiting for room asks again.
+    fn wake_room(&mut self) {
+        for f in self.map.values_mut() {
+            if let Some(tx) = f.room.take() {
+                let _ = tx.send(());
+            }
+        }
     }
 
     /// Bytes of answers counted for `uuid`'s requests, and for all.
@@ -373,6 +436,9 @@ impl Flights {
         self.held_all = self.held_all.saturating_sub(f.held);
         for w in f.watchers.drain(..) {
             let _ = w.send(Progress::NotInFlight);
+        }
+        if f.held > 0 {
+            self.wake_room();
         }
         f
     }
@@ -470,6 +536,15 @@ impl Flights {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An answer of unknown length's bytes: kept or stopped, never waiting.
+    fn counted(f: &mut Flights, key: &FlightKey, loaded: u64) -> Result<(), OverBudget> {
+        match f.hold(key, loaded, None) {
+            Hold::Keep => Ok(()),
+            Hold::Stop(e) => Err(e),
+            Hold::Wait(_) => panic!("an answer of unknown length waited"),
+        }
+    }
 
     fn k(uuid: &str, frame: i64, id: u32) -> FlightKey {
         FlightKey {
@@ -735,7 +810,7 @@ mod tests {
         let _small: Vec<_> = (1..=16).map(|id| f.start(k("a", 0, id)).unwrap()).collect();
         for id in 1..=16 {
             for part in 1..=6 {
-                assert_eq!(f.hold(&k("a", 0, id), part * 100 * 1024), Ok(()));
+                assert_eq!(counted(&mut f, &k("a", 0, id), part * 100 * 1024), Ok(()));
             }
         }
         for id in 1..=16 {
@@ -747,33 +822,74 @@ mod tests {
         for id in 1..=3 {
             keep.push(f.start(k("a", 0, id)).unwrap());
         }
-        assert_eq!(f.hold(&k("a", 0, 1), 5 * MIB), Ok(()));
-        assert_eq!(f.hold(&k("a", 0, 2), 4 * MIB), Ok(()));
-        assert_eq!(f.hold(&k("a", 0, 3), MIB), Ok(()));
-        let over = f.hold(&k("a", 0, 3), MIB + 1).unwrap_err();
+        assert_eq!(counted(&mut f, &k("a", 0, 1), 5 * MIB), Ok(()));
+        assert_eq!(counted(&mut f, &k("a", 0, 2), 4 * MIB), Ok(()));
+        assert_eq!(counted(&mut f, &k("a", 0, 3), MIB), Ok(()));
+        let over = counted(&mut f, &k("a", 0, 3), MIB + 1).unwrap_err();
         assert_eq!(over, OverBudget::Script { at: MIB });
         let said = over.to_string();
         assert!(said.contains("stopped after 1048576 bytes"), "{said}");
         assert!(said.contains("at most 10 MiB"), "{said}");
         assert_eq!(f.held("a"), (10 * MIB, 10 * MIB));
         // The same bytes again, or fewer (a redirect's next hop), are not new bytes.
-        assert_eq!(f.hold(&k("a", 0, 1), 5 * MIB), Ok(()));
-        assert_eq!(f.hold(&k("a", 0, 2), 0), Ok(()));
+        assert_eq!(counted(&mut f, &k("a", 0, 1), 5 * MIB), Ok(()));
+        assert_eq!(counted(&mut f, &k("a", 0, 2), 0), Ok(()));
         assert_eq!(f.held("a"), (6 * MIB, 6 * MIB));
         // Another script has a budget of its own.
         let _b = f.start(k("b", 0, 1)).unwrap();
-        assert_eq!(f.hold(&k("b", 0, 1), 5 * MIB), Ok(()));
+        assert_eq!(counted(&mut f, &k("b", 0, 1), 5 * MIB), Ok(()));
         // Given back: by the answer made, by an abort, by the waiter going away.
         f.finish(&k("a", 0, 1));
         assert_eq!(f.held("a"), (MIB, 6 * MIB));
         assert!(f.abort(&k("a", 0, 3)));
         assert_eq!(f.held("a"), (0, 5 * MIB));
-        assert_eq!(f.hold(&k("a", 0, 2), 3 * MIB), Ok(()));
+        assert_eq!(counted(&mut f, &k("a", 0, 2), 3 * MIB), Ok(()));
         drop(keep);
         let _c = f.start(k("c", 0, 1)).unwrap();
         assert_eq!(f.held("a"), (0, 5 * MIB));
         // A request no longer in flight reads nothing more.
-        assert_eq!(f.hold(&k("a", 0, 3), 1), Err(OverBudget::NotInFlight));
+        assert_eq!(
+            counted(&mut f, &k("a", 0, 3), 1),
+            Err(OverBudget::NotInFlight)
+        );
+    }
+
+    /// An answer that says its length is counted whole at its first ask: it fits, and its
+    /// chunks are then within it, or it waits holding nothing, and is told when bytes are
+    /// given back. One that could never fit is stopped, not left waiting; an abort ends a wait.
+    #[test]
+    fn an_answer_that_says_its_length_waits_for_room_and_is_then_never_stopped() {
+        let mut f = Flights::default();
+        let _keep: Vec<_> = (1..=5).map(|id| f.start(k("a", 0, id)).unwrap()).collect();
+        let five = Some(5 * MIB);
+        assert!(matches!(f.hold(&k("a", 0, 1), 0, five), Hold::Keep));
+        assert_eq!(f.held("a"), (5 * MIB, 5 * MIB));
+        assert!(matches!(f.hold(&k("a", 0, 1), 3 * MIB, five), Hold::Keep));
+        assert!(matches!(f.hold(&k("a", 0, 1), 5 * MIB, five), Hold::Keep));
+        assert_eq!(f.held("a"), (5 * MIB, 5 * MIB), "its chunks are within it");
+        assert!(matches!(f.hold(&k("a", 0, 2), 0, five), Hold::Keep));
+        // The budget is full: the next waits, holding nothing.
+        let Hold::Wait(mut room) = f.hold(&k("a", 0, 3), 0, Some(MIB)) else {
+            panic!("did not wait")
+        };
+        assert_eq!(f.held("a"), (10 * MIB, 10 * MIB));
+        assert_eq!(room.try_recv(), Ok(None));
+        // Longer than the budget itself: stopped at once.
+        assert!(matches!(
+            f.hold(&k("a", 0, 4), 0, Some(ANSWER_BYTES_PER_SCRIPT + 1)),
+            Hold::Stop(OverBudget::Script { at: 0 })
+        ));
+        // One ends: the waiting one is told, asks again, and fits.
+        f.finish(&k("a", 0, 1));
+        assert_eq!(room.try_recv(), Ok(Some(())));
+        assert!(matches!(f.hold(&k("a", 0, 3), 0, Some(MIB)), Hold::Keep));
+        // Aborted while it waits: the wait ends with an error (the shell stops reading).
+        let Hold::Wait(mut room) = f.hold(&k("a", 0, 5), 0, five) else {
+            panic!("did not wait")
+        };
+        assert!(f.abort(&k("a", 0, 5)));
+        assert!(room.try_recv().is_err());
+        assert_eq!(f.held("a"), (6 * MIB, 6 * MIB));
     }
 
     /// Several scripts, each within its own budget, cannot together hold more than the total.
@@ -785,17 +901,17 @@ mod tests {
         for s in 0..scripts {
             keep.push(f.start(k(&format!("s{s}"), 0, 1)).unwrap());
             assert_eq!(
-                f.hold(&k(&format!("s{s}"), 0, 1), ANSWER_BYTES_PER_SCRIPT),
+                counted(&mut f, &k(&format!("s{s}"), 0, 1), ANSWER_BYTES_PER_SCRIPT),
                 Ok(())
             );
         }
         keep.push(f.start(k("late", 0, 1)).unwrap());
         let room = ANSWER_BYTES_ALL - scripts * ANSWER_BYTES_PER_SCRIPT;
-        assert_eq!(f.hold(&k("late", 0, 1), room), Ok(()));
-        let over = f.hold(&k("late", 0, 1), room + 1).unwrap_err();
+        assert_eq!(counted(&mut f, &k("late", 0, 1), room), Ok(()));
+        let over = counted(&mut f, &k("late", 0, 1), room + 1).unwrap_err();
         assert_eq!(over, OverBudget::All { at: room });
         assert!(over.to_string().contains("at most 32 MiB"), "{over}");
         f.finish(&k("s0", 0, 1));
-        assert_eq!(f.hold(&k("late", 0, 1), room + 1), Ok(()));
+        assert_eq!(counted(&mut f, &k("late", 0, 1), room + 1), Ok(()));
     }
 }

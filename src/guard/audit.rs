@@ -803,7 +803,7 @@ impl<E: Http> Http for Journaled<'_, E> {
         &self,
         req: &HttpRequest,
         max_body: usize,
-        progress: &dyn Fn(u64, Option<u64>) -> bool,
+        progress: &dyn Fn(u64, Option<u64>) -> crate::env::Hold,
         head: &dyn Fn(&HttpResponse),
     ) -> Result<HttpResponse, FetchError> {
         self.inner

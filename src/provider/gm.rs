@@ -412,16 +412,22 @@ impl<E: Env> Provider<E> {
         // Asked before the shell keeps each chunk of the body: counted in the answers' budget,
         // or refused (the shell stops reading) and remembered, for the script to be told.
         let over = std::cell::Cell::new(None);
+        // A wait for room holds nothing (`Flights::hold`); the ask before the body (0 bytes)
+        // is no progress for the page.
         let report = |loaded: u64, total: Option<u64>| {
+            use crate::gm::xhr_flight::Hold;
             let mut flights = self.gm_flights.borrow_mut();
-            match flights.hold(&key, loaded) {
-                Ok(()) => {
-                    flights.progress(&key, loaded, total);
-                    true
+            match flights.hold(&key, loaded, total) {
+                Hold::Keep => {
+                    if loaded > 0 {
+                        flights.progress(&key, loaded, total);
+                    }
+                    crate::env::Hold::Keep
                 }
-                Err(e) => {
+                Hold::Wait(room) => crate::env::Hold::Wait(room),
+                Hold::Stop(e) => {
                     over.set(Some(e));
-                    false
+                    crate::env::Hold::Stop
                 }
             }
         };
@@ -435,17 +441,7 @@ impl<E: Env> Provider<E> {
             if req.timeout_ms == 0 {
                 break Err(crate::env::FetchError::Timeout);
             }
-            let r = {
-                let fetch = self
-                    .env
-                    .fetch_progress(&req, xhr::MAX_RESPONSE_BYTES, &report, &head);
-                futures::pin_mut!(fetch);
-                match futures::future::select(fetch, &mut aborted).await {
-                    futures::future::Either::Left((r, _)) => Some(r),
-                    // Aborted (or, impossibly, its sender gone): the fetch future is dropped.
-                    futures::future::Either::Right(_) => None,
-                }
-            };
+            let r = self.xhr_hop(&req, &report, &head, &mut aborted).await;
             let Some(r) = r else {
                 return json!({ "aborted": true });
             };
@@ -490,6 +486,32 @@ impl<E: Env> Provider<E> {
                 "timeout": true,
             }),
             Err(e) => error(format!("GM_xmlhttpRequest failed: {e}")),
+        }
+    }
+
+    /// One hop of a request: its fetch raced with the page's abort (`None`: the fetch future
+    /// is dropped, which aborts it) and with its timeout, since the shell's own cannot end a
+    /// wait for room in the answers' budget (no read is pending then).
+    async fn xhr_hop(
+        &self,
+        req: &crate::env::HttpRequest,
+        report: &dyn Fn(u64, Option<u64>) -> crate::env::Hold,
+        head: &dyn Fn(&crate::env::HttpResponse),
+        aborted: &mut futures::channel::oneshot::Receiver<()>,
+    ) -> Option<Result<crate::env::HttpResponse, crate::env::FetchError>> {
+        use futures::future::{select, Either};
+        let fetch = self
+            .env
+            .fetch_progress(req, crate::gm::xhr::MAX_RESPONSE_BYTES, report, head);
+        // At most `MAX_TIMEOUT_MS` (120 s): exact as an f64.
+        #[allow(clippy::cast_precision_loss)]
+        let timer = self.env.sleep(req.timeout_ms as f64);
+        futures::pin_mut!(fetch, timer);
+        match select(fetch, select(aborted, timer)).await {
+            Either::Left((r, _)) => Some(r),
+            Either::Right((Either::Right(_), _)) => Some(Err(crate::env::FetchError::Timeout)),
+            // Aborted (or, impossibly, its sender gone).
+            Either::Right((Either::Left(_), _)) => None,
         }
     }
 
@@ -1293,9 +1315,11 @@ mod tests {
         );
     }
 
-    /// Answers are counted as their bytes arrive: a script's large answers arriving at once are
-    /// stopped past its budget, the script told why in `onerror`, and the others arrive whole;
-    /// many small answers at once all arrive; every byte is given back at the end.
+    /// Answers of unknown length are counted as their bytes arrive: a script's large answers
+    /// arriving at once are stopped past its budget, the script told why in `onerror`, and the
+    /// others arrive whole; many small answers at once all arrive; every byte is given back at
+    /// the end. Answers that say their length take turns for the budget instead: all arrive
+    /// whole, never more than the budget held at once.
     #[test]
     fn answers_arriving_at_once_are_stopped_past_the_scripts_byte_budget() {
         use crate::gm::xhr_flight::ANSWER_BYTES_PER_SCRIPT;
@@ -1349,6 +1373,7 @@ mod tests {
                 async move { answered(p.user_script_message(|| Some(raw), page()).await) }
             }))
         };
+        p.env.fetch_unsized.set(true);
         let got = block_on(send("big", 4, "arraybuffer"));
         let whole = |v: &Value| {
             v["text"].as_str().map(str::len) == Some(big)
@@ -1376,6 +1401,19 @@ mod tests {
         }
         assert_eq!(p.gm_flights.borrow().held(&a), (0, 0));
         assert!(p.gm_flights.borrow().is_empty());
+        // The same with their lengths known: each is counted whole before it is read, two fit,
+        // the others wait for room; all arrive whole.
+        p.env.fetch_unsized.set(false);
+        p.gm_flights.borrow_mut().peak = 0;
+        let got = block_on(send("big", 4, "arraybuffer"));
+        assert!(
+            got.iter().all(whole),
+            "{:?}",
+            got.iter().map(|v| v.get("error")).collect::<Vec<_>>()
+        );
+        let peak = p.gm_flights.borrow().peak;
+        assert_eq!(peak, 2 * big as u64, "held at most two at once");
+        assert_eq!(p.gm_flights.borrow().held(&a), (0, 0));
         // 16 answers of 600 KiB at once (9.4 MiB): all arrive.
         let got = block_on(send("small", 16, "blob"));
         for v in &got {

@@ -60,12 +60,14 @@ async function pageServer() {
       next();
       return;
     }
-    // `n` bytes of "a" in chunks of 256 KiB, 25 ms apart (so many such answers arrive at once);
-    // a client that goes away before the end is recorded ("closed /big…").
+    // `n` bytes of "a" in chunks of 256 KiB, 25 ms apart (so many such answers arrive at once),
+    // with their Content-Length unless `unsized`; a client that goes away before the end is
+    // recorded ("closed /big…").
     if (req.url.startsWith("/big")) {
-      const n = Number(new URL(req.url, "http://x").searchParams.get("n"));
+      const q = new URL(req.url, "http://x").searchParams;
+      const n = Number(q.get("n"));
       res.on("close", () => { if (!res.writableEnded) hits.push(`closed ${req.url}`); });
-      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(n) });
+      res.writeHead(200, { "content-type": "application/octet-stream", ...(q.has("unsized") ? {} : { "content-length": String(n) }) });
       let sent = 0;
       const next = () => {
         if (res.destroyed) return;
@@ -1100,8 +1102,9 @@ describe("gm: a burst of value changes is bounded in the worker's memory", () =>
 // A GM_xmlhttpRequest answer is read in the worker, then copied to the page: 16 requests of a
 // script may be in flight, each of up to 5 MiB. Before the answers' byte budget, one script's 16
 // requests of a 5 MiB answer at once grew the worker's wasm memory from 1.4 to 53 MB for its life
-// (and four scripts could hold 64 of them); now an answer that would pass 10 MiB of its script's
-// answers being received at once is stopped, and the script is told why.
+// (and four scripts could hold 64 of them); now an answer of unknown length that would pass
+// 10 MiB of its script's answers being received at once is stopped, and the script is told why,
+// while answers that say their length wait for room before they are read, and all arrive.
 describe("gm: GM_xmlhttpRequest answers are bounded in the worker's memory", () => {
   let env, h, server, session;
   before(async () => {
@@ -1110,22 +1113,22 @@ describe("gm: GM_xmlhttpRequest answers are bounded in the worker's memory", () 
   });
   after(async () => { await env?.close(); });
 
-  test("16 answers of 5 MiB at once: past 10 MiB some are stopped with the reason, the rest arrive whole; small ones in parallel all arrive", T, async () => {
+  test("16 answers of 5 MiB at once: of unknown length, past 10 MiB some are stopped with the reason; of known length, all arrive in turns; small ones in parallel all arrive", T, async () => {
     const MiB = 1024 * 1024;
     const source = script("hog", ["@match http://hog.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"], [
-      "const big = {}, small = {};",
-      "const batch = (out, n, size, next) => {",
+      "const big = {}, sized = {}, small = {};",
+      "const batch = (out, n, size, next, more = '') => {",
       "  for (let i = 0; i < n; i++) {",
       "    const type = i % 2 ? 'arraybuffer' : 'text';",
-      "    GM_xmlhttpRequest({ url: `http://api.test:${location.port}/big?n=${size}&i=${i}&of=${n}`, responseType: type,",
+      "    GM_xmlhttpRequest({ url: `http://api.test:${location.port}/big?n=${size}&i=${i}&of=${n}${more}`, responseType: type,",
       "      onload: (r) => { out[i] = ['load', type === 'text' ? r.responseText.length : r.response.byteLength]; if (Object.keys(out).length === n) next(); },",
       "      onerror: (e) => { out[i] = ['error', e.error]; if (Object.keys(out).length === n) next(); },",
       "      onabort: () => { out[i] = ['abort']; if (Object.keys(out).length === n) next(); } });",
       "  }",
       "};",
-      `batch(big, 16, ${5 * MiB}, () => batch(small, 16, ${200 * 1024}, () => {`,
-      "  document.documentElement.dataset.out = JSON.stringify({ big: Object.values(big), small: Object.values(small) });",
-      "}));",
+      `batch(big, 16, ${5 * MiB}, () => batch(sized, 16, ${5 * MiB}, () => batch(small, 16, ${200 * 1024}, () => {`,
+      "  document.documentElement.dataset.out = JSON.stringify({ big: Object.values(big), sized: Object.values(sized), small: Object.values(small) });",
+      "})), '&unsized');",
     ].join("\n"));
     const saved = await h.internal("scripts.save", { source });
     assert.ok(saved.result?.script?.uuid, JSON.stringify(saved));
@@ -1151,10 +1154,13 @@ describe("gm: GM_xmlhttpRequest answers are bounded in the worker's memory", () 
     // already sent all of it when the stop came (its last chunk). Only stopped ones are
     // closed. The script hears of a stop before the server sees the close: waited for.
     const stoppedAt = out.big.flatMap((r, i) => (r[0] === "error" ? [i] : []));
-    const closedAt = () => server.hits.flatMap((x) => x.match(/^closed \/big\?n=\d+&i=(\d+)&/)?.slice(1).map(Number) ?? []);
+    const closedAt = () => server.hits.flatMap((x) => x.match(/^closed \/big\?n=\d+&i=(\d+)&of=\d+&unsized$/)?.slice(1).map(Number) ?? []);
     for (const deadline = Date.now() + 5000; closedAt().length < stopped.length && Date.now() < deadline;) await sleep(50);
     assert.ok(closedAt().length >= 1, "no stopped answer's connection was closed");
     for (const i of closedAt()) assert.ok(stoppedAt.includes(i), `answer ${i} was closed but not stopped: ${JSON.stringify(out.big)}`);
+    // Of known length, the same 16 take turns for the budget: none stopped, none closed.
+    assert.deepEqual(out.sized, Array.from({ length: 16 }, () => ["load", 5 * MiB]));
+    assert.ok(!server.hits.some((x) => x.startsWith("closed /big") && !x.endsWith("&unsized")), JSON.stringify(server.hits));
     // Ordinary parallel requests (16 of 200 KiB, 3.2 MiB together) are not affected.
     assert.deepEqual(out.small, Array.from({ length: 16 }, () => ["load", 200 * 1024]));
     const pong = await h.lumo("ping", session);
