@@ -24,8 +24,9 @@
 //! answer made (the provider ends it only once the answer is built), aborted, or dropped.
 //! Counted as they arrive, not reserved at 5 MiB a request, so many small answers at once are
 //! never refused; an answer that says its length is counted whole before it is read, and
-//! waits for room rather than being stopped ([`Flights::hold`]). Measured before it (Chromium 156): one script's 16 requests of a 5 MiB answer
-//! at once grew the worker's wasm memory from 1.4 to 53 MB for its life.
+//! waits for room rather than being stopped ([`Flights::hold`]). Measured before the budget
+//! (Chromium 156): one script's 16 requests of a 5 MiB answer at once grew the worker's wasm
+//! memory from 1.4 to 53 MB for its life.
 //!
 //! Progress: the shell reports bytes received ([`Flights::progress`]); a page that has an
 //! `onprogress` holds a watch ([`Flights::watch`]) answered at the next report, so the events
@@ -42,8 +43,8 @@ pub use super::message::MAX_XHR_IN_FLIGHT;
 /// bytes are bounded by [`ANSWER_BYTES_ALL`].
 pub const MAX_XHR_IN_FLIGHT_ALL: usize = 64;
 
-/// Most requests of one script waiting for a place (beyond those in flight): above what its GM
-/// window lets it send in a minute less those in flight, so a script within its window is never
+/// Most requests of one script waiting for a place (beyond those in flight): as many as its GM
+/// window (`channel::rate`, 600 a minute) lets it send, so a script within its window is never
 /// refused for waiting.
 pub const MAX_XHR_WAITING: usize = 600;
 /// Most requests of all scripts waiting together.
