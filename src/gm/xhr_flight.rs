@@ -359,7 +359,8 @@ impl Flights {
     /// whose sizes are known takes turns instead of being stopped past the budget; only an
     /// answer of unknown length can be, or one longer than it said.
     pub fn hold(&mut self, key: &FlightKey, loaded: u64, total: Option<u64>) -> Hold {
-        let Some(f) = self.map.get(key) else {
+        // One still waiting for a place was not sent: it has no answer to count.
+        let Some(f) = self.map.get(key).filter(|f| f.waiting.is_none()) else {
             return Hold::Stop(OverBudget::NotInFlight);
         };
         let had = f.held;
@@ -914,5 +915,98 @@ mod tests {
         assert!(over.to_string().contains("at most 32 MiB"), "{over}");
         f.finish(&k("s0", 0, 1));
         assert_eq!(counted(&mut f, &k("late", 0, 1), room + 1), Ok(()));
+    }
+
+    /// Random starts, ends, aborts, dropped waiters and byte asks over a few scripts: after
+    /// each, no script has more than its places in flight nor all scripts more than theirs, no
+    /// request waits while a place is free for it, a waiting one holds no bytes, and the byte
+    /// budgets and their sum hold.
+    #[test]
+    fn random_traffic_keeps_the_bounds_and_lets_no_request_wait_for_a_free_place() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut f = Flights::default();
+        let mut live: Vec<(FlightKey, Started)> = Vec::new();
+        let mut started_once = 0;
+        for _ in 0..10_000 {
+            let pick = |n: usize, r: u64| usize::try_from(r).unwrap_or(0) % n.max(1);
+            match next(10) {
+                0..=3 => {
+                    let key = k(
+                        &format!("s{}", next(5)),
+                        0,
+                        u32::try_from(next(400)).unwrap(),
+                    );
+                    if let Ok(s) = f.start(key.clone()) {
+                        live.push((key, s));
+                    }
+                }
+                4 if !live.is_empty() => {
+                    let (key, _) = live.swap_remove(pick(live.len(), next(1 << 20)));
+                    f.finish(&key);
+                }
+                5 if !live.is_empty() => {
+                    let (key, _) = live.swap_remove(pick(live.len(), next(1 << 20)));
+                    f.abort(&key);
+                }
+                // A waiter that went away without ending its flight (found by the next start).
+                6 if !live.is_empty() => {
+                    live.swap_remove(pick(live.len(), next(1 << 20)));
+                }
+                _ if !live.is_empty() => {
+                    let i = pick(live.len(), next(1 << 20));
+                    let total = match next(3) {
+                        0 => None,
+                        _ => Some(next(6 * MIB)),
+                    };
+                    let key = live[i].0.clone();
+                    let _ = f.hold(&key, next(6 * MIB), total);
+                }
+                _ => {}
+            }
+            for (_, s) in &mut live {
+                if s.go.as_mut().map(oneshot::Receiver::try_recv) == Some(Ok(Some(()))) {
+                    s.go = None;
+                    started_once += 1;
+                }
+            }
+            let mut per_script: VecMap<&str, usize> = VecMap::new();
+            for (k, fl) in f.map.iter() {
+                if fl.waiting.is_none() {
+                    if let Some(n) = per_script.get_or_insert_with(k.uuid.as_str(), || 0) {
+                        *n += 1;
+                    }
+                }
+            }
+            let all: usize = per_script.values().sum();
+            assert!(all <= MAX_XHR_IN_FLIGHT_ALL);
+            let mut sum = 0u64;
+            for (k, fl) in f.map.iter() {
+                let script = per_script.get(k.uuid.as_str()).copied().unwrap_or(0);
+                assert!(script <= MAX_XHR_IN_FLIGHT);
+                if fl.waiting.is_some() {
+                    assert!(
+                        script >= MAX_XHR_IN_FLIGHT || all >= MAX_XHR_IN_FLIGHT_ALL,
+                        "{k:?} waits while a place is free"
+                    );
+                    assert_eq!(fl.held, 0);
+                }
+                sum += fl.held;
+            }
+            assert_eq!(sum, f.held_all);
+            assert!(f.held_all <= ANSWER_BYTES_ALL);
+            for s in 0..5 {
+                assert!(f.held(&format!("s{s}")).0 <= ANSWER_BYTES_PER_SCRIPT);
+            }
+        }
+        assert!(
+            started_once > 100,
+            "the queue was exercised: {started_once}"
+        );
     }
 }
