@@ -20,6 +20,9 @@ const T = { timeout: 120_000 };
 const FILE = Buffer.alloc(300_000);
 for (let i = 0, x = 7; i < FILE.length; i++) { x = (x * 1103515245 + 12345) >>> 0; FILE[i] = x >>> 24; }
 
+/** 2.1 MB: twenty of them at once are more than the 10 MiB a script's answers may hold at once. */
+const BIG = Buffer.concat(Array.from({ length: 7 }, () => FILE));
+
 function userscript(lines, body) {
   return ["// ==UserScript==", ...lines.map((l) => `// ${l}`), "// ==/UserScript==", body, ""].join("\n");
 }
@@ -34,6 +37,9 @@ async function filesServer() {
     if (path === "/file.bin") {
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(FILE.length) });
       res.end(FILE);
+    } else if (path === "/big.bin") {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(BIG.length) });
+      res.end(BIG);
     } else if (path === "/files/data%20set.csv") {
       res.writeHead(200, { "content-type": "text/csv" });
       res.end("a,b\n1,2\n");
@@ -142,6 +148,14 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
     "  const out = { events };",
     "  try { details.onerror = (e) => { out.error = e; }; GM_download(details); } catch (e) { out.threw = String(e); }",
     "  GM.download(details).then((r) => { out.promise = r; report(out); }, (e) => { out.rejected = e instanceof Error ? 'raw ' + e : e; report(out); });",
+    "}",
+    // A gallery: 20 files of 2.1 MB at once, past the 16 requests in flight and the 10 MiB of
+    // answers arriving at once.
+    "else if (q.get('form') === 'batch') {",
+    "  const out = [];",
+    "  for (let i = 0; i < 20; i++) GM_download({ url: details.url, name: `batch-${i}.bin`,",
+    "    onload: () => { out.push('load'); if (out.length === 20) report({ batch: out }); },",
+    "    onerror: (e) => { out.push(e.details || e.error); if (out.length === 20) report({ batch: out }); } });",
     "}",
     "else GM_download(details);",
     "if (q.get('form') === 'two') setTimeout(() => report({ two: true }), 1500);",
@@ -257,6 +271,15 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
     const got = await run(url("dlpage.test", `/svg?${new URLSearchParams({ u: "/file.bin", name: "svg.bin" })}`), { begin: 1 });
     assert.equal(got.load?.name, "svg.bin", show(got));
     assert.ok((await file("svg.bin", FILE.length)).equals(FILE));
+  });
+
+  // Before requests waited their turn, 4 of these were refused (16 in flight) and most of the
+  // rest stopped mid-body (the answers' 10 MiB): a gallery script saved two or three images.
+  test("a gallery: 20 downloads of 2.1 MB at once are all saved, byte for byte", T, async () => {
+    const got = await run(page({ u: "/big.bin", form: "batch" }), { begin: 20, timeout: 60_000 });
+    assert.deepEqual(got.batch, Array.from({ length: 20 }, () => "load"), show(got));
+    for (let i = 0; i < 20; i++) assert.ok((await file(`batch-${i}.bin`, BIG.length)).equals(BIG), `batch-${i}.bin`);
+    assert.equal(server.hits.filter((x) => x === "files.test /big.bin").length, 20, show(server.hits));
   });
 
   test("GM_download alone gives no GM_xmlhttpRequest; in try_script it says it is not available", T, async () => {
