@@ -289,6 +289,10 @@ impl Flights {
     /// Starts the waiting requests that now have a place, oldest first; one whose script has
     /// no place yet lets a younger one of another script go.
     fn promote(&mut self) {
+        // Every answer ends here: nothing to count when no one waits.
+        if !self.map.values().any(|f| f.waiting.is_some()) {
+            return;
+        }
         let mut running: VecMap<String, usize> = VecMap::new();
         let mut all = 0;
         let mut queue = Vec::new();
@@ -548,6 +552,26 @@ mod tests {
         }
     }
 
+    #[derive(Debug, PartialEq)]
+    enum Turn {
+        Waiting,
+        /// Told it may be sent (now counted as in flight: no longer waiting).
+        Go,
+        Other,
+    }
+
+    /// Where a request started waiting stands now.
+    fn turn(s: &mut Started) -> Turn {
+        match s.go.as_mut().map(oneshot::Receiver::try_recv) {
+            Some(Ok(None)) => Turn::Waiting,
+            Some(Ok(Some(()))) => {
+                s.go = None;
+                Turn::Go
+            }
+            _ => Turn::Other,
+        }
+    }
+
     fn k(uuid: &str, frame: i64, id: u32) -> FlightKey {
         FlightKey {
             uuid: uuid.into(),
@@ -691,10 +715,7 @@ mod tests {
         let mut w2 = f.start(k("a", 0, 102)).unwrap();
         let mut w3 = f.start(k("a", 0, 103)).unwrap();
         for w in [&mut w1, &mut w2, &mut w3] {
-            assert_eq!(
-                w.go.as_mut().map(oneshot::Receiver::try_recv),
-                Some(Ok(None))
-            );
+            assert_eq!(turn(w), Turn::Waiting);
         }
         assert_eq!(
             f.start(k("a", 0, 101)).unwrap_err(),
@@ -704,33 +725,18 @@ mod tests {
         assert!(f.start(k("b", 0, 1)).unwrap().go.is_none());
         // An answer made frees a place: the oldest waiting goes, the others still wait.
         f.finish(&k("a", 0, 2));
-        assert_eq!(
-            w1.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(Some(())))
-        );
-        assert_eq!(
-            w2.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(None))
-        );
+        assert_eq!(turn(&mut w1), Turn::Go);
+        assert_eq!(turn(&mut w2), Turn::Waiting);
         // A waiting one aborted is told, holds no turn, and frees nothing for the next.
         assert!(f.abort(&k("a", 0, 102)));
         assert_eq!(w2.aborted.try_recv(), Ok(Some(())));
-        assert_eq!(
-            w3.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(None))
-        );
+        assert_eq!(turn(&mut w3), Turn::Waiting);
         // A request in flight whose waiter went away frees its place at the next start; the
         // new request waits behind the older one of its script, which goes first.
         drop(keep.pop());
         let mut w4 = f.start(k("a", 0, 104)).unwrap();
-        assert_eq!(
-            w3.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(Some(())))
-        );
-        assert_eq!(
-            w4.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(None))
-        );
+        assert_eq!(turn(&mut w3), Turn::Go);
+        assert_eq!(turn(&mut w4), Turn::Waiting);
         // Waiting is bounded: past it, refused with the reason.
         let mut waiting = vec![w4];
         for id in 0..u32::try_from(MAX_XHR_WAITING - 1).unwrap() {
@@ -743,10 +749,7 @@ mod tests {
         // A waiter gone away gives its turn up: the place goes to the next one.
         drop(waiting.remove(0));
         f.finish(&k("a", 0, 3));
-        assert_eq!(
-            waiting[0].go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(Some(())))
-        );
+        assert_eq!(turn(&mut waiting[0]), Turn::Go);
     }
 
     /// Many scripts (or one script's many uuids: a user may install any number) cannot have
@@ -772,21 +775,12 @@ mod tests {
         // s0 is at its own bound and waits; a script with none in flight waits for all's.
         let mut s0 = f.start(k("s0", 0, 999)).unwrap();
         let mut fresh = f.start(k("fresh", 0, 1)).unwrap();
-        assert_eq!(
-            fresh.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(None))
-        );
+        assert_eq!(turn(&mut fresh), Turn::Waiting);
         // A place of s1 frees: s0's older request still has no place of its own, so the
         // fresh script's goes.
         f.finish(&k("s1", 0, u32::try_from(MAX_XHR_IN_FLIGHT).unwrap() + 1));
-        assert_eq!(
-            s0.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(None))
-        );
-        assert_eq!(
-            fresh.go.as_mut().map(oneshot::Receiver::try_recv),
-            Some(Ok(Some(())))
-        );
+        assert_eq!(turn(&mut s0), Turn::Waiting);
+        assert_eq!(turn(&mut fresh), Turn::Go);
         // Waiting all together is bounded.
         let mut waiting = Vec::new();
         for n in 0..MAX_XHR_WAITING_ALL - 1 {
@@ -970,8 +964,7 @@ mod tests {
                 _ => {}
             }
             for (_, s) in &mut live {
-                if s.go.as_mut().map(oneshot::Receiver::try_recv) == Some(Ok(Some(()))) {
-                    s.go = None;
+                if turn(s) == Turn::Go {
                     started_once += 1;
                 }
             }

@@ -1523,13 +1523,6 @@ mod tests {
         let a = script(&p, "A", grants);
         let key = block_on(key_store::load(&p.env)).unwrap();
         let t = key.token(&a, 1);
-        let msg = |fields: Value| {
-            let mut m = fields.as_object().cloned().unwrap();
-            m.insert("lumo".into(), t.clone().into());
-            m.insert("v".into(), 1.into());
-            m.insert("kind".into(), "gm".into());
-            Value::Object(m).to_string()
-        };
         let page = || Sender {
             url: Some("https://example.com/".into()),
             frame_id: Some(0),
@@ -1537,12 +1530,11 @@ mod tests {
             document_id: Some("DOC".into()),
             ..Sender::default()
         };
-        let answered = |r: &Received| match r {
-            Received::Answered(v) => v.clone(),
-            other => panic!("{other:?}"),
-        };
         let xhr = |id: usize, url: &str, timeout: u64| {
-            let m = msg(json!({"op": "xhr", "id": id, "url": url, "timeout": timeout}));
+            let m = gm_raw(
+                &t,
+                json!({"op": "xhr", "id": id, "url": url, "timeout": timeout}),
+            );
             p.user_script_message(move || Some(m), page())
         };
         for i in 0..MAX_XHR_IN_FLIGHT {
@@ -1552,7 +1544,7 @@ mod tests {
                 .insert(format!("https://api.test/slow{i}"));
         }
         let abort = |id: usize| {
-            let m = msg(json!({"op": "xhr.abort", "id": id}));
+            let m = gm_raw(&t, json!({"op": "xhr.abort", "id": id}));
             p.user_script_message(move || Some(m), page())
         };
         block_on(async {
@@ -1570,11 +1562,11 @@ mod tests {
             let sent = |url: &str| p.env.fetched_urls().iter().any(|u| u == url);
             assert!(!sent("https://api.test/next"), "sent past its places");
             // Aborted while waiting: told so, never sent.
-            assert_eq!(answered(&abort(101).await)["aborted"], true);
-            assert_eq!(answered(&gone.await), json!({"aborted": true}));
+            assert_eq!(answered(abort(101).await)["aborted"], true);
+            assert_eq!(answered(gone.await), json!({"aborted": true}));
             // A place frees: the waiting request is sent and answered.
-            assert_eq!(answered(&abort(1).await)["aborted"], true);
-            let got = answered(&next.await);
+            assert_eq!(answered(abort(1).await)["aborted"], true);
+            let got = answered(next.await);
             assert_eq!(got["text"], "https://api.test/next", "{got}");
             assert!(!sent("https://api.test/gone"));
             // Its places full again; out of time while waiting: timed out, never sent.
@@ -1582,7 +1574,7 @@ mod tests {
             futures::pin_mut!(fill);
             assert!(futures::poll!(fill.as_mut()).is_pending());
             p.env.timers_fire.set(true);
-            let timed = answered(&xhr(103, "https://api.test/timed", 500).await);
+            let timed = answered(xhr(103, "https://api.test/timed", 500).await);
             assert_eq!(timed["timeout"], true, "{timed}");
             assert!(timed["error"]
                 .as_str()
