@@ -12,6 +12,7 @@ use lumo_userscripts::env::{Area, Tab};
 use lumo_userscripts::guard::review::Decision;
 use lumo_userscripts::provider::Provider;
 use lumo_userscripts::scripts::wrap;
+use lumo_userscripts::session::Step;
 use serde_json::{json, Value};
 
 const SECRET: &str = "MARKER-5ecret-71";
@@ -840,4 +841,62 @@ fn a_try_whose_rate_slot_cannot_be_stored_runs_nothing() {
     assert_eq!(p.env.dump(Area::Local)[PENDING_TRIES_KEY], json!({}));
     let log = block_on(audit::read_all(&p.env)).unwrap();
     assert_eq!(log.last().map(|e| e.tool.as_str()), Some("try_script"));
+}
+
+/// Unreviewed, a try's record in progress and its world's configuration go out while its tab is
+/// still being looked up (one Chrome round trip less on its path, issue 17); a try then refused
+/// for its tab is finished in its record as a refusal is audited, once, and its world is given
+/// back.
+#[test]
+fn the_trys_record_and_world_go_out_beside_its_tabs_lookup() {
+    use lumo_userscripts::guard::audit::{self, PENDING_TRIES_KEY};
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    p.env.tab_get_yields.set(50);
+    p.env.storage_log.borrow_mut().clear();
+    p.env.registry_calls.borrow_mut().clear();
+    let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
+    // The lookup is answered after 50 turns: what went out before it was answered went out
+    // beside it.
+    let observe =
+        async {
+            for _ in 0..10_000 {
+                let begun =
+                    p.env.storage_log.borrow().iter().any(|(a, k)| {
+                        *a == Area::Local && k.iter().any(|k| k == PENDING_TRIES_KEY)
+                    });
+                let configured = p.env.registry_calls.borrow().contains(&"configureWorld");
+                if begun && configured {
+                    return p.env.tab_calls.borrow().is_empty();
+                }
+                lumo_userscripts::env::memory::yield_now().await;
+            }
+            false
+        };
+    let Step::Dispatch(msg) = s.inbound(Some(&msg.to_string())) else {
+        panic!("not dispatched")
+    };
+    let (r, begun_before_the_tab) = block_on(join(p.handle_mcp(&s, &msg), observe));
+    assert_eq!(reply(r)["result"]["isError"], false);
+    assert!(
+        begun_before_the_tab,
+        "the record and the world waited for the tab's lookup"
+    );
+    assert_eq!(p.env.executed.borrow().len(), 1, "the try never ran");
+
+    // Refused for its tab after all that: one audit entry with the refusal's code, nothing left
+    // in progress, the world given back.
+    p.env.tab_get_yields.set(0);
+    let before = block_on(audit::read_all(&p.env)).unwrap().len();
+    let r = call(&p, &s, "try_script", in_tab(99));
+    assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    assert_eq!(log.len(), before + 1, "{log:?}");
+    let refusals = log.iter().filter(|e| e.result == "NOT_FOUND").count();
+    assert_eq!(refusals, 1, "{log:?}");
+    assert_eq!(p.env.dump(Area::Local)[PENDING_TRIES_KEY], json!({}));
+    assert!(p.env.worlds.borrow().is_empty(), "the world was kept");
+    assert_eq!(p.env.executed.borrow().len(), 1, "the refused try ran");
 }

@@ -450,40 +450,11 @@ async fn admitted<E: Env>(
             target: target.clone(),
         })
     };
-    let mut slot = Some(slot);
-    let (tab, script) = join(find_tab(p, &a.target), load(p, &a.what)).await;
-    let script = match script {
-        Ok(s) => s,
-        Err(e) => return refused(e),
-    };
-    if !p.env.user_scripts_available() {
-        return refused(ToolError::new(
-            ErrorCode::Unavailable,
-            crate::probe::USER_SCRIPTS_OFF,
-        ));
-    }
-    let tab = match tab {
-        Ok(t) => t,
-        Err(e) => return refused(e),
-    };
     let reviewed = policy.review_writes && !p.is_waived(ctx.session);
-    if reviewed {
-        // The slot is recorded before the user is asked (minutes, maybe).
-        if let Some(Err(e)) = slot_recorded(slot.take()).await {
-            return refused(e);
-        }
-        let request = review_request(p, ctx, policy, &script, &tab, a, digest);
-        let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
-            Ok(d) => d,
-            Err(e) => return refused(e.into()),
-        };
-        if let Err(e) = after_review(p, ctx, decision).await {
-            return refused(e);
-        }
-        if let Err(e) = same_page(p, &tab).await {
-            return refused(e);
-        }
-    }
+    let world = try_world(match &a.what {
+        What::Stored { uuid, .. } => Some(uuid.as_str()),
+        What::Source(_) => None,
+    });
     let mut journal = Journal {
         begun: Entry {
             at: p.env.now_ms(),
@@ -493,7 +464,72 @@ async fn admitted<E: Env>(
         key: None,
         world: None,
     };
-    let result = run(p, ctx, reviewed, &script, &tab, a, slot, &mut journal).await;
+    let mut slot = Some(slot);
+    // Unreviewed, nothing but lookups stands between here and the run, so what the run needs
+    // first (the record in progress, the world's configuration, the rate slot: `prepare`) goes
+    // out beside the tab's lookup and the script's load instead of after them (issue 17: a
+    // Chrome round trip less on a try's path). A try refused after that is finished in its
+    // record with the same entry a refusal gets. Reviewed, the record waits for the user.
+    let early = async {
+        match reviewed {
+            true => None,
+            false => Some(prepare(p, &journal.begun, &world, slot.take()).await),
+        }
+    };
+    let ((tab, script), early) = join(join(find_tab(p, &a.target), load(p, &a.what)), early).await;
+    if let Some(pr) = &early {
+        journal.key = pr.begun.as_ref().ok().copied();
+        journal.world = Some(world.clone());
+    }
+    let checked = async {
+        let script = script?;
+        if !p.env.user_scripts_available() {
+            return Err(ToolError::new(
+                ErrorCode::Unavailable,
+                crate::probe::USER_SCRIPTS_OFF,
+            ));
+        }
+        let tab = tab?;
+        if reviewed {
+            // The slot is recorded before the user is asked (minutes, maybe).
+            if let Some(Err(e)) = slot_recorded(slot.take()).await {
+                return Err(e);
+            }
+            let request = review_request(p, ctx, policy, &script, &tab, a, digest);
+            let decision = p
+                .await_review(request, ctx.rpc_id.clone())
+                .await
+                .map_err(ToolError::from)?;
+            after_review(p, ctx, decision).await?;
+            same_page(p, &tab).await?;
+            journal.begun.at = p.env.now_ms();
+        }
+        Ok((script, tab))
+    }
+    .await;
+    let result = match checked {
+        Ok((script, tab)) => {
+            let ready = match early {
+                Some(pr) => Ready::Prepared(pr),
+                None => Ready::Slot(slot),
+            };
+            run(
+                p,
+                ctx,
+                reviewed,
+                &script,
+                &tab,
+                a,
+                &world,
+                ready,
+                &mut journal,
+            )
+            .await
+        }
+        // Refused before anything was begun: the caller audits it.
+        Err(e) if early.is_none() => return refused(e),
+        Err(e) => Err(e),
+    };
     let done = Executed {
         result,
         target: target.clone(),
@@ -641,16 +677,16 @@ async fn run<E: Env>(
     script: &Script,
     tab: &Tab,
     a: &TryArgs,
-    slot: Option<Slot>,
+    world: &str,
+    ready: Ready,
     journal: &mut Journal,
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
     let gm = try_gm_line(p, script).await;
-    let world = try_world(script.uuid.as_deref());
     let Some(codes) = wrap::entries(
         &script.source,
         &nonce,
-        &world,
+        world,
         a.timeout_ms,
         a.watch_ms,
         &gm,
@@ -676,20 +712,21 @@ async fn run<E: Env>(
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
             Ok(()) => {
-                // The world's configuration and the rate slot go out beside the record in
-                // progress: all are needed before the code runs, and none waits for another.
-                let (begun, policy, slot) = futures::join!(
-                    p.begin_try(&journal.begun),
-                    hold_world(p, &world),
-                    slot_recorded(slot)
-                );
-                journal.world = Some(world.clone());
+                let Prepared {
+                    begun,
+                    policy,
+                    slot,
+                } = match ready {
+                    Ready::Prepared(pr) => pr,
+                    Ready::Slot(slot) => prepare(p, &journal.begun, world, slot).await,
+                };
+                journal.world = Some(world.to_owned());
                 // Begun, the record is finished whatever follows (a slot not stored too).
                 journal.key = begun.as_ref().ok().copied();
                 let answer = match (begun, slot) {
                     (_, Some(Err(e))) => Err(e),
                     (Ok(_), _) => {
-                        let answer = execute_bounded(p, tab, a, &world, &codes).await;
+                        let answer = execute_bounded(p, tab, a, world, &codes).await;
                         answer.map(|r| r.map(|v| (v, policy)))
                     }
                     (Err(e), _) => Err(ToolError::new(
@@ -721,6 +758,40 @@ async fn run<E: Env>(
         ));
     }
     Ok(report(script, tab, &nonce, &answer, policy.err()))
+}
+
+/// What a try needs before its code runs, asked together since none waits for another: its
+/// record in progress (`Provider::begin_try`: its key), its world's configuration
+/// ([`hold_world`]) and its rate slot ([`slot_recorded`]).
+struct Prepared {
+    begun: Result<u64, crate::guard::audit::AuditError>,
+    policy: Result<(), PolicyRefused>,
+    slot: Option<Result<(), ToolError>>,
+}
+
+async fn prepare<E: Env>(
+    p: &Provider<E>,
+    begun: &Entry,
+    world: &str,
+    slot: Option<Slot>,
+) -> Prepared {
+    let (begun, policy, slot) = futures::join!(
+        p.begin_try(begun),
+        hold_world(p, world),
+        slot_recorded(slot)
+    );
+    Prepared {
+        begun,
+        policy,
+        slot,
+    }
+}
+
+/// [`run`]'s start: [`Prepared`] already (an unreviewed try, beside its lookups), or to be
+/// prepared once the tab is free, with the rate slot still to be waited for.
+enum Ready {
+    Prepared(Prepared),
+    Slot(Option<Slot>),
 }
 
 /// Why a try did not run under the installed script's policy: Chrome would not configure its
