@@ -550,9 +550,9 @@ async fn admitted<E: Env>(
     Ok(done)
 }
 
-/// A try's record while it runs: stored as in progress just before its code runs
-/// (`Provider::begin_try`, which gives `key`), so a worker stopped meanwhile leaves it for the
-/// next one to record as interrupted.
+/// A try's record while it runs: stored as in progress before its code runs (beside its
+/// lookups when unreviewed, after the review when reviewed; `Provider::begin_try`, which gives
+/// `key`), so a worker stopped meanwhile leaves it for the next one to record as interrupted.
 struct Journal {
     begun: Entry,
     key: Option<u64>,
