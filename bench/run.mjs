@@ -55,14 +55,22 @@ async function warmProbe(host) {
 
 async function warmMcp(host) {
   await host.eval(async (ids) => { for (const id of ids) await bench.open(id); }, [P, B]);
+  const status = { name: "status", arguments: {} };
+  // The baseline answers the same status request with the provider's own result, captured
+  // here: the reply's size is Chrome's to carry, so that echo is status's floor, not the empty one.
+  await host.eval(async ([p, b, params]) => {
+    const result = (await bench.call({ id: p, method: "tools/call", params })).result;
+    await bench.request(b, "bench/reply", { result });
+  }, [P, B, status]);
   const calls = [
     { id: P, method: "ping" },
     { id: B, method: "ping" },
-    { id: P, method: "tools/call", params: { name: "status", arguments: {} } },
+    { id: P, method: "tools/call", params: status },
+    { id: B, method: "tools/call", params: status },
   ];
   await host.eval((c, n) => bench.rounds(c, n), calls, COUNT.warmup);
-  const [ping, baselinePing, status] = await host.eval((c, n) => bench.rounds(c, n), calls, COUNT.warm);
-  return { ping, baselinePing, status };
+  const [ping, baselinePing, statusMs, baselineStatus] = await host.eval((c, n) => bench.rounds(c, n), calls, COUNT.warm);
+  return { ping, baselinePing, status: statusMs, baselineStatus };
 }
 
 /**
@@ -429,6 +437,7 @@ function report(r) {
     row(`warm probe (n=${COUNT.warm})`, r.warmProbe.provider, r.warmProbe.baseline),
     row(`warm MCP ping (n=${COUNT.warm})`, r.mcp.ping, r.mcp.baselinePing),
     row("warm tools/call status vs baseline ping", r.mcp.status, r.mcp.baselinePing),
+    ...(r.mcp.baselineStatus ? [row("  vs the baseline echoing status's reply", r.mcp.status, r.mcp.baselineStatus)] : []),
     row(`cold start, first probe (n=${COUNT.cold})`, cold("provider"), cold("baseline")),
     row("  message → worker created", r.cold.provider.map((s) => s.toWorker), r.cold.baseline.map((s) => s.toWorker)),
     row("  worker created → reply in host", r.cold.provider.map((s) => s.workerToReply), r.cold.baseline.map((s) => s.workerToReply)),
@@ -512,7 +521,8 @@ function report(r) {
   const goals = [
     goal("warm probe ≤ 1.10× baseline probe", ratio(m(r.warmProbe.provider), m(r.warmProbe.baseline)), (x) => x <= 1.1, times, checked(r.warmProbe.provider, r.warmProbe.baseline)),
     goal("warm ping ≤ 1.10× baseline echo", ratio(m(r.mcp.ping), m(r.mcp.baselinePing)), (x) => x <= 1.1, times),
-    goal("warm tools/call status ≤ 1.10× baseline echo", ratio(m(r.mcp.status), m(r.mcp.baselinePing)), (x) => x <= 1.1, times, checked(r.mcp.status, r.mcp.baselinePing)),
+    goal("warm tools/call status ≤ 1.10× baseline echo", ratio(m(r.mcp.status), m(r.mcp.baselinePing)), (x) => x <= 1.1, times,
+      [checked(r.mcp.status, r.mcp.baselinePing), r.mcp.baselineStatus && check !== null ? `the same reply echoed (${ms(m(r.mcp.baselineStatus))} ms) + the check: ${times(ratio(m(r.mcp.status), m(r.mcp.baselineStatus) + check))} of it` : ""].filter(Boolean).join("; ")),
     goal("cold start ≤ 1.25× baseline", ratio(coldP.median, m(cold("baseline"))), (x) => x <= 1.25, times),
     goal("cold start p95 < 100 ms", coldP.p95, (x) => x < 100, (x) => `${ms(x)} ms`),
     ...SCALES.map((n) => goal(`write at ${n} stored ≤ 1.10× Chrome's update([one])`, ratio(m(at(n).write), at(n).parts.updateOne), (x) => x <= 1.1, times,

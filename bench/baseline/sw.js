@@ -12,9 +12,14 @@ chrome.runtime.onMessageExternal.addListener((message, _sender, sendResponse) =>
 });
 
 // Every JSON-RPC request (initialize, ping, …) gets an empty result; notifications get nothing.
+// `tools/call` gets the result the bench gave with `bench/reply` (the provider's own `status`
+// result, captured): Chrome's cost of carrying a reply of that size, with no logic behind it.
+let toolResult = {};
 chrome.runtime.onConnectExternal.addListener((port) => {
   if (port.name !== "lumo:mcp") return port.disconnect();
   port.onMessage.addListener((m) => {
-    if (m?.id !== undefined && typeof m.method === "string") port.postMessage({ jsonrpc: "2.0", id: m.id, result: {} });
+    if (m?.id === undefined || typeof m.method !== "string") return;
+    if (m.method === "bench/reply") toolResult = m.params?.result ?? {};
+    port.postMessage({ jsonrpc: "2.0", id: m.id, result: m.method === "tools/call" ? toolResult : {} });
   });
 });
