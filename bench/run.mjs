@@ -69,8 +69,7 @@ async function warmMcp(host) {
   ];
   await host.eval((c, n) => bench.rounds(c, n), calls, COUNT.warmup);
   const [ping, baselinePing, statusMs] = await host.eval((c, n) => bench.rounds(c, n), calls, COUNT.warm);
-  // In rounds of their own, so the goals' rounds keep their rhythm (a baseline answering two of
-  // four calls there answered its pings faster: 1.11–1.14× instead of 1.05–1.10×).
+  // In rounds of their own, so the goals' rounds keep the rhythm earlier runs measured.
   const sized = [{ id: P, method: "tools/call", params: status }, { id: B, method: "tools/call", params: status }];
   await host.eval((c, n) => bench.rounds(c, n), sized, COUNT.warmup);
   const [statusPaired, baselineStatus] = await host.eval((c, n) => bench.rounds(c, n), sized, COUNT.warm);
