@@ -26,6 +26,15 @@ fn with_tab(p: &Provider<MemoryEnv>) {
     });
 }
 
+/// Whether a `set` in `area` has stored `key` so far (`storage_log`).
+fn stored(p: &Provider<MemoryEnv>, area: Area, key: &str) -> bool {
+    p.env
+        .storage_log
+        .borrow()
+        .iter()
+        .any(|(a, k)| *a == area && k.iter().any(|k| k == key))
+}
+
 fn nonce_of(code: &str) -> String {
     let i = code.rfind("lumo-try-").unwrap() + "lumo-try-".len();
     code[i..].split(".js").next().unwrap().to_owned()
@@ -782,13 +791,7 @@ fn the_rate_slot_is_stored_beside_the_trys_record_and_before_its_code_runs() {
     p.env.session_set_yields.set(6);
     p.env.storage_log.borrow_mut().clear();
     let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
-    let slot_stored = || {
-        p.env
-            .storage_log
-            .borrow()
-            .iter()
-            .any(|(a, k)| *a == Area::Session && k.iter().any(|k| k == "rateWindow"))
-    };
+    let slot_stored = || stored(&p, Area::Session, "rateWindow");
     let ran_before_the_slot = block_on(async {
         let mut call = Box::pin(p.handle_mcp(&s, &msg));
         for _ in 0..10_000 {
@@ -860,21 +863,16 @@ fn the_trys_record_and_world_go_out_beside_its_tabs_lookup() {
     let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
     // The lookup is answered after 50 turns: what went out before it was answered went out
     // beside it.
-    let observe =
-        async {
-            for _ in 0..10_000 {
-                let begun =
-                    p.env.storage_log.borrow().iter().any(|(a, k)| {
-                        *a == Area::Local && k.iter().any(|k| k == PENDING_TRIES_KEY)
-                    });
-                let configured = p.env.registry_calls.borrow().contains(&"configureWorld");
-                if begun && configured {
-                    return p.env.tab_calls.borrow().is_empty();
-                }
-                lumo_userscripts::env::memory::yield_now().await;
+    let observe = async {
+        for _ in 0..10_000 {
+            let configured = p.env.registry_calls.borrow().contains(&"configureWorld");
+            if stored(&p, Area::Local, PENDING_TRIES_KEY) && configured {
+                return p.env.tab_calls.borrow().is_empty();
             }
-            false
-        };
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        false
+    };
     let Step::Dispatch(msg) = s.inbound(Some(&msg.to_string())) else {
         panic!("not dispatched")
     };
