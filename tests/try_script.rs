@@ -898,3 +898,53 @@ fn the_trys_record_and_world_go_out_beside_its_tabs_lookup() {
     assert!(p.env.worlds.borrow().is_empty(), "the world was kept");
     assert_eq!(p.env.executed.borrow().len(), 1, "the refused try ran");
 }
+
+/// A try waiting for another in its tab begins nothing while it waits: a worker stopped then
+/// records as INTERRUPTED ("may have run") only the try that was running, never the one that
+/// had not; the waiting one stores no record in progress and holds no world meanwhile.
+#[test]
+fn a_try_waiting_for_its_tab_begins_nothing_until_its_turn() {
+    use lumo_userscripts::guard::audit::{self, INTERRUPTED, PENDING_TRIES_KEY};
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    // The first try's page never answers, and no timer fires: it runs when the worker stops.
+    // The second tries a stored script, in a world of its own.
+    let uuid = created(&p, &s, "Stored", "");
+    p.env.worlds.borrow_mut().clear();
+    let msg = |id: u64, a: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": a}});
+    let (m1, m2) = (msg(1, in_tab(7)), msg(2, json!({"uuid": uuid, "tabId": 7})));
+    block_on(async {
+        let mut first = Box::pin(p.handle_mcp(&s, &m1));
+        for _ in 0..10_000 {
+            if !p.env.executed.borrow().is_empty() {
+                break;
+            }
+            assert!(futures::poll!(first.as_mut()).is_pending());
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        assert_eq!(p.env.executed.borrow().len(), 1, "the first try never ran");
+        let mut second = Box::pin(p.handle_mcp(&s, &m2));
+        for _ in 0..2_000 {
+            assert!(futures::poll!(first.as_mut()).is_pending());
+            assert!(futures::poll!(second.as_mut()).is_pending());
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        assert_eq!(p.env.executed.borrow().len(), 1, "the second did not wait");
+        let begun = p.env.dump(Area::Local)[PENDING_TRIES_KEY].clone();
+        assert_eq!(
+            begun.as_object().map(serde_json::Map::len),
+            Some(1),
+            "the waiting try stored its record in progress: {begun}"
+        );
+        let held: Vec<String> = p.env.worlds.borrow().keys().cloned().collect();
+        assert_eq!(held, ["lumo-try"], "the waiting try configured its world");
+    });
+    // The next worker, over the same storage: the running try alone is interrupted.
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    block_on(q.recover_interrupted_tries());
+    let log = block_on(audit::read_all(&q.env)).unwrap();
+    let interrupted = log.iter().filter(|e| e.result == INTERRUPTED).count();
+    assert_eq!(interrupted, 1, "{log:?}");
+}

@@ -465,13 +465,16 @@ async fn admitted<E: Env>(
         world: None,
     };
     let mut slot = Some(slot);
+    let (turn, waits) = TabTurn::at_admission(p, &a.target);
     // Unreviewed, nothing but lookups stands between here and the run, so what the run needs
     // first (the record in progress, the world's configuration, the rate slot: `prepare`) goes
     // out beside the tab's lookup and the script's load instead of after them (issue 17: a
     // Chrome round trip less on a try's path). A try refused after that is finished in its
-    // record with the same entry a refusal gets. Reviewed, the record waits for the user.
+    // record with the same entry a refusal gets. Reviewed, the record waits for the user; and
+    // a try that will wait for another in its tab begins nothing until its turn, so a worker
+    // stopped meanwhile does not record it as one that may have run, nor does it hold a world.
     let early = async {
-        match reviewed {
+        match reviewed || waits {
             true => None,
             false => Some(prepare(p, &journal.begun, &world, slot.take()).await),
         }
@@ -513,6 +516,7 @@ async fn admitted<E: Env>(
                 Some(pr) => Ready::Prepared(pr),
                 None => Ready::Slot(slot),
             };
+            let turn = turn.unwrap_or_else(|| TabTurn::take(p, tab.id));
             run(
                 p,
                 ctx,
@@ -522,6 +526,7 @@ async fn admitted<E: Env>(
                 a,
                 &world,
                 ready,
+                &turn,
                 &mut journal,
             )
             .await
@@ -551,7 +556,8 @@ async fn admitted<E: Env>(
 }
 
 /// A try's record while it runs: stored as in progress before its code runs (beside its
-/// lookups when unreviewed, after the review when reviewed; `Provider::begin_try`, which gives
+/// lookups when unreviewed and first in its tab, else after the review or once its turn in the
+/// tab came; `Provider::begin_try`, which gives
 /// `key`), so a worker stopped meanwhile leaves it for the next one to record as interrupted.
 struct Journal {
     begun: Entry,
@@ -679,6 +685,7 @@ async fn run<E: Env>(
     a: &TryArgs,
     world: &str,
     ready: Ready,
+    turn: &TabTurn<'_>,
     journal: &mut Journal,
 ) -> Result<Value, ToolError> {
     let nonce = p.env.new_uuid();
@@ -697,17 +704,9 @@ async fn run<E: Env>(
             "internal: the try could not be prepared",
         ));
     };
-    // One try at a time per tab: each hooks the try world's `console` while it runs, and a
-    // second one's hook would take the first's output (or lose its own when the first restored
-    // the original). The wait counts toward neither's timeout.
-    let lock = p
-        .try_locks
-        .borrow_mut()
-        .get_or_insert_with(tab.id, Rc::default)
-        .map(|l| Rc::clone(l))
-        .unwrap_or_default();
+    // One try at a time per tab (`TabTurn`). The wait counts toward neither's timeout.
     let answer = {
-        let _one_at_a_time = lock.lock().await;
+        let _one_at_a_time = turn.lock.lock().await;
         // The try before may have run for its whole timeout: a switch the user flipped, or the
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
@@ -741,10 +740,6 @@ async fn run<E: Env>(
             Err(e) => Err(e),
         }
     };
-    // The map's and ours: nobody else waits for this tab.
-    if Rc::strong_count(&lock) <= 2 {
-        p.try_locks.borrow_mut().remove(&tab.id);
-    }
     let (answer, policy) = answer?.map_err(|e| execute_error(tab, &e.0))?;
     let items = answer.as_array().map(Vec::as_slice).unwrap_or_default();
     let shared = |i: &Value| {
@@ -758,6 +753,61 @@ async fn run<E: Env>(
         ));
     }
     Ok(report(script, tab, &nonce, &answer, policy.err()))
+}
+
+/// A try's place in its tab's queue (`Provider::try_locks`): one try at a time per tab, since
+/// each hooks the try world's `console` while it runs, and a second one's hook would take the
+/// first's output (or lose its own when the first restored the original). Taken once the tab
+/// is known; the tab's entry goes with the last try holding it, whatever ended that try.
+struct TabTurn<'a> {
+    locks: &'a std::cell::RefCell<crate::vec_map::VecMap<i64, Rc<futures::lock::Mutex<()>>>>,
+    tab: i64,
+    lock: Rc<futures::lock::Mutex<()>>,
+}
+
+impl<'a> TabTurn<'a> {
+    fn take<E: Env>(p: &'a Provider<E>, tab: i64) -> Self {
+        let lock = p
+            .try_locks
+            .borrow_mut()
+            .get_or_insert_with(tab, Rc::default)
+            .map(|l| Rc::clone(l))
+            .unwrap_or_default();
+        TabTurn {
+            locks: &p.try_locks,
+            tab,
+            lock,
+        }
+    }
+
+    /// A tab named by id takes its turn at once, so a try already there is seen; one named by
+    /// address once it is found. Also whether the try will wait for another: by address,
+    /// whether any try is in progress.
+    fn at_admission<E: Env>(p: &'a Provider<E>, target: &Target) -> (Option<Self>, bool) {
+        match target {
+            Target::TabId(id) => {
+                let turn = Self::take(p, *id);
+                let waits = turn.shared();
+                (Some(turn), waits)
+            }
+            Target::Url(_) => (None, !p.try_locks.borrow().is_empty()),
+        }
+    }
+
+    /// Whether another try holds a turn in this tab (the map's and ours are the two others).
+    fn shared(&self) -> bool {
+        Rc::strong_count(&self.lock) > 2
+    }
+}
+
+impl Drop for TabTurn<'_> {
+    fn drop(&mut self) {
+        if !self.shared() {
+            if let Ok(mut locks) = self.locks.try_borrow_mut() {
+                locks.remove(&self.tab);
+            }
+        }
+    }
 }
 
 /// What a try needs before its code runs, asked together since none waits for another: its
@@ -1132,6 +1182,23 @@ mod tests {
             title: format!("t{id}"),
             last_accessed: last,
         }
+    }
+
+    /// A tab's entry lives as long as a try holds a turn there, whatever ended the try: else
+    /// tab ids an agent names would pile up, and a try by address would wait for nobody.
+    #[test]
+    fn a_tabs_turns_are_shared_and_its_entry_goes_with_the_last() {
+        let p = Provider::new(crate::env::memory::MemoryEnv::new());
+        let first = TabTurn::take(&p, 7);
+        assert!(!first.shared());
+        let second = TabTurn::take(&p, 7);
+        let other = TabTurn::take(&p, 8);
+        assert!(first.shared() && second.shared() && !other.shared());
+        drop(first);
+        assert!(!second.shared());
+        assert_eq!(p.try_locks.borrow().len(), 2);
+        drop((second, other));
+        assert!(p.try_locks.borrow().is_empty());
     }
 
     #[test]
