@@ -13,6 +13,9 @@
 // which every tool call pays. Medians and ratios are printed; the goal line is try ÷ raw, with the
 // provider's floor (wrapped execute + ping) beside it.
 //   BENCH_TRY_N=<samples> (default and at most 24: the rate limit)
+//   BENCH_TRY_STORED=1  try a stored script granted GM values (written first, tried by uuid: its
+//     record, source and values are read for each try) instead of the raw source; the
+//     yardsticks stay the raw source's
 //   BENCH_TRY_PROFILE=1  measure a timed copy of dist/ (bench/lib/timed-start.js, timed-try.js) and print, per
 //     try, the worker's browser calls in order with their durations and the gaps between them
 //     (time in wasm/JS with no browser call pending), then the medians per step.
@@ -21,8 +24,10 @@ import { DIST_DIR, HOST_ID, PROVIDER_ID, launch } from "../tests/e2e/lib/harness
 import { timedCopy } from "./lib/extensions.mjs";
 import { ms } from "./lib/stats.mjs";
 
-// try_script is a write: 30 per minute per caller, so one browser gives at most ~25 samples.
-const N = Math.min(Number(process.env.BENCH_TRY_N ?? 24), 24);
+// try_script is a write: 30 per minute per caller, so one browser gives at most ~25 samples
+// (one fewer when the stored script is written first).
+const STORED = Boolean(process.env.BENCH_TRY_STORED);
+const N = Math.min(Number(process.env.BENCH_TRY_N ?? 24), STORED ? 23 : 24);
 const PROFILE = Boolean(process.env.BENCH_TRY_PROFILE);
 const SOURCE = [
   "// ==UserScript==", "// @name Bench try", "// @namespace lumo-bench", "// @match http://bench.test/*", "// ==/UserScript==",
@@ -69,12 +74,20 @@ try {
   const tabId = await page.evaluate(async (u) => (await chrome.tabs.query({})).find((t) => t.url === u)?.id, url);
   const host = await h.hostPage();
   const worker = () => h.context.serviceWorkers().find((w) => w.url().startsWith(`chrome-extension://${PROVIDER_ID}/`));
-  const viaTool = async () => host.evaluate(async ([s, src, id]) => {
+  let what = { source: SOURCE };
+  if (STORED) {
+    const gm = SOURCE.replace("// ==/UserScript==", "// @grant GM_getValue\n// ==/UserScript==").replace("n;", "GM_getValue('n', n);");
+    const w = await host.evaluate(([s, src]) => window.lumo.callTool(s, "write_script", { source: src }), [session, gm]);
+    const uuid = w.structuredContent?.script?.uuid;
+    if (w.isError || !uuid) throw new Error(`the stored script was not written: ${JSON.stringify(w)}`);
+    what = { uuid };
+  }
+  const viaTool = async () => host.evaluate(async ([s, what, id]) => {
     const t0 = performance.now();
-    const r = await window.lumo.callTool(s, "try_script", { source: src, tabId: id });
+    const r = await window.lumo.callTool(s, "try_script", { ...what, tabId: id });
     if (r.isError || r.structuredContent?.frames?.[0]?.ok !== true) throw new Error(JSON.stringify(r));
     return performance.now() - t0;
-  }, [session, SOURCE, tabId]);
+  }, [session, what, tabId]);
   const bare = async () => page.evaluate(async ([src, id]) => {
     const t0 = performance.now();
     const r = await chrome.userScripts.execute({ target: { tabId: id }, js: [{ code: src }], world: "USER_SCRIPT", injectImmediately: true });

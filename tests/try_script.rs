@@ -948,3 +948,94 @@ fn a_try_waiting_for_its_tab_begins_nothing_until_its_turn() {
     let interrupted = log.iter().filter(|e| e.result == INTERRUPTED).count();
     assert_eq!(interrupted, 1, "{log:?}");
 }
+
+/// A stored script granted GM values whose values say `at`.
+fn gm_script(p: &Provider<MemoryEnv>, s: &lumo_userscripts::session::Session, at: &str) -> String {
+    let src = "// ==UserScript==\n// @name GM\n// @namespace tests\n// @match https://example.com/*\n// @grant GM_getValue\n// ==/UserScript==\nGM_getValue('k');\n";
+    let uuid = written_uuid(&call(p, s, "write_script", json!({"source": src})));
+    put(
+        p,
+        [(format!("values/{uuid}"), json!({"k": format!("\"{at}\"")}))],
+    );
+    uuid
+}
+
+/// Unreviewed, a stored script's GM values are read with its files, beside its tab's lookup,
+/// not after it (one storage round trip less before its code runs, issue 17), and the try
+/// runs with them.
+#[test]
+fn a_stored_scripts_values_are_read_beside_its_tabs_lookup() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let uuid = gm_script(&p, &s, "stored-value");
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    p.env.tab_get_yields.set(50);
+    p.env.get_log.borrow_mut().clear();
+    p.env.tab_calls.borrow_mut().clear();
+    let key = format!("values/{uuid}");
+    let observe = async {
+        for _ in 0..10_000 {
+            if p.env.get_log.borrow().iter().any(|k| k.contains(&key)) {
+                return p.env.tab_calls.borrow().is_empty();
+            }
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        false
+    };
+    let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": {"uuid": uuid, "tabId": 7}}});
+    let (r, read_before_the_tab) = block_on(join(p.handle_mcp(&s, &msg), observe));
+    assert_eq!(reply(r)["result"]["isError"], false);
+    assert!(
+        read_before_the_tab,
+        "the values waited for the tab's lookup"
+    );
+    let executed = p.env.executed.borrow();
+    assert_eq!(executed.len(), 1, "the try never ran");
+    assert!(
+        executed[0].3.contains("stored-value"),
+        "run without its values"
+    );
+}
+
+/// Reviewed, a stored script is tried with its GM values as they are once the user approved
+/// it, not as they were when the agent asked (the review may take minutes, and the script's
+/// pages change its values meanwhile).
+#[test]
+fn a_reviewed_try_runs_with_the_values_of_when_it_was_approved() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let uuid = gm_script(&p, &s, "when-asked");
+    set_switch(&p, "review", true);
+    *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
+    let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "try_script", "arguments": {"uuid": uuid, "tabId": 7}}});
+    let user = async {
+        for _ in 0..10_000 {
+            if let Some(r) = p.pending_reviews().into_iter().next() {
+                let mut items = serde_json::Map::new();
+                items.insert(format!("values/{uuid}"), json!({"k": "\"when-approved\""}));
+                let set = lumo_userscripts::env::Storage::set(&p.env, Area::Local, items);
+                assert!(set.await.is_ok());
+                assert!(p.decide(
+                    &r.id,
+                    Decision::Approve {
+                        allow_session: false
+                    }
+                ));
+                return;
+            }
+            futures::pending!();
+        }
+        panic!("no review");
+    };
+    let (out, ()) = block_on(join(async { reply(p.handle_mcp(&s, &msg).await) }, user));
+    assert_eq!(out["result"]["isError"], false, "{out}");
+    let executed = p.env.executed.borrow();
+    assert_eq!(executed.len(), 1, "the try never ran");
+    assert!(
+        executed[0].3.contains("when-approved"),
+        "run with stale values"
+    );
+    assert!(!executed[0].3.contains("when-asked"));
+}

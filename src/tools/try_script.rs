@@ -250,9 +250,16 @@ struct Script {
     /// A stored script's `@require` code, from the copies stored at its write (as its
     /// registration has it); a raw source has none (nothing is fetched for a try).
     requires: String,
+    /// A stored script's GM values when read with its files ([`load`]'s `values_now`); else
+    /// read just before the run ([`try_gm_line`]).
+    values: Option<crate::gm::values::Values>,
 }
 
-async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError> {
+/// The script a try names. A stored one's GM values, when it is granted any, are read beside
+/// its `@require` files if `values_now` (no review between here and the run: issue 17, one
+/// storage round trip less on its path), else just before the run, so a reviewed try sees the
+/// values of when it was approved.
+async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<Script, ToolError> {
     match what {
         What::Source(s) => {
             let (metadata, _) = store::validate(s, MAX_SOURCE_BYTES).map_err(ToolError::from)?;
@@ -261,6 +268,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError>
                 metadata,
                 uuid: None,
                 requires: String::new(),
+                values: None,
             })
         }
         What::Stored { uuid, revision } => {
@@ -278,19 +286,30 @@ async fn load<E: Env>(p: &Provider<E>, what: &What) -> Result<Script, ToolError>
                     ));
                 }
             }
-            let loaded = crate::gm::asset_store::load(&p.env, &r.assets)
-                .await
-                .map_err(|e| {
-                    ToolError::new(
-                        ErrorCode::StorageError,
-                        format!("the script's @require files could not be read: {e}"),
-                    )
-                })?;
+            let values = async {
+                match values_now && crate::gm::api::needs_channel(&r.metadata.grants) {
+                    true => Some(
+                        crate::gm::store::load(&p.env, uuid)
+                            .await
+                            .unwrap_or_default(),
+                    ),
+                    false => None,
+                }
+            };
+            let (loaded, values) =
+                join(crate::gm::asset_store::load(&p.env, &r.assets), values).await;
+            let loaded = loaded.map_err(|e| {
+                ToolError::new(
+                    ErrorCode::StorageError,
+                    format!("the script's @require files could not be read: {e}"),
+                )
+            })?;
             Ok(Script {
                 source,
                 metadata: r.metadata,
                 uuid: Some(uuid.clone()),
                 requires: crate::gm::resources::requires_block(&loaded),
+                values,
             })
         }
     }
@@ -479,7 +498,8 @@ async fn admitted<E: Env>(
             false => Some(prepare(p, &journal.begun, &world, slot.take()).await),
         }
     };
-    let ((tab, script), early) = join(join(find_tab(p, &a.target), load(p, &a.what)), early).await;
+    let lookups = join(find_tab(p, &a.target), load(p, &a.what, !reviewed));
+    let ((tab, script), early) = join(lookups, early).await;
     if let Some(pr) = &early {
         journal.key = pr.begun.as_ref().ok().copied();
         journal.world = Some(world.clone());
@@ -962,17 +982,23 @@ async fn execute_bounded<E: Env>(
 /// The GM functions the tried script's `@grant`s ask for (`gm::try_gm`): a stored script's
 /// values are copied in (never written back); a raw source starts with none.
 async fn try_gm_line<E: Env>(p: &Provider<E>, script: &Script) -> String {
-    let values = match &script.uuid {
-        Some(u) if crate::gm::api::needs_channel(&script.metadata.grants) => {
-            crate::gm::store::load(&p.env, u).await.unwrap_or_default()
+    let read;
+    let values = match (&script.values, &script.uuid) {
+        (Some(v), _) => v,
+        (None, Some(u)) if crate::gm::api::needs_channel(&script.metadata.grants) => {
+            read = crate::gm::store::load(&p.env, u).await.unwrap_or_default();
+            &read
         }
-        _ => crate::gm::values::Values::default(),
+        _ => {
+            read = crate::gm::values::Values::default();
+            &read
+        }
     };
     crate::gm::try_gm::try_prelude(
         script.uuid.as_deref().unwrap_or_default(),
         &script.metadata,
         &script.source,
-        &values,
+        values,
         &p.env.platform(),
     )
 }
