@@ -402,6 +402,8 @@ pub mod memory {
         pub areas: RefCell<BTreeMap<Area, Map<String, Value>>>,
         pub now: Cell<f64>,
         pub user_scripts: Cell<bool>,
+        /// How many times the toggle was checked (`Capabilities::user_scripts_available`).
+        pub toggle_checks: Cell<u32>,
         /// When set, every `set` fails with this message (e.g. quota exceeded).
         pub fail_writes: RefCell<Option<String>>,
         pub registrations: RefCell<BTreeMap<String, Registration>>,
@@ -418,6 +420,9 @@ pub mod memory {
         pub refuse_ids: RefCell<Vec<String>>,
         /// When true, `register` turns the API off and fails (the toggle flipped mid-way).
         pub lose_api_on_register: Cell<bool>,
+        /// When true, a `storage.local` `set` turns the API off first (the toggle flipped
+        /// while a write was being stored).
+        pub lose_api_on_local_set: Cell<bool>,
         pub tabs: RefCell<Vec<Tab>>,
         /// Every `tabs` and `tab` call: "query", or "get <id>".
         pub tab_calls: RefCell<Vec<String>>,
@@ -627,6 +632,9 @@ pub mod memory {
                 return Err(EnvError(msg));
             }
             if area == Area::Local {
+                if self.lose_api_on_local_set.get() {
+                    self.user_scripts.set(false);
+                }
                 if let Some(msg) = self.fail_local_writes.borrow().clone() {
                     return Err(EnvError(msg));
                 }
@@ -680,6 +688,7 @@ pub mod memory {
 
     impl Capabilities for MemoryEnv {
         fn user_scripts_available(&self) -> bool {
+            self.toggle_checks.set(self.toggle_checks.get() + 1);
             self.user_scripts.get()
         }
     }
