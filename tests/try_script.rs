@@ -847,7 +847,8 @@ fn a_try_whose_rate_slot_cannot_be_stored_runs_nothing() {
 }
 
 /// Unreviewed, a try's record in progress and its world's configuration go out while its tab is
-/// still being looked up (one Chrome round trip less on its path, issue 17); a try then refused
+/// still being looked up (one Chrome round trip less on its path, issue 17), and the toggle is
+/// checked meanwhile, with the code made; a try then refused
 /// for its tab is finished in its record as a refusal is audited, once, and its world is given
 /// back.
 #[test]
@@ -861,13 +862,15 @@ fn the_trys_record_and_world_go_out_beside_its_tabs_lookup() {
     p.env.storage_log.borrow_mut().clear();
     p.env.registry_calls.borrow_mut().clear();
     let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
+    let checks = p.env.toggle_checks.get();
     // The lookup is answered after 50 turns: what went out before it was answered went out
-    // beside it.
+    // beside it. So was the toggle checked (synchronous, in the worker's own time).
     let observe = async {
         for _ in 0..10_000 {
             let configured = p.env.registry_calls.borrow().contains(&"configureWorld");
             if stored(&p, Area::Local, PENDING_TRIES_KEY) && configured {
-                return p.env.tab_calls.borrow().is_empty();
+                let checked = p.env.toggle_checks.get() > checks;
+                return p.env.tab_calls.borrow().is_empty() && checked;
             }
             lumo_userscripts::env::memory::yield_now().await;
         }
@@ -880,7 +883,7 @@ fn the_trys_record_and_world_go_out_beside_its_tabs_lookup() {
     assert_eq!(reply(r)["result"]["isError"], false);
     assert!(
         begun_before_the_tab,
-        "the record and the world waited for the tab's lookup"
+        "the record, the world or the toggle's check waited for the tab's lookup"
     );
     assert_eq!(p.env.executed.borrow().len(), 1, "the try never ran");
 

@@ -253,6 +253,52 @@ struct Script {
     /// A stored script's GM values when read with its files ([`load`]'s `values_now`); else
     /// read just before the run ([`try_gm_line`]).
     values: Option<crate::gm::values::Values>,
+    /// The code it runs, when made while Chrome answered the try's first calls ([`build`]).
+    built: Option<Built>,
+}
+
+/// The script and whether "Allow User Scripts" is on, polled after the try's first calls went
+/// out: unreviewed, the code the try runs ([`build`]) and the toggle's check (synchronous) are
+/// worked out while Chrome answers them, not after (issue 17).
+async fn loaded<E: Env>(
+    p: &Provider<E>,
+    a: &TryArgs,
+    world: &str,
+    reviewed: bool,
+) -> (Result<Script, ToolError>, bool) {
+    let mut script = load(p, &a.what, !reviewed).await;
+    if let (Ok(s), false) = (&mut script, reviewed) {
+        s.built = build(p, s, world, a).await;
+    }
+    (script, p.env.user_scripts_available())
+}
+
+/// The code a try executes under its nonce.
+struct Built {
+    nonce: String,
+    codes: Vec<String>,
+}
+
+/// [`wrap::entries`] for `script` under a fresh nonce, with its GM functions; None if it could
+/// not be made.
+async fn build<E: Env>(
+    p: &Provider<E>,
+    script: &Script,
+    world: &str,
+    a: &TryArgs,
+) -> Option<Built> {
+    let nonce = p.env.new_uuid();
+    let gm = try_gm_line(p, script).await;
+    let codes = wrap::entries(
+        &script.source,
+        &nonce,
+        world,
+        a.timeout_ms,
+        a.watch_ms,
+        &gm,
+        &script.requires,
+    )?;
+    Some(Built { nonce, codes })
 }
 
 /// The script a try names. A stored one's GM values, when it is granted any, are read beside
@@ -269,6 +315,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
                 uuid: None,
                 requires: String::new(),
                 values: None,
+                built: None,
             })
         }
         What::Stored { uuid, revision } => {
@@ -310,6 +357,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
                 uuid: Some(uuid.clone()),
                 requires: crate::gm::resources::requires_block(&loaded),
                 values,
+                built: None,
             })
         }
     }
@@ -498,15 +546,15 @@ async fn admitted<E: Env>(
             false => Some(prepare(p, &journal.begun, &world, slot.take()).await),
         }
     };
-    let lookups = join(find_tab(p, &a.target), load(p, &a.what, !reviewed));
-    let ((tab, script), early) = join(lookups, early).await;
+    let first = join(find_tab(p, &a.target), early);
+    let ((tab, early), (script, available)) = join(first, loaded(p, a, &world, reviewed)).await;
     if let Some(pr) = &early {
         journal.key = pr.begun.as_ref().ok().copied();
         journal.world = Some(world.clone());
     }
     let checked = async {
         let script = script?;
-        if !p.env.user_scripts_available() {
+        if !available {
             return Err(ToolError::new(
                 ErrorCode::Unavailable,
                 crate::probe::USER_SCRIPTS_OFF,
@@ -541,7 +589,7 @@ async fn admitted<E: Env>(
                 p,
                 ctx,
                 reviewed,
-                &script,
+                script,
                 &tab,
                 a,
                 &world,
@@ -700,7 +748,7 @@ async fn run<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
     reviewed: bool,
-    script: &Script,
+    mut script: Script,
     tab: &Tab,
     a: &TryArgs,
     world: &str,
@@ -708,17 +756,11 @@ async fn run<E: Env>(
     turn: &TabTurn<'_>,
     journal: &mut Journal,
 ) -> Result<Value, ToolError> {
-    let nonce = p.env.new_uuid();
-    let gm = try_gm_line(p, script).await;
-    let Some(codes) = wrap::entries(
-        &script.source,
-        &nonce,
-        world,
-        a.timeout_ms,
-        a.watch_ms,
-        &gm,
-        &script.requires,
-    ) else {
+    let built = match script.built.take() {
+        Some(b) => Some(b),
+        None => build(p, &script, world, a).await,
+    };
+    let Some(Built { nonce, codes }) = built else {
         return Err(ToolError::new(
             ErrorCode::CannotRun,
             "internal: the try could not be prepared",
@@ -772,7 +814,7 @@ async fn run<E: Env>(
             format!("nothing was run in tab {}: {SHARED_WORLD}", tab.id),
         ));
     }
-    Ok(report(script, tab, &nonce, &answer, policy.err()))
+    Ok(report(&script, tab, &nonce, &answer, policy.err()))
 }
 
 /// A try's place in its tab's queue (`Provider::try_locks`): one try at a time per tab, since
