@@ -697,8 +697,10 @@ const VALUES_JS: &str = concat!(
     "const q=[];if(del.length)q.push(S('values.delete',{keys:del}));if(set.length)q.push(S('values.set',{items:set}));",
     "Promise.all(q).then(rs=>{const bad=rs.find(r=>!r||r.error);if(bad){const m=bad&&bad.error||'GM values: the provider did not answer; not saved';",
     "console.error(m);for(const x of w)x[1](new Error(m))}else for(const x of w)x[0]()},e=>{for(const x of w)x[1](e)})};",
-    "let B=0,N=0;for(const k in C){N++;B+=len(k)+len(C[k])}",
-    "const put=items=>{const last=new Map();for(const[k,t]of items){",
+    // The bytes and keys held, counted at the first change, not as the page starts (every
+    // value's UTF-8 encoded: 0.4 ms and 200 KB of garbage for 200 KB of values, on each load).
+    "let B=-1,N=0;const tally=()=>{if(B<0){B=0;for(const k in C){N++;B+=len(k)+len(C[k])}}};",
+    "const put=items=>{tally();const last=new Map();for(const[k,t]of items){",
     "if(len(k)>__MAXKB__)throw new Error('GM_setValue: a key longer than __MAXKB__ bytes');last.set(k,t)}",
     "let b=B,n=N;for(const[k,t]of last){const o=C[k];if(o!==undefined){b-=len(k)+len(o);n--}if(t!==undefined){b+=len(k)+len(t);n++}}",
     "if(b>__MAXB__)throw new Error('GM_setValue refused: this script\\'s values would take '+b+' bytes, over its limit of __MAXB__; nothing was changed');",
@@ -706,7 +708,7 @@ const VALUES_JS: &str = concat!(
     "B=b;N=n;for(const[k,t]of last){const o=C[k];if(o===t)continue;if(t===undefined)delete C[k];else C[k]=t;",
     "if(!pend){pend=new Map();setTimeout(flush,0)}pend.set(k,t);fire(k,o,t,false)}",
     "};",
-    "let polling=false;const remote=(k,t)=>{const o=C[k];if(o===t)return;if(o!==undefined){B-=len(k)+len(o);N--}",
+    "let polling=false;const remote=(k,t)=>{const o=C[k];if(o===t)return;tally();if(o!==undefined){B-=len(k)+len(o);N--}",
     "if(t!==undefined){B+=len(k)+len(t);N++;C[k]=t}else delete C[k];fire(k,o,t,true)};",
     "const poll=()=>S('values.wait',{}).then(r=>{if(r&&Array.isArray(r.changes))for(const c of r.changes)",
     "if(Array.isArray(c)&&typeof c[0]==='string')remote(c[0],typeof c[2]==='string'?c[2]:undefined);",

@@ -547,6 +547,20 @@ describe("gm: the GM functions a script is given", () => {
     assert.equal(Object.keys(v).length, 1000);
     console.log(`# flood page + store: ${Date.now() - started} ms`);
   });
+  test("values a page starts with count toward the script's bounds at its first change", T, async () => {
+    // The page counts the bytes and keys it holds only when it first changes one (not as it
+    // starts): a page that begins with 1,000 keys and adds one must still be refused at once.
+    const s = await write("tally", ["@match http://tally.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_deleteValue"],
+      "let out;\nif (!GM_getValue('k0')) { for (let i = 0; i < 1000; i++) GM_setValue('k' + i, '1'); out = 'filled'; }\n"
+      + "else { try { GM_setValue('k0', '2'); GM_setValue('new', 1); out = 'accepted'; } catch (e) { out = e.message; }\n"
+      + "  try { GM_deleteValue('k1'); GM_setValue('new', 1); out += ' | then ' + GM_getValue('new'); } catch (e) { out += ' | ' + e.message; } }\n"
+      + "document.documentElement.setAttribute('data-gm-tally', out);");
+    assert.deepEqual(await loaded(url("tally.test"), "tally", 10000), { tally: "filled" });
+    await until(() => registeredCode(s.uuid), (c) => c.includes('"k999"'), 10000);
+    const { tally } = await loaded(url("tally.test"), "tally", 10000);
+    assert.match(tally, /^GM_setValue refused: this script would hold 1001 keys, over the limit of 1000; nothing was changed \| then 1$/);
+  });
+
   test("GM_xmlhttpRequest reaches a declared host with body and headers; an undeclared one is refused and never sent", T, async () => {
     await write("xhr", ["@match http://xhrpage.test/*", "@grant GM_xmlhttpRequest", "@grant GM.xmlHttpRequest", "@connect api.test"],
       "const port = location.port, out = {};\n"
