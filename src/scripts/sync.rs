@@ -266,7 +266,7 @@ pub async fn sync_one_keyed<E: UserScripts + Capabilities + Storage>(
     held: Option<Held>,
 ) -> Result<bool, SyncError> {
     // A registration the caller read just now shows the API was there; the toggle's check (a
-    // synchronous refusal, 0.1–0.3 ms in a worker that was idle: issue 17) is not made again.
+    // synchronous refusal, 0.1–0.4 ms in a worker that was idle: issue 17) is not made again.
     // Turned off since, the calls below fail and are classified as unavailable all the same.
     let read_now = held.as_ref().is_some_and(|h| h.registered.is_ok());
     if !read_now && !env.user_scripts_available() {

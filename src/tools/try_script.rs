@@ -856,7 +856,7 @@ impl<'a> TabTurn<'a> {
         }
     }
 
-    /// Whether another try holds a turn in this tab (the map's and ours are the two others).
+    /// Whether another try holds a turn in this tab (more holders than the map and us).
     fn shared(&self) -> bool {
         Rc::strong_count(&self.lock) > 2
     }
@@ -1253,7 +1253,8 @@ mod tests {
     }
 
     /// A tab's entry lives as long as a try holds a turn there, whatever ended the try: else
-    /// tab ids an agent names would pile up, and a try by address would wait for nobody.
+    /// the tab ids an agent names would pile up, and a try by address would begin late, as if
+    /// another try were running.
     #[test]
     fn a_tabs_turns_are_shared_and_its_entry_goes_with_the_last() {
         let p = Provider::new(crate::env::memory::MemoryEnv::new());

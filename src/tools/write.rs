@@ -393,7 +393,7 @@ mod tests {
 
     /// A write that read Chrome's registration of its script beside its storage calls knows
     /// the API was there: it registers without asking for the toggle again (a synchronous
-    /// refusal of 0.1–0.3 ms in a worker that was idle, on every write: issue 17). A toggle
+    /// refusal of 0.1–0.4 ms in a worker that was idle, on every write: issue 17). A toggle
     /// turned off while the write was stored still ends as not registered, "Allow User
     /// Scripts" off, with the registry stale for the reconcile (`sync.rs` tests the
     /// registration with nothing to change).
