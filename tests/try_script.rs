@@ -35,6 +35,24 @@ fn stored(p: &Provider<MemoryEnv>, area: Area, key: &str) -> bool {
         .any(|(a, k)| *a == area && k.iter().any(|k| k == key))
 }
 
+/// The first review the user is asked for, once it is waiting (the call runs beside this).
+async fn asked(p: &Provider<MemoryEnv>) -> lumo_userscripts::guard::review::ReviewRequest {
+    for _ in 0..10_000 {
+        if let Some(r) = p.pending_reviews().into_iter().next() {
+            return r;
+        }
+        futures::pending!();
+    }
+    panic!("no review");
+}
+
+fn approve(p: &Provider<MemoryEnv>, id: &str) {
+    let yes = Decision::Approve {
+        allow_session: false,
+    };
+    assert!(p.decide(id, yes));
+}
+
 fn nonce_of(code: &str) -> String {
     let i = code.rfind("lumo-try-").unwrap() + "lumo-try-".len();
     code[i..].split(".js").next().unwrap().to_owned()
@@ -69,14 +87,9 @@ fn a_denied_review_shows_the_tab_and_the_source_and_runs_nothing() {
     let s = ready(&p);
     let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "try_script", "arguments": args()}});
     let look = async {
-        for _ in 0..10_000 {
-            if let Some(r) = p.pending_reviews().into_iter().next() {
-                assert!(p.decide(&r.id, Decision::Deny));
-                return r;
-            }
-            futures::pending!();
-        }
-        panic!("no review");
+        let r = asked(&p).await;
+        assert!(p.decide(&r.id, Decision::Deny));
+        r
     };
     let (out, review) = block_on(join(async { reply(p.handle_mcp(&s, &msg).await) }, look));
     assert_eq!(
@@ -334,25 +347,14 @@ fn an_approved_try_runs_only_in_the_page_the_user_reviewed() {
         let s = ready(&p);
         let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "try_script", "arguments": in_tab(7)}});
         let user = async {
-            for _ in 0..10_000 {
-                if let Some(r) = p.pending_reviews().into_iter().next() {
-                    let mut tabs = p.env.tabs.borrow_mut();
-                    match moved_to {
-                        Some(url) => tabs[0].url = url.into(),
-                        None => tabs.clear(),
-                    }
-                    drop(tabs);
-                    assert!(p.decide(
-                        &r.id,
-                        Decision::Approve {
-                            allow_session: false
-                        }
-                    ));
-                    return;
-                }
-                futures::pending!();
+            let r = asked(&p).await;
+            let mut tabs = p.env.tabs.borrow_mut();
+            match moved_to {
+                Some(url) => tabs[0].url = url.into(),
+                None => tabs.clear(),
             }
-            panic!("no review");
+            drop(tabs);
+            approve(&p, &r.id);
         };
         let (out, ()) = block_on(join(async { reply(p.handle_mcp(&s, &msg).await) }, user));
         let r = &out["result"];
@@ -1014,23 +1016,12 @@ fn a_reviewed_try_runs_with_the_values_of_when_it_was_approved() {
     *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
     let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "try_script", "arguments": {"uuid": uuid, "tabId": 7}}});
     let user = async {
-        for _ in 0..10_000 {
-            if let Some(r) = p.pending_reviews().into_iter().next() {
-                let mut items = serde_json::Map::new();
-                items.insert(format!("values/{uuid}"), json!({"k": "\"when-approved\""}));
-                let set = lumo_userscripts::env::Storage::set(&p.env, Area::Local, items);
-                assert!(set.await.is_ok());
-                assert!(p.decide(
-                    &r.id,
-                    Decision::Approve {
-                        allow_session: false
-                    }
-                ));
-                return;
-            }
-            futures::pending!();
-        }
-        panic!("no review");
+        let r = asked(&p).await;
+        let mut items = serde_json::Map::new();
+        items.insert(format!("values/{uuid}"), json!({"k": "\"when-approved\""}));
+        let set = lumo_userscripts::env::Storage::set(&p.env, Area::Local, items);
+        assert!(set.await.is_ok());
+        approve(&p, &r.id);
     };
     let (out, ()) = block_on(join(async { reply(p.handle_mcp(&s, &msg).await) }, user));
     assert_eq!(out["result"]["isError"], false, "{out}");
