@@ -488,6 +488,8 @@ pub mod memory {
         pub tab_create_yields: Cell<u32>,
         /// How many times a `tabs.get` yields before it answers.
         pub tab_get_yields: Cell<u32>,
+        /// How many times a `tabs.query` yields before it answers.
+        pub tab_query_yields: Cell<u32>,
         /// How many times `execute` yields before it answers (a page that takes a while).
         pub execute_yields: Cell<u32>,
         /// Documents not shown now (`document` answers `Active` for any other).
@@ -805,6 +807,9 @@ pub mod memory {
 
     impl Tabs for MemoryEnv {
         async fn tabs(&self) -> Result<Vec<Tab>, EnvError> {
+            for _ in 0..self.tab_query_yields.get() {
+                yield_now().await;
+            }
             self.tab_calls.borrow_mut().push("query".into());
             Ok(self.tabs.borrow().clone())
         }

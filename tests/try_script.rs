@@ -1033,3 +1033,114 @@ fn a_reviewed_try_runs_with_the_values_of_when_it_was_approved() {
     );
     assert!(!executed[0].3.contains("when-asked"));
 }
+
+/// An agent's tries sent together (an MCP client's parallel tool calls), each naming the page
+/// by its address: they run one at a time in their tab, and a try waiting there begins nothing
+/// (no record in progress, no world held) until its turn, as one naming the tab by id does.
+#[test]
+fn tries_by_address_sent_together_begin_one_at_a_time() {
+    use lumo_userscripts::guard::audit::PENDING_TRIES_KEY;
+    use lumo_userscripts::tools::MAX_TRY_WORLDS;
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let tries: Vec<Value> = (0..MAX_TRY_WORLDS + 2)
+        .map(|i| {
+            let uuid = created(&p, &s, &format!("S{i}"), "");
+            json!({"uuid": uuid, "url": "https://example.com/page"})
+        })
+        .collect();
+    p.env.worlds.borrow_mut().clear();
+    // Chrome answers a query after a while: the others arrive before the first knows its tab.
+    p.env.tab_query_yields.set(20);
+    p.env.storage_log.borrow_mut().clear();
+    while_tries_run(&p, &s, &tries, async {
+        assert_eq!(p.env.executed.borrow().len(), 1, "one try at a time");
+        let records = p
+            .env
+            .storage_log
+            .borrow()
+            .iter()
+            .filter(|(_, k)| k.iter().any(|k| k == PENDING_TRIES_KEY))
+            .count();
+        assert_eq!(
+            records, 1,
+            "waiting tries began (and took back) records in progress"
+        );
+        let begun = p.env.dump(Area::Local)[PENDING_TRIES_KEY].clone();
+        assert_eq!(
+            begun.as_object().map(serde_json::Map::len),
+            Some(1),
+            "waiting tries stored their records in progress: {begun}"
+        );
+        let held = p.env.worlds.borrow().len();
+        assert_eq!(
+            held,
+            1,
+            "waiting tries hold worlds: {:?}",
+            p.env.worlds.borrow()
+        );
+    });
+}
+
+/// A try by address that began beside its lookups, then found its tab taken by one admitted
+/// after it (named by id, it was answered first): it takes back its record in progress and
+/// its world while it waits, so a worker stopped meanwhile does not record it as one that may
+/// have run, and its world is not held for nothing.
+#[test]
+fn a_try_that_began_and_found_its_tab_taken_takes_back_what_it_began() {
+    use lumo_userscripts::guard::audit::{self, INTERRUPTED, PENDING_TRIES_KEY};
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let uuid = created(&p, &s, "Stored", "");
+    p.env.worlds.borrow_mut().clear();
+    p.env.tab_query_yields.set(50);
+    let msg = |id: u64, a: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "try_script", "arguments": a}});
+    let by_address = json!({"uuid": uuid, "url": "https://example.com/page"});
+    let (m1, m2) = (msg(1, by_address), msg(2, in_tab(7)));
+    let records = || {
+        p.env
+            .dump(Area::Local)
+            .get(PENDING_TRIES_KEY)
+            .and_then(Value::as_object)
+            .map_or(0, serde_json::Map::len)
+    };
+    block_on(async {
+        let mut first = Box::pin(p.handle_mcp(&s, &m1));
+        for _ in 0..30 {
+            if records() == 1 {
+                break;
+            }
+            assert!(futures::poll!(first.as_mut()).is_pending());
+        }
+        assert_eq!(
+            records(),
+            1,
+            "the try by address did not begin beside its lookup"
+        );
+        assert!(
+            p.env.tab_calls.borrow().iter().all(|c| c != "query"),
+            "its tab was found already"
+        );
+        let mut second = Box::pin(p.handle_mcp(&s, &m2));
+        for _ in 0..2_000 {
+            assert!(futures::poll!(first.as_mut()).is_pending());
+            assert!(futures::poll!(second.as_mut()).is_pending());
+            lumo_userscripts::env::memory::yield_now().await;
+        }
+        let executed = p.env.executed.borrow();
+        assert_eq!(executed.len(), 1, "not one try at a time");
+        assert_eq!(executed[0].2, "lumo-try", "the try by id did not run first");
+        assert_eq!(records(), 1, "the waiting try kept its record in progress");
+        let held: Vec<String> = p.env.worlds.borrow().keys().cloned().collect();
+        assert_eq!(held, ["lumo-try"], "the waiting try kept its world");
+    });
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    block_on(q.recover_interrupted_tries());
+    let log = block_on(audit::read_all(&q.env)).unwrap();
+    let interrupted: Vec<_> = log.iter().filter(|e| e.result == INTERRUPTED).collect();
+    assert_eq!(interrupted.len(), 1, "{log:?}");
+    assert_ne!(interrupted[0].target.as_deref(), Some(uuid.as_str()));
+}

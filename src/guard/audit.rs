@@ -551,6 +551,23 @@ pub async fn begin_try<S: Storage>(
     stored
 }
 
+/// Takes back a try stored as in progress that has not run (it found its tab busy and waits
+/// for its turn there): its slot is cleared, nothing is appended. Cleared here even if the
+/// `set` fails, so the next `set` of the slots leaves it out too.
+pub async fn withdraw_try<S: Storage>(
+    s: &S,
+    tries: &mut PendingTries,
+    key: u64,
+) -> Result<(), AuditError> {
+    if tries.remove(&key).is_none() {
+        return Ok(());
+    }
+    let v = encode_tries(tries)?;
+    let mut items = Map::new();
+    items.insert(PENDING_TRIES_KEY.to_owned(), v);
+    s.set(Area::Local, items).await.map_err(AuditError::Storage)
+}
+
 /// Appends a try's entry and clears its slot in one atomic `set`. A failure leaves the slot
 /// (in storage and here), so the next worker records the try as [`INTERRUPTED`].
 pub async fn finish_try<S: Storage>(

@@ -160,6 +160,19 @@ impl<E: Env> Provider<E> {
         begun.map(|()| key)
     }
 
+    /// Takes back a try [`Provider::begin_try`] stored that has not run (`audit::withdraw_try`).
+    pub async fn withdraw_try(&self, key: u64) {
+        let _guard = self.audit_lock.lock().await;
+        let mut tries = self.pending_tries.take();
+        let done = audit::withdraw_try(&self.env, &mut tries, key).await;
+        self.pending_tries.replace(tries);
+        if let Err(e) = done {
+            self.note(format!(
+                "a waiting try's record in progress not taken back: {e}; a stop before the next try's record leaves it to be recorded as interrupted"
+            ));
+        }
+    }
+
     /// Records a try's result: `key` from [`Provider::begin_try`] clears its slot in the same
     /// `set`; `None` (refused before it was begun) only appends.
     pub async fn finish_try(&self, key: Option<u64>, entry: &Entry) {

@@ -161,6 +161,9 @@ pub struct Provider<E> {
     /// One lock per tab a try runs in (`tools::try_script`): tries share the try world, whose
     /// `console` each one hooks while it runs, so two at once would mix their output.
     pub(crate) try_locks: RefCell<VecMap<i64, Rc<Mutex<()>>>>,
+    /// Tries naming their page by address that have not found their tab yet
+    /// (`tools::try_script::Unplaced`): a try admitted meanwhile may share it.
+    pub(crate) tries_unplaced: Cell<usize>,
     /// The try worlds tries are running in, each from before its configuration is asked until
     /// the try ends. Configured while one runs, given back after the last
     /// (`tools::try_script::hold_world`); a reconcile leaves them alone.
@@ -229,6 +232,7 @@ impl<E: Env> Provider<E> {
             gm_waiters: RefCell::new(Default::default()),
             gm_menus: RefCell::new(Default::default()),
             try_locks: RefCell::new(VecMap::new()),
+            tries_unplaced: Cell::new(0),
             try_worlds: RefCell::new(VecMap::new()),
             menu_waiters: RefCell::new(Default::default()),
             gm_opened: RefCell::new(Default::default()),

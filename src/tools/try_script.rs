@@ -532,7 +532,7 @@ async fn admitted<E: Env>(
         world: None,
     };
     let mut slot = Some(slot);
-    let (turn, waits) = TabTurn::at_admission(p, &a.target);
+    let (place, waits) = TabTurn::at_admission(p, &a.target);
     // Unreviewed, nothing but lookups stands between here and the run, so what the run needs
     // first (the record in progress, the world's configuration, the rate slot: `prepare`) goes
     // out beside the tab's lookup and the script's load instead of after them (issue 17: a
@@ -584,7 +584,7 @@ async fn admitted<E: Env>(
                 Some(pr) => Ready::Prepared(pr),
                 None => Ready::Slot(slot),
             };
-            let turn = turn.unwrap_or_else(|| TabTurn::take(p, tab.id));
+            let turn = place.turn_in(p, tab.id);
             run(
                 p,
                 ctx,
@@ -752,7 +752,7 @@ async fn run<E: Env>(
     tab: &Tab,
     a: &TryArgs,
     world: &str,
-    ready: Ready,
+    mut ready: Ready,
     turn: &TabTurn<'_>,
     journal: &mut Journal,
 ) -> Result<Value, ToolError> {
@@ -768,7 +768,13 @@ async fn run<E: Env>(
     };
     // One try at a time per tab (`TabTurn`). The wait counts toward neither's timeout.
     let answer = {
-        let _one_at_a_time = turn.lock.lock().await;
+        let _one_at_a_time = match turn.lock.try_lock() {
+            Some(free) => free,
+            None => {
+                ready = withdraw(p, ready, journal).await;
+                turn.lock.lock().await
+            }
+        };
         // The try before may have run for its whole timeout: a switch the user flipped, or the
         // caller removed, meanwhile stops this one before it runs.
         match super::still_allowed(p, ctx, reviewed, super::Waited::Try).await {
@@ -780,6 +786,10 @@ async fn run<E: Env>(
                 } = match ready {
                     Ready::Prepared(pr) => pr,
                     Ready::Slot(slot) => prepare(p, &journal.begun, world, slot).await,
+                    Ready::Withdrawn(slot) => Prepared {
+                        slot,
+                        ..prepare(p, &journal.begun, world, None).await
+                    },
                 };
                 journal.world = Some(world.to_owned());
                 // Begun, the record is finished whatever follows (a slot not stored too).
@@ -843,22 +853,65 @@ impl<'a> TabTurn<'a> {
     }
 
     /// A tab named by id takes its turn at once, so a try already there is seen; one named by
-    /// address once it is found. Also whether the try will wait for another: by address,
-    /// whether any try is in progress.
-    fn at_admission<E: Env>(p: &'a Provider<E>, target: &Target) -> (Option<Self>, bool) {
+    /// address once it is found, [`Unplaced`] until then. Also whether the try may wait for
+    /// another, and so begins nothing before its turn: by id, whether another holds its tab or
+    /// has not found its own yet; by address, whether any try is in progress.
+    fn at_admission<E: Env>(p: &'a Provider<E>, target: &Target) -> (Place<'a>, bool) {
+        let unplaced = p.tries_unplaced.get() > 0;
         match target {
             Target::TabId(id) => {
                 let turn = Self::take(p, *id);
-                let waits = turn.shared();
-                (Some(turn), waits)
+                let waits = turn.shared() || unplaced;
+                (Place::Turn(turn), waits)
             }
-            Target::Url(_) => (None, !p.try_locks.borrow().is_empty()),
+            Target::Url(_) => {
+                let waits = unplaced || !p.try_locks.borrow().is_empty();
+                (Place::Unplaced(Unplaced::new(p)), waits)
+            }
         }
     }
 
     /// Whether another try holds a turn in this tab (more holders than the map and us).
     fn shared(&self) -> bool {
         Rc::strong_count(&self.lock) > 2
+    }
+}
+
+/// Where a try stands in its tab's queue from its admission on.
+enum Place<'a> {
+    Turn(TabTurn<'a>),
+    Unplaced(Unplaced<'a>),
+}
+
+impl<'a> Place<'a> {
+    /// The try's turn in `tab`, taken now if it had none yet.
+    fn turn_in<E: Env>(self, p: &'a Provider<E>, tab: i64) -> TabTurn<'a> {
+        match self {
+            Place::Turn(turn) => turn,
+            Place::Unplaced(unplaced) => {
+                let turn = TabTurn::take(p, tab);
+                drop(unplaced);
+                turn
+            }
+        }
+    }
+}
+
+/// A try by address from its admission until it found its tab and took its turn there (or
+/// ended): tries admitted meanwhile cannot tell whether they will share its tab.
+struct Unplaced<'a>(&'a std::cell::Cell<usize>);
+
+impl<'a> Unplaced<'a> {
+    fn new<E: Env>(p: &'a Provider<E>) -> Self {
+        let n = &p.tries_unplaced;
+        n.set(n.get().saturating_add(1));
+        Unplaced(n)
+    }
+}
+
+impl Drop for Unplaced<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
     }
 }
 
@@ -900,10 +953,36 @@ async fn prepare<E: Env>(
 }
 
 /// [`run`]'s start: [`Prepared`] already (an unreviewed try, beside its lookups), or to be
-/// prepared once the tab is free, with the rate slot still to be waited for.
+/// prepared once the tab is free, with the rate slot still to be waited for, or with its
+/// outcome known (prepared, then taken back by [`withdraw`]).
 enum Ready {
     Prepared(Prepared),
     Slot(Option<Slot>),
+    Withdrawn(Option<Result<(), ToolError>>),
+}
+
+/// A try that began beside its lookups but found its tab taken (by a try admitted after it
+/// that got there first) takes back its record in progress and its world before it waits, to
+/// begin again once its turn comes: a worker stopped meanwhile must not record it as one that
+/// may have run, and a world held while it waits may be one a user's script is refused without.
+async fn withdraw<E: Env>(p: &Provider<E>, ready: Ready, journal: &mut Journal) -> Ready {
+    let Ready::Prepared(pr) = ready else {
+        return ready;
+    };
+    let key = journal.key.take();
+    let world = journal.world.take();
+    let take_back = async {
+        if let Some(key) = key {
+            p.withdraw_try(key).await;
+        }
+    };
+    let give_back = async {
+        if let Some(world) = &world {
+            release_world(p, world).await;
+        }
+    };
+    join(take_back, give_back).await;
+    Ready::Withdrawn(pr.slot)
 }
 
 /// Why a try did not run under the installed script's policy: Chrome would not configure its
