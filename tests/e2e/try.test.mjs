@@ -525,3 +525,48 @@ describe("try_script past Chrome's 10 worlds on a page", () => {
     assert.ok(fresh.structuredContent.frames[0].console.some((c) => c.text === "has key true"), JSON.stringify(fresh.structuredContent));
   });
 });
+
+describe("try_script: an agent's parallel tries", () => {
+  let env, h, url, call;
+  before(async () => {
+    ({ env, h, url, call } = await start());
+  });
+  after(async () => { await env?.close(); });
+
+  test("stored scripts tried at once by the page's address run one at a time, and a waiting try holds no record and no world", T, async () => {
+    const uuids = [];
+    for (let i = 0; i < 5; i++) {
+      const src = script([`@name Waits ${i}`, "@match http://elsewhere.test/*"], ["await new Promise((r) => setTimeout(r, 400));", `return 'S${i}';`]).replace("// @name Try e2e\n", "");
+      const saved = await h.internal("scripts.save", { source: src });
+      assert.ok(saved.result?.script?.uuid, JSON.stringify(saved));
+      uuids.push(saved.result.script.uuid);
+    }
+    const page = await h.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+    // Watched from a page of the provider while the tries run: the tries' records in progress
+    // and the try worlds Chrome holds.
+    await page.evaluate(() => {
+      const seen = (globalThis.seen = { records: 0, worlds: 0, on: true });
+      (async () => {
+        while (seen.on) {
+          const [got, worlds] = await Promise.all([chrome.storage.local.get("audit/pendingTries"), chrome.userScripts.getWorldConfigurations()]);
+          seen.records = Math.max(seen.records, Object.keys(got["audit/pendingTries"] ?? {}).length);
+          seen.worlds = Math.max(seen.worlds, worlds.filter((w) => w.worldId?.startsWith("lumo-try")).length);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })();
+    });
+    const tries = await Promise.all(uuids.map((uuid) => call("try_script", { uuid, url })));
+    const seen = await page.evaluate(() => { globalThis.seen.on = false; return globalThis.seen; });
+    await page.close();
+    tries.forEach((r, i) => {
+      assert.equal(r.isError, false, r.content?.[0]?.text);
+      assert.equal(r.structuredContent.frames[0].value, `S${i}`);
+    });
+    // One at a time: each try's record is finished, and its world given back, before the next
+    // one's are asked for (Chrome applies the calls in order).
+    assert.equal(seen.records, 1, "records in progress at once");
+    assert.equal(seen.worlds, 1, "try worlds configured at once");
+    for (const uuid of uuids) await h.internal("scripts.delete", { uuid });
+  });
+});
