@@ -1,7 +1,7 @@
 // try_script in real Chromium through the official SDK client: the agent's loop on a local page
 // (a TypeError on a known line, then the patched script's value), read-only, review (the target
 // tab shown; a denial runs nothing), an endless loop, the audit never holding the tried source or
-// its console output, and a worker stopped mid-try.
+// its console output, a worker stopped mid-try, and an agent's parallel tries of one page.
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
