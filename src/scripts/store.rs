@@ -685,17 +685,17 @@ pub async fn replace<E: Storage + Clock + Http>(
     max_bytes: usize,
 ) -> Result<Change, ScriptError> {
     let actor = actor.into();
-    let (meta, diagnostics) = validate(source, max_bytes)?;
-    // The script and its history in one read: a write makes as few round trips as it can.
+    // The script and its history in one read: a write makes as few round trips as it can. The
+    // read goes out first and the source is parsed while Chrome reads (a refused source wasted
+    // a read, nothing else).
     let [budget_key, history_key] = history::keys_for(uuid);
     let (rk, sk) = (record_key(uuid), source_key(uuid));
-    let got = env
-        .get(
-            Area::Local,
-            &[&rk, &sk, &budget_key, &history_key, TRASH_INDEX_KEY],
-        )
-        .await
-        .map_err(storage_err)?;
+    let keys = [&*rk, &*sk, &*budget_key, &*history_key, TRASH_INDEX_KEY];
+    let (got, validated) = futures::join!(env.get(Area::Local, &keys), async {
+        validate(source, max_bytes)
+    });
+    let (meta, diagnostics) = validated?;
+    let got = got.map_err(storage_err)?;
     let (current, old_source) = decode_with_source(&got, uuid)?;
     check_revision(&current, Some(expected))?;
     check_identity(snap, &meta, Some(uuid))?;
@@ -1054,6 +1054,26 @@ mod tests {
         assert_eq!(names(&snap(&env)), ["B", "C", "A"]);
         kept.remove(&c);
         assert_eq!(names(&kept), ["B", "A"]);
+    }
+
+    /// A replace asks for the script and its history before it parses the new source (issue
+    /// 17: the parse runs while Chrome reads): a source refused for its header has been read
+    /// for, and nothing else happened.
+    #[test]
+    fn a_replaces_read_goes_out_before_its_source_is_parsed() {
+        let env = MemoryEnv::new();
+        let mut kept = snap(&env);
+        let a = made(&env, &mut kept, "A");
+        env.get_log.borrow_mut().clear();
+        let broken = "// ==UserScript==\n// @namespace test\n// ==/UserScript==\n";
+        let r = block_on(replace(&env, &kept, HOST, &a, 1, broken, None, MAX));
+        assert!(matches!(r, Err(ScriptError::InvalidMetadata(_))), "{r:?}");
+        let asked = env.get_log.borrow().clone();
+        assert!(
+            asked.iter().any(|keys| keys.contains(&record_key(&a))),
+            "the source was parsed before the script was asked for: {asked:?}"
+        );
+        assert_eq!(snap(&env).records[0].revision, 1);
     }
 
     #[test]
