@@ -1,6 +1,7 @@
-// Loaded after timed-start.js in the timed copy bench/try.mjs profiles (BENCH_TRY_PROFILE=1), never
-// in bench/run.mjs's copies nor the measured builds: adds to timed-start.js's `calls` every
-// tabs call and the userScripts calls a try makes, and records the port traffic (`ports`).
+// Loaded after timed-start.js in the timed copies bench/try.mjs profiles (BENCH_TRY_PROFILE=1) and
+// bench/write-timeline.mjs reads, never in bench/run.mjs's copies nor the measured builds: adds
+// to timed-start.js's `calls` every tabs call and the userScripts calls a try or a write makes,
+// and records the port traffic (`ports`).
 const marks = globalThis.__benchMarks;
 const now = () => performance.now();
 
