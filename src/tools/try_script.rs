@@ -969,19 +969,13 @@ async fn withdraw<E: Env>(p: &Provider<E>, ready: Ready, journal: &mut Journal) 
     let Ready::Prepared(pr) = ready else {
         return ready;
     };
-    let key = journal.key.take();
-    let world = journal.world.take();
-    let take_back = async {
-        if let Some(key) = key {
-            p.withdraw_try(key).await;
-        }
-    };
-    let give_back = async {
-        if let Some(world) = &world {
-            release_world(p, world).await;
-        }
-    };
-    join(take_back, give_back).await;
+    // One after the other: the try waits for its turn anyway.
+    if let Some(key) = journal.key.take() {
+        p.withdraw_try(key).await;
+    }
+    if let Some(world) = journal.world.take() {
+        release_world(p, &world).await;
+    }
     Ready::Withdrawn(pr.slot)
 }
 
