@@ -538,8 +538,9 @@ async fn admitted<E: Env>(
     // out beside the tab's lookup and the script's load instead of after them (issue 17: a
     // Chrome round trip less on a try's path). A try refused after that is finished in its
     // record with the same entry a refusal gets. Reviewed, the record waits for the user; and
-    // a try that will wait for another in its tab begins nothing until its turn, so a worker
-    // stopped meanwhile does not record it as one that may have run, nor does it hold a world.
+    // a try that may wait for another in its tab begins nothing until its turn (one that began
+    // and finds its tab taken after all takes it back, `withdraw`), so a worker stopped
+    // meanwhile does not record it as one that may have run, nor does it hold a world.
     let early = async {
         match reviewed || waits {
             true => None,
