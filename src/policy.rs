@@ -197,6 +197,26 @@ impl Policy {
         }
     }
 
+    /// A session of `sender` was authorized at `now`: an allowed caller's `lastSeen` is
+    /// refreshed as a probe refreshes it, so "Last seen" also tells of a caller that opens its
+    /// sessions without probing first (a reconnect). Returns whether anything changed.
+    pub fn note_session(&mut self, sender: &ExtensionId, now: f64) -> bool {
+        self.endpoint_enabled && self.seen_allowed(sender, now) == Some(true)
+    }
+
+    /// `lastSeen` of `sender` refreshed if it is allowed (at most once per
+    /// [`LAST_SEEN_GRANULARITY_MS`]): whether it changed; `None` when it is not allowed.
+    fn seen_allowed(&mut self, sender: &ExtensionId, now: f64) -> Option<bool> {
+        let c = self.allowlist.iter_mut().find(|c| &c.id == sender)?;
+        Some(match c.last_seen {
+            Some(t) if now - t < LAST_SEEN_GRANULARITY_MS && now >= t => false,
+            _ => {
+                c.last_seen = Some(now);
+                true
+            }
+        })
+    }
+
     /// A probe from `sender` was seen at `now`. Records a pending approval for an unknown caller
     /// (once: repeated probes refresh it, never duplicate it) and refreshes `lastSeen` of a known
     /// one. Returns whether anything changed, so the caller writes storage only then.
@@ -204,14 +224,8 @@ impl Policy {
         if !self.endpoint_enabled {
             return false;
         }
-        if let Some(c) = self.allowlist.iter_mut().find(|c| &c.id == sender) {
-            return match c.last_seen {
-                Some(t) if now - t < LAST_SEEN_GRANULARITY_MS && now >= t => false,
-                _ => {
-                    c.last_seen = Some(now);
-                    true
-                }
-            };
+        if let Some(changed) = self.seen_allowed(sender, now) {
+            return changed;
         }
         if self.is_denied(sender) {
             return false;
@@ -541,6 +555,22 @@ mod tests {
         assert!(p.note_probe(&id('a'), "Host", 1.0));
         assert!(!p.note_probe(&id('a'), "Host", 2.0));
         assert!(p.note_probe(&id('a'), "Host", 1.0 + LAST_SEEN_GRANULARITY_MS));
+    }
+
+    /// A session refreshes an allowed caller's `lastSeen` as a probe does, and records nothing
+    /// for anyone else: no pending request (only a probe asks), nothing when the endpoint is off.
+    #[test]
+    fn a_session_refreshes_an_allowed_callers_last_seen_only() {
+        let mut p = Policy::default();
+        p.approve(&id('a'), Some("Host"), 0.0).unwrap();
+        assert!(p.note_session(&id('a'), 1.0));
+        assert_eq!(p.allowlist[0].last_seen, Some(1.0));
+        assert!(!p.note_session(&id('a'), 2.0));
+        assert!(p.note_session(&id('a'), 1.0 + LAST_SEEN_GRANULARITY_MS));
+        assert!(!p.note_session(&id('b'), 5.0));
+        assert!(p.pending.is_empty());
+        p.set_switch(Switch::Endpoint, false);
+        assert!(!p.note_session(&id('a'), 10.0 * LAST_SEEN_GRANULARITY_MS));
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn on_connect_external(port: Port) {
                         Buffered::Reply(r) => post(id, &r),
                     }
                 }
+                provider().note_session(&caller).await;
             }
             Authorized::Refuse {
                 replies,

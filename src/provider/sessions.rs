@@ -18,6 +18,15 @@ impl<E: Env> Provider<E> {
         s
     }
 
+    /// A session of `caller` was authorized: its `lastSeen` (`Policy::note_session`), stored
+    /// at most once a minute. Not storing it changes nothing for the session.
+    pub async fn note_session(&self, caller: &ExtensionId) {
+        let now = self.env.now_ms();
+        let _ = self
+            .update_policy(|p| ((), p.note_session(caller, now)))
+            .await;
+    }
+
     /// Forgets a port (closed by either side): its pending reviews are cancelled and its
     /// "allow for this session" ends. Returns whether it was open.
     pub fn close_session(&self, id: u64) -> bool {

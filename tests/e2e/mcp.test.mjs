@@ -41,9 +41,6 @@ const HINTS = {
   try_script: [false, true, false, true],
 };
 
-
-/** Calls get() until pred(value) holds or the timeout passes; returns the last value either way. */
-
 const userscript = (name) => [
   "// ==UserScript==",
   `// @name        ${name}`,
@@ -343,6 +340,21 @@ describe("mcp: approved caller", () => {
       } finally {
         await m.ok(s, "delete_script", { uuid, revision });
       }
+    } finally {
+      await m.close(s);
+    }
+  });
+
+  test("1d. a session opened without a probe first (a reconnect) is seen: the caller's Last seen is recorded", T, async () => {
+    // Added afresh: never seen since.
+    await h.internal("policy.remove", { id: HOST_ID });
+    await h.internal("policy.add", { id: HOST_ID, name: "Lumo Test Host" });
+    const seen = async () => (await h.internal("state.get")).policy.allowlist.find((e) => e.id === HOST_ID)?.lastSeen;
+    assert.equal(await seen(), null, "seen before any session");
+    const s = await m.connect();
+    try {
+      assert.equal((await m.info(s)).connected, true);
+      assert.equal(typeof await until(seen, (t) => t !== null, 5000), "number", "the session's caller not recorded as seen");
     } finally {
       await m.close(s);
     }
