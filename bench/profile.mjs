@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { DIST_DIR, HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mjs";
 import { launch } from "./lib/browser.mjs";
 import { BASELINE_ID as B, OUT_DIR, prepareExtensions } from "./lib/extensions.mjs";
-import { approveHostAndAllowScripts, providerPage, seedCopies, template } from "./lib/provider.mjs";
+import { approveHostAndAllowScripts, providerPage, storeScripts } from "./lib/provider.mjs";
 import { table } from "./lib/stats.mjs";
 import { userscript } from "./lib/userscript.mjs";
 import { namedWasm, partOf } from "./lib/wasm.mjs";
@@ -161,18 +161,7 @@ try {
   // The stored scripts every scenario runs with: 10 written through write_script, the rest
   // copies of the first (as `make bench` seeds them), read by a restarted worker.
   const tool = (name, args) => host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name, arguments: args } });
-  const first = (await tool("write_script", { source: userscript(0) })).result.structuredContent.script;
-  for (let i = 1; i < 10; i++) await tool("write_script", { source: userscript(i) });
-  if (STORED > 10) {
-    const index = await page.eval(() => chrome.storage.local.get("scripts/index").then((r) => r["scripts/index"].uuids));
-    await seedCopies(page, await template(page, first.uuid), index, STORED);
-    await browser.stopWorker(P);
-    await host.eval((id) => bench.probe(id), P);
-    await browser.waitRunning(P);
-    await host.eval((id) => { bench.timeoutMs = 600_000; return bench.open(id); }, P);
-    await tool("list_scripts", {}); // the restarted worker reads every record once, here
-    await host.eval(() => { bench.timeoutMs = 10_000; });
-  }
+  const first = await storeScripts(browser, host, page, STORED);
 
   const probes = (id, n) => host.eval((id, n) => bench.probes([id], n), id, n);
   const rounds = (c, n) => host.eval((c, n) => bench.rounds(c, n), c, n);

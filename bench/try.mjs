@@ -23,6 +23,7 @@ import { createServer } from "node:http";
 import { DIST_DIR, HOST_ID, PROVIDER_ID, launch } from "../tests/e2e/lib/harness.mjs";
 import { timedCopy } from "./lib/extensions.mjs";
 import { ms } from "./lib/stats.mjs";
+import { timeline } from "./lib/timeline.mjs";
 
 // try_script is a write: 30 per minute per caller, so one browser gives at most ~25 samples
 // (one fewer when the stored script is written first).
@@ -36,25 +37,6 @@ const SOURCE = [
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const p90 = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length * 0.9)]; };
-
-/** The worker's browser calls during one tools/call (from the message in to the reply out). */
-function timeline(marks, rpcId) {
-  const got = marks.ports.find((p) => p.dir === "in" && p.id === rpcId && p.method === "tools/call");
-  const out = marks.ports.find((p) => p.dir === "out" && p.id === rpcId);
-  if (!got || !out) return null;
-  const calls = marks.calls.filter((c) => c.start >= got.t && c.start <= out.t).sort((a, b) => a.start - b.start);
-  let at = got.t; // the end of the latest call so far: a gap is time with no browser call pending
-  let gaps = 0;
-  const steps = calls.map((c) => {
-    const end = c.end ?? out.t;
-    const gap = Math.max(0, c.start - at);
-    gaps += gap;
-    at = Math.max(at, end);
-    return { api: c.api, gap, dur: end - c.start, entries: c.entries, bytes: c.bytes };
-  });
-  const tail = Math.max(0, out.t - at);
-  return { span: out.t - got.t, steps, tail, wasm: gaps + tail };
-}
 
 const server = createServer((req, res) => { res.writeHead(200, { "content-type": "text/html" }); res.end("<!doctype html><title>Bench</title><p>a</p><p>b</p>"); });
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
@@ -220,5 +202,5 @@ function printProfile(lines) {
     console.log(`  +${ms(median(same.map((l) => l.steps[k].gap)))}  ${s.api.padEnd(24)} ${ms(median(same.map((l) => l.steps[k].dur)))}`);
   });
   console.log(`  +${ms(median(same.map((l) => l.tail)))}  reply`);
-  console.log(`  time with no browser call pending (wasm/JS): ${ms(median(same.map((l) => l.wasm)))}`);
+  console.log(`  time with no browser call pending (wasm/JS): ${ms(median(same.map((l) => l.own)))}`);
 }

@@ -13,8 +13,9 @@ import { DIST_DIR, HOST_ID, PROVIDER_ID as P } from "../tests/e2e/lib/harness.mj
 import { readFileSync } from "node:fs";
 import { launch } from "./lib/browser.mjs";
 import { prepareExtensions, timedCopy } from "./lib/extensions.mjs";
-import { approveHostAndAllowScripts, providerPage, seedCopies, template } from "./lib/provider.mjs";
+import { approveHostAndAllowScripts, providerPage, storeScripts } from "./lib/provider.mjs";
 import { ms } from "./lib/stats.mjs";
+import { timeline } from "./lib/timeline.mjs";
 import { userscript } from "./lib/userscript.mjs";
 
 // At most 28 (30 writes a minute per caller; the window is emptied once, before them and an
@@ -24,30 +25,6 @@ const STORED = Math.max(10, Number(process.env.WT_STORED ?? 10));
 const GAP_MS = Number(process.env.WT_GAP_MS ?? 0);
 const INPAGE = readFileSync(new URL("./lib/inpage.js", import.meta.url), "utf8");
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
-
-/** The worker's browser calls during the tools/call `rpcId` (message in → reply out). */
-function timeline(marks, rpcId) {
-  const got = marks.ports.find((p) => p.dir === "in" && p.id === rpcId && p.method === "tools/call");
-  const out = marks.ports.find((p) => p.dir === "out" && p.id === rpcId);
-  if (!got || !out) return null;
-  // A userScripts method wrapped by both timed files is recorded twice: once is enough.
-  const seen = new Set();
-  const calls = marks.calls
-    .filter((c) => c.start >= got.t && c.start <= out.t)
-    .filter((c) => { const k = `${c.api}@${c.start}`; return !seen.has(k) && seen.add(k); })
-    .sort((a, b) => a.start - b.start);
-  let at = got.t; // the end of the latest call so far: a gap is time with no browser call pending
-  let gaps = 0;
-  const steps = calls.map((c) => {
-    const end = c.end ?? out.t;
-    const gap = Math.max(0, c.start - at);
-    gaps += gap;
-    at = Math.max(at, end);
-    return { api: c.api, gap, start: c.start - got.t, dur: end - c.start };
-  });
-  const tail = Math.max(0, out.t - at);
-  return { span: out.t - got.t, steps, tail, own: gaps + tail };
-}
 
 const ext = await prepareExtensions();
 const browser = await launch([timedCopy(DIST_DIR, "provider-timed-write", ["timed-try.js"]), ext.host]);
@@ -59,19 +36,7 @@ try {
   await approveHostAndAllowScripts(browser);
   const page = await providerPage(browser); // empties the rate window
   await host.eval((id) => bench.open(id), P);
-  const tool = (name, args) => host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name, arguments: args } });
-  let script = (await tool("write_script", { source: userscript(0) })).result.structuredContent.script;
-  for (let i = 1; i < 10; i++) await tool("write_script", { source: userscript(i) });
-  if (STORED > 10) {
-    const index = await page.eval(() => chrome.storage.local.get("scripts/index").then((r) => r["scripts/index"].uuids));
-    await seedCopies(page, await template(page, script.uuid), index, STORED);
-    await browser.stopWorker(P);
-    await host.eval((id) => bench.probe(id), P);
-    await browser.waitRunning(P);
-    await host.eval((id) => { bench.timeoutMs = 600_000; return bench.open(id); }, P);
-    await tool("list_scripts", {}); // the restarted worker reads every record once, here
-    await host.eval(() => { bench.timeoutMs = 10_000; });
-  }
+  let script = await storeScripts(browser, host, page, STORED);
   const marks = () => browser.withWorker(P, (_, evaluate) => evaluate(() => {
     const m = globalThis.__benchMarks;
     return { calls: m.calls.splice(0), ports: m.ports.splice(0) };

@@ -59,3 +59,26 @@ export async function seedCopies(page, { record, registration }, uuids, n) {
     await chrome.userScripts.register(regs);
   }, items, registrations);
 }
+
+/**
+ * The stored scripts profile.mjs and write-timeline.mjs run with: 10 written through
+ * write_script from the `host` page (lib/inpage.js's `bench`), the rest up to `stored` copies of
+ * the first (as `make bench` seeds them, from the provider `page`), read once by a restarted
+ * worker. Returns the first script as write_script answered it.
+ */
+export async function storeScripts(browser, host, page, stored) {
+  const tool = (name, args) => host.eval((c) => bench.call(c), { id: P, method: "tools/call", params: { name, arguments: args } });
+  const first = (await tool("write_script", { source: userscript(0) })).result.structuredContent.script;
+  for (let i = 1; i < 10; i++) await tool("write_script", { source: userscript(i) });
+  if (stored > 10) {
+    const index = await page.eval(() => chrome.storage.local.get("scripts/index").then((r) => r["scripts/index"].uuids));
+    await seedCopies(page, await template(page, first.uuid), index, stored);
+    await browser.stopWorker(P);
+    await host.eval((id) => bench.probe(id), P);
+    await browser.waitRunning(P);
+    await host.eval((id) => { bench.timeoutMs = 600_000; return bench.open(id); }, P);
+    await tool("list_scripts", {}); // the restarted worker reads every record once, here
+    await host.eval(() => { bench.timeoutMs = 10_000; });
+  }
+  return first;
+}
