@@ -14,9 +14,9 @@
 
 use crate::ids::ExtensionId;
 use crate::mcp::jsonrpc::{self, Inbound};
-use crate::policy::Access;
+use crate::policy::{Access, LAST_SEEN_GRANULARITY_MS};
 use serde_json::Value;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 pub const MCP_PORT_NAME: &str = "lumo:mcp";
 /// Bounds on what a caller can make us hold before it is authorized.
@@ -132,6 +132,8 @@ pub struct Session {
     pub caller: ExtensionId,
     pub opened_at: f64,
     state: RefCell<State>,
+    /// When this session last had its caller's `lastSeen` refreshed (`seen_due`).
+    seen_at: Cell<Option<f64>>,
 }
 
 impl Session {
@@ -145,7 +147,24 @@ impl Session {
                 buffer: Vec::new(),
                 bytes: 0,
             }),
+            seen_at: Cell::new(None),
         }
+    }
+
+    /// Whether the caller's `lastSeen` is due for a refresh at `now`: at its first message
+    /// after authorization, then at most once per [`LAST_SEEN_GRANULARITY_MS`] (a clock that
+    /// went back counts as due). Saying yes records `now`, so a session calling many tools a
+    /// minute asks the policy once, and one open for hours still shows as seen.
+    #[must_use]
+    pub fn seen_due(&self, now: f64) -> bool {
+        let due = self
+            .seen_at
+            .get()
+            .is_none_or(|t| now - t >= LAST_SEEN_GRANULARITY_MS || now < t);
+        if due {
+            self.seen_at.set(Some(now));
+        }
+        due
     }
 
     /// One message arrived as JSON text (`None`: it had no JSON form).
@@ -287,6 +306,20 @@ mod tests {
 
     fn text(v: Value) -> String {
         v.to_string()
+    }
+
+    #[test]
+    fn a_session_is_due_to_be_seen_at_first_then_once_a_minute() {
+        let s = session();
+        assert!(s.seen_due(1_000.0));
+        assert!(!s.seen_due(1_000.0));
+        assert!(!s.seen_due(1_000.0 + LAST_SEEN_GRANULARITY_MS - 1.0));
+        assert!(s.seen_due(1_000.0 + LAST_SEEN_GRANULARITY_MS));
+        // A clock set back does not silence it for the gap.
+        assert!(s.seen_due(10.0));
+        assert!(!s.seen_due(20.0));
+        // Each session counts for itself.
+        assert!(session().seen_due(20.0));
     }
 
     #[test]

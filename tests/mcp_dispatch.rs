@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use futures::executor::block_on;
+use lumo_userscripts::env::memory::MemoryEnv;
 use lumo_userscripts::mcp::server::{Outcome, SUPPORTED_VERSIONS};
+use lumo_userscripts::provider::Provider;
 use lumo_userscripts::session::{Phase, Step};
 use serde_json::{json, Value};
 
@@ -585,4 +587,29 @@ fn batches_run_at_2025_03_26_and_are_refused_elsewhere() {
         json!([{"jsonrpc": "2.0", "id": "b1", "method": "ping"}]),
     ));
     assert_eq!(code(&r), -32600, "{r}");
+}
+
+/// "Last seen" on the options page: a host that keeps one session open for hours, calling tools,
+/// was shown as last seen when it connected. The shell refreshes it at authorization and after
+/// each message (`after_mcp_message`), at most once a minute per session.
+#[test]
+fn a_session_open_for_hours_keeps_its_caller_seen() {
+    let p = provider();
+    let s = ready(&p);
+    let seen = |p: &Provider<MemoryEnv>| block_on(p.policy()).allowlist[0].last_seen;
+    let opened = p.env.now.get();
+    block_on(p.note_session(&s));
+    assert_eq!(seen(&p), Some(opened));
+    for minute in 1..=90 {
+        p.env.advance(60_000.0);
+        let r = call(&p, &s, "status", json!({}));
+        assert_eq!(r["isError"], json!(false), "{r}");
+        block_on(p.after_mcp_message(&s));
+        assert_eq!(seen(&p), Some(opened + f64::from(minute) * 60_000.0));
+    }
+    // Within the minute it stays.
+    p.env.advance(30_000.0);
+    call(&p, &s, "status", json!({}));
+    block_on(p.after_mcp_message(&s));
+    assert_eq!(seen(&p), Some(opened + 90.0 * 60_000.0));
 }

@@ -75,7 +75,7 @@ pub fn on_connect_external(port: Port) {
                         Buffered::Reply(r) => post(id, &r),
                     }
                 }
-                provider().note_session(&caller).await;
+                provider().note_session(&session).await;
             }
             Authorized::Refuse {
                 replies,
@@ -135,7 +135,7 @@ fn dispatch(id: u64, msg: Value) {
                 }
             }
         }
-        p.after_mcp_message().await;
+        p.after_mcp_message(&session).await;
     });
 }
 

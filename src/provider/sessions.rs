@@ -18,12 +18,17 @@ impl<E: Env> Provider<E> {
         s
     }
 
-    /// A session of `caller` was authorized: its `lastSeen` (`Policy::note_session`), stored
-    /// at most once a minute. Not storing it changes nothing for the session.
-    pub async fn note_session(&self, caller: &ExtensionId) {
+    /// A session was authorized, or answered a message: its caller's `lastSeen`
+    /// (`Policy::note_session`), refreshed when the session says it is due (`Session::seen_due`:
+    /// at most once a minute per session, so a session open for hours keeps its caller seen
+    /// without each call reading the policy). Not storing it changes nothing for the session.
+    pub async fn note_session(&self, session: &Session) {
         let now = self.env.now_ms();
+        if !session.seen_due(now) {
+            return;
+        }
         let _ = self
-            .update_policy(|p| ((), p.note_session(caller, now)))
+            .update_policy(|p| ((), p.note_session(&session.caller, now)))
             .await;
     }
 

@@ -12,6 +12,7 @@ use super::{keys, Provider};
 use crate::env::{Area, Env, EnvError};
 use crate::policy::Policy;
 use crate::scripts::store::{self, Change, ScriptError, Snapshot};
+use crate::session::Session;
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
@@ -213,11 +214,13 @@ impl<E: Env> Provider<E> {
         Ok(s)
     }
 
-    /// After each MCP message: the registrations brought in line if they may have drifted, and
-    /// the snapshot read if nothing has read it since the worker started. A session's first
-    /// `list_scripts` or write usually comes seconds after it opens; this way it does not wait
-    /// for every record (at 1,000 stored, ~50 ms of Chrome's `get` and ~30 ms of decoding).
-    pub async fn after_mcp_message(&self) {
+    /// After each MCP message: the caller's `lastSeen` if due (`note_session`), the
+    /// registrations brought in line if they may have drifted, and the snapshot read if nothing
+    /// has read it since the worker started. A session's first `list_scripts` or write usually
+    /// comes seconds after it opens; this way it does not wait for every record (at 1,000
+    /// stored, ~50 ms of Chrome's `get` and ~30 ms of decoding).
+    pub async fn after_mcp_message(&self, session: &Session) {
+        self.note_session(session).await;
         self.ensure_registry().await;
         let _ = self.scripts().await;
     }
