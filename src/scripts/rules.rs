@@ -109,9 +109,53 @@ pub fn glob_superset(glob: &str) -> String {
 }
 
 /// A glob as an anchored RegExp source with Chrome's glob meaning (`*` any run, `?` at most one
-/// character, `\` escapes), `.tld` expanded when present.
+/// character, `\` escapes), `.tld` expanded when present. Used for the excludes the guard holds:
+/// reading one wider excludes more, the safe side.
 pub fn glob_regex(glob: &str, tld: &str) -> String {
+    glob_regex_in(glob, tld, None)
+}
+
+/// An `@include` glob's RegExp source, read as Tampermonkey reads one that names a scheme
+/// (`scheme://host/…`): a wildcard in the scheme does not cross `:`, and one in the host (up
+/// to the first `/` after `://`) does not cross `/`. Read as a plain glob, `*://bank.test/*` also
+/// hits `https://evil.test/?u=http://bank.test/` and `https://evil.test/#://bank.test/` — any
+/// page can put that text in its own address — so a site's script with its GM functions and
+/// values would run on whatever page asks for it. A glob whose text before `://` is not a
+/// scheme (`*/go?to=https://*`) is read plainly.
+pub fn include_glob_regex(glob: &str) -> String {
+    let sections = glob.find("://").and_then(|scheme_end| {
+        let scheme = glob.get(..scheme_end)?;
+        let schemey = |c: char| c.is_ascii_alphanumeric() || "+-.*?".contains(c);
+        if !scheme.chars().all(schemey) {
+            return None;
+        }
+        let host_start = scheme_end + 3;
+        let host_end = glob
+            .get(host_start..)
+            .and_then(|rest| rest.find('/'))
+            .map(|i| host_start + i);
+        Some(Sections {
+            scheme_end,
+            host: host_end.map(|end| host_start..end),
+        })
+    });
+    glob_regex_in(glob, TLD_REGEX, sections.as_ref())
+}
+
+/// Where a scheme-naming include glob's scheme ends and its host lies (byte offsets).
+struct Sections {
+    scheme_end: usize,
+    host: Option<std::ops::Range<usize>>,
+}
+
+fn glob_regex_in(glob: &str, tld: &str, sections: Option<&Sections>) -> String {
     let tlds = tld_positions(glob);
+    // What a wildcard at `at` may not cross.
+    let fence = |at: usize| match sections {
+        Some(s) if at < s.scheme_end => Some(':'),
+        Some(s) if s.host.as_ref().is_some_and(|h| h.contains(&at)) => Some('/'),
+        _ => None,
+    };
     let mut out = String::from("^");
     let mut chars = glob.char_indices();
     while let Some((at, c)) = chars.next() {
@@ -121,15 +165,17 @@ pub fn glob_regex(glob: &str, tld: &str) -> String {
             chars.nth(2);
             continue;
         }
-        match c {
-            '*' => out.push_str("[\\s\\S]*"),
-            '?' => out.push_str("[\\s\\S]?"),
-            '\\' => {
+        match (c, fence(at)) {
+            ('*', None) => out.push_str("[\\s\\S]*"),
+            ('?', None) => out.push_str("[\\s\\S]?"),
+            ('*', Some(f)) => out.push_str(&format!("[^{f}]*")),
+            ('?', Some(f)) => out.push_str(&format!("[^{f}]?")),
+            ('\\', _) => {
                 if let Some((_, n)) = chars.next() {
                     out.push_str(&regex_escape(&n.to_string()));
                 }
             }
-            c => out.push_str(&regex_escape(&c.to_string())),
+            (c, _) => out.push_str(&regex_escape(&c.to_string())),
         }
     }
     out.push('$');
@@ -184,7 +230,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
             push_unique(&mut r.matches, glob_superset(g));
             inc.push(GuardRule {
                 rule: format!("@include {g}"),
-                regex: glob_regex(g, TLD_REGEX),
+                regex: include_glob_regex(g),
             });
         }
     }
@@ -472,6 +518,54 @@ mod tests {
         }
     }
 
+    /// A site's `@include *://site/*` runs on that site only, not on a page that puts the
+    /// site's address in its own query or fragment (Tampermonkey's reading).
+    #[test]
+    fn include_globs_naming_a_scheme_keep_to_their_scheme_and_host() {
+        let bank = "// @include *://bank.test/*\n// @include http*://bank2.test/a*\n";
+        for (url, expected) in [
+            ("http://bank.test/", true),
+            ("https://bank.test/x?y#z", true),
+            ("https://bank2.test/ab", true),
+            ("http://bank2.test/a", true),
+            ("http://evil.test/?next=http://bank.test/x", false),
+            ("https://evil.test/#://bank.test/", false),
+            ("http://evil.test/?u=https://bank2.test/a", false),
+            ("https://bank.test.evil.test/", false),
+            ("https://evil.test/bank.test/", false),
+            ("https://bank2.test/b?a", false),
+        ] {
+            assert_eq!(runs(bank, url), expected, "{url}");
+        }
+        // A wildcard in the host stays in the host.
+        let sub = "// @include https://*.bank.test/*\n";
+        assert!(runs(sub, "https://www.bank.test/"));
+        assert!(runs(sub, "https://a.b.bank.test/x"));
+        assert!(!runs(sub, "https://evil.test/.bank.test/"));
+        assert!(!runs(sub, "https://evil.test/?x=https://www.bank.test/"));
+        assert!(runs("// @include *://*/*\n", "https://any.test/x"));
+        assert!(runs(
+            "// @include https://bank.test:*/*\n",
+            "https://bank.test:8443/"
+        ));
+        assert!(runs(
+            "// @include *://*.google.tld/*\n",
+            "https://www.google.co.uk/"
+        ));
+        assert!(!runs(
+            "// @include *://*.google.tld/*\n",
+            "https://evil.test/?https://www.google.com/"
+        ));
+        // Without a `/` after `://`, or with no scheme before it, the glob is read plainly.
+        assert!(runs("// @include http://*\n", "http://a.test/x/y"));
+        assert!(runs("// @include *\n", "https://a.test/"));
+        let redirect = "// @include */go?to=https://*\n";
+        assert!(runs(redirect, "https://a.test/go?to=https://b.test/"));
+        // Excludes are read plainly: wider is the safe side.
+        let ex = "// @match *://*/*\n// @exclude *://*.tld/*\n";
+        assert!(!runs(ex, "https://evil.test/?https://a.com/"));
+    }
+
     #[test]
     fn generated_sources_always_parse() {
         let weird = [
@@ -496,6 +590,17 @@ mod tests {
                 assert!(
                     crate::web::platform().regex_compile_check(&re, "").is_ok(),
                     "{g} → {re}"
+                );
+            }
+            for inc in [
+                g.to_owned(),
+                format!("*{g}://{g}/{g}"),
+                format!("{g}://{g}"),
+            ] {
+                let re = include_glob_regex(&inc);
+                assert!(
+                    crate::web::platform().regex_compile_check(&re, "").is_ok(),
+                    "{inc} → {re}"
                 );
             }
             for p in [

@@ -83,7 +83,10 @@ describe("matching: what Chrome runs is what match_url says", () => {
       regex: ["@include /^http:\\/\\/re\\.test:\\d+\\/yes/", "@exclude /\\/yes\\/but-not/"],
       tld: ["@match http://*.shop.tld/*"],
       norm: ["@match http://norm.test/b*"],
-      every: ["@match *", "@exclude-match http://*.x.test/*", "@exclude /re\\.test/", "@exclude http://*shop.*", "@exclude http://inc.test:*", "@exclude http://m.test:*", "@exclude http://g.test:*"],
+      // A site's @include naming a scheme: not on a page that carries the site's address in
+      // its own query or fragment (read as a plain glob, it ran there).
+      bank: ["@include *://bank.test:*/*"],
+      every: ["@match *", "@exclude-match http://*.x.test/*", "@exclude /re\\.test/", "@exclude http://*shop.*", "@exclude http://inc.test:*", "@exclude http://m.test:*", "@exclude http://g.test:*", "@exclude http://bank.test:*"],
     };
     const uuids = {};
     for (const [tag, lines] of Object.entries(scripts)) uuids[tag] = (await write(tag, lines)).uuid;
@@ -105,6 +108,9 @@ describe("matching: what Chrome runs is what match_url says", () => {
       [`http://shop.evil.com:${P}/`, []],
       [`http://NORM.test:${P}/x/../b`, ["every", "norm"]],
       [`http://norm.test:${P}/a`, ["every"]],
+      [`http://bank.test:${P}/account`, ["bank"]],
+      [`http://evil.test:${P}/?next=http://bank.test:${P}/x`, ["every"]],
+      [`http://evil.test:${P}/#://bank.test:${P}/`, ["every"]],
     ];
     const mismatches = [];
     for (const [url, want] of table) {
