@@ -530,6 +530,118 @@ fn audit_digest_is_of_the_arguments_and_source_never_stored_elsewhere() {
     }
 }
 
+/// An agent deleting page by page, or a script written by someone else between two pages:
+/// following nextCursor still lists every other script once. With an offset for a cursor,
+/// deleting the first page made the next skip as many, and a script moved to the front showed
+/// one twice.
+#[test]
+fn list_pages_skip_nothing_when_scripts_change_between_them() {
+    let p = provider();
+    let s = ready(&p);
+    for i in 0..12 {
+        create(&p, &s, &format!("Pg {i}"));
+        // Some share a time: ties are ordered too.
+        if i % 3 == 0 {
+            p.env.advance(1.0);
+        }
+    }
+    let page = |cursor: &Value| {
+        let mut args = json!({"query": "Pg ", "limit": 5});
+        if let Some(c) = cursor.as_str() {
+            args["cursor"] = json!(c);
+        }
+        let r = call(&p, &s, "list_scripts", args);
+        assert_eq!(r["isError"], json!(false), "{r}");
+        r["structuredContent"].clone()
+    };
+    // Delete each page's scripts before asking for the next.
+    let mut deleted = 0;
+    let mut cursor = Value::Null;
+    loop {
+        let r = page(&cursor);
+        for sc in r["scripts"].as_array().unwrap() {
+            let d = call(&p, &s, "delete_script", json!({"uuid": sc["uuid"]}));
+            assert_eq!(d["isError"], json!(false), "{d}");
+            deleted += 1;
+        }
+        cursor = r["nextCursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    assert_eq!(deleted, 12);
+
+    // Another writer between pages: a script not yet listed moves to the front (it is not
+    // given again, nor is any other skipped or repeated). A new rate window first.
+    p.env.advance(61_000.0);
+    let mut names = Vec::new();
+    for i in 0..12 {
+        names.push(
+            create(&p, &s, &format!("Pg {i}"))["uuid"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        p.env.advance(1.0);
+    }
+    let first = page(&Value::Null);
+    let mut seen: Vec<String> = Vec::new();
+    let collect = |r: &Value, seen: &mut Vec<String>| {
+        for sc in r["scripts"].as_array().unwrap() {
+            seen.push(sc["uuid"].as_str().unwrap().to_owned());
+        }
+    };
+    collect(&first, &mut seen);
+    // The newest first: "Pg 11" … "Pg 7" were listed; "Pg 2" is changed now.
+    let changed = names[2].clone();
+    p.env.advance(1.0);
+    let r = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": changed, "enabled": false}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let mut cursor = first["nextCursor"].clone();
+    while !cursor.is_null() {
+        let r = page(&cursor);
+        collect(&r, &mut seen);
+        cursor = r["nextCursor"].clone();
+    }
+    let mut want: Vec<String> = names.iter().filter(|u| **u != changed).cloned().collect();
+    want.sort();
+    let mut got = seen.clone();
+    got.sort();
+    assert_eq!(got, want, "listed: {seen:?}");
+}
+
+/// A cursor this server never gave is refused, not read as the start.
+#[test]
+fn a_list_cursor_it_never_gave_is_refused() {
+    let p = provider();
+    let s = ready(&p);
+    for bad in [
+        "5",
+        "",
+        "x~y",
+        "0000000000000000~not-a-uuid",
+        "00000000000000~00000000-0000-4000-8000-000000000000",
+    ] {
+        let r = send(
+            &p,
+            &s,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "list_scripts", "arguments": {"cursor": bad}}}),
+        );
+        let v = reply(r);
+        let text = v.to_string();
+        assert!(
+            text.contains("cursor must be a nextCursor value"),
+            "{bad}: {text}"
+        );
+    }
+}
+
 #[test]
 fn list_pages_filters_and_counts() {
     let p = provider();

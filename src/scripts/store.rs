@@ -289,6 +289,23 @@ fn identity_of(r: &ScriptRecord) -> Identity {
     names::identity(r.metadata.namespace.as_deref(), &r.metadata.name)
 }
 
+/// `by_recency`'s order: the later `updatedAt` first, then by uuid.
+pub fn recency_cmp(a: &ScriptRecord, b: &ScriptRecord) -> std::cmp::Ordering {
+    b.updated_at
+        .total_cmp(&a.updated_at)
+        .then_with(|| a.uuid.cmp(&b.uuid))
+}
+
+/// Whether `r` comes after the record that was at (`updated_at`, `uuid`) in `by_recency`'s
+/// order, whether or not that record is still there.
+pub fn recency_after(r: &ScriptRecord, updated_at: f64, uuid: &str) -> bool {
+    match updated_at.total_cmp(&r.updated_at) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal => r.uuid.as_str() > uuid,
+    }
+}
+
 impl Snapshot {
     /// After a successful create or update.
     pub fn apply(&mut self, change: &Change) {
@@ -332,11 +349,17 @@ impl Snapshot {
         self.problems.retain(|p| p.uuid != uuid);
     }
 
-    /// Every record, the most recently updated first (`updatedAt`; ties in stored order).
+    /// Every record, the most recently updated first (`updatedAt`; ties by uuid): a total order
+    /// of what each record holds, so `list_scripts`' cursor (the last record it gave) places
+    /// the next page whatever was written or deleted meanwhile (`recency_after`).
     pub fn by_recency(&self) -> impl Iterator<Item = &ScriptRecord> {
         let order = self.by_recency.get_or_init(|| {
-            let updated = |i: usize| self.records.get(i).map_or(0.0, |r| r.updated_at);
-            crate::sort::positions(self.records.len(), |a, b| updated(b).total_cmp(&updated(a)))
+            crate::sort::positions(self.records.len(), |a, b| {
+                match (self.records.get(a), self.records.get(b)) {
+                    (Some(x), Some(y)) => recency_cmp(x, y),
+                    _ => std::cmp::Ordering::Equal,
+                }
+            })
         });
         order.iter().filter_map(|&i| self.records.get(i))
     }

@@ -302,8 +302,8 @@ pub(super) fn parse_read(def: &ToolDef, args: &Value) -> Result<ReadArgs, ToolEr
                 ));
             }
             if a.cursor
-                .as_ref()
-                .is_some_and(|c| c.parse::<usize>().is_err())
+                .as_deref()
+                .is_some_and(|c| super::read::ListCursor::parse(c).is_none())
             {
                 return Err(invalid(
                     def.name,

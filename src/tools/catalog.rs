@@ -256,7 +256,7 @@ pub static TOOLS: &[ToolDef] = &[
         name: "list_scripts",
         title: "List userscripts",
         #[cfg(not(target_arch = "wasm32"))]
-        description: "Lists the stored userscripts (no source), most recently changed first, optionally filtered: by enabled state, by a URL (scripts whose rules match it, enabled or not: add enabled: true for the ones that run there), or by text in the name, namespace or description. Paged: pass nextCursor back as cursor for more. With deleted: true, lists the trash instead (deleted scripts kept 30 days; restore_script brings one back).",
+        description: "Lists the stored userscripts (no source), most recently changed first, optionally filtered: by enabled state, by a URL (scripts whose rules match it, enabled or not: add enabled: true for the ones that run there), or by text in the name, namespace or description. Paged: pass nextCursor back as cursor for the scripts after that page (deleting or changing scripts between pages skips none of the others; a script changed meanwhile moves to the front). With deleted: true, lists the trash instead (deleted scripts kept 30 days; restore_script brings one back).",
         class: Class::Read,
         destructive: false,
         idempotent: true,
@@ -266,7 +266,7 @@ pub static TOOLS: &[ToolDef] = &[
             "enabled": { "type": "boolean", "description": "Only enabled (true) or disabled (false) scripts." },
             "url": { "type": "string", "maxLength": MAX_URL_BYTES, "description": "Only scripts whose rules match this URL." },
             "query": { "type": "string", "maxLength": MAX_QUERY_CHARS, "description": "Case-insensitive text to find in name, namespace or description." },
-            "cursor": { "type": "string", "maxLength": 32, "description": "nextCursor from the previous page." },
+            "cursor": { "type": "string", "maxLength": 64, "description": "nextCursor from the previous page." },
             "limit": { "type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": "Page size (default 50)." },
             "deleted": { "type": "boolean", "description": "true: list the scripts in the trash (the other filters do not apply)." },
         }), &[]),

@@ -178,6 +178,41 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     Ok(success(text, out))
 }
 
+/// `list_scripts`' cursor: the last script of the page it ended, its `updatedAt` (the bits of
+/// the `f64`, 16 hex digits: 53 characters in all, whatever the time) and uuid, so the next page
+/// starts after it in `by_recency`'s order (`store::recency_after`).
+pub(super) struct ListCursor {
+    updated_at: f64,
+    uuid: String,
+}
+
+impl ListCursor {
+    pub(super) fn parse(text: &str) -> Option<Self> {
+        let (bits, uuid) = text.split_once('~')?;
+        let bits = u64::from_str_radix(bits, 16)
+            .ok()
+            .filter(|_| bits.len() == 16)?;
+        crate::scripts::record::is_uuid(uuid).then(|| ListCursor {
+            updated_at: f64::from_bits(bits),
+            uuid: uuid.to_owned(),
+        })
+    }
+
+    /// Where the page after this cursor's script starts in `records`, wherever that script is
+    /// now: an offset skipped scripts (and gave one twice) when a script was deleted or written
+    /// between two pages.
+    fn start_in(&self, records: &[&ScriptRecord]) -> usize {
+        records
+            .iter()
+            .position(|r| store::recency_after(r, self.updated_at, &self.uuid))
+            .unwrap_or(records.len())
+    }
+
+    fn of(r: &ScriptRecord) -> String {
+        format!("{:016x}~{}", r.updated_at.to_bits(), r.uuid)
+    }
+}
+
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
     if a.deleted == Some(true) {
         return super::history::list_trash(p).await;
@@ -205,11 +240,11 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
         .collect();
     let problems = &snap.problems;
     let total = records.len();
-    let offset: usize = a
+    let offset = a
         .cursor
         .as_deref()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+        .and_then(ListCursor::parse)
+        .map_or(0, |c| c.start_in(&records));
     // Checked against MAX_PAGE when parsed; the conversion cannot fail, but must not truncate.
     let limit = a.limit.map_or(catalog::DEFAULT_PAGE, |l| {
         usize::try_from(l).map_or(MAX_PAGE, |l| l.min(MAX_PAGE))
@@ -228,7 +263,13 @@ async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> 
             v
         })
         .collect();
-    let next = (offset.saturating_add(limit) < total).then(|| (offset + limit).to_string());
+    let end = offset.saturating_add(limit);
+    let next = match end < total {
+        true => records
+            .get(end.saturating_sub(1))
+            .map(|r| ListCursor::of(r)),
+        false => None,
+    };
     let mut text = if page.is_empty() {
         "No scripts match.".to_owned()
     } else {
