@@ -259,11 +259,13 @@ const XHR_CORE_JS: &str = concat!(
     "const q=new Response(d);return q.arrayBuffer().then(a=>{const u=new Uint8Array(a);let s='';",
     "for(let i=0;i<u.length;i+=32768)s+=String.fromCharCode.apply(null,u.subarray(i,i+32768));",
     "return{data:btoa(s),binary:true,type:q.headers.get('content-type')}})};",
+    // A `blob` answer is typed with the answer's Content-Type (the one `overrideMimeType`
+    // names, if any), as XMLHttpRequest types it: scripts test `blob.type` or make a data URL.
     // `responseType: 'document'` is asked of the worker as text and parsed here, by the answer's
     // Content-Type (HTML when it names no type DOMParser reads), as Violentmonkey and
     // Tampermonkey give it; `responseXML` is that document, or for a text answer the XML one
     // parsed when first read (null unless its type is XML, as XMLHttpRequest's).
-    "const XM=h=>{const m=/^content-type:[ \\t]*([^;\\r\\n]*)/im.exec(h||'');const c=m?m[1].trim().toLowerCase():'';",
+    "const XY=h=>{const m=/^content-type:[ \\t]*([^;\\r\\n]*)/im.exec(h||'');return m?m[1].trim().toLowerCase():''},XM=h=>{const c=XY(h);",
     "return/^(text\\/html|text\\/xml|application\\/xml|application\\/xhtml\\+xml|image\\/svg\\+xml)$/.test(c)?c:/[+\\/]xml$/.test(c)?'application/xml':''};",
     "const XD=(s,m)=>{try{return new DOMParser().parseFromString(s,m)}catch(e){return null}};",
     // A text answer in another charset than UTF-8 (the worker sends its bytes with the
@@ -311,7 +313,7 @@ const XHR_CORE_JS: &str = concat!(
     "cb(r&&r.timeout?'ontimeout':'onerror',e);cb('onloadend',e);return}",
     "const t=o.responseType;let resp=r.text,rt=r.text;",
     "if(r.base64!=null){const b=Uint8Array.from(atob(r.base64),c=>c.charCodeAt(0));",
-    "if(t==='blob'||t==='arraybuffer'){resp=t==='blob'?new Blob([b]):b.buffer;rt=undefined}else resp=rt=XT(b,oc||r.charset||'utf-8')}",
+    "if(t==='blob'||t==='arraybuffer'){resp=t==='blob'?new Blob([b],{type:XY(om?'content-type: '+om:r.responseHeaders)}):b.buffer;rt=undefined}else resp=rt=XT(b,oc||r.charset||'utf-8')}",
     "const mt=om?XM('content-type: '+om):XM(r.responseHeaders);",
     "if(t==='json'){try{resp=JSON.parse(rt)}catch(e){resp=null}}",
     "else if(t==='document')resp=XD(rt,mt||'text/html');",

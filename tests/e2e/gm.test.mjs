@@ -564,9 +564,12 @@ describe("gm: the GM functions a script is given", () => {
   test("GM_xmlhttpRequest reaches a declared host with body and headers; an undeclared one is refused and never sent", T, async () => {
     await write("xhr", ["@match http://xhrpage.test/*", "@grant GM_xmlhttpRequest", "@grant GM.xmlHttpRequest", "@connect api.test"],
       "const port = location.port, out = {};\n"
-      + "const done = () => { if (Object.keys(out).length === 4) document.documentElement.setAttribute('data-gm-xhr', JSON.stringify(out)); };\n"
+      + "const done = () => { if (Object.keys(out).length === 5) document.documentElement.setAttribute('data-gm-xhr', JSON.stringify(out)); };\n"
       + "GM_xmlhttpRequest({ url: `http://api.test:${port}/api/one`, headers: { 'X-Script': 'hi' }, responseType: 'json',\n"
       + "  onload: (r) => { out.ok = [r.status, r.response, /x-test: yes/i.test(r.responseHeaders), r.finalUrl]; done(); } });\n"
+      // A blob is typed as the answer's Content-Type says, as XMLHttpRequest's is.
+      + "GM_xmlhttpRequest({ url: `http://api.test:${port}/api/blob`, responseType: 'blob',\n"
+      + "  onload: async (r) => { out.blob = [r.response instanceof Blob, r.response.type, JSON.parse(await r.response.text()).path]; done(); } });\n"
       + "GM_xmlhttpRequest({ url: `http://undeclared.test:${port}/api/secret`,\n"
       + "  onload: () => { out.leak = 'loaded'; done(); }, onerror: (e) => { out.refused = e.error; done(); } });\n"
       + "GM.xmlHttpRequest({ method: 'POST', url: `http://sub.api.test:${port}/api/two`, data: 'x=1' })\n"
@@ -578,6 +581,7 @@ describe("gm: the GM functions a script is given", () => {
     const P = server.port;
     assert.deepEqual(out.ok, [200, { method: "GET", host: "api.test", path: "/api/one", h: "hi" }, true, `http://api.test:${P}/api/one`]);
     assert.equal(out.promise, "POST");
+    assert.deepEqual(out.blob, [true, "application/json", "/api/blob"]);
     assert.match(out.refused, /undeclared\.test is not in this script's @connect list.*not sent/);
     // The page's own host is not declared (no @connect self): refused too.
     assert.match(out.self, /xhrpage\.test is not in this script's @connect list/);
