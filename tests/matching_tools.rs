@@ -263,3 +263,27 @@ fn a_scripts_name_cannot_pose_as_the_verdict_in_the_text_an_agent_reads() {
         "{w}"
     );
 }
+
+/// With "Allow User Scripts" off Chrome runs nothing: match_url says so of every script whose
+/// rules match, instead of "runs" (status and write_script already said scripts cannot run).
+#[test]
+fn match_url_says_nothing_runs_while_user_scripts_are_off() {
+    let p = provider();
+    let s = ready(&p);
+    let w = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@match https://toggle.test/*"])}),
+    );
+    assert_eq!(w["isError"], json!(false), "{w}");
+    let url = json!({"url": "https://toggle.test/"});
+    assert_eq!(runs(&call(&p, &s, "match_url", url.clone())), [true]);
+    p.env.user_scripts.set(false);
+    let m = call(&p, &s, "match_url", url.clone());
+    assert_eq!(runs(&m), [false], "{m}");
+    let text = m["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("\"Allow User Scripts\" is off"), "{text}");
+    p.env.user_scripts.set(true);
+    assert_eq!(runs(&call(&p, &s, "match_url", url)), [true]);
+}

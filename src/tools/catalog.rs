@@ -478,7 +478,7 @@ pub static TOOLS: &[ToolDef] = &[
         name: "match_url",
         title: "Which scripts run on a URL",
         #[cfg(not(target_arch = "wasm32"))]
-        description: "Lists the scripts whose rules match a URL, and why (the @match or @include that matched, or the exclusion that stopped it), with whether each runs there. The URL is read as the browser reads it (normalizedUrl) and decided exactly as Chrome and the script's guard decide. When more than 10 run there, warning says that those past the tenth run in Chrome's shared world, without GM values, requests or run reports.",
+        description: "Lists the scripts whose rules match a URL, and why (the @match or @include that matched, or the exclusion that stopped it), with whether each runs there (none does while the user has \"Allow User Scripts\" off). The URL is read as the browser reads it (normalizedUrl) and decided exactly as Chrome and the script's guard decide. When more than 10 run there, warning says that those past the tenth run in Chrome's shared world, without GM values, requests or run reports.",
         class: Class::Read,
         destructive: false,
         idempotent: true,

@@ -96,18 +96,22 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     // Matched as the browser holds the URL (WHATWG normalization), as Chrome does.
     let normalized = crate::scripts::rules::normalize_url(&url);
     let refused = p.registration_errors().await;
+    // With "Allow User Scripts" off Chrome runs no script anywhere: not one is said to run.
+    let toggle_on = p.capability().ready;
     for r in records {
         let v = registry::verdict(&r.metadata, &url);
         if v == Verdict::NoMatch {
             continue;
         }
         let refusal = refused.get(&r.uuid).and_then(Value::as_str);
-        let runs = v.runs() && r.enabled && refusal.is_none();
+        let runs = v.runs() && r.enabled && refusal.is_none() && toggle_on;
         let mut reason = v.explain();
         if v.runs() && !r.enabled {
             reason.push_str(", but the script is disabled");
         } else if let (true, Some(m)) = (v.runs(), refusal) {
             reason.push_str(&format!(", but Chrome refused to register it: {m}"));
+        } else if v.runs() && !toggle_on {
+            reason.push_str(", but \"Allow User Scripts\" is off for Lumo Userscripts: no script runs until the user turns it on");
         } else if runs
             && url
                 .get(..5)
