@@ -8,7 +8,12 @@ use lumo_userscripts::env::Area;
 use serde_json::{json, Value};
 
 fn source(rules: &[&str]) -> String {
-    let mut s = String::from("// ==UserScript==\n// @name Rules\n");
+    let named = rules.iter().any(|r| r.starts_with("@name "));
+    let mut s = String::from(if named {
+        "// ==UserScript==\n"
+    } else {
+        "// ==UserScript==\n// @name Rules\n"
+    });
     for r in rules {
         s.push_str(&format!("// {r}\n"));
     }
@@ -286,4 +291,65 @@ fn match_url_says_nothing_runs_while_user_scripts_are_off() {
     assert!(text.contains("\"Allow User Scripts\" is off"), "{text}");
     p.env.user_scripts.set(true);
     assert_eq!(runs(&call(&p, &s, "match_url", url)), [true]);
+}
+
+/// A script Chrome refused for want of a world configuration (all 100 held) is registered once
+/// one goes back: here another script is disabled. Before, it stayed refused (and did not run)
+/// until it was itself written again.
+#[test]
+fn a_script_refused_for_want_of_a_world_runs_once_another_gives_one_back() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid_of = |w: &Value| {
+        w["structuredContent"]["script"]["uuid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let a = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@name A", "@match https://a.test/*"])}),
+    );
+    assert_eq!(a["structuredContent"]["registered"], json!(true), "{a}");
+    // The shell's step after each message: the registry is in line from here on.
+    let after = || futures::executor::block_on(p.after_mcp_message(&s));
+    after();
+    // The other configurations Chrome holds (other scripts' worlds): 100 with A's and the
+    // default world's.
+    let held = p.env.worlds.borrow().len() + usize::from(p.env.default_world.get().is_some());
+    for i in held..100 {
+        p.env.worlds.borrow_mut().insert(format!("held-{i}"), true);
+    }
+    let b = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@name B", "@match https://b.test/*"])}),
+    );
+    assert_eq!(b["structuredContent"]["registered"], json!(false), "{b}");
+    let b = uuid_of(&b);
+    after();
+    assert!(p.env.registrations.borrow().get(&b).is_none());
+    let off = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": uuid_of(&a), "enabled": false}),
+    );
+    assert_eq!(off["isError"], json!(false), "{off}");
+    after();
+    assert!(
+        p.env.registrations.borrow().get(&b).is_some(),
+        "B is registered"
+    );
+    let st = call(&p, &s, "status", json!({}));
+    assert_eq!(
+        st["structuredContent"]["registrationErrors"],
+        json!({}),
+        "{st}"
+    );
+    let m = call(&p, &s, "match_url", json!({"url": "https://b.test/"}));
+    assert_eq!(runs(&m), [true], "{m}");
 }

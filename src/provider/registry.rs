@@ -4,7 +4,8 @@
 //! ```text
 //!  Unknown (worker start) ──session flag says synced──► Synced
 //!     └──────────── otherwise ──────────────────────► Stale ──reconcile ok──► Synced
-//!  Synced ──a registration failed / API seen coming back / extension installed──► Stale
+//!  Synced ──a registration failed / API seen coming back / extension installed /
+//!          a script unregistered while Chrome refuses another (a world went back)──► Stale
 //!  Stale ──reconcile starts──► Reconciling ──done, nothing marked it stale meanwhile──► Synced
 //!                                   └──── API lost part-way, or marked stale meanwhile ──► Stale
 //! ```
@@ -103,10 +104,14 @@ impl<E: Env> Provider<E> {
         let whole = desired.is_none() || key.is_some();
         match sync::sync_one_keyed(&self.env, uuid, desired, key.as_ref(), held).await {
             Ok(registered) => {
-                if !whole {
+                self.set_registration_errors(&[], &[uuid.to_owned()]).await;
+                // Registered without its prelude; or unregistered while Chrome refuses others:
+                // its world configuration went back to Chrome's 100, so a script refused for
+                // want of one can have it now. The reconcile after this interaction registers
+                // them (before, one stayed refused until it was itself written again).
+                if !whole || (!registered && !self.registration_errors().await.is_empty()) {
                     self.mark_registry_stale().await;
                 }
-                self.set_registration_errors(&[], &[uuid.to_owned()]).await;
                 if registered {
                     SyncOutcome::Registered
                 } else {
@@ -138,18 +143,23 @@ impl<E: Env> Provider<E> {
         } else {
             None
         };
-        let (mut refused, mut ok, mut stale) = (Vec::new(), Vec::new(), false);
+        let (mut refused, mut ok, mut stale, mut withdrawn) =
+            (Vec::new(), Vec::new(), false, false);
         for (uuid, r) in sync::sync_many_keyed(&self.env, items, key.as_ref()).await {
             match r {
-                Ok(_) => ok.push(uuid),
+                Ok(registered) => {
+                    withdrawn |= !registered;
+                    ok.push(uuid);
+                }
                 Err(SyncError::Unavailable(_)) => stale = true,
                 Err(SyncError::Refused(m)) => refused.push((uuid, m)),
             }
         }
-        if stale {
+        self.set_registration_errors(&refused, &ok).await;
+        // As for one script: a script withdrawn while others stay refused gave a world back.
+        if stale || (withdrawn && !self.registration_errors().await.is_empty()) {
             self.mark_registry_stale().await;
         }
-        self.set_registration_errors(&refused, &ok).await;
     }
 
     /// Chrome's refusals by script uuid, as recorded (empty when none or unreadable).

@@ -351,6 +351,27 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.equal(await worldCount(), before + 1);
     const t = await save("w102");
     assert.deepEqual(await ranOn(`http://w101.test:${P}/`), ["w101", "w102"]);
+
+    // All 100 held again: a script saved now is refused. The user turns another script off,
+    // which gives its configuration back: the refused one is registered after that interaction,
+    // with no write of its own (before, it stayed refused until it was itself written again).
+    const fill = await h.context.newPage();
+    try {
+      await fill.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+      await fill.evaluate(async () => {
+        const held = (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length;
+        for (let i = held; i < 99; i++) await chrome.userScripts.configureWorld({ worldId: `again-${i}`, messaging: true });
+      });
+    } finally { await fill.close(); }
+    const later = await h.internal("scripts.save", { source: script("w-later", ["@match http://w101.test/*"]) });
+    assert.equal(later?.result?.registered, false, JSON.stringify(later).slice(0, 400));
+    assert.equal((await h.internal("scripts.setEnabled", { uuid: t.uuid, enabled: false })).ok, true);
+    let ran = [];
+    for (const deadline = Date.now() + 10_000; !ran.includes("w-later") && Date.now() < deadline; await sleep(200)) ran = await ranOn(`http://w101.test:${P}/`);
+    assert.deepEqual(ran, ["w-later", "w101"]);
+    const listed = (await h.internal("scripts.list")).scripts.find((x) => x.uuid === later.result.script.uuid);
+    assert.equal(listed?.registrationError ?? null, null, JSON.stringify(listed));
+    await h.internal("scripts.delete", { uuid: later.result.script.uuid });
     for (const u of [t.uuid, s.uuid]) await h.internal("scripts.delete", { uuid: u });
   });
 
