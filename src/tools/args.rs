@@ -26,6 +26,41 @@ pub(super) struct ListArgs {
     pub(super) deleted: Option<bool>,
 }
 
+/// `list_scripts`' cursor: the last script of the page it ended, its `updatedAt` (the bits of
+/// the `f64`, 16 hex digits: 53 characters in all, whatever the time) and uuid, so the next page
+/// starts after it in `by_recency`'s order (`store::recency_after`).
+pub(super) struct ListCursor {
+    updated_at: f64,
+    uuid: String,
+}
+
+impl ListCursor {
+    pub(super) fn parse(text: &str) -> Option<Self> {
+        let (bits, uuid) = text.split_once('~')?;
+        let bits = u64::from_str_radix(bits, 16)
+            .ok()
+            .filter(|_| bits.len() == 16)?;
+        crate::scripts::record::is_uuid(uuid).then(|| ListCursor {
+            updated_at: f64::from_bits(bits),
+            uuid: uuid.to_owned(),
+        })
+    }
+
+    /// Where the page after this cursor's script starts in `records`, wherever that script is
+    /// now: an offset skipped scripts (and gave one twice) when a script was deleted or written
+    /// between two pages.
+    pub(super) fn start_in(&self, records: &[&crate::scripts::record::ScriptRecord]) -> usize {
+        records
+            .iter()
+            .position(|r| crate::scripts::store::recency_after(r, self.updated_at, &self.uuid))
+            .unwrap_or(records.len())
+    }
+
+    pub(super) fn of(r: &crate::scripts::record::ScriptRecord) -> String {
+        format!("{:016x}~{}", r.updated_at.to_bits(), r.uuid)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UuidArgs {
@@ -303,7 +338,7 @@ pub(super) fn parse_read(def: &ToolDef, args: &Value) -> Result<ReadArgs, ToolEr
             }
             if a.cursor
                 .as_deref()
-                .is_some_and(|c| super::read::ListCursor::parse(c).is_none())
+                .is_some_and(|c| ListCursor::parse(c).is_none())
             {
                 return Err(invalid(
                     def.name,

@@ -2,7 +2,7 @@
 //! validate_script, match_url. Reads never
 //! prompt, are never rate-limited and are not audited.
 
-use super::args::{ListArgs, ReadArgs};
+use super::args::{ListArgs, ListCursor, ReadArgs};
 use super::catalog::{self, MAX_PAGE, MAX_SOURCE_BYTES};
 use super::result::{diagnostics_text, success, ErrorCode, ToolError};
 use crate::env::Env;
@@ -180,41 +180,6 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     };
     let out = Value::Object(out);
     Ok(success(text, out))
-}
-
-/// `list_scripts`' cursor: the last script of the page it ended, its `updatedAt` (the bits of
-/// the `f64`, 16 hex digits: 53 characters in all, whatever the time) and uuid, so the next page
-/// starts after it in `by_recency`'s order (`store::recency_after`).
-pub(super) struct ListCursor {
-    updated_at: f64,
-    uuid: String,
-}
-
-impl ListCursor {
-    pub(super) fn parse(text: &str) -> Option<Self> {
-        let (bits, uuid) = text.split_once('~')?;
-        let bits = u64::from_str_radix(bits, 16)
-            .ok()
-            .filter(|_| bits.len() == 16)?;
-        crate::scripts::record::is_uuid(uuid).then(|| ListCursor {
-            updated_at: f64::from_bits(bits),
-            uuid: uuid.to_owned(),
-        })
-    }
-
-    /// Where the page after this cursor's script starts in `records`, wherever that script is
-    /// now: an offset skipped scripts (and gave one twice) when a script was deleted or written
-    /// between two pages.
-    fn start_in(&self, records: &[&ScriptRecord]) -> usize {
-        records
-            .iter()
-            .position(|r| store::recency_after(r, self.updated_at, &self.uuid))
-            .unwrap_or(records.len())
-    }
-
-    fn of(r: &ScriptRecord) -> String {
-        format!("{:016x}~{}", r.updated_at.to_bits(), r.uuid)
-    }
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
