@@ -241,7 +241,8 @@ fn refusals_say_why() {
     assert_eq!(error_code(&r), Some("PAYLOAD_TOO_LARGE"), "{r}");
     let said = r["structuredContent"]["message"].as_str().unwrap();
     assert!(said.starts_with("the script ran in tab 7"), "{said}");
-    // A stored script at a revision that is not kept.
+    // A stored script at a revision other than its current one: refused, without saying the
+    // history lost it (list_revisions and get_script give it).
     *p.env.execute_answer.borrow_mut() = None;
     let w = call(
         &p,
@@ -260,7 +261,7 @@ fn refusals_say_why() {
     assert!(r["structuredContent"]["message"]
         .as_str()
         .unwrap()
-        .contains("current revision (1)"));
+        .contains("only a script's current revision can be tried, and this one's is 1"));
     // Nothing was stored by any try: one script, the one written.
     assert_eq!(
         call(&p, &s, "status", json!({}))["structuredContent"]["scriptCount"],

@@ -525,7 +525,7 @@ pub static TOOLS: &[ToolDef] = &[
         input_schema: || object(json!({
             "source": source_schema(),
             "uuid": uuid_schema(),
-            "revision": revision_schema("With uuid: the revision to try; only the current revision is kept, so another one is NOT_FOUND."),
+            "revision": revision_schema("With uuid: the revision expected to be tried; only the current revision can be tried, so another one is NOT_FOUND (try an earlier revision as source: get_script gives it)."),
             "tabId": { "type": "integer", "description": "The tab to run in." },
             "url": { "type": "string", "minLength": 1, "maxLength": MAX_URL_BYTES, "description": "Run in the most recently used open tab whose URL equals this, or matches it as a match pattern (https://example.com/*)." },
             "allFrames": { "type": "boolean", "description": "Run in every frame of the tab, not only the top one (default false)." },

@@ -327,7 +327,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
                     return Err(ToolError::new(
                         ErrorCode::NotFound,
                         format!(
-                            "revision {rev} of this script is not kept: only its current revision ({}) can be tried",
+                            "only a script's current revision can be tried, and this one's is {}: an earlier one is read with get_script {{uuid, revision}} and made current with restore_script, or tried as source",
                             r.revision
                         ),
                     ));
