@@ -258,10 +258,13 @@ pub fn check_scheme(scheme: &str, host: &str) -> Result<(), String> {
 }
 
 /// The hashes a URL fragment names. A fragment that names no hash (`#top`) pins nothing; one
-/// that names an algorithm this provider cannot check (`md5=`) is refused rather than skipped,
-/// since its author asked for the check.
+/// that names only algorithms this provider cannot check (`md5=`) is refused rather than
+/// skipped, since its author asked for the check; beside one it can check
+/// (`#md5=…,sha256=…`, as Tampermonkey's documentation writes it) such a hash is left out and
+/// the others are checked.
 pub fn pins(fragment: &str) -> Result<Vec<Pin>, String> {
     let mut out = Vec::new();
+    let mut unchecked = None;
     for part in fragment
         .split([',', ';', ' '])
         .map(str::trim)
@@ -279,9 +282,8 @@ pub fn pins(fragment: &str) -> Result<Vec<Pin>, String> {
             "sha384" => Alg::Sha384,
             "sha512" => Alg::Sha512,
             "md5" | "sha1" | "sha-1" | "sha-256" | "sha-384" | "sha-512" => {
-                return Err(format!(
-                    "the URL names a {alg} hash; only sha256, sha384 and sha512 (#sha256=<hex> or #sha256-<base64>) are checked"
-                ))
+                unchecked.get_or_insert_with(|| alg.to_owned());
+                continue;
             }
             _ => continue,
         };
@@ -289,7 +291,12 @@ pub fn pins(fragment: &str) -> Result<Vec<Pin>, String> {
             .ok_or_else(|| format!("the {} in the URL is not a valid hash", alg.name()))?;
         out.push(Pin { alg, digest });
     }
-    Ok(out)
+    match (unchecked, out.is_empty()) {
+        (Some(alg), true) => Err(format!(
+            "the URL names a {alg} hash; only sha256, sha384 and sha512 (#sha256=<hex> or #sha256-<base64>) are checked"
+        )),
+        _ => Ok(out),
+    }
 }
 
 fn decode_digest(v: &str, len: usize) -> Option<Vec<u8>> {
@@ -568,6 +575,19 @@ mod tests {
             one("https://a.example/l.js#md5=0123456789abcdef0123456789abcdef"),
             Err(AssetError::BadHash { .. })
         ));
+        // Beside a hash it can check, one it cannot is left out, and the other checked.
+        for sep in [",", ";"] {
+            let url = format!(
+                "https://a.example/l.js#md5=0123456789abcdef0123456789abcdef{sep}sha256={hex}"
+            );
+            let w = one(&url).unwrap();
+            assert!(verify(platform(), &w, &resp(200, body, &w.fetch_url)).is_ok());
+            let e = verify(platform(), &w, &resp(200, b"window.lib = 2;", &w.fetch_url));
+            assert!(
+                matches!(e, Err(AssetError::Mismatch { alg: "sha256", .. })),
+                "{e:?}"
+            );
+        }
         assert!(matches!(
             one("https://a.example/l.js#sha256=nothex"),
             Err(AssetError::BadHash { .. })
