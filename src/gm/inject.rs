@@ -388,28 +388,53 @@ fn info(uuid: &str, meta: &Metadata, source: &str) -> String {
         .iter()
         .map(|(name, url)| json!({ "name": name, "url": url }))
         .collect();
+    let mut script = json!({
+        "name": meta.name,
+        "namespace": meta.namespace.clone().unwrap_or_default(),
+        "version": meta.version.clone().unwrap_or_default(),
+        "description": meta.description.clone().unwrap_or_default(),
+        "matches": meta.matches,
+        "excludeMatches": meta.exclude_matches,
+        "includes": meta.include_globs,
+        "excludes": meta.exclude_globs,
+        "runAt": run_at,
+        "run-at": run_at,
+        "noframes": meta.no_frames,
+        "grant": meta.grants,
+        "connects": meta.connects,
+        "require": meta.requires,
+        "resources": resources,
+    });
+    // The header's links, under the names Violentmonkey and Tampermonkey give them (for
+    // "report a bug" links, about boxes), each from the first of its spellings the header has.
+    let first = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| meta.other.iter().find(|(key, _)| key == k))
+            .map(|(_, v)| Value::String(v.clone()))
+    };
+    if let Some(o) = script.as_object_mut() {
+        let homepage = first(&["homepageURL", "homepage", "website", "source"]);
+        for (name, value) in [
+            ("author", first(&["author"])),
+            ("icon", first(&["icon", "iconURL", "defaulticon"])),
+            ("homepage", homepage.clone()),
+            ("homepageURL", homepage),
+            ("supportURL", first(&["supportURL"])),
+            ("updateURL", first(&["updateURL"])),
+            ("downloadURL", first(&["downloadURL"])),
+        ] {
+            if let Some(v) = value {
+                o.insert(name.to_owned(), v);
+            }
+        }
+    }
     json!({
         "uuid": uuid,
         "scriptHandler": HANDLER,
         "version": env!("CARGO_PKG_VERSION"),
         "injectInto": "content",
         "scriptMetaStr": meta_block(source),
-        "script": {
-            "name": meta.name,
-            "namespace": meta.namespace.clone().unwrap_or_default(),
-            "version": meta.version.clone().unwrap_or_default(),
-            "description": meta.description.clone().unwrap_or_default(),
-            "matches": meta.matches,
-            "excludeMatches": meta.exclude_matches,
-            "includes": meta.include_globs,
-            "excludes": meta.exclude_globs,
-            "runAt": run_at,
-            "noframes": meta.no_frames,
-            "grant": meta.grants,
-            "connects": meta.connects,
-            "require": meta.requires,
-            "resources": resources,
-        },
+        "script": script,
     })
     .to_string()
 }
@@ -602,6 +627,46 @@ mod tests {
             .as_str()
             .unwrap()
             .ends_with("// ==/UserScript=="));
+    }
+
+    /// The header's links, as Violentmonkey's and Tampermonkey's `GM_info.script` give them;
+    /// absent when the header has none.
+    #[test]
+    fn info_carries_the_headers_links() {
+        let info_of = |s: &str| -> Value {
+            let p = prelude("u", &meta_of(s), s);
+            let start = p.find("const I=").unwrap() + "const I=".len();
+            let end = p.find(";I.platform=").unwrap();
+            serde_json::from_str(&p[start..end]).unwrap()
+        };
+        let s = src(&["GM_info"]).replace(
+            "// ==/UserScript==",
+            "// @author Ann\n// @website https://w.example/\n// @homepageURL https://h.example/\n\
+             // @iconURL https://i.example/i.png\n// @supportURL https://s.example/issues\n\
+             // @updateURL https://u.example/p.meta.js\n// @downloadURL https://u.example/p.user.js\n\
+             // @run-at document-start\n// ==/UserScript==",
+        );
+        let v = info_of(&s)["script"].clone();
+        assert_eq!(v["author"], "Ann");
+        assert_eq!(v["homepage"], "https://h.example/");
+        assert_eq!(v["homepageURL"], "https://h.example/");
+        assert_eq!(v["icon"], "https://i.example/i.png");
+        assert_eq!(v["supportURL"], "https://s.example/issues");
+        assert_eq!(v["updateURL"], "https://u.example/p.meta.js");
+        assert_eq!(v["downloadURL"], "https://u.example/p.user.js");
+        assert_eq!(v["runAt"], "document-start");
+        assert_eq!(v["run-at"], "document-start");
+        let bare = info_of(&src(&["GM_info"]))["script"].clone();
+        for k in [
+            "author",
+            "homepage",
+            "icon",
+            "supportURL",
+            "updateURL",
+            "downloadURL",
+        ] {
+            assert!(bare.get(k).is_none(), "{k}: {bare}");
+        }
     }
 
     #[test]
