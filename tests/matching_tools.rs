@@ -182,6 +182,49 @@ fn match_url_warns_when_more_than_ten_scripts_run_on_a_url() {
     assert!(m["structuredContent"].get("warning").is_none(), "{m}");
 }
 
+/// A script whose rules Chrome cannot hold is injected where its broader registration hits and
+/// stopped there by its guard, after it took one of the page's 10 worlds: match_url counts it
+/// (and names it) in the warning. Before, 8 running scripts and 4 stopped ones gave no warning,
+/// and 2 of the 8 ran without their channel. A scheme-naming glob's registration no longer
+/// reaches other sites at all.
+#[test]
+fn match_url_counts_the_worlds_of_scripts_their_guard_stops() {
+    let p = provider();
+    let s = ready(&p);
+    let mut write = |name: &str, rule: &str| {
+        let w = call(
+            &p,
+            &s,
+            "write_script",
+            json!({"source": source(&[&format!("@name {name}"), rule])}),
+        );
+        assert_eq!(w["isError"], json!(false), "{w}");
+    };
+    for i in 0..8 {
+        write(&format!("Many {i}"), "@match http://many.test/*");
+    }
+    for i in 0..4 {
+        write(
+            &format!("Guarded {i}"),
+            &format!(r"@include /^https?:\/\/g{i}\.test\//"),
+        );
+    }
+    // Registered for s.test only: not injected on many.test.
+    write("Site glob", "@include *://s.test/*");
+    let m = call(&p, &s, "match_url", json!({"url": "http://many.test/"}));
+    assert_eq!(runs(&m), [true; 8], "{m}");
+    let warning = m["structuredContent"]["warning"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        warning.starts_with("8 scripts run on this page (4 more are injected here and stopped")
+            && warning.contains("\"Guarded 3\"")
+            && !warning.contains("Site glob")
+            && warning.contains("the other 2 run in Chrome's shared world"),
+        "{warning}"
+    );
+}
+
 /// Chrome injects no extension script into the Web Store, whatever the rules: match_url must
 /// not say a script runs there (try_script already refuses the page).
 #[test]

@@ -150,9 +150,14 @@ fn run_at_str(meta: &Metadata) -> String {
 
 /// Does a script with this metadata run on `url`, exactly as Chrome plus the guard decide?
 pub fn verdict(meta: &Metadata, url: &str) -> Verdict {
+    decide(meta, url).0
+}
+
+/// [`verdict`], and whether Chrome injects the script into a page at `url` (`rules::decide`).
+pub fn decide(meta: &Metadata, url: &str) -> (Verdict, bool) {
     match rules::compile(meta) {
-        Some(r) => rules::verdict(&r, url),
-        None => Verdict::NoMatch,
+        Some(r) => rules::decide(&r, url),
+        None => (Verdict::NoMatch, false),
     }
 }
 

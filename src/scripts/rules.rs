@@ -77,8 +77,11 @@ fn broaden_tld_pattern(pattern: &str) -> Option<String> {
 }
 
 /// A match pattern that matches every URL the `@include` glob can match: `scheme://host/*` when
-/// the glob names an http(s) scheme and a literal host (or `*.` and a literal), `file:///*` for
-/// a file glob, else `*://*/*`. Include globs are never registered as Chrome's `includeGlobs`:
+/// the glob names an http(s) scheme — or a wildcard one (`*`, `http*`), read as `*`, which is
+/// http and https to Chrome: as [`include_glob_regex`] reads it, it does not reach past the
+/// scheme — and a literal host (or `*.` and a literal), `file:///*` for a file glob, else
+/// `*://*/*`. A script is injected only where this hits, so a tighter one keeps it off the
+/// other pages, where its guard would stop it after it took one of the page's 10 worlds. Include globs are never registered as Chrome's `includeGlobs`:
 /// in Chromium 156 a script injected only through a glob (its `matches` missing the page) that
 /// messages the extension crashes the renderer of a page with any iframe (measured with a bare
 /// registration, no prelude; the same script is fine when a `matches` pattern also hits the
@@ -92,7 +95,13 @@ pub fn glob_superset(glob: &str) -> String {
     if scheme == "file" {
         return "file:///*".to_owned();
     }
-    if scheme != "http" && scheme != "https" || glob_has_tld(glob) {
+    let wild = |c: char| c == '*' || c == '?';
+    let scheme = match scheme {
+        "http" | "https" => scheme,
+        s if s.contains(wild) && s.chars().all(|c| c.is_ascii_alphanumeric() || wild(c)) => "*",
+        _ => return ANY.to_owned(),
+    };
+    if glob_has_tld(glob) {
         return ANY.to_owned();
     }
     let host_end = rest.find(['/', ':']).unwrap_or(rest.len());
@@ -368,15 +377,22 @@ fn regex_hit<'a>(rules: &'a [GuardRule], url: &str) -> Option<&'a GuardRule> {
 /// Does the registration these rules produce run on `url`? Decided as Chrome does (matches OR
 /// include globs, minus excludes) on the normalized URL, then as the guard does.
 pub fn verdict(rules: &Rules, url: &str) -> Verdict {
+    decide(rules, url).0
+}
+
+/// [`verdict`], and whether Chrome injects the registration into a page at `url` whatever its
+/// guard then decides: a script its guard stops there still took one of the page's user-script
+/// worlds (`registry::WORLDS_PER_DOCUMENT`).
+pub fn decide(rules: &Rules, url: &str) -> (Verdict, bool) {
     let Ok(parsed) = crate::web::platform().parse_url(url) else {
-        return Verdict::NoMatch;
+        return (Verdict::NoMatch, false);
     };
     let url = parsed.href.as_str();
     if !injectable(url) {
-        return Verdict::NoMatch;
+        return (Verdict::NoMatch, false);
     }
     if is_web_store(&parsed.host, &parsed.path_query) {
-        return Verdict::Protected;
+        return (Verdict::Protected, false);
     }
     let pattern_hit = |list: &[String]| {
         list.iter()
@@ -395,34 +411,31 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
                 .map(|g| format!("@include {g}"))
         });
     let Some(chrome_hit) = chrome_hit else {
-        return Verdict::NoMatch;
+        return (Verdict::NoMatch, false);
     };
     if let Some(p) = pattern_hit(&rules.exclude_matches) {
-        return Verdict::Excluded {
-            by: format!("@exclude-match {p}"),
-        };
+        let by = format!("@exclude-match {p}");
+        return (Verdict::Excluded { by }, false);
     }
     if let Some(g) = rules.exclude_globs.iter().find(|g| glob_matches(g, url)) {
-        return Verdict::Excluded {
-            by: format!("@exclude {g}"),
-        };
+        let by = format!("@exclude {g}");
+        return (Verdict::Excluded { by }, false);
     }
     let Some(guard) = &rules.guard else {
-        return Verdict::Runs {
-            because: chrome_hit,
-        };
+        let because = chrome_hit;
+        return (Verdict::Runs { because }, true);
     };
     let because = match &guard.include {
         None => chrome_hit,
         Some(inc) => match regex_hit(inc, url) {
             Some(r) => r.rule.clone(),
-            None => return Verdict::NoMatch,
+            None => return (Verdict::NoMatch, true),
         },
     };
     if let Some(r) = regex_hit(&guard.exclude, url) {
-        return Verdict::Excluded { by: r.rule.clone() };
+        return (Verdict::Excluded { by: r.rule.clone() }, true);
     }
-    Verdict::Runs { because }
+    (Verdict::Runs { because }, true)
 }
 
 #[cfg(test)]
@@ -645,8 +658,12 @@ mod tests {
             ("http://example.org:*/*", "http://example.org/*"),
             ("https://*.Example.org/a*", "https://*.example.org/*"),
             ("https://a.test", "https://a.test/*"),
-            ("http*://a.test/*", "*://*/*"),
-            ("*://a.test/*", "*://*/*"),
+            ("http*://a.test/*", "*://a.test/*"),
+            ("*://a.test/*", "*://a.test/*"),
+            ("*://*.a.test:*/x*", "*://*.a.test/*"),
+            ("ht?p://a.test/*", "*://a.test/*"),
+            ("ftp://a.test/*", "*://*/*"),
+            ("*/x://a.test/*", "*://*/*"),
             ("https://a.test*", "*://*/*"),
             ("https://a?.test/", "*://*/*"),
             ("https://u@a.test/", "*://*/*"),

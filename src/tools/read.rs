@@ -98,13 +98,19 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     let refused = p.registration_errors().await;
     // With "Allow User Scripts" off Chrome runs no script anywhere: not one is said to run.
     let toggle_on = p.capability().ready;
+    // Scripts Chrome injects here only for their guard to stop them: each takes a world.
+    let mut stopped = Vec::new();
     for r in records {
-        let v = registry::verdict(&r.metadata, &url);
+        let (v, injected) = registry::decide(&r.metadata, &url);
+        let refusal = refused.get(&r.uuid).and_then(Value::as_str);
+        let registered = r.enabled && refusal.is_none() && toggle_on;
+        if injected && registered && !v.runs() {
+            stopped.push(r.metadata.name.as_str());
+        }
         if v == Verdict::NoMatch {
             continue;
         }
-        let refusal = refused.get(&r.uuid).and_then(Value::as_str);
-        let runs = v.runs() && r.enabled && refusal.is_none() && toggle_on;
+        let runs = v.runs() && registered;
         let mut reason = v.explain();
         if v.runs() && !r.enabled {
             reason.push_str(", but the script is disabled");
@@ -131,15 +137,31 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     // Chrome gives a document at most so many user-script worlds; the scripts past them run in
     // its shared world, with no channel (`scripts::prelude`).
     let running = rows.iter().filter(|r| r["runs"] == json!(true)).count();
-    let warning = (running > registry::WORLDS_PER_DOCUMENT).then(|| {
+    let injected = running + stopped.len();
+    let warning = (injected > registry::WORLDS_PER_DOCUMENT).then(|| {
+        let guarded = match stopped.len() {
+            0 => String::new(),
+            n => format!(
+                " ({n} more are injected here and stopped by their own @include/@exclude rules, \
+                 checked in the page, after taking a world: {})",
+                crate::text::ellipsize(
+                    &stopped
+                        .iter()
+                        .map(|n| crate::text::quoted(n))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    300
+                )
+            ),
+        };
         format!(
-            "{running} scripts run on this page; Chrome gives a page at most {max} user-script \
-             worlds. The first {max} injected (by @run-at, then Chrome's order) keep their own \
-             world; the other {rest} run in Chrome's shared world, where they share globals and \
-             have no channel to the provider: no GM values, requests, menu commands, tabs or \
-             notifications (those functions say so), and no run report.",
+            "{running} scripts run on this page{guarded}; Chrome gives a page at most {max} \
+             user-script worlds. The first {max} injected (by @run-at, then Chrome's order) keep \
+             their own world; the other {rest} run in Chrome's shared world, where they share \
+             globals and have no channel to the provider: no GM values, requests, menu \
+             commands, tabs or notifications (those functions say so), and no run report.",
             max = registry::WORLDS_PER_DOCUMENT,
-            rest = running - registry::WORLDS_PER_DOCUMENT,
+            rest = injected - registry::WORLDS_PER_DOCUMENT,
         )
     });
     let shown = if normalized == url {

@@ -126,6 +126,9 @@ describe("matching: what Chrome runs is what match_url says", () => {
     // The include-only script is not registered for every page.
     const inc = (await registrations()).find((r) => r.id === uuids.inconly);
     assert.ok(!inc.matches.some((m) => m === "*://*/*" || m === "<all_urls>"), JSON.stringify(inc.matches));
+    // Nor is one whose glob has a wildcard scheme: it is injected on its own site only, not on
+    // every page for its guard to stop it there after it took one of the page's 10 worlds.
+    assert.deepEqual((await registrations()).find((r) => r.id === uuids.bank).matches, ["*://bank.test/*"]);
     for (const uuid of Object.values(uuids)) await ok("delete_script", { uuid });
   });
 
