@@ -191,7 +191,7 @@ fn match_url_warns_when_more_than_ten_scripts_run_on_a_url() {
 fn match_url_counts_the_worlds_of_scripts_their_guard_stops() {
     let p = provider();
     let s = ready(&p);
-    let mut write = |name: &str, rule: &str| {
+    let write = |name: &str, rule: &str| {
         let w = call(
             &p,
             &s,

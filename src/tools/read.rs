@@ -137,33 +137,7 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     // Chrome gives a document at most so many user-script worlds; the scripts past them run in
     // its shared world, with no channel (`scripts::prelude`).
     let running = rows.iter().filter(|r| r["runs"] == json!(true)).count();
-    let injected = running + stopped.len();
-    let warning = (injected > registry::WORLDS_PER_DOCUMENT).then(|| {
-        let guarded = match stopped.len() {
-            0 => String::new(),
-            n => format!(
-                " ({n} more are injected here and stopped by their own @include/@exclude rules, \
-                 checked in the page, after taking a world: {})",
-                crate::text::ellipsize(
-                    &stopped
-                        .iter()
-                        .map(|n| crate::text::quoted(n))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    300
-                )
-            ),
-        };
-        format!(
-            "{running} scripts run on this page{guarded}; Chrome gives a page at most {max} \
-             user-script worlds. The first {max} injected (by @run-at, then Chrome's order) keep \
-             their own world; the other {rest} run in Chrome's shared world, where they share \
-             globals and have no channel to the provider: no GM values, requests, menu \
-             commands, tabs or notifications (those functions say so), and no run report.",
-            max = registry::WORLDS_PER_DOCUMENT,
-            rest = injected - registry::WORLDS_PER_DOCUMENT,
-        )
-    });
+    let warning = worlds_warning(running, &stopped);
     let shown = if normalized == url {
         url.clone()
     } else {
@@ -202,6 +176,38 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
     };
     let out = Value::Object(out);
     Ok(success(text, out))
+}
+
+/// `match_url`'s warning when more scripts are injected on the page than Chrome gives it worlds:
+/// `running` that run there, and `stopped`, the names of those injected for their guard to stop.
+fn worlds_warning(running: usize, stopped: &[&str]) -> Option<String> {
+    let injected = running + stopped.len();
+    (injected > registry::WORLDS_PER_DOCUMENT).then(|| {
+        let guarded = match stopped.len() {
+            0 => String::new(),
+            n => format!(
+                " ({n} more are injected here and stopped by their own @include/@exclude rules, \
+                 checked in the page, after taking a world: {})",
+                crate::text::ellipsize(
+                    &stopped
+                        .iter()
+                        .map(|n| crate::text::quoted(n))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    300
+                )
+            ),
+        };
+        format!(
+            "{running} scripts run on this page{guarded}; Chrome gives a page at most {max} \
+             user-script worlds. The first {max} injected (by @run-at, then Chrome's order) keep \
+             their own world; the other {rest} run in Chrome's shared world, where they share \
+             globals and have no channel to the provider: no GM values, requests, menu \
+             commands, tabs or notifications (those functions say so), and no run report.",
+            max = registry::WORLDS_PER_DOCUMENT,
+            rest = injected - registry::WORLDS_PER_DOCUMENT,
+        )
+    })
 }
 
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
