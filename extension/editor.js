@@ -70,11 +70,13 @@ async function save() {
   const r = await askRaw('scripts.save', args);
   if (r.ok) {
     const s = r.result.script;
+    // The same text saved again stores no revision.
+    const same = editor.uuid === s.uuid && editor.revision === s.revision;
     editor.uuid = s.uuid;
     editor.revision = s.revision;
     $('editor-title').textContent = `Edit ${s.name} (revision ${s.revision})`;
     renderDiagnostics(r.result.diagnostics ?? []);
-    say(status(), `Saved ${s.name} (revision ${s.revision}).`);
+    say(status(), same ? `Nothing to save: ${s.name} is already this text (revision ${s.revision}).` : `Saved ${s.name} (revision ${s.revision}).`);
     changed();
   } else {
     if (r.details?.diagnostics) renderDiagnostics(r.details.diagnostics);

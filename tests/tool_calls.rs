@@ -530,6 +530,70 @@ fn audit_digest_is_of_the_arguments_and_source_never_stored_elsewhere() {
     }
 }
 
+/// A write that would change nothing (a retry whose first answer was lost, a patch replacing a
+/// text with itself) stores nothing: no revision that copies the one before, pushing the user's
+/// versions out of the 20 the history keeps.
+#[test]
+fn a_write_of_the_same_source_stores_no_revision() {
+    let p = provider();
+    let s = ready(&p);
+    let a = create(&p, &s, "Same");
+    let uuid = a["uuid"].clone();
+    let src = script("Same", "");
+    let again = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": src}),
+    );
+    assert_eq!(again["isError"], json!(false), "{again}");
+    assert_eq!(
+        again["structuredContent"]["script"]["revision"],
+        json!(1),
+        "{again}"
+    );
+    let text = again["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("Nothing to change in \"Same\""), "{text}");
+    let patched = call(
+        &p,
+        &s,
+        "patch_script",
+        json!({"uuid": uuid, "revision": 1, "edits": [{"search": "@name Same", "replace": "@name Same"}]}),
+    );
+    assert_eq!(
+        patched["structuredContent"]["script"]["revision"],
+        json!(1),
+        "{patched}"
+    );
+    let revs = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
+    assert_eq!(revs["isError"], json!(false), "{revs}");
+    // Only the current one.
+    assert_eq!(
+        revs["structuredContent"]["revisions"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "{revs}"
+    );
+    // The same source turning the script off is a change.
+    let off = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": src, "enabled": false}),
+    );
+    assert_eq!(
+        off["structuredContent"]["script"]["revision"],
+        json!(2),
+        "{off}"
+    );
+    assert_eq!(
+        off["structuredContent"]["script"]["enabled"],
+        json!(false),
+        "{off}"
+    );
+}
+
 /// An agent deleting page by page, or a script written by someone else between two pages:
 /// following nextCursor still lists every other script once. With an offset for a cursor,
 /// deleting the first page made the next skip as many, and a script moved to the front showed

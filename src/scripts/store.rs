@@ -721,6 +721,20 @@ pub async fn replace<E: Storage + Clock + Http>(
     let got = got.map_err(storage_err)?;
     let (current, old_source) = decode_with_source(&got, uuid)?;
     check_revision(&current, Some(expected))?;
+    // The same source, on or off as it is: nothing is stored, as for `set_enabled`. A write
+    // retried after its answer was lost made a revision a copy of the one before, and the
+    // history keeps 20: retries pushed the user's real versions out.
+    if old_source == source && enabled.is_none_or(|e| e == current.enabled) {
+        return Ok(Change {
+            record: current,
+            source: old_source,
+            created: false,
+            unchanged: true,
+            from_trash: false,
+            diagnostics,
+            stale_history: Vec::new(),
+        });
+    }
     check_identity(snap, &meta, Some(uuid))?;
     // Only URLs the current version does not hold are fetched; the rest keep their bytes.
     let Prepared { assets, items } = asset_store::prepare(env, &meta, &current.assets).await?;
