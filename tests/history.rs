@@ -225,7 +225,10 @@ fn delete_moves_to_the_trash_and_restore_brings_it_back_registered() {
         json!({"uuid": uuid, "revision": 3, "current_revision": 3}),
     );
     assert_eq!(r["isError"], json!(false), "{r}");
-    assert_eq!(r["structuredContent"]["created"], json!(true));
+    // The same script back, not a new one (an agent reading "Created" may think it made a copy).
+    assert_eq!(r["structuredContent"]["created"], json!(false));
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("Restored from the trash "), "{text}");
     assert!(registered_code(&p, &uuid).unwrap().contains("v3();"));
     let live = call(&p, &s, "list_scripts", json!({}));
     assert_eq!(live["structuredContent"]["total"], json!(1));

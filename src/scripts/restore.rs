@@ -179,7 +179,8 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
     Ok(Change {
         record,
         source: target.source,
-        created: !live,
+        // The script it was, back: not a new one (`from_trash` says where it came from).
+        created: false,
         unchanged: false,
         from_trash: !live,
         diagnostics,

@@ -342,10 +342,11 @@ async fn store_step<E: Env>(
 
 fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     let r = &c.record;
-    let verb = match (c.created, c.unchanged) {
-        (true, _) => "Created",
-        (false, true) => "Nothing to change in",
-        (false, false) => "Saved",
+    let verb = match (c.created, c.unchanged, c.from_trash) {
+        (true, ..) => "Created",
+        (false, true, _) => "Nothing to change in",
+        (false, false, true) => "Restored from the trash",
+        (false, false, false) => "Saved",
     };
     let registered = outcome == SyncOutcome::Registered;
     let state = match (r.enabled, &outcome) {

@@ -54,7 +54,7 @@ describe("history: revisions, restore and trash, seen on a real page", () => {
     const got = await t.ok("get_script", { uuid });
     assert.equal(got.script.deleted, true);
     const r = await t.ok("restore_script", { uuid, revision: 4, current_revision: 4 });
-    assert.equal(r.created, true);
+    assert.equal(r.created, false, "the same script back, not a new one");
     assert.equal(r.registered, true);
     assert.deepEqual(await onPage(["h:v1"]), ["h:v1"], "back from the trash, it runs");
     assert.equal((await t.ok("list_scripts", { deleted: true })).total, 0);
