@@ -207,6 +207,24 @@ fn delete_moves_to_the_trash_and_restore_brings_it_back_registered() {
     assert_eq!(items[0]["deletedBy"], json!(HOST));
     let got = call(&p, &s, "get_script", json!({"uuid": uuid}));
     assert_eq!(got["structuredContent"]["script"]["deleted"], json!(true));
+    // Writes to it (a delete retried, an enable) say where it is, not that it never was.
+    for (tool, args) in [
+        ("delete_script", json!({"uuid": uuid, "revision": 3})),
+        (
+            "set_script_enabled",
+            json!({"uuid": uuid, "enabled": false}),
+        ),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+        let m = r["structuredContent"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            m.contains("is in the trash") && m.contains("restore_script"),
+            "{tool}: {m}"
+        );
+    }
     // Its history survives the trip.
     let l = call(&p, &s, "list_revisions", json!({"uuid": uuid}));
     assert_eq!(l["structuredContent"]["deleted"], json!(true));

@@ -253,7 +253,7 @@ async fn write_locked<E: Env>(
         }
         Stored::Changed(Err(e)) | Stored::Deleted(Err(e)) => {
             let done = Executed {
-                result: Err(p.script_failure(e).into()),
+                result: Err(failure(p, e).await),
                 target: named,
             };
             (done, false)
@@ -338,6 +338,21 @@ async fn store_step<E: Env>(
             );
         }
     })
+}
+
+/// A write's failure as the agent reads it. A script in the trash is not live, but "no script
+/// with uuid" sent an agent (whose delete was retried, or that still held the uuid) looking for
+/// one that never was: it is told where the script is.
+async fn failure<E: Env>(p: &Provider<E>, e: ScriptError) -> ToolError {
+    if let ScriptError::NotFound(u) = &e {
+        if trash::contains(&p.env, u).await.unwrap_or(false) {
+            return ToolError::new(
+                ErrorCode::NotFound,
+                format!("script {u} is in the trash (deleted): restore_script brings it back, and get_script shows it"),
+            );
+        }
+    }
+    p.script_failure(e).into()
 }
 
 fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
