@@ -256,7 +256,7 @@ pub static TOOLS: &[ToolDef] = &[
         name: "list_scripts",
         title: "List userscripts",
         #[cfg(not(target_arch = "wasm32"))]
-        description: "Lists the stored userscripts (no source), most recently changed first, optionally filtered: by enabled state, by a URL (scripts whose rules match it, enabled or not: add enabled: true for the ones that run there), or by text in the name, namespace or description. Paged: pass nextCursor back as cursor for the scripts after that page (deleting or changing scripts between pages skips none of the others; a script changed meanwhile moves to the front). With deleted: true, lists the trash instead (deleted scripts kept 30 days; restore_script brings one back).",
+        description: "Lists the stored userscripts (no source), most recently changed first, optionally filtered: by enabled state, by a URL (scripts whose rules match it, enabled or not: add enabled: true for the ones that run there), or by text in the name, namespace or description. Paged: pass nextCursor back as cursor for the scripts after that page (deleting or changing scripts between pages skips none of the others; a script changed meanwhile moves to the front). With deleted: true, lists the trash instead, whole, in one page (it holds at most 100; deleted scripts kept 30 days; restore_script brings one back).",
         class: Class::Read,
         destructive: false,
         idempotent: true,
@@ -268,7 +268,7 @@ pub static TOOLS: &[ToolDef] = &[
             "query": { "type": "string", "maxLength": MAX_QUERY_CHARS, "description": "Case-insensitive text to find in name, namespace or description." },
             "cursor": { "type": "string", "maxLength": 64, "description": "nextCursor from the previous page." },
             "limit": { "type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": "Page size (default 50)." },
-            "deleted": { "type": "boolean", "description": "true: list the scripts in the trash (the other filters do not apply)." },
+            "deleted": { "type": "boolean", "description": "true: list every script in the trash, in one page (the other filters, limit and cursor do not apply)." },
         }), &[]),
         #[cfg(not(target_arch = "wasm32"))]
         output_schema: || json!({
