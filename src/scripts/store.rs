@@ -798,10 +798,21 @@ pub fn apply_edits(source: &str, edits: &[Edit], max_bytes: usize) -> Result<Str
         let count = out.matches(e.search.as_str()).count();
         match (count, e.all) {
             (0, _) => {
+                // A search across lines in "\n" for a script whose lines end in "\r\n" (the
+                // `\r` is invisible in get_script's text): said, so the agent can write it so.
+                let crlf = e.search.contains('\n')
+                    && !e.search.contains("\r\n")
+                    && out.contains("\r\n")
+                    && out.contains(e.search.replace('\n', "\r\n").as_str());
                 return Err(ScriptError::PatchFailed(format!(
-                    "edit {edit}: search text {:?} not found",
-                    crate::text::ellipsize(&e.search, 60)
-                )))
+                    "edit {edit}: search text {:?} not found{}",
+                    crate::text::ellipsize(&e.search, 60),
+                    if crlf {
+                        " (this script's lines end in \"\\r\\n\": with \"\\r\\n\" for \"\\n\" in search, and in replace, it is found)"
+                    } else {
+                        ""
+                    }
+                )));
             }
             (1, _) | (_, true) => {}
             (n, false) => {
@@ -1286,6 +1297,22 @@ mod tests {
         ));
         // Shrinking edits are never refused by the bound.
         assert_eq!(apply_edits("aaaa", &[edit("a", "", true)], 4).unwrap(), "");
+    }
+
+    /// A search across lines written with "\n" for a script whose lines end in "\r\n" (the
+    /// `\r` invisible in the text an agent reads) is not found: the error says how it is.
+    #[test]
+    fn a_search_missing_only_the_scripts_crlf_says_so() {
+        let src = "// a\r\n// b\r\nrun();\r\n";
+        let e = apply_edits(src, &[edit("// b\nrun();", "x", false)], MAX).unwrap_err();
+        assert!(e.to_string().contains("lines end in \"\\r\\n\""), "{e}");
+        let fixed = apply_edits(src, &[edit("// b\r\nrun();", "x", false)], MAX).unwrap();
+        assert_eq!(fixed, "// a\r\nx\r\n");
+        // Not said where CRLF would not find it either, nor for a one-line search.
+        for search in ["// c\nrun();", "nothing"] {
+            let e = apply_edits(src, &[edit(search, "x", false)], MAX).unwrap_err();
+            assert!(!e.to_string().contains("\\r\\n"), "{e}");
+        }
     }
 
     #[test]
