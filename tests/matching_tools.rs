@@ -261,6 +261,28 @@ fn match_url_says_nothing_runs_on_the_web_store() {
         json!({"url": "https://chrome.google.com/search"}),
     );
     assert_eq!(runs(&m), [true], "{m}");
+    // A script whose rules do not reach the Web Store is not listed there at all.
+    let other = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": source(&["@name Elsewhere", "@match https://a.test/*"])}),
+    );
+    assert_eq!(other["isError"], json!(false), "{other}");
+    let m = call(
+        &p,
+        &s,
+        "match_url",
+        json!({"url": "https://chromewebstore.google.com/detail/x/abc"}),
+    );
+    assert_eq!(runs(&m), [false], "{m}");
+    assert!(
+        !m["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Elsewhere"),
+        "{m}"
+    );
 }
 
 /// A script's name is its author's text: in the lines an agent reads it is a JSON string, so a

@@ -387,17 +387,25 @@ pub fn decide(rules: &Rules, url: &str) -> (Verdict, bool) {
     let Ok(parsed) = crate::web::platform().parse_url(url) else {
         return (Verdict::NoMatch, false);
     };
-    let url = parsed.href.as_str();
-    if !injectable(url) {
+    if !injectable(&parsed.href) {
         return (Verdict::NoMatch, false);
     }
-    if is_web_store(&parsed.host, &parsed.path_query) {
-        return (Verdict::Protected, false);
+    let decided = decide_parsed(rules, &parsed);
+    // Only a script whose rules reach the page is said to be kept off it there; the others
+    // are not listed at all, as anywhere else.
+    match (is_web_store(&parsed.host, &parsed.path_query), decided) {
+        (true, (v, _)) if v.runs() => (Verdict::Protected, false),
+        (true, (v, _)) => (v, false),
+        (false, d) => d,
     }
+}
+
+fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, bool) {
+    let url = parsed.href.as_str();
     let pattern_hit = |list: &[String]| {
         list.iter()
             .find(|p| {
-                match_pattern::parse(p).is_ok_and(|mp: MatchPattern| mp.matches_parsed(&parsed))
+                match_pattern::parse(p).is_ok_and(|mp: MatchPattern| mp.matches_parsed(parsed))
             })
             .cloned()
     };
