@@ -394,6 +394,12 @@ fn a_script_refused_for_want_of_a_world_runs_once_another_gives_one_back() {
         json!({"source": source(&["@name B", "@match https://b.test/*"])}),
     );
     assert_eq!(b["structuredContent"]["registered"], json!(false), "{b}");
+    // Chrome's sentence inside ours, one full stop.
+    let text = b["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.ends_with("up to 100 individual user script worlds."),
+        "{text}"
+    );
     let b = uuid_of(&b);
     after();
     assert!(p.env.registrations.borrow().get(&b).is_none());

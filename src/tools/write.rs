@@ -367,7 +367,8 @@ fn write_result(c: &Change, outcome: SyncOutcome) -> Value {
     let state = match (r.enabled, &outcome) {
         (false, _) => "disabled: it does not run".to_owned(),
         (true, SyncOutcome::Registered) => "enabled and registered: it runs on matching pages from their next load".to_owned(),
-        (true, SyncOutcome::Refused(m)) => format!("enabled, but Chrome refused to register it, so it does not run: {m}"),
+        // Chrome's message ends in a full stop, as the sentence it goes into does.
+        (true, SyncOutcome::Refused(m)) => format!("enabled, but Chrome refused to register it, so it does not run: {}", m.trim_end_matches('.')),
         (true, SyncOutcome::Unavailable) => "enabled, but not running yet: Chrome's \"Allow User Scripts\" toggle is off for Lumo Userscripts".to_owned(),
         (true, SyncOutcome::Deferred(m)) => format!("enabled, but not registered yet ({m}); the provider registers it after this reply, and until then Chrome keeps what it held before"),
         (true, SyncOutcome::NotRegistered) => "enabled, but it has no @match or @include, so it runs nowhere".to_owned(),
