@@ -790,6 +790,20 @@ fn set_single(slot: &mut First, diags: &mut Diagnostics, line_no: usize, key: &s
     *slot = Some((value.to_owned(), line_no));
 }
 
+/// `scheme://host.*/path` (Violentmonkey's `www.google.*`) with the host's `.*` as `.tld`;
+/// `None` for any other pattern. Read as a wildcard, `www.google.*` would also run on
+/// `www.google.evil.com`, a site anyone can own.
+fn star_suffix_as_tld(pattern: &str) -> Option<String> {
+    let (scheme, rest) = pattern.split_once("://")?;
+    let end = rest.find('/').unwrap_or(rest.len());
+    let host = rest.get(..end)?.strip_suffix(".*")?;
+    let named = host.strip_prefix("*.").unwrap_or(host);
+    if named.is_empty() || named.contains(['*', ':']) {
+        return None;
+    }
+    Some(format!("{scheme}://{host}.tld{}", rest.get(end..)?))
+}
+
 /// A `@match`/`@exclude-match` value as Tampermonkey and Violentmonkey accept it, rewritten to
 /// Chrome's grammar where the meaning is clear (with a warning saying so), then validated as
 /// Chrome validates it.
@@ -813,6 +827,18 @@ fn push_pattern(
             format!("@{key} http*:// is read as *:// (http and https)"),
         );
         pattern = format!("*://{rest}");
+    }
+    if let Some(tld) = star_suffix_as_tld(&pattern) {
+        diags.warning(
+            line_no,
+            format!(
+                "@{key} \"{}\": a host ending in .* is read as .tld (\"{}\": any public \
+                 suffix, such as .com or .co.uk, never another site's name such as .evil.com)",
+                snippet(value),
+                snippet(&tld)
+            ),
+        );
+        pattern = tld;
     }
     if let Err(match_pattern::PatternError::MissingPath) = match_pattern::parse(&pattern) {
         // Read in the direction that never widens where the script runs: an include covers
@@ -1682,6 +1708,38 @@ mod tests {
         assert!(has(&p, 3, Severity::Warning, "http*:// is read as *://"));
         assert!(has(&p, 4, Severity::Warning, "@match * is read as *://*/*"));
         assert!(has(&p, 5, Severity::Warning, "has no path"));
+    }
+
+    /// Violentmonkey's `www.google.*`: read as `.tld` (public suffixes), so it runs on google's
+    /// country sites and never on `www.google.evil.com`; before, the script was refused.
+    #[test]
+    fn a_host_ending_in_a_star_is_read_as_tld() {
+        let p = parse(&script(&[
+            "// @name x",
+            "// @match *://www.google.*/search*",
+            "// @match https://*.gw.*/*",
+            "// @exclude-match https://ads.gw.*/*",
+        ]));
+        let m = meta(&p);
+        assert_eq!(
+            m.matches,
+            ["*://www.google.tld/search*", "https://*.gw.tld/*"]
+        );
+        assert_eq!(m.exclude_matches, ["https://ads.gw.tld/*"]);
+        assert!(has(&p, 3, Severity::Warning, "read as .tld"));
+        let runs = |url: &str| crate::scripts::registry::verdict(m, url).runs();
+        assert!(runs("https://www.google.com/search?q=1"));
+        assert!(runs("https://www.google.co.uk/search?q=1"));
+        assert!(!runs("https://www.google.evil.com/search?q=1"));
+        assert!(runs("https://a.gw.de/x"));
+        assert!(!runs("https://ads.gw.de/x"));
+        // Other stars in a host are still refused, and nothing else is rewritten.
+        for bad in ["*://www.*.com/*", "*://*.*/*", "*://www.goo*.*/*"] {
+            let p = parse(&script(&["// @name x", &format!("// @match {bad}")]));
+            assert!(p.metadata.is_none(), "{bad}");
+        }
+        assert_eq!(star_suffix_as_tld("*://*/*"), None);
+        assert_eq!(star_suffix_as_tld("https://a.example/x.*"), None);
     }
 
     #[test]
