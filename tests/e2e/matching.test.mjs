@@ -86,7 +86,9 @@ describe("matching: what Chrome runs is what match_url says", () => {
       // A site's @include naming a scheme: not on a page that carries the site's address in
       // its own query or fragment (read as a plain glob, it ran there).
       bank: ["@include *://bank.test:*/*"],
-      every: ["@match *", "@exclude-match http://*.x.test/*", "@exclude /re\\.test/", "@exclude http://*shop.*", "@exclude http://inc.test:*", "@exclude http://m.test:*", "@exclude http://g.test:*", "@exclude http://bank.test:*"],
+      // Violentmonkey's host ending in .*: public suffixes only.
+      gstar: ["@match http://www.gstar.*/*"],
+      every: ["@match *", "@exclude-match http://*.x.test/*", "@exclude /re\\.test/", "@exclude http://*shop.*", "@exclude http://inc.test:*", "@exclude http://m.test:*", "@exclude http://g.test:*", "@exclude http://bank.test:*", "@exclude http://www.gstar.*"],
     };
     const uuids = {};
     for (const [tag, lines] of Object.entries(scripts)) uuids[tag] = (await write(tag, lines)).uuid;
@@ -111,6 +113,9 @@ describe("matching: what Chrome runs is what match_url says", () => {
       [`http://bank.test:${P}/account`, ["bank"]],
       [`http://evil.test:${P}/?next=http://bank.test:${P}/x`, ["every"]],
       [`http://evil.test:${P}/#://bank.test:${P}/`, ["every"]],
+      [`http://www.gstar.com:${P}/a`, ["gstar"]],
+      [`http://www.gstar.co.uk:${P}/`, ["gstar"]],
+      [`http://www.gstar.evil.com:${P}/`, []],
     ];
     const mismatches = [];
     for (const [url, want] of table) {
