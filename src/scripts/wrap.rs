@@ -40,7 +40,7 @@ const MAX_STACK_CHARS: usize = 4096;
 /// wrapper) left the timeout or the watch waiting for a timer that never fired, and the whole
 /// report was lost to the provider's limit (`try.test.mjs`).
 /// Every `__X__` is replaced ([`kit`]); none can occur in the nonce or the numbers.
-const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), ST = setTimeout.bind(globalThis), CT = clearTimeout.bind(globalThis), AEL = addEventListener.bind(globalThis), REL = removeEventListener.bind(globalThis); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = ST(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { CT(timer); } r.ms = now() - t0; if (WATCH > 0 && !r.timedOut) { try { await watch(r); } catch (e) {} } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at) => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack) || at; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const watch = (r) => new Promise((done) => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const onRejection = (ev) => { try { if (!ev.isTrusted || !pos(ev.reason && ev.reason.stack)) return; add({ rejection: true, ...thrown(ev.reason, null) }); } catch (x) {} }; AEL("error", onError); AEL("unhandledrejection", onRejection); ST(() => { REL("error", onError); REL("unhandledrejection", onRejection); r.later = later; r.laterDropped = lost; r.watchedMs = WATCH; done(); }, WATCH); }); return { finish }; })();"#;
+const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), ST = setTimeout.bind(globalThis), CT = clearTimeout.bind(globalThis), AEL = addEventListener.bind(globalThis), REL = removeEventListener.bind(globalThis); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y) => walk(y, d + 1)); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const k of ks.slice(0, 100)) o[k] = walk(x[k], d + 1); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; const i = globalThis["__lumoTrySyntax_" + N + "_i"]; if (i) r.installSyntax = i; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = ST(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { CT(timer); } r.ms = now() - t0; if (WATCH > 0 && !r.timedOut) { try { await watch(r); } catch (e) {} } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at) => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object")) { name = String(e.name); message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack) || at; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const watch = (r) => new Promise((done) => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const onRejection = (ev) => { try { if (!ev.isTrusted || !pos(ev.reason && ev.reason.stack)) return; add({ rejection: true, ...thrown(ev.reason, null) }); } catch (x) {} }; AEL("error", onError); AEL("unhandledrejection", onRejection); ST(() => { REL("error", onError); REL("unhandledrejection", onRejection); r.later = later; r.laterDropped = lost; r.watchedMs = WATCH; done(); }, WATCH); }); return { finish }; })();"#;
 
 /// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce, once
 /// it has seen that it runs in the world it was sent to ([`CLAIM`]). `__NONCE__` and `__WORLD__`
@@ -176,20 +176,38 @@ pub fn entries(
     let wrapped = wrap_with_gm(source, nonce, world, gm, requires)?;
     let quiet = r#"if (!globalThis.__lumoTryQuiet) { globalThis.__lumoTryQuiet = true; addEventListener("error", (ev) => { if (ev.filename === "lumo-try-claim.js") ev.preventDefault(); }); }"#;
     let catcher = format!(
-        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; const l = (ev) => {{ try {{ const e = ev.error; if (ev.filename === "lumo-try-{nonce}.js" && e && e.name === "SyntaxError") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href).slice(0, 4096), title: String(document.title).slice(0, 300), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
+        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}"; globalThis[k] = null; globalThis[k + "_i"] = null; const l = (ev) => {{ try {{ const e = ev.error; if (!e || e.name !== "SyntaxError") return; if (ev.filename === "lumo-try-{nonce}.js") globalThis[k] = {{ lumo: "{nonce}", url: String(location.href).slice(0, 4096), title: String(document.title).slice(0, 300), logs: [], logsDropped: 0, value: null, threw: true, ms: 0, error: {{ name: "SyntaxError", message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }} }}; else if (ev.filename === "lumo-try-check-{nonce}.js") {{ ev.preventDefault(); globalThis[k + "_i"] = {{ message: String(e.message).slice(0, {MAX_TEXT_CHARS}), line: ev.lineno, column: ev.colno }}; }} }} catch (x) {{}} }}; globalThis[k + "_l"] = l; addEventListener("error", l); }})();"#
     );
     let collect = format!(
-        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis["__lumoTryKit_{nonce}"]; delete globalThis[k + "_l"]; return out; }})();"#
+        r#"(() => {{ const k = "__lumoTrySyntax_{nonce}", r = "__lumoTryRun_{nonce}"; try {{ removeEventListener("error", globalThis[k + "_l"]); }} catch (x) {{}} const out = globalThis[r] || globalThis[k]; delete globalThis[r]; delete globalThis[k]; delete globalThis["__lumoTryKit_{nonce}"]; delete globalThis[k + "_l"]; delete globalThis[k + "_i"]; return out; }})();"#
     );
-    Some(vec![
+    let mut codes = vec![
         format!(
             "{catcher}\n{quiet}\n{}",
             kit(nonce, timeout_ms, watch_ms, requires)
         ),
         CLAIM.replace("__WORLD__", world),
-        wrapped,
-        collect,
-    ])
+    ];
+    codes.extend(install_check(source, nonce));
+    codes.push(wrapped);
+    codes.push(collect);
+    Some(codes)
+}
+
+/// A try runs the source inside an async function; an installed script's runs inside a plain
+/// one (`scripts::prelude`), where a top-level `await` is a `SyntaxError`: the try passed and
+/// every page load of the installed script failed. So a source that holds `await` is also
+/// parsed as the installed script's body is, in a function that is never called (its own
+/// entry, `lumo-try-check-<nonce>.js`, before the source's): the catcher keeps its
+/// `SyntaxError` (off the page's console) and the kit's `finish`, which starts after it, puts
+/// it in the report as `installSyntax` (`FrameReport::installed_syntax`). Line 1 of the check
+/// is its own (`(function () {` and the name), so the source's line is the reported one less
+/// one.
+fn install_check(source: &str, nonce: &str) -> Option<String> {
+    source.contains("await").then(|| {
+        // Named on its first line: a `SyntaxError` stops V8's scan before the end.
+        format!("(function () {{ //# sourceURL=lumo-try-check-{nonce}.js\n{source}\n}});\n")
+    })
 }
 
 /// Line `executed` of the wrapped code as a line of the source (1-based); None when it lies in
@@ -264,6 +282,9 @@ pub struct FrameReport {
     pub ms: f64,
     /// Present when the try watched after the top-level code finished (`watchMs`).
     pub watched: Option<Watched>,
+    /// The `SyntaxError` the source is where an installed script runs it (a plain function:
+    /// a top-level `await`), when it parsed here in the try's async one ([`entries`]).
+    pub installed_syntax: Option<Thrown>,
 }
 
 fn text_of(v: Option<&Value>, max: usize) -> String {
@@ -274,6 +295,20 @@ fn text_of(v: Option<&Value>, max: usize) -> String {
 
 fn uint(v: Option<&Value>) -> Option<u64> {
     v.and_then(Value::as_u64)
+}
+
+/// The install check's `SyntaxError` ([`install_check`]), its line the source's: the check's
+/// line 1 is its own (`(function () {` and its name).
+fn installed_syntax(e: &Map<String, Value>, source_lines: u64) -> Thrown {
+    let line = uint(e.get("line"))
+        .and_then(|l| l.checked_sub(1))
+        .filter(|l| (1..=source_lines).contains(l));
+    Thrown {
+        name: "SyntaxError".into(),
+        message: text_of(e.get("message"), MAX_TEXT_CHARS),
+        line,
+        column: line.and(uint(e.get("column"))),
+    }
 }
 
 /// Reads the report the wrapper returned, distrusting it: every field is bounded again and
@@ -315,11 +350,8 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
         name: text_of(e.get("name"), 200),
         message: text_of(e.get("message"), MAX_TEXT_CHARS),
         line: map(uint(e.get("line"))),
-        column: if map(uint(e.get("line"))).is_some() {
-            uint(e.get("column"))
-        } else {
-            None
-        },
+        // A column only with a line of the source.
+        column: map(uint(e.get("line"))).and(uint(e.get("column"))),
     };
     let error = o.get("error").and_then(Value::as_object).map(thrown);
     let watched = uint(o.get("watchedMs")).map(|ms| {
@@ -354,6 +386,10 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
         Some(j) => (Some(Value::String(ellipsize(j, MAX_VALUE_BYTES))), true),
         None => (None, false),
     };
+    let installed_syntax = o
+        .get("installSyntax")
+        .and_then(Value::as_object)
+        .map(|e| installed_syntax(e, source_lines));
     Some(FrameReport {
         url: text_of(o.get("url"), 4096),
         title: text_of(o.get("title"), 300),
@@ -378,6 +414,7 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
             .filter(|m| m.is_finite() && *m >= 0.0)
             .unwrap_or(0.0),
         watched,
+        installed_syntax,
     })
 }
 
@@ -416,6 +453,12 @@ impl FrameReport {
             o.insert("watchedMs".into(), json!(w.ms));
             o.insert("lateErrors".into(), Value::Array(errors.collect()));
             o.insert("lateErrorsDropped".into(), json!(w.dropped));
+        }
+        if let Some(e) = &self.installed_syntax {
+            o.insert(
+                "installedSyntaxError".into(),
+                json!({ "message": e.message, "line": e.line, "column": e.column }),
+            );
         }
         Value::Object(o)
     }
@@ -537,6 +580,46 @@ mod tests {
     fn lines_are_counted_as_javascript_counts_them() {
         assert_eq!(js_line_count("a"), 1);
         assert_eq!(js_line_count("a\r\nb\rc\u{2028}d\u{2029}e\n"), 6);
+    }
+
+    /// A source with `await` is also parsed as an installed script's body, in an entry of its
+    /// own before the source's that defines a function and calls nothing; its `SyntaxError`
+    /// comes back as `installedSyntaxError`, on the source's own line. One without `await`
+    /// costs no entry.
+    #[test]
+    fn a_source_with_await_is_checked_as_the_installed_script_parses() {
+        assert_eq!(
+            entries(SRC, "n1", "lumo-try", 1000, 0, "", "")
+                .unwrap()
+                .len(),
+            4
+        );
+        let src = "// ==UserScript==\n// @name a\n// ==/UserScript==\nawait 1;\n";
+        let e = entries(src, "n1", "lumo-try", 1000, 0, "", "").unwrap();
+        assert_eq!(e.len(), 5);
+        assert_eq!(
+            e[2],
+            format!("(function () {{ //# sourceURL=lumo-try-check-n1.js\n{src}\n}});\n")
+        );
+        assert!(e[3].contains("await 1;") && e[3].starts_with("globalThis[\"__lumoTryRun_n1\"]"));
+        assert!(e[0].contains("ev.filename === \"lumo-try-check-n1.js\""));
+        assert!(e[0].contains("r.installSyntax = i"));
+        let r = json!({"lumo": "n1", "url": "u", "title": "t", "logs": [], "value": null, "threw": false, "ms": 1,
+            "installSyntax": {"message": "await is only valid in async functions", "line": 5, "column": 1}});
+        let f = parse_report(&r, "n1", lines_before(""), js_line_count(src)).unwrap();
+        let i = f.installed_syntax.clone().unwrap();
+        assert_eq!((i.line, i.column), (Some(4), Some(1)));
+        assert_eq!(
+            f.to_json()["installedSyntaxError"]["message"],
+            "await is only valid in async functions"
+        );
+        // A forged line outside the source is dropped, with its column.
+        let r = json!({"lumo": "n1", "installSyntax": {"message": "x", "line": 99, "column": 3}});
+        let i = parse_report(&r, "n1", 0, js_line_count(src))
+            .unwrap()
+            .installed_syntax
+            .unwrap();
+        assert_eq!((i.line, i.column), (None, None));
     }
 
     #[test]

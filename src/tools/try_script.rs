@@ -1284,6 +1284,13 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
             }
         ));
     }
+    if let Some(e) = &r.installed_syntax {
+        text.push(format!(
+            "  installed, this source would not run: SyntaxError {} at line {} (a try runs it in an async function, an installed script in a plain one, where a top-level await is a syntax error: wrap such code in (async () => {{ … }})())",
+            crate::text::quoted(&e.message),
+            e.line.map_or("?".to_owned(), |n| n.to_string()),
+        ));
+    }
     if let Some(w) = &r.watched {
         for l in &w.errors {
             let e = &l.thrown;

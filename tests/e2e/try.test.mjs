@@ -84,6 +84,16 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.equal(g.rulesMatch, false, "its rules name other.test");
     assert.match(ok.content[0].text, /do NOT match/);
     assert.equal(await marked(), "1", "the try was seen running in the page");
+    // Its await on line 7 is at the top level: fine in the try's async function, a syntax
+    // error where the installed script runs. The try says so, at that line (the try passed,
+    // and every page load of the installed script would have failed).
+    assert.equal(g.installedSyntaxError?.line, 7, JSON.stringify(g));
+    assert.match(g.installedSyntaxError.message, /await/);
+    assert.match(ok.content[0].text, /installed, this source would not run: SyntaxError .* at line 7/);
+    assert.equal(f.installedSyntaxError, undefined, "no await, no check");
+    const inner = await call("try_script", { source: script(["@match *://*/*"], ["return (async () => { await 1; return 3; })();"]), url });
+    assert.equal(inner.structuredContent.frames[0].value, 3, JSON.stringify(inner.structuredContent));
+    assert.equal(inner.structuredContent.frames[0].installedSyntaxError, undefined, "an await inside a function is fine installed");
     // Nothing was stored or registered.
     assert.equal((await call("status")).structuredContent.scriptCount, 0);
   });
