@@ -91,7 +91,9 @@ describe("matching: what Chrome runs is what match_url says", () => {
       every: ["@match *", "@exclude-match http://*.x.test/*", "@exclude /re\\.test/", "@exclude http://*shop.*", "@exclude http://inc.test:*", "@exclude http://m.test:*", "@exclude http://g.test:*", "@exclude http://bank.test:*", "@exclude http://www.gstar.*"],
     };
     const uuids = {};
-    for (const [tag, lines] of Object.entries(scripts)) uuids[tag] = (await write(tag, lines)).uuid;
+    // The last two by the user's hands: the file's agent writes stay within the 30 a minute.
+    const byHand = new Set(["bank", "gstar"]);
+    for (const [tag, lines] of Object.entries(scripts)) uuids[tag] = (await (byHand.has(tag) ? save : write)(tag, lines)).uuid;
     const tagOf = Object.fromEntries(Object.entries(uuids).map(([t, u]) => [u, t]));
     // [url, tags that must run there] — the expectation is the rules' meaning, not our model.
     const table = [
@@ -134,7 +136,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
     // Nor is one whose glob has a wildcard scheme: it is injected on its own site only, not on
     // every page for its guard to stop it there after it took one of the page's 10 worlds.
     assert.deepEqual((await registrations()).find((r) => r.id === uuids.bank).matches, ["*://bank.test/*"]);
-    for (const uuid of Object.values(uuids)) await ok("delete_script", { uuid });
+    for (const uuid of Object.values(uuids)) await h.internal("scripts.delete", { uuid });
   });
 
   test("a rule that would exclude nothing is refused; a look-alike host is shown by the name Chrome matches; the options page says both", T, async () => {
