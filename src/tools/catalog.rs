@@ -131,7 +131,7 @@ fn source_schema() -> Value {
         "type": "string",
         "minLength": 1,
         "maxLength": MAX_SOURCE_BYTES,
-        "description": "The whole userscript, starting with its // ==UserScript== metadata block (@name required; @match/@include say where it runs)."
+        "description": format!("The whole userscript, starting with its // ==UserScript== metadata block (@name required; @match/@include say where it runs). At most {MAX_SOURCE_BYTES} bytes as UTF-8 (maxLength counts characters: a source of many non-ASCII characters reaches the bound sooner, PAYLOAD_TOO_LARGE).")
     })
 }
 
