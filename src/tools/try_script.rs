@@ -183,7 +183,7 @@ fn url_matches(pattern: &str, url: &str) -> bool {
             return true;
         }
     }
-    pattern.contains('*')
+    (pattern.contains('*') || pattern == "<all_urls>")
         && crate::scripts::match_pattern::parse(pattern).is_ok_and(|p| p.matches(url))
 }
 
@@ -1402,6 +1402,13 @@ mod tests {
                 .unwrap()
                 .id,
             2
+        );
+        // `<all_urls>` is a match pattern too: the most recently used web page.
+        assert_eq!(
+            pick_tab(&tabs, &Target::Url("<all_urls>".into()))
+                .unwrap()
+                .id,
+            3
         );
         assert_eq!(pick_tab(&tabs, &Target::TabId(1)).unwrap().id, 1);
         let e = pick_tab(&tabs, &Target::Url("https://c.test/".into())).unwrap_err();
