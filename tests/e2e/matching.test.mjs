@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
-import { registrations as chromeRegistrations, setUp } from "./lib/agent.mjs";
+import { probeUntilReady, registrations as chromeRegistrations, setUp } from "./lib/agent.mjs";
 import { show, sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
@@ -347,8 +347,10 @@ describe("matching: what Chrome runs is what match_url says", () => {
       const note = options.getByLabel("Registration of Matching w-refused");
       assert.match(await note.innerText({ timeout: 10_000 }), /^Chrome refused to register it, so it does not run: .*100/);
       assert.equal(await options.getByLabel("Registration of Matching w101").count(), 0);
+      // Until the provider has seen it off: Chrome's toggle reaches the worker a little later
+      // (one probe right after it could still find it on, so the API never "came back").
       await h.setUserScriptsAccess(PROVIDER_ID, false);
-      await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      assert.equal((await probeUntilReady(h, false)).response?.status?.ready, false);
       await h.setUserScriptsAccess(PROVIDER_ID, true);
       for (const deadline = Date.now() + 5000; (await worldCount()) > before + 2 && Date.now() < deadline; await sleep(100)) {
         await h.lumo("probe", PROVIDER_ID, { openSession: false });
@@ -614,7 +616,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.deepEqual(await ranOn(`http://recon.test:${P}/`), ["moved", "stale-code"], "the simulated older forms are active");
     // The toggle going off and on makes the provider reconcile (Chrome may have dropped scripts).
     await h.setUserScriptsAccess(PROVIDER_ID, false);
-    await h.lumo("probe", PROVIDER_ID, { openSession: false });
+    assert.equal((await probeUntilReady(h, false)).response?.status?.ready, false);
     await h.setUserScriptsAccess(PROVIDER_ID, true);
     let seen;
     for (const deadline = Date.now() + 5000; ;) {
