@@ -151,8 +151,8 @@ impl Session {
         }
     }
 
-    /// Whether the caller's `lastSeen` is due for a refresh at `now`: at its first message
-    /// after authorization, then at most once per [`LAST_SEEN_GRANULARITY_MS`] (a clock that
+    /// Whether the caller's `lastSeen` is due for a refresh at `now`: the first time it is asked
+    /// (at authorization), then at most once per [`LAST_SEEN_GRANULARITY_MS`] (a clock that
     /// went back counts as due). Saying yes records `now`, so a session calling many tools a
     /// minute asks the policy once, and one open for hours still shows as seen.
     #[must_use]

@@ -81,12 +81,13 @@ fn broaden_tld_pattern(pattern: &str) -> Option<String> {
 /// http and https to Chrome: as [`include_glob_regex`] reads it, it does not reach past the
 /// scheme — and a literal host (or `*.` and a literal), `file:///*` for a file glob, else
 /// `*://*/*`. A script is injected only where this hits, so a tighter one keeps it off the
-/// other pages, where its guard would stop it after it took one of the page's 10 worlds. Include globs are never registered as Chrome's `includeGlobs`:
-/// in Chromium 156 a script injected only through a glob (its `matches` missing the page) that
-/// messages the extension crashes the renderer of a page with any iframe (measured with a bare
-/// registration, no prelude; the same script is fine when a `matches` pattern also hits the
-/// page). So the glob goes to the guard like a regex include, and the script reports its runs
-/// and gets its GM functions like any other. `.tld` hosts fall back to `*://*/*`.
+/// other pages, where its guard would stop it after it took one of the page's 10 worlds.
+/// Include globs are never registered as Chrome's `includeGlobs`: in Chromium 156 a script
+/// injected only through a glob (its `matches` missing the page) that messages the extension
+/// crashes the renderer of a page with any iframe (measured with a bare registration, no
+/// prelude; the same script is fine when a `matches` pattern also hits the page). So the glob
+/// goes to the guard like a regex include, and the script reports its runs and gets its GM
+/// functions like any other. `.tld` hosts fall back to `*://*/*`.
 pub fn glob_superset(glob: &str) -> String {
     const ANY: &str = "*://*/*";
     let Some((scheme, rest)) = glob.split_once("://") else {
