@@ -37,9 +37,10 @@ pub(super) struct ListCursor {
 impl ListCursor {
     pub(super) fn parse(text: &str) -> Option<Self> {
         let (bits, uuid) = text.split_once('~')?;
-        let bits = u64::from_str_radix(bits, 16)
-            .ok()
-            .filter(|_| bits.len() == 16)?;
+        if bits.len() != 16 {
+            return None;
+        }
+        let bits = u64::from_str_radix(bits, 16).ok()?;
         crate::scripts::record::is_uuid(uuid).then(|| ListCursor {
             updated_at: f64::from_bits(bits),
             uuid: uuid.to_owned(),

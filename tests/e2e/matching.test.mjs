@@ -309,6 +309,17 @@ describe("matching: what Chrome runs is what match_url says", () => {
         return await page.evaluate(async () => (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length);
       } finally { await page.close(); }
     };
+    /** Configures worlds `prefix-<n>` until Chrome holds 99 besides the default world's: all 100. */
+    const fillWorlds = async (prefix) => {
+      const page = await h.context.newPage();
+      try {
+        await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
+        await page.evaluate(async (prefix) => {
+          const held = (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length;
+          for (let i = held; i < 99; i++) await chrome.userScripts.configureWorld({ worldId: `${prefix}-${i}`, messaging: true });
+        }, prefix);
+      } finally { await page.close(); }
+    };
     const before = await worldCount();
     for (let i = 0; i < 101 - before; i++) {
       const r = await h.internal("scripts.save", { source: script(`gone${i}`, ["@match http://gone.test/*"]) });
@@ -326,14 +337,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.equal(runs.length, 1, JSON.stringify(runs));
 
     // Configurations an earlier version left behind go back at the next reconcile.
-    const page = await h.context.newPage();
-    try {
-      await page.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
-      await page.evaluate(async () => {
-        const held = (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length;
-        for (let i = held; i < 99; i++) await chrome.userScripts.configureWorld({ worldId: `left-${i}`, messaging: true });
-      });
-    } finally { await page.close(); }
+    await fillWorlds("left");
     assert.equal(await worldCount(), 99);
     // With 100 held (99 and the default world's, configured with env::WORLD_CSP), Chrome refuses
     // a new script's world: it is stored but does not run, and the user sees why on the options
@@ -367,14 +371,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
     // All 100 held again: a script saved now is refused. The user turns another script off,
     // which gives its configuration back: the refused one is registered after that interaction,
     // with no write of its own (before, it stayed refused until it was itself written again).
-    const fill = await h.context.newPage();
-    try {
-      await fill.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
-      await fill.evaluate(async () => {
-        const held = (await chrome.userScripts.getWorldConfigurations()).filter((w) => w.worldId).length;
-        for (let i = held; i < 99; i++) await chrome.userScripts.configureWorld({ worldId: `again-${i}`, messaging: true });
-      });
-    } finally { await fill.close(); }
+    await fillWorlds("again");
     const later = await h.internal("scripts.save", { source: script("w-later", ["@match http://w101.test/*"]) });
     assert.equal(later?.result?.registered, false, JSON.stringify(later).slice(0, 400));
     assert.equal((await h.internal("scripts.setEnabled", { uuid: t.uuid, enabled: false })).ok, true);
