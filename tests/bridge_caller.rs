@@ -22,6 +22,7 @@ fn ok(a: BridgeAnswer) -> Value {
 fn write(p: &Provider<MemoryEnv>, session: u64, src: &str) -> BridgeAnswer {
     block_on(p.bridge_call(
         session,
+        1,
         &json!({"name": "write_script", "arguments": {"source": src}}),
     ))
 }
@@ -42,7 +43,11 @@ fn a_bridge_write_runs_and_is_audited_under_the_bridge_identity() {
     let e = audit(&p);
     assert_eq!(e[0]["caller"], json!("bridge:17817"));
     assert_eq!(e[0]["result"], json!("ok"));
-    let listed = ok(block_on(p.bridge_call(s, &json!({"name": "list_scripts"}))));
+    let listed = ok(block_on(p.bridge_call(
+        s,
+        2,
+        &json!({"name": "list_scripts"}),
+    )));
     assert_eq!(
         listed["structuredContent"]["scripts"][0]["name"],
         json!("Bridge test"),
@@ -78,6 +83,7 @@ fn read_only_on_either_side_refuses_writes_with_403() {
     *p.env.execute_answer.borrow_mut() = Some(Err("Cannot access this page".into()));
     let tried = ok(block_on(p.bridge_call(
         s,
+        3,
         &json!({"name": "try_script", "arguments": {"source": SRC, "tabId": 7}}),
     )));
     assert_eq!(
@@ -160,18 +166,59 @@ fn a_closed_link_answers_nothing_and_bad_requests_get_wire_errors() {
     ] {
         assert!(
             matches!(
-                block_on(p.bridge_call(s, &bad)),
+                block_on(p.bridge_call(s, 4, &bad)),
                 BridgeAnswer::Reply(Err(_))
             ),
             "{bad}"
         );
     }
     assert!(
-        matches!(block_on(p.bridge_call(s, &json!({"name": "nope"}))), BridgeAnswer::Reply(Err(e)) if e.code == "UNKNOWN_TOOL")
+        matches!(block_on(p.bridge_call(s, 5, &json!({"name": "nope"}))), BridgeAnswer::Reply(Err(e)) if e.code == "UNKNOWN_TOOL")
     );
     p.bridge_closed(Some("connection lost".into()), true);
     assert!(matches!(write(&p, s, SRC), BridgeAnswer::Reply(Err(e)) if e.code == "NOT_CONNECTED"));
     assert!(audit(&p).is_empty(), "nothing ran");
     assert_eq!(p.bridge_view().state, "retrying");
     assert_eq!(p.bridge_view().error.as_deref(), Some("connection lost"));
+}
+
+#[test]
+fn a_bridge_request_its_bridge_cancels_is_withdrawn_from_review_and_never_applied() {
+    let p = Provider::new(MemoryEnv::new());
+    set_switch(&p, "review", true);
+    p.bridge_dialing("127.0.0.1", 17817);
+    let s = p.bridge_opened(false, "0.1.0");
+    let call = json!({"name": "write_script", "arguments": {"source": SRC}});
+    // The write waits for review; cancels naming another request, or sent on a link that is not
+    // this one, leave it waiting; the cancel naming it withdraws it.
+    let (answer, left) = block_on(async {
+        futures::join!(p.bridge_call(s, 41, &call), async {
+            p.bridge_cancel(s, &json!({"id": 40}));
+            p.bridge_cancel(s.wrapping_add(1), &json!({"id": 41}));
+            p.bridge_cancel(s, &json!({"id": "41"}));
+            let left = p.pending_reviews().len();
+            p.bridge_cancel(s, &json!({"id": 41}));
+            left
+        })
+    });
+    assert_eq!(left, 1, "only its own cancel withdraws a review");
+    let r = ok(answer);
+    assert_eq!(
+        r["structuredContent"]["error_code"],
+        json!("REVIEW_EXPIRED"),
+        "{r}"
+    );
+    assert!(p.pending_reviews().is_empty());
+    let e = audit(&p);
+    assert_eq!(e[0]["result"], json!("REVIEW_EXPIRED"));
+    let listed = ok(block_on(p.bridge_call(
+        s,
+        42,
+        &json!({"name": "list_scripts"}),
+    )));
+    assert_eq!(
+        listed["structuredContent"]["scripts"],
+        json!([]),
+        "{listed}"
+    );
 }

@@ -8,10 +8,10 @@ use futures_util::future::BoxFuture;
 use futures_util::{Sink, SinkExt as _, StreamExt as _};
 use lumo_userscripts::bridge::frame::MAX_FRAME_BYTES;
 use lumo_userscripts::bridge::inflight::Failure;
-use lumo_userscripts::bridge::{CloseReason, Connection, Event, WireError};
-use serde_json::{Map, Value};
+use lumo_userscripts::bridge::{cancelled_id, types, CloseReason, Connection, Event, WireError};
+use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -41,6 +41,13 @@ pub enum Cmd {
         payload: Value,
         timeout: Duration,
         reply: oneshot::Sender<Result<Value, CallError>>,
+        /// Names the request for [`Cmd::Withdraw`] before the loop gives it its frame id.
+        ticket: u64,
+    },
+    /// The caller of request `ticket` is gone (its future dropped: the MCP client cancelled or
+    /// left): the peer is told, [`types::CANCEL`], and a late answer dropped.
+    Withdraw {
+        ticket: u64,
     },
     Respond {
         id: u64,
@@ -66,6 +73,7 @@ pub type OnNotify = Box<dyn Fn(String, Value) + Send>;
 
 struct Waiting {
     reply: oneshot::Sender<Result<Value, CallError>>,
+    ticket: u64,
     kind: String,
     payload: Value,
     timeout: Duration,
@@ -139,6 +147,9 @@ where
     let out = Outbox { tx: out_tx, queued };
     let mut on_open = Some(on_open);
     let mut waiting: HashMap<u64, Waiting> = HashMap::new();
+    // The peer's requests being answered, by id: a cancel from the peer aborts its task, and
+    // so whatever that task waits on (a forwarded call, a review) is withdrawn in turn.
+    let mut serving: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
     loop {
         // Handle events, then send; handling may queue more frames (answers, a retry) and a
         // failed send more events, so repeat until both are drained before waiting. Events
@@ -164,10 +175,11 @@ where
                         Some(handler) => {
                             let fut = handler(kind, payload);
                             let tx = cmd_tx.clone();
-                            tokio::spawn(async move {
+                            let task = tokio::spawn(async move {
                                 let outcome = fut.await;
                                 let _ = tx.send(Cmd::Respond { id, outcome }).await;
                             });
+                            serving.insert(id, task.abort_handle());
                         }
                         None => conn.respond(
                             id,
@@ -177,6 +189,13 @@ where
                             )),
                         ),
                     },
+                    Event::Notify { kind, payload } if kind == types::CANCEL => {
+                        if let Some(task) =
+                            cancelled_id(&payload).and_then(|id| serving.remove(&id))
+                        {
+                            task.abort();
+                        }
+                    }
                     Event::Notify { kind, payload } => {
                         if let Some(f) = &on_notify {
                             f(kind, payload);
@@ -256,13 +275,22 @@ where
                 Some(Ok(_)) => {} // WebSocket ping/pong: tungstenite answers.
             },
             cmd = cmd_rx.recv() => match cmd {
-                Some(Cmd::Request { kind, payload, timeout, reply }) => {
+                Some(Cmd::Request { kind, payload, timeout, reply, ticket }) => {
                     match conn.request(&kind, payload.clone(), now_ms(), ms(timeout)) {
-                        Ok(id) => { waiting.insert(id, Waiting { reply, kind, payload, timeout, retried: false }); }
+                        Ok(id) => { waiting.insert(id, Waiting { reply, ticket, kind, payload, timeout, retried: false }); }
                         Err(e) => { let _ = reply.send(Err(CallError::not_sent(e))); }
                     }
                 }
-                Some(Cmd::Respond { id, outcome }) => conn.respond(id, outcome),
+                Some(Cmd::Withdraw { ticket }) => {
+                    if let Some(id) = waiting.iter().find(|(_, w)| w.ticket == ticket).map(|(id, _)| *id) {
+                        waiting.remove(&id);
+                        conn.notify(types::CANCEL, json!({ "id": id }));
+                    }
+                }
+                Some(Cmd::Respond { id, outcome }) => {
+                    serving.remove(&id);
+                    conn.respond(id, outcome);
+                }
                 Some(Cmd::Close { code, reason }) => conn.close(code, &reason),
                 Some(Cmd::Notify { kind, payload }) => conn.notify(&kind, payload),
                 None => conn.close(1001, "going away"),
@@ -270,6 +298,10 @@ where
             () = sleep => conn.handle_timeout(now_ms()),
             () = out.tx.closed() => conn.handle_disconnect(),
         }
+    }
+    // The peer is gone: nobody waits for the answers its requests would get.
+    for (_, task) in serving.drain() {
+        task.abort();
     }
     // Calls that reached the queue after the link closed were never sent: told so, an agent
     // may repeat a write at once. (Dropped, their callers heard "a write may still have
@@ -357,20 +389,53 @@ async fn request_unbounded(
     payload: Value,
     timeout: Duration,
 ) -> Result<Value, CallError> {
+    static TICKETS: AtomicU64 = AtomicU64::new(0);
+    let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
     let (reply, rx) = oneshot::channel();
     tx.send(Cmd::Request {
         kind: kind.to_string(),
         payload,
         timeout,
         reply,
+        ticket,
     })
     .await
     .map_err(|_| CallError::not_connected("the connection is closed; nothing was sent"))?;
-    rx.await.unwrap_or_else(|_| {
+    let mut withdraw = Withdraw {
+        tx: Some(tx.clone()),
+        ticket,
+    };
+    let answer = rx.await.unwrap_or_else(|_| {
         Err(CallError::not_connected(
             "the connection closed before the answer came; a write may still have happened: check before repeating it",
         ))
-    })
+    });
+    withdraw.tx = None;
+    answer
+}
+
+/// Dropped while its request is still out (the caller's future dropped: an MCP client's
+/// `notifications/cancelled`, or a client gone), it withdraws the request.
+struct Withdraw {
+    tx: Option<mpsc::Sender<Cmd>>,
+    ticket: u64,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(tx) = self.tx.take() else { return };
+        let cmd = Cmd::Withdraw {
+            ticket: self.ticket,
+        };
+        // A full queue is waited for on a task of its own: the drop cannot wait.
+        if let Err(mpsc::error::TrySendError::Full(cmd)) = tx.try_send(cmd) {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = tx.send(cmd).await;
+                });
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -500,6 +565,7 @@ mod tests {
             payload: Value::Null,
             timeout: Duration::from_secs(5),
             reply,
+            ticket: 0,
         })
         .await
         .unwrap();

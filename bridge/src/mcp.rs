@@ -180,7 +180,7 @@ impl ServerHandler for McpServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         if name != STATUS_TOOL && catalog::find(&name).is_none() {
@@ -190,7 +190,14 @@ impl ServerHandler for McpServer {
             ));
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
-        Ok(to_result(self.call(&name, args).await).into())
+        // rmcp cancels the token on the client's `notifications/cancelled`, and when its session
+        // ends, but lets the handler run on: the call is dropped here, which withdraws
+        // it from the extension (`link::request`), so a write waiting for review is never
+        // applied after its client gave up.
+        tokio::select! {
+            result = self.call(&name, args) => Ok(to_result(result).into()),
+            () = context.ct.cancelled() => Err(McpError::internal_error("the request was cancelled", None)),
+        }
     }
 }
 

@@ -45,6 +45,20 @@ pub mod types {
     /// and owner → forwarder likewise: `{writes}` ([`super::tools_payload`]). The bridge lists
     /// the write tools only while writes are on (or not told: an older extension).
     pub const TOOLS: &str = "tools";
+    /// A notify, from the end that sent a request to the one answering it (bridge → ext, and
+    /// forwarder → owner): `{id}`, that request's id. Its caller is gone (the MCP client sent
+    /// `notifications/cancelled`, or closed): the answering end stops it where it can — a
+    /// write waiting for the user's review is withdrawn, never applied — and an answer that
+    /// still comes is dropped.
+    pub const CANCEL: &str = "cancel";
+}
+
+/// The request id a [`types::CANCEL`] notify names, if it names one.
+pub fn cancelled_id(payload: &serde_json::Value) -> Option<u64> {
+    payload
+        .get("id")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|id| *id <= frame::MAX_ID)
 }
 
 /// The payload of a [`types::TOOLS`] notify.

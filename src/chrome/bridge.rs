@@ -292,16 +292,11 @@ fn on_event(gen: u64, e: Event) {
             });
         }
         Event::Request { id, kind, payload } if kind == types::CALL_TOOL => {
-            let session = LINK.with(|l| {
-                l.borrow()
-                    .as_ref()
-                    .filter(|k| k.gen == gen)
-                    .and_then(|k| k.session)
-            });
+            let session = link_session(gen);
             let Some(session) = session else { return };
             // Each call is its own task: a write waiting for review holds up nothing else.
             spawn_local(async move {
-                let answer = provider().bridge_call(session, &payload).await;
+                let answer = provider().bridge_call(session, id, &payload).await;
                 match answer {
                     BridgeAnswer::Reply(outcome) => with_conn(gen, |c| c.respond(id, outcome)),
                     BridgeAnswer::ReplyAndClose(r) => with_conn(gen, |c| {
@@ -327,9 +322,24 @@ fn on_event(gen: u64, e: Event) {
             );
             c.respond(id, Err(e));
         }),
+        Event::Notify { kind, payload } if kind == types::CANCEL => {
+            if let Some(session) = link_session(gen) {
+                provider().bridge_cancel(session, &payload);
+            }
+        }
         // The extension sends no requests of its own after the hello.
         Event::Hello(_) | Event::Notify { .. } | Event::Response { .. } | Event::Failed { .. } => {}
     }
+}
+
+/// The core's session of link `gen`, while that link is the current one and open.
+fn link_session(gen: u64) -> Option<u64> {
+    LINK.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|k| k.gen == gen)
+            .and_then(|k| k.session)
+    })
 }
 
 /// The link ended: tell the core, then reconnect or stop as it decides.

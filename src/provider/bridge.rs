@@ -160,8 +160,20 @@ impl<E: Env> Provider<E> {
         }))
     }
 
-    /// One `call_tool {name, arguments}` from the bridge on link `session`.
-    pub async fn bridge_call(&self, session: u64, payload: &Value) -> BridgeAnswer {
+    /// The bridge no longer wants the answer to its request `payload.id` on link `session`
+    /// ([`crate::bridge::types::CANCEL`]): that call's waiting review is withdrawn, as a port's
+    /// `notifications/cancelled` withdraws one.
+    pub fn bridge_cancel(&self, session: u64, payload: &Value) {
+        if self.bridge.borrow().session != Some(session) {
+            return;
+        }
+        if let Some(id) = crate::bridge::cancelled_id(payload) {
+            self.cancel_reviews(session, Some(&bridge_rpc_id(id)));
+        }
+    }
+
+    /// One `call_tool {name, arguments}`, request `request` from the bridge on link `session`.
+    pub async fn bridge_call(&self, session: u64, request: u64, payload: &Value) -> BridgeAnswer {
         let caller = {
             let b = self.bridge.borrow();
             if b.session != Some(session) {
@@ -192,9 +204,8 @@ impl<E: Env> Provider<E> {
                 )))
             }
         };
-        // Reviews find their request by this id (for cancellation); a bridge call is never
-        // cancelled by id, so a unique value is enough.
-        let rpc_id = json!({ "bridge": self.env.new_uuid() });
+        // Reviews find their request by this id, for the bridge's cancel of it.
+        let rpc_id = bridge_rpc_id(request);
         let ctx = CallCtx {
             caller: &caller,
             session,
@@ -249,4 +260,10 @@ impl<E: Env> Provider<E> {
             let _ = self.env.remove(area, &[AUTH_KEY]).await;
         }
     }
+}
+
+/// A bridge request's id where a port's JSON-RPC id goes (reviews name their request by it): an
+/// object, so it never equals a port client's own id.
+fn bridge_rpc_id(request: u64) -> Value {
+    json!({ "bridge": request })
 }

@@ -436,6 +436,43 @@ test("bridge killed mid-call: the agent gets a clear error and nothing is half w
   await disconnectAll();
 });
 
+test("a call its MCP client cancels is withdrawn, through the owner and through a forwarder: its review goes and nothing is written", async () => {
+  const [port, control] = await freePorts(2);
+  const state = stateDir();
+  const owner = await agent({ port, control, state });
+  const page = await openConnect(owner.link);
+  const fwd = await agent({ port, control, state });
+  assert.equal((await fwd.status()).role, "forwarder");
+  await h.internal("policy.setSwitch", { name: "review", value: true });
+  try {
+    const before = (await h.internal("scripts.list")).scripts.length;
+    for (const [who, a] of [["owner", owner], ["forwarder", fwd]]) {
+      const abort = new AbortController();
+      const args = { source: scriptSource(`Cancelled by ${who}`, "cx") };
+      const pending = a.client.callTool({ name: "write_script", arguments: args }, undefined, { signal: abort.signal, timeout: 120_000 })
+        .then((r) => ({ r }), (e) => ({ e }));
+      await until(async () => (await h.internal("state.get")).reviews.length === 1, `${who}: a review`);
+      // The SDK sends notifications/cancelled and gives up on the call.
+      abort.abort("the agent changed its mind");
+      assert.ok((await pending).e, `${who}: the SDK call ends`);
+      // The review leaves the popup at once (not at its 50 s deadline), so no click can apply
+      // a write its agent gave up on.
+      await until(async () => (await h.internal("state.get")).reviews.length === 0, `${who}: the review withdrawn`, 5_000);
+    }
+    assert.equal((await h.internal("scripts.list")).scripts.length, before, "nothing was written");
+    const { entries } = await h.internal("audit.list");
+    assert.deepEqual(entries.slice(0, 2).map((e) => [e.tool, e.result]), [["write_script", "REVIEW_EXPIRED"], ["write_script", "REVIEW_EXPIRED"]]);
+    // The link serves the next call.
+    assert.equal((await call(fwd, "status")).isError, false);
+  } finally {
+    await h.internal("policy.setSwitch", { name: "review", value: false });
+    await page.close();
+    await disconnectAll();
+    await fwd.client.close();
+    await owner.client.close();
+  }
+});
+
 test("worker stopped, or the bridge restarted with the same token: the extension reconnects without a click", async () => {
   const a = await agent();
   await openConnect(a.link);
