@@ -95,10 +95,22 @@ function diffBlock(r) {
 function reviewItem(r) {
   const decide = (approve, allowSession, done) => async () => {
     for (const b of buttons) b.disabled = true;
+    // An approval is answered once the write is done: it may still not apply. Meanwhile the
+    // review leaves the worker's list, and this item waits for that answer, not for the list.
+    const item = shown.get(r.id);
+    if (item) item.deciding = true;
+    if (approve) say(status, 'Approved; applying…');
     try {
-      await ask('reviews.decide', { review: r.id, approve, ...(allowSession ? { allowSession } : {}) });
-      say(status, done);
-      finish(r.id, done);
+      const { applied, why } = await ask('reviews.decide', { review: r.id, approve, ...(allowSession ? { allowSession } : {}) });
+      if (applied === false) {
+        const text = `Approved, but not applied: ${why}`;
+        say(status, text, 'error');
+        finish(r.id, text);
+        return;
+      }
+      const text = applied === null ? `${done} Still being applied: the log below will show the result.` : done;
+      say(status, text);
+      finish(r.id, text);
     } catch (e) {
       say(status, e.message, 'error');
       finish(r.id, 'No longer waiting.');
@@ -152,7 +164,7 @@ function sweep() {
 
 function renderReviews(reviews) {
   const waiting = new Set(reviews.map((r) => r.id));
-  for (const [id, item] of shown) if (!item.done && !waiting.has(id)) finish(id, 'No longer waiting: decided, cancelled or expired.');
+  for (const [id, item] of shown) if (!item.done && !item.deciding && !waiting.has(id)) finish(id, 'No longer waiting: decided, cancelled or expired.');
   for (const r of [...reviews].sort((a, b) => a.seq - b.seq)) {
     if (shown.has(r.id)) continue;
     const li = reviewItem(r);

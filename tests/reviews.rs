@@ -409,3 +409,106 @@ fn an_approved_restore_does_not_undo_a_delete_made_during_its_review() {
     );
     assert!(!p.env.registrations.borrow().contains_key(&uuid));
 }
+
+/// The popup's Approve is answered with what the approved write did: a write refused after all
+/// (its script changed during the review) is "not applied", in the user's words, never "ok"
+/// alone; an applied one says so.
+#[test]
+fn an_approval_is_answered_with_whether_the_write_applied() {
+    let p = provider();
+    let s = ready(&p);
+    let a = created(&p, &s, &script("Shown", "one();"));
+    let uuid = a["uuid"].as_str().unwrap().to_owned();
+    set_switch(&p, "review", true);
+    let approve = |id: String| json!({"op": "reviews.decide", "review": id, "approve": true});
+    let edit = json!({"uuid": uuid, "revision": 1, "source": script("Shown", "two();")});
+    // The user edits the script by hand while the agent's write waits, then approves it.
+    let stale = async {
+        let r = reviews_waiting(&p, 1).await.remove(0);
+        let saved = control::handle(
+            &p,
+            &json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Shown", "mine();")}),
+        )
+        .await;
+        assert_eq!(saved.value["ok"], json!(true), "{}", saved.value);
+        control::handle(&p, &approve(r.id)).await.value
+    };
+    let (res, told) = block_on(join(
+        result(&p, &s, tool_call(9, "write_script", edit.clone())),
+        stale,
+    ));
+    assert_eq!(error_code(&res), Some("CONFLICT"), "{res}");
+    assert_eq!(told["ok"], json!(true), "{told}");
+    assert_eq!(told["applied"], json!(false), "{told}");
+    let why = told["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("the script changed after this was asked for"),
+        "{why}"
+    );
+    // Approved on the current revision, it applies, and the answer says so.
+    let edit = json!({"uuid": uuid, "revision": 2, "source": script("Shown", "three();")});
+    let fresh = async {
+        let r = reviews_waiting(&p, 1).await.remove(0);
+        control::handle(&p, &approve(r.id)).await.value
+    };
+    let (res, told) = block_on(join(
+        result(&p, &s, tool_call(10, "write_script", edit)),
+        fresh,
+    ));
+    assert_eq!(res["isError"], json!(false), "{res}");
+    assert_eq!(told, json!({"ok": true, "applied": true}));
+    // A denial is answered at once, with nothing to apply.
+    let edit = json!({"uuid": uuid, "revision": 3, "source": script("Shown", "four();")});
+    let deny = async {
+        let r = reviews_waiting(&p, 1).await.remove(0);
+        control::handle(
+            &p,
+            &json!({"op": "reviews.decide", "review": r.id, "approve": false}),
+        )
+        .await
+        .value
+    };
+    let (res, told) = block_on(join(
+        result(&p, &s, tool_call(11, "write_script", edit)),
+        deny,
+    ));
+    assert_eq!(error_code(&res), Some("USER_REJECTED"), "{res}");
+    assert_eq!(told, json!({"ok": true}));
+}
+
+/// Turning writes off ends every write waiting for review at once: none could apply, so the
+/// agent is told WRITE_DISABLED now and the popup offers no Approve for it.
+#[test]
+fn turning_writes_off_ends_the_writes_waiting_for_review() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    let user = async {
+        let r = reviews_waiting(&p, 1).await.remove(0);
+        let off = control::handle(
+            &p,
+            &json!({"op": "policy.setSwitch", "name": "writes", "value": false}),
+        )
+        .await;
+        assert_eq!(off.value["ok"], json!(true), "{}", off.value);
+        // Already decided: the user's click finds it no longer waiting.
+        assert!(
+            !p.decide(&r.id, Decision::Deny),
+            "the review still waited after writes went off"
+        );
+    };
+    let call = tool_call(
+        9,
+        "write_script",
+        json!({"source": script("Never", "x();")}),
+    );
+    let (res, ()) = block_on(join(result(&p, &s, call), user));
+    assert_eq!(error_code(&res), Some("WRITE_DISABLED"), "{res}");
+    assert!(
+        res["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("turned off while this write waited")),
+        "{res}"
+    );
+    assert!(p.pending_reviews().is_empty());
+}

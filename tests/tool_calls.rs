@@ -753,16 +753,18 @@ fn access_withdrawn_during_review_wins_over_the_approval() {
     let s = ready(&p);
     set_switch(&p, "review", true);
     let msg = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Late", "")}}});
+    // Approved, then writes turned off before the approved write resumes: the switch wins.
+    // (Turned off first, the review ends at once: `turning_writes_off_ends_the_writes_waiting_for_review`.)
     let user = async {
         let rid = next_review(&p).await;
-        let off = json!({"op": "policy.setSwitch", "name": "writes", "value": false});
-        lumo_userscripts::control::handle(&p, &off).await;
         assert!(p.decide(
             &rid,
             Decision::Approve {
                 allow_session: false
             }
         ));
+        let off = json!({"op": "policy.setSwitch", "name": "writes", "value": false});
+        lumo_userscripts::control::handle(&p, &off).await;
     };
     let r = call_while(&p, &s, msg, user);
     assert_eq!(error_code(&r), Some("WRITE_DISABLED"), "{r}");

@@ -205,7 +205,9 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
             review,
             approve,
             allow_session,
-        } => reviews::decide(p, review, approve, allow_session).into(),
+        } => reviews::decide(p, review, approve, allow_session)
+            .await
+            .into(),
         Op::ReviewsDiff { review } => reviews::diff(p, review).into(),
         Op::ScriptsList => scripts::list(p).await.into(),
         Op::ScriptsGet { uuid } => scripts::get(p, uuid).await.into(),

@@ -104,6 +104,11 @@ async fn change<E: Env>(p: &Provider<E>, f: impl FnOnce(&mut Policy) -> Outcome)
             });
         }
     }
+    // A write waiting for review can no longer apply once writes are off: its agent is told
+    // now, and the popup stops offering an Approve that could not be carried out.
+    if before.writes_enabled && !after.writes_enabled {
+        p.withdraw_reviews(crate::guard::review::Decision::WritesOff);
+    }
     // Revocation takes effect at once, and turning review on ends every "allow for this
     // session".
     let current = p.policy().await;

@@ -4,10 +4,14 @@ use super::err;
 use crate::env::Env;
 use crate::guard::review::Decision;
 use crate::provider::Provider;
+use crate::tools::result::{ErrorCode, ToolError};
+use futures::future::{select, Either};
 use serde_json::{json, Value};
 
-/// `reviews.decide`: approve (maybe for the rest of the session) or deny one review.
-pub(super) fn decide<E: Env>(
+/// `reviews.decide`: approve (maybe for the rest of the session) or deny one review. An
+/// approval's answer waits (up to [`APPLY_WAIT_MS`]) for the write it approved, and says whether
+/// it was applied: it may not be, when the script changed or went meanwhile.
+pub(super) async fn decide<E: Env>(
     p: &Provider<E>,
     review: Option<String>,
     approve: Option<bool>,
@@ -26,10 +30,44 @@ pub(super) fn decide<E: Env>(
     } else {
         Decision::Deny
     };
-    if p.decide(&review, decision) {
-        json!({ "ok": true })
-    } else {
-        err("that review is no longer waiting (it expired, was cancelled or was already decided)")
+    let Some(outcome) = p.decide_told(&review, decision) else {
+        return err(
+            "that review is no longer waiting (it expired, was cancelled or was already decided)",
+        );
+    };
+    if !approve {
+        return json!({ "ok": true });
+    }
+    let waited = select(outcome, Box::pin(p.env.sleep(APPLY_WAIT_MS))).await;
+    let not_applied = |why: String| json!({ "ok": true, "applied": false, "why": why });
+    match waited {
+        Either::Left((Ok(Ok(())), _)) => json!({ "ok": true, "applied": true }),
+        Either::Left((Ok(Err(e)), _)) => not_applied(in_user_words(&e)),
+        Either::Left((Err(_), _)) => not_applied(
+            "it stopped before it finished (its connection closed); the audit log has what happened".to_owned(),
+        ),
+        Either::Right(_) => json!({ "ok": true, "applied": null }),
+    }
+}
+
+/// How long an approval's answer waits for the write: a write waits its turn behind others and
+/// for its `@require` files, a try for its page.
+pub const APPLY_WAIT_MS: f64 = 20_000.0;
+
+/// Why an approved write did not apply, for the person who approved it: the agent's message
+/// names tools, the user's names what happened.
+fn in_user_words(e: &ToolError) -> String {
+    let stale = e
+        .details
+        .as_ref()
+        .is_some_and(|d| d.get("currentRevision").is_some());
+    match e.code {
+        ErrorCode::Conflict if stale => {
+            "the script changed after this was asked for, so nothing changed; the agent was told to read it again".to_owned()
+        }
+        ErrorCode::WriteDisabled => "writes are turned off; nothing changed".to_owned(),
+        ErrorCode::Unauthorized => "this caller no longer has access; nothing changed".to_owned(),
+        _ => e.message.clone(),
     }
 }
 

@@ -210,6 +210,8 @@ pub enum Decision {
     Expired,
     /// The client cancelled the request, or its port closed.
     Cancelled,
+    /// The user turned writes off while it waited: it can no longer apply.
+    WritesOff,
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ use std::rc::Rc;
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
 pub use guards::AdmitError;
 pub use registry::{RegistryState, SyncOutcome};
+pub use reviews::{Applied, Told};
 pub use runs::{Received, Sender};
 pub use state::{watched, Watched};
 
@@ -183,6 +184,8 @@ struct Waiting {
     /// The JSON-RPC id of the `tools/call`, so `notifications/cancelled` can find it.
     rpc_id: Value,
     decide: Option<oneshot::Sender<Decision>>,
+    /// Set with an approval: where the write's outcome goes, for the review surface to say.
+    told: Option<oneshot::Sender<Applied>>,
 }
 
 const MAX_LOG: usize = 50;

@@ -5,6 +5,7 @@ use super::{Provider, Waiting};
 use crate::env::{Area, Env};
 use crate::guard::audit::Entry;
 use crate::guard::review::{self, Decision, QueueFull, ReviewRequest, Stub};
+use crate::tools::result::ToolError;
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use serde_json::{Map, Value};
@@ -32,15 +33,16 @@ impl<E: Env> Provider<E> {
     }
 
     /// Waits for the user's decision on one write, bounded by [`review::REVIEW_TIMEOUT_MS`].
+    /// With an approval comes where to tell what the approved write did ([`Told`]).
     pub async fn await_review(
         &self,
         request: ReviewRequest,
         rpc_id: Value,
-    ) -> Result<Decision, QueueFull> {
+    ) -> Result<(Decision, Told), QueueFull> {
         // The session closed (the user's Disconnect, a revocation) after the call's checks: a
         // review shown now would ask the user about a caller already sent away.
         if !self.session_open(request.session) {
-            return Ok(Decision::Cancelled);
+            return Ok((Decision::Cancelled, Told(None)));
         }
         let mut request = request;
         let full = review::admit(
@@ -62,6 +64,7 @@ impl<E: Env> Provider<E> {
                 request,
                 rpc_id,
                 decide: Some(tx),
+                told: None,
             },
         );
         // The stubs of the previous worker's reviews are settled (audited) first: saved over
@@ -74,7 +77,7 @@ impl<E: Env> Provider<E> {
             Either::Left((Err(_), _)) => Decision::Cancelled,
             Either::Right(_) => Decision::Expired,
         };
-        self.reviews.borrow_mut().remove(&seq);
+        let told = Told(self.reviews.borrow_mut().remove(&seq).and_then(|w| w.told));
         if let Decision::Approve {
             allow_session: true,
         } = decision
@@ -83,21 +86,38 @@ impl<E: Env> Provider<E> {
         }
         self.save_review_stubs().await;
         self.changed();
-        Ok(decision)
+        Ok((decision, told))
     }
 
     /// The user's decision from the review surface. False when no such review waits (it
     /// expired, or was already decided).
     pub fn decide(&self, id: &str, decision: Decision) -> bool {
-        let sender = self
+        self.decide_told(id, decision).is_some()
+    }
+
+    /// [`Self::decide`], and where the decided write's outcome will come: an approved write
+    /// may still not apply (the script changed or went meanwhile, writes were turned off), and
+    /// the review surface must not say it did. None when no such review waits.
+    pub fn decide_told(&self, id: &str, decision: Decision) -> Option<oneshot::Receiver<Applied>> {
+        let mut reviews = self.reviews.borrow_mut();
+        let w = reviews.values_mut().find(|w| w.request.id == id)?;
+        let tx = w.decide.take()?;
+        let (told, outcome) = oneshot::channel();
+        w.told = Some(told);
+        drop(reviews);
+        tx.send(decision).ok().map(|()| outcome)
+    }
+
+    /// Every waiting review ends with `decision` (the user turned writes off: none can apply).
+    pub fn withdraw_reviews(&self, decision: Decision) {
+        let senders: Vec<oneshot::Sender<Decision>> = self
             .reviews
             .borrow_mut()
             .values_mut()
-            .find(|w| w.request.id == id)
-            .and_then(|w| w.decide.take());
-        match sender {
-            Some(tx) => tx.send(decision).is_ok(),
-            None => false,
+            .filter_map(|w| w.decide.take())
+            .collect();
+        for tx in senders {
+            let _ = tx.send(decision);
         }
     }
 
@@ -176,5 +196,24 @@ impl<E: Env> Provider<E> {
             .await;
         }
         self.save_review_stubs().await;
+    }
+}
+
+/// What an approved write did: done, or refused after all (with the refusal the agent got).
+pub type Applied = Result<(), ToolError>;
+
+/// Where an approved write tells its outcome ([`Provider::decide_told`]); nothing for a write
+/// that was not approved from the review surface.
+pub struct Told(Option<oneshot::Sender<Applied>>);
+
+impl Told {
+    pub fn nobody() -> Self {
+        Told(None)
+    }
+
+    pub fn tell<T>(&mut self, outcome: &Result<T, ToolError>) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(outcome.as_ref().map(drop).map_err(Clone::clone));
+        }
     }
 }

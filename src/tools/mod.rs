@@ -29,7 +29,7 @@ use crate::guard::audit::Entry;
 use crate::guard::digest::digest_hex;
 use crate::guard::review::{Decision, REVIEW_TIMEOUT_MS};
 use crate::policy::{Access, Policy};
-use crate::provider::Provider;
+use crate::provider::{Provider, Told};
 use catalog::ToolDef;
 use result::{ErrorCode, ToolError};
 use serde_json::Value;
@@ -119,10 +119,12 @@ pub async fn call<E: Env>(
         purged: None,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
+    // An approved write tells the review surface what it did.
+    let mut told = Told::nobody();
     let ran = if def.name == try_script::NAME {
-        try_script::call(p, ctx, &policy, &args, &digest, &entry).await
+        try_script::call(p, ctx, &policy, &args, &digest, &entry, &mut told).await
     } else {
-        write(p, ctx, &policy, def, args, &digest, &entry).await
+        write(p, ctx, &policy, def, args, &entry, &mut told).await
     };
     let done = match ran {
         Ok(ran) => ran,
@@ -131,6 +133,7 @@ pub async fn call<E: Env>(
             refused
         }
     };
+    told.tell(&done.result);
     CallOutcome::Result(done.result.unwrap_or_else(|e| e.to_result()))
 }
 
@@ -163,8 +166,8 @@ async fn write<E: Env>(
     policy: &Policy,
     def: &ToolDef,
     args: Value,
-    digest: &str,
     entry: &Entry,
+    told: &mut Told,
 ) -> Result<Executed, Executed> {
     let refused = |e: ToolError| {
         Err(Executed {
@@ -200,6 +203,7 @@ async fn write<E: Env>(
                 return refused(e.into());
             }
         }
+        let digest = &entry.digest;
         let request =
             match review_request::review_request(p, ctx, policy, def, &parsed, digest).await {
                 Ok(r) => r,
@@ -207,42 +211,18 @@ async fn write<E: Env>(
             };
         let base = request.base_revision;
         let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
-            Ok(d) => d,
+            Ok((d, t)) => {
+                *told = t;
+                d
+            }
             Err(e) => return refused(e.into()),
         };
-        match decision {
-            Decision::Approve { .. } => {
-                // The wait may have been long: the user may have withdrawn access or turned
-                // writes off meanwhile, and that wins over an approval given in the popup.
-                let off =
-                    "writes were turned off while this write waited for review; nothing changed";
-                if let Err(e) = still_granted(p, ctx, off).await {
-                    return refused(e);
-                }
-                parsed = parsed.pinned(base)
-            }
-            Decision::Deny => {
-                return refused(ToolError::new(
-                    ErrorCode::UserRejected,
-                    "the user rejected this write; nothing changed",
-                ))
-            }
-            Decision::Expired => {
-                return refused(ToolError::new(
-                    ErrorCode::ReviewExpired,
-                    format!(
-                        "the user did not decide within {} s; nothing changed",
-                        REVIEW_TIMEOUT_MS / 1000.0
-                    ),
-                ))
-            }
-            Decision::Cancelled => {
-                return refused(ToolError::new(
-                    ErrorCode::ReviewExpired,
-                    "the request was cancelled before the user decided; nothing changed",
-                ))
-            }
+        // The wait may have been long: the user may have withdrawn access or turned writes off
+        // meanwhile, and that wins over an approval given in the popup.
+        if let Err(e) = after_review(p, ctx, decision, "write", "nothing changed").await {
+            return refused(e);
         }
+        parsed = parsed.pinned(base);
     }
     let by = ctx.caller.key();
     let actor = crate::scripts::store::Actor {
@@ -267,12 +247,44 @@ async fn write<E: Env>(
     Ok(done)
 }
 
+/// What the user's decision on a review means for a `what` ("write", "try"): go on (approved,
+/// and still granted as the policy stands now), or the refusal, ending in `nothing`.
+pub(super) async fn after_review<E: Env>(
+    p: &Provider<E>,
+    ctx: &CallCtx<'_>,
+    d: Decision,
+    what: &str,
+    nothing: &str,
+) -> Result<(), ToolError> {
+    let off = format!("writes were turned off while this {what} waited for review; {nothing}");
+    let (code, message) = match d {
+        Decision::Approve { .. } => return still_granted(p, ctx, &off).await.map(drop),
+        Decision::WritesOff => (ErrorCode::WriteDisabled, off),
+        Decision::Deny => (
+            ErrorCode::UserRejected,
+            format!("the user rejected this {what}; {nothing}"),
+        ),
+        Decision::Expired => (
+            ErrorCode::ReviewExpired,
+            format!(
+                "the user did not decide within {} s; {nothing}",
+                REVIEW_TIMEOUT_MS / 1000.0
+            ),
+        ),
+        Decision::Cancelled => (
+            ErrorCode::ReviewExpired,
+            format!("the request was cancelled before the user decided; {nothing}"),
+        ),
+    };
+    Err(ToolError::new(code, message))
+}
+
 /// After a wait (the user's review, the write lock): the caller still granted and writes still
 /// on, as the policy stands now (returned); `writes_off` says what writes being off stopped.
 pub(super) async fn still_granted<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
-    writes_off: &'static str,
+    writes_off: &str,
 ) -> Result<Policy, ToolError> {
     let now = p.policy().await;
     let access = ctx.caller.access(&now);

@@ -15,9 +15,9 @@ use super::{finished, CallCtx, Executed};
 use crate::env::{Env, Tab};
 use crate::guard::audit::Entry;
 use crate::guard::diff::{line_diff, visible, Preview};
-use crate::guard::review::{Decision, ReviewRequest, Sources, REVIEW_TIMEOUT_MS};
+use crate::guard::review::{ReviewRequest, Sources, REVIEW_TIMEOUT_MS};
 use crate::policy::Policy;
-use crate::provider::Provider;
+use crate::provider::{Provider, Told};
 use crate::scripts::metadata::Metadata;
 use crate::scripts::record::is_uuid;
 use crate::scripts::registry;
@@ -413,35 +413,6 @@ fn review_request<E: Env>(
     }
 }
 
-/// The user's decision as a refusal, or Ok to run.
-async fn after_review<E: Env>(
-    p: &Provider<E>,
-    ctx: &CallCtx<'_>,
-    d: Decision,
-) -> Result<(), ToolError> {
-    match d {
-        Decision::Approve { .. } => {
-            let off = "writes were turned off while this try waited for review; nothing ran";
-            super::still_granted(p, ctx, off).await.map(drop)
-        }
-        Decision::Deny => Err(ToolError::new(
-            ErrorCode::UserRejected,
-            "the user rejected this try; nothing ran",
-        )),
-        Decision::Expired => Err(ToolError::new(
-            ErrorCode::ReviewExpired,
-            format!(
-                "the user did not decide within {} s; nothing ran",
-                REVIEW_TIMEOUT_MS / 1000.0
-            ),
-        )),
-        Decision::Cancelled => Err(ToolError::new(
-            ErrorCode::ReviewExpired,
-            "the request was cancelled before the user decided; nothing ran",
-        )),
-    }
-}
-
 /// Steps 3–8 for `try_script`: `Err` when refused before it ran (the caller audits it), `Ok`
 /// when it ran (audited here).
 pub(super) async fn call<E: Env>(
@@ -451,6 +422,7 @@ pub(super) async fn call<E: Env>(
     args: &Value,
     digest: &str,
     entry: &Entry,
+    told: &mut Told,
 ) -> Result<Executed, Executed> {
     let target = super::named_target(args);
     let refused = |e: ToolError| {
@@ -492,7 +464,7 @@ pub(super) async fn call<E: Env>(
     };
     let (_, out) = join(
         record,
-        admitted(p, ctx, policy, &a, digest, entry, &target, rx),
+        admitted(p, ctx, policy, &a, digest, entry, &target, rx, told),
     )
     .await;
     out
@@ -510,6 +482,7 @@ async fn admitted<E: Env>(
     entry: &Entry,
     target: &Option<String>,
     slot: Slot,
+    told: &mut Told,
 ) -> Result<Executed, Executed> {
     let refused = |e: ToolError| {
         Err(Executed {
@@ -568,11 +541,10 @@ async fn admitted<E: Env>(
                 return Err(e);
             }
             let request = review_request(p, ctx, policy, &script, &tab, a, digest);
-            let decision = p
-                .await_review(request, ctx.rpc_id.clone())
-                .await
-                .map_err(ToolError::from)?;
-            after_review(p, ctx, decision).await?;
+            let review = p.await_review(request, ctx.rpc_id.clone());
+            let decision;
+            (decision, *told) = review.await.map_err(ToolError::from)?;
+            super::after_review(p, ctx, decision, "try", "nothing ran").await?;
             same_page(p, &tab).await?;
             journal.begun.at = p.env.now_ms();
         }

@@ -131,6 +131,50 @@ describe("the review surface", () => {
     }
   });
 
+  test("Approve says what the write did: a write the user's own edit made stale is \"not applied\", and turning writes off withdraws a waiting one", T, async () => {
+    await resetRate();
+    await h.internal("policy.setSwitch", { name: "review", value: false });
+    const made = await h.lumo("callTool", s, "write_script", { source: userscript("Stale approval", ["one();"]) });
+    const { uuid } = made.structuredContent.script;
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    const host = await h.hostPage();
+    const popup = await openPopup();
+    try {
+      await start(host, "stale", s, "write_script", { uuid, revision: 1, source: userscript("Stale approval", ["agent();"]) });
+      const item = reviewItem(popup, 'Replace the script "Stale approval"');
+      await item.waitFor({ timeout: 8000 });
+      // The user changes the script by hand while the review waits, then approves it.
+      await h.internal("scripts.save", { uuid, revision: 1, source: userscript("Stale approval", ["mine();"]) });
+      const approve = item.getByRole("button", { name: "Approve", exact: true });
+      await until(() => approve.isEnabled(), (v) => v, 5000);
+      await approve.click();
+      await item.getByText(/^Approved, but not applied: the script changed after this was asked for/).waitFor({ timeout: 8000 });
+      assert.match(await popup.locator("#status").innerText(), /^Approved, but not applied/);
+      assert.equal((await settle(host, "stale")).structuredContent?.error_code, "CONFLICT");
+      const got = await h.lumo("callTool", s, "get_script", { uuid });
+      assert.match(got.structuredContent.script.source, /mine\(\);/, "the user's edit stands");
+      // A write that can apply says so.
+      await start(host, "fresh", s, "write_script", { uuid, revision: 2, source: userscript("Stale approval", ["agent();"]) });
+      const next = reviewItem(popup, 'Replace the script "Stale approval"').filter({ hasNot: popup.getByText(/^Approved, but not applied/) });
+      await next.waitFor({ timeout: 8000 });
+      const approveNext = next.getByRole("button", { name: "Approve", exact: true });
+      await until(() => approveNext.isEnabled(), (v) => v, 5000);
+      await approveNext.click();
+      await next.getByText("Approved.", { exact: true }).waitFor({ timeout: 8000 });
+      assert.equal((await settle(host, "fresh")).isError, false);
+      // Writes turned off while one waits: it ends at once, WRITE_DISABLED, and leaves the popup.
+      await start(host, "off", s, "write_script", { uuid, revision: 3, source: userscript("Stale approval", ["late();"]) });
+      await until(reviews, (r) => r.length === 1);
+      await h.internal("policy.setSwitch", { name: "writes", value: false });
+      assert.equal((await settle(host, "off", 5000)).structuredContent?.error_code, "WRITE_DISABLED");
+      assert.deepEqual(await reviews(), []);
+    } finally {
+      await h.internal("policy.setSwitch", { name: "writes", value: true });
+      await popup.close();
+      await denyAll();
+    }
+  });
+
   test("a payload after line 400: the popup says the change is not all shown, and shows all of it on request", T, async () => {
     await h.internal("policy.setSwitch", { name: "review", value: true });
     const host = await h.hostPage();
