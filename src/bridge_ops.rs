@@ -156,6 +156,7 @@ async fn connect<E: Env>(
         token,
         allow_remote,
         remember,
+        readonly: None,
     };
     if let Err(e) = p.authorize_bridge(&auth).await {
         return err(format!("could not store the authorization: {e}"));
@@ -296,7 +297,7 @@ mod tests {
         switch(true);
         assert_eq!(connect().value["ok"], json!(true));
         // The link dialled, then dropped: it waits to dial again.
-        p.bridge_dialing("127.0.0.1", 17817);
+        p.bridge_dialing_fresh("127.0.0.1", 17817);
         p.bridge_closed(Some("the bridge went away".into()), true);
         assert_eq!(p.bridge_view().state, "retrying");
         // The pages show the worker's name for it (the popup's line on why it is not

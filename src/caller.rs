@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(far.key(), "bridge:17817");
         // The link's view carries the same name for the pages.
         let p = crate::provider::Provider::new(crate::env::memory::MemoryEnv::new());
-        p.bridge_dialing("bridge.example", 17817);
+        p.bridge_dialing_fresh("bridge.example", 17817);
         assert_eq!(p.bridge_view().label, far.display());
     }
 

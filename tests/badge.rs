@@ -29,7 +29,7 @@ fn the_badge_counts_the_open_sessions_the_popup_lists_and_flags_a_waiting_approv
     assert_eq!(text(), "2");
 
     // The bridge's link is a connected caller too.
-    p.bridge_dialing("127.0.0.1", 17817);
+    p.bridge_dialing_fresh("127.0.0.1", 17817);
     let _link = p.bridge_opened(false, "0.1.0");
     assert_eq!(p.sessions_summary().len(), 3);
     assert_eq!(text(), "3");

@@ -36,7 +36,7 @@ fn audit(p: &Provider<MemoryEnv>) -> Vec<Value> {
 fn a_bridge_write_runs_and_is_audited_under_the_bridge_identity() {
     // No allowlist entry: the user's click on the connect page is the consent.
     let p = Provider::new(MemoryEnv::new());
-    p.bridge_dialing("127.0.0.1", 17817);
+    p.bridge_dialing_fresh("127.0.0.1", 17817);
     let s = p.bridge_opened(false, "0.1.0");
     let r = ok(write(&p, s, SRC));
     assert_eq!(r["isError"], json!(false), "{r}");
@@ -186,7 +186,7 @@ fn a_closed_link_answers_nothing_and_bad_requests_get_wire_errors() {
 fn a_bridge_request_its_bridge_cancels_is_withdrawn_from_review_and_never_applied() {
     let p = Provider::new(MemoryEnv::new());
     set_switch(&p, "review", true);
-    p.bridge_dialing("127.0.0.1", 17817);
+    p.bridge_dialing_fresh("127.0.0.1", 17817);
     let s = p.bridge_opened(false, "0.1.0");
     let call = json!({"name": "write_script", "arguments": {"source": SRC}});
     // The write waits for review; cancels naming another request, or sent on a link that is not
@@ -221,4 +221,66 @@ fn a_bridge_request_its_bridge_cancels_is_withdrawn_from_review_and_never_applie
         json!([]),
         "{listed}"
     );
+}
+
+/// The user connected a read-only bridge; a read-write one then took over its port and token (a
+/// forwarder after the owner exited, a restart without --readonly). The extension dials it
+/// again without a click, so the consent given to a read-only bridge must hold: writes are
+/// refused and hidden until the user clicks Connect again.
+#[test]
+fn a_read_only_consent_holds_when_a_read_write_bridge_takes_over_the_link() {
+    const TOKEN: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF";
+    let p = Provider::new(MemoryEnv::new());
+    let click = || {
+        let r = block_on(control::handle(
+            &p,
+            &json!({"op": "bridge.connect", "port": 17817, "token": TOKEN}),
+        ));
+        assert_eq!(r.value["ok"], json!(true), "{}", r.value);
+    };
+    // What the shell does on a dial and on the bridge's ack.
+    let link = |ack_readonly: bool| {
+        let auth = block_on(p.bridge_auth()).expect("authorized");
+        p.bridge_dialing(&auth);
+        let s = p.bridge_opened(ack_readonly, "0.1.0");
+        block_on(p.bridge_consented(&auth.token, ack_readonly));
+        s
+    };
+    click();
+    let s = link(true);
+    assert!(p.bridge_view().readonly);
+    p.bridge_closed(Some("connection lost".into()), true);
+    // The read-write bridge that took over: still read-only, and told to list no write tool.
+    let s2 = link(false);
+    assert_ne!(s, s2);
+    assert!(
+        p.bridge_view().readonly,
+        "the consent was to a read-only bridge"
+    );
+    assert!(!p.bridge_lists_writes(true));
+    let r = ok(write(&p, s2, SRC));
+    assert_eq!(
+        r["structuredContent"]["error_code"],
+        json!("WRITE_DISABLED"),
+        "{r}"
+    );
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Connect"),
+        "{r}"
+    );
+    // The user's new click on the link is consent to what the bridge is now.
+    p.bridge_closed(None, false);
+    click();
+    let s3 = link(false);
+    assert!(!p.bridge_view().readonly);
+    assert!(p.bridge_lists_writes(true));
+    let r = ok(write(&p, s3, SRC));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    // Consent to a read-write bridge: a read-only one that takes over is read-only by its own word.
+    p.bridge_closed(Some("connection lost".into()), true);
+    link(true);
+    assert!(p.bridge_view().readonly);
 }

@@ -25,6 +25,8 @@ struct Link {
     ws: WebSocket,
     conn: Connection,
     session: Option<u64>,
+    /// The authorization dialled, for stamping it on the first link (`bridge_consented`).
+    token: String,
     _on_open: Closure<dyn FnMut(web_sys::Event)>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_close: Closure<dyn FnMut(CloseEvent)>,
@@ -103,7 +105,7 @@ fn dial(auth: &BridgeAuth) {
         Ok(u) => u,
         Err(e) => return p.bridge_closed(Some(e.to_string()), false),
     };
-    p.bridge_dialing(&auth.host, auth.port);
+    p.bridge_dialing(auth);
     let gen = GEN.with(|g| {
         g.set(g.get().wrapping_add(1));
         g.get()
@@ -166,6 +168,7 @@ fn dial(auth: &BridgeAuth) {
             ws,
             conn,
             session: None,
+            token: auth.token.clone(),
             _on_open: on_open,
             _on_message: on_message,
             _on_close: on_close,
@@ -264,15 +267,22 @@ fn on_event(gen: u64, e: Event) {
             let readonly = ack.result.get("readonly") == Some(&Value::Bool(true));
             let session = provider().bridge_opened(readonly, &ack.server_version);
             ATTEMPT.with(|a| a.set(0));
-            LINK.with(|l| {
-                if let Some(link) = l.borrow_mut().as_mut().filter(|k| k.gen == gen) {
-                    link.session = Some(session);
-                }
+            let token = LINK.with(|l| {
+                l.borrow_mut()
+                    .as_mut()
+                    .filter(|k| k.gen == gen)
+                    .map(|link| {
+                        link.session = Some(session);
+                        link.token.clone()
+                    })
             });
             // The bridge lists the write tools only while writes are on. Read twice: the first
             // may wait for storage while the user flips the switch, whose own notify must not be
             // overtaken by the older value; the second is the cache as it is now.
             spawn_local(async move {
+                if let Some(token) = token {
+                    provider().bridge_consented(&token, readonly).await;
+                }
                 let _ = provider().policy().await;
                 let policy = provider().policy().await;
                 // An authorization from before agent access went off (stored, dialled at the
@@ -284,7 +294,7 @@ fn on_event(gen: u64, e: Event) {
                     );
                     return;
                 }
-                let writes = policy.writes_enabled;
+                let writes = provider().bridge_lists_writes(policy.writes_enabled);
                 with_conn(gen, |c| {
                     c.notify(types::TOOLS, crate::bridge::tools_payload(writes))
                 });

@@ -100,7 +100,7 @@ async fn change<E: Env>(p: &Provider<E>, f: impl FnOnce(&mut Policy) -> Outcome)
         });
         if p.bridge_view().session.is_some() {
             effects.push(Effect::BridgeTools {
-                writes: after.writes_enabled,
+                writes: p.bridge_lists_writes(after.writes_enabled),
             });
         }
     }

@@ -28,6 +28,12 @@ pub struct BridgeAuth {
     pub allow_remote: bool,
     #[serde(default)]
     pub remember: bool,
+    /// What the bridge said of itself on the first link after the user's click, stamped then
+    /// (`Provider::bridge_consented`). Consent to a read-only bridge holds for every later link
+    /// of this authorization: a read-write bridge that takes over the port and token (a
+    /// forwarder, a restart) stays read-only until the user clicks Connect again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readonly: Option<bool>,
 }
 
 /// The link as the pages show it.
@@ -41,6 +47,10 @@ pub struct BridgeView {
     /// What the pages call it (`caller::bridge_label`: "Local bridge (port N)", or where it is).
     pub label: String,
     pub readonly: bool,
+    /// The authorization's stamp, as dialled: read-only consented, read-write, or not yet
+    /// known (the first link after the click).
+    #[serde(skip)]
+    pub consented_readonly: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -60,6 +70,7 @@ impl Default for BridgeView {
             port: 0,
             label: String::new(),
             readonly: false,
+            consented_readonly: None,
             session: None,
             opened_at: None,
             server_version: None,
@@ -81,15 +92,16 @@ impl<E: Env> Provider<E> {
         self.bridge.borrow().clone()
     }
 
-    pub fn bridge_dialing(&self, host: &str, port: u16) {
+    pub fn bridge_dialing(&self, auth: &BridgeAuth) {
         {
             let mut b = self.bridge.borrow_mut();
             let error = b.error.take();
             *b = BridgeView {
                 state: "connecting",
-                host: host.to_owned(),
-                port,
-                label: bridge_label(host, port),
+                host: auth.host.clone(),
+                port: auth.port,
+                label: bridge_label(&auth.host, auth.port),
+                consented_readonly: auth.readonly,
                 error,
                 ..BridgeView::default()
             };
@@ -97,9 +109,23 @@ impl<E: Env> Provider<E> {
         self.changed();
     }
 
+    /// [`Self::bridge_dialing`] a fresh authorization of `host:port` (tests).
+    pub fn bridge_dialing_fresh(&self, host: &str, port: u16) {
+        self.bridge_dialing(&BridgeAuth {
+            host: host.to_owned(),
+            port,
+            token: String::new(),
+            allow_remote: false,
+            remember: false,
+            readonly: None,
+        });
+    }
+
     /// The hello was acknowledged: the bridge is a connected caller, with a session id of its
-    /// own (reviews, "allow for this session").
+    /// own (reviews, "allow for this session"). Read-only when the bridge says so (its ack's
+    /// `readonly`) or when the user connected this authorization to a read-only bridge.
     pub fn bridge_opened(&self, readonly: bool, server_version: &str) -> u64 {
+        let readonly = readonly || self.bridge.borrow().consented_readonly == Some(true);
         let id = self.next_session.get();
         self.next_session.set(id.saturating_add(1));
         {
@@ -253,6 +279,40 @@ impl<E: Env> Provider<E> {
             serde_json::to_value(auth).map_err(|e| e.to_string())?,
         );
         self.env.set(area, m).await.map_err(|e| e.to_string())
+    }
+
+    /// Stamps the user's authorization with what the bridge said of itself on its first link
+    /// ([`BridgeAuth::readonly`]); an authorization already stamped, or replaced meanwhile by
+    /// another click (another token), is left as it is.
+    pub async fn bridge_consented(&self, token: &str, readonly: bool) {
+        for area in [Area::Session, Area::Local] {
+            let Ok(m) = self.env.get(area, &[AUTH_KEY]).await else {
+                continue;
+            };
+            let Some(mut auth) = m
+                .get(AUTH_KEY)
+                .and_then(|v| <BridgeAuth as serde::Deserialize>::deserialize(v).ok())
+            else {
+                continue;
+            };
+            if auth.token != token || auth.readonly.is_some() {
+                return;
+            }
+            auth.readonly = Some(readonly);
+            self.bridge.borrow_mut().consented_readonly = Some(readonly);
+            let mut m = Map::new();
+            if let Ok(v) = serde_json::to_value(&auth) {
+                m.insert(AUTH_KEY.to_owned(), v);
+                let _ = self.env.set(area, m).await;
+            }
+            return;
+        }
+    }
+
+    /// Whether the bridge's MCP clients may see the write tools: writes on, and the link not
+    /// read-only.
+    pub fn bridge_lists_writes(&self, writes_enabled: bool) -> bool {
+        writes_enabled && !self.bridge.borrow().readonly
     }
 
     pub async fn forget_bridge(&self) {

@@ -178,7 +178,7 @@ async fn write<E: Env>(
     if ctx.caller.readonly() {
         return refused(ToolError::new(
             ErrorCode::WriteDisabled,
-            "writes are turned off: the local bridge runs in read-only mode (--readonly)",
+            "writes are turned off: the local bridge is read-only: it runs with --readonly, or the user connected it while a read-only bridge held its port (the user's new Connect click on its link allows writes)",
         ));
     }
     if !policy.writes_enabled {

@@ -539,6 +539,37 @@ test("two stdio clients share one extension (owner and forwarder); the owner's e
   await fwd.client.close();
 });
 
+test("the user connected a read-only bridge: a read-write one that takes over its link without a click stays read-only until the user clicks Connect again", async () => {
+  const [port, control] = await freePorts(2);
+  const state = stateDir();
+  const owner = await agent({ port, control, state, extra: ["--readonly"] });
+  const page = await openConnect(owner.link);
+  assert.equal((await h.internal("bridge.status")).bridge.readonly, true);
+  const fwd = await agent({ port, control, state });
+  assert.equal((await fwd.status()).role, "forwarder");
+  await owner.client.close();
+  await until(async () => { const s = await fwd.status(); return s.role === "owner" && s.connected; }, "handover", 30_000);
+  assert.equal((await h.internal("bridge.status")).bridge.readonly, true, "the link the user consented to stays read-only");
+  // The agent is shown no write tool, and a write called anyway is refused by the extension.
+  await until(async () => !(await fwd.client.listTools()).tools.some((t) => t.name === "write_script"), "write tools hidden");
+  const before = (await h.internal("scripts.list")).scripts.length;
+  const w = await call(fwd, "write_script", { source: scriptSource("Not consented", "nc") });
+  assert.equal(w.isError, true);
+  assert.equal(w.structuredContent.error_code, "WRITE_DISABLED", JSON.stringify(w.structuredContent));
+  assert.equal((await h.internal("scripts.list")).scripts.length, before);
+  // The user's new click on the bridge's link is consent to what it is now.
+  const again = await openConnect(owner.link);
+  await until(async () => (await h.internal("bridge.status")).bridge.readonly === false, "read-write after the click");
+  await until(async () => (await fwd.client.listTools()).tools.some((t) => t.name === "write_script"), "write tools listed");
+  const ok = await call(fwd, "write_script", { source: scriptSource("Consented", "cs") });
+  assert.equal(ok.isError, false, JSON.stringify(ok.structuredContent));
+  await h.internal("scripts.delete", { uuid: ok.structuredContent.script.uuid });
+  await again.close();
+  await page.close();
+  await disconnectAll();
+  await fwd.client.close();
+});
+
 test("review: \"Approve all from this session\" in the popup lets that bridge link write without asking, and only that link", async () => {
   const a = await agent();
   let page = await openConnect(a.link);
