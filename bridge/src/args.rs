@@ -109,6 +109,12 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
     if a.port == a.control_port {
         return Err("--port and --control-port must differ".into());
     }
+    if let Some(http) = a.http.filter(|h| *h == a.port || *h == a.control_port) {
+        return Err(format!(
+            "--http {http}: that port is the extension's (--port {}) or the other bridges' (--control-port {}); give the MCP clients' HTTP endpoint a port of its own",
+            a.port, a.control_port
+        ));
+    }
     // A request must name the bound address in its `Host` (against DNS rebinding); no client
     // sends 0.0.0.0, so a wildcard bind would refuse every remote request it was meant for.
     if a.host
@@ -183,6 +189,11 @@ mod tests {
         assert!(run(&["--extension-id", "nope"]).is_err());
         assert!(run(&["--bogus"]).unwrap_err().contains("--bogus"));
         assert!(run(&["--port", "5", "--control-port", "5"]).is_err());
+        // The HTTP endpoint on the extension's port, or the control port, could never bind.
+        for clash in [["--http", "17817"], ["--http", "17818"]] {
+            assert!(run(&clash).unwrap_err().contains("a port of its own"));
+        }
+        assert!(run(&["--http", "17819"]).is_ok());
     }
 
     /// A wildcard bind would take requests only for a Host no client sends: refused with why.

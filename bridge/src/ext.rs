@@ -62,7 +62,7 @@ pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
                 let reason = link::run(ws, conn, tx, rx, on_open, None, Some(on_notify)).await;
                 let id = attached.lock().ok().and_then(|a| *a);
                 if let Some(id) = id {
-                    hub.detach(id);
+                    hub.detach(id, reason.code());
                     eprintln!("lumo-bridge: the extension disconnected ({reason})");
                 } else {
                     eprintln!("lumo-bridge: refused a connection: {reason}");

@@ -31,6 +31,9 @@ pub struct Hub {
     /// extension's worker dials again. The process's MCP sessions and forwarders follow it.
     pub writes: watch::Sender<Option<bool>>,
     state: Mutex<(Option<Current>, u64)>,
+    /// The user disconnected the last link (close code 4002): the extension will not dial again
+    /// by itself, so the agent is told to ask rather than to wait.
+    user_disconnected: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -44,6 +47,7 @@ impl Hub {
             connect_link,
             writes: watch::channel(None).0,
             state: Mutex::new((None, 0)),
+            user_disconnected: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -66,6 +70,8 @@ impl Hub {
         };
         st.1 = st.1.saturating_add(1);
         let id = st.1;
+        self.user_disconnected
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(old) = st.0.replace(Current { id, tx, hello }) {
             let close = Cmd::Close {
                 code: REPLACED,
@@ -83,12 +89,23 @@ impl Hub {
         id
     }
 
-    pub fn detach(&self, id: u64) {
+    /// Link `id` ended with close code `code`.
+    pub fn detach(&self, id: u64, code: u16) {
         if let Ok(mut st) = self.state.lock() {
             if st.0.as_ref().is_some_and(|c| c.id == id) {
                 st.0 = None;
+                let by_user = code == lumo_userscripts::bridge::dialer::USER_DISCONNECT;
+                self.user_disconnected
+                    .store(by_user, std::sync::atomic::Ordering::Relaxed);
             }
         }
+    }
+
+    fn not_connected(&self) -> String {
+        let by_user = self
+            .user_disconnected
+            .load(std::sync::atomic::Ordering::Relaxed);
+        not_connected_message(&self.connect_link, by_user)
     }
 
     fn current(&self) -> Option<(mpsc::Sender<Cmd>, Map<String, Value>)> {
@@ -111,7 +128,7 @@ impl Hub {
                 "connected": false,
                 "connectLink": self.connect_link,
                 "port": self.port,
-                "message": not_connected_message(&self.connect_link),
+                "message": self.not_connected(),
             }),
         }
     }
@@ -119,9 +136,7 @@ impl Hub {
     /// Forwards one tool call to the extension; the answer is an MCP tool result (JSON).
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<Value, CallError> {
         let Some((tx, _)) = self.current() else {
-            return Err(CallError::not_connected(not_connected_message(
-                &self.connect_link,
-            )));
+            return Err(CallError::not_connected(self.not_connected()));
         };
         link::request(
             &tx,
@@ -149,10 +164,20 @@ pub fn heard_writes(writes: &watch::Sender<Option<bool>>, payload: &Value) {
     }
 }
 
-pub fn not_connected_message(link: &str) -> String {
-    format!(
-        "The Lumo Userscripts extension is not connected to this bridge. Ask the user to open this link in Chrome (where the extension is installed) and click Connect: {link}"
-    )
+/// What the agent is told while no extension is connected. The extension dials again by
+/// itself while the user's authorization holds (a lost link, a restart, a handover between
+/// bridges), which this process cannot see: it says so, and asks for the click only when the
+/// user disconnected.
+pub fn not_connected_message(link: &str, by_user: bool) -> String {
+    if by_user {
+        format!(
+            "The user disconnected the Lumo Userscripts extension from this bridge. If the user wants it back, they open this link in Chrome and click Connect: {link}"
+        )
+    } else {
+        format!(
+            "The Lumo Userscripts extension is not connected to this bridge. If the user connected a bridge on this port before, the extension reconnects by itself within a few seconds while Chrome runs: try again shortly. Otherwise ask the user to open this link in Chrome (where the extension is installed) and click Connect: {link}"
+        )
+    }
 }
 
 #[cfg(test)]
@@ -173,10 +198,25 @@ mod tests {
             _ => panic!("the replaced link was not closed"),
         }
         // The old link's late detach must not drop the new one.
-        hub.detach(first);
+        hub.detach(first, REPLACED);
         assert_eq!(hub.status()["connected"], true);
-        hub.detach(second);
+        hub.detach(second, 1006);
         assert_eq!(hub.status()["connected"], false);
+        // A lost link: the extension dials again by itself, and the agent is told to wait.
+        let lost = hub.status()["message"].as_str().unwrap().to_owned();
+        assert!(lost.contains("reconnects by itself"), "{lost}");
+        // The user's Disconnect: no redial comes, and the agent is told the user did it.
+        let third = hub.attach(mpsc::channel(4).0, Map::new());
+        hub.detach(third, lumo_userscripts::bridge::dialer::USER_DISCONNECT);
+        let gone = hub.status()["message"].as_str().unwrap().to_owned();
+        assert!(gone.starts_with("The user disconnected"), "{gone}");
+        // A new link clears it.
+        let fourth = hub.attach(mpsc::channel(4).0, Map::new());
+        hub.detach(fourth, 1006);
+        assert!(hub.status()["message"]
+            .as_str()
+            .unwrap()
+            .contains("reconnects by itself"));
         assert!(hub.status()["connectLink"]
             .as_str()
             .is_some_and(|l| l.ends_with(&"t".repeat(64))));

@@ -408,7 +408,10 @@ test("disconnect from the popup: a call waiting for review fails at once", async
   // The bridge prints it as it answers the call: the answer may arrive first.
   await until(async () => /the extension disconnected \(the user disconnected the extension \(close code 4002\)\)/.test(a.stderr()), "the bridge says who closed");
   assert.equal((await h.internal("state.get")).reviews.length, 0, "the review was withdrawn");
-  assert.equal((await a.status()).connected, false);
+  const after = await a.status();
+  assert.equal(after.connected, false);
+  // No redial follows the user's Disconnect: the agent is told who disconnected, not to wait.
+  assert.match(after.message, /^The user disconnected the Lumo Userscripts extension from this bridge/);
   await until(async () => (await h.internal("bridge.status")).bridge.state === "off", "link off");
   await h.internal("policy.setSwitch", { name: "review", value: false });
   await popup.close();
