@@ -118,7 +118,10 @@ function reviewItem(r) {
   };
   const buttons = [
     el('button', { class: 'primary', 'data-review': r.id, onclick: decide(true, false, 'Approved.') }, 'Approve'),
-    el('button', { 'data-review': r.id, onclick: decide(true, true, 'Approved; further writes on this connection will not ask.') }, 'Approve all from this session'),
+    // The local bridge is one link for every MCP client that uses it: the allowance covers them all.
+    r.caller.startsWith('bridge:')
+      ? el('button', { 'data-review': r.id, onclick: decide(true, true, 'Approved; further writes through this bridge, from any MCP client using it, will not ask.') }, 'Approve all from this bridge (every MCP client using it)')
+      : el('button', { 'data-review': r.id, onclick: decide(true, true, 'Approved; further writes on this connection will not ask.') }, 'Approve all from this session'),
     el('button', { class: 'danger', 'data-review': r.id, onclick: decide(false, false, 'Denied.') }, 'Deny'),
   ];
   for (const b of buttons) b.disabled = true;

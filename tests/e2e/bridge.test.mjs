@@ -573,7 +573,7 @@ test("the user connected a read-only bridge: a read-write one that takes over it
   await fwd.client.close();
 });
 
-test("review: \"Approve all from this session\" in the popup lets that bridge link write without asking, and only that link", async () => {
+test("review: \"Approve all from this bridge\" in the popup lets that bridge link write without asking, and only that link", async () => {
   const a = await agent();
   let page = await openConnect(a.link);
   await h.internal("policy.setSwitch", { name: "review", value: true });
@@ -583,7 +583,8 @@ test("review: \"Approve all from this session\" in the popup lets that bridge li
     await until(async () => (await h.internal("state.get")).reviews.length === 1, "a review");
     const popup = await h.context.newPage();
     await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
-    await popup.getByRole("button", { name: "Approve all from this session" }).click();
+    // Named for what it covers: the bridge's link, which every MCP client of that bridge shares.
+    await popup.getByRole("button", { name: "Approve all from this bridge (every MCP client using it)" }).click();
     const w1 = await first;
     assert.equal(w1.isError, false, JSON.stringify(w1.structuredContent));
     uuids.push(w1.structuredContent.script.uuid);
