@@ -80,9 +80,8 @@ async function save() {
     changed();
   } else {
     if (r.details?.diagnostics) renderDiagnostics(r.details.diagnostics);
-    const more = r.code === 'CONFLICT' && r.details?.currentRevision
-      ? ` It changed since you opened it (now revision ${r.details.currentRevision}): copy your text, reopen it, and apply your change again.` : '';
-    say(status(), `Not saved: ${r.error}${more}`, 'error');
+    // The worker words it for the page (by_hand::in_page_words).
+    say(status(), `Not saved: ${r.error}`, 'error');
   }
 }
 

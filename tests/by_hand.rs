@@ -55,6 +55,34 @@ fn the_user_creates_and_edits_unlimited_and_read_only_mode_does_not_stop_them() 
     );
     assert_eq!(stale["code"], json!("CONFLICT"));
     assert_eq!(stale["details"]["currentRevision"], json!(41));
+    // In the page's words: no tool for the user to call.
+    assert_eq!(
+        stale["error"],
+        json!("it changed since you opened it (it is now at revision 41): copy your text, open it again and redo your change")
+    );
+    // A second script whose name reads the same, and a save of one deleted meanwhile.
+    let twin = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("M\u{0456}ne", "1")}),
+    );
+    assert_eq!(twin["code"], json!("CONFLICT"), "{twin}");
+    let said = twin["error"].as_str().unwrap();
+    assert!(
+        said.starts_with("another script already has this @name"),
+        "{said}"
+    );
+    assert!(!said.contains("uuid"), "{said}");
+    let d = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(d["ok"], json!(true), "{d}");
+    let gone = op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 41, "source": script("Mine", "y")}),
+    );
+    assert_eq!(
+        gone["error"],
+        json!("it was deleted meanwhile: it is in the Trash, where Restore brings it back"),
+        "{gone}"
+    );
     // Bad metadata is refused with its line.
     let bad = op(
         &p,

@@ -349,7 +349,8 @@ async fn failure<E: Env>(p: &Provider<E>, e: ScriptError) -> ToolError {
             return ToolError::new(
                 ErrorCode::NotFound,
                 format!("script {u} is in the trash (deleted): restore_script brings it back, and get_script shows it"),
-            );
+            )
+            .with_details(serde_json::json!({ "inTrash": true }));
         }
     }
     p.script_failure(e).into()
