@@ -28,7 +28,9 @@ const MAX_BACKUP_BYTES = 20 * 1024 * 1024;
 
 // ---------------------------------------------------------------- editor
 
-const editor = { uuid: null, revision: null, name: null };
+// `saved`: the text as last loaded or saved (CodeMirror's, line breaks as \n), to tell unsaved
+// edits; `crlf`: the script's every line break was \r\n, and a save keeps them so.
+const editor = { uuid: null, revision: null, name: null, saved: null, crlf: false };
 const diags = $('editor-diagnostics');
 const code = createEditor($('editor-text'), {
   label: 'Script source', describedBy: 'editor-help', onChange: () => lintSoon(), onSave: () => save(),
@@ -51,12 +53,27 @@ function lintSoon() {
   }, 250);
 }
 
+const dirty = () => !$('editor-section').hidden && editor.saved !== null && code.text !== editor.saved;
+
+/** Unsaved text is dropped only on the user's word, as Tampermonkey and Violentmonkey ask too. */
+function mayDiscard() {
+  return !dirty() || window.confirm(`Discard your unsaved changes${editor.name ? ` to ${editor.name}` : ' to the new script'}?`);
+}
+window.addEventListener('beforeunload', (e) => { if (dirty()) e.preventDefault(); });
+
+/** Whether every line break of `text` is \r\n (and there is one). */
+const allCrlf = (text) => text.includes('\r\n') && !/\r(?!\n)|(?<!\r)\n/.test(text);
+
 export function openEditor(script) {
+  if (!mayDiscard()) return;
   editor.uuid = script?.uuid ?? null;
   editor.revision = script?.revision ?? null;
   editor.name = script?.name ?? null;
   $('editor-title').textContent = script ? `Edit ${script.name} (revision ${script.revision})` : 'New script';
-  code.text = script?.source ?? '// ==UserScript==\n// @name        New script\n// @namespace   mine\n// @match       https://example.com/*\n// ==/UserScript==\n\n';
+  const source = script?.source ?? '// ==UserScript==\n// @name        New script\n// @namespace   mine\n// @match       https://example.com/*\n// ==/UserScript==\n\n';
+  code.text = source;
+  editor.saved = code.text;
+  editor.crlf = allCrlf(source);
   $('editor-section').hidden = false;
   lintSoon();
   // Into view from wherever it was opened (the list may be screens long); the focus goes to the text.
@@ -65,7 +82,10 @@ export function openEditor(script) {
 }
 
 async function save() {
-  const args = { source: code.text };
+  const text = code.text;
+  // The editor holds \n line breaks: a script written with \r\n is saved with them again, so an
+  // unchanged one stores nothing, and an edited one differs by the edit alone.
+  const args = { source: editor.crlf ? text.replace(/\n/g, '\r\n') : text };
   if (editor.uuid) Object.assign(args, { uuid: editor.uuid, revision: editor.revision });
   const r = await askRaw('scripts.save', args);
   if (r.ok) {
@@ -74,6 +94,8 @@ async function save() {
     const same = editor.uuid === s.uuid && editor.revision === s.revision;
     editor.uuid = s.uuid;
     editor.revision = s.revision;
+    editor.name = s.name;
+    editor.saved = text;
     $('editor-title').textContent = `Edit ${s.name} (revision ${s.revision})`;
     renderDiagnostics(r.result.diagnostics ?? []);
     say(status(), same ? `Nothing to save: ${s.name} is already this text (revision ${s.revision}).` : `Saved ${s.name} (revision ${s.revision}).`);
@@ -87,7 +109,7 @@ async function save() {
 
 $('editor-save').addEventListener('click', save);
 $('editor-new').addEventListener('click', () => openEditor(null));
-$('editor-close').addEventListener('click', () => { $('editor-section').hidden = true; });
+$('editor-close').addEventListener('click', () => { if (mayDiscard()) $('editor-section').hidden = true; });
 
 document.addEventListener('lumo:edit', async (e) => {
   try {

@@ -190,6 +190,60 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.keyboard.press("Escape");
   });
 
+  test("the editor keeps a script's \\r\\n line breaks, and unsaved text is dropped only when the user says so", T, async () => {
+    const crlf = userscript({ tag: "crlf", version: "v1", name: "CRLF hands" }).replace(/\n/g, "\r\n");
+    const made = await h.internal("scripts.save", { source: crlf });
+    const { uuid } = made.result.script;
+    const page = await h.context.newPage();
+    const dialogs = [];
+    let answer = false;
+    page.on("dialog", (d) => { dialogs.push([d.type(), d.message()]); return answer ? d.accept() : d.dismiss(); });
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      await page.getByRole("button", { name: "Edit CRLF hands", exact: true }).click();
+      await page.locator("#editor-text .cm-content").waitFor();
+      // Saved unchanged: nothing is stored (CodeMirror holds \n; the page gives the \r\n back).
+      await page.click("#editor-save");
+      await page.getByText(/^Nothing to save: CRLF hands is already this text \(revision 1\)/).waitFor({ timeout: 3000 });
+      assert.equal((await h.internal("scripts.get", { uuid })).script.revision, 1);
+      // Edited: the edit alone changes, every line break still \r\n.
+      await page.locator("#editor-text .cm-content").click();
+      await page.keyboard.press("Control+End");
+      await page.keyboard.type("// edited");
+      await page.click("#editor-save");
+      await page.getByText(/^Saved CRLF hands \(revision 2\)/).waitFor({ timeout: 3000 });
+      const stored = (await h.internal("scripts.get", { uuid })).script.source;
+      assert.equal(stored, `${crlf}// edited`);
+      assert.equal(dialogs.length, 0, "nothing unsaved, nothing asked");
+      // Unsaved text: New script asks, and Cancel keeps the text.
+      await page.locator("#editor-text .cm-content").click();
+      await page.keyboard.press("Control+End");
+      await page.keyboard.type("// not saved");
+      await page.click("#editor-new");
+      assert.deepEqual(dialogs.shift(), ["confirm", "Discard your unsaved changes to CRLF hands?"]);
+      assert.match(await page.locator("#editor-title").textContent(), /^Edit CRLF hands/);
+      assert.match(await page.locator("#editor-text .cm-content").textContent(), /\/\/ not saved/);
+      // Close asks too; OK closes.
+      answer = true;
+      await page.click("#editor-close");
+      assert.deepEqual(dialogs.shift(), ["confirm", "Discard your unsaved changes to CRLF hands?"]);
+      assert.equal(await page.locator("#editor-section").isHidden(), true);
+      assert.equal((await h.internal("scripts.get", { uuid })).script.revision, 2, "nothing was saved");
+      // Leaving the page with unsaved text: the browser asks first.
+      answer = false;
+      await page.getByRole("button", { name: "Edit CRLF hands", exact: true }).click();
+      await page.locator("#editor-text .cm-content").click();
+      await page.keyboard.type("x");
+      await page.close({ runBeforeUnload: true });
+      const asked = await until(async () => dialogs, (d) => d.length > 0, 3000);
+      assert.equal(asked[0][0], "beforeunload");
+    } finally {
+      answer = true;
+      if (!page.isClosed()) await page.close();
+      await h.internal("scripts.delete", { uuid }).catch(() => {});
+    }
+  });
+
   test("read-only mode stops the agent but not the user's own edits", T, async () => {
     await h.internal("policy.setSwitch", { name: "writes", value: false });
     try {
