@@ -59,7 +59,8 @@ function fillDiff(pre, text) {
 // closes the WebSocket with 4002 and forgets the user's authorization of its token.
 const disconnect = (caller, kind) => (kind === 'bridge'
   ? act(() => ask('bridge.disconnect'), `Disconnected ${who(caller)}.`)
-  : act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}.`));
+  // An allowed extension may open a new connection at once: the user is told how to keep it out.
+  : act(() => ask('sessions.disconnect', { id: caller }), `Disconnected ${who(caller)}. It can connect again while it is allowed: remove it in Settings to keep it out.`));
 
 function partialNote(r) {
   const hidden = r.diffTotalLines - r.diffShownLines;

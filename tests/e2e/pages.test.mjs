@@ -712,7 +712,8 @@ describe("options scripts, popup audit, review and disconnect", () => {
     assert.equal(lines.length, 2, show(lines));
     for (const [text, display] of lines) assert.ok(/^1\u00a0connection · since /.test(text) && display === "block", show(lines));
     await connected.getByRole("button", { name: `Disconnect ${HOST_NAME}`, exact: true }).click();
-    await alertText(popup, `Disconnected ${HOST_NAME} (${HOST_ID}).`);
+    // Its next call may open a new connection: the user is told what keeps it out.
+    await alertText(popup, `Disconnected ${HOST_NAME} (${HOST_ID}). It can connect again while it is allowed: remove it in Settings to keep it out.`);
     const i = await until(() => lumo("info", session), (x) => x.connected === false);
     assert.equal(i.connected, false, `host's port closed: ${show(i)}`);
     assert.ok(i.lastCloseReason, `with a reason: ${show(i)}`);
