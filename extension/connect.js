@@ -9,6 +9,12 @@ const host = params.get('host') ?? '127.0.0.1';
 const port = Number(params.get('port'));
 const token = params.get('token') ?? '';
 const status = $('status');
+// Off the address bar (a shared screen, a copied address); Chrome's history still holds the link
+// as opened, in this user's profile (README, "Token leakage").
+if (params.has('token')) {
+  params.delete('token');
+  history.replaceState(null, '', `${location.pathname}?${params}`);
+}
 
 $('host').textContent = host;
 $('port').textContent = Number.isFinite(port) && port > 0 ? String(port) : '(none)';

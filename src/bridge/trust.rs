@@ -2,7 +2,8 @@
 //! testable without a socket). Seed 002's threat table is the specification:
 //!
 //! - another local process needs the token: 256 random bits, compared in constant time
-//!   ([`token_eq`]), never in a URL the browser logs;
+//!   ([`token_eq`]), never in a frame or the WebSocket URL (the connect link itself stays in
+//!   Chrome's history, in the user's profile: README, "Token leakage");
 //! - a web page opening the WebSocket is refused by `Origin`: only `chrome-extension://<id>`
 //!   ([`ws_origin_allowed`]), optionally pinned to one id;
 //! - DNS rebinding is refused by `Host`: loopback names or the configured host ([`host_allowed`]);

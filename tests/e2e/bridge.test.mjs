@@ -120,6 +120,8 @@ test("connect page: shows the address and tools, connects only on the click; the
   const page = await openConnect(a.link, { click: false });
   assert.equal(await page.textContent("#host"), "127.0.0.1");
   assert.equal(await page.textContent("#port"), String(a.port));
+  // Read once, then off the address bar: the page's URL keeps the port alone.
+  assert.equal(page.url(), `chrome-extension://${PROVIDER_ID}/connect.html?port=${a.port}`);
   const tools = await page.locator("#tools li code").allTextContents();
   for (const t of ["status", "list_scripts", "write_script", "delete_script"]) assert.ok(tools.includes(t), t);
   // Opening the link is not consent: nothing connects without the click.
@@ -780,7 +782,8 @@ test("the endpoint switch: turning the provider off closes the bridge link (4002
     assert.match(a.stderr(), /the user disconnected the extension \(close code 4002\)/);
     const r = await call(a, "list_scripts");
     assert.equal(r.isError, true);
-    assert.match(r.content[0].text, /not connected/);
+    // 4002: no redial will come, and the agent is not told to wait for one.
+    assert.match(r.content[0].text, /^NOT_CONNECTED \(503\): The user disconnected the Lumo Userscripts extension from this bridge/);
     // While it is off the connect page connects nothing, and says why.
     const again = await openConnect(a.link, { click: false });
     try {
