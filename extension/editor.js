@@ -302,13 +302,24 @@ function importReport(r) {
   ].join('\n') || 'Nothing to import.';
 }
 
+/** A file's text, or null when it is not UTF-8: decoded with replacement characters, it would
+ *  be stored other than it is (an update refuses such a file too). */
+async function utf8(file) {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(await file.arrayBuffer());
+  } catch {
+    return null;
+  }
+}
+
 /** Imports .user.js files in one step: each file's size is checked before it is read. */
 export async function importFiles(files) {
   const refused = [];
   const read = [];
   for (const f of files) {
     if (f.size > MAX_SOURCE_BYTES) { refused.push(`${f.name}: refused, ${f.size} bytes is over the ${MAX_SOURCE_BYTES}-byte limit (not read)`); continue; }
-    const source = await f.text();
+    const source = await utf8(f);
+    if (source === null) { refused.push(`${f.name}: refused, not UTF-8 text (imported, its bytes would be stored changed)`); continue; }
     if (!/==UserScript==/.test(source)) { refused.push(`${f.name}: refused, not a userscript (no // ==UserScript== block)`); continue; }
     read.push({ name: f.name, source });
   }
@@ -330,7 +341,9 @@ export async function exportAll({ values = false } = {}) {
  *  then the worker stores every script or none. Resolves to null when the user cancels. */
 export async function restoreBackup(file) {
   if (file.size > MAX_BACKUP_BYTES) throw new Error(`the file is ${file.size} bytes, over the ${MAX_BACKUP_BYTES}-byte limit for a backup (not read)`);
-  const r = await importConfirmed('backup.restore', { text: await file.text() }, 'Restore');
+  const text = await utf8(file);
+  if (text === null) throw new Error('the file is not UTF-8 text, as a backup from this extension is');
+  const r = await importConfirmed('backup.restore', { text }, 'Restore');
   if (r.cancelled) return null;
   changed();
   if (!r.ok) throw new Error(r.error);

@@ -256,7 +256,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     }
   });
 
-  test("import three .user.js files, one a duplicate (asked, replaced); a 50 MB file and a non-userscript are refused unread", T, async () => {
+  test("import three .user.js files, one a duplicate (asked, replaced); a 50 MB file and a non-userscript are refused unread, a file not UTF-8 refused", T, async () => {
     await options.reload();
     const files = [
       { name: "a.user.js", mimeType: "text/javascript", buffer: Buffer.from(userscript({ tag: "ia", version: "v1", name: "Imported A" })) },
@@ -290,6 +290,11 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     }
     await options.locator("#import-files").setInputFiles([{ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("hello") }]);
     await options.getByText(/notes\.txt: refused, not a userscript/).waitFor({ timeout: 3000 });
+    // Not UTF-8 (a Latin-1 "é"): refused, not stored with a replacement character in its place.
+    const latin1 = Buffer.concat([Buffer.from(userscript({ tag: "l1", version: "v1", name: "Latin one" })), Buffer.from([0x2f, 0x2f, 0x20, 0xe9, 0x0a])]);
+    await options.locator("#import-files").setInputFiles([{ name: "latin1.user.js", mimeType: "text/javascript", buffer: latin1 }]);
+    await options.getByText(/latin1\.user\.js: refused, not UTF-8 text/).waitFor({ timeout: 3000 });
+    assert.equal((await scripts()).filter((s) => s.name === "Latin one").length, 0);
   });
 
   test("when a script runs and in which frames are shown in the import's confirmation and the options list, as Chrome is given them", T, async () => {
