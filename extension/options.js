@@ -142,9 +142,14 @@ function scriptRow(s) {
   const confirm = (uuid) => { confirmingDelete = uuid; renderScripts(); };
   // "Confirm delete" appears where "Delete" was: it takes no click for ARM_MS, or a
   // double-click on Delete would confirm its own question.
+  // Armed by aria-disabled, not disabled: it takes the keyboard focus from Delete at once.
   const confirmButton = () => {
-    const b = el('button', { class: 'danger', disabled: true, onclick: () => { confirmingDelete = null; act(() => ask('scripts.delete', { uuid: s.uuid }), `Deleted ${s.name}.`); } }, `Confirm delete of ${s.name}`);
-    setTimeout(() => { b.disabled = false; }, ARM_MS);
+    const b = el('button', { class: 'danger', 'aria-disabled': 'true', onclick: () => {
+      if (b.getAttribute('aria-disabled') === 'true') return;
+      confirmingDelete = null;
+      act(() => ask('scripts.delete', { uuid: s.uuid }), `Deleted ${s.name}.`);
+    } }, `Confirm delete of ${s.name}`);
+    setTimeout(() => { b.removeAttribute('aria-disabled'); }, ARM_MS);
     return b;
   };
   const del = confirmingDelete === s.uuid
@@ -202,6 +207,16 @@ function asks(s) {
 let renderGen = 0;
 const nextTask = () => new Promise((r) => setTimeout(r, 0));
 
+/** The control of rebuilt row `tr` that stands for `old` (the same label; Delete's question for
+ *  Delete, and back), focused. */
+function refocus(tr, old) {
+  const label = (e) => e.getAttribute('aria-label') ?? e.textContent;
+  const controls = [...tr.querySelectorAll('button, input, summary')];
+  const same = controls.find((c) => label(c) === label(old))
+    ?? controls.find((c) => /^(Confirm delete of|Delete) /.test(label(c)) && /^(Confirm delete of |Delete |Cancel$)/.test(label(old)));
+  same?.focus();
+}
+
 /** Brings the table in line with `scripts`: new or changed rows are built, the others kept in
  *  place; done in slices so a large change does not block the page. */
 async function renderScripts() {
@@ -214,8 +229,15 @@ async function renderScripts() {
   }
   if (container.childNodes.length !== parts.length || parts.some((p, i) => container.childNodes[i] !== p)) container.replaceChildren(...parts);
   const wanted = new Set(scripts.map((s) => s.uuid));
+  // A rebuilt or removed row must not drop the keyboard focus to the page (a Space would then
+  // scroll it): it goes to the same control in the new row, or to the row now in its place.
+  let lostAt = -1;
   for (const [uuid, row] of rows) {
-    if (!wanted.has(uuid)) { row.tr.remove(); rows.delete(uuid); }
+    if (!wanted.has(uuid)) {
+      if (row.tr.contains(document.activeElement)) lostAt = [...tbody.children].indexOf(row.tr);
+      row.tr.remove();
+      rows.delete(uuid);
+    }
   }
   let built = 0;
   for (let i = 0; i < scripts.length; i++) {
@@ -224,12 +246,18 @@ async function renderScripts() {
     let row = rows.get(s.uuid);
     if (!row || row.key !== key) {
       const tr = scriptRow(s);
-      if (row) row.tr.replaceWith(tr);
+      if (row) {
+        const focused = row.tr.contains(document.activeElement) ? document.activeElement : null;
+        row.tr.replaceWith(tr);
+        if (focused) refocus(tr, focused);
+      }
       row = { tr, key };
       rows.set(s.uuid, row);
       built++;
     }
     if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] ?? null);
+    // The row now in the removed one's place, or the last row when it was the last.
+    if (lostAt === i || (lostAt >= scripts.length && i === scripts.length - 1)) row.tr.querySelector('input, button')?.focus();
     if (built >= SLICE) {
       built = 0;
       await nextTask();

@@ -244,6 +244,43 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     }
   });
 
+  test("the keyboard keeps its place in the list: Space on a switch twice toggles twice; Delete's question and the next row take the focus", T, async () => {
+    const made = [];
+    for (const name of ["Focus one", "Focus two"]) made.push((await h.internal("scripts.save", { source: userscript({ tag: name.replace(" ", "-"), version: "v1", name }) })).result.script.uuid);
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      const focused = () => page.evaluate(() => document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.textContent ?? document.activeElement?.tagName);
+      const enabled = async (uuid) => (await h.internal("scripts.get", { uuid })).script.enabled;
+      const sw = page.getByRole("switch", { name: "Enabled: Focus one", exact: true });
+      await sw.focus();
+      await page.keyboard.press("Space");
+      await until(() => enabled(made[0]), (v) => v === false, 5000);
+      // The row is rebuilt with the new state; the focus is on its switch, not on the page.
+      await until(focused, (f) => f === "Enabled: Focus one", 3000);
+      assert.equal(await focused(), "Enabled: Focus one");
+      await page.keyboard.press("Space");
+      assert.equal(await until(() => enabled(made[0]), (v) => v === true, 5000), true, "the second Space toggled it back");
+      // Delete asks where Delete was, and the question has the focus (armed a moment later).
+      await page.getByRole("button", { name: "Delete Focus one", exact: true }).focus();
+      await page.keyboard.press("Enter");
+      await until(focused, (f) => f === "Confirm delete of Focus one", 3000);
+      assert.equal(await focused(), "Confirm delete of Focus one");
+      await page.keyboard.press("Enter");
+      await sleep(300);
+      assert.ok((await scripts()).some((x) => x.uuid === made[0]), "an Enter before it is armed deletes nothing");
+      await sleep(1000);
+      await page.keyboard.press("Enter");
+      await until(async () => (await scripts()).some((x) => x.uuid === made[0]), (v) => v === false, 5000);
+      // The row went; the focus is in the row now in its place.
+      const next = await until(focused, (f) => typeof f === "string" && f.startsWith("Enabled: "), 3000);
+      assert.match(next, /^Enabled: /, `focus after the delete: ${next}`);
+    } finally {
+      await page.close();
+      for (const uuid of made) await h.internal("scripts.delete", { uuid }).catch(() => {});
+    }
+  });
+
   test("read-only mode stops the agent but not the user's own edits", T, async () => {
     await h.internal("policy.setSwitch", { name: "writes", value: false });
     try {
