@@ -19,23 +19,27 @@ if (params.has('token')) {
 $('host').textContent = host;
 $('port').textContent = Number.isFinite(port) && port > 0 ? String(port) : '(none)';
 
-let toolsShown = false;
+/** The tool list as last drawn: whether it was drawn, and for a read-only link. */
+let toolsShown = null;
 /** Whether this page's Connect was clicked: the reason that link ended is shown even when the
  *  worker forgot the authorization (a token the program on this port could not prove). */
 let clicked = false;
 async function render() {
   const s = await ask('bridge.status', { host, port, token });
-  if (!toolsShown) {
-    toolsShown = true;
+  const b = s.bridge;
+  const mine = s.authorized && b.port === port && b.host === host;
+  // Connected read-only, the write tools are not exposed: said so, as the agent lists none.
+  const readonly = mine && b.state === 'connected' && b.readonly;
+  if (toolsShown !== readonly) {
+    toolsShown = readonly;
     $('tools').replaceChildren(...s.tools.map((t) => el('li', {}, el('code', {}, t.name), ' ', t.title,
-      t.write ? el('small', {}, ' · changes your scripts') : el('small', {}, ' · read only'))));
+      !t.write ? el('small', {}, ' · read only')
+        : readonly ? el('small', {}, ' · not exposed: this link is read-only') : el('small', {}, ' · changes your scripts'))));
   }
   const warn = $('address-warning');
   warn.hidden = s.address.ok;
   warn.textContent = s.address.ok ? '' : s.address.error;
   if (!s.address.loopback) $('advanced').open = true;
-  const b = s.bridge;
-  const mine = s.authorized && b.port === port && b.host === host;
   const state = !mine ? 'not connected'
     : b.state === 'connected' ? `connected${b.readonly ? ' (the bridge is read-only)' : ''}`
       : b.state === 'connecting' ? 'connecting…'

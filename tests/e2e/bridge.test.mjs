@@ -550,6 +550,9 @@ test("the user connected a read-only bridge: a read-write one that takes over it
   const owner = await agent({ port, control, state, extra: ["--readonly"] });
   const page = await openConnect(owner.link);
   assert.equal((await h.internal("bridge.status")).bridge.readonly, true);
+  // The connect page no longer lists the write tools as what the bridge will expose.
+  const writeTool = page.locator("#tools li").filter({ has: page.locator("code", { hasText: /^write_script$/ }) });
+  await writeTool.filter({ hasText: "not exposed: this link is read-only" }).waitFor({ timeout: 5000 });
   const fwd = await agent({ port, control, state });
   assert.equal((await fwd.status()).role, "forwarder");
   await owner.client.close();
