@@ -294,12 +294,33 @@ function reviewImport(preview, verb) {
 }
 
 function importReport(r) {
-  if (r.cancelled) return 'Import cancelled: nothing was imported.';
-  if (!r.ok) return `Nothing imported: ${r.error}`;
-  return [
+  if (r.cancelled) return ['Import cancelled: nothing was imported.'];
+  if (!r.ok) return [`Nothing imported: ${r.error}`];
+  const lines = [
     ...r.imported.map((s) => `${s.label}: ${s.replaced ? 'replaced' : 'imported'} as ${s.name}`),
     ...r.kept.map((k) => `${k}: skipped (kept the existing script)`),
-  ].join('\n') || 'Nothing to import.';
+  ];
+  return lines.length ? lines : ['Nothing to import.'];
+}
+
+/** One line per file under the import box, kept until the next import; the status above the
+ *  page says one line (a screen of files there would push the page down, then fade). */
+function showImport(lines, { refused, r }) {
+  const error = refused.length > 0 || (!r.ok && !r.cancelled);
+  const list = $('import-results');
+  if (lines.length === 1) {
+    list.replaceChildren();
+    say(status(), lines[0], error ? 'error' : 'info');
+    return;
+  }
+  list.replaceChildren(...lines.map((l) => el('li', {}, l)));
+  const count = (n, what) => (n ? [`${n} ${what}`] : []);
+  const imported = r.ok ? r.imported ?? [] : [];
+  const summary = r.cancelled ? 'Import cancelled: nothing was imported'
+    : !r.ok ? 'Nothing imported'
+      : [...count(imported.filter((x) => !x.replaced).length, 'imported'), ...count(imported.filter((x) => x.replaced).length, 'replaced'),
+        ...count(r.kept?.length ?? 0, 'kept as they were')].join(', ') || 'Nothing imported';
+  say(status(), `${summary}${refused.length ? `; ${refused.length} refused` : ''}. Each file is listed under the import box.`, error ? 'error' : 'info');
 }
 
 /** A file's text, or null when it is not UTF-8: decoded with replacement characters, it would
@@ -324,8 +345,8 @@ export async function importFiles(files) {
     read.push({ name: f.name, source });
   }
   const r = read.length ? await importConfirmed('scripts.import', { files: read }, 'Import') : { ok: true, imported: [], kept: [] };
-  const report = [...refused, importReport(r)].filter(Boolean);
-  say(status(), report.join('\n'), refused.length || (!r.ok && !r.cancelled) ? 'error' : 'info');
+  const report = read.length ? [...refused, ...importReport(r)] : refused;
+  showImport(report.length ? report : ['Nothing to import.'], { refused, r });
   changed();
   return report;
 }

@@ -309,6 +309,10 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.equal((await scripts()).filter((s) => s.name.startsWith("Imported")).length, 0, "nothing stored before the user confirms");
     await options.locator("#import-review-ok").click();
     await options.getByText(/u\.user\.js: replaced/).waitFor({ timeout: 5000 });
+    // A line per file under the import box; one line of summary in the status above the page.
+    assert.deepEqual(await options.getByRole("list", { name: "Last import" }).getByRole("listitem").allTextContents(),
+      ["a.user.js: imported as Imported A", "b.user.js: imported as Imported B", "u.user.js: replaced as Hands u"]);
+    assert.equal(await status(), "2 imported, 1 replaced. Each file is listed under the import box.");
     const names = (await scripts()).map((s) => s.name).sort();
     assert.deepEqual(names.filter((n) => n.startsWith("Imported")), ["Imported A", "Imported B"]);
     assert.equal(names.filter((n) => n === "Hands u").length, 1, "the duplicate replaced, not added");
