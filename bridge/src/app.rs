@@ -205,7 +205,7 @@ type Dialed = (
 
 async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
     let Some(token) = secrets::read_control_token(&app.state_dir) else {
-        return (Dial::Unreachable, None);
+        return (Dial::NoToken(app.state_dir.display().to_string()), None);
     };
     let url = format!("ws://127.0.0.1:{}/", app.args.control_port);
     let connect = tokio_tungstenite::connect_async_with_config(url, Some(link::ws_config()), false);

@@ -25,6 +25,9 @@ pub enum Dial {
     /// Nothing answered, or the connection dropped before the ack: the owner may be exiting, or
     /// a newly elected one not yet listening.
     Unreachable,
+    /// Not dialled: no control token in this state directory (named) to prove. A new owner
+    /// may not have written it yet; for good, the port's holder keeps its token elsewhere.
+    NoToken(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,9 @@ pub fn elect(bind: &Bind, dial: Option<&Dial>, attempt: u32, pid: u32, port: u16
         (Bind::InUse, Some(Dial::Refused(why))) if attempt >= MAX_ATTEMPTS => Decision::GiveUp(
             format!("another bridge owns port {port} and refused this one: {why}"),
         ),
+        (Bind::InUse, Some(Dial::NoToken(dir))) if attempt >= MAX_ATTEMPTS => Decision::GiveUp(format!(
+            "port {port} is taken, and there is no control token in {dir}: if another Lumo bridge holds it, it keeps its state elsewhere (bridges sharing one extension need the same --state-dir, or the same XDG_RUNTIME_DIR); otherwise choose another --control-port"
+        )),
         (Bind::InUse, Some(Dial::Unreachable) | None) if attempt >= MAX_ATTEMPTS => {
             Decision::GiveUp(format!(
                 "port {port} is taken by a program that does not answer as a Lumo bridge; choose another with --control-port"
@@ -111,6 +117,31 @@ mod tests {
         );
         match d {
             Decision::GiveUp(m) => assert!(m.contains("4242") && m.contains("--control-port")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A bridge of another state directory (a desktop client and a terminal that see different
+    /// XDG_RUNTIME_DIRs) holds the port: waited for a while (a new owner writes its token a
+    /// moment after binding), then named for what it is, not as a foreign program.
+    #[test]
+    fn no_control_token_here_is_retried_then_named_with_the_directory() {
+        let none = Dial::NoToken("/run/user/1000/lumo-userscripts".into());
+        assert!(matches!(
+            elect(&Bind::InUse, Some(&none), 3, 1, 9),
+            Decision::RetryAfter(_)
+        ));
+        match elect(&Bind::InUse, Some(&none), MAX_ATTEMPTS, 1, 4242) {
+            Decision::GiveUp(m) => {
+                assert!(
+                    m.contains("no control token in /run/user/1000/lumo-userscripts"),
+                    "{m}"
+                );
+                assert!(
+                    m.contains("--state-dir") && !m.contains("does not answer"),
+                    "{m}"
+                );
+            }
             other => panic!("{other:?}"),
         }
     }
