@@ -105,7 +105,10 @@ export class Browser {
       eval: (fn, ...args) => this.evaluate(sessionId, fn, args),
       close: () => this.cdp.send("Target.closeTarget", { targetId }),
     };
-    await this.until(() => page.eval((u) => location.href === u && document.readyState === "complete", url).catch(() => false), 10_000, `load of ${url}`);
+    // By path: a page may rewrite its query once read (the connect page takes its token off).
+    // (Node's URL has no origin for chrome-extension:, so the query is cut off by hand.)
+    const path = url.split(/[?#]/)[0];
+    await this.until(() => page.eval((want) => location.href.split(/[?#]/)[0] === want && document.readyState === "complete", path).catch(() => false), 10_000, `load of ${url}`);
     return page;
   }
 
