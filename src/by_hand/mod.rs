@@ -26,7 +26,7 @@ use crate::guard::digest::digest_hex;
 use crate::provider::Provider;
 use crate::scripts::record::{is_uuid, BY_USER};
 use crate::scripts::store::Actor;
-use crate::tools::result::{ErrorCode, ToolError};
+use crate::tools::result::ToolError;
 use crate::tools::{run_write, WriteArgs};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -224,14 +224,16 @@ async fn write_via<E: Env>(
 /// which tool to call and what to pass ("read it again with get_script", "pass its uuid"),
 /// which the person at the page has no use for.
 fn in_page_words(e: &ToolError) -> String {
-    let detail = |k: &str| e.details.as_ref().and_then(|d| d.get(k));
-    if let (ErrorCode::Conflict, Some(now)) = (e.code, detail("currentRevision")) {
+    if let Some(now) = e
+        .detail("currentRevision")
+        .filter(|_| e.is_stale_revision())
+    {
         return format!("it changed since you opened it (it is now at revision {now}): copy your text, open it again and redo your change");
     }
-    if detail("existingUuid").is_some() {
+    if e.detail("existingUuid").is_some() {
         return "another script already has this @name and @namespace, or ones that read the same (look-alike letters and invisible characters count as the same): rename one of the two".to_owned();
     }
-    if detail("inTrash").is_some() {
+    if e.detail("inTrash").is_some() {
         return "it was deleted meanwhile: it is in the Trash, where Restore brings it back"
             .to_owned();
     }

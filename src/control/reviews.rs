@@ -57,12 +57,8 @@ pub const APPLY_WAIT_MS: f64 = 20_000.0;
 /// Why an approved write did not apply, for the person who approved it: the agent's message
 /// names tools, the user's names what happened.
 fn in_user_words(e: &ToolError) -> String {
-    let stale = e
-        .details
-        .as_ref()
-        .is_some_and(|d| d.get("currentRevision").is_some());
     match e.code {
-        ErrorCode::Conflict if stale => {
+        ErrorCode::Conflict if e.is_stale_revision() => {
             "the script changed after this was asked for, so nothing changed; the agent was told to read it again".to_owned()
         }
         ErrorCode::WriteDisabled => "writes are turned off; nothing changed".to_owned(),

@@ -110,6 +110,7 @@ impl<E: Env> Provider<E> {
     }
 
     /// [`Self::bridge_dialing`] a fresh authorization of `host:port` (tests).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn bridge_dialing_fresh(&self, host: &str, port: u16) {
         self.bridge_dialing(&BridgeAuth {
             host: host.to_owned(),

@@ -150,6 +150,10 @@ pub(crate) fn finished(base: &Entry, done: &Executed, at: f64) -> Entry {
     }
 }
 
+/// Why a bridge caller may not write (or try): the link is read-only by the bridge's flag or by
+/// the user's consent ([`crate::provider::BridgeAuth::readonly`]).
+pub(super) const BRIDGE_READ_ONLY: &str = "the local bridge is read-only: it runs with --readonly, or the user connected it while a read-only bridge held its port (the user's new Connect click on its link allows writes)";
+
 /// The uuid a write names, if it names a valid one: audited even when the call is refused.
 fn named_target(args: &Value) -> Option<String> {
     args.get("uuid")
@@ -178,7 +182,7 @@ async fn write<E: Env>(
     if ctx.caller.readonly() {
         return refused(ToolError::new(
             ErrorCode::WriteDisabled,
-            "writes are turned off: the local bridge is read-only: it runs with --readonly, or the user connected it while a read-only bridge held its port (the user's new Connect click on its link allows writes)",
+            format!("writes are turned off: {BRIDGE_READ_ONLY}"),
         ));
     }
     if !policy.writes_enabled {

@@ -92,6 +92,16 @@ impl ToolError {
         self
     }
 
+    /// One field of the details, if it has it.
+    pub fn detail(&self, key: &str) -> Option<&Value> {
+        self.details.as_ref().and_then(|d| d.get(key))
+    }
+
+    /// A write refused because the script moved past the revision it was based on.
+    pub fn is_stale_revision(&self) -> bool {
+        self.code == ErrorCode::Conflict && self.detail("currentRevision").is_some()
+    }
+
     pub fn to_result(&self) -> Value {
         let mut structured = json!({
             "error_code": self.code.as_str(),

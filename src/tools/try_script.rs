@@ -434,7 +434,10 @@ pub(super) async fn call<E: Env>(
     if ctx.caller.readonly() {
         return refused(ToolError::new(
             ErrorCode::WriteDisabled,
-            "try_script runs code in the user's page, and the local bridge is read-only: it runs with --readonly, or the user connected it while a read-only bridge held its port (the user's new Connect click on its link allows writes)",
+            format!(
+                "try_script runs code in the user's page, and {}",
+                super::BRIDGE_READ_ONLY
+            ),
         ));
     }
     if !policy.writes_enabled {
