@@ -1035,6 +1035,50 @@ describe("gm: the GM functions a script is given", () => {
       await other.close();
     }
   });
+
+  // A timer queued while the page unloads never fires: a change made in `pagehide` (or as the
+  // tab is closed) must still be sent while the page can send it.
+  test("values: a change made as the page is left, or as its tab is closed, is stored", T, async () => {
+    await write("leave", ["@match http://leave.test/*", "@grant GM_setValue", "@grant GM_getValue"],
+      "document.documentElement.setAttribute('data-gm-seen', JSON.stringify([GM_getValue('hide', null), GM_getValue('vis', null), GM_getValue('gone', null)]));\n"
+      + "addEventListener('pagehide', () => GM_setValue(location.pathname === '/closed' ? 'gone' : 'hide', location.pathname));\n"
+      + "document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'hidden' && location.pathname === '/closed') GM_setValue('vis', 'hidden'); });");
+    await load(url("leave.test", "/left"));
+    await tab.goto(url("other.test", "/"), { waitUntil: "load" });
+    const closing = await h.context.newPage();
+    await closing.goto(url("leave.test", "/closed"), { waitUntil: "load" });
+    await sleep(300);
+    await closing.close({ runBeforeUnload: true });
+    const seen = await until(async () => (await load(url("leave.test", "/check"))).seen, (v) => v && !JSON.parse(v).includes(null), 8000);
+    assert.deepEqual(JSON.parse(seen), ["/left", "hidden", "/closed"]);
+  });
+
+  // Without a listener, no request waits in the worker for this page; its copy is asked for
+  // again as the script reads (at most every 5 s) and when the page is shown again.
+  test("values: a page without a listener reads another tab's change, and its read-modify-write keeps it", T, async () => {
+    await write("stale", ["@match http://stale.test/*", "@grant GM_setValue", "@grant GM_getValue"],
+      "const put = () => document.documentElement.setAttribute('data-gm-list', JSON.stringify(GM_getValue('list', [])));\n"
+      + "setInterval(put, 250);\n"
+      + "document.addEventListener('x-add', () => { const l = GM_getValue('list', []); l.push(location.pathname); GM_setValue('list', l); put(); });");
+    const other = await h.context.newPage();
+    const add = (page) => page.evaluate(() => document.dispatchEvent(new Event("x-add")));
+    const list = (page) => page.evaluate(() => document.documentElement.getAttribute("data-gm-list"));
+    try {
+      await load(url("stale.test", "/A"));
+      await other.goto(url("stale.test", "/B"), { waitUntil: "load" });
+      await sleep(400);
+      await add(other);
+      // Tab A, loaded before the change and never told of it, sees it.
+      const seen = await until(() => list(tab), (v) => v === JSON.stringify(["/B"]), 9000);
+      assert.equal(seen, JSON.stringify(["/B"]));
+      await add(tab);
+      assert.equal(await until(() => list(other), (v) => v === JSON.stringify(["/B", "/A"]), 9000), JSON.stringify(["/B", "/A"]));
+      const s = await until(async () => (await load(url("stale.test", "/C"))).list, (v) => v === JSON.stringify(["/B", "/A"]), 5000);
+      assert.equal(s, JSON.stringify(["/B", "/A"]));
+    } finally {
+      await other.close();
+    }
+  });
 });
 
 // Chrome runs a spanning extension's service worker in the regular profile: its fetch carries
