@@ -16,7 +16,9 @@
 //! write; past it the script with the most history loses its oldest revision). One revision is
 //! passed over while another can go: the newest that stood as the script for [`SETTLED_MS`]
 //! (each index line records when its revision became the script), so a burst of writes cannot
-//! push the version the user ran before it out of the history.
+//! push the version the user ran before it out of the history. The total bound passes over it
+//! while another revision of any script can go (`Index::candidate`), since which history is
+//! the biggest is decided by writes to other scripts.
 //!
 //! Decoding is lenient: a revision that does not decode, is missing, or whose source does not
 //! hash to its recorded sha256, is reported and skipped; the script itself is never touched by it.
@@ -159,10 +161,37 @@ impl Index {
         if self.kept.is_empty() {
             return None;
         }
-        let gone = self.kept.remove(self.next_to_drop());
+        self.drop_at(uuid, self.next_to_drop())
+    }
+
+    fn drop_at(&mut self, uuid: &str, i: usize) -> Option<String> {
+        if i >= self.kept.len() {
+            return None;
+        }
+        let gone = self.kept.remove(i);
         gone.unsaved
             .is_none()
             .then(|| revision_key(uuid, gone.entry.revision))
+    }
+
+    /// What the total bound may take of this history at `tier`: 0, its oldest revision that is
+    /// neither the settled one nor the newest; 1, the newest (the way back from its last
+    /// change), unless this change adds it; 2, the settled one. The total bound empties a tier
+    /// across every script before it touches the next, so writes to other scripts (which decide
+    /// which history is the biggest) cannot push any script's settled version out while
+    /// another revision anywhere can go.
+    fn candidate(&self, tier: u8) -> Option<usize> {
+        let newest = self.kept.len().checked_sub(1)?;
+        let settled = self.settled();
+        match tier {
+            0 => (0..newest).find(|&i| Some(i) != settled),
+            1 => self
+                .kept
+                .get(newest)
+                .filter(|k| k.unsaved.is_none())
+                .map(|_| newest),
+            _ => settled,
+        }
     }
 }
 
@@ -468,44 +497,43 @@ async fn items_from<S: Storage>(
         budget.insert(uuid.clone(), json!(ix.bytes()));
         loaded.insert(uuid, ix);
     }
-    // The total bound: the script with the most history gives up its oldest revision. Each
-    // step removes a revision or spares a script, so this ends within the number of revisions
-    // stored. The revisions this change adds are never dropped by it: each is the only way back
-    // from the change (a script bigger than its share of the budget would otherwise lose the
-    // version it just replaced). Past the bound by them, the next change trims the rest.
-    let mut spared = VecSet::default();
+    // The total bound: the script with the most history gives up a revision, tier by tier
+    // (`Index::candidate`: older ones, then the newest, then the settled one). Each step
+    // removes a revision or passes a script over for the tier, so this ends within the number
+    // of revisions stored times three. The revisions this change adds are never dropped by it:
+    // each is the only way back from the change (a script bigger than its share of the budget
+    // would otherwise lose the version it just replaced). Past the bound by them, the next
+    // change trims the rest.
     let mut steps = 0usize;
-    while budget_total(&budget) > MAX_TOTAL_BYTES && steps < 10_000 {
-        steps = steps.saturating_add(1);
-        let Some(biggest) = budget
-            .iter()
-            .filter(|(k, _)| !spared.contains(k.as_str()))
-            .max_by_key(|(_, v)| v.as_u64().unwrap_or(0))
-            .map(|(k, _)| k.clone())
-        else {
-            break;
-        };
-        if !loaded.contains_key(&biggest) {
-            let key = history_key(&biggest);
-            let got = s.get(Area::Local, &[&key]).await?;
-            let ix = decode_repaired(s, &biggest, got.get(&key), &mut all).await?;
-            loaded.insert(biggest.clone(), ix);
-        }
-        let Some(ix) = loaded.get_mut(&biggest) else {
-            break;
-        };
-        if ix.kept.is_empty() {
-            budget.remove(&biggest);
-        } else if ix
-            .kept
-            .get(ix.next_to_drop())
-            .is_some_and(|k| k.unsaved.is_some())
-        {
-            // Oldest first: all that is left of it is this change's.
-            spared.insert(biggest);
-        } else {
-            stale.extend(ix.drop_oldest(&biggest));
-            budget.insert(biggest.clone(), json!(ix.bytes()));
+    for tier in 0..3u8 {
+        let mut passed = VecSet::default();
+        while budget_total(&budget) > MAX_TOTAL_BYTES && steps < 30_000 {
+            steps = steps.saturating_add(1);
+            let Some(biggest) = budget
+                .iter()
+                .filter(|(k, _)| !passed.contains(k.as_str()))
+                .max_by_key(|(_, v)| v.as_u64().unwrap_or(0))
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if !loaded.contains_key(&biggest) {
+                let key = history_key(&biggest);
+                let got = s.get(Area::Local, &[&key]).await?;
+                let ix = decode_repaired(s, &biggest, got.get(&key), &mut all).await?;
+                loaded.insert(biggest.clone(), ix);
+            }
+            let Some(ix) = loaded.get_mut(&biggest) else {
+                break;
+            };
+            if ix.kept.is_empty() {
+                budget.remove(&biggest);
+            } else if let Some(i) = ix.candidate(tier) {
+                stale.extend(ix.drop_at(&biggest, i));
+                budget.insert(biggest.clone(), json!(ix.bytes()));
+            } else {
+                passed.insert(biggest);
+            }
         }
     }
     let mut items = Map::new();
@@ -824,6 +852,42 @@ mod tests {
         // A second change of the same script: its older revision may go, the new one stays.
         keep(&env, rev(U, 2, &"b".repeat(250 * 1024)));
         assert!(kept(&env, U).contains(&2));
+    }
+
+    #[test]
+    fn writes_to_other_scripts_cannot_push_a_settled_version_out_while_anything_else_can_go() {
+        let env = MemoryEnv::new();
+        // The user's version 1 stood for two hours; an agent then wrote 2 and 3, big, so this
+        // history is the biggest of all.
+        let mut r1 = rev(U, 1, "user's own");
+        r1.record.updated_at = 0.0;
+        keep(&env, r1);
+        let mut r2 = rev(U, 2, &"a".repeat(250 * 1024));
+        r2.record.updated_at = 2.0 * SETTLED_MS;
+        keep(&env, r2);
+        assert_eq!(kept(&env, U), vec![1, 2]);
+        // Junk scripts, each written twice, fill the total bound.
+        let chunk = "z".repeat(240 * 1024);
+        for i in 2..=20 {
+            keep(
+                &env,
+                rev(
+                    &format!("00000000-0000-4000-8000-0000000000{i:02}"),
+                    1,
+                    &chunk,
+                ),
+            );
+        }
+        let budget = decode_budget(
+            block_on(env.get(Area::Local, &[BUDGET_KEY]))
+                .unwrap()
+                .get(BUDGET_KEY),
+        );
+        assert!(budget_total(&budget) <= MAX_TOTAL_BYTES, "{budget:?}");
+        // U gave up its agent-written revision 2 (the newest) before any settled version; the
+        // user's version stays, to restore.
+        assert_eq!(kept(&env, U), vec![1], "the settled version is kept");
+        // Had the settled tier gone first (the biggest history losing its oldest), 1 was gone.
     }
 
     /// A damaged index (no list, or a line that does not decode) still names its revisions: they
