@@ -46,6 +46,26 @@ impl InFlight {
         }
     }
 
+    /// [`InFlight::begin`], and [`InFlight::end`] when the guard drops (also when the call's
+    /// future is dropped unfinished).
+    pub fn running(&self, session: u64, id: &Value) -> Running<'_> {
+        self.begin(session, id);
+        Running {
+            flights: self,
+            session,
+            id: id.clone(),
+        }
+    }
+
+    /// Whether the running request `id` was cancelled: work that has not begun (a call waiting
+    /// for its turn) does not begin.
+    pub fn is_cancelled(&self, session: u64, id: &Value) -> bool {
+        self.map
+            .borrow()
+            .get(&key(session, id))
+            .is_some_and(|e| e.cancelled)
+    }
+
     /// The handler finished. Returns whether its request was cancelled meanwhile (then no reply
     /// may be sent).
     pub fn end(&self, session: u64, id: &Value) -> bool {
@@ -73,6 +93,19 @@ impl InFlight {
 
     pub fn is_empty(&self) -> bool {
         self.map.borrow().is_empty()
+    }
+}
+
+/// A request in flight until dropped ([`InFlight::running`]).
+pub struct Running<'a> {
+    flights: &'a InFlight,
+    session: u64,
+    id: Value,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.flights.end(self.session, &self.id);
     }
 }
 

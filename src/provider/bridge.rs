@@ -195,7 +195,9 @@ impl<E: Env> Provider<E> {
             return;
         }
         if let Some(id) = crate::bridge::cancelled_id(payload) {
-            self.cancel_reviews(session, Some(&bridge_rpc_id(id)));
+            let rpc_id = bridge_rpc_id(id);
+            self.inflight.cancel(session, &rpc_id);
+            self.cancel_reviews(session, Some(&rpc_id));
         }
     }
 
@@ -238,6 +240,8 @@ impl<E: Env> Provider<E> {
             session,
             rpc_id: &rpc_id,
         };
+        // In flight while it runs, so the bridge's cancel stops it where it waits its turn.
+        let _running = self.inflight.running(session, &rpc_id);
         match tools::call(self, &ctx, name, args).await {
             CallOutcome::Result(r) => BridgeAnswer::Reply(Ok(r)),
             CallOutcome::AccessLost(r) => BridgeAnswer::ReplyAndClose(r),
@@ -327,4 +331,40 @@ impl<E: Env> Provider<E> {
 /// object, so it never equals a port client's own id.
 fn bridge_rpc_id(request: u64) -> Value {
     json!({ "bridge": request })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::memory::MemoryEnv;
+    use futures::executor::block_on;
+    use serde_json::json;
+
+    /// The bridge's cancel marks its request in flight, so a call that has not begun (one
+    /// waiting for its turn in a tab, or for its @require files) never begins; a cancel on
+    /// another link or naming another request marks nothing.
+    #[test]
+    fn the_bridge_cancel_marks_its_own_request_in_flight() {
+        let p = Provider::new(MemoryEnv::new());
+        block_on(crate::control::handle(
+            &p,
+            &json!({"op": "policy.setSwitch", "name": "review", "value": true}),
+        ));
+        p.bridge_dialing_fresh("127.0.0.1", 17817);
+        let s = p.bridge_opened(false, "0.1.0");
+        let src = "// ==UserScript==\n// @name C\n// @match https://c.test/*\n// ==/UserScript==\n";
+        let call = json!({"name": "write_script", "arguments": {"source": src}});
+        let id = bridge_rpc_id(7);
+        let (_, marked) = block_on(async {
+            futures::join!(p.bridge_call(s, 7, &call), async {
+                p.bridge_cancel(s.wrapping_add(1), &json!({"id": 7}));
+                p.bridge_cancel(s, &json!({"id": 8}));
+                let before = p.inflight.is_cancelled(s, &id);
+                p.bridge_cancel(s, &json!({"id": 7}));
+                (before, p.inflight.is_cancelled(s, &id))
+            })
+        });
+        assert_eq!(marked, (false, true));
+        assert!(p.inflight.is_empty(), "the entry ends with the call");
+    }
 }

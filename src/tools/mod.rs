@@ -322,13 +322,15 @@ pub(super) async fn still_allowed<E: Env>(
     reviewed: bool,
     waited: Waited,
 ) -> Result<(), ToolError> {
-    let [closed, off, review] = match waited {
+    let [cancelled, closed, off, review] = match waited {
         Waited::Write => [
+            "the caller cancelled this write while it waited (its turn, or its @require files); nothing changed",
             "the session was closed while this write waited (its turn, or its @require files); nothing changed",
             "writes were turned off while this write waited (its turn, or its @require files); nothing changed",
             "the user turned review on while this write waited (its turn, or its @require files); nothing changed (call again: the user will be asked)",
         ],
         Waited::Try => [
+            "the caller cancelled this try while it waited for the one before it in that tab; nothing ran",
             "the session was closed while this try waited for the one before it in that tab; nothing ran",
             "writes were turned off while this try waited for the one before it in that tab; nothing ran",
             "the user turned review on while this try waited for the one before it in that tab; nothing ran (call again: the user will be asked)",
@@ -336,6 +338,10 @@ pub(super) async fn still_allowed<E: Env>(
     };
     if !p.session_open(ctx.session) {
         return Err(ToolError::new(ErrorCode::Unauthorized, closed));
+    }
+    // MCP: the receiver should stop a cancelled request; this one has not begun.
+    if p.inflight.is_cancelled(ctx.session, ctx.rpc_id) {
+        return Err(ToolError::new(ErrorCode::ReviewExpired, cancelled));
     }
     let now = still_granted(p, ctx, off).await?;
     if now.review_writes && !reviewed && !p.is_waived(ctx.session) {

@@ -7,7 +7,7 @@ import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { setUp } from "./lib/agent.mjs";
 import { HOST_ID, PROVIDER_ID } from "./lib/harness.mjs";
-import { sleep } from "./lib/util.mjs";
+import { sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 const SECRET = "MARKER-try-5ecret-93";
@@ -578,5 +578,36 @@ describe("try_script: an agent's parallel tries", () => {
     assert.equal(seen.records, 1, "records in progress at once");
     assert.equal(seen.worlds, 1, "try worlds configured at once");
     for (const uuid of uuids) await h.internal("scripts.delete", { uuid });
+  });
+
+  // MCP: a receiver should stop a cancelled request. One waiting for the try before it in its
+  // tab has not begun: it must never run, later, in the user's page, with no one reading it.
+  test("a try its caller cancels while it waits for the one before it in that tab never runs", T, async () => {
+    const tab = await h.context.newPage();
+    await tab.goto(url, { waitUntil: "load" });
+    const p = await h.lumo("rawOpen", PROVIDER_ID, "lumo:mcp");
+    const send = (m) => h.lumo("rawSend", p, m);
+    const replies = () => h.lumo("rawMessages", p);
+    const tryMsg = (id, body) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "try_script", arguments: { source: script([], body), url } } });
+    try {
+      await send({ jsonrpc: "2.0", id: "init", method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
+      await until(replies, (m) => m.some((x) => x.id === "init"), 5000);
+      await send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      await send(tryMsg("a", ["await new Promise((r) => setTimeout(r, 2000));", "return 'a';"]));
+      await sleep(300);
+      await send(tryMsg("b", ["document.documentElement.setAttribute('data-cancelled-try', 'ran');", "return 'b';"]));
+      await sleep(300);
+      await send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "b", reason: "gave up" } });
+      const a = await until(replies, (m) => m.some((x) => x.id === "a"), 10_000);
+      assert.equal(a.find((x) => x.id === "a")?.result?.isError, false, JSON.stringify(a));
+      await sleep(1500);
+      assert.equal(await tab.evaluate(() => document.documentElement.getAttribute("data-cancelled-try")), null, "the cancelled try ran in the page");
+      assert.ok(!(await replies()).some((x) => x.id === "b"), "a cancelled request gets no reply");
+      const entries = (await h.internal("audit.list")).entries.filter((e) => e.tool === "try_script");
+      assert.equal(entries[0]?.result, "REVIEW_EXPIRED", JSON.stringify(entries.slice(0, 2)));
+    } finally {
+      await h.lumo("rawClose", p).catch(() => {});
+      await tab.close();
+    }
   });
 });
