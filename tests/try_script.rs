@@ -1145,3 +1145,39 @@ fn a_try_that_began_and_found_its_tab_taken_takes_back_what_it_began() {
     assert_eq!(interrupted.len(), 1, "{log:?}");
     assert_ne!(interrupted[0].target.as_deref(), Some(uuid.as_str()));
 }
+
+/// A raw source is tried without its `@require`/`@resource` files (nothing is fetched for a
+/// try): the result says so, or an error about a library's missing function reads as the
+/// script's own. A source without such files gets no such note.
+#[test]
+fn a_source_tried_without_its_required_files_says_so() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let nonce = "00000000-0000-4000-8000-000000000001";
+    let answer = json!([{ "frameId": 0, "result": {
+        "lumo": nonce, "url": "https://example.com/page", "title": "Example page", "threw": false,
+        "value": 1, "logs": [], "ms": 3 }}]);
+    *p.env.execute_answer.borrow_mut() = Some(Ok(answer.clone()));
+    let src = script("t", "return 1;").replace(
+        "// @match",
+        "// @require https://cdn.example/lib.js\n// @resource css https://cdn.example/a.css\n// @match",
+    );
+    let r = call(&p, &s, "try_script", json!({"source": src, "tabId": 7}));
+    assert_eq!(r["isError"], false, "{r}");
+    let note = r["structuredContent"]["filesNotLoaded"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        note.contains("1 @require and 1 @resource"),
+        "{}",
+        r["structuredContent"]
+    );
+    assert!(r["content"][0]["text"].as_str().unwrap().contains(note));
+    *p.env.execute_answer.borrow_mut() = Some(Ok(answer));
+    let r = call(&p, &s, "try_script", in_tab(7));
+    assert!(
+        r["structuredContent"].get("filesNotLoaded").is_none(),
+        "{r}"
+    );
+}

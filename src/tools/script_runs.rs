@@ -103,7 +103,7 @@ pub async fn run<E: Env>(p: &Provider<E>, args: &Value) -> Result<Value, ToolErr
         .count();
     let mut text = if selected.is_empty() {
         format!(
-            "No runs{}{}. A script reports a run each time it runs on a page load (after write_script, load a page its rules match; pages open before the write run the old code until reloaded).",
+            "No runs{}{}. A script reports a run each time it runs on a page load (after write_script, load a page its rules match; pages open before the write run the old code until reloaded), except where more than 10 scripts run on the page: those past the 10th run in Chrome's shared world and report nothing (match_url on that page says which).",
             if a.errors_only { " with errors" } else { "" },
             if a.since.is_some() { " since that cursor" } else { "" },
         )

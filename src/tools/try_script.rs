@@ -1153,6 +1153,20 @@ pub fn report_value(
     ])
 }
 
+/// A raw source's `@require`/`@resource` files are not fetched for a try: said, so an error
+/// about a library's missing function is not taken for the script's own.
+fn files_note(script: &Script) -> Option<String> {
+    let m = &script.metadata;
+    if script.uuid.is_some() || (m.requires.is_empty() && m.resources.is_empty()) {
+        return None;
+    }
+    Some(format!(
+        "Tried as source: its {} @require and {} @resource file(s) were not loaded (nothing is fetched for a try), so what they define is missing here. Write the script, then try it by uuid to run them.",
+        m.requires.len(),
+        m.resources.len()
+    ))
+}
+
 fn report(
     script: &Script,
     tab: &Tab,
@@ -1172,6 +1186,11 @@ fn report(
         text.push('\n');
         text.push_str(&note);
         o.insert("note".into(), note.into());
+    }
+    if let (Some(note), Some(o)) = (files_note(script), v.as_object_mut()) {
+        text.push('\n');
+        text.push_str(&note);
+        o.insert("filesNotLoaded".into(), note.into());
     }
     success(
         format!(

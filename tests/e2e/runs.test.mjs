@@ -109,6 +109,8 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     // Since that cursor: nothing new until the page is loaded again.
     const none = await call("script_runs", { uuid, since: out.cursor });
     assert.deepEqual(none.structuredContent.runs, []);
+    // "No runs" is not "it did not run": past a page's 10th, a script runs and reports nothing.
+    assert.match(none.content[0].text, /^No runs since that cursor\..*those past the 10th run in Chrome's shared world and report nothing/s);
     const again = await visit("/ok?x=2", "data-ran-ok");
     const next = await runsOf(uuid, { since: out.cursor });
     await again.close();
