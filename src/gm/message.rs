@@ -293,21 +293,34 @@ fn basic_authorization(
     )))
 }
 
-/// Methods a request may use (`fetch` refuses CONNECT, TRACE and TRACK anyway).
-const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+/// Methods `fetch` refuses to send.
+const FORBIDDEN_METHODS: &[&str] = &["CONNECT", "TRACE", "TRACK"];
 
-fn xhr(o: &Map<String, Value>) -> Result<XhrRequest, GmError> {
-    let method = match o.get("method") {
-        None | Some(Value::Null) => "GET".to_owned(),
+/// Any method name HTTP allows (a token, RFC 9110), as `XMLHttpRequest.open` takes it in
+/// Violentmonkey and Tampermonkey: WebDAV's `PROPFIND`, `MKCOL`, `MOVE`… too. Upper-cased, as
+/// `fetch` does for the standard ones (a lower-case `patch` would otherwise go as it is).
+fn method(o: &Map<String, Value>) -> Result<String, GmError> {
+    let m = match o.get("method") {
+        None | Some(Value::Null) => return Ok("GET".to_owned()),
         Some(_) => string(o, "method", 16)?.to_ascii_uppercase(),
     };
-    if !METHODS.contains(&method.as_str()) {
+    let token = !m.is_empty()
+        && m.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !token {
         return Err(bad(&format!(
-            "method {:?} is not one of {}",
-            ellipsize(&method, 16),
-            METHODS.join(", ")
+            "method {:?} is not an HTTP method name",
+            ellipsize(&m, 16)
         )));
     }
+    if FORBIDDEN_METHODS.contains(&m.as_str()) {
+        return Err(bad(&format!("method {m} cannot be sent from a browser")));
+    }
+    Ok(m)
+}
+
+fn xhr(o: &Map<String, Value>) -> Result<XhrRequest, GmError> {
+    let method = method(o)?;
     let url = string(o, "url", MAX_URL_BYTES)?.to_owned();
     let mut headers = Vec::new();
     if o.get("headers").is_some_and(|h| !h.is_null()) {
@@ -454,11 +467,28 @@ mod tests {
             panic!()
         };
         assert_eq!(x.timeout_ms, MAX_TIMEOUT_MS);
+        // WebDAV's methods go, as any HTTP token does.
+        for (m, want) in [
+            ("propfind", "PROPFIND"),
+            ("MKCOL", "MKCOL"),
+            ("patch", "PATCH"),
+        ] {
+            let GmRequest::Xhr(x) =
+                p(json!({"op": "xhr", "id": 1, "url": "u", "method": m})).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(x.method, want);
+        }
         for bad in [
             json!({"op": "xhr", "url": "u"}),
             json!({"op": "xhr", "id": -1, "url": "u"}),
             json!({"op": "xhr", "id": 1}),
             json!({"op": "xhr", "id": 1, "url": "u", "method": "CONNECT"}),
+            json!({"op": "xhr", "id": 1, "url": "u", "method": "trace"}),
+            json!({"op": "xhr", "id": 1, "url": "u", "method": "GET X"}),
+            json!({"op": "xhr", "id": 1, "url": "u", "method": ""}),
+            json!({"op": "xhr", "id": 1, "url": "u", "method": "G\u{c9}T"}),
             json!({"op": "xhr", "id": 1, "url": "u", "responseType": "document"}),
             json!({"op": "xhr", "id": 1, "url": "u", "headers": [["a"]]}),
             json!({"op": "xhr", "id": 1, "url": "u".repeat(MAX_URL_BYTES + 1)}),

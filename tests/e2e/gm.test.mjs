@@ -564,7 +564,7 @@ describe("gm: the GM functions a script is given", () => {
   test("GM_xmlhttpRequest reaches a declared host with body and headers; an undeclared one is refused and never sent", T, async () => {
     await write("xhr", ["@match http://xhrpage.test/*", "@grant GM_xmlhttpRequest", "@grant GM.xmlHttpRequest", "@connect api.test"],
       "const port = location.port, out = {};\n"
-      + "const done = () => { if (Object.keys(out).length === 5) document.documentElement.setAttribute('data-gm-xhr', JSON.stringify(out)); };\n"
+      + "const done = () => { if (Object.keys(out).length === 6) document.documentElement.setAttribute('data-gm-xhr', JSON.stringify(out)); };\n"
       + "GM_xmlhttpRequest({ url: `http://api.test:${port}/api/one`, headers: { 'X-Script': 'hi' }, responseType: 'json',\n"
       + "  onload: (r) => { out.ok = [r.status, r.response, /x-test: yes/i.test(r.responseHeaders), r.finalUrl]; done(); } });\n"
       // A blob is typed as the answer's Content-Type says, as XMLHttpRequest's is.
@@ -574,6 +574,9 @@ describe("gm: the GM functions a script is given", () => {
       + "  onload: () => { out.leak = 'loaded'; done(); }, onerror: (e) => { out.refused = e.error; done(); } });\n"
       + "GM.xmlHttpRequest({ method: 'POST', url: `http://sub.api.test:${port}/api/two`, data: 'x=1' })\n"
       + "  .then((r) => { out.promise = JSON.parse(r.responseText).method; done(); });\n"
+      // WebDAV's methods are HTTP's too, with a header the browser sets (a session rule).
+      + "GM_xmlhttpRequest({ method: 'propfind', url: `http://api.test:${port}/api/dav`, headers: { 'User-Agent': 'dav-client/1' },\n"
+      + "  onload: (r) => { out.dav = JSON.parse(r.responseText).method; done(); }, onerror: (e) => { out.dav = e.error; done(); } });\n"
       + "GM_xmlhttpRequest({ url: `/api/self`, onload: () => { out.self = 'loaded'; done(); }, onerror: (e) => { out.self = e.error; done(); } });");
     server.hits.length = 0;
     const got = await loaded(url("xhrpage.test"), "xhr", 5000);
@@ -581,6 +584,7 @@ describe("gm: the GM functions a script is given", () => {
     const P = server.port;
     assert.deepEqual(out.ok, [200, { method: "GET", host: "api.test", path: "/api/one", h: "hi" }, true, `http://api.test:${P}/api/one`]);
     assert.equal(out.promise, "POST");
+    assert.equal(out.dav, "PROPFIND");
     assert.deepEqual(out.blob, [true, "application/json", "/api/blob"]);
     assert.match(out.refused, /undeclared\.test is not in this script's @connect list.*not sent/);
     // The page's own host is not declared (no @connect self): refused too.
