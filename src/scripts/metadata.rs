@@ -311,6 +311,8 @@ struct Builder {
     exclude_globs: Vec<String>,
     no_frames: bool,
     grants: Vec<String>,
+    /// Line of the first grant of a request function (`GM_xmlhttpRequest`, `GM_download`).
+    request_grant_line: Option<usize>,
     connects: Vec<String>,
     requires: Vec<String>,
     resources: Vec<(String, String)>,
@@ -335,6 +337,7 @@ impl Builder {
             exclude_globs: Vec::new(),
             no_frames: false,
             grants: Vec::new(),
+            request_grant_line: None,
             connects: Vec::new(),
             requires: Vec::new(),
             resources: Vec::new(),
@@ -424,15 +427,37 @@ impl Builder {
             "include" => push_glob(&mut self.include_globs, diags, line_no, key, value),
             "exclude" => push_glob(&mut self.exclude_globs, diags, line_no, key, value),
             "noframes" => self.no_frames = true,
-            // Violentmonkey's opt-in: the script uses `await` outside any function.
-            "topLevelAwait" => {
-                diags.warning(line_no, TOP_LEVEL_AWAIT.to_owned());
-                self.other.push((key.to_owned(), value.to_owned()));
-            }
             "grant" => self.grant(diags, line_no, value),
             "connect" => self.connect(diags, line_no, value),
             "require" => self.require(diags, line_no, value),
             "resource" => self.resource(diags, line_no, value),
+            other => self.kept_as_is(diags, line_no, other, key, value),
+        }
+    }
+
+    /// A key this provider does not act on: kept in `other`, warned when a script means by it
+    /// what it will not get.
+    fn kept_as_is(
+        &mut self,
+        diags: &mut Diagnostics,
+        line_no: usize,
+        normalized: &str,
+        key: &str,
+        value: &str,
+    ) {
+        match normalized {
+            // Violentmonkey's opt-in: the script uses `await` outside any function.
+            "topLevelAwait" => diags.warning(line_no, TOP_LEVEL_AWAIT.to_owned()),
+            // Violentmonkey's `@inject-into page`/`auto` and Tampermonkey's `@sandbox raw`/
+            // `JavaScript` ask for the page's MAIN world, which this provider never gives.
+            "injectInto" | "sandbox"
+                if matches!(
+                    value.to_ascii_lowercase().as_str(),
+                    "page" | "auto" | "raw" | "javascript"
+                ) =>
+            {
+                diags.warning(line_no, page_world(key, value));
+            }
             _ => {
                 if let Some(meant) = misspelt_key(key) {
                     diags.warning(
@@ -443,9 +468,9 @@ impl Builder {
                         ),
                     );
                 }
-                self.other.push((key.to_owned(), value.to_owned()));
             }
         }
+        self.other.push((key.to_owned(), value.to_owned()));
     }
 
     fn run_at(&mut self, diags: &mut Diagnostics, line_no: usize, key: &str, value: &str) {
@@ -504,6 +529,11 @@ impl Builder {
         if value.is_empty() {
             diags.warning(line_no, "@grant without a value; ignored".to_owned());
             return;
+        }
+        let request = matches!(api::classify(value),
+            Grant::Known(a) if matches!(a.name, "GM_xmlhttpRequest" | "GM_download"));
+        if request && self.request_grant_line.is_none() {
+            self.request_grant_line = Some(line_no);
         }
         match api::classify(value) {
             Grant::None => {}
@@ -585,6 +615,17 @@ impl Builder {
             diags.warning(
                 self.header_line,
                 "no @match or @include: the script will not run on any page".to_owned(),
+            );
+        }
+        // Tampermonkey asks the user on a request to a host not declared, and Violentmonkey
+        // does not check: here every request without @connect is refused when it is made.
+        if let (Some(line), true) = (self.request_grant_line, self.connects.is_empty()) {
+            diags.warning(
+                line,
+                "no @connect: every GM_xmlhttpRequest/GM_download of this script will be refused \
+                 (the page's own site too); add a @connect line for each host it requests \
+                 (@connect self for the page's own)"
+                    .to_owned(),
             );
         }
         let (name, _) = self.name?;
@@ -750,6 +791,18 @@ const TOP_LEVEL_AWAIT: &str = "@top-level-await is not supported: an installed s
      inside a plain function, so an await outside any function is a SyntaxError when the page \
      loads (try_script runs the code in an async function, where it works); wrap the code in \
      (async () => { … })()";
+
+/// What a request for the page's own JavaScript world gets.
+fn page_world(key: &str, value: &str) -> String {
+    format!(
+        "@{} {} is not possible here: every script runs in Chrome's isolated USER_SCRIPT world \
+         (as @inject-into content), so the page's own JavaScript globals (window.someApp, a \
+         hooked window.fetch) are not visible and what the script sets on window or \
+         unsafeWindow is not seen by the page; the DOM is shared",
+        crate::text::ellipsize(key, 20),
+        crate::text::ellipsize(value, 20)
+    )
+}
 
 fn duplicate(diags: &mut Diagnostics, line_no: usize, key: &str, first: usize) {
     diags.warning(
@@ -1416,6 +1469,48 @@ mod tests {
                 "{quiet}: {:?}",
                 p.diagnostics
             );
+        }
+    }
+
+    #[test]
+    fn a_request_grant_without_connect_is_warned_at_the_grant() {
+        let src = |lines: &str| {
+            parse(&format!(
+                "// ==UserScript==\n// @name A\n// @match https://a.test/*\n{lines}// ==/UserScript==\n"
+            ))
+        };
+        for grant in ["GM_xmlhttpRequest", "GM.xmlHttpRequest", "GM_download"] {
+            let p = src(&format!("// @grant GM_setValue\n// @grant {grant}\n"));
+            let w = warnings(&p);
+            assert_eq!(w.len(), 1, "{grant}: {w:?}");
+            assert_eq!(w[0].line, 5);
+            assert!(w[0].message.starts_with("no @connect"), "{w:?}");
+            let p = src(&format!("// @grant {grant}\n// @connect self\n"));
+            assert!(warnings(&p).is_empty(), "{grant}");
+        }
+        assert!(warnings(&src("// @grant GM_setValue\n")).is_empty());
+    }
+
+    #[test]
+    fn asking_for_the_page_world_is_warned_at_its_line() {
+        for (line, warned) in [
+            ("@inject-into page", true),
+            ("@inject-into auto", true),
+            ("@sandbox raw", true),
+            ("@sandbox JavaScript", true),
+            ("@inject-into content", false),
+            ("@sandbox DOM", false),
+        ] {
+            let p = parse(&format!(
+                "// ==UserScript==\n// @name A\n// @match https://a.test/*\n// {line}\n// ==/UserScript==\n"
+            ));
+            let w = warnings(&p);
+            assert_eq!(w.len(), usize::from(warned), "{line}: {w:?}");
+            if warned {
+                assert_eq!(w[0].line, 4);
+                assert!(w[0].message.contains("is not possible here"), "{w:?}");
+                assert!(w[0].message.starts_with(line), "{w:?}");
+            }
         }
     }
 

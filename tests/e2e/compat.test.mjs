@@ -360,9 +360,12 @@ describe("compat: real-world userscripts", () => {
       written[tag] = r;
     }
     // Names other managers give and this provider does not: accepted, each warned at its line
-    // (GM_download and window.onurlchange, given since, are not).
-    assert.deepEqual(written.tm.diagnostics.map((d) => [d.line, d.severity, d.message.replace(/ is not implemented.*/, "")]), [
+    // (GM_download and window.onurlchange, given since, are not). So are the page world it asks
+    // for and its GM_download with no @connect, which every request would be refused.
+    assert.deepEqual(written.tm.diagnostics.map((d) => [d.line, d.severity, d.message.replace(/ is not implemented.*| is not possible here.*|: every .*/, "")]).sort((a, b) => a[0] - b[0]), [
       [9, "warning", "@grant GM_cookie"],
+      [10, "warning", "no @connect"],
+      [17, "warning", "@sandbox JavaScript"],
     ]);
     // HNhance's implicit unsafeWindow runs (below), and write_script says at its first use what it
     // is here: this world's window, not the page's.

@@ -165,7 +165,7 @@ describe("gm: GM_download saves a file the script's @connect hosts serve, and no
 
   test("validate_script no longer warns that GM_download is not provided; GM_cookie still is", T, async () => {
     const v = await ok("validate_script", {
-      source: userscript(["@name V", "@match https://v.test/*", "@grant GM_download", "@grant GM.download", "@grant GM_cookie"], ""),
+      source: userscript(["@name V", "@match https://v.test/*", "@grant GM_download", "@grant GM.download", "@grant GM_cookie", "@connect v.test"], ""),
     });
     const warned = v.diagnostics.map((d) => `${d.line} ${d.message}`);
     assert.ok(!warned.some((w) => w.includes("GM_download") || w.includes("GM.download")), show(warned));
