@@ -172,7 +172,43 @@ fn a_dropped_revision_is_not_found() {
     ] {
         let r = call(&p, &s, tool, args);
         assert_eq!(error_code(&r), Some("NOT_FOUND"), "{tool}: {r}");
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("dropped past the history bounds"),
+            "{r}"
+        );
     }
+    // A revision past the current one was never there: not said to be dropped.
+    for (tool, args) in [
+        ("get_script", json!({"uuid": uuid, "revision": 99})),
+        (
+            "restore_script",
+            json!({"uuid": uuid, "revision": 99, "current_revision": 26}),
+        ),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(error_code(&r), Some("NOT_FOUND"), "{tool}: {r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("has no revision 99: it is at revision 26, its newest"),
+            "{tool}: {text}"
+        );
+    }
+    // Nor did a write naming a revision never had race another one.
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 99, "source": script("D", "x")}),
+    );
+    assert_eq!(error_code(&r), Some("CONFLICT"), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("revision 99 is not one this script has had"),
+        "{text}"
+    );
     let ok = call(
         &p,
         &s,

@@ -50,6 +50,14 @@ fn match_url_reads_the_url_as_the_browser_does() {
         m["structuredContent"]["normalizedUrl"],
         json!("https://example.com/bd")
     );
+    // Pasted with spaces around it, as the address bar takes it.
+    let m = call(
+        &p,
+        &s,
+        "match_url",
+        json!({"url": "  \thttps://example.com/bd \n"}),
+    );
+    assert_eq!(runs(&m), [true], "{m}");
     let m = call(
         &p,
         &s,

@@ -1181,3 +1181,29 @@ fn a_source_tried_without_its_required_files_says_so() {
         "{r}"
     );
 }
+
+/// A stored script in the trash is said to be there, as the other tools say it, not "no script
+/// with uuid" (which sent an agent looking for one that never was).
+#[test]
+fn a_trashed_script_tried_by_uuid_is_said_to_be_in_the_trash() {
+    let p = provider();
+    with_tab(&p);
+    let s = ready(&p);
+    let uuid = created(&p, &s, "gone", "return 1;");
+    let r = call(
+        &p,
+        &s,
+        "delete_script",
+        json!({"uuid": uuid, "revision": 1}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    let r = call(&p, &s, "try_script", json!({"uuid": uuid, "tabId": 7}));
+    assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    assert_eq!(r["structuredContent"]["details"]["inTrash"], true, "{r}");
+    assert!(r["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("is in the trash (deleted): restore_script brings it back"));
+    let r = call(&p, &s, "try_script", json!({"source": "x", "tabId": -5}));
+    assert_eq!(error_code(&r), Some("INVALID_ARGUMENTS"), "{r}");
+}

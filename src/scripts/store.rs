@@ -103,9 +103,17 @@ impl fmt::Display for ScriptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ScriptError::NotFound(u) => write!(f, "no script with uuid {u}"),
+            ScriptError::RevisionNotFound { uuid, revision, current } if revision > current => write!(
+                f,
+                "script {uuid} has no revision {revision}: it is at revision {current}, its newest"
+            ),
             ScriptError::RevisionNotFound { uuid, revision, current } => write!(
                 f,
                 "script {uuid} has no stored revision {revision} (it is at revision {current}; older revisions are dropped past the history bounds): list_revisions shows the ones kept"
+            ),
+            ScriptError::StaleRevision { expected, current } if expected > current => write!(
+                f,
+                "revision {expected} is not one this script has had: it is at revision {current}; read it again with get_script and pass the revision it gives"
             ),
             ScriptError::StaleRevision { expected, current } => write!(
                 f,

@@ -366,8 +366,11 @@ pub(super) fn parse_read(def: &ToolDef, args: &Value) -> Result<ReadArgs, ToolEr
         }
         "match_url" => {
             let a: UrlArgs = parse(def, args)?;
-            check_url(&a.url)?;
-            ReadArgs::Match(a.url)
+            // The URL parser drops leading and trailing C0 controls and spaces (WHATWG), as an
+            // address pasted with them is loaded.
+            let url = a.url.trim_matches(|c: char| c <= ' ').to_owned();
+            check_url(&url)?;
+            ReadArgs::Match(url)
         }
         other => return Err(invalid(other, "not a read tool")),
     })

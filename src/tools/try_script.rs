@@ -138,6 +138,13 @@ pub fn parse(args: &Value) -> Result<TryArgs, ToolError> {
         _ => return Err(invalid("give exactly one of source or uuid")),
     };
     let target = match (a.tab_id, a.url) {
+        // Chrome's tab ids are positive (`TAB_ID_NONE` is -1): a negative one is a wrong
+        // argument, not a tab Chrome cannot run in.
+        (Some(id), None) if id < 0 => {
+            return Err(invalid(format!(
+                "tabId must be a tab's id (0 or more), not {id}"
+            )))
+        }
         (Some(id), None) => Target::TabId(id),
         (None, Some(u)) => {
             if u.is_empty() || u.len() > MAX_URL_BYTES {
@@ -319,9 +326,11 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
             })
         }
         What::Stored { uuid, revision } => {
-            let (r, source) = store::load_with_source(&p.env, uuid)
-                .await
-                .map_err(ToolError::from)?;
+            let (r, source) = match store::load_with_source(&p.env, uuid).await {
+                Ok(found) => found,
+                // A script in the trash is said to be there, as the other tools say it.
+                Err(e) => return Err(super::write::failure(p, e).await),
+            };
             if let Some(rev) = revision {
                 if *rev != r.revision {
                     return Err(ToolError::new(
@@ -1360,6 +1369,7 @@ mod tests {
             json!({"source": "x", "tabId": 1, "revision": 2}),
             json!({"uuid": "nope", "tabId": 1}),
             json!({"source": "x", "tabId": 1, "extra": 1}),
+            json!({"source": "x", "tabId": -5}),
             json!({"source": "x", "tabId": 1, "watchMs": 10_001}),
             json!({"source": "x", "tabId": 1, "watchMs": -1}),
             json!({"source": "x", "tabId": 1, "watchMs": 2.5}),

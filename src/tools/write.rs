@@ -343,7 +343,7 @@ async fn store_step<E: Env>(
 /// A write's failure as the agent reads it. A script in the trash is not live, but "no script
 /// with uuid" sent an agent (whose delete was retried, or that still held the uuid) looking for
 /// one that never was: it is told where the script is.
-async fn failure<E: Env>(p: &Provider<E>, e: ScriptError) -> ToolError {
+pub(super) async fn failure<E: Env>(p: &Provider<E>, e: ScriptError) -> ToolError {
     if let ScriptError::NotFound(u) = &e {
         if trash::contains(&p.env, u).await.unwrap_or(false) {
             return ToolError::new(
