@@ -69,7 +69,11 @@ pub fn try_effects(
             "Runs the code below once, now, in the open tab {} ({}){}",
             quoted(&crate::text::ellipsize(title, 200)),
             visible(&crate::text::ellipsize(url, 500)),
-            if all_frames { ", in every frame of the page" } else { "" }
+            if all_frames {
+                ", in every frame of the page, including frames of other sites it embeds (a sign-in, a payment form, an ad)"
+            } else {
+                ""
+            }
         ),
         "It can read and change that page as you see it, with your logins, as an installed script would".to_owned(),
     ];
@@ -650,6 +654,17 @@ mod tests {
         }
         s.push_str("// ==/UserScript==\nconsole.log(1);\n");
         s
+    }
+
+    #[test]
+    fn a_try_in_every_frame_says_the_frames_may_be_other_sites() {
+        let one = try_effects("https://shop.test/", "Shop", true, false, 5000);
+        assert!(!one[0].contains("frame"), "{one:?}");
+        let all = try_effects("https://shop.test/", "Shop", true, true, 5000);
+        assert!(
+            all[0].contains("every frame of the page, including frames of other sites"),
+            "{all:?}"
+        );
     }
 
     fn between(old: &str, old_on: bool, new: &str, new_on: bool) -> Vec<String> {

@@ -1066,7 +1066,7 @@ async fn execute_bounded<E: Env>(
         Either::Right(_) => Err(ToolError::new(
             ErrorCode::Timeout,
             format!(
-                "the script did not finish within {} ms{} in tab {} (an endless loop?); the page may be hanging — reload or close it. The provider is still available",
+                "the script did not finish within {} ms{} in tab {} (an endless loop? or an earlier try in this tab replaced a built-in its report needs, such as Promise.prototype.then: tries share the page's try world until the page is reloaded); the page may be hanging — reload or close it. The provider is still available",
                 a.timeout_ms,
                 if a.watch_ms > 0 {
                     format!(" and the {} ms watched after it", a.watch_ms)
