@@ -134,6 +134,10 @@ pub struct Session {
     state: RefCell<State>,
     /// When this session last had its caller's `lastSeen` refreshed (`seen_due`).
     seen_at: Cell<Option<f64>>,
+    /// Held by `initialize` while it reads the policy: a request sent right after it on the
+    /// same port (each message is its own task) waits for it instead of being refused as one
+    /// sent before it.
+    pub init_gate: futures::lock::Mutex<()>,
 }
 
 impl Session {
@@ -148,6 +152,7 @@ impl Session {
                 bytes: 0,
             }),
             seen_at: Cell::new(None),
+            init_gate: futures::lock::Mutex::new(()),
         }
     }
 

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use futures::executor::block_on;
 use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::Area;
 use lumo_userscripts::mcp::server::{Outcome, SUPPORTED_VERSIONS};
 use lumo_userscripts::provider::Provider;
 use lumo_userscripts::session::{Phase, Step};
@@ -612,4 +613,35 @@ fn a_session_open_for_hours_keeps_its_caller_seen() {
     call(&p, &s, "status", json!({}));
     block_on(p.after_mcp_message(&s));
     assert_eq!(seen(&p), Some(opened + 90.0 * 60_000.0));
+}
+
+/// Each message of a port is a task of its own. A request sent right after `initialize` (the
+/// SDK sends `notifications/initialized` and its first call at once) must not overtake an
+/// `initialize` still reading the policy and be refused as sent before it.
+#[test]
+fn a_request_sent_right_after_initialize_waits_for_it() {
+    let p = provider();
+    let s = open(&p);
+    // The policy just changed elsewhere (the options page): `initialize` reads it from storage,
+    // which takes a while.
+    let mut m = serde_json::Map::new();
+    m.insert("policy".into(), json!({"changed": "elsewhere"}));
+    p.storage_changed(Area::Local, &m);
+    p.env.get_yields.set(5);
+    let init = json!({"jsonrpc": "2.0", "id": "i", "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let list = json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"});
+    let (a, b) =
+        block_on(async { futures::join!(p.handle_mcp(&s, &init), p.handle_mcp(&s, &list)) });
+    p.env.get_yields.set(0);
+    let (Outcome::Reply(a), Outcome::Reply(b)) = (a, b) else {
+        panic!("both are answered")
+    };
+    assert!(a.get("result").is_some(), "{a}");
+    assert!(b["result"]["tools"].is_array(), "{b}");
+    // A request sent before initialize, with none under way, is still refused at once.
+    let s2 = open(&p);
+    let r = block_on(p.handle_mcp(&s2, &list));
+    let Outcome::Reply(r) = r else { panic!() };
+    assert_eq!(code(&r), -32600, "{r}");
 }

@@ -178,12 +178,24 @@ impl<E: Env> Provider<E> {
         method: String,
         params: Map<String, Value>,
     ) -> Outcome {
-        let Some(phase) = session.phase() else {
+        let Some(mut phase) = session.phase() else {
             return Outcome::Silent;
         };
+        // Messages of one port are handled as tasks of their own, in arrival order: one sent
+        // after an `initialize` still reading the policy waits for it to end.
+        if phase == Phase::Uninitialized && method != "initialize" && method != "ping" {
+            drop(session.init_gate.lock().await);
+            let Some(now) = session.phase() else {
+                return Outcome::Silent;
+            };
+            phase = now;
+        }
         match (method.as_str(), phase) {
             ("ping", _) => Outcome::Reply(jsonrpc::response(&id, json!({}))),
-            ("initialize", Phase::Uninitialized) => self.initialize(session, &id, &params).await,
+            ("initialize", Phase::Uninitialized) => {
+                let _gate = session.init_gate.lock().await;
+                self.initialize(session, &id, &params).await
+            }
             ("initialize", Phase::Ready { .. }) => Outcome::Reply(jsonrpc::error(
                 &id,
                 jsonrpc::INVALID_REQUEST,
