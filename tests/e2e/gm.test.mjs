@@ -1083,6 +1083,42 @@ describe("gm: the GM functions a script is given", () => {
       await other.close();
     }
   });
+
+  // A page's copy may be behind another tab's change: setting (or deleting) what the copy
+  // already holds must still reach storage, or the last write of this tab is lost.
+  test("values: a set or delete equal to this page's stale copy still replaces another tab's later change", T, async () => {
+    await write("toggle", ["@match http://toggle.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_deleteValue"],
+      "document.documentElement.setAttribute('data-gm-flag', JSON.stringify(GM_getValue('flag', 'none')));\n"
+      + "document.addEventListener('x-set', (e) => GM_setValue('flag', e.detail));\n"
+      + "document.addEventListener('x-del', () => GM_deleteValue('flag'));");
+    const other = await h.context.newPage();
+    const fire = (page, type, detail) => page.evaluate(([t, d]) => document.dispatchEvent(new CustomEvent(t, { detail: d })), [type, detail]);
+    const storedNow = async () => (await load(url("toggle.test", "/check"))).flag;
+    try {
+      await other.goto(url("toggle.test", "/B"), { waitUntil: "load" });
+      const A = await h.context.newPage();
+      await A.goto(url("toggle.test", "/A"), { waitUntil: "load" });
+      await sleep(300);
+      await fire(A, "x-set", "off");
+      await sleep(600);
+      await fire(other, "x-set", "on");
+      await until(storedNow, (v) => v === '"on"', 5000);
+      // A's copy still says "off": its "off" is sent all the same.
+      await sleep(1100);
+      await fire(A, "x-set", "off");
+      assert.equal(await until(storedNow, (v) => v === '"off"', 5000), '"off"');
+      await fire(A, "x-del");
+      assert.equal(await until(storedNow, (v) => v === '"none"', 5000), '"none"');
+      await fire(other, "x-set", "on2");
+      await until(storedNow, (v) => v === '"on2"', 5000);
+      await sleep(1100);
+      await fire(A, "x-del");
+      assert.equal(await until(storedNow, (v) => v === '"none"', 5000), '"none"');
+      await A.close();
+    } finally {
+      await other.close();
+    }
+  });
 });
 
 // Chrome runs a spanning extension's service worker in the regular profile: its fetch carries
