@@ -171,3 +171,54 @@ fn a_write_refused_for_lost_access_is_audited() {
     assert_eq!(refused[0]["tool"], json!("write_script"));
     assert_eq!(refused[0]["caller"], json!(HOST));
 }
+
+/// Any extension may connect. One left off the allowlist holds at most
+/// `MAX_UNOPENED_PORTS` ports that are waiting for or refused authorization; past them its
+/// new ports are not opened at all, while an approved caller's open ports never count.
+#[test]
+fn an_unapproved_caller_holds_a_bounded_number_of_ports() {
+    use lumo_userscripts::provider::MAX_UNOPENED_PORTS;
+    let p = provider();
+    let stranger =
+        lumo_userscripts::ids::ExtensionId::parse("abcdefghijklmnopabcdefghijklmnop").unwrap();
+    let policy = block_on(p.policy());
+    // Ports still being authorized: at most so many at once.
+    let waiting: Vec<_> = (0..MAX_UNOPENED_PORTS)
+        .map(|_| {
+            assert!(p.admits_port(&stranger));
+            p.open_session(stranger.clone())
+        })
+        .collect();
+    assert!(!p.admits_port(&stranger), "a ninth port is not opened");
+    p.close_session(waiting[0].id);
+    assert!(p.admits_port(&stranger), "a closed one makes room");
+    // Refused, each closes 100 ms after its answer; but so many refusals in the window close
+    // the next ports unread, until the window ends.
+    for s in &waiting[1..] {
+        let _ = p.authorize(s, policy.access(Some(&stranger)));
+        p.close_session(s.id);
+    }
+    assert!(p.admits_port(&stranger), "seven refusals");
+    let s = p.open_session(stranger.clone());
+    let _ = p.authorize(&s, policy.access(Some(&stranger)));
+    p.close_session(s.id);
+    assert!(!p.admits_port(&stranger), "eight refusals in the window");
+    p.env.advance(lumo_userscripts::provider::REFUSED_WINDOW_MS);
+    assert!(p.admits_port(&stranger), "the window ended");
+    // An allowlisted caller refused because agent access is off is told why on every port.
+    set_switch(&p, "endpoint", false);
+    let off = block_on(p.policy());
+    for _ in 0..3 * MAX_UNOPENED_PORTS {
+        assert!(p.admits_port(&host()));
+        let s = p.open_session(host());
+        let _ = p.authorize(&s, off.access(Some(&host())));
+        p.close_session(s.id);
+    }
+    assert!(p.admits_port(&host()));
+    set_switch(&p, "endpoint", true);
+    // The approved host's open ports are its own, and never counted.
+    for _ in 0..3 * MAX_UNOPENED_PORTS {
+        let _ = open(&p);
+    }
+    assert!(p.admits_port(&host()));
+}

@@ -41,6 +41,12 @@ pub fn on_connect_external(port: Port) {
         }
     };
     let p = provider();
+    if !p.admits_port(&caller) {
+        // Neither read nor answered: its caller already holds as many ports waiting for, or
+        // refused, authorization as any host needs.
+        let _ = port.disconnect();
+        return;
+    }
     let session = p.open_session(caller.clone());
     let id = session.id;
 
@@ -67,7 +73,7 @@ pub fn on_connect_external(port: Port) {
     // Authorization reads storage; messages that arrive meanwhile are buffered by the session.
     spawn_local(async move {
         let policy = provider().policy().await;
-        match session.authorize(policy.access(Some(&caller))) {
+        match provider().authorize(&session, policy.access(Some(&caller))) {
             Authorized::Flush(items) => {
                 for item in items {
                     match item {

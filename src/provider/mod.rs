@@ -35,6 +35,7 @@ pub use guards::AdmitError;
 pub use registry::{RegistryState, SyncOutcome};
 pub use reviews::{Applied, Told};
 pub use runs::{Received, Sender};
+pub use sessions::{MAX_REFUSED_PORTS, MAX_UNOPENED_PORTS, REFUSED_WINDOW_MS};
 pub use state::{watched, Watched};
 
 /// Storage keys owned by the provider (the script store and audit log own theirs).
@@ -133,6 +134,8 @@ pub struct Provider<E> {
     tries_settled: Cell<bool>,
     /// Requests being handled, so a cancelled one gets no reply.
     pub(crate) inflight: crate::mcp::inflight::InFlight,
+    /// Per caller, ports refused in the current window (`sessions::admits_port`).
+    refused_ports: RefCell<crate::vec_map::VecMap<crate::ids::ExtensionId, (f64, u32)>>,
     /// Whether `chrome.userScripts` worked at the last look (None: not looked yet this worker).
     last_available: Cell<Option<bool>>,
     /// Called when something a page shows changed (reviews, sessions): the shell refreshes the
@@ -223,6 +226,7 @@ impl<E: Env> Provider<E> {
             next_try: Cell::new(0),
             tries_settled: Cell::new(false),
             inflight: Default::default(),
+            refused_ports: Default::default(),
             last_available: Cell::new(None),
             on_change: RefCell::new(None),
             on_tabs: RefCell::new(None),

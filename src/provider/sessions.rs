@@ -8,8 +8,62 @@ use crate::session::{Phase, Session};
 use serde_json::{json, Value};
 use std::rc::Rc;
 
+/// Ports one caller may hold that are not open ([`Provider::admits_port`]). A host opens one
+/// per connection, and a reconnect after the worker was recycled one more.
+pub const MAX_UNOPENED_PORTS: usize = 8;
+/// Ports of one caller off the allowlist refused per [`REFUSED_WINDOW_MS`] before its next
+/// ones are closed unread: a refused port closes 100 ms after its answer, so the bound above
+/// alone let such a caller open and fill about 80 a second.
+pub const MAX_REFUSED_PORTS: u32 = 8;
+pub const REFUSED_WINDOW_MS: f64 = 10_000.0;
+/// Callers whose refusals are remembered at once (past it, the oldest windows go).
+const MAX_REFUSED_CALLERS: usize = 256;
+
 impl<E: Env> Provider<E> {
     /// Registers a new accepted port.
+    /// Whether a new port of `caller` may open a session: not while it holds
+    /// [`MAX_UNOPENED_PORTS`] ports that are not open (being authorized, or refused and
+    /// lingering). Any extension may connect (`externally_connectable` ids `*`), and each such
+    /// port is read, buffered and answered; without this bound one extension left off the
+    /// allowlist opening hundreds of them slowed every approved caller past its probe's 1500 ms.
+    pub fn admits_port(&self, caller: &ExtensionId) -> bool {
+        let now = self.env.now_ms();
+        let refused = self
+            .refused_ports
+            .borrow()
+            .get(caller)
+            .filter(|(start, _)| now >= *start && now - start < REFUSED_WINDOW_MS)
+            .map_or(0, |(_, n)| *n);
+        refused < MAX_REFUSED_PORTS
+            && self
+                .sessions
+                .borrow()
+                .values()
+                .filter(|s| &s.caller == caller && s.phase().is_none())
+                .count()
+                < MAX_UNOPENED_PORTS
+    }
+
+    /// Authorizes a session with `access` (`Session::authorize`), counting a refusal of a
+    /// caller off the allowlist toward its window ([`Provider::admits_port`]). An allowlisted
+    /// caller refused because the user turned agent access off keeps getting the reason on
+    /// every port, however often it reconnects: its host tells the user what to fix.
+    pub fn authorize(&self, session: &Session, access: Access) -> crate::session::Authorized {
+        let out = session.authorize(access);
+        if access == Access::NotAllowlisted {
+            let now = self.env.now_ms();
+            let mut map = self.refused_ports.borrow_mut();
+            map.retain(|_, (start, _)| now >= *start && now - *start < REFUSED_WINDOW_MS);
+            if map.len() >= MAX_REFUSED_CALLERS && !map.contains_key(&session.caller) {
+                map.clear();
+            }
+            if let Some(w) = map.get_or_insert_with(session.caller.clone(), || (now, 0)) {
+                w.1 = w.1.saturating_add(1);
+            }
+        }
+        out
+    }
+
     pub fn open_session(&self, caller: ExtensionId) -> Rc<Session> {
         let id = self.next_session.get();
         self.next_session.set(id + 1);

@@ -670,4 +670,41 @@ describe("faults: two hosts racing on one script; a host flooding its port", () 
     }
     assert.deepEqual(panics, []);
   });
+
+  // Any extension may connect. One left off the allowlist opening hundreds of ports, each
+  // full of messages, slowed the approved host's probe past its 1,500 ms (no answer in 10 s at
+  // 300 ports of 64 × 30 KB, 4.3 s at 100): past 8 unopened ports, its new ones are closed unread.
+  test("an extension off the allowlist flooding ports: at most 8 are opened, and the approved host's probe stays prompt", T, async () => {
+    await h.internal("policy.remove", { id: second.id });
+    try {
+      const flood = () => page2.evaluate((id) => {
+        const pad = "x".repeat(30_000);
+        const ports = (window.__strangerPorts = []);
+        // Ports the provider read: each request on a refused port is answered −32001.
+        const answered = new Set();
+        for (let i = 0; i < 100; i++) {
+          const p = chrome.runtime.connect(id, { name: "lumo:mcp" });
+          p.onDisconnect.addListener(() => void chrome.runtime.lastError);
+          p.onMessage.addListener(() => answered.add(i));
+          for (let j = 0; j < 64; j++) p.postMessage({ jsonrpc: "2.0", id: j, method: "ping", pad });
+          ports.push(p);
+        }
+        return new Promise((r) => setTimeout(() => r(answered.size), 3000));
+      }, PROVIDER_ID);
+      const read = flood();
+      const t0 = Date.now();
+      const probe = await h.lumo("probe", PROVIDER_ID, { openSession: false });
+      const ms = Date.now() - t0;
+      assert.equal(probe.response?.ok, true, show(probe));
+      assert.equal(probe.response?.status?.authorized, true, show(probe));
+      assert.ok(ms < 1500, `the approved host's probe took ${ms} ms during the flood`);
+      assert.ok((await read) <= 8, `ports the provider read and answered: ${await read} of 100`);
+      const sessions = (await h.internal("state.get")).sessions.filter((x) => x.caller === second.id);
+      assert.ok(sessions.length <= 8, `sessions of the stranger: ${sessions.length}`);
+    } finally {
+      await page2.evaluate(() => { for (const p of window.__strangerPorts ?? []) p.disconnect(); });
+      await h.internal("policy.add", { id: second.id, name: "Second Host" });
+    }
+    assert.deepEqual(panics, []);
+  });
 });
