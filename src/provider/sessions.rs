@@ -20,7 +20,6 @@ pub const REFUSED_WINDOW_MS: f64 = 10_000.0;
 const MAX_REFUSED_CALLERS: usize = 256;
 
 impl<E: Env> Provider<E> {
-    /// Registers a new accepted port.
     /// Whether a new port of `caller` may open a session: not while it holds
     /// [`MAX_UNOPENED_PORTS`] ports that are not open (being authorized, or refused and
     /// lingering). Any extension may connect (`externally_connectable` ids `*`), and each such
@@ -64,6 +63,7 @@ impl<E: Env> Provider<E> {
         out
     }
 
+    /// Registers a new accepted port.
     pub fn open_session(&self, caller: ExtensionId) -> Rc<Session> {
         let id = self.next_session.get();
         self.next_session.set(id + 1);
