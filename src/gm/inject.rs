@@ -770,7 +770,6 @@ const VALUES_JS: &str = concat!(
     // on, in a `pagehide` listener of the script's (ours are the world's first), at the end of
     // that very event.
     "const bye=e=>{if(e.isTrusted){leaving=true;flush()}};addEventListener('pagehide',bye);",
-    "document.addEventListener('visibilitychange',e=>{if(e.isTrusted&&document.visibilityState==='hidden')flush()});",
     "const mc=new MessageChannel();mc.port1.onmessage=()=>flush();",
     "const soon=()=>leaving?queueMicrotask(flush):mc.port2.postMessage(0);",
     // The bytes and keys held, counted at the first change, not as the page starts (every
@@ -805,7 +804,8 @@ const VALUES_JS: &str = concat!(
     "for(const k of Object.keys(C))if(!dk.has(k)&&!Object.prototype.hasOwnProperty.call(got,k))remote(k,undefined);",
     "for(const k of Object.keys(got))if(!dk.has(k)&&typeof got[k]==='string')remote(k,got[k])},()=>{dirty=null})};",
     "const stale=()=>{if(document.visibilityState==='visible'&&Date.now()-synced>5000)refresh()},shown=e=>{if(e.isTrusted&&Date.now()-synced>1000)refresh()};",
-    "document.addEventListener('visibilitychange',e=>{if(document.visibilityState==='visible')shown(e)});",
+    // One listener: hidden, what waits goes at once; shown again, the copy is asked for.
+    "document.addEventListener('visibilitychange',e=>{if(document.visibilityState==='hidden'){if(e.isTrusted)flush()}else shown(e)});",
     "addEventListener('focus',e=>{if(e.target===window)shown(e)});addEventListener('pageshow',e=>{leaving=false;if(e.persisted)shown(e)});",
     "const text=v=>{const t=JSON.stringify(v);return t};",
     "const get=(k,dv)=>{stale();k=String(k);return k in C?par(C[k]):dv};",

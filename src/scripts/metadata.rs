@@ -530,12 +530,12 @@ impl Builder {
             diags.warning(line_no, "@grant without a value; ignored".to_owned());
             return;
         }
-        let request = matches!(api::classify(value),
-            Grant::Known(a) if matches!(a.name, "GM_xmlhttpRequest" | "GM_download"));
-        if request && self.request_grant_line.is_none() {
-            self.request_grant_line = Some(line_no);
+        let grant = api::classify(value);
+        if matches!(grant, Grant::Known(a) if matches!(a.name, "GM_xmlhttpRequest" | "GM_download"))
+        {
+            self.request_grant_line.get_or_insert(line_no);
         }
-        match api::classify(value) {
+        match grant {
             Grant::None => {}
             Grant::Known(a) if a.name == "unsafeWindow" => {
                 diags.warning(line_no, api::UNSAFE_WINDOW_NOTE.to_owned());
