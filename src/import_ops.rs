@@ -350,7 +350,14 @@ async fn import_items<E: Env>(
     let done = match import::prepare(&env, &snap, actor, items, answers).await {
         Ok(ready) => {
             let _values = p.gm_values.hold().await;
-            import::commit(&env, ready).await
+            let done = import::commit(&env, ready).await;
+            // A restore may have replaced a script's values: its pages' listeners read them
+            // whole (told under the same lock, so no read between gets the old cursor).
+            if let Ok(d) = &done {
+                let uuids: Vec<&str> = d.changes.iter().map(|c| c.record.uuid.as_str()).collect();
+                p.values_replaced(&uuids);
+            }
+            done
         }
         Err(e) => Err(e),
     };
@@ -632,6 +639,8 @@ mod tests {
             let set = |v: &str| Op::Set(vec![("k".to_owned(), v.to_owned())]);
             block_on(p.gm_values.apply(&p.env, &restored, &set("1"))).unwrap();
             block_on(p.gm_values.apply(&p.env, &stays, &set("1"))).unwrap();
+            let (heard_restored, heard_stays) =
+                (p.gm_values.cursor(&restored), p.gm_values.cursor(&stays));
             let text = json!({"format": backup::FORMAT, "version": 2, "scripts": [{
                 "name": "Restored",
                 "source": source("Restored", &["// @require https://cdn.test/r.js".to_owned()]),
@@ -661,6 +670,18 @@ mod tests {
                 (&json!(8), &json!(3)),
                 "after {lead} steps: {budget}"
             );
+            // A listener of the restored script reads its values whole; one of the other
+            // hears its change.
+            use crate::gm::change_log::Since;
+            let page = (Some(1), Some(0));
+            assert!(matches!(
+                p.gm_values.since(&restored, Some(&heard_restored), page),
+                Since::Resync(_)
+            ));
+            assert!(matches!(
+                p.gm_values.since(&stays, Some(&heard_stays), page),
+                Since::Changes(c, _) if c == [json!(["k", "1", "22"])]
+            ));
         }
     }
 

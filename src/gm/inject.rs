@@ -790,19 +790,26 @@ const VALUES_JS: &str = concat!(
     "};",
     "let polling=false;const remote=(k,t)=>{const o=C[k];if(o===t)return;tally();if(o!==undefined){B-=len(k)+len(o);N--}",
     "if(t!==undefined){B+=len(k)+len(t);N++;C[k]=t}else delete C[k];fire(k,o,t,true)};",
-    "const poll=()=>S('values.wait',{}).then(r=>{if(r&&Array.isArray(r.changes))for(const c of r.changes)",
+    // A listener's wait carries the cursor of its last answer, so what changed before it asks
+    // again is answered at once; told to read the values whole (its first wait, a restarted
+    // worker, a restore), it does once nothing of its own is unsent or unanswered.
+    "let cur=null;const poll=()=>S('values.wait',{since:cur}).then(r=>{",
+    "if(r&&r.resync){if(!refresh(g=>{if(g&&typeof g.cursor==='string')cur=g.cursor;setTimeout(poll,g&&!g.error?0:2000)}))setTimeout(poll,1000);return}",
+    "if(r&&Array.isArray(r.changes))for(const c of r.changes)",
     "if(Array.isArray(c)&&typeof c[0]==='string')remote(c[0],typeof c[2]==='string'?c[2]:undefined);",
-    "setTimeout(poll,r&&!r.error?0:2000)},()=>setTimeout(poll,2000));",
+    "if(r&&typeof r.cursor==='string')cur=r.cursor;setTimeout(poll,r&&!r.error?0:2000)},()=>setTimeout(poll,2000));",
     // Without a listener nothing waits in the worker (which would keep it running): this
     // page's copy is asked for again when the page is shown again, and as it is read while
     // shown, at most every 5 s (12 messages a minute of the script's 600 per visible page, so
-    // many background tabs cannot spend its window). Keys this page changed meanwhile, or has
+    // many background tabs cannot spend its window). A listener's waits keep the copy exact
+    // instead (`then`: the read its wait asked for). Keys this page changed meanwhile, or has
     // not yet sent, keep this page's value.
     "let synced=Date.now(),dirty=null;",
-    "const refresh=()=>{if(dirty||pend||busy)return;synced=Date.now();dirty=new Set();",
-    "S('values.get',{}).then(r=>{const dk=dirty;dirty=null;const got=r&&!r.error&&r.values;if(!got||typeof got!=='object')return;",
+    "const refresh=then=>{if(dirty||pend||busy||(polling&&!then))return false;synced=Date.now();dirty=new Set();",
+    "S('values.get',{}).then(r=>{const dk=dirty;dirty=null;const got=r&&!r.error&&r.values;if(got&&typeof got==='object'){",
     "for(const k of Object.keys(C))if(!dk.has(k)&&!Object.prototype.hasOwnProperty.call(got,k))remote(k,undefined);",
-    "for(const k of Object.keys(got))if(!dk.has(k)&&typeof got[k]==='string')remote(k,got[k])},()=>{dirty=null})};",
+    "for(const k of Object.keys(got))if(!dk.has(k)&&typeof got[k]==='string')remote(k,got[k])}if(then)then(r)},",
+    "()=>{dirty=null;if(then)then(null)});return true};",
     "const stale=()=>{if(document.visibilityState==='visible'&&Date.now()-synced>5000)refresh()},shown=e=>{if(e.isTrusted&&Date.now()-synced>1000)refresh()};",
     // One listener: hidden, what waits goes at once; shown again, the copy is asked for.
     "document.addEventListener('visibilitychange',e=>{if(document.visibilityState==='hidden'){if(e.isTrusted)flush()}else shown(e)});",

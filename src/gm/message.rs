@@ -32,8 +32,12 @@ pub enum GmRequest {
     /// The script's values now (a page that started before the last change asks once).
     ValuesGet,
     /// Wait for the next change made elsewhere (another tab or frame), for value-change
-    /// listeners; answered with the changes or, after a while, with none.
-    ValuesWait,
+    /// listeners; answered with the changes or, after a while, with none. `since` is the
+    /// cursor of the page's last answer (`gm::change_log`): changes made since are answered at
+    /// once; none, or one the worker did not give, is answered "read them whole".
+    ValuesWait {
+        since: Option<String>,
+    },
     /// Set or delete values.
     Values(Op),
     /// `GM_xmlhttpRequest`.
@@ -174,7 +178,13 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
     let op = string(o, "op", 32)?;
     match op {
         "values.get" => Ok(GmRequest::ValuesGet),
-        "values.wait" => Ok(GmRequest::ValuesWait),
+        "values.wait" => Ok(GmRequest::ValuesWait {
+            since: o
+                .get("since")
+                .and_then(Value::as_str)
+                .filter(|c| c.len() <= super::change_log::MAX_CURSOR_CHARS)
+                .map(str::to_owned),
+        }),
         "values.set" => {
             let mut pairs = Vec::new();
             for item in list(o, "items", MAX_KEYS_PER_OP)? {

@@ -3,16 +3,23 @@
 //! the read-modify-write of every change, so two messages cannot lose each other's update; a
 //! change and its budget are one `storage.set`. Values stay while the script is in the trash
 //! (a restore brings them back) and go when it leaves it for good ([`purged_items`]).
+//! Each change is numbered in the store's [`ChangeLog`] under the same lock, and a read for a
+//! page ([`ValueStore::read`]) takes the lock too, so the cursor a page is given names exactly
+//! the changes its values hold.
+
+use std::cell::RefCell;
 
 use futures::lock::Mutex;
 use serde_json::{json, Map, Value};
 
+use super::change_log::{ChangeLog, Page, Since};
 use super::values::{self, Change, Op, Values};
 use crate::env::{Area, Storage};
 
 #[derive(Default)]
 pub struct ValueStore {
     lock: Mutex<()>,
+    log: RefCell<ChangeLog>,
 }
 
 /// Why values could not be read or saved; the script is told.
@@ -42,17 +49,65 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<Values, StoreError> {
 }
 
 impl ValueStore {
+    /// A store whose cursors carry `epoch` (the worker's start: a page's cursor from an earlier
+    /// worker is not this one's).
+    pub fn new(epoch: u64) -> Self {
+        ValueStore {
+            lock: Mutex::new(()),
+            log: RefCell::new(ChangeLog::new(epoch)),
+        }
+    }
+
+    /// The script's values for a page, with the cursor of the last change they hold.
+    pub async fn read<S: Storage>(
+        &self,
+        s: &S,
+        uuid: &str,
+    ) -> Result<(Values, String), StoreError> {
+        let _guard = self.lock.lock().await;
+        let v = load(s, uuid).await?;
+        Ok((v, self.log.borrow().cursor(uuid)))
+    }
+
+    /// The cursor of the script's values as stored now.
+    pub fn cursor(&self, uuid: &str) -> String {
+        self.log.borrow().cursor(uuid)
+    }
+
+    /// What `page`, which last heard `cursor`, has to hear of the script's changes.
+    pub fn since(&self, uuid: &str, cursor: Option<&str>, page: Page) -> Since {
+        self.log.borrow().since(uuid, cursor, page)
+    }
+
+    /// The script's values were replaced by other means (a backup restored, under
+    /// [`ValueStore::hold`]): its pages read them whole. Returns the cursor after.
+    pub fn replaced(&self, uuid: &str) -> String {
+        self.log.borrow_mut().reset(uuid)
+    }
+
     /// Holds every change of values off while the caller writes values itself (a backup
     /// restore), so neither loses the other's update of the budget.
     pub async fn hold(&self) -> futures::lock::MutexGuard<'_, ()> {
         self.lock.lock().await
     }
 
-    /// Applies `op` to the values of `uuid`; returns the changes and the values after it.
+    /// Applies `op` to the values of `uuid` for no page in particular.
     pub async fn apply<S: Storage>(
         &self,
         s: &S,
         uuid: &str,
+        op: &Op,
+    ) -> Result<(Vec<Change>, Values), StoreError> {
+        self.apply_from(s, uuid, (None, None), op).await
+    }
+
+    /// Applies `op`, asked by `page`, to the values of `uuid`; returns the changes and the
+    /// values after it. The changes are in the log once stored.
+    pub async fn apply_from<S: Storage>(
+        &self,
+        s: &S,
+        uuid: &str,
+        page: Page,
         op: &Op,
     ) -> Result<(Vec<Change>, Values), StoreError> {
         let _guard = self.lock.lock().await;
@@ -76,6 +131,7 @@ impl ValueStore {
         s.set(Area::Local, items)
             .await
             .map_err(|e| StoreError::Storage(e.0))?;
+        self.log.borrow_mut().record(uuid, page, &changes);
         Ok((changes, vals))
     }
 }

@@ -9,7 +9,7 @@ use super::Provider;
 use crate::env::Env;
 use crate::gm::api::{self, Grant};
 use crate::gm::message::GmRequest;
-use crate::gm::store::{self, StoreError};
+use crate::gm::store::StoreError;
 use crate::scripts::record::ScriptRecord;
 
 /// How long a `values.wait` is held before it is answered with no change (the page asks again).
@@ -107,7 +107,7 @@ fn acts(req: &GmRequest) -> bool {
         GmRequest::Menu(commands) => !commands.is_empty(),
         // Listed, not `_`: a new request must be placed on one side or the other.
         GmRequest::ValuesGet
-        | GmRequest::ValuesWait
+        | GmRequest::ValuesWait { .. }
         | GmRequest::XhrAbort { .. }
         | GmRequest::XhrProgress { .. }
         | GmRequest::TabClose { .. }
@@ -215,18 +215,23 @@ impl<E: Env> Provider<E> {
         }
         match req {
             GmRequest::ValuesGet if grants_any(&record, VALUE_GRANTS) => {
-                match store::load(&self.env, uuid).await {
-                    Ok(v) => crate::value::object(vec![("values", v.encode())]),
+                match self.gm_values.read(&self.env, uuid).await {
+                    Ok((v, cursor)) => crate::value::object(vec![
+                        ("values", v.encode()),
+                        ("cursor", Value::String(cursor)),
+                    ]),
                     Err(e) => error(e.to_string()),
                 }
             }
             GmRequest::Values(op) if grants_op(&record, &op) => {
                 self.gm_change_values(&record, from, &op).await
             }
-            GmRequest::ValuesWait if grants_any(&record, &["GM_addValueChangeListener"]) => {
-                self.gm_wait(uuid, from).await
+            GmRequest::ValuesWait { since }
+                if grants_any(&record, &["GM_addValueChangeListener"]) =>
+            {
+                self.gm_wait(uuid, from, since.as_deref()).await
             }
-            GmRequest::ValuesWait => {
+            GmRequest::ValuesWait { .. } => {
                 error("GM values: this script does not @grant GM_addValueChangeListener")
             }
             GmRequest::ValuesGet => error(
@@ -302,7 +307,12 @@ impl<E: Env> Provider<E> {
         op: &crate::gm::values::Op,
     ) -> Value {
         let change = self.value_change_begins().await;
-        match self.gm_values.apply(&self.env, &record.uuid, op).await {
+        let page = (from.tab_id, from.frame_id);
+        match self
+            .gm_values
+            .apply_from(&self.env, &record.uuid, page, op)
+            .await
+        {
             Ok((changes, _)) => {
                 if !changes.is_empty() {
                     self.wake_waiters(&record.uuid, from, &changes);
@@ -319,14 +329,33 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    /// Holds a page's `values.wait` until another page of the same script changes a value, or
-    /// [`WAIT_MS`] pass.
-    async fn gm_wait(&self, uuid: &str, from: &crate::provider::Sender) -> Value {
+    /// Answers a page's `values.wait` at once with what other pages changed since its cursor,
+    /// or with "read them whole" when that is not known; else holds it until another page of
+    /// the same script changes a value, or [`WAIT_MS`] pass.
+    async fn gm_wait(
+        &self,
+        uuid: &str,
+        from: &crate::provider::Sender,
+        since: Option<&str>,
+    ) -> Value {
+        use crate::gm::change_log::Since;
+        // Checked and the wait registered in one turn: no change can fall between the two.
+        match self
+            .gm_values
+            .since(uuid, since, (from.tab_id, from.frame_id))
+        {
+            Since::Resync(cursor) => return json!({ "resync": true, "cursor": cursor }),
+            Since::Changes(changes, cursor) if !changes.is_empty() => {
+                return json!({ "changes": changes, "cursor": cursor })
+            }
+            Since::Changes(..) => {}
+        }
         let (tx, rx) = futures::channel::oneshot::channel();
         {
             let mut w = self.gm_waiters.borrow_mut();
             if let Some(list) = w.get_or_insert_with(uuid.to_owned(), Vec::new) {
                 if list.len() >= MAX_WAITERS && !list.is_empty() {
+                    // Its cursor stays where it was: it asks again and hears what it missed.
                     let (_, _, old) = list.remove(0);
                     let _ = old.send(std::rc::Rc::new(json!({ "changes": [] })));
                 }
@@ -339,11 +368,13 @@ impl<E: Env> Provider<E> {
             futures::future::Either::Left((Ok(v), _)) => {
                 std::rc::Rc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone())
             }
-            _ => json!({ "changes": [] }),
+            // Nothing woke it, so whatever changed meanwhile was its own page's.
+            _ => json!({ "changes": [], "cursor": self.gm_values.cursor(uuid) }),
         }
     }
 
-    /// Answers every page of `uuid` waiting for changes but the one that made them.
+    /// Answers every page of `uuid` waiting for changes but the one that made them (each
+    /// waiter had heard everything before these: it would not be waiting otherwise).
     fn wake_waiters(
         &self,
         uuid: &str,
@@ -355,9 +386,10 @@ impl<E: Env> Provider<E> {
             .borrow_mut()
             .remove(uuid)
             .unwrap_or_default();
-        let body = std::rc::Rc::new(
-            json!({ "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>() }),
-        );
+        let body = std::rc::Rc::new(json!({
+            "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>(),
+            "cursor": self.gm_values.cursor(uuid),
+        }));
         let mut keep = Vec::new();
         for (tab, frame, tx) in list {
             if tab.is_some() && tab == from.tab_id && frame == from.frame_id {
@@ -373,6 +405,23 @@ impl<E: Env> Provider<E> {
                 .get_or_insert_with(uuid.to_owned(), Vec::new)
             {
                 list.extend(keep);
+            }
+        }
+    }
+
+    /// The values of `uuids` were replaced by other means (a backup restored): their pages'
+    /// listeners are told to read them whole.
+    pub(crate) fn values_replaced(&self, uuids: &[&str]) {
+        for uuid in uuids {
+            let cursor = self.gm_values.replaced(uuid);
+            let list = self
+                .gm_waiters
+                .borrow_mut()
+                .remove(*uuid)
+                .unwrap_or_default();
+            let body = std::rc::Rc::new(json!({ "resync": true, "cursor": cursor }));
+            for (_, _, tx) in list {
+                let _ = tx.send(std::rc::Rc::clone(&body));
             }
         }
     }
@@ -1608,8 +1657,17 @@ mod tests {
             tab_id: Some(id),
             ..Sender::default()
         };
+        // A first wait (no cursor) is told to read the values whole, with the cursor to wait
+        // with after.
+        let first =
+            block_on(p.user_script_message(|| Some(msg(json!({"op": "values.wait"}))), tab(1)));
+        let Received::Answered(first) = first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(first["resync"], true, "{first}");
+        let cursor = first["cursor"].clone();
         let (wait_raw, set_raw) = (
-            msg(json!({"op": "values.wait"})),
+            msg(json!({"op": "values.wait", "since": cursor})),
             msg(json!({"op": "values.set", "items": [["k", "1"]]})),
         );
         let (other, own, set) = block_on(async {
@@ -1630,11 +1688,67 @@ mod tests {
             panic!("{other:?}")
         };
         assert_eq!(v["changes"], json!([["k", null, "1"]]));
+        assert_ne!(v["cursor"], cursor);
         assert!(own.is_pending());
         assert!(
             matches!(set, Received::Answered(ref r) if r["ok"] == true),
             "{set:?}"
         );
         assert_eq!(p.gm_waiters.borrow().get(&a).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_change_made_before_a_page_asks_again_is_answered_at_once() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(
+            &p,
+            "W",
+            "// @grant GM_setValue\n// @grant GM_addValueChangeListener\n",
+        );
+        let t = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let ask = |fields: Value, tab: i64| {
+            let mut m = fields.as_object().cloned().unwrap();
+            m.insert("lumo".into(), t.clone().into());
+            m.insert("v".into(), 1.into());
+            m.insert("kind".into(), "gm".into());
+            let raw = Value::Object(m).to_string();
+            let from = Sender {
+                url: Some("https://example.com/".into()),
+                frame_id: Some(0),
+                tab_id: Some(tab),
+                ..Sender::default()
+            };
+            match block_on(p.user_script_message(|| Some(raw.clone()), from)) {
+                Received::Answered(v) => v,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Tab 1 reads its values and the cursor they are at.
+        let read = ask(json!({"op": "values.get"}), 1);
+        let at = read["cursor"].clone();
+        assert!(at.is_string(), "{read}");
+        // Tab 2, then tab 1 itself, change values while tab 1 holds no wait.
+        ask(json!({"op": "values.set", "items": [["k", "1"]]}), 2);
+        ask(json!({"op": "values.set", "items": [["mine", "2"]]}), 1);
+        ask(json!({"op": "values.delete", "keys": ["k"]}), 2);
+        let missed = ask(json!({"op": "values.wait", "since": at}), 1);
+        assert_eq!(
+            missed["changes"],
+            json!([["k", null, "1"], ["k", "1", null]]),
+            "tab 1 hears tab 2's changes, not its own: {missed}"
+        );
+        let now = missed["cursor"].clone();
+        assert_eq!(ask(json!({"op": "values.get"}), 3)["cursor"], now);
+        // A cursor it was never given, or from another worker, is a resync.
+        for bad in [json!("0.99"), json!("12345.0"), json!(7), json!(null)] {
+            let r = ask(json!({"op": "values.wait", "since": bad}), 1);
+            assert_eq!(r["resync"], true, "{bad}: {r}");
+            assert_eq!(r["cursor"], now);
+        }
+        // Values replaced by a restore: the next wait reads them whole.
+        p.values_replaced(&[a.as_str()]);
+        let r = ask(json!({"op": "values.wait", "since": now}), 1);
+        assert_eq!(r["resync"], true, "{r}");
+        assert_ne!(r["cursor"], now);
     }
 }

@@ -195,6 +195,9 @@ const MAX_LOG: usize = 50;
 
 impl<E: Env> Provider<E> {
     pub fn new(env: E) -> Self {
+        // Whole milliseconds of the start; `as` saturates (a clock before 1970 is epoch 0).
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let epoch = env.now_ms() as u64;
         Provider {
             env,
             policy_lock: Mutex::new(()),
@@ -234,7 +237,8 @@ impl<E: Env> Provider<E> {
             channel_limits: RefCell::new(Default::default()),
             channel_key: RefCell::new(None),
             runs_lock: Mutex::new(()),
-            gm_values: Default::default(),
+            // The cursors pages hold name this worker's changes only.
+            gm_values: crate::gm::store::ValueStore::new(epoch),
             values_refresh_waiting: RefCell::new(Default::default()),
             gm_waiters: RefCell::new(Default::default()),
             gm_menus: RefCell::new(Default::default()),

@@ -1040,6 +1040,44 @@ describe("gm: the GM functions a script is given", () => {
     }
   });
 
+  // A listener's wait is answered by one change; changes made before it asks again used to
+  // reach no one. Its wait now carries the cursor of its last answer.
+  test("values: a listener hears every change made while it was not waiting, also across a worker restart", T, async () => {
+    await write("gap", ["@match http://gap.test/*", "@grant GM_setValue", "@grant GM_addValueChangeListener"],
+      "if (location.pathname === '/listener') {\n"
+      + "  const heard = [];\n"
+      + "  GM_addValueChangeListener('n', (k, o, n, remote) => {\n"
+      + "    heard.push([n, remote]);\n"
+      + "    document.documentElement.setAttribute('data-gm-heard', JSON.stringify(heard));\n"
+      + "    // Busy on the first change: the next ones are made before this page asks again.\n"
+      + "    if (heard.length === 1) { const t = Date.now(); while (Date.now() - t < 600); }\n"
+      + "  });\n"
+      + "} else document.addEventListener('x-set', (e) => GM_setValue('n', e.detail));");
+    const writer = await h.context.newPage();
+    const set = (v) => writer.evaluate((d) => document.dispatchEvent(new CustomEvent("x-set", { detail: d })), v);
+    const heard = () => tab.evaluate(() => JSON.parse(document.documentElement.getAttribute("data-gm-heard") ?? "[]"));
+    try {
+      await tab.goto(url("gap.test", "/listener"), { waitUntil: "load" });
+      await writer.goto(url("gap.test", "/writer"), { waitUntil: "load" });
+      await sleep(800);
+      await set(1);
+      await sleep(150);
+      await set(2);
+      await sleep(100);
+      await set(3);
+      const got = await until(heard, (v) => v.length >= 3, 6000);
+      assert.deepEqual(got, [[1, true], [2, true], [3, true]]);
+      // The worker stops: the listener's wait is lost with it. A change made before the page
+      // asks a new worker is heard all the same.
+      await h.stopProviderWorker();
+      await set(4);
+      const after = await until(heard, (v) => v.length >= 4, 8000);
+      assert.deepEqual(after.slice(3), [[4, true]]);
+    } finally {
+      await writer.close();
+    }
+  });
+
   // A timer queued while the page unloads never fires: a change made in `pagehide` (or as the
   // tab is closed) must still be sent while the page can send it.
   test("values: a change made as the page is left, or as its tab is closed, is stored", T, async () => {
