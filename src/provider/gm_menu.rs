@@ -137,7 +137,10 @@ impl<E: Env> Provider<E> {
                     "frameId": e.place.frame,
                     "url": e.url,
                     "commands": e.commands.iter().map(|c| json!({
-                        "id": c.id, "caption": c.caption, "accessKey": c.access_key,
+                        // A caption is the script's text: invisible and direction
+                        // characters marked, so it cannot read as another command.
+                        "id": c.id, "caption": crate::guard::diff::visible(&c.caption),
+                        "accessKey": c.access_key,
                     })).collect::<Vec<_>>(),
                 }))
             })
@@ -260,7 +263,12 @@ mod tests {
         let (ta, tb) = (key.token(&a, 1), key.token(&b, 1));
         // B states an empty list from the same page: A's entry stays.
         let wait_a = p.user_script_message(
-            || Some(raw(&ta, json!([["go", "Go!", "g"]]))),
+            || {
+                Some(raw(
+                    &ta,
+                    json!([["go", "Go!", "g"], ["rtl", "Safe\u{202e}txt.exe", null]]),
+                ))
+            },
             page(5, "d1"),
         );
         let other = async {
@@ -273,6 +281,9 @@ mod tests {
             assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
             assert_eq!(list["items"][0]["name"], "A");
             assert_eq!(list["items"][0]["commands"][0]["caption"], "Go!");
+            // A direction override cannot reverse the popup's button: it is marked.
+            let rtl = list["items"][0]["commands"][1]["caption"].as_str().unwrap();
+            assert!(!rtl.contains('\u{202e}') && rtl.contains("U+202E"), "{rtl}");
             assert_eq!(p.menu_list(6).await["items"], json!([]));
             let entry = list["items"][0]["entry"].as_u64().unwrap();
             // A click naming a command the entry does not have is refused.
