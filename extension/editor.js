@@ -261,11 +261,15 @@ function reviewImport(preview, verb) {
       s.namespace ? el('div', { class: 'muted' }, s.namespace) : null,
       replaces,
       s.enabled ? null : el('div', {}, 'Stored switched off: it runs only once you turn it on.'),
-      s.values == null ? null : el('div', {}, `Restores ${s.values} GM value(s)`
+      s.values == null || (s.values === 0 && !s.dropsValues) ? null : el('div', {}, `Restores ${s.values} GM value(s)`
         + (s.dropsValues ? `, in place of your script's ${s.dropsValues} current GM value(s), which are not kept (untick Replace to keep them).` : '.')),
       rules.length ? list('Runs on:', rules) : el('div', {}, 'Runs nowhere.'),
       list('May use and reach:', asks),
       list('Fetches now:', s.fetch),
+      // What the editor would warn of: a line other managers read otherwise, a request grant
+      // without @connect… Seen before it is stored, not after.
+      s.warnings.length ? [el('div', {}, 'Warnings:'), el('ul', { class: 'warnings' }, s.warnings.map((w) => el('li', {}, marked(w))),
+        s.moreWarnings ? el('li', { class: 'muted' }, `… and ${s.moreWarnings} more; open it in the editor to see them all.`) : null)] : null,
       s.hidden ? el('div', { class: 'muted' }, `… and ${s.hidden} more line(s) of its metadata, not shown here.`) : null);
   }));
   const ok = $('import-review-ok');
@@ -287,7 +291,8 @@ function reviewImport(preview, verb) {
       keep: choices.filter(([, b]) => !b.checked).map(([u]) => u),
     });
     $('import-review-cancel').onclick = () => done(null);
-    dialog.onclose = () => done(null);
+    // A close event of the dialog's previous showing can arrive after this one opened it.
+    dialog.onclose = () => { if (!dialog.open) done(null); };
     dialog.showModal();
     $('import-review-cancel').focus();
   });

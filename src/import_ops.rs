@@ -229,6 +229,25 @@ fn planned_json(p: &import::Planned, drops: Option<usize>) -> Value {
             .collect();
         o.insert("fetch".into(), fetch.into());
         o.insert("hidden".into(), hidden.into());
+        // The editor's and validate_script's warnings: quoting the file's text, marked too.
+        let warnings: Vec<Value> = p
+            .warnings
+            .iter()
+            .take(PREVIEW_LINES)
+            .map(|d| {
+                let said = crate::text::ellipsize(&d.message, 4 * PREVIEW_LINE_CHARS);
+                Value::String(format!(
+                    "line {}: {}",
+                    d.line,
+                    crate::guard::diff::visible(&said)
+                ))
+            })
+            .collect();
+        o.insert("warnings".into(), warnings.into());
+        o.insert(
+            "moreWarnings".into(),
+            p.warnings.len().saturating_sub(PREVIEW_LINES).into(),
+        );
     }
     out
 }

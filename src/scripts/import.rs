@@ -350,6 +350,9 @@ pub struct Planned {
     pub values: Option<usize>,
     /// The files the import would fetch for it (those a replaced script holds are reused).
     pub fetch: Vec<crate::gm::assets::Wanted>,
+    /// What its metadata warns of (a line read otherwise than another manager reads it, a
+    /// request grant without `@connect`…), as the editor and `validate_script` say it.
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// What an import of `items` would do, checked as the import checks them (metadata, the same
@@ -362,7 +365,7 @@ pub fn preview(snap: &Snapshot, items: Vec<Item>) -> Result<Vec<Planned>, Import
     let mut out = Vec::with_capacity(items.len());
     let mut seen = Vec::new();
     for item in items {
-        let (item, meta, _, duplicate) = read_item(snap, item, &mut seen)?;
+        let (item, meta, diagnostics, duplicate) = read_item(snap, item, &mut seen)?;
         let current = duplicate
             .as_ref()
             .and_then(|d| snap.records.iter().find(|r| r.uuid == d.uuid));
@@ -388,6 +391,7 @@ pub fn preview(snap: &Snapshot, items: Vec<Item>) -> Result<Vec<Planned>, Import
             metadata: meta,
             replaces: duplicate,
             fetch,
+            warnings: diagnostics,
         });
     }
     check_count(snap, out.iter().filter(|p| p.replaces.is_none()).count())?;

@@ -492,14 +492,17 @@ impl Builder {
                 );
                 RunAt::DocumentEnd
             }
+            // Such a script is an action the user picks (Tampermonkey's context menu): run on
+            // every page load instead, it would act unasked. Refused, with the way out.
             "context-menu" => {
-                diags.warning(
+                diags.error(
                     line_no,
-                    "@run-at context-menu is not available with chrome.userScripts: the script \
-                     runs at document-idle on every page its rules match, not from the context menu"
+                    "@run-at context-menu is not available here (this provider has no context \
+                     menu), and the script would otherwise run on every page its rules match \
+                     without being asked: to run it on each page load, use document-idle"
                         .to_owned(),
                 );
-                RunAt::DocumentIdle
+                return;
             }
             "document-body" => {
                 diags.warning(
@@ -1347,8 +1350,8 @@ mod tests {
             "// @match *://*/*",
             "// @run-at context-menu",
         ]));
-        assert_eq!(meta(&p).run_at, RunAt::DocumentIdle);
-        assert!(has(&p, 4, Severity::Warning, "not from the context menu"));
+        assert!(p.metadata.is_none());
+        assert!(has(&p, 4, Severity::Error, "without being asked"));
         let p = parse(&script(&[
             "// @name x",
             "// @match *://*/*",

@@ -346,17 +346,29 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     ].join("\n");
     const early = "When early";
     const plain = "When plain";
+    // Tampermonkey's action run from its context menu: refused (here it would run on every
+    // page load unasked), the whole import with it, and the file's line says why.
+    const menu = header("When menu", ["// @run-at       context-menu"]);
+    await options.locator("#import-files").setInputFiles([
+      { name: "menu.user.js", mimeType: "text/javascript", buffer: Buffer.from(menu) },
+      { name: "plain.user.js", mimeType: "text/javascript", buffer: Buffer.from(header(plain, [])) },
+    ]);
+    await options.getByText(/^Nothing imported: [^]*menu\.user\.js[^]*context-menu is not available/).waitFor({ timeout: 5000 });
+    assert.equal((await scripts()).filter((s) => s.name === "When menu" || s.name === plain).length, 0);
     await options.locator("#import-files").setInputFiles([
       { name: "early.user.js", mimeType: "text/javascript", buffer: Buffer.from(header(early, ["// @run-at       document-start", "// @noframes"])) },
-      { name: "plain.user.js", mimeType: "text/javascript", buffer: Buffer.from(header(plain, [])) },
+      // Its requests would all be refused: the editor's warning is shown before it is stored.
+      { name: "plain.user.js", mimeType: "text/javascript", buffer: Buffer.from(header(plain, ["// @grant        GM_xmlhttpRequest"])) },
     ]);
     const review = options.locator("#import-review");
     await review.waitFor({ state: "visible", timeout: 5000 });
     const item = (name) => options.locator("#import-review-list > li", { hasText: name });
     const earlyShown = await item(early).textContent();
     assert.ok(earlyShown.includes("@run-at document-start") && earlyShown.includes("@noframes (top frame only)"), earlyShown);
+    assert.ok(!earlyShown.includes("Warnings:"), earlyShown);
     const plainShown = await item(plain).textContent();
     assert.ok(!plainShown.includes("@run-at") && !plainShown.includes("@noframes"), plainShown);
+    assert.match(plainShown, /Warnings:\s*line 5: [^]*@connect/, plainShown);
     await options.locator("#import-review-ok").click();
     await options.getByText(/early\.user\.js: imported/).waitFor({ timeout: 5000 });
 

@@ -547,11 +547,16 @@ describe("matching: what Chrome runs is what match_url says", () => {
     }
   });
 
-  test("spellings other managers accept run where they mean (http*://, no path, @run-at document-ready / context-menu)", T, async () => {
+  test("spellings other managers accept run where they mean (http*://, no path, @run-at document-ready); @run-at context-menu is refused, not run unasked", T, async () => {
     const P = server.port;
+    // Tampermonkey runs it only when the user picks it from the context menu: here it would
+    // run on every load of every page its rules match, so it is refused with the way out.
+    const menu = await call("write_script", { source: script("menu", ["@match http://spell.test/*", "@run-at context-menu"]) });
+    assert.equal(menu.isError, true, JSON.stringify(menu));
+    assert.match(menu.content[0].text, /context-menu is not available[^]*use document-idle/);
     const scripts = {
       star: ["@match http*://spell.test/*", "@run-at document-ready"],
-      root: ["@match http://root.test", "@run-at context-menu"],
+      root: ["@match http://root.test"],
     };
     const tagOf = {};
     for (const [tag, lines] of Object.entries(scripts)) {
