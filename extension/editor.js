@@ -81,7 +81,16 @@ export function openEditor(script) {
   code.focus();
 }
 
-async function save() {
+// One save at a time: a second click (or Ctrl+S) while one is on its way would carry the
+// revision the first replaces, and be refused as a conflict with the user's own save.
+let saving = null;
+function save() {
+  if (!saving) saving = saveNow().finally(() => { saving = null; $('editor-save').disabled = false; });
+  $('editor-save').disabled = true;
+  return saving;
+}
+
+async function saveNow() {
   const text = code.text;
   // The editor holds \n line breaks: a script written with \r\n is saved with them again, so an
   // unchanged one stores nothing, and an edited one differs by the edit alone.

@@ -24,7 +24,7 @@ export function undoButton(entry, undoable, now = Date.now()) {
       say(status, `Not undone: ${r?.error ?? 'no answer'}`, 'error');
       out.replaceChildren(el('p', { class: 'notice' }, r?.error ?? ''),
         r?.diff ? el('pre', { class: 'diff', 'aria-label': 'Changes made since that write' },
-          r.diff.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' '))) : null);
+          r.diff.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' '))) : '');
       delete button.dataset.busy;
       button.disabled = false;
     }

@@ -63,9 +63,9 @@ function show(r) {
   });
 }
 
-/** Reviews a check's newer version and, if the user confirms, stores it. */
+/** Reviews a check's newer version and, if the user confirms, stores it; whether it did. */
 async function offer(r) {
-  if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return; }
+  if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return false; }
   const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256 });
   if (u.ok) say(status(), `Updated ${r.name} to version ${r.offered} (revision ${u.result.script.revision}).`);
   // Changed since the check (an edit, an agent's write, a restore): the store's words are for
@@ -74,6 +74,7 @@ async function offer(r) {
     say(status(), `Not updated: ${r.name} changed since the check (it is now at revision ${u.details.currentRevision}); check for the update again to review it against the current version.`, 'error');
   } else say(status(), `Not updated: ${u.error}`, 'error');
   changed();
+  return u.ok;
 }
 
 /** Runs `fn` for a script unless its check or review is in progress: a second click (a double
@@ -130,7 +131,10 @@ $('check-all').addEventListener('click', async () => {
         else {
           found++;
           li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
-            el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, () => offer(r)) }, 'Review update'));
+            el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, async () => {
+              // Installed: the row no longer offers what is now the script's own version.
+              if (await offer(r)) li.replaceChildren(el('strong', {}, s.name), ': updated to version ', ...marked(r.offered), '.');
+            }) }, 'Review update'));
         }
         li.hidden = false;
         done++;

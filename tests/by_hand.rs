@@ -103,6 +103,50 @@ fn the_user_creates_and_edits_unlimited_and_read_only_mode_does_not_stop_them() 
     );
 }
 
+/// The editor's text was made from a revision; the page's own switch (or an agent's
+/// enable/disable) makes a revision that leaves the source as it was: no conflict. A change of
+/// the source since is one.
+#[test]
+fn an_edit_saves_over_a_switch_flipped_since_but_not_over_a_changed_source() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Mine", "1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    let off = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+    );
+    assert_eq!(off["ok"], json!(true), "{off}");
+    let saved = op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Mine", "2")}),
+    );
+    assert_eq!(saved["ok"], json!(true), "{saved}");
+    assert_eq!(saved["result"]["script"]["revision"], json!(3));
+    // The switch the user flipped stays as they left it.
+    assert_eq!(saved["result"]["script"]["enabled"], json!(false));
+    // Now the source changed since revision 2: refused, nothing lost.
+    let stale = op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 2, "source": script("Mine", "x")}),
+    );
+    assert_eq!(stale["code"], json!("CONFLICT"), "{stale}");
+    let got = op(&p, json!({"op": "scripts.get", "uuid": uuid}));
+    assert_eq!(got["script"]["source"], json!(script("Mine", "2")));
+    // A stale History says what to do there: it has no text to copy.
+    let restore = op(
+        &p,
+        json!({"op": "scripts.restore", "uuid": uuid, "revision": 1, "currentRevision": 2, "live": true}),
+    );
+    assert_eq!(restore["code"], json!("CONFLICT"), "{restore}");
+    assert_eq!(
+        restore["error"],
+        json!("it changed since you opened it (it is now at revision 3): open its History again and choose the version to restore once more")
+    );
+}
+
 #[test]
 fn undo_of_an_agent_write_and_undo_after_a_later_change() {
     let p = provider();

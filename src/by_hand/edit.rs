@@ -42,6 +42,7 @@ pub(super) async fn save<E: Env>(
                 (Ok(u), Ok(r)) => (u, r),
                 (Err(e), _) | (_, Err(e)) => return e,
             };
+            let revision = rebase(p, &uuid, revision).await;
             WriteArgs::Replace {
                 uuid,
                 revision,
@@ -51,6 +52,29 @@ pub(super) async fn save<E: Env>(
         }
     };
     write(p, msg, "write_script", args).await
+}
+
+/// The revision an edit made from `revision` goes over: the current one when no revision since
+/// changed the source (only the on/off switch flipped, by the page's own switch or an agent),
+/// else `revision` itself, which the write refuses as stale. The write checks it again under
+/// its lock, so a change landing after this read is still refused.
+async fn rebase<E: Env>(p: &Provider<E>, uuid: &str, revision: u64) -> u64 {
+    let current = match p.scripts().await {
+        Ok(snap) => match snap.records.iter().find(|r| r.uuid == uuid) {
+            Some(r) if r.revision > revision => (r.revision, r.sha256.clone()),
+            _ => return revision,
+        },
+        Err(_) => return revision,
+    };
+    match crate::scripts::history::load(&p.env, uuid).await {
+        Ok(h)
+            if h.find(revision)
+                .is_some_and(|r| r.record.sha256 == current.1) =>
+        {
+            current.0
+        }
+        _ => revision,
+    }
 }
 
 /// Validation for the editor: diagnostics with their lines, without saving.

@@ -215,7 +215,8 @@ async fn write_via<E: Env>(
             ),
         ]),
         Err(e) => {
-            json!({ "ok": false, "error": in_page_words(&e), "code": e.code.as_str(), "details": e.details })
+            let op = msg.get("op").and_then(Value::as_str).unwrap_or_default();
+            json!({ "ok": false, "error": in_page_words(&e, tool, op), "code": e.code.as_str(), "details": e.details })
         }
     }
 }
@@ -223,12 +224,23 @@ async fn write_via<E: Env>(
 /// A refusal of the user's own write in the page's words: the tools' messages tell an agent
 /// which tool to call and what to pass ("read it again with get_script", "pass its uuid"),
 /// which the person at the page has no use for.
-fn in_page_words(e: &ToolError) -> String {
+/// A stale revision is worded for the surface the user acted from (`tool`, the page's `op`):
+/// only the editor holds text to copy.
+fn in_page_words(e: &ToolError, tool: &str, op: &str) -> String {
     if let Some(now) = e
         .detail("currentRevision")
         .filter(|_| e.is_stale_revision())
     {
-        return format!("it changed since you opened it (it is now at revision {now}): copy your text, open it again and redo your change");
+        let how = match (tool, op) {
+            ("write_script", _) => "copy your text, open it again and redo your change",
+            ("restore_script", "scripts.undo") => "look at the log again and Undo once more",
+            ("restore_script", _) => {
+                "open its History again and choose the version to restore once more"
+            }
+            (UPDATE_TOOL, _) => "check for its update again",
+            _ => "try again",
+        };
+        return format!("it changed since you opened it (it is now at revision {now}): {how}");
     }
     if e.detail("existingUuid").is_some() {
         return "another script already has this @name and @namespace, or ones that read the same (look-alike letters and invisible characters count as the same): rename one of the two".to_owned();

@@ -847,4 +847,65 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await popup.close();
     await h.internal("scripts.delete", { uuid });
   });
+
+  test("the editor: a save after the script's own switch was flipped is stored; a double click on Save saves once and says so", T, async () => {
+    await options.reload();
+    const { uuid } = (await h.internal("scripts.save", { source: userscript({ tag: "ed", version: "v1", name: "Edited" }) })).result.script;
+    await options.reload();
+    const toEnd = async () => {
+      await options.locator("#editor-text .cm-content").click();
+      await options.keyboard.press("Control+End");
+    };
+    await options.getByRole("button", { name: "Edit Edited" }).click();
+    await toEnd();
+    await options.keyboard.type("// my edit\n");
+    // The user turns it off while the editor is open: only the switch changed, not the text.
+    await options.getByRole("switch", { name: "Enabled: Edited" }).click();
+    await until(async () => (await scripts()).find((s) => s.uuid === uuid).enabled, (v) => v === false, 3000);
+    await options.locator("#editor-save").click();
+    await until(status, (t) => /^(Saved|Not saved)/.test(t), 5000);
+    assert.match(await status(), /^Saved Edited \(revision 3\)/);
+    let got = (await h.internal("scripts.get", { uuid })).script;
+    assert.ok(got.source.endsWith("// my edit\n"), got.source);
+    assert.equal(got.enabled, false, "the switch stays as the user left it");
+    // A double click: one save, told as saved.
+    await toEnd();
+    await options.keyboard.type("2;\n");
+    await options.locator("#editor-save").dblclick();
+    await sleep(1500);
+    assert.equal((await h.internal("scripts.get", { uuid })).script.revision, 4);
+    assert.match(await status(), /^Saved Edited \(revision 4\)/);
+    // Changed by an agent meanwhile: the user's save is refused, not stored over it.
+    await call("write_script", { uuid, revision: 4, source: userscript({ tag: "ed", version: "v9", name: "Edited" }) });
+    await toEnd();
+    await options.keyboard.type("3;\n");
+    await options.locator("#editor-save").click();
+    await until(status, (t) => /^Not saved/.test(t), 5000);
+    assert.match(await status(), /copy your text/);
+    got = (await h.internal("scripts.get", { uuid })).script;
+    assert.equal(got.revision, 5);
+    assert.match(got.source, /v9/);
+    await options.locator("#editor-close").click();
+    await h.internal("scripts.delete", { uuid });
+  });
+
+  test("popup: a refused Undo says why and nothing more", T, async () => {
+    const w = await call("write_script", { source: userscript({ tag: "ud", version: "v1", name: "Undone" }) });
+    const uuid = w.script.uuid;
+    await call("write_script", { uuid, revision: 1, source: userscript({ tag: "ud", version: "v2", name: "Undone" }) });
+    await call("delete_script", { uuid });
+    const popup = await h.context.newPage();
+    try {
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const i = (await h.internal("audit.list")).entries.findIndex((e) => e.tool === "write_script" && e.target === uuid && e.result === "ok");
+      const row = popup.locator("#audit > li").nth(i);
+      await row.getByRole("button", { name: /^Undo/ }).click();
+      await popup.getByText(/^Not undone/).waitFor({ timeout: 3000 });
+      const text = await row.locator(".undo-result").textContent();
+      assert.match(text, /trash/);
+      assert.doesNotMatch(text, /null/);
+    } finally {
+      await popup.close();
+    }
+  });
 });

@@ -11,6 +11,7 @@ import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
 import { seen, setUp } from "./lib/agent.mjs";
+import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 const NAME = "Upd helper";
@@ -258,6 +259,14 @@ describe("script updates: Check for update, review, Update", () => {
       if (i === 3) assert.match(text, /^Upd many 3: version 1\.0 → 1\.1 is available\./, text);
       else if (i >= 0) assert.match(text, /^Upd many \d: Up to date: the server.s version is 1\.0, as installed \(1\.0\)\./, text);
     }
+    // Updated from the list: its row no longer offers the version now installed.
+    await options.getByRole("button", { name: "Review the update of Upd many 3" }).click();
+    await options.locator("#update-review").waitFor({ state: "visible" });
+    await sleep(900);
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Updated Upd many 3 to version 1\.1/).waitFor({ timeout: 10_000 });
+    const row = await options.locator(`#update-results li[data-uuid="${uuids[3]}"]`).textContent();
+    assert.equal(row, "Upd many 3: updated to version 1.1.");
     for (const u of uuids) await h.internal("scripts.delete", { uuid: u });
   });
 
