@@ -38,7 +38,8 @@ const MENU_JS: &str = concat!(
     "const MU=id=>{if(M.delete(String(id)))MS()};",
     "d('GM_registerMenuCommand',MR);d('GM_unregisterMenuCommand',MU);",
     "G.registerMenuCommand=(...a)=>{try{return Promise.resolve(MR(...a))}catch(e){return Promise.reject(e)}};",
-    "G.unregisterMenuCommand=id=>Promise.resolve(MU(id));",
+    // The id may be `GM.registerMenuCommand`'s promise (Violentmonkey returns the id at once).
+    "G.unregisterMenuCommand=id=>Promise.resolve(id).then(MU);",
     "addEventListener('pageshow',e=>{if(e.persisted&&e.isTrusted&&M.size)MW()})}",
 );
 

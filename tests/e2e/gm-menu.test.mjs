@@ -75,6 +75,8 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     // B runs in the same page: it registers a command with the same id and tries to remove A's.
     const b = await write("B", ["@match http://menu.test/*", "@grant GM.registerMenuCommand", "@grant GM_unregisterMenuCommand", "@run-at document-idle"],
       "GM.registerMenuCommand('Mark', () => document.documentElement.setAttribute('data-b', 'clicked'));\n"
+      // Violentmonkey's form: the id straight from GM.registerMenuCommand.
+      + "GM.unregisterMenuCommand(GM.registerMenuCommand('Gone', () => {}));\n"
       + "setTimeout(() => { GM_unregisterMenuCommand('Mark'); GM_unregisterMenuCommand('Other');"
       + " document.documentElement.setAttribute('data-b-done', '1'); }, 300);");
     await tab.goto(url("menu.test", "/page"), { waitUntil: "load" });
@@ -86,6 +88,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
       await buttonOf(a.uuid).waitFor({ timeout: 10_000 });
       // B removed its own "Mark" (its unregister reaches only its own commands): A's stays.
       assert.equal(await buttonOf(b.uuid).count(), 0, "B's own command was removed by B");
+      assert.equal(await p.locator(`#menu li[data-script="${b.uuid}"] button[data-command="Gone"]`).count(), 0, "removed by the id GM.registerMenuCommand gave");
       assert.equal(await p.locator("#menu-h").textContent(), "Menu commands on this tab");
       assert.equal(await buttonOf(a.uuid).getAttribute("accesskey"), "m");
       await buttonOf(a.uuid).click();
@@ -384,6 +387,64 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     await until(async () => (await attr("data-done3")) !== null, 5000, "the timeout closed it: GM.notification resolved");
     assert.ok(Number(await attr("data-done3")) >= 700, `closed after ${await attr("data-done3")} ms`);
     assert.equal((await all()).length, 0);
+  });
+
+  // Before, a notification's timeout lived in its page and died with it: five reloads of a
+  // page that notifies left five, and the script got no more until the user closed them.
+  test("a page's notifications go with it; (details, ondone) is heard; a refused GM.notification rejects, and it has remove()", T, async () => {
+    await write("leaver", ["@match http://nleave.test/*", "@grant GM_notification", "@grant GM.notification"],
+      "const root = document.documentElement;\n"
+      + "GM_notification({ text: 'loaded ' + location.pathname, timeout: 60000 }, (clicked) => root.setAttribute('data-done', String(clicked)));\n"
+      + "document.addEventListener('lumo-refused', () => GM.notification({ text: '' }).then(() => root.setAttribute('data-refused', 'resolved'), (e) => root.setAttribute('data-refused', e.message)));\n"
+      + "document.addEventListener('lumo-remove', () => { const n = GM.notification({ text: 'to remove' }); n.then(() => root.setAttribute('data-removed', '1')); setTimeout(() => n.remove(), 500); });\n"
+      + "root.setAttribute('data-asked', '1');");
+    const provider = await h.providerPage();
+    const all = async () => Object.keys(await provider.evaluate(() => chrome.notifications.getAll()));
+    for (let i = 0; i < 7; i++) {
+      await tab.goto(url("nleave.test", `/${i}`), { waitUntil: "load" });
+      await until(async () => (await attr("data-asked")) === "1", 5000, "the script ran");
+      await sleep(300);
+    }
+    await until(async () => (await all()).length === 1, 5000, "only the open page's notification is left")
+      .catch(async (e) => assert.fail(`${e.message}: ${(await all()).length} shown`));
+    // The (details, ondone) form: closed by the user, ondone hears it was not clicked.
+    const [id] = await all();
+    await provider.evaluate((i) => chrome.notifications.clear(i), id);
+    await until(async () => (await attr("data-done")) === "false", 5000, "ondone ran with clicked = false");
+    await tab.evaluate(() => document.dispatchEvent(new Event("lumo-refused")));
+    await until(async () => (await attr("data-refused")) !== null, 5000, "GM.notification settled");
+    assert.match(await attr("data-refused"), /GM_notification/);
+    await tab.evaluate(() => document.dispatchEvent(new Event("lumo-remove")));
+    await until(async () => (await attr("data-removed")) === "1", 5000, "remove() closed it and the promise resolved");
+    assert.deepEqual(await all(), []);
+  });
+
+  test("GM_openInTab: loadInBackground opens it behind; GM.openInTab is the tab object too; a refused tab calls onclose", T, async () => {
+    await write("behind", ["@match http://behind.test/*", "@grant GM_openInTab", "@grant GM.openInTab"],
+      "const root = document.documentElement;\n"
+      + "document.addEventListener('lumo-go', () => {\n"
+      + "  GM_openInTab(location.protocol + '//behindopened.test:' + location.port + '/bg', { loadInBackground: true });\n"
+      + "  const t = GM.openInTab(location.protocol + '//behindopened.test:' + location.port + '/vm', { active: false });\n"
+      + "  t.onclose = () => root.setAttribute('data-vm-closed', String(t.closed));\n"
+      + "  setTimeout(() => t.close(), 1500);\n"
+      + "  GM.openInTab('javascript:1').then((b) => { b.onclose = () => root.setAttribute('data-bad-closed', '1'); });\n"
+      + "});");
+    await tab.goto(url("behind.test", "/"), { waitUntil: "load" });
+    const ext = await h.context.newPage();
+    try {
+      await ext.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      await tab.bringToFront();
+      await tab.evaluate(() => document.dispatchEvent(new Event("lumo-go")));
+      let opened = [];
+      await until(async () => (opened = await ext.evaluate(async () => (await chrome.tabs.query({ url: "*://behindopened.test/*" })).map((t) => [new URL(t.url || t.pendingUrl).pathname, t.active]))).length >= 1, 5000, "the tabs opened");
+      const bg = opened.find(([p]) => p === "/bg");
+      assert.deepEqual(bg, ["/bg", false], JSON.stringify(opened));
+      await until(async () => (await attr("data-vm-closed")) === "true", 6000, "the GM.openInTab object's close() and onclose");
+      await until(async () => (await attr("data-bad-closed")) === "1", 5000, "a refused tab calls onclose");
+    } finally {
+      await ext.evaluate(async () => { for (const t of await chrome.tabs.query({ url: "*://behindopened.test/*" })) await chrome.tabs.remove(t.id); });
+      await ext.close();
+    }
   });
 
   test("GM_setClipboard after a click in the page puts the text on the clipboard (read back from the clipboard itself)", T, async () => {
