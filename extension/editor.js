@@ -311,7 +311,8 @@ function importReport(r) {
   if (r.cancelled) return ['Import cancelled: nothing was imported.'];
   if (!r.ok) return [`Nothing imported: ${r.error}`];
   const lines = [
-    ...r.imported.map((s) => `${s.label}: ${s.replaced ? 'replaced' : 'imported'} as ${s.name}`),
+    ...r.imported.map((s) => (s.unchanged ? `${s.label}: ${s.name} is already this version (no new revision)`
+      : `${s.label}: ${s.replaced ? 'replaced' : 'imported'} as ${s.name}`)),
     ...r.kept.map((k) => `${k}: skipped (kept the existing script)`),
   ];
   return lines.length ? lines : ['Nothing to import.'];
@@ -332,7 +333,8 @@ function showImport(lines, { refused, r }) {
   const imported = r.ok ? r.imported ?? [] : [];
   const summary = r.cancelled ? 'Import cancelled: nothing was imported'
     : !r.ok ? 'Nothing imported'
-      : [...count(imported.filter((x) => !x.replaced).length, 'imported'), ...count(imported.filter((x) => x.replaced).length, 'replaced'),
+      : [...count(imported.filter((x) => !x.replaced).length, 'imported'), ...count(imported.filter((x) => x.replaced && !x.unchanged).length, 'replaced'),
+        ...count(imported.filter((x) => x.unchanged).length, 'already that version'),
         ...count(r.kept?.length ?? 0, 'kept as they were')].join(', ') || 'Nothing imported';
   say(status(), `${summary}${refused.length ? `; ${refused.length} refused` : ''}. Each file is listed under the import box.`, error ? 'error' : 'info');
 }

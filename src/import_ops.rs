@@ -441,6 +441,7 @@ fn reply(done: Result<import::Imported, ImportError>, result: &str) -> Value {
                 "name": c.record.metadata.name,
                 "revision": c.record.revision,
                 "replaced": !c.created,
+                "unchanged": c.unchanged,
                 "enabled": c.record.enabled,
                 "values": values,
             })).collect::<Vec<_>>(),

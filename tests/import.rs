@@ -223,6 +223,47 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     assert_eq!(h["revisions"][1]["revision"], json!(1));
     let got = op(&p, json!({"op": "scripts.get", "uuid": uuid}));
     assert!(got["script"]["source"].as_str().unwrap().contains("new"));
+    // The same file again: nothing to store, no copy pushed into the history.
+    let r = op(
+        &p,
+        json!({"op": "scripts.import", "confirmed": true, "files": [file("dup.user.js", script("Dup", "new"))], "replace": [uuid]}),
+    );
+    assert_eq!(r["imported"][0]["unchanged"], json!(true), "{r}");
+    assert_eq!(r["imported"][0]["revision"], json!(2));
+    let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
+    assert_eq!(h["revisions"].as_array().unwrap().len(), 2, "{h}");
+    // The same text switched off is a change of state: a revision.
+    op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+    );
+    let text = serde_json::to_string(&ok(&p, json!({"op": "backup.export"}))["backup"]).unwrap();
+    op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": true}),
+    );
+    let all: Vec<Value> = op(&p, json!({"op": "scripts.list"}))["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["uuid"].clone())
+        .collect();
+    let r = op(
+        &p,
+        json!({"op": "backup.restore", "text": text, "confirmed": true, "replace": all}),
+    );
+    let dup = r["imported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["uuid"] == json!(uuid))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (dup["unchanged"].clone(), dup["enabled"].clone()),
+        (json!(false), json!(false)),
+        "{r}"
+    );
 }
 
 #[test]

@@ -463,13 +463,62 @@ impl Files {
 }
 
 /// Everything the import writes, from the checked items; writes nothing.
+/// Where [`replace`] puts what it adds to the import.
+struct Adds<'a, 'b> {
+    now: f64,
+    actor: Actor<'b>,
+    files: &'a mut Files,
+    prevs: &'a mut Vec<Revision>,
+}
+
+/// The record of `item` over the stored script `uuid`, and whether it is that script as it
+/// was: the same text in the same state (a backup restored over what it was taken from) makes
+/// no revision, or each restore would push real history out with copies; its values are still
+/// restored. Otherwise the next revision, the current one pushed to the history.
+async fn replace<E: Storage + Clock + Ids + crate::env::Http>(
+    env: &E,
+    uuid: &str,
+    item: &Item,
+    meta: Metadata,
+    into: Adds<'_, '_>,
+) -> Result<(ScriptRecord, bool), ImportError> {
+    let (current, old) = store::load_with_source(env, uuid)
+        .await
+        .map_err(|e| ImportError::Storage(e.to_string()))?;
+    let enabled = item.enabled.unwrap_or(current.enabled);
+    let sha256 = sha256_hex(item.source.as_bytes());
+    if current.sha256 == sha256 && enabled == current.enabled {
+        return Ok((current, true));
+    }
+    let assets = into
+        .files
+        .add(env, &meta, &current.assets, &item.label)
+        .await?;
+    let record = ScriptRecord {
+        metadata: meta,
+        enabled,
+        revision: current.revision.saturating_add(1),
+        updated_at: into.now,
+        updated_by: into.actor.by.to_owned(),
+        updated_via: into.actor.via.map(str::to_owned),
+        sha256,
+        size: item.source.len(),
+        assets,
+        ..current.clone()
+    };
+    into.prevs.push(Revision {
+        record: current,
+        source: old,
+    });
+    Ok((record, false))
+}
+
 async fn build<E: Storage + Clock + Ids + crate::env::Http>(
     env: &E,
     snap: &Snapshot,
     actor: Actor<'_>,
     checked: Vec<Checked>,
 ) -> Result<Built, ImportError> {
-    let storage = |e: store::ScriptError| ImportError::Storage(e.to_string());
     let now = env.now_ms();
     let mut index = snap.index.clone();
     let mut prevs = Vec::new();
@@ -484,7 +533,8 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
         bytes: 0,
     };
     for (item, meta, diagnostics, step) in checked {
-        let record = match step {
+        // The record, and whether it is the stored one as it was (its stored source kept).
+        let (record, unchanged) = match step {
             Step::Keep => {
                 kept.push(item.label);
                 continue;
@@ -493,7 +543,7 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                 let assets = files.add(env, &meta, &[], &item.label).await?;
                 let uuid = env.new_uuid();
                 index.push(uuid.clone());
-                ScriptRecord {
+                let record = ScriptRecord {
                     uuid,
                     metadata: meta,
                     enabled: item.enabled.unwrap_or(true),
@@ -506,28 +556,17 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
                     sha256: sha256_hex(item.source.as_bytes()),
                     size: item.source.len(),
                     assets,
-                }
+                };
+                (record, false)
             }
             Step::Replace(uuid) => {
-                let (current, old) = store::load_with_source(env, &uuid).await.map_err(storage)?;
-                let assets = files.add(env, &meta, &current.assets, &item.label).await?;
-                let record = ScriptRecord {
-                    metadata: meta,
-                    enabled: item.enabled.unwrap_or(current.enabled),
-                    revision: current.revision.saturating_add(1),
-                    updated_at: now,
-                    updated_by: actor.by.to_owned(),
-                    updated_via: actor.via.map(str::to_owned),
-                    sha256: sha256_hex(item.source.as_bytes()),
-                    size: item.source.len(),
-                    assets,
-                    ..current.clone()
+                let into = Adds {
+                    now,
+                    actor,
+                    files: &mut files,
+                    prevs: &mut prevs,
                 };
-                prevs.push(Revision {
-                    record: current,
-                    source: old,
-                });
-                record
+                replace(env, &uuid, &item, meta, into).await?
             }
         };
         labels.push(item.label);
@@ -536,10 +575,11 @@ async fn build<E: Storage + Clock + Ids + crate::env::Http>(
             restored.push((record.uuid.clone(), v));
         }
         changes.push(Change {
-            created: record.revision == 1,
-            unchanged: false,
+            created: record.revision == 1 && !unchanged,
+            unchanged,
             from_trash: false,
             record,
+            // The same bytes as stored when unchanged.
             source: item.source,
             diagnostics,
             stale_history: Vec::new(),
