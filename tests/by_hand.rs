@@ -147,6 +147,44 @@ fn an_edit_saves_over_a_switch_flipped_since_but_not_over_a_changed_source() {
     );
 }
 
+/// The popup offers Undo for a write while its script is stored or in the trash; deleted for
+/// good, the script has nothing left to revert.
+#[test]
+fn no_undo_is_offered_for_a_script_deleted_for_good() {
+    let p = provider();
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Gone", "1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Gone", "2")}),
+    );
+    let offered = |p: &Provider<MemoryEnv>| -> usize {
+        let a = op(p, json!({"op": "audit.list"}));
+        a["undoable"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| {
+                let e = &a["entries"][i.as_u64().unwrap() as usize];
+                e["target"] == json!(uuid) && e["tool"] == json!("write_script")
+            })
+            .count()
+    };
+    assert_eq!(offered(&p), 2, "the create and the edit");
+    op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+    assert_eq!(
+        offered(&p),
+        2,
+        "in the trash: Undo says to restore it first"
+    );
+    let purged = op(&p, json!({"op": "trash.purge", "uuids": [uuid]}));
+    assert_eq!(purged["ok"], json!(true), "{purged}");
+    assert_eq!(offered(&p), 0);
+}
+
 #[test]
 fn undo_of_an_agent_write_and_undo_after_a_later_change() {
     let p = provider();

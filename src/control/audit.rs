@@ -15,31 +15,43 @@ use serde_json::{json, Value};
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match audit::read_all(&p.env).await {
         Ok(entries) => {
-            let undoable: Vec<usize> = entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| crate::by_hand::can_undo(e).is_ok())
-                .map(|(i, _)| i)
-                .collect();
             let targets: VecSet<&str> =
                 entries.iter().filter_map(|e| e.target.as_deref()).collect();
             // A stored script by its name now, one in the trash by the name it had when deleted;
             // what cannot be read is left unnamed: the names are a help, the log stands alone.
             let mut names = serde_json::Map::new();
-            if let Ok(trashed) = crate::scripts::trash::names(&p.env).await {
-                for (uuid, name) in trashed {
-                    if targets.contains(uuid.as_str()) {
-                        names.insert(uuid, shown(&name));
+            let mut read_both = true;
+            match crate::scripts::trash::names(&p.env).await {
+                Ok(trashed) => {
+                    for (uuid, name) in trashed {
+                        if targets.contains(uuid.as_str()) {
+                            names.insert(uuid, shown(&name));
+                        }
                     }
                 }
+                Err(_) => read_both = false,
             }
-            if let Ok(snapshot) = p.scripts().await {
-                for r in &snapshot.records {
-                    if targets.contains(r.uuid.as_str()) {
-                        names.insert(r.uuid.clone(), shown(&r.metadata.name));
+            match p.scripts().await {
+                Ok(snapshot) => {
+                    for r in &snapshot.records {
+                        if targets.contains(r.uuid.as_str()) {
+                            names.insert(r.uuid.clone(), shown(&r.metadata.name));
+                        }
                     }
                 }
+                Err(_) => read_both = false,
             }
+            // A script neither stored nor in the trash was deleted for good: its writes have
+            // nothing left to revert, so no Undo is offered for them.
+            let undoable: Vec<usize> = entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| crate::by_hand::can_undo(e).is_ok())
+                .filter(|(_, e)| {
+                    !read_both || e.target.as_ref().is_some_and(|t| names.contains_key(t))
+                })
+                .map(|(i, _)| i)
+                .collect();
             json!({ "ok": true, "entries": entries, "undoable": undoable, "names": names })
         }
         Err(e) => err(e.to_string()),

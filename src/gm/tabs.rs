@@ -143,21 +143,12 @@ pub fn notice(o: &Map<String, Value>) -> Result<Notice, String> {
         .filter(|i| i.starts_with("data:image/") && i.len() <= MAX_IMAGE_BYTES)
         .map(str::to_owned);
     Ok(Notice {
-        title: text_or(o, "title"),
+        title: self::text(o, "title", MAX_TITLE_CHARS),
         text,
         image,
         silent: flag(o, "silent", false),
         tag,
     })
-}
-
-fn text_or(o: &Map<String, Value>, k: &str) -> String {
-    let t = text(o, k, MAX_TITLE_CHARS);
-    if t.is_empty() {
-        "Userscript".to_owned()
-    } else {
-        t
-    }
 }
 
 /// `chrome.notifications.create` options; `script` is the script's name (shown as the
@@ -166,7 +157,8 @@ pub fn notification_options(n: &Notice, script: &str, icon: &str) -> Value {
     json!({
         "type": "basic",
         "iconUrl": n.image.as_deref().unwrap_or(icon),
-        "title": n.title,
+        // Untitled, it is the script's own name, as Tampermonkey and Violentmonkey title it.
+        "title": if n.title.is_empty() { crate::text::ellipsize(script, MAX_TITLE_CHARS) } else { n.title.clone() },
         "message": n.text,
         "contextMessage": crate::text::ellipsize(script, 80),
         "silent": n.silent,
@@ -254,11 +246,15 @@ mod tests {
         ))
         .unwrap();
         assert!(n.text.chars().count() <= MAX_TEXT_CHARS + 1);
-        assert_eq!((n.title.as_str(), n.image.as_deref()), ("Userscript", None));
+        assert_eq!((n.title.as_str(), n.image.as_deref()), ("", None));
         let v = notification_options(&n, "My script", "icon.png");
         assert_eq!(
-            (v["iconUrl"].as_str(), v["contextMessage"].as_str()),
-            (Some("icon.png"), Some("My script"))
+            (
+                v["iconUrl"].as_str(),
+                v["contextMessage"].as_str(),
+                v["title"].as_str()
+            ),
+            (Some("icon.png"), Some("My script"), Some("My script"))
         );
         assert!(notice(&o(json!({"text": ""}))).is_err());
         let n = notice(&o(

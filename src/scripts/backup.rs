@@ -86,6 +86,14 @@ impl fmt::Display for BackupError {
                 f,
                 "the backup lists {count} scripts, more than the {max} this provider keeps; nothing was restored"
             ),
+            // Not a bound: the file is damaged there.
+            BackupError::Values {
+                script,
+                error: ValueError::NotJson,
+            } => write!(
+                f,
+                "the backup is damaged: a value of {script} is not JSON text (GM values are stored as JSON); nothing was restored"
+            ),
             BackupError::Values { script, error } => write!(
                 f,
                 "the values of {script} are over a bound this provider keeps ({}); nothing was restored",
@@ -345,7 +353,7 @@ mod tests {
             (
                 json!({"format": FORMAT, "version": 2, "scripts": [{"name": "V", "source": "x", "values": {"k": "not json"}}]})
                     .to_string(),
-                "the values of script 1 (V) are over a bound this provider keeps (a value that is not JSON text)",
+                "the backup is damaged: a value of script 1 (V) is not JSON text",
             ),
             (
                 json!({"format": FORMAT, "version": 2, "scripts": [{"source": "x", "values": {"k".repeat(values::MAX_KEY_BYTES + 1): "1"}}]})

@@ -98,7 +98,7 @@ impl fmt::Display for ImportError {
             }
             ImportError::SameTwice { first, second } => write!(
                 f,
-                "{first} and {second} have the same @namespace and @name; import one of them; nothing was imported"
+                "{first} and {second} have the same @namespace and @name: one script is stored once, so leave one of them out; nothing was imported"
             ),
             ImportError::Duplicates(d) => write!(
                 f,
