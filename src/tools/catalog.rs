@@ -306,7 +306,7 @@ pub static TOOLS: &[ToolDef] = &[
         name: "write_script",
         title: "Create or replace a userscript",
         #[cfg(not(target_arch = "wasm32"))]
-        description: "Creates a script from its whole source, or replaces an existing one when given its uuid and the revision you last read (a stale revision fails with CONFLICT and changes nothing). The source must start with a // ==UserScript== block with @name and @match (or @include). @namespace + @name must be unique. New scripts are enabled unless enabled is false. To change a few lines, prefer patch_script.",
+        description: "Creates a script from its whole source, or replaces an existing one when given its uuid and the revision you last read (a stale revision fails with CONFLICT and changes nothing). The source must start with a // ==UserScript== block with @name; @match or @include say where it runs (without either it is stored with a warning and runs nowhere). @namespace + @name must be unique. New scripts are enabled unless enabled is false. To change a few lines, prefer patch_script.",
         class: Class::Write,
         destructive: true,
         idempotent: false,
