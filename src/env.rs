@@ -162,6 +162,9 @@ pub struct Tab {
     pub title: String,
     /// `lastAccessed`, ms since the epoch (0 when Chrome does not say).
     pub last_accessed: f64,
+    /// In an incognito window (the extension allowed there shares one worker with the regular
+    /// windows, and `tabs.query` lists both).
+    pub incognito: bool,
 }
 
 /// Where a document is now, as `chrome.webNavigation.getFrame({documentId})` tells it.

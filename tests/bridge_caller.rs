@@ -78,6 +78,7 @@ fn read_only_on_either_side_refuses_writes_with_403() {
         url: "https://a.example/page".into(),
         title: "A page".into(),
         last_accessed: 1.0,
+        incognito: false,
     });
     // (Chrome's answer, were it asked: a refusal, so a try that ran would not hang the test.)
     *p.env.execute_answer.borrow_mut() = Some(Err("Cannot access this page".into()));

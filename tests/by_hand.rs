@@ -391,6 +391,7 @@ fn undo_of_a_try_is_refused_and_reverts_nothing() {
         url: "https://example.com/page".into(),
         title: "Example page".into(),
         last_accessed: 1.0,
+        incognito: false,
     });
     *p.env.execute_answer.borrow_mut() = Some(Ok(json!([])));
     let s = ready(&p);

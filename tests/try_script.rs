@@ -23,6 +23,7 @@ fn with_tab(p: &Provider<MemoryEnv>) {
         url: "https://example.com/page".into(),
         title: "Example page".into(),
         last_accessed: 1.0,
+        incognito: false,
     });
 }
 
@@ -213,9 +214,33 @@ fn refusals_say_why() {
         url: "chrome://settings/".into(),
         title: "S".into(),
         last_accessed: 0.0,
+        incognito: false,
     });
     let r = call(&p, &s, "try_script", in_tab(2));
     assert_eq!(error_code(&r), Some("CANNOT_RUN"));
+    // A tab of a private window: never named by address, refused by id; nothing runs there.
+    p.env.tabs.borrow_mut().push(Tab {
+        id: 3,
+        url: "https://private.test/secret?q=1".into(),
+        title: "Private".into(),
+        last_accessed: 9.0,
+        incognito: true,
+    });
+    let r = call(
+        &p,
+        &s,
+        "try_script",
+        json!({"source": script("t", ""), "url": "https://private.test/*"}),
+    );
+    assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    let r = call(&p, &s, "try_script", in_tab(3));
+    assert_eq!(error_code(&r), Some("CANNOT_RUN"), "{r}");
+    let said = r["structuredContent"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("incognito") && !said.contains("secret"),
+        "{said}"
+    );
+    assert_eq!(p.env.executed.borrow().len(), 0, "nothing ran");
     // The toggle off: the probe's reason.
     with_tab(&p);
     p.env.user_scripts.set(false);
@@ -379,6 +404,7 @@ fn tries_in_one_tab_run_one_at_a_time_and_another_tabs_does_not_wait() {
         url: "https://example.org/".into(),
         title: "Other".into(),
         last_accessed: 2.0,
+        incognito: false,
     });
     let s = ready(&p);
     // The pages never answer and no timer fires: a try that reached Chrome stays there.
@@ -727,6 +753,7 @@ fn with_tabs(p: &Provider<MemoryEnv>, n: i64) {
             url: format!("https://example.com/{i}"),
             title: format!("Tab {i}"),
             last_accessed: 10.0 + i as f64,
+            incognito: false,
         });
     }
 }

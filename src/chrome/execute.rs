@@ -44,6 +44,7 @@ fn tab_of(t: &Value) -> Option<Tab> {
             .unwrap_or("")
             .to_owned(),
         last_accessed: t.get("lastAccessed").and_then(Value::as_f64).unwrap_or(0.0),
+        incognito: t.get("incognito").and_then(Value::as_bool).unwrap_or(false),
     })
 }
 

@@ -295,6 +295,7 @@ mod tests {
             url: "https://example.com/".into(),
             title: String::new(),
             last_accessed: 0.0,
+            incognito: false,
         });
     }
 

@@ -583,6 +583,7 @@ mod tests {
                 url: "https://x.test/".into(),
                 title: String::new(),
                 last_accessed: 0.0,
+                incognito: false,
             });
         }
         q.env.tab_get_yields.set(2);
@@ -652,6 +653,7 @@ mod tests {
             url: "https://x.test/".into(),
             title: String::new(),
             last_accessed: 0.0,
+            incognito: false,
         });
         q.env.timers_fire.set(true);
         let told = tab_events_told(&q);

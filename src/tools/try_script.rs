@@ -198,9 +198,10 @@ fn url_matches(pattern: &str, url: &str) -> bool {
 pub fn pick_tab(tabs: &[Tab], target: &Target) -> Result<Tab, ToolError> {
     let found = match target {
         Target::TabId(id) => tabs.iter().find(|t| t.id == *id),
+        // Never a tab of the user's private windows (see `refuse_tab`).
         Target::Url(u) => tabs
             .iter()
-            .filter(|t| url_matches(u, &t.url))
+            .filter(|t| !t.incognito && url_matches(u, &t.url))
             .max_by(|a, b| a.last_accessed.total_cmp(&b.last_accessed)),
     };
     found.cloned().ok_or_else(|| {
@@ -209,9 +210,9 @@ pub fn pick_tab(tabs: &[Tab], target: &Target) -> Result<Tab, ToolError> {
             match target {
                 Target::TabId(id) => format!("no open tab has id {id}"),
                 Target::Url(u) => format!(
-                    "no open tab's URL equals or matches {:?} (among {} open tabs; tabs whose address Lumo Userscripts may not read are not counted)",
+                    "no open tab's URL equals or matches {:?} (among {} open tabs; tabs whose address Lumo Userscripts may not read, and tabs in incognito windows, are not counted)",
                     crate::text::ellipsize(u, 200),
-                    tabs.len()
+                    tabs.iter().filter(|t| !t.incognito).count()
                 ),
             },
         )
@@ -222,6 +223,14 @@ pub fn pick_tab(tabs: &[Tab], target: &Target) -> Result<Tab, ToolError> {
 pub fn refuse_tab(tab: &Tab) -> Result<(), ToolError> {
     let url = tab.url.as_str();
     let cannot = |why: String| Err(ToolError::new(ErrorCode::CannotRun, why));
+    // The extension may be allowed in incognito for the user's own scripts; an agent reading
+    // a private window's page (its address, title, content) is not what that allows.
+    if tab.incognito {
+        return cannot(format!(
+            "tab {} is in an incognito window: try_script never runs in the user's private windows",
+            tab.id
+        ));
+    }
     if url.is_empty() {
         return cannot(format!(
             "tab {} shows a page Lumo Userscripts has no access to (no host permission for its address)",
@@ -1333,6 +1342,7 @@ mod tests {
             url: url.into(),
             title: format!("t{id}"),
             last_accessed: last,
+            incognito: false,
         }
     }
 

@@ -71,6 +71,8 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
   test("a command shows in the popup for its tab and runs in its own script; another script can neither remove nor trigger it; it goes when the tab navigates", T, async () => {
     const a = await write("A", ["@match http://menu.test/*", "@grant GM_registerMenuCommand"],
       "GM_registerMenuCommand('Mark', () => document.documentElement.setAttribute('data-a', 'clicked'), 'm');\n"
+      // The id a script gives is the one it gets back (Tampermonkey's ids are numbers).
+      + "document.documentElement.setAttribute('data-a-id', JSON.stringify(GM_registerMenuCommand('Seven', () => {}, { id: 7 })));\n"
       + "document.documentElement.setAttribute('data-a-ready', '1');");
     // B runs in the same page: it registers a command with the same id and tries to remove A's.
     const b = await write("B", ["@match http://menu.test/*", "@grant GM.registerMenuCommand", "@grant GM_unregisterMenuCommand", "@run-at document-idle"],
@@ -81,6 +83,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
       + " document.documentElement.setAttribute('data-b-done', '1'); }, 300);");
     await tab.goto(url("menu.test", "/page"), { waitUntil: "load" });
     await until(async () => (await attr("data-b-done")) === "1", 5000, "B ran");
+    assert.equal(await attr("data-a-id"), "7");
 
     const p = await popup();
     try {
