@@ -472,4 +472,28 @@ describe("script_runs: a page in an incognito window leaves nothing on disk", ()
     const last = await h.internal("runs.last", { uuids: [uuid] });
     assert.equal(last.last[uuid].url, "(incognito page)");
   });
+
+  // tabs.query lists the private windows' tabs to an extension allowed there: a try by
+  // address chose one and handed the agent its URL, title and content.
+  test("try_script never runs in an incognito window's tab, by address or by id", T, async () => {
+    const opener = await h.providerPage();
+    const page = `http://incog-try.test:${server.port}/secret-try?q=private`;
+    const win = await opener.evaluate((u) => chrome.windows.create({ incognito: true, url: u }).then((w) => w.id), page);
+    try {
+      let id;
+      for (const deadline = Date.now() + 5000; !id && Date.now() < deadline; await sleep(100)) {
+        id = await opener.evaluate(() => chrome.tabs.query({}).then((ts) => ts.find((t) => t.incognito && /incog-try/.test(t.url ?? ""))?.id));
+      }
+      assert.ok(id, "the incognito tab is listed to the extension");
+      const source = script("Try incognito", ["@match http://incog-try.test/*"], ["document.title"]);
+      const byUrl = await h.lumo("callTool", session, "try_script", { source, url: "http://incog-try.test/*" });
+      assert.equal(byUrl.structuredContent?.error_code, "NOT_FOUND", JSON.stringify(byUrl));
+      const byId = await h.lumo("callTool", session, "try_script", { source, tabId: id });
+      assert.equal(byId.structuredContent?.error_code, "CANNOT_RUN", JSON.stringify(byId));
+      assert.match(byId.content[0].text, /incognito window/);
+      for (const r of [byUrl, byId]) assert.ok(!JSON.stringify(r).includes("secret-try"), JSON.stringify(r));
+    } finally {
+      await opener.evaluate((w) => chrome.windows.remove(w), win).catch(() => {});
+    }
+  });
 });
