@@ -756,14 +756,26 @@ const VALUES_JS: &str = concat!(
     "G[n]=()=>Promise.reject(new Error(NC))}}else{",
     "const C=Object.assign(Object.create(null),V0),L=new Map(),enc=new TextEncoder(),",
     "len=s=>enc.encode(s).length,par=t=>{try{return JSON.parse(t)}catch(e){return undefined}};",
-    "let lid=0,pend=null,wait=[],busy=0,leaving=false,noop=0;",
+    // `fly`: keys sent and not yet answered (how many times); `mine`: the number of this page's
+    // last stored change of each key (`gm::change_log`); `held`: another page's change heard
+    // while this page's own change of that key was unsent or unanswered, decided at its answer.
+    "let lid=0,pend=null,wait=[],busy=0,leaving=false,noop=0;const fly=new Map(),mine=new Map(),held=new Map();",
     "const fire=(k,o,n,r)=>{for(const l of L.values())if(l.k===k)try{l.f(k,o===undefined?undefined:par(o),",
     "n===undefined?undefined:par(n),r)}catch(e){console.error(e)}};",
-    "const flush=()=>{const p=pend;if(!p)return;pend=null;const w=wait;wait=[];const set=[],del=[];",
-    "for(const[k,t]of p)t===undefined?del.push(k):set.push([k,t]);",
-    "const q=[];if(del.length)q.push(S('values.delete',{keys:del}));if(set.length)q.push(S('values.set',{items:set}));busy++;",
-    "Promise.all(q).then(rs=>{busy--;const bad=rs.find(r=>!r||r.error);if(bad){const m=bad&&bad.error||'GM values: the provider did not answer; not saved';",
-    "console.error(m);for(const x of w)x[1](new Error(m))}else for(const x of w)x[0]()},e=>{busy--;for(const x of w)x[1](e)})};",
+    // One batch at a time (the worker may take two messages of one page in either order), but
+    // as the page is left whatever waits goes at once.
+    "const flush=()=>{const p=pend;if(!p||(busy&&!leaving))return;pend=null;const w=wait;wait=[];const set=[],del=[];",
+    "for(const[k,t]of p){fly.set(k,(fly.get(k)||0)+1);t===undefined?del.push(k):set.push([k,t])}",
+    "const q=[];if(del.length)q.push([del,S('values.delete',{keys:del})]);",
+    "if(set.length)q.push([set.map(x=>x[0]),S('values.set',{items:set})]);busy++;",
+    "Promise.allSettled(q.map(x=>x[1])).then(rs=>{busy--;let bad=null;rs.forEach((o,i)=>{const r=o.status==='fulfilled'?o.value:null;",
+    "settle(q[i][0],r);if(!r||r.error)bad=bad||r&&r.error||o.reason&&o.reason.message||'GM values: the provider did not answer; not saved'});",
+    "if(bad){console.error(bad);for(const x of w)x[1](new Error(bad))}else for(const x of w)x[0]();if(pend)soon()})};",
+    // A key's own change answered: its number is this page's, and a change another page made
+    // meanwhile is taken only if the worker stored it later.
+    "const settle=(keys,r)=>{const n=r&&!r.error&&typeof r.n==='number'?r.n:0;for(const k of keys){",
+    "const c=(fly.get(k)||1)-1;c?fly.set(k,c):fly.delete(k);if(n>(mine.get(k)||0))mine.set(k,n);",
+    "const h=held.get(k);if(h&&!fly.has(k)&&!(pend&&pend.has(k))){held.delete(k);if(h.n>(mine.get(k)||0))remote(k,h.t)}}};",
     // A change goes in a task of its own, after the one that made it: a message, not a timer,
     // which Chrome delays up to a minute in a hidden tab. What is waiting goes at once when the
     // page is hidden or left (a tab closed: no later task runs), and a change made from then
@@ -788,16 +800,23 @@ const VALUES_JS: &str = concat!(
     "if(o===t){if(!again)continue;noop=Date.now()}else if(t===undefined)delete C[k];else C[k]=t;",
     "if(!pend){pend=new Map();soon()}pend.set(k,t);if(dirty)dirty.add(k);if(o!==t)fire(k,o,t,false)}",
     "};",
-    "let polling=false;const remote=(k,t)=>{const o=C[k];if(o===t)return;tally();if(o!==undefined){B-=len(k)+len(o);N--}",
+    "let polling=false,pg=0;const remote=(k,t)=>{const o=C[k];if(o===t)return;tally();if(o!==undefined){B-=len(k)+len(o);N--}",
     "if(t!==undefined){B+=len(k)+len(t);N++;C[k]=t}else delete C[k];fire(k,o,t,true)};",
+    // Another page's change, numbered: held while this page's own change of the key is on its
+    // way, dropped when older than this page's stored one.
+    "const heard=(k,t,n)=>{if(typeof n!=='number')n=0;if(fly.has(k)||(pend&&pend.has(k))){const h=held.get(k);",
+    "if(!h||n>=h.n)held.set(k,{t,n});return}if(n&&n<(mine.get(k)||0))return;remote(k,t)};",
     // A listener's wait carries the cursor of its last answer, so what changed before it asks
     // again is answered at once; told to read the values whole (its first wait, a restarted
-    // worker, a restore), it does once nothing of its own is unsent or unanswered.
-    "let cur=null;const poll=()=>S('values.wait',{since:cur}).then(r=>{",
-    "if(r&&r.resync){if(!refresh(g=>{if(g&&typeof g.cursor==='string')cur=g.cursor;setTimeout(poll,g&&!g.error?0:2000)}))setTimeout(poll,1000);return}",
+    // worker, a restore), it does once nothing of its own is unsent or unanswered. A page back
+    // from the back/forward cache starts a new loop (`pg`): its old wait may never be answered.
+    "let cur=null;const poll=g=>{if(g!==pg)return;S('values.wait',{since:cur}).then(r=>{if(g!==pg)return;",
+    "if(r&&r.resync){if(!refresh(x=>{if(g!==pg)return;if(x&&typeof x.cursor==='number')cur=x.cursor;",
+    "setTimeout(()=>poll(g),x&&!x.error?0:2000)}))setTimeout(()=>poll(g),1000);return}",
     "if(r&&Array.isArray(r.changes))for(const c of r.changes)",
-    "if(Array.isArray(c)&&typeof c[0]==='string')remote(c[0],typeof c[2]==='string'?c[2]:undefined);",
-    "if(r&&typeof r.cursor==='string')cur=r.cursor;setTimeout(poll,r&&!r.error?0:2000)},()=>setTimeout(poll,2000));",
+    "if(Array.isArray(c)&&typeof c[0]==='string')heard(c[0],typeof c[2]==='string'?c[2]:undefined,c[3]);",
+    "if(r&&typeof r.cursor==='number')cur=r.cursor;setTimeout(()=>poll(g),r&&!r.error?0:2000)},",
+    "()=>{if(g===pg)setTimeout(()=>poll(g),2000)})};",
     // Without a listener nothing waits in the worker (which would keep it running): this
     // page's copy is asked for again when the page is shown again, and as it is read while
     // shown, at most every 5 s (12 messages a minute of the script's 600 per visible page, so
@@ -813,7 +832,8 @@ const VALUES_JS: &str = concat!(
     "const stale=()=>{if(document.visibilityState==='visible'&&Date.now()-synced>5000)refresh()},shown=e=>{if(e.isTrusted&&Date.now()-synced>1000)refresh()};",
     // One listener: hidden, what waits goes at once; shown again, the copy is asked for.
     "document.addEventListener('visibilitychange',e=>{if(document.visibilityState==='hidden'){if(e.isTrusted)flush()}else shown(e)});",
-    "addEventListener('focus',e=>{if(e.target===window)shown(e)});addEventListener('pageshow',e=>{leaving=false;if(e.persisted)shown(e)});",
+    "addEventListener('focus',e=>{if(e.target===window)shown(e)});",
+    "addEventListener('pageshow',e=>{leaving=false;if(e.persisted){shown(e);if(polling&&e.isTrusted)poll(++pg)}});",
     "const text=v=>{const t=JSON.stringify(v);return t};",
     "const get=(k,dv)=>{stale();k=String(k);return k in C?par(C[k]):dv};",
     "const set=(k,v)=>{put([[String(k),text(v)]])};",
@@ -823,7 +843,7 @@ const VALUES_JS: &str = concat!(
     "else if(ks&&typeof ks==='object'){for(const k of Object.keys(ks))o[k]=String(k)in C?par(C[k]):ks[k]}return o},",
     "setValues:o=>{put(Object.keys(o||{}).map(k=>[k,text(o[k])]))},",
     "deleteValues:ks=>{put((ks||[]).map(k=>[String(k),undefined]))},",
-    "addValueChangeListener:(k,f)=>{const id=++lid;L.set(id,{k:String(k),f});if(!polling){polling=true;poll()}return id},",
+    "addValueChangeListener:(k,f)=>{const id=++lid;L.set(id,{k:String(k),f});if(!polling){polling=true;poll(pg)}return id},",
     "removeValueChangeListener:id=>{L.delete(id)}};",
     "for(const n of __GIVEN__){const f=api[n];d('GM_'+n,f);",
     "G[n]=(...a)=>{try{const r=f(...a);return pend&&/^(set|delete)/.test(n)?new Promise((ok,no)=>wait.push([()=>ok(r),no])):Promise.resolve(r)}catch(e){return Promise.reject(e)}}}",

@@ -33,10 +33,11 @@ pub enum GmRequest {
     ValuesGet,
     /// Wait for the next change made elsewhere (another tab or frame), for value-change
     /// listeners; answered with the changes or, after a while, with none. `since` is the
-    /// cursor of the page's last answer (`gm::change_log`): changes made since are answered at
-    /// once; none, or one the worker did not give, is answered "read them whole".
+    /// cursor of the page's last answer (`gm::change_log`: a change number): changes made
+    /// since are answered at once; none, or one the worker did not give, is answered "read
+    /// them whole".
     ValuesWait {
-        since: Option<String>,
+        since: Option<u64>,
     },
     /// Set or delete values.
     Values(Op),
@@ -179,11 +180,7 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
     match op {
         "values.get" => Ok(GmRequest::ValuesGet),
         "values.wait" => Ok(GmRequest::ValuesWait {
-            since: o
-                .get("since")
-                .and_then(Value::as_str)
-                .filter(|c| c.len() <= super::change_log::MAX_CURSOR_CHARS)
-                .map(str::to_owned),
+            since: o.get("since").and_then(Value::as_u64),
         }),
         "values.set" => {
             let mut pairs = Vec::new();

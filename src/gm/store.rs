@@ -49,8 +49,8 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<Values, StoreError> {
 }
 
 impl ValueStore {
-    /// A store whose cursors carry `epoch` (the worker's start: a page's cursor from an earlier
-    /// worker is not this one's).
+    /// A store whose change numbers start at `epoch` (the worker's start, in ms:
+    /// `change_log`).
     pub fn new(epoch: u64) -> Self {
         ValueStore {
             lock: Mutex::new(()),
@@ -59,29 +59,25 @@ impl ValueStore {
     }
 
     /// The script's values for a page, with the cursor of the last change they hold.
-    pub async fn read<S: Storage>(
-        &self,
-        s: &S,
-        uuid: &str,
-    ) -> Result<(Values, String), StoreError> {
+    pub async fn read<S: Storage>(&self, s: &S, uuid: &str) -> Result<(Values, u64), StoreError> {
         let _guard = self.lock.lock().await;
         let v = load(s, uuid).await?;
         Ok((v, self.log.borrow().cursor(uuid)))
     }
 
     /// The cursor of the script's values as stored now.
-    pub fn cursor(&self, uuid: &str) -> String {
+    pub fn cursor(&self, uuid: &str) -> u64 {
         self.log.borrow().cursor(uuid)
     }
 
     /// What `page`, which last heard `cursor`, has to hear of the script's changes.
-    pub fn since(&self, uuid: &str, cursor: Option<&str>, page: Page) -> Since {
+    pub fn since(&self, uuid: &str, cursor: Option<u64>, page: &Page) -> Since {
         self.log.borrow().since(uuid, cursor, page)
     }
 
     /// The script's values were replaced by other means (a backup restored, under
     /// [`ValueStore::hold`]): its pages read them whole. Returns the cursor after.
-    pub fn replaced(&self, uuid: &str) -> String {
+    pub fn replaced(&self, uuid: &str) -> u64 {
         self.log.borrow_mut().reset(uuid)
     }
 
@@ -98,7 +94,7 @@ impl ValueStore {
         uuid: &str,
         op: &Op,
     ) -> Result<(Vec<Change>, Values), StoreError> {
-        self.apply_from(s, uuid, (None, None), op).await
+        self.apply_from(s, uuid, Page::default(), op).await
     }
 
     /// Applies `op`, asked by `page`, to the values of `uuid`; returns the changes and the

@@ -17,14 +17,22 @@ pub const WAIT_MS: f64 = 25_000.0;
 /// Most pages waiting per script; the oldest is answered first when more come.
 pub const MAX_WAITERS: usize = 64;
 
-/// One waiting page: its tab and frame (Chrome's), and where its answer goes.
+/// One waiting page (Chrome's tab, frame and document), and where its answer goes.
 pub(crate) type Waiter = (
-    Option<i64>,
-    Option<i64>,
+    crate::gm::change_log::Page,
     // Shared: one change wakes up to `MAX_WAITERS` pages, each copies it only when its answer
     // is sent (up to 512 KiB each; 64 copies at once would be 32 MiB of wasm memory for good).
     futures::channel::oneshot::Sender<std::rc::Rc<Value>>,
 );
+
+/// The page a GM request came from, as the values' change log tells pages apart.
+fn page_of(from: &crate::provider::Sender) -> crate::gm::change_log::Page {
+    crate::gm::change_log::Page {
+        tab: from.tab_id,
+        frame: from.frame_id,
+        document: from.document_id.clone(),
+    }
+}
 pub(crate) type Waiters = crate::vec_map::VecMap<String, Vec<Waiter>>;
 
 /// The first request a `GM_xmlhttpRequest` makes, to `url` (decided by `xhr::decide`).
@@ -218,7 +226,7 @@ impl<E: Env> Provider<E> {
                 match self.gm_values.read(&self.env, uuid).await {
                     Ok((v, cursor)) => crate::value::object(vec![
                         ("values", v.encode()),
-                        ("cursor", Value::String(cursor)),
+                        ("cursor", cursor.into()),
                     ]),
                     Err(e) => error(e.to_string()),
                 }
@@ -229,7 +237,7 @@ impl<E: Env> Provider<E> {
             GmRequest::ValuesWait { since }
                 if grants_any(&record, &["GM_addValueChangeListener"]) =>
             {
-                self.gm_wait(uuid, from, since.as_deref()).await
+                self.gm_wait(uuid, from, since).await
             }
             GmRequest::ValuesWait { .. } => {
                 error("GM values: this script does not @grant GM_addValueChangeListener")
@@ -277,7 +285,7 @@ impl<E: Env> Provider<E> {
                 error("GM_openInTab: this script does not @grant GM_openInTab")
             }
             GmRequest::Notify(n) if grants_any(&record, &["GM_notification"]) => {
-                self.gm_notify(uuid, &record.metadata.name, &n).await
+                self.gm_notify(uuid, &record.metadata.name, &n, from).await
             }
             GmRequest::NoticeWait { id } if grants_any(&record, &["GM_notification"]) => {
                 self.gm_notice_wait(uuid, &id).await
@@ -307,19 +315,21 @@ impl<E: Env> Provider<E> {
         op: &crate::gm::values::Op,
     ) -> Value {
         let change = self.value_change_begins().await;
-        let page = (from.tab_id, from.frame_id);
         match self
             .gm_values
-            .apply_from(&self.env, &record.uuid, page, op)
+            .apply_from(&self.env, &record.uuid, page_of(from), op)
             .await
         {
             Ok((changes, _)) => {
+                // The change's number (read in the same turn as it was stored), so the page
+                // can order it against other pages' changes it hears.
+                let n = (!changes.is_empty()).then(|| self.gm_values.cursor(&record.uuid));
                 if !changes.is_empty() {
                     self.wake_waiters(&record.uuid, from, &changes);
                     self.refresh_values_snapshot(record).await;
                 }
                 change.settled();
-                json!({ "ok": true, "changed": changes.len() })
+                json!({ "ok": true, "changed": changes.len(), "n": n })
             }
             // Storage's `set` is whole or nothing: nothing to register.
             Err(e @ (StoreError::Refused(_) | StoreError::Storage(_))) => {
@@ -336,14 +346,12 @@ impl<E: Env> Provider<E> {
         &self,
         uuid: &str,
         from: &crate::provider::Sender,
-        since: Option<&str>,
+        since: Option<u64>,
     ) -> Value {
         use crate::gm::change_log::Since;
+        let page = page_of(from);
         // Checked and the wait registered in one turn: no change can fall between the two.
-        match self
-            .gm_values
-            .since(uuid, since, (from.tab_id, from.frame_id))
-        {
+        match self.gm_values.since(uuid, since, &page) {
             Since::Resync(cursor) => return json!({ "resync": true, "cursor": cursor }),
             Since::Changes(changes, cursor) if !changes.is_empty() => {
                 return json!({ "changes": changes, "cursor": cursor })
@@ -356,10 +364,10 @@ impl<E: Env> Provider<E> {
             if let Some(list) = w.get_or_insert_with(uuid.to_owned(), Vec::new) {
                 if list.len() >= MAX_WAITERS && !list.is_empty() {
                     // Its cursor stays where it was: it asks again and hears what it missed.
-                    let (_, _, old) = list.remove(0);
+                    let (_, old) = list.remove(0);
                     let _ = old.send(std::rc::Rc::new(json!({ "changes": [] })));
                 }
-                list.push((from.tab_id, from.frame_id, tx));
+                list.push((page, tx));
             }
         }
         let timer = self.env.sleep(WAIT_MS);
@@ -386,14 +394,16 @@ impl<E: Env> Provider<E> {
             .borrow_mut()
             .remove(uuid)
             .unwrap_or_default();
+        let n = self.gm_values.cursor(uuid);
         let body = std::rc::Rc::new(json!({
-            "changes": changes.iter().map(|c| json!([c.key, c.old, c.new])).collect::<Vec<_>>(),
-            "cursor": self.gm_values.cursor(uuid),
+            "changes": changes.iter().map(|c| json!([c.key, c.old, c.new, n])).collect::<Vec<_>>(),
+            "cursor": n,
         }));
+        let from = page_of(from);
         let mut keep = Vec::new();
-        for (tab, frame, tx) in list {
-            if tab.is_some() && tab == from.tab_id && frame == from.frame_id {
-                keep.push((tab, frame, tx));
+        for (page, tx) in list {
+            if page.is(&from) {
+                keep.push((page, tx));
             } else {
                 let _ = tx.send(std::rc::Rc::clone(&body));
             }
@@ -420,7 +430,7 @@ impl<E: Env> Provider<E> {
                 .remove(*uuid)
                 .unwrap_or_default();
             let body = std::rc::Rc::new(json!({ "resync": true, "cursor": cursor }));
-            for (_, _, tx) in list {
+            for (_, tx) in list {
                 let _ = tx.send(std::rc::Rc::clone(&body));
             }
         }
@@ -1687,8 +1697,14 @@ mod tests {
         let Received::Answered(v) = other else {
             panic!("{other:?}")
         };
-        assert_eq!(v["changes"], json!([["k", null, "1"]]));
-        assert_ne!(v["cursor"], cursor);
+        // Numbered: the page orders it against its own changes.
+        let n = v["cursor"].as_u64().unwrap();
+        assert!(n > cursor.as_u64().unwrap());
+        assert_eq!(v["changes"], json!([["k", null, "1", n]]));
+        assert!(
+            matches!(set, Received::Answered(ref r) if r["n"] == n),
+            "{set:?}"
+        );
         assert!(own.is_pending());
         assert!(
             matches!(set, Received::Answered(ref r) if r["ok"] == true),
@@ -1725,22 +1741,32 @@ mod tests {
         };
         // Tab 1 reads its values and the cursor they are at.
         let read = ask(json!({"op": "values.get"}), 1);
-        let at = read["cursor"].clone();
-        assert!(at.is_string(), "{read}");
+        let at = read["cursor"].as_u64().expect("a number");
         // Tab 2, then tab 1 itself, change values while tab 1 holds no wait.
-        ask(json!({"op": "values.set", "items": [["k", "1"]]}), 2);
-        ask(json!({"op": "values.set", "items": [["mine", "2"]]}), 1);
-        ask(json!({"op": "values.delete", "keys": ["k"]}), 2);
+        let n1 = ask(json!({"op": "values.set", "items": [["k", "1"]]}), 2)["n"].clone();
+        let mine = ask(json!({"op": "values.set", "items": [["mine", "2"]]}), 1)["n"].clone();
+        let n3 = ask(json!({"op": "values.delete", "keys": ["k"]}), 2)["n"].clone();
+        assert_eq!(
+            (n1, mine, n3.clone()),
+            (json!(at + 1), json!(at + 2), json!(at + 3))
+        );
         let missed = ask(json!({"op": "values.wait", "since": at}), 1);
         assert_eq!(
             missed["changes"],
-            json!([["k", null, "1"], ["k", "1", null]]),
+            json!([["k", null, "1", at + 1], ["k", "1", null, at + 3]]),
             "tab 1 hears tab 2's changes, not its own: {missed}"
         );
         let now = missed["cursor"].clone();
+        assert_eq!(now, n3);
         assert_eq!(ask(json!({"op": "values.get"}), 3)["cursor"], now);
         // A cursor it was never given, or from another worker, is a resync.
-        for bad in [json!("0.99"), json!("12345.0"), json!(7), json!(null)] {
+        for bad in [
+            json!(at - 1),
+            json!(at + 99),
+            json!("12345"),
+            json!(-1),
+            json!(null),
+        ] {
             let r = ask(json!({"op": "values.wait", "since": bad}), 1);
             assert_eq!(r["resync"], true, "{bad}: {r}");
             assert_eq!(r["cursor"], now);

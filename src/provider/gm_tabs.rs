@@ -35,6 +35,9 @@ struct Watch {
     /// Events not yet delivered ("click", "close").
     events: Vec<&'static str>,
     waiter: Option<oneshot::Sender<Value>>,
+    /// The document a notification came from (Chrome's `documentId`; not stored: a worker
+    /// that restarted leaves an earlier one to the page or the user).
+    document: Option<String>,
 }
 
 #[derive(Default)]
@@ -279,8 +282,15 @@ impl<E: Env> Provider<E> {
         }
     }
 
-    pub(crate) async fn gm_notify(&self, uuid: &str, name: &str, n: &Notice) -> Value {
+    pub(crate) async fn gm_notify(
+        &self,
+        uuid: &str,
+        name: &str,
+        n: &Notice,
+        from: &crate::provider::Sender,
+    ) -> Value {
         self.opened_ready().await;
+        self.close_left_notices(uuid).await;
         let (id, replaced) = {
             let mut o = self.gm_opened.borrow_mut();
             // The script's notifications with this tag are replaced: forgotten now (their pages
@@ -317,6 +327,7 @@ impl<E: Env> Provider<E> {
                 Watch {
                     uuid: uuid.to_owned(),
                     tag: n.tag.clone(),
+                    document: from.document_id.clone(),
                     ..Watch::default()
                 },
             );
@@ -339,6 +350,39 @@ impl<E: Env> Provider<E> {
                 self.gm_opened.borrow_mut().notices.remove(&id);
                 error(format!("GM_notification failed: {e}"))
             }
+        }
+    }
+
+    /// Closes the script's notifications whose page is gone. A page closes its own as it is
+    /// left (`pagehide`), but not one whose answer had not reached it yet: such a notification
+    /// would stay, its `onclick` and `timeout` dead with the page, and count against the
+    /// script's bound. Asked as the script shows another, for the few it has open.
+    async fn close_left_notices(&self, uuid: &str) {
+        let mine: Vec<(String, String)> = self
+            .gm_opened
+            .borrow()
+            .notices
+            .iter()
+            .filter(|(_, w)| w.uuid == uuid && !w.events.contains(&"close"))
+            .filter_map(|(id, w)| Some((id.clone(), w.document.clone()?)))
+            .collect();
+        let mut gone = Vec::new();
+        for (id, document) in mine {
+            if matches!(
+                self.env.document(&document).await,
+                Ok(crate::env::DocumentState::Gone)
+            ) {
+                gone.push(id);
+            }
+        }
+        for id in &gone {
+            if let Some(mut w) = self.gm_opened.borrow_mut().notices.remove(id) {
+                deliver(&mut w, "close");
+            }
+            let _ = self.env.clear_notification(id).await;
+        }
+        if !gone.is_empty() {
+            self.save_opened().await;
         }
     }
 
@@ -750,6 +794,51 @@ mod tests {
             r["error"].as_str().unwrap().contains("does not @grant"),
             "{r}"
         );
+    }
+
+    /// A page left before its notification's answer reached it cannot close it: the next
+    /// notification of the script closes it, so it neither stays nor holds the bound.
+    #[test]
+    fn a_notification_whose_page_is_gone_is_closed_when_the_script_shows_another() {
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_notification\n");
+        let t = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let from_doc = |doc: &str| Sender {
+            url: Some("https://example.com/".into()),
+            tab_id: Some(7),
+            frame_id: Some(0),
+            document_id: Some(doc.into()),
+            ..Sender::default()
+        };
+        let notify = |doc: &str| {
+            let raw = gm_raw(&t, json!({"op": "notify", "text": "loaded"}));
+            answered(block_on(p.user_script_message(|| Some(raw), from_doc(doc))))
+        };
+        let mut ids = Vec::new();
+        for i in 0..MAX_NOTIFICATIONS {
+            let doc = format!("d{i}");
+            ids.push(notify(&doc)["id"].as_str().unwrap().to_owned());
+            // Reloaded at once: the document is gone, its notification still shown.
+            p.env
+                .documents
+                .borrow_mut()
+                .insert(doc, crate::env::DocumentState::Gone);
+        }
+        let r = notify("live");
+        assert!(r["id"].is_string(), "not refused: {r}");
+        assert_eq!(p.gm_opened.borrow().notices.len(), 1);
+        for id in &ids {
+            assert!(p
+                .env
+                .browser_calls
+                .borrow()
+                .iter()
+                .any(|(w, c)| w == "notifications.clear" && c == &json!(id)));
+        }
+        // A page still open keeps its own.
+        let r = notify("live");
+        assert!(r["id"].is_string(), "{r}");
+        assert_eq!(p.gm_opened.borrow().notices.len(), 2);
     }
 
     #[test]
