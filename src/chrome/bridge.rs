@@ -319,7 +319,7 @@ fn on_event(gen: u64, e: Event) {
                 }
                 pump(gen);
                 // As after every interaction: a write's "synced" flag is stored after its reply.
-                provider().ensure_registry().await;
+                super::toggle_watch::ensure_registry().await;
             });
         }
         Event::Request { id, kind, .. } => with_conn(gen, |c| {

@@ -82,7 +82,7 @@ fn on_user_script_message(msg: JsValue, sender: JsValue, send_response: Function
         let _ = send_response.call1(&JsValue::NULL, &answer);
         // A value change owes "synced" once registered (`provider::ValueChange`): stored now,
         // else the next worker would reconcile every script at its start.
-        provider().ensure_registry().await;
+        super::toggle_watch::ensure_registry().await;
     });
     // The answer comes after an await: keep the message channel open.
     JsValue::TRUE

@@ -19,6 +19,7 @@ mod json;
 mod ports;
 mod redirects;
 mod tab_events;
+mod toggle_watch;
 pub(crate) mod web;
 
 use crate::control::{Effect, CONTROL_CHANNEL};
@@ -121,7 +122,7 @@ pub fn start() {
                 spawn_local(async {
                     let p = provider();
                     p.mark_registry_stale().await;
-                    p.ensure_registry().await;
+                    toggle_watch::ensure_registry().await;
                 })
             }),
         )
@@ -141,7 +142,7 @@ pub fn start() {
             p.recover_interrupted_write().await;
             p.recover_interrupted_tries().await;
             p.resume_interrupted_reviews().await;
-            p.ensure_registry().await;
+            toggle_watch::ensure_registry().await;
             // A recycled worker dials the bridge again if the user authorized its token.
             bridge::resume();
         })
@@ -210,7 +211,7 @@ fn on_message_external(msg: JsValue, sender: JsValue, send_response: Function) -
         // The caller may have gone away; nothing to do about it.
         let _ = send_response.call1(&JsValue::NULL, &json::text_to_js(&reply.to_json()));
         badge_now().await;
-        p.ensure_registry().await;
+        toggle_watch::ensure_registry().await;
     });
     JsValue::TRUE
 }
@@ -250,7 +251,7 @@ fn on_message_internal(msg: JsValue, sender: JsValue, send_response: Function) -
         }
         let _ = send_response.call1(&JsValue::NULL, &json::to_js(&reply.value));
         refresh_badge();
-        p.ensure_registry().await;
+        toggle_watch::ensure_registry().await;
     });
     JsValue::TRUE
 }

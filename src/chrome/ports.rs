@@ -142,6 +142,7 @@ fn dispatch(id: u64, msg: Value) {
             }
         }
         p.after_mcp_message(&session).await;
+        super::toggle_watch::start_if_needed();
     });
 }
 

@@ -75,6 +75,15 @@ impl<E: Env> Provider<E> {
         }
     }
 
+    /// Whether Chrome may hold registrations older than storage while "Allow User Scripts" is
+    /// off: every `chrome.userScripts` call throws then, and no event says when it is back on,
+    /// so the first pages loaded after would run what Chrome held (a script the user turned
+    /// off, an older version). The shell checks the switch every second meanwhile
+    /// (`chrome::toggle_watch`) and reconciles as soon as it is on.
+    pub fn awaiting_toggle(&self) -> bool {
+        self.registry.get() == RegistryState::Stale && !self.env.user_scripts_available()
+    }
+
     async fn save_synced(&self, synced: bool) {
         self.flag_owed.set(false);
         let mut m = Map::new();

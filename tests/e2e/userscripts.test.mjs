@@ -293,6 +293,23 @@ describe("userscripts: \"Allow User Scripts\" off, then on", () => {
     assert.deepEqual(marks, [], `nothing runs after the probe (${loads} page loads in ${TOGGLE_MS} ms)`);
     ctx.diagnostic(`page clean on load #${loads} after the probe`);
     assert.deepEqual(await registeredIds(env.h), [], "no registrations left");
+    env.other = other;
+  });
+
+  // No event tells the worker the switch is back on: it used to learn it only at the next
+  // probe, tool call or page message, so the first pages loaded ran what Chrome still held.
+  test("changed while off, then on with no probe or tool call: the first page load runs what is stored", T, async () => {
+    await turnOff();
+    const on = await t.ok("set_script_enabled", { uuid: env.other.uuid, enabled: true });
+    assert.equal(on.registered, false);
+    const c = await t.ok("write_script", { source: markScript({ tag: "gate-c" }) });
+    assert.equal(c.registered, false);
+    // Nothing of the provider's open: no page of it asks the worker anything.
+    for (const page of env.h.context.pages()) if (page.url().startsWith(`chrome-extension://${PROVIDER_ID}/`)) await page.close();
+    env.h._provider = null;
+    assert.deepEqual(await env.h.setUserScriptsAccess(PROVIDER_ID, true), { isEnabled: true, isActive: true });
+    await sleep(2500);
+    assert.deepEqual(await visit(env.tab, env.url(PAGE), ["gate-b:v1", "gate-c:v1"]), ["gate-b:v1", "gate-c:v1"]);
   });
 });
 
