@@ -411,12 +411,7 @@ fn doomed_writes_fail_before_asking_the_user() {
 fn leave_review_stub(p: &Provider<MemoryEnv>) {
     let mut m = serde_json::Map::new();
     m.insert("reviews".into(), json!([{"id": "r1", "caller": HOST, "tool": "delete_script", "target": null, "digest": "ab", "createdAt": 1.0}]));
-    block_on(lumo_userscripts::env::Storage::set(
-        &p.env,
-        Area::Session,
-        m,
-    ))
-    .unwrap();
+    block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
 }
 
 #[test]
@@ -427,7 +422,7 @@ fn interrupted_reviews_are_audited_on_resume() {
     let log = audit_log(&p);
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].result, "REVIEW_INTERRUPTED");
-    assert_eq!(p.env.dump(Area::Session)["reviews"], json!([]));
+    assert_eq!(p.env.dump(Area::Local)["reviews"], json!([]));
 }
 
 /// A review that opens before the start-up settles the previous worker's stubs (a host that

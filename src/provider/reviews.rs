@@ -148,20 +148,23 @@ impl<E: Env> Provider<E> {
             review::STUBS_KEY.to_owned(),
             serde_json::to_value(stubs).unwrap_or(Value::Null),
         );
-        if let Err(e) = self.env.set(Area::Session, m).await {
+        // On disk: an extension reload or a browser restart clears the session area, and the
+        // write the user was asked about must still reach the audit log as interrupted.
+        if let Err(e) = self.env.set(Area::Local, m).await {
             self.note(format!("could not save pending reviews: {e}"));
         }
     }
 
-    /// At worker start: reviews that were waiting when the previous worker stopped cannot be
-    /// answered any more (their port died with it). Each is audited as REVIEW_INTERRUPTED.
+    /// At worker start: reviews that were waiting when the previous worker stopped (or the
+    /// extension reloaded, or the browser quit) cannot be answered any more (their port died
+    /// with it). Each is audited as REVIEW_INTERRUPTED.
     /// Once per worker: at start, or before the first review saves its stub if that comes
     /// first.
     pub async fn resume_interrupted_reviews(&self) {
         if self.reviews_resumed.replace(true) {
             return;
         }
-        let stored = match self.env.get(Area::Session, &[review::STUBS_KEY]).await {
+        let stored = match self.env.get(Area::Local, &[review::STUBS_KEY]).await {
             Ok(m) => m.get(review::STUBS_KEY).cloned().unwrap_or(Value::Null),
             Err(_) => return,
         };

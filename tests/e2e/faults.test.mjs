@@ -293,8 +293,8 @@ describe("faults: the service worker stopped mid-write, mid-review and mid-burst
         await lumo.fire([[call.name, call.args]]);
         const waiting = await until(() => h.internal("state.get"), (st) => st.reviews.length === 1, 3000);
         assert.equal(waiting.reviews.length, 1, `${where}: the write waits for review: ${show(waiting.reviews)}`);
-        const stubs = await until(() => pp.evaluate(() => chrome.storage.session.get("reviews")), (x) => x.reviews?.length === 1, 2000);
-        assert.equal(stubs.reviews?.length, 1, `${where}: its stub is in chrome.storage.session: ${show(stubs)}`);
+        const stubs = await until(() => pp.evaluate(() => chrome.storage.local.get("reviews")), (x) => x.reviews?.length === 1, 2000);
+        assert.equal(stubs.reviews?.length, 1, `${where}: its stub is in chrome.storage.local: ${show(stubs)}`);
         if (i === 0) {
           // The user's view: the popup lists it.
           const popup = await h.context.newPage();
@@ -312,7 +312,7 @@ describe("faults: the service worker stopped mid-write, mid-review and mid-burst
         const fresh = after.audit.slice(auditBefore);
         const ok = fresh.length === 1 && fresh[0].result === "REVIEW_INTERRUPTED" && fresh[0].tool === call.name && fresh[0].caller === HOST_ID && fresh[0].target === tg.uuid;
         if (!ok) problems.push(`${where}: expected one REVIEW_INTERRUPTED entry for ${call.name} on ${tg.uuid}, got ${show(fresh)}`);
-        const left = await until(() => pp.evaluate(() => chrome.storage.session.get("reviews")), (x) => (x.reviews ?? []).length === 0, 2000);
+        const left = await until(() => pp.evaluate(() => chrome.storage.local.get("reviews")), (x) => (x.reviews ?? []).length === 0, 2000);
         if ((left.reviews ?? []).length) problems.push(`${where}: stubs left after the restart: ${show(left)}`);
         const st = await h.internal("state.get");
         if (st.reviews.length) problems.push(`${where}: a review is still shown after the restart: ${show(st.reviews)}`);
