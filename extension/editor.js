@@ -82,11 +82,18 @@ export function openEditor(script) {
 }
 
 // One save at a time: a second click (or Ctrl+S) while one is on its way would carry the
-// revision the first replaces, and be refused as a conflict with the user's own save.
+// revision the first replaces, and be refused as a conflict with the user's own save. Asked
+// again meanwhile, it saves once more after, if the text changed since.
 let saving = null;
+let again = false;
 function save() {
-  if (!saving) saving = saveNow().finally(() => { saving = null; $('editor-save').disabled = false; });
+  if (saving) { again = true; return saving; }
   $('editor-save').disabled = true;
+  saving = saveNow().finally(() => {
+    saving = null;
+    $('editor-save').disabled = false;
+    if (again) { again = false; if (dirty()) save(); }
+  });
   return saving;
 }
 

@@ -267,6 +267,10 @@ impl Diagnostics {
     }
 
     fn finish(mut self, metadata: Option<Metadata>) -> Parsed {
+        // Errors first, then warnings, each in line order (some are found only once the whole
+        // header is read); the count of the rest stays last.
+        self.list
+            .sort_by_key(|d| (!matches!(d.severity, Severity::Error), d.line));
         if self.suppressed > 0 {
             // An error among the hidden ones must stay visible as an error.
             let severity = if self.suppressed_errors > 0 {
