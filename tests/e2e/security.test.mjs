@@ -404,7 +404,8 @@ describe("security", () => {
       await call("validate_script", { source: userscript(`Security ${marker}`) }), // a read: never stored
     ];
     assert.ok(refusals.slice(0, 4).every((r) => r.isError === true), show(refusals.map((r) => r.structuredContent?.error_code)));
-    // A write waiting for review: its stub is in chrome.storage.session while we look.
+    // A write waiting for review: its stub is in chrome.storage.local while we look (it must
+    // outlive an extension reload, to be audited as interrupted).
     await h.internal("policy.setSwitch", { name: "review", value: true });
     const page = await h.hostPage();
     await page.evaluate(([g, uuid, source]) => { window.__reviewed = window.lumo.callTool(g, "write_script", { uuid, revision: 2, source }); },
@@ -414,7 +415,7 @@ describe("security", () => {
       assert.equal(waiting.reviews.length, 1, "a review waits");
       const all = await pp.evaluate(async () => ({ local: await chrome.storage.local.get(null), session: await chrome.storage.session.get(null) }));
       assert.ok(all.local[`source/${uuid}`].includes(marker), "the marker is in the script's own source");
-      assert.ok(Array.isArray(all.session.reviews) && all.session.reviews.length === 1, `the review's stub is stored: ${show(all.session)}`);
+      assert.ok(Array.isArray(all.local.reviews) && all.local.reviews.length === 1, `the review's stub is stored: ${show(all.local.reviews)}`);
       const hits = [];
       for (const [area, items] of Object.entries(all)) {
         for (const [k, v] of Object.entries(items)) {
