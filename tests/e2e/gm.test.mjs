@@ -1228,7 +1228,7 @@ describe("gm: GM_xmlhttpRequest from an incognito window", () => {
 // batch waits for the values lock), and that memory never shrinks. The rate window admits 600 GM
 // requests a minute per script: before the backlog bound, one script setting a 200 KiB value
 // 600 times, each in a task of its own (~2 s), grew the worker's memory from 1.4 to 127.7 MB.
-describe("gm: a burst of value changes is bounded in the worker's memory", () => {
+describe("gm: a burst of GM requests is bounded in the worker's memory", () => {
   let env, h, server, session;
   before(async () => {
     env = await setUp({ server: pageServer });
@@ -1236,7 +1236,7 @@ describe("gm: a burst of value changes is bounded in the worker's memory", () =>
   });
   after(async () => { await env?.close(); });
 
-  test("past 8 MiB waiting, the script's changes are refused with the reason; the provider keeps answering", T, async () => {
+  test("past 8 MiB waiting, the script's requests are refused with the reason; the provider keeps answering", T, async () => {
     // Requests with 200 KiB bodies to an answer that takes 4 s: each waits in the worker with
     // its body. (Value changes no longer make such a burst: a page sends one batch at a time.)
     const source = script("burst", ["@match http://burst.test/*", "@grant GM_xmlhttpRequest", "@connect self"], [
