@@ -210,6 +210,11 @@ fn script_schema() -> Value {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
+fn scripts_can_run_schema() -> Value {
+    json!({ "type": "boolean", "description": "False while Chrome's \"Allow User Scripts\" is off for this extension: then no script runs, enabled or not." })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 fn write_output_schema() -> Value {
     json!({
         "type": "object",
@@ -277,6 +282,7 @@ pub static TOOLS: &[ToolDef] = &[
                 "scripts": { "type": "array", "items": summary_schema() },
                 "total": { "type": "integer", "description": "How many scripts match the filters." },
                 "nextCursor": { "type": ["string", "null"] },
+                "scriptsCanRun": scripts_can_run_schema(),
             },
             "required": ["scripts", "total", "nextCursor"],
         }),
@@ -298,7 +304,7 @@ pub static TOOLS: &[ToolDef] = &[
         #[cfg(not(target_arch = "wasm32"))]
         output_schema: || json!({
             "type": "object",
-            "properties": { "script": script_schema() },
+            "properties": { "script": script_schema(), "scriptsCanRun": scripts_can_run_schema() },
             "required": ["script"],
         }),
     },

@@ -619,6 +619,13 @@ describe("matching: what Chrome runs is what match_url says", () => {
     // The toggle going off and on makes the provider reconcile (Chrome may have dropped scripts).
     await h.setUserScriptsAccess(PROVIDER_ID, false);
     assert.equal((await probeUntilReady(h, false)).response?.status?.ready, false);
+    // Off, Chrome runs nothing: the reads say so beside "enabled", the user's own choice.
+    assert.deepEqual(await ranOn(`http://left.test:${P}/`), [], "Chrome runs nothing while the switch is off");
+    for (const [name, args] of [["list_scripts", {}], ["get_script", { uuid: older.uuid }]]) {
+      const r = await call(name, args);
+      assert.equal(r.structuredContent?.scriptsCanRun, false, `${name}: ${show(r)}`);
+      assert.match(r.content[0].text, /Nothing runs now, enabled or not\. Scripts cannot run: turn on "Allow User Scripts"/, name);
+    }
     await h.setUserScriptsAccess(PROVIDER_ID, true);
     let seen;
     for (const deadline = Date.now() + 5000; ;) {
