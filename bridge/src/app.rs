@@ -38,6 +38,9 @@ pub struct App {
     pub writes: watch::Sender<Option<bool>>,
     /// A forwarder's owner was started with `--readonly` (its ack said so).
     owner_readonly: AtomicBool,
+    /// The extension token was made at this start (no `--token`, no `LUMO_BRIDGE_TOKEN`, none
+    /// adopted from an owner): no extension can hold an authorization for it yet (`Hub::fresh`).
+    token_fresh: AtomicBool,
 }
 
 enum Snapshot {
@@ -48,7 +51,7 @@ enum Snapshot {
 }
 
 impl App {
-    pub fn new(args: Args, state_dir: PathBuf, ext_token: String) -> Arc<Self> {
+    pub fn new(args: Args, state_dir: PathBuf, ext_token: String, fresh: bool) -> Arc<Self> {
         Arc::new(App {
             args,
             state_dir,
@@ -56,6 +59,7 @@ impl App {
             backend: Mutex::new(Backend::Electing),
             writes: watch::channel(None).0,
             owner_readonly: AtomicBool::new(false),
+            token_fresh: AtomicBool::new(fresh),
         })
     }
 
@@ -204,7 +208,7 @@ type Dialed = (
 );
 
 async fn dial_owner(app: &App) -> (Dial, Option<Dialed>) {
-    let Some(token) = secrets::read_control_token(&app.state_dir) else {
+    let Some(token) = secrets::read_control_token(&app.state_dir, app.args.control_port) else {
         return (Dial::NoToken(app.state_dir.display().to_string()), None);
     };
     let url = format!("ws://127.0.0.1:{}/", app.args.control_port);
@@ -276,7 +280,7 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         }
     };
     let control_token = secrets::random_token();
-    secrets::write_control_token(&app.state_dir, &control_token)?;
+    secrets::write_control_token(&app.state_dir, app.args.control_port, &control_token)?;
     let token = app.ext_token.lock().map(|t| t.clone()).unwrap_or_default();
     let id = app
         .args
@@ -284,6 +288,7 @@ async fn become_owner(app: &Arc<App>, control_listener: TcpListener) -> Result<(
         .as_ref()
         .map_or(crate::args::OWN_EXTENSION_ID, |i| i.as_str());
     let mut hub = Hub::new(app.args.port, token, id);
+    hub.fresh = AtomicBool::new(app.token_fresh.load(Ordering::Relaxed));
     hub.call_timeout = app.args.call_timeout;
     hub.writes = app.writes.clone();
     let hub = Arc::new(hub);
@@ -320,6 +325,8 @@ fn become_forwarder(
         if let Ok(mut g) = app.ext_token.lock() {
             *g = t.to_string();
         }
+        // The owner's token: an extension may hold it, and dials again after a takeover.
+        app.token_fresh.store(false, Ordering::Relaxed);
     }
     app.set_owner_readonly(ack.get("readonly").and_then(Value::as_bool) == Some(true));
     let token = app.ext_token.lock().map(|t| t.clone()).unwrap_or_default();

@@ -24,12 +24,14 @@ USAGE: lumo-bridge [FLAGS]
   --port PORT            Loopback port the extension connects to (default 17817).
   --control-port PORT    Loopback port between bridges sharing one extension (default 17818).
   --token TOKEN          The token (32-256 of A-Z a-z 0-9 - _). Default: LUMO_BRIDGE_TOKEN, else
-                         256 random bits per start.
+                         256 random bits per start: then a start that finds no bridge holding
+                         the link needs the user's Connect click again.
   --readonly             Hide and refuse the write tools.
   --extension-id ID      Accept only this extension (default: Lumo Userscripts' own id).
   --any-extension        Accept any chrome-extension:// origin (still needs the token).
-  --state-dir DIR        Where the control token file lives (default $XDG_RUNTIME_DIR/lumo-userscripts,
-                         else ~/.lumo-userscripts).
+  --state-dir DIR        Where the control token files live, one per --control-port (default
+                         $XDG_RUNTIME_DIR/lumo-userscripts, else ~/.lumo-userscripts). Created
+                         0700 if missing; an existing directory keeps its permissions.
   --help                 This text.
 ";
 
@@ -69,13 +71,17 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
         hello_timeout_ms: lumo_userscripts::bridge::HELLO_TIMEOUT_MS,
         call_timeout: crate::hub::CALL_TIMEOUT,
     };
+    let mut host_given = false;
     let mut it = argv.into_iter();
     while let Some(flag) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
         match flag.as_str() {
             "--help" | "-h" => return Ok(Parsed::Help),
             "--http" => a.http = Some(port(&value("--http")?)?),
-            "--host" => a.host = value("--host")?,
+            "--host" => {
+                a.host = value("--host")?;
+                host_given = true;
+            }
             "--allow-origin" => a.allow_origins.push(value("--allow-origin")?),
             "--port" => a.port = port(&value("--port")?)?,
             "--control-port" => a.control_port = port(&value("--control-port")?)?,
@@ -105,6 +111,17 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             }
             other => return Err(format!("unknown flag {other:?}; see --help")),
         }
+    }
+    // Accepted and ignored, they would leave the user believing stdio is bound or opened there.
+    if a.http.is_none() && (host_given || !a.allow_origins.is_empty()) {
+        let flag = if host_given {
+            "--host"
+        } else {
+            "--allow-origin"
+        };
+        return Err(format!(
+            "{flag} applies to the HTTP endpoint only: add --http PORT, or drop it (over stdio the MCP client starts this program, and no address is opened for it)"
+        ));
     }
     if a.port == a.control_port {
         return Err("--port and --control-port must differ".into());
@@ -194,6 +211,17 @@ mod tests {
             assert!(run(&clash).unwrap_err().contains("a port of its own"));
         }
         assert!(run(&["--http", "17819"]).is_ok());
+        // HTTP's own flags without --http would do nothing: refused, not ignored.
+        for alone in [
+            &["--host", "127.0.0.1"][..],
+            &["--allow-origin", "https://a.example"],
+        ] {
+            assert!(
+                run(alone).unwrap_err().contains("add --http PORT"),
+                "{alone:?}"
+            );
+        }
+        assert!(run(&["--host", "::1", "--http", "8080"]).is_ok());
     }
 
     /// A wildcard bind would take requests only for a Host no client sends: refused with why.

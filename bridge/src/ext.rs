@@ -64,6 +64,10 @@ pub async fn serve(listener: TcpListener, hub: Arc<Hub>, cfg: Arc<ExtConfig>) {
                 if let Some(id) = id {
                     hub.detach(id, reason.code());
                     eprintln!("lumo-bridge: the extension disconnected ({reason})");
+                } else if hub.fresh.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Most likely the extension, with an earlier bridge's authorization: it
+                    // checked this bridge's proof of a token it never got, and gave up.
+                    eprintln!("lumo-bridge: refused a connection: {reason} (this bridge's token is new: an extension authorized for an earlier bridge cannot connect until the user opens the connect link and clicks Connect)");
                 } else {
                     eprintln!("lumo-bridge: refused a connection: {reason}");
                 }

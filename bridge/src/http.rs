@@ -119,20 +119,41 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
     r
 }
 
-pub async fn serve(app: Arc<App>, port: u16, token: String) -> Result<(), String> {
-    let host = app.args.host.clone();
-    if !is_loopback_host(&host) {
+/// Binds `/mcp`'s port before the election: a start that cannot serve HTTP (the port taken)
+/// must fail before it becomes an owner, writes a control token and prints a connect link.
+pub async fn bind(host: &str, port: u16) -> Result<tokio::net::TcpListener, String> {
+    if !is_loopback_host(host) {
         eprintln!(
             "lumo-bridge: WARNING: --host {host} is not loopback: other machines can reach /mcp. The bearer token is all that protects it, and the traffic is not encrypted: put TLS in front (e.g. a reverse proxy)."
         );
     }
-    let bind_host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let listener = tokio::net::TcpListener::bind((bind_host.as_str(), port))
+    tokio::net::TcpListener::bind((bare(host), port))
         .await
-        .map_err(|e| format!("cannot listen for HTTP on {host}:{port}: {e}"))?;
+        .map_err(|e| format!("cannot listen for HTTP on {}:{port}: {e}", in_url(host)))
+}
+
+/// The address without the brackets an IPv6 literal may be given with.
+fn bare(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The address as a URL names it: an IPv6 literal in brackets (`http://[::1]:8931/mcp`).
+fn in_url(host: &str) -> String {
+    let h = bare(host);
+    match h.parse::<std::net::Ipv6Addr>() {
+        Ok(_) => format!("[{h}]"),
+        Err(_) => h.to_string(),
+    }
+}
+
+pub async fn serve(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    port: u16,
+    token: String,
+) -> Result<(), String> {
+    let host = app.args.host.clone();
+    let bind_host = bare(&host).to_string();
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     hosts.push(bind_host);
     let config = StreamableHttpServerConfig::default()
@@ -152,7 +173,10 @@ pub async fn serve(app: Arc<App>, port: u16, token: String) -> Result<(), String
     let router = axum::Router::new()
         .route_service("/mcp", service)
         .layer(middleware::from_fn_with_state(g, guard));
-    eprintln!("lumo-bridge: MCP over HTTP at http://{host}:{port}/mcp (header: Authorization: Bearer {token})");
+    eprintln!(
+        "lumo-bridge: MCP over HTTP at http://{}:{port}/mcp (header: Authorization: Bearer {token})",
+        in_url(&host)
+    );
     axum::serve(listener, router)
         .await
         .map_err(|e| format!("HTTP server: {e}"))
@@ -161,6 +185,18 @@ pub async fn serve(app: Arc<App>, port: u16, token: String) -> Result<(), String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_address_is_bracketed_in_the_url() {
+        for (given, url) in [
+            ("::1", "[::1]"),
+            ("[::1]", "[::1]"),
+            ("127.0.0.1", "127.0.0.1"),
+            ("localhost", "localhost"),
+        ] {
+            assert_eq!(in_url(given), url);
+        }
+    }
 
     #[test]
     fn the_guard_checks_host_then_origin_then_bearer() {

@@ -34,6 +34,10 @@ pub struct Hub {
     /// The user disconnected the last link (close code 4002): the extension will not dial again
     /// by itself, so the agent is told to ask rather than to wait.
     user_disconnected: std::sync::atomic::AtomicBool,
+    /// The token was made at this start and no extension has proven it yet: none can hold an
+    /// authorization for it, so none dials by itself (an earlier bridge's fails the proof and
+    /// is forgotten), and the agent is told to ask for the click rather than to wait.
+    pub fresh: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -48,6 +52,7 @@ impl Hub {
             writes: watch::channel(None).0,
             state: Mutex::new((None, 0)),
             user_disconnected: std::sync::atomic::AtomicBool::new(false),
+            fresh: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -71,6 +76,8 @@ impl Hub {
         st.1 = st.1.saturating_add(1);
         let id = st.1;
         self.user_disconnected
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.fresh
             .store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(old) = st.0.replace(Current { id, tx, hello }) {
             let close = Cmd::Close {
@@ -105,7 +112,8 @@ impl Hub {
         let by_user = self
             .user_disconnected
             .load(std::sync::atomic::Ordering::Relaxed);
-        not_connected_message(&self.connect_link, by_user)
+        let fresh = self.fresh.load(std::sync::atomic::Ordering::Relaxed);
+        not_connected_message(&self.connect_link, by_user, fresh)
     }
 
     fn current(&self) -> Option<(mpsc::Sender<Cmd>, Map<String, Value>)> {
@@ -167,11 +175,15 @@ pub fn heard_writes(writes: &watch::Sender<Option<bool>>, payload: &Value) {
 /// What the agent is told while no extension is connected. The extension dials again by
 /// itself while the user's authorization holds (a lost link, a restart, a handover between
 /// bridges), which this process cannot see: it says so, and asks for the click only when the
-/// user disconnected.
-pub fn not_connected_message(link: &str, by_user: bool) -> String {
+/// user disconnected or the token is new to this start (`fresh`).
+pub fn not_connected_message(link: &str, by_user: bool, fresh: bool) -> String {
     if by_user {
         format!(
             "The user disconnected the Lumo Userscripts extension from this bridge. If the user wants it back, they open this link in Chrome and click Connect: {link}"
+        )
+    } else if fresh {
+        format!(
+            "The Lumo Userscripts extension is not connected to this bridge, and will not connect by itself: this bridge made a new token when it started, so an authorization the user gave an earlier bridge does not hold for it (a token set with LUMO_BRIDGE_TOKEN keeps one across starts). Ask the user to open this link in Chrome (where the extension is installed) and click Connect: {link}"
         )
     } else {
         format!(
@@ -220,6 +232,26 @@ mod tests {
         assert!(hub.status()["connectLink"]
             .as_str()
             .is_some_and(|l| l.ends_with(&"t".repeat(64))));
+    }
+
+    /// Found by a tester: a bridge that made its token at start (the README's Claude Code
+    /// set-up) told the agent the extension "reconnects by itself", which it never does for a
+    /// token no extension holds. Until one proves it, the agent is told to ask for the click.
+    #[test]
+    fn a_fresh_token_asks_for_the_click_until_an_extension_proves_it() {
+        let hub = Hub::new(1, "t".repeat(64), "imliakfdgonldkmaddnhnniclbhiobpo");
+        hub.fresh.store(true, std::sync::atomic::Ordering::Relaxed);
+        let first = hub.status()["message"].as_str().unwrap().to_owned();
+        assert!(first.contains("will not connect by itself"), "{first}");
+        assert!(
+            first.contains("click Connect: chrome-extension://"),
+            "{first}"
+        );
+        assert!(!first.contains("reconnects by itself"), "{first}");
+        let id = hub.attach(mpsc::channel(4).0, Map::new());
+        hub.detach(id, 1006);
+        let lost = hub.status()["message"].as_str().unwrap().to_owned();
+        assert!(lost.contains("reconnects by itself"), "{lost}");
     }
 
     #[tokio::test]

@@ -60,13 +60,16 @@ async fn run(args: args::Args) -> Result<(), String> {
     if args.token.is_some() {
         eprintln!("lumo-bridge: note: a --token value is visible to other users of this machine (ps, /proc); set LUMO_BRIDGE_TOKEN instead to keep it out of the process list.");
     }
-    let token = secrets::extension_token(args.token.as_deref())?;
+    let (token, fresh) = secrets::extension_token(args.token.as_deref())?;
     let state_dir = secrets::state_dir(args.state_dir.as_deref())?;
-    let http = args.http;
-    let app = app::App::new(args, state_dir, token.clone());
+    let http = match args.http {
+        Some(port) => Some((http::bind(&args.host, port).await?, port)),
+        None => None,
+    };
+    let app = app::App::new(args, state_dir, token.clone(), fresh);
     app::run_election(app.clone()).await?;
     match http {
-        Some(port) => http::serve(app, port, token).await,
+        Some((listener, port)) => http::serve(app, listener, port, token).await,
         None => {
             let served = mcp::McpServer { app }.serve(rmcp::transport::stdio()).await;
             let server = match served {

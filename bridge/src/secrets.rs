@@ -22,18 +22,21 @@ pub fn auth(token: String, port: u16) -> lumo_userscripts::bridge::Auth {
     }
 }
 
-/// The token from `--token`, else `LUMO_BRIDGE_TOKEN`, else a fresh random one.
-pub fn extension_token(flag: Option<&str>) -> Result<String, String> {
-    let chosen = flag.map(str::to_string).or_else(|| {
+/// The token from `--token`, else `LUMO_BRIDGE_TOKEN`, else a fresh random one; and whether
+/// it is fresh (no extension can hold an authorization for it yet).
+pub fn extension_token(flag: Option<&str>) -> Result<(String, bool), String> {
+    let chosen = flag.map(|t| ("--token", t.to_string())).or_else(|| {
         std::env::var("LUMO_BRIDGE_TOKEN")
             .ok()
             .filter(|t| !t.is_empty())
+            .map(|t| ("LUMO_BRIDGE_TOKEN", t))
     });
     match chosen {
-        Some(t) => trust::check_token(&t)
-            .map(|()| t)
-            .map_err(|e| e.to_string()),
-        None => Ok(random_token()),
+        // Named, so a user who set the variable long ago learns where the bad token is.
+        Some((from, t)) => trust::check_token(&t)
+            .map(|()| (t, false))
+            .map_err(|e| format!("{from}: {e}")),
+        None => Ok((random_token(), true)),
     }
 }
 
@@ -51,21 +54,34 @@ pub fn state_dir(flag: Option<&Path>) -> Result<PathBuf, String> {
         .ok_or_else(|| "neither XDG_RUNTIME_DIR nor HOME is set; pass --state-dir".to_string())
 }
 
-pub fn control_token_path(dir: &Path) -> PathBuf {
-    dir.join("control-token")
+/// One file per control port: bridges of two set-ups sharing the state directory (other
+/// `--port`/`--control-port`, another Chrome profile) must not overwrite each other's token,
+/// or a new client of the first set-up could not prove itself to its own owner.
+pub fn control_token_path(dir: &Path, control_port: u16) -> PathBuf {
+    dir.join(format!("control-token-{control_port}"))
 }
 
-/// Writes the owner's control token: directory 0700, file 0600, replaced atomically so a
-/// forwarder never reads half a token.
-pub fn write_control_token(dir: &Path, token: &str) -> Result<(), String> {
+/// Writes the owner's control token: file 0600, replaced atomically so a forwarder never reads
+/// half a token. The directory is created 0700 when missing; one that exists keeps its
+/// permissions (a `--state-dir` may be the user's own or a shared directory, not ours to
+/// change: the file's own mode is what a forwarder checks).
+pub fn write_control_token(dir: &Path, control_port: u16, token: &str) -> Result<(), String> {
     let err = |what: &str, e: std::io::Error| format!("{what} {}: {e}", dir.display());
-    std::fs::create_dir_all(dir).map_err(|e| err("cannot create", e))?;
+    let target = control_token_path(dir, control_port);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| err("cannot restrict", e))?;
-        let tmp = dir.join(format!("control-token.{}", std::process::id()));
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        if !dir.is_dir() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| err("cannot create", e))?;
+        }
+        let tmp = dir.join(format!(
+            "control-token-{control_port}.{}",
+            std::process::id()
+        ));
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -75,13 +91,12 @@ pub fn write_control_token(dir: &Path, token: &str) -> Result<(), String> {
             .map_err(|e| err("cannot write the control token in", e))?;
         f.write_all(token.as_bytes())
             .map_err(|e| err("cannot write the control token in", e))?;
-        std::fs::rename(&tmp, control_token_path(dir))
-            .map_err(|e| err("cannot write the control token in", e))?;
+        std::fs::rename(&tmp, target).map_err(|e| err("cannot write the control token in", e))?;
     }
     #[cfg(not(unix))]
     {
-        std::fs::write(control_token_path(dir), token)
-            .map_err(|e| err("cannot write the control token in", e))?;
+        std::fs::create_dir_all(dir).map_err(|e| err("cannot create", e))?;
+        std::fs::write(target, token).map_err(|e| err("cannot write the control token in", e))?;
     }
     Ok(())
 }
@@ -92,8 +107,8 @@ pub fn write_control_token(dir: &Path, token: &str) -> Result<(), String> {
 /// control port could prove that token, and this bridge would forward its client's calls there
 /// and adopt the extension token its ack names, which goes into the connect link it shows.
 /// (Readable by us with no group or other bits means it is ours, or we are root.)
-pub fn read_control_token(dir: &Path) -> Option<String> {
-    let path = control_token_path(dir);
+pub fn read_control_token(dir: &Path, control_port: u16) -> Option<String> {
+    let path = control_token_path(dir, control_port);
     let mut f = std::fs::File::open(&path).ok()?;
     #[cfg(unix)]
     {
@@ -128,10 +143,10 @@ mod tests {
 
     #[test]
     fn a_short_user_token_is_refused() {
-        assert!(extension_token(Some("short")).is_err());
+        assert!(extension_token(Some("short")).is_err_and(|e| e.starts_with("--token: ")));
         assert_eq!(
-            extension_token(Some(&"x".repeat(40))).as_deref(),
-            Ok(&*"x".repeat(40))
+            extension_token(Some(&"x".repeat(40))),
+            Ok(("x".repeat(40), false))
         );
     }
 
@@ -140,15 +155,35 @@ mod tests {
     fn the_control_token_file_is_private() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = std::env::temp_dir().join(format!("lumo-bridge-test-{}", std::process::id()));
-        write_control_token(&dir, "secret").unwrap();
-        let mode = std::fs::metadata(control_token_path(&dir))
+        write_control_token(&dir, 9, "secret").unwrap();
+        let mode = std::fs::metadata(control_token_path(&dir, 9))
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         let dmode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(dmode & 0o777, 0o700);
-        assert_eq!(read_control_token(&dir).as_deref(), Some("secret"));
+        assert_eq!(read_control_token(&dir, 9).as_deref(), Some("secret"));
+        // Another control port's owner writes its own file: neither token is lost.
+        write_control_token(&dir, 10, "other").unwrap();
+        assert_eq!(read_control_token(&dir, 9).as_deref(), Some("secret"));
+        assert_eq!(read_control_token(&dir, 10).as_deref(), Some("other"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Found by a tester: `--state-dir ~` (or a shared group directory) was made 0700. A
+    /// directory that exists is not ours to change; only one created here is private.
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_state_directory_keeps_its_permissions() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("lumo-bridge-shared-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+        write_control_token(&dir, 9, "secret").unwrap();
+        let dmode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(dmode & 0o777, 0o775);
+        assert_eq!(read_control_token(&dir, 9).as_deref(), Some("secret"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -160,14 +195,14 @@ mod tests {
     fn a_token_file_others_may_read_or_write_is_not_trusted() {
         use std::os::unix::fs::PermissionsExt as _;
         let dir = std::env::temp_dir().join(format!("lumo-bridge-planted-{}", std::process::id()));
-        write_control_token(&dir, "planted").unwrap();
-        let file = control_token_path(&dir);
+        write_control_token(&dir, 9, "planted").unwrap();
+        let file = control_token_path(&dir, 9);
         for mode in [0o644, 0o640, 0o604, 0o622] {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
-            assert_eq!(read_control_token(&dir), None, "mode {mode:o}");
+            assert_eq!(read_control_token(&dir, 9), None, "mode {mode:o}");
         }
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(read_control_token(&dir).as_deref(), Some("planted"));
+        assert_eq!(read_control_token(&dir, 9).as_deref(), Some("planted"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

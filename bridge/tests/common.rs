@@ -65,6 +65,11 @@ impl Ports {
         }
     }
 
+    /// The control token file the owner on `control` writes.
+    pub fn token_file(&self) -> PathBuf {
+        self.state.join(format!("control-token-{}", self.control))
+    }
+
     pub fn args(&self) -> Vec<String> {
         vec![
             "--port".into(),

@@ -142,6 +142,32 @@ fn a_non_loopback_bind_warns_on_stderr() {
     assert!(warning.contains("not loopback"), "{warning}");
 }
 
+/// Found by a tester: a start whose HTTP port is taken became the owner first (writing the
+/// control token file, printing a connect link) and only then failed. It now fails first,
+/// owning nothing.
+#[test]
+fn a_start_whose_http_port_is_taken_fails_before_it_owns_anything() {
+    let taken = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let http = taken.local_addr().unwrap().port();
+    let [ext, control] = free_ports();
+    let p = Ports::of(ext, control);
+    let mut args = p.args();
+    args.extend(["--http".to_string(), http.to_string()]);
+    let mut b = Bridge::start(&args);
+    b.wait_stderr("cannot listen for HTTP", Duration::from_secs(20));
+    let status = b.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        !b.stderr_seen.iter().any(|l| l.contains("owner")),
+        "{:?}",
+        b.stderr_seen
+    );
+    assert!(!p.token_file().exists());
+    // Its ports are free: a bridge started next owns them.
+    let mut next = Bridge::start(&p.args());
+    next.wait_stderr("owner", Duration::from_secs(20));
+}
+
 /// Raw request `method` with `headers` and no body; the status and the whole head.
 fn raw(port: u16, method: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");

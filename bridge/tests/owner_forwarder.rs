@@ -63,6 +63,38 @@ async fn a_second_bridge_forwards_and_takes_over_when_the_owner_exits() {
     assert_eq!(s["structuredContent"]["connected"], true);
 }
 
+/// Found by a tester: two set-ups (other `--port`/`--control-port`: two Chrome profiles) in one
+/// state directory wrote one `control-token` file, so the second owner's overwrote the first's
+/// and a new client of the first set-up could not prove itself to its own owner: it gave up
+/// after ~14 s blaming "the program on this port". Each control port has its own file now.
+#[tokio::test]
+async fn two_set_ups_sharing_a_state_directory_keep_their_own_control_tokens() {
+    let a = Ports::new();
+    let mut b = Ports::new();
+    b.state.clone_from(&a.state);
+    let mut owner_a = Bridge::start(&a.args());
+    owner_a.wait_stderr("owner", Duration::from_secs(20));
+    let mut owner_b = Bridge::start(&b.args());
+    owner_b.wait_stderr("owner", Duration::from_secs(20));
+    let mut fargs = a.args();
+    fargs.truncate(fargs.len() - 2);
+    let mut fwd = Bridge::start(&fargs);
+    fwd.wait_stderr("forwarder", Duration::from_secs(20));
+    let mut ws = ext_open(a.ext).await;
+    let ext = tokio::spawn(async move { serve_calls(&mut ws, 1).await });
+    let r = tokio::task::spawn_blocking(move || {
+        fwd.initialize();
+        fwd.call("status", json!({}), Duration::from_secs(20))
+    })
+    .await
+    .unwrap();
+    assert_eq!(r["structuredContent"]["ran"], "status", "{r}");
+    assert_eq!(ext.await.unwrap().len(), 1);
+    assert!(b.token_file().exists() && a.token_file().exists());
+    // Both owners are alive to the end: neither may have been the forwarder's.
+    drop(owner_b);
+}
+
 /// A forwarder's client sees the same tools as the owner's: the owner passes the extension's
 /// write switch on, to a forwarder that comes later too, and each change reaches the
 /// forwarder's client as `notifications/tools/list_changed`.
@@ -132,7 +164,7 @@ async fn the_control_port_refuses_browsers_strangers_and_calls_before_hello() {
     send(&mut ws, json!({"k": "req", "id": 1, "type": "call_tool", "payload": {"name": "delete_script", "arguments": {}}})).await;
     assert_eq!(recv(&mut ws, Duration::from_secs(5)).await, Err(4000));
     // A process without the token file's content.
-    let token = std::fs::read_to_string(p.state.join("control-token")).unwrap();
+    let token = std::fs::read_to_string(p.token_file()).unwrap();
     let mut fwd = serde_json::Map::new();
     fwd.insert("pid".into(), json!(1));
     let mut ws = ws_connect(p.control, &[]).await.expect("native upgrade");
@@ -180,7 +212,7 @@ async fn the_control_token_file_is_readable_only_by_the_user() {
     let p = Ports::new();
     let mut owner = Bridge::start(&p.args());
     owner.wait_stderr("owner", Duration::from_secs(20));
-    let mode = std::fs::metadata(p.state.join("control-token"))
+    let mode = std::fs::metadata(p.token_file())
         .unwrap()
         .permissions()
         .mode();
@@ -209,12 +241,12 @@ async fn a_forwarder_quotes_no_squatter_and_recovers_when_it_leaves() {
     // A genuine owner at first (played here), so the forwarder starts as one.
     let control_token = "c".repeat(64);
     std::fs::create_dir_all(&p.state).unwrap();
-    std::fs::write(p.state.join("control-token"), &control_token).unwrap();
+    std::fs::write(p.token_file(), &control_token).unwrap();
     // As an owner writes it: a forwarder trusts no file others may read.
     {
         use std::os::unix::fs::PermissionsExt as _;
         let private = std::fs::Permissions::from_mode(0o600);
-        std::fs::set_permissions(p.state.join("control-token"), private).unwrap();
+        std::fs::set_permissions(p.token_file(), private).unwrap();
     }
     let mut fwd = Bridge::start(&p.args());
     let (tcp, _) = listener.accept().await.unwrap();
@@ -295,7 +327,7 @@ async fn an_owners_readonly_holds_for_its_forwarders() {
     let mut ws = ext_open(p.ext).await;
     let ext = tokio::spawn(async move { serve_calls(&mut ws, 1).await });
     // An older forwarder, or a raw one, that does not hide them: refused by the owner.
-    let token = std::fs::read_to_string(p.state.join("control-token")).unwrap();
+    let token = std::fs::read_to_string(p.token_file()).unwrap();
     let mut raw = ws_connect(p.control, &[]).await.expect("native upgrade");
     let h = handshake(
         &mut raw,

@@ -54,7 +54,8 @@ async function agent({ port, control, state, token = TOKEN, extra = [] } = {}) {
   state ??= stateDir();
   const transport = new StdioClientTransport({
     command: BIN,
-    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, "--token", token, ...extra],
+    // token null: none given, as the README's set-up (the bridge makes one at each start).
+    args: ["--port", String(port), "--control-port", String(control), "--state-dir", state, ...(token === null ? [] : ["--token", token]), ...extra],
     stderr: "pipe",
   });
   let stderr = "";
@@ -669,6 +670,39 @@ test("Remember: the authorization is for that token only, and survives a browser
     await other?.client.close();
     await a.client.close().catch(() => {});
     await b.close();
+  }
+});
+
+// Found by a tester: with the README's set-up (no token: a new one at each start), the next
+// client's bridge told the agent the extension "reconnects by itself within a few seconds",
+// which it never does: the extension cannot prove a token it never got, and forgets its
+// authorization. The agent is now told to ask for the click, which connects.
+test("a bridge started without a token asks for the click, not for patience, when an earlier one's authorization cannot hold", async () => {
+  const a = await agent({ token: null });
+  let b;
+  let page;
+  try {
+    page = await openConnect(a.link);
+    await until(async () => (await a.status()).connected, "connected");
+    await page.close();
+    await a.client.close();
+    b = await agent({ port: a.port, control: a.control, state: a.state, token: null });
+    assert.notEqual(b.link, a.link, "a new token, a new link");
+    await until(async () => (await h.internal("bridge.status")).bridge.state === "off", "the extension gives the old authorization up", 30_000);
+    const told = await b.status();
+    assert.equal(told.connected, false);
+    assert.match(told.message, /will not connect by itself: this bridge made a new token when it started/);
+    assert.ok(told.message.endsWith(`click Connect: ${b.link}`), told.message);
+    const refused = await call(b, "list_scripts");
+    assert.match(refused.content[0].text, /will not connect by itself/);
+    page = await openConnect(b.link);
+    await until(async () => (await b.status()).connected, "the click connects the new bridge");
+    assert.equal((await call(b, "list_scripts")).isError, false);
+  } finally {
+    await page?.close();
+    await disconnectAll().catch(() => {});
+    await b?.client.close();
+    await a.client.close().catch(() => {});
   }
 });
 
