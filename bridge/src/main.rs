@@ -15,6 +15,7 @@ mod hub;
 mod link;
 mod mcp;
 mod secrets;
+mod stdio_guard;
 
 use rmcp::ServiceExt as _;
 use std::process::ExitCode;
@@ -71,7 +72,7 @@ async fn run(args: args::Args) -> Result<(), String> {
     match http {
         Some((listener, port)) => http::serve(app, listener, port, token).await,
         None => {
-            let served = mcp::McpServer { app }.serve(rmcp::transport::stdio()).await;
+            let served = mcp::McpServer { app }.serve(stdio_guard::transport()).await;
             let server = match served {
                 Ok(s) => s,
                 // The client went away before initializing: nothing failed.

@@ -169,6 +169,30 @@ impl Bridge {
         stdin.flush().expect("flush");
     }
 
+    /// Sends `text` as one line, as it is (it need not be JSON).
+    pub fn send_raw(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{text}").expect("write to the bridge");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next message on stdout that is not a notification.
+    pub fn next_answer(&mut self, within: Duration) -> Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .stdout
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no answer within {within:?}"));
+            let v: Value = serde_json::from_str(&line).expect("JSON on stdout");
+            if v.get("method").is_none() {
+                return v;
+            }
+            self.notifications.push(v);
+        }
+    }
+
     /// Sends a request and waits for the response with its id.
     pub fn rpc(&mut self, method: &str, params: Value, within: Duration) -> Value {
         let id = self.next_id;
