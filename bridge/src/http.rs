@@ -10,11 +10,13 @@
 use crate::app::App;
 use crate::args::is_loopback_host;
 use crate::mcp::McpServer;
+use crate::stdio_guard::{self, Verdict};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use lumo_userscripts::bridge::trust;
+use lumo_userscripts::mcp::jsonrpc;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
@@ -97,7 +99,10 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
         )
     };
     let mut r = match decision {
-        None => next.run(req).await,
+        None => match checked(req).await {
+            Ok(req) => next.run(req).await,
+            Err(answer) => answer,
+        },
         Some((status, why)) => {
             let mut r = (status, why).into_response();
             if status == StatusCode::UNAUTHORIZED {
@@ -146,6 +151,45 @@ fn in_url(host: &str) -> String {
     }
 }
 
+/// The largest body a POST may carry: rmcp's own default, set on it too so both agree.
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// A POST's body checked by the same JSON-RPC rules as a stdio line (`stdio_guard::Guard`,
+/// without its session state: HTTP sessions are rmcp's), so a client gets a JSON-RPC error
+/// where rmcp answered an unparsable body with a 415 in plain text and a `tools/call` without a
+/// name with −32601: −32700 and −32600 with status 400, −32602 with 200 (an answer to a
+/// request). What passes goes on with its body as it came.
+async fn checked(req: Request) -> Result<Request, Response> {
+    if req.method() != Method::POST {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let json = |status: StatusCode, v: serde_json::Value| {
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            v.to_string(),
+        )
+            .into_response()
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        let why = format!("the request body could not be read whole within {MAX_BODY_BYTES} bytes");
+        let e = jsonrpc::error(&serde_json::Value::Null, jsonrpc::INVALID_REQUEST, &why);
+        return Err(json(StatusCode::PAYLOAD_TOO_LARGE, e));
+    };
+    match stdio_guard::Guard::default().check(std::str::from_utf8(&bytes).ok()) {
+        Verdict::Pass => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Verdict::Reply(e) => {
+            let status = if e["error"]["code"] == jsonrpc::INVALID_PARAMS {
+                StatusCode::OK
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            Err(json(status, e))
+        }
+    }
+}
+
 pub async fn serve(
     app: Arc<App>,
     listener: tokio::net::TcpListener,
@@ -157,6 +201,7 @@ pub async fn serve(
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     hosts.push(bind_host);
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_allowed_hosts(hosts)
         .disable_allowed_origins();
     let a = app.clone();

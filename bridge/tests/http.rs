@@ -9,14 +9,18 @@ use std::time::Duration;
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"it","version":"0"}}}"#;
 
 fn post(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
+    post_body(port, headers, INIT)
+}
+
+fn post_body(port: u16, headers: &[(&str, &str)], body: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let mut req = format!("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n", INIT.len());
+    let mut req = format!("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    req.push_str(INIT);
+    req.push_str(body);
     s.write_all(req.as_bytes()).expect("write");
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -140,6 +144,37 @@ fn a_non_loopback_bind_warns_on_stderr() {
     let mut b = Bridge::start(&args);
     let warning = b.wait_stderr("WARNING", Duration::from_secs(20));
     assert!(warning.contains("not loopback"), "{warning}");
+}
+
+/// Found by a tester: rmcp answered an unparsable body with a 415 in plain text, and a
+/// `tools/call` without a name with −32601. The body is now checked by the stdio rules first.
+#[test]
+fn a_bad_body_gets_a_json_rpc_error() {
+    let (_b, port) = start_http();
+    let host = format!("127.0.0.1:{port}");
+    let bearer = format!("Bearer {TOKEN}");
+    let headers = [("Host", host.as_str()), ("Authorization", bearer.as_str())];
+    let body = |text: &str| -> serde_json::Value {
+        let json = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let (status, text) = post_body(port, &headers, "{not json");
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(body(&text)["error"]["code"], -32700, "{text}");
+    let (status, text) = post_body(port, &headers, r#"{"id":3,"method":"ping"}"#);
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(body(&text)["id"], 3, "{text}");
+    let call = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#;
+    let (status, text) = post_body(port, &headers, call);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(body(&text)["error"]["code"], -32602, "{text}");
+    // Unchecked before the bearer: a stranger still gets 401, not a parse error.
+    let (status, _) = post_body(port, &headers[..1], "{not json");
+    assert_eq!(status, 401);
+    // And a good body still reaches rmcp whole.
+    let (status, text) = post(port, &headers);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("serverInfo"), "{text}");
 }
 
 /// Found by a tester: a start whose HTTP port is taken became the owner first (writing the
