@@ -19,6 +19,7 @@ use lumo_userscripts::bridge::trust;
 use lumo_userscripts::mcp::jsonrpc;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 use std::sync::Arc;
 
 struct Guard {
@@ -160,10 +161,6 @@ const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// name with −32601: −32700 and −32600 with status 400, −32602 with 200 (an answer to a
 /// request). What passes goes on with its body as it came.
 async fn checked(req: Request) -> Result<Request, Response> {
-    if req.method() != Method::POST {
-        return Ok(req);
-    }
-    let (parts, body) = req.into_parts();
     let json = |status: StatusCode, v: serde_json::Value| {
         (
             status,
@@ -172,22 +169,68 @@ async fn checked(req: Request) -> Result<Request, Response> {
         )
             .into_response()
     };
+    let version = req
+        .headers()
+        .get("mcp-protocol-version")
+        .map(|v| v.to_str().unwrap_or("(not text)").to_owned());
+    if req.method() != Method::POST {
+        return match version.filter(|v| !known_version(v)) {
+            Some(v) => Err(json(StatusCode::BAD_REQUEST, unsupported(&v, &Value::Null))),
+            None => Ok(req),
+        };
+    }
+    let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
         let why = format!("the request body could not be read whole within {MAX_BODY_BYTES} bytes");
-        let e = jsonrpc::error(&serde_json::Value::Null, jsonrpc::INVALID_REQUEST, &why);
+        let e = jsonrpc::error(&Value::Null, jsonrpc::INVALID_REQUEST, &why);
         return Err(json(StatusCode::PAYLOAD_TOO_LARGE, e));
     };
-    match stdio_guard::Guard::default().check(std::str::from_utf8(&bytes).ok()) {
-        Verdict::Pass => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
-        Verdict::Reply(e) => {
-            let status = if e["error"]["code"] == jsonrpc::INVALID_PARAMS {
-                StatusCode::OK
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            Err(json(status, e))
+    if let Verdict::Reply(e) = stdio_guard::Guard::default().check(std::str::from_utf8(&bytes).ok())
+    {
+        let status = if e["error"]["code"] == jsonrpc::INVALID_PARAMS {
+            StatusCode::OK
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        return Err(json(status, e));
+    }
+    // rmcp refuses an unknown header version too, naming only the client's, unless the request
+    // names its own version in `_meta` (2026-07-28's per-request form), which rmcp then takes.
+    if let Some(v) = version.filter(|v| !known_version(v)) {
+        let msg: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let per_request = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
+            .is_string()
+            && msg.get("id").is_some();
+        if !per_request {
+            let id = msg.get("id").cloned().unwrap_or_default();
+            return Err(json(StatusCode::BAD_REQUEST, unsupported(&v, &id)));
         }
     }
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
+}
+
+fn known_version(v: &str) -> bool {
+    rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .any(|k| k.as_str() == v)
+}
+
+/// The refusal of an `MCP-Protocol-Version` this server does not speak, naming both sides (seed
+/// 001's rule for a version mismatch).
+fn unsupported(version: &str, id: &Value) -> Value {
+    let known: Vec<&str> = rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    jsonrpc::error(
+        id,
+        jsonrpc::INVALID_REQUEST,
+        &format!(
+            "unsupported MCP-Protocol-Version {:?}: this server speaks {}",
+            lumo_userscripts::text::ellipsize(version, 40),
+            known.join(", ")
+        ),
+    )
 }
 
 pub async fn serve(

@@ -175,6 +175,20 @@ fn a_bad_body_gets_a_json_rpc_error() {
     let (status, text) = post(port, &headers);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("serverInfo"), "{text}");
+    // A protocol version this server does not speak: refused naming both sides.
+    let old = [
+        headers[0],
+        headers[1],
+        ("MCP-Protocol-Version", "1999-01-01"),
+    ];
+    let (status, text) = post(port, &old);
+    assert_eq!(status, 400, "{text}");
+    let message = body(&text)["error"]["message"].clone();
+    let m = message.as_str().unwrap_or_default();
+    assert!(
+        m.contains("\"1999-01-01\"") && m.contains("2025-06-18"),
+        "{text}"
+    );
 }
 
 /// Found by a tester: a start whose HTTP port is taken became the owner first (writing the
