@@ -211,7 +211,7 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         // At document-start there may be no <head> nor even <html> yet: the element is
         // returned at once and put in place as soon as the document has a root.
         "GM_addStyle" => "const AS=c=>{const s=PE('style');PA(PT,s,[String(c)]);return P(s,null,true)};\
-             d('GM_addStyle',AS);G.addStyle=c=>Promise.resolve(AS(c));"
+             d('GM_addStyle',AS);G.addStyle=c=>PQ(AS(c));"
             .to_owned(),
         // Without a parent, where Violentmonkey puts it: `<head>` for what belongs there,
         // else `<body>` (a `<div>` in `<head>` is never shown), else the root.
@@ -219,7 +219,7 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
              t=String(t);const e=PE(t);\
              for(const[k,v]of Object.entries(o||{})){if(k==='textContent')PA(PT,e,[v]);\
              else PA(PS,e,[k,v])}return P(e,p,/^(script|style|link|meta)$/i.test(t))};d('GM_addElement',E);\
-             G.addElement=(...a)=>Promise.resolve(E(...a));"
+             G.addElement=(...a)=>PQ(E(...a));"
             .to_owned(),
         "GM_log" => format!(
             "const L=(...a)=>console.log({},...a);d('GM_log',L);G.log=(...a)=>Promise.resolve(L(...a));",
@@ -363,6 +363,10 @@ pub const URLCHANGE_JS: &str = concat!(
 
 /// `P(element, parent, head)`: appends to `parent`, else to `<head>` (`head`) or `<body>`, else
 /// the root, waiting for one if the document has none yet; `PE(tag)` makes an HTML element.
+/// `PQ(element)`: what `GM.addElement`/`GM.addStyle` return, the element itself (as
+/// Violentmonkey's do: `GM.addStyle(css).remove()`) made thenable once (as Tampermonkey's
+/// promise: `await GM.addElement(…)`, `.then(el => …)`). Its `then` removes itself when called,
+/// so the element it resolves to is not a thenable again; it lives in the script's world only.
 /// The DOM functions are taken when the GM code runs, before the script's source, which may
 /// replace them (scripts hook `document.createElement` to watch what a page makes). Put in once
 /// by `parts` for `GM_addStyle` and `GM_addElement`.
@@ -370,7 +374,9 @@ const PUT: &str = "const PA=Reflect.apply,PD=document,PG=(c,n)=>Object.getOwnPro
      PC=Document.prototype.createElementNS,PN=Node.prototype.appendChild,PS=Element.prototype.setAttribute,\
      PT=PG(Node,'textContent').set,PH=PG(Document,'head').get,PB=PG(Document,'body').get,\
      PR=PG(Document,'documentElement').get,PM=MutationObserver,PO=PM.prototype.observe,PX=PM.prototype.disconnect,\
-     PE=t=>PA(PC,PD,['http://www.w3.org/1999/xhtml',t]);\
+     PE=t=>PA(PC,PD,['http://www.w3.org/1999/xhtml',t]),PJ=Object.defineProperty,PK=Promise,\
+     PL=PK.prototype.then,PQ=e=>{if(e)PJ(e,'then',{configurable:true,writable:true,\
+     value(r,j){delete e.then;return PA(PL,PK.resolve(e),[r,j])}});return e};\
      const P=((e,p,h)=>{const r=()=>p||(h?PA(PH,PD,[]):PA(PB,PD,[]))||PA(PR,PD,[]),\
      t=r();if(t)PA(PN,t,[e]);else{const m=new PM(()=>{const x=r();if(x){PA(PX,m,[]);\
      PA(PN,x,[e])}});PA(PO,m,[PD,{childList:true,subtree:true}])}return e});";

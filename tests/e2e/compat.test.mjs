@@ -448,8 +448,11 @@ describe("compat: real-world userscripts", () => {
         "// @match        *://www.fxp.test/*",
         "// @grant        GM_addStyle",
         "// @grant        GM_addElement",
+        "// @grant        GM.addStyle",
+        "// @grant        GM.addElement",
       ], [
         "const out = {};",
+        "(async () => {",
         "try {",
         "  const st = GM_addStyle('#creditAddon { padding: 7px }');",
         "  const div = GM_addElement('div', { id: 'creditAddon', textContent: 'credit' });",
@@ -458,8 +461,18 @@ describe("compat: real-world userscripts", () => {
         "  Object.assign(out, { style: st.parentNode && st.parentNode.nodeName, div: div.parentNode && div.parentNode.nodeName,",
         "    script: sc.parentNode && sc.parentNode.nodeName, span: sp.parentNode === div, shown: div.getBoundingClientRect().height > 0,",
         "    padding: getComputedStyle(div).paddingTop });",
+        // GM.* forms, written for either manager: Violentmonkey's return the element at once,
+        // Tampermonkey's a promise of it (awaited, or .then).
+        "  const vm = GM.addElement(div, 'i', { id: 'vm' });",
+        "  vm.textContent = 'at once';",
+        "  const vmStyle = GM.addStyle('#vm { color: rgb(4, 5, 6) }');",
+        "  out.vm = [vm.parentNode === div, vmStyle.nodeName, getComputedStyle(vm).color];",
+        "  const awaited = await GM.addElement(div, 'b', { id: 'tm' });",
+        "  out.tm = [awaited.id, awaited.parentNode === div, 'then' in awaited];",
+        "  out.then = await GM.addStyle('#tm { color: red }').then((s) => s.nodeName);",
         "} catch (e) { out.threw = String(e); }",
         "document.documentElement.setAttribute('data-compat-fxp', JSON.stringify(out));",
+        "})();",
       ].join("\n")),
       // Tampermonkey's documented GM_getTab/GM_saveTab example (a per-tab counter), in a script
       // that tests for them first as cross-manager scripts do (gm-tabs.test.mjs tests them whole).
@@ -503,7 +516,8 @@ describe("compat: real-world userscripts", () => {
     }
     assert.deepEqual(seen, {
       nga: { header: "中文", override: "中文", doc: "中文" },
-      fxp: { style: "HEAD", div: "BODY", script: "HEAD", span: true, shown: true, padding: "7px" },
+      fxp: { style: "HEAD", div: "BODY", script: "HEAD", span: true, shown: true, padding: "7px",
+        vm: [true, "STYLE", "rgb(4, 5, 6)"], tm: ["tm", true, false], then: "STYLE" },
       tabs: { getTab: "function", saveTab: "function", n: 1 },
     });
     assert.ok(!logs.some((t) => t.includes("not provided")), show(logs));
