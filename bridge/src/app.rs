@@ -325,8 +325,10 @@ fn become_forwarder(
         if let Ok(mut g) = app.ext_token.lock() {
             *g = t.to_string();
         }
-        // The owner's token: an extension may hold it, and dials again after a takeover.
-        app.token_fresh.store(false, Ordering::Relaxed);
+        // The owner's token, as fresh as the owner says it is (an older owner does not say:
+        // then an extension may hold it, and dials again after a takeover).
+        let fresh = ack.get("fresh").and_then(Value::as_bool) == Some(true);
+        app.token_fresh.store(fresh, Ordering::Relaxed);
     }
     app.set_owner_readonly(ack.get("readonly").and_then(Value::as_bool) == Some(true));
     let token = app.ext_token.lock().map(|t| t.clone()).unwrap_or_default();

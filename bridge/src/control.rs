@@ -35,6 +35,10 @@ pub async fn serve(
                 extra.insert("extToken".into(), json!(hub.ext_token));
                 // A forwarder hides the write tools too, so its client sees what ours does.
                 extra.insert("readonly".into(), json!(readonly));
+                // Whether any extension has proven the token yet: a forwarder that takes over
+                // tells its agent to ask for the click, or to wait for the redial, by it.
+                let fresh = hub.fresh.load(std::sync::atomic::Ordering::Relaxed);
+                extra.insert("fresh".into(), json!(fresh));
                 let auth = crate::secrets::auth(token, port);
                 let conn = Connection::accept(
                     types::FWD_HELLO,

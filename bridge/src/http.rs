@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use lumo_userscripts::bridge::trust;
 use lumo_userscripts::mcp::jsonrpc;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager as _};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 use std::sync::Arc;
@@ -26,6 +27,9 @@ struct Guard {
     host: String,
     allow_origins: Vec<String>,
     token: String,
+    /// rmcp's sessions: a −32602 is answered here only for a session rmcp holds (else rmcp
+    /// answers, 400 without one, 404 for one ended, so a client knows to initialize again).
+    sessions: Arc<LocalSessionManager>,
 }
 
 /// The guard's decision for one request's headers, as a status to refuse with.
@@ -100,7 +104,7 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
         )
     };
     let mut r = match decision {
-        None => match checked(req).await {
+        None => match checked(&g, req).await {
             Ok(req) => next.run(req).await,
             Err(answer) => answer,
         },
@@ -160,7 +164,7 @@ const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// where rmcp answered an unparsable body with a 415 in plain text and a `tools/call` without a
 /// name with −32601: −32700 and −32600 with status 400, −32602 with 200 (an answer to a
 /// request). What passes goes on with its body as it came.
-async fn checked(req: Request) -> Result<Request, Response> {
+async fn checked(g: &Guard, req: Request) -> Result<Request, Response> {
     let json = |status: StatusCode, v: serde_json::Value| {
         (
             status,
@@ -187,12 +191,19 @@ async fn checked(req: Request) -> Result<Request, Response> {
     };
     if let Verdict::Reply(e) = stdio_guard::Guard::default().check(std::str::from_utf8(&bytes).ok())
     {
-        let status = if e["error"]["code"] == jsonrpc::INVALID_PARAMS {
-            StatusCode::OK
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        return Err(json(status, e));
+        if e["error"]["code"] != jsonrpc::INVALID_PARAMS {
+            return Err(json(StatusCode::BAD_REQUEST, e));
+        }
+        let session: Option<SessionId> = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(Into::into);
+        if let Some(id) = session {
+            if g.sessions.has_session(&id).await.unwrap_or(false) {
+                return Err(json(StatusCode::OK, e));
+            }
+        }
     }
     // rmcp refuses an unknown header version too, naming only the client's, unless the request
     // names its own version in `_meta` (2026-07-28's per-request form), which rmcp then takes.
@@ -248,15 +259,17 @@ pub async fn serve(
         .with_allowed_hosts(hosts)
         .disable_allowed_origins();
     let a = app.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(McpServer { app: a.clone() }),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
     let g = Arc::new(Guard {
         host: host.clone(),
         allow_origins: app.args.allow_origins.clone(),
         token: token.clone(),
+        sessions,
     });
     let router = axum::Router::new()
         .route_service("/mcp", service)
@@ -292,6 +305,7 @@ mod tests {
             host: "127.0.0.1".into(),
             allow_origins: vec![],
             token: "t".repeat(40),
+            sessions: Arc::new(LocalSessionManager::default()),
         };
         let bearer = format!("Bearer {}", "t".repeat(40));
         assert_eq!(refuse(&g, Some("127.0.0.1:1"), None, Some(&bearer)), None);

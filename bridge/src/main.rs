@@ -72,15 +72,21 @@ async fn run(args: args::Args) -> Result<(), String> {
     match http {
         Some((listener, port)) => http::serve(app, listener, port, token).await,
         None => {
-            let served = mcp::McpServer { app }.serve(stdio_guard::transport()).await;
-            let server = match served {
-                Ok(s) => s,
+            let (transport, stdout) = stdio_guard::transport();
+            let served = mcp::McpServer { app }.serve(transport).await;
+            let result = match served {
+                Ok(server) => {
+                    let _ = server.waiting().await;
+                    Ok(())
+                }
                 // The client went away before initializing: nothing failed.
-                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-                Err(e) => return Err(format!("MCP over stdio: {e}")),
+                Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+                Err(e) => Err(format!("MCP over stdio: {e}")),
             };
-            let _ = server.waiting().await;
-            Ok(())
+            // What rmcp answered last (calls in flight when stdin ended) is on its way to
+            // stdout: the process exits once it is written (bounded, if stdout is stuck).
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stdout).await;
+            result
         }
     }
 }

@@ -67,10 +67,9 @@ pub fn control_token_path(dir: &Path, control_port: u16) -> PathBuf {
 /// change: the file's own mode is what a forwarder checks).
 pub fn write_control_token(dir: &Path, control_port: u16, token: &str) -> Result<(), String> {
     let err = |what: &str, e: std::io::Error| format!("{what} {}: {e}", dir.display());
-    let target = control_token_path(dir, control_port);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        use std::os::unix::fs::DirBuilderExt as _;
         if !dir.is_dir() {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -78,27 +77,39 @@ pub fn write_control_token(dir: &Path, control_port: u16, token: &str) -> Result
                 .create(dir)
                 .map_err(|e| err("cannot create", e))?;
         }
-        let tmp = dir.join(format!(
-            "control-token-{control_port}.{}",
-            std::process::id()
-        ));
-        let mut f = std::fs::OpenOptions::new()
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).map_err(|e| err("cannot create", e))?;
+    write_private(dir, &control_token_path(dir, control_port), token)
+        .map_err(|e| err("cannot write the control token in", e))?;
+    // Also under the name bridges before the per-port files read, so one still running (an
+    // MCP client started it before an upgrade) can join this owner as a forwarder. Best effort:
+    // bridges of this version read it only when their port's own file is missing.
+    let _ = write_private(dir, &dir.join(LEGACY_FILE), token);
+    Ok(())
+}
+
+/// The one file name bridges before the per-port files used, whatever their control port.
+const LEGACY_FILE: &str = "control-token";
+
+/// Writes `text` to `path`, 0600, replaced atomically (a reader never sees half of it).
+fn write_private(dir: &Path, path: &Path, text: &str) -> std::io::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("token");
+    let tmp = dir.join(format!("{name}.{}", std::process::id()));
+    #[cfg(unix)]
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| err("cannot write the control token in", e))?;
-        f.write_all(token.as_bytes())
-            .map_err(|e| err("cannot write the control token in", e))?;
-        std::fs::rename(&tmp, target).map_err(|e| err("cannot write the control token in", e))?;
-    }
+            .open(&tmp)?
+    };
     #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir).map_err(|e| err("cannot create", e))?;
-        std::fs::write(target, token).map_err(|e| err("cannot write the control token in", e))?;
-    }
-    Ok(())
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    std::fs::rename(&tmp, path)
 }
 
 /// The control token a forwarder proves itself with, if the file is private: its owner wrote it
@@ -108,8 +119,17 @@ pub fn write_control_token(dir: &Path, control_port: u16, token: &str) -> Result
 /// and adopt the extension token its ack names, which goes into the connect link it shows.
 /// (Readable by us with no group or other bits means it is ours, or we are root.)
 pub fn read_control_token(dir: &Path, control_port: u16) -> Option<String> {
-    let path = control_token_path(dir, control_port);
-    let mut f = std::fs::File::open(&path).ok()?;
+    let own = control_token_path(dir, control_port);
+    // An owner from before the per-port files wrote only the one name.
+    let (path, mut f) = match std::fs::File::open(&own) {
+        Ok(f) => (own, f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let legacy = dir.join(LEGACY_FILE);
+            let f = std::fs::File::open(&legacy).ok()?;
+            (legacy, f)
+        }
+        Err(_) => return None,
+    };
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
@@ -168,6 +188,13 @@ mod tests {
         write_control_token(&dir, 10, "other").unwrap();
         assert_eq!(read_control_token(&dir, 9).as_deref(), Some("secret"));
         assert_eq!(read_control_token(&dir, 10).as_deref(), Some("other"));
+        // The name an older bridge reads holds the last owner's, and is private too; one
+        // written by an older owner is read when the port has no file of its own.
+        let legacy = dir.join(LEGACY_FILE);
+        assert_eq!(std::fs::read_to_string(&legacy).unwrap(), "other");
+        let lmode = std::fs::metadata(&legacy).unwrap().permissions().mode();
+        assert_eq!(lmode & 0o777, 0o600);
+        assert_eq!(read_control_token(&dir, 11).as_deref(), Some("other"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -20,16 +20,21 @@ pub enum Verdict {
     Reply(Value),
 }
 
-/// The one piece of state the checks need: whether an `initialize` went through.
+/// The one piece of state the checks need: whether an `initialize` succeeded (rmcp answered it
+/// with a result: one it refused may be sent again), and which one rmcp is answering.
 #[derive(Default)]
 pub struct Guard {
     initialized: bool,
+    pending_init: Option<Value>,
 }
+
+/// rmcp's own cap on a stdio line: a longer one it drops unanswered, so it is answered here.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 impl Guard {
     /// `line`: one line as read, `None` if it was not UTF-8.
     pub fn check(&mut self, line: Option<&str>) -> Verdict {
-        let v = match jsonrpc::parse_message(line, usize::MAX) {
+        let v = match jsonrpc::parse_message(line, MAX_LINE_BYTES) {
             Ok(v) => v,
             Err(reply) => return Verdict::Reply(reply),
         };
@@ -46,7 +51,7 @@ impl Guard {
                 "already initialized: this connection has a session; start the bridge again for another",
             ),
             "initialize" => {
-                self.initialized = true;
+                self.pending_init = Some(id);
                 Verdict::Pass
             }
             "tools/call" if !params.get("name").is_some_and(Value::is_string) => refuse(
@@ -63,32 +68,86 @@ impl Guard {
             _ => Verdict::Pass,
         }
     }
+
+    /// A line rmcp wrote: the answer to a pending `initialize` says whether it succeeded. Read
+    /// only until one has.
+    pub fn heard(&mut self, line: &[u8]) {
+        let Some(id) = self.pending_init.as_ref().filter(|_| !self.initialized) else {
+            return;
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        if v.get("id") == Some(id) && v.get("method").is_none() {
+            self.initialized = v.get("result").is_some();
+            self.pending_init = None;
+        }
+    }
+}
+
+/// Reads one line into `buf`, keeping at most `max` bytes of it; its whole length (with its
+/// newline), or `None` at the end of input.
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<usize>> {
+    buf.clear();
+    let mut total = 0usize;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok((total > 0).then_some(total));
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = max.saturating_sub(buf.len());
+        buf.extend_from_slice(chunk.get(..take.min(room)).unwrap_or_default());
+        total = total.saturating_add(take);
+        r.consume(take);
+        if done {
+            return Ok(Some(total));
+        }
+    }
 }
 
 /// The stdio transport for rmcp: the client's stdin through the [`Guard`], rmcp's output and the
-/// guard's answers to stdout. Ends (rmcp sees end of input) when stdin does.
+/// guard's answers to stdout; and the task writing stdout, to be awaited before the process
+/// exits (rmcp answers what was in flight after stdin ends; those answers must reach stdout).
 pub fn transport() -> (
-    tokio::io::ReadHalf<tokio::io::DuplexStream>,
-    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    (
+        tokio::io::ReadHalf<tokio::io::DuplexStream>,
+        tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    ),
+    tokio::task::JoinHandle<()>,
 ) {
     let (rmcp_side, ours) = tokio::io::duplex(1 << 16);
     let (mut from_rmcp, mut to_rmcp) = tokio::io::split(ours);
     let (answers, mut answered) = mpsc::unbounded_channel::<Value>();
+    let guard = std::sync::Arc::new(std::sync::Mutex::new(Guard::default()));
+    let heard = guard.clone();
     tokio::spawn(async move {
         let mut stdin = BufReader::new(tokio::io::stdin());
-        let mut guard = Guard::default();
         let mut line = Vec::new();
-        loop {
-            line.clear();
-            match stdin.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let text = std::str::from_utf8(&line).ok();
-            if text.is_some_and(|t| t.trim().is_empty()) {
-                continue;
-            }
-            match guard.check(text.map(str::trim_end)) {
+        // Cut at the cap plus its newline: what passes, rmcp takes.
+        while let Ok(Some(len)) = next_line(&mut stdin, &mut line, MAX_LINE_BYTES + 2).await {
+            let verdict = if len > MAX_LINE_BYTES + 1 {
+                // Over the cap: answered by the id its head names, never handed on.
+                let head = String::from_utf8_lossy(&line);
+                Verdict::Reply(jsonrpc::too_large(&head, len, MAX_LINE_BYTES))
+            } else {
+                let text = std::str::from_utf8(&line).ok();
+                if text.is_some_and(|t| t.trim().is_empty()) {
+                    continue;
+                }
+                match guard.lock() {
+                    Ok(mut g) => g.check(text.map(str::trim_end)),
+                    Err(_) => Verdict::Pass,
+                }
+            };
+            match verdict {
                 Verdict::Pass => {
                     if to_rmcp.write_all(&line).await.is_err() {
                         break;
@@ -104,7 +163,7 @@ pub fn transport() -> (
         }
         let _ = to_rmcp.shutdown().await;
     });
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         let mut from_rmcp = BufReader::new(&mut from_rmcp);
         // rmcp's line so far: `read_until` cancelled by an answer keeps what it read here, and
@@ -112,22 +171,37 @@ pub fn transport() -> (
         let mut pending = Vec::new();
         loop {
             let line = tokio::select! {
-                read = from_rmcp.read_until(b'\n', &mut pending) => match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => std::mem::take(&mut pending),
-                },
+                biased;
                 Some(v) = answered.recv() => {
                     let mut l = v.to_string().into_bytes();
                     l.push(b'\n');
                     l
                 }
+                read = from_rmcp.read_until(b'\n', &mut pending) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if let Ok(mut g) = heard.lock() {
+                            g.heard(&pending);
+                        }
+                        std::mem::take(&mut pending)
+                    }
+                },
             };
             if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
-                break;
+                return;
             }
         }
+        // rmcp is done: the answers still queued go out too.
+        while let Ok(v) = answered.try_recv() {
+            let mut l = v.to_string().into_bytes();
+            l.push(b'\n');
+            if stdout.write_all(&l).await.is_err() {
+                return;
+            }
+        }
+        let _ = stdout.flush().await;
     });
-    tokio::io::split(rmcp_side)
+    (tokio::io::split(rmcp_side), writer)
 }
 
 #[cfg(test)]
@@ -161,6 +235,14 @@ mod tests {
         );
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
         assert_eq!(g.check(Some(init)), Verdict::Pass);
+        // Refused by rmcp: it may be sent again.
+        g.heard(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#);
+        assert_eq!(g.check(Some(init)), Verdict::Pass);
+        // Another message's answer, or a notification, says nothing of it.
+        g.heard(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
+        g.heard(br#"{"jsonrpc":"2.0","method":"notifications/x","params":{"id":1}}"#);
+        assert_eq!(g.check(Some(init)), Verdict::Pass);
+        g.heard(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18"}}"#);
         let e = answer(&mut g, &init.replace("\"id\":1", "\"id\":6"));
         assert_eq!(
             (e["id"].clone(), e["error"]["code"].clone()),

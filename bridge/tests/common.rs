@@ -176,6 +176,20 @@ impl Bridge {
         stdin.flush().expect("flush");
     }
 
+    /// Every line still to come on stdout, until the process closes it (bounded by `within`).
+    pub fn rest_of_stdout(&mut self, within: Duration) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + within;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stdout.recv_timeout(left) {
+                Ok(line) => out.push(serde_json::from_str(&line).expect("JSON on stdout")),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("stdout still open: {out:?}"),
+            }
+        }
+    }
+
     /// The next message on stdout that is not a notification.
     pub fn next_answer(&mut self, within: Duration) -> Value {
         let deadline = std::time::Instant::now() + within;

@@ -164,10 +164,29 @@ fn a_bad_body_gets_a_json_rpc_error() {
     let (status, text) = post_body(port, &headers, r#"{"id":3,"method":"ping"}"#);
     assert_eq!(status, 400, "{text}");
     assert_eq!(body(&text)["id"], 3, "{text}");
+    // A params error is answered for a session rmcp holds; without one, or for one that
+    // ended, rmcp's own answer stands (400, 404: the client knows to initialize again).
     let call = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#;
     let (status, text) = post_body(port, &headers, call);
+    assert_eq!(status, 400, "{text}");
+    let (status, text) = post(port, &headers);
+    assert_eq!(status, 200, "{text}");
+    let session = text
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| panic!("no session id: {text}"));
+    let with = [headers[0], headers[1], ("Mcp-Session-Id", session.as_str())];
+    let (status, text) = post_body(port, &with, call);
     assert_eq!(status, 200, "{text}");
     assert_eq!(body(&text)["error"]["code"], -32602, "{text}");
+    let gone = [
+        headers[0],
+        headers[1],
+        ("Mcp-Session-Id", "no-such-session"),
+    ];
+    let (status, text) = post_body(port, &gone, call);
+    assert_eq!(status, 404, "{text}");
     // Unchecked before the bearer: a stranger still gets 401, not a parse error.
     let (status, _) = post_body(port, &headers[..1], "{not json");
     assert_eq!(status, 401);

@@ -52,3 +52,55 @@ fn bad_messages_get_the_standard_errors_and_the_session_goes_on() {
     assert_eq!(b.rpc("ping", json!({}), WITHIN)["result"], json!({}));
     assert!(b.tool_names().iter().any(|n| n == "bridge_status"));
 }
+
+/// Found in a second pass: with the guard between stdin and rmcp, the process exited before
+/// rmcp's last answers (the calls in flight when stdin ended) reached stdout.
+#[test]
+fn the_answers_to_the_last_requests_reach_stdout_when_stdin_ends() {
+    for _ in 0..5 {
+        let p = Ports::new();
+        let mut b = Bridge::start(&p.args());
+        b.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "0"}}}));
+        b.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        b.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+        b.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+        b.send_raw("{not json");
+        b.close_stdin();
+        let ids: Vec<Value> = b
+            .rest_of_stdout(WITHIN)
+            .iter()
+            .map(|m| m["id"].clone())
+            .collect();
+        for id in [json!(1), json!(2), json!(3), Value::Null] {
+            assert!(ids.contains(&id), "{id} unanswered: {ids:?}");
+        }
+    }
+}
+
+/// Found in a second pass: an `initialize` rmcp refused (bad params) locked the session, and
+/// the client's corrected retry was told "already initialized".
+#[test]
+fn an_initialize_refused_may_be_sent_again() {
+    let p = Ports::new();
+    let mut b = Bridge::start(&p.args());
+    let r = b.rpc("initialize", json!({"capabilities": {}}), WITHIN);
+    assert!(r.get("error").is_some(), "{r}");
+    let r = b.initialize();
+    assert!(r["result"]["protocolVersion"].is_string(), "{r}");
+}
+
+/// rmcp drops a stdio line over 16 MiB unanswered (the client waits for its timeout); and the
+/// guard must not hold more than that of a line. Answered by the id its head names.
+#[test]
+fn a_line_over_the_cap_is_answered_by_its_id() {
+    let p = Ports::new();
+    let mut b = Bridge::start(&p.args());
+    b.initialize();
+    let pad = "x".repeat(17 << 20);
+    b.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"status","arguments":{{"pad":"{pad}"}}}}}}"#
+    ));
+    let r = b.next_answer(WITHIN);
+    assert_eq!(code_and_id(&r), (json!(-32600), json!(7)), "{r}");
+    assert_eq!(b.rpc("ping", json!({}), WITHIN)["result"], json!({}));
+}

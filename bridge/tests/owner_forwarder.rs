@@ -389,3 +389,29 @@ async fn an_owners_readonly_holds_for_its_forwarders() {
     assert_eq!(seen, vec![json!({"name": "list_scripts", "arguments": {}})]);
     drop(owner);
 }
+
+/// Found in a second pass: a forwarder that took over from an owner whose token no extension
+/// had proven told its agent the extension "reconnects by itself", which nothing would. The
+/// owner's ack now says whether its token is fresh, and the new owner asks for the click.
+#[tokio::test]
+async fn a_takeover_of_a_fresh_token_still_asks_for_the_click() {
+    let p = Ports::new();
+    let mut args = p.args();
+    args.truncate(args.len() - 2); // no --token: a fresh one at the owner's start
+    let mut owner = Bridge::start(&args);
+    owner.wait_stderr("owner", Duration::from_secs(20));
+    let mut fwd = Bridge::start(&args);
+    fwd.wait_stderr("forwarder", Duration::from_secs(20));
+    owner.close_stdin();
+    fwd.wait_stderr("owner;", Duration::from_secs(20));
+    let s = tokio::task::spawn_blocking(move || {
+        fwd.initialize();
+        fwd.call("bridge_status", json!({}), Duration::from_secs(20))
+    })
+    .await
+    .unwrap();
+    let message = s["structuredContent"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("will not connect by itself"), "{s}");
+}
