@@ -206,12 +206,12 @@ fn a_bridge_request_its_bridge_cancels_is_withdrawn_from_review_and_never_applie
     let r = ok(answer);
     assert_eq!(
         r["structuredContent"]["error_code"],
-        json!("REVIEW_EXPIRED"),
+        json!("CANCELLED"),
         "{r}"
     );
     assert!(p.pending_reviews().is_empty());
     let e = audit(&p);
-    assert_eq!(e[0]["result"], json!("REVIEW_EXPIRED"));
+    assert_eq!(e[0]["result"], json!("CANCELLED"));
     let listed = ok(block_on(p.bridge_call(
         s,
         42,

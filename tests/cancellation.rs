@@ -31,6 +31,8 @@ fn a_cancelled_request_gets_no_reply_but_is_still_audited() {
     let log = block_on(lumo_userscripts::guard::audit::read_all(&p.env)).unwrap();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].tool, "write_script");
+    // Not a review that expired: the caller cancelled it (found by an exploratory pass).
+    assert_eq!(log[0].result, "CANCELLED");
     // Nothing is left behind: the same id can be used again and is answered.
     let r = reply(send(
         &p,

@@ -957,7 +957,7 @@ fn writes_waiting_their_turn_are_stopped_by_a_switch_flipped_meanwhile() {
         ),
         (
             Some(json!({"op": "policy.setSwitch", "name": "review", "value": true})),
-            Some("REVIEW_EXPIRED"),
+            Some("REVIEW_REQUIRED"),
         ),
         (
             Some(json!({"op": "policy.remove", "id": HOST})),
@@ -1028,7 +1028,7 @@ fn no_review_opens_for_a_session_closed_before_it() {
     let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Gone", "")}}});
     let r = call_while(&p, &s, msg, user);
     assert!(!opened.get(), "a review opened for a closed session: {r}");
-    assert_eq!(error_code(&r), Some("REVIEW_EXPIRED"), "{r}");
+    assert_eq!(error_code(&r), Some("CANCELLED"), "{r}");
     assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
 }
 

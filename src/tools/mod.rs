@@ -276,8 +276,8 @@ pub(super) async fn after_review<E: Env>(
             ),
         ),
         Decision::Cancelled => (
-            ErrorCode::ReviewExpired,
-            format!("the request was cancelled before the user decided; {nothing}"),
+            ErrorCode::Cancelled,
+            format!("the request was cancelled, or its session closed, before the user decided; {nothing}"),
         ),
     };
     Err(ToolError::new(code, message))
@@ -337,15 +337,21 @@ pub(super) async fn still_allowed<E: Env>(
         ],
     };
     if !p.session_open(ctx.session) {
-        return Err(ToolError::new(ErrorCode::Unauthorized, closed));
+        // Closed by a revocation (the caller removed, agent access off): that is the reason;
+        // else the host or the user's Disconnect ended it, and the write is cancelled.
+        let access = ctx.caller.access(&p.policy().await);
+        return Err(match access {
+            Access::Granted => ToolError::new(ErrorCode::Cancelled, closed),
+            denied => ToolError::new(ErrorCode::Unauthorized, denied.reason()),
+        });
     }
     // MCP: the receiver should stop a cancelled request; this one has not begun.
     if p.inflight.is_cancelled(ctx.session, ctx.rpc_id) {
-        return Err(ToolError::new(ErrorCode::ReviewExpired, cancelled));
+        return Err(ToolError::new(ErrorCode::Cancelled, cancelled));
     }
     let now = still_granted(p, ctx, off).await?;
     if now.review_writes && !reviewed && !p.is_waived(ctx.session) {
-        return Err(ToolError::new(ErrorCode::ReviewExpired, review));
+        return Err(ToolError::new(ErrorCode::ReviewRequired, review));
     }
     Ok(())
 }

@@ -21,6 +21,10 @@ pub enum ErrorCode {
     RateLimited,
     UserRejected,
     ReviewExpired,
+    /// The caller cancelled the request, or its session closed, before it began: nothing ran.
+    Cancelled,
+    /// The user turned review on while an unreviewed write waited its turn: call again.
+    ReviewRequired,
     Unauthorized,
     StorageError,
     /// Chrome cannot or will not run code in that tab (chrome:// page, Web Store, no access).
@@ -43,6 +47,8 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::UserRejected => "USER_REJECTED",
             ErrorCode::ReviewExpired => "REVIEW_EXPIRED",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::ReviewRequired => "REVIEW_REQUIRED",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::StorageError => "STORAGE_ERROR",
             ErrorCode::CannotRun => "CANNOT_RUN",
@@ -60,6 +66,9 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RateLimited => 429,
             ErrorCode::ReviewExpired => 408,
+            // nginx's "client closed request": the caller ended it, not the server.
+            ErrorCode::Cancelled => 499,
+            ErrorCode::ReviewRequired => 428,
             ErrorCode::InvalidArguments | ErrorCode::InvalidMetadata => 400,
             ErrorCode::StorageError => 500,
             ErrorCode::CannotRun => 422,

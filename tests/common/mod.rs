@@ -166,7 +166,7 @@ pub fn switches_withdrawn() -> [(Value, &'static str); 3] {
         ),
         (
             json!({"op": "policy.setSwitch", "name": "review", "value": true}),
-            "REVIEW_EXPIRED",
+            "REVIEW_REQUIRED",
         ),
     ]
 }

@@ -467,7 +467,7 @@ test("a call its MCP client cancels is withdrawn, through the owner and through 
     }
     assert.equal((await h.internal("scripts.list")).scripts.length, before, "nothing was written");
     const { entries } = await h.internal("audit.list");
-    assert.deepEqual(entries.slice(0, 2).map((e) => [e.tool, e.result]), [["write_script", "REVIEW_EXPIRED"], ["write_script", "REVIEW_EXPIRED"]]);
+    assert.deepEqual(entries.slice(0, 2).map((e) => [e.tool, e.result]), [["write_script", "CANCELLED"], ["write_script", "CANCELLED"]]);
     // The link serves the next call.
     assert.equal((await call(fwd, "status")).isError, false);
   } finally {

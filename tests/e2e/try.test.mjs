@@ -604,7 +604,7 @@ describe("try_script: an agent's parallel tries", () => {
       assert.equal(await tab.evaluate(() => document.documentElement.getAttribute("data-cancelled-try")), null, "the cancelled try ran in the page");
       assert.ok(!(await replies()).some((x) => x.id === "b"), "a cancelled request gets no reply");
       const entries = (await h.internal("audit.list")).entries.filter((e) => e.tool === "try_script");
-      assert.equal(entries[0]?.result, "REVIEW_EXPIRED", JSON.stringify(entries.slice(0, 2)));
+      assert.equal(entries[0]?.result, "CANCELLED", JSON.stringify(entries.slice(0, 2)));
     } finally {
       await h.lumo("rawClose", p).catch(() => {});
       await tab.close();
