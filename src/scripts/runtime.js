@@ -40,10 +40,12 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     return null;
   };
   const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
+  // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead.
+  const tagged = (k, v) => v instanceof Map ? { "[Map]": [...v] } : v instanceof Set ? { "[Set]": [...v] } : v instanceof RegExp ? String(v) : v;
   const show = (a) => {
     if (typeof a === "string") return a;
     try {
-      const j = JSON.stringify(a);
+      const j = JSON.stringify(a, tagged);
       if (typeof j === "string") return j;
     } catch (e) {
     }

@@ -91,6 +91,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     const uuid = await write(script("Runs ok", ["@match http://runs.test/*"], [
       "console.log('hello from', location.pathname);", // line 6
       "document.documentElement.setAttribute('data-ran-ok', '1');",
+      "console.log('at', new Date(0), new Map([['k', 1]]), new Set([2]), /a+/g);", // line 8
     ]));
     const page = await visit("/ok?x=1", "data-ran-ok");
     const out = await runsOf(uuid);
@@ -102,7 +103,9 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.equal(run.url, `${base}/ok?x=1`);
     assert.equal(run.ok, true);
     assert.equal(run.runAt, "document-idle");
-    assert.deepEqual(run.console, [{ level: "log", text: "hello from /ok", line: 6 }]);
+    // A Map, a Set and a RegExp as try_script shows them, not as JSON's {}.
+    assert.deepEqual(run.console, [{ level: "log", text: "hello from /ok", line: 6 },
+      { level: "log", text: 'at "1970-01-01T00:00:00.000Z" {"[Map]":[["k",1]]} {"[Set]":[2]} "/a+/g"', line: 8 }]);
     assert.equal(typeof run.durationMs, "number");
     assert.ok(Math.abs(run.at - Date.now()) < 60_000, JSON.stringify(run));
     assert.equal(typeof out.cursor, "number");
