@@ -59,6 +59,8 @@ pub enum ProbeError {
     /// Not JSON text. Unreachable from the shell and the loader, which hand over what
     /// `JSON.stringify` wrote; no parser's detail, so both modules say the same.
     NotJson,
+    /// JSON, but nested deeper than either parser reads (as a port message is refused).
+    TooDeep,
 }
 
 impl std::fmt::Display for ProbeError {
@@ -74,6 +76,11 @@ impl std::fmt::Display for ProbeError {
             ),
             ProbeError::Malformed(why) => write!(f, "malformed probe: {why}"),
             ProbeError::NotJson => f.write_str("malformed probe: not valid JSON"),
+            ProbeError::TooDeep => write!(
+                f,
+                "malformed probe: nested {} or more levels deep",
+                crate::mcp::jsonrpc::MAX_DEPTH
+            ),
             ProbeError::TooLarge(n) => write!(f, "malformed probe: {n} bytes is over the {MAX_PROBE_BYTES}-byte limit"),
         }
     }
@@ -167,7 +174,15 @@ fn read_text(
     if t.len() > MAX_PROBE_BYTES {
         return Err(ProbeError::TooLarge(t.len()));
     }
-    read(t).unwrap_or(Err(ProbeError::NotJson))
+    read(t).unwrap_or_else(|| {
+        // Valid JSON a parser gave up on for its depth is said so, not "not valid JSON".
+        Err(
+            match crate::mcp::jsonrpc::max_depth(t) >= crate::mcp::jsonrpc::MAX_DEPTH {
+                true => ProbeError::TooDeep,
+                false => ProbeError::NotJson,
+            },
+        )
+    })
 }
 
 /// What the provider tells the host: the status flags, or a protocol failure.
@@ -551,9 +566,29 @@ mod tests {
 
     #[test]
     fn text_errors_say_what_is_wrong() {
+        // Valid JSON nested too deep is said so by both modules, as the port says it (found by
+        // an exploratory pass: "not valid JSON"); broken JSON is not valid JSON.
         let deep = format!("{{\"x\":{}{}}}", "[".repeat(200), "]".repeat(200));
-        let e = parse_text(Some(&deep)).unwrap_err();
-        assert!(e.to_string().contains("not valid JSON"), "{e}");
+        for e in [parse_text(Some(&deep)), parse_text_lite(Some(&deep))] {
+            let e = e.unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "malformed probe: nested 128 or more levels deep"
+            );
+        }
+        // serde_json reads 127 levels, not 128 (nor does json_view): each module says so.
+        for (n, said) in [
+            (127usize, ProbeError::NotAnObject),
+            (128, ProbeError::TooDeep),
+        ] {
+            let t = format!("{}{}", "[".repeat(n), "]".repeat(n));
+            assert_eq!(parse_text(Some(&t)), Err(said.clone()), "{n}");
+            assert_eq!(parse_text_lite(Some(&t)), Err(said), "{n}");
+        }
+        let broken = format!("{{\"x\":{}", "[".repeat(10));
+        for e in [parse_text(Some(&broken)), parse_text_lite(Some(&broken))] {
+            assert_eq!(e, Err(ProbeError::NotJson));
+        }
         assert!(matches!(
             parse_text(Some(&"x".repeat(MAX_PROBE_BYTES + 1))),
             Err(ProbeError::TooLarge(_))

@@ -87,6 +87,13 @@ fn the_probe_module_answers_what_the_provider_answers_and_says_when_to_record() 
         json!({"channel": "lumo:probe", "version": 2, "id": "p-2"}).to_string(),
         "{\"channel\": \"lumo:probe\"".to_owned(),
         json!(["not", "an object"]).to_string(),
+        // Nesting past what either parser reads: named as such by both (found by an
+        // exploratory pass: "not valid JSON").
+        format!(
+            r#"{{"channel":"lumo:probe","version":1,"x":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        ),
     ];
     let mut records = 0;
     let mut cases = 0;

@@ -103,7 +103,7 @@ pub fn classify(v: &Value) -> Inbound {
     }
 }
 
-/// Serde's nesting limit: a message nested deeper cannot be parsed into a `Value`.
+/// Serde's nesting limit: a message nested this deep or deeper cannot be parsed into a `Value`.
 pub const MAX_DEPTH: usize = 128;
 
 /// Parses one message as JSON text (`None`: it had no JSON form), or builds the error reply. A
@@ -123,11 +123,11 @@ pub fn parse_message(text: Option<&str>, max_bytes: usize) -> Result<Value, Valu
     }
     crate::text::parse_json(t).map_err(|e| {
         let id = recover_id(t).unwrap_or(Value::Null);
-        if max_depth(t) > MAX_DEPTH {
+        if max_depth(t) >= MAX_DEPTH {
             error(
                 &id,
                 INVALID_REQUEST,
-                &format!("the message is nested more than {MAX_DEPTH} levels deep"),
+                &format!("the message is nested {MAX_DEPTH} or more levels deep"),
             )
         } else {
             error(&id, PARSE_ERROR, &format!("parse error: {e}"))
@@ -360,7 +360,11 @@ mod tests {
         assert!(e["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("128 levels"));
+            .contains("nested 128 or more levels"));
+        // At exactly 128 levels serde_json refuses too: said as depth, not as a parse error.
+        let e = parse_message(Some(&deep(128)), 1 << 20).unwrap_err();
+        assert_eq!(e["error"]["code"], json!(INVALID_REQUEST), "{e}");
+        assert!(parse_message(Some(&deep(127)), 1 << 20).is_ok());
         // The id after the deep part, as a string, with escapes and odd spacing.
         let msg = format!(
             "\n {{ \"params\" : {{\"a\":{}}} , \"id\" : \"r\\\"1\" , \"jsonrpc\":\"2.0\"}}",
