@@ -285,6 +285,7 @@ describe("battery: bad input is answered with a clear error and changes nothing"
     assertProbeRefused(r);
     if (r.answer) {
       assert.doesNotMatch(r.answer.error, /not a JSON object/i, `the probe IS a JSON object; the error should say it is too deeply nested: ${show(r.answer)}`);
+      assert.match(r.answer.error, /nested 128 or more levels deep/, show(r.answer));
     }
   });
 
