@@ -18,6 +18,9 @@ use std::borrow::Cow;
 /// parser recurses once per level.
 pub const MAX_DEPTH: usize = 127;
 
+/// The error of a text nested deeper than [`MAX_DEPTH`] (the probe's refusal says so).
+pub const TOO_DEEP: &str = "nested too deeply";
+
 /// A parsed JSON value, borrowing its text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json<'a> {
@@ -106,7 +109,7 @@ impl<'a> Parser<'a> {
 
     fn object(&mut self, depth: usize) -> Result<Json<'a>, ParseError> {
         if depth > MAX_DEPTH {
-            return Err(self.error("nested too deeply"));
+            return Err(self.error(TOO_DEEP));
         }
         self.at += 1; // `{`
         let mut members = Vec::new();
@@ -141,7 +144,7 @@ impl<'a> Parser<'a> {
 
     fn array(&mut self, depth: usize) -> Result<Json<'a>, ParseError> {
         if depth > MAX_DEPTH {
-            return Err(self.error("nested too deeply"));
+            return Err(self.error(TOO_DEEP));
         }
         self.at += 1; // `[`
         let mut items = Vec::new();

@@ -155,18 +155,26 @@ fn short<J: JsonView>(v: &J) -> String {
 /// parsed with serde_json (a lone surrogate escape reads as U+FFFD, as everywhere text comes
 /// from JS) and read. The provider's reader.
 pub fn parse_text(text: Option<&str>) -> Result<ProbeRequest, ProbeError> {
-    read_text(text, |t| crate::text::parse_json(t).ok().map(|v| parse(&v)))
+    read_text(text, |t| match crate::text::parse_json(t) {
+        Ok(v) => parse(&v),
+        Err(e) if crate::mcp::jsonrpc::is_too_deep(&e) => Err(ProbeError::TooDeep),
+        Err(_) => Err(ProbeError::NotJson),
+    })
 }
 
 /// [`parse_text`] with `json_view`, which reads exactly the texts serde_json reads, the same
 /// way (`fuzz/fuzz_targets/json_view.rs`). The probe module's reader.
 pub fn parse_text_lite(text: Option<&str>) -> Result<ProbeRequest, ProbeError> {
-    read_text(text, |t| json_view::parse(t).ok().map(|v| parse(&v)))
+    read_text(text, |t| match json_view::parse(t) {
+        Ok(v) => parse(&v),
+        Err(e) if e.what == json_view::TOO_DEEP => Err(ProbeError::TooDeep),
+        Err(_) => Err(ProbeError::NotJson),
+    })
 }
 
 fn read_text(
     text: Option<&str>,
-    read: impl FnOnce(&str) -> Option<Result<ProbeRequest, ProbeError>>,
+    read: impl FnOnce(&str) -> Result<ProbeRequest, ProbeError>,
 ) -> Result<ProbeRequest, ProbeError> {
     let Some(t) = text else {
         return Err(ProbeError::NotAnObject);
@@ -174,15 +182,7 @@ fn read_text(
     if t.len() > MAX_PROBE_BYTES {
         return Err(ProbeError::TooLarge(t.len()));
     }
-    read(t).unwrap_or_else(|| {
-        // Valid JSON a parser gave up on for its depth is said so, not "not valid JSON".
-        Err(
-            match crate::mcp::jsonrpc::max_depth(t) >= crate::mcp::jsonrpc::MAX_DEPTH {
-                true => ProbeError::TooDeep,
-                false => ProbeError::NotJson,
-            },
-        )
-    })
+    read(t)
 }
 
 /// What the provider tells the host: the status flags, or a protocol failure.
@@ -586,8 +586,12 @@ mod tests {
             assert_eq!(parse_text_lite(Some(&t)), Err(said), "{n}");
         }
         let broken = format!("{{\"x\":{}", "[".repeat(10));
-        for e in [parse_text(Some(&broken)), parse_text_lite(Some(&broken))] {
-            assert_eq!(e, Err(ProbeError::NotJson));
+        // A syntax error before deep nesting is what is wrong (found in review: "too deep").
+        let broken_then_deep = format!("{{\"a\":nope,\"x\":{}", "[".repeat(130));
+        for b in [broken, broken_then_deep] {
+            for e in [parse_text(Some(&b)), parse_text_lite(Some(&b))] {
+                assert_eq!(e, Err(ProbeError::NotJson));
+            }
         }
         assert!(matches!(
             parse_text(Some(&"x".repeat(MAX_PROBE_BYTES + 1))),

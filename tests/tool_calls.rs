@@ -1062,3 +1062,44 @@ fn a_delete_says_how_to_bring_the_script_back_and_that_works() {
     assert_eq!(r["isError"], json!(false), "{r}");
     assert!(p.env.registrations.borrow().contains_key(uuid.as_str()));
 }
+
+/// Found in review: a caller removed (or agent access turned off) while its write waited for
+/// review closed its session, which withdrew the review as "cancelled": the audit said
+/// CANCELLED. The reason is the revocation; a host that closed its own port is CANCELLED.
+#[test]
+fn a_review_withdrawn_by_a_revocation_is_unauthorized_not_cancelled() {
+    for (op, code) in [
+        (json!({"op": "policy.remove", "id": HOST}), "UNAUTHORIZED"),
+        (
+            json!({"op": "policy.setSwitch", "name": "endpoint", "value": false}),
+            "UNAUTHORIZED",
+        ),
+        (
+            json!({"op": "sessions.disconnect", "id": HOST}),
+            "CANCELLED",
+        ),
+    ] {
+        let p = provider();
+        let s = ready(&p);
+        set_switch(&p, "review", true);
+        let user = async {
+            next_review(&p).await;
+            let done = lumo_userscripts::control::handle(&p, &op).await;
+            assert_eq!(done.value["ok"], json!(true), "{op}");
+            // What the shell does with the op's effects: the caller's ports close.
+            for e in &done.effects {
+                if let lumo_userscripts::control::Effect::Close { sessions, .. } = e {
+                    sessions.iter().for_each(|id| {
+                        p.close_session(*id);
+                    });
+                }
+            }
+        };
+        let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script("Revoked", "")}}});
+        let r = call_while(&p, &s, msg, user);
+        assert_eq!(error_code(&r), Some(code), "{op}: {r}");
+        let log = block_on(audit::read_all(&p.env)).unwrap();
+        assert_eq!(log[0].result, code, "{op}");
+        assert_eq!(block_on(p.scripts()).unwrap().index.len(), 0);
+    }
+}

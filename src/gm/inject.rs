@@ -365,8 +365,10 @@ pub const URLCHANGE_JS: &str = concat!(
 /// the root, waiting for one if the document has none yet; `PE(tag)` makes an HTML element.
 /// `PQ(element)`: what `GM.addElement`/`GM.addStyle` return, the element itself (as
 /// Violentmonkey's do: `GM.addStyle(css).remove()`) made thenable once (as Tampermonkey's
-/// promise: `await GM.addElement(…)`, `.then(el => …)`). Its `then` removes itself when called,
-/// so the element it resolves to is not a thenable again; it lives in the script's world only.
+/// promise: `await GM.addElement(…)`, `.then(el => …)`, `.catch`, `.finally`). The first of
+/// these removes all three, so the element the promise resolves to is not a thenable again
+/// (else `await` would loop); a second `.then` on the same element is not one. They live in
+/// the script's world only; `Promise` and its methods are taken before the script runs.
 /// The DOM functions are taken when the GM code runs, before the script's source, which may
 /// replace them (scripts hook `document.createElement` to watch what a page makes). Put in once
 /// by `parts` for `GM_addStyle` and `GM_addElement`.
@@ -375,8 +377,11 @@ const PUT: &str = "const PA=Reflect.apply,PD=document,PG=(c,n)=>Object.getOwnPro
      PT=PG(Node,'textContent').set,PH=PG(Document,'head').get,PB=PG(Document,'body').get,\
      PR=PG(Document,'documentElement').get,PM=MutationObserver,PO=PM.prototype.observe,PX=PM.prototype.disconnect,\
      PE=t=>PA(PC,PD,['http://www.w3.org/1999/xhtml',t]),PJ=Object.defineProperty,PK=Promise,\
-     PL=PK.prototype.then,PQ=e=>{if(e)PJ(e,'then',{configurable:true,writable:true,\
-     value(r,j){delete e.then;return PA(PL,PK.resolve(e),[r,j])}});return e};\
+     PL=PK.prototype.then,PY=PK.prototype.finally,PZ=PK.resolve,\
+     PQ=e=>{if(!e)return e;const o=(n,f)=>PJ(e,n,{configurable:true,writable:true,value:f}),\
+     x=()=>{delete e.then;delete e.catch;delete e.finally;return PA(PZ,PK,[e])};\
+     o('then',(r,j)=>PA(PL,x(),[r,j]));o('catch',j=>PA(PL,x(),[void 0,j]));\
+     o('finally',f=>PA(PY,x(),[f]));return e};\
      const P=((e,p,h)=>{const r=()=>p||(h?PA(PH,PD,[]):PA(PB,PD,[]))||PA(PR,PD,[]),\
      t=r();if(t)PA(PN,t,[e]);else{const m=new PM(()=>{const x=r();if(x){PA(PX,m,[]);\
      PA(PN,x,[e])}});PA(PO,m,[PD,{childList:true,subtree:true}])}return e});";

@@ -106,6 +106,12 @@ pub fn classify(v: &Value) -> Inbound {
 /// Serde's nesting limit: a message nested this deep or deeper cannot be parsed into a `Value`.
 pub const MAX_DEPTH: usize = 128;
 
+/// Whether serde_json gave up for the nesting, not for a syntax error met first (which then is
+/// what is wrong, however deep the rest goes).
+pub fn is_too_deep(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("recursion limit exceeded")
+}
+
 /// Parses one message as JSON text (`None`: it had no JSON form), or builds the error reply. A
 /// message too large or too deep to parse whole still names the request it answers whenever its
 /// top-level `"id"` can be read ([`recover_id`]): a reply with `id: null` matches no request,
@@ -123,7 +129,7 @@ pub fn parse_message(text: Option<&str>, max_bytes: usize) -> Result<Value, Valu
     }
     crate::text::parse_json(t).map_err(|e| {
         let id = recover_id(t).unwrap_or(Value::Null);
-        if max_depth(t) >= MAX_DEPTH {
+        if is_too_deep(&e) {
             error(
                 &id,
                 INVALID_REQUEST,
@@ -156,29 +162,6 @@ fn string_end(b: &[u8], start: usize) -> usize {
         }
     }
     b.len()
-}
-
-/// The deepest nesting of arrays and objects in JSON text, counted in one pass without
-/// recursion (strings skipped).
-pub fn max_depth(text: &str) -> usize {
-    let b = text.as_bytes();
-    let (mut depth, mut deepest, mut i) = (0usize, 0usize, 0usize);
-    while let Some(&c) = b.get(i) {
-        match c {
-            b'"' => {
-                i = string_end(b, i);
-                continue;
-            }
-            b'{' | b'[' => {
-                depth = depth.saturating_add(1);
-                deepest = deepest.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        i += 1;
-    }
-    deepest
 }
 
 /// The top-level `"id"` of a JSON object in text that did not parse whole (too deep, too large,
@@ -361,6 +344,13 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("nested 128 or more levels"));
+        // A syntax error met before the nesting is what is wrong.
+        let broken = format!(r#"{{"jsonrpc":"2.0","id":42,"a":nope,"x":{}"#, deep(130));
+        let e = parse_message(Some(&broken), 1 << 20).unwrap_err();
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!(42), json!(PARSE_ERROR))
+        );
         // At exactly 128 levels serde_json refuses too: said as depth, not as a parse error.
         let e = parse_message(Some(&deep(128)), 1 << 20).unwrap_err();
         assert_eq!(e["error"]["code"], json!(INVALID_REQUEST), "{e}");
@@ -425,7 +415,5 @@ mod tests {
         // Linear and flat whatever the shape: a million brackets is one pass.
         let text = format!(r#"{{"a":{},"id":8}}"#, deep(1_000_000));
         assert_eq!(recover_id(&text), Some(json!(8)));
-        assert_eq!(max_depth(&text), 1_000_001);
-        assert_eq!(max_depth(r#"["[[[", {"a": "]]"}]"#), 2);
     }
 }

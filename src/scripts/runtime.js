@@ -40,10 +40,25 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     return null;
   };
   const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
-  // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead.
-  const tagged = (k, v) => v instanceof Map ? { "[Map]": [...v] } : v instanceof Set ? { "[Set]": [...v] } : v instanceof RegExp ? String(v) : v;
+  // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead, at most
+  // 100 entries each and 500 in one line (a Map holding itself is expanded until then: each
+  // expansion is a new object, which JSON's own cycle check does not see). Taken before the
+  // script runs.
+  const M = Map, ST = Set, RX = RegExp;
   const show = (a) => {
     if (typeof a === "string") return a;
+    let budget = 500;
+    const tagged = (k, v) => {
+      if (v instanceof RX) return String(v);
+      if (!(v instanceof M || v instanceof ST)) return v;
+      if (budget <= 0) return "[\u2026]";
+      const out = [];
+      for (const e of v) {
+        if (out.length >= 100 || --budget < 0) break;
+        out.push(e);
+      }
+      return { [v instanceof M ? "[Map]" : "[Set]"]: out };
+    };
     try {
       const j = JSON.stringify(a, tagged);
       if (typeof j === "string") return j;

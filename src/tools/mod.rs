@@ -275,10 +275,15 @@ pub(super) async fn after_review<E: Env>(
                 REVIEW_TIMEOUT_MS / 1000.0
             ),
         ),
-        Decision::Cancelled => (
-            ErrorCode::Cancelled,
-            format!("the request was cancelled, or its session closed, before the user decided; {nothing}"),
-        ),
+        // A session closed by a revocation (the caller removed, agent access off) cancels its
+        // reviews too: that is the reason, as `still_allowed` says it.
+        Decision::Cancelled => match ctx.caller.access(&p.policy().await) {
+            Access::Granted => (
+                ErrorCode::Cancelled,
+                format!("the request was cancelled, or its session closed, before the user decided; {nothing}"),
+            ),
+            denied => (ErrorCode::Unauthorized, denied.reason().to_string()),
+        },
     };
     Err(ToolError::new(code, message))
 }

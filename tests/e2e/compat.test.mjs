@@ -470,6 +470,8 @@ describe("compat: real-world userscripts", () => {
         "  const awaited = await GM.addElement(div, 'b', { id: 'tm' });",
         "  out.tm = [awaited.id, awaited.parentNode === div, 'then' in awaited];",
         "  out.then = await GM.addStyle('#tm { color: red }').then((s) => s.nodeName);",
+        "  out.more = [await GM.addStyle('#x {}').catch(() => 'no').then((s) => s.nodeName),",
+        "    await GM.addElement(div, 's', {}).finally(() => {}).then((e) => e.nodeName)];",
         "} catch (e) { out.threw = String(e); }",
         "document.documentElement.setAttribute('data-compat-fxp', JSON.stringify(out));",
         "})();",
@@ -517,7 +519,7 @@ describe("compat: real-world userscripts", () => {
     assert.deepEqual(seen, {
       nga: { header: "中文", override: "中文", doc: "中文" },
       fxp: { style: "HEAD", div: "BODY", script: "HEAD", span: true, shown: true, padding: "7px",
-        vm: [true, "STYLE", "rgb(4, 5, 6)"], tm: ["tm", true, false], then: "STYLE" },
+        vm: [true, "STYLE", "rgb(4, 5, 6)"], tm: ["tm", true, false], then: "STYLE", more: ["STYLE", "S"] },
       tabs: { getTab: "function", saveTab: "function", n: 1 },
     });
     assert.ok(!logs.some((t) => t.includes("not provided")), show(logs));

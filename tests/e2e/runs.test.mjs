@@ -92,6 +92,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       "console.log('hello from', location.pathname);", // line 6
       "document.documentElement.setAttribute('data-ran-ok', '1');",
       "console.log('at', new Date(0), new Map([['k', 1]]), new Set([2]), /a+/g);", // line 8
+      "const self = new Map(); self.set('self', self); console.log(self);", // line 9: bounded
     ]));
     const page = await visit("/ok?x=1", "data-ran-ok");
     const out = await runsOf(uuid);
@@ -104,8 +105,11 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.equal(run.ok, true);
     assert.equal(run.runAt, "document-idle");
     // A Map, a Set and a RegExp as try_script shows them, not as JSON's {}.
-    assert.deepEqual(run.console, [{ level: "log", text: "hello from /ok", line: 6 },
+    assert.deepEqual(run.console.slice(0, 2), [{ level: "log", text: "hello from /ok", line: 6 },
       { level: "log", text: 'at "1970-01-01T00:00:00.000Z" {"[Map]":[["k",1]]} {"[Set]":[2]} "/a+/g"', line: 8 }]);
+    // A Map holding itself is expanded to a bound, not until the stack overflows.
+    assert.equal(run.console.length, 3, JSON.stringify(run.console));
+    assert.ok(run.console[2].text.startsWith('{"[Map]":[["self",{"[Map]":[["self",'), run.console[2].text.slice(0, 80));
     assert.equal(typeof run.durationMs, "number");
     assert.ok(Math.abs(run.at - Date.now()) < 60_000, JSON.stringify(run));
     assert.equal(typeof out.cursor, "number");

@@ -76,7 +76,8 @@ describe("try_script: run once in a tab, read what happened", () => {
       "document.documentElement.setAttribute('data-tried', '1');",
       "console.log('at', new Date(0), new Map([['k', 1]]), new Set([2]), /a+/g);",
       "return { text: el.textContent, self: (() => { const o = {}; o.o = o; return o; })(), fn: () => 1,",
-      "  when: new Date(0), m: new Map([['k', { n: 1 }]]), s: new Set([1, 2]), re: /a+/g, u: new URL('http://x.test/p') };",
+      "  when: new Date(0), m: new Map([['k', { n: 1 }]]), s: new Set([1, 2]), re: /a+/g, u: new URL('http://x.test/p'),",
+      "  me: (() => { class M { toJSON() { return this; } } const o = new M(); o.a = 1; return o; })(), key: { toJSON: (k) => 'key=' + k } };",
     ]);
     const ok = await call("try_script", { source: fixed, url: `http://try.test:${server.port}/*` });
     assert.equal(ok.isError, false, ok.content?.[0]?.text);
@@ -85,7 +86,9 @@ describe("try_script: run once in a tab, read what happened", () => {
     // What JSON shows as {} (found by an exploratory pass: a Date, a Map read as an empty
     // object) is shown as the script's run reports show it.
     assert.deepEqual(g.value, { text: "hello", self: { o: "[Circular]" }, fn: "[function fn]",
-      when: "1970-01-01T00:00:00.000Z", m: { "[Map]": [["k", { n: 1 }]] }, s: { "[Set]": [1, 2] }, re: "/a+/g", u: "http://x.test/p" });
+      when: "1970-01-01T00:00:00.000Z", m: { "[Map]": [["k", { n: 1 }]] }, s: { "[Set]": [1, 2] }, re: "/a+/g", u: "http://x.test/p",
+      me: { a: 1 }, key: "key=key" });
+    assert.equal(g.valueTruncated, false, "a toJSON returning its own object is read once, as JSON does");
     assert.deepEqual(g.console.map((c) => c.text), ['at "1970-01-01T00:00:00.000Z" {"[Map]":[["k",1]]} {"[Set]":[2]} "/a+/g"']);
     assert.equal(g.rulesMatch, false, "its rules name other.test");
     assert.match(ok.content[0].text, /do NOT match/);
