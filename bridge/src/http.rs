@@ -163,7 +163,8 @@ const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// without its session state: HTTP sessions are rmcp's), so a client gets a JSON-RPC error
 /// where rmcp answered an unparsable body with a 415 in plain text and a `tools/call` without a
 /// name with −32601: −32700 and −32600 with status 400, −32602 with 200 (an answer to a
-/// request). What passes goes on with its body as it came.
+/// request) for a session rmcp holds (else rmcp's own 400 or 404 stands). What passes goes on
+/// with its body as it came.
 async fn checked(g: &Guard, req: Request) -> Result<Request, Response> {
     let json = |status: StatusCode, v: serde_json::Value| {
         (

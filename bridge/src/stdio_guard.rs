@@ -2,9 +2,10 @@
 //! a client gets the answers the extension's port gives (`mcp::jsonrpc`): an unparsable line is
 //! −32700 (rmcp answered nothing), a message without `"jsonrpc": "2.0"` is −32600 with its id,
 //! a `tools/call` without a name or with non-object arguments and a `tools/list` cursor this
-//! server never issued are −32602 (rmcp: −32601, or the whole list), and a second `initialize`
-//! is −32600. What passes goes to rmcp unchanged; rmcp's lines and these answers are written to
-//! stdout whole, one at a time.
+//! server never issued are −32602 (rmcp: −32601, or the whole list), an `initialize` after one
+//! rmcp accepted is −32600, and a line over rmcp's 16 MiB is −32600 by the id its head names
+//! (rmcp dropped it unanswered). What passes goes to rmcp unchanged; rmcp's lines and these
+//! answers are written to stdout whole, one at a time.
 
 use lumo_userscripts::mcp::jsonrpc::{self, Inbound};
 use serde_json::Value;
@@ -125,7 +126,9 @@ pub fn transport() -> (
 ) {
     let (rmcp_side, ours) = tokio::io::duplex(1 << 16);
     let (mut from_rmcp, mut to_rmcp) = tokio::io::split(ours);
-    let (answers, mut answered) = mpsc::unbounded_channel::<Value>();
+    // Bounded: a client that does not read its answers stops being read (as rmcp's own
+    // output would stop it), instead of growing a queue.
+    let (answers, mut answered) = mpsc::channel::<Value>(64);
     let guard = std::sync::Arc::new(std::sync::Mutex::new(Guard::default()));
     let heard = guard.clone();
     tokio::spawn(async move {
@@ -157,7 +160,9 @@ pub fn transport() -> (
                     }
                 }
                 Verdict::Reply(v) => {
-                    let _ = answers.send(v);
+                    if answers.send(v).await.is_err() {
+                        break;
+                    }
                 }
             }
         }
