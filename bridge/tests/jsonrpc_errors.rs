@@ -104,3 +104,57 @@ fn a_line_over_the_cap_is_answered_by_its_id() {
     assert_eq!(code_and_id(&r), (json!(-32600), json!(7)), "{r}");
     assert_eq!(b.rpc("ping", json!({}), WITHIN)["result"], json!({}));
 }
+
+/// The guard answers bad lines itself; a client that sends them without reading its answers
+/// must stop being read (the answers wait in a bounded queue), as rmcp's own output would stop
+/// it, rather than make the bridge hold every answer. Once it reads, none is lost.
+#[test]
+fn a_client_that_does_not_read_stops_being_read_and_loses_no_answer() {
+    use std::io::{BufRead as _, BufReader, BufWriter, Write as _};
+    use std::process::{Command, Stdio};
+    const LINES: usize = 20_000;
+    let p = Ports::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lumo-bridge"))
+        .args(p.args())
+        .env_remove("LUMO_BRIDGE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start lumo-bridge");
+    let stdin = child.stdin.take().expect("stdin");
+    let (written, all_written) = std::sync::mpsc::channel();
+    // 500-byte lines, 10 MB in all: far beyond what the pipes and the queue can hold (~0.2 MB).
+    let pad = "x".repeat(490);
+    std::thread::spawn(move || {
+        let mut w = BufWriter::new(stdin);
+        for i in 0..LINES {
+            if writeln!(w, "{{not json {i:06} {pad}").is_err() {
+                return;
+            }
+        }
+        let _ = w.flush();
+        let _ = written.send(());
+    });
+    assert!(
+        all_written.recv_timeout(Duration::from_secs(3)).is_err(),
+        "10 MB of bad lines were all taken while no answer was read"
+    );
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    for n in 0..LINES {
+        line.clear();
+        match out.read_line(&mut line) {
+            Ok(0) | Err(_) => panic!("stdout ended after {n} answers of {LINES}"),
+            Ok(_) => {}
+        }
+        let v: Value = serde_json::from_str(&line).expect("JSON on stdout");
+        assert_eq!(code_and_id(&v), (json!(-32700), Value::Null), "{v}");
+    }
+    assert!(
+        all_written.recv_timeout(WITHIN).is_ok(),
+        "the writes never finished"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
