@@ -260,13 +260,24 @@ pub struct HttpRequest {
 }
 
 /// One header the shell has the browser set on a request (`declarativeNetRequest`, a rule for
-/// that request alone): `append` adds to the browser's own value (the site's cookies) instead
-/// of replacing it.
+/// that request alone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrowserHeader {
     pub name: String,
+    /// Unused by [`HeaderOp::Remove`].
     pub value: String,
-    pub append: bool,
+    pub op: HeaderOp,
+}
+
+/// What the browser does with a [`BrowserHeader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderOp {
+    /// In place of the browser's own value.
+    Set,
+    /// Added to the browser's own value (the site's cookies).
+    Append,
+    /// The browser's own value is not sent (the worker's `Origin`).
+    Remove,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -403,7 +403,16 @@ impl crate::env::Http for ChromeEnv {
         let rule = super::header_rules::HeaderRule::add(req, watch).await;
         if !req.browser_headers.is_empty() && !rule.is_set() {
             return Err(FetchError::HeadersNotSet {
-                names: req.browser_headers.iter().map(|h| h.name.clone()).collect(),
+                names: req
+                    .browser_headers
+                    .iter()
+                    .map(|h| match h.op {
+                        crate::env::HeaderOp::Remove => {
+                            format!("{} (to remove the worker's)", h.name)
+                        }
+                        _ => h.name.clone(),
+                    })
+                    .collect(),
             });
         }
         let promise: js_sys::Promise = fetch

@@ -1,5 +1,6 @@
 //! The headers `fetch` may not set that the core gives to the browser
-//! (`env::HttpRequest::browser_headers`: a script's `Referer`, `Cookie`, `User-Agent`): a
+//! (`env::HttpRequest::browser_headers`: a script's `Referer`, `Cookie`, `User-Agent`,
+//! `Origin`, and the worker's own `Origin` removed from a request with a body): a
 //! `declarativeNetRequest` session rule that sets them on the worker's own request of that
 //! method and exact URL, added before the fetch is sent and removed when its answer's headers
 //! come (or the fetch is dropped). It decides nothing: the core chose the headers and the
@@ -15,6 +16,7 @@
 use super::api;
 use super::json as js_json;
 use super::redirects::Watch;
+use crate::env::HeaderOp;
 use js_sys::{Function, Promise, Reflect};
 use serde_json::{json, Value};
 use std::cell::Cell;
@@ -120,12 +122,13 @@ impl HeaderRule {
         let headers: Vec<Value> = req
             .browser_headers
             .iter()
-            .map(|h| {
-                json!({
+            .map(|h| match h.op {
+                HeaderOp::Remove => json!({ "header": h.name, "operation": "remove" }),
+                HeaderOp::Set | HeaderOp::Append => json!({
                     "header": h.name,
-                    "operation": if h.append { "append" } else { "set" },
+                    "operation": if h.op == HeaderOp::Append { "append" } else { "set" },
                     "value": h.value,
-                })
+                }),
             })
             .collect();
         let me = api::CHROME

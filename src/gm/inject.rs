@@ -275,10 +275,10 @@ const XHR_CORE_JS: &str = concat!(
     "const XC=s=>{const m=/;\\s*charset\\s*=\\s*[\"']?([^\"';\\s]+)/i.exec(s||'');return m?m[1]:''};",
     "const XT=(b,c)=>{try{return new TextDecoder(c).decode(b)}catch(e){return new TextDecoder().decode(b)}};",
     // Headers the worker's `fetch` may not set (its forbidden request headers) and the browser
-    // is not asked to (`gm::xhr::BROWSER_SET`: `Referer`, `Cookie` and `User-Agent` are):
+    // is not asked to (`gm::xhr::BROWSER_SET`: `Referer`, `Cookie`, `User-Agent` and `Origin` are):
     // not sent, and said once per name in the page's console.
-    "const XW=new Set(),XF=h=>{for(const[k]of h){const n=k.toLowerCase();if(XW.has(n)||!/^(accept-charset|accept-encoding|access-control-request-(headers|method)|connection|content-length|cookie2|date|dnt|expect|host|keep-alive|origin|set-cookie|te|trailer|transfer-encoding|upgrade|via|proxy-.*|sec-.*)$/.test(n))continue;",
-    "XW.add(n);console.warn('GM_xmlhttpRequest: the '+k+' header cannot be set by this provider (its request is made with fetch, which does not send it; Referer, Cookie and User-Agent are sent); the request is sent without it')}};",
+    "const XW=new Set(),XF=h=>{for(const[k]of h){const n=k.toLowerCase();if(XW.has(n)||!/^(accept-charset|accept-encoding|access-control-request-(headers|method)|connection|content-length|cookie2|date|dnt|expect|host|keep-alive|set-cookie|te|trailer|transfer-encoding|upgrade|via|proxy-.*|sec-.*)$/.test(n))continue;",
+    "XW.add(n);console.warn('GM_xmlhttpRequest: the '+k+' header cannot be set by this provider (its request is made with fetch, which does not send it; Referer, Cookie, User-Agent and Origin are sent); the request is sent without it')}};",
     "let XI=0;const X=(o,W)=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];XF(h);",

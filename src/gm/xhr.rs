@@ -7,7 +7,7 @@
 
 use super::connect::{self, Rule};
 use super::message::{ResponseType, XhrRequest};
-use crate::env::{BrowserHeader, HttpRequest};
+use crate::env::{BrowserHeader, HeaderOp, HttpRequest};
 use crate::text::ellipsize;
 use crate::web::WebPlatform;
 use serde_json::{json, Value};
@@ -185,19 +185,24 @@ pub fn follow(
 
 /// The headers a script sets that `fetch` would drop without a word and that real scripts
 /// need sent: `Referer` (an image host that answers 403 without its site's, as pixiv's does),
-/// `Cookie`, `User-Agent`. Violentmonkey and Tampermonkey have the browser set them; so does
-/// this provider (`env::BrowserHeader`, a `declarativeNetRequest` rule for the one request).
-/// The rest of fetch's forbidden list (`Host`, `Origin`, `Sec-*`…) is not sent, and the page
+/// `Cookie`, `User-Agent`, and `Origin`. Violentmonkey and Tampermonkey have the browser set
+/// them; so does this provider (`env::BrowserHeader`, a `declarativeNetRequest` rule for the
+/// one request). The rest of fetch's forbidden list (`Host`, `Sec-*`…) is not sent, and the page
 /// says so.
-pub const BROWSER_SET: [&str; 3] = ["referer", "cookie", "user-agent"];
+pub const BROWSER_SET: [&str; 4] = ["referer", "cookie", "user-agent", "origin"];
 
 /// A request's headers split into those `fetch` sends and those the browser is to set
 /// ([`BROWSER_SET`], the last of each name given). A script's `Cookie` is added to the site's
 /// own cookies, unless the request is `anonymous` (then it is the only one), as
-/// Violentmonkey adds it.
+/// Violentmonkey adds it. A request of any `method` but GET and HEAD without the script's own
+/// `Origin` is sent without the one the browser gives the worker's: `chrome-extension://<id>`
+/// would tell every server the script posts to that this extension is installed, and make
+/// frameworks that check `Origin` (Rails, Django) refuse a same-site form post
+/// (Violentmonkey removes it too).
 pub fn split_headers(
     headers: Vec<(String, String)>,
     anonymous: bool,
+    method: &str,
 ) -> (Vec<(String, String)>, Vec<BrowserHeader>) {
     let mut sent = Vec::with_capacity(headers.len());
     let mut browser: Vec<BrowserHeader> = Vec::new();
@@ -209,9 +214,21 @@ pub fn split_headers(
         }
         browser.retain(|h| !h.name.eq_ignore_ascii_case(&lower));
         browser.push(BrowserHeader {
-            append: lower == "cookie" && !anonymous,
+            op: if lower == "cookie" && !anonymous {
+                HeaderOp::Append
+            } else {
+                HeaderOp::Set
+            },
             name: lower,
             value,
+        });
+    }
+    let bodiless = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
+    if !bodiless && !browser.iter().any(|h| h.name == "origin") {
+        browser.push(BrowserHeader {
+            name: "origin".to_owned(),
+            value: String::new(),
+            op: HeaderOp::Remove,
         });
     }
     (sent, browser)
@@ -499,12 +516,12 @@ mod tests {
                 BrowserHeader {
                     name: "Referer".into(),
                     value: "https://a.test/".into(),
-                    append: false,
+                    op: HeaderOp::Set,
                 },
                 BrowserHeader {
                     name: "Cookie".into(),
                     value: "a=1".into(),
-                    append: true,
+                    op: HeaderOp::Append,
                 },
             ],
         }
@@ -709,8 +726,8 @@ mod tests {
         assert_eq!(n.browser_headers, post.browser_headers);
     }
 
-    /// A script's Referer, Cookie and User-Agent go to the browser (any case, the last of each
-    /// name); its Cookie is added to the site's unless the request is anonymous.
+    /// A script's Referer, Cookie, User-Agent and Origin go to the browser (any case, the last of
+    /// each name); its Cookie is added to the site's unless the request is anonymous.
     #[test]
     fn headers_fetch_drops_are_given_to_the_browser() {
         let h = |v: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -724,23 +741,43 @@ mod tests {
             ("REFERER", "https://www.pixiv.test/"),
             ("Origin", "https://o.test"),
         ]);
-        let (sent, browser) = split_headers(given.clone(), false);
-        assert_eq!(sent, h(&[("X-A", "1"), ("Origin", "https://o.test")]));
-        let got: Vec<(&str, &str, bool)> = browser
+        let (sent, browser) = split_headers(given.clone(), false, "POST");
+        assert_eq!(sent, h(&[("X-A", "1")]));
+        let got: Vec<(&str, &str, HeaderOp)> = browser
             .iter()
-            .map(|b| (b.name.as_str(), b.value.as_str(), b.append))
+            .map(|b| (b.name.as_str(), b.value.as_str(), b.op))
             .collect();
         assert_eq!(
             got,
             [
-                ("cookie", "a=1", true),
-                ("user-agent", "Script/1.0", false),
-                ("referer", "https://www.pixiv.test/", false)
+                ("cookie", "a=1", HeaderOp::Append),
+                ("user-agent", "Script/1.0", HeaderOp::Set),
+                ("referer", "https://www.pixiv.test/", HeaderOp::Set),
+                ("origin", "https://o.test", HeaderOp::Set),
             ]
         );
-        let (_, browser) = split_headers(given, true);
-        assert!(browser.iter().all(|b| !b.append));
-        assert_eq!(split_headers(h(&[("X", "1")]), false).1, []);
+        let (_, browser) = split_headers(given, true, "POST");
+        assert!(browser.iter().all(|b| b.op == HeaderOp::Set));
+        assert_eq!(split_headers(h(&[("X", "1")]), false, "GET").1, []);
+        assert_eq!(split_headers(h(&[("X", "1")]), false, "head").1, []);
+    }
+
+    /// A tester's same-site form post carried `Origin: chrome-extension://<id>`: the browser's
+    /// Origin is removed from every request with a body, unless the script gave its own.
+    #[test]
+    fn the_workers_origin_is_not_sent() {
+        for method in ["POST", "put", "DELETE", "PROPFIND"] {
+            let (_, browser) = split_headers(Vec::new(), false, method);
+            assert_eq!(
+                browser,
+                [BrowserHeader {
+                    name: "origin".into(),
+                    value: String::new(),
+                    op: HeaderOp::Remove
+                }],
+                "{method}"
+            );
+        }
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn http_request(
     // window must not send the user's signed-in identity (the site could read it back
     // into that page) nor leave the answer's cookies in the regular profile.
     let anonymous = x.anonymous || from.incognito;
-    let (headers, browser_headers) = crate::gm::xhr::split_headers(headers, anonymous);
+    let (headers, browser_headers) = crate::gm::xhr::split_headers(headers, anonymous, &x.method);
     crate::env::HttpRequest {
         method: x.method.clone(),
         url,
