@@ -75,6 +75,33 @@ fn match_url_reads_the_url_as_the_browser_does() {
         .contains("excluded by @exclude-match"));
 }
 
+/// A tester's `@noframes` script was said to run on a URL that Chrome, in a frame, ran it not:
+/// the verdict says it is the top frame only.
+#[test]
+fn match_url_says_a_noframes_script_runs_in_the_top_frame_only() {
+    let p = provider();
+    let s = ready(&p);
+    for rules in [
+        &["@name Framed", "@match https://nf.test/*"][..],
+        &["@name Top", "@match https://nf.test/*", "@noframes"][..],
+    ] {
+        let w = call(&p, &s, "write_script", json!({"source": source(rules)}));
+        assert_eq!(w["isError"], json!(false), "{w}");
+    }
+    let m = call(&p, &s, "match_url", json!({"url": "https://nf.test/in"}));
+    assert_eq!(runs(&m), [true, true], "{m}");
+    let t = text(&m);
+    assert!(
+        t.contains("\"Top\" (runs): matched by @match https://nf.test/* (in the top frame only: @noframes)"),
+        "{t}"
+    );
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("\"Framed\"") && !l.contains("@noframes")),
+        "{t}"
+    );
+}
+
 #[test]
 fn include_only_and_union_in_match_url_and_list() {
     let p = provider();
@@ -250,10 +277,16 @@ fn match_url_says_nothing_runs_on_the_web_store() {
         json!({"source": source(&["@match *://*/*"])}),
     );
     assert_eq!(w["isError"], json!(false), "{w}");
+    // Chrome's own test (`IsWebstoreDomain`) is the domain's: any page of either host or of a
+    // subdomain, a trailing dot or not (a tester saw Chrome run nothing on each).
     for url in [
         "https://chromewebstore.google.com/detail/x/abc",
         "https://chrome.google.com/webstore/detail/abc",
         "https://CHROME.google.com/WebStore/category",
+        "https://chrome.google.com/search",
+        "https://a.chrome.google.com/",
+        "http://x.chromewebstore.google.com/",
+        "https://chromewebstore.google.com./",
     ] {
         let m = call(&p, &s, "match_url", json!({"url": url}));
         assert_eq!(runs(&m), [false], "{url}: {m}");
@@ -265,12 +298,12 @@ fn match_url_says_nothing_runs_on_the_web_store() {
             "{m}"
         );
     }
-    // Elsewhere on those hosts, as any page.
+    // A host that only ends with the same letters is any other site.
     let m = call(
         &p,
         &s,
         "match_url",
-        json!({"url": "https://chrome.google.com/search"}),
+        json!({"url": "https://notchrome.google.com/"}),
     );
     assert_eq!(runs(&m), [true], "{m}");
     // A script whose rules do not reach the Web Store is not listed there at all.

@@ -342,7 +342,9 @@ impl Verdict {
             Verdict::NoMatch => "no @match or @include rule matches this URL".to_owned(),
             Verdict::Excluded { by } => format!("excluded by {by}"),
             Verdict::Protected => {
-                "this is the Chrome Web Store, where Chrome runs no extension scripts".to_owned()
+                "this is a page of the Chrome Web Store's domains (chrome.google.com, \
+                 chromewebstore.google.com), where Chrome runs no extension scripts"
+                    .to_owned()
             }
         }
     }
@@ -351,15 +353,46 @@ impl Verdict {
 /// The URL as the browser holds it (its URL parser's serialization: host case, IDN → punycode,
 /// `..` segments, spaces, default ports), or `None` when the browser would not load it.
 pub fn normalize_url(url: &str) -> Option<String> {
-    crate::web::platform().parse_url(url).ok().map(|u| u.href)
+    page_url(url).map(|u| u.href)
 }
 
-/// Schemes user scripts run on with this extension's host permissions.
-/// The Chrome Web Store, where Chrome injects no extension script (`host` as the URL parser
-/// gives it, `path` with its query).
-pub fn is_web_store(host: &str, path: &str) -> bool {
-    host == "chromewebstore.google.com"
-        || (host == "chrome.google.com" && path.to_ascii_lowercase().starts_with("/webstore"))
+/// `url` parsed as a page loaded from it holds it: the URL parser keeps `file://localhost/x`,
+/// but the page is `file:///x` (a tester's `match_url` read the host; Chrome never did).
+fn page_url(url: &str) -> Option<crate::web::ParsedUrl> {
+    let web = crate::web::platform();
+    let parsed = web.parse_url(url).ok()?;
+    match parsed.href.strip_prefix("file://localhost/") {
+        Some(rest) if parsed.scheme == "file" => web.parse_url(&format!("file:///{rest}")).ok(),
+        _ => Some(parsed),
+    }
+}
+
+/// `href` without its `user:password@`: Chrome matches its own rules on the URL as navigated,
+/// but the page's `location.href`, which the guard tests, has none.
+fn without_userinfo(href: &str) -> std::borrow::Cow<'_, str> {
+    let Some((scheme, rest)) = href.split_once("://") else {
+        return href.into();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    match authority.rsplit_once('@') {
+        Some((userinfo, _)) => format!("{scheme}://{}", &rest[userinfo.len() + 1..]).into(),
+        None => href.into(),
+    }
+}
+
+/// The Chrome Web Store, where Chrome injects no extension script: every page of
+/// `chromewebstore.google.com` and of `chrome.google.com`, and of their subdomains, as a tester
+/// saw Chrome refuse them (`host` as the URL parser gives it, with a trailing dot or without).
+pub fn is_web_store(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    ["chromewebstore.google.com", "chrome.google.com"]
+        .iter()
+        .any(|store| {
+            host == *store
+                || host
+                    .strip_suffix(store)
+                    .is_some_and(|sub| sub.ends_with('.'))
+        })
 }
 
 fn injectable(url: &str) -> bool {
@@ -385,7 +418,7 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
 /// guard then decides: a script its guard stops there still took one of the page's user-script
 /// worlds (`registry::WORLDS_PER_DOCUMENT`).
 pub fn decide(rules: &Rules, url: &str) -> (Verdict, bool) {
-    let Ok(parsed) = crate::web::platform().parse_url(url) else {
+    let Some(parsed) = page_url(url) else {
         return (Verdict::NoMatch, false);
     };
     if !injectable(&parsed.href) {
@@ -394,7 +427,7 @@ pub fn decide(rules: &Rules, url: &str) -> (Verdict, bool) {
     let decided = decide_parsed(rules, &parsed);
     // Only a script whose rules reach the page is said to be kept off it there; the others
     // are not listed at all, as anywhere else.
-    match (is_web_store(&parsed.host, &parsed.path_query), decided) {
+    match (is_web_store(&parsed.host), decided) {
         (true, (v, _)) if v.runs() => (Verdict::Protected, false),
         (true, (v, _)) => (v, false),
         (false, d) => d,
@@ -434,14 +467,15 @@ fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, boo
         let because = chrome_hit;
         return (Verdict::Runs { because }, true);
     };
+    let url = without_userinfo(url);
     let because = match &guard.include {
         None => chrome_hit,
-        Some(inc) => match regex_hit(inc, url) {
+        Some(inc) => match regex_hit(inc, &url) {
             Some(r) => r.rule.clone(),
             None => return (Verdict::NoMatch, true),
         },
     };
-    if let Some(r) = regex_hit(&guard.exclude, url) {
+    if let Some(r) = regex_hit(&guard.exclude, &url) {
         return (Verdict::Excluded { by: r.rule.clone() }, true);
     }
     (Verdict::Runs { because }, true)
@@ -794,5 +828,46 @@ mod tests {
             "// @match https://example.com/b*\n// @exclude-match https://example.com/b%20c\n";
         assert!(!runs(lines, "HTTPS://EXAMPLE.com:443/x/../b c"));
         assert!(runs(lines, "HTTPS://EXAMPLE.com:443/x/../bd"));
+    }
+
+    /// A tester loaded `file://localhost/…`: the page is `file:///…`, and Chrome's rules and
+    /// the guard read that, not the host the URL parser keeps.
+    #[test]
+    fn a_file_url_naming_localhost_is_read_as_its_page() {
+        assert_eq!(
+            normalize_url("file://localhost/tmp/j/g.html#x").as_deref(),
+            Some("file:///tmp/j/g.html#x")
+        );
+        let url = "file://localhost/tmp/j/x.html";
+        assert!(runs(
+            "// @match file:///tmp/j/*\n// @exclude file://localhost/tmp/j/x*\n",
+            url
+        ));
+        assert!(!runs(
+            "// @match file:///*\n// @exclude file:///tmp/j/x*\n",
+            url
+        ));
+        assert!(runs("// @include file:///tmp/j/x*\n", url));
+        assert!(!runs("// @include file://localhost/tmp/j/x*\n", url));
+    }
+
+    /// Chrome loads `http://u:p@site/` as `http://site/`: the guard, which tests
+    /// `location.href`, sees no `user:password@` (a tester's `match_url` saw it).
+    #[test]
+    fn the_guard_reads_the_url_without_its_userinfo() {
+        assert_eq!(
+            without_userinfo("http://u:p@a.test/x@y?z@w"),
+            "http://a.test/x@y?z@w"
+        );
+        assert_eq!(without_userinfo("http://a.test/x@y"), "http://a.test/x@y");
+        assert_eq!(without_userinfo("file:///x@y"), "file:///x@y");
+        assert!(runs(
+            "// @match http://*/*\n// @include /^http:\\/\\/a\\.test\\//\n",
+            "http://u:p@a.test/"
+        ));
+        assert!(!runs(
+            "// @match http://*/*\n// @exclude http://uiy.tld/*\n",
+            "http://u:p@uiy.com/"
+        ));
     }
 }

@@ -248,10 +248,10 @@ pub fn refuse_tab(tab: &Tab) -> Result<(), ToolError> {
     }
     let web_store = crate::web::platform()
         .parse_url(url)
-        .is_ok_and(|u| crate::scripts::rules::is_web_store(&u.host, &u.path_query));
+        .is_ok_and(|u| crate::scripts::rules::is_web_store(&u.host));
     if web_store {
         return cannot(format!(
-            "tab {} shows the Chrome Web Store, where Chrome runs no extension scripts",
+            "tab {} shows a page of the Chrome Web Store's domains, where Chrome runs no extension scripts",
             tab.id
         ));
     }
