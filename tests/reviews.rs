@@ -476,6 +476,40 @@ fn an_approval_is_answered_with_whether_the_write_applied() {
     assert_eq!(told, json!({"ok": true}));
 }
 
+/// A tester's agent passed no revision to a delete; the user edited the script during its review,
+/// then approved: CONFLICT, rightly, but the message said "you passed revision 1".
+#[test]
+fn a_conflict_after_review_does_not_claim_the_caller_passed_a_revision() {
+    let p = provider();
+    let s = ready(&p);
+    let a = created(&p, &s, &script("Pinned", "one();"));
+    let uuid = a["uuid"].as_str().unwrap().to_owned();
+    set_switch(&p, "review", true);
+    let edit_then_approve = async {
+        let r = reviews_waiting(&p, 1).await.remove(0);
+        let saved = control::handle(
+            &p,
+            &json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Pinned", "mine();")}),
+        )
+        .await;
+        assert_eq!(saved.value["ok"], json!(true), "{}", saved.value);
+        control::handle(
+            &p,
+            &json!({"op": "reviews.decide", "review": r.id, "approve": true}),
+        )
+        .await
+        .value
+    };
+    let (res, _) = block_on(join(
+        result(&p, &s, tool_call(9, "delete_script", json!({"uuid": uuid}))),
+        edit_then_approve,
+    ));
+    assert_eq!(error_code(&res), Some("CONFLICT"), "{res}");
+    let said = res["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(!said.contains("you passed revision"), "{said}");
+    assert!(said.contains("the one the user reviewed"), "{said}");
+}
+
 /// Turning writes off ends every write waiting for review at once: none could apply, so the
 /// agent is told WRITE_DISABLED now and the popup offers no Approve for it.
 #[test]

@@ -117,7 +117,7 @@ impl fmt::Display for ScriptError {
             ),
             ScriptError::StaleRevision { expected, current } => write!(
                 f,
-                "the script changed since you read it: you passed revision {expected}, it is now at revision {current}; read it again with get_script and redo your change"
+                "the script changed since revision {expected}, the one this write was based on (the revision you passed, or, if you passed none, the one the user reviewed); it is now at revision {current}; read it again with get_script and redo your change"
             ),
             ScriptError::Trashed(u) => write!(
                 f,
