@@ -86,11 +86,16 @@ export function openEditor(script) {
 // again meanwhile, it saves once more after, if the text changed since.
 let saving = null;
 let again = false;
+let savedAt = 0;
 function save() {
   if (saving) { again = true; return saving; }
+  // The second click of a double click, after a quick save: the status already says "Saved",
+  // not to be replaced by "Nothing to save".
+  if (!dirty() && Date.now() - savedAt < ARM_MS) return Promise.resolve();
   $('editor-save').disabled = true;
   saving = saveNow().finally(() => {
     saving = null;
+    savedAt = Date.now();
     $('editor-save').disabled = false;
     if (again) { again = false; if (dirty()) save(); }
   });
@@ -276,7 +281,7 @@ function reviewImport(preview, verb) {
         el('span', { class: 'muted' }, ' from ', marked(s.label))),
       s.namespace ? el('div', { class: 'muted' }, s.namespace) : null,
       replaces,
-      s.enabled ? null : el('div', {}, 'Stored switched off: it runs only once you turn it on.'),
+      switchLine(s),
       s.values == null || (s.values === 0 && !s.dropsValues) ? null : el('div', {}, `Restores ${s.values} GM value(s)`
         + (s.dropsValues ? `, in place of your script's ${s.dropsValues} current GM value(s), which are not kept (untick Replace to keep them).` : '.')),
       rules.length ? list('Runs on:', rules) : el('div', {}, 'Runs nowhere.'),
@@ -312,6 +317,15 @@ function reviewImport(preview, verb) {
     dialog.showModal();
     $('import-review-cancel').focus();
   });
+}
+
+/** What an imported script's switch will be, said where it differs from the script it
+ *  replaces: a backup restores its own on/off, which can switch on a script you turned off. */
+function switchLine(s) {
+  const was = s.replaces?.enabled;
+  if (was === false && s.enabled) return el('div', { class: 'notice' }, 'Switches your script on: it is off now, and runs again once replaced.');
+  if (was === true && !s.enabled) return el('div', {}, 'Switches your script off: it stops running once replaced.');
+  return s.enabled ? null : el('div', {}, 'Stored switched off: it runs only once you turn it on.');
 }
 
 function importReport(r) {

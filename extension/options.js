@@ -66,10 +66,28 @@ function buttonsFor(list, items) {
 // list: the status line appearing or fading, a notice, a table above. Their buttons then take
 // no click for ARM_MS too, as the popup's Undo and review buttons do.
 const callerButtons = () => document.querySelectorAll('#pending button, #allowlist button, #denied button');
+// A script's switch, one click from changing what runs, is held the same way, and also when its
+// own row is in a new place (renderScripts): a write moves its script to the top of the list.
+const scriptSwitches = () => document.querySelectorAll('#scripts input[role=switch]');
 const moved = new ResizeObserver(() => {
   movedUntil = Date.now() + ARM_MS;
   hold(callerButtons(), movedUntil);
+  for (const t of scriptSwitches()) holdSwitch(t, movedUntil);
 });
+
+/** A script's switch takes no pointer click until `until` (or later, if held longer already).
+ *  Held by aria-disabled and its click handler, not `disabled`: a switch with the keyboard focus
+ *  keeps it (a disabled one would drop it to the page, and a Space would scroll), and the
+ *  keyboard, which follows the row, still toggles it. */
+function holdSwitch(toggle, until = Date.now() + ARM_MS) {
+  toggle.setAttribute('aria-disabled', 'true');
+  toggle.dataset.armAt = String(Math.max(Number(toggle.dataset.armAt ?? 0), until));
+  const arm = () => {
+    const left = Number(toggle.dataset.armAt) - Date.now();
+    if (left > 0) setTimeout(arm, left); else toggle.removeAttribute('aria-disabled');
+  };
+  setTimeout(arm, until - Date.now());
+}
 for (const e of document.querySelectorAll('#capability, #status, main > section:has(#pending), main > section:has(#allowlist), main > section:has(#sw-endpoint)')) moved.observe(e);
 
 function table(headers, rows, empty) {
@@ -130,9 +148,13 @@ const rowKey = (s) => JSON.stringify([s, provenance(s.createdBy), provenance(s.u
 function scriptRow(s) {
   const rules = ruleLines(s);
   const toggle = el('input', { type: 'checkbox', role: 'switch', 'aria-label': `Enabled: ${s.name}`,
+    // Held (holdSwitch): a pointer's click changes nothing, so no change event follows. The
+    // keyboard's (detail 0) goes on: the focus moved with the row, so it is the switch meant.
+    onclick: (e) => { if (e.detail > 0 && e.target.getAttribute('aria-disabled') === 'true') e.preventDefault(); },
     onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`,
       () => { e.target.checked = s.enabled; }) });
   toggle.checked = s.enabled;
+  if (Date.now() < movedUntil) holdSwitch(toggle, movedUntil);
   const source = el('details', { open: openSources.has(s.uuid), ontoggle: async (e) => {
     if (!e.target.open) { openSources.delete(s.uuid); return; }
     openSources.add(s.uuid);
@@ -240,6 +262,10 @@ async function renderScripts() {
     }
   }
   let built = 0;
+  // A row now where another was shown takes no click on its switch for ARM_MS: the click aimed
+  // at the script that was there must not turn this one on or off (a tester's did).
+  const shownBefore = placed.scripts ?? [];
+  placed.scripts = scripts.map((s) => s.uuid);
   for (let i = 0; i < scripts.length; i++) {
     const s = scripts[i];
     const key = rowKey(s);
@@ -255,6 +281,7 @@ async function renderScripts() {
       rows.set(s.uuid, row);
       built++;
     }
+    if (i < shownBefore.length && shownBefore[i] !== s.uuid) holdSwitch(row.tr.querySelector('input[role=switch]'));
     if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] ?? null);
     // The row now in the removed one's place, or the last row when it was the last.
     if (lostAt === i || (lostAt >= scripts.length && i === scripts.length - 1)) row.tr.querySelector('input, button')?.focus();

@@ -186,14 +186,18 @@ fn shown_line(s: &str) -> String {
 /// it replaces its restored ones would take the place of.
 fn planned_json(p: &import::Planned, drops: Option<usize>) -> Value {
     let m = &p.metadata;
+    use crate::guard::effects::{connect_is_wide, glob_is_wide, pattern_is_wide, wide_first};
     let mut hidden = 0usize;
-    let mut list = |v: &[String]| -> Value {
+    // A list too long to show whole keeps its wide lines (any site, `@connect *`…) first, as
+    // a review does: twenty one-site `@match` lines must not hide a `@match *://*/*`.
+    let mut list = |v: &[String], wide: fn(&str) -> bool| -> Value {
         hidden = hidden.saturating_add(v.len().saturating_sub(PREVIEW_LINES));
-        v.iter()
-            .take(PREVIEW_LINES)
+        wide_first(v, PREVIEW_LINES, wide)
+            .into_iter()
             .map(|s| Value::String(crate::text::ellipsize(s, PREVIEW_LINE_CHARS)))
             .collect()
     };
+    let any = |_: &str| false;
     let mut out = json!({
         "label": p.label,
         "name": m.name,
@@ -203,16 +207,16 @@ fn planned_json(p: &import::Planned, drops: Option<usize>) -> Value {
         "values": p.values,
         "dropsValues": drops,
         "replaces": p.replaces.as_ref().map(|d| json!({
-            "uuid": d.uuid, "name": d.name, "namespace": d.namespace,
+            "uuid": d.uuid, "name": d.name, "namespace": d.namespace, "enabled": p.replaces_enabled,
         })),
-        "matches": list(&m.matches),
-        "excludeMatches": list(&m.exclude_matches),
-        "includeGlobs": list(&m.include_globs),
-        "excludeGlobs": list(&m.exclude_globs),
+        "matches": list(&m.matches, pattern_is_wide),
+        "excludeMatches": list(&m.exclude_matches, pattern_is_wide),
+        "includeGlobs": list(&m.include_globs, glob_is_wide),
+        "excludeGlobs": list(&m.exclude_globs, glob_is_wide),
         "runAt": m.run_at,
         "noframes": m.no_frames,
-        "grants": list(&m.grants),
-        "connects": list(&m.connects),
+        "grants": list(&m.grants, any),
+        "connects": list(&m.connects, connect_is_wide),
     });
     // Already bounded: marked as `scripts.list` marks them, `@connect` lines with their reach.
     crate::control::marked::marked(&mut out);
@@ -343,7 +347,7 @@ async fn import_items<E: Env>(
         purged: None,
     };
     if let Err(e) = p.settle_interrupted_write().await {
-        return err(format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"));
+        return err(format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}"));
     }
     // Expired trash still holds bytes the quota counts: it goes first. A purge rewrites the GM
     // values budget, so no value change may land between its read and its write.
@@ -859,6 +863,8 @@ mod tests {
         let mut lines: Vec<String> = (0..30)
             .map(|i| format!("// @match https://s{i}.example/*"))
             .collect();
+        // What widens the script most is shown, however many one-site rules come first.
+        lines.push("// @match *://*/*".into());
         lines.push(format!("// @connect {}.example", "a".repeat(300)));
         let r = op(
             &p,
@@ -866,7 +872,8 @@ mod tests {
         );
         let s = &r["preview"]["scripts"][0];
         assert_eq!(s["matches"].as_array().map(Vec::len), Some(PREVIEW_LINES));
-        assert_eq!(s["hidden"], json!(31 - PREVIEW_LINES));
+        assert_eq!(s["matches"][PREVIEW_LINES - 1], json!("*://*/*"));
+        assert_eq!(s["hidden"], json!(32 - PREVIEW_LINES));
         let c = s["connects"][0].as_str().unwrap();
         assert!(
             c.chars().count() <= PREVIEW_LINE_CHARS + 1 && c.ends_with('…'),

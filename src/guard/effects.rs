@@ -135,17 +135,31 @@ pub fn describe_match(pattern: &str) -> String {
 /// one it looks like.
 fn as_read(host_port: &str) -> String {
     let shown = visible(host_port);
+    match read_differently(host_port) {
+        Some(read) => {
+            let near = if connect::is_loopback(&read) {
+                ": this computer"
+            } else if connect::is_private_network(&read) {
+                ": a device on your local network"
+            } else {
+                ""
+            };
+            format!("{shown} (the browser reads it as {read}{near})")
+        }
+        None => shown,
+    }
+}
+
+/// The host of a pattern's `host[:port]` as the browser reads it, where that is another name
+/// than the one written: a look-alike letter (`bаnk.example` is `xn--…`), or an address in
+/// another form (`3232235777` is 192.168.1.1, `0x7f.1` is 127.0.0.1; a tester's review said
+/// "every page of 3232235777" for the usual router address).
+fn read_differently(host_port: &str) -> Option<String> {
     let host = match host_port.rsplit_once(':') {
         Some((h, _)) if !host_port.ends_with(']') => h,
         _ => host_port,
     };
-    if host.is_ascii() {
-        return shown;
-    }
-    match match_pattern::canonicalize_host(host) {
-        Some(read) => format!("{shown} (the browser reads it as {read})"),
-        None => shown,
-    }
+    match_pattern::canonicalize_host(host).filter(|read| !read.eq_ignore_ascii_case(host))
 }
 
 /// Where an `@include` / `@exclude` glob runs, in words.
@@ -184,7 +198,10 @@ pub fn rule_note(kind: RuleKind, rule: &str) -> Option<String> {
         RuleKind::Pattern => {
             rule_syntax::pattern_unmatchable(rule).is_some()
                 || rule.starts_with("file://")
-                || rule_syntax::host_of(rule).is_some_and(|h| !h.is_ascii())
+                || rule_syntax::host_of(rule).is_some_and(|h| {
+                    let h = h.strip_prefix("*.").unwrap_or(h);
+                    !h.is_ascii() || read_differently(h).is_some()
+                })
         }
         RuleKind::Glob => {
             words.starts_with("no page")
@@ -222,7 +239,7 @@ enum Rank {
 }
 
 /// Does this `@match` pattern reach beyond named sites (any host, a `.tld`, local files)?
-fn pattern_is_wide(p: &str) -> bool {
+pub(crate) fn pattern_is_wide(p: &str) -> bool {
     match rule_syntax::host_of(p) {
         None => true,
         Some(_) if p.starts_with("file:") => true,
@@ -231,10 +248,43 @@ fn pattern_is_wide(p: &str) -> bool {
 }
 
 /// Does this `@include` reach beyond named sites (a RegExp, a glob with no literal host)?
-fn glob_is_wide(g: &str) -> bool {
+pub(crate) fn glob_is_wide(g: &str) -> bool {
     rule_syntax::as_regex(g).is_some()
         || crate::scripts::rules::glob_superset(g) == "*://*/*"
         || g.starts_with("file:")
+}
+
+/// Does this `@connect` reach beyond named sites (any host, this computer, the local network;
+/// or a value that names no host)?
+pub(crate) fn connect_is_wide(c: &str) -> bool {
+    match connect::parse(crate::web::platform(), c) {
+        Ok(connect::Rule::Any | connect::Rule::Localhost) | Err(_) => true,
+        Ok(connect::Rule::Ip(a)) => connect::is_loopback(&a) || connect::is_private_network(&a),
+        Ok(connect::Rule::SelfHost | connect::Rule::Domain(_)) => false,
+    }
+}
+
+/// At most `room` items of `v`, in their order: when they do not all fit, the wide ones are
+/// kept first (as [`within`] keeps a review's effects), so twenty one-site rules cannot hide
+/// the one that widens the script most.
+pub(crate) fn wide_first(v: &[String], room: usize, wide: impl Fn(&str) -> bool) -> Vec<&String> {
+    if v.len() <= room {
+        return v.iter().collect();
+    }
+    let is_wide: Vec<bool> = v.iter().map(|x| wide(x)).collect();
+    let wides = is_wide.iter().filter(|w| **w).count();
+    let mut narrow_room = room.saturating_sub(wides);
+    let mut wide_room = room;
+    v.iter()
+        .zip(is_wide)
+        .filter(|(_, w)| {
+            let left = if *w { &mut wide_room } else { &mut narrow_room };
+            let keep = *left > 0;
+            *left = left.saturating_sub(1);
+            keep
+        })
+        .map(|(x, _)| x)
+        .collect()
 }
 
 fn rank(wide: bool) -> Rank {
@@ -877,6 +927,25 @@ mod tests {
             "{e:?}"
         );
         assert!(e.contains(&"Now also runs on every file on this computer (file) (@match file://bank.example/*)".to_owned()), "{e:?}");
+        // An address in another form is named as the browser reads it (a tester's review said
+        // "every page of 3232235777", the usual router address).
+        let new_ip = script(&[
+            "@match *://*/*",
+            "@match http://3232235777/*",
+            "@match http://0x7f.1/*",
+        ]);
+        let ip = between(&old, true, &new_ip, true);
+        for want in [
+            "3232235777 (the browser reads it as 192.168.1.1: a device on your local network)",
+            "0x7f.1 (the browser reads it as 127.0.0.1: this computer)",
+        ] {
+            assert!(ip.iter().any(|l| l.contains(want)), "{want}: {ip:?}");
+        }
+        assert_eq!(
+            rule_note(RuleKind::Pattern, "http://3232235777/*").as_deref(),
+            Some("every page of 3232235777 (the browser reads it as 192.168.1.1: a device on your local network) (http)")
+        );
+        assert_eq!(rule_note(RuleKind::Pattern, "https://example.com/*"), None);
         assert!(
             e.iter().any(|l| l.starts_with(
                 "Now also runs on no page at all: its scheme or host has capital letters"

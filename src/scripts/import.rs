@@ -346,6 +346,9 @@ pub struct Planned {
     /// The stored script it would replace, if the user says so (else it is kept, and the item
     /// skipped).
     pub replaces: Option<Duplicate>,
+    /// Whether that stored script is switched on now: a restore may switch on one the user
+    /// turned off, and must say so.
+    pub replaces_enabled: Option<bool>,
     /// How many values it restores (`None`: its values are left as they are).
     pub values: Option<usize>,
     /// The files the import would fetch for it (those a replaced script holds are reused).
@@ -390,6 +393,7 @@ pub fn preview(snap: &Snapshot, items: Vec<Item>) -> Result<Vec<Planned>, Import
             values: item.values.as_ref().map(|v| v.keys().count()),
             metadata: meta,
             replaces: duplicate,
+            replaces_enabled: current.map(|r| r.enabled),
             fetch,
             warnings: diagnostics,
         });

@@ -244,6 +244,39 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     }
   });
 
+  // A tester's pointer rested on one script's switch while an agent's write listed another
+  // above it: the click turned the newcomer off. A switch whose row moved takes no click for a
+  // moment (as the callers' buttons and the popup's Undo), while the keyboard (above) goes on.
+  test("a script's switch that moved under the pointer takes no click for a moment", T, async () => {
+    const other = (await call("write_script", { source: userscript({ tag: "rr-o", version: "v1", name: "Race other" }) })).script.uuid;
+    await call("set_script_enabled", { uuid: other, enabled: false });
+    const page = await h.context.newPage();
+    const made = [other];
+    try {
+      await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+      const target = page.getByRole("switch", { name: "Enabled: Race other", exact: true });
+      await target.hover(); // waits until it is armed and still
+      const box = await target.boundingBox();
+      made.push((await call("write_script", { source: userscript({ tag: "rr-n", version: "v1", name: "Race newcomer" }) })).script.uuid);
+      const moved = page.getByRole("switch", { name: "Enabled: Race newcomer", exact: true });
+      await until(async () => JSON.stringify(await moved.boundingBox()) === JSON.stringify(box) || (await target.boundingBox())?.y !== box.y, (v) => v, 3000);
+      const under = await page.evaluate(([x, y]) => document.elementFromPoint(x, y)?.getAttribute("aria-label"), [box.x + box.width / 2, box.y + box.height / 2]);
+      await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+      await sleep(300);
+      const state = async () => Object.fromEntries((await scripts()).filter((x) => made.includes(x.uuid)).map((x) => [x.name, x.enabled]));
+      assert.notEqual(under, "Enabled: Race other", "the list moved under the pointer");
+      assert.deepEqual(await state(), { "Race other": false, "Race newcomer": true }, `the click landed on ${under} and changed nothing`);
+      // A moment later a click is taken again.
+      await sleep(900);
+      await target.click();
+      await until(state, (v) => v["Race other"] === true, 5000);
+      assert.deepEqual(await state(), { "Race other": true, "Race newcomer": true });
+    } finally {
+      await page.close();
+      for (const uuid of made) await h.internal("scripts.delete", { uuid }).catch(() => {});
+    }
+  });
+
   test("the keyboard keeps its place in the list: Space on a switch twice toggles twice; Delete's question and the next row take the focus", T, async () => {
     const made = [];
     for (const name of ["Focus one", "Focus two"]) made.push((await h.internal("scripts.save", { source: userscript({ tag: name.replace(" ", "-"), version: "v1", name }) })).result.script.uuid);
@@ -766,7 +799,19 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const line = options.locator("#import-review-list div", { hasText: "Restores 1 GM value(s)" });
     await line.waitFor({ timeout: 10_000 });
     assert.match(await line.textContent(), /in place of your script's 1 current GM value\(s\), which are not kept/);
+    const item = options.locator("#import-review-list > li", { hasText: "Hands values" });
+    assert.ok(!(await item.textContent()).includes("Switches your script"), "on in the file and on now: nothing to say");
     await options.locator("#import-review-cancel").click();
+    // Turned off by the user's own switch: a backup that holds it on switches it back on, and
+    // the confirmation says so (a tester saw it turned on silently).
+    const restored = (await scripts()).find((s) => s.name === "Hands values");
+    await options.locator(`.script-row[data-uuid="${restored.uuid}"] input[role=switch]`).uncheck();
+    await options.getByText("Disabled Hands values.").waitFor({ timeout: 5000 });
+    await options.locator("#restore-file").setInputFiles(full.path);
+    await item.waitFor({ timeout: 10_000 });
+    assert.match(await item.textContent(), /Switches your script on: it is off now, and runs again once replaced\./);
+    await options.locator("#import-review-cancel").click();
+    assert.equal((await scripts()).find((s) => s.name === "Hands values").enabled, false, "cancelled: still off");
     await vtab.close();
   });
 
@@ -800,6 +845,23 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       await options.locator("#import-review-cancel").click();
       await options.getByText(/^Restore cancelled: nothing was restored/).waitFor({ timeout: 3000 });
       assert.equal(hits, 0);
+      // Twenty one-site rules first cannot push what widens the script most out of a list
+      // shown twenty lines at a time (a tester's helper for 20 shops that ran everywhere).
+      const wide = [
+        "// ==UserScript==", "// @name         Hands twenty shops", "// @namespace    lumo-e2e-hands",
+        ...Array.from({ length: 20 }, (_, i) => `// @match        https://shop${i}.example/*`), "// @match        *://*/*",
+        ...Array.from({ length: 20 }, (_, i) => `// @connect      api${i}.example`), "// @connect      *",
+        "// @grant        GM_xmlhttpRequest", "// ==/UserScript==", "1;", "",
+      ].join("\n");
+      await options.locator("#import-files").setInputFiles([{ name: "shops.user.js", mimeType: "text/javascript", buffer: Buffer.from(wide) }]);
+      await review.waitFor({ state: "visible", timeout: 5000 });
+      const shops = await review.textContent();
+      for (const want of ["@match *://*/*", "@connect *", "@match https://shop0.example/*", "… and 2 more line(s)"]) {
+        assert.ok(shops.includes(want), `${want} in: ${shops}`);
+      }
+      assert.ok(!shops.includes("shop19.example"), "a one-site rule is what is counted instead");
+      await options.locator("#import-review-cancel").click();
+      await options.getByText(/^Import cancelled: nothing was imported/).waitFor({ timeout: 3000 });
       assert.deepEqual((await scripts()).map((s) => s.uuid).sort(), before);
       // Confirmed: the file is fetched, once, and the script stored.
       await options.locator("#restore-file").setInputFiles(file);
