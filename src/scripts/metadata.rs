@@ -1165,6 +1165,21 @@ mod tests {
             // A regular expression with flags is read as a glob, and no address starts with "/".
             ("@exclude /bank\\.example/i", "never \"/\""),
             ("@exclude /bank/g", "no flags"),
+            // A tester's, each shown as an exclusion while Chrome ran the script there.
+            ("@exclude http://bank.example:80/*", "the port 80"),
+            ("@exclude https://bank.example:443/x*", "the port 443"),
+            ("@exclude http://bank.example:080/*", "the port 080"),
+            ("@exclude http://[::1]:80/*", "the port 80"),
+            (
+                "@exclude http://bank.example",
+                "an address always goes on with its path",
+            ),
+            ("@exclude http://bank.example/a/../b*", "resolves away"),
+            ("@exclude http://bank.example/./a*", "resolves away"),
+            ("@exclude http://bank.example/a/..", "resolves away"),
+            ("@exclude file://localhost/tmp/x*", "file:///"),
+            ("@exclude-match http://bank.example:080/*", "the port 080"),
+            ("@exclude-match http://*.168.1.1/*", "no subdomains"),
         ] {
             let p = parse(&script(&[
                 "// @name T",
@@ -1224,6 +1239,17 @@ mod tests {
             "// @exclude *google.com/url?q=https://Example.com/*",
             "// @exclude https://*Login*",
             "// @exclude-match https://bank.example/\u{fc}berweisung*",
+            // A port the address does show, a dot-led name, dots past a wildcard or in the
+            // query, and a full address after `*.`.
+            "// @exclude http://bank.example:8080/*",
+            "// @exclude http://bank.example/..a/*",
+            "// @exclude http://bank.example/*/../*",
+            "// @exclude http://bank.example/x?r=/../*",
+            "// @exclude http://bank.example*",
+            "// @exclude file:///tmp/x*",
+            "// @exclude-match http://bank.example:8080/*",
+            "// @exclude-match http://*.127.0.0.1/*",
+            "// @exclude-match http://*.example10/*",
         ]));
         assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
     }

@@ -184,7 +184,7 @@ fn check_cost(src: &str) -> Result<(), RegexError> {
 /// and the scheme and host in lowercase. Such a rule reads as the pages it names and matches none
 /// of them: an `@exclude *://bank.example/café*` excludes nothing. (A match pattern's path is
 /// compared after Chrome decodes some escapes, so `café` is fine there; a space is not.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unmatchable {
     /// A character no address holds where the rule needs it.
     Character(char),
@@ -194,6 +194,17 @@ pub enum Unmatchable {
     /// expression with flags (`/…/i`), which is not one here (Violentmonkey's rule), so it
     /// would run nowhere, or exclude nothing, without a word.
     Slash,
+    /// A port no address shows: the scheme's default (`http://a:80/`), or one with a leading
+    /// zero (`:080`).
+    Port(String),
+    /// `scheme://host` and nothing after it: the address always has its path, `/` at least.
+    NoPath,
+    /// A `.` or `..` path segment, which the browser resolves away before any rule sees it.
+    DotSegment,
+    /// `file://localhost/…`: the page is `file:///…`.
+    FileLocalhost,
+    /// `*.` before an IP address: Chrome matches no subdomain of an address.
+    IpSubdomain,
 }
 
 impl Unmatchable {
@@ -205,6 +216,11 @@ impl Unmatchable {
                  flags: it is tested case-sensitively against the address, whose scheme and \
                  host are lowercase), or a glob from the scheme (*://…)"
             }
+            Unmatchable::Port(_) => "leave the port out, or write it as the address does",
+            Unmatchable::NoPath => "add the path: scheme://host/ or scheme://host/*",
+            Unmatchable::DotSegment => "write the path as it reads once resolved",
+            Unmatchable::FileLocalhost => "write file:///… (no host)",
+            Unmatchable::IpSubdomain => "write the address itself, without *.",
             _ => {
                 "write the address as the browser holds it (a host in lowercase, or punycode \
                  as xn--…; other characters %-encoded, as é is %C3%A9)"
@@ -235,6 +251,24 @@ impl fmt::Display for Unmatchable {
             Unmatchable::Slash => f.write_str(
                 "an address starts with its scheme, never \"/\" (a regular expression with \
                  flags, /…/i, is not one: it is read as a glob)",
+            ),
+            Unmatchable::Port(p) => write!(
+                f,
+                "no address shows the port {p} (the browser leaves a scheme's default port \
+                 out, and writes none with a leading zero)"
+            ),
+            Unmatchable::NoPath => f.write_str(
+                "it ends at the host, but an address always goes on with its path (/ at least)",
+            ),
+            Unmatchable::DotSegment => f.write_str(
+                "its path has a . or .. segment, which the browser resolves away before the \
+                 address is compared",
+            ),
+            Unmatchable::FileLocalhost => f.write_str(
+                "a page loaded from file://localhost/… is file:///…: its address names no host",
+            ),
+            Unmatchable::IpSubdomain => f.write_str(
+                "an IP address has no subdomains: Chrome matches *. only before a host name",
             ),
         }
     }
@@ -279,6 +313,9 @@ pub fn glob_unmatchable(glob: &str) -> Option<Unmatchable> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "+-.*?".contains(c));
     let literal_host = !host.contains(['*', '?']);
+    if let Some(why) = literal_glob_unmatchable(scheme, rest) {
+        return Some(why);
+    }
     (scheme_like
         && literal_host
         && format!("{scheme}{host}")
@@ -287,11 +324,74 @@ pub fn glob_unmatchable(glob: &str) -> Option<Unmatchable> {
     .then_some(Unmatchable::Capital)
 }
 
+/// What a glob's literal start (`scheme://authority/path…` before its first `*`, `?` or `#`)
+/// says that no address the browser holds can say (a tester's excludes, each shown as an
+/// exclusion, each excluding nothing).
+fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
+    const SPECIAL: [(&str, Option<&str>); 6] = [
+        ("http", Some("80")),
+        ("https", Some("443")),
+        ("ws", Some("80")),
+        ("wss", Some("443")),
+        ("ftp", Some("21")),
+        ("file", None),
+    ];
+    let (_, default_port) = SPECIAL.iter().find(|(s, _)| *s == scheme)?;
+    let authority = rest.split(['/', '\\']).next().unwrap_or_default();
+    if authority.contains(['*', '?', '#']) {
+        return None;
+    }
+    if scheme == "file" && authority == "localhost" {
+        return Some(Unmatchable::FileLocalhost);
+    }
+    // The port: after the last `:` past an IPv6 address's `]`.
+    let after_v6 = authority.rsplit_once(']').map_or(authority, |(_, a)| a);
+    if let Some((_, port)) = after_v6.rsplit_once(':') {
+        let zero_led = port.len() > 1 && port.starts_with('0');
+        if port.bytes().all(|b| b.is_ascii_digit()) && (zero_led || Some(port) == *default_port) {
+            return Some(Unmatchable::Port(port.to_owned()));
+        }
+    }
+    let path = &rest[authority.len()..];
+    if path.is_empty() {
+        return Some(Unmatchable::NoPath);
+    }
+    let literal = path.find(['*', '?', '#']).map_or(path, |i| &path[..i]);
+    let whole = literal.len() == path.len();
+    let dotted = literal.contains("/./")
+        || literal.contains("/../")
+        || (whole && (literal.ends_with("/.") || literal.ends_with("/..")));
+    dotted.then_some(Unmatchable::DotSegment)
+}
+
 /// Why this match pattern (valid) matches no page, if it cannot: a path holding a character that
 /// the address's path and query never hold, even as Chrome decodes them for matching
 /// (`match_pattern::chrome_unescape`: `é` is read from `%C3%A9`, a space never from `%20`).
 /// (Its host is read as the browser reads it: punycode.)
 pub fn pattern_unmatchable(pattern: &str) -> Option<Unmatchable> {
+    if let Some(authority) = pattern
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+    {
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with('[') && !p.contains(']') => (h, Some(p)),
+            _ => (authority, None),
+        };
+        if let Some(p) = port.filter(|p| p.len() > 1 && p.starts_with('0')) {
+            return Some(Unmatchable::Port(p.to_owned()));
+        }
+        // `*.168.1.1`: what follows `*.` ends in a number, so only an address could match it,
+        // and Chrome matches no subdomain of an address (a full `*.127.0.0.1` is left alone).
+        if let Some(rest) = host.strip_prefix("*.") {
+            let labels: Vec<&str> = rest.split('.').collect();
+            let numeric = labels
+                .last()
+                .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
+            if numeric && labels.len() < 4 {
+                return Some(Unmatchable::IpSubdomain);
+            }
+        }
+    }
     let path = match pattern.split_once("://") {
         Some((_, rest)) => rest.find('/').and_then(|i| rest.get(i..))?,
         None => pattern.split_once(':')?.1,

@@ -147,7 +147,11 @@ describe("matching: what Chrome runs is what match_url says", () => {
     // under the rate limit).
     const res = await env.tools.fails("write_script", { source: script("zwx", ["@match http://zw.test/*", "@exclude http://zw.test/*\u200b"]) }, "INVALID_METADATA");
     assert.match(res.content[0].text, /would exclude no page/);
-    for (const rule of ["@exclude http://zw.test:*/caf\u00e9*", "@exclude http://ZW.test:*", "@exclude-match http://zw.test/log in*"]) {
+    // And, found by a tester: a port no address shows, a glob that ends at the host, a dot
+    // segment, `*.` before an address.
+    const unseen = [`http://zw.test:0${P}/*`, `http://zw.test:${P}`, `http://zw.test:${P}/a/../b*`];
+    for (const rule of ["@exclude http://zw.test:*/caf\u00e9*", "@exclude http://ZW.test:*", "@exclude-match http://zw.test/log in*",
+      ...unseen.map((g) => `@exclude ${g}`), "@exclude-match http://*.0.0.1/*"]) {
       const r = await (await h.providerPage()).evaluate((m) => chrome.runtime.sendMessage(m), { channel: "lumo:internal", op: "scripts.save", source: script("zwx", ["@match http://zw.test/*", rule]) });
       assert.equal(r?.code, "INVALID_METADATA", `${rule}: ${show(r)}`);
       assert.match(JSON.stringify(r), /would exclude no page/, rule);
@@ -160,11 +164,13 @@ describe("matching: what Chrome runs is what match_url says", () => {
     // From an extension page that is not one of ours (the options page would reconcile).
     const ext = await h.context.newPage();
     await ext.goto(`chrome-extension://${PROVIDER_ID}/manifest.json`);
-    await ext.evaluate(async ([id, js, matches]) => {
-      await chrome.userScripts.register([{ id: `${id}-x`, matches, excludeGlobs: ["http://zw.test/*\u200b", "http://zw.test:*/caf\u00e9*", "http://ZW.test:*"], js, world: "USER_SCRIPT", worldId: "lumo-e2e-x" }]);
-    }, [uuid, [{ code: 'document.documentElement.setAttribute("data-ran-byhand", "1");' }], ["http://zw.test/*"]]);
+    await ext.evaluate(async ([id, js, matches, unseen]) => {
+      await chrome.userScripts.register([{ id: `${id}-x`, matches, excludeGlobs: ["http://zw.test/*\u200b", "http://zw.test:*/caf\u00e9*", "http://ZW.test:*", ...unseen],
+        excludeMatches: ["http://*.0.0.1/*"], js, world: "USER_SCRIPT", worldId: "lumo-e2e-x" }]);
+    }, [uuid, [{ code: 'document.documentElement.setAttribute("data-ran-byhand", "1");' }], ["http://zw.test/*", "http://127.0.0.1/*"], unseen]);
     try {
-      for (const path of ["/", "/caf%C3%A9"]) assert.ok((await ranOn(`http://zw.test:${P}${path}`)).includes("byhand"), `Chrome excluded ${path}`);
+      for (const path of ["/", "/caf%C3%A9", "/b"]) assert.ok((await ranOn(`http://zw.test:${P}${path}`)).includes("byhand"), `Chrome excluded ${path}`);
+      assert.ok((await ranOn(`http://127.0.0.1:${P}/`)).includes("byhand"), "Chrome excluded 127.0.0.1 by *.0.0.1");
     } finally {
       await ext.evaluate((id) => chrome.userScripts.unregister({ ids: [`${id}-x`] }), uuid);
       await ext.close();
