@@ -487,6 +487,9 @@ pub mod memory {
         /// When set, every `chrome.storage.local` `set` fails with this message, while the
         /// session area still takes them (a rate slot is recorded; the audit is not).
         pub fail_local_writes: RefCell<Option<String>>,
+        /// A `chrome.storage.local` `set` holding any of these keys fails (quota exceeded):
+        /// one kind of write refused while the others are taken.
+        pub fail_local_sets_holding: RefCell<Vec<String>>,
         /// A `get` naming any key that starts with one of these fails with this error.
         pub fail_gets: RefCell<Vec<String>>,
         /// How many times a `get` yields before it reads (so what else is in flight runs first),
@@ -653,6 +656,12 @@ pub mod memory {
                 }
                 if let Some(msg) = self.fail_local_writes.borrow().clone() {
                     return Err(EnvError(msg));
+                }
+                if items
+                    .keys()
+                    .any(|k| self.fail_local_sets_holding.borrow().contains(k))
+                {
+                    return Err(EnvError("QUOTA_BYTES quota exceeded (test)".into()));
                 }
             }
             self.storage_log

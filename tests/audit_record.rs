@@ -148,3 +148,65 @@ fn ready_on(p: &Provider<MemoryEnv>) -> std::rc::Rc<lumo_userscripts::session::S
     initialize(p, &s, "2025-06-18");
     s
 }
+
+/// A tester filled storage until a write's record no longer fit: the write was stored and
+/// answered `ok`, and once room came back the log said `INTERRUPTED`, with no revision (so no
+/// Undo). It is recorded with its own result and revision.
+#[test]
+fn a_write_whose_record_did_not_fit_is_recorded_with_its_result_once_it_does() {
+    let p = provider();
+    let s = ready(&p);
+    let made = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Full", "")}),
+    );
+    let uuid = written_uuid(&made);
+    // The log's chunk the next entry goes to cannot be written; everything else can.
+    let chunks: Vec<String> = p
+        .env
+        .dump(Area::Local)
+        .keys()
+        .filter(|k| {
+            k.strip_prefix("audit/")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .cloned()
+        .collect();
+    assert!(!chunks.is_empty(), "no chunk of the log found");
+    *p.env.fail_local_sets_holding.borrow_mut() = chunks;
+    let off = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": uuid, "enabled": false}),
+    );
+    assert_eq!(
+        off["isError"],
+        json!(false),
+        "the write itself went through: {off}"
+    );
+    let revision = off["structuredContent"]["script"]["revision"].clone();
+    p.env.fail_local_sets_holding.borrow_mut().clear();
+    // The next write settles the slot first.
+    let on = call(
+        &p,
+        &s,
+        "set_script_enabled",
+        json!({"uuid": uuid, "enabled": true}),
+    );
+    assert_eq!(on["isError"], json!(false), "{on}");
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let offs: Vec<&Entry> = log
+        .iter()
+        .filter(|e| e.tool == "set_script_enabled" && e.target.as_deref() == Some(uuid.as_str()))
+        .collect();
+    assert_eq!(offs.len(), 2, "{log:?}");
+    assert!(log.iter().all(|e| e.result != INTERRUPTED), "{log:?}");
+    assert!(
+        offs.iter().any(|e| e.result == "ok"
+            && e.revision.map(serde_json::Value::from) == Some(revision.clone())),
+        "the disabling write, revision {revision}, is recorded ok: {log:?}"
+    );
+}

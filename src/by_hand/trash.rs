@@ -141,7 +141,7 @@ pub(super) async fn purge<E: Env>(
 }
 
 fn unsettled(e: &audit::AuditError) -> String {
-    format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}")
+    format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}")
 }
 
 /// Deletes for good what is past its 30 days in the trash (or the oldest past its count bound),

@@ -107,13 +107,27 @@ impl<E: Env> Provider<E> {
     }
 
     /// Finalizes a write the previous worker left pending as INTERRUPTED: once per worker,
-    /// before its first journaled write (the caller holds the write lock) or at start-up.
+    /// before its first journaled write (the caller holds the write lock) or at start-up. A
+    /// pending slot this worker could not finalize (storage full) is its own last write, which
+    /// happened and was answered: it is recorded with its result (a tester saw it turned into an
+    /// INTERRUPTED entry with no revision, and so no Undo).
     pub async fn settle_interrupted_write(&self) -> Result<(), audit::AuditError> {
         if self.journal_settled.get() {
             return Ok(());
         }
         let _guard = self.audit_lock.lock().await;
-        audit::finalize_interrupted(&self.env, &self.audit_tail).await?;
+        let finals = self.unsaved_finals.take();
+        let settled = if finals.is_empty() {
+            audit::finalize_interrupted(&self.env, &self.audit_tail)
+                .await
+                .map(drop)
+        } else {
+            audit::finalize_all(&self.env, &finals, &self.audit_tail).await
+        };
+        if let Err(e) = settled {
+            self.unsaved_finals.replace(finals);
+            return Err(e);
+        }
         self.journal_settled.set(true);
         Ok(())
     }
@@ -197,6 +211,7 @@ impl<E: Env> Provider<E> {
         let _guard = self.audit_lock.lock().await;
         if let Err(e) = audit::finalize(&self.env, entry, &self.audit_tail).await {
             self.journal_settled.set(false);
+            self.unsaved_finals.replace(vec![entry.clone()]);
             self.note(format!(
                 "audit entry not saved ({} {}): {e}",
                 entry.tool, entry.result
@@ -210,6 +225,7 @@ impl<E: Env> Provider<E> {
         let _guard = self.audit_lock.lock().await;
         if let Err(e) = audit::finalize_all(&self.env, entries, &self.audit_tail).await {
             self.journal_settled.set(false);
+            self.unsaved_finals.replace(entries.to_vec());
             self.note(format!(
                 "audit entries not saved ({} of them): {e}",
                 entries.len()

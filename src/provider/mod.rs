@@ -127,6 +127,10 @@ pub struct Provider<E> {
     /// Whether this worker has finalized a write the previous one left pending (see
     /// `guard::audit`).
     journal_settled: Cell<bool>,
+    /// The final entries of this worker's last write whose record could not be saved (storage
+    /// full): the pending slot holds that write, which did happen and was answered, so it is
+    /// recorded with them, not as INTERRUPTED, once storage takes it.
+    unsaved_finals: RefCell<Vec<crate::guard::audit::Entry>>,
     /// Tries whose code may be running (`guard::audit::begin_try`), as stored; the next key;
     /// and whether this worker has recorded the previous one's as interrupted.
     pending_tries: RefCell<crate::guard::audit::PendingTries>,
@@ -225,6 +229,7 @@ impl<E: Env> Provider<E> {
             reviews_resumed: Cell::new(false),
             waived: RefCell::new(VecSet::new()),
             journal_settled: Cell::new(false),
+            unsaved_finals: RefCell::new(Vec::new()),
             pending_tries: RefCell::new(Default::default()),
             next_try: Cell::new(0),
             tries_settled: Cell::new(false),

@@ -70,7 +70,7 @@ pub(crate) async fn run_write<'a, E: Env>(
         (Some(_), Err(e), _) => Executed {
             result: Err(ToolError::new(
                 ErrorCode::StorageError,
-                format!("the record of an earlier interrupted write could not be saved, so no write runs until it is: {e}"),
+                format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}"),
             )),
             target: named.clone(),
         },
