@@ -159,6 +159,11 @@ fn read_differently(host_port: &str) -> Option<String> {
         Some((h, _)) if !host_port.ends_with(']') => h,
         _ => host_port,
     };
+    // A wildcard is no host the browser reads: Chrome's `URL` escapes `*` as `%2A` (a reviewer
+    // saw every `*://*/*` get a note).
+    if host.contains('*') {
+        return None;
+    }
     match_pattern::canonicalize_host(host).filter(|read| !read.eq_ignore_ascii_case(host))
 }
 

@@ -1177,7 +1177,6 @@ mod tests {
             ("@exclude http://bank.example/a/../b*", "resolves away"),
             ("@exclude http://bank.example/./a*", "resolves away"),
             ("@exclude http://bank.example/a/..", "resolves away"),
-            ("@exclude file://localhost/tmp/x*", "file:///"),
             ("@exclude-match http://bank.example:080/*", "the port 080"),
             ("@exclude-match http://*.168.1.1/*", "no subdomains"),
         ] {
@@ -1247,11 +1246,20 @@ mod tests {
             "// @exclude http://bank.example/x?r=/../*",
             "// @exclude http://bank.example*",
             "// @exclude file:///tmp/x*",
+            "// @exclude file://localhost/tmp/x*",
             "// @exclude-match http://bank.example:8080/*",
             "// @exclude-match http://*.127.0.0.1/*",
             "// @exclude-match http://*.example10/*",
         ]));
         assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        // A file pattern's host and port are Chrome's to ignore, not a reason to refuse it.
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match *://*/*",
+            "// @exclude-match file://x:080/*",
+            "// @exclude-match file://*.1.1/*",
+        ]));
+        assert!(p.metadata.is_some(), "{:?}", p.diagnostics);
     }
 
     /// What a rule names that its text hides is said when it is parsed: a look-alike host is read

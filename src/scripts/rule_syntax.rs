@@ -201,8 +201,6 @@ pub enum Unmatchable {
     NoPath,
     /// A `.` or `..` path segment, which the browser resolves away before any rule sees it.
     DotSegment,
-    /// `file://localhost/…`: the page is `file:///…`.
-    FileLocalhost,
     /// `*.` before an IP address: Chrome matches no subdomain of an address.
     IpSubdomain,
 }
@@ -219,7 +217,6 @@ impl Unmatchable {
             Unmatchable::Port(_) => "leave the port out, or write it as the address does",
             Unmatchable::NoPath => "add the path: scheme://host/ or scheme://host/*",
             Unmatchable::DotSegment => "write the path as it reads once resolved",
-            Unmatchable::FileLocalhost => "write file:///… (no host)",
             Unmatchable::IpSubdomain => "write the address itself, without *.",
             _ => {
                 "write the address as the browser holds it (a host in lowercase, or punycode \
@@ -263,9 +260,6 @@ impl fmt::Display for Unmatchable {
             Unmatchable::DotSegment => f.write_str(
                 "its path has a . or .. segment, which the browser resolves away before the \
                  address is compared",
-            ),
-            Unmatchable::FileLocalhost => f.write_str(
-                "a page loaded from file://localhost/… is file:///…: its address names no host",
             ),
             Unmatchable::IpSubdomain => f.write_str(
                 "an IP address has no subdomains: Chrome matches *. only before a host name",
@@ -341,9 +335,6 @@ fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
     if authority.contains(['*', '?', '#']) {
         return None;
     }
-    if scheme == "file" && authority == "localhost" {
-        return Some(Unmatchable::FileLocalhost);
-    }
     // The port: after the last `:` past an IPv6 address's `]`.
     let after_v6 = authority.rsplit_once(']').map_or(authority, |(_, a)| a);
     if let Some((_, port)) = after_v6.rsplit_once(':') {
@@ -369,8 +360,10 @@ fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
 /// (`match_pattern::chrome_unescape`: `é` is read from `%C3%A9`, a space never from `%20`).
 /// (Its host is read as the browser reads it: punycode.)
 pub fn pattern_unmatchable(pattern: &str) -> Option<Unmatchable> {
+    // A `file:` pattern's host and port are ignored by Chrome (`match_pattern::parse`).
     if let Some(authority) = pattern
         .split_once("://")
+        .filter(|(scheme, _)| *scheme != "file")
         .and_then(|(_, rest)| rest.split('/').next())
     {
         let (host, port) = match authority.rsplit_once(':') {

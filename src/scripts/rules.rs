@@ -353,18 +353,7 @@ impl Verdict {
 /// The URL as the browser holds it (its URL parser's serialization: host case, IDN → punycode,
 /// `..` segments, spaces, default ports), or `None` when the browser would not load it.
 pub fn normalize_url(url: &str) -> Option<String> {
-    page_url(url).map(|u| u.href)
-}
-
-/// `url` parsed as a page loaded from it holds it: the URL parser keeps `file://localhost/x`,
-/// but the page is `file:///x` (a tester's `match_url` read the host; Chrome never did).
-fn page_url(url: &str) -> Option<crate::web::ParsedUrl> {
-    let web = crate::web::platform();
-    let parsed = web.parse_url(url).ok()?;
-    match parsed.href.strip_prefix("file://localhost/") {
-        Some(rest) if parsed.scheme == "file" => web.parse_url(&format!("file:///{rest}")).ok(),
-        _ => Some(parsed),
-    }
+    crate::web::platform().parse_url(url).ok().map(|u| u.href)
 }
 
 /// `href` without its `user:password@`: Chrome matches its own rules on the URL as navigated,
@@ -418,7 +407,7 @@ pub fn verdict(rules: &Rules, url: &str) -> Verdict {
 /// guard then decides: a script its guard stops there still took one of the page's user-script
 /// worlds (`registry::WORLDS_PER_DOCUMENT`).
 pub fn decide(rules: &Rules, url: &str) -> (Verdict, bool) {
-    let Some(parsed) = page_url(url) else {
+    let Ok(parsed) = crate::web::platform().parse_url(url) else {
         return (Verdict::NoMatch, false);
     };
     if !injectable(&parsed.href) {
@@ -828,24 +817,6 @@ mod tests {
             "// @match https://example.com/b*\n// @exclude-match https://example.com/b%20c\n";
         assert!(!runs(lines, "HTTPS://EXAMPLE.com:443/x/../b c"));
         assert!(runs(lines, "HTTPS://EXAMPLE.com:443/x/../bd"));
-    }
-
-    /// A tester loaded `file://localhost/…`: the page is `file:///…`, and Chrome's rules and
-    /// the guard read that, not the host the URL parser keeps.
-    #[test]
-    fn a_file_url_naming_localhost_is_read_as_its_page() {
-        assert_eq!(
-            normalize_url("file://localhost/tmp/j/g.html#x").as_deref(),
-            Some("file:///tmp/j/g.html#x")
-        );
-        let url = "file://localhost/tmp/j/x.html";
-        assert!(runs("// @match file:///tmp/j/*\n", url));
-        assert!(!runs(
-            "// @match file:///*\n// @exclude file:///tmp/j/x*\n",
-            url
-        ));
-        assert!(runs("// @include file:///tmp/j/x*\n", url));
-        assert!(!runs("// @include file://localhost/tmp/j/x*\n", url));
     }
 
     /// Chrome loads `http://u:p@site/` as `http://site/`: the guard, which tests
