@@ -69,10 +69,16 @@ const callerButtons = () => document.querySelectorAll('#pending button, #allowli
 // A script's switch, one click from changing what runs, is held the same way, and also when its
 // own row is in a new place (renderScripts): a write moves its script to the top of the list.
 const scriptSwitches = () => document.querySelectorAll('#scripts input[role=switch]');
+// Until then every script switch drawn is held too.
+let switchesUntil = 0;
+const holdSwitches = (until) => {
+  switchesUntil = Math.max(switchesUntil, until);
+  for (const t of scriptSwitches()) holdSwitch(t, switchesUntil);
+};
 const moved = new ResizeObserver(() => {
   movedUntil = Date.now() + ARM_MS;
   hold(callerButtons(), movedUntil);
-  for (const t of scriptSwitches()) holdSwitch(t, movedUntil);
+  holdSwitches(movedUntil);
 });
 
 /** A script's switch takes no pointer click until `until` (or later, if held longer already).
@@ -80,8 +86,10 @@ const moved = new ResizeObserver(() => {
  *  keeps it (a disabled one would drop it to the page, and a Space would scroll), and the
  *  keyboard, which follows the row, still toggles it. */
 function holdSwitch(toggle, until = Date.now() + ARM_MS) {
-  toggle.setAttribute('aria-disabled', 'true');
   toggle.dataset.armAt = String(Math.max(Number(toggle.dataset.armAt ?? 0), until));
+  // Held already: its timer reads armAt when it fires (a list of 1,000 rows resizes often).
+  if (toggle.getAttribute('aria-disabled') === 'true') return;
+  toggle.setAttribute('aria-disabled', 'true');
   const arm = () => {
     const left = Number(toggle.dataset.armAt) - Date.now();
     if (left > 0) setTimeout(arm, left); else toggle.removeAttribute('aria-disabled');
@@ -89,6 +97,11 @@ function holdSwitch(toggle, until = Date.now() + ARM_MS) {
   setTimeout(arm, until - Date.now());
 }
 for (const e of document.querySelectorAll('#capability, #status, main > section:has(#pending), main > section:has(#allowlist), main > section:has(#sw-endpoint)')) moved.observe(e);
+// Below the callers, only the scripts' switches move: the denied callers, the import's and the
+// update checks' results (one line per answer, four checks at a time), and the list itself (a
+// row above rebuilt taller, one added or gone). A reviewer found these unwatched.
+const listMoved = new ResizeObserver(() => holdSwitches(Date.now() + ARM_MS));
+for (const e of document.querySelectorAll('main > section:has(#denied), #import-results, #update-results, #scripts')) listMoved.observe(e);
 
 function table(headers, rows, empty) {
   if (!rows.length) return el('p', { class: 'empty' }, empty);
@@ -154,7 +167,7 @@ function scriptRow(s) {
     onchange: (e) => act(() => ask('scripts.setEnabled', { uuid: s.uuid, enabled: e.target.checked }), `${e.target.checked ? 'Enabled' : 'Disabled'} ${s.name}.`,
       () => { e.target.checked = s.enabled; }) });
   toggle.checked = s.enabled;
-  if (Date.now() < movedUntil) holdSwitch(toggle, movedUntil);
+  if (Date.now() < switchesUntil) holdSwitch(toggle, switchesUntil);
   const source = el('details', { open: openSources.has(s.uuid), ontoggle: async (e) => {
     if (!e.target.open) { openSources.delete(s.uuid); return; }
     openSources.add(s.uuid);
