@@ -111,18 +111,28 @@ fn a_line_over_the_cap_is_answered_by_its_id() {
 #[test]
 fn a_client_that_does_not_read_stops_being_read_and_loses_no_answer() {
     use std::io::{BufRead as _, BufReader, BufWriter, Write as _};
+    /// Killed on every way out, so no bridge outlives a failed assertion.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     use std::process::{Command, Stdio};
     const LINES: usize = 20_000;
     let p = Ports::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lumo-bridge"))
-        .args(p.args())
-        .env_remove("LUMO_BRIDGE_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lumo-bridge");
-    let stdin = child.stdin.take().expect("stdin");
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_lumo-bridge"))
+            .args(p.args())
+            .env_remove("LUMO_BRIDGE_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start lumo-bridge"),
+    );
+    let stdin = child.0.stdin.take().expect("stdin");
     let (written, all_written) = std::sync::mpsc::channel();
     // 500-byte lines, 10 MB in all: far beyond what the pipes and the queue can hold (~0.2 MB).
     let pad = "x".repeat(490);
@@ -140,14 +150,20 @@ fn a_client_that_does_not_read_stops_being_read_and_loses_no_answer() {
         all_written.recv_timeout(Duration::from_secs(3)).is_err(),
         "10 MB of bad lines were all taken while no answer was read"
     );
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    for n in 0..LINES {
-        line.clear();
-        match out.read_line(&mut line) {
-            Ok(0) | Err(_) => panic!("stdout ended after {n} answers of {LINES}"),
-            Ok(_) => {}
+    // Read on a thread of its own, so a wedged bridge fails the test instead of hanging it.
+    let out = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let (tx, answers) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
         }
+    });
+    for n in 0..LINES {
+        let Ok(line) = answers.recv_timeout(WITHIN) else {
+            panic!("no answer after {n} of {LINES}");
+        };
         let v: Value = serde_json::from_str(&line).expect("JSON on stdout");
         assert_eq!(code_and_id(&v), (json!(-32700), Value::Null), "{v}");
     }
@@ -155,6 +171,4 @@ fn a_client_that_does_not_read_stops_being_read_and_loses_no_answer() {
         all_written.recv_timeout(WITHIN).is_ok(),
         "the writes never finished"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
