@@ -384,6 +384,7 @@ pub fn is_web_store(host: &str) -> bool {
         })
 }
 
+/// Schemes user scripts run on with this extension's host permissions.
 fn injectable(url: &str) -> bool {
     ["http:", "https:", "file:"]
         .iter()
