@@ -145,7 +145,7 @@ async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolEr
             reason.push_str(" (on file: pages only if \"Allow access to file URLs\" is on for Lumo Userscripts)");
         }
         if runs && r.metadata.no_frames {
-            // Chrome gives the registration `allFrames: false`: the same URL in a frame runs it not.
+            // Chrome gives the registration `allFrames: false`: in a frame at this URL it does not run.
             reason.push_str(" (in the top frame only: @noframes)");
         }
         rows.push(json!({ "uuid": r.uuid, "name": r.metadata.name, "enabled": r.enabled, "runs": runs, "reason": reason }));
