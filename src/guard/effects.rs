@@ -160,8 +160,14 @@ fn read_differently(host_port: &str) -> Option<String> {
         _ => host_port,
     };
     // A wildcard is no host the browser reads: Chrome's `URL` escapes `*` as `%2A` (a reviewer
-    // saw every `*://*/*` get a note).
-    if host.contains('*') {
+    // saw every `*://*/*` get a note). Only a host the browser may read as another is asked of
+    // its URL parser (one call into JavaScript per rule of every script the pages list): not
+    // ASCII, an address in some form, or escaped.
+    let may_differ = !host.is_ascii()
+        || host.starts_with('[')
+        || host.contains('%')
+        || rule_syntax::ends_in_number(host);
+    if host.contains('*') || !may_differ {
         return None;
     }
     match_pattern::canonicalize_host(host).filter(|read| !read.eq_ignore_ascii_case(host))

@@ -355,6 +355,18 @@ fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
     dotted.then_some(Unmatchable::DotSegment)
 }
 
+/// Whether the URL parser reads `host` as an IPv4 address (WHATWG's "ends in a number": its last
+/// label, a trailing dot aside, is decimal digits or `0x` hex), so no name is meant by it.
+pub(crate) fn ends_in_number(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let last = host.rsplit('.').next().unwrap_or_default();
+    let hex = last
+        .strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+    hex || (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Why this match pattern (valid) matches no page, if it cannot: a path holding a character that
 /// the address's path and query never hold, even as Chrome decodes them for matching
 /// (`match_pattern::chrome_unescape`: `é` is read from `%C3%A9`, a space never from `%20`).
@@ -376,11 +388,7 @@ pub fn pattern_unmatchable(pattern: &str) -> Option<Unmatchable> {
         // `*.168.1.1`: what follows `*.` ends in a number, so only an address could match it,
         // and Chrome matches no subdomain of an address (a full `*.127.0.0.1` is left alone).
         if let Some(rest) = host.strip_prefix("*.") {
-            let labels: Vec<&str> = rest.split('.').collect();
-            let numeric = labels
-                .last()
-                .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
-            if numeric && labels.len() < 4 {
+            if ends_in_number(rest) && rest.split('.').count() < 4 {
                 return Some(Unmatchable::IpSubdomain);
             }
         }
@@ -434,6 +442,17 @@ pub(crate) fn host_of(pattern: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the URL parser reads as an address, so that only such hosts are asked of it.
+    #[test]
+    fn a_host_ending_in_a_number_is_an_address() {
+        for h in ["127.1", "3232235777", "0x7f.1", "a.0X7F", "1.2.3.4.", "0x"] {
+            assert!(ends_in_number(h), "{h}");
+        }
+        for h in ["example.com", "example10", "1.2.x", "", "0xg"] {
+            assert!(!ends_in_number(h), "{h}");
+        }
+    }
 
     #[test]
     fn each_refusal_is_its_own_variant_with_its_reason() {
