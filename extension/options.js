@@ -39,17 +39,25 @@ const callerCell = (c) => el('td', {}, el('div', {}, c.name ? marked(c.name) : e
 // approved, a new one listed): the second click of a double-click on Approve must not approve
 // the caller that moved up into the clicked spot (any extension can put itself in this list).
 const placed = {}; // list name -> the ids in the order last shown
+/** Takes no click on `e` until `until` (or later, if held longer already); `show(e, held)` says
+ *  so on the element. */
+function holdOne(e, until, show) {
+  e.dataset.armAt = String(Math.max(Number(e.dataset.armAt ?? 0), until));
+  // Held already: its timer reads armAt when it fires (a list of 1,000 rows resizes often).
+  if (e.dataset.held) return;
+  e.dataset.held = '1';
+  show(e, true);
+  const arm = () => {
+    const left = Number(e.dataset.armAt) - Date.now();
+    if (left > 0) { setTimeout(arm, left); return; }
+    delete e.dataset.held;
+    show(e, false);
+  };
+  setTimeout(arm, until - Date.now());
+}
 /** Takes no click on these buttons until `until` (or later, if held longer already). */
 function hold(buttons, until = Date.now() + ARM_MS) {
-  for (const b of buttons) {
-    b.disabled = true;
-    b.dataset.armAt = String(Math.max(Number(b.dataset.armAt ?? 0), until));
-    const arm = () => {
-      const left = Number(b.dataset.armAt) - Date.now();
-      if (left > 0) setTimeout(arm, left); else b.disabled = false;
-    };
-    setTimeout(arm, until - Date.now());
-  }
+  for (const b of buttons) holdOne(b, until, (x, held) => { x.disabled = held; });
 }
 // Until then every caller button drawn is held (a table redrawn after the page moved).
 let movedUntil = 0;
@@ -86,15 +94,7 @@ const moved = new ResizeObserver(() => {
  *  keeps it (a disabled one would drop it to the page, and a Space would scroll), and the
  *  keyboard, which follows the row, still toggles it. */
 function holdSwitch(toggle, until = Date.now() + ARM_MS) {
-  toggle.dataset.armAt = String(Math.max(Number(toggle.dataset.armAt ?? 0), until));
-  // Held already: its timer reads armAt when it fires (a list of 1,000 rows resizes often).
-  if (toggle.getAttribute('aria-disabled') === 'true') return;
-  toggle.setAttribute('aria-disabled', 'true');
-  const arm = () => {
-    const left = Number(toggle.dataset.armAt) - Date.now();
-    if (left > 0) setTimeout(arm, left); else toggle.removeAttribute('aria-disabled');
-  };
-  setTimeout(arm, until - Date.now());
+  holdOne(toggle, until, (t, held) => (held ? t.setAttribute('aria-disabled', 'true') : t.removeAttribute('aria-disabled')));
 }
 for (const e of document.querySelectorAll('#capability, #status, main > section:has(#pending), main > section:has(#allowlist), main > section:has(#sw-endpoint)')) moved.observe(e);
 // Below the callers, only the scripts' switches move: the denied callers, the import's and the
