@@ -389,7 +389,7 @@ impl crate::env::Http for ChromeEnv {
         // The wait for an earlier fetch of the same method and URL counts toward this one's
         // own timeout: it is bounded by the earlier one's, which may be far longer.
         let watch = {
-            let acquire = super::redirects::Watch::acquire(&req.method, &req.url);
+            let acquire = super::redirects::Watch::acquire(&req.method, &req.url, share(req));
             #[allow(clippy::cast_precision_loss)]
             let timer = self::timeout(req.timeout_ms as f64);
             futures::pin_mut!(acquire);
@@ -415,6 +415,7 @@ impl crate::env::Http for ChromeEnv {
                     .collect(),
             });
         }
+        add_marker(&init, &rule);
         let promise: js_sys::Promise = fetch
             .call2(&global, &req.url.as_str().into(), &init)
             .map_err(fail)?
@@ -449,6 +450,41 @@ impl crate::env::Http for ChromeEnv {
         answer.body = read_body(&resp, max_body, progress).await?;
         Ok(answer)
     }
+}
+
+/// The watch's marker header (`redirects::MARKER`), when it has one, added to `init`'s headers.
+fn add_marker(init: &js_sys::Object, rule: &super::header_rules::HeaderRule) {
+    let Some((name, value)) = rule.watch().and_then(super::redirects::Watch::marker) else {
+        return;
+    };
+    if let Ok(headers) = Reflect::get(init, &"headers".into()) {
+        let headers: Array = headers.unchecked_into();
+        headers.push(&Array::of2(&name.into(), &value.into()));
+    }
+}
+
+/// What fetches of the same method and URL a request may be in flight with: those whose header
+/// rule is this same one (`redirects::Watch::acquire`). A rule that appends goes alone: two alike
+/// rules would append twice.
+fn share(req: &crate::env::HttpRequest) -> Option<String> {
+    use crate::env::HeaderOp;
+    let mut key = String::new();
+    for h in &req.browser_headers {
+        let op = match h.op {
+            HeaderOp::Set => 's',
+            HeaderOp::Remove => 'r',
+            HeaderOp::Append => return None,
+        };
+        // Lengths first: no name or value can run into the next.
+        key.push_str(&format!(
+            "{op}{}:{}:{}{}",
+            h.name.len(),
+            h.value.len(),
+            h.name,
+            h.value
+        ));
+    }
+    Some(key)
 }
 
 /// `fetch`'s options for a request, but its signal.

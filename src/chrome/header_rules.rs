@@ -9,9 +9,12 @@
 //! is reported, and the request is not sent without its headers (`FetchError::HeadersNotSet`).
 //!
 //! Only while the fetch holds its `redirects::Watch`: no other fetch of the same method and URL
-//! is sent then, so the rule meets this request alone. The rule names the extension as the
-//! initiator and no tab (`tabIds: [-1]`), so no page's request is touched. Session rules outlive
-//! a worker stopped mid-fetch: `clear_stale` removes them when a worker starts.
+//! is sent then unless its rule is the same (and appends nothing), so whichever of the alike
+//! rules Chrome applies, each request carries its own headers. The rule names the extension as
+//! the initiator and no tab (`tabIds: [-1]`), so no page's request is touched. Session rules
+//! outlive a worker stopped mid-fetch: `clear_stale` removes them when a worker starts, but the
+//! one rule that removes the watches' marker header (`ensure_marker_rule`), which is the same
+//! in every worker.
 
 use super::api;
 use super::json as js_json;
@@ -25,6 +28,40 @@ use wasm_bindgen_futures::JsFuture;
 
 thread_local! {
     static NEXT: Cell<u32> = const { Cell::new(0) };
+    // Whether the marker rule is in place: unknown until asked, then Chrome's answer.
+    static MARKER_RULE: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// The id of the marker rule: past the 1 to 1,000,000 of the requests' own rules.
+const MARKER_RULE_ID: u32 = 1_000_001;
+
+/// Whether the session rule that removes `redirects::MARKER` from the worker's own requests is in
+/// place (added once a worker; the same rule a previous worker left is replaced). Without it no
+/// marker is sent: the server would see it.
+pub async fn ensure_marker_rule() -> bool {
+    if let Some(done) = MARKER_RULE.with(Cell::get) {
+        return done;
+    }
+    let me = api::CHROME
+        .with(|c| get(&get(c, "runtime"), "id"))
+        .as_string()
+        .unwrap_or_default();
+    let rule = json!({
+        "id": MARKER_RULE_ID,
+        "priority": 1,
+        "action": { "type": "modifyHeaders", "requestHeaders": [
+            { "header": super::redirects::MARKER, "operation": "remove" },
+        ] },
+        "condition": {
+            "resourceTypes": ["xmlhttprequest"],
+            "tabIds": [-1],
+            "initiatorDomains": [me],
+        },
+    });
+    let done = !me.is_empty()
+        && update(&json!({ "removeRuleIds": [MARKER_RULE_ID], "addRules": [rule] })).await;
+    MARKER_RULE.with(|m| m.set(Some(done)));
+    done
 }
 
 fn get(o: &JsValue, k: &str) -> JsValue {
@@ -53,8 +90,9 @@ async fn update(arg: &Value) -> bool {
     }
 }
 
-/// Removes every session rule: this extension makes none but these, and a worker that stopped
-/// mid-fetch left its rule.
+/// Removes every session rule but the marker rule: this extension makes none but these, and a
+/// worker that stopped mid-fetch left its rule. (The marker rule is kept: this worker may have
+/// added it already, while this listed the rules.)
 pub async fn clear_stale() {
     let dnr = api::CHROME.with(|c| get(c, "declarativeNetRequest"));
     let Ok(f) = get(&dnr, "getSessionRules").dyn_into::<Function>() else {
@@ -71,6 +109,7 @@ pub async fn clear_stale() {
         .unwrap_or_default()
         .iter()
         .filter_map(|r| r.get("id").cloned())
+        .filter(|id| id.as_u64() != Some(u64::from(MARKER_RULE_ID)))
         .collect();
     if !ids.is_empty() {
         update(&json!({ "removeRuleIds": ids })).await;
@@ -162,6 +201,11 @@ impl HeaderRule {
     /// Whether Chrome holds the rule.
     pub fn is_set(&self) -> bool {
         self.id.is_some()
+    }
+
+    /// The fetch's watch, while this holds it.
+    pub fn watch(&self) -> Option<&Watch> {
+        self.watch.as_ref()
     }
 
     /// Removes the rule (the request was sent: its answer's headers came) and hands back the

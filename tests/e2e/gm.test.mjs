@@ -27,6 +27,7 @@ function script(name, lines, body) {
 async function pageServer() {
   const hits = [], bodies = [];
   const held = { open: 0, peak: 0 };
+  const meets = new Map();
   const server = createServer((req, res) => {
     hits.push(`${req.headers.host}${req.url}`);
     // Answered after 1.5 s; how many are open at once (`held.peak`) is what the server saw of
@@ -95,14 +96,35 @@ async function pageServer() {
       res.end();
       return;
     }
-    // A redirect that depends on what was sent: the body "slow" is answered 500 ms after the others.
-    if (req.url.startsWith("/whose")) {
+    // Requests that meet: each is held until `n` requests of key `k` are open at once, then all
+    // are answered, the last to come first and the others 300 ms after it; one left alone for
+    // 1.5 s is answered alone. The answer says which, with what the request carried: its body,
+    // its User-Agent if a script set one, its Origin, and any header the provider's own
+    // marker could have left. With `to`, the answer is a 303 to `${to}-${body}` instead.
+    if (req.url.startsWith("/meet")) {
+      const q = new URL(req.url, "http://x").searchParams;
       const parts = [];
       req.on("data", (c) => parts.push(c));
       req.on("end", () => {
         const body = Buffer.concat(parts).toString();
-        hits.push(`whose ${body} ${Date.now()}`);
-        setTimeout(() => { res.writeHead(303, { location: `/api/for-${body}` }); res.end(); }, body === "slow" ? 500 : 0);
+        const ua = req.headers["user-agent"] ?? "";
+        const answer = (together) => {
+          hits.push(`meet ${q.get("k")} ${body} ${together ? "together" : "alone"}`);
+          if (q.has("to")) { res.writeHead(303, { location: `${q.get("to")}-${body}` }); res.end(); return; }
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify({ together, body, ua: /^Script\//.test(ua) ? ua : "browser's", origin: req.headers.origin ?? null,
+            marker: Object.keys(req.headers).filter((h) => h.startsWith("x-lumo")) }));
+        };
+        const open = meets.get(q.get("k")) ?? [];
+        meets.set(q.get("k"), open);
+        open.push(answer);
+        if (open.length === Number(q.get("n"))) {
+          const all = open.splice(0);
+          all.pop()(true);
+          setTimeout(() => all.forEach((a) => a(true)), 300);
+        } else {
+          setTimeout(() => { const i = open.indexOf(answer); if (i >= 0) { open.splice(i, 1); answer(false); } }, 1500);
+        }
       });
       return;
     }
@@ -734,35 +756,66 @@ describe("gm: the GM functions a script is given", () => {
     assert.ok(!server.hits.some((x) => /\/api\/(home|corp|compat|nat64|led)/.test(x)), JSON.stringify(server.hits));
   });
 
-  // Chrome names a redirect by method and URL only: two requests of the same method and URL at
-  // once could each be told the other's target (a server's answer to one handed to the other).
-  test("GM_xmlhttpRequest: two requests to the same URL at once each follow their own redirect", T, async () => {
+  // Chrome names a redirect by its request id, which fetch does not give: each request carries a
+  // marker that ties the two (removed before it leaves the browser). Named by method and URL
+  // alone, two requests of the same method and URL in flight at once could each be told the
+  // other's target (a server's answer to one handed to the other).
+  test("GM_xmlhttpRequest: two requests to the same URL in flight at once each follow their own redirect", T, async () => {
     await write("whose", ["@match http://whosepage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
-      "const out = {}, u = `http://api.test:${location.port}/whose`;\n"
+      "const out = {}, u = `http://api.test:${location.port}/meet?k=whose&n=2&to=/api/for`;\n"
       + "const done = () => { if (Object.keys(out).length === 2) document.documentElement.setAttribute('data-gm-whose', JSON.stringify(out)); };\n"
-      + "for (const k of ['slow', 'fast']) GM_xmlhttpRequest({ method: 'POST', url: u, data: k, onload: (r) => { out[k] = r.finalUrl; done(); }, onerror: (e) => { out[k] = e.error; done(); } });");
+      + "for (const k of ['first', 'second']) GM_xmlhttpRequest({ method: 'POST', url: u, data: k, onload: (r) => { out[k] = r.finalUrl; done(); }, onerror: (e) => { out[k] = e.error; done(); } });");
     await tab.goto(url("whosepage.test"), { waitUntil: "load" });
     const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-whose"), null, { timeout: 8000 });
     const P = server.port;
-    // Before, the fast answer's target was given to the request sent first (the slow one's).
-    assert.deepEqual(JSON.parse(await got.jsonValue()), { slow: `http://api.test:${P}/api/for-slow`, fast: `http://api.test:${P}/api/for-fast` });
+    // The server had both at once, and answered the second first.
+    assert.deepEqual(server.hits.filter((x) => x.startsWith("meet whose")).sort(), ["meet whose first together", "meet whose second together"]);
+    assert.deepEqual(JSON.parse(await got.jsonValue()), { first: `http://api.test:${P}/api/for-first`, second: `http://api.test:${P}/api/for-second` });
   });
 
-  // Those two take turns; the one waiting must not wait past its own timeout for the other.
+  // GraphQL and LLM APIs are called in parallel at one URL: requests of the same method, URL and
+  // headers go at once (before, one after the other: each waited for the other's answer, and a
+  // script's own timeout cut calls short). Requests whose headers the browser must set
+  // differently still take turns: else one could carry the other's.
+  test("GM_xmlhttpRequest: requests of the same method and URL go at once, unless the headers the browser sets differ", T, async () => {
+    await write("parallel", ["@match http://parallelpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
+      "const out = {}, at = (k, n) => `http://api.test:${location.port}/meet?k=${k}&n=${n}`;\n"
+      + "const done = () => { if (Object.keys(out).length === 5) document.documentElement.setAttribute('data-gm-parallel', JSON.stringify(out)); };\n"
+      + "const go = (k, o) => GM_xmlhttpRequest(Object.assign({ responseType: 'json', onload: (r) => { out[k] = r.response; done(); },\n"
+      + "  onerror: (e) => { out[k] = e.error; done(); } }, o));\n"
+      + "for (const k of ['a', 'b', 'c']) go(k, { method: 'POST', url: at('gql', 3), data: k });\n"
+      + "for (const k of ['d', 'e']) go(k, { method: 'POST', url: at('ua', 2), data: k, headers: { 'User-Agent': 'Script/' + k } });");
+    await tab.goto(url("parallelpage.test"), { waitUntil: "load" });
+    const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-parallel"), null, { timeout: 15_000 });
+    const out = JSON.parse(await got.jsonValue());
+    for (const k of ["a", "b", "c"]) {
+      // Each its own answer, all three open at the server at once; no Origin of the worker's, and
+      // nothing of the marker reached the server.
+      assert.deepEqual(out[k], { together: true, body: k, ua: "browser's", origin: null, marker: [] }, JSON.stringify(out));
+    }
+    for (const k of ["d", "e"]) {
+      assert.deepEqual(out[k], { together: false, body: k, ua: `Script/${k}`, origin: null, marker: [] }, JSON.stringify(out));
+    }
+  });
+
+  // Requests that take turns (their headers differ); the one waiting must not wait past its own
+  // timeout for the other.
   test("GM_xmlhttpRequest: a request waiting its turn behind one to the same URL times out on its own timeout", T, async () => {
     await write("turn", ["@match http://turnpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
       "const out = {}, u = `http://api.test:${location.port}/slow?turn`, t0 = Date.now();\n"
       + "const done = () => { if (Object.keys(out).length === 2) document.documentElement.setAttribute('data-gm-turn', JSON.stringify(out)); };\n"
       + "GM_xmlhttpRequest({ url: u, onload: (r) => { out.long = ['load', r.responseText, Date.now() - t0]; done(); } });\n"
-      + "GM_xmlhttpRequest({ url: u, timeout: 800, onload: () => { out.short = ['load', Date.now() - t0]; done(); },\n"
+      + "GM_xmlhttpRequest({ url: u, timeout: 800, headers: { 'User-Agent': 'Script/turn' }, onload: () => { out.short = ['load', Date.now() - t0]; done(); },\n"
       + "  ontimeout: () => { out.short = ['timeout', Date.now() - t0]; done(); } });");
     await tab.goto(url("turnpage.test"), { waitUntil: "load" });
     const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-turn"), null, { timeout: 12000 });
     const out = JSON.parse(await got.jsonValue());
-    // The first is answered after 4 s; the second gave up near its 800 ms, long before that.
+    // The first is answered after 4 s; the second gave up near its 800 ms, long before that,
+    // and was never sent.
     assert.deepEqual(out.long.slice(0, 2), ["load", "slow"], JSON.stringify(out));
     assert.equal(out.short[0], "timeout", JSON.stringify(out));
     assert.ok(out.short[1] < 2500 && out.short[1] < out.long[2] - 1000, JSON.stringify(out));
+    assert.equal(server.hits.filter((x) => x.endsWith("/slow?turn")).length, 1, JSON.stringify(server.hits));
   });
 
   test("GM_xmlhttpRequest sends binary data byte for byte: ArrayBuffer, typed array, DataView, Blob, FormData, URLSearchParams", T, async () => {
