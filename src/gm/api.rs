@@ -96,12 +96,34 @@ pub fn classify(value: &str) -> Grant {
     let classic = match value.strip_prefix("GM.") {
         Some("xmlHttpRequest") => "GM_xmlhttpRequest".to_owned(),
         Some("getResourceUrl") => "GM_getResourceURL".to_owned(),
+        // The classic spellings: no manager defines them on `GM` (the script would find
+        // `GM.xmlhttpRequest` undefined).
+        Some("xmlhttpRequest" | "getResourceURL") => return Grant::Unknown,
         Some(rest) => format!("GM_{rest}"),
         None => value.to_owned(),
     };
     APIS.iter()
         .find(|a| a.name == classic)
         .map_or(Grant::Unknown, |a| Grant::Known(*a))
+}
+
+/// The name a script meant by an unknown `@grant` that differs from a known one only in
+/// letter case (`GM.xmlhttpRequest` for `GM.xmlHttpRequest`, `GM_getvalue`), if any.
+pub fn meant(value: &str) -> Option<String> {
+    let promise = |classic: &str| match classic {
+        "GM_xmlhttpRequest" => Some("GM.xmlHttpRequest".to_owned()),
+        "GM_getResourceURL" => Some("GM.getResourceUrl".to_owned()),
+        c => c.strip_prefix("GM_").map(|r| format!("GM.{r}")),
+    };
+    let wanted_promise = value.starts_with("GM.") || value.starts_with("gm.");
+    APIS.iter().find_map(|a| {
+        let name = if wanted_promise {
+            promise(a.name)?
+        } else {
+            a.name.to_owned()
+        };
+        (name != value && name.eq_ignore_ascii_case(value)).then_some(name)
+    })
 }
 
 /// What a script with any `@grant` other than `none` is given without granting it: Violentmonkey,
@@ -173,6 +195,8 @@ mod tests {
         for typo in [
             "GM_getvalue",
             "GM.xmlhttprequest",
+            "GM.xmlhttpRequest",
+            "GM.getResourceURL",
             "GM_",
             "GM.",
             "",

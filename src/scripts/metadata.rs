@@ -157,7 +157,13 @@ pub fn parse(source: &str) -> Parsed {
         let body = lines.get(start + 1 + len + 1..).unwrap_or_default();
         if let Some(offset) = body.iter().position(|l| mentions_unsafe_window(l)) {
             let line = header_line + len + 2 + offset;
-            unsafe_window_used(m, line, &mut diags);
+            let line_text: &str = body.get(offset).map_or("", |l| l);
+            unsafe_window_used(
+                m,
+                line,
+                line_text.contains("typeof unsafeWindow"),
+                &mut diags,
+            );
         }
     }
     diags.finish(metadata)
@@ -183,17 +189,25 @@ fn mentions_unsafe_window(line: &str) -> bool {
 /// it anyway, and otherwise this world's window, not the page's — a script reaching for the
 /// page's `jQuery` or hooking its `fetch` through it does nothing here, without an error.
 /// Granted by name, its `@grant` line says so already.
-fn unsafe_window_used(m: &Metadata, line: usize, diags: &mut Diagnostics) {
+fn unsafe_window_used(m: &Metadata, line: usize, typeof_test: bool, diags: &mut Diagnostics) {
     if m.grants.iter().any(|g| g == "unsafeWindow") {
         return;
     }
-    let none = m.grants.is_empty() || m.grants.iter().any(|g| g == "none");
+    // Given by any grant but `none` (`api::provided`), whatever else the lines say.
+    let none = !api::provided(&m.grants).contains(&"unsafeWindow");
     let message = if none {
-        "unsafeWindow is not defined in this script: with @grant none (or no @grant) a script \
-         gets no GM functions and no unsafeWindow here (Violentmonkey and Tampermonkey give it \
-         anyway), so this line throws a ReferenceError. Add \"// @grant unsafeWindow\", and \
-         read what it is here"
-            .to_owned()
+        format!(
+            "unsafeWindow is not defined in this script: with @grant none (or no @grant) a \
+             script gets no GM functions and no unsafeWindow here (Violentmonkey and \
+             Tampermonkey give it anyway), so {}. Add \"// @grant unsafeWindow\", and read what \
+             it is here",
+            if typeof_test {
+                "a typeof unsafeWindow test finds it undefined (any other use throws a \
+                 ReferenceError)"
+            } else {
+                "this line throws a ReferenceError"
+            }
+        )
     } else {
         format!(
             "unsafeWindow (given without a @grant line for it): {}",
@@ -557,10 +571,17 @@ impl Builder {
             ),
             Grant::Unknown => diags.warning(
                 line_no,
-                format!(
-                    "@grant {}: no such API (a typo?); the script runs without it",
-                    snippet(value)
-                ),
+                match api::meant(value) {
+                    Some(meant) => format!(
+                        "@grant {}: no such API (did you mean {meant}?); the script runs \
+                         without it",
+                        snippet(value)
+                    ),
+                    None => format!(
+                        "@grant {}: no such API (a typo?); the script runs without it",
+                        snippet(value)
+                    ),
+                },
             ),
         }
         self.grants.push(value.to_owned());
@@ -1479,9 +1500,22 @@ mod tests {
                 p.diagnostics
             );
         }
-        let (p, header) = with(&["// @grant GM_xmlhttpRequest"], code);
+        // `@grant none` beside another grant gives it, as the other grant alone does.
+        for grants in [
+            &["// @grant GM_xmlhttpRequest"][..],
+            &["// @grant none", "// @grant GM_setValue"][..],
+        ] {
+            let (p, header) = with(grants, code);
+            assert!(
+                has(&p, header + 3, Severity::Warning, "unsafeWindow (given without a @grant line for it): here unsafeWindow is the window of the script's own isolated world"),
+                "{grants:?}: {:?}",
+                p.diagnostics
+            );
+        }
+        // A feature test does not throw: said so.
+        let (p, header) = with(&[], "const x = 1;\nconst w = typeof unsafeWindow !== 'undefined' ? unsafeWindow : window;\n");
         assert!(
-            has(&p, header + 3, Severity::Warning, "unsafeWindow (given without a @grant line for it): here unsafeWindow is the window of the script's own isolated world"),
+            has(&p, header + 3, Severity::Warning, "so a typeof unsafeWindow test finds it undefined (any other use throws a ReferenceError)"),
             "{:?}",
             p.diagnostics
         );
@@ -1628,6 +1662,9 @@ mod tests {
             "// @grant GM_addStyle",
             "// @grant GM.info",
             "// @grant GM_getvalue",
+            "// @grant GM.xmlhttpRequest",
+            "// @grant GM.getResourceURL",
+            "// @grant GM_frobnicate",
         ]));
         assert!(
             !has(&p, 4, Severity::Warning, "@grant"),
@@ -1639,13 +1676,40 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
-        assert!(has(
-            &p,
-            6,
-            Severity::Warning,
-            "@grant GM_getvalue: no such API (a typo?)"
-        ));
-        assert_eq!(meta(&p).grants, ["GM_addStyle", "GM.info", "GM_getvalue"]);
+        // A known name in other letter case is named; the classic spellings on `GM.` are not
+        // defined there by any manager.
+        for (line, text) in [
+            (
+                6,
+                "@grant GM_getvalue: no such API (did you mean GM_getValue?)",
+            ),
+            (
+                7,
+                "@grant GM.xmlhttpRequest: no such API (did you mean GM.xmlHttpRequest?)",
+            ),
+            (
+                8,
+                "@grant GM.getResourceURL: no such API (did you mean GM.getResourceUrl?)",
+            ),
+            (9, "@grant GM_frobnicate: no such API (a typo?)"),
+        ] {
+            assert!(
+                has(&p, line, Severity::Warning, text),
+                "{:?}",
+                p.diagnostics
+            );
+        }
+        assert_eq!(
+            meta(&p).grants,
+            [
+                "GM_addStyle",
+                "GM.info",
+                "GM_getvalue",
+                "GM.xmlhttpRequest",
+                "GM.getResourceURL",
+                "GM_frobnicate"
+            ]
+        );
     }
 
     /// `GM_download` is given now (`gm::api`): no "not implemented" for it in either spelling;
