@@ -170,8 +170,28 @@ pub async fn prepare_in<E: Storage + Http + Clock>(
     );
     let mut out = Prepared::default();
     for step in steps {
+        let step = match step {
+            Step::Check(a, w) => {
+                let key = assets::blob_key(&a.sha256);
+                let stored = env
+                    .get(Area::Local, &[key.as_str()])
+                    .await
+                    .map_err(|e| AssetError::Storage(e.0))?;
+                let bytes = stored
+                    .get(&key)
+                    .and_then(serde_json::Value::as_str)
+                    .and_then(assets::decode);
+                if bytes.is_some_and(|b| assets::pins_hold(&w, &b)) {
+                    Step::Reuse(a)
+                } else {
+                    Step::Fetch(w)
+                }
+            }
+            other => other,
+        };
         match step {
             Step::Reuse(a) => out.assets.push(a),
+            Step::Check(..) => {}
             Step::Fetch(w) => {
                 let answer = fetches.answer(env, web, &w).await?;
                 let a = assets::verify(web, &w, &answer)?;

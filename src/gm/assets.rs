@@ -257,39 +257,53 @@ pub fn check_scheme(scheme: &str, host: &str) -> Result<(), String> {
     }
 }
 
-/// The hashes a URL fragment names. A fragment that names no hash (`#top`) pins nothing; one
-/// that names only algorithms this provider cannot check (`md5=`) is refused rather than
-/// skipped, since its author asked for the check; beside one it can check
+/// The hashes a URL fragment names, as Tampermonkey and Violentmonkey write them: `sha256=<hex>`,
+/// `sha-256=…`, `sha256-<base64>` (SRI), `sha256:…`, in any letter case, several separated by
+/// `,` `;` `#` or spaces. A fragment that names no hash (`#top`) pins nothing; one that names
+/// only algorithms this provider cannot check (`md5=`, `sha1=`, `sha3-256=`) is refused rather
+/// than skipped, since its author asked for the check; beside one it can check
 /// (`#md5=…,sha256=…`, as Tampermonkey's documentation writes it) such a hash is left out and
 /// the others are checked.
 pub fn pins(fragment: &str) -> Result<Vec<Pin>, String> {
+    const CHECKED: [(&str, Option<Alg>); 15] = [
+        ("sha-256", Some(Alg::Sha256)),
+        ("sha256", Some(Alg::Sha256)),
+        ("sha-384", Some(Alg::Sha384)),
+        ("sha384", Some(Alg::Sha384)),
+        ("sha-512", Some(Alg::Sha512)),
+        ("sha512", Some(Alg::Sha512)),
+        ("md5", None),
+        ("sha-1", None),
+        ("sha1", None),
+        ("sha-224", None),
+        ("sha224", None),
+        ("sha3-224", None),
+        ("sha3-256", None),
+        ("sha3-384", None),
+        ("sha3-512", None),
+    ];
     let mut out = Vec::new();
     let mut unchecked = None;
     for part in fragment
-        .split([',', ';', ' '])
+        .split([',', ';', ' ', '#'])
         .map(str::trim)
         .filter(|p| !p.is_empty())
     {
-        let Some(at) = part.find(['=', '-']) else {
+        // A name, then `=`, `-` (SRI) or `:`, then the hash (whose base64 may hold `=` or `-`).
+        let named = CHECKED.iter().find(|(n, _)| {
+            part.get(..n.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(n))
+                && matches!(part.get(n.len()..n.len() + 1), Some("=" | "-" | ":"))
+        });
+        let Some((name, alg)) = named else { continue };
+        let Some(alg) = alg else {
+            unchecked.get_or_insert(*name);
             continue;
         };
-        let (alg, value) = (
-            part.get(..at).unwrap_or(""),
-            part.get(at + 1..).unwrap_or(""),
-        );
-        let alg = match alg.to_ascii_lowercase().as_str() {
-            "sha256" => Alg::Sha256,
-            "sha384" => Alg::Sha384,
-            "sha512" => Alg::Sha512,
-            "md5" | "sha1" | "sha-1" | "sha-256" | "sha-384" | "sha-512" => {
-                unchecked.get_or_insert_with(|| alg.to_owned());
-                continue;
-            }
-            _ => continue,
-        };
+        let value = part.get(name.len() + 1..).unwrap_or("");
         let digest = decode_digest(value, alg.len())
             .ok_or_else(|| format!("the {} in the URL is not a valid hash", alg.name()))?;
-        out.push(Pin { alg, digest });
+        out.push(Pin { alg: *alg, digest });
     }
     match (unchecked, out.is_empty()) {
         (Some(alg), true) => Err(format!(
@@ -319,19 +333,43 @@ fn decode_digest(v: &str, len: usize) -> Option<Vec<u8>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     Reuse(Asset),
+    /// Reused once the stored bytes pass the URL's sha384/sha512 pins, which the record cannot
+    /// answer (its digest is sha256); else fetched.
+    Check(Asset, Wanted),
     Fetch(Wanted),
 }
 
+/// Each wanted file's step. A stored file is reused only where its record holds every pin the
+/// URL names: the URL is the same, but the file may have been stored by a version that did
+/// not read those pins (`sha-256=` was not read before), and its bytes must have them.
 pub fn plan(wanted: Vec<Wanted>, current: &[Asset]) -> Vec<Step> {
     wanted
         .into_iter()
         .map(
             |w| match current.iter().find(|a| a.url == w.url && a.name == w.name) {
-                Some(a) => Step::Reuse(a.clone()),
+                Some(a) => {
+                    let sha256 = w
+                        .pins
+                        .iter()
+                        .filter(|p| p.alg == Alg::Sha256)
+                        .all(|p| crate::guard::digest::hex_lower(&p.digest) == a.sha256);
+                    if !sha256 {
+                        Step::Fetch(w)
+                    } else if w.pins.iter().any(|p| p.alg != Alg::Sha256) {
+                        Step::Check(a.clone(), w)
+                    } else {
+                        Step::Reuse(a.clone())
+                    }
+                }
                 None => Step::Fetch(w),
             },
         )
         .collect()
+}
+
+/// Whether stored bytes have every hash `w`'s URL names.
+pub fn pins_hold(w: &Wanted, bytes: &[u8]) -> bool {
+    w.pins.iter().all(|p| p.alg.digest(bytes) == p.digest)
 }
 
 /// What the fetch answered (the env's `HttpResponse`, as far as this module reads it). One
@@ -592,6 +630,78 @@ mod tests {
             one("https://a.example/l.js#sha256=nothex"),
             Err(AssetError::BadHash { .. })
         ));
+        // Every way the managers write one is checked: with a hyphen in the name, another
+        // separator, after another fragment part, SRI base64 with its padding.
+        let b64 = encode(&Sha256::digest(body));
+        assert!(b64.ends_with('='), "{b64}");
+        let sri512 = encode(&Sha512::digest(body));
+        for pin in [
+            format!("sha-256={hex}"),
+            format!("SHA-256={hex}"),
+            format!("sha256:{hex}"),
+            format!("x#sha256={hex}"),
+            format!("sha256-{b64}"),
+            format!("sha-512={sri512}"),
+            format!("md5=0123456789abcdef0123456789abcdef,sha-256={hex}"),
+        ] {
+            let w = one(&format!("https://a.example/l.js#{pin}")).unwrap();
+            assert_eq!(w.pins.len(), 1, "{pin}");
+            assert!(
+                verify(platform(), &w, &resp(200, body, &w.fetch_url)).is_ok(),
+                "{pin}"
+            );
+            let e = verify(platform(), &w, &resp(200, b"window.lib = 2;", &w.fetch_url));
+            assert!(
+                matches!(e, Err(AssetError::Mismatch { .. })),
+                "{pin}: {e:?}"
+            );
+        }
+        // Only hashes it cannot check: refused, named.
+        for (pin, named) in [
+            ("sha-1=0000000000000000000000000000000000000000", "sha-1"),
+            ("SHA1-AAAA", "sha1"),
+            ("sha3-256=00", "sha3-256"),
+        ] {
+            let e = one(&format!("https://a.example/l.js#{pin}")).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("names a {named} hash")),
+                "{pin}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stored_file_is_reused_only_where_its_record_holds_the_urls_pins() {
+        let body = b"window.lib = 1;";
+        let hex = crate::guard::digest::sha256_hex(body);
+        let stored = |url: &str, sha256: &str| Asset {
+            url: url.to_owned(),
+            name: None,
+            sha256: sha256.to_owned(),
+            size: body.len(),
+            mime: String::new(),
+            final_url: None,
+        };
+        // Stored under a pin an earlier version did not read: the bytes are other.
+        let url = format!("https://a.example/l.js#sha-256={hex}");
+        let other = crate::guard::digest::sha256_hex(b"evil");
+        let w = wanted(platform(), std::slice::from_ref(&url), &[]).unwrap();
+        assert!(matches!(
+            &plan(w.clone(), &[stored(&url, &other)])[0],
+            Step::Fetch(_)
+        ));
+        assert!(matches!(&plan(w, &[stored(&url, &hex)])[0], Step::Reuse(_)));
+        // A sha512 pin: the record cannot say; the stored bytes are checked.
+        let url = format!(
+            "https://a.example/l.js#sha-512={}",
+            encode(&Sha512::digest(body))
+        );
+        let w = wanted(platform(), std::slice::from_ref(&url), &[]).unwrap();
+        let Step::Check(_, w) = &plan(w, &[stored(&url, &hex)])[0] else {
+            panic!("not checked");
+        };
+        assert!(pins_hold(w, body));
+        assert!(!pins_hold(w, b"evil"));
     }
 
     #[test]

@@ -382,7 +382,9 @@ pub fn preview(snap: &Snapshot, items: Vec<Item>) -> Result<Vec<Planned>, Import
             .into_iter()
             .filter_map(|s| match s {
                 crate::gm::assets::Step::Fetch(w) => Some(w),
-                crate::gm::assets::Step::Reuse(_) => None,
+                // Reused where its stored bytes have the URL's hashes (the confirmed import
+                // checks; the preview fetches nothing either way).
+                crate::gm::assets::Step::Reuse(_) | crate::gm::assets::Step::Check(..) => None,
             })
             .collect();
         out.push(Planned {
