@@ -42,7 +42,9 @@ fn is_meta_js(web: &dyn WebPlatform, url: &str) -> bool {
 }
 
 /// The script's update URLs, if it names any that is a URL at all (GreasyFork writes
-/// `@updateURL none` to turn updates off: no URL, no updates). Whether this provider may fetch
+/// `@updateURL none` to turn updates off: no URL, no updates) and its `@downloadURL` is not
+/// `none` (Tampermonkey's documented switch: "no update check will be done", which users add
+/// to keep their own edits). Whether this provider may fetch
 /// from there is the fetch's to say (`gm::assets::check_scheme`, as for `@require`), so the user
 /// is told why a URL is refused rather than finding no button.
 pub fn urls(web: &dyn WebPlatform, meta: &Metadata) -> Option<UpdateUrls> {
@@ -52,6 +54,12 @@ pub fn urls(web: &dyn WebPlatform, meta: &Metadata) -> Option<UpdateUrls> {
             .find(|(k, v)| k.eq_ignore_ascii_case(want) && web.parse_url(v).is_ok())
             .map(|(_, v)| v.clone())
     };
+    let off = meta.other.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("downloadURL") && v.trim().eq_ignore_ascii_case("none")
+    });
+    if off {
+        return None;
+    }
     let (update, download) = (key("updateURL"), key("downloadURL"));
     let check = update.clone().or_else(|| download.clone())?;
     let download = download.or(update).filter(|u| !is_meta_js(web, u));
@@ -523,6 +531,13 @@ mod tests {
             urls(web, &none_then_download).map(|u| u.check),
             Some("https://a.test/d.user.js".into())
         );
+        // Tampermonkey's "@downloadURL none": no update check, whatever @updateURL says.
+        for off in ["none", "None", " none "] {
+            let m = meta(&format!(
+                "// @updateURL https://a.test/u.meta.js\n// @downloadURL {off}\n"
+            ));
+            assert_eq!(urls(web, &m), None, "{off}");
+        }
     }
 
     #[test]
