@@ -136,16 +136,36 @@ pub fn describe_match(pattern: &str) -> String {
 fn as_read(host_port: &str) -> String {
     let shown = visible(host_port);
     match read_differently(host_port) {
-        Some(read) => {
-            let near = if connect::is_loopback(&read) {
-                ": this computer"
-            } else if connect::is_private_network(&read) {
-                ": a device on your local network"
-            } else {
-                ""
-            };
-            format!("{shown} (the browser reads it as {read}{near})")
-        }
+        Some(read) => format!("{shown} (the browser reads it as {read}{})", near(&read)),
+        None => shown,
+    }
+}
+
+/// What a host as the browser reads it is, when it is near: this computer, the local network.
+fn near(read: &str) -> &'static str {
+    if connect::is_loopback(read) {
+        ": this computer"
+    } else if connect::is_private_network(read) {
+        ": a device on your local network"
+    } else {
+        ""
+    }
+}
+
+/// A `@require`/`@resource` URL shown, with its host as the browser reads it where that is
+/// another name (a look-alike CDN, `2130706433` for this computer), as `@match` and `@connect`
+/// hosts are shown.
+fn url_as_read(url: &str) -> String {
+    let shown = visible(url);
+    let authority = url.split_once("://").map_or("", |(_, rest)| {
+        rest.split(['/', '?', '#', '\\']).next().unwrap_or("")
+    });
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match read_differently(host_port) {
+        Some(read) => format!(
+            "{shown} (the browser reads its host as {read}{})",
+            near(&read)
+        ),
         None => shown,
     }
 }
@@ -449,7 +469,7 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
             Rank::Wide,
             format!(
                 "This script loads code from {} (@require{})",
-                visible(r),
+                url_as_read(r),
                 fetched_when(r)
             ),
         ));
@@ -469,7 +489,7 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
             format!(
                 "Loads the file {} from {} (@resource{})",
                 visible(name),
-                visible(url),
+                url_as_read(url),
                 fetched_when(url)
             ),
         ));
@@ -951,6 +971,21 @@ mod tests {
             "0x7f.1 (the browser reads it as 127.0.0.1: this computer)",
         ] {
             assert!(ip.iter().any(|l| l.contains(want)), "{want}: {ip:?}");
+        }
+        // So is the host of a file the script loads: a look-alike CDN, this computer.
+        let new_files = script(&[
+            "@match *://*/*",
+            "@require https://cdn.jsd\u{435}livr.net/npm/x.js",
+            "@resource css http://2130706433:8080/a.css",
+            "@require https://cdn.jsdelivr.net/npm/y.js",
+        ]);
+        let files = between(&old, true, &new_files, true);
+        for want in [
+            "This script loads code from https://cdn.jsd\u{435}livr.net/npm/x.js (the browser reads its host as cdn.xn--jsdlivr-",
+            "Loads the file css from http://2130706433:8080/a.css (the browser reads its host as 127.0.0.1: this computer)",
+            "This script loads code from https://cdn.jsdelivr.net/npm/y.js (@require",
+        ] {
+            assert!(files.iter().any(|l| l.starts_with(want)), "{want}: {files:?}");
         }
         assert_eq!(
             rule_note(RuleKind::Pattern, "http://3232235777/*").as_deref(),
