@@ -450,21 +450,12 @@ fn info(uuid: &str, meta: &Metadata, source: &str) -> String {
     .to_string()
 }
 
-/// The text of the `// ==UserScript==` … `// ==/UserScript==` block, markers included; `""`
-/// when the markers are not found (the parser accepted the script, so they are).
+/// The text of the `// ==UserScript==` … `// ==/UserScript==` block the parser read, markers
+/// included; `""` when there is none (the parser accepted the script, so there is).
 fn meta_block(source: &str) -> &str {
-    let Some(start) = source.find("==UserScript==") else {
-        return "";
-    };
-    let line_start = source
-        .get(..start)
-        .and_then(|b| b.rfind('\n'))
-        .map_or(0, |i| i + 1);
-    let Some(end) = source.get(start..).and_then(|r| r.find("==/UserScript==")) else {
-        return "";
-    };
-    let end = start + end + "==/UserScript==".len();
-    source.get(line_start..end).unwrap_or_default()
+    metadata::block_span(source)
+        .and_then(|r| source.get(r))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -638,6 +629,21 @@ mod tests {
             .as_str()
             .unwrap()
             .ends_with("// ==/UserScript=="));
+    }
+
+    /// The block the parser read, not the first text that names a marker: a banner before it,
+    /// a description quoting the closing marker, a BOM.
+    #[test]
+    fn script_meta_str_is_the_block_the_parser_read() {
+        let header = "// ==UserScript==\r\n// @name B\r\n// @description Paste between // ==UserScript== and // ==/UserScript== lines\r\n// @match https://a.example/*\r\n// @grant GM_info\r\n// ==/UserScript==";
+        let s = format!("\u{feff}/* A userscript: install it in a ==UserScript== manager */\r\n{header}\r\nbody();\r\n");
+        assert_eq!(meta_block(&s), header);
+        let p = prelude("uuid-1", &meta_of(&s), &s);
+        let start = p.find("const I=").unwrap() + "const I=".len();
+        let end = p.find(";I.platform=").unwrap();
+        let v: Value = serde_json::from_str(&p[start..end]).unwrap();
+        assert_eq!(v["scriptMetaStr"], header);
+        assert_eq!(meta_block("no header"), "");
     }
 
     /// The header's links, as Violentmonkey's and Tampermonkey's `GM_info.script` give them;

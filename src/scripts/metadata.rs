@@ -169,6 +169,29 @@ pub fn parse(source: &str) -> Parsed {
     diags.finish(metadata)
 }
 
+/// Where the header [`parse`] reads is in `source`: from its `// ==UserScript==` line to the end
+/// of its `// ==/UserScript==` line (not a marker's text elsewhere: a banner comment naming
+/// "==UserScript==", or a description quoting the closing marker), without a leading BOM.
+pub fn block_span(source: &str) -> Option<std::ops::Range<usize>> {
+    let bom = if source.starts_with('\u{feff}') {
+        '\u{feff}'.len_utf8()
+    } else {
+        0
+    };
+    let mut at = bom;
+    let mut start = None;
+    for line in source.get(bom..)?.split('\n') {
+        let l = line.strip_suffix('\r').unwrap_or(line);
+        match (start, marker(l)) {
+            (None, Some(Marker::Start)) => start = Some(at),
+            (Some(s), Some(Marker::End)) => return Some(s..at + l.len()),
+            _ => {}
+        }
+        at += line.len() + 1;
+    }
+    None
+}
+
 /// Whether a line of the script's code names `unsafeWindow` (as an identifier, not inside a
 /// longer name; a line that is only a `//` comment does not count).
 fn mentions_unsafe_window(line: &str) -> bool {
