@@ -56,6 +56,11 @@ pub fn display(value: &str) -> (String, bool) {
     let mut space = false;
     let mut chars = value.chars().peekable();
     while let Some(c) = chars.next() {
+        // Before the invisibles, which hold every control character: a tab is a space.
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
         if is_invisible(c) {
             // Zero-width (non-)joiners shape emoji sequences and Indic or Arabic text: kept
             // between two visible non-ASCII characters, where they do that job, and nowhere
@@ -69,10 +74,6 @@ pub fn display(value: &str) -> (String, bool) {
             if joins {
                 out.push(c);
             }
-            continue;
-        }
-        if c.is_whitespace() {
-            space = !out.is_empty();
             continue;
         }
         if space {
@@ -184,6 +185,13 @@ mod tests {
             ("Bank helper".to_owned(), true)
         );
         assert_eq!(display("Plain name"), ("Plain name".to_owned(), false));
+        // A tab (a control character, and a space) is a space, not removed: "YouTube\tEnhancer"
+        // was shown as, and taken for the same script as, "YouTubeEnhancer".
+        assert_eq!(
+            display("YouTube\tEnhancer\r\n"),
+            ("YouTube Enhancer".to_owned(), true)
+        );
+        assert_ne!(skeleton("YouTube\tEnhancer"), skeleton("YouTubeEnhancer"));
         assert_eq!(display("\u{200B}\u{2800}"), (String::new(), true));
         assert_eq!(display("日本語 ✓"), ("日本語 ✓".to_owned(), false));
         // Joiners stay where they join (an emoji family, Devanagari), go elsewhere.
