@@ -389,7 +389,11 @@ impl crate::env::Http for ChromeEnv {
         // The wait for an earlier fetch of the same method and URL counts toward this one's
         // own timeout: it is bounded by the earlier one's, which may be far longer.
         let watch = {
-            let acquire = super::redirects::Watch::acquire(&req.method, &req.url, share(req));
+            let share = match share(req) {
+                Some(s) if super::header_rules::ensure_marker_rule().await => Some(s),
+                _ => None,
+            };
+            let acquire = super::redirects::Watch::acquire(&req.method, &req.url, share);
             #[allow(clippy::cast_precision_loss)]
             let timer = self::timeout(req.timeout_ms as f64);
             futures::pin_mut!(acquire);
