@@ -1084,7 +1084,12 @@ fn unmatchable(
     value: &str,
     why: rule_syntax::Unmatchable,
 ) -> bool {
-    if key.to_ascii_lowercase().starts_with("exclude") {
+    let exclude = key.to_ascii_lowercase().starts_with("exclude");
+    // `@exclude about:blank` is true as it stands: no script runs on such a page.
+    if exclude && matches!(why, rule_syntax::Unmatchable::Scheme(_)) {
+        return true;
+    }
+    if exclude {
         diags.error(
             line_no,
             format!(
@@ -1272,6 +1277,34 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
+        // An include of a page no user script runs on (Tampermonkey's `about:blank` frames) or
+        // written without its scheme runs nowhere: said. Such an exclude is true as it stands.
+        let p = parse(&script(&[
+            "// @name T",
+            "// @include about:blank",
+            "// @include chrome://settings/*",
+            "// @include example.com/*",
+            "// @include http*://example.com/*",
+            "// @include h?tps://example.com/*",
+            "// @exclude about:blank",
+        ]));
+        for (line, start) in [(3, "about:"), (4, "chrome:"), (5, "example.com/")] {
+            let says = format!(
+                "matches no page: Chrome runs user scripts only on pages whose address starts \
+                 with http://, https:// or file://, never \"{start}\""
+            );
+            assert!(
+                has(&p, line, Severity::Warning, &says),
+                "{:?}",
+                p.diagnostics
+            );
+        }
+        assert!(
+            p.diagnostics.iter().all(|d| d.line < 6),
+            "{:?}",
+            p.diagnostics
+        );
+        assert_eq!(meta(&p).exclude_globs, ["about:blank"]);
         // What does match stays accepted without a word: an encoded path, a capital in a path, a
         // query that names another address, a non-ASCII path in a pattern (Chrome decodes it).
         let p = parse(&script(&[

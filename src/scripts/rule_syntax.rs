@@ -203,6 +203,9 @@ pub enum Unmatchable {
     DotSegment,
     /// `*.` before an IP address: Chrome matches no subdomain of an address.
     IpSubdomain,
+    /// A glob whose literal start is no start of an address Chrome runs user scripts on
+    /// (`about:blank`, `chrome://…`, `example.com/*`): it holds what it starts with.
+    Scheme(String),
 }
 
 impl Unmatchable {
@@ -218,6 +221,10 @@ impl Unmatchable {
             Unmatchable::NoPath => "add the path: scheme://host/ or scheme://host/*",
             Unmatchable::DotSegment => "write the path as it reads once resolved",
             Unmatchable::IpSubdomain => "write the address itself, without *.",
+            Unmatchable::Scheme(_) => {
+                "start it with the scheme of a web page or file (http://, https://, *://, \
+                 file://)"
+            }
             _ => {
                 "write the address as the browser holds it (a host in lowercase, or punycode \
                  as xn--…; other characters %-encoded, as é is %C3%A9)"
@@ -264,6 +271,11 @@ impl fmt::Display for Unmatchable {
             Unmatchable::IpSubdomain => f.write_str(
                 "an IP address has no subdomains: Chrome matches *. only before a host name",
             ),
+            Unmatchable::Scheme(start) => write!(
+                f,
+                "Chrome runs user scripts only on pages whose address starts with http://, \
+                 https:// or file://, never \"{start}\""
+            ),
         }
     }
 }
@@ -292,6 +304,21 @@ pub fn glob_unmatchable(glob: &str) -> Option<Unmatchable> {
     }
     if let Some(c) = glob.chars().find(|&c| never_in_address(c)) {
         return Some(Unmatchable::Character(c));
+    }
+    // Its literal start (to the first wildcard or escape) against an address's: compared in
+    // lowercase, since a capital is `Capital`'s to say.
+    let literal = glob.split(['*', '?', '\\']).next().unwrap_or_default();
+    let lower = literal.to_ascii_lowercase();
+    let starts = ["http://", "https://", "file://"];
+    if !starts
+        .iter()
+        .any(|s| lower.starts_with(s) || s.starts_with(lower.as_str()))
+    {
+        let start = match literal.find(':') {
+            Some(i) => literal.get(..=i).unwrap_or(literal),
+            None => literal,
+        };
+        return Some(Unmatchable::Scheme(crate::text::ellipsize(start, 40)));
     }
     // `scheme://host/…` with a literal host: its letters must be lowercase. (A wildcard in the
     // host may reach into the path, where capitals are at home.)
