@@ -1194,6 +1194,38 @@ mod tests {
             .any(|d| d.line == line && d.severity == severity && d.message.contains(needle))
     }
 
+    /// An include of a page no user script runs on (Tampermonkey's `about:blank` frames) or
+    /// written without its scheme runs nowhere: said. Such an exclude is true as it stands.
+    #[test]
+    fn an_include_of_no_user_script_page_is_warned_an_exclude_of_one_kept() {
+        let p = parse(&script(&[
+            "// @name T",
+            "// @include about:blank",
+            "// @include chrome://settings/*",
+            "// @include example.com/*",
+            "// @include http*://example.com/*",
+            "// @include h?tps://example.com/*",
+            "// @exclude about:blank",
+        ]));
+        for (line, start) in [(3, "about:"), (4, "chrome:"), (5, "example.com/")] {
+            let says = format!(
+                "matches no page: Chrome runs user scripts only on pages whose address starts \
+                 with http://, https:// or file://, never \"{start}\""
+            );
+            assert!(
+                has(&p, line, Severity::Warning, &says),
+                "{:?}",
+                p.diagnostics
+            );
+        }
+        assert!(
+            p.diagnostics.iter().all(|d| d.line < 6),
+            "{:?}",
+            p.diagnostics
+        );
+        assert_eq!(meta(&p).exclude_globs, ["about:blank"]);
+    }
+
     /// A rule that no address Chrome loads can hold reads as the pages it names and matches
     /// none: as an exclude it would be shown keeping the script off pages it runs on, so it is
     /// refused at its line; as an include it is kept with a warning (it only runs less).
@@ -1277,34 +1309,6 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
-        // An include of a page no user script runs on (Tampermonkey's `about:blank` frames) or
-        // written without its scheme runs nowhere: said. Such an exclude is true as it stands.
-        let p = parse(&script(&[
-            "// @name T",
-            "// @include about:blank",
-            "// @include chrome://settings/*",
-            "// @include example.com/*",
-            "// @include http*://example.com/*",
-            "// @include h?tps://example.com/*",
-            "// @exclude about:blank",
-        ]));
-        for (line, start) in [(3, "about:"), (4, "chrome:"), (5, "example.com/")] {
-            let says = format!(
-                "matches no page: Chrome runs user scripts only on pages whose address starts \
-                 with http://, https:// or file://, never \"{start}\""
-            );
-            assert!(
-                has(&p, line, Severity::Warning, &says),
-                "{:?}",
-                p.diagnostics
-            );
-        }
-        assert!(
-            p.diagnostics.iter().all(|d| d.line < 6),
-            "{:?}",
-            p.diagnostics
-        );
-        assert_eq!(meta(&p).exclude_globs, ["about:blank"]);
         // What does match stays accepted without a word: an encoded path, a capital in a path, a
         // query that names another address, a non-ASCII path in a pattern (Chrome decodes it).
         let p = parse(&script(&[
