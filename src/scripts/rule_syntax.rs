@@ -20,6 +20,8 @@ pub enum RegexError {
     NestedRepeat,
     /// More than [`MAX_UNBOUNDED_REPEATS`] unbounded repetitions.
     TooManyRepeats,
+    /// Repetitions whose tries multiply past [`MAX_REGEX_STEPS`] on a long address.
+    TooSlow,
 }
 
 impl fmt::Display for RegexError {
@@ -39,6 +41,12 @@ impl fmt::Display for RegexError {
                 "more than {MAX_UNBOUNDED_REPEATS} unbounded repetitions (*, +, {{n,}}) can make \
                  matching very slow; use @match or a glob for the rest"
             ),
+            RegexError::TooSlow => f.write_str(
+                "its repetitions multiply: on a long address, matching could take seconds, \
+                 in the provider and on every page load (each *, + or {n,} can try every \
+                 position, {0,10} eleven counts, ? two, and without ^ every start is tried); \
+                 start it with ^, use fewer or narrower repetitions, or use @match or a glob",
+            ),
         }
     }
 }
@@ -54,6 +62,16 @@ pub fn as_regex(value: &str) -> Option<&str> {
 
 /// Most unbounded repetitions (`*`, `+`, `{n,}`, `{n,m}` with m > 10) in one expression.
 pub const MAX_UNBOUNDED_REPEATS: usize = 2;
+
+/// The length of address the cost of an expression is reckoned on: an unbounded repetition may
+/// try this many counts, an unanchored expression this many starts.
+const COST_ADDRESS_CHARS: u64 = 2048;
+
+/// The most tries an expression's repetitions may multiply to ([`RegexError::TooSlow`]): a
+/// backtracking matcher (V8's, the guard's in each page and `match_url`'s in the worker, with no
+/// step limit) may take about that many steps. Measured in V8: `.{0,10}` six times then `Z`,
+/// unanchored, took 5.8 s on a 115-character address; `.*a.*Z` 30 s on 4,000 characters.
+pub const MAX_REGEX_STEPS: u64 = 100_000_000;
 
 /// Checks a user regular expression the way `new RegExp(src)` would, and refuses the shapes
 /// that make a backtracking matcher take exponential or high-polynomial time (`match_url`
@@ -74,11 +92,26 @@ pub fn check_regex(src: &str) -> Result<(), RegexError> {
     check_cost(src)
 }
 
-/// A quantifier at the start of `rest`: `Some(unbounded)`, or `None` when there is none.
-fn quantifier(rest: &[char]) -> Option<bool> {
+/// A quantifier at the start of `rest`, or `None` when there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Quantifier {
+    /// `*`, `+`, `{n,}` or a range past 10 ([`MAX_UNBOUNDED_REPEATS`]).
+    unbounded: bool,
+    /// How many counts the matcher may try: `?` two, `{2,5}` four, `{3}` one, `*` an address.
+    tries: u64,
+}
+
+fn quantifier(rest: &[char]) -> Option<Quantifier> {
+    let any = Quantifier {
+        unbounded: true,
+        tries: COST_ADDRESS_CHARS,
+    };
     match rest.first()? {
-        '*' | '+' => Some(true),
-        '?' => Some(false),
+        '*' | '+' => Some(any),
+        '?' => Some(Quantifier {
+            unbounded: false,
+            tries: 2,
+        }),
         '{' => {
             let close = rest.iter().position(|&c| c == '}')?;
             let body: String = rest.get(1..close)?.iter().collect();
@@ -89,11 +122,22 @@ fn quantifier(rest: &[char]) -> Option<bool> {
             if lo.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
+            let lo_n = lo.parse::<u64>().unwrap_or(u64::MAX);
             match hi {
-                None => Some(lo.parse::<u32>().map_or(true, |n| n > 10)),
-                Some("") => Some(true),
+                None => Some(Quantifier {
+                    unbounded: lo_n > 10,
+                    tries: 1,
+                }),
+                Some("") => Some(any),
                 Some(h) if h.bytes().all(|b| b.is_ascii_digit()) => {
-                    Some(h.parse::<u32>().map_or(true, |n| n > 10))
+                    let hi_n = h.parse::<u64>().unwrap_or(u64::MAX);
+                    Some(Quantifier {
+                        unbounded: hi_n > 10,
+                        tries: hi_n
+                            .saturating_sub(lo_n)
+                            .saturating_add(1)
+                            .min(COST_ADDRESS_CHARS),
+                    })
                 }
                 Some(_) => None,
             }
@@ -107,6 +151,12 @@ fn check_cost(src: &str) -> Result<(), RegexError> {
     // Per open group: does it contain a repetition or an alternation?
     let mut frames: Vec<bool> = vec![false];
     let mut unbounded = 0usize;
+    // The tries of every repetition multiplied, times the starts an unanchored expression tries.
+    let mut steps: u64 = if src.starts_with('^') {
+        1
+    } else {
+        COST_ADDRESS_CHARS
+    };
     let mut i = 0;
     while let Some(&c) = chars.get(i) {
         let mut atom_end = i + 1;
@@ -149,11 +199,11 @@ fn check_cost(src: &str) -> Result<(), RegexError> {
             _ => {}
         }
         let rest = chars.get(atom_end..).unwrap_or_default();
-        if let Some(is_unbounded) = quantifier(rest) {
-            if complex && (is_unbounded || rest.first() == Some(&'{')) {
+        if let Some(q) = quantifier(rest) {
+            if complex && (q.unbounded || rest.first() == Some(&'{')) {
                 return Err(RegexError::NestedRepeat);
             }
-            if is_unbounded {
+            if q.unbounded {
                 unbounded += 1;
                 if unbounded > MAX_UNBOUNDED_REPEATS {
                     return Err(RegexError::TooManyRepeats);
@@ -171,6 +221,15 @@ fn check_cost(src: &str) -> Result<(), RegexError> {
             atom_end += qlen;
             if chars.get(atom_end) == Some(&'?') {
                 atom_end += 1;
+            }
+            // The last thing of the expression succeeds at its first count (nothing after it
+            // can fail): it is never tried again.
+            let last = frames.len() == 1 && atom_end >= chars.len();
+            if !last {
+                steps = steps.saturating_mul(q.tries);
+                if steps > MAX_REGEX_STEPS {
+                    return Err(RegexError::TooSlow);
+                }
             }
         }
         i = atom_end;
@@ -484,7 +543,7 @@ mod tests {
     #[test]
     fn each_refusal_is_its_own_variant_with_its_reason() {
         assert_eq!(check_regex("(a+)+$"), Err(RegexError::NestedRepeat));
-        assert_eq!(check_regex("a*b*c*"), Err(RegexError::TooManyRepeats));
+        assert_eq!(check_regex("^a*b*c*"), Err(RegexError::TooManyRepeats));
         assert_eq!(
             check_regex(&"a".repeat(MAX_REGEX_CHARS + 1)),
             Err(RegexError::TooLong)
@@ -505,5 +564,33 @@ mod tests {
             .to_string()
             .contains("(such as (a+)+ or (a|b)*) can take exponential time"));
         assert_eq!(check_regex("^https://a\\.example/"), Ok(()));
+    }
+
+    /// Repetitions whose tries multiply (each in V8 a backtracking point) are refused where a
+    /// long address could make them take seconds; the usual shapes pass.
+    #[test]
+    fn repetitions_that_multiply_past_the_step_bound_are_refused() {
+        for slow in [
+            // A tester's: 9 s in `match_url` on a 115-character URL, 1.3 s a page load.
+            ".{0,10}.{0,10}.{0,10}.{0,10}.{0,10}.{0,10}.{0,10}Z",
+            ".{0,10}.{0,10}.{0,10}.{0,10}.{0,10}.{0,10}Z",
+            // 16 s on 4,000 characters: two unbounded, unanchored, then something that fails.
+            "a.*a.*Z",
+            ".*a.*Z",
+            "^(x?)?(x?)?a?b?c?d?e?f?g?h?i?j?k?l?m?n?o?p?q?r?s?t?u?v?w?x?y?z?.*Z",
+        ] {
+            assert_eq!(check_regex(slow), Err(RegexError::TooSlow), "{slow}");
+        }
+        for fine in [
+            "^https?:\\/\\/(www\\.)?example\\.com\\/.*$",
+            "^https?:\\/\\/(.*\\.)?google\\.[a-z]+\\/search",
+            ".*youtube\\.com.*",
+            "^.*a.*Z",
+            "example\\.com\\/watch\\?v=.{11}",
+            ".{0,10}.{0,10}.{0,10}Z",
+        ] {
+            assert_eq!(check_regex(fine), Ok(()), "{fine}");
+        }
+        assert!(RegexError::TooSlow.to_string().contains("start it with ^"));
     }
 }
