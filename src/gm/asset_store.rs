@@ -220,19 +220,27 @@ pub async fn prepare_in<E: Storage + Http + Clock>(
 }
 
 /// Refuses a `set` of `items` that would take `chrome.storage.local` past the import's bound
-/// (its quota less the headroom); only asked when new bytes are stored.
+/// (its quota less the headroom); only asked when new bytes are stored (the write lock held).
+/// Before refusing, the files nothing names any more are removed ([`sweep`]) and the bound is
+/// asked again: the revisions that pinned them leave the history at writes, which do not sweep.
 pub async fn check_quota<S: Storage>(s: &S, items: &Map<String, Value>) -> Result<(), AssetError> {
     use crate::scripts::quota::{bytes_after, HEADROOM_BYTES, QUOTA_BYTES};
-    let all = s
-        .get_all(Area::Local)
-        .await
-        .map_err(|e| AssetError::Storage(e.0))?;
-    let (_, needed) = bytes_after(&all, items);
     let limit = QUOTA_BYTES.saturating_sub(HEADROOM_BYTES);
-    if needed > limit {
-        return Err(AssetError::Quota { needed, limit });
+    let mut swept = false;
+    loop {
+        let all = s
+            .get_all(Area::Local)
+            .await
+            .map_err(|e| AssetError::Storage(e.0))?;
+        let (_, needed) = bytes_after(&all, items);
+        if needed <= limit {
+            return Ok(());
+        }
+        if swept || !matches!(sweep(s).await, Ok(n) if n > 0) {
+            return Err(AssetError::Quota { needed, limit });
+        }
+        swept = true;
     }
-    Ok(())
 }
 
 /// The bytes of `list` as stored (a missing or damaged blob is `None`: the registration then
@@ -391,6 +399,29 @@ mod tests {
         let e = block_on(prepare(&env, &meta("https://cdn.test/loop.js"), &[])).unwrap_err();
         assert!(e.to_string().contains("more than 20 redirects"), "{e}");
         assert_eq!(asked().len(), assets::MAX_REDIRECTS + 1);
+    }
+
+    /// A write of new files is not refused for the bytes of files nothing names any more (a
+    /// history whose bounds let their revisions go): they are swept first. Named, they count.
+    #[test]
+    fn the_quota_is_asked_again_once_the_files_nothing_names_are_swept() {
+        let env = MemoryEnv::new();
+        let big = "a".repeat(6 * 1024 * 1024);
+        let mut stored = Map::new();
+        stored.insert("asset/old".into(), json!(big));
+        block_on(env.set(Area::Local, stored)).unwrap();
+        let mut items = Map::new();
+        items.insert("asset/new".into(), json!("b".repeat(5 * 1024 * 1024)));
+        block_on(check_quota(&env, &items)).unwrap();
+        assert!(!env.dump(Area::Local).contains_key("asset/old"));
+        // Named by a script: kept, and the write refused.
+        let mut stored = Map::new();
+        stored.insert("asset/old".into(), json!(big));
+        stored.insert("script/u1".into(), json!({"assets": [{"sha256": "old"}]}));
+        block_on(env.set(Area::Local, stored)).unwrap();
+        let e = block_on(check_quota(&env, &items)).unwrap_err();
+        assert!(matches!(e, AssetError::Quota { .. }), "{e:?}");
+        assert!(env.dump(Area::Local).contains_key("asset/old"));
     }
 
     #[test]

@@ -11,9 +11,13 @@
 //! layout (`"v": 1`, the revisions inline) is still read, and is split into keys at its next write.
 //!
 //! Bounded three ways, the oldest revision dropped first: [`MAX_REVISIONS`] per script,
-//! [`MAX_SCRIPT_BYTES`] of sources per script, and [`MAX_TOTAL_BYTES`] across all scripts
-//! (tracked in `history/budget`, one number per script, so the bound costs one small key per
-//! write; past it the script with the most history loses its oldest revision). One revision is
+//! [`MAX_SCRIPT_BYTES`] per script, and [`MAX_TOTAL_BYTES`] across all scripts. A revision
+//! weighs its source and the `@require`/`@resource` files it pins that the version replacing
+//! it does not keep ([`pinned_bytes`]): the sweep keeps every file a revision names, so before,
+//! a few library version changes filled the storage quota for good, and every later write with
+//! a file was refused. The total is tracked in `history/budget`, one number per script, so the
+//! bound costs one small key per write; past it the script with the most history loses its
+//! oldest revision. One revision is
 //! passed over while another can go: the newest that stood as the script for [`SETTLED_MS`]
 //! (each index line records when its revision became the script), so a burst of writes cannot
 //! push the version the user ran before it out of the history. The total bound passes over it
@@ -375,9 +379,21 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<History, crate::env::
     Ok(h)
 }
 
-/// Appends `prev` and drops the oldest past the per-script bounds; returns the keys of the
-/// stored revisions it dropped.
-fn push(ix: &mut Index, uuid: &str, prev: Revision) -> Vec<String> {
+/// The bytes of the files `prev` names that `now` (the version replacing it) does not: what
+/// keeping `prev` in the history keeps in storage besides its source.
+pub fn pinned_bytes(prev: &ScriptRecord, now: &[crate::gm::assets::Asset]) -> usize {
+    let mut seen = VecSet::default();
+    prev.assets
+        .iter()
+        .filter(|a| !now.iter().any(|n| n.sha256 == a.sha256))
+        .filter(|a| seen.insert(a.sha256.clone()))
+        .map(|a| a.size)
+        .fold(0usize, usize::saturating_add)
+}
+
+/// Appends `prev` (weighing its source and `pinned` bytes of files) and drops the oldest past
+/// the per-script bounds; returns the keys of the stored revisions it dropped.
+fn push(ix: &mut Index, uuid: &str, prev: Revision, pinned: usize) -> Vec<String> {
     let mut stale = Vec::new();
     // The same revision again (defensive: revisions only grow) replaces the one kept; its key
     // is written again, so it is not stale.
@@ -385,7 +401,7 @@ fn push(ix: &mut Index, uuid: &str, prev: Revision) -> Vec<String> {
     ix.kept.push(Kept {
         entry: Entry {
             revision: prev.record.revision,
-            bytes: prev.source.len(),
+            bytes: prev.source.len().saturating_add(pinned),
             since: Some(prev.record.updated_at),
         },
         unsaved: Some(prev),
@@ -433,24 +449,31 @@ pub async fn remove_stale<S: Storage>(s: &S, stale: &[String]) {
     let _ = s.remove(Area::Local, &refs).await;
 }
 
-/// What replacing `prev` (same uuid) with a new version does to the history: `prev` appended,
-/// the bounds applied (possibly to another script's history). Reads storage; writes nothing.
-pub async fn items_for<S: Storage>(s: &S, prev: Revision) -> Result<Pushed, crate::env::EnvError> {
-    items_for_many(s, vec![prev]).await
+/// What replacing `prev` (same uuid) with a new version, whose files are `now`, does to the
+/// history: `prev` appended, the bounds applied (possibly to another script's history). Reads
+/// storage; writes nothing.
+pub async fn items_for<S: Storage>(
+    s: &S,
+    prev: Revision,
+    now: &[crate::gm::assets::Asset],
+) -> Result<Pushed, crate::env::EnvError> {
+    let pinned = pinned_bytes(&prev.record, now);
+    items_for_many(s, vec![(prev, pinned)]).await
 }
 
-/// [`items_for`] for several scripts replaced in one `set` (an import): one budget for all, so
-/// no script's share is lost to another's. None replaced: nothing to store.
+/// [`items_for`] for several scripts replaced in one `set` (an import), each with its
+/// [`pinned_bytes`]: one budget for all, so no script's share is lost to another's. None
+/// replaced: nothing to store.
 pub async fn items_for_many<S: Storage>(
     s: &S,
-    prevs: Vec<Revision>,
+    prevs: Vec<(Revision, usize)>,
 ) -> Result<Pushed, crate::env::EnvError> {
     if prevs.is_empty() {
         return Ok(Pushed::default());
     }
     // The budget and the indexes the new revisions go into, in one read.
     let mut keys = vec![BUDGET_KEY.to_owned()];
-    for p in &prevs {
+    for (p, _) in &prevs {
         let k = history_key(&p.record.uuid);
         if !keys.contains(&k) {
             keys.push(k);
@@ -470,16 +493,18 @@ pub fn keys_for(uuid: &str) -> [String; 2] {
 pub async fn items_for_read<S: Storage>(
     s: &S,
     prev: Revision,
+    now: &[crate::gm::assets::Asset],
     got: &Map<String, Value>,
 ) -> Result<Pushed, crate::env::EnvError> {
-    items_from(s, vec![prev], got).await
+    let pinned = pinned_bytes(&prev.record, now);
+    items_from(s, vec![(prev, pinned)], got).await
 }
 
 /// `got` holds the budget and every index of `prevs` as storage has them (a key missing: not
 /// stored).
 async fn items_from<S: Storage>(
     s: &S,
-    prevs: Vec<Revision>,
+    prevs: Vec<(Revision, usize)>,
     got: &Map<String, Value>,
 ) -> Result<Pushed, crate::env::EnvError> {
     let mut budget = decode_budget(got.get(BUDGET_KEY));
@@ -487,13 +512,13 @@ async fn items_from<S: Storage>(
     let mut stale = Vec::new();
     // Storage read whole, if a damaged index needs it.
     let mut all = None;
-    for prev in prevs {
+    for (prev, pinned) in prevs {
         let uuid = prev.record.uuid.clone();
         let mut ix = match loaded.remove(&uuid) {
             Some(ix) => ix,
             None => decode_repaired(s, &uuid, got.get(&history_key(&uuid)), &mut all).await?,
         };
-        stale.extend(push(&mut ix, &uuid, prev));
+        stale.extend(push(&mut ix, &uuid, prev, pinned));
         budget.insert(uuid.clone(), json!(ix.bytes()));
         loaded.insert(uuid, ix);
     }
@@ -656,7 +681,7 @@ mod tests {
 
     /// What a change does: the history's items in one `set`, then the stale keys removed.
     fn keep(env: &MemoryEnv, prev: Revision) -> Pushed {
-        let pushed = block_on(items_for(env, prev)).unwrap();
+        let pushed = block_on(items_for(env, prev, &[])).unwrap();
         block_on(env.set(Area::Local, pushed.items.clone())).unwrap();
         block_on(remove_stale(env, &pushed.stale));
         pushed
@@ -726,6 +751,45 @@ mod tests {
             "a lone revision is kept even past the cap"
         );
         assert_eq!(history_keys(&env).len(), 2);
+    }
+
+    /// A revision weighs the files it pins that its replacement does not keep: a library
+    /// whose version changed at each write (a 300 KiB file each) is bounded as its sources
+    /// are; one every version shares costs its history nothing.
+    #[test]
+    fn the_byte_cap_counts_the_files_a_revision_alone_keeps() {
+        let asset = |sha: &str| crate::gm::assets::Asset {
+            url: format!("https://cdn.test/{sha}.js"),
+            name: None,
+            sha256: sha.to_owned(),
+            size: 300 * 1024,
+            mime: String::new(),
+            final_url: None,
+        };
+        let with = |n: u64, files: &[&str]| {
+            let mut r = rev(U, n, &format!("v{n}"));
+            r.record.assets = files.iter().map(|f| asset(f)).collect();
+            r
+        };
+        let env = MemoryEnv::new();
+        for n in 1..=6u64 {
+            let now = [asset(&format!("lib{}", n + 1)), asset("shared")];
+            let pushed = block_on(items_for(
+                &env,
+                with(n, &[&format!("lib{n}"), "shared"]),
+                &now,
+            ))
+            .unwrap();
+            block_on(env.set(Area::Local, pushed.items.clone())).unwrap();
+            block_on(remove_stale(&env, &pushed.stale));
+        }
+        // 3 × 300 KiB of libraries fit in 1 MiB, 4 do not; the shared file is not counted.
+        assert_eq!(kept(&env, U), vec![4, 5, 6]);
+        assert_eq!(
+            pinned_bytes(&with(1, &["a", "a", "b"]).record, &[asset("b")]),
+            300 * 1024,
+            "a file named twice counts once"
+        );
     }
 
     #[test]

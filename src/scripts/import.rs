@@ -474,7 +474,8 @@ struct Adds<'a, 'b> {
     now: f64,
     actor: Actor<'b>,
     files: &'a mut Files,
-    prevs: &'a mut Vec<Revision>,
+    /// Each replaced version, with the bytes of its files its replacement does not keep.
+    prevs: &'a mut Vec<(Revision, usize)>,
 }
 
 /// The record of `item` over the stored script `uuid`, and whether it is that script as it
@@ -512,10 +513,14 @@ async fn replace<E: Storage + Clock + Ids + crate::env::Http>(
         assets,
         ..current.clone()
     };
-    into.prevs.push(Revision {
-        record: current,
-        source: old,
-    });
+    let pinned = crate::scripts::history::pinned_bytes(&current, &record.assets);
+    into.prevs.push((
+        Revision {
+            record: current,
+            source: old,
+        },
+        pinned,
+    ));
     Ok((record, false))
 }
 

@@ -146,8 +146,9 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
         record: was.clone(),
         source: current.source().to_owned(),
     };
-    let history::Pushed { mut items, stale } =
-        history::items_for(env, prev).await.map_err(storage_err)?;
+    let history::Pushed { mut items, stale } = history::items_for(env, prev, &record.assets)
+        .await
+        .map_err(storage_err)?;
     items.insert(
         record_key(uuid),
         serde_json::to_value(&record).map_err(storage_err)?,

@@ -621,12 +621,12 @@ async fn save<S: Storage>(
         Some(Replaced {
             prev,
             read: Some(got),
-        }) => history::items_for_read(s, prev, got)
+        }) => history::items_for_read(s, prev, &record.assets, got)
             .await
             .map_err(storage_err)?,
-        Some(Replaced { prev, read: None }) => {
-            history::items_for(s, prev).await.map_err(storage_err)?
-        }
+        Some(Replaced { prev, read: None }) => history::items_for(s, prev, &record.assets)
+            .await
+            .map_err(storage_err)?,
         None => history::Pushed::default(),
     };
     let check_quota = !blobs.is_empty();

@@ -36,6 +36,13 @@ async function server() {
     if (path === "/text.txt") { res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }); res.end(TEXT); return; }
     if (path === "/img.png") { res.writeHead(200, { "content-type": "image/png" }); res.end(PNG); return; }
     if (path === "/missing.js") { res.writeHead(404); res.end("no"); return; }
+    // 900 KiB of a library whose bytes differ by its `?v=`.
+    if (path === "/big.js") {
+      const v = new URL(req.url, "http://x").searchParams.get("v");
+      res.writeHead(200, { "content-type": "text/javascript" });
+      res.end(`var BIG = ${JSON.stringify(v)}; /*${"x".repeat(900 * 1024)}*/`);
+      return;
+    }
     if (path === "/redirect.js") {
       // To another host, in cleartext: the name resolves here too, but is not this computer's.
       res.writeHead(302, { location: `http://evil.test:${srv.address().port}/lib.js` }); res.end(); return;
@@ -176,6 +183,10 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     const cases = [
       [lib("/missing.js"), "HTTP 404"],
       [`${lib("/lib.js")}#sha256=${"0".repeat(64)}`, "do not have the sha256"],
+      // Tampermonkey's other spellings are held too (before, `sha-256=` was silently ignored
+      // and the file stored and run).
+      [`${lib("/lib.js")}#sha-256=${"0".repeat(64)}`, "do not have the sha256"],
+      [`${lib("/lib.js")}#x#SHA512-${Buffer.alloc(64).toString("base64")}`, "do not have the sha512"],
       // Said as the file's limit: the worker's reader stops past it and says so by its error's
       // kind (before, this was "could not be fetched (fetch: the response is over …)").
       [lib("/huge.js"), "is over the 1048576-byte limit for one file"],
@@ -238,6 +249,24 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     } finally {
       await h.internal("policy.setSwitch", { name: "review", value: false });
     }
+  });
+
+  // GreasyFork's versioned library URLs: each edit names a new 900 KiB file. The history kept
+  // every old file (its bounds counted sources only), and the 8th edit was refused for the
+  // storage quota, then every write with a file, for good.
+  test("a library whose version changes at each edit does not fill the storage: the history lets old files go", { timeout: 300_000 }, async () => {
+    const src = (v) => script("big", ["@match http://big.test/*", `@require ${lib("/big.js")}?v=${v}`],
+      "document.documentElement.setAttribute('data-r-big', BIG);");
+    let { script: s } = (await h.internal("scripts.save", { source: src(0) })).result;
+    for (let v = 1; v <= 12; v++) {
+      ({ script: s } = (await h.internal("scripts.save", { source: src(v), uuid: s.uuid, revision: s.revision })).result);
+    }
+    assert.deepEqual(await load("big.test"), { big: "12" });
+    // The version before is still in the history, with its file.
+    const revs = (await h.internal("scripts.revisions", { uuid: s.uuid })).revisions.map((r) => r.revision);
+    assert.ok(revs.includes(s.revision - 1), JSON.stringify(revs));
+    // Another script with a small library is stored.
+    await ok("write_script", { source: script("small", ["@match http://small.test/*", `@require ${lib("/lib.js")}`], "1;") });
   });
 
   test("the options page shows each stored file's URL and sha256", T, async () => {
