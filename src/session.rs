@@ -138,6 +138,25 @@ pub struct Session {
     /// same port (each message is its own task) waits for it instead of being refused as one
     /// sent before it.
     pub init_gate: futures::lock::Mutex<()>,
+    /// Its requests being handled ([`Session::start_request`]).
+    running: Cell<usize>,
+}
+
+/// Most requests one session may have being handled at once. Each is a task of the worker's one
+/// thread, and tasks run in arrival order: a tester's 1,000 `get_script` calls sent at once kept
+/// every other caller's ping (and the host's probe, past its 1.5 s) and the user's options page
+/// waiting 7 s behind them. Past the bound a request is answered at once with
+/// [`crate::mcp::jsonrpc::BUSY`], nothing done.
+pub const MAX_REQUESTS_RUNNING: usize = 32;
+
+/// A request counted as running on its session until dropped (also when its handler's future
+/// is dropped unfinished).
+pub struct RequestSlot<'a>(&'a Session);
+
+impl Drop for RequestSlot<'_> {
+    fn drop(&mut self) {
+        self.0.running.set(self.0.running.get().saturating_sub(1));
+    }
 }
 
 impl Session {
@@ -153,7 +172,17 @@ impl Session {
             }),
             seen_at: Cell::new(None),
             init_gate: futures::lock::Mutex::new(()),
+            running: Cell::new(0),
         }
+    }
+
+    /// A request starts being handled: its slot, or `None` when [`MAX_REQUESTS_RUNNING`] are.
+    pub fn start_request(&self) -> Option<RequestSlot<'_>> {
+        let n = self.running.get();
+        (n < MAX_REQUESTS_RUNNING).then(|| {
+            self.running.set(n.saturating_add(1));
+            RequestSlot(self)
+        })
     }
 
     /// Whether the caller's `lastSeen` is due for a refresh at `now`: the first time it is asked

@@ -645,3 +645,49 @@ fn a_request_sent_right_after_initialize_waits_for_it() {
     let Outcome::Reply(r) = r else { panic!() };
     assert_eq!(code(&r), -32600, "{r}");
 }
+
+/// One session's requests being handled are bounded (each is a task of the worker's one
+/// thread, run in arrival order: a tester's 1,000 `get_script` calls sent at once kept every
+/// other caller and the options page waiting 7 s). Past the bound a request is answered at once,
+/// nothing done; a ping still is; once answers go out, the session takes requests again.
+#[test]
+fn a_session_has_at_most_its_bound_of_requests_being_handled() {
+    use lumo_userscripts::session::MAX_REQUESTS_RUNNING;
+    let p = provider();
+    let s = ready(&p);
+    let uuid = created(&p, &s, "Read", "1;");
+    let get = |i: usize| {
+        json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "get_script", "arguments": {"uuid": uuid}}})
+    };
+    let msgs: Vec<Value> = (0..MAX_REQUESTS_RUNNING + 3)
+        .map(get)
+        .chain([json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"})])
+        .collect();
+    // Each read waits for storage a while, so all are running at once.
+    p.env.get_yields.set(3);
+    let outs = block_on(futures::future::join_all(
+        msgs.iter().map(|m| p.handle_mcp(&s, m)),
+    ));
+    p.env.get_yields.set(0);
+    let replies: Vec<Value> = outs.into_iter().map(reply).collect();
+    let busy: Vec<&Value> = replies.iter().filter(|r| code(r) == -32000).collect();
+    assert_eq!(busy.len(), 3, "{replies:?}");
+    assert!(busy.iter().all(|r| r["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("nothing was done"))));
+    let read = replies
+        .iter()
+        .filter(|r| r["result"]["structuredContent"]["script"]["uuid"] == json!(uuid))
+        .count();
+    assert_eq!(read, MAX_REQUESTS_RUNNING, "{replies:?}");
+    assert_eq!(replies.last().map(|r| r["id"].clone()), Some(json!("ping")));
+    assert!(replies.last().is_some_and(|r| r.get("result").is_some()));
+    // Answered: the session takes requests again.
+    let r = reply(send(&p, &s, get(99)));
+    assert_eq!(
+        r["result"]["structuredContent"]["script"]["uuid"],
+        json!(uuid),
+        "{r}"
+    );
+}

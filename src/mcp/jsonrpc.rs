@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 envelopes: classify what arrives, build what leaves. Error codes are the standard
-//! ones plus −32001 for authorization, as in the sibling protocols.
+//! ones plus −32001 for authorization, as in the sibling protocols, and −32000 for a session
+//! with too many requests being handled.
 
 use serde_json::{json, Map, Value};
 
@@ -9,6 +10,9 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 pub const UNAUTHORIZED: i64 = -32001;
+/// A server error (JSON-RPC's −32000…−32099): the session has too many requests being handled;
+/// nothing was done, and the request may be sent again once some are answered.
+pub const BUSY: i64 = -32000;
 
 /// One inbound message, classified. `Invalid` carries the error response to send (an invalid
 /// message without a usable id is answered with `id: null`, as the spec says).

@@ -159,6 +159,26 @@ impl<E: Env> Provider<E> {
         if method == "initialize" {
             return self.request(session, id, method, params).await;
         }
+        // A ping does no work past its answer; any other request may (storage, Chrome), and
+        // the worker's tasks run in arrival order: one session's are bounded.
+        let _slot = if method == "ping" {
+            None
+        } else {
+            match session.start_request() {
+                Some(slot) => Some(slot),
+                None => {
+                    return Outcome::Reply(jsonrpc::error(
+                        &id,
+                        jsonrpc::BUSY,
+                        &format!(
+                            "this session has {} requests being handled, the most it may have \
+                             at once; nothing was done: send it again once some are answered",
+                            crate::session::MAX_REQUESTS_RUNNING
+                        ),
+                    ))
+                }
+            }
+        };
         self.inflight.begin(session.id, &id);
         let out = self.request(session, id.clone(), method, params).await;
         if !self.inflight.end(session.id, &id) {
