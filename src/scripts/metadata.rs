@@ -10,8 +10,6 @@
 //! Work is linear in the source size; per-key and total diagnostic caps keep the output bounded
 //! on hostile input.
 
-use crate::vec_map::VecMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::match_pattern;
@@ -336,8 +334,11 @@ type First = Option<(String, usize)>;
 
 struct Builder {
     header_line: usize,
+    /// Unknown keys asked of [`misspelt_key`] so far, at most [`MAX_SPELLING_CHECKS`].
+    spelling_checks: usize,
     /// Lines seen per key (normalized), for [`MAX_LINES_PER_KEY`].
-    counts: VecMap<String, usize>,
+    /// (Sorted, not a `VecMap`, whose inserts shift: a block of 27,000 keys was quadratic.)
+    counts: std::collections::BTreeMap<String, usize>,
     name: First,
     /// Line of the first `@name`, even if it was empty (so "missing @name" is not doubled).
     name_line: Option<usize>,
@@ -364,7 +365,8 @@ impl Builder {
     fn new(header_line: usize) -> Builder {
         Builder {
             header_line,
-            counts: VecMap::new(),
+            spelling_checks: 0,
+            counts: std::collections::BTreeMap::new(),
             name: None,
             name_line: None,
             namespace: None,
@@ -419,15 +421,10 @@ impl Builder {
             normalize_key(key)
         };
 
-        let count = match self
-            .counts
-            .get_or_insert_with(normalized.clone(), usize::default)
-        {
-            Some(n) => {
-                *n += 1;
-                *n
-            }
-            None => 1,
+        let count = {
+            let n = self.counts.entry(normalized.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
         };
         if count > MAX_LINES_PER_KEY {
             if count == MAX_LINES_PER_KEY + 1 {
@@ -499,7 +496,8 @@ impl Builder {
             {
                 diags.warning(line_no, page_world(key, value));
             }
-            _ => {
+            _ if self.spelling_checks < MAX_SPELLING_CHECKS => {
+                self.spelling_checks += 1;
                 if let Some(meant) = misspelt_key(key) {
                     diags.warning(
                         line_no,
@@ -510,6 +508,7 @@ impl Builder {
                     );
                 }
             }
+            _ => {}
         }
         self.other.push((key.to_owned(), value.to_owned()));
     }
@@ -779,6 +778,11 @@ const READ_ELSEWHERE: [&str; 30] = [
 /// any: the same letters bar case, `-` and `_`, or one edit away (two where either has six
 /// letters or more). A misspelt `@match` is otherwise silently ignored and the script runs nowhere.
 /// `@updateurl`/`@downloadurl` in any case are read as they are (`scripts::update::urls`).
+/// Most unknown-key lines of one script asked whether they misspell a key this provider acts on:
+/// each costs tens of microseconds, and a tester's block of 27,000 such lines took 1.5 s a read
+/// in the worker; a script with this many unknown keys has no typo to point at.
+const MAX_SPELLING_CHECKS: usize = 64;
+
 fn misspelt_key(key: &str) -> Option<&'static str> {
     let fold = |k: &str| -> Vec<u8> {
         k.bytes()
@@ -2329,6 +2333,26 @@ mod tests {
         let refs: Vec<&str> = body.iter().map(String::as_str).collect();
         let p = parse(&script(&refs));
         assert_eq!(meta(&p).grants.len(), MAX_LINES_PER_KEY);
+    }
+
+    /// Spelling suggestions stop after [`MAX_SPELLING_CHECKS`] unknown-key lines (a block of
+    /// 27,000 made a read take 1.5 s in the worker); the lines are still kept.
+    #[test]
+    fn spelling_is_checked_for_a_bounded_number_of_lines() {
+        let mut lines = vec![
+            "// @name T".to_owned(),
+            "// @match https://a.test/*".to_owned(),
+        ];
+        lines.extend((0..100).map(|i| format!("// @grnat v{i}")));
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let p = parse(&script(&refs));
+        let told = p
+            .diagnostics
+            .iter()
+            .filter(|d| d.message.contains("did you mean @grant?"))
+            .count();
+        assert_eq!(told, MAX_SPELLING_CHECKS);
+        assert_eq!(meta(&p).other.len(), 100);
     }
 
     #[test]
