@@ -198,6 +198,8 @@ function scriptRow(s) {
   return el('div', { role: 'row', class: 'script-row', 'data-uuid': s.uuid },
     cell(toggle),
     cell(el('strong', {}, s.name), s.version ? el('small', {}, ' v', marked(s.version)) : null,
+      // What the script says it does, as other managers list it (marked as the review shows it).
+      s.description ? el('div', { class: 'description', 'aria-label': `Description of ${s.name}` }, marked(s.description)) : null,
       el('div', { class: 'muted' }, s.namespace ?? ''), el('code', { class: 'muted' }, s.uuid), refused, source),
     // Rules and requests come with invisible characters marked (⟨U+XXXX⟩): drawn as marks.
     cell(rules.length ? el('ul', { class: 'rules mono' }, rules.map((r) => el('li', {}, marked(r)))) : el('span', { class: 'muted' }, 'runs nowhere'),

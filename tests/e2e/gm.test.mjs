@@ -416,7 +416,8 @@ describe("gm: the GM functions a script is given", () => {
   });
 
   test("the options page, list_scripts and validate_script show grants and @connect hosts", T, async () => {
-    const s = await write("asks", ["@match http://asks.test/*", "@grant GM_addStyle", "@connect api.example.com", "@connect *"], "");
+    const s = await write("asks", ["@match http://asks.test/*", "@grant GM_addStyle", "@connect api.example.com", "@connect *",
+      "@description Styles the page\u202E, and asks the API"], "");
     const listed = (await ok("list_scripts", { limit: 100 })).scripts.find((x) => x.uuid === s.uuid);
     assert.deepEqual(listed.grants, ["GM_addStyle"]);
     assert.deepEqual(listed.connects, ["api.example.com", "*"]);
@@ -431,6 +432,8 @@ describe("gm: the GM functions a script is given", () => {
       assert.match(text, /@grant GM_addStyle/);
       assert.match(text, /@connect api\.example\.com/);
       assert.match(text, /@connect \* \(any site on the internet\)/);
+      // Its description, with the direction character marked as a review shows it.
+      assert.equal(await page.getByLabel("Description of GM asks").innerText(), "Styles the page⟨U+202E⟩, and asks the API");
       // In the column whose heading says it holds them, not only where the script runs.
       assert.equal(await page.getByRole("columnheader", { name: "Runs on · asks for" }).count(), 1);
     } finally {
