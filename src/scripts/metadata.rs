@@ -486,6 +486,8 @@ impl Builder {
         match normalized {
             // Violentmonkey's opt-in: the script uses `await` outside any function.
             "topLevelAwait" => diags.warning(line_no, TOP_LEVEL_AWAIT.to_owned()),
+            // Tampermonkey's `@unwrap`: the script put into the page itself, without a wrapper.
+            "unwrap" => diags.warning(line_no, page_world(key, value)),
             // Violentmonkey's `@inject-into page`/`auto` and Tampermonkey's `@sandbox raw`/
             // `JavaScript` ask for the page's MAIN world, which this provider never gives.
             "injectInto" | "sandbox"
@@ -849,13 +851,20 @@ const TOP_LEVEL_AWAIT: &str = "@top-level-await is not supported: an installed s
 
 /// What a request for the page's own JavaScript world gets.
 fn page_world(key: &str, value: &str) -> String {
+    let line = if value.is_empty() {
+        format!("@{}", crate::text::ellipsize(key, 20))
+    } else {
+        format!(
+            "@{} {}",
+            crate::text::ellipsize(key, 20),
+            crate::text::ellipsize(value, 20)
+        )
+    };
     format!(
-        "@{} {} is not possible here: every script runs in Chrome's isolated USER_SCRIPT world \
+        "{line} is not possible here: every script runs in Chrome's isolated USER_SCRIPT world \
          (as @inject-into content), so the page's own JavaScript globals (window.someApp, a \
          hooked window.fetch) are not visible and what the script sets on window or \
-         unsafeWindow is not seen by the page; the DOM is shared",
-        crate::text::ellipsize(key, 20),
-        crate::text::ellipsize(value, 20)
+         unsafeWindow is not seen by the page; the DOM is shared"
     )
 }
 
@@ -1637,6 +1646,8 @@ mod tests {
             ("@inject-into auto", true),
             ("@sandbox raw", true),
             ("@sandbox JavaScript", true),
+            // Tampermonkey's: the script put into the page, without a wrapper.
+            ("@unwrap", true),
             ("@inject-into content", false),
             ("@sandbox DOM", false),
         ] {
