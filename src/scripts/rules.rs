@@ -20,8 +20,8 @@ use super::match_pattern::{self, regex_escape, MatchPattern};
 use super::metadata::Metadata;
 use super::rule_syntax::tld_positions;
 pub use super::rule_syntax::{
-    as_regex, check_regex, glob_has_tld, pattern_has_tld, RegexError, MAX_REGEX_CHARS,
-    MAX_UNBOUNDED_REPEATS,
+    as_regex, check_regex, check_regex_syntax, glob_has_tld, pattern_has_tld, RegexError,
+    MAX_REGEX_CHARS, MAX_UNBOUNDED_REPEATS,
 };
 use serde_json::Value;
 
@@ -224,7 +224,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
     }
     for g in &meta.include_globs {
         if let Some(src) = as_regex(g) {
-            if check_regex(src).is_err() {
+            if check_regex_syntax(src).is_err() {
                 continue;
             }
             broadened = true;
@@ -259,7 +259,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
     }
     for g in &meta.exclude_globs {
         if let Some(src) = as_regex(g) {
-            if check_regex(src).is_ok() {
+            if check_regex_syntax(src).is_ok() {
                 exc.push(GuardRule {
                     rule: format!("@exclude {g}"),
                     regex: src.to_owned(),
@@ -663,6 +663,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The cost of a regular expression is a write's question: a script stored before a
+    /// stricter check keeps every rule at registration (a reviewer found a stored exclude
+    /// dropped there: the script then ran on the pages the user kept it off).
+    #[test]
+    fn a_stored_rule_the_write_check_would_now_refuse_is_kept() {
+        let slow = "/.*a.*Z/";
+        assert!(check_regex(slow.trim_matches('/')).is_err());
+        let mut m = meta("// @match https://*/*\n");
+        m.exclude_globs.push(slow.to_owned());
+        m.include_globs.push(slow.to_owned());
+        let r = compile(&m).unwrap();
+        let guard = r.guard.unwrap();
+        assert!(
+            guard
+                .exclude
+                .iter()
+                .any(|g| g.rule == format!("@exclude {slow}")),
+            "{guard:?}"
+        );
+        assert!(guard
+            .include
+            .unwrap_or_default()
+            .iter()
+            .any(|g| g.rule == format!("@include {slow}")));
     }
 
     #[test]
