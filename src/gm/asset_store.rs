@@ -236,7 +236,7 @@ pub async fn check_quota<S: Storage>(s: &S, items: &Map<String, Value>) -> Resul
         if needed <= limit {
             return Ok(());
         }
-        if swept || !matches!(sweep(s).await, Ok(n) if n > 0) {
+        if swept || !matches!(sweep_keeping(s, items).await, Ok(n) if n > 0) {
             return Err(AssetError::Quota { needed, limit });
         }
         swept = true;
@@ -303,15 +303,28 @@ fn referenced(all: &Map<String, Value>) -> VecSet<String> {
 
 /// Removes the stored bytes nothing reachable names any more: the revisions no history index
 /// lists ([`history::orphans`]), then the files no record, revision or trash entry names. Run
-/// when the trash is purged (the write lock held), the one time scripts and their history go
-/// for good.
+/// when the trash is purged and before a write is refused for the quota ([`check_quota`]), the
+/// write lock held.
 pub async fn sweep<S: Storage>(s: &S) -> Result<usize, crate::env::EnvError> {
+    sweep_keeping(s, &Map::new()).await
+}
+
+/// [`sweep`], keeping too the files `pending` (a write's `set`, not stored yet) names: its record
+/// may reuse a file stored earlier that nothing stored names any more (a reviewer's case: the
+/// sweep before the quota check removed it, and the script then ran without its library).
+async fn sweep_keeping<S: Storage>(
+    s: &S,
+    pending: &Map<String, Value>,
+) -> Result<usize, crate::env::EnvError> {
     let mut all = s.get_all(Area::Local).await?;
     let orphans = history::orphans(&all);
     for k in &orphans {
         all.remove(k);
     }
-    let used = referenced(&all);
+    let mut used = referenced(&all);
+    for sha in referenced(pending).iter() {
+        used.insert(sha.clone());
+    }
     let unused: Vec<&str> = all
         .keys()
         .filter(|k| {
@@ -421,6 +434,13 @@ mod tests {
         block_on(env.set(Area::Local, stored)).unwrap();
         let e = block_on(check_quota(&env, &items)).unwrap_err();
         assert!(matches!(e, AssetError::Quota { .. }), "{e:?}");
+        assert!(env.dump(Area::Local).contains_key("asset/old"));
+        // Named by nothing stored but by the write being checked (it reuses the stored file):
+        // kept (a reviewer's case: it was swept, and the script ran without its library).
+        block_on(env.remove(Area::Local, &["script/u1"])).unwrap();
+        let mut reuse = items.clone();
+        reuse.insert("script/u2".into(), json!({"assets": [{"sha256": "old"}]}));
+        let _ = block_on(check_quota(&env, &reuse));
         assert!(env.dump(Area::Local).contains_key("asset/old"));
     }
 

@@ -13,7 +13,7 @@
 //! Bounded three ways, the oldest revision dropped first: [`MAX_REVISIONS`] per script,
 //! [`MAX_SCRIPT_BYTES`] per script, and [`MAX_TOTAL_BYTES`] across all scripts. A revision
 //! weighs its source and the `@require`/`@resource` files it pins that the version replacing
-//! it does not keep ([`pinned_bytes`]): the sweep keeps every file a revision names, so before,
+//! it does not keep, as stored ([`pinned_bytes`]): the sweep keeps every file a revision names, so before,
 //! a few library version changes filled the storage quota for good, and every later write with
 //! a file was refused. The total is tracked in `history/budget`, one number per script, so the
 //! bound costs one small key per write; past it the script with the most history loses its
@@ -379,15 +379,16 @@ pub async fn load<S: Storage>(s: &S, uuid: &str) -> Result<History, crate::env::
     Ok(h)
 }
 
-/// The bytes of the files `prev` names that `now` (the version replacing it) does not: what
-/// keeping `prev` in the history keeps in storage besides its source.
+/// The bytes of the files `prev` names that `now` (the version replacing it) does not, as
+/// stored (base64: four for three): what keeping `prev` in the history keeps in storage
+/// besides its source.
 pub fn pinned_bytes(prev: &ScriptRecord, now: &[crate::gm::assets::Asset]) -> usize {
     let mut seen = VecSet::default();
     prev.assets
         .iter()
         .filter(|a| !now.iter().any(|n| n.sha256 == a.sha256))
         .filter(|a| seen.insert(a.sha256.clone()))
-        .map(|a| a.size)
+        .map(|a| a.size.div_ceil(3).saturating_mul(4))
         .fold(0usize, usize::saturating_add)
 }
 
@@ -783,12 +784,13 @@ mod tests {
             block_on(env.set(Area::Local, pushed.items.clone())).unwrap();
             block_on(remove_stale(&env, &pushed.stale));
         }
-        // 3 × 300 KiB of libraries fit in 1 MiB, 4 do not; the shared file is not counted.
-        assert_eq!(kept(&env, U), vec![4, 5, 6]);
+        // 2 × 300 KiB of libraries (400 KiB each as stored) fit in 1 MiB, 3 do not; the shared
+        // file is not counted.
+        assert_eq!(kept(&env, U), vec![5, 6]);
         assert_eq!(
             pinned_bytes(&with(1, &["a", "a", "b"]).record, &[asset("b")]),
-            300 * 1024,
-            "a file named twice counts once"
+            400 * 1024,
+            "a file named twice counts once, as stored"
         );
     }
 
