@@ -94,11 +94,10 @@ pub fn classify(value: &str) -> Grant {
         return Grant::None;
     }
     let classic = match value.strip_prefix("GM.") {
+        // The promise forms' own spellings; the classic spellings on `GM` (Violentmonkey maps
+        // any `GM.<name>` to `GM_<name>`) are given too (`gm::inject`, `gm::resources`).
         Some("xmlHttpRequest") => "GM_xmlhttpRequest".to_owned(),
         Some("getResourceUrl") => "GM_getResourceURL".to_owned(),
-        // The classic spellings: no manager defines them on `GM` (the script would find
-        // `GM.xmlhttpRequest` undefined).
-        Some("xmlhttpRequest" | "getResourceURL") => return Grant::Unknown,
         Some(rest) => format!("GM_{rest}"),
         None => value.to_owned(),
     };
@@ -195,8 +194,6 @@ mod tests {
         for typo in [
             "GM_getvalue",
             "GM.xmlhttprequest",
-            "GM.xmlhttpRequest",
-            "GM.getResourceURL",
             "GM_",
             "GM.",
             "",

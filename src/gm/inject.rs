@@ -326,9 +326,11 @@ const XHR_CORE_JS: &str = concat!(
     "return ctrl};",
 );
 
-/// `GM_xmlhttpRequest` / `GM.xmlHttpRequest`: [`XHR_CORE_JS`]'s `X` under both names.
+/// `GM_xmlhttpRequest` / `GM.xmlHttpRequest`: [`XHR_CORE_JS`]'s `X` under both names, and
+/// `GM.xmlhttpRequest` as `X` itself (Violentmonkey maps a `GM.<name>` it has no promise form
+/// of to `GM_<name>`, so scripts written for it call that spelling).
 const XHR_JS: &str = concat!(
-    "d('GM_xmlhttpRequest',X);",
+    "d('GM_xmlhttpRequest',X);G.xmlhttpRequest=X;",
     "G.xmlHttpRequest=o=>{let c;const pr=new Promise((ok,no)=>{const f=(n,g)=>x=>{g(x);if(o&&typeof o[n]==='function')o[n](x)};",
     "c=X(Object.assign({},o,{onload:f('onload',ok),onerror:f('onerror',no),ontimeout:f('ontimeout',no),onabort:f('onabort',no)}))});",
     "pr.abort=()=>c.abort();return pr};",

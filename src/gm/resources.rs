@@ -72,7 +72,7 @@ pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
     if url {
         out.push_str(
             "const U=n=>{const r=B(n);return r?'data:'+r[0]+';base64,'+r[1]:null};\
-             d('GM_getResourceURL',U);G.getResourceUrl=n=>Promise.resolve(U(n));",
+             d('GM_getResourceURL',U);G.getResourceUrl=n=>Promise.resolve(U(n));G.getResourceURL=U;",
         );
     }
     out.push('}');

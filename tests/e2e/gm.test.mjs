@@ -587,6 +587,15 @@ describe("gm: the GM functions a script is given", () => {
     assert.match(tally, /^GM_setValue refused: this script would hold 1001 keys, over the limit of 1000; nothing was changed \| then 1$/);
   });
 
+  // Violentmonkey maps any `GM.<name>` to `GM_<name>`: scripts written for it grant and call
+  // `GM.xmlhttpRequest`. Before, the grant gave only `GM.xmlHttpRequest`, and the call threw.
+  test("@grant GM.xmlhttpRequest gives GM.xmlhttpRequest, as Violentmonkey does", T, async () => {
+    await write("vm xhr", ["@match http://vmxhr.test/*", "@grant GM.xmlhttpRequest", "@connect api.test"],
+      "GM.xmlhttpRequest({ url: `http://api.test:${location.port}/api/vm`, responseType: 'json',\n"
+      + "  onload: (r) => document.documentElement.setAttribute('data-gm-vm', r.response.path) });");
+    assert.deepEqual(await loaded(url("vmxhr.test"), "vm", 8000), { vm: "/api/vm" });
+  });
+
   test("GM_xmlhttpRequest reaches a declared host with body and headers; an undeclared one is refused and never sent", T, async () => {
     await write("xhr", ["@match http://xhrpage.test/*", "@grant GM_xmlhttpRequest", "@grant GM.xmlHttpRequest", "@connect api.test"],
       "const port = location.port, out = {};\n"

@@ -216,6 +216,10 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
       + "el.setAttribute('data-r-text', GM_getResourceText('txt'));\n"
       + "el.setAttribute('data-r-url', GM_getResourceURL('img'));\n"
       + "GM.getResourceUrl('txt').then((u) => el.setAttribute('data-r-promise', u));") });
+    // Violentmonkey's spelling: `GM.getResourceURL` (its `GM.<name>` for `GM_<name>`).
+    await ok("write_script", { source: script("vm spelling", [
+      "@match http://res.test/*", `@resource txt ${lib("/text.txt")}`, "@grant GM.getResourceURL",
+    ], "document.documentElement.setAttribute('data-r-vm', String(GM.getResourceURL('txt')));") });
     await ok("write_script", { source: script("thief", [
       "@match http://res.test/*", "@grant GM_getResourceText",
     ], "document.documentElement.setAttribute('data-r-thief', String(GM_getResourceText('txt')));") });
@@ -224,6 +228,7 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(seen.url, `data:image/png;base64,${PNG.toString("base64")}`);
     assert.equal(seen.promise, `data:text/plain;base64,${Buffer.from(TEXT).toString("base64")}`);
     assert.equal(seen.thief, "null");
+    assert.equal(seen.vm, `data:text/plain;base64,${Buffer.from(TEXT).toString("base64")}`);
   });
 
   test("review names the URL and when its bytes are fixed; only the approved write fetches, and its result has the sha256", T, async () => {
