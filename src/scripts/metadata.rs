@@ -498,7 +498,7 @@ impl Builder {
             {
                 diags.warning(line_no, page_world(key, value));
             }
-            _ if self.spelling_checks < MAX_SPELLING_CHECKS => {
+            _ if self.spelling_checks < MAX_SPELLING_CHECKS && spelling_asked(key) => {
                 self.spelling_checks += 1;
                 if let Some(meant) = misspelt_key(key) {
                     diags.warning(
@@ -785,26 +785,36 @@ const READ_ELSEWHERE: [&str; 30] = [
 /// in the worker; a script with this many unknown keys has no typo to point at.
 const MAX_SPELLING_CHECKS: usize = 64;
 
-fn misspelt_key(key: &str) -> Option<&'static str> {
-    let fold = |k: &str| -> Vec<u8> {
-        k.bytes()
-            .filter(|b| *b != b'-' && *b != b'_')
-            .map(|b| b.to_ascii_lowercase())
-            .collect()
-    };
-    if key.len() > 40
+fn fold_key(k: &str) -> Vec<u8> {
+    k.bytes()
+        .filter(|b| *b != b'-' && *b != b'_')
+        .map(|b| b.to_ascii_lowercase())
+        .collect()
+}
+
+/// Whether `key` may be a misspelling at all: not localized (`@name:fr`), not a key other
+/// managers read. Cheap; only such keys count toward [`MAX_SPELLING_CHECKS`] (a reviewer: 64
+/// localized lines used the checks up, and a later `@mtach` went unsaid).
+fn spelling_asked(key: &str) -> bool {
+    !(key.len() > 40
         || key.contains(':')
         || ["updateURL", "downloadURL"]
             .iter()
             .any(|k| key.eq_ignore_ascii_case(k))
-        || READ_ELSEWHERE.iter().any(|k| fold(k) == fold(key))
-    {
+        || READ_ELSEWHERE.iter().any(|k| fold_key(k) == fold_key(key)))
+}
+
+fn misspelt_key(key: &str) -> Option<&'static str> {
+    if !spelling_asked(key) {
         return None;
     }
-    let typed = fold(key);
+    let typed = fold_key(key);
     ACTED_ON
         .iter()
-        .map(|k| (*k, edit_distance(&typed, &fold(k))))
+        .map(|k| (*k, fold_key(k)))
+        // Past two edits apart in length, no key is near enough.
+        .filter(|(_, f)| f.len().abs_diff(typed.len()) <= 2)
+        .map(|(k, f)| (k, edit_distance(&typed, &f)))
         .filter(|(k, d)| *d <= if k.len().max(typed.len()) >= 6 { 2 } else { 1 })
         .min_by_key(|(_, d)| *d)
         .map(|(k, _)| k)
@@ -2363,6 +2373,23 @@ mod tests {
             .count();
         assert_eq!(told, MAX_SPELLING_CHECKS);
         assert_eq!(meta(&p).other.len(), 100);
+        // Localized names and keys other managers read do not use the checks up.
+        let mut lines = vec![
+            "// @name T".to_owned(),
+            "// @match https://a.test/*".to_owned(),
+        ];
+        lines.extend((0..100).map(|i| format!("// @name:l{i} T")));
+        lines.extend((0..100).map(|i| format!("// @author a{i}")));
+        lines.push("// @mtach https://b.test/*".to_owned());
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let p = parse(&script(&refs));
+        assert!(
+            p.diagnostics
+                .iter()
+                .any(|d| d.message.contains("did you mean @match?")),
+            "{:?}",
+            p.diagnostics
+        );
     }
 
     #[test]
