@@ -180,7 +180,7 @@ impl HeaderRule {
             "action": { "type": "modifyHeaders", "requestHeaders": headers },
             "condition": {
                 "regexFilter": re,
-                "requestMethods": [dnr_method(&req.method)],
+                "requestMethods": [super::redirects::rule_method(&req.method)],
                 "resourceTypes": ["xmlhttprequest"],
                 "tabIds": [-1],
                 "initiatorDomains": [me],
@@ -230,15 +230,5 @@ impl Drop for HeaderRule {
                 drop(watch);
             });
         }
-    }
-}
-
-/// `declarativeNetRequest`'s name for a request method: its own few, else "other" (WebDAV's
-/// `PROPFIND`…), which a rule given any other name would refuse whole.
-fn dnr_method(m: &str) -> String {
-    let m = m.to_ascii_lowercase();
-    match m.as_str() {
-        "connect" | "delete" | "get" | "head" | "options" | "patch" | "post" | "put" => m,
-        _ => "other".to_owned(),
     }
 }

@@ -52,6 +52,9 @@ thread_local! {
     static SLOTS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
     static NEXT: Cell<u64> = const { Cell::new(0) };
     static LISTENING: Cell<bool> = const { Cell::new(false) };
+    // Whether `onBeforeSendHeaders` is listened to: without it no marker names a request, and
+    // fetches of one method and URL take turns.
+    static SENDING: Cell<bool> = const { Cell::new(false) };
     // Fetches waiting for an earlier one of the same method and URL to be done with its slot.
     static QUEUED: RefCell<Vec<oneshot::Sender<()>>> = const { RefCell::new(Vec::new()) };
     static WAITING: RefCell<Vec<Waiter>> = const { RefCell::new(Vec::new()) };
@@ -87,6 +90,23 @@ fn same_key(m1: &str, u1: &str, m2: &str, u2: &str) -> bool {
     m1.eq_ignore_ascii_case(m2) && unfragmented(u1) == unfragmented(u2)
 }
 
+/// Whether two fetches would meet each other's header rule: a rule names its method as
+/// `declarativeNetRequest` does ([`rule_method`]: WebDAV's `PROPFIND` and `MKCOL` are both
+/// "other"), and the URL.
+fn meets(m1: &str, u1: &str, m2: &str, u2: &str) -> bool {
+    rule_method(m1) == rule_method(m2) && unfragmented(u1) == unfragmented(u2)
+}
+
+/// `declarativeNetRequest`'s name for a request method: its own few, else "other" (WebDAV's
+/// `PROPFIND`…), which a rule given any other name would refuse whole.
+pub fn rule_method(m: &str) -> String {
+    let m = m.to_ascii_lowercase();
+    match m.as_str() {
+        "connect" | "delete" | "get" | "head" | "options" | "patch" | "post" | "put" => m,
+        _ => "other".to_owned(),
+    }
+}
+
 /// Adds (or removes) `f` on `webRequest.<name>` for the worker's own requests.
 fn listen_one(name: &str, f: &Function, wanted: bool, extra: Option<&str>) -> bool {
     let Some(e) = event(name) else { return false };
@@ -115,16 +135,19 @@ fn listen_one(name: &str, f: &Function, wanted: bool, extra: Option<&str>) -> bo
 }
 
 fn listen(wanted: bool) {
-    if LISTENING.with(Cell::get) == wanted {
-        return;
+    // The marker's listener is a help, not a need: without it fetches of one method and URL
+    // take turns, and a redirect is matched by method and URL.
+    if SENDING.with(Cell::get) != wanted {
+        let send: Function = ON_SEND_HEADERS.with(|c| c.as_ref().clone().unchecked_into());
+        if listen_one("onBeforeSendHeaders", &send, wanted, Some("requestHeaders")) {
+            SENDING.with(|l| l.set(wanted));
+        }
     }
-    let redirect: Function = ON_REDIRECT.with(|c| c.as_ref().clone().unchecked_into());
-    let send: Function = ON_SEND_HEADERS.with(|c| c.as_ref().clone().unchecked_into());
-    // The marker's listener is a help, not a need: without it a redirect is matched by method
-    // and URL when only one such fetch waits for it.
-    let _ = listen_one("onBeforeSendHeaders", &send, wanted, Some("requestHeaders"));
-    if listen_one("onBeforeRedirect", &redirect, wanted, None) {
-        LISTENING.with(|l| l.set(wanted));
+    if LISTENING.with(Cell::get) != wanted {
+        let redirect: Function = ON_REDIRECT.with(|c| c.as_ref().clone().unchecked_into());
+        if listen_one("onBeforeRedirect", &redirect, wanted, None) {
+            LISTENING.with(|l| l.set(wanted));
+        }
     }
 }
 
@@ -234,6 +257,9 @@ impl Watch {
     /// `fetch_progress` races it), and not while it reads its body. `None` when
     /// `chrome.webRequest` cannot be listened to.
     pub async fn acquire(method: &str, url: &str, share: Option<String>) -> Option<Watch> {
+        // Sharing needs the marker's listener, in place before any fetch that shares is sent.
+        listen(true);
+        let share = share.filter(|_| SENDING.with(Cell::get));
         let ticket = NEXT.with(|n| {
             let t = n.get().wrapping_add(1);
             n.set(t);
@@ -242,13 +268,13 @@ impl Watch {
         let waiting = Waiting(ticket);
         loop {
             let busy = SLOTS.with(|s| {
-                s.borrow()
-                    .iter()
-                    .any(|w| names(w, method, url) && (share.is_none() || w.share != share))
+                s.borrow().iter().any(|w| {
+                    meets(&w.method, &w.url, method, url) && (share.is_none() || w.share != share)
+                })
             }) || WAITING.with(|q| {
                 q.borrow()
                     .iter()
-                    .any(|w| w.ticket < ticket && same_key(&w.method, &w.url, method, url))
+                    .any(|w| w.ticket < ticket && meets(&w.method, &w.url, method, url))
             });
             if !busy {
                 drop(waiting);
