@@ -1108,8 +1108,25 @@ fn unmatchable(
     why: rule_syntax::Unmatchable,
 ) -> bool {
     let exclude = key.to_ascii_lowercase().starts_with("exclude");
-    // `@exclude about:blank` is true as it stands: no script runs on such a page.
-    if exclude && matches!(why, rule_syntax::Unmatchable::Scheme(_)) {
+    // `@exclude about:blank` is true as it stands: no script runs on such a page. (One written
+    // without its scheme, `example.com/*`, excludes nothing it names: refused as the others.)
+    const NOT_WEB: [&str; 12] = [
+        "about:",
+        "chrome:",
+        "chrome-extension:",
+        "chrome-untrusted:",
+        "data:",
+        "blob:",
+        "javascript:",
+        "view-source:",
+        "devtools:",
+        "filesystem:",
+        "edge:",
+        "moz-extension:",
+    ];
+    if exclude
+        && matches!(&why, rule_syntax::Unmatchable::Scheme(s) if NOT_WEB.iter().any(|n| s.eq_ignore_ascii_case(n)))
+    {
         return true;
     }
     if exclude {
@@ -1229,6 +1246,7 @@ mod tests {
             "// @include http*://example.com/*",
             "// @include h?tps://example.com/*",
             "// @exclude about:blank",
+            "// @exclude chrome://*",
         ]));
         for (line, start) in [(3, "about:"), (4, "chrome:"), (5, "example.com/")] {
             let says = format!(
@@ -1246,7 +1264,24 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
-        assert_eq!(meta(&p).exclude_globs, ["about:blank"]);
+        assert_eq!(meta(&p).exclude_globs, ["about:blank", "chrome://*"]);
+        // An exclude written without its scheme excludes nothing it names: refused.
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match *://*/*",
+            "// @exclude example.com/*",
+        ]));
+        assert!(p.metadata.is_none());
+        assert!(
+            has(
+                &p,
+                4,
+                Severity::Error,
+                "would exclude no page: Chrome runs user scripts only"
+            ),
+            "{:?}",
+            p.diagnostics
+        );
     }
 
     /// A rule that no address Chrome loads can hold reads as the pages it names and matches
