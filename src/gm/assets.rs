@@ -320,10 +320,13 @@ fn decode_digest(v: &str, len: usize) -> Option<Vec<u8>> {
             .collect();
         return bytes;
     }
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let d = b64
+    // Padding as written or left out (SRI's grammar makes it optional), either alphabet.
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let loose =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let d = GeneralPurpose::new(&base64::alphabet::STANDARD, loose)
         .decode(v)
-        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(v))
+        .or_else(|_| GeneralPurpose::new(&base64::alphabet::URL_SAFE, loose).decode(v))
         .ok()?;
     (d.len() == len).then_some(d)
 }
@@ -641,6 +644,14 @@ mod tests {
             format!("sha256:{hex}"),
             format!("x#sha256={hex}"),
             format!("sha256-{b64}"),
+            // SRI's padding is optional; base64url's alphabet is read too.
+            format!("sha256-{}", b64.trim_end_matches('=')),
+            format!(
+                "sha256={}",
+                b64.trim_end_matches('=')
+                    .replace('+', "-")
+                    .replace('/', "_")
+            ),
             format!("sha-512={sri512}"),
             format!("md5=0123456789abcdef0123456789abcdef,sha-256={hex}"),
         ] {
