@@ -244,8 +244,10 @@ pub async fn check_quota<S: Storage>(s: &S, items: &Map<String, Value>) -> Resul
 }
 
 /// The bytes of `list` as stored (a missing or damaged blob is `None`: the registration then
-/// leaves that file out and the script runs without it). A read that fails is an error, not
-/// "missing": registered from it, the script would run without its library for good.
+/// leaves that file out and the script runs without it, and says so). So are bytes that lack a
+/// hash their URL names: a file stored by a version that did not read that pin (`#sha-256=`
+/// was not read before) does not run unchecked. A read that fails is an error, not "missing":
+/// registered from it, the script would run without its library for good.
 pub async fn load<S: Storage>(
     s: &S,
     list: &[Asset],
@@ -264,7 +266,8 @@ pub async fn load<S: Storage>(
                 .get(k)
                 .and_then(Value::as_str)
                 .and_then(assets::decode)
-                .filter(|b| crate::guard::digest::sha256_hex(b) == a.sha256);
+                .filter(|b| crate::guard::digest::sha256_hex(b) == a.sha256)
+                .filter(|b| assets::url_pins_hold(&a.url, b));
             (a.clone(), bytes)
         })
         .collect())
@@ -442,6 +445,37 @@ mod tests {
         reuse.insert("script/u2".into(), json!({"assets": [{"sha256": "old"}]}));
         let _ = block_on(check_quota(&env, &reuse));
         assert!(env.dump(Area::Local).contains_key("asset/old"));
+    }
+
+    /// A file stored under a pin an earlier version did not read (`#sha-256=`): its bytes, which
+    /// the record's own sha256 holds, are not registered unless they have the pin's hash.
+    #[test]
+    fn stored_bytes_are_held_to_their_urls_pins_when_loaded() {
+        let env = MemoryEnv::new();
+        let bytes = b"window.evil = 1;";
+        let sha = crate::guard::digest::sha256_hex(bytes);
+        let mut items = Map::new();
+        items.insert(assets::blob_key(&sha), assets::encode(bytes).into());
+        block_on(env.set(Area::Local, items)).unwrap();
+        let asset = |url: String| Asset {
+            url,
+            name: None,
+            sha256: sha.clone(),
+            size: bytes.len(),
+            mime: String::new(),
+            final_url: None,
+        };
+        let good = crate::guard::digest::sha256_hex(b"window.lib = 1;");
+        let loaded = block_on(load(
+            &env,
+            &[
+                asset(format!("https://cdn.test/l.js#sha-256={good}")),
+                asset(format!("https://cdn.test/l.js#sha-256={sha}")),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(loaded[0].1, None);
+        assert_eq!(loaded[1].1.as_deref(), Some(&bytes[..]));
     }
 
     #[test]

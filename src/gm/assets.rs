@@ -375,6 +375,17 @@ pub fn pins_hold(w: &Wanted, bytes: &[u8]) -> bool {
     w.pins.iter().all(|p| p.alg.digest(bytes) == p.digest)
 }
 
+/// Whether `bytes` have every hash the stored URL `url` (as written, fragment included) names;
+/// a fragment that names only hashes this provider cannot check holds nothing.
+pub fn url_pins_hold(url: &str, bytes: &[u8]) -> bool {
+    match url.split_once('#') {
+        None => true,
+        Some((_, fragment)) => {
+            pins(fragment).is_ok_and(|ps| ps.iter().all(|p| p.alg.digest(bytes) == p.digest))
+        }
+    }
+}
+
 /// What the fetch answered (the env's `HttpResponse`, as far as this module reads it). One
 /// answer serves every script of a write that names its URL, so the bytes are shared and their
 /// sha256 is taken once.
@@ -713,6 +724,11 @@ mod tests {
         };
         assert!(pins_hold(w, body));
         assert!(!pins_hold(w, b"evil"));
+        // Registration holds stored bytes to their URL's pins too.
+        assert!(url_pins_hold(&url, body));
+        assert!(!url_pins_hold(&url, b"evil"));
+        assert!(url_pins_hold("https://a.example/l.js#top", b"evil"));
+        assert!(url_pins_hold("https://a.example/l.js", b"evil"));
     }
 
     #[test]
