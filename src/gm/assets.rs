@@ -178,7 +178,8 @@ impl fmt::Display for AssetError {
             ),
             AssetError::Quota { needed, limit } => write!(
                 f,
-                "storing the script's files would use {needed} bytes of storage, over the {limit} this provider may use; {tail}"
+                // 4 MiB: `scripts::history::MAX_TOTAL_BYTES` (which imports this module).
+                "storing the script's files would use {needed} bytes of storage, over the {limit} this provider may use (the earlier versions kept for History and Undo may hold up to 4 MiB of it, the trash the deleted scripts'); {tail}"
             ),
             AssetError::Storage(e) => write!(f, "storage failed while storing the script's files ({e}); {tail}"),
         }
