@@ -250,12 +250,13 @@ impl Watch {
     /// and URL is watched, or every one is of the same header rule `share` (then each is told
     /// its own redirect by its marker; the rules are alike, so which one Chrome applies to which
     /// request does not matter). `share` is `None` for a fetch that must go alone (its rule
-    /// appends, or no marker can be sent: the caller asks `header_rules::ensure_marker_rule`): else two at once could each be given the other's
-    /// headers or be told the other's redirect, a server's answer to one script's request handed
-    /// to another. An earlier fetch still waiting keeps this one waiting too. The wait lasts
-    /// while the earlier fetch is pending (bounded by its timeout, and by the waiting one's:
-    /// `fetch_progress` races it), and not while it reads its body. `None` when
-    /// `chrome.webRequest` cannot be listened to.
+    /// appends, or no marker can be sent: the caller asks `header_rules::ensure_marker_rule`,
+    /// and this asks that `onBeforeSendHeaders` is listened to): else two at once could each be
+    /// given the other's headers or be told the other's redirect, a server's answer to one
+    /// script's request handed to another. An earlier fetch still waiting keeps this one
+    /// waiting too. The wait lasts while the earlier fetch is pending (bounded by its timeout,
+    /// and by the waiting one's: `fetch_progress` races it), and not while it reads its body.
+    /// `None` when `chrome.webRequest` cannot be listened to.
     pub async fn acquire(method: &str, url: &str, share: Option<String>) -> Option<Watch> {
         // Sharing needs the marker's listener, in place before any fetch that shares is sent.
         listen(true);

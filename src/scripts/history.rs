@@ -13,14 +13,14 @@
 //! Bounded three ways, the oldest revision dropped first: [`MAX_REVISIONS`] per script,
 //! [`MAX_SCRIPT_BYTES`] per script, and [`MAX_TOTAL_BYTES`] across all scripts. A revision
 //! weighs its source and the `@require`/`@resource` files it pins that the version replacing
-//! it does not keep, as stored ([`pinned_bytes`]): the sweep keeps every file a revision names, so before,
-//! a few library version changes filled the storage quota for good, and every later write with
-//! a file was refused. The total is tracked in `history/budget`, one number per script, so the
-//! bound costs one small key per write; past it the script with the most history loses its
-//! oldest revision. One revision is
-//! passed over while another can go: the newest that stood as the script for [`SETTLED_MS`]
-//! (each index line records when its revision became the script), so a burst of writes cannot
-//! push the version the user ran before it out of the history. The total bound passes over it
+//! it does not keep, as stored ([`pinned_bytes`]): the sweep keeps every file a revision
+//! names, so before, a few library version changes filled the storage quota for good, and
+//! every later write with a file was refused. The total is tracked in `history/budget`, one
+//! number per script, so the bound costs one small key per write; past it the script with the
+//! most history loses its oldest revision. One revision is passed over while another can go:
+//! the newest that stood as the script for [`SETTLED_MS`] (each index line records when its
+//! revision became the script), so a burst of writes cannot push the version the user ran
+//! before it out of the history. The total bound passes over it
 //! while another revision of any script can go (`Index::candidate`), since which history is
 //! the biggest is decided by writes to other scripts.
 //!
