@@ -494,3 +494,28 @@ fn a_script_refused_for_want_of_a_world_runs_once_another_gives_one_back() {
     let m = call(&p, &s, "match_url", json!({"url": "https://b.test/"}));
     assert_eq!(runs(&m), [true], "{m}");
 }
+
+/// A URL within the tools' 4 KiB that the browser holds three times longer (non-ASCII text,
+/// percent-encoded) is refused by match_url and list_scripts {url}: the regular expressions'
+/// cost is reckoned on 4,096 characters (a reviewer's 12,000 kept the worker 95 s).
+#[test]
+fn a_url_longer_than_the_rules_are_tested_on_is_refused() {
+    let p = provider();
+    let s = ready(&p);
+    let long = format!("https://x.test/?q={}", "\u{4e00}".repeat(1300));
+    assert!(long.len() <= 4096);
+    for (tool, args) in [
+        ("match_url", json!({"url": long})),
+        ("list_scripts", json!({"url": long})),
+    ] {
+        let r = call(&p, &s, tool, args);
+        assert_eq!(r["isError"], json!(true), "{tool}: {r}");
+        assert!(
+            text(&r).contains("characters as the browser holds it"),
+            "{tool}: {r}"
+        );
+    }
+    let short = format!("https://x.test/?q={}", "\u{4e00}".repeat(400));
+    let r = call(&p, &s, "match_url", json!({"url": short}));
+    assert_eq!(r["isError"], json!(false), "{r}");
+}

@@ -180,6 +180,9 @@ impl HeaderRule {
             "action": { "type": "modifyHeaders", "requestHeaders": headers },
             "condition": {
                 "regexFilter": re,
+                // Chrome's default is not (since 118): `/Path` would meet a fetch of `/path`,
+                // which `redirects::Watch` does not keep apart.
+                "isUrlFilterCaseSensitive": true,
                 "requestMethods": [super::redirects::rule_method(&req.method)],
                 "resourceTypes": ["xmlhttprequest"],
                 "tabIds": [-1],

@@ -301,8 +301,14 @@ impl Watch {
     fn new(method: &str, url: &str, share: Option<String>) -> Option<Watch> {
         listen(true);
         if !LISTENING.with(Cell::get) {
+            // No watch: nothing will stop the marker's listener if it was added.
+            if SLOTS.with(|s| s.borrow().is_empty()) {
+                listen(false);
+            }
             return None;
         }
+        // The listeners may have gone and come back while this waited (the last watch dropped).
+        let share = share.filter(|_| SENDING.with(Cell::get));
         let id = NEXT.with(|n| {
             let id = n.get().wrapping_add(1);
             n.set(id);

@@ -23,7 +23,7 @@ pub fn requires_block(loaded: &[Loaded]) -> String {
             None => out.push_str(&format!(
                 "console.error({});",
                 Value::String(format!(
-                    "Lumo Userscripts: the stored copy of @require {} is missing, or lacks the hash its URL names; the script runs without it (write the script again to fetch it)",
+                    "Lumo Userscripts: the stored copy of @require {} is missing, or lacks the hash its URL names; the script runs without it (change its @require line, as with ?v=2, to fetch it again)",
                     a.url
                 ))
             )),

@@ -1108,25 +1108,27 @@ fn unmatchable(
     why: rule_syntax::Unmatchable,
 ) -> bool {
     let exclude = key.to_ascii_lowercase().starts_with("exclude");
-    // `@exclude about:blank` is true as it stands: no script runs on such a page. (One written
-    // without its scheme, `example.com/*`, excludes nothing it names: refused as the others.)
-    const NOT_WEB: [&str; 12] = [
+    // `@exclude about:blank` or `ftp://*/*` is true as it stands: no script runs on such a
+    // page. (One written without its scheme, `example.com/*`, excludes nothing it names:
+    // refused as the others.)
+    const NOT_WEB: [&str; 6] = [
         "about:",
-        "chrome:",
-        "chrome-extension:",
-        "chrome-untrusted:",
         "data:",
         "blob:",
         "javascript:",
         "view-source:",
-        "devtools:",
-        "filesystem:",
-        "edge:",
-        "moz-extension:",
+        "mailto:",
     ];
-    if exclude
-        && matches!(&why, rule_syntax::Unmatchable::Scheme(s) if NOT_WEB.iter().any(|n| s.eq_ignore_ascii_case(n)))
-    {
+    let scheme_of_its_own = |start: &str| {
+        NOT_WEB.iter().any(|n| start.eq_ignore_ascii_case(n))
+            || value.split_once("://").is_some_and(|(scheme, _)| {
+                scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            })
+    };
+    if exclude && matches!(&why, rule_syntax::Unmatchable::Scheme(s) if scheme_of_its_own(s)) {
         return true;
     }
     if exclude {
@@ -1247,6 +1249,7 @@ mod tests {
             "// @include h?tps://example.com/*",
             "// @exclude about:blank",
             "// @exclude chrome://*",
+            "// @exclude ftp://*/*",
         ]));
         for (line, start) in [(3, "about:"), (4, "chrome:"), (5, "example.com/")] {
             let says = format!(
@@ -1264,7 +1267,10 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
-        assert_eq!(meta(&p).exclude_globs, ["about:blank", "chrome://*"]);
+        assert_eq!(
+            meta(&p).exclude_globs,
+            ["about:blank", "chrome://*", "ftp://*/*"]
+        );
         // An exclude written without its scheme excludes nothing it names: refused.
         let p = parse(&script(&[
             "// @name T",

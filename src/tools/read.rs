@@ -107,7 +107,27 @@ fn validate(source: &str) -> Result<Value, ToolError> {
     ))
 }
 
+/// A URL no longer, as the browser holds it, than the regular-expression rules' cost is
+/// reckoned on (`rule_syntax::COST_ADDRESS_CHARS`): the tool's 4 KiB bound is of the URL as
+/// given, and non-ASCII text percent-encodes to three times its bytes (a reviewer's 12,000
+/// characters kept the worker 95 s in one regular expression).
+fn url_within_cost(url: &str) -> Result<(), ToolError> {
+    let n = crate::scripts::rules::normalize_url(url).map_or(0, |h| h.chars().count());
+    let max = crate::scripts::rule_syntax::COST_ADDRESS_CHARS;
+    if u64::try_from(n).unwrap_or(u64::MAX) > max {
+        return Err(ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "the URL is {n} characters as the browser holds it (non-ASCII text \
+                 percent-encoded), over the {max} the scripts' rules are tested on; shorten it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 async fn match_url<E: Env>(p: &Provider<E>, url: String) -> Result<Value, ToolError> {
+    url_within_cost(&url)?;
     let snap = p.scripts().await.map_err(ToolError::from)?;
     let records = &snap.records;
     let mut rows = Vec::new();
@@ -235,6 +255,9 @@ fn worlds_warning(running: usize, stopped: &[&str]) -> Option<String> {
 async fn list<E: Env>(p: &Provider<E>, a: ListArgs) -> Result<Value, ToolError> {
     if a.deleted == Some(true) {
         return super::history::list_trash(p).await;
+    }
+    if let Some(u) = a.url.as_deref() {
+        url_within_cost(u)?;
     }
     let snap = p.scripts().await.map_err(ToolError::from)?;
     let query = a.query.as_deref().map(crate::web::lowercase);
