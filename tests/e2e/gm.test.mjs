@@ -792,13 +792,15 @@ describe("gm: the GM functions a script is given", () => {
   test("GM_xmlhttpRequest: requests of the same method and URL go at once, unless the headers the browser sets differ", T, async () => {
     await write("parallel", ["@match http://parallelpage.test/*", "@grant GM_xmlhttpRequest", "@connect api.test"],
       "const out = {}, at = (k, n) => `http://api.test:${location.port}/meet?k=${k}&n=${n}`;\n"
-      + "const done = () => { if (Object.keys(out).length === 7) document.documentElement.setAttribute('data-gm-parallel', JSON.stringify(out)); };\n"
+      + "const done = () => { if (Object.keys(out).length === 9) document.documentElement.setAttribute('data-gm-parallel', JSON.stringify(out)); };\n"
       + "const go = (k, o) => GM_xmlhttpRequest(Object.assign({ responseType: 'json', onload: (r) => { out[k] = r.response; done(); },\n"
       + "  onerror: (e) => { out[k] = e.error; done(); } }, o));\n"
       + "for (const k of ['a', 'b', 'c']) go(k, { method: 'POST', url: at('gql', 3), data: k });\n"
       + "for (const k of ['d', 'e']) go(k, { method: 'POST', url: at('ua', 2), data: k, headers: { 'User-Agent': 'Script/' + k } });\n"
       // Two WebDAV methods: a rule names both as "other", so they too take turns.
-      + "for (const [k, m] of [['f', 'PROPFIND'], ['g', 'MKCOL']]) go(k, { method: m, url: at('dav', 2), data: k, headers: { 'User-Agent': 'Script/' + k } });");
+      + "for (const [k, m] of [['f', 'PROPFIND'], ['g', 'MKCOL']]) go(k, { method: m, url: at('dav', 2), data: k, headers: { 'User-Agent': 'Script/' + k } });\n"
+      // URLs that differ in letter case only are two URLs: at once, each rule its own request's.
+      + "for (const [k, x] of [['h', 'A'], ['i', 'a']]) go(k, { method: 'POST', url: at('case', 2) + '&x=' + x, data: k, headers: { 'User-Agent': 'Script/' + k } });");
     await tab.goto(url("parallelpage.test"), { waitUntil: "load" });
     const got = await tab.waitForFunction(() => document.documentElement.getAttribute("data-gm-parallel"), null, { timeout: 15_000 });
     const out = JSON.parse(await got.jsonValue());
@@ -809,6 +811,9 @@ describe("gm: the GM functions a script is given", () => {
     }
     for (const k of ["d", "e", "f", "g"]) {
       assert.deepEqual(out[k], { together: false, body: k, ua: `Script/${k}`, origin: null, marker: [] }, JSON.stringify(out));
+    }
+    for (const k of ["h", "i"]) {
+      assert.deepEqual(out[k], { together: true, body: k, ua: `Script/${k}`, origin: null, marker: [] }, JSON.stringify(out));
     }
   });
 
