@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
     let loaded = block_on(history::load(&env_with(&local), U));
     if let Ok(h) = loaded {
         for r in h.revisions {
-            let _ = block_on(history::items_for(&env_with(&local), r));
+            // Replaced by a version that keeps none of its files: all of them weigh.
+            let _ = block_on(history::items_for(&env_with(&local), r, &[]));
         }
     }
     let _ = block_on(history::keys_of(&env_with(&local), &[U.to_owned()]));
