@@ -365,6 +365,7 @@ describe("compat: real-world userscripts", () => {
     assert.deepEqual(written.tm.diagnostics.map((d) => [d.line, d.severity, d.message.replace(/ is not implemented.*| is not possible here.*|: every .*/, "")]).sort((a, b) => a[0] - b[0]), [
       [9, "warning", "@grant GM_cookie"],
       [10, "warning", "no @connect"],
+      [16, "warning", "@unwrap"],
       [17, "warning", "@sandbox JavaScript"],
     ]);
     // HNhance's implicit unsafeWindow runs (below), and write_script says at its first use what it

@@ -114,14 +114,18 @@ describe("record", () => {
     const made = await replyTo(p, "real");
     assert.equal(made.result?.isError, false, show(made));
     const uuid = made.result.structuredContent.script.uuid;
-    // 1,200 cheap refusals (invalid arguments: no rate-limit slot), sent in one go.
+    // 1,200 cheap refusals (invalid arguments: no rate-limit slot), in waves of 30: a session
+    // has at most 32 requests being handled, and more are answered -32000, not audited.
     const page = await h.hostPage();
-    await page.evaluate(([p]) => {
-      for (let i = 0; i < 1200; i++) {
-        window.lumo.rawSend(p, { jsonrpc: "2.0", id: `x${i}`, method: "tools/call", params: { name: "delete_script", arguments: { uuid: `nope-${i}` } } });
-      }
-    }, [p]);
-    await until(() => h.lumo("rawMessages", p), (m) => m.some((x) => x.id === "x1199"), 90_000);
+    for (let w = 0; w < 40; w++) {
+      await page.evaluate(([p, w]) => {
+        for (let i = w * 30; i < w * 30 + 30; i++) {
+          window.lumo.rawSend(p, { jsonrpc: "2.0", id: `x${i}`, method: "tools/call", params: { name: "delete_script", arguments: { uuid: `nope-${i}` } } });
+        }
+      }, [p, w]);
+      await until(() => h.lumo("rawMessages", p), (m) => m.some((x) => x.id === `x${w * 30 + 29}`), 90_000);
+    }
+    assert.ok(!(await h.lumo("rawMessages", p)).some((x) => x.error?.code === -32000), "no wave was over the session's bound");
     const entries = (await h.internal("audit.list")).entries;
     assert.ok(entries.filter((e) => e.result === "INVALID_ARGUMENTS").length >= 990, "the refusals are audited too (a ring keeps its newest 990–1000)");
     const mine = entries.filter((e) => e.target === uuid && e.result === "ok");
