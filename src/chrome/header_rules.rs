@@ -42,10 +42,7 @@ pub async fn ensure_marker_rule() -> bool {
     if let Some(done) = MARKER_RULE.with(Cell::get) {
         return done;
     }
-    let me = api::CHROME
-        .with(|c| get(&get(c, "runtime"), "id"))
-        .as_string()
-        .unwrap_or_default();
+    let me = super::runtime_id().unwrap_or_default();
     let rule = json!({
         "id": MARKER_RULE_ID,
         "priority": 1,
@@ -170,10 +167,7 @@ impl HeaderRule {
                 }),
             })
             .collect();
-        let me = api::CHROME
-            .with(|c| get(&get(c, "runtime"), "id"))
-            .as_string()
-            .unwrap_or_default();
+        let me = super::runtime_id().unwrap_or_default();
         let rule = json!({
             "id": id,
             "priority": 1,
