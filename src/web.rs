@@ -49,6 +49,10 @@ pub trait WebPlatform {
     /// `input.toLowerCase()`: Unicode's default lowercase mapping, as `str::to_lowercase`
     /// gives it, whose tables would cost the wasm ~8 KB gzip.
     fn lowercase(&self, input: &str) -> String;
+    /// `new TextDecoder(label).decode(bytes)`: the text of `bytes` in the encoding `label` names
+    /// (a `Content-Type`'s `charset`), as a `<script src>` would read it; `None` for a label no
+    /// decoder knows.
+    fn decode(&self, bytes: &[u8], label: &str) -> Option<String>;
 }
 
 /// `input` lowercased for a case-insensitive search: ASCII here, anything else by
@@ -113,6 +117,9 @@ impl WebPlatform for NotInstalled {
     fn lowercase(&self, input: &str) -> String {
         input.to_ascii_lowercase()
     }
+    fn decode(&self, _: &[u8], _: &str) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -166,6 +173,51 @@ pub mod native {
 
         fn lowercase(&self, input: &str) -> String {
             input.to_lowercase()
+        }
+
+        /// UTF-8 and the Latin-1 family alone (`windows-1252`, under every label the Encoding
+        /// Standard gives it): enough for the tests; no native caller decodes anything else.
+        fn decode(&self, bytes: &[u8], label: &str) -> Option<String> {
+            const UTF8: [&str; 3] = ["utf-8", "utf8", "unicode-1-1-utf-8"];
+            const LATIN1: [&str; 17] = [
+                "ansi_x3.4-1968",
+                "ascii",
+                "cp1252",
+                "cp819",
+                "csisolatin1",
+                "ibm819",
+                "iso-8859-1",
+                "iso-ir-100",
+                "iso8859-1",
+                "iso88591",
+                "iso_8859-1",
+                "iso_8859-1:1987",
+                "l1",
+                "latin1",
+                "us-ascii",
+                "windows-1252",
+                "x-cp1252",
+            ];
+            // windows-1252's 0x80 to 0x9F; the five it leaves undefined are the C1 controls.
+            const HIGH: [u16; 32] = [
+                0x20AC, 0x81, 0x201A, 0x192, 0x201E, 0x2026, 0x2020, 0x2021, 0x2C6, 0x2030, 0x160,
+                0x2039, 0x152, 0x8D, 0x17D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
+                0x2013, 0x2014, 0x2DC, 0x2122, 0x161, 0x203A, 0x153, 0x9D, 0x17E, 0x178,
+            ];
+            let label = label.trim().to_ascii_lowercase();
+            if UTF8.contains(&label.as_str()) {
+                return Some(String::from_utf8_lossy(bytes).into_owned());
+            }
+            LATIN1.contains(&label.as_str()).then(|| {
+                bytes
+                    .iter()
+                    .map(|&b| {
+                        HIGH.get(usize::from(b).wrapping_sub(0x80))
+                            .and_then(|&c| char::from_u32(u32::from(c)))
+                            .unwrap_or(char::from(b))
+                    })
+                    .collect()
+            })
         }
     }
 }

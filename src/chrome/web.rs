@@ -1,6 +1,6 @@
-//! [`WebPlatform`] over the service worker's own `URL`, `RegExp` and `toLowerCase` (V8, the
-//! engine the guard runs in). Bound with `catch`: a throw becomes an `Err`, never a trap.
-//! Decides nothing.
+//! [`WebPlatform`] over the service worker's own `URL`, `RegExp`, `toLowerCase` and
+//! `TextDecoder` (V8, the engine the guard runs in). Bound with `catch`: a throw becomes an
+//! `Err`, never a trap. Decides nothing.
 
 use crate::web::{path_query, ParsedUrl, WebError, WebPlatform};
 use wasm_bindgen::prelude::*;
@@ -30,6 +30,13 @@ extern "C" {
     fn new(source: &str, flags: &str) -> Result<JsRegExp, JsValue>;
     #[wasm_bindgen(method, catch)]
     fn test(this: &JsRegExp, input: &str) -> Result<bool, JsValue>;
+
+    #[wasm_bindgen(js_name = TextDecoder)]
+    type JsTextDecoder;
+    #[wasm_bindgen(constructor, js_class = TextDecoder, catch)]
+    fn new(label: &str) -> Result<JsTextDecoder, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn decode(this: &JsTextDecoder, bytes: &[u8]) -> Result<String, JsValue>;
 }
 
 fn error(e: JsValue) -> WebError {
@@ -80,5 +87,10 @@ impl WebPlatform for Browser {
 
     fn lowercase(&self, input: &str) -> String {
         String::from(js_sys::JsString::from(input).to_lower_case())
+    }
+
+    fn decode(&self, bytes: &[u8], label: &str) -> Option<String> {
+        // A label the Encoding Standard does not know throws a RangeError.
+        JsTextDecoder::new(label).ok()?.decode(bytes).ok()
     }
 }

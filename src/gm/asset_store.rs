@@ -464,6 +464,7 @@ mod tests {
             size: bytes.len(),
             mime: String::new(),
             final_url: None,
+            charset: None,
         };
         let good = crate::guard::digest::sha256_hex(b"window.lib = 1;");
         let loaded = block_on(load(

@@ -47,6 +47,10 @@ pub struct Asset {
     /// Where the bytes came from when a redirect moved the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_url: Option<String>,
+    /// The `Content-Type`'s `charset` when it names one other than UTF-8 (`gm::xhr::other_charset`):
+    /// the text is read in it, as a `<script src>` would read it (`gm::resources`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charset: Option<String>,
 }
 
 impl Asset {
@@ -461,6 +465,7 @@ pub fn verify(web: &dyn WebPlatform, w: &Wanted, resp: &Answer) -> Result<Asset,
         size: resp.body.len(),
         mime,
         final_url,
+        charset: super::xhr::other_charset(&resp.headers),
     })
 }
 
@@ -704,6 +709,7 @@ mod tests {
             size: body.len(),
             mime: String::new(),
             final_url: None,
+            charset: None,
         };
         // Stored under a pin an earlier version did not read: the bytes are other.
         let url = format!("https://a.example/l.js#sha-256={hex}");
@@ -850,6 +856,7 @@ mod tests {
             size: 1,
             mime: String::new(),
             final_url: None,
+            charset: None,
         };
         let w = wanted(
             platform(),
@@ -913,6 +920,7 @@ mod tests {
             size,
             mime: String::new(),
             final_url: None,
+            charset: None,
         };
         assert!(check_total(&[a(MAX_ASSET_BYTES), a(MAX_ASSET_BYTES)]).is_ok());
         assert!(check_total(&[a(MAX_ASSET_BYTES), a(MAX_ASSET_BYTES), a(1)]).is_err());

@@ -19,7 +19,7 @@ pub fn requires_block(loaded: &[Loaded]) -> String {
     let mut out = String::new();
     for (a, bytes) in loaded.iter().filter(|(a, _)| a.is_require()) {
         match bytes {
-            Some(b) => out.push_str(&String::from_utf8_lossy(b)),
+            Some(b) => out.push_str(&text_of(a, b)),
             None => out.push_str(&format!(
                 "console.error({});",
                 Value::String(format!(
@@ -31,6 +31,17 @@ pub fn requires_block(loaded: &[Loaded]) -> String {
         out.push_str("\n;\n");
     }
     out
+}
+
+/// A `@require` file's code as a `<script src>` answered with its `Content-Type` would read it:
+/// in the charset that named (`Asset::charset`, through the browser's `TextDecoder`: the core
+/// carries no encoding tables), else as UTF-8, invalid sequences replaced, as before a label
+/// no decoder knows.
+fn text_of<'a>(a: &Asset, b: &'a [u8]) -> std::borrow::Cow<'a, str> {
+    a.charset
+        .as_deref()
+        .and_then(|label| crate::web::platform().decode(b, label))
+        .map_or_else(|| String::from_utf8_lossy(b), std::borrow::Cow::Owned)
 }
 
 /// One line (no line break: it goes on the prelude's line) defining the resource functions the
@@ -55,7 +66,7 @@ pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
             };
             Some(json!([
                 name,
-                [mime, b.as_deref().map(super::assets::encode)]
+                [mime, b.as_deref().map(super::assets::encode), a.charset]
             ]))
         })
         .collect();
@@ -65,13 +76,18 @@ pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
     );
     if text {
         out.push_str(
-            "const T=n=>{const r=B(n);return r?new TextDecoder().decode(Uint8Array.from(atob(r[1]),c=>c.charCodeAt(0))):null};\
+            // In the answer's charset, as `requires_block` reads a `@require` (one no decoder
+            // knows: UTF-8).
+            "const T=n=>{const r=B(n);if(!r)return null;let t;\
+             try{t=new TextDecoder(r[2]||'utf-8')}catch(e){t=new TextDecoder()}\
+             return t.decode(Uint8Array.from(atob(r[1]),c=>c.charCodeAt(0)))};\
              d('GM_getResourceText',T);G.getResourceText=n=>Promise.resolve(T(n));",
         );
     }
     if url {
         out.push_str(
-            "const U=n=>{const r=B(n);return r?'data:'+r[0]+';base64,'+r[1]:null};\
+            "const U=n=>{const r=B(n);\
+             return r?'data:'+r[0]+(r[2]?';charset='+r[2]:'')+';base64,'+r[1]:null};\
              d('GM_getResourceURL',U);G.getResourceUrl=n=>Promise.resolve(U(n));G.getResourceURL=U;",
         );
     }
@@ -91,6 +107,7 @@ mod tests {
             size: 0,
             mime: String::new(),
             final_url: None,
+            charset: None,
         }
     }
 
@@ -112,6 +129,39 @@ mod tests {
         assert!(!b.contains("body{}"));
         assert!(b.contains("@require https://a/2.js is missing"));
         assert!(b.ends_with("\n;\n"));
+    }
+
+    /// A file served as `charset=iso-8859-1` is read as the browser reads it (`é` is one byte,
+    /// 0xE9, and 0x80 is `€` in windows-1252, which that label names), not as UTF-8, which
+    /// made them one U+FFFD. A label no decoder knows is read as UTF-8.
+    #[test]
+    fn a_require_is_read_in_the_charset_its_answer_named() {
+        let latin = |charset: &str| Asset {
+            charset: Some(charset.to_owned()),
+            ..asset(None, "https://a/l.js")
+        };
+        let bytes = b"var s = '\xE9\x80';".to_vec();
+        let b = requires_block(&[(latin("ISO-8859-1"), Some(bytes.clone()))]);
+        assert!(b.starts_with("var s = '\u{e9}\u{20ac}';"), "{b}");
+        let b = requires_block(&[(latin("x-no-such-charset"), Some(bytes.clone()))]);
+        assert!(b.starts_with("var s = '\u{fffd}';"), "{b}");
+        let b = requires_block(&[(asset(None, "https://a/l.js"), Some(bytes))]);
+        assert!(b.starts_with("var s = '\u{fffd}';"), "{b}");
+        // A resource carries its label to the page, which decodes it there (`TextDecoder`).
+        let js = getters_js(
+            &["GM_getResourceText".into()],
+            &[(
+                Asset {
+                    name: Some("t".into()),
+                    ..latin("gbk")
+                },
+                Some(b"x".to_vec()),
+            )],
+        );
+        assert!(
+            js.contains(r#"["t",["application/octet-stream","eA==","gbk"]]"#),
+            "{js}"
+        );
     }
 
     #[test]

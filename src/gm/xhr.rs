@@ -307,7 +307,7 @@ pub fn head_json(r: &crate::env::HttpResponse) -> Value {
 /// label, and the page decodes it (`TextDecoder`, as `XMLHttpRequest` would; the core carries
 /// no encoding tables). A label that is not a plain token (at most 40 characters of letters,
 /// digits, `-`, `_`, `.`, `:`) is not one any decoder knows: read as UTF-8.
-fn other_charset(headers: &[(String, String)]) -> Option<String> {
+pub(crate) fn other_charset(headers: &[(String, String)]) -> Option<String> {
     let ct = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))

@@ -766,6 +766,7 @@ mod tests {
             size: 300 * 1024,
             mime: String::new(),
             final_url: None,
+            charset: None,
         };
         let with = |n: u64, files: &[&str]| {
             let mut r = rev(U, n, &format!("v{n}"));

@@ -376,6 +376,7 @@ mod tests {
             size: 3,
             mime: String::new(),
             final_url: None,
+            charset: None,
         };
         for keyed in [false, true] {
             let mut reg = crate::scripts::registry::desired(U, 1, &meta, src).unwrap();

@@ -21,6 +21,7 @@ function script(name, lines, body) {
 
 const LIB = "var LIB_NAME = 'tiny-lib'; function libShout(s) { return String(s).toUpperCase() + '!'; }";
 const TEXT = "héllo resource ✓";
+const SJIS = Buffer.from([0x93, 0xfa, 0x96, 0x7b]); // 日本
 const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2, 255]);
 
 /** The library server (on 127.0.0.1, http allowed for loopback) and the pages (any host name). */
@@ -35,6 +36,14 @@ async function server() {
     if (path === "/lib.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(LIB); return; }
     if (path === "/text.txt") { res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }); res.end(TEXT); return; }
     if (path === "/img.png") { res.writeHead(200, { "content-type": "image/png" }); res.end(PNG); return; }
+    // Text in other charsets than UTF-8, as their Content-Type says: windows-1252's `é` and `€`
+    // (0xE9, 0x80) and Shift_JIS's 日本.
+    if (path === "/latin.js") {
+      res.writeHead(200, { "content-type": "text/javascript; charset=iso-8859-1" });
+      res.end(Buffer.concat([Buffer.from("var LATIN = 'caf"), Buffer.from([0xe9, 0x20, 0x80]), Buffer.from("';")]));
+      return;
+    }
+    if (path === "/sjis.txt") { res.writeHead(200, { "content-type": "text/plain; charset=Shift_JIS" }); res.end(SJIS); return; }
     if (path === "/missing.js") { res.writeHead(404); res.end("no"); return; }
     // 900 KiB of a library whose bytes differ by its `?v=`.
     if (path === "/big.js") {
@@ -229,6 +238,21 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(seen.promise, `data:text/plain;base64,${Buffer.from(TEXT).toString("base64")}`);
     assert.equal(seen.thief, "null");
     assert.equal(seen.vm, `data:text/plain;base64,${Buffer.from(TEXT).toString("base64")}`);
+  });
+
+  test("a @require and a @resource served in another charset than UTF-8 are read in it, as a <script src> would read them", T, async () => {
+    await ok("write_script", { source: script("charsets", [
+      "@match http://charset.test/*", `@require ${lib("/latin.js")}`, `@resource sj ${lib("/sjis.txt")}`,
+      "@grant GM_getResourceText", "@grant GM_getResourceURL",
+    ], "const el = document.documentElement;\n"
+      + "el.setAttribute('data-r-latin', LATIN);\n"
+      + "el.setAttribute('data-r-sj', GM_getResourceText('sj'));\n"
+      + "el.setAttribute('data-r-sjurl', GM_getResourceURL('sj'));") });
+    const seen = await load("charset.test");
+    // Read as UTF-8 (before), each was U+FFFD.
+    assert.equal(seen.latin, "café €");
+    assert.equal(seen.sj, "日本");
+    assert.equal(seen.sjurl, `data:text/plain;charset=Shift_JIS;base64,${SJIS.toString("base64")}`);
   });
 
   test("review names the URL and when its bytes are fixed; only the approved write fetches, and its result has the sha256", T, async () => {
