@@ -235,7 +235,14 @@ pub(super) async fn undo<E: Env>(
         return err("the version that write made is no longer in the history");
     };
     let now = current.record().revision;
-    if made != now {
+    // The script as that write left it, though revisions came since: a later write undone gave
+    // its version back as a new revision. Undoing it then loses nothing made since, so Undo can
+    // walk back a run of writes, newest first.
+    let as_left = |r: &ScriptRecord| {
+        let c = current.record();
+        r.sha256 == c.sha256 && r.enabled == c.enabled && r.assets == c.assets
+    };
+    if made != now && !h.find(made).is_some_and(|r| as_left(&r.record)) {
         let diff = match h.find(made) {
             Some(r) => line_diff(&r.source, current.source()).join("\n"),
             None => String::new(),

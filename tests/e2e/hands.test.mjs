@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { PROVIDER_ID } from "./lib/harness.mjs";
-import { PAGE, markScript, registrations, seen, setUp } from "./lib/agent.mjs";
+import { PAGE, markScript, marksOf, registrations, seen, setUp } from "./lib/agent.mjs";
 import { show, sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
@@ -80,6 +80,34 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.match(diff, /v4/, "the diff shows the change made since");
     assert.deepEqual(await onPage(["u:v4"]), ["u:v4"], "nothing was overwritten");
     await popup.close();
+  });
+
+  test("Undo walks back two agent writes, newest first: the older one is undone once the newer one was", T, async () => {
+    // What the page runs besides this test's script (the file's earlier tests leave theirs).
+    await tab.goto(url, { waitUntil: "load" });
+    const others = (await marksOf(tab)).filter((m) => !m.startsWith("chain:"));
+    const runs = (v) => onPage([...others, `chain:${v}`].sort());
+    // The user's version, then two writes by the agent.
+    const { uuid } = (await h.internal("scripts.save", { source: userscript({ tag: "chain", version: "mine" }) })).result.script;
+    try {
+      await call("write_script", { uuid, revision: 1, source: userscript({ tag: "chain", version: "evil" }) });
+      await call("write_script", { uuid, revision: 2, source: userscript({ tag: "chain", version: "evil2" }) });
+      const writes = (await h.internal("audit.list")).entries.filter((e) => e.tool === "write_script" && e.target === uuid && e.result === "ok");
+      const [second, first] = writes; // newest first
+      const undo = (e) => h.internal("scripts.undo", { uuid, caller: e.caller, at: e.at });
+      await undo(second);
+      assert.deepEqual(await runs("evil"), [...others, "chain:evil"].sort());
+      // The script is as the first write left it (a new revision, the same source): undoing that
+      // write now brings back the user's version. Before, it was refused as "changed since".
+      await undo(first);
+      assert.deepEqual(await runs("mine"), [...others, "chain:mine"].sort());
+      // Undone already, the first write is no longer as it left the script: refused, nothing
+      // overwritten.
+      await assert.rejects(undo(first), /changed since that write/);
+      assert.deepEqual(await runs("mine"), [...others, "chain:mine"].sort());
+    } finally {
+      await h.internal("scripts.delete", { uuid });
+    }
   });
 
   test("the user creates and edits a script in the options page with the keyboard only, and it runs", T, async () => {
