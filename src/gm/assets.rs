@@ -47,7 +47,7 @@ pub struct Asset {
     /// Where the bytes came from when a redirect moved the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_url: Option<String>,
-    /// The `Content-Type`'s `charset` when it names one other than UTF-8 (`gm::xhr::other_charset`):
+    /// The `Content-Type`'s `charset` when it names one other than UTF-8 (`gm::charset`):
     /// the text is read in it, as a `<script src>` would read it (`gm::resources`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub charset: Option<String>,
@@ -465,7 +465,7 @@ pub fn verify(web: &dyn WebPlatform, w: &Wanted, resp: &Answer) -> Result<Asset,
         size: resp.body.len(),
         mime,
         final_url,
-        charset: super::xhr::other_charset(&resp.headers),
+        charset: super::charset::other_charset(&resp.headers),
     })
 }
 
