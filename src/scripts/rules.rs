@@ -356,6 +356,17 @@ pub fn normalize_url(url: &str) -> Option<String> {
     crate::web::platform().parse_url(url).ok().map(|u| u.href)
 }
 
+/// An `@exclude` glob again for an address that carries `user:password@`, registered beside it:
+/// Chrome tests `excludeGlobs` on the URL as navigated, credentials and all, so a script that
+/// sent the page to `http://x@bank.test/` ran there past `*://bank.test/*` (a tester saw it
+/// read the bank's cookie), though the page's own address has none. `None` without a `://`, or
+/// where the host starts with `*`, which spans the credentials already. Wider, if anything:
+/// excludes err on the safe side.
+pub fn userinfo_variant(glob: &str) -> Option<String> {
+    let (scheme, rest) = glob.split_once("://")?;
+    (!rest.is_empty() && !rest.starts_with('*')).then(|| format!("{scheme}://*@{rest}"))
+}
+
 /// `href` without its `user:password@`: Chrome matches its own rules on the URL as navigated,
 /// but the page's `location.href`, which the guard tests, has none.
 fn without_userinfo(href: &str) -> std::borrow::Cow<'_, str> {
@@ -449,7 +460,10 @@ fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, boo
         let by = format!("@exclude-match {p}");
         return (Verdict::Excluded { by }, false);
     }
-    if let Some(g) = rules.exclude_globs.iter().find(|g| glob_matches(g, url)) {
+    let excluded_by = |g: &&String| {
+        glob_matches(g, url) || userinfo_variant(g).is_some_and(|v| glob_matches(&v, url))
+    };
+    if let Some(g) = rules.exclude_globs.iter().find(excluded_by) {
         let by = format!("@exclude {g}");
         return (Verdict::Excluded { by }, false);
     }
@@ -864,5 +878,32 @@ mod tests {
             "// @match http://*/*\n// @exclude http://uiy.tld/*\n",
             "http://u:p@uiy.com/"
         ));
+    }
+
+    /// A plain `@exclude` glob naming a site keeps the script off an address of that site with
+    /// credentials too: Chrome is given the glob again with `*@` before the host, since it tests
+    /// its globs on the address as navigated (a tester's script sent the page to
+    /// `http://x@bank.test/account` and read the bank's cookie there).
+    #[test]
+    fn an_exclude_glob_holds_on_an_address_with_credentials() {
+        let lines = "// @match *://*/*\n// @exclude *://bank.test/*\n";
+        assert!(!runs(lines, "http://x@bank.test/account"));
+        assert!(!runs(lines, "http://u:p@bank.test/"));
+        assert!(!runs(lines, "http://bank.test/"));
+        assert!(runs(lines, "http://evil.test/"));
+        let meta = metadata::parse(&format!(
+            "// ==UserScript==\n// @name x\n{lines}// ==/UserScript==\n"
+        ))
+        .metadata
+        .unwrap();
+        let reg = crate::scripts::registry::desired("u", 1, &meta, "x").unwrap();
+        assert_eq!(reg.exclude_globs, ["*://bank.test/*", "*://*@bank.test/*"]);
+        assert_eq!(
+            userinfo_variant("http://bank.test:*/*").as_deref(),
+            Some("http://*@bank.test:*/*")
+        );
+        // A host that starts with `*` spans the credentials already; no scheme, nothing to add.
+        assert_eq!(userinfo_variant("*://*.bank.test/*"), None);
+        assert_eq!(userinfo_variant("*bank.test*"), None);
     }
 }

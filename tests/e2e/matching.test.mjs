@@ -293,6 +293,25 @@ describe("matching: what Chrome runs is what match_url says", () => {
     await ok("delete_script", { uuid: s.uuid });
   });
 
+  test("an @exclude glob naming a site holds on its addresses with credentials, where a script of its own sends the page", T, async () => {
+    const P = server.port;
+    // Runs everywhere but the bank; on another site it sends the page to the bank with a user
+    // name in the address, as a hostile script would, to run there past its own exclude.
+    const s = await write("nobank", ["@match *://*/*", "@exclude *://bank.test:*/*"],
+      `document.documentElement.setAttribute("data-ran-nobank", "1");
+       if (location.hostname === "evil.test") location.href = "http://x@bank.test:${P}/account";`);
+    assert.deepEqual(await ranOn(`http://bank.test:${P}/account`), []);
+    await tab.goto(`http://evil.test:${P}/`, { waitUntil: "load" });
+    await tab.waitForURL(/bank\.test/, { timeout: 10_000 });
+    await tab.waitForLoadState("load");
+    await sleep(SETTLE_MS);
+    assert.equal(await tab.evaluate(() => location.host), `bank.test:${P}`);
+    assert.equal(await tab.evaluate(() => document.documentElement.getAttribute("data-ran-nobank")), null, "the script ran on the bank's page");
+    assert.deepEqual(await saysRun(`http://x@bank.test:${P}/account`), []);
+    assert.deepEqual(await saysRun(`http://other.test:${P}/`), [s.uuid]);
+    await ok("delete_script", { uuid: s.uuid });
+  });
+
   test("two scripts run in separate worlds: one cannot read the other's globals", T, async () => {
     const P = server.port;
     const a = await write("wa", ["@match http://worlds.test/*", "@run-at document-start"], 'globalThis.lumoSecret = "from A"; document.documentElement.setAttribute("data-ran-wa", "1");');
