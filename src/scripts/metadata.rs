@@ -1069,8 +1069,9 @@ fn push_glob(
                         line_no,
                         format!(
                             "@{key} \"{}\": {why}; where the expression needs it, it matches \
-                             nothing (write it as the address holds it: é is %C3%A9)",
-                            snippet(value)
+                             nothing; {}",
+                            snippet(value),
+                            why.advice()
                         ),
                     );
                 }

@@ -375,6 +375,8 @@ pub enum Unmatchable {
     /// A glob whose literal start is no start of an address Chrome runs user scripts on
     /// (`about:blank`, `chrome://…`, `example.com/*`): it holds what it starts with.
     Scheme(String),
+    /// A capital letter a regular expression asks for in the address's scheme or host.
+    HostCapital(char),
 }
 
 impl Unmatchable {
@@ -445,6 +447,11 @@ impl fmt::Display for Unmatchable {
                 "Chrome runs user scripts only on pages whose address starts with http://, \
                  https:// or file://, never \"{start}\""
             ),
+            Unmatchable::HostCapital(c) => write!(
+                f,
+                "it asks for the capital \"{c}\" in the address's scheme or host, which the \
+                 browser holds in lowercase (the expression is tested case-sensitively)"
+            ),
         }
     }
 }
@@ -458,6 +465,76 @@ pub fn regex_foreign_char(src: &str) -> Option<Unmatchable> {
     src.chars()
         .find(|&c| !c.is_ascii() || c.is_ascii_control() || c == ' ')
         .map(Unmatchable::Character)
+        .or_else(|| regex_host_capital(src).map(Unmatchable::HostCapital))
+}
+
+/// A capital letter the expression names as itself in the address's scheme or host: before its
+/// first `//` and after it, up to the first thing that may stand for a `/` (a `/`, `.`, a class,
+/// an escape that is one) — `location.href` holds both in lowercase, so where the expression
+/// needs it, it matches nothing (`/^https?:\/\/(www\.)?Bank\.test\//` excludes nothing). `None`
+/// without a `//`, or with an inline modifier (`(?i:…)`), which may make it match either case.
+fn regex_host_capital(src: &str) -> Option<char> {
+    let mut chars = src.chars().peekable();
+    // The first capital seen, and whether the scheme's `://` came (a `//` elsewhere may be a
+    // path's).
+    let mut found = None;
+    let mut slashes = 0u8;
+    let mut after = false;
+    let mut last = None;
+    while let Some(c) = chars.next() {
+        // A literal character, or `None` for syntax.
+        let lit = match c {
+            '\\' => match chars.next()? {
+                e @ ('/' | '-' | ':' | '?' | '#' | '@' | '.' | '&' | '=' | '%' | '\\') => Some(e),
+                // Any other escape may stand for a `/` (`\S`), or hold letters that are not
+                // the address's (`\p{Lu}`, `\x4A`, `\cJ`): the host ends here.
+                _ => break,
+            },
+            '(' => {
+                if chars.peek() == Some(&'?') {
+                    chars.next();
+                    match chars.next()? {
+                        ':' | '=' | '!' => {}
+                        // A group's name, or a lookbehind.
+                        '<' => match chars.peek() {
+                            Some('=' | '!') => {
+                                chars.next();
+                            }
+                            _ => {
+                                chars.by_ref().find(|&n| n == '>')?;
+                            }
+                        },
+                        // `(?i:…)` and other modifiers.
+                        _ => return None,
+                    }
+                }
+                None
+            }
+            '[' | '.' => break,
+            '^' | '$' | ')' | '|' | '?' | '*' | '+' => None,
+            '{' => {
+                chars.by_ref().find(|&n| n == '}')?;
+                None
+            }
+            other => Some(other),
+        };
+        match lit {
+            Some('/') if after => break,
+            Some('/') if slashes == 1 || last == Some(':') => {
+                slashes += 1;
+                after = slashes == 2;
+            }
+            Some(l) => {
+                slashes = 0;
+                if l.is_ascii_uppercase() && found.is_none() {
+                    found = Some(l);
+                }
+            }
+            None => slashes = 0,
+        }
+        last = lit;
+    }
+    found.filter(|_| after)
 }
 
 /// A character that is in no address as the browser holds it.
@@ -648,6 +725,42 @@ mod tests {
         for h in ["example.com", "example10", "1.2.x", "", "0xg"] {
             assert!(!ends_in_number(h), "{h}");
         }
+    }
+
+    /// A capital the expression asks for in the scheme or host is said, as a tester found
+    /// `@exclude /^https?:\/\/(www\.)?Bank\.test\//` excluding nothing without a word (the same
+    /// as a glob is refused). Capitals past the host, in a class, in an escape or a group's
+    /// name, or under a modifier, are not the address's scheme or host.
+    #[test]
+    fn a_capital_in_a_regex_scheme_or_host_is_named() {
+        let cap = |s: &str| regex_foreign_char(s);
+        for (src, c) in [
+            (r"^https?:\/\/(www\.)?Bank\.test\/", 'B'),
+            (r"^HTTP:\/\/bank\.test\/", 'H'),
+            (r"https:\/\/bank\.tEst", 'E'),
+            (r"^https:\/\/(bank|Bank)\.test", 'B'),
+        ] {
+            assert_eq!(cap(src), Some(Unmatchable::HostCapital(c)), "{src}");
+        }
+        for src in [
+            r"^https:\/\/bank\.test\/Admin",
+            r"^https?:\/\/[^\/]+\/Foo",
+            r"^https:\/\/.*Foo",
+            r"^https:\/\/(?i:Bank)\.test",
+            r"^https:\/\/(?<Host>bank)\.test",
+            r"^https:\/\/\x41bank",
+            r"^https:\/\/\p{Lu}",
+            r"\/\/Bank",
+            r"Foo",
+            r"^https:\/\/a{1,2}\.test\/",
+        ] {
+            assert_eq!(cap(src), None, "{src}");
+        }
+        let why = Unmatchable::HostCapital('B').to_string();
+        assert!(
+            why.contains("capital \"B\"") && why.contains("lowercase"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -243,6 +243,20 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.ok(!v.diagnostics.some((d) => /AND/.test(d.message)), JSON.stringify(v.diagnostics));
   });
 
+  test("a regex @exclude that asks for a capital in the host excludes nothing in Chrome, and says so where it is shown", T, async () => {
+    const P = server.port;
+    const rule = "@exclude /^https?:\\/\\/(www\\.)?Bank\\.test(:\\d+)?\\//";
+    const said = await ok("validate_script", { source: script("capx", ["@match *://*/*", rule]) });
+    assert.ok(said.diagnostics.some((d) => d.line === 5 && /capital "B".*lowercase.*matches nothing/.test(d.message)), show(said.diagnostics));
+    const s = await write("capx", ["@match *://*/*", rule]);
+    // Chrome: it runs on the bank, as match_url says.
+    assert.deepEqual(await ranOn(`http://bank.test:${P}/`), ["capx"]);
+    assert.deepEqual(await saysRun(`http://bank.test:${P}/`), [s.uuid]);
+    // The options page's rule note says it too.
+    const row = (await h.internal("scripts.list")).scripts.find((x) => x.uuid === s.uuid);
+    assert.match(JSON.stringify(row), /capital \\"B\\"/);
+  });
+
   test("an update that drops an @include and an @exclude-match really removes them, also after a worker restart", T, async () => {
     const P = server.port;
     const v1 = ["@match http://upd.test/*", "@include http://upd2.test:*/*", "@exclude-match http://upd.test/ex*", "@exclude *skip*"];
