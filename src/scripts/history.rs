@@ -17,10 +17,12 @@
 //! names, so before, a few library version changes filled the storage quota for good, and
 //! every later write with a file was refused. The total is tracked in `history/budget`, one
 //! number per script, so the bound costs one small key per write; past it the script with the
-//! most history loses its oldest revision. One revision is passed over while another can go:
+//! most history loses its oldest revision. Two revisions are passed over while another can go:
 //! the newest that stood as the script for [`SETTLED_MS`] (each index line records when its
 //! revision became the script), so a burst of writes cannot push the version the user ran
-//! before it out of the history. The total bound passes over it
+//! before it out of the history; and the newest whose next version another caller made (each
+//! line records who made it), so a run of one caller's writes cannot push out the version
+//! another left, however recent. The total bound passes over them
 //! while another revision of any script can go (`Index::candidate`), since which history is
 //! the biggest is decided by writes to other scripts.
 //!
@@ -105,6 +107,9 @@ struct Entry {
     bytes: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     since: Option<f64>,
+    /// Who made it (its `updatedBy`; lines written before it was recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    by: Option<String>,
 }
 
 /// A kept revision as a write sees it: its line, and its value when this write must store it
@@ -150,12 +155,27 @@ impl Index {
             })
     }
 
-    /// Which revision the bounds drop next: the oldest, passing over the settled one while any
-    /// other but the newest is left (past that, the bound wins: the settled one goes).
-    fn next_to_drop(&self) -> usize {
-        let settled = self.settled();
+    /// The handed-over revision: the newest kept one whose next version someone else made. A
+    /// run of writes by one caller (an agent's 20 in a minute, within its rate limit) cannot
+    /// push the version the user, or another caller, left before it out of the history, however
+    /// recent; [`Index::settled`] alone kept only a version that had stood for an hour.
+    fn handed_over(&self) -> Option<usize> {
+        let by = |i: usize| self.kept.get(i).and_then(|k| k.entry.by.as_deref());
         (0..self.kept.len().saturating_sub(1))
-            .find(|&i| Some(i) != settled)
+            .rev()
+            .find(|&i| match (by(i), by(i + 1)) {
+                (Some(a), Some(b)) => a != b,
+                _ => false,
+            })
+    }
+
+    /// Which revision the bounds drop next: the oldest, passing over the settled and the
+    /// handed-over ones while any other but the newest is left (past that, the bound wins: they
+    /// go, the oldest first).
+    fn next_to_drop(&self) -> usize {
+        let (settled, handed) = (self.settled(), self.handed_over());
+        (0..self.kept.len().saturating_sub(1))
+            .find(|&i| Some(i) != settled && Some(i) != handed)
             .unwrap_or(0)
     }
 
@@ -179,22 +199,23 @@ impl Index {
     }
 
     /// What the total bound may take of this history at `tier`: 0, its oldest revision that is
-    /// neither the settled one nor the newest; 1, the newest (the way back from its last
-    /// change), unless this change adds it; 2, the settled one. The total bound empties a tier
+    /// neither the settled one, the handed-over one nor the newest; 1, the newest (the way back
+    /// from its last change), unless this change adds it; 2, the settled one, then the
+    /// handed-over one. The total bound empties a tier
     /// across every script before it touches the next, so writes to other scripts (which decide
     /// which history is the biggest) cannot push any script's settled version out while
     /// another revision anywhere can go.
     fn candidate(&self, tier: u8) -> Option<usize> {
         let newest = self.kept.len().checked_sub(1)?;
-        let settled = self.settled();
+        let (settled, handed) = (self.settled(), self.handed_over());
         match tier {
-            0 => (0..newest).find(|&i| Some(i) != settled),
+            0 => (0..newest).find(|&i| Some(i) != settled && Some(i) != handed),
             1 => self
                 .kept
                 .get(newest)
                 .filter(|k| k.unsaved.is_none())
                 .map(|_| newest),
-            _ => settled,
+            _ => settled.or(handed),
         }
     }
 }
@@ -247,6 +268,7 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
                         revision: r.record.revision,
                         bytes: r.source.len(),
                         since: Some(r.record.updated_at),
+                        by: Some(r.record.updated_by.clone()),
                     },
                     unsaved: Some(r),
                 })
@@ -301,6 +323,7 @@ fn adopt(uuid: &str, ix: &mut Index, all: &Map<String, Value>) {
                 revision: n,
                 bytes: r.source.len(),
                 since: Some(r.record.updated_at),
+                by: Some(r.record.updated_by.clone()),
             },
             unsaved: None,
         });
@@ -404,6 +427,7 @@ fn push(ix: &mut Index, uuid: &str, prev: Revision, pinned: usize) -> Vec<String
             revision: prev.record.revision,
             bytes: prev.source.len().saturating_add(pinned),
             since: Some(prev.record.updated_at),
+            by: Some(prev.record.updated_by.clone()),
         },
         unsaved: Some(prev),
     });
@@ -732,7 +756,9 @@ mod tests {
         assert_eq!(keys, want);
         assert_eq!(pushed.stale, vec![revision_key(U, 1)]);
         let ix = &env.dump(Area::Local)[&history_key(U)];
-        assert!(ix.to_string().len() < 1000, "the index is small: {ix}");
+        // Twenty lines of revision, size, time and author (an extension id at most: 32
+        // characters), not the 100 KB of sources.
+        assert!(ix.to_string().len() < 2500, "the index is small: {ix}");
     }
 
     #[test]
@@ -955,6 +981,41 @@ mod tests {
         // user's version stays, to restore.
         assert_eq!(kept(&env, U), vec![1], "the settled version is kept");
         // Had the settled tier gone first (the biggest history losing its oldest), 1 was gone.
+    }
+
+    /// A tester's agent wrote a script 21 times within a minute of the user's edit (within its
+    /// rate limit): the user's version, not an hour old, left the history, and neither Undo nor
+    /// History could bring it back. The version another hand left before a run is kept.
+    #[test]
+    fn a_run_of_one_callers_writes_cannot_push_out_the_version_another_left() {
+        let env = MemoryEnv::new();
+        let by = |n: u64, who: &str| {
+            let mut r = rev(U, n, &format!("v{n}"));
+            r.record.updated_by = who.to_owned();
+            r
+        };
+        keep(&env, by(1, "user"));
+        for n in 2..=25 {
+            keep(&env, by(n, "agent"));
+        }
+        let k = kept(&env, U);
+        assert_eq!(k.len(), MAX_REVISIONS);
+        assert_eq!(k[0], 1, "the user's version stays: {k:?}");
+        assert_eq!(
+            k[1..],
+            (7..=25).collect::<Vec<_>>()[..],
+            "the agent's oldest went"
+        );
+        // The user writes again, then the agent: the newer hand-over is kept, the old one may go.
+        keep(&env, by(26, "user"));
+        for n in 27..=50 {
+            keep(&env, by(n, "agent"));
+        }
+        let k = kept(&env, U);
+        assert!(k.contains(&26) && !k.contains(&1), "{k:?}");
+        // Each line of the index records who made its version.
+        let ix = &env.dump(Area::Local)[&history_key(U)];
+        assert!(ix.to_string().contains(r#""by":"agent""#), "{ix}");
     }
 
     /// A damaged index (no list, or a line that does not decode) still names its revisions: they

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HOST_ID } from "./lib/harness.mjs";
-import { markScript, seen, setUp } from "./lib/agent.mjs";
+import { markScript, marksOf, seen, setUp } from "./lib/agent.mjs";
 import { sleep } from "./lib/util.mjs";
 
 const T = { timeout: 90_000 };
@@ -126,5 +126,28 @@ describe("history: revisions, restore and trash, seen on a real page", () => {
     }
     const mark = [`h:${/dataset\.v = "(v\d)"/.exec(s.source)[1]}`];
     assert.deepEqual(await onPage(mark), mark, "the page runs the stored version");
+  });
+
+  test("a run of 22 agent writes right after the user's edit cannot push the user's version out of the history", { timeout: 240_000 }, async () => {
+    const source = (v) => userscript({ tag: "run", version: v });
+    const { uuid: u } = (await env.h.internal("scripts.save", { source: source("mine") })).result.script;
+    // Within the agent's rate limit (30 a minute): a refused write waits for the window.
+    for (let n = 1; n <= 22;) {
+      const res = await t.call("write_script", { uuid: u, revision: n, source: source(`a${n}`) });
+      if (res.structuredContent?.error_code === "RATE_LIMITED") { await sleep(2000); continue; }
+      assert.equal(res.isError, false, JSON.stringify(res.structuredContent));
+      n++;
+    }
+    const revs = (await t.ok("list_revisions", { uuid: u })).revisions;
+    assert.equal(revs.length, 21, "the current version and 20 kept");
+    const mine = revs.find((r) => r.by === "user");
+    assert.ok(mine?.revision === 1, `the user's version is kept: ${JSON.stringify(revs.map((r) => [r.revision, r.by]))}`);
+    // And it can be brought back: the page runs it (beside what the earlier tests left).
+    await env.tab.goto(env.url(), { waitUntil: "load" });
+    const others = (await marksOf(env.tab)).filter((m) => !m.startsWith("run:"));
+    await t.ok("restore_script", { uuid: u, revision: 1, current_revision: 23 });
+    const want = [...others, "run:mine"].sort();
+    assert.deepEqual(await onPage(want), want);
+    await t.ok("delete_script", { uuid: u, revision: 24 });
   });
 });
