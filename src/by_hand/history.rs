@@ -117,7 +117,10 @@ pub const UNDOABLE: [&str; 6] = [
 /// [`UNDOABLE`] tools that changed something. The one rule: `undo` refuses what it refuses, and
 /// `audit.list` tells the popup which entries get a button.
 pub fn can_undo(e: &audit::Entry) -> Result<(), String> {
-    if e.result != "ok" || e.target.is_none() {
+    // A write cut off before its entry was finalized landed (its pending entry rode in the
+    // `set` that stored it); the revision it made is recorded unless it was a restore.
+    let landed = e.result == "ok" || (e.result == audit::INTERRUPTED && e.revision.is_some());
+    if !landed || e.target.is_none() {
         return Err(
             "that write is not in the audit log as a successful write to a script".to_owned(),
         );

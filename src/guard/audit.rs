@@ -427,8 +427,9 @@ pub async fn read_all<S: Storage>(s: &S) -> Result<Vec<Entry>, AuditError> {
     Ok(out)
 }
 
-/// The write `caller` made on `target` that was recorded as "ok" at `at`, if the log still holds
-/// it: what the popup's Undo names. Successful writes are in the effects ring only.
+/// The write `caller` made on `target` that was recorded as "ok" (or INTERRUPTED: it landed) at
+/// `at`, if the log still holds it: what the popup's Undo names. Both are in the effects ring
+/// only.
 pub async fn find_effect<S: Storage>(
     s: &S,
     caller: &str,
@@ -438,7 +439,7 @@ pub async fn find_effect<S: Storage>(
     Ok(read_ring(s, Ring::Effects).await?.into_iter().find(|e| {
         e.at.total_cmp(&at).is_eq()
             && e.caller == caller
-            && e.result == "ok"
+            && (e.result == "ok" || e.result == INTERRUPTED)
             && e.target.as_deref() == Some(target)
     }))
 }
@@ -778,6 +779,18 @@ impl<E: Storage> Storage for Journaled<'_, E> {
                     .find_map(|k| k.strip_prefix("script/"))
                     .map(str::to_owned);
             }
+            // The revision this `set` stores for the script: a write cut off before its entry is
+            // finalized landed all the same (this `set` holds both), and its INTERRUPTED entry
+            // then says which version it made, for Undo. Not a restore's: whether it brought
+            // the script back from the trash (undone by a delete) is known only at its end.
+            if e.revision.is_none() && e.tool != "restore_script" {
+                e.revision = e
+                    .target
+                    .as_deref()
+                    .and_then(|t| items.get(&format!("script/{t}")))
+                    .and_then(|r| r.get("revision"))
+                    .and_then(Value::as_u64);
+            }
             e.result = PENDING.to_owned();
             let also = self.also.borrow();
             let v = if also.is_empty() {
@@ -1115,7 +1128,7 @@ mod tests {
         // The script's own set carries the pending entry, naming the script it writes.
         let j = Journaled::new(&env, Some(entry(5)));
         let mut items = Map::new();
-        items.insert("script/u1".into(), serde_json::json!({"x": 1}));
+        items.insert("script/u1".into(), serde_json::json!({"revision": 7}));
         items.insert("source/u1".into(), serde_json::json!("src"));
         block_on(j.set(Area::Local, items.clone())).unwrap();
         // A second set through the same journal adds nothing.
@@ -1123,13 +1136,19 @@ mod tests {
         let stored = env.dump(Area::Local);
         assert_eq!(stored[PENDING_KEY]["result"], "PENDING");
         assert_eq!(stored[PENDING_KEY]["target"], "u1");
-        // The worker stops here. The next one finalizes it once.
+        // The worker stops here. The next one finalizes it once, with the revision the write
+        // stored: the write landed, and Undo can name the version it made.
         let e = block_on(finalize_interrupted(&env, &Tail::default()))
             .unwrap()
             .remove(0);
         assert_eq!(
-            (e.result.as_str(), e.target.as_deref()),
-            (INTERRUPTED, Some("u1"))
+            (e.result.as_str(), e.target.as_deref(), e.revision),
+            (INTERRUPTED, Some("u1"), Some(7))
+        );
+        assert_eq!(crate::by_hand::can_undo(&e), Ok(()));
+        assert_eq!(
+            block_on(find_effect(&env, &e.caller, e.at, "u1")).unwrap(),
+            Some(e.clone())
         );
         assert_eq!(
             block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
@@ -1140,7 +1159,7 @@ mod tests {
         assert_eq!(all[0].result, INTERRUPTED);
         // A finished write clears the slot in the same set that records it.
         let j = Journaled::new(&env, Some(entry(6)));
-        block_on(j.set(Area::Local, items)).unwrap();
+        block_on(j.set(Area::Local, items.clone())).unwrap();
         block_on(finalize(&env, &entry(6), &Tail::default())).unwrap();
         assert_eq!(
             block_on(finalize_interrupted(&env, &Tail::default())).unwrap(),
@@ -1158,6 +1177,20 @@ mod tests {
             vec![]
         );
         assert_eq!(env.dump(Area::Local)[PENDING_KEY], serde_json::json!({}));
+        // A restore's does not say: it may have brought the script back from the trash.
+        let r = Journaled::new(
+            &env,
+            Some(Entry {
+                tool: "restore_script".into(),
+                ..entry(6)
+            }),
+        );
+        block_on(r.set(Area::Local, items)).unwrap();
+        let e = block_on(finalize_interrupted(&env, &Tail::default()))
+            .unwrap()
+            .remove(0);
+        assert_eq!(e.revision, None);
+        assert!(crate::by_hand::can_undo(&e).is_err());
     }
 
     /// A `set` that deletes scripts for good besides its write stores an entry for each in the

@@ -110,6 +110,47 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     }
   });
 
+  test("an agent write that landed as the worker stopped is recorded INTERRUPTED with its revision, and Undo brings back the version before it", { timeout: 180_000 }, async () => {
+    await tab.goto(url, { waitUntil: "load" });
+    const others = (await marksOf(tab)).filter((m) => !m.startsWith("cut:"));
+    const runs = (v) => onPage([...others, `cut:${v}`].sort());
+    // A big source, so the worker can be stopped between the write's one `set` and its entry.
+    const source = (v) => `${userscript({ tag: "cut", version: v })}// ${"x".repeat(200_000)}\n`;
+    const { uuid } = (await call("write_script", { source: source("v0") })).script;
+    const stored = async () => (await call("get_script", { uuid })).script;
+    const provider = await h.providerPage();
+    const host = await h.hostPage();
+    let landed = null;
+    try {
+      for (let i = 0; i < 30 && !landed; i++) {
+        const before = (await stored()).revision;
+        await host.evaluate(([sess, args]) => { window.__w = window.lumo.callTool(sess, "write_script", args).catch(() => null); },
+          [env.session, { uuid, revision: before, source: source(`a${i}`) }]);
+        await sleep(40 + (i % 8) * 15);
+        await h.stopProviderWorker();
+        await host.evaluate(() => window.__w);
+        const pending = (await provider.evaluate(() => chrome.storage.local.get("audit/pending")))["audit/pending"] ?? {};
+        const now = (await stored()).revision; // restarts the worker
+        if (now === before + 1 && Object.keys(pending).length > 0) landed = { before, now };
+      }
+      assert.ok(landed, "no write was caught between its set and its entry in 30 tries");
+      const list = await until(() => h.internal("audit.list"),
+        (l) => l.entries.some((e) => e.target === uuid && e.result === "INTERRUPTED"), 10_000);
+      const at = list.entries.findIndex((e) => e.target === uuid && e.result === "INTERRUPTED");
+      const entry = list.entries[at];
+      // Before, it had no revision and no Undo: the write had landed all the same.
+      assert.equal(entry?.revision, landed.now, show(entry));
+      assert.ok(list.undoable.includes(at), "the popup offers its Undo");
+      await h.internal("scripts.undo", { uuid, caller: entry.caller, at: entry.at });
+      const back = await stored();
+      assert.equal(back.revision, landed.now + 1);
+      const was = /dataset\.v = "([^"]+)"/.exec((await call("get_script", { uuid, revision: landed.before })).script.source)[1];
+      assert.deepEqual(await runs(was), [...others, `cut:${was}`].sort(), "the page runs the version before the cut write");
+    } finally {
+      await h.internal("scripts.delete", { uuid });
+    }
+  });
+
   test("the user creates and edits a script in the options page with the keyboard only, and it runs", T, async () => {
     // The editor is CodeMirror 6 (dist/codemirror.js); everything below goes through the keyboard
     // and reads what CodeMirror shows (its lines, gutters, search panel), not our own state.
