@@ -98,12 +98,7 @@ pub fn desired(uuid: &str, revision: u64, meta: &Metadata, source: &str) -> Opti
         matches: r.matches,
         exclude_matches: r.exclude_matches,
         include_globs: r.include_globs,
-        exclude_globs: r
-            .exclude_globs
-            .iter()
-            .flat_map(|g| [Some(g.clone()), rules::userinfo_variant(g)])
-            .flatten()
-            .collect(),
+        exclude_globs: r.exclude_globs,
         all_frames: !meta.no_frames,
         run_at: Some(run_at_str(meta)),
         js: vec![ScriptCode {

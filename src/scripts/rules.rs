@@ -272,6 +272,12 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
             });
         } else {
             push_unique(&mut r.exclude_globs, g.clone());
+            if credentials_escape(g) {
+                exc.push(GuardRule {
+                    rule: format!("@exclude {g}"),
+                    regex: glob_regex(g, TLD_REGEX_EXCLUDE),
+                });
+            }
         }
     }
     if r.matches.is_empty() && r.include_globs.is_empty() {
@@ -356,15 +362,17 @@ pub fn normalize_url(url: &str) -> Option<String> {
     crate::web::platform().parse_url(url).ok().map(|u| u.href)
 }
 
-/// An `@exclude` glob again for an address that carries `user:password@`, registered beside it:
-/// Chrome tests `excludeGlobs` on the URL as navigated, credentials and all, so a script that
-/// sent the page to `http://x@bank.test/` ran there past `*://bank.test/*` (a tester saw it
-/// read the bank's cookie), though the page's own address has none. `None` without a `://`, or
-/// where the host starts with `*`, which spans the credentials already. Wider, if anything:
-/// excludes err on the safe side.
-pub fn userinfo_variant(glob: &str) -> Option<String> {
-    let (scheme, rest) = glob.split_once("://")?;
-    (!rest.is_empty() && !rest.starts_with('*')).then(|| format!("{scheme}://*@{rest}"))
+/// Whether an address with `user:password@` escapes this `@exclude` glob in Chrome, which tests
+/// `excludeGlobs` on the URL as navigated, credentials and all: a script that sent the page to
+/// `http://x@bank.test/` ran there past `*://bank.test/*` (a tester saw it read the bank's
+/// cookie), though the page's own address has none. Such a glob is also in the guard, which
+/// tests `location.href`: exactly the glob, with no credentials to step over. (A glob given to
+/// Chrome again with `*@` before its host also excluded `https://evil.test/?@bank.test/`: any
+/// page could keep a script off itself.) Not one without a `://`, or whose host starts with
+/// `*`, which spans the credentials already.
+fn credentials_escape(glob: &str) -> bool {
+    glob.split_once("://")
+        .is_some_and(|(_, rest)| !rest.is_empty() && !rest.starts_with('*'))
 }
 
 /// `href` without its `user:password@`: Chrome matches its own rules on the URL as navigated,
@@ -460,10 +468,7 @@ fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, boo
         let by = format!("@exclude-match {p}");
         return (Verdict::Excluded { by }, false);
     }
-    let excluded_by = |g: &&String| {
-        glob_matches(g, url) || userinfo_variant(g).is_some_and(|v| glob_matches(&v, url))
-    };
-    if let Some(g) = rules.exclude_globs.iter().find(excluded_by) {
+    if let Some(g) = rules.exclude_globs.iter().find(|g| glob_matches(g, url)) {
         let by = format!("@exclude {g}");
         return (Verdict::Excluded { by }, false);
     }
@@ -881,8 +886,8 @@ mod tests {
     }
 
     /// A plain `@exclude` glob naming a site keeps the script off an address of that site with
-    /// credentials too: Chrome is given the glob again with `*@` before the host, since it tests
-    /// its globs on the address as navigated (a tester's script sent the page to
+    /// credentials too: the guard tests it on `location.href`, which has none, since Chrome
+    /// tests its globs on the address as navigated (a tester's script sent the page to
     /// `http://x@bank.test/account` and read the bank's cookie there).
     #[test]
     fn an_exclude_glob_holds_on_an_address_with_credentials() {
@@ -896,14 +901,21 @@ mod tests {
         ))
         .metadata
         .unwrap();
+        // Chrome is given the glob as written; the guard holds it too.
         let reg = crate::scripts::registry::desired("u", 1, &meta, "x").unwrap();
-        assert_eq!(reg.exclude_globs, ["*://bank.test/*", "*://*@bank.test/*"]);
-        assert_eq!(
-            userinfo_variant("http://bank.test:*/*").as_deref(),
-            Some("http://*@bank.test:*/*")
-        );
-        // A host that starts with `*` spans the credentials already; no scheme, nothing to add.
-        assert_eq!(userinfo_variant("*://*.bank.test/*"), None);
-        assert_eq!(userinfo_variant("*bank.test*"), None);
+        assert_eq!(reg.exclude_globs, ["*://bank.test/*"]);
+        let code = reg.js[0].code.as_deref().unwrap_or_default();
+        assert!(code.contains(r"bank\\.test"), "{code}");
+        // Text a page can put in its own address does not keep the script off it.
+        for url in [
+            "https://evil.test/@bank.test/",
+            "https://evil.test/?x=@bank.test/",
+        ] {
+            assert!(runs(lines, url), "{url}");
+        }
+        assert!(credentials_escape("http://bank.test:*/*"));
+        // A host that starts with `*` spans the credentials already; no scheme, no host.
+        assert!(!credentials_escape("*://*.bank.test/*"));
+        assert!(!credentials_escape("*bank.test*"));
     }
 }

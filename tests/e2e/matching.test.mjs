@@ -323,6 +323,11 @@ describe("matching: what Chrome runs is what match_url says", () => {
     assert.equal(await tab.evaluate(() => document.documentElement.getAttribute("data-ran-nobank")), null, "the script ran on the bank's page");
     assert.deepEqual(await saysRun(`http://x@bank.test:${P}/account`), []);
     assert.deepEqual(await saysRun(`http://other.test:${P}/`), [s.uuid]);
+    // A page cannot keep the script off itself by naming the bank in its own address.
+    for (const path of [`/?x=@bank.test:${P}/`, `/@bank.test:${P}/`]) {
+      assert.deepEqual(await ranOn(`http://other.test:${P}${path}`), ["nobank"], path);
+      assert.deepEqual(await saysRun(`http://other.test:${P}${path}`), [s.uuid], path);
+    }
     await ok("delete_script", { uuid: s.uuid });
   });
 
