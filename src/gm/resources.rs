@@ -34,12 +34,18 @@ pub fn requires_block(loaded: &[Loaded]) -> String {
 }
 
 /// A `@require` file's code as a `<script src>` answered with its `Content-Type` would read it:
-/// in the charset that named (`Asset::charset`, through the browser's `TextDecoder`: the core
-/// carries no encoding tables), else as UTF-8, invalid sequences replaced, as before a label
-/// no decoder knows.
+/// a byte order mark first decides (the Encoding Standard's decode: a UTF-8 file saved with one
+/// and served as `iso-8859-1` read `ï»¿` and threw), then the charset the answer named
+/// (`Asset::charset`, through the browser's `TextDecoder`: the core carries no encoding
+/// tables), else UTF-8, invalid sequences replaced, as before a label no decoder knows.
 fn text_of<'a>(a: &Asset, b: &'a [u8]) -> std::borrow::Cow<'a, str> {
-    a.charset
-        .as_deref()
+    let label = match b {
+        [0xEF, 0xBB, 0xBF, rest @ ..] => return String::from_utf8_lossy(rest),
+        [0xFF, 0xFE, ..] => Some("utf-16le"),
+        [0xFE, 0xFF, ..] => Some("utf-16be"),
+        _ => a.charset.as_deref(),
+    };
+    label
         .and_then(|label| crate::web::platform().decode(b, label))
         .map_or_else(|| String::from_utf8_lossy(b), std::borrow::Cow::Owned)
 }
@@ -76,11 +82,13 @@ pub fn getters_js(grants: &[String], loaded: &[Loaded]) -> String {
     );
     if text {
         out.push_str(
-            // In the answer's charset, as `requires_block` reads a `@require` (one no decoder
-            // knows: UTF-8).
-            "const T=n=>{const r=B(n);if(!r)return null;let t;\
-             try{t=new TextDecoder(r[2]||'utf-8')}catch(e){t=new TextDecoder()}\
-             return t.decode(Uint8Array.from(atob(r[1]),c=>c.charCodeAt(0)))};\
+            // As `requires_block` reads a `@require`: a byte order mark, else the answer's
+            // charset (one no decoder knows: UTF-8).
+            "const T=n=>{const r=B(n);if(!r)return null;\
+             const b=Uint8Array.from(atob(r[1]),c=>c.charCodeAt(0));\
+             let l=b[0]===239&&b[1]===187&&b[2]===191?'utf-8':b[0]===255&&b[1]===254?'utf-16le':\
+             b[0]===254&&b[1]===255?'utf-16be':r[2]||'utf-8',t;\
+             try{t=new TextDecoder(l)}catch(e){t=new TextDecoder()}return t.decode(b)};\
              d('GM_getResourceText',T);G.getResourceText=n=>Promise.resolve(T(n));",
         );
     }
@@ -147,6 +155,11 @@ mod tests {
         assert!(b.starts_with("var s = '\u{fffd}';"), "{b}");
         let b = requires_block(&[(asset(None, "https://a/l.js"), Some(bytes))]);
         assert!(b.starts_with("var s = '\u{fffd}';"), "{b}");
+        // A byte order mark wins over the label, as in a `<script src>`: a UTF-8 file with one,
+        // served as Latin-1, is read as UTF-8 (read as labelled it began `ï»¿` and threw).
+        let bom = [&[0xEF, 0xBB, 0xBF][..], "var s = 'é';".as_bytes()].concat();
+        let b = requires_block(&[(latin("iso-8859-1"), Some(bom))]);
+        assert!(b.starts_with("var s = 'é';"), "{b}");
         // A resource carries its label to the page, which decodes it there (`TextDecoder`).
         let js = getters_js(
             &["GM_getResourceText".into()],

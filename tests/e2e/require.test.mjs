@@ -43,6 +43,12 @@ async function server() {
       res.end(Buffer.concat([Buffer.from("var LATIN = 'caf"), Buffer.from([0xe9, 0x20, 0x80]), Buffer.from("';")]));
       return;
     }
+    // UTF-8 with a byte order mark, served as Latin-1: the mark wins, as in a <script src>.
+    if (path === "/bom.js" || path === "/bom.txt") {
+      res.writeHead(200, { "content-type": "text/javascript; charset=iso-8859-1" });
+      res.end(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(path === "/bom.js" ? "var BOM = 'é';" : "é")]));
+      return;
+    }
     if (path === "/sjis.txt") { res.writeHead(200, { "content-type": "text/plain; charset=Shift_JIS" }); res.end(SJIS); return; }
     if (path === "/missing.js") { res.writeHead(404); res.end("no"); return; }
     // 900 KiB of a library whose bytes differ by its `?v=`.
@@ -243,14 +249,17 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
   test("a @require and a @resource served in another charset than UTF-8 are read in it, as a <script src> would read them", T, async () => {
     await ok("write_script", { source: script("charsets", [
       "@match http://charset.test/*", `@require ${lib("/latin.js")}`, `@resource sj ${lib("/sjis.txt")}`,
+      `@require ${lib("/bom.js")}`, `@resource bom ${lib("/bom.txt")}`,
       "@grant GM_getResourceText", "@grant GM_getResourceURL",
     ], "const el = document.documentElement;\n"
       + "el.setAttribute('data-r-latin', LATIN);\n"
+      + "el.setAttribute('data-r-bom', BOM + GM_getResourceText('bom'));\n"
       + "el.setAttribute('data-r-sj', GM_getResourceText('sj'));\n"
       + "el.setAttribute('data-r-sjurl', GM_getResourceURL('sj'));") });
     const seen = await load("charset.test");
     // Read as UTF-8 (before), each was U+FFFD.
     assert.equal(seen.latin, "café €");
+    assert.equal(seen.bom, "éé");
     assert.equal(seen.sj, "日本");
     assert.equal(seen.sjurl, `data:text/plain;charset=Shift_JIS;base64,${SJIS.toString("base64")}`);
   });
