@@ -110,6 +110,14 @@ struct Entry {
     /// Who made it (its `updatedBy`; lines written before it was recorded have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     by: Option<String>,
+    /// The start of its source's sha256 (16 hex digits), to tell a version from a copy of an
+    /// older one (an Undo, a restore, a switch turned: the same source again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha: Option<String>,
+    /// For a copy of an older kept version's source: who made that source (set when it is
+    /// pushed, while the older one is still kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<String>,
 }
 
 /// A kept revision as a write sees it: its line, and its value when this write must store it
@@ -155,18 +163,22 @@ impl Index {
             })
     }
 
-    /// The handed-over revision: the newest kept one whose next version someone else made. A
-    /// run of writes by one caller (an agent's 20 in a minute, within its rate limit) cannot
-    /// push the version the user, or another caller, left before it out of the history, however
-    /// recent; [`Index::settled`] alone kept only a version that had stood for an hour.
+    /// The handed-over revision: the newest kept version made by someone other than the caller
+    /// of the newest (the one whose run of writes is pushing the oldest out), whose source is
+    /// not that caller's either. A run of writes by one caller (an agent's 20 in a minute,
+    /// within its rate limit) cannot push the version the user, or another caller, left before
+    /// it out of the history, however recent; [`Index::settled`] alone kept only a version that
+    /// had stood for an hour. A copy of the caller's own source (the user's Undo or switch in
+    /// the middle of the run: the agent's source again, by the user) would stand for the
+    /// agent's version, so it is passed over (a reviewer's case).
     fn handed_over(&self) -> Option<usize> {
-        let by = |i: usize| self.kept.get(i).and_then(|k| k.entry.by.as_deref());
-        (0..self.kept.len().saturating_sub(1))
-            .rev()
-            .find(|&i| match (by(i), by(i + 1)) {
-                (Some(a), Some(b)) => a != b,
-                _ => false,
+        let run = self.kept.last()?.entry.by.as_deref()?;
+        (0..self.kept.len().saturating_sub(1)).rev().find(|&i| {
+            self.kept.get(i).is_some_and(|k| {
+                k.entry.by.as_deref().is_some_and(|b| b != run)
+                    && k.entry.from.as_deref() != Some(run)
             })
+        })
     }
 
     /// Which revision the bounds drop next: the oldest, passing over the settled and the
@@ -200,22 +212,21 @@ impl Index {
 
     /// What the total bound may take of this history at `tier`: 0, its oldest revision that is
     /// neither the settled one, the handed-over one nor the newest; 1, the newest (the way back
-    /// from its last change), unless this change adds it; 2, the settled one, then the
-    /// handed-over one. The total bound empties a tier
-    /// across every script before it touches the next, so writes to other scripts (which decide
-    /// which history is the biggest) cannot push any script's settled version out while
-    /// another revision anywhere can go.
+    /// from its last change), unless this change adds it — one per script in that pass, since
+    /// the next newest may be the settled one, which only its successor shows; 2, the settled
+    /// one, then the handed-over one; 3, whatever is left but what this change adds (the bound
+    /// wins). The total bound empties a tier across every script before it touches the next,
+    /// so writes to other scripts (which decide which history is the biggest) cannot push any
+    /// script's settled or handed-over version out while another revision anywhere can go.
     fn candidate(&self, tier: u8) -> Option<usize> {
         let newest = self.kept.len().checked_sub(1)?;
+        let saved = |i: usize| self.kept.get(i).is_some_and(|k| k.unsaved.is_none());
         let (settled, handed) = (self.settled(), self.handed_over());
         match tier {
             0 => (0..newest).find(|&i| Some(i) != settled && Some(i) != handed),
-            1 => self
-                .kept
-                .get(newest)
-                .filter(|k| k.unsaved.is_none())
-                .map(|_| newest),
-            _ => settled.or(handed),
+            1 => saved(newest).then_some(newest),
+            2 => settled.or(handed),
+            _ => (0..=newest).find(|&i| i < newest || saved(i)),
         }
     }
 }
@@ -269,6 +280,8 @@ fn decode_index(uuid: &str, v: Option<&Value>) -> Index {
                         bytes: r.source.len(),
                         since: Some(r.record.updated_at),
                         by: Some(r.record.updated_by.clone()),
+                        sha: r.record.sha256.get(..16).map(str::to_owned),
+                        from: None,
                     },
                     unsaved: Some(r),
                 })
@@ -324,6 +337,8 @@ fn adopt(uuid: &str, ix: &mut Index, all: &Map<String, Value>) {
                 bytes: r.source.len(),
                 since: Some(r.record.updated_at),
                 by: Some(r.record.updated_by.clone()),
+                sha: r.record.sha256.get(..16).map(str::to_owned),
+                from: None,
             },
             unsaved: None,
         });
@@ -422,12 +437,22 @@ fn push(ix: &mut Index, uuid: &str, prev: Revision, pinned: usize) -> Vec<String
     // The same revision again (defensive: revisions only grow) replaces the one kept; its key
     // is written again, so it is not stale.
     ix.kept.retain(|k| k.entry.revision != prev.record.revision);
+    let sha = prev.record.sha256.get(..16).map(str::to_owned);
+    // A copy of an older kept version: who made that source first (`Index::handed_over`).
+    let from = ix
+        .kept
+        .iter()
+        .rev()
+        .find(|k| sha.is_some() && k.entry.sha == sha)
+        .and_then(|k| k.entry.from.clone().or_else(|| k.entry.by.clone()));
     ix.kept.push(Kept {
         entry: Entry {
             revision: prev.record.revision,
             bytes: prev.source.len().saturating_add(pinned),
             since: Some(prev.record.updated_at),
             by: Some(prev.record.updated_by.clone()),
+            sha,
+            from,
         },
         unsaved: Some(prev),
     });
@@ -548,14 +573,14 @@ async fn items_from<S: Storage>(
         loaded.insert(uuid, ix);
     }
     // The total bound: the script with the most history gives up a revision, tier by tier
-    // (`Index::candidate`: older ones, then the newest, then the settled one). Each step
-    // removes a revision or passes a script over for the tier, so this ends within the number
-    // of revisions stored times three. The revisions this change adds are never dropped by it:
+    // (`Index::candidate`: older ones, then the newest, then the settled and handed-over ones,
+    // then the rest). Each step removes a revision or passes a script over for the tier, so
+    // this ends within the number of revisions stored times four. The revisions this change adds are never dropped by it:
     // each is the only way back from the change (a script bigger than its share of the budget
     // would otherwise lose the version it just replaced). Past the bound by them, the next
     // change trims the rest.
     let mut steps = 0usize;
-    for tier in 0..3u8 {
+    for tier in 0..4u8 {
         let mut passed = VecSet::default();
         while budget_total(&budget) > MAX_TOTAL_BYTES && steps < 30_000 {
             steps = steps.saturating_add(1);
@@ -581,6 +606,9 @@ async fn items_from<S: Storage>(
             } else if let Some(i) = ix.candidate(tier) {
                 stale.extend(ix.drop_at(&biggest, i));
                 budget.insert(biggest.clone(), json!(ix.bytes()));
+                if tier == 1 {
+                    passed.insert(biggest);
+                }
             } else {
                 passed.insert(biggest);
             }
@@ -1016,6 +1044,52 @@ mod tests {
         // Each line of the index records who made its version.
         let ix = &env.dump(Area::Local)[&history_key(U)];
         assert!(ix.to_string().contains(r#""by":"agent""#), "{ix}");
+
+        // A reviewer's case: the user's Undo in the middle of the run makes a version by the
+        // user whose source is the agent's (a copy of revision 2). It does not stand for the
+        // user's own version, which stays.
+        let u2 = "00000000-0000-4000-8000-000000000002";
+        let by2 = |n: u64, who: &str, src: &str| {
+            let mut r = rev(u2, n, src);
+            r.record.updated_by = who.to_owned();
+            r
+        };
+        keep(&env, by2(1, "user", "mine"));
+        keep(&env, by2(2, "agent", "evil"));
+        keep(&env, by2(3, "agent", "evil2"));
+        keep(&env, by2(4, "user", "evil"));
+        for n in 5..=30 {
+            keep(&env, by2(n, "agent", &format!("a{n}")));
+        }
+        let k = kept(&env, u2);
+        assert_eq!(k[0], 1, "the user's own version stays: {k:?}");
+    }
+
+    /// A reviewer's case: the total bound's second tier took a history's newest again and again,
+    /// so once its newest went, the settled version (now the newest) went next while other
+    /// scripts' newest revisions could still go. One newest per script per pass.
+    #[test]
+    fn the_total_bound_takes_one_newest_per_history_before_a_settled_version() {
+        let env = MemoryEnv::new();
+        let mut s1 = rev(U, 1, &"s".repeat(300 * 1024));
+        s1.record.updated_at = 0.0;
+        keep(&env, s1);
+        let mut n2 = rev(U, 2, &"n".repeat(300 * 1024));
+        n2.record.updated_at = 2.0 * SETTLED_MS;
+        keep(&env, n2);
+        let junk = |i: u32| format!("00000000-0000-4000-8000-0000000001{i:02}");
+        for i in 0..14 {
+            keep(&env, rev(&junk(i), 1, &"j".repeat(240 * 1024)));
+        }
+        assert_eq!(kept(&env, U), vec![1, 2]);
+        // 500 KiB more: U's newest goes, then another history's newest, not U's settled one.
+        keep(&env, rev(&junk(99), 1, &"k".repeat(500 * 1024)));
+        assert_eq!(kept(&env, U), vec![1], "the settled version is kept");
+        assert_eq!(
+            kept(&env, &junk(99)),
+            vec![1],
+            "what this change adds is kept"
+        );
     }
 
     /// A damaged index (no list, or a line that does not decode) still names its revisions: they
