@@ -494,17 +494,13 @@ fn regex_host_capital(src: &str) -> Option<char> {
                 if chars.peek() == Some(&'?') {
                     chars.next();
                     match chars.next()? {
-                        ':' | '=' | '!' => {}
-                        // A group's name, or a lookbehind.
-                        '<' => match chars.peek() {
-                            Some('=' | '!') => {
-                                chars.next();
-                            }
-                            _ => {
-                                chars.by_ref().find(|&n| n == '>')?;
-                            }
-                        },
-                        // `(?i:…)` and other modifiers.
+                        ':' => {}
+                        // A group's name.
+                        '<' if !matches!(chars.peek(), Some('=' | '!')) => {
+                            chars.by_ref().find(|&n| n == '>')?;
+                        }
+                        // A lookaround (`(?!Admin)` never needs its capital) or a modifier
+                        // (`(?i:…)`): not read.
                         _ => return None,
                     }
                 }
@@ -526,7 +522,12 @@ fn regex_host_capital(src: &str) -> Option<char> {
             }
             Some(l) => {
                 slashes = 0;
-                if l.is_ascii_uppercase() && found.is_none() {
+                let scheme_char = l.is_ascii_alphanumeric() || matches!(l, '+' | '-' | '.' | ':');
+                if !after && !scheme_char {
+                    // Not a scheme's character: what came before is a path's or a query's
+                    // (`\/Redirect\?url=https?:\/\/`), where capitals are at home.
+                    found = None;
+                } else if l.is_ascii_uppercase() && found.is_none() {
                     found = Some(l);
                 }
             }
@@ -753,6 +754,9 @@ mod tests {
             r"\/\/Bank",
             r"Foo",
             r"^https:\/\/a{1,2}\.test\/",
+            r"^https:\/\/(?!Admin)bank\.test",
+            r"^https:\/\/(?<!X)bank\.test",
+            r"\/Redirect\?url=https?:\/\/",
         ] {
             assert_eq!(cap(src), None, "{src}");
         }
