@@ -83,8 +83,12 @@ async function inspect(h) {
           if (!(e?.result === "ok" || /^[A-Z_]+$/.test(e?.result ?? ""))) bad.push("result");
           if (!/^[0-9a-f]{64}$/.test(e?.digest ?? "")) bad.push("digest");
           if (e?.target !== undefined && !isUuid(e.target)) bad.push("target");
-          // The revision a successful write left its script at (what Undo reverts).
-          if (e?.revision !== undefined && !(e.result === "ok" && Number.isInteger(e.revision) && e.revision >= 1)) bad.push("revision");
+          // The revision a successful write left its script at (what Undo reverts), or one cut
+          // off after its `set` stored it (INTERRUPTED: it landed).
+          if (e?.revision !== undefined && !((e.result === "ok" || e.result === "INTERRUPTED") && Number.isInteger(e.revision) && e.revision >= 1)) bad.push("revision");
+          // An INTERRUPTED write's revision is one its script really reached.
+          const now = all[`script/${e?.target}`]?.revision;
+          if (e?.result === "INTERRUPTED" && e.revision !== undefined && now !== undefined && now < e.revision) bad.push("revision past the script's");
           const extra = Object.keys(e ?? {}).filter((k) => !["at", "tool", "caller", "result", "digest", "target", "revision"].includes(k));
           if (extra.length) bad.push(`extra keys ${extra}`);
           if (bad.length) problems.push(`audit entry ${JSON.stringify(e)}: bad ${bad.join(", ")}`);
