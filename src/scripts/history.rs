@@ -20,9 +20,10 @@
 //! most history loses its oldest revision. Two revisions are passed over while another can go:
 //! the newest that stood as the script for [`SETTLED_MS`] (each index line records when its
 //! revision became the script), so a burst of writes cannot push the version the user ran
-//! before it out of the history; and the newest whose next version another caller made (each
-//! line records who made it), so a run of one caller's writes cannot push out the version
-//! another left, however recent. The total bound passes over them
+//! before it out of the history; and the newest made by another caller than the one now
+//! writing, of a source not that caller's (each line records who made it, and whose source a
+//! copy holds), so a run of one caller's writes cannot push out the version another left,
+//! however recent (`Index::handed_over`). The total bound passes over them
 //! while another revision of any script can go (`Index::candidate`), since which history is
 //! the biggest is decided by writes to other scripts.
 //!
@@ -575,10 +576,10 @@ async fn items_from<S: Storage>(
     // The total bound: the script with the most history gives up a revision, tier by tier
     // (`Index::candidate`: older ones, then the newest, then the settled and handed-over ones,
     // then the rest). Each step removes a revision or passes a script over for the tier, so
-    // this ends within the number of revisions stored times four. The revisions this change adds are never dropped by it:
-    // each is the only way back from the change (a script bigger than its share of the budget
-    // would otherwise lose the version it just replaced). Past the bound by them, the next
-    // change trims the rest.
+    // this ends within the number of revisions stored times four. The revisions this change
+    // adds are never dropped by it: each is the only way back from the change (a script bigger
+    // than its share of the budget would otherwise lose the version it just replaced). Past
+    // the bound by them, the next change trims the rest.
     let mut steps = 0usize;
     for tier in 0..4u8 {
         let mut passed = VecSet::default();
@@ -784,8 +785,8 @@ mod tests {
         assert_eq!(keys, want);
         assert_eq!(pushed.stale, vec![revision_key(U, 1)]);
         let ix = &env.dump(Area::Local)[&history_key(U)];
-        // Twenty lines of revision, size, time and author (an extension id at most: 32
-        // characters), not the 100 KB of sources.
+        // Twenty lines of revision, size, time, author (an extension id at most: 32
+        // characters) and sha prefix, not the 100 KB of sources.
         assert!(ix.to_string().len() < 2500, "the index is small: {ix}");
     }
 
