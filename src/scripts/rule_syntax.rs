@@ -472,7 +472,9 @@ pub fn regex_foreign_char(src: &str) -> Option<Unmatchable> {
 /// first `//` and after it, up to the first thing that may stand for a `/` (a `/`, `.`, a class,
 /// an escape that is one) — `location.href` holds both in lowercase, so where the expression
 /// needs it, it matches nothing (`/^https?:\/\/(www\.)?Bank\.test\//` excludes nothing). `None`
-/// without a `//`, or with an inline modifier (`(?i:…)`), which may make it match either case.
+/// without a scheme's `://`, with a lookaround (`(?!Admin)` never needs its capital), or with an
+/// inline modifier (`(?i:…)`), which may make it match either case. A capital before a
+/// character no scheme has (`\/Redirect\?url=https?:\/\/`) is a path's, not the scheme's.
 fn regex_host_capital(src: &str) -> Option<char> {
     let mut chars = src.chars().peekable();
     // The first capital seen, and whether the scheme's `://` came (a `//` elsewhere may be a
