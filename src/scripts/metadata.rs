@@ -1251,8 +1251,15 @@ mod tests {
             "// @exclude about:blank",
             "// @exclude chrome://*",
             "// @exclude ftp://*/*",
+            "// @exclude-match ftp://*/*",
+            "// @match ftp://example.com/*",
         ]));
-        for (line, start) in [(3, "about:"), (4, "chrome:"), (5, "example.com/")] {
+        for (line, start) in [
+            (3, "about:"),
+            (4, "chrome:"),
+            (5, "example.com/"),
+            (12, "ftp:"),
+        ] {
             let says = format!(
                 "matches no page: Chrome runs user scripts only on pages whose address starts \
                  with http://, https:// or file://, never \"{start}\""
@@ -1264,7 +1271,7 @@ mod tests {
             );
         }
         assert!(
-            p.diagnostics.iter().all(|d| d.line < 6),
+            p.diagnostics.iter().all(|d| d.line < 6 || d.line == 12),
             "{:?}",
             p.diagnostics
         );
@@ -1272,6 +1279,7 @@ mod tests {
             meta(&p).exclude_globs,
             ["about:blank", "chrome://*", "ftp://*/*"]
         );
+        assert_eq!(meta(&p).exclude_matches, ["ftp://*/*"]);
         // An exclude written without its scheme excludes nothing it names: refused.
         let p = parse(&script(&[
             "// @name T",

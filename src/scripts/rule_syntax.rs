@@ -648,6 +648,11 @@ pub(crate) fn ends_in_number(host: &str) -> bool {
 /// (`match_pattern::chrome_unescape`: `é` is read from `%C3%A9`, a space never from `%20`).
 /// (Its host is read as the browser reads it: punycode.)
 pub fn pattern_unmatchable(pattern: &str) -> Option<Unmatchable> {
+    // Chrome (since 95) opens no `ftp://` page, so no script runs on one; `match_pattern` keeps
+    // the scheme, which a match pattern may name.
+    if pattern.starts_with("ftp://") {
+        return Some(Unmatchable::Scheme("ftp:".to_owned()));
+    }
     // A `file:` pattern's host and port are ignored by Chrome (`match_pattern::parse`).
     if let Some(authority) = pattern
         .split_once("://")
