@@ -272,7 +272,7 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
             });
         } else {
             push_unique(&mut r.exclude_globs, g.clone());
-            if credentials_escape(g) {
+            if credentials_escape(g) || percent_escape(g) {
                 exc.push(GuardRule {
                     rule: format!("@exclude {g}"),
                     regex: glob_regex(g, TLD_REGEX_EXCLUDE),
@@ -316,8 +316,10 @@ impl Guard {
         let message = Value::String(format!(
             "Lumo Userscripts: \"{name}\" does not run on this URL (outside its @include/@exclude rules)"
         ));
+        // An exclude is tested on the address with its escapes of unreserved characters decoded
+        // too (`decode_unreserved`): `/%61dmin` is `/admin` to a server.
         format!(
-            "(()=>{{const u=location.href,t=s=>new RegExp(s).test(u),i={include},e={};if(!(i===null||i.some(t))||e.some(t))throw new Error({message})}})();",
+            "(()=>{{const u=location.href,d=u.replace(/%[0-9a-f]{{2}}/gi,m=>{{const c=String.fromCharCode(parseInt(m.slice(1),16));return/[\\w.~-]/.test(c)?c:m}}),t=s=>new RegExp(s).test(u),i={include},e={};if(!(i===null||i.some(t))||e.some(s=>t(s)||new RegExp(s).test(d)))throw new Error({message})}})();",
             list(&self.exclude)
         )
     }
@@ -373,6 +375,61 @@ pub fn normalize_url(url: &str) -> Option<String> {
 fn credentials_escape(glob: &str) -> bool {
     glob.split_once("://")
         .is_some_and(|(_, rest)| !rest.is_empty() && !rest.starts_with('*'))
+}
+
+/// Whether an address can escape this `@exclude` glob in Chrome by %-escaping a character the
+/// glob names: Chrome tests `excludeGlobs` on the address as written, so a page at `/%61dmin`,
+/// which servers serve as `/admin` (RFC 3986 makes the two the same address), ran past
+/// `*://site.test/admin*`, and a script of its own could send the page there. Such a glob is
+/// also in the guard, which tests the address with those escapes decoded too
+/// (`decode_unreserved`). Not one whose only letters are its scheme and host: the browser
+/// writes a host without escapes.
+fn percent_escape(glob: &str) -> bool {
+    let tail = match glob.split_once("://") {
+        Some((_, rest)) => {
+            let authority = rest.split('/').next().unwrap_or_default();
+            if authority.contains(['*', '?']) {
+                rest
+            } else {
+                &rest[authority.len()..]
+            }
+        }
+        None => glob,
+    };
+    tail.bytes().any(is_unreserved)
+}
+
+/// RFC 3986's unreserved characters: an escape of one names the same address as the character.
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// `href` with its escapes of unreserved characters decoded (`/%61dmin` → `/admin`), as the guard
+/// reads it for its excludes besides `href` itself: the same address to a server.
+fn decode_unreserved(href: &str) -> std::borrow::Cow<'_, str> {
+    if !href.contains('%') {
+        return href.into();
+    }
+    let bytes = href.as_bytes();
+    let mut out = String::with_capacity(href.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = |j: usize| bytes.get(j).and_then(|&h| char::from(h).to_digit(16));
+        if let (b'%', Some(hi), Some(lo)) = (b, hex(i + 1), hex(i + 2)) {
+            // Both digits are below 16, so the byte fits.
+            let c = u8::try_from(hi * 16 + lo).unwrap_or(0);
+            if is_unreserved(c) {
+                out.push(char::from(c));
+                i += 3;
+                continue;
+            }
+        }
+        // Copy up to the next `%` (a char boundary: `%` is ASCII).
+        let end = href[i + 1..].find('%').map_or(href.len(), |n| i + 1 + n);
+        out.push_str(&href[i..end]);
+        i = end;
+    }
+    out.into()
 }
 
 /// `href` without its `user:password@`: Chrome matches its own rules on the URL as navigated,
@@ -484,7 +541,9 @@ fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, boo
             None => return (Verdict::NoMatch, true),
         },
     };
-    if let Some(r) = regex_hit(&guard.exclude, &url) {
+    let decoded = decode_unreserved(&url);
+    if let Some(r) = regex_hit(&guard.exclude, &url).or_else(|| regex_hit(&guard.exclude, &decoded))
+    {
         return (Verdict::Excluded { by: r.rule.clone() }, true);
     }
     (Verdict::Runs { because }, true)
@@ -917,5 +976,64 @@ mod tests {
         // A host that starts with `*` spans the credentials already; no scheme, no host.
         assert!(!credentials_escape("*://*.bank.test/*"));
         assert!(!credentials_escape("*bank.test*"));
+    }
+
+    /// A tester's: a script with `@exclude *://site.test/admin*` sent the page to `/%61dmin`,
+    /// which the server serves as `/admin`, and ran there; Chrome compares the address as written.
+    #[test]
+    fn an_exclude_holds_on_an_address_that_escapes_what_it_names() {
+        for (lines, url) in [
+            (
+                "// @match *://*/*\n// @exclude *://site.test/admin*\n",
+                "https://site.test/%61dmin/x",
+            ),
+            (
+                "// @match *://*/*\n// @exclude *://site.test/admin*\n",
+                "https://site.test/a%64%6D%69%6e",
+            ),
+            (
+                "// @match *://*/*\n// @exclude *admin*\n",
+                "https://a.test/%61dmin",
+            ),
+            (
+                "// @match *://*/*\n// @exclude *://*/admin*\n",
+                "https://a.test/%61dmin",
+            ),
+            (
+                "// @match *://*/*\n// @exclude /^https:\\/\\/site\\.test\\/admin/\n",
+                "https://site.test/%61dmin",
+            ),
+        ] {
+            assert!(runs(lines, "https://site.test/public"), "{lines}");
+            assert!(!runs(lines, url), "{lines} {url}");
+        }
+        // Only unreserved characters: `%2F` is not `/` to a server, nor `%25` a `%`.
+        let lines = "// @match *://*/*\n// @exclude *://site.test/a/b*\n";
+        assert!(runs(lines, "https://site.test/a%2Fb"));
+        assert_eq!(
+            decode_unreserved("/%61%2F%2f%25%7E%5f%zz%4"),
+            "/a%2F%2f%25~_%zz%4"
+        );
+        assert_eq!(decode_unreserved("/caf%C3%A9/%41"), "/caf%C3%A9/A");
+        assert_eq!(decode_unreserved("/é%61"), "/éa");
+        // Escapes in a host are decoded by the browser: a glob that names only the scheme and
+        // host needs no guard for them.
+        assert!(!percent_escape("*://site.test/*"));
+        assert!(!percent_escape("https://site.test/"));
+        assert!(percent_escape("*://site.test/admin*"));
+        assert!(percent_escape("*://*admin*"));
+        assert!(percent_escape("*admin*"));
+        // The guard holds such a glob, and tests the address decoded.
+        let meta = metadata::parse(
+            "// ==UserScript==\n// @name T\n// @match *://*/*\n// @exclude *://*/admin*\n// ==/UserScript==\n",
+        )
+        .metadata
+        .unwrap();
+        let reg = crate::scripts::registry::desired("u", 1, &meta, "x").unwrap();
+        let code = reg.js[0].code.as_deref().unwrap_or_default();
+        assert!(
+            code.contains("admin") && code.contains("new RegExp(s).test(d)"),
+            "{code}"
+        );
     }
 }

@@ -331,6 +331,34 @@ describe("matching: what Chrome runs is what match_url says", () => {
     await ok("delete_script", { uuid: s.uuid });
   });
 
+  // Chrome tests `excludeGlobs` (and the guard a regex) on the address as written, while a
+  // server reads `/%61dmin` as `/admin`: a script of its own sent the page there and ran on it,
+  // past an @exclude the user was shown.
+  test("an @exclude naming a path holds on the address with that path's letters %-escaped", T, async () => {
+    const P = server.port;
+    const s = await write("noadmin", ["@match *://*/*", "@exclude *://site.test:*/admin*", "@exclude /^http:\\/\\/site\\.test:\\d+\\/panel/"],
+      `document.documentElement.setAttribute("data-ran-noadmin", "1");
+       if (location.hostname === "evil.test") location.href = "http://site.test:${P}/%61dmin/users";`);
+    assert.deepEqual(await ranOn(`http://site.test:${P}/admin/users`), []);
+    await tab.goto(`http://evil.test:${P}/`, { waitUntil: "load" });
+    await tab.waitForURL(/site\.test/, { timeout: 10_000 });
+    await tab.waitForLoadState("load");
+    await sleep(SETTLE_MS);
+    assert.equal(await tab.evaluate(() => location.pathname), "/%61dmin/users");
+    assert.equal(await tab.evaluate(() => document.documentElement.getAttribute("data-ran-noadmin")), null, "the script ran on /%61dmin");
+    for (const path of ["/%61dmin/users", "/%70anel", "/p%61nel/x", "/%41dmin"]) {
+      const url = `http://site.test:${P}${path}`;
+      // "/%41dmin" is "/Admin": another path, where the script runs, as on a page of its own.
+      const runs = path === "/%41dmin" ? ["noadmin"] : [];
+      assert.deepEqual(await ranOn(url), runs, path);
+      assert.deepEqual(await saysRun(url), runs.length ? [s.uuid] : [], path);
+    }
+    // An escape that is not of a letter (here "/") leaves another address: the script runs.
+    assert.deepEqual(await ranOn(`http://site.test:${P}/x%2Fadmin`), ["noadmin"]);
+    assert.deepEqual(await saysRun(`http://site.test:${P}/x%2Fadmin`), [s.uuid]);
+    await ok("delete_script", { uuid: s.uuid });
+  });
+
   test("two scripts run in separate worlds: one cannot read the other's globals", T, async () => {
     const P = server.port;
     const a = await write("wa", ["@match http://worlds.test/*", "@run-at document-start"], 'globalThis.lumoSecret = "from A"; document.documentElement.setAttribute("data-ran-wa", "1");');
