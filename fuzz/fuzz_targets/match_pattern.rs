@@ -1,5 +1,6 @@
 //! Match patterns, globs and the rule model: any pattern against any URL, never a panic, and
-//! every RegExp source the guard would carry parses as an ECMAScript regex.
+//! every RegExp source the guard would carry parses as an ECMAScript regex; a pattern read as an
+//! `@exclude` of a script decided on any URL.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use lumo_userscripts::scripts::{glob, match_pattern, rules};
@@ -16,4 +17,16 @@ fuzz_target!(|data: &[u8]| {
     assert!(regress::Regex::new(&rules::glob_regex(pattern, rules::TLD_REGEX_EXCLUDE)).is_ok());
     let _ = rules::check_regex(pattern);
     let _ = rules::normalize_url(url);
+    let _ = rules::decode_unreserved(url);
+    // The pattern as an exclude glob of a script, decided on the URL as the guard would.
+    let source = format!(
+        "// ==UserScript==\n// @name F\n// @match *://*/*\n// @exclude {pattern}\n// ==/UserScript==\n"
+    );
+    if let Some(r) = lumo_userscripts::scripts::metadata::parse(&source)
+        .metadata
+        .as_ref()
+        .and_then(rules::compile)
+    {
+        let _ = rules::verdict(&r, url);
+    }
 });

@@ -406,7 +406,7 @@ fn is_unreserved(b: u8) -> bool {
 
 /// `href` with its escapes of unreserved characters decoded (`/%61dmin` → `/admin`), as the guard
 /// reads it for its excludes besides `href` itself: the same address to a server.
-fn decode_unreserved(href: &str) -> std::borrow::Cow<'_, str> {
+pub fn decode_unreserved(href: &str) -> std::borrow::Cow<'_, str> {
     if !href.contains('%') {
         return href.into();
     }
@@ -424,9 +424,13 @@ fn decode_unreserved(href: &str) -> std::borrow::Cow<'_, str> {
                 continue;
             }
         }
-        // Copy up to the next `%` (a char boundary: `%` is ASCII).
-        let end = href[i + 1..].find('%').map_or(href.len(), |n| i + 1 + n);
-        out.push_str(&href[i..end]);
+        // Copy up to the next `%`: both ends are char boundaries (`i` is the start, or a `%`,
+        // or just past an ASCII escape; `%` is ASCII).
+        let end = bytes
+            .get(i + 1..)
+            .and_then(|rest| rest.iter().position(|&c| c == b'%'))
+            .map_or(href.len(), |n| i + 1 + n);
+        out.push_str(href.get(i..end).unwrap_or_default());
         i = end;
     }
     out.into()
@@ -1016,6 +1020,7 @@ mod tests {
         );
         assert_eq!(decode_unreserved("/caf%C3%A9/%41"), "/caf%C3%A9/A");
         assert_eq!(decode_unreserved("/é%61"), "/éa");
+        assert_eq!(decode_unreserved("é%61é%zzé%"), "éaé%zzé%");
         // Escapes in a host are decoded by the browser: a glob that names only the scheme and
         // host needs no guard for them.
         assert!(!percent_escape("*://site.test/*"));
