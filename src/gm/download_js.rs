@@ -46,7 +46,7 @@ pub const DOWNLOAD_JS: &str = concat!(
     "if(x){try{return decodeURIComponent(x)}catch(e){return x}}}catch(e){}return'download'};",
     "const DLP=(a,b)=>a!==null&&typeof a==='object'&&!(a instanceof URL)?a:{url:a,name:b};",
     "const DL=(a,b)=>{const o=DLP(a,b);let settled=false;",
-    "const call=(n,v)=>{let f;try{f=o[n]}catch(e){return false}if(typeof f!=='function')return false;try{f.call(o,v)}catch(e){console.error(e)}return true};",
+    "const call=(n,v)=>{let f;try{f=o[n]}catch(e){return false}if(typeof f!=='function')return false;try{f.call(o,v)}catch(e){queueMicrotask(()=>{throw e})}return true};",
     "const fail=(code,m,t)=>{if(settled)return;settled=true;const e={error:code,details:DLM(m)};",
     "if(!(t&&call('ontimeout',e))&&!call('onerror',e))console.error(e.details)};",
     "let url='';try{if(o.url!=null&&o.url!=='')url=new URL(String(o.url),location.href).href}catch(e){}",

@@ -282,7 +282,11 @@ const XHR_CORE_JS: &str = concat!(
     "let XI=0;const X=(o,W)=>{o=o||{};const id=++XI;let done=false;",
     "const url=(()=>{try{return new URL(String(o.url),location.href).href}catch(e){return String(o.url)}})();",
     "const h=o.headers&&typeof o.headers==='object'?Object.entries(o.headers).map(([k,v])=>[String(k),String(v)]):[];XF(h);",
-    "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){console.error(e)}};",
+    // A callback's exception is thrown again in a microtask of its own: uncaught there, it is
+    // the run's late error (`script_runs`), as an exception in the script's own timer is, and the
+    // request's other callbacks still run. (So in every GM callback: listeners, menu commands,
+    // tabs' onclose, downloads.)
+    "const cb=(n,a)=>{try{if(typeof o[n]==='function')o[n].call(o,a)}catch(e){queueMicrotask(()=>{throw e})}};",
     "const ctrl={abort(){if(done)return;done=true;S('xhr.abort',{id});const e={readyState:4,status:0,statusText:'',finalUrl:url,responseHeaders:'',",
     "response:null,responseText:'',context:o.context};cb('onabort',e);cb('onloadend',e)}};",
     "const om=typeof o.overrideMimeType==='string'?o.overrideMimeType:'',oc=XC(om),",
@@ -356,7 +360,7 @@ pub const URLCHANGE_JS: &str = concat!(
     "if(f&&!L.some(x=>x.f===f))L.push({f,once:!!(o&&typeof o==='object'&&o.once)})};",
     "W.removeEventListener=function(t,f,o){if(!me(this)||t!=='urlchange')return RA(ER,this==null?W:this,arguments);",
     "const i=L.findIndex(x=>x.f===f);if(i>=0)L.splice(i,1)};",
-    "const run=(f,e)=>{try{typeof f==='function'?RA(f,W,[e]):f&&typeof f.handleEvent==='function'&&f.handleEvent(e)}catch(x){console.error(x)}};",
+    "const run=(f,e)=>{try{typeof f==='function'?RA(f,W,[e]):f&&typeof f.handleEvent==='function'&&f.handleEvent(e)}catch(x){queueMicrotask(()=>{throw x})}};",
     "const C=()=>{U=location.href;const e={type:'urlchange',url:U};if(H)run(H,e);",
     "for(const x of L.slice()){if(x.once){const i=L.indexOf(x);if(i>=0)L.splice(i,1)}run(x.f,e)}};",
     "if(W.navigation)RA(EA,W.navigation,['currententrychange',C]);",
@@ -780,7 +784,7 @@ const VALUES_JS: &str = concat!(
     // while this page's own change of that key was unsent or unanswered, decided at its answer.
     "let lid=0,pend=null,wait=[],busy=0,leaving=false,noop=0;const fly=new Map(),mine=new Map(),held=new Map();",
     "const fire=(k,o,n,r)=>{for(const l of L.values())if(l.k===k)try{l.f(k,o===undefined?undefined:par(o),",
-    "n===undefined?undefined:par(n),r)}catch(e){console.error(e)}};",
+    "n===undefined?undefined:par(n),r)}catch(e){queueMicrotask(()=>{throw e})}};",
     // One batch at a time (the worker may take two messages of one page in either order), but
     // as the page is left whatever waits goes at once.
     "const flush=()=>{const p=pend;if(!p||(busy&&!leaving))return;pend=null;const w=wait;wait=[];const set=[],del=[];",

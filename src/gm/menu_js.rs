@@ -24,7 +24,7 @@ const MENU_JS: &str = concat!(
     "const MW=()=>{const g=++MG;const cs=[...M].map(([i,c])=>[i,c.c,c.k]);",
     "S('menu',{commands:cs}).then(r=>{if(g!==MG)return;",
     "if(r&&typeof r.click==='string'){const c=M.get(r.click);if(c)try{c.f.call(null,{type:'click',button:0,",
-    "shiftKey:false,ctrlKey:false,altKey:false,metaKey:false})}catch(e){console.error(e)}if(g!==MG)return}",
+    "shiftKey:false,ctrlKey:false,altKey:false,metaKey:false})}catch(e){queueMicrotask(()=>{throw e})}if(g!==MG)return}",
     "if(r&&(r.gone||r.nochannel))return;if(M.size)setTimeout(MW,r&&!r.error?0:5000)},",
     "()=>{if(g===MG&&M.size)setTimeout(MW,5000)})};",
     "const MS=()=>{if(MQ)return;MQ=true;setTimeout(()=>{MQ=false;MW()},0)};",

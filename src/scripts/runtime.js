@@ -42,14 +42,18 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
   const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
   // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead, at most
   // 100 entries each and 500 in one line (a Map holding itself is expanded until then: each
-  // expansion is a new object, which JSON's own cycle check does not see). Taken before the
-  // script runs.
-  const M = Map, ST = Set, RX = RegExp;
+  // expansion is a new object, which JSON's own cycle check does not see). An Error (JSON's {})
+  // as "name: message", as the console prints it; a number as itself (JSON's null for NaN).
+  // Taken before the script runs.
+  const M = Map, ST = Set, RX = RegExp, ER = Error;
+  const said = (e) => String(e.name) + ": " + String(e.message);
   const show = (a) => {
     if (typeof a === "string") return a;
+    if (typeof a === "number") return String(a);
     let budget = 500;
     const tagged = (k, v) => {
       if (v instanceof RX) return String(v);
+      if (v instanceof ER) return said(v);
       if (!(v instanceof M || v instanceof ST)) return v;
       if (budget <= 0) return "[\u2026]";
       const out = [];
@@ -60,6 +64,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
       return { [v instanceof M ? "[Map]" : "[Set]"]: out };
     };
     try {
+      if (a instanceof ER) return said(a);
       const j = JSON.stringify(a, tagged);
       if (typeof j === "string") return j;
     } catch (e) {
@@ -101,11 +106,11 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     return null;
   };
   // What is reported of a thrown value or rejection reason: its line from `p`, else its stack;
-  // `other` names a value that is not an object.
+  // `other` names a value that is not an error (a string, `{code: 5}`), shown as its text.
   const describe = (e, other, p) => {
     let name = "Error", message = "", stack = "";
     try {
-      if (e && typeof e === "object") {
+      if (e && typeof e === "object" && (e instanceof ER || typeof e.message === "string")) {
         name = String(e.name);
         message = String(e.message);
         stack = String(e.stack);

@@ -304,6 +304,35 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual(mine[0].lateErrors.map((e) => [e.message, e.line]), [["the other script fails", 7]]);
   });
 
+  // A tester's: an exception in GM_xmlhttpRequest's onload (the commonest async userscript bug)
+  // or in a value listener went only to the page's console, and script_runs said the run was ok;
+  // console.error("caught:", e) read "caught: {}"; a thrown object read name "undefined".
+  test("a GM callback's exception is its run's late error at its line; the console shows an Error and NaN; a thrown object is named", T, async () => {
+    const uuid = await write(script("Runs gm callbacks", ["@match http://gmcb.test/*", "@grant GM_xmlhttpRequest", "@grant GM_addValueChangeListener", "@grant GM_setValue", "@connect self"], [
+      "document.documentElement.setAttribute('data-ran-gmcb', '1');", // line 10
+      "GM_xmlhttpRequest({ url: '/data', onload() { JSON.parse('{bad'); }, onloadend() { document.documentElement.setAttribute('data-loadend', '1'); } });", // line 11
+      "GM_addValueChangeListener('k', () => { throw new TypeError('listener fails'); });", // line 12
+      "GM_setValue('k', Math.random());", // line 13
+      "console.error('caught:', new Error('boom'), NaN, [new RangeError('inner')]);", // line 14
+      "setTimeout(() => { throw { code: 5 }; }, 10);", // line 15
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://gmcb.test:${server.port}/gmcb`, { waitUntil: "load" });
+    // The request's other callbacks still run after onload threw.
+    await page.waitForFunction(() => document.documentElement.hasAttribute("data-loadend"), null, { timeout: 5000 });
+    let run;
+    for (const deadline = Date.now() + 8000; Date.now() < deadline; await sleep(150)) {
+      run = (await runsOf(uuid)).runs[0];
+      if ((run?.lateErrors?.length ?? 0) >= 3) break;
+    }
+    await page.close();
+    const seen = run.lateErrors.map((e) => [e.name, e.message, e.line]).sort();
+    assert.deepEqual(seen.map((e) => [e[0], e[2]]), [["SyntaxError", 11], ["TypeError", 12], ["thrown value", 15]], JSON.stringify(run.lateErrors));
+    assert.equal(seen[1][1], "listener fails");
+    assert.equal(seen[2][1], '{"code":5}');
+    assert.deepEqual(run.console.map((l) => [l.level, l.text, l.line]), [["error", 'caught: Error: boom NaN ["RangeError: inner"]', 14]]);
+  });
+
   test("a script that does not parse reports a SyntaxError at its own line", T, async () => {
     const uuid = await write(script("Runs syntax", ["@match http://syntax.test/*", "@run-at document-end"], [
       "document.title = 'never';", // line 7
