@@ -536,7 +536,7 @@ pub static TOOLS: &[ToolDef] = &[
             "url": { "type": "string", "minLength": 1, "maxLength": MAX_URL_BYTES, "description": "Run in the most recently used open tab whose URL equals this, or matches it as a match pattern (https://example.com/*)." },
             "allFrames": { "type": "boolean", "description": "Run in every frame of the tab, not only the top one (default false)." },
             "timeoutMs": { "type": "integer", "minimum": 100, "maximum": 30000, "description": "How long to wait for the script, and for a promise it returns (default 5000)." },
-            "watchMs": { "type": "integer", "minimum": 0, "maximum": 10000, "description": "After the top-level code (and a promise it returns) finished, go on collecting its console calls and its uncaught errors and unhandled rejections — from timers, event listeners, observers, promises — for this long (default 0: not at all). Each comes with its line, in lateErrors (as script_runs reports an installed script's)." },
+            "watchMs": { "type": "integer", "minimum": 0, "maximum": 10000, "description": "Collect the uncaught errors and unhandled rejections of its timers, event listeners, observers and promises while the top-level code runs, and after it (and a promise it returns) finished go on collecting them and its console calls for this long (default 0: not at all). Each comes with its line, in lateErrors (as script_runs reports an installed script's)." },
         }), &[]),
         #[cfg(not(target_arch = "wasm32"))]
         output_schema: || json!({
@@ -556,7 +556,7 @@ pub static TOOLS: &[ToolDef] = &[
                             "rulesMatch": { "type": "boolean", "description": "Whether the script's own rules match this page (it ran anyway)." },
                             "value": { "description": "What the top-level code returned, made JSON-safe (cycles, functions and DOM nodes as strings; cut at 16 KiB)." },
                             "valueTruncated": { "type": "boolean" },
-                            "watchedMs": { "type": "integer", "description": "Set when watchMs was given: how long the try watched after the top-level code finished." },
+                            "watchedMs": { "type": "integer", "description": "Set when watchMs was given: how long the try watched after the top-level code finished (0 when it timed out; what it threw while it ran is still in lateErrors)." },
                             "lateErrors": { "type": "array", "description": "Uncaught errors and unhandled rejections (rejection: true) of the tried code while it was watched, with their line in the script's source, as script_runs reports an installed script's.", "items": { "type": "object", "properties": { "rejection": { "type": "boolean" }, "name": { "type": "string" }, "message": { "type": "string" }, "line": { "type": ["integer", "null"] }, "column": { "type": ["integer", "null"] } } } },
                             "lateErrorsDropped": { "type": "integer" },
                             "installedSyntaxError": { "type": "object", "description": "Set when the source ran here but is a syntax error where an installed script runs (a plain function, not the try's async one: a top-level await); installed, it would not run at all.", "properties": { "message": { "type": "string" }, "line": { "type": ["integer", "null"] }, "column": { "type": ["integer", "null"] } } },

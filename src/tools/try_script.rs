@@ -1322,9 +1322,9 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
         if w.dropped > 0 {
             text.push(format!("  … {} more later errors not kept", w.dropped));
         }
-        if w.errors.is_empty() && w.dropped == 0 {
+        if w.errors.is_empty() && w.dropped == 0 && w.ms > 0 {
             text.push(format!(
-                "  no uncaught error in the {} ms watched after it returned",
+                "  no uncaught error while it ran or in the {} ms watched after it returned",
                 w.ms
             ));
         }

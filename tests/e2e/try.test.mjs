@@ -436,6 +436,37 @@ describe("try_script: what the installed script would do", () => {
     await tab.reload({ waitUntil: "load" });
   });
 
+  // A tester's: with watchMs the try said "no uncaught error" where the installed script failed:
+  // a rejection whose reason is no Error (Promise.reject(42), a thrown object) was dropped, and
+  // the listeners began only once the top-level code was done, so a timer that threw while it
+  // awaited was missed.
+  test("watchMs: a rejection with any reason, and an error thrown while the code awaits, come back", T, async () => {
+    await tab.reload({ waitUntil: "load" });
+    const watched = await call("try_script", { source: script(["@match http://try.test/*"], [
+      "Promise.reject(42);", // line 6
+      "setTimeout(() => { throw new Error('while awaiting'); }, 20);", // line 7
+      "await new Promise((r) => setTimeout(r, 150));", // line 8
+      "(async () => { throw { code: 7 }; })();", // line 9
+      "return 'done';",
+    ]), url, watchMs: 300 });
+    assert.equal(watched.isError, false, watched.content?.[0]?.text);
+    const f = watched.structuredContent.frames[0];
+    assert.equal(f.value, "done", JSON.stringify(f));
+    assert.deepEqual(f.lateErrors.map((e) => [e.rejection, e.name, e.message, e.line]), [
+      [true, "thrown value", "42", null], [false, "Error", "while awaiting", 7], [true, "thrown value", '{"code":7}', null],
+    ], JSON.stringify(f.lateErrors));
+    assert.doesNotMatch(watched.content[0].text, /no uncaught error/);
+    // A thrown object at the top level is named for what it is, and console.log(undefined) says so.
+    const obj = await call("try_script", { source: script(["@match http://try.test/*"], [
+      "console.log(undefined, new TypeError('shown'));", "throw { code: 5 };",
+    ]), url });
+    const g = obj.structuredContent.frames[0];
+    // (No stack, so no line: the error is said without one.)
+    assert.deepEqual([g.error?.name, g.error?.message, g.error?.line], ["thrown value", '{"code":5}', null], JSON.stringify(g));
+    assert.deepEqual(g.console.map((c) => c.text), ['undefined {"name":"TypeError","message":"shown"}']);
+    await tab.reload({ waitUntil: "load" });
+  });
+
   // The tried code shares the kit's world: a script that takes over the world's timers or
   // listeners (a "timer hooker", a wrapper) must not leave the try waiting for a timer that
   // never fires, which lost its whole report to the provider's TIMEOUT. The kit's timers and
