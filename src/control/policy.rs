@@ -110,9 +110,12 @@ async fn change<E: Env>(p: &Provider<E>, f: impl FnOnce(&mut Policy) -> Outcome)
         p.withdraw_reviews(crate::guard::review::Decision::WritesOff);
     }
     // Revocation takes effect at once, and turning review on ends every "allow for this
-    // session".
+    // session"; so does turning writes off (read-only as an emergency stop: when writes come
+    // back, each write is reviewed again, not waved through by an approval given before).
     let current = p.policy().await;
-    if current.review_writes && !before.review_writes {
+    if (current.review_writes && !before.review_writes)
+        || (before.writes_enabled && !current.writes_enabled)
+    {
         p.drop_allowances();
     }
     // The bridge goes as on the user's Disconnect, whatever its link's state: one waiting to

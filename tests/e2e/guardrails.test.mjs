@@ -113,6 +113,15 @@ describe("guardrails", () => {
       // The same connection writes again without a review.
       const again = await call("write_script", { source: source("Session B") });
       assert.equal(again.isError, false, show(again));
+      // Read-only as an emergency stop ends the allowance (a tester's: it survived): with
+      // writes back on, the same connection is asked again.
+      await setSwitch("writes", false);
+      await setSwitch("writes", true);
+      const afterStop = await startWrite("write_script", { source: source("Session D") });
+      const waiting = await until(async () => (await h.internal("state.get")).reviews, (r) => r.length > 0, 3000).catch(() => []);
+      assert.equal(waiting[0]?.summary, 'Create the script "Session D"', show(await afterStop(100)));
+      await h.internal("reviews.decide", { review: waiting[0].id, approve: false });
+      assert.equal((await afterStop()).structuredContent.error_code, "USER_REJECTED");
       // A new connection is asked again.
       const other = await h.lumo("connect", PROVIDER_ID);
       const page = await h.hostPage();
