@@ -709,6 +709,16 @@ fn execute_error(tab: &Tab, msg: &str) -> ToolError {
             ),
         );
     }
+    // Chromium 156, a tab closed (or its frame gone) while the script ran: it may have begun.
+    if msg.contains("Frame with ID") && msg.contains("was removed") {
+        return ToolError::new(
+            ErrorCode::NotFound,
+            format!(
+                "tab {} closed or left its page while the try was running: the script may have started there, and what it did is lost ({msg})",
+                tab.id
+            ),
+        );
+    }
     if msg.contains("not available") || msg.contains("Allow User Scripts") {
         return ToolError::new(ErrorCode::Unavailable, crate::probe::USER_SCRIPTS_OFF);
     }
@@ -1335,6 +1345,20 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tester's: a tab closed during the try read "Chrome refused to run the script".
+    #[test]
+    fn a_tab_closed_while_the_try_ran_is_not_found_and_may_have_run() {
+        let t = tab(3, "https://a.test/", 0.0);
+        let e = execute_error(&t, "Frame with ID 0 was removed.");
+        assert!(matches!(e.code, ErrorCode::NotFound), "{e:?}");
+        assert!(e.message.contains("may have started"), "{}", e.message);
+        let e = execute_error(&t, "No tab with id: 3.");
+        assert!(matches!(e.code, ErrorCode::NotFound), "{e:?}");
+        assert!(e.message.contains("nothing ran"), "{}", e.message);
+        let e = execute_error(&t, "Cannot access contents of the page.");
+        assert!(matches!(e.code, ErrorCode::CannotRun), "{e:?}");
+    }
 
     fn tab(id: i64, url: &str, last: f64) -> Tab {
         Tab {
