@@ -504,7 +504,9 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
 }
 
 /// When a new file's bytes are fixed: a URL naming its hash is held to it; any other is fetched
-/// once, when the write is done, and its sha256 is in the result and the options page.
+/// once, when the write is done (after its review, which cannot show the code: a tester swapped
+/// the file between the review and the approval), and its sha256 is in the result and the
+/// options page.
 fn fetched_when(url: &str) -> &'static str {
     let pinned = url
         .split_once('#')
@@ -513,7 +515,9 @@ fn fetched_when(url: &str) -> &'static str {
     if pinned {
         "; the bytes must have the hash the URL names"
     } else {
-        "; fetched once when this write is done, its sha256 recorded, never fetched again"
+        "; fetched once when this write is done, after any review: its code is not shown here, \
+         and what the server sends then is what runs (a #sha256=… in the URL would hold it to \
+         known bytes); its sha256 recorded, never fetched again"
     }
 }
 
@@ -1080,8 +1084,8 @@ mod tests {
         for want in [
             "May send requests to ANY site on the internet (@connect *; not this computer or your local network)",
             "May send requests to this computer's local services (@connect localhost)",
-            "This script loads code from https://cdn.example/lib.js (@require; fetched once when this write is done, its sha256 recorded, never fetched again)",
-            "Loads the file logo from https://cdn.example/logo.png (@resource; fetched once when this write is done, its sha256 recorded, never fetched again)",
+            "This script loads code from https://cdn.example/lib.js (@require; fetched once when this write is done, after any review: its code is not shown here, and what the server sends then is what runs (a #sha256=… in the URL would hold it to known bytes); its sha256 recorded, never fetched again)",
+            "Loads the file logo from https://cdn.example/logo.png (@resource; fetched once when this write is done, after any review: its code is not shown here, and what the server sends then is what runs (a #sha256=… in the URL would hold it to known bytes); its sha256 recorded, never fetched again)",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }
