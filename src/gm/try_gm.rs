@@ -7,6 +7,8 @@
 //!   source starts with none. `GM_setValue` and friends change that copy for the rest of the
 //!   try (so a script that sets then reads a value sees it) and are **not saved**: a try is not
 //!   a run of the installed script, and it must never write into one's values.
+//! - `@resource` files (`GM_getResourceText`/`GM_getResourceURL`): a stored script's stored
+//!   copies, as its registration has them; a raw source's give `null` (nothing is fetched).
 //! - the tab object (`GM_getTab`/`GM_saveTab`): kept in the try only, starting at `{}`;
 //!   `GM_getTabs` lists none. The stored script's tab objects are never read nor written.
 //! - everything else that needs the worker (`GM_xmlhttpRequest`, `GM_download`, value-change
@@ -32,16 +34,18 @@ const TRY_SEND: &str =
 /// The GM line for a tried script: its functions bound with `let` (never globals: the try world
 /// outlives a try, and Chrome may put it in the world it shares between the scripts past the
 /// tenth on a page); `""` when its grants give it nothing. `uuid` is the stored script's (or
-/// `""` for a raw source); `values` its stored values (or none).
+/// `""` for a raw source); `values` its stored values (or none); `resources` its resource
+/// getters (`gm::resources::getters_js`, one line).
 pub fn try_prelude(
     uuid: &str,
     meta: &Metadata,
     source: &str,
     values: &Values,
     platform: &str,
+    resources: &str,
 ) -> String {
     let parts = inject::parts(uuid, meta, source);
-    let scoped = inject::scoped(&parts, "", platform);
+    let scoped = inject::scoped(&parts, resources, platform);
     if scoped.is_empty() {
         return String::new();
     }
@@ -74,7 +78,7 @@ mod tests {
     #[test]
     fn granted_functions_only_and_one_line_whatever_the_values_hold() {
         let (m, s) = meta("// @grant none\n");
-        assert_eq!(try_prelude("", &m, &s, &Values::default(), ""), "");
+        assert_eq!(try_prelude("", &m, &s, &Values::default(), "", ""), "");
         let (m, s) = meta("// @grant GM_getValue\n// @grant GM_setValue\n// @grant GM_addStyle\n");
         let mut v = Values::default();
         v.apply(
@@ -82,7 +86,7 @@ mod tests {
             0,
         )
         .unwrap();
-        let js = try_prelude("", &m, &s, &v, "");
+        let js = try_prelude("", &m, &s, &v, "", "");
         assert!(js.contains("d('GM_addStyle'") && js.contains(r#"["getValue","setValue"]"#));
         assert!(
             js.starts_with("let {GM_info, GM_addStyle, unsafeWindow, GM_getValue, GM_setValue, GM} = ((S0,V,NC)=>{"),
@@ -101,7 +105,7 @@ mod tests {
     #[test]
     fn download_is_given_over_the_stand_in() {
         let (m, s) = meta("// @grant GM.download\n");
-        let js = try_prelude("", &m, &s, &Values::default(), "");
+        let js = try_prelude("", &m, &s, &Values::default(), "", "");
         assert!(
             js.starts_with("let {GM_info, unsafeWindow, GM_download, GM} = "),
             "{js}"

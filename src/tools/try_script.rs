@@ -269,6 +269,10 @@ struct Script {
     /// A stored script's GM values when read with its files ([`load`]'s `values_now`); else
     /// read just before the run ([`try_gm_line`]).
     values: Option<crate::gm::values::Values>,
+    /// `GM_getResourceText`/`GM_getResourceURL` over a stored script's stored `@resource`
+    /// files, as its registration has them (a tester's try by uuid had none: "not a
+    /// function"); a raw source's answer `null` (nothing is fetched for a try).
+    resources: String,
     /// The code it runs, when made while Chrome answered the try's first calls ([`build`]).
     built: Option<Built>,
 }
@@ -327,9 +331,10 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
             let (metadata, _) = store::validate(s, MAX_SOURCE_BYTES).map_err(ToolError::from)?;
             Ok(Script {
                 source: s.clone(),
-                metadata,
                 uuid: None,
                 requires: String::new(),
+                resources: crate::gm::resources::getters_js(&metadata.grants, &[]),
+                metadata,
                 values: None,
                 built: None,
             })
@@ -369,11 +374,13 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
                     format!("the script's @require files could not be read: {e}"),
                 )
             })?;
+            let resources = crate::gm::resources::getters_js(&r.metadata.grants, &loaded);
             Ok(Script {
                 source,
                 metadata: r.metadata,
                 uuid: Some(uuid.clone()),
                 requires: crate::gm::resources::requires_block(&loaded),
+                resources,
                 values,
                 built: None,
             })
@@ -1119,6 +1126,7 @@ async fn try_gm_line<E: Env>(p: &Provider<E>, script: &Script) -> String {
         &script.source,
         values,
         &p.env.platform(),
+        &script.resources,
     )
 }
 

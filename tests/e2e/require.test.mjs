@@ -181,6 +181,23 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(srv.hits.filter((u) => u === "/lib.js?try").length, 1);
   });
 
+  // A tester's: tried by uuid, a script with @resource threw "GM_getResourceText is not a
+  // function", though installed it ran.
+  test("try_script of a stored script gives it its stored @resource files; a raw source's give null", T, async () => {
+    const lines = ["@match http://tryres.test/*", `@resource txt ${lib("/text.txt")}`, "@grant GM_getResourceText", "@grant GM_getResourceURL"];
+    const body = "return [GM_getResourceText('txt'), GM_getResourceURL('txt'), GM_getResourceText('nope')];";
+    const { script: s } = await ok("write_script", { source: script("tried res", lines, body) });
+    srv.refuse(true);
+    await tab.goto(`http://tryres.test:${srv.port}/page`, { waitUntil: "load" });
+    const r = await call("try_script", { uuid: s.uuid, url: `http://tryres.test:${srv.port}/*` });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    const f = r.structuredContent.frames[0];
+    assert.deepEqual(f.value, [TEXT, `data:text/plain;base64,${Buffer.from(TEXT).toString("base64")}`, null], JSON.stringify(f));
+    // Raw, nothing is fetched for a try: the functions are there, and answer null.
+    const raw = await call("try_script", { source: script("tried res raw", lines, body), url: `http://tryres.test:${srv.port}/*` });
+    assert.deepEqual(raw.structuredContent.frames[0].value, [null, null, null], JSON.stringify(raw.structuredContent.frames[0]));
+  });
+
   test("a redirect is followed only once judged: on this computer it is, to a cleartext host elsewhere nothing is asked", T, async () => {
     const { script: s } = await ok("write_script", { source: script("hop", ["@match http://hop.test/*", `@require ${lib("/hop.js")}`], "1;") });
     assert.deepEqual(s.assets.map((a) => [a.url, a.finalUrl, a.size]), [[lib("/hop.js"), lib("/lib.js?hop"), LIB.length]]);
