@@ -239,11 +239,13 @@ pub fn refuse_tab(tab: &Tab) -> Result<(), ToolError> {
     }
     let lower = url.to_ascii_lowercase();
     let scheme = lower.split(':').next().unwrap_or("");
+    // The scheme only, not the address: a `chrome-extension://` one names another extension
+    // the user installed (a tester read them off by trying tab ids), and no review was asked.
     if !matches!(scheme, "http" | "https" | "file") {
         return cannot(format!(
-            "tab {} shows {}: Chrome does not run extension scripts on {scheme}: pages",
+            "tab {} shows a {}: page: Chrome does not run extension scripts on those",
             tab.id,
-            crate::text::ellipsize(url, 200)
+            crate::text::ellipsize(scheme, 40)
         ));
     }
     let web_store = crate::web::platform()
@@ -1475,6 +1477,11 @@ mod tests {
             let e = refuse_tab(&tab(1, u, 0.0)).unwrap_err();
             assert_eq!(e.code, ErrorCode::CannotRun, "{u}");
         }
+        // Another extension's page is named by its scheme, not its address (its id).
+        let e = refuse_tab(&tab(1, "chrome-extension://abcdefghijklmnop/options.html", 0.0))
+            .unwrap_err();
+        assert!(!e.message.contains("abcdefghijklmnop"), "{}", e.message);
+        assert!(e.message.contains("chrome-extension: page"), "{}", e.message);
         assert!(refuse_tab(&tab(1, "https://example.com/", 0.0)).is_ok());
     }
 
