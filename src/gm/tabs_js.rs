@@ -17,9 +17,15 @@ pub const OPEN_IN_TAB_JS: &str = concat!(
     "const OT=(u,o)=>{if(o==null||typeof o!=='object')o={active:!o};",
     "const act=o.active!==undefined?!!o.active:o.loadInBackground!==undefined?!o.loadInBackground:true;",
     "let url;try{url=new URL(String(u),location.href).href}catch(e){url=String(u)}",
-    "const c={closed:false,onclose:null,close(){p.then(id=>{if(id!=null&&!c.closed)S('tab.close',{tab:id})})}};",
-    "const done=()=>{if(c.closed)return;c.closed=true;try{if(typeof c.onclose==='function')c.onclose()}catch(e){queueMicrotask(()=>{throw e})}};",
-    "const p=S('tab.open',{url,active:act,insert:o.insert===undefined?true:!!o.insert,",
+    // An address that is not http(s) is refused here too (the worker judges it again), so the
+    // object reads `closed: true` as it is returned, and `onclose` set right after is called
+    // (a tester read `closed: false` until the worker's answer came).
+    "const bad=!/^https?:/i.test(url);",
+    "const c={closed:bad,onclose:null,close(){p.then(id=>{if(id!=null&&!c.closed)S('tab.close',{tab:id})})}};",
+    "const fire=()=>{try{if(typeof c.onclose==='function')c.onclose()}catch(e){queueMicrotask(()=>{throw e})}};",
+    "const done=()=>{if(c.closed)return;c.closed=true;fire()};",
+    "const p=bad?(console.error('GM_openInTab: only http(s) addresses are opened, not '+url.slice(0,200)),queueMicrotask(fire),Promise.resolve(null)):",
+    "S('tab.open',{url,active:act,insert:o.insert===undefined?true:!!o.insert,",
     "setParent:!!o.setParent}).then(r=>{if(!r||r.error||typeof r.tab!=='number'){",
     "console.error(r&&r.error||'GM_openInTab: no answer from the provider');done();return null}",
     "const w=()=>S('tab.wait',{tab:r.tab}).then(x=>{if(x&&x.event==='close')done();",

@@ -1478,10 +1478,18 @@ mod tests {
             assert_eq!(e.code, ErrorCode::CannotRun, "{u}");
         }
         // Another extension's page is named by its scheme, not its address (its id).
-        let e = refuse_tab(&tab(1, "chrome-extension://abcdefghijklmnop/options.html", 0.0))
-            .unwrap_err();
+        let e = refuse_tab(&tab(
+            1,
+            "chrome-extension://abcdefghijklmnop/options.html",
+            0.0,
+        ))
+        .unwrap_err();
         assert!(!e.message.contains("abcdefghijklmnop"), "{}", e.message);
-        assert!(e.message.contains("chrome-extension: page"), "{}", e.message);
+        assert!(
+            e.message.contains("chrome-extension: page"),
+            "{}",
+            e.message
+        );
         assert!(refuse_tab(&tab(1, "https://example.com/", 0.0)).is_ok());
     }
 
