@@ -188,6 +188,9 @@ pub trait Tabs {
     async fn tab(&self, id: i64) -> Result<Tab, EnvError>;
     /// Where the document `id` (a sender's `documentId`) is now.
     async fn document(&self, id: &str) -> Result<DocumentState, EnvError>;
+    /// The addresses of the tab's frames now, the top one's included
+    /// (`webNavigation.getAllFrames`).
+    async fn frame_urls(&self, tab_id: i64) -> Result<Vec<String>, EnvError>;
     /// Runs `codes` (the entries, in order, in one world) once in the tab, in all frames or the
     /// top one, in the USER_SCRIPT world `world`; Chrome's per-frame results (`{frameId,
     /// result?, error?}`, the last entry's value), as JSON. An answer too large to read is the
@@ -511,6 +514,8 @@ pub mod memory {
         pub execute_yields: Cell<u32>,
         /// Documents not shown now (`document` answers `Active` for any other).
         pub documents: RefCell<BTreeMap<String, DocumentState>>,
+        /// Each tab's frames' addresses (`frame_urls`; none for a tab not here).
+        pub frames: RefCell<BTreeMap<i64, Vec<String>>>,
     }
 
     /// Pending once, woken at once: lets every other future in a `join` run a step.
@@ -851,6 +856,16 @@ pub mod memory {
                 .find(|t| t.id == id)
                 .cloned()
                 .ok_or_else(|| EnvError(format!("No tab with id: {id}.")))
+        }
+
+        async fn frame_urls(&self, tab_id: i64) -> Result<Vec<String>, EnvError> {
+            self.tab_calls.borrow_mut().push(format!("frames {tab_id}"));
+            Ok(self
+                .frames
+                .borrow()
+                .get(&tab_id)
+                .cloned()
+                .unwrap_or_default())
         }
 
         async fn document(&self, id: &str) -> Result<DocumentState, EnvError> {

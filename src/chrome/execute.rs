@@ -25,6 +25,9 @@ extern "C" {
     #[wasm_bindgen(js_namespace = ["chrome", "webNavigation"], js_name = getFrame, catch)]
     fn web_navigation_get_frame(details: &JsValue) -> Result<Promise, JsValue>;
 
+    #[wasm_bindgen(js_namespace = ["chrome", "webNavigation"], js_name = getAllFrames, catch)]
+    fn web_navigation_get_all_frames(details: &JsValue) -> Result<Promise, JsValue>;
+
     #[wasm_bindgen(method, catch)]
     fn execute(this: &UserScriptsApi, injection: &JsValue) -> Result<Promise, JsValue>;
 }
@@ -65,6 +68,27 @@ impl Tabs for ChromeEnv {
             .as_ref()
             .and_then(tab_of)
             .ok_or_else(|| EnvError("tabs.get returned no tab".into()))
+    }
+
+    async fn frame_urls(&self, tab_id: i64) -> Result<Vec<String>, EnvError> {
+        let got = settle(
+            "webNavigation.getAllFrames",
+            web_navigation_get_all_frames(&js_json::to_js(&json!({ "tabId": tab_id }))),
+        )
+        .await?;
+        // `null` for a tab Chrome knows nothing of: no frames.
+        let items = js_json::from_js(&got);
+        Ok(items
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(|frames| {
+                frames
+                    .iter()
+                    .filter_map(|f| f.get("url").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     async fn document(&self, id: &str) -> Result<DocumentState, EnvError> {

@@ -62,18 +62,28 @@ pub fn try_effects(
     title: &str,
     rules_match: bool,
     all_frames: bool,
+    frame_urls: &[String],
     timeout_ms: u32,
 ) -> Vec<String> {
+    let frames = if all_frames {
+        // The sites by name (a tester's: the review said "other sites" while the page hid a
+        // bank's frame), as the tab holds them when the user is asked.
+        match other_sites(url, frame_urls) {
+            (sites, _) if sites.is_empty() => ", in every frame of the page (it embeds no other site now; one it adds before the run is included)".to_owned(),
+            (sites, more) => format!(
+                ", in every frame of the page, including those of other sites it embeds now: {}{}",
+                sites.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            ),
+        }
+    } else {
+        String::new()
+    };
     let mut out = vec![
         format!(
-            "Runs the code below once, now, in the open tab {} ({}){}",
+            "Runs the code below once, now, in the open tab {} ({}){frames}",
             quoted(&crate::text::ellipsize(title, 200)),
             visible(&crate::text::ellipsize(url, 500)),
-            if all_frames {
-                ", in every frame of the page, including frames of other sites it embeds (a sign-in, a payment form, an ad)"
-            } else {
-                ""
-            }
         ),
         "It can read and change that page as you see it, with your logins, as an installed script would".to_owned(),
     ];
@@ -85,6 +95,29 @@ pub fn try_effects(
         timeout_ms / 1000
     ));
     out
+}
+
+/// The sites (hosts, as the browser holds them) of the frames in `frame_urls` other than the top
+/// page's, each once, at most 10; and how many more. An `about:`, `data:` or `blob:` frame is
+/// the page's own, or one of those sites'.
+pub fn other_sites(top: &str, frame_urls: &[String]) -> (Vec<String>, usize) {
+    let web = crate::web::platform();
+    let host_of = |u: &str| {
+        web.parse_url(u)
+            .ok()
+            .filter(|p| p.href.starts_with("http:") || p.href.starts_with("https:"))
+            .map(|p| p.host)
+    };
+    let top = host_of(top);
+    let mut sites: Vec<String> = Vec::new();
+    for h in frame_urls.iter().filter_map(|u| host_of(u)) {
+        if Some(&h) != top.as_ref() && !sites.contains(&h) {
+            sites.push(h);
+        }
+    }
+    let more = sites.len().saturating_sub(10);
+    sites.truncate(10);
+    (sites.iter().map(|s| visible(s)).collect(), more)
 }
 
 /// Where a `@match` / `@exclude-match` pattern runs, in words: as Chrome reads it, which is not
@@ -742,14 +775,35 @@ mod tests {
     }
 
     #[test]
-    fn a_try_in_every_frame_says_the_frames_may_be_other_sites() {
-        let one = try_effects("https://shop.test/", "Shop", true, false, 5000);
+    fn a_try_in_every_frame_names_the_other_sites_it_embeds() {
+        let one = try_effects("https://shop.test/", "Shop", true, false, &[], 5000);
         assert!(!one[0].contains("frame"), "{one:?}");
-        let all = try_effects("https://shop.test/", "Shop", true, true, 5000);
+        let frames: Vec<String> = [
+            "https://shop.test/",
+            "https://bank.test/widget",
+            "about:blank",
+            "https://shop.test/inner",
+            "https://bank.test/other",
+            "https://ads.test/x",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let all = try_effects("https://shop.test/", "Shop", true, true, &frames, 5000);
         assert!(
-            all[0].contains("every frame of the page, including frames of other sites"),
+            all[0].ends_with(
+                "in every frame of the page, including those of other sites it embeds now: \
+                 bank.test, ads.test"
+            ),
             "{all:?}"
         );
+        let alone = try_effects("https://shop.test/", "Shop", true, true, &frames[..1], 5000);
+        assert!(
+            alone[0].contains("it embeds no other site now"),
+            "{alone:?}"
+        );
+        let many: Vec<String> = (0..13).map(|i| format!("https://s{i}.test/")).collect();
+        let (sites, more) = other_sites("https://shop.test/", &many);
+        assert_eq!((sites.len(), more), (10, 3));
     }
 
     fn between(old: &str, old_on: bool, new: &str, new_on: bool) -> Vec<String> {

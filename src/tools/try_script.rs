@@ -391,7 +391,7 @@ async fn load<E: Env>(p: &Provider<E>, what: &What, values_now: bool) -> Result<
 }
 
 /// The review: what runs (the whole source, as a diff from nothing) and where (the tab).
-fn review_request<E: Env>(
+async fn review_request<E: Env>(
     p: &Provider<E>,
     ctx: &CallCtx<'_>,
     policy: &Policy,
@@ -400,12 +400,19 @@ fn review_request<E: Env>(
     a: &TryArgs,
     digest: &str,
 ) -> ReviewRequest {
+    // With allFrames, the review names the other sites whose frames it would run in (a frame
+    // list Chrome cannot give is none: the words then say only "every frame").
+    let frame_urls = match a.all_frames {
+        true => p.env.frame_urls(tab.id).await.unwrap_or_default(),
+        false => Vec::new(),
+    };
     let rules_match = registry::verdict(&script.metadata, &tab.url).runs();
     let effects = crate::guard::effects::try_effects(
         &tab.url,
         &tab.title,
         rules_match,
         a.all_frames,
+        &frame_urls,
         a.timeout_ms,
     );
     let preview = Preview::of(&line_diff("", &script.source));
@@ -570,7 +577,7 @@ async fn admitted<E: Env>(
             if let Some(Err(e)) = slot_recorded(slot.take()).await {
                 return Err(e);
             }
-            let request = review_request(p, ctx, policy, &script, &tab, a, digest);
+            let request = review_request(p, ctx, policy, &script, &tab, a, digest).await;
             let review = p.await_review(request, ctx.rpc_id.clone());
             let decision;
             (decision, *told) = review.await.map_err(ToolError::from)?;

@@ -20,6 +20,8 @@ async function anyPathServer() {
   const server = createServer((req, res) => {
     res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
     if (req.url === "/frames") res.end("<!doctype html><title>Framed</title><iframe src=/inner></iframe>");
+    // A news page hiding a bank's frame (another site on the same test server).
+    else if (req.url === "/news") res.end(`<!doctype html><title>News</title><iframe hidden src="http://bank.test:${req.headers.host.split(":")[1]}/widget"></iframe>`);
     else res.end("<!doctype html><title>Try page</title><p id=p>hello</p>");
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
@@ -249,6 +251,29 @@ describe("try_script: run once in a tab, read what happened", () => {
     assert.ok(!JSON.stringify(audit).includes(SECRET), "the secret reached the audit");
     const local = await (await h.providerPage()).evaluate(() => chrome.storage.local.get(null));
     assert.ok(!JSON.stringify(local).includes(SECRET), "the secret reached storage");
+  });
+
+  // A tester's: the review said "including frames of other sites it embeds" while the page hid
+  // a bank's frame, and the approved try read the bank's page.
+  test("an allFrames try's review names the other sites whose frames it would run in", T, async () => {
+    const news = await h.context.newPage();
+    await news.goto(`http://news.test:${server.port}/news`, { waitUntil: "load" });
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    try {
+      const src = script(["@match http://news.test/*"], ["return location.host;"]);
+      const pending = h.lumo("callTool", session, "try_script", { source: src, url: `http://news.test:${server.port}/news`, allFrames: true });
+      let review;
+      for (const deadline = Date.now() + 5000; !review && Date.now() < deadline; await sleep(50)) {
+        review = (await h.internal("state.get")).reviews.find((r) => r.tool === "try_script");
+      }
+      assert.ok(review, "a review waits");
+      assert.match(review.effects[0], /including those of other sites it embeds now: bank\.test$/, review.effects[0]);
+      await h.internal("reviews.decide", { review: review.id, approve: false });
+      assert.equal((await pending).structuredContent.error_code, "USER_REJECTED");
+    } finally {
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+      await news.close();
+    }
   });
 
   test("allFrames runs in every frame; a promise that never settles and a syntax error are said as such", T, async () => {
