@@ -5,7 +5,7 @@ import { ARM_MS, ask, el, say, marked, oneAtATime } from './ui.js';
 
 /** The tab the popup is about: the active tab of its window. Opened as a tab of its own
  *  (pinned, or by tests), the popup is about the tab used most recently before it. */
-async function targetTab() {
+export async function targetTab() {
   const self = await chrome.tabs.getCurrent();
   if (!self) return (await chrome.tabs.query({ active: true, currentWindow: true }))[0];
   const tabs = (await chrome.tabs.query({})).filter((t) => t.id !== self.id);

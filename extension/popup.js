@@ -3,6 +3,7 @@
 import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
 import { undoButton } from './undo.js';
 import { menuSection } from './popup-menu.js';
+import { tabSection } from './popup-tab.js';
 
 const $ = (id) => document.getElementById(id);
 const status = $('status');
@@ -319,4 +320,5 @@ onStored(async (keys) => {
 });
 setInterval(() => refreshState().catch(() => {}), 1000);
 menuSection($('menu-section'), $('menu'), status);
+tabSection($('tab-section'), $('tab-scripts'), status);
 Promise.all([refreshState(), refreshAudit()]).catch((e) => say(status, e.message, 'error'));

@@ -53,6 +53,7 @@ pub mod runs_ops;
 pub mod scripts;
 pub mod session;
 pub mod sort;
+pub mod tab_scripts;
 pub mod text;
 pub mod tools;
 pub mod value;

@@ -102,7 +102,7 @@ async fn list<E: Env>(p: &Provider<E>, uuid: Option<String>, since: Option<u64>)
 /// `⟨U+XXXX⟩`, as a review shows a source (`guard::diff::visible`). A script could otherwise
 /// turn the rest of a line around (U+202E) or start what reads as another console line or
 /// error with a line break inside one.
-fn shown(run: &mut Value) {
+pub(crate) fn shown(run: &mut Value) {
     fn mark(o: &mut Value, keys: &[&str]) {
         for k in keys {
             if let Some(t) = o.get_mut(*k) {

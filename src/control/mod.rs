@@ -138,6 +138,12 @@ pub enum Op {
         #[serde(default, deserialize_with = "loose")]
         tab: Option<i64>,
     },
+    /// The popup's "Scripts on this tab" (`tab_scripts`).
+    #[serde(rename = "tab.scripts")]
+    TabScripts {
+        #[serde(default, deserialize_with = "loose")]
+        tab: Option<i64>,
+    },
     /// The user clicked one: `entry` and `id` as `menu.list` gave them.
     #[serde(rename = "menu.click")]
     MenuClick {
@@ -231,6 +237,10 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
         Op::MenuList { tab } => match tab {
             Some(t) => p.menu_list(t).await.into(),
             None => err("missing \"tab\": the id of the tab whose menu commands to list").into(),
+        },
+        Op::TabScripts { tab } => match tab {
+            Some(t) => crate::tab_scripts::list(p, t).await.into(),
+            None => err("missing \"tab\": the id of the tab whose scripts to list").into(),
         },
         Op::MenuClick { entry, id } => match (entry, id) {
             (Some(e), Some(id)) => match p.menu_click(e, &id).await {

@@ -9,7 +9,7 @@ import { createServer } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { setUp } from "./lib/agent.mjs";
 import { PROVIDER_ID } from "./lib/harness.mjs";
-import { sleep } from "./lib/util.mjs";
+import { sleep, until } from "./lib/util.mjs";
 
 const T = { timeout: 120_000 };
 
@@ -331,6 +331,55 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.equal(seen[1][1], "listener fails");
     assert.equal(seen[2][1], '{"code":5}');
     assert.deepEqual(run.console.map((l) => [l.level, l.text, l.line]), [["error", 'caught: Error: boom NaN ["RangeError: inner"]', 14]]);
+  });
+
+  // The popup lists what reaches the tab the user is on, from what Chrome reported there: a
+  // script that ran in another tab is not said to have run on this one.
+  test("popup: Scripts on this tab lists the scripts whose rules reach it, with what they did there, and turns one off", T, async () => {
+    const lines = ["@match http://tabs.test/*"];
+    const ran = await write(script("Tab ran", lines, ["document.documentElement.setAttribute('data-ran-tab', '1');"]));
+    const threw = await write(script("Tab threw \u202Ertl", lines, ["null.boom;"]));
+    const late = await write(script("Tab late", ["@match http://tabs.test/*", "@match http://other-tabs.test/*"], ["document.documentElement.setAttribute('data-ran-late', '1');"]));
+    const elsewhere = await write(script("Tab elsewhere", ["@match http://nowhere.test/*"], ["0;"]));
+    await h.internal("scripts.setEnabled", { uuid: late, enabled: false });
+    const a = await h.context.newPage();
+    await a.goto(`http://tabs.test:${server.port}/a`, { waitUntil: "load" });
+    await a.waitForFunction(() => document.documentElement.hasAttribute("data-ran-tab"), null, { timeout: 5000 });
+    // Turned on after this page loaded, it runs in another tab: not on this one.
+    await h.internal("scripts.setEnabled", { uuid: late, enabled: true });
+    const b = await h.context.newPage();
+    await b.goto(`http://other-tabs.test:${server.port}/b`, { waitUntil: "load" });
+    await b.waitForFunction(() => document.documentElement.hasAttribute("data-ran-late"), null, { timeout: 5000 });
+    await runsOf(late);
+    await runsOf(threw);
+    await a.bringToFront();
+    const popup = await h.context.newPage();
+    try {
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const row = (uuid) => popup.locator(`#tab-scripts > li[data-script="${uuid}"]`);
+      await row(ran).waitFor({ timeout: 8000 });
+      const text = async (uuid) => (await row(uuid).innerText()).replace(/\s+/g, " ").trim();
+      for (const deadline = Date.now() + 5000; !/Threw here/.test(await text(threw)) && Date.now() < deadline;) await sleep(100);
+      assert.match(await text(ran), /^Tab ran Ran here$/);
+      // The name's direction character does not reach the row to turn it around.
+      assert.match(await text(threw), /^Tab threw (⟨U\+202E⟩)?rtl Threw here: TypeError: .* \(line 6\)$/);
+      assert.ok(!(await text(threw)).includes("\u202E"));
+      assert.match(await text(late), /Not seen running on this page/);
+      assert.equal(await row(elsewhere).count(), 0, "a script whose rules do not reach the tab is not listed");
+      assert.equal(await popup.locator("#tab-scripts > li").count(), 3);
+      // Off from the popup: the next load of the tab runs it no more, and the row says so.
+      await row(ran).getByRole("checkbox").uncheck();
+      assert.equal(await until(() => text(ran), (t) => t === "Tab ran Off", 5000), "Tab ran Off");
+      await a.reload({ waitUntil: "load" });
+      await sleep(500);
+      assert.equal(await a.evaluate(() => document.documentElement.hasAttribute("data-ran-tab")), false, "turned off in the popup, it still ran");
+      assert.equal((await call("get_script", { uuid: ran })).structuredContent.script.enabled, false);
+    } finally {
+      await popup.close();
+      await a.close();
+      await b.close();
+      for (const u of [ran, threw, late, elsewhere]) await h.internal("scripts.delete", { uuid: u });
+    }
   });
 
   test("a script that does not parse reports a SyntaxError at its own line", T, async () => {
