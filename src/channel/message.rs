@@ -112,6 +112,9 @@ pub struct RunError {
     pub message: String,
     pub line: Option<u64>,
     pub column: Option<u64>,
+    /// Thrown in the code before the script's own lines (its `@require` files), with no frame
+    /// in the source: the page says so (`req`), so the agent is told where to look.
+    pub in_require: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -188,6 +191,7 @@ fn run_error(v: Option<&Value>) -> Result<Option<RunError>, ChannelError> {
                 line,
                 // A column means nothing without its line.
                 column: line.and(position(e.get("column"))),
+                in_require: line.is_none() && e.get("req") == Some(&Value::Bool(true)),
             }))
         }
         Some(_) => Err(ChannelError::BadField("error")),
@@ -285,6 +289,21 @@ mod tests {
         assert_eq!(r.console[1].text, "");
         assert_eq!(r.console[1].line, None);
         assert_eq!(r.console_dropped, 2);
+        assert!(!err.in_require);
+    }
+
+    /// An error with no frame in the source but one before it (the `@require` code) is said to
+    /// be there; a position in the source wins over the page's flag.
+    #[test]
+    fn an_error_in_the_require_code_is_marked_so() {
+        let error = |e: Value| match parse(&run(json!({ "error": e }))).unwrap().message {
+            Message::Run(r) => r.error.unwrap(),
+            _ => panic!("not a run"),
+        };
+        let e = error(json!({"name": "SyntaxError", "message": "x", "line": null, "req": true}));
+        assert!(e.in_require && e.line.is_none());
+        assert!(!error(json!({"name": "E", "message": "x", "line": 3, "req": true})).in_require);
+        assert!(!error(json!({"name": "E", "message": "x", "req": "yes"})).in_require);
     }
 
     /// A GM request the worker does not take reaches it with why, for the script to be told

@@ -10,7 +10,7 @@
 //! ask for the runs after the last one it saw (`script_runs {since}`). It is the worker's clock in
 //! ms, bumped past the last one given (`runs/cursor`), so it also survives restarts.
 
-use crate::channel::message::{LateError, RunReport};
+use crate::channel::message::{LateError, RunError, RunReport};
 use serde_json::{json, Map, Value};
 
 /// Runs kept per script (oldest dropped first).
@@ -50,6 +50,15 @@ pub struct Seen {
     pub incognito: bool,
 }
 
+/// An error as stored: `inRequire` only when it was thrown in the `@require` code.
+fn error_json(e: &RunError) -> Value {
+    let mut o = json!({ "name": e.name, "message": e.message, "line": e.line, "column": e.column });
+    if let (true, Some(m)) = (e.in_require, o.as_object_mut()) {
+        m.insert("inRequire".into(), true.into());
+    }
+    o
+}
+
 /// One run as stored and as `script_runs` returns it.
 pub fn run_json(id: u64, seen: &Seen, r: &RunReport) -> Value {
     let url = if seen.incognito {
@@ -69,9 +78,7 @@ pub fn run_json(id: u64, seen: &Seen, r: &RunReport) -> Value {
         "runAt": r.run_at.as_str(),
         "durationMs": (r.duration_ms * 10.0).round() / 10.0,
         "ok": r.error.is_none(),
-        "error": r.error.as_ref().map(|e| json!({
-            "name": e.name, "message": e.message, "line": e.line, "column": e.column
-        })),
+        "error": r.error.as_ref().map(error_json),
         "console": r.console.iter().map(|l| json!({
             "level": l.level, "text": l.text, "line": l.line
         })).collect::<Vec<_>>(),
@@ -127,11 +134,10 @@ impl Ring {
         let Some(o) = run.as_object_mut() else {
             return false;
         };
-        let e = &late.error;
-        let item = json!({
-            "name": e.name, "message": e.message, "line": e.line, "column": e.column,
-            "rejection": late.rejection,
-        });
+        let mut item = error_json(&late.error);
+        if let Some(o) = item.as_object_mut() {
+            o.insert("rejection".into(), late.rejection.into());
+        }
         let list = o
             .entry("lateErrors")
             .or_insert_with(|| Value::Array(Vec::new()));
@@ -365,6 +371,7 @@ mod tests {
                 message: "boom".into(),
                 line: Some(7),
                 column: Some(3),
+                in_require: false,
             }),
             console: (0..lines)
                 .map(|_| RunLog {
@@ -397,6 +404,7 @@ mod tests {
                 message: "late".into(),
                 line: Some(line),
                 column: Some(1),
+                in_require: false,
             },
             rejection: false,
         }

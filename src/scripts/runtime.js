@@ -29,15 +29,19 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
   }
   const C = globalThis.console, now = () => performance.now();
   const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g");
+  // A position in the lines before the source (its @require code, which the worker names) and
+  // none in the source: BEFORE.
+  const BEFORE = [0, 0];
   const pos = (stack) => {
     const s = String(stack || "");
     re.lastIndex = 0;
-    let m;
+    let m, before = false;
     while (m = re.exec(s)) {
       const l = +m[1] - PL;
       if (l >= 1 && l <= SL) return [l, +m[2]];
+      if (l < 1) before = true;
     }
-    return null;
+    return before ? BEFORE : null;
   };
   const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
   // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead, at most
@@ -102,9 +106,13 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     if (f === FILE) {
       const x = l - PL;
       if (x >= 1 && x <= SL) return [x, c];
+      if (x < 1) return BEFORE;
     }
     return null;
   };
+  // An error's position as reported: its line and column in the source, or `req` when it is in
+  // the code before the source.
+  const placed = (p) => p === BEFORE ? { line: null, column: null, req: true } : { line: p ? p[0] : null, column: p ? p[1] : null };
   // What is reported of a thrown value or rejection reason: its line from `p`, else its stack;
   // `other` names a value that is not an error (a string, `{code: 5}`), shown as its text.
   const describe = (e, other, p) => {
@@ -121,8 +129,11 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     } catch (x) {
       message = "[unreadable]";
     }
-    p = p || pos(stack);
-    return { name: cut(name, 100), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null };
+    // Where the event says it was thrown, if that is in the source; else the stack's first
+    // frame in the source (a GM callback's exception, thrown again from the code before the
+    // source, has the user's frames there); else "before the source" if either says so.
+    const q = p && p !== BEFORE ? p : pos(stack) || p;
+    return { name: cut(name, 100), message: cut(message, MAXT), ...placed(q) };
   };
   const late = (e, p, rej) => {
     if (lateSent >= MAXLATE) return;
@@ -142,7 +153,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
           if (ev.filename === FILE && e && e.name === "SyntaxError" && G()) {
             started = true;
             const p = at(ev.filename, ev.lineno, ev.colno);
-            report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), line: p ? p[0] : null, column: p ? p[1] : null }, logs: [], dropped: 0 });
+            report({ ms: 0, error: { name: "SyntaxError", message: cut(String(e.message), MAXT), ...placed(p) }, logs: [], dropped: 0 });
           }
           return;
         }

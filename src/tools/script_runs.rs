@@ -206,10 +206,17 @@ fn run_text(r: &Value, name: Option<&str>, out: &mut String) {
         ));
     }
     let error = |e: &Value| {
-        format!(
-            "{}: {} at line {}, column {}",
+        let (name, message) = (
             crate::text::quoted(&crate::text::ellipsize(&str_of(e, "name"), 100)),
             crate::text::quoted(&crate::text::ellipsize(&str_of(e, "message"), 1000)),
+        );
+        if e.get("inRequire") == Some(&Value::Bool(true)) {
+            return format!(
+                "{name}: {message} in its @require code, before the script's own lines (the library, not the script: fix or change the @require URL)"
+            );
+        }
+        format!(
+            "{name}: {message} at line {}, column {}",
             num(e, "line"),
             num(e, "column")
         )

@@ -51,6 +51,9 @@ async function server() {
     }
     if (path === "/sjis.txt") { res.writeHead(200, { "content-type": "text/plain; charset=Shift_JIS" }); res.end(SJIS); return; }
     if (path === "/missing.js") { res.writeHead(404); res.end("no"); return; }
+    // A library that does not parse, and one whose function throws when a timer calls it.
+    if (path === "/broken.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end("var ok = 1;\nlet q = ;\n"); return; }
+    if (path === "/thrower.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end("function libBoom() {\n  throw new Error('lib boom');\n}\n"); return; }
     // 900 KiB of a library whose bytes differ by its `?v=`.
     if (path === "/big.js") {
       const v = new URL(req.url, "http://x").searchParams.get("v");
@@ -162,6 +165,28 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(run.error.line, 9, JSON.stringify(run.error));
     assert.equal(run.error.column, 6, JSON.stringify(run.error));
     assert.deepEqual(run.console.map((c) => [c.text, c.line]), [["line 8", 8]]);
+  });
+
+  // A tester's: an error in a @require read "at line ?, column ?", naming neither the file nor
+  // that it was not the script's own code.
+  test("an error in a @require's code is said to be there, not at a line of the script", T, async () => {
+    const broken = (await ok("write_script", { source: script("req broken", ["@match http://reqerr.test/*", `@require ${lib("/broken.js")}`], "document.title = 'never';") })).script;
+    const thrower = (await ok("write_script", { source: script("req thrower", ["@match http://reqerr.test/*", `@require ${lib("/thrower.js")}`], "setTimeout(libBoom, 10);") })).script;
+    await tab.goto(`http://reqerr.test:${srv.port}/page`, { waitUntil: "load" });
+    const first = async (uuid, late) => {
+      for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(100)) {
+        const out = await call("script_runs", { uuid });
+        const r = out.structuredContent.runs[0];
+        if (r && (!late || r.lateErrors?.length)) return { r, text: out.content[0].text };
+      }
+      assert.fail("no run reported");
+    };
+    const b = await first(broken.uuid, false);
+    assert.deepEqual([b.r.error?.name, b.r.error?.line, b.r.error?.inRequire], ["SyntaxError", null, true], JSON.stringify(b.r));
+    assert.match(b.text, /"SyntaxError": .* in its @require code, before the script's own lines/);
+    const t = await first(thrower.uuid, true);
+    assert.deepEqual([t.r.lateErrors[0].message, t.r.lateErrors[0].line, t.r.lateErrors[0].inRequire], ["lib boom", null, true], JSON.stringify(t.r));
+    for (const s of [broken, thrower]) await h.internal("scripts.delete", { uuid: s.uuid });
   });
 
   test("try_script of a stored script runs it with its stored @require (offline), errors at the script's own lines", T, async () => {
