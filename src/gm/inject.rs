@@ -868,16 +868,8 @@ const VALUES_JS: &str = concat!(
     "deleteValues:ks=>{put((ks||[]).map(k=>[String(k),undefined]))},",
     "addValueChangeListener:(k,f)=>{const id=++lid;L.set(id,{k:String(k),f});if(!polling){polling=true;poll(pg)}return id},",
     "removeValueChangeListener:id=>{L.delete(id)}};",
-    // The page's copy is the registration's, which Chrome updates a moment after a change is
-    // stored: a page that set a value and at once went to the next page could find the next
-    // page's copy without it (a tester's counter lost 4 of 32). A synchronous read cannot wait;
-    // the promise forms' first read asks the worker for the values whole, once a page, and
-    // answers from them (the worker takes the earlier page's change first: its message came
-    // first, and both wait for the values' lock).
-    "let fresh=null;const caught=()=>fresh||(fresh=new Promise(ok=>{if(!refresh(()=>ok()))ok()}));",
     "for(const n of __GIVEN__){const f=api[n];d('GM_'+n,f);",
-    "G[n]=/^(get|list)/.test(n)?(...a)=>caught().then(()=>f(...a)):",
-    "(...a)=>{try{const r=f(...a);return pend&&/^(set|delete)/.test(n)?new Promise((ok,no)=>wait.push([()=>ok(r),no])):Promise.resolve(r)}catch(e){return Promise.reject(e)}}}",
+    "G[n]=(...a)=>{try{const r=f(...a);return pend&&/^(set|delete)/.test(n)?new Promise((ok,no)=>wait.push([()=>ok(r),no])):Promise.resolve(r)}catch(e){return Promise.reject(e)}}}",
     "}}",
 );
 

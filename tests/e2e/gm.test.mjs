@@ -1206,10 +1206,10 @@ describe("gm: the GM functions a script is given", () => {
   });
 
   // A tester's: a counter set just before each navigation lost 4 of 32 (the next page's copy,
-  // Chrome's registration, not yet updated). The promise forms' first read asks the worker.
-  test("values: GM.getValue on the next page has the value set just before navigating to it", T, async () => {
-    await write("chain", ["@match http://chain.test/*", "@grant GM.getValue", "@grant GM_setValue"],
-      "(async () => { const n = (await GM.getValue('count', 0)) + 1; GM_setValue('count', n);\n"
+  // Chrome's registration, not yet updated). What README tells such a script: await the set.
+  test("values: a value awaited with GM.setValue before navigating is on the next page", T, async () => {
+    await write("chain", ["@match http://chain.test/*", "@grant GM_getValue", "@grant GM.setValue"],
+      "(async () => { const n = GM_getValue('count', 0) + 1; await GM.setValue('count', n);\n"
       + "const i = Number(location.pathname.slice(2)) || 0; document.documentElement.setAttribute('data-gm-count', n + ' at ' + i);\n"
       + "if (i < 20) location.href = '/p' + (i + 1); })();");
     await tab.goto(url("chain.test", "/p0"), { waitUntil: "load" });
