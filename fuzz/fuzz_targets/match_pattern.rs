@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(regress::Regex::new(&rules::glob_regex(pattern, rules::TLD_REGEX_EXCLUDE)).is_ok());
     let _ = rules::check_regex(pattern);
     let _ = rules::normalize_url(url);
-    let _ = rules::decode_unreserved(url);
+    let _ = rules::server_form(url);
     // The pattern as an exclude glob of a script, decided on the URL as the guard would.
     let source = format!(
         "// ==UserScript==\n// @name F\n// @match *://*/*\n// @exclude {pattern}\n// ==/UserScript==\n"

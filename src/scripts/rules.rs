@@ -316,10 +316,14 @@ impl Guard {
         let message = Value::String(format!(
             "Lumo Userscripts: \"{name}\" does not run on this URL (outside its @include/@exclude rules)"
         ));
-        // An exclude is tested on the address with its escapes of unreserved characters decoded
-        // too (`decode_unreserved`): `/%61dmin` is `/admin` to a server.
+        // An exclude is tested on the address as a server reads it too (`server_form`: no dot
+        // ending the host, one `/` for many in the path, escapes of unreserved characters
+        // decoded): `site.test.//%61dmin` is `site.test/admin` to a server.
         format!(
-            "(()=>{{const u=location.href,d=u.replace(/%[0-9a-f]{{2}}/gi,m=>{{const c=String.fromCharCode(parseInt(m.slice(1),16));return/[\\w.~-]/.test(c)?c:m}}),t=s=>new RegExp(s).test(u),i={include},e={};if(!(i===null||i.some(t))||e.some(s=>t(s)||new RegExp(s).test(d)))throw new Error({message})}})();",
+            "(()=>{{const u=location.href,m=/^([a-z][a-z0-9+.-]*:\\/\\/[^\\/?#]*)([^?#]*)([\\s\\S]*)$/i.exec(u),\
+             d=(m?m[1].replace(/\\.(?=(:\\d*)?$)/,'')+m[2].replace(/\\/{{2,}}/g,'/')+m[3]:u)\
+             .replace(/%[0-9a-f]{{2}}/gi,m=>{{const c=String.fromCharCode(parseInt(m.slice(1),16));return/[\\w.~-]/.test(c)?c:m}}),\
+             t=s=>new RegExp(s).test(u),i={include},e={};if(!(i===null||i.some(t))||e.some(s=>t(s)||new RegExp(s).test(d)))throw new Error({message})}})();",
             list(&self.exclude)
         )
     }
@@ -404,8 +408,42 @@ fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-/// `href` with its escapes of unreserved characters decoded (`/%61dmin` → `/admin`), as the guard
-/// reads it for its excludes besides `href` itself: the same address to a server.
+/// `href` as a server reads it, as the guard reads it for its excludes besides `href` itself
+/// (the guard's JS does the same): a dot ending the host dropped (`site.test.` is `site.test`
+/// to DNS), runs of `/` in the path made one (as nginx merges them), and escapes of unreserved
+/// characters decoded (`/%61dmin` → `/admin`). A reviewer's: each of the first two ran a
+/// script past an `@exclude` naming that path.
+pub fn server_form(href: &str) -> String {
+    let (head, rest) = match href.split_once("://") {
+        Some((scheme, after)) => {
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            let (authority, rest) = after.split_at(end);
+            // A dot ending the host, before the port if any.
+            let authority = match authority.rsplit_once(':') {
+                Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => {
+                    match host.strip_suffix('.') {
+                        Some(h) => format!("{h}:{port}"),
+                        None => authority.to_owned(),
+                    }
+                }
+                _ => authority.strip_suffix('.').unwrap_or(authority).to_owned(),
+            };
+            (format!("{scheme}://{authority}"), rest)
+        }
+        None => (String::new(), href),
+    };
+    let split = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (path, tail) = rest.split_at(split);
+    let mut merged = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && merged.ends_with('/')) {
+            merged.push(c);
+        }
+    }
+    decode_unreserved(&format!("{head}{merged}{tail}")).into_owned()
+}
+
+/// `href` with its escapes of unreserved characters decoded (`/%61dmin` → `/admin`).
 pub fn decode_unreserved(href: &str) -> std::borrow::Cow<'_, str> {
     if !href.contains('%') {
         return href.into();
@@ -545,7 +583,7 @@ fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, boo
             None => return (Verdict::NoMatch, true),
         },
     };
-    let decoded = decode_unreserved(&url);
+    let decoded = server_form(&url);
     if let Some(r) = regex_hit(&guard.exclude, &url).or_else(|| regex_hit(&guard.exclude, &decoded))
     {
         return (Verdict::Excluded { by: r.rule.clone() }, true);
@@ -1021,6 +1059,28 @@ mod tests {
         assert_eq!(decode_unreserved("/caf%C3%A9/%41"), "/caf%C3%A9/A");
         assert_eq!(decode_unreserved("/é%61"), "/éa");
         assert_eq!(decode_unreserved("é%61é%zzé%"), "éaé%zzé%");
+        // A reviewer's: a dot ending the host, and doubled slashes, ran past the exclude too.
+        assert_eq!(
+            server_form("http://site.test.:8080//a//%61dmin?x=//y#//z"),
+            "http://site.test:8080/a/admin?x=//y#//z"
+        );
+        assert_eq!(
+            server_form("https://site.test./admin"),
+            "https://site.test/admin"
+        );
+        assert_eq!(server_form("https://[::1]:80//x"), "https://[::1]:80/x");
+        for (lines, url) in [
+            (
+                "// @match *://*/*\n// @exclude *://site.test/admin*\n",
+                "https://site.test.//admin",
+            ),
+            (
+                "// @match *://*/*\n// @exclude *://site.test:*/admin*\n",
+                "https://site.test.:8443/admin",
+            ),
+        ] {
+            assert!(!runs(lines, url), "{lines} {url}");
+        }
         // Escapes in a host are decoded by the browser: a glob that names only the scheme and
         // host needs no guard for them.
         assert!(!percent_escape("*://site.test/*"));

@@ -334,7 +334,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
   // Chrome tests `excludeGlobs` (and the guard a regex) on the address as written, while a
   // server reads `/%61dmin` as `/admin`: a script of its own sent the page there and ran on it,
   // past an @exclude the user was shown.
-  test("an @exclude naming a path holds on the address with that path's letters %-escaped", T, async () => {
+  test("an @exclude naming a path holds on the address with that path's letters %-escaped, a dot ending its host, or doubled slashes", T, async () => {
     const P = server.port;
     const s = await write("noadmin", ["@match *://*/*", "@exclude *://site.test:*/admin*", "@exclude /^http:\\/\\/site\\.test:\\d+\\/panel/"],
       `document.documentElement.setAttribute("data-ran-noadmin", "1");
@@ -352,6 +352,11 @@ describe("matching: what Chrome runs is what match_url says", () => {
       const runs = path === "/%41dmin" ? ["noadmin"] : [];
       assert.deepEqual(await ranOn(url), runs, path);
       assert.deepEqual(await saysRun(url), runs.length ? [s.uuid] : [], path);
+    }
+    // A reviewer's: a dot ending the host, and a doubled slash, are the same page to a server.
+    for (const u of [`http://site.test.:${P}/admin/users`, `http://site.test:${P}//admin`, `http://site.test:${P}/x/..//%61dmin`]) {
+      assert.deepEqual(await ranOn(u), [], u);
+      assert.deepEqual(await saysRun(u), [], u);
     }
     // An escape that is not of a letter (here "/") leaves another address: the script runs.
     assert.deepEqual(await ranOn(`http://site.test:${P}/x%2Fadmin`), ["noadmin"]);
