@@ -18,13 +18,14 @@ pub const OPEN_IN_TAB_JS: &str = concat!(
     "const act=o.active!==undefined?!!o.active:o.loadInBackground!==undefined?!o.loadInBackground:true;",
     "let url;try{url=new URL(String(u),location.href).href}catch(e){url=String(u)}",
     // An address that is not http(s) is refused here too (the worker judges it again), so the
-    // object reads `closed: true` as it is returned, and `onclose` set right after is called
+    // object reads `closed: true` as it is returned, and `onclose` set right after is called,
+    // also after `await GM.openInTab(…)`: in a task of its own, after the awaits' microtasks
     // (a tester read `closed: false` until the worker's answer came).
     "const bad=!/^https?:/i.test(url);",
     "const c={closed:bad,onclose:null,close(){p.then(id=>{if(id!=null&&!c.closed)S('tab.close',{tab:id})})}};",
     "const fire=()=>{try{if(typeof c.onclose==='function')c.onclose()}catch(e){queueMicrotask(()=>{throw e})}};",
     "const done=()=>{if(c.closed)return;c.closed=true;fire()};",
-    "const p=bad?(console.error('GM_openInTab: only http(s) addresses are opened, not '+url.slice(0,200)),queueMicrotask(fire),Promise.resolve(null)):",
+    "const p=bad?(console.error('GM_openInTab: only http(s) addresses are opened, not '+url.slice(0,200)),setTimeout(fire),Promise.resolve(null)):",
     "S('tab.open',{url,active:act,insert:o.insert===undefined?true:!!o.insert,",
     "setParent:!!o.setParent}).then(r=>{if(!r||r.error||typeof r.tab!=='number'){",
     "console.error(r&&r.error||'GM_openInTab: no answer from the provider');done();return null}",

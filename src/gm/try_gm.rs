@@ -25,15 +25,16 @@ use crate::scripts::metadata::Metadata;
 /// The tab object (`GM_saveTab`) is kept by the stand-in for the rest of the try, like the
 /// values: `GM_getTab` starts at `{}` and reads what the try saved, `GM_getTabs` lists no tab
 /// (the stored script's objects are never read nor written by a try).
-/// A menu command is said once in the try's console and its page stops asking (`gone`): told
+/// A menu command is said once in the try's console (however many it adds or removes) and its
+/// page stops asking (`gone`): told
 /// only `error`, it asked again every 5 s for as long as the page lived (a tester saw the
 /// registration succeed without a word).
 const TRY_SEND: &str =
-    "(()=>{let T='{}';const E=o=>'GM ('+o+'): not available when a script is tried with try_script (nothing a try \
+    "(()=>{let T='{}',W=0;const E=o=>'GM ('+o+'): not available when a script is tried with try_script (nothing a try \
      does reaches the provider; install the script to use it)';\
      return(o,f)=>Promise.resolve(o==='values.set'||o==='values.delete'?{ok:true,changed:0}:\
      o==='tabobj.get'?{tab:T}:o==='tabobj.save'?(T=String(f.tab),{ok:true}):o==='tabobj.all'?{tabs:'{}'}:\
-     o==='menu'?(console.warn(E('GM_registerMenuCommand')),{gone:true}):{error:E(o)})})()";
+     o==='menu'?(W++||console.warn(E('GM_registerMenuCommand')),{gone:true}):{error:E(o)})})()";
 
 /// The GM line for a tried script: its functions bound with `let` (never globals: the try world
 /// outlives a try, and Chrome may put it in the world it shares between the scripts past the

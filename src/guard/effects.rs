@@ -62,15 +62,17 @@ pub fn try_effects(
     title: &str,
     rules_match: bool,
     all_frames: bool,
-    frame_urls: &[String],
+    frame_urls: Option<&[String]>,
     timeout_ms: u32,
 ) -> Vec<String> {
     let frames = if all_frames {
         // The sites by name (a tester's: the review said "other sites" while the page hid a
-        // bank's frame), as the tab holds them when the user is asked.
-        match other_sites(url, frame_urls) {
-            (sites, _) if sites.is_empty() => ", in every frame of the page (it embeds no other site now; one it adds before the run is included)".to_owned(),
-            (sites, more) => format!(
+        // bank's frame), as the tab holds them when the user is asked; when Chrome did not say,
+        // only that they may be there.
+        match frame_urls.map(|f| other_sites(url, f)) {
+            None => ", in every frame of the page, including frames of other sites it embeds (a sign-in, a payment form, an ad)".to_owned(),
+            Some((sites, _)) if sites.is_empty() => ", in every frame of the page (it embeds no other site now; one it adds before the run is included)".to_owned(),
+            Some((sites, more)) => format!(
                 ", in every frame of the page, including those of other sites it embeds now: {}{}",
                 sites.join(", "),
                 if more > 0 { format!(" and {more} more") } else { String::new() }
@@ -98,12 +100,17 @@ pub fn try_effects(
 }
 
 /// The sites (hosts, as the browser holds them) of the frames in `frame_urls` other than the top
-/// page's, each once, at most 10; and how many more. An `about:`, `data:` or `blob:` frame is
-/// the page's own, or one of those sites'.
+/// page's, each once, at most 10; and how many more. A `blob:` or `filesystem:` frame is its
+/// inner address's site (a reviewer's: a bank's frame that replaced itself with a `blob:` page
+/// went unnamed); an `about:` frame is its parent's, a `data:` one no site's.
 pub fn other_sites(top: &str, frame_urls: &[String]) -> (Vec<String>, usize) {
     let web = crate::web::platform();
     let host_of = |u: &str| {
-        web.parse_url(u)
+        let inner = u
+            .strip_prefix("blob:")
+            .or_else(|| u.strip_prefix("filesystem:"))
+            .unwrap_or(u);
+        web.parse_url(inner)
             .ok()
             .filter(|p| p.href.starts_with("http:") || p.href.starts_with("https:"))
             .map(|p| p.host)
@@ -776,7 +783,7 @@ mod tests {
 
     #[test]
     fn a_try_in_every_frame_names_the_other_sites_it_embeds() {
-        let one = try_effects("https://shop.test/", "Shop", true, false, &[], 5000);
+        let one = try_effects("https://shop.test/", "Shop", true, false, Some(&[]), 5000);
         assert!(!one[0].contains("frame"), "{one:?}");
         let frames: Vec<String> = [
             "https://shop.test/",
@@ -785,21 +792,43 @@ mod tests {
             "https://shop.test/inner",
             "https://bank.test/other",
             "https://ads.test/x",
+            "blob:https://vault.test/1f2e",
+            "data:text/html,x",
         ]
         .map(str::to_owned)
         .to_vec();
-        let all = try_effects("https://shop.test/", "Shop", true, true, &frames, 5000);
+        let all = try_effects(
+            "https://shop.test/",
+            "Shop",
+            true,
+            true,
+            Some(&frames),
+            5000,
+        );
         assert!(
             all[0].ends_with(
                 "in every frame of the page, including those of other sites it embeds now: \
-                 bank.test, ads.test"
+                 bank.test, ads.test, vault.test"
             ),
             "{all:?}"
         );
-        let alone = try_effects("https://shop.test/", "Shop", true, true, &frames[..1], 5000);
+        let alone = try_effects(
+            "https://shop.test/",
+            "Shop",
+            true,
+            true,
+            Some(&frames[..1]),
+            5000,
+        );
         assert!(
             alone[0].contains("it embeds no other site now"),
             "{alone:?}"
+        );
+        // Chrome did not list the frames: no "none now".
+        let unknown = try_effects("https://shop.test/", "Shop", true, true, None, 5000);
+        assert!(
+            unknown[0].contains("including frames of other sites it embeds (a sign-in"),
+            "{unknown:?}"
         );
         let many: Vec<String> = (0..13).map(|i| format!("https://s{i}.test/")).collect();
         let (sites, more) = other_sites("https://shop.test/", &many);

@@ -119,7 +119,8 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     let name = "Error", message = "", stack = "";
     try {
       if (e && typeof e === "object" && (e instanceof ER || typeof e.message === "string")) {
-        name = String(e.name);
+        // `{message: "x"}` has no name of its own: named as any other thrown value.
+        name = e instanceof ER || typeof e.name === "string" ? String(e.name) : other;
         message = String(e.message);
         stack = String(e.stack);
       } else {

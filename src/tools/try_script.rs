@@ -403,8 +403,8 @@ async fn review_request<E: Env>(
     // With allFrames, the review names the other sites whose frames it would run in (a frame
     // list Chrome cannot give is none: the words then say only "every frame").
     let frame_urls = match a.all_frames {
-        true => p.env.frame_urls(tab.id).await.unwrap_or_default(),
-        false => Vec::new(),
+        true => p.env.frame_urls(tab.id).await.ok(),
+        false => Some(Vec::new()),
     };
     let rules_match = registry::verdict(&script.metadata, &tab.url).runs();
     let effects = crate::guard::effects::try_effects(
@@ -412,7 +412,7 @@ async fn review_request<E: Env>(
         &tab.title,
         rules_match,
         a.all_frames,
-        &frame_urls,
+        frame_urls.as_deref(),
         a.timeout_ms,
     );
     let preview = Preview::of(&line_diff("", &script.source));

@@ -240,8 +240,9 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     assert.match(String(x.frames[0].value), /not available when a script is tried/);
     // A menu command too (a tester's: registered without a word, asked again every 5 s).
     const m = await ok("try_script", {
-      source: script("menu", ["@match http://stored.test/*", "@grant GM_registerMenuCommand"],
-        "GM_registerMenuCommand('Go', () => {}); await new Promise((r) => setTimeout(r, 50)); return 1;"),
+      source: script("menu", ["@match http://stored.test/*", "@grant GM_registerMenuCommand", "@grant GM_unregisterMenuCommand"],
+        "const tick = () => new Promise((r) => setTimeout(r, 50));\n"
+        + "GM_registerMenuCommand('Go', () => {}); await tick(); GM_registerMenuCommand('B', () => {}); await tick(); GM_unregisterMenuCommand('Go'); await tick(); return 1;"),
       url: url("stored.test", "/"),
     });
     assert.deepEqual(m.frames[0].console.map((c) => [c.level, c.text]),
@@ -249,7 +250,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
   });
 
   test("GM_openInTab opens an http(s) tab (closed and heard by its script), and refuses javascript: and chrome: addresses", T, async () => {
-    await write("opener", ["@match http://open.test/*", "@grant GM_openInTab"],
+    await write("opener", ["@match http://open.test/*", "@grant GM_openInTab", "@grant GM.openInTab"],
       "const root = document.documentElement;\n"
       + "const t = GM_openInTab(location.protocol + '//opened.test:' + location.port + '/x', { active: false });\n"
       + "t.onclose = () => root.setAttribute('data-closed', String(t.closed));\n"
@@ -258,6 +259,8 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
       // called (a tester's: closed read false until the worker answered).
       + "let heard = 0; for (const b of bad) b.onclose = () => { if (++heard === bad.length) root.setAttribute('data-bad-heard', 'true'); };\n"
       + "if (bad.every((b) => b.closed)) root.setAttribute('data-bad', 'true');\n"
+      // The Greasemonkey 4 way: onclose set after the await (a reviewer's: never called).
+      + "(async () => { const a = await GM.openInTab('javascript:void 0'); a.onclose = () => root.setAttribute('data-awaited', String(a.closed)); })();\n"
       + "setTimeout(() => t.close(), 2500);");
     const created = [];
     const onPage = (p) => created.push(p);
@@ -270,6 +273,7 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     assert.ok(server.hits.includes(`opened.test:${server.port}/x`), "the opened tab loaded the page");
     assert.equal(await attr("data-bad"), "true", "the refused tabs read as closed at once");
     await until(async () => (await attr("data-bad-heard")) === "true", 5000, "the refused tabs' onclose ran");
+    await until(async () => (await attr("data-awaited")) === "true", 5000, "onclose set after await GM.openInTab ran");
     h.context.off("page", onPage);
     assert.deepEqual(created.map((p) => p.url()), [url("opened.test", "/x")], "only the http tab was opened");
     // The script closes its tab, and its onclose hears it.

@@ -472,13 +472,17 @@ describe("try_script: what the installed script would do", () => {
       "setTimeout(() => { throw new Error('while awaiting'); }, 20);", // line 7
       "await new Promise((r) => setTimeout(r, 150));", // line 8
       "(async () => { throw { code: 7 }; })();", // line 9
+      "const handled = Promise.reject(new Error('handled later')); await new Promise((r) => setTimeout(r, 30)); await handled.catch(() => {});", // line 10
+      "Promise.reject({ message: 'no name' });", // line 11
       "return 'done';",
     ]), url, watchMs: 300 });
     assert.equal(watched.isError, false, watched.content?.[0]?.text);
     const f = watched.structuredContent.frames[0];
     assert.equal(f.value, "done", JSON.stringify(f));
+    // A rejection is named as script_runs names an installed script's; one handled later (a
+    // reviewer's) is not an error.
     assert.deepEqual(f.lateErrors.map((e) => [e.rejection, e.name, e.message, e.line]), [
-      [true, "thrown value", "42", null], [false, "Error", "while awaiting", 7], [true, "thrown value", '{"code":7}', null],
+      [true, "rejection", "42", null], [false, "Error", "while awaiting", 7], [true, "rejection", '{"code":7}', null], [true, "rejection", "no name", null],
     ], JSON.stringify(f.lateErrors));
     assert.doesNotMatch(watched.content[0].text, /no uncaught error/);
     // A thrown object at the top level is named for what it is, and console.log(undefined) says so.
