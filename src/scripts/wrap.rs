@@ -40,7 +40,7 @@ const MAX_STACK_CHARS: usize = 4096;
 /// wrapper) left the timeout or the watch waiting for a timer that never fired, and the whole
 /// report was lost to the provider's limit (`try.test.mjs`).
 /// Every `__X__` is replaced ([`kit`]); none can occur in the nonce or the numbers.
-const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), ST = setTimeout.bind(globalThis), CT = clearTimeout.bind(globalThis), AEL = addEventListener.bind(globalThis), REL = removeEventListener.bind(globalThis); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; } return null; }; const PL = __PL__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d, k, j) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (!j && typeof x.toJSON === "function") return walk(x.toJSON(k), d + 1, k, true); if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; if (x instanceof RegExp) return String(x); } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (x instanceof Map || x instanceof Set) { const a = []; for (const e of x) { if (a.length >= 100) { lossy = true; break; } a.push(x instanceof Map ? [walk(e[0], d + 1, "0"), walk(e[1], d + 1, "1")] : walk(e, d + 1, String(a.length))); } return { [x instanceof Map ? "[Map]" : "[Set]"]: a }; } if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y, i) => walk(y, d + 1, String(i))); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const n of ks.slice(0, 100)) o[n] = walk(x[n], d + 1, n); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0, ""); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : a === undefined ? "undefined" : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const w = WATCH > 0 ? listen() : null; const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; const i = globalThis["__lumoTrySyntax_" + N + "_i"]; if (i) r.installSyntax = i; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = ST(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : "thrown value"; message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { CT(timer); } r.ms = now() - t0; if (w) { if (!r.timedOut) { try { await new Promise((res) => ST(res, WATCH)); } catch (e) {} } w.stop(r, r.timedOut ? 0 : WATCH); } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at, o = "thrown value") => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : o; message = String(e.message); stack = String(e.stack); } else { name = o; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack) || at; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const listen = () => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const held = new Map(); const onRejection = (ev) => { try { if (!ev.isTrusted) return; const x = ev.reason, st = x && typeof x === "object" ? x.stack : undefined; if (typeof st === "string" && !pos(st)) return; const item = { rejection: true, ...thrown(x, null, "rejection") }; add(item); held.set(ev.promise, item); } catch (x) {} }; const onHandled = (ev) => { try { const item = held.get(ev.promise); const i = later.indexOf(item); if (i >= 0) later.splice(i, 1); held.delete(ev.promise); } catch (x) {} }; AEL("error", onError); AEL("unhandledrejection", onRejection); AEL("rejectionhandled", onHandled); return { stop(r, ms) { REL("error", onError); REL("unhandledrejection", onRejection); REL("rejectionhandled", onHandled); if (ms === 0 && !later.length && !lost) return; r.later = later; r.laterDropped = lost; r.watchedMs = ms; } }; }; return { finish }; })();"#;
+const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), ST = setTimeout.bind(globalThis), CT = clearTimeout.bind(globalThis), AEL = addEventListener.bind(globalThis), REL = removeEventListener.bind(globalThis); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m, req = null; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; if (!req && +m[1] > RQ) req = [+m[1], +m[2]]; } return req; }; const PL = __PL__, RQ = __RQ__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d, k, j) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (!j && typeof x.toJSON === "function") return walk(x.toJSON(k), d + 1, k, true); if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; if (x instanceof RegExp) return String(x); } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (x instanceof Map || x instanceof Set) { const a = []; for (const e of x) { if (a.length >= 100) { lossy = true; break; } a.push(x instanceof Map ? [walk(e[0], d + 1, "0"), walk(e[1], d + 1, "1")] : walk(e, d + 1, String(a.length))); } return { [x instanceof Map ? "[Map]" : "[Set]"]: a }; } if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y, i) => walk(y, d + 1, String(i))); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const n of ks.slice(0, 100)) o[n] = walk(x[n], d + 1, n); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0, ""); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : a === undefined ? "undefined" : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const w = WATCH > 0 ? listen() : null; const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; const i = globalThis["__lumoTrySyntax_" + N + "_i"]; if (i) r.installSyntax = i; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = ST(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : "thrown value"; message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { CT(timer); } r.ms = now() - t0; if (w) { if (!r.timedOut) { try { await new Promise((res) => ST(res, WATCH)); } catch (e) {} } w.stop(r, r.timedOut ? 0 : WATCH); } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at, o = "thrown value") => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : o; message = String(e.message); stack = String(e.stack); } else { name = o; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack) || at; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const listen = () => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const held = new Map(); const onRejection = (ev) => { try { if (!ev.isTrusted) return; const x = ev.reason, st = x && typeof x === "object" ? x.stack : undefined; if (typeof st === "string" && !pos(st)) return; const item = { rejection: true, ...thrown(x, null, "rejection") }; add(item); held.set(ev.promise, item); } catch (x) {} }; const onHandled = (ev) => { try { const item = held.get(ev.promise); const i = later.indexOf(item); if (i >= 0) later.splice(i, 1); held.delete(ev.promise); } catch (x) {} }; AEL("error", onError); AEL("unhandledrejection", onRejection); AEL("rejectionhandled", onHandled); return { stop(r, ms) { REL("error", onError); REL("unhandledrejection", onRejection); REL("rejectionhandled", onHandled); if (ms === 0 && !later.length && !lost) return; r.later = later; r.laterDropped = lost; r.watchedMs = ms; } }; }; return { finish }; })();"#;
 
 /// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce, once
 /// it has seen that it runs in the world it was sent to ([`CLAIM`]). `__NONCE__` and `__WORLD__`
@@ -101,6 +101,7 @@ fn kit(nonce: &str, timeout_ms: u32, watch_ms: u32, requires: &str) -> String {
         .replace("__MAXV__", &MAX_VALUE_BYTES.to_string())
         .replace("__MAXS__", &MAX_STACK_CHARS.to_string())
         .replace("__PL__", &lines_before(requires).to_string())
+        .replace("__RQ__", &prelude_lines().to_string())
 }
 
 /// The code to execute after the kit (it runs only after [`entries`]' first): `source` wrapped,
@@ -248,6 +249,37 @@ pub struct Thrown {
     pub message: String,
     pub line: Option<u64>,
     pub column: Option<u64>,
+    /// Thrown in the stored `@require` code put before the source, with no frame in the source
+    /// (as `script_runs` says of an installed script's).
+    pub in_require: bool,
+}
+
+impl Thrown {
+    /// As the tool gives it (with `rejection` for a later error); `inRequire` only when set.
+    pub fn json(&self, rejection: Option<bool>) -> Value {
+        let mut o = json!({ "name": self.name, "message": self.message, "line": self.line, "column": self.column });
+        if let Some(m) = o.as_object_mut() {
+            if let Some(r) = rejection {
+                m.insert("rejection".into(), r.into());
+            }
+            if self.in_require {
+                m.insert("inRequire".into(), true.into());
+            }
+        }
+        o
+    }
+
+    /// Where it was thrown, for the text the agent reads.
+    pub fn place(&self) -> String {
+        if self.in_require {
+            return "in its @require code, before the script's own lines".to_owned();
+        }
+        format!(
+            "at line {}, column {}",
+            self.line.map_or("?".to_owned(), |n| n.to_string()),
+            self.column.map_or("?".to_owned(), |n| n.to_string())
+        )
+    }
 }
 
 /// An uncaught error or unhandled rejection of the tried code after its top-level code finished,
@@ -308,7 +340,14 @@ fn installed_syntax(e: &Map<String, Value>, source_lines: u64) -> Thrown {
         message: text_of(e.get("message"), MAX_TEXT_CHARS),
         line,
         column: line.and(uint(e.get("column"))),
+        in_require: false,
     }
+}
+
+/// Whether an executed line is in the `@require` code: after the wrapper's own lines, up to the
+/// source's first (the kit gives such a line only when no frame is in the source).
+fn in_require_code(line: Option<u64>, before: u64) -> bool {
+    line.is_some_and(|l| l > u64::from(prelude_lines()) && l <= before)
 }
 
 /// Reads the report the wrapper returned, distrusting it: every field is bounded again and
@@ -352,6 +391,7 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
         line: map(uint(e.get("line"))),
         // A column only with a line of the source.
         column: map(uint(e.get("line"))).and(uint(e.get("column"))),
+        in_require: in_require_code(uint(e.get("line")), before),
     };
     let error = o.get("error").and_then(Value::as_object).map(thrown);
     let watched = uint(o.get("watchedMs")).map(|ms| {
@@ -401,6 +441,7 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
                 message: String::new(),
                 line: None,
                 column: None,
+                in_require: false,
             }))
         } else {
             None
@@ -428,10 +469,7 @@ impl FrameReport {
         o.insert("value".into(), self.value.clone().unwrap_or(Value::Null));
         o.insert("valueTruncated".into(), json!(self.value_truncated));
         if let Some(e) = &self.error {
-            o.insert(
-                "error".into(),
-                json!({ "name": e.name, "message": e.message, "line": e.line, "column": e.column }),
-            );
+            o.insert("error".into(), e.json(None));
         }
         o.insert(
             "console".into(),
@@ -448,7 +486,7 @@ impl FrameReport {
         if let Some(w) = &self.watched {
             let errors = w.errors.iter().map(|l| {
                 let e = &l.thrown;
-                json!({ "rejection": l.rejection, "name": e.name, "message": e.message, "line": e.line, "column": e.column })
+                e.json(Some(l.rejection))
             });
             o.insert("watchedMs".into(), json!(w.ms));
             o.insert("lateErrors".into(), Value::Array(errors.collect()));
@@ -802,7 +840,7 @@ mod tests {
         );
         // The page side's PL is in the kit (the first entry).
         let kit = &entries(src, "n1", "lumo-try", 1000, 0, "", req).unwrap()[0];
-        assert!(kit.contains(&format!("const PL = {};", pl + 3)));
+        assert!(kit.contains(&format!("const PL = {}, RQ = {pl};", pl + 3)));
         let r = json!({"lumo": "n1", "threw": true,
             "error": {"name": "Error", "message": "lib", "line": pl + 3 + 4, "column": 7},
             "logs": [{"level": "log", "text": "in lib", "line": pl + 1}]});
@@ -810,6 +848,24 @@ mod tests {
         assert_eq!(f.error.unwrap().line, Some(4));
         // A line inside the @require code is none of the source's.
         assert_eq!(f.logs[0].line, None);
+        // An error the kit found only there is said to be in the @require code.
+        let r = json!({"lumo": "n1", "threw": true,
+            "error": {"name": "SyntaxError", "message": "x", "line": pl + 2, "column": 7}});
+        let e = parse_report(&r, "n1", lines_before(req), js_line_count(src))
+            .unwrap()
+            .error
+            .unwrap();
+        assert!(e.in_require && e.line.is_none(), "{e:?}");
+        assert_eq!(e.json(None)["inRequire"], true);
+        assert!(e.place().starts_with("in its @require code"));
+        // One in the wrapper's own lines is not.
+        let r = json!({"lumo": "n1", "threw": true,
+            "error": {"name": "E", "message": "x", "line": pl, "column": 7}});
+        let e = parse_report(&r, "n1", lines_before(req), js_line_count(src))
+            .unwrap()
+            .error
+            .unwrap();
+        assert!(!e.in_require);
         // Code not ending with a line end would glue onto the source's first line.
         assert!(wrap_with_gm(src, "n1", "lumo-try", "", "var x = 1;").is_none());
     }

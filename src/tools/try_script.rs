@@ -1299,11 +1299,10 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
     }
     if let Some(e) = &r.error {
         text.push(format!(
-            "  threw {}: {} at line {}, column {}",
+            "  threw {}: {} {}",
             crate::text::quoted(&e.name),
             crate::text::quoted(&e.message),
-            e.line.map_or("?".to_owned(), |n| n.to_string()),
-            e.column.map_or("?".to_owned(), |n| n.to_string())
+            e.place()
         ));
     } else if r.timed_out {
         text.push("  still running when the timeout came (a promise that did not settle); its later output is not shown".to_owned());
@@ -1334,7 +1333,7 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
         for l in &w.errors {
             let e = &l.thrown;
             text.push(format!(
-                "  later, {} {}: {} at line {}, column {}",
+                "  later, {} {}: {} {}",
                 if l.rejection {
                     "unhandled rejection"
                 } else {
@@ -1342,8 +1341,7 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
                 },
                 crate::text::quoted(&e.name),
                 crate::text::quoted(&e.message),
-                e.line.map_or("?".to_owned(), |n| n.to_string()),
-                e.column.map_or("?".to_owned(), |n| n.to_string())
+                e.place()
             ));
         }
         if w.dropped > 0 {

@@ -186,6 +186,14 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.match(b.text, /"SyntaxError": .* in its @require code, before the script's own lines/);
     const t = await first(thrower.uuid, true);
     assert.deepEqual([t.r.lateErrors[0].message, t.r.lateErrors[0].line, t.r.lateErrors[0].inRequire], ["lib boom", null, true], JSON.stringify(t.r));
+    // A try by uuid says the same.
+    const tb = await call("try_script", { uuid: broken.uuid, url: `http://reqerr.test:${srv.port}/*` });
+    const fb = tb.structuredContent.frames[0];
+    assert.deepEqual([fb.error?.name, fb.error?.line, fb.error?.inRequire], ["SyntaxError", null, true], JSON.stringify(fb));
+    assert.match(tb.content[0].text, /threw "SyntaxError": .* in its @require code/);
+    const tt = await call("try_script", { uuid: thrower.uuid, url: `http://reqerr.test:${srv.port}/*`, watchMs: 300 });
+    const ft = tt.structuredContent.frames[0];
+    assert.deepEqual([ft.lateErrors?.[0]?.message, ft.lateErrors?.[0]?.inRequire], ["lib boom", true], JSON.stringify(ft));
     for (const s of [broken, thrower]) await h.internal("scripts.delete", { uuid: s.uuid });
   });
 
