@@ -2,7 +2,7 @@
 // shows, each with what its last run there reported (seen running, or threw, or not seen), and
 // a switch that turns the script on or off everywhere (`scripts.setEnabled`, as on the options
 // page). The service worker decides which scripts are listed (`tab.scripts`: as match_url does).
-import { ask, el, say, marked, oneAtATime } from './ui.js';
+import { ARM_MS, ask, el, say, marked, oneAtATime } from './ui.js';
 import { targetTab } from './popup-menu.js';
 
 /** What the row says of the script on this page. */
@@ -13,7 +13,8 @@ function state(s) {
   if (!seen) return 'Not seen running on this page (it may have loaded before the script was on)';
   if (seen.ok === false && seen.error) {
     const e = seen.error;
-    return `Threw here: ${e.name}: ${e.message}${e.line ? ` (line ${e.line})` : ''}`;
+    const where = e.inRequire ? ' (in its @require code)' : e.line ? ` (line ${e.line})` : '';
+    return `Threw here: ${e.name}: ${e.message}${where}`;
   }
   const late = seen.lateErrors ? `, then ${seen.lateErrors} error${seen.lateErrors === 1 ? '' : 's'} (see Runs on the settings page)` : '';
   return `Ran here${late}`;
@@ -22,6 +23,19 @@ function state(s) {
 export function tabSection(section, list, status) {
   let last = '';
   let tabId = null;
+  // A switch turns a script on or off everywhere, so, as the menu's buttons and the audit's
+  // Undo, one that moved under the pointer (its list rebuilt, or something above it resized)
+  // takes no click for ARM_MS (a reviewer's: a row's text grows as a run arrives).
+  let armTimer = 0;
+  const disarm = () => {
+    for (const b of list.querySelectorAll('input')) b.disabled = true;
+    clearTimeout(armTimer);
+    armTimer = setTimeout(() => {
+      for (const b of list.querySelectorAll('input')) if (!b.dataset.busy) b.disabled = false;
+    }, ARM_MS);
+  };
+  const moved = new ResizeObserver(disarm);
+  for (let e = section.previousElementSibling; e; e = e.previousElementSibling) moved.observe(e);
   const reload = el('button', { type: 'button', hidden: true, onclick: async () => {
     reload.hidden = true;
     if (tabId != null) await chrome.tabs.reload(tabId).catch((e) => say(status, e.message, 'error'));
@@ -41,6 +55,7 @@ export function tabSection(section, list, status) {
       const box = el('input', { type: 'checkbox', checked: s.enabled, 'aria-label': `${s.name}: on` });
       box.addEventListener('change', async () => {
         box.disabled = true;
+        box.dataset.busy = '1';
         try {
           await ask('scripts.setEnabled', { uuid: s.uuid, enabled: box.checked });
           // A page keeps the code it loaded with: the change reaches this tab at its next load.
@@ -50,6 +65,7 @@ export function tabSection(section, list, status) {
           box.checked = !box.checked;
           say(status, e.message, 'error');
         } finally {
+          delete box.dataset.busy;
           box.disabled = false;
           refresh().catch(() => {});
         }
@@ -58,6 +74,7 @@ export function tabSection(section, list, status) {
         el('label', { class: 'row' }, box, el('strong', {}, marked(s.name))),
         el('small', { class: 'tab-state' }, marked(state(s))));
     }));
+    disarm();
   });
   setInterval(() => refresh().catch(() => {}), 1000);
   return refresh().catch((e) => say(status, e.message, 'error'));

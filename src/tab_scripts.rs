@@ -13,13 +13,26 @@ fn err(msg: impl Into<String>) -> Value {
     json!({ "ok": false, "error": msg.into() })
 }
 
-/// The newest run in `ring` reported from tab `tab` (any frame): the only one that can be of
-/// the page the tab shows now, since a page's runs come after those of the pages before it.
-pub fn newest_in_tab(ring: &runs::Ring, tab: i64) -> Option<&Value> {
-    ring.runs
+/// Documents whose state is asked per script at most (each a `webNavigation.getFrame`).
+const MAX_DOCUMENTS: usize = 5;
+
+/// The runs in `ring` reported from tab `tab`, newest first, top frame's before a subframe's of
+/// the same age rank: the candidates for the page the tab shows now. Not only the newest: a
+/// page back from the back/forward cache reports no new run, and a subframe's later run (or
+/// one of a frame since gone) must not hide the top frame's (a reviewer's).
+pub fn in_tab(ring: &runs::Ring, tab: i64) -> Vec<&Value> {
+    let mut runs: Vec<&Value> = ring
+        .runs
         .iter()
         .filter(|r| r.get("tabId").and_then(Value::as_i64) == Some(tab))
-        .max_by_key(|r| runs::seq_of(r))
+        .collect();
+    runs.sort_by_key(|r| std::cmp::Reverse(runs::seq_of(r)));
+    runs
+}
+
+/// Whether a run is of the top frame.
+fn top(run: &Value) -> bool {
+    run.get("frameId").and_then(Value::as_i64) == Some(0)
 }
 
 /// What the popup shows of a run: its outcome, its error, and how many errors came later.
@@ -96,17 +109,32 @@ pub async fn list<E: Env>(p: &Provider<E>, tab: i64) -> Value {
     };
     let mut scripts = Vec::with_capacity(rows.len());
     for ((mut row, _), ring) in rows.into_iter().zip(&rings) {
-        let mut seen = Value::Null;
-        if let Some(run) = newest_in_tab(ring, tab) {
-            let doc = run.get("documentId").and_then(Value::as_str);
-            // A run whose page the tab has left (or Chrome names no document) is not this
-            // page's: the script has not been seen running here.
-            if let Some(doc) = doc {
-                if matches!(p.env.document(doc).await, Ok(DocumentState::Active)) {
-                    seen = seen_json(run);
+        // The top frame's newest run in a document still shown, else a frame's; a run whose
+        // page the tab has left (or Chrome names no document) is not this page's.
+        let mut shown: Vec<(&str, bool)> = Vec::new();
+        let (mut top_run, mut frame_run) = (None, None);
+        for run in in_tab(ring, tab) {
+            let Some(doc) = run.get("documentId").and_then(Value::as_str) else {
+                continue;
+            };
+            let active = match shown.iter().find(|(d, _)| *d == doc) {
+                Some((_, a)) => *a,
+                None if shown.len() >= MAX_DOCUMENTS => break,
+                None => {
+                    let a = matches!(p.env.document(doc).await, Ok(DocumentState::Active));
+                    shown.push((doc, a));
+                    a
                 }
+            };
+            if active && top(run) {
+                top_run = Some(run);
+                break;
+            }
+            if active && frame_run.is_none() {
+                frame_run = Some(run);
             }
         }
+        let seen = top_run.or(frame_run).map_or(Value::Null, seen_json);
         if let Some(o) = row.as_object_mut() {
             o.insert("seen".into(), seen);
         }
@@ -120,7 +148,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_newest_run_of_the_tab_is_taken_whatever_the_order_stored() {
+    fn a_tabs_runs_come_newest_first_whatever_the_order_stored() {
         let ring = runs::Ring {
             runs: vec![
                 json!({"id": 5, "tabId": 7, "documentId": "b"}),
@@ -129,9 +157,15 @@ mod tests {
             ],
             dropped: 0,
         };
-        assert_eq!(newest_in_tab(&ring, 7).unwrap()["documentId"], "b");
-        assert_eq!(newest_in_tab(&ring, 8).unwrap()["documentId"], "c");
-        assert!(newest_in_tab(&ring, 1).is_none());
+        let docs = |t| -> Vec<Value> {
+            in_tab(&ring, t)
+                .iter()
+                .map(|r| r["documentId"].clone())
+                .collect()
+        };
+        assert_eq!(docs(7), [json!("b"), json!("a")]);
+        assert_eq!(docs(8), [json!("c")]);
+        assert!(docs(1).is_empty());
     }
 
     #[test]

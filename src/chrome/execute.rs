@@ -76,9 +76,10 @@ impl Tabs for ChromeEnv {
             web_navigation_get_all_frames(&js_json::to_js(&json!({ "tabId": tab_id }))),
         )
         .await?;
-        // `null` for a tab Chrome knows nothing of: no frames.
+        // `null` for a tab Chrome knows nothing of: not "no frames", which the review would
+        // read as "embeds no other site".
         let items = js_json::from_js(&got);
-        Ok(items
+        items
             .as_ref()
             .and_then(Value::as_array)
             .map(|frames| {
@@ -88,7 +89,7 @@ impl Tabs for ChromeEnv {
                     .map(str::to_owned)
                     .collect()
             })
-            .unwrap_or_default())
+            .ok_or_else(|| EnvError("webNavigation.getAllFrames gave no frame list".into()))
     }
 
     async fn document(&self, id: &str) -> Result<DocumentState, EnvError> {

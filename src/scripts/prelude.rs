@@ -87,7 +87,7 @@ impl Prelude {
 const RUNTIME: &str = include_str!("runtime.min.js");
 
 /// The runtime's call: this script's constants, then the guard (put in whole, below).
-const ARGS: &str = "(__T__, __RA__, __PL__, __SL__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { ";
+const ARGS: &str = "(__T__, __RA__, __PL__, __SL__, __RQ__, __N__, __V__, __MAXL__, __MAXT__, __MAXC__, __MAXLATE__, () => { try { ";
 
 /// After the guard, in the runtime entry: the guard's verdict is only asked for when a syntax
 /// error needs reporting (a page outside the rules reports nothing). The values snapshot (or
@@ -147,6 +147,11 @@ impl Prelude {
             .replace("__RA__", &js_str(&self.run_at))
             .replace("__PL__", &pl.to_string())
             .replace("__SL__", &js_line_count(source).to_string())
+            // The `@require` code's lines, the last of those before the source.
+            .replace(
+                "__RQ__",
+                &js_line_count(&self.requires).saturating_sub(1).to_string(),
+            )
             .replace("__N__", &js_str(&self.uuid))
             .replace("__V__", &VERSION.to_string())
             .replace("__MAXLATE__", &MAX_LATE_SENT.to_string())
@@ -328,7 +333,7 @@ mod tests {
         assert!(runtime
             .ends_with("\n//# sourceURL=lumo-prelude-0f8fad5b-d9cb-469f-a165-70867728950e.js\n"));
         for ph in [
-            "__T__", "__RA__", "__PL__", "__SL__", "__N__", "__V__", "__MAX",
+            "__T__", "__RA__", "__PL__", "__SL__", "__RQ__", "__N__", "__V__", "__MAX",
         ] {
             assert!(!runtime.contains(ph) && !code.contains(ph), "{ph} is left");
         }
@@ -422,7 +427,7 @@ mod tests {
         // One statement, the world's one global, a function of exactly the arguments `ARGS`
         // gives it (the guard last but one, the values last).
         let params =
-            "const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {";
+            "const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {";
         assert!(file.starts_with(params), "{}", &file[..100]);
         assert!(file.ends_with("} }); })(__ARGS__);"));
         assert!(RUNTIME.ends_with("})(__ARGS__);") && !RUNTIME.contains('\n'));

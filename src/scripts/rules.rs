@@ -255,6 +255,11 @@ pub fn compile(meta: &Metadata) -> Option<Rules> {
             });
         } else {
             push_unique(&mut r.exclude_matches, m.clone());
+            // A reviewer's `//admin` ran past one naming a path: in the guard too (`server_form`).
+            if percent_escape(m) {
+                let (rule, regex) = (format!("@exclude-match {m}"), p.js_regex(None));
+                exc.push(GuardRule { rule, regex });
+            }
         }
     }
     for g in &meta.exclude_globs {
@@ -1073,6 +1078,10 @@ mod tests {
             (
                 "// @match *://*/*\n// @exclude *://site.test/admin*\n",
                 "https://site.test.//admin",
+            ),
+            (
+                "// @match *://*/*\n// @exclude-match *://site.test/admin*\n",
+                "https://site.test//admin",
             ),
             (
                 "// @match *://*/*\n// @exclude *://site.test:*/admin*\n",

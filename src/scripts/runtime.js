@@ -10,7 +10,8 @@
 // Chromium 156), so the second script on a page would have no runtime.
 //
 // `__ARGS__` is where prelude.rs puts the call's arguments: the token T, runAt RA, the lines
-// before the source in its entry PL, the source's lines SL, the uuid N, the channel version V,
+// before the source in its entry PL, the source's lines SL, the @require code's lines RQ (the
+// last of those before the source), the uuid N, the channel version V,
 // the console bounds MAXL/MAXT/MAXC (lines, characters a line, in all), MAXLATE late errors a
 // page, the guard G (asked only to report a SyntaxError) and the values SNAP ([[key, JSON
 // text], …] or null). The world's one global is `__lumoWorld`: scripts/prelude.rs says why.
@@ -20,7 +21,7 @@
 // object literal with no prototype (no inherited setter sees `lumo` assigned, no inherited
 // `toJSON` sees the message when Chrome serializes it), and `sendMessage` was bound above,
 // before any script ran.
-const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {
+const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) => {
   let send = null;
   try {
     const r = globalThis.chrome && globalThis.chrome.runtime;
@@ -29,8 +30,9 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
   }
   const C = globalThis.console, now = () => performance.now();
   const re = new RegExp("lumo-run-" + N + "\\.js:(\\d+):(\\d+)", "g");
-  // A position in the lines before the source (its @require code, which the worker names) and
-  // none in the source: BEFORE.
+  // A position in the @require code (the RQ lines just before the source; not the guard's or
+  // the GM code's, before them) and none in the source: BEFORE. A reviewer's: a GM promise's
+  // own rejection, with only GM frames, was blamed on a library the script did not have.
   const BEFORE = [0, 0];
   const pos = (stack) => {
     const s = String(stack || "");
@@ -39,7 +41,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     while (m = re.exec(s)) {
       const l = +m[1] - PL;
       if (l >= 1 && l <= SL) return [l, +m[2]];
-      if (l < 1) before = true;
+      if (l < 1 && l > -RQ) before = true;
     }
     return before ? BEFORE : null;
   };
@@ -106,7 +108,7 @@ const __lumoWorld = ((T, RA, PL, SL, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNAP) =
     if (f === FILE) {
       const x = l - PL;
       if (x >= 1 && x <= SL) return [x, c];
-      if (x < 1) return BEFORE;
+      if (x < 1 && x > -RQ) return BEFORE;
     }
     return null;
   };

@@ -400,8 +400,8 @@ async fn review_request<E: Env>(
     a: &TryArgs,
     digest: &str,
 ) -> ReviewRequest {
-    // With allFrames, the review names the other sites whose frames it would run in (a frame
-    // list Chrome cannot give is none: the words then say only "every frame").
+    // With allFrames, the review names the other sites whose frames it would run in (when
+    // Chrome gives no frame list, the words say only that there may be some).
     let frame_urls = match a.all_frames {
         true => p.env.frame_urls(tab.id).await.ok(),
         false => Some(Vec::new()),

@@ -336,7 +336,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
   // past an @exclude the user was shown.
   test("an @exclude naming a path holds on the address with that path's letters %-escaped, a dot ending its host, or doubled slashes", T, async () => {
     const P = server.port;
-    const s = await write("noadmin", ["@match *://*/*", "@exclude *://site.test:*/admin*", "@exclude /^http:\\/\\/site\\.test:\\d+\\/panel/"],
+    const s = await write("noadmin", ["@match *://*/*", "@exclude *://site.test:*/admin*", "@exclude /^http:\\/\\/site\\.test:\\d+\\/panel/", "@exclude-match *://site.test/vault*"],
       `document.documentElement.setAttribute("data-ran-noadmin", "1");
        if (location.hostname === "evil.test") location.href = "http://site.test:${P}/%61dmin/users";`);
     assert.deepEqual(await ranOn(`http://site.test:${P}/admin/users`), []);
@@ -354,7 +354,7 @@ describe("matching: what Chrome runs is what match_url says", () => {
       assert.deepEqual(await saysRun(url), runs.length ? [s.uuid] : [], path);
     }
     // A reviewer's: a dot ending the host, and a doubled slash, are the same page to a server.
-    for (const u of [`http://site.test.:${P}/admin/users`, `http://site.test:${P}//admin`, `http://site.test:${P}/x/..//%61dmin`]) {
+    for (const u of [`http://site.test.:${P}/admin/users`, `http://site.test:${P}//admin`, `http://site.test:${P}/x/..//%61dmin`, `http://site.test:${P}//vault`, `http://site.test.:${P}/vault`]) {
       assert.deepEqual(await ranOn(u), [], u);
       assert.deepEqual(await saysRun(u), [], u);
     }
