@@ -16,10 +16,10 @@ fn err(msg: impl Into<String>) -> Value {
 /// Documents whose state is asked per script at most (each a `webNavigation.getFrame`).
 const MAX_DOCUMENTS: usize = 5;
 
-/// The runs in `ring` reported from tab `tab`, newest first, top frame's before a subframe's of
-/// the same age rank: the candidates for the page the tab shows now. Not only the newest: a
-/// page back from the back/forward cache reports no new run, and a subframe's later run (or
-/// one of a frame since gone) must not hide the top frame's (a reviewer's).
+/// The runs in `ring` reported from tab `tab`, newest first: the candidates for the page the tab
+/// shows now. Not only the newest: a page back from the back/forward cache reports no new run,
+/// and a subframe's later run (or one of a frame since gone) must not hide the top frame's (a
+/// reviewer's); `list` takes the top frame's newest in a document still shown.
 pub fn in_tab(ring: &runs::Ring, tab: i64) -> Vec<&Value> {
     let mut runs: Vec<&Value> = ring
         .runs

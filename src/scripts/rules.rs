@@ -389,10 +389,10 @@ fn credentials_escape(glob: &str) -> bool {
 /// Whether an address can escape this `@exclude` glob in Chrome by %-escaping a character the
 /// glob names: Chrome tests `excludeGlobs` on the address as written, so a page at `/%61dmin`,
 /// which servers serve as `/admin` (RFC 3986 makes the two the same address), ran past
-/// `*://site.test/admin*`, and a script of its own could send the page there. Such a glob is
-/// also in the guard, which tests the address with those escapes decoded too
-/// (`decode_unreserved`). Not one whose only letters are its scheme and host: the browser
-/// writes a host without escapes.
+/// `*://site.test/admin*`, and a script of its own could send the page there. Such a glob (or
+/// match pattern) is also in the guard, which tests the address as a server reads it too
+/// (`server_form`). Not one whose only letters are its scheme and host: the browser writes a
+/// host without escapes (a host ending in a dot is held by `credentials_escape`'s guard).
 fn percent_escape(glob: &str) -> bool {
     let tail = match glob.split_once("://") {
         Some((_, rest)) => {
