@@ -26,9 +26,8 @@ use crate::scripts::metadata::Metadata;
 /// values: `GM_getTab` starts at `{}` and reads what the try saved, `GM_getTabs` lists no tab
 /// (the stored script's objects are never read nor written by a try).
 /// A menu command is said once in the try's console (however many it adds or removes) and its
-/// page stops asking (`gone`): told
-/// only `error`, it asked again every 5 s for as long as the page lived (a tester saw the
-/// registration succeed without a word).
+/// page stops asking (`gone`): told only `error`, it asked again every 5 s for as long as the
+/// page lived (a tester saw the registration succeed without a word).
 const TRY_SEND: &str =
     "(()=>{let T='{}',W=0;const E=o=>'GM ('+o+'): not available when a script is tried with try_script (nothing a try \
      does reaches the provider; install the script to use it)';\
