@@ -94,6 +94,45 @@ function diffBlock(r) {
   return el('div', {}, note, pre);
 }
 
+/** A file's lines, all new to the script (no +/- column: nothing is taken away). */
+function fillCode(pre, text) {
+  pre.replaceChildren(...text.split('\n').map((line) => el('span', { class: 'add' }, marked(line))));
+}
+
+// The @require/@resource files a write adds, as fetched for its review: the approved write stores
+// exactly these bytes, so their code is shown beside the diff, marked as the diff is.
+function fileBlock(r, f, index) {
+  const kib = f.size < 1024 ? `${f.size} bytes` : `${(f.size / 1024).toFixed(1)} KiB`;
+  const head = el('p', {}, el('strong', {}, marked(f.label)), ' ', el('code', {}, marked(f.url)),
+    f.finalUrl ? [' (from ', el('code', {}, marked(f.finalUrl)), ')'] : '',
+    el('small', { class: 'block muted' }, `${kib} · sha256 `, el('code', { title: f.sha256 }, f.sha256.slice(0, 16)), '…'));
+  const note = f.note ? el('p', { class: 'notice', role: 'note' }, marked(f.note)) : null;
+  if (f.text == null) return el('div', { class: 'file' }, head, note);
+  const pre = el('pre', { class: 'diff file', 'aria-label': `Code of ${f.label} ${f.url}`, tabindex: '0' });
+  fillCode(pre, f.text);
+  if (!f.partial) return el('div', { class: 'file' }, head, note, pre);
+  const hidden = f.totalLines - f.shownLines;
+  const part = el('p', { class: 'notice', role: 'note' }, el('strong', {}, hidden > 0
+    ? `Not all of this file is shown: ${f.shownLines} of ${f.totalLines} lines.`
+    : 'Not all of this file is shown: its last line shown is cut short.'), ' ');
+  const more = el('button', { type: 'button' }, 'Show the whole file');
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const { text } = await ask('reviews.file', { review: r.id, index });
+      holdHeight(part.closest('li'));
+      fillCode(pre, text.replace(/\n$/, ''));
+      part.firstChild.textContent = `Showing the whole file: ${f.totalLines} lines. Scroll to read all of it.`;
+      more.textContent = 'Whole file shown';
+    } catch (e) {
+      more.disabled = false;
+      say(status, e.message, 'error');
+    }
+  });
+  part.append(more);
+  return el('div', { class: 'file' }, head, note, part, pre);
+}
+
 function reviewItem(r) {
   const decide = (approve, allowSession, done) => async () => {
     for (const b of buttons) b.disabled = true;
@@ -137,6 +176,7 @@ function reviewItem(r) {
     // On a line of its own: the countdown changes width every second and must not rewrap the line.
     el('p', { class: 'muted' }, 'expires ', when(r.expiresAt)),
     effects,
+    (r.files ?? []).map((f, i) => fileBlock(r, f, i)),
     diffBlock(r),
     el('div', { class: 'row actions' }, buttons));
 }

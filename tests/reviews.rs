@@ -546,3 +546,120 @@ fn turning_writes_off_ends_the_writes_waiting_for_review() {
     );
     assert!(p.pending_reviews().is_empty());
 }
+
+const LIB: &str = "https://cdn.test/lib.js";
+
+fn serve(p: &Provider<MemoryEnv>, url: &str, status: u16, body: &str) {
+    p.env.http_answers.borrow_mut().insert(
+        url.into(),
+        Ok(lumo_userscripts::env::HttpResponse {
+            status,
+            status_text: String::new(),
+            final_url: String::new(),
+            headers: vec![("content-type".into(), "text/javascript".into())],
+            body: body.as_bytes().to_vec(),
+            location: None,
+        }),
+    );
+}
+
+fn with_require(name: &str) -> String {
+    script(name, "lib();").replace(
+        "// @match https://example.com/*\n",
+        &format!("// @match https://example.com/*\n// @require {LIB}\n"),
+    )
+}
+
+/// A tester swapped a `@require` file between the review and the approval, and the swapped code
+/// ran: the review now shows the file it fetched, and the approved write stores those bytes.
+#[test]
+fn a_new_require_is_shown_in_its_review_and_the_approved_write_stores_those_bytes() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    serve(&p, LIB, 200, "var shown = 'reviewed';\u{202E}");
+    let (res, (shown, whole)) = while_reviewed(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": with_require("Lib user")}),
+        async |r| {
+            let whole = control::handle(
+                &p,
+                &json!({"op": "reviews.file", "review": r.id, "index": 0}),
+            )
+            .await
+            .value;
+            // The server answers otherwise once the user has read the file.
+            serve(&p, LIB, 200, "steal(document.cookie);");
+            (
+                Decision::Approve {
+                    allow_session: false,
+                },
+                (r, whole),
+            )
+        },
+    );
+    assert_eq!(res["isError"], json!(false), "{res}");
+    assert_eq!(shown.files.len(), 1, "{:?}", shown.files);
+    let f = &shown.files[0];
+    assert_eq!(f.label, "@require");
+    assert_eq!(f.url, LIB);
+    assert_eq!(f.text.as_deref(), Some("var shown = 'reviewed';⟨U+202E⟩"));
+    assert!(
+        shown
+            .effects
+            .iter()
+            .any(|e| e.contains(LIB) && e.contains("shown below as fetched for this review")),
+        "{:?}",
+        shown.effects
+    );
+    assert_eq!(
+        whole["text"],
+        json!("var shown = 'reviewed';⟨U+202E⟩"),
+        "{whole}"
+    );
+    let uuid = res["structuredContent"]["script"]["uuid"].as_str().unwrap();
+    let code: String = p.env.registrations.borrow()[uuid]
+        .js
+        .iter()
+        .filter_map(|c| c.code.clone())
+        .collect();
+    assert!(
+        code.contains("var shown = 'reviewed';"),
+        "the reviewed bytes run"
+    );
+    assert!(!code.contains("steal("), "the swapped bytes never run");
+    let asked = p
+        .env
+        .fetched
+        .borrow()
+        .iter()
+        .filter(|r| r.url == LIB)
+        .count();
+    assert_eq!(asked, 1, "fetched once, for the review");
+    // Nothing is left to ask for once decided.
+    let gone = block_on(control::handle(
+        &p,
+        &json!({"op": "reviews.file", "review": shown.id, "index": 0}),
+    ));
+    assert_eq!(gone.value["ok"], json!(false));
+}
+
+#[test]
+fn a_file_that_cannot_be_fetched_refuses_the_write_before_the_user_is_asked() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    serve(&p, LIB, 404, "not here");
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": with_require("Lib user")}),
+    );
+    assert_eq!(r["isError"], json!(true), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains(LIB), "{text}");
+    assert!(p.pending_reviews().is_empty(), "the user was not asked");
+}

@@ -201,7 +201,7 @@ async fn write_via<E: Env>(
         by: BY_USER,
         via: Some(via),
     };
-    match run_write(p, actor, args, Some(entry), None, None)
+    match run_write(p, actor, args, Some(entry), None, None, None)
         .await
         .result
     {

@@ -16,7 +16,7 @@ use crate::env::Env;
 use crate::env::{elapsed_ms, Clock, FetchError, Http, HttpRequest};
 use crate::gm::assets::{self, FETCH_TIMEOUT_MS};
 use crate::guard::diff::{line_diff, visible};
-use crate::guard::effects::{effects, Version};
+use crate::guard::effects::{effects, Fetched, Version};
 use crate::provider::Provider;
 use crate::scripts::metadata::Metadata;
 use crate::scripts::record::ScriptRecord;
@@ -338,7 +338,7 @@ pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Valu
             o.insert("size".into(), source.len().into());
             o.insert(
                 "effects".into(),
-                effects(Some(&before), Some(&after)).into(),
+                effects(Some(&before), Some(&after), Fetched::AtWrite).into(),
             );
             o.insert("hosts".into(), new_file_hosts(m, &metadata).into());
             o.insert(

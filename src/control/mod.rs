@@ -72,6 +72,13 @@ pub enum Op {
         #[serde(default, deserialize_with = "loose")]
         review: Option<String>,
     },
+    #[serde(rename = "reviews.file")]
+    ReviewsFile {
+        #[serde(default, deserialize_with = "loose")]
+        review: Option<String>,
+        #[serde(default, deserialize_with = "loose")]
+        index: Option<usize>,
+    },
     #[serde(rename = "scripts.list")]
     ScriptsList,
     #[serde(rename = "scripts.get")]
@@ -215,6 +222,7 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
             .await
             .into(),
         Op::ReviewsDiff { review } => reviews::diff(p, review).into(),
+        Op::ReviewsFile { review, index } => reviews::file(p, review, index).into(),
         Op::ScriptsList => scripts::list(p).await.into(),
         Op::ScriptsGet { uuid } => scripts::get(p, uuid).await.into(),
         Op::ScriptsSetEnabled {

@@ -1,4 +1,4 @@
-//! The user's answer to a write waiting for review, and its whole diff.
+//! The user's answer to a write waiting for review, its whole diff and its files' whole text.
 
 use super::err;
 use crate::env::Env;
@@ -75,5 +75,19 @@ pub(super) fn diff<E: Env>(p: &Provider<E>, review: Option<String>) -> Value {
     match p.review_diff(&review) {
         Some(diff) => json!({ "ok": true, "review": review, "diff": diff }),
         None => err("that review is no longer waiting, or changes no source"),
+    }
+}
+
+/// `reviews.file`: all of the text of a file a waiting review fetched and shows the first part of.
+pub(super) fn file<E: Env>(p: &Provider<E>, review: Option<String>, index: Option<usize>) -> Value {
+    let Some(review) = review else {
+        return err("missing \"review\" (the review id)");
+    };
+    let Some(index) = index else {
+        return err("missing \"index\" (the file's place in the review's list)");
+    };
+    match p.review_file(&review, index) {
+        Some(text) => json!({ "ok": true, "review": review, "index": index, "text": text }),
+        None => err("that review is no longer waiting, or has no such text file"),
     }
 }

@@ -8,7 +8,7 @@
 use super::assets::{
     self, Answer, Asset, AssetError, Step, Wanted, FETCH_TIMEOUT_MS, WRITE_FETCH_BUDGET_MS,
 };
-use crate::env::{elapsed_ms, Area, Clock, FetchError, Http, HttpRequest, Storage};
+use crate::env::{elapsed_ms, Area, Clock, FetchError, Http, HttpRequest, HttpResponse, Storage};
 use crate::scripts::history;
 use crate::scripts::metadata::Metadata;
 use crate::vec_map::{VecMap, VecSet};
@@ -141,6 +141,74 @@ impl Fetches {
         self.answers.insert(w.fetch_url.clone(), answer.clone());
         Ok(answer)
     }
+}
+
+/// The answers fetched to show a write's review, by URL as fetched. The write approved from that
+/// review is served these ([`Reviewed::serve`]) and asks the network for nothing: the bytes the
+/// user read are the bytes stored, even if the server answers otherwise by then.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Reviewed {
+    answers: VecMap<String, Rc<Answer>>,
+    bodies: VecMap<String, Rc<Vec<u8>>>,
+}
+
+impl Reviewed {
+    /// The answer the review got for `req`'s URL, as the network would give it after its
+    /// redirects. A URL the review did not fetch is refused: it was not shown.
+    pub fn serve(&self, req: &HttpRequest) -> Result<HttpResponse, FetchError> {
+        let a = self.answers.get(&req.url).ok_or_else(|| {
+            FetchError::Other(
+                "this file was not fetched for the review, so it was not shown; nothing is fetched after an approval"
+                    .to_owned(),
+            )
+        })?;
+        Ok(HttpResponse {
+            status: a.status,
+            status_text: String::new(),
+            final_url: a.final_url.clone(),
+            headers: a.headers.clone(),
+            body: a.body.as_ref().clone(),
+            location: None,
+        })
+    }
+
+    /// The bytes with this sha256, as the review fetched them.
+    pub fn body(&self, sha256: &str) -> Option<&[u8]> {
+        self.bodies.get(sha256).map(|b| b.as_slice())
+    }
+
+    /// The bytes it holds (each body once), for the bound on what waiting reviews hold.
+    pub fn bytes(&self) -> usize {
+        self.bodies.values().map(|b| b.len()).sum()
+    }
+}
+
+/// What a write would fetch, fetched for its review: the files `current` does not hold, checked
+/// as the write checks them (a file the write would refuse fails here, before the user is asked),
+/// each with its bytes; and the answers, for the approved write to take ([`Reviewed`]).
+pub async fn fetch_for_review<E: Storage + Http + Clock>(
+    env: &E,
+    meta: &Metadata,
+    current: &[Asset],
+) -> Result<(Vec<(Asset, Rc<Vec<u8>>)>, Reviewed), AssetError> {
+    let mut fetches = Fetches::new(env.now_ms(), WRITE_FETCH_BUDGET_MS, "review");
+    let prepared = prepare_in(env, meta, current, &mut fetches).await?;
+    let new = prepared
+        .assets
+        .into_iter()
+        .filter(|a| !current.contains(a))
+        .filter_map(|a| {
+            let body = fetches.bodies.get(&a.sha256)?.clone();
+            Some((a, body))
+        })
+        .collect();
+    Ok((
+        new,
+        Reviewed {
+            answers: fetches.answers,
+            bodies: fetches.bodies,
+        },
+    ))
 }
 
 /// Fetches what `meta` names that `current` (the script's stored list) does not hold, one after

@@ -40,6 +40,7 @@
 use crate::env::{
     Area, Clock, EnvError, FetchError, Http, HttpRequest, HttpResponse, Ids, Storage,
 };
+use crate::gm::asset_store::Reviewed;
 use futures::channel::oneshot;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -663,6 +664,9 @@ pub struct Journaled<'a, E> {
     /// Why no change may go out (the rate slot was not recorded, or `still` said no): every
     /// change answers it.
     refused: std::cell::RefCell<Option<String>>,
+    /// The files a review fetched and showed: the write's fetches are answered from these, and
+    /// the network is not asked.
+    serving: Option<std::rc::Rc<Reviewed>>,
 }
 
 /// A last check before a write's first change (`Journaled::before_first_change`).
@@ -680,6 +684,17 @@ impl<'a, E> Journaled<'a, E> {
             slot: std::cell::RefCell::new(None),
             still: std::cell::RefCell::new(None),
             refused: std::cell::RefCell::new(None),
+            serving: None,
+        }
+    }
+
+    /// The write takes the files its review fetched and showed (`None`: it was not reviewed, and
+    /// fetches what it needs).
+    #[must_use]
+    pub fn serving(self, reviewed: Option<std::rc::Rc<Reviewed>>) -> Self {
+        Journaled {
+            serving: reviewed,
+            ..self
         }
     }
 
@@ -827,7 +842,10 @@ impl<E: Storage> Storage for Journaled<'_, E> {
 /// A write fetches its `@require`/`@resource` files through the same env (`gm::asset_store`).
 impl<E: Http> Http for Journaled<'_, E> {
     async fn fetch(&self, req: &HttpRequest, max_body: usize) -> Result<HttpResponse, FetchError> {
-        self.inner.fetch(req, max_body).await
+        match &self.serving {
+            Some(reviewed) => reviewed.serve(req),
+            None => self.inner.fetch(req, max_body).await,
+        }
     }
     async fn fetch_progress(
         &self,
@@ -836,6 +854,9 @@ impl<E: Http> Http for Journaled<'_, E> {
         progress: &dyn Fn(u64, Option<u64>) -> crate::env::Hold,
         head: &dyn Fn(&HttpResponse),
     ) -> Result<HttpResponse, FetchError> {
+        if let Some(reviewed) = &self.serving {
+            return reviewed.serve(req);
+        }
         self.inner
             .fetch_progress(req, max_body, progress, head)
             .await

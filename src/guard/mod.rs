@@ -6,3 +6,4 @@ pub mod digest;
 pub mod effects;
 pub mod rate_limit;
 pub mod review;
+pub mod review_files;

@@ -10,7 +10,9 @@
 //! audited as `REVIEW_INTERRUPTED` and dropped.
 
 use super::diff::{line_diff, Preview};
-use super::effects::{effects, Version};
+use super::effects::{effects, Fetched, Version};
+use super::review_files::ReviewedFile;
+use crate::gm::asset_store::Reviewed;
 use serde::{Deserialize, Serialize};
 use std::rc::Rc;
 
@@ -22,6 +24,9 @@ pub const MAX_PENDING_PER_CALLER: usize = 8;
 /// At most this many writes wait in all: each holds up to two 256 KiB sources. Eight callers
 /// flooding at once are needed to reach it.
 pub const MAX_PENDING_REVIEWS: usize = 64;
+/// At most this many bytes of `@require`/`@resource` files are held by the reviews that wait
+/// (each write may fetch 2 MiB for its review): more is refused until some are decided.
+pub const MAX_PENDING_FILE_BYTES: usize = 16 * 1024 * 1024;
 pub const STUBS_KEY: &str = "reviews";
 
 /// What the review surface shows.
@@ -61,6 +66,13 @@ pub struct ReviewRequest {
     /// The sources the diff is made of, for the whole diff on request. Never serialized.
     #[serde(skip)]
     pub sources: Option<Rc<Sources>>,
+    /// The `@require`/`@resource` files the write adds, fetched for this review and shown.
+    #[serde(default)]
+    pub files: Vec<ReviewedFile>,
+    /// Their answers, which the approved write takes instead of asking the network again. Never
+    /// serialized.
+    #[serde(skip)]
+    pub fetched: Option<Rc<Reviewed>>,
 }
 
 /// The source before and after the write ("" where the script does not exist).
@@ -84,6 +96,8 @@ pub struct Shown {
 /// "Enable"); the headline says what really happens when that differs (a replace that only
 /// re-enables is "Enable"). Everything the write changes is
 /// in the effects, whichever tool asks for it.
+/// New `@require`/`@resource` files are said to be fetched for the review and shown with it
+/// ([`Fetched::ForReview`]): the review surface shows [`ReviewRequest::files`].
 pub fn describe(verb: &str, before: Option<Version>, after: Option<Version>) -> Shown {
     let q = |s: &str| super::diff::visible(s);
     let summary = match (&before, &after) {
@@ -107,7 +121,7 @@ pub fn describe(verb: &str, before: Option<Version>, after: Option<Version>) -> 
         }
         (None, None) => String::new(),
     };
-    let effects = effects(before.as_ref(), after.as_ref());
+    let effects = effects(before.as_ref(), after.as_ref(), Fetched::ForReview);
     let old = before.map_or("", |b| b.source);
     let new = after.map_or("", |a| a.source);
     let (diff, sources) = if before.is_some() && after.is_some() && old == new {
@@ -166,6 +180,9 @@ impl ReviewRequest {
 pub enum QueueFull {
     Caller,
     Everyone,
+    /// The files fetched for the reviews that wait, with this one's, would pass
+    /// [`MAX_PENDING_FILE_BYTES`].
+    Files,
 }
 
 impl std::fmt::Display for QueueFull {
@@ -179,15 +196,26 @@ impl std::fmt::Display for QueueFull {
                 f,
                 "{MAX_PENDING_REVIEWS} writes are already waiting for the user's review; wait for those first"
             ),
+            QueueFull::Files => write!(
+                f,
+                "the writes waiting for the user's review already hold {} MiB of @require/@resource files fetched to show them; wait for those first",
+                MAX_PENDING_FILE_BYTES / (1024 * 1024)
+            ),
         }
     }
 }
 
-/// Whether `caller` may queue another review, given the callers of those that wait.
-pub fn admit<'a>(waiting: impl Iterator<Item = &'a str>, caller: &str) -> Result<(), QueueFull> {
-    let (mut all, mut mine) = (0usize, 0usize);
-    for c in waiting {
+/// Whether `caller` may queue another review holding `bytes` of fetched files, given the
+/// caller and the held bytes of each review that waits.
+pub fn admit<'a>(
+    waiting: impl Iterator<Item = (&'a str, usize)>,
+    caller: &str,
+    bytes: usize,
+) -> Result<(), QueueFull> {
+    let (mut all, mut mine, mut held) = (0usize, 0usize, bytes);
+    for (c, b) in waiting {
         all += 1;
+        held = held.saturating_add(b);
         if c == caller {
             mine += 1;
         }
@@ -196,6 +224,8 @@ pub fn admit<'a>(waiting: impl Iterator<Item = &'a str>, caller: &str) -> Result
         Err(QueueFull::Caller)
     } else if all >= MAX_PENDING_REVIEWS {
         Err(QueueFull::Everyone)
+    } else if held > MAX_PENDING_FILE_BYTES {
+        Err(QueueFull::Files)
     } else {
         Ok(())
     }
@@ -220,10 +250,14 @@ mod tests {
     use crate::scripts::metadata::parse;
 
     #[test]
-    fn the_queue_is_bounded_per_caller_then_overall() {
+    fn the_queue_is_bounded_per_caller_then_overall_then_by_the_files_held() {
         let a = ["a"; MAX_PENDING_PER_CALLER];
-        assert_eq!(admit(a.iter().copied(), "a"), Err(QueueFull::Caller));
-        assert_eq!(admit(a.iter().copied(), "b"), Ok(()));
+        let none = |c: &'static str| (c, 0usize);
+        assert_eq!(
+            admit(a.iter().copied().map(none), "a", 0),
+            Err(QueueFull::Caller)
+        );
+        assert_eq!(admit(a.iter().copied().map(none), "b", 0), Ok(()));
         let mut many: Vec<String> = Vec::new();
         for i in 0..MAX_PENDING_REVIEWS {
             many.push(format!(
@@ -232,10 +266,20 @@ mod tests {
             ));
         }
         assert_eq!(
-            admit(many.iter().map(String::as_str), "new"),
+            admit(many.iter().map(|c| (c.as_str(), 0)), "new", 0),
             Err(QueueFull::Everyone)
         );
-        assert_eq!(admit(std::iter::empty(), "a"), Ok(()));
+        assert_eq!(admit(std::iter::empty(), "a", 0), Ok(()));
+        // Eight 2 MiB reviews of eight callers fill it; the ninth is refused, however small.
+        let mib2 = 2 * 1024 * 1024;
+        let big: Vec<(String, usize)> = (0..8).map(|i| (format!("c{i}"), mib2)).collect();
+        let held = || big.iter().map(|(c, b)| (c.as_str(), *b));
+        assert_eq!(admit(held(), "new", 0), Ok(()));
+        assert_eq!(admit(held(), "new", 1), Err(QueueFull::Files));
+        assert_eq!(
+            admit(std::iter::once(("a", 0)), "a", MAX_PENDING_FILE_BYTES + 1),
+            Err(QueueFull::Files)
+        );
     }
 
     #[test]
@@ -325,6 +369,8 @@ mod tests {
             expires_at: 0.0,
             digest: String::new(),
             sources: s.sources,
+            files: Vec::new(),
+            fetched: None,
         };
         let full = req.full_diff().unwrap();
         assert!(

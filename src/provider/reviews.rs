@@ -28,6 +28,16 @@ impl<E: Env> Provider<E> {
         w.request.full_diff()
     }
 
+    /// All of the text of a waiting review's file number `index`, marked. None when no such
+    /// review waits, it has no such file, or the file is not text.
+    pub fn review_file(&self, id: &str, index: usize) -> Option<String> {
+        let reviews = self.reviews.borrow();
+        let r = &reviews.values().find(|w| w.request.id == id)?.request;
+        let file = r.files.get(index)?;
+        let bytes = r.fetched.as_ref()?.body(&file.sha256)?;
+        crate::guard::review_files::whole_text(bytes)
+    }
+
     pub fn is_waived(&self, session: u64) -> bool {
         self.waived.borrow().contains(&session)
     }
@@ -45,12 +55,14 @@ impl<E: Env> Provider<E> {
             return Ok((Decision::Cancelled, Told(None)));
         }
         let mut request = request;
+        let held = |r: &ReviewRequest| r.fetched.as_ref().map_or(0, |f| f.bytes());
         let full = review::admit(
             self.reviews
                 .borrow()
                 .values()
-                .map(|w| w.request.caller.as_str()),
+                .map(|w| (w.request.caller.as_str(), held(&w.request))),
             &request.caller,
+            held(&request),
         );
         full?;
         let seq = self.review_seq.get().saturating_add(1);

@@ -200,6 +200,8 @@ async fn write<E: Env>(
         Err(e) => return refused(e.into()),
     };
     let reviewed = policy.review_writes && !p.is_waived(ctx.session);
+    // The files the review fetched and showed: the approved write takes exactly these.
+    let mut fetched = None;
     if reviewed {
         // The slot is recorded before the user is asked (minutes, maybe).
         if let Some(s) = slot.take() {
@@ -214,6 +216,7 @@ async fn write<E: Env>(
                 Err(e) => return refused(e),
             };
         let base = request.base_revision;
+        fetched = request.fetched.clone();
         let decision = match p.await_review(request, ctx.rpc_id.clone()).await {
             Ok((d, t)) => {
                 *told = t;
@@ -246,7 +249,15 @@ async fn write<E: Env>(
     let still = || -> std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>> {
         Box::pin(still_allowed(p, ctx, reviewed, Waited::Write))
     };
-    let done = write::run_write(p, actor, parsed, Some(entry.clone()), gate, Some(&still));
+    let done = write::run_write(
+        p,
+        actor,
+        parsed,
+        Some(entry.clone()),
+        gate,
+        Some(&still),
+        fetched,
+    );
     let ((), done) = futures::join!(record, done);
     Ok(done)
 }

@@ -6,8 +6,10 @@ use super::catalog::{ToolDef, MAX_SOURCE_BYTES};
 use super::result::ToolError;
 use super::CallCtx;
 use crate::env::Env;
+use crate::gm::asset_store::{self, Reviewed};
 use crate::guard::effects::Version;
 use crate::guard::review::{self, ReviewRequest, REVIEW_TIMEOUT_MS};
+use crate::guard::review_files;
 use crate::policy::Policy;
 use crate::provider::Provider;
 use crate::scripts::store::{self, ScriptError};
@@ -49,6 +51,7 @@ pub(super) async fn review_request<E: Env>(
             None => (None, None),
         },
     };
+    let restored_assets = restored.as_ref().map(|t| t.record.assets.clone());
     let check = |expected: u64| match &current {
         Some((r, _)) if r.revision != expected => {
             Err(ToolError::from(ScriptError::StaleRevision {
@@ -117,6 +120,29 @@ pub(super) async fn review_request<E: Env>(
         },
         (_, None) => return Err(invalid(def.name, "no target")),
     };
+    // The files the write would add, fetched now and shown: the approved write takes these bytes
+    // (`Reviewed`), so a server cannot swap them between the review and the approval. A restore
+    // plans from the revision it brings back (its stored copies, read here to be shown).
+    let before_assets = current.as_ref().map_or(&[][..], |(r, _)| &r.assets[..]);
+    let (files, fetched) = match (&proposed, w) {
+        (None, _) | (_, WriteArgs::SetEnabled { .. }) => (Vec::new(), Reviewed::default()),
+        (Some((meta, _, _)), _) => {
+            let plan_from = match (&restored_assets, w) {
+                (Some(a), _) => &a[..],
+                (None, WriteArgs::Create { .. }) => &[][..],
+                (None, _) => before_assets,
+            };
+            let (new, fetched) = asset_store::fetch_for_review(&p.env, meta, plan_from)
+                .await
+                .map_err(|e| ToolError::from(ScriptError::from(e)))?;
+            let files = new
+                .iter()
+                .filter(|(a, _)| !before_assets.contains(a))
+                .map(|(a, bytes)| review_files::shown(a, bytes))
+                .collect();
+            (files, fetched)
+        }
+    };
     let verb = match w {
         WriteArgs::Patch { .. } => "Edit",
         WriteArgs::Restore { .. } => "Restore",
@@ -159,5 +185,7 @@ pub(super) async fn review_request<E: Env>(
         digest: digest.to_owned(),
         seq: 0,
         sources: shown.sources,
+        files,
+        fetched: Some(std::rc::Rc::new(fetched)),
     })
 }

@@ -444,6 +444,9 @@ async fn review_request<E: Env>(
             old: String::new(),
             new: script.source.clone(),
         })),
+        // A stored script's `@require` files run as stored; a raw source has none.
+        files: Vec::new(),
+        fetched: None,
     }
 }
 

@@ -6,6 +6,7 @@ use super::catalog::MAX_SOURCE_BYTES;
 use super::result::{diagnostics_text, success, ErrorCode, ToolError};
 use super::Executed;
 use crate::env::Env;
+use crate::gm::asset_store::Reviewed;
 use crate::guard::audit::{Entry, Journaled};
 use crate::provider::{Provider, SyncOutcome};
 use crate::scripts::record::ScriptRecord;
@@ -22,7 +23,8 @@ use std::rc::Rc;
 /// `Err` is the write's storage error). With `still`, the write begins only if that says it
 /// may once the lock is held (an agent's write: the user may have flipped a switch while it
 /// waited), and is refused with its error otherwise; it is asked again before the first change
-/// (the write's `@require` fetches may have taken 30 s).
+/// (the write's `@require` fetches may have taken 30 s). With `reviewed`, the files its review
+/// fetched and showed are the only ones it takes: it asks the network for nothing.
 pub(crate) async fn run_write<'a, E: Env>(
     p: &'a Provider<E>,
     actor: Actor<'_>,
@@ -30,6 +32,7 @@ pub(crate) async fn run_write<'a, E: Env>(
     journal: Option<Entry>,
     slot: Option<oneshot::Receiver<Result<(), String>>>,
     still: Option<&'a Still<'a>>,
+    reviewed: Option<Rc<Reviewed>>,
 ) -> Executed {
     let _guard = p.write_lock().await;
     let named = args.target().map(str::to_owned);
@@ -90,7 +93,8 @@ pub(crate) async fn run_write<'a, E: Env>(
             let env = Journaled::new(&p.env, journal.clone())
                 .after(gate)
                 .after_slot(slot)
-                .before_first_change(again);
+                .before_first_change(again)
+                .serving(reviewed);
             let held = p.hold_echoes();
             let ((), (done, audited)) = futures::join!(
                 begins,
@@ -422,7 +426,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let made = block_on(run_write(&p, "user".into(), create, None, None, None));
+        let made = block_on(run_write(&p, "user".into(), create, None, None, None, None));
         let uuid = made.target.clone().unwrap();
         let replace = |revision: u64, v: u32| WriteArgs::Replace {
             uuid: uuid.clone(),
@@ -438,6 +442,7 @@ mod tests {
             None,
             None,
             None,
+            None,
         ));
         assert!(done.result.is_ok(), "{:?}", done.result);
         assert_eq!(p.env.toggle_checks.get(), before, "checked again");
@@ -450,6 +455,7 @@ mod tests {
             &p,
             "user".into(),
             replace(2, 3),
+            None,
             None,
             None,
             None,
@@ -473,7 +479,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let uuid = block_on(run_write(&p, "user".into(), create, None, None, None))
+        let uuid = block_on(run_write(&p, "user".into(), create, None, None, None, None))
             .target
             .unwrap();
         let cached = Rc::as_ptr(&block_on(p.scripts()).unwrap());
@@ -483,11 +489,17 @@ mod tests {
             source: source(2),
             enabled: None,
         };
-        assert!(
-            block_on(run_write(&p, "user".into(), replace, None, None, None))
-                .result
-                .is_ok()
-        );
+        assert!(block_on(run_write(
+            &p,
+            "user".into(),
+            replace,
+            None,
+            None,
+            None,
+            None
+        ))
+        .result
+        .is_ok());
         let after = block_on(p.scripts()).unwrap();
         assert_eq!(after.records[0].revision, 2, "the cache holds the write");
         assert!(
@@ -508,7 +520,7 @@ mod tests {
             source: source(1),
             enabled: true,
         };
-        let made = block_on(run_write(&p, "user".into(), create, None, None, None));
+        let made = block_on(run_write(&p, "user".into(), create, None, None, None, None));
         let uuid = made.target.clone().unwrap();
         block_on(p.ensure_registry());
         p.env.session_set_yields.set(4);
@@ -528,7 +540,7 @@ mod tests {
         .enumerate()
         {
             p.env.storage_log.borrow_mut().clear();
-            let done = block_on(run_write(&p, "user".into(), args, None, None, None));
+            let done = block_on(run_write(&p, "user".into(), args, None, None, None, None));
             assert!(done.result.is_ok(), "{i}: {:?}", done.result);
             let log = p.env.storage_log.borrow();
             let flag = |from: usize| {
@@ -575,7 +587,7 @@ mod tests {
                 source: named(v),
                 enabled: true,
             };
-            let done = block_on(run_write(p, "user".into(), args, None, None, None));
+            let done = block_on(run_write(p, "user".into(), args, None, None, None, None));
             assert!(done.result.is_ok(), "{:?}", done.result);
         };
         p.env.storage_log.borrow_mut().clear();
@@ -601,7 +613,7 @@ mod tests {
             source: named(3),
             enabled: true,
         };
-        block_on(run_write(&p, "user".into(), args, None, None, None));
+        block_on(run_write(&p, "user".into(), args, None, None, None, None));
         assert_eq!(p.registry_state(), RegistryState::Stale);
         block_on(p.ensure_registry());
         assert_eq!(flag(&p), json!(false));
@@ -638,11 +650,12 @@ mod tests {
             None,
             None,
             None,
+            None,
         ));
         let uuid = made.target.clone().unwrap();
         let reads = |args: WriteArgs| {
             let before = p.env.world_reads.get();
-            let done = block_on(run_write(&p, "user".into(), args, None, None, None));
+            let done = block_on(run_write(&p, "user".into(), args, None, None, None, None));
             assert!(done.result.is_ok(), "{:?}", done.result);
             p.env.world_reads.get() - before
         };

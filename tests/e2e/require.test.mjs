@@ -28,11 +28,13 @@ const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2
 async function server() {
   const hits = [];
   let refuse = false;
+  let swapBody = "var REV = 'reviewed';";
   const srv = createServer((req, res) => {
     // A request on another host name is recorded with it: a redirect's hop must never reach it.
     hits.push(req.headers.host?.startsWith("127.0.0.1:") ? req.url : `${req.headers.host}${req.url}`);
     const path = req.url.split("?")[0];
     if (refuse && path !== "/page") { res.writeHead(503); res.end("gone"); return; }
+    if (path === "/swap.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(swapBody); return; }
     if (path === "/lib.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(LIB); return; }
     if (path === "/text.txt") { res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }); res.end(TEXT); return; }
     if (path === "/img.png") { res.writeHead(200, { "content-type": "image/png" }); res.end(PNG); return; }
@@ -94,6 +96,7 @@ async function server() {
   return {
     port: srv.address().port, hits,
     refuse(v) { refuse = v; },
+    swap(body) { swapBody = body; },
     close: () => new Promise((r) => { srv.close(r); srv.closeAllConnections(); }),
   };
 }
@@ -314,27 +317,41 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
     assert.equal(seen.sjurl, `data:text/plain;charset=Shift_JIS;base64,${SJIS.toString("base64")}`);
   });
 
-  test("review names the URL and when its bytes are fixed; only the approved write fetches, and its result has the sha256", T, async () => {
-    const hash = createHash("sha256").update(TEXT).digest("hex");
-    const hitsBefore = srv.hits.filter((u) => u === "/text.txt").length;
+  // A tester swapped the file between the review and the approval, and the swapped code ran.
+  test("review shows a new file's code as fetched for it; the approved write stores and runs those bytes, whatever the server sends after", T, async () => {
+    const reviewed = "var REV = 'reviewed';";
+    srv.swap(reviewed);
+    const hash = createHash("sha256").update(reviewed).digest("hex");
+    const hitsBefore = srv.hits.filter((u) => u === "/swap.js").length;
     await h.internal("policy.setSwitch", { name: "review", value: true });
+    const popup = await h.context.newPage();
     try {
-      const pending = call("write_script", { source: script("reviewed", ["@match http://rev.test/*", `@resource t ${lib("/text.txt")}`], "1;") });
-      let review;
-      for (const deadline = Date.now() + 8000; !review && Date.now() < deadline; await sleep(100)) {
-        review = (await h.internal("state.get")).reviews?.[0];
-      }
-      assert.ok(review, "no review appeared");
-      const shown = JSON.stringify(review);
-      assert.ok(shown.includes(`Loads the file t from ${lib("/text.txt")} (@resource; fetched once when this write is done`), shown);
-      // Nothing is fetched while the user decides.
-      assert.equal(srv.hits.filter((u) => u === "/text.txt").length, hitsBefore);
-      await h.internal("reviews.decide", { review: review.id, approve: true });
+      await popup.setViewportSize({ width: 380, height: 600 });
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const pending = call("write_script", { source: script("reviewed", ["@match http://rev.test/*", `@require ${lib("/swap.js")}`],
+        "document.documentElement.setAttribute('data-r-rev', REV);") });
+      const item = popup.locator("#reviews > li.review").filter({ has: popup.getByText('Create the script "REQ reviewed"', { exact: true }) });
+      await item.waitFor({ timeout: 10_000 });
+      const code = item.locator("pre.file");
+      assert.equal(await code.innerText(), reviewed);
+      assert.equal(await code.getAttribute("aria-label"), `Code of @require ${lib("/swap.js")}`);
+      const effects = await item.locator("ul.effects").innerText();
+      assert.ok(effects.includes(`This script loads code from ${lib("/swap.js")} (@require; shown below as fetched for this review: the write stores exactly those bytes`), effects);
+      assert.ok(!effects.includes("not shown"), effects);
+      // Fetched once, for the review; the server now answers other code.
+      assert.equal(srv.hits.filter((u) => u === "/swap.js").length, hitsBefore + 1);
+      srv.swap("var REV = 'swapped';");
+      const approve = item.getByRole("button", { name: "Approve", exact: true });
+      await popup.waitForFunction((id) => !document.querySelector(`button.primary[data-review="${id}"]`)?.disabled,
+        await approve.getAttribute("data-review"), { timeout: 5000 });
+      await approve.click();
       const res = await pending;
       assert.equal(res.isError, false, res.content?.[0]?.text);
-      assert.deepEqual(res.structuredContent.script.assets.map((a) => [a.name, a.sha256, a.mime]), [["t", hash, "text/plain"]]);
-      assert.equal(srv.hits.filter((u) => u === "/text.txt").length, hitsBefore + 1);
+      assert.deepEqual(res.structuredContent.script.assets.map((a) => a.sha256), [hash]);
+      assert.equal(srv.hits.filter((u) => u === "/swap.js").length, hitsBefore + 1, "the approved write asked the server again");
+      assert.deepEqual(await load("rev.test"), { rev: "reviewed" });
     } finally {
+      await popup.close();
       await h.internal("policy.setSwitch", { name: "review", value: false });
     }
   });
