@@ -1,6 +1,6 @@
 // The popup: writes waiting for review (with every effect and the diff), the connected indicator
 // with one-click disconnect, and the audit log (filter, export).
-import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice } from './ui.js';
+import { ARM_MS, ask, el, when, say, onStored, oneAtATime, marked, userScriptsNotice, fileHead, codeView, fillCode } from './ui.js';
 import { undoButton } from './undo.js';
 import { menuSection } from './popup-menu.js';
 import { tabSection } from './popup-tab.js';
@@ -94,22 +94,12 @@ function diffBlock(r) {
   return el('div', {}, note, pre);
 }
 
-/** A file's lines, all new to the script (no +/- column: nothing is taken away). */
-function fillCode(pre, text) {
-  pre.replaceChildren(...text.split('\n').map((line) => el('span', { class: 'add' }, marked(line))));
-}
-
 // The @require/@resource files a write adds, as fetched for its review: the approved write stores
 // exactly these bytes, so their code is shown beside the diff, marked as the diff is.
 function fileBlock(r, f, index) {
-  const kib = f.size < 1024 ? `${f.size} bytes` : `${(f.size / 1024).toFixed(1)} KiB`;
-  const head = el('p', {}, el('strong', {}, marked(f.label)), ' ', el('code', {}, marked(f.url)),
-    f.finalUrl ? [' (from ', el('code', {}, marked(f.finalUrl)), ')'] : '',
-    el('small', { class: 'block muted' }, `${kib} · sha256 `, el('code', { title: f.sha256 }, f.sha256.slice(0, 16)), '…'));
-  const note = f.note ? el('p', { class: 'notice', role: 'note' }, marked(f.note)) : null;
+  const [head, note] = fileHead(f);
   if (f.text == null) return el('div', { class: 'file' }, head, note);
-  const pre = el('pre', { class: 'diff file', 'aria-label': `Code of ${f.label} ${f.url}`, tabindex: '0' });
-  fillCode(pre, f.text);
+  const pre = codeView(f);
   if (!f.partial) return el('div', { class: 'file' }, head, note, pre);
   const hidden = f.totalLines - f.shownLines;
   const part = el('p', { class: 'notice', role: 'note' }, el('strong', {}, hidden > 0

@@ -175,6 +175,28 @@ export function diffView(text, label = 'Changes from the current version') {
     text.split('\n').map((l) => el('div', { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '' }, l || ' ')));
 }
 
+/** A new @require/@resource file as a review shows it (fetched for the review, and the write
+ *  stores exactly these bytes): its label, URL, size and sha256, and a note on how it is read. */
+export function fileHead(f) {
+  const size = f.size < 1024 ? `${f.size} bytes` : `${(f.size / 1024).toFixed(1)} KiB`;
+  const head = el('p', {}, el('strong', {}, marked(f.label)), ' ', el('code', {}, marked(f.url)),
+    f.finalUrl ? [' (from ', el('code', {}, marked(f.finalUrl)), ')'] : '',
+    el('small', { class: 'block muted' }, `${size} · sha256 `, el('code', { title: f.sha256 }, f.sha256.slice(0, 16)), '…'));
+  return [head, f.note ? el('p', { class: 'notice', role: 'note' }, marked(f.note)) : null];
+}
+
+/** A file's lines, all new to the script (no +/- column: nothing is taken away), marked. */
+export function fillCode(pre, text) {
+  pre.replaceChildren(...text.split('\n').map((line) => el('span', { class: 'add' }, marked(line))));
+}
+
+/** The code of a reviewed file (`fileHead`), as far as its `text` goes. */
+export function codeView(f) {
+  const pre = el('pre', { class: 'diff file', 'aria-label': `Code of ${f.label} ${f.url}`, tabindex: '0' });
+  fillCode(pre, f.text);
+  return pre;
+}
+
 export function userScriptsNotice(capability) {
   if (capability.ready) return null;
   return el('p', { class: 'notice', role: 'status' },

@@ -2,10 +2,11 @@
 // whose metadata names @updateURL or @downloadURL, and "Check all for updates". The service
 // worker fetches and judges (scripts.checkUpdate); a newer version is shown here — old → new
 // version, what changes in where it runs and what it may use and reach (its text with invisible
-// and direction characters marked by the worker), the hosts new files come from and the diff —
-// before anything is stored. Update (scripts.update) stores exactly that version, fetched again,
-// as your own write: a new revision in the history, undoable, audited as update_script.
-import { ARM_MS, el, say, marked, diffView } from './ui.js';
+// and direction characters marked by the worker), the hosts new files come from, their code, and
+// the diff — before anything is stored. Update (scripts.update) stores exactly that version and
+// those files, fetched again and refused if they differ, as your own write: a new revision in
+// the history, undoable, audited as update_script.
+import { ARM_MS, el, say, marked, diffView, fileHead, codeView } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 const status = () => $('status');
@@ -35,8 +36,9 @@ function show(r) {
     `. Nothing has been stored yet. Update stores this version as a new revision (your current one stays in its history); the script stays on or off as it is, and keeps its values.`);
   $('update-review-effects').replaceChildren(...r.effects.map((e) => el('li', {}, marked(e))));
   $('update-review-hosts').replaceChildren(...(r.hosts.length
-    ? ['Its new @require/@resource files are fetched when you click Update (without your cookies) from: ', ...r.hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '.']
+    ? ['Its new @require/@resource files, below, were fetched for this check (without your cookies) from: ', ...r.hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '. Update stores exactly these bytes.']
     : []));
+  $('update-review-files').replaceChildren(...(r.files ?? []).map((f) => el('div', { class: 'file' }, ...fileHead(f), f.text == null ? null : codeView(f))));
   $('update-review-from').replaceChildren('From ', ...marked(r.downloadUrl), r.checkUrl !== r.downloadUrl ? ` (checked at ${r.checkUrl})` : '');
   $('update-review-diff').replaceChildren(diffView(r.diff, `Changes from version ${r.installed ?? '(none)'} to ${r.offered}`));
   const ok = $('update-review-ok');
@@ -66,7 +68,8 @@ function show(r) {
 /** Reviews a check's newer version and, if the user confirms, stores it; whether it did. */
 async function offer(r) {
   if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return false; }
-  const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256 });
+  // The files shown go back by sha256: Update refuses other bytes than those reviewed.
+  const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256, files: (r.files ?? []).map((f) => f.sha256) });
   if (u.ok) say(status(), `Updated ${r.name} to version ${r.offered} (revision ${u.result.script.revision}).`);
   // Changed since the check (an edit, an agent's write, a restore): the store's words are for
   // agents ("read it again with get_script"); the user checks again.

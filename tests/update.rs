@@ -154,9 +154,14 @@ fn check_shows_the_newer_version_then_update_stores_it_as_the_users_undoable_wri
     let diff = c["diff"].as_str().unwrap();
     assert!(diff.contains("-console.log('v1');"), "{diff}");
     assert!(diff.contains("+console.log('v2');"), "{diff}");
-    // The check is a read: nothing stored, nothing audited, the library not fetched.
+    // The new library is shown, fetched for the check; the check is a read: nothing stored,
+    // nothing audited.
+    let files = c["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{c}");
+    assert_eq!(files[0]["label"], json!("@require"));
+    assert_eq!(files[0]["url"], json!(LIB));
+    assert_eq!(files[0]["text"], json!("var LIB = 1;"));
     assert_eq!(local(&p), before);
-    assert!(!p.env.fetched.borrow().iter().any(|r| r.url == LIB));
     // It asked the way Violentmonkey asks, without cookies.
     let asked = p.env.fetched.borrow()[0].clone();
     assert_eq!(asked.url, USER_JS);
@@ -169,7 +174,7 @@ fn check_shows_the_newer_version_then_update_stores_it_as_the_users_undoable_wri
     p.env.advance(1000.0);
     let u = op(
         &p,
-        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": c["sha256"], "via": "options page"}),
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": c["sha256"], "files": [files[0]["sha256"]], "via": "options page"}),
     );
     assert_eq!(u["ok"], json!(true), "{u}");
     let s = &u["result"]["script"];
@@ -467,28 +472,25 @@ fn update_stores_only_what_was_reviewed_over_the_revision_checked() {
     );
     assert_eq!(u["code"], json!("CONFLICT"), "{u}");
     assert!(source_of(&p, &uuid).contains("mine();"));
-    // A @require that cannot be fetched refuses the write, and nothing is stored.
+    // A @require that cannot be fetched refuses the check (it is fetched to be shown), and
+    // nothing is stored; Update then refuses too.
     let with_lib = helper("tests", "3.0", &[&format!("@require {LIB}")], "lib();");
     serve(&p, USER_JS, ok(with_lib));
+    serve(&p, LIB, ok("lib();"));
+    let shown = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(shown["update"], json!(true), "{shown}");
     serve(&p, LIB, status(404));
-    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
-    assert_eq!(c["update"], json!(true), "{c}");
     let before = local(&p);
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["ok"], json!(false), "{c}");
+    assert!(c["error"].as_str().unwrap().contains("HTTP 404"), "{c}");
     let u = op(
         &p,
-        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": c["sha256"]}),
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": shown["sha256"], "files": [shown["files"][0]["sha256"]]}),
     );
     assert_eq!(u["ok"], json!(false), "{u}");
     assert!(u["error"].as_str().unwrap().contains("HTTP 404"), "{u}");
-    let after: Map<String, Value> = local(&p)
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("audit"))
-        .collect();
-    let before: Map<String, Value> = before
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("audit"))
-        .collect();
-    assert_eq!(after, before);
+    assert_eq!(local(&p), before);
 }
 
 #[test]
@@ -562,4 +564,52 @@ fn a_script_deleted_since_the_check_is_not_updated() {
     assert_eq!(local(&p), before);
     let t = op(&p, json!({"op": "trash.list"}));
     assert_eq!(t["scripts"][0]["uuid"], json!(uuid), "{t}");
+}
+
+/// An update that adds a library stores the library's bytes the user was shown, or nothing: the
+/// server (the script's, or the library's) answering otherwise at Update is refused.
+#[test]
+fn update_stores_the_new_files_it_showed_or_nothing() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {USER_JS}")]));
+    let new = helper(
+        "tests",
+        "2.0",
+        &[&format!("@updateURL {USER_JS}"), &format!("@require {LIB}")],
+        "console.log('v2');",
+    );
+    serve(&p, USER_JS, ok(new.clone()));
+    serve(&p, LIB, ok("var LIB = 'shown';"));
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["files"][0]["text"], json!("var LIB = 'shown';"), "{c}");
+    let shown = c["files"][0]["sha256"].clone();
+    let before = local(&p);
+    let update = |files: Value| {
+        op(
+            &p,
+            json!({"op": "scripts.update", "uuid": uuid, "revision": 1, "sha256": c["sha256"], "files": files}),
+        )
+    };
+    // Swapped after the check.
+    serve(&p, LIB, ok("steal(document.cookie);"));
+    let u = update(json!([shown]));
+    assert_eq!(u["reason"], json!("changed"), "{u}");
+    assert_eq!(local(&p), before, "nothing stored");
+    // A page that sends no list (or another) cannot store files it did not show.
+    serve(&p, LIB, ok("var LIB = 'shown';"));
+    for files in [Value::Null, json!([]), json!(["0".repeat(64)])] {
+        let u = update(files.clone());
+        assert_eq!(u["reason"], json!("changed"), "{files}: {u}");
+    }
+    assert_eq!(local(&p), before, "nothing stored");
+    // The bytes shown: stored, and what the registration runs.
+    let u = update(json!([shown]));
+    assert_eq!(u["ok"], json!(true), "{u}");
+    assert_eq!(u["result"]["script"]["assets"][0]["sha256"], shown);
+    let code: String = p.env.registrations.borrow()[&uuid]
+        .js
+        .iter()
+        .filter_map(|c| c.code.clone())
+        .collect();
+    assert!(code.contains("var LIB = 'shown';"), "{code}");
 }

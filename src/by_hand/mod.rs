@@ -115,6 +115,9 @@ pub enum HandOp {
         revision: Option<u64>,
         #[serde(default, deserialize_with = "loose")]
         sha256: Option<String>,
+        /// The sha256 of each new `@require`/`@resource` file the check showed, in its order.
+        #[serde(default, deserialize_with = "loose")]
+        files: Option<Vec<String>>,
     },
     #[serde(rename = "trash.list")]
     TrashList,
@@ -153,7 +156,8 @@ pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
             uuid,
             revision,
             sha256,
-        } => update::apply(p, msg, uuid, revision, sha256).await,
+            files,
+        } => update::apply(p, msg, uuid, revision, sha256, files).await,
         HandOp::TrashList => trash::list(p).await,
         HandOp::TrashPurge { uuids, listed } => trash::purge(p, msg, uuids, listed).await,
     }
@@ -174,16 +178,18 @@ pub(crate) async fn write<E: Env>(
     tool: &str,
     args: WriteArgs,
 ) -> Value {
-    write_via(p, msg, tool, args, page_of(msg)).await
+    write_via(p, msg, tool, args, page_of(msg), None).await
 }
 
-/// [`write`], recorded as having come `via` this (the page, or "update").
+/// [`write`], recorded as having come `via` this (the page, or "update"); with `reviewed`, it
+/// takes the files the user was shown instead of fetching (an update).
 async fn write_via<E: Env>(
     p: &Provider<E>,
     msg: &Value,
     tool: &str,
     args: WriteArgs,
     via: &'static str,
+    reviewed: Option<std::rc::Rc<crate::gm::asset_store::Reviewed>>,
 ) -> Value {
     let entry = Entry {
         at: p.env.now_ms(),
@@ -201,7 +207,7 @@ async fn write_via<E: Env>(
         by: BY_USER,
         via: Some(via),
     };
-    match run_write(p, actor, args, Some(entry), None, None, None)
+    match run_write(p, actor, args, Some(entry), None, None, reviewed)
         .await
         .result
     {

@@ -2,10 +2,12 @@
 //! `scripts.checkUpdate` fetches the script's check URL, reads its header and compares versions
 //! (`scripts::update`); a newer version is fetched whole and shown — old → new version, the diff,
 //! and what changes in where it runs and what it may use and reach, as a review shows them —
-//! before anything is stored. `scripts.update` fetches it again and stores it only if it is,
-//! byte for byte, what the user reviewed (its sha256): as the user's own write (`write_script`'s
-//! path: validation, the revision lock, history, `@require` fetches, audit), audited as
-//! `update_script` and recorded `via update`, keeping the script's on/off state and GM values.
+//! before anything is stored, with the code of each new `@require`/`@resource` file, fetched as
+//! the write would fetch it. `scripts.update` fetches them again and stores the update only if
+//! it is, byte for byte, what the user reviewed (the script's sha256 and each new file's): as
+//! the user's own write (`write_script`'s path: validation, the revision lock, history, audit),
+//! which takes those files' bytes, audited as `update_script` and recorded `via update`, keeping
+//! the script's on/off state and GM values.
 //!
 //! The fetches are held to the `@require` rules (`gm::assets`): `https:`, `http:` only on this
 //! computer, each redirect judged before it is followed, without cookies, at most
@@ -14,9 +16,11 @@
 use super::{err, revision_of, uuid_of, write_via};
 use crate::env::Env;
 use crate::env::{elapsed_ms, Clock, FetchError, Http, HttpRequest};
+use crate::gm::asset_store::{fetch_for_review, Reviewed};
 use crate::gm::assets::{self, FETCH_TIMEOUT_MS};
 use crate::guard::diff::{line_diff, visible};
-use crate::guard::effects::{effects, Fetched, Version};
+use crate::guard::effects::{effects, Version};
+use crate::guard::review_files::{self, ReviewedFile};
 use crate::provider::Provider;
 use crate::scripts::metadata::Metadata;
 use crate::scripts::record::ScriptRecord;
@@ -244,6 +248,24 @@ async fn find<E: Env>(p: &Provider<E>, uuid: &str) -> Result<Found, Refusal> {
     })
 }
 
+/// The new `@require`/`@resource` files of a newer version (those the stored script does not
+/// hold), fetched and checked as its write would, each shown whole; and their answers, for the
+/// write that stores them.
+async fn new_files<E: Env>(
+    p: &Provider<E>,
+    record: &ScriptRecord,
+    metadata: &Metadata,
+) -> Result<(Vec<ReviewedFile>, Reviewed), Refusal> {
+    let (new, fetched) = fetch_for_review(&p.env, metadata, &record.assets)
+        .await
+        .map_err(|e| Refusal::Store(ScriptError::from(e)))?;
+    let files = new
+        .iter()
+        .map(|(a, bytes)| review_files::shown_whole(a, bytes))
+        .collect();
+    Ok((files, fetched))
+}
+
 /// A version or URL as the page shows it: bounded, its invisible characters marked.
 fn shown(s: &str, chars: usize) -> String {
     visible(&ellipsize(s, chars))
@@ -328,6 +350,10 @@ pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Valu
                 enabled: found.record.enabled,
                 source: &source,
             };
+            let files = match new_files(p, &found.record, &metadata).await {
+                Ok((files, _)) => files,
+                Err(r) => return r.reply(),
+            };
             let v = metadata
                 .version
                 .as_deref()
@@ -338,9 +364,10 @@ pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Valu
             o.insert("size".into(), source.len().into());
             o.insert(
                 "effects".into(),
-                effects(Some(&before), Some(&after), Fetched::AtWrite).into(),
+                effects(Some(&before), Some(&after)).into(),
             );
             o.insert("hosts".into(), new_file_hosts(m, &metadata).into());
+            o.insert("files".into(), json!(files));
             o.insert(
                 "diff".into(),
                 line_diff(&found.source, &source).join("\n").into(),
@@ -361,15 +388,17 @@ fn sha256_of(s: Option<String>) -> Result<String, Value> {
     }
 }
 
-/// `scripts.update`: stores the version the user reviewed (`sha256`, from the check) over the
-/// `revision` the check was made against, fetched again; anything else the server sends now is
-/// refused, and nothing is stored.
+/// `scripts.update`: stores the version the user reviewed (`sha256`, from the check, and `files`,
+/// the sha256 of each new file it showed) over the `revision` the check was made against,
+/// fetched again; anything else the server sends now is refused, and nothing is stored. The
+/// write takes the files fetched here, which are those shown.
 pub(super) async fn apply<E: Env>(
     p: &Provider<E>,
     msg: &Value,
     uuid: Option<String>,
     revision: Option<u64>,
     sha256: Option<String>,
+    files: Option<Vec<String>>,
 ) -> Value {
     let (uuid, revision, sha256) = match (
         uuid_of(uuid),
@@ -383,10 +412,12 @@ pub(super) async fn apply<E: Env>(
         Ok(f) => f,
         Err(r) => return r.reply(),
     };
-    let source = match found.offered {
+    let (source, metadata) = match found.offered {
         Offered::Update {
-            source, sha256: s, ..
-        } if s == sha256 => source,
+            source,
+            sha256: s,
+            metadata,
+        } if s == sha256 => (source, metadata),
         Offered::Update { .. } => return Refusal::Update(UpdateError::Changed).reply(),
         Offered::Current { version, .. } => {
             return Refusal::Update(UpdateError::NotNewer {
@@ -396,6 +427,15 @@ pub(super) async fn apply<E: Env>(
             .reply()
         }
     };
+    let (now, fetched) = match new_files(p, &found.record, &metadata).await {
+        Ok(f) => f,
+        Err(r) => return r.reply(),
+    };
+    // A list the page did not send is none: an update with new files is then refused.
+    let shown = files.unwrap_or_default();
+    if !now.iter().map(|f| &f.sha256).eq(shown.iter()) {
+        return Refusal::Update(UpdateError::Changed).reply();
+    }
     let args = WriteArgs::Replace {
         uuid,
         revision,
@@ -403,5 +443,13 @@ pub(super) async fn apply<E: Env>(
         // Kept as it is: an update changes the code, not whether it runs.
         enabled: None,
     };
-    write_via(p, msg, UPDATE_TOOL, args, "update").await
+    write_via(
+        p,
+        msg,
+        UPDATE_TOOL,
+        args,
+        "update",
+        Some(std::rc::Rc::new(fetched)),
+    )
+    .await
 }

@@ -482,7 +482,7 @@ fn site_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, Stri
 
 /// The hosts its requests may reach (`@connect`) and the code and files it loads from
 /// elsewhere (`@require`, `@resource`), in words.
-fn connect_effects(om: &Metadata, nm: &Metadata, at: Fetched) -> Vec<(Rank, String)> {
+fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
     let mut out = Vec::new();
     // In the words of what the rule reaches once parsed, not as spelled: `2130706433` is this
     // computer, `3232235777` a device on the local network.
@@ -510,7 +510,7 @@ fn connect_effects(om: &Metadata, nm: &Metadata, at: Fetched) -> Vec<(Rank, Stri
             format!(
                 "This script loads code from {} (@require{})",
                 url_as_read(r),
-                fetched_when(r, at)
+                fetched_when(r)
             ),
         ));
     }
@@ -530,7 +530,7 @@ fn connect_effects(om: &Metadata, nm: &Metadata, at: Fetched) -> Vec<(Rank, Stri
                 "Loads the file {} from {} (@resource{})",
                 visible(name),
                 url_as_read(url),
-                fetched_when(url, at)
+                fetched_when(url)
             ),
         ));
     }
@@ -543,37 +543,24 @@ fn connect_effects(om: &Metadata, nm: &Metadata, at: Fetched) -> Vec<(Rank, Stri
     out
 }
 
-/// When a new `@require`/`@resource` file's bytes are fixed, as the effects say it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fetched {
-    /// When the write is done, after its review (an update the user clicked): its code is not
-    /// shown.
-    AtWrite,
-    /// For the review, which shows it: the approved write stores those bytes.
-    ForReview,
-}
-
-/// When a new file's bytes are fixed: a URL naming its hash is held to it; any other is fetched
-/// once — for the review, which shows it and whose bytes the write stores, or when the write is
-/// done, after a review that cannot show it — and its sha256 is in the result and the options
-/// page.
-fn fetched_when(url: &str, at: Fetched) -> &'static str {
+/// When a new file's bytes are fixed: every review fetches the file and shows it (a tool's in the
+/// popup, an update's on the options page), and the write stores those bytes; a URL naming its
+/// hash is held to it too. A tester had swapped a file between a review that named only its URL
+/// and the approval, and the swapped code ran.
+fn fetched_when(url: &str) -> &'static str {
     let pinned = url
         .split_once('#')
         .and_then(|(_, f)| crate::gm::assets::pins(f).ok())
         .is_some_and(|p| !p.is_empty());
-    match (at, pinned) {
-        (Fetched::ForReview, true) => "; shown below as fetched for this review, with the hash the URL names: the write stores exactly those bytes",
-        (Fetched::ForReview, false) => "; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded",
-        (Fetched::AtWrite, true) => "; the bytes must have the hash the URL names",
-        (Fetched::AtWrite, false) => "; fetched once when this write is done, after any review: its code is not shown here, \
-         and what the server sends then is what runs (a #sha256=… in the URL would hold it to \
-         known bytes); its sha256 recorded, never fetched again",
+    if pinned {
+        "; shown below as fetched for this review, with the hash the URL names: the write stores exactly those bytes"
+    } else {
+        "; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded"
     }
 }
 
 /// What it asks for, when and where in a page it runs, and the rest of its metadata.
-fn other_effects(om: &Metadata, nm: &Metadata, creating: bool, at: Fetched) -> Vec<(Rank, String)> {
+fn other_effects(om: &Metadata, nm: &Metadata, creating: bool) -> Vec<(Rank, String)> {
     let mut meta: Vec<(Rank, String)> = Vec::new();
     for g in minus(&nm.grants, &om.grants) {
         if g != "none" {
@@ -585,7 +572,7 @@ fn other_effects(om: &Metadata, nm: &Metadata, creating: bool, at: Fetched) -> V
             meta.push((Rank::Narrow, format!("Gives up @grant {}", visible(g))));
         }
     }
-    meta.extend(connect_effects(om, nm, at));
+    meta.extend(connect_effects(om, nm));
 
     if om.run_at != nm.run_at && !(creating && nm.run_at == RunAt::default()) {
         meta.push((
@@ -690,8 +677,8 @@ fn within(meta: Vec<(Rank, String)>, room: usize) -> Vec<String> {
 
 /// Every effect of turning `before` into `after` (None: the script does not exist on that side),
 /// most consequential first: existence and enabled state, name, where it runs, what it asks for,
-/// when it runs, other metadata, and the code. `at` says when new files are fetched.
-pub fn effects(before: Option<&Version>, after: Option<&Version>, at: Fetched) -> Vec<String> {
+/// when it runs, other metadata, and the code.
+pub fn effects(before: Option<&Version>, after: Option<&Version>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let (old, new) = match (before, after) {
         (None, None) => return out,
@@ -754,7 +741,7 @@ pub fn effects(before: Option<&Version>, after: Option<&Version>, at: Fetched) -
     let mut meta: Vec<(Rank, String)> = Vec::new();
     let creating = old.is_none();
     meta.extend(site_effects(om, nm, creating));
-    meta.extend(other_effects(om, nm, creating, at));
+    meta.extend(other_effects(om, nm, creating));
     out.extend(within(meta, MAX_EFFECTS.saturating_sub(out.len() + 1)));
 
     out.push(match old {
@@ -776,11 +763,6 @@ pub fn effects(before: Option<&Version>, after: Option<&Version>, at: Fetched) -
 mod tests {
     use super::*;
     use crate::scripts::metadata::parse;
-
-    /// The effects an update's review shows (its files fetched when the user clicks Update).
-    fn effects(before: Option<&Version>, after: Option<&Version>) -> Vec<String> {
-        super::effects(before, after, Fetched::AtWrite)
-    }
 
     fn meta(src: &str) -> Metadata {
         parse(src).metadata.expect("valid test metadata")
@@ -1183,15 +1165,15 @@ mod tests {
         for want in [
             "May send requests to ANY site on the internet (@connect *; not this computer or your local network)",
             "May send requests to this computer's local services (@connect localhost)",
-            "This script loads code from https://cdn.example/lib.js (@require; fetched once when this write is done, after any review: its code is not shown here, and what the server sends then is what runs (a #sha256=… in the URL would hold it to known bytes); its sha256 recorded, never fetched again)",
-            "Loads the file logo from https://cdn.example/logo.png (@resource; fetched once when this write is done, after any review: its code is not shown here, and what the server sends then is what runs (a #sha256=… in the URL would hold it to known bytes); its sha256 recorded, never fetched again)",
+            "This script loads code from https://cdn.example/lib.js (@require; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded)",
+            "Loads the file logo from https://cdn.example/logo.png (@resource; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded)",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }
     }
 
     #[test]
-    fn a_tool_review_says_the_new_files_are_shown_and_their_bytes_kept() {
+    fn a_review_says_the_new_files_are_shown_and_their_bytes_kept() {
         let old = script(&[]);
         let new = script(&[
             "@require https://cdn.example/lib.js",
@@ -1203,7 +1185,7 @@ mod tests {
             enabled: true,
             source: s,
         };
-        let e = super::effects(Some(&v(&om, &old)), Some(&v(&nm, &new)), Fetched::ForReview);
+        let e = effects(Some(&v(&om, &old)), Some(&v(&nm, &new)));
         let lines: Vec<&String> = e.iter().filter(|l| l.contains("loads code")).collect();
         assert_eq!(lines.len(), 2, "{e:?}");
         for l in lines {

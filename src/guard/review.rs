@@ -10,7 +10,7 @@
 //! audited as `REVIEW_INTERRUPTED` and dropped.
 
 use super::diff::{line_diff, Preview};
-use super::effects::{effects, Fetched, Version};
+use super::effects::{effects, Version};
 use super::review_files::ReviewedFile;
 use crate::gm::asset_store::Reviewed;
 use serde::{Deserialize, Serialize};
@@ -96,8 +96,8 @@ pub struct Shown {
 /// "Enable"); the headline says what really happens when that differs (a replace that only
 /// re-enables is "Enable"). Everything the write changes is
 /// in the effects, whichever tool asks for it.
-/// New `@require`/`@resource` files are said to be fetched for the review and shown with it
-/// ([`Fetched::ForReview`]): the review surface shows [`ReviewRequest::files`].
+/// New `@require`/`@resource` files are said to be shown with it: the review surface shows
+/// [`ReviewRequest::files`].
 pub fn describe(verb: &str, before: Option<Version>, after: Option<Version>) -> Shown {
     let q = |s: &str| super::diff::visible(s);
     let summary = match (&before, &after) {
@@ -121,7 +121,7 @@ pub fn describe(verb: &str, before: Option<Version>, after: Option<Version>) -> 
         }
         (None, None) => String::new(),
     };
-    let effects = effects(before.as_ref(), after.as_ref(), Fetched::ForReview);
+    let effects = effects(before.as_ref(), after.as_ref());
     let old = before.map_or("", |b| b.source);
     let new = after.map_or("", |a| a.source);
     let (diff, sources) = if before.is_some() && after.is_some() && old == new {

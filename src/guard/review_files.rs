@@ -74,6 +74,21 @@ pub fn shown(a: &Asset, bytes: &[u8]) -> ReviewedFile {
     }
 }
 
+/// [`shown`] with all of its text, for a surface that holds it whole (an update's review).
+pub fn shown_whole(a: &Asset, bytes: &[u8]) -> ReviewedFile {
+    let mut f = shown(a, bytes);
+    if f.partial {
+        if let Some(t) = as_text(bytes) {
+            let lines = shown_lines(t);
+            f.shown_lines = lines.len();
+            f.total_lines = lines.len();
+            f.text = Some(lines.join("\n"));
+            f.partial = false;
+        }
+    }
+    f
+}
+
 /// All of the file's text, marked, for a reviewer who asks to read the rest of it.
 pub fn whole_text(bytes: &[u8]) -> Option<String> {
     as_text(bytes).map(shown_text)

@@ -21,7 +21,7 @@ const NAME = "Upd helper";
  *  headers, delayMs]`). */
 async function updateServer() {
   const hits = [];
-  const answers = { "/helper.user.js": () => [404, "none"], "/other.user.js": () => [404, "none"] };
+  const answers = { "/helper.user.js": () => [404, "none"], "/other.user.js": () => [404, "none"], "/lib.js": () => [404, "none"] };
   // /slow/<n>.user.js: what `serveSlow` was given for that path, after 600 ms; how many were
   // waiting at once at most is `slowMost()`.
   let slow = () => [404, "none"];
@@ -57,6 +57,7 @@ async function updateServer() {
     url, hits,
     serve(fn) { answers["/helper.user.js"] = fn; },
     serveOther(fn) { answers["/other.user.js"] = fn; },
+    serveLib(fn) { answers["/lib.js"] = fn; },
     serveSlow(fn) { slow = fn; most = 0; },
     slowMost: () => most,
     close: () => new Promise((r) => { srv.close(r); srv.closeAllConnections(); }),
@@ -282,5 +283,29 @@ describe("script updates: Check for update, review, Update", () => {
     await options.waitForTimeout(1500);
     assert.equal(await options.locator("#update-review").isVisible(), false, "no second review");
     assert.equal((await listed()).version, "8.0");
+  });
+
+  // Before, Update fetched a new @require after the review, which named its host only: the
+  // server could send any code then.
+  test("an update's new @require is shown with its code; swapped after the check, Update stores nothing; checked again, the page runs the code shown", T, async () => {
+    const v9 = helper({ version: "9.0", extra: [`@require ${srv.url}/lib.js`] }).replace('mark.dataset.v = "9.0"', 'mark.dataset.v = "9.0-" + LIB');
+    srv.serve(() => [200, v9]);
+    srv.serveLib(() => [200, "var LIB = 'shown';"]);
+    await checkFor();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    const file = options.locator("#update-review-files div.file");
+    assert.equal(await file.locator("pre").innerText(), "var LIB = 'shown';");
+    assert.ok((await file.innerText()).includes(`@require ${srv.url}/lib.js`), await file.innerText());
+    srv.serveLib(() => [200, "var LIB = 'swapped';"]);
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Not updated: the server now sends something other than the version you reviewed/).waitFor({ timeout: 10_000 });
+    assert.equal((await listed()).version, "8.0");
+    // Checked again, the dialog shows what the server sends now, and that is what runs.
+    await checkFor();
+    await options.locator("#update-review").waitFor({ state: "visible", timeout: 10_000 });
+    assert.equal(await options.locator("#update-review-files pre").innerText(), "var LIB = 'swapped';");
+    await options.locator("#update-review-ok").click();
+    await options.getByText(/^Updated Upd helper to version 9\.0/).waitFor({ timeout: 10_000 });
+    assert.deepEqual(await onPage(["upd:9.0-swapped"]), ["upd:9.0-swapped"]);
   });
 });
