@@ -101,10 +101,14 @@ function fileBlock(r, f, index) {
   if (f.text == null) return el('div', { class: 'file' }, head, note);
   const pre = codeView(f);
   if (!f.partial) return el('div', { class: 'file' }, head, note, pre);
-  const hidden = f.totalLines - f.shownLines;
-  const part = el('p', { class: 'notice', role: 'note' }, el('strong', {}, hidden > 0
-    ? `Not all of this file is shown: ${f.shownLines} of ${f.totalLines} lines.`
-    : 'Not all of this file is shown: its last line shown is cut short.'), ' ');
+  const lines = (n) => `${n} line${n === 1 ? '' : 's'}`;
+  // The files of a review share one preview: a file past it shows no line until asked.
+  const part = el('p', { class: 'notice', role: 'note' }, el('strong', {}, f.shownLines === 0
+    ? `Its code (${lines(f.totalLines)}) is not in this preview.`
+    : f.shownLines < f.totalLines
+      ? `Not all of this file is shown: ${f.shownLines} of ${lines(f.totalLines)}.`
+      : 'Not all of this file is shown: its last line shown is cut short.'), ' ');
+  if (f.shownLines === 0) pre.hidden = true;
   const more = el('button', { type: 'button' }, 'Show the whole file');
   more.addEventListener('click', async () => {
     more.disabled = true;
@@ -112,7 +116,8 @@ function fileBlock(r, f, index) {
       const { text } = await ask('reviews.file', { review: r.id, index });
       holdHeight(part.closest('li'));
       fillCode(pre, text.replace(/\n$/, ''));
-      part.firstChild.textContent = `Showing the whole file: ${f.totalLines} lines. Scroll to read all of it.`;
+      pre.hidden = false;
+      part.firstChild.textContent = `Showing the whole file: ${lines(f.totalLines)}. Scroll to read all of it.`;
       more.textContent = 'Whole file shown';
     } catch (e) {
       more.disabled = false;

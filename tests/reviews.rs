@@ -610,7 +610,7 @@ fn a_new_require_is_shown_in_its_review_and_the_approved_write_stores_those_byte
         shown
             .effects
             .iter()
-            .any(|e| e.contains(LIB) && e.contains("shown below as fetched for this review")),
+            .any(|e| e.contains(LIB) && e.contains("(@require; listed below)")),
         "{:?}",
         shown.effects
     );
@@ -662,4 +662,126 @@ fn a_file_that_cannot_be_fetched_refuses_the_write_before_the_user_is_asked() {
     let text = r["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains(LIB), "{text}");
     assert!(p.pending_reviews().is_empty(), "the user was not asked");
+}
+
+/// A reviewer started 20 reviewed writes with a `@require` at once: all 40 files were fetched
+/// (40 MiB) before 12 writes were refused for a full queue. A review being prepared now takes its
+/// place first: the writes past the caller's 8 are refused before anything is fetched.
+#[test]
+fn writes_past_the_review_queue_are_refused_before_their_files_are_fetched() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    // Each fetch takes a while, so all the writes are in flight at once.
+    p.env.fetch_yields.set(200);
+    let calls = (0..20u64).map(|i| {
+        let src = script(&format!("Flood {i}"), "lib();").replace(
+            "// @match https://example.com/*\n",
+            &format!("// @match https://example.com/*\n// @require https://cdn.test/f{i}.js\n"),
+        );
+        result(
+            &p,
+            &s,
+            tool_call(100 + i, "write_script", json!({"source": src})),
+        )
+    });
+    let done = std::cell::Cell::new(false);
+    let user = async {
+        while !done.get() {
+            for r in p.pending_reviews() {
+                p.decide(&r.id, Decision::Deny);
+            }
+            YieldNow(false).await;
+        }
+    };
+    let all = async {
+        let r = join_all(calls).await;
+        done.set(true);
+        r
+    };
+    let (results, ()) = block_on(join(all, user));
+    let codes: Vec<Option<&str>> = results.iter().map(error_code).collect();
+    let refused = codes.iter().filter(|c| **c == Some("RATE_LIMITED")).count();
+    let denied = codes
+        .iter()
+        .filter(|c| **c == Some("USER_REJECTED"))
+        .count();
+    assert_eq!(
+        (denied, refused),
+        (MAX_PENDING_PER_CALLER, 20 - MAX_PENDING_PER_CALLER),
+        "{codes:?}"
+    );
+    let fetched = p
+        .env
+        .fetched
+        .borrow()
+        .iter()
+        .filter(|r| r.url.starts_with("https://cdn.test/f"))
+        .count();
+    assert_eq!(
+        fetched, MAX_PENDING_PER_CALLER,
+        "only the writes that may wait fetch"
+    );
+}
+
+/// A reviewer restored a revision whose `@require` the live script had dropped: the review said
+/// the code was shown, listed no file, and the stored copy ran once approved.
+#[test]
+fn a_restore_shows_the_stored_code_it_brings_back() {
+    let p = provider();
+    let s = ready(&p);
+    serve(&p, LIB, 200, "var first = 'stored';");
+    let a = created(&p, &s, &with_require("Restored"));
+    let uuid = a["uuid"].as_str().unwrap().to_owned();
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("Restored", "lib();")}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    // The server answers otherwise now: the restore brings back the stored copy, and shows it.
+    serve(&p, LIB, 200, "steal();");
+    set_switch(&p, "review", true);
+    let (res, (shown, whole)) = while_reviewed(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": uuid, "revision": 1, "current_revision": 2}),
+        async |r| {
+            let whole = control::handle(
+                &p,
+                &json!({"op": "reviews.file", "review": r.id, "index": 0}),
+            )
+            .await
+            .value;
+            (
+                Decision::Approve {
+                    allow_session: false,
+                },
+                (r, whole),
+            )
+        },
+    );
+    assert_eq!(res["isError"], json!(false), "{res}");
+    assert_eq!(shown.files.len(), 1, "{:?}", shown.effects);
+    assert_eq!(
+        shown.files[0].text.as_deref(),
+        Some("var first = 'stored';")
+    );
+    assert_eq!(whole["text"], json!("var first = 'stored';"), "{whole}");
+    let code: String = p.env.registrations.borrow()[&uuid]
+        .js
+        .iter()
+        .filter_map(|c| c.code.clone())
+        .collect();
+    assert!(code.contains("var first = 'stored';") && !code.contains("steal"));
+    let asked = p
+        .env
+        .fetched
+        .borrow()
+        .iter()
+        .filter(|r| r.url == LIB)
+        .count();
+    assert_eq!(asked, 1, "only the first write fetched it");
 }

@@ -256,7 +256,7 @@ async fn new_files<E: Env>(
     record: &ScriptRecord,
     metadata: &Metadata,
 ) -> Result<(Vec<ReviewedFile>, Reviewed), Refusal> {
-    let (new, fetched) = fetch_for_review(&p.env, metadata, &record.assets)
+    let (new, fetched) = fetch_for_review(&p.env, metadata, &record.assets, &record.assets)
         .await
         .map_err(|e| Refusal::Store(ScriptError::from(e)))?;
     let files = new

@@ -143,9 +143,10 @@ impl Fetches {
     }
 }
 
-/// The answers fetched to show a write's review, by URL as fetched. The write approved from that
-/// review is served these ([`Reviewed::serve`]) and asks the network for nothing: the bytes the
-/// user read are the bytes stored, even if the server answers otherwise by then.
+/// The answers fetched to show a write's review, by URL as fetched, and the bytes it showed (a
+/// restore's stored copies too). The write approved from that review is served these answers
+/// ([`Reviewed::serve`]) and asks the network for nothing: the bytes the user read are the
+/// bytes stored, even if the server answers otherwise by then.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Reviewed {
     answers: VecMap<String, Rc<Answer>>,
@@ -183,27 +184,57 @@ impl Reviewed {
     }
 }
 
-/// What a write would fetch, fetched for its review: the files `current` does not hold, checked
-/// as the write checks them (a file the write would refuse fails here, before the user is asked),
-/// each with its bytes; and the answers, for the approved write to take ([`Reviewed`]).
+/// The files a write adds to a script that holds `before`, for its review: those `meta` names
+/// that `before` does not, with their bytes — fetched as the write fetches them (planned from
+/// `plan_from`, the list the write plans from: a restore's revision's), checked as it checks
+/// them (a file the write would refuse fails here, before the user is asked), or, where the
+/// write reuses a stored copy (a restore), that copy; and the answers, for the approved write to
+/// take ([`Reviewed`]).
 pub async fn fetch_for_review<E: Storage + Http + Clock>(
     env: &E,
     meta: &Metadata,
-    current: &[Asset],
+    plan_from: &[Asset],
+    before: &[Asset],
 ) -> Result<(Vec<(Asset, Rc<Vec<u8>>)>, Reviewed), AssetError> {
     let mut fetches = Fetches::new(env.now_ms(), WRITE_FETCH_BUDGET_MS, "review");
-    let prepared = prepare_in(env, meta, current, &mut fetches).await?;
-    let new = prepared
+    let prepared = prepare_in(env, meta, plan_from, &mut fetches).await?;
+    let new: Vec<Asset> = prepared
         .assets
         .into_iter()
-        .filter(|a| !current.contains(a))
-        .filter_map(|a| {
-            let body = fetches.bodies.get(&a.sha256)?.clone();
-            Some((a, body))
-        })
+        .filter(|a| !before.contains(a))
         .collect();
+    // The copies the write reuses, read as a registration reads them (sha256 and pins held).
+    let reused: Vec<Asset> = new
+        .iter()
+        .filter(|a| !fetches.bodies.contains_key(&a.sha256))
+        .cloned()
+        .collect();
+    let stored = load(env, &reused)
+        .await
+        .map_err(|e| AssetError::Storage(e.0))?;
+    let mut out = Vec::with_capacity(new.len());
+    for a in new {
+        let body = match fetches.bodies.get(&a.sha256) {
+            Some(b) => b.clone(),
+            None => match stored.iter().find(|(s, _)| s.sha256 == a.sha256) {
+                Some((_, Some(b))) => {
+                    let b = Rc::new(b.clone());
+                    // Held with the answers: the review shows it whole on request.
+                    fetches.bodies.insert(a.sha256.clone(), b.clone());
+                    b
+                }
+                _ => {
+                    return Err(AssetError::Storage(format!(
+                        "the stored copy of {} could not be read",
+                        a.url
+                    )))
+                }
+            },
+        };
+        out.push((a, body));
+    }
     Ok((
-        new,
+        out,
         Reviewed {
             answers: fetches.answers,
             bodies: fetches.bodies,

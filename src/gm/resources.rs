@@ -37,17 +37,26 @@ pub fn requires_block(loaded: &[Loaded]) -> String {
 /// a byte order mark first decides (the Encoding Standard's decode: a UTF-8 file saved with one
 /// and served as `iso-8859-1` read `ï»¿` and threw), then the charset the answer named
 /// (`Asset::charset`, through the browser's `TextDecoder`: the core carries no encoding
-/// tables), else UTF-8, invalid sequences replaced, as before a label no decoder knows.
-fn text_of<'a>(a: &Asset, b: &'a [u8]) -> std::borrow::Cow<'a, str> {
-    let label = match b {
-        [0xEF, 0xBB, 0xBF, rest @ ..] => return String::from_utf8_lossy(rest),
+/// tables), else UTF-8, invalid sequences replaced, as before a label no decoder knows. The
+/// review shows this text: it is what runs.
+pub(crate) fn text_of<'a>(a: &Asset, b: &'a [u8]) -> std::borrow::Cow<'a, str> {
+    if let [0xEF, 0xBB, 0xBF, rest @ ..] = b {
+        return String::from_utf8_lossy(rest);
+    }
+    read_as(a, b)
+        .and_then(|label| crate::web::platform().decode(b, label))
+        .map_or_else(|| String::from_utf8_lossy(b), std::borrow::Cow::Owned)
+}
+
+/// The encoding [`text_of`] reads `b` in, when not UTF-8: a UTF-16 byte order mark's, else the
+/// answer's charset.
+pub(crate) fn read_as<'a>(a: &'a Asset, b: &[u8]) -> Option<&'a str> {
+    match b {
+        [0xEF, 0xBB, 0xBF, ..] => None,
         [0xFF, 0xFE, ..] => Some("utf-16le"),
         [0xFE, 0xFF, ..] => Some("utf-16be"),
         _ => a.charset.as_deref(),
-    };
-    label
-        .and_then(|label| crate::web::platform().decode(b, label))
-        .map_or_else(|| String::from_utf8_lossy(b), std::borrow::Cow::Owned)
+    }
 }
 
 /// One line (no line break: it goes on the prelude's line) defining the resource functions the

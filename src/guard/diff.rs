@@ -185,12 +185,18 @@ pub struct Preview {
 
 impl Preview {
     pub fn of(lines: &[String]) -> Preview {
+        Preview::within(lines, PREVIEW_LINES, PREVIEW_BYTES)
+    }
+
+    /// [`Preview::of`] within `max_lines` lines and `max_bytes` bytes (what is left of a budget
+    /// several texts share).
+    pub fn within(lines: &[String], max_lines: usize, max_bytes: usize) -> Preview {
         let mut text = String::new();
         let mut shown = 0;
         let mut cut_line = false;
-        for line in lines.iter().take(PREVIEW_LINES) {
+        for line in lines.iter().take(max_lines) {
             let sep = usize::from(shown > 0);
-            let room = PREVIEW_BYTES.saturating_sub(text.len() + sep);
+            let room = max_bytes.saturating_sub(text.len() + sep);
             if room == 0 {
                 break;
             }

@@ -504,7 +504,9 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
             ),
         ));
     }
+    let mut new_files = false;
     for r in minus(&nm.requires, &om.requires) {
+        new_files = true;
         out.push((
             Rank::Wide,
             format!(
@@ -524,6 +526,7 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
         ));
     }
     for (name, url) in minus(&nm.resources, &om.resources) {
+        new_files = true;
         out.push((
             Rank::Wide,
             format!(
@@ -540,22 +543,30 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
             format!("No longer loads {} (@resource removed)", visible(name)),
         ));
     }
+    // Said once, not on each file's line (sixteen files made sixteen copies of it).
+    if new_files {
+        out.push((
+            Rank::Wide,
+            "Its new @require/@resource files are listed below as this review read them, with their code when it is text: the write stores exactly those bytes (their server is not asked again) and records their sha256".to_owned(),
+        ));
+    }
     out
 }
 
-/// When a new file's bytes are fixed: every review fetches the file and shows it (a tool's in the
-/// popup, an update's on the options page), and the write stores those bytes; a URL naming its
-/// hash is held to it too. A tester had swapped a file between a review that named only its URL
-/// and the approval, and the swapped code ran.
+/// When a new file's bytes are fixed: every review lists the file as it read it (fetched, or the
+/// stored copy a restore brings back), its code shown when it is text (`guard::review_files`),
+/// and the write stores those bytes; a URL naming its hash is held to it too. A tester had
+/// swapped a file between a review that named only its URL and the approval, and the swapped
+/// code ran.
 fn fetched_when(url: &str) -> &'static str {
     let pinned = url
         .split_once('#')
         .and_then(|(_, f)| crate::gm::assets::pins(f).ok())
         .is_some_and(|p| !p.is_empty());
     if pinned {
-        "; shown below as fetched for this review, with the hash the URL names: the write stores exactly those bytes"
+        ", held to the hash its URL names; listed below"
     } else {
-        "; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded"
+        "; listed below"
     }
 }
 
@@ -1165,8 +1176,9 @@ mod tests {
         for want in [
             "May send requests to ANY site on the internet (@connect *; not this computer or your local network)",
             "May send requests to this computer's local services (@connect localhost)",
-            "This script loads code from https://cdn.example/lib.js (@require; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded)",
-            "Loads the file logo from https://cdn.example/logo.png (@resource; shown below as fetched for this review: the write stores exactly those bytes, and what the server sends later is never used; its sha256 recorded)",
+            "This script loads code from https://cdn.example/lib.js (@require; listed below)",
+            "Loads the file logo from https://cdn.example/logo.png (@resource; listed below)",
+            "Its new @require/@resource files are listed below as this review read them, with their code when it is text: the write stores exactly those bytes (their server is not asked again) and records their sha256",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }
@@ -1186,13 +1198,29 @@ mod tests {
             source: s,
         };
         let e = effects(Some(&v(&om, &old)), Some(&v(&nm, &new)));
-        let lines: Vec<&String> = e.iter().filter(|l| l.contains("loads code")).collect();
-        assert_eq!(lines.len(), 2, "{e:?}");
-        for l in lines {
-            assert!(l.contains("shown below as fetched for this review"), "{l}");
-            assert!(l.contains("the write stores exactly those bytes"), "{l}");
-            assert!(!l.contains("not shown"), "{l}");
-        }
+        assert!(
+            e.contains(
+                &"This script loads code from https://cdn.example/lib.js (@require; listed below)"
+                    .to_owned()
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|l| l
+                .starts_with("This script loads code from https://cdn.example/p.js#sha256=")
+                && l.ends_with("(@require, held to the hash its URL names; listed below)")),
+            "{e:?}"
+        );
+        // What "listed below" means, said once.
+        let said: Vec<&String> = e
+            .iter()
+            .filter(|l| l.contains("the write stores exactly those bytes"))
+            .collect();
+        assert_eq!(said.len(), 1, "{e:?}");
+        assert!(!e.iter().any(|l| l.contains("not shown")), "{e:?}");
+        // No new file, nothing to say.
+        let e = effects(Some(&v(&nm, &new)), Some(&v(&nm, &new)));
+        assert!(!e.iter().any(|l| l.contains("listed below")), "{e:?}");
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! The `@require`/`@resource` files a write adds, as its review shows them. They are fetched for
 //! the review and the approved write stores exactly those bytes (`gm::asset_store::Reviewed`),
-//! so the code the user read is the code Chrome runs. Their text is marked as the diff's is.
+//! so the code the user read is the code Chrome runs: a `@require`'s text is decoded as its
+//! registration decodes it (`gm::resources::text_of`: a byte order mark, else the answer's
+//! charset), then marked as the diff is.
 
-use super::diff::{shown_lines, shown_text, visible, Preview};
+use super::diff::{shown_lines, shown_text, visible, Preview, PREVIEW_BYTES, PREVIEW_LINES};
 use crate::gm::assets::Asset;
+use crate::gm::resources::{read_as, text_of};
 use serde::{Deserialize, Serialize};
 
 /// One file, as the review surface shows it.
@@ -19,7 +22,8 @@ pub struct ReviewedFile {
     pub final_url: Option<String>,
     pub sha256: String,
     pub size: usize,
-    /// The first part of its text, one marked line per line; `None` when it is not UTF-8 text.
+    /// The first part of its text, one marked line per line; `None` when it is not text (a
+    /// `@resource` such as an image).
     #[serde(default)]
     pub text: Option<String>,
     #[serde(default)]
@@ -29,36 +33,54 @@ pub struct ReviewedFile {
     /// Whether `text` is less than all of it (the rest is one `reviews.file` away).
     #[serde(default)]
     pub partial: bool,
-    /// How the browser reads it, where that is not the text shown.
+    /// How the browser reads it, or why it is not shown.
     #[serde(default)]
     pub note: Option<String>,
+    /// The file, for its whole text on request. Never serialized.
+    #[serde(skip)]
+    pub asset: Option<Asset>,
 }
 
-/// `a`, fetched as `bytes`, as the review shows it.
-pub fn shown(a: &Asset, bytes: &[u8]) -> ReviewedFile {
+/// The files of one review, their previews within one budget of [`PREVIEW_LINES`] lines and
+/// [`PREVIEW_BYTES`] bytes in all: a review is sent to the popup every second while it waits, so
+/// sixteen files do not make it sixteen times larger. What does not fit is one request away.
+pub fn shown_all(files: &[(Asset, std::rc::Rc<Vec<u8>>)]) -> Vec<ReviewedFile> {
+    let (mut lines, mut bytes) = (PREVIEW_LINES, PREVIEW_BYTES);
+    files
+        .iter()
+        .map(|(a, b)| {
+            let f = shown_within(a, b, lines, bytes);
+            lines = lines.saturating_sub(f.shown_lines);
+            bytes = bytes.saturating_sub(f.text.as_ref().map_or(0, String::len));
+            f
+        })
+        .collect()
+}
+
+/// `a`, fetched as `bytes`, with all of its text (an update's review, which holds it whole).
+pub fn shown_whole(a: &Asset, bytes: &[u8]) -> ReviewedFile {
+    shown_within(a, bytes, usize::MAX, usize::MAX)
+}
+
+fn shown_within(a: &Asset, bytes: &[u8], max_lines: usize, max_bytes: usize) -> ReviewedFile {
     let label = match &a.name {
         None => "@require".to_owned(),
         Some(n) => format!("@resource {}", visible(n)),
     };
-    let text = as_text(bytes);
-    let preview = text.map(|t| Preview::of(&shown_lines(t)));
-    let kind = if a.is_require() { "code" } else { "file" };
-    let note = match (text, &a.charset) {
-        (None, None) => Some(format!(
-            "Not UTF-8 text, so not shown: the write stores these {} bytes as they are",
+    let text = as_text(a, bytes);
+    let preview = text
+        .as_deref()
+        .map(|t| Preview::within(&shown_lines(t), max_lines, max_bytes));
+    let note = match (&text, read_as(a, bytes)) {
+        (None, _) => Some(format!(
+            "Not text, so not shown: the write stores these {} bytes as they are",
             a.size
         )),
-        (None, Some(cs)) => Some(format!(
-            "Not shown: its server names the charset {}, which this review does not read; the write stores these {} bytes",
-            visible(cs),
-            a.size
+        (Some(_), Some(label)) => Some(format!(
+            "Read in {}, as the browser reads it, and shown as read",
+            visible(label)
         )),
-        // All ASCII reads the same in any charset a server may name.
-        (Some(t), Some(cs)) if !t.is_ascii() => Some(format!(
-            "Shown as UTF-8, but its server names the charset {}, in which the browser reads this {kind}: its characters outside ASCII read otherwise there",
-            visible(cs)
-        )),
-        _ => None,
+        (Some(_), None) => None,
     };
     ReviewedFile {
         label,
@@ -71,39 +93,29 @@ pub fn shown(a: &Asset, bytes: &[u8]) -> ReviewedFile {
         partial: preview.as_ref().is_some_and(Preview::is_partial),
         text: preview.map(|p| p.text),
         note,
+        asset: Some(a.clone()),
     }
-}
-
-/// [`shown`] with all of its text, for a surface that holds it whole (an update's review).
-pub fn shown_whole(a: &Asset, bytes: &[u8]) -> ReviewedFile {
-    let mut f = shown(a, bytes);
-    if f.partial {
-        if let Some(t) = as_text(bytes) {
-            let lines = shown_lines(t);
-            f.shown_lines = lines.len();
-            f.total_lines = lines.len();
-            f.text = Some(lines.join("\n"));
-            f.partial = false;
-        }
-    }
-    f
 }
 
 /// All of the file's text, marked, for a reviewer who asks to read the rest of it.
-pub fn whole_text(bytes: &[u8]) -> Option<String> {
-    as_text(bytes).map(shown_text)
+pub fn whole_text(a: &Asset, bytes: &[u8]) -> Option<String> {
+    as_text(a, bytes).as_deref().map(shown_text)
 }
 
-/// The bytes as UTF-8 text, a byte order mark left out (the browser reads it as one); `None` for
-/// anything else.
-fn as_text(bytes: &[u8]) -> Option<&str> {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    std::str::from_utf8(bytes).ok()
+/// The text the browser reads: a `@require`'s always (what runs, invalid sequences replaced as
+/// it replaces them); a `@resource`'s when it decodes whole (`GM_getResourceText` reads it the
+/// same way), else `None`: an image is not text.
+fn as_text(a: &Asset, bytes: &[u8]) -> Option<String> {
+    let text = text_of(a, bytes);
+    let replaced =
+        text.contains('\u{FFFD}') && !bytes.windows(3).any(|w| w == "\u{FFFD}".as_bytes());
+    (a.is_require() || !replaced).then(|| text.into_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::rc::Rc;
 
     fn asset(name: Option<&str>, charset: Option<&str>, bytes: &[u8]) -> Asset {
         Asset {
@@ -117,10 +129,15 @@ mod tests {
         }
     }
 
+    fn one(a: &Asset, bytes: &[u8]) -> ReviewedFile {
+        shown_all(&[(a.clone(), Rc::new(bytes.to_vec()))]).remove(0)
+    }
+
     #[test]
     fn code_is_shown_marked_and_a_long_file_says_it_is_partial() {
         let src = "let a = 1;\rsteal(\u{202E}document.cookie);\n";
-        let f = shown(&asset(None, None, src.as_bytes()), src.as_bytes());
+        let a = asset(None, None, src.as_bytes());
+        let f = one(&a, src.as_bytes());
         assert_eq!(f.label, "@require");
         assert_eq!(
             f.text.as_deref(),
@@ -129,42 +146,71 @@ mod tests {
         assert_eq!((f.shown_lines, f.total_lines, f.partial), (2, 2, false));
         assert_eq!(f.note, None);
         let long: String = (0..1000).map(|i| format!("x{i}();\n")).collect();
-        let f = shown(&asset(None, None, long.as_bytes()), long.as_bytes());
+        let a = asset(None, None, long.as_bytes());
+        let f = one(&a, long.as_bytes());
         assert!(f.partial && f.shown_lines < f.total_lines);
         assert!(!f.text.unwrap().contains("x999();"));
-        assert!(whole_text(long.as_bytes()).unwrap().contains("x999();"));
+        assert!(whole_text(&a, long.as_bytes()).unwrap().contains("x999();"));
+        let whole = shown_whole(&a, long.as_bytes());
+        assert!(!whole.partial && whole.text.unwrap().contains("x999();"));
     }
 
     #[test]
-    fn bytes_that_are_not_utf8_text_are_not_shown_and_said_so() {
+    fn the_files_of_a_review_share_one_preview_budget() {
+        let big: String = (0..300).map(|i| format!("y{i}();\n")).collect();
+        let a = asset(None, None, big.as_bytes());
+        let files: Vec<(Asset, Rc<Vec<u8>>)> = (0..16)
+            .map(|_| (a.clone(), Rc::new(big.clone().into_bytes())))
+            .collect();
+        let shown = shown_all(&files);
+        let lines: usize = shown.iter().map(|f| f.shown_lines).sum();
+        let bytes: usize = shown
+            .iter()
+            .map(|f| f.text.as_ref().map_or(0, String::len))
+            .sum();
+        assert!(
+            lines <= PREVIEW_LINES && bytes <= PREVIEW_BYTES,
+            "{lines} {bytes}"
+        );
+        assert!(!shown[0].partial && shown[1].partial && shown[15].partial);
+        assert_eq!(
+            shown[15].total_lines, 300,
+            "a file past the budget still says its size"
+        );
+    }
+
+    #[test]
+    fn a_resource_that_is_not_text_is_not_shown_and_said_so() {
         let png = b"\x89PNG\r\n\x1a\n\xff\x00";
-        let f = shown(&asset(Some("logo\u{200B}"), None, png), png);
+        let f = one(&asset(Some("logo\u{200B}"), None, png), png);
         assert_eq!(f.label, "@resource logo⟨U+200B⟩");
         assert_eq!(f.text, None);
         assert!(f.note.unwrap().contains("not shown"));
-        assert_eq!(whole_text(png), None);
-        let latin1 = b"var s = '\xe9';";
-        let f = shown(&asset(None, Some("windows-1252"), latin1), latin1);
-        assert_eq!(f.text, None);
-        assert!(f.note.unwrap().contains("windows-1252"));
+        // A @require's is what runs, replacements and all: shown.
+        let f = one(&asset(None, None, png), png);
+        assert!(f.text.unwrap().contains('\u{FFFD}'));
     }
 
+    /// The review shows a @require as its registration reads it: a byte order mark decides,
+    /// else the charset its answer named (a reviewer found a file served as iso-2022-jp whose
+    /// code the review showed commented out, and which ran).
     #[test]
-    fn utf8_text_read_in_another_charset_is_said_to_read_otherwise() {
-        let t = "var s = 'é';".as_bytes();
-        let f = shown(&asset(None, Some("windows-1252"), t), t);
-        assert!(f.text.is_some());
-        assert!(f.note.unwrap().contains("read otherwise"));
-        let ascii = b"var s = 1;";
+    fn code_is_shown_as_the_browser_reads_it() {
+        // Latin-1 (the native platform decodes it): é.
+        let latin1 = b"var s = '\xe9';";
+        let f = one(&asset(None, Some("windows-1252"), latin1), latin1);
+        assert_eq!(f.text.as_deref(), Some("var s = 'é';"));
+        assert!(f.note.unwrap().contains("windows-1252"));
+        // A UTF-8 byte order mark wins over the charset, and is not shown.
+        let bom = "\u{FEFF}var s = 'é';".as_bytes();
+        let f = one(&asset(None, Some("windows-1252"), bom), bom);
+        assert_eq!(f.text.as_deref(), Some("var s = 'é';"));
+        assert_eq!(f.note, None);
+        // The same function the registration calls.
+        let a = asset(None, Some("windows-1252"), latin1);
         assert_eq!(
-            shown(&asset(None, Some("windows-1252"), ascii), ascii).note,
-            None
-        );
-        // A byte order mark is not shown as a character.
-        let bom = b"\xEF\xBB\xBFgo();";
-        assert_eq!(
-            shown(&asset(None, None, bom), bom).text.as_deref(),
-            Some("go();")
+            whole_text(&a, latin1).unwrap(),
+            text_of(&a, latin1).into_owned()
         );
     }
 }

@@ -120,6 +120,10 @@ pub struct Provider<E> {
     reviews: RefCell<VecMap<u64, Waiting>>,
     /// The last review's `seq`: arrival order, never reused in this worker.
     review_seq: Cell<u64>,
+    /// Reviews being prepared (their files fetched), by a number of their own: caller and the
+    /// bytes reserved. They count as waiting ([`Provider::reserve_review`]).
+    preparing: RefCell<VecMap<u64, (String, usize)>>,
+    preparing_seq: Cell<u64>,
     /// The previous worker's interrupted reviews have been settled (`reviews`).
     reviews_resumed: Cell<bool>,
     /// Sessions whose writes the user allowed without further review ("allow for this session").
@@ -226,6 +230,8 @@ impl<E: Env> Provider<E> {
             next_session: Cell::new(1),
             reviews: RefCell::new(VecMap::new()),
             review_seq: Cell::new(0),
+            preparing: RefCell::new(VecMap::new()),
+            preparing_seq: Cell::new(0),
             reviews_resumed: Cell::new(false),
             waived: RefCell::new(VecSet::new()),
             journal_settled: Cell::new(false),

@@ -35,7 +35,39 @@ impl<E: Env> Provider<E> {
         let r = &reviews.values().find(|w| w.request.id == id)?.request;
         let file = r.files.get(index)?;
         let bytes = r.fetched.as_ref()?.body(&file.sha256)?;
-        crate::guard::review_files::whole_text(bytes)
+        crate::guard::review_files::whole_text(file.asset.as_ref()?, bytes)
+    }
+
+    /// A place for a review about to be prepared, whose files (`bytes` at most) are fetched
+    /// before it waits: refused as a waiting review would be, so an agent cannot make the worker
+    /// fetch and hold files for more reviews than may wait (a reviewer had 20 reviewed writes
+    /// fetch 40 MiB before 12 were refused). The place is kept until the [`Preparing`] is
+    /// dropped, which the review's own admission follows.
+    pub fn reserve_review(
+        &self,
+        caller: &str,
+        bytes: usize,
+    ) -> Result<Preparing<'_, E>, QueueFull> {
+        review::admit(
+            self.reviews
+                .borrow()
+                .values()
+                .map(|w| (w.request.caller.as_str(), held(&w.request)))
+                .chain(
+                    self.preparing
+                        .borrow()
+                        .values()
+                        .map(|(c, b)| (c.as_str(), *b)),
+                ),
+            caller,
+            bytes,
+        )?;
+        let n = self.preparing_seq.get().saturating_add(1);
+        self.preparing_seq.set(n);
+        self.preparing
+            .borrow_mut()
+            .insert(n, (caller.to_owned(), bytes));
+        Ok(Preparing { p: self, n })
     }
 
     pub fn is_waived(&self, session: u64) -> bool {
@@ -55,12 +87,17 @@ impl<E: Env> Provider<E> {
             return Ok((Decision::Cancelled, Told(None)));
         }
         let mut request = request;
-        let held = |r: &ReviewRequest| r.fetched.as_ref().map_or(0, |f| f.bytes());
         let full = review::admit(
             self.reviews
                 .borrow()
                 .values()
-                .map(|w| (w.request.caller.as_str(), held(&w.request))),
+                .map(|w| (w.request.caller.as_str(), held(&w.request)))
+                .chain(
+                    self.preparing
+                        .borrow()
+                        .values()
+                        .map(|(c, b)| (c.as_str(), *b)),
+                ),
             &request.caller,
             held(&request),
         );
@@ -230,5 +267,22 @@ impl Told {
         if let Some(tx) = self.0.take() {
             let _ = tx.send(outcome.as_ref().map(drop).map_err(Clone::clone));
         }
+    }
+}
+
+/// The bytes of files a review holds.
+fn held(r: &ReviewRequest) -> usize {
+    r.fetched.as_ref().map_or(0, |f| f.bytes())
+}
+
+/// A review's place while it is prepared ([`Provider::reserve_review`]); given up when dropped.
+pub struct Preparing<'a, E: Env> {
+    p: &'a Provider<E>,
+    n: u64,
+}
+
+impl<E: Env> Drop for Preparing<'_, E> {
+    fn drop(&mut self) {
+        self.p.preparing.borrow_mut().remove(&self.n);
     }
 }

@@ -122,7 +122,7 @@ pub(super) async fn review_request<E: Env>(
     };
     // The files the write would add, fetched now and shown: the approved write takes these bytes
     // (`Reviewed`), so a server cannot swap them between the review and the approval. A restore
-    // plans from the revision it brings back (its stored copies, read here to be shown).
+    // plans from the revision it brings back, whose stored copies are read here to be shown.
     let before_assets = current.as_ref().map_or(&[][..], |(r, _)| &r.assets[..]);
     let (files, fetched) = match (&proposed, w) {
         (None, _) | (_, WriteArgs::SetEnabled { .. }) => (Vec::new(), Reviewed::default()),
@@ -132,15 +132,13 @@ pub(super) async fn review_request<E: Env>(
                 (None, WriteArgs::Create { .. }) => &[][..],
                 (None, _) => before_assets,
             };
-            let (new, fetched) = asset_store::fetch_for_review(&p.env, meta, plan_from)
-                .await
-                .map_err(|e| ToolError::from(ScriptError::from(e)))?;
-            let files = new
-                .iter()
-                .filter(|(a, _)| !before_assets.contains(a))
-                .map(|(a, bytes)| review_files::shown(a, bytes))
-                .collect();
-            (files, fetched)
+            // Its place among the reviews that may wait, taken before anything is fetched.
+            let _place = p.reserve_review(&ctx.caller.key(), files_at_most(meta))?;
+            let (new, fetched) =
+                asset_store::fetch_for_review(&p.env, meta, plan_from, before_assets)
+                    .await
+                    .map_err(|e| ToolError::from(ScriptError::from(e)))?;
+            (review_files::shown_all(&new), fetched)
         }
     };
     let verb = match w {
@@ -188,4 +186,12 @@ pub(super) async fn review_request<E: Env>(
         files,
         fetched: Some(std::rc::Rc::new(fetched)),
     })
+}
+
+/// The most bytes of files a script with `meta` may hold ([`crate::gm::assets`]' bounds).
+fn files_at_most(meta: &crate::scripts::metadata::Metadata) -> usize {
+    use crate::gm::assets::{MAX_ASSET_BYTES, MAX_SCRIPT_ASSET_BYTES};
+    let n = meta.requires.len().saturating_add(meta.resources.len());
+    n.saturating_mul(MAX_ASSET_BYTES)
+        .min(MAX_SCRIPT_ASSET_BYTES)
 }

@@ -22,6 +22,7 @@ function script(name, lines, body) {
 const LIB = "var LIB_NAME = 'tiny-lib'; function libShout(s) { return String(s).toUpperCase() + '!'; }";
 const TEXT = "héllo resource ✓";
 const SJIS = Buffer.from([0x93, 0xfa, 0x96, 0x7b]); // 日本
+const JP = Buffer.from("var s = '\x1b$B';/*\x1b(B';\ndocument.documentElement.setAttribute('data-r-jp', 'ran');\n//*/\n", "latin1");
 const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 1, 2, 255]);
 
 /** The library server (on 127.0.0.1, http allowed for loopback) and the pages (any host name). */
@@ -34,6 +35,13 @@ async function server() {
     hits.push(req.headers.host?.startsWith("127.0.0.1:") ? req.url : `${req.headers.host}${req.url}`);
     const path = req.url.split("?")[0];
     if (refuse && path !== "/page") { res.writeHead(503); res.end("gone"); return; }
+    // ASCII bytes that iso-2022-jp reads otherwise than UTF-8: its escape turns `/*` into a kanji
+    // inside the string, so the line after it is code, not a comment.
+    if (path === "/jp.js") {
+      res.writeHead(200, { "content-type": "text/javascript; charset=iso-2022-jp" });
+      res.end(JP);
+      return;
+    }
     if (path === "/swap.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(swapBody); return; }
     if (path === "/lib.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(LIB); return; }
     if (path === "/text.txt") { res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }); res.end(TEXT); return; }
@@ -336,7 +344,7 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
       assert.equal(await code.innerText(), reviewed);
       assert.equal(await code.getAttribute("aria-label"), `Code of @require ${lib("/swap.js")}`);
       const effects = await item.locator("ul.effects").innerText();
-      assert.ok(effects.includes(`This script loads code from ${lib("/swap.js")} (@require; shown below as fetched for this review: the write stores exactly those bytes`), effects);
+      assert.ok(effects.includes(`This script loads code from ${lib("/swap.js")} (@require; listed below)`), effects);
       assert.ok(!effects.includes("not shown"), effects);
       // Fetched once, for the review; the server now answers other code.
       assert.equal(srv.hits.filter((u) => u === "/swap.js").length, hitsBefore + 1);
@@ -352,6 +360,30 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
       assert.deepEqual(await load("rev.test"), { rev: "reviewed" });
     } finally {
       await popup.close();
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+    }
+  });
+
+  // A reviewer's file served as iso-2022-jp: the review showed its code commented out, as UTF-8
+  // reads it, and the browser ran it.
+  test("review shows a @require's code as the browser reads it, in the charset its server names", T, async () => {
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    try {
+      const pending = call("write_script", { source: script("jp", ["@match http://jp.test/*", `@require ${lib("/jp.js")}`], "1;") });
+      let review;
+      for (const deadline = Date.now() + 8000; !review && Date.now() < deadline; await sleep(100)) {
+        review = (await h.internal("state.get")).reviews?.[0];
+      }
+      assert.ok(review, "no review appeared");
+      const read = new TextDecoder("iso-2022-jp").decode(JP);
+      assert.ok(read.includes("\ndocument.documentElement.setAttribute('data-r-jp', 'ran');"), read);
+      assert.equal(review.files[0].text, read.replace(/\n$/, ""));
+      assert.match(review.files[0].note, /Read in iso-2022-jp/);
+      await h.internal("reviews.decide", { review: review.id, approve: true });
+      const res = await pending;
+      assert.equal(res.isError, false, res.content?.[0]?.text);
+      assert.deepEqual(await load("jp.test"), { jp: "ran" }, "what ran is what was shown");
+    } finally {
       await h.internal("policy.setSwitch", { name: "review", value: false });
     }
   });
