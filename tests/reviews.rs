@@ -785,3 +785,29 @@ fn a_restore_shows_the_stored_code_it_brings_back() {
         .count();
     assert_eq!(asked, 1, "only the first write fetched it");
 }
+
+/// A review ends 50 s after the call, its files' fetching included: the official SDKs give up on
+/// a request after 60 s, so a review that waited 50 s after a 30 s fetch left the agent without
+/// its answer.
+#[test]
+fn a_review_ends_fifty_seconds_after_the_call_however_long_its_files_took() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    serve(&p, LIB, 200, "lib();");
+    p.env.fetch_ms.set(30_000.0);
+    p.env.timers_fire.set(true);
+    let started = lumo_userscripts::env::Clock::now_ms(&p.env);
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": with_require("Slow lib")}),
+    );
+    let took = lumo_userscripts::env::Clock::now_ms(&p.env) - started;
+    assert_eq!(error_code(&r), Some("REVIEW_EXPIRED"), "{r}");
+    assert!(
+        (30_000.0..=50_000.0).contains(&took),
+        "answered after {took} ms"
+    );
+}

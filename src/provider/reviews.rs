@@ -74,7 +74,8 @@ impl<E: Env> Provider<E> {
         self.waived.borrow().contains(&session)
     }
 
-    /// Waits for the user's decision on one write, bounded by [`review::REVIEW_TIMEOUT_MS`].
+    /// Waits for the user's decision on one write, until the request's `expires_at` (at most
+    /// [`review::REVIEW_TIMEOUT_MS`] from now).
     /// With an approval comes where to tell what the approved write did ([`Told`]).
     pub async fn await_review(
         &self,
@@ -87,6 +88,7 @@ impl<E: Env> Provider<E> {
             return Ok((Decision::Cancelled, Told(None)));
         }
         let mut request = request;
+        let wait = (request.expires_at - self.env.now_ms()).clamp(0.0, review::REVIEW_TIMEOUT_MS);
         let full = review::admit(
             self.reviews
                 .borrow()
@@ -121,7 +123,7 @@ impl<E: Env> Provider<E> {
         self.resume_interrupted_reviews().await;
         self.save_review_stubs().await;
         self.changed();
-        let decision = match select(rx, Box::pin(self.env.sleep(review::REVIEW_TIMEOUT_MS))).await {
+        let decision = match select(rx, Box::pin(self.env.sleep(wait))).await {
             Either::Left((Ok(d), _)) => d,
             Either::Left((Err(_), _)) => Decision::Cancelled,
             Either::Right(_) => Decision::Expired,

@@ -282,7 +282,7 @@ pub(super) async fn after_review<E: Env>(
         Decision::Expired => (
             ErrorCode::ReviewExpired,
             format!(
-                "the user did not decide within {} s; {nothing}",
+                "the user did not decide within {} s of the request; {nothing}",
                 REVIEW_TIMEOUT_MS / 1000.0
             ),
         ),

@@ -26,6 +26,9 @@ pub(super) async fn review_request<E: Env>(
     w: &WriteArgs,
     digest: &str,
 ) -> Result<ReviewRequest, ToolError> {
+    // The review ends 50 s after this, its files' fetching included: the client's request
+    // timeout (60 s in the official SDKs) counts from its call, and the agent must hear why.
+    let started = p.env.now_ms();
     // A restore's "before" is the live script (none when it comes back from the trash) and its
     // "after" the version it brings back.
     let (current, restored) = match w {
@@ -179,7 +182,7 @@ pub(super) async fn review_request<E: Env>(
         diff_partial: shown.diff.as_ref().is_some_and(|d| d.is_partial()),
         diff: shown.diff.map(|d| d.text),
         created_at: now,
-        expires_at: now + REVIEW_TIMEOUT_MS,
+        expires_at: started + REVIEW_TIMEOUT_MS,
         digest: digest.to_owned(),
         seq: 0,
         sources: shown.sources,
