@@ -77,6 +77,9 @@ pub enum Message {
     /// promise rejection nobody handled, in the script's own world; attached to the run of the
     /// same document (Chrome's `documentId`, never the message).
     Late(LateError),
+    /// A rejection reported late (its `LateError::n`) that the script handled after all
+    /// (`rejectionhandled`): taken back from its run, as the browser's console takes it back.
+    Handled(u64),
 }
 
 /// One error of a script after its first pass.
@@ -85,6 +88,8 @@ pub struct LateError {
     pub error: RunError,
     /// An unhandled promise rejection (else an uncaught error).
     pub rejection: bool,
+    /// The page's number for a rejection, which a later [`Message::Handled`] names.
+    pub n: Option<u64>,
 }
 
 /// When the script ran, as registered (`@run-at`).
@@ -170,7 +175,13 @@ pub fn parse(raw: &str) -> Result<Envelope, ChannelError> {
         Some("late") => Message::Late(LateError {
             error: run_error(o.get("error"))?.ok_or(ChannelError::BadField("error"))?,
             rejection: o.get("rejection") == Some(&Value::Bool(true)),
+            n: o.get("n").and_then(Value::as_u64),
         }),
+        Some("handled") => Message::Handled(
+            o.get("n")
+                .and_then(Value::as_u64)
+                .ok_or(ChannelError::BadField("n"))?,
+        ),
         // A request the worker does not take still reaches it, to be answered with why
         // (`GmRequest::Refused`): the script is told, once its token is proven.
         Some("gm") => Message::Gm(crate::gm::message::parse_or_refused(&o)),
@@ -361,6 +372,16 @@ mod tests {
         };
         assert!(!l.rejection);
         assert_eq!(l.error.line, None);
+        assert_eq!(l.n, None);
+        let raw = json!({"lumo": "t", "v": 1, "kind": "handled", "n": 3});
+        assert_eq!(
+            parse(&raw.to_string()).unwrap().message,
+            Message::Handled(3)
+        );
+        for bad in [json!(null), json!(-1), json!("3"), json!(1.5)] {
+            let raw = json!({"lumo": "t", "v": 1, "kind": "handled", "n": bad});
+            assert_eq!(parse(&raw.to_string()), Err(ChannelError::BadField("n")));
+        }
     }
 
     #[test]

@@ -111,7 +111,8 @@ pub fn decide_hinted(
     let admitted = match envelope.message {
         Message::Gm(_) => limits.admit_gm(&from.uuid, now),
         Message::Run(_) => limits.admit_script(&from.uuid, now),
-        Message::Late(_) => limits.admit_late(&from.uuid, now),
+        // A retraction is charged as the late error it takes back.
+        Message::Late(_) | Message::Handled(_) => limits.admit_late(&from.uuid, now),
     };
     if !admitted {
         return Verdict::Drop(Dropped::RateLimited);

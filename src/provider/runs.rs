@@ -194,7 +194,8 @@ impl<E: Env> Provider<E> {
                     return Received::NotLive;
                 };
                 let area = runs_area(sender.incognito);
-                match self.store_late(area, &from.uuid, &doc, &late, now).await {
+                let attach = |ring: &mut Ring, id| ring.attach_late(&doc, &late, id);
+                match self.store_late(area, &from.uuid, &attach, now).await {
                     Ok(Some(id)) => Received::Stored {
                         uuid: from.uuid,
                         id,
@@ -202,6 +203,24 @@ impl<E: Env> Provider<E> {
                     Ok(None) => Received::NotLive,
                     Err(e) => {
                         self.note(format!("could not store a late error: {e}"));
+                        Received::Failed(e.0)
+                    }
+                }
+            }
+            Message::Handled(n) => {
+                let Some(doc) = sender.document_id else {
+                    return Received::NotLive;
+                };
+                let area = runs_area(sender.incognito);
+                let retract = |ring: &mut Ring, id| ring.retract_late(&doc, n, id);
+                match self.store_late(area, &from.uuid, &retract, now).await {
+                    Ok(Some(id)) => Received::Stored {
+                        uuid: from.uuid,
+                        id,
+                    },
+                    Ok(None) => Received::NotLive,
+                    Err(e) => {
+                        self.note(format!("could not take back a late error: {e}"));
                         Received::Failed(e.0)
                     }
                 }
@@ -287,16 +306,16 @@ impl<E: Env> Provider<E> {
         Ok((got, last))
     }
 
-    /// A late error joins the newest run of that document in the script's ring; `None` when
-    /// no such run is kept. The run report is sent first, but two messages' tasks may reach the
-    /// ring out of order (each awaits storage), so a late error that finds no run yet looks
-    /// again a few times, 250 ms apart (bounded: the late window is 60 a minute per script).
+    /// A late error joins the newest run of that document in the script's ring, or a retraction
+    /// takes one back (`change`, given the new cursor); `None` when no such run is kept. The
+    /// run report is sent first, but two messages' tasks may reach the ring out of order (each
+    /// awaits storage), so a change that finds no run yet looks again a few times, 250 ms apart
+    /// (bounded: the late window is 60 a minute per script, retractions included).
     async fn store_late(
         &self,
         area: Area,
         uuid: &str,
-        document_id: &str,
-        late: &channel::message::LateError,
+        change: &dyn Fn(&mut Ring, u64) -> bool,
         now: f64,
     ) -> Result<Option<u64>, EnvError> {
         for attempt in 0..4 {
@@ -308,7 +327,7 @@ impl<E: Env> Provider<E> {
             let (got, last) = self.read_for_run(area, &key).await?;
             let id = runs::next_cursor(last, now.max(self.env.now_ms()));
             let mut ring = Ring::decode(got.get(&key));
-            if !ring.attach_late(document_id, late, id) {
+            if !change(&mut ring, id) {
                 continue;
             }
             self.save_rings(area, uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
@@ -503,6 +522,78 @@ mod tests {
         assert_eq!(run["lateErrors"][0]["line"], 7);
         let budget = Budget::decode(p.env.dump(Area::Local).get(BUDGET_KEY));
         assert_eq!(budget.bytes[&uuid], rings[0].bytes());
+    }
+
+    /// W: a rejection the script handled a moment later (`rejectionhandled`) stayed a late error,
+    /// and the run read failed. Taken back by its number, the run is ok again; an error thrown
+    /// (not a rejection) and another document's number take nothing back.
+    #[test]
+    fn a_rejection_handled_later_is_taken_back_from_its_run() {
+        let (p, uuid, key) = setup();
+        p.env.timers_fire.set(true);
+        let token = key.token(&uuid, 1);
+        let send = |m: Value, sender: Sender| {
+            let raw = m.to_string();
+            block_on(p.user_script_message(|| Some(raw), sender))
+        };
+        let run = json!({"lumo": token, "v": 1, "kind": "run", "runAt": "document_idle", "ms": 1});
+        assert!(matches!(send(run, page()), Received::Stored { .. }));
+        let late = |n: u64, rejection: bool| {
+            json!({"lumo": token, "v": 1, "kind": "late", "rejection": rejection, "n": n,
+            "error": {"name": "Error", "message": format!("late {n}"), "line": 2, "column": 1}})
+        };
+        let handled = |n: u64| json!({"lumo": token, "v": 1, "kind": "handled", "n": n});
+        let read =
+            || block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap()[0].runs[0].clone();
+        for (n, rejection) in [(1, true), (2, false), (3, true)] {
+            assert!(matches!(
+                send(late(n, rejection), page()),
+                Received::Stored { .. }
+            ));
+        }
+        assert_eq!(read()["lateErrors"].as_array().unwrap().len(), 3);
+        // Another document's number 1, and the thrown error's 2, take nothing back.
+        let mut other = page();
+        other.document_id = Some("DOC2".into());
+        assert_eq!(send(handled(1), other), Received::NotLive);
+        assert_eq!(send(handled(2), page()), Received::NotLive);
+        assert!(matches!(send(handled(1), page()), Received::Stored { .. }));
+        assert!(matches!(send(handled(3), page()), Received::Stored { .. }));
+        let r = read();
+        let left: Vec<&str> = r["lateErrors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["message"].as_str().unwrap())
+            .collect();
+        assert_eq!(left, ["late 2"]);
+        assert_eq!(r["ok"], false, "the thrown error stays");
+        // Readers never see the number.
+        let (selected, _) = runs::select(
+            &block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap(),
+            None,
+            false,
+            10,
+        );
+        assert_eq!(selected[0]["lateErrors"][0].get("n"), None);
+
+        // A run whose only late error is taken back is ok again.
+        let mut fresh = page();
+        fresh.document_id = Some("DOC3".into());
+        let run = json!({"lumo": token, "v": 1, "kind": "run", "runAt": "document_idle", "ms": 1});
+        assert!(matches!(send(run, fresh.clone()), Received::Stored { .. }));
+        assert!(matches!(
+            send(late(1, true), fresh.clone()),
+            Received::Stored { .. }
+        ));
+        assert!(matches!(send(handled(1), fresh), Received::Stored { .. }));
+        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        let r = rings[0]
+            .runs
+            .iter()
+            .find(|r| r["documentId"] == "DOC3")
+            .unwrap();
+        assert_eq!((r["ok"].clone(), r.get("lateErrors")), (json!(true), None));
     }
 
     /// Each message's place in the backlog is given back once it is handled, whatever became

@@ -19,6 +19,8 @@ pub const MAX_RUNS: usize = 50;
 pub const MAX_RING_BYTES: usize = 64 * 1024;
 /// The storage key of the last cursor given.
 pub const CURSOR_KEY: &str = "runs/cursor";
+/// The key under which a late rejection keeps the page's number for it (`LateError::n`).
+const LATE_N: &str = "n";
 /// Late errors kept per run (later ones are counted in `lateErrorsDropped`).
 pub const MAX_LATE_PER_RUN: usize = 10;
 /// All scripts' rings together, as stored JSON, in bytes: past it the oldest runs of the
@@ -137,6 +139,10 @@ impl Ring {
         let mut item = error_json(&late.error);
         if let Some(o) = item.as_object_mut() {
             o.insert("rejection".into(), late.rejection.into());
+            // Kept for a retraction (`retract_late`); never shown (`select` drops it).
+            if let (true, Some(n)) = (late.rejection, late.n) {
+                o.insert(LATE_N.into(), n.into());
+            }
         }
         let list = o
             .entry("lateErrors")
@@ -154,6 +160,49 @@ impl Ring {
         o.insert("ok".into(), json!(false));
         o.insert("changed".into(), json!(changed));
         self.trim();
+        true
+    }
+
+    /// Takes back the rejection `n` of that document's newest run that holds it, which the script
+    /// handled after all; the run is `ok` again when nothing else failed in it, and gets
+    /// `changed`. False when no kept run holds it (dropped, never kept, or already taken back).
+    pub fn retract_late(&mut self, document_id: &str, n: u64, changed: u64) -> bool {
+        let holds = |r: &Value| {
+            r.get("lateErrors")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter()
+                        .any(|e| e.get(LATE_N).and_then(Value::as_u64) == Some(n))
+                })
+        };
+        let Some(run) =
+            self.runs.iter_mut().rev().find(|r| {
+                r.get("documentId").and_then(Value::as_str) == Some(document_id) && holds(r)
+            })
+        else {
+            return false;
+        };
+        let Some(o) = run.as_object_mut() else {
+            return false;
+        };
+        let left = match o.get_mut("lateErrors").and_then(Value::as_array_mut) {
+            Some(a) => {
+                a.retain(|e| e.get(LATE_N).and_then(Value::as_u64) != Some(n));
+                a.len()
+            }
+            None => 0,
+        };
+        if left == 0 {
+            o.remove("lateErrors");
+        }
+        let failed = o.get("error").is_some_and(|e| !e.is_null())
+            || left > 0
+            || o.get("lateErrorsDropped")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                > 0;
+        o.insert("ok".into(), json!(!failed));
+        o.insert("changed".into(), json!(changed));
         true
     }
 
@@ -251,7 +300,19 @@ pub fn select(
         None => 0,
     };
     (
-        all.into_iter().skip(skip).take(max).cloned().collect(),
+        all.into_iter()
+            .skip(skip)
+            .take(max)
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(a) = r.get_mut("lateErrors").and_then(Value::as_array_mut) {
+                    for e in a.iter_mut().filter_map(Value::as_object_mut) {
+                        e.remove(LATE_N);
+                    }
+                }
+                r
+            })
+            .collect(),
         more,
     )
 }
@@ -407,6 +468,7 @@ mod tests {
                 in_require: false,
             },
             rejection: false,
+            n: None,
         }
     }
 

@@ -138,13 +138,17 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
     const q = p && p !== BEFORE ? p : pos(stack) || p;
     return { name: cut(name, 100), message: cut(message, MAXT), ...placed(q) };
   };
+  // Each late error reported is numbered (`n`), so a rejection the script handles later can be
+  // taken back by its number (`rejectionhandled`), as the console takes it back.
   const late = (e, p, rej) => {
-    if (lateSent >= MAXLATE) return;
+    if (lateSent >= MAXLATE) return 0;
     lateSent++;
-    const m = { __proto__: null, lumo: T, v: V, kind: "late", rejection: rej, error: describe(e, rej ? "rejection" : "thrown value", p) };
+    const m = { __proto__: null, lumo: T, v: V, kind: "late", rejection: rej, n: lateSent, error: describe(e, rej ? "rejection" : "thrown value", p) };
     if (ran) out(m);
     else queue.push(m);
+    return lateSent;
   };
+  const held = new WeakMap();
   try {
     // Only what the browser reports (`isTrusted`, which a page cannot set): an event the page
     // dispatches reaches this world's listeners too, and would be taken for the script's error.
@@ -170,7 +174,20 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
     });
     globalThis.addEventListener("unhandledrejection", (ev) => {
       try {
-        if (started && ev.isTrusted) late(ev.reason, null, true);
+        if (!started || !ev.isTrusted) return;
+        const n = late(ev.reason, null, true);
+        if (n) held.set(ev.promise, n);
+      } catch (x) {
+      }
+    });
+    globalThis.addEventListener("rejectionhandled", (ev) => {
+      try {
+        const n = ev.isTrusted ? held.get(ev.promise) : 0;
+        if (!n) return;
+        held.delete(ev.promise);
+        const i = queue.findIndex((m) => m.n === n);
+        if (i >= 0) queue.splice(i, 1);
+        else out({ __proto__: null, lumo: T, v: V, kind: "handled", n });
       } catch (x) {
       }
     });

@@ -304,6 +304,32 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual(mine[0].lateErrors.map((e) => [e.message, e.line]), [["the other script fails", 7]]);
   });
 
+  // W: a rejection the script handled a moment later stayed a late error, and the run read
+  // failed; the browser's console takes such a rejection back (rejectionhandled).
+  test("a rejection handled later is taken back from the run; one never handled stays", T, async () => {
+    const uuid = await write(script("Runs handled later", ["@match http://late2.test/*"], [
+      "const later = Promise.reject(new Error('handled later'));", // line 6
+      "setTimeout(() => later.catch(() => {}), 300);",
+      "setTimeout(() => Promise.reject(new TypeError('never handled')), 500);",
+      "setTimeout(() => document.documentElement.setAttribute('data-late2', '1'), 700);",
+    ]));
+    const page = await h.context.newPage();
+    try {
+      await page.goto(`http://late2.test:${server.port}/late`, { waitUntil: "load" });
+      await page.waitForFunction(() => document.documentElement.hasAttribute("data-late2"), null, { timeout: 5000 });
+      let run;
+      for (const deadline = Date.now() + 8000; Date.now() < deadline; await sleep(150)) {
+        run = (await call("script_runs", { uuid })).structuredContent.runs[0];
+        if (run?.lateErrors?.length === 1 && run.lateErrors[0].message === "never handled") break;
+      }
+      assert.deepEqual(run.lateErrors.map((e) => [e.name, e.message, e.rejection]), [["TypeError", "never handled", true]], JSON.stringify(run));
+      assert.equal(run.ok, false);
+      assert.equal(run.lateErrors[0].n, undefined, "the page's number is not shown");
+    } finally {
+      await page.close();
+    }
+  });
+
   // A tester's: an exception in GM_xmlhttpRequest's onload (the commonest async userscript bug)
   // or in a value listener went only to the page's console, and script_runs said the run was ok;
   // console.error("caught:", e) read "caught: {}"; a thrown object read name "undefined".
