@@ -40,7 +40,7 @@ const MAX_STACK_CHARS: usize = 4096;
 /// wrapper) left the timeout or the watch waiting for a timer that never fired, and the whole
 /// report was lost to the provider's limit (`try.test.mjs`).
 /// Every `__X__` is replaced ([`kit`]); none can occur in the nonce or the numbers.
-const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), ST = setTimeout.bind(globalThis), CT = clearTimeout.bind(globalThis), AEL = addEventListener.bind(globalThis), REL = removeEventListener.bind(globalThis); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m, req = null; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; if (!req && +m[1] > RQ) req = [+m[1], +m[2]]; } return req; }; const PL = __PL__, RQ = __RQ__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d, k, j) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (!j && typeof x.toJSON === "function") return walk(x.toJSON(k), d + 1, k, true); if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; if (x instanceof RegExp) return String(x); } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (x instanceof Map || x instanceof Set) { const a = []; for (const e of x) { if (a.length >= 100) { lossy = true; break; } a.push(x instanceof Map ? [walk(e[0], d + 1, "0"), walk(e[1], d + 1, "1")] : walk(e, d + 1, String(a.length))); } return { [x instanceof Map ? "[Map]" : "[Set]"]: a }; } if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y, i) => walk(y, d + 1, String(i))); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const n of ks.slice(0, 100)) o[n] = walk(x[n], d + 1, n); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0, ""); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : a === undefined ? "undefined" : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const w = WATCH > 0 ? listen() : null; const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; const i = globalThis["__lumoTrySyntax_" + N + "_i"]; if (i) r.installSyntax = i; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = ST(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : "thrown value"; message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { CT(timer); } r.ms = now() - t0; if (w) { if (!r.timedOut) { try { await new Promise((res) => ST(res, WATCH)); } catch (e) {} } w.stop(r, r.timedOut ? 0 : WATCH); } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at, o = "thrown value") => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : o; message = String(e.message); stack = String(e.stack); } else { name = o; message = text([e]); } } catch (x) { message = "[unreadable]"; } const s0 = pos(stack), p = (s0 && s0[0] > PL ? s0 : null) || at || s0; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const listen = () => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const held = new Map(); const onRejection = (ev) => { try { if (!ev.isTrusted) return; const x = ev.reason, st = x && typeof x === "object" ? x.stack : undefined; if (typeof st === "string" && !pos(st)) return; const item = { rejection: true, ...thrown(x, null, "rejection") }; add(item); held.set(ev.promise, item); } catch (x) {} }; const onHandled = (ev) => { try { const item = held.get(ev.promise); const i = later.indexOf(item); if (i >= 0) later.splice(i, 1); held.delete(ev.promise); } catch (x) {} }; AEL("error", onError); AEL("unhandledrejection", onRejection); AEL("rejectionhandled", onHandled); return { stop(r, ms) { REL("error", onError); REL("unhandledrejection", onRejection); REL("rejectionhandled", onHandled); if (ms === 0 && !later.length && !lost) return; r.later = later; r.laterDropped = lost; r.watchedMs = ms; } }; }; return { finish }; })();"#;
+const KIT: &str = r#"globalThis["__lumoTryKit___NONCE__"] = (() => { const N = "__NONCE__", TIMEOUT = __TIMEOUT__, WATCH = __WATCH__, MAXE = __MAXE__, MAXL = __MAXL__, MAXT = __MAXT__, MAXLC = __MAXLC__, MAXV = __MAXV__, MAXS = __MAXS__; const C = globalThis.console, S = JSON.stringify, now = () => performance.now(), ST = setTimeout.bind(globalThis), CT = clearTimeout.bind(globalThis), AEL = addEventListener.bind(globalThis), REL = removeEventListener.bind(globalThis); let t0 = 0; const re = new RegExp("lumo-try-" + N + "\\.js:(\\d+):(\\d+)", "g"); const logs = []; let dropped = 0, chars = 0; const pos = (stack) => { const s = String(stack || ""); re.lastIndex = 0; let m, req = null; while ((m = re.exec(s))) { if (+m[1] > PL) return [+m[1], +m[2]]; if (!req && +m[1] > RQ) req = [+m[1], +m[2]]; } return req; }; const PL = __PL__, RQ = __RQ__; const cut = (s, n) => (s.length > n ? s.slice(0, n) + "…" : s); let lossy = false; const lose = (x) => { lossy = true; return x; }; const safe = (v) => { const seen = new WeakSet(); let budget = 500; const walk = (x, d, k, j) => { if (--budget < 0) return lose("[…]"); if (x === null || typeof x === "boolean") return x; if (typeof x === "number") return Number.isFinite(x) ? x : String(x); if (typeof x === "string") return x.length > MAXT ? lose(cut(x, MAXT)) : x; if (typeof x === "undefined") return null; if (typeof x === "bigint") return x + "n"; if (typeof x === "symbol" || typeof x === "function") return "[" + typeof x + " " + cut(String(x.description || x.name || ""), 100) + "]"; try { if (!j && typeof x.toJSON === "function") return walk(x.toJSON(k), d + 1, k, true); if (typeof Node !== "undefined" && x instanceof Node) return "[" + (x.nodeName || "node") + "]"; if (x instanceof Error) return { name: String(x.name), message: cut(String(x.message), MAXT) }; if (x instanceof RegExp) return String(x); } catch (e) {} if (seen.has(x)) return "[Circular]"; if (d > 6) return lose("[…]"); seen.add(x); try { if (x instanceof Map || x instanceof Set) { const a = []; for (const e of x) { if (a.length >= 100) { lossy = true; break; } a.push(x instanceof Map ? [walk(e[0], d + 1, "0"), walk(e[1], d + 1, "1")] : walk(e, d + 1, String(a.length))); } return { [x instanceof Map ? "[Map]" : "[Set]"]: a }; } if (Array.isArray(x)) { if (x.length > 100) lossy = true; return x.slice(0, 100).map((y, i) => walk(y, d + 1, String(i))); } const o = {}; const ks = Object.keys(x); if (ks.length > 100) lossy = true; for (const n of ks.slice(0, 100)) o[n] = walk(x[n], d + 1, n); return o; } catch (e) { return "[unreadable]"; } finally { seen.delete(x); } }; return walk(v, 0, ""); }; const text = (args) => args.map((a) => (typeof a === "string" ? a : a === undefined ? "undefined" : (() => { try { return S(safe(a)); } catch (e) { return String(a); } })())).join(" "); const log = (level) => function (...args) { if (logs.length >= MAXL || chars >= MAXLC) { dropped++; return; } let t; try { t = cut(text(args), MAXT); } catch (e) { t = "[unprintable]"; } chars += t.length; const p = pos(new Error().stack); logs.push({ level, text: t, line: p ? p[0] : null }); }; const levels = ["log", "info", "warn", "error", "debug", "trace"]; const saved = {}; const install = () => { for (const l of levels) { saved[l] = C[l]; try { C[l] = log(l); } catch (e) {} } }; const restore = () => { for (const l of levels) { try { C[l] = saved[l]; } catch (e) {} } }; const finish = async (run) => { t0 = now(); install(); const w = WATCH > 0 ? listen() : null; const r = { lumo: N, url: cut(String(location.href), 4096), title: cut(String(document.title), 300), logs, value: null, threw: false }; const i = globalThis["__lumoTrySyntax_" + N + "_i"]; if (i) r.installSyntax = i; let timer; try { const out = await Promise.race([run(), new Promise((res) => { timer = ST(() => res(r), TIMEOUT); })]); if (out === r) { r.timedOut = true; } else if (out !== undefined) { try { lossy = false; const j = S(safe(out)); r.value = j.length > MAXV ? j.slice(0, MAXV) : j; r.valueTruncated = j.length > MAXV || lossy; } catch (e) { r.value = S("[unserializable]"); } } } catch (e) { r.threw = true; let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : "thrown value"; message = String(e.message); stack = String(e.stack); } else { name = "thrown value"; message = text([e]); } } catch (x) { message = "[unreadable]"; } const p = pos(stack); r.error = { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null, stack: cut(stack, MAXS) }; } finally { CT(timer); } r.ms = now() - t0; if (w) { let ms = r.timedOut ? 0 : WATCH; if (!r.timedOut) { const w0 = now(); try { if (await new Promise((res) => { ST(() => res(false), WATCH); AEL("pagehide", () => res(true), { once: true }); })) { r.leftPage = true; ms = Math.max(1, Math.round(now() - w0)); } } catch (e) {} } w.stop(r, ms); } restore(); r.logsDropped = dropped; return r; }; const FILE = "lumo-try-" + N + ".js"; const thrown = (e, at, o = "thrown value") => { let name = "Error", message = "", stack = ""; try { if (e instanceof Error || (e && typeof e === "object" && typeof e.message === "string")) { name = e instanceof Error || typeof e.name === "string" ? String(e.name) : o; message = String(e.message); stack = String(e.stack); } else { name = o; message = text([e]); } } catch (x) { message = "[unreadable]"; } const s0 = pos(stack), p = (s0 && s0[0] > PL ? s0 : null) || at || s0; return { name: cut(name, 200), message: cut(message, MAXT), line: p ? p[0] : null, column: p ? p[1] : null }; }; const listen = () => { const later = []; let lost = 0; const add = (x) => { if (later.length >= MAXE) lost++; else later.push(x); }; const onError = (ev) => { try { if (!ev.isTrusted) return; const own = ev.filename === FILE; if (!own && !pos(ev.error && ev.error.stack)) return; add({ rejection: false, ...thrown(ev.error === undefined || ev.error === null ? ev.message : ev.error, own && ev.lineno > PL ? [ev.lineno, ev.colno] : null) }); } catch (x) {} }; const held = new Map(); const onRejection = (ev) => { try { if (!ev.isTrusted) return; const x = ev.reason, st = x && typeof x === "object" ? x.stack : undefined; if (typeof st === "string" && !pos(st)) return; const item = { rejection: true, ...thrown(x, null, "rejection") }; add(item); held.set(ev.promise, item); } catch (x) {} }; const onHandled = (ev) => { try { const item = held.get(ev.promise); const i = later.indexOf(item); if (i >= 0) later.splice(i, 1); held.delete(ev.promise); } catch (x) {} }; AEL("error", onError); AEL("unhandledrejection", onRejection); AEL("rejectionhandled", onHandled); return { stop(r, ms) { REL("error", onError); REL("unhandledrejection", onRejection); REL("rejectionhandled", onHandled); if (ms === 0 && !later.length && !lost) return; r.later = later; r.laterDropped = lost; r.watchedMs = ms; } }; }; return { finish }; })();"#;
 
 /// The wrapper before the source: takes the kit ([`KIT`]) its entry left under the nonce, once
 /// it has seen that it runs in the world it was sent to ([`CLAIM`]). `__NONCE__` and `__WORLD__`
@@ -297,6 +297,9 @@ pub struct Watched {
     pub ms: u64,
     pub errors: Vec<Later>,
     pub dropped: u64,
+    /// The page was left during the watch (`pagehide`: the script navigated, or the user did),
+    /// which ended it after `ms`: its report comes back, where waiting on lost it.
+    pub left_page: bool,
 }
 
 /// One frame's report, bounded and with positions in the source's own lines.
@@ -394,27 +397,7 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
         in_require: in_require_code(uint(e.get("line")), before),
     };
     let error = o.get("error").and_then(Value::as_object).map(thrown);
-    let watched = uint(o.get("watchedMs")).map(|ms| {
-        let all = o.get("later").and_then(Value::as_array);
-        let items = all.map(Vec::as_slice).unwrap_or_default();
-        let errors: Vec<Later> = items
-            .iter()
-            .filter_map(Value::as_object)
-            .take(MAX_LATER)
-            .map(|e| Later {
-                rejection: e.get("rejection") == Some(&Value::Bool(true)),
-                thrown: thrown(e),
-            })
-            .collect();
-        let over = u64::try_from(items.len().saturating_sub(errors.len())).unwrap_or(u64::MAX);
-        Watched {
-            ms,
-            dropped: uint(o.get("laterDropped"))
-                .unwrap_or(0)
-                .saturating_add(over),
-            errors,
-        }
-    });
+    let watched = uint(o.get("watchedMs")).map(|ms| watched_of(o, ms, &thrown));
     // The page says whether it cut the value (a long string, a deep or wide object); a value
     // cut at the byte bound is no longer JSON and is returned as its text.
     let cut_in_page = o.get("valueTruncated") == Some(&json!(true));
@@ -459,6 +442,34 @@ pub fn parse_report(v: &Value, nonce: &str, before: u64, source_lines: u64) -> O
     })
 }
 
+/// What the try saw after the top-level code finished (`watchedMs` given: `ms`).
+fn watched_of(
+    o: &Map<String, Value>,
+    ms: u64,
+    thrown: &dyn Fn(&Map<String, Value>) -> Thrown,
+) -> Watched {
+    let all = o.get("later").and_then(Value::as_array);
+    let items = all.map(Vec::as_slice).unwrap_or_default();
+    let errors: Vec<Later> = items
+        .iter()
+        .filter_map(Value::as_object)
+        .take(MAX_LATER)
+        .map(|e| Later {
+            rejection: e.get("rejection") == Some(&Value::Bool(true)),
+            thrown: thrown(e),
+        })
+        .collect();
+    let over = u64::try_from(items.len().saturating_sub(errors.len())).unwrap_or(u64::MAX);
+    Watched {
+        ms,
+        left_page: o.get("leftPage") == Some(&Value::Bool(true)),
+        dropped: uint(o.get("laterDropped"))
+            .unwrap_or(0)
+            .saturating_add(over),
+        errors,
+    }
+}
+
 impl FrameReport {
     /// The JSON the tool returns for this frame.
     pub fn to_json(&self) -> Value {
@@ -489,6 +500,9 @@ impl FrameReport {
                 e.json(Some(l.rejection))
             });
             o.insert("watchedMs".into(), json!(w.ms));
+            if w.left_page {
+                o.insert("leftPage".into(), json!(true));
+            }
             o.insert("lateErrors".into(), Value::Array(errors.collect()));
             o.insert("lateErrorsDropped".into(), json!(w.dropped));
         }
@@ -548,6 +562,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(none.watched, None);
+        assert!(!w.left_page);
+        let left = parse_report(
+            &json!({ "lumo": "n", "watchedMs": 317, "leftPage": true, "later": [] }),
+            "n",
+            before,
+            lines,
+        )
+        .unwrap();
+        let json = left.to_json();
+        assert_eq!(
+            (json["watchedMs"].clone(), json["leftPage"].clone()),
+            (json!(317), json!(true))
+        );
+        // Only `true` says so.
+        let not = parse_report(
+            &json!({ "lumo": "n", "watchedMs": 5, "leftPage": "yes" }),
+            "n",
+            before,
+            lines,
+        )
+        .unwrap();
+        assert!(!not.watched.unwrap().left_page);
     }
 
     /// The kit's timers and listener functions are the world's before the source runs: each

@@ -1350,6 +1350,12 @@ fn describe(r: &FrameReport, frame_id: i64, meta: &Metadata, text: &mut Vec<Stri
         if w.dropped > 0 {
             text.push(format!("  … {} more later errors not kept", w.dropped));
         }
+        if w.left_page {
+            text.push(format!(
+                "  the page was left {} ms into the watch (the script or the user navigated), which ended it: what happens on the next page is not watched",
+                w.ms
+            ));
+        }
         if w.errors.is_empty() && w.dropped == 0 && w.ms > 0 {
             text.push(format!(
                 "  no uncaught error while it ran or in the {} ms watched after it returned",

@@ -496,6 +496,28 @@ describe("try_script: what the installed script would do", () => {
     await tab.reload({ waitUntil: "load" });
   });
 
+  // W: a script that navigates during watchMs (a "next page" clicker) lost its whole report:
+  // "no report came back". The watch now ends when the page is left, and the report says so.
+  test("watchMs: a page the script navigates away from ends the watch early, and the report comes back", T, async () => {
+    await tab.goto(url, { waitUntil: "load" });
+    const r = await call("try_script", { source: script(["@match http://try.test/*"], [
+      "setTimeout(() => { throw new Error('before leaving'); }, 50);", // line 6
+      "setTimeout(() => { location.href = '/next'; }, 300);", // line 7
+      "console.log('clicking next');",
+      "return 'started';",
+    ]), url, watchMs: 5000 });
+    assert.equal(r.isError, false, r.content?.[0]?.text);
+    const f = r.structuredContent.frames[0];
+    assert.equal(f.value, "started", JSON.stringify(f));
+    assert.equal(f.leftPage, true, JSON.stringify(f));
+    assert.ok(f.watchedMs >= 250 && f.watchedMs < 5000, JSON.stringify(f));
+    assert.deepEqual(f.lateErrors.map((e) => [e.message, e.line]), [["before leaving", 6]]);
+    assert.deepEqual(f.console.map((c) => c.text), ["clicking next"]);
+    assert.match(r.content[0].text, /the page was left \d+ ms into the watch/);
+    await tab.waitForURL(/\/next$/);
+    await tab.goto(url, { waitUntil: "load" });
+  });
+
   // The tried code shares the kit's world: a script that takes over the world's timers or
   // listeners (a "timer hooker", a wrapper) must not leave the try waiting for a timer that
   // never fires, which lost its whole report to the provider's TIMEOUT. The kit's timers and
