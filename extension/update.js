@@ -38,7 +38,11 @@ function show(r) {
   $('update-review-hosts').replaceChildren(...(r.hosts.length
     ? ['Its new @require/@resource files, below, were fetched for this check (without your cookies) from: ', ...r.hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '. Update stores exactly these bytes.']
     : []));
-  $('update-review-files').replaceChildren(...(r.files ?? []).map((f) => el('div', { class: 'file' }, ...fileHead(f), f.text == null ? null : codeView(f))));
+  // A check cannot be asked for the rest later: a file past the dialog's bound says how much of
+  // it is not shown.
+  $('update-review-files').replaceChildren(...(r.files ?? []).map((f) => el('div', { class: 'file' }, ...fileHead(f),
+    f.partial ? el('p', { class: 'notice', role: 'note' }, el('strong', {}, `Not all of this file is shown: ${f.shownLines} of ${f.totalLines} line${f.totalLines === 1 ? '' : 's'}.`), ' Update stores all of it, the bytes of this sha256.') : null,
+    f.text == null || (f.partial && f.shownLines === 0) ? null : codeView(f))));
   $('update-review-from').replaceChildren('From ', ...marked(r.downloadUrl), r.checkUrl !== r.downloadUrl ? ` (checked at ${r.checkUrl})` : '');
   $('update-review-diff').replaceChildren(diffView(r.diff, `Changes from version ${r.installed ?? '(none)'} to ${r.offered}`));
   const ok = $('update-review-ok');

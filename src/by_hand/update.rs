@@ -249,8 +249,9 @@ async fn find<E: Env>(p: &Provider<E>, uuid: &str) -> Result<Found, Refusal> {
 }
 
 /// The new `@require`/`@resource` files of a newer version (those the stored script does not
-/// hold), fetched and checked as its write would, each shown whole; and their answers, for the
-/// write that stores them.
+/// hold), fetched and checked as its write would, shown within a bound far past a usual
+/// library's size (`review_files::UPDATE_PREVIEW_BYTES`); and their answers, for the write that
+/// stores them.
 async fn new_files<E: Env>(
     p: &Provider<E>,
     record: &ScriptRecord,
@@ -259,10 +260,11 @@ async fn new_files<E: Env>(
     let (new, fetched) = fetch_for_review(&p.env, metadata, &record.assets, &record.assets)
         .await
         .map_err(|e| Refusal::Store(ScriptError::from(e)))?;
-    let files = new
-        .iter()
-        .map(|(a, bytes)| review_files::shown_whole(a, bytes))
-        .collect();
+    let files = review_files::shown_all_within(
+        &new,
+        review_files::UPDATE_PREVIEW_LINES,
+        review_files::UPDATE_PREVIEW_BYTES,
+    );
     Ok((files, fetched))
 }
 

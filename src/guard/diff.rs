@@ -25,30 +25,55 @@ pub enum Ending {
 /// U+2028, U+2029. A terminator at the very end does not start another (empty) line, as with
 /// `str::lines`.
 pub fn js_lines(s: &str) -> Vec<(&str, Ending)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut it = s.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        let ending = match c {
-            '\n' => Ending::Usual,
-            '\r' => {
-                if let Some((_, '\n')) = it.peek() {
-                    it.next();
-                    Ending::Usual
-                } else {
-                    Ending::Unusual('\r')
+    JsLines::new(s).collect()
+}
+
+/// [`js_lines`] one line at a time (a 1 MiB file of short lines is not held as a list).
+pub struct JsLines<'a> {
+    s: &'a str,
+    start: usize,
+    it: std::iter::Peekable<std::str::CharIndices<'a>>,
+}
+
+impl<'a> JsLines<'a> {
+    pub fn new(s: &'a str) -> Self {
+        JsLines {
+            s,
+            start: 0,
+            it: s.char_indices().peekable(),
+        }
+    }
+}
+
+impl<'a> Iterator for JsLines<'a> {
+    type Item = (&'a str, Ending);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while let Some((i, c)) = self.it.next() {
+            let ending = match c {
+                '\n' => Ending::Usual,
+                '\r' => {
+                    if let Some((_, '\n')) = self.it.peek() {
+                        self.it.next();
+                        Ending::Usual
+                    } else {
+                        Ending::Unusual('\r')
+                    }
                 }
-            }
-            '\u{2028}' | '\u{2029}' => Ending::Unusual(c),
-            _ => continue,
-        };
-        out.push((s.get(start..i).unwrap_or(""), ending));
-        start = it.peek().map_or(s.len(), |(j, _)| *j);
+                '\u{2028}' | '\u{2029}' => Ending::Unusual(c),
+                _ => continue,
+            };
+            let line = self.s.get(self.start..i).unwrap_or("");
+            self.start = self.it.peek().map_or(self.s.len(), |(j, _)| *j);
+            return Some((line, ending));
+        }
+        if self.start < self.s.len() {
+            let line = self.s.get(self.start..).unwrap_or("");
+            self.start = self.s.len();
+            return Some((line, Ending::None));
+        }
+        None
     }
-    if start < s.len() {
-        out.push((s.get(start..).unwrap_or(""), Ending::None));
-    }
-    out
 }
 
 /// The opening bracket of a marker. It is itself always escaped where it occurs in a source, so
@@ -220,6 +245,58 @@ impl Preview {
             text,
             shown_lines: shown,
             total_lines: lines.len(),
+            cut_line,
+        }
+    }
+
+    /// The first part of `source` as the reviewer reads it ([`shown_lines`]), within `max_lines`
+    /// lines and `max_bytes` bytes, and how many lines it has: bounded work, so a 1 MiB file —
+    /// of one line, or of a million — costs no more than its preview (each line is marked only
+    /// as far as it can be shown, and none is kept past the bound).
+    pub fn of_text(source: &str, max_lines: usize, max_bytes: usize) -> Preview {
+        let mut text = String::new();
+        let (mut shown, mut total, mut cut_line, mut full) = (0usize, 0usize, false, false);
+        for (line, ending) in JsLines::new(source) {
+            total += 1;
+            if full || shown >= max_lines {
+                continue;
+            }
+            let sep = usize::from(shown > 0);
+            let room = max_bytes.saturating_sub(text.len() + sep);
+            if room == 0 {
+                full = true;
+                continue;
+            }
+            // A marked character is never shorter than itself: `room` bytes of the line are
+            // all that can show.
+            let mut end = line.len().min(room);
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            let mut l = visible(line.get(..end).unwrap_or(""));
+            if let (true, Ending::Unusual(c)) = (end == line.len(), ending) {
+                push_marker(&mut l, c);
+            }
+            if sep == 1 {
+                text.push('\n');
+            }
+            shown += 1;
+            if l.len() <= room && end == line.len() {
+                text.push_str(&l);
+            } else {
+                let mut cut = room.min(l.len());
+                while !l.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.push_str(l.get(..cut).unwrap_or(""));
+                cut_line = true;
+                full = true;
+            }
+        }
+        Preview {
+            text,
+            shown_lines: shown,
+            total_lines: total,
             cut_line,
         }
     }
@@ -401,5 +478,34 @@ mod tests {
         let p = Preview::of(&line_diff("a\n", "b\n"));
         assert!(!p.is_partial());
         assert_eq!(p.text, "@@ -1,1 +1,1 @@\n-a\n+b");
+    }
+
+    /// The bounded preview of a text is the unbounded one cut (same lines, same markers), and
+    /// marks no more of a long line than can show.
+    #[test]
+    fn a_texts_preview_is_its_lines_cut_within_the_bound() {
+        let samples = [
+            "a\nb\r\nc\rd\u{2028}e\u{202E}f\n".to_owned(),
+            "x".repeat(100),
+            "\u{200B}".repeat(50),
+            "one\n\ntwo\r".to_owned(),
+            String::new(),
+        ];
+        for src in &samples {
+            for (lines, bytes) in [
+                (usize::MAX, usize::MAX),
+                (2, usize::MAX),
+                (400, 7),
+                (1, 13),
+                (3, 0),
+            ] {
+                let full = Preview::within(&shown_lines(src), lines, bytes);
+                let of = Preview::of_text(src, lines, bytes);
+                assert_eq!(of, full, "{src:?} within {lines} lines, {bytes} bytes");
+            }
+        }
+        let huge = "\u{1}".repeat(1 << 20);
+        let p = Preview::of_text(&huge, 400, 64 * 1024);
+        assert!(p.cut_line && p.text.len() <= 64 * 1024 && p.total_lines == 1);
     }
 }

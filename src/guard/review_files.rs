@@ -4,7 +4,7 @@
 //! registration decodes it (`gm::resources::text_of`: a byte order mark, else the answer's
 //! charset), then marked as the diff is.
 
-use super::diff::{shown_lines, shown_text, visible, Preview, PREVIEW_BYTES, PREVIEW_LINES};
+use super::diff::{shown_text, visible, Preview, PREVIEW_BYTES, PREVIEW_LINES};
 use crate::gm::assets::Asset;
 use crate::gm::resources::{read_as, text_of};
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,22 @@ pub struct ReviewedFile {
 /// [`PREVIEW_BYTES`] bytes in all: a review is sent to the popup every second while it waits, so
 /// sixteen files do not make it sixteen times larger. What does not fit is one request away.
 pub fn shown_all(files: &[(Asset, std::rc::Rc<Vec<u8>>)]) -> Vec<ReviewedFile> {
-    let (mut lines, mut bytes) = (PREVIEW_LINES, PREVIEW_BYTES);
+    shown_all_within(files, PREVIEW_LINES, PREVIEW_BYTES)
+}
+
+/// Lines and bytes an update's review shows of its new files in all: it is sent once, and
+/// cannot ask for the rest later (a check holds nothing), so far more than a tool's review; but
+/// bounded, since a marked byte may take 12 (a hostile server's file of control characters).
+pub const UPDATE_PREVIEW_LINES: usize = 40_000;
+pub const UPDATE_PREVIEW_BYTES: usize = 4 * 1024 * 1024;
+
+/// [`shown_all`] within a budget of `lines` lines and `bytes` bytes in all.
+pub fn shown_all_within(
+    files: &[(Asset, std::rc::Rc<Vec<u8>>)],
+    lines: usize,
+    bytes: usize,
+) -> Vec<ReviewedFile> {
+    let (mut lines, mut bytes) = (lines, bytes);
     files
         .iter()
         .map(|(a, b)| {
@@ -57,11 +72,6 @@ pub fn shown_all(files: &[(Asset, std::rc::Rc<Vec<u8>>)]) -> Vec<ReviewedFile> {
         .collect()
 }
 
-/// `a`, fetched as `bytes`, with all of its text (an update's review, which holds it whole).
-pub fn shown_whole(a: &Asset, bytes: &[u8]) -> ReviewedFile {
-    shown_within(a, bytes, usize::MAX, usize::MAX)
-}
-
 fn shown_within(a: &Asset, bytes: &[u8], max_lines: usize, max_bytes: usize) -> ReviewedFile {
     let label = match &a.name {
         None => "@require".to_owned(),
@@ -70,7 +80,7 @@ fn shown_within(a: &Asset, bytes: &[u8], max_lines: usize, max_bytes: usize) -> 
     let text = as_text(a, bytes);
     let preview = text
         .as_deref()
-        .map(|t| Preview::within(&shown_lines(t), max_lines, max_bytes));
+        .map(|t| Preview::of_text(t, max_lines, max_bytes));
     let note = match (&text, read_as(a, bytes)) {
         (None, _) => Some(format!(
             "Not text, so not shown: the write stores these {} bytes as they are",
@@ -151,7 +161,8 @@ mod tests {
         assert!(f.partial && f.shown_lines < f.total_lines);
         assert!(!f.text.unwrap().contains("x999();"));
         assert!(whole_text(&a, long.as_bytes()).unwrap().contains("x999();"));
-        let whole = shown_whole(&a, long.as_bytes());
+        let files = [(a.clone(), Rc::new(long.clone().into_bytes()))];
+        let whole = shown_all_within(&files, UPDATE_PREVIEW_LINES, UPDATE_PREVIEW_BYTES).remove(0);
         assert!(!whole.partial && whole.text.unwrap().contains("x999();"));
     }
 
