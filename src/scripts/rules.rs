@@ -588,9 +588,13 @@ fn decide_parsed(rules: &Rules, parsed: &crate::web::ParsedUrl) -> (Verdict, boo
             None => return (Verdict::NoMatch, true),
         },
     };
-    let decoded = server_form(&url);
-    if let Some(r) = regex_hit(&guard.exclude, &url).or_else(|| regex_hit(&guard.exclude, &decoded))
-    {
+    // The server's form is worked out only when an exclude is left to test (most scripts have
+    // none in the guard).
+    if let Some(r) = regex_hit(&guard.exclude, &url).or_else(|| {
+        (!guard.exclude.is_empty())
+            .then(|| server_form(&url))
+            .and_then(|d| regex_hit(&guard.exclude, &d))
+    }) {
         return (Verdict::Excluded { by: r.rule.clone() }, true);
     }
     (Verdict::Runs { because }, true)
