@@ -36,13 +36,11 @@ function show(r) {
     `. Nothing has been stored yet. Update stores this version as a new revision (your current one stays in its history); the script stays on or off as it is, and keeps its values.`);
   $('update-review-effects').replaceChildren(...r.effects.map((e) => el('li', {}, marked(e))));
   $('update-review-hosts').replaceChildren(...(r.hosts.length
-    ? ['Its new @require/@resource files, below, were fetched for this check (without your cookies) from: ', ...r.hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '. Update stores exactly these bytes.']
+    ? ['Its new @require/@resource files, below, were fetched for this check (without your cookies) from: ', ...r.hosts.flatMap((h, i) => [i ? ', ' : '', ...marked(h)]), '. Update fetches them again and stores them only if each is the same, byte for byte and read the same way; else it stores nothing.']
     : []));
-  // A check cannot be asked for the rest later: a file past the dialog's bound says how much of
-  // it is not shown.
+  // Shown whole: the worker offers no update whose files it cannot show whole.
   $('update-review-files').replaceChildren(...(r.files ?? []).map((f) => el('div', { class: 'file' }, ...fileHead(f),
-    f.partial ? el('p', { class: 'notice', role: 'note' }, el('strong', {}, `Not all of this file is shown: ${f.shownLines} of ${f.totalLines} line${f.totalLines === 1 ? '' : 's'}.`), ' Update stores all of it, the bytes of this sha256.') : null,
-    f.text == null || (f.partial && f.shownLines === 0) ? null : codeView(f))));
+    f.text == null ? null : codeView(f))));
   $('update-review-from').replaceChildren('From ', ...marked(r.downloadUrl), r.checkUrl !== r.downloadUrl ? ` (checked at ${r.checkUrl})` : '');
   $('update-review-diff').replaceChildren(diffView(r.diff, `Changes from version ${r.installed ?? '(none)'} to ${r.offered}`));
   const ok = $('update-review-ok');
@@ -72,8 +70,8 @@ function show(r) {
 /** Reviews a check's newer version and, if the user confirms, stores it; whether it did. */
 async function offer(r) {
   if (!(await review(r))) { say(status(), `Not updated: ${r.name} is unchanged.`); return false; }
-  // The files shown go back by sha256: Update refuses other bytes than those reviewed.
-  const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256, files: (r.files ?? []).map((f) => f.sha256) });
+  // The files shown go back by their id (bytes, type, charset): Update refuses any other.
+  const u = await askRaw('scripts.update', { uuid: r.uuid, revision: r.revision, sha256: r.sha256, files: (r.files ?? []).map((f) => f.id) });
   if (u.ok) say(status(), `Updated ${r.name} to version ${r.offered} (revision ${u.result.script.revision}).`);
   // Changed since the check (an edit, an agent's write, a restore): the store's words are for
   // agents ("read it again with get_script"); the user checks again.
@@ -132,15 +130,21 @@ $('check-all').addEventListener('click', async () => {
       while (next < candidates.length) {
         const i = next++;
         const [s, li] = [candidates[i], rows[i]];
-        const r = await askRaw('scripts.checkUpdate', { uuid: s.uuid }).catch((e) => ({ ok: false, error: String(e?.message ?? e) }));
+        // Without the new files: they are fetched when the user opens that update's review.
+        const r = await askRaw('scripts.checkUpdate', { uuid: s.uuid, files: false }).catch((e) => ({ ok: false, error: String(e?.message ?? e) }));
         if (!r.ok) { failed++; li.append(el('span', { class: 'bad' }, r.error)); }
         else if (!r.update) li.append(r.message);
         else {
           found++;
           li.append('version ', ...marked(r.installed ?? '(none)'), ' → ', ...marked(r.offered), ' is available. ',
             el('button', { class: 'primary', 'aria-label': `Review the update of ${s.name}`, onclick: () => once(s.uuid, async () => {
+              // Checked again, with its new files, which the review shows.
+              say(status(), `Checking ${s.name} for an update…`);
+              const full = await askRaw('scripts.checkUpdate', { uuid: s.uuid });
+              if (!full.ok) { say(status(), `${s.name}: ${full.error}`, 'error'); return; }
+              if (!full.update) { say(status(), `${s.name}: ${full.message}`); return; }
               // Installed: the row no longer offers what is now the script's own version.
-              if (await offer(r)) li.replaceChildren(el('strong', {}, s.name), ': updated to version ', ...marked(r.offered), '.');
+              if (await offer(full)) li.replaceChildren(el('strong', {}, s.name), ': updated to version ', ...marked(full.offered), '.');
             }) }, 'Review update'));
         }
         li.hidden = false;

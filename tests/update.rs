@@ -174,7 +174,7 @@ fn check_shows_the_newer_version_then_update_stores_it_as_the_users_undoable_wri
     p.env.advance(1000.0);
     let u = op(
         &p,
-        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": c["sha256"], "files": [files[0]["sha256"]], "via": "options page"}),
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": c["sha256"], "files": [files[0]["id"]], "via": "options page"}),
     );
     assert_eq!(u["ok"], json!(true), "{u}");
     let s = &u["result"]["script"];
@@ -486,7 +486,7 @@ fn update_stores_only_what_was_reviewed_over_the_revision_checked() {
     assert!(c["error"].as_str().unwrap().contains("HTTP 404"), "{c}");
     let u = op(
         &p,
-        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": shown["sha256"], "files": [shown["files"][0]["sha256"]]}),
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 2, "sha256": shown["sha256"], "files": [shown["files"][0]["id"]]}),
     );
     assert_eq!(u["ok"], json!(false), "{u}");
     assert!(u["error"].as_str().unwrap().contains("HTTP 404"), "{u}");
@@ -582,7 +582,8 @@ fn update_stores_the_new_files_it_showed_or_nothing() {
     serve(&p, LIB, ok("var LIB = 'shown';"));
     let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
     assert_eq!(c["files"][0]["text"], json!("var LIB = 'shown';"), "{c}");
-    let shown = c["files"][0]["sha256"].clone();
+    let shown = c["files"][0]["id"].clone();
+    let stored_sha = c["files"][0]["sha256"].clone();
     let before = local(&p);
     let update = |files: Value| {
         op(
@@ -605,11 +606,79 @@ fn update_stores_the_new_files_it_showed_or_nothing() {
     // The bytes shown: stored, and what the registration runs.
     let u = update(json!([shown]));
     assert_eq!(u["ok"], json!(true), "{u}");
-    assert_eq!(u["result"]["script"]["assets"][0]["sha256"], shown);
+    assert_eq!(u["result"]["script"]["assets"][0]["sha256"], stored_sha);
     let code: String = p.env.registrations.borrow()[&uuid]
         .js
         .iter()
         .filter_map(|c| c.code.clone())
         .collect();
     assert!(code.contains("var LIB = 'shown';"), "{code}");
+}
+
+/// R7: the same bytes under another charset at Update ran other code than the dialog showed
+/// (iso-2022-jp turns a comment into code): a file's id binds its type and charset too.
+#[test]
+fn update_refuses_the_same_bytes_read_in_another_charset() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {USER_JS}")]));
+    let new = helper(
+        "tests",
+        "2.0",
+        &[&format!("@updateURL {USER_JS}"), &format!("@require {LIB}")],
+        "lib();",
+    );
+    serve(&p, USER_JS, ok(new));
+    let answer = |ct: &str| {
+        Ok(HttpResponse {
+            status: 200,
+            status_text: "OK".into(),
+            final_url: String::new(),
+            headers: vec![("content-type".into(), ct.into())],
+            body: b"var s = '\xe9';".to_vec(),
+            location: None,
+        })
+    };
+    serve(&p, LIB, answer("text/javascript"));
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    let id = c["files"][0]["id"].clone();
+    serve(&p, LIB, answer("text/javascript; charset=windows-1252"));
+    let before = local(&p);
+    let u = op(
+        &p,
+        json!({"op": "scripts.update", "uuid": uuid, "revision": 1, "sha256": c["sha256"], "files": [id]}),
+    );
+    assert_eq!(u["reason"], json!("changed"), "{u}");
+    assert_eq!(local(&p), before, "nothing stored");
+}
+
+/// An update whose new files cannot be shown whole (the dialog cannot ask for the rest) is not
+/// offered; "Check all" fetches no file, and says none were checked.
+#[test]
+fn an_update_whose_files_cannot_be_shown_whole_is_not_offered() {
+    let p = provider();
+    let uuid = create(&p, &v1(&[&format!("@updateURL {USER_JS}")]));
+    let new = helper(
+        "tests",
+        "2.0",
+        &[&format!("@updateURL {USER_JS}"), &format!("@require {LIB}")],
+        "lib();",
+    );
+    serve(&p, USER_JS, ok(new));
+    serve(&p, LIB, ok("\n".repeat(300_000)));
+    let all = op(
+        &p,
+        json!({"op": "scripts.checkUpdate", "uuid": uuid, "files": false}),
+    );
+    assert_eq!(
+        (all["update"].clone(), all["files"].clone()),
+        (json!(true), Value::Null),
+        "{all}"
+    );
+    assert!(
+        !p.env.fetched.borrow().iter().any(|r| r.url == LIB),
+        "Check all fetched a file"
+    );
+    let c = op(&p, json!({"op": "scripts.checkUpdate", "uuid": uuid}));
+    assert_eq!(c["reason"], json!("files-not-shown"), "{c}");
+    assert!(c["error"].as_str().unwrap().contains("300000 lines"), "{c}");
 }

@@ -105,6 +105,9 @@ pub enum HandOp {
     CheckUpdate {
         #[serde(default, deserialize_with = "loose")]
         uuid: Option<String>,
+        /// False: a newer version's new files are not fetched ("Check all").
+        #[serde(default, deserialize_with = "loose")]
+        files: Option<bool>,
     },
     /// Store the version a check showed (`sha256`) over the `revision` it was checked against.
     #[serde(rename = "scripts.update")]
@@ -115,7 +118,7 @@ pub enum HandOp {
         revision: Option<u64>,
         #[serde(default, deserialize_with = "loose")]
         sha256: Option<String>,
-        /// The sha256 of each new `@require`/`@resource` file the check showed, in its order.
+        /// The `id` of each new `@require`/`@resource` file the check showed, in its order.
         #[serde(default, deserialize_with = "loose")]
         files: Option<Vec<String>>,
     },
@@ -151,7 +154,7 @@ pub async fn run<E: Env>(p: &Provider<E>, op: HandOp, msg: &Value) -> Value {
             revision,
             enabled,
         } => edit::save(p, msg, source, uuid, revision, enabled).await,
-        HandOp::CheckUpdate { uuid } => update::check(p, uuid).await,
+        HandOp::CheckUpdate { uuid, files } => update::check(p, uuid, files).await,
         HandOp::Update {
             uuid,
             revision,

@@ -73,6 +73,7 @@ fn reason(e: &UpdateError) -> &'static str {
         UpdateError::NotNewer { .. } => "not-newer",
         UpdateError::Invalid { .. } => "invalid",
         UpdateError::Changed => "changed",
+        UpdateError::FilesNotShown { .. } => "files-not-shown",
     }
 }
 
@@ -249,9 +250,9 @@ async fn find<E: Env>(p: &Provider<E>, uuid: &str) -> Result<Found, Refusal> {
 }
 
 /// The new `@require`/`@resource` files of a newer version (those the stored script does not
-/// hold), fetched and checked as its write would, shown within a bound far past a usual
-/// library's size (`review_files::UPDATE_PREVIEW_BYTES`); and their answers, for the write that
-/// stores them.
+/// hold), fetched and checked as its write would, shown whole — within a bound far past a usual
+/// library's size (`review_files::UPDATE_PREVIEW_BYTES`), or refused; and their answers, for the
+/// write that stores them.
 async fn new_files<E: Env>(
     p: &Provider<E>,
     record: &ScriptRecord,
@@ -262,9 +263,19 @@ async fn new_files<E: Env>(
         .map_err(|e| Refusal::Store(ScriptError::from(e)))?;
     let files = review_files::shown_all_within(
         &new,
+        &metadata.grants,
         review_files::UPDATE_PREVIEW_LINES,
         review_files::UPDATE_PREVIEW_BYTES,
     );
+    // The page cannot ask for the rest later: what cannot be shown whole is not offered.
+    if files.iter().any(|f| f.partial) {
+        return Err(UpdateError::FilesNotShown {
+            lines: files.iter().map(|f| f.total_lines).sum(),
+            max_lines: review_files::UPDATE_PREVIEW_LINES,
+            max_mib: review_files::UPDATE_PREVIEW_BYTES / (1024 * 1024),
+        }
+        .into());
+    }
     Ok((files, fetched))
 }
 
@@ -296,7 +307,13 @@ fn new_file_hosts(old: &Metadata, new: &Metadata) -> Vec<String> {
 
 /// `scripts.checkUpdate`: whether the server has a newer version of the script, and if so
 /// what it would change. A read: nothing is stored, locked or audited.
-pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Value {
+/// With `files` false ("Check all for updates"), a newer version's new files are not fetched:
+/// the page checks again, with them, when the user opens that update's review.
+pub(super) async fn check<E: Env>(
+    p: &Provider<E>,
+    uuid: Option<String>,
+    files: Option<bool>,
+) -> Value {
     let uuid = match uuid_of(uuid) {
         Ok(u) => u,
         Err(e) => return e,
@@ -352,9 +369,12 @@ pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Valu
                 enabled: found.record.enabled,
                 source: &source,
             };
-            let files = match new_files(p, &found.record, &metadata).await {
-                Ok((files, _)) => files,
-                Err(r) => return r.reply(),
+            let files = match files {
+                Some(false) => Value::Null,
+                _ => match new_files(p, &found.record, &metadata).await {
+                    Ok((files, _)) => json!(files),
+                    Err(r) => return r.reply(),
+                },
             };
             let v = metadata
                 .version
@@ -369,7 +389,7 @@ pub(super) async fn check<E: Env>(p: &Provider<E>, uuid: Option<String>) -> Valu
                 effects(Some(&before), Some(&after)).into(),
             );
             o.insert("hosts".into(), new_file_hosts(m, &metadata).into());
-            o.insert("files".into(), json!(files));
+            o.insert("files".into(), files);
             o.insert(
                 "diff".into(),
                 line_diff(&found.source, &source).join("\n").into(),
@@ -433,9 +453,10 @@ pub(super) async fn apply<E: Env>(
         Ok(f) => f,
         Err(r) => return r.reply(),
     };
-    // A list the page did not send is none: an update with new files is then refused.
+    // Each file as it would be registered (bytes, type, charset), as the check showed it; a list
+    // the page did not send is none: an update with new files is then refused.
     let shown = files.unwrap_or_default();
-    if !now.iter().map(|f| &f.sha256).eq(shown.iter()) {
+    if !now.iter().map(|f| &f.id).eq(shown.iter()) {
         return Refusal::Update(UpdateError::Changed).reply();
     }
     let args = WriteArgs::Replace {

@@ -547,7 +547,7 @@ fn connect_effects(om: &Metadata, nm: &Metadata) -> Vec<(Rank, String)> {
     if new_files {
         out.push((
             Rank::Wide,
-            "Its new @require/@resource files are listed below as this review read them, with their code when it is text: the write stores exactly those bytes (their server is not asked again) and records their sha256".to_owned(),
+            "Its new @require/@resource files are listed below as this review read them, with their code when it is text: the write stores exactly those bytes, read the same way, or nothing, and records their sha256".to_owned(),
         ));
     }
     out
@@ -1178,7 +1178,7 @@ mod tests {
             "May send requests to this computer's local services (@connect localhost)",
             "This script loads code from https://cdn.example/lib.js (@require; listed below)",
             "Loads the file logo from https://cdn.example/logo.png (@resource; listed below)",
-            "Its new @require/@resource files are listed below as this review read them, with their code when it is text: the write stores exactly those bytes (their server is not asked again) and records their sha256",
+            "Its new @require/@resource files are listed below as this review read them, with their code when it is text: the write stores exactly those bytes, read the same way, or nothing, and records their sha256",
         ] {
             assert!(e.contains(&want.to_owned()), "{want}: {e:?}");
         }

@@ -21,6 +21,11 @@ pub struct ReviewedFile {
     #[serde(default)]
     pub final_url: Option<String>,
     pub sha256: String,
+    /// What the browser is given of it, as one digest: its bytes, and the URL, name, type and
+    /// charset they are read with. An update's page sends these back, and **Update** stores the
+    /// files only if each is still the same (a reviewer's server sent the same bytes under
+    /// another charset at Update, and other code ran than the dialog showed).
+    pub id: String,
     pub size: usize,
     /// The first part of its text, one marked line per line; `None` when it is not text (a
     /// `@resource` such as an image).
@@ -44,27 +49,41 @@ pub struct ReviewedFile {
 /// The files of one review, their previews within one budget of [`PREVIEW_LINES`] lines and
 /// [`PREVIEW_BYTES`] bytes in all: a review is sent to the popup every second while it waits, so
 /// sixteen files do not make it sixteen times larger. What does not fit is one request away.
-pub fn shown_all(files: &[(Asset, std::rc::Rc<Vec<u8>>)]) -> Vec<ReviewedFile> {
-    shown_all_within(files, PREVIEW_LINES, PREVIEW_BYTES)
+/// `grants` are the script's: with `GM_getResourceText` every `@resource` is shown as text.
+pub fn shown_all(files: &[(Asset, std::rc::Rc<Vec<u8>>)], grants: &[String]) -> Vec<ReviewedFile> {
+    shown_all_within(files, grants, PREVIEW_LINES, PREVIEW_BYTES)
 }
 
 /// Lines and bytes an update's review shows of its new files in all: it is sent once, and
-/// cannot ask for the rest later (a check holds nothing), so far more than a tool's review; but
-/// bounded, since a marked byte may take 12 (a hostile server's file of control characters).
-pub const UPDATE_PREVIEW_LINES: usize = 40_000;
-pub const UPDATE_PREVIEW_BYTES: usize = 4 * 1024 * 1024;
+/// cannot ask for the rest later (a check holds nothing), so an update whose files do not fit
+/// is not offered (`by_hand::update`); far past a real library (2 MiB of files at most, a
+/// minified one a few lines), but bounded, since a marked byte may take 12 (a hostile server's
+/// file of control characters).
+pub const UPDATE_PREVIEW_LINES: usize = 200_000;
+pub const UPDATE_PREVIEW_BYTES: usize = 8 * 1024 * 1024;
 
-/// [`shown_all`] within a budget of `lines` lines and `bytes` bytes in all.
+/// [`shown_all`] within a budget of `lines` lines and `bytes` bytes in all. A file listed twice
+/// (the same URL on two lines) is shown once.
 pub fn shown_all_within(
     files: &[(Asset, std::rc::Rc<Vec<u8>>)],
+    grants: &[String],
     lines: usize,
     bytes: usize,
 ) -> Vec<ReviewedFile> {
     let (mut lines, mut bytes) = (lines, bytes);
+    let reads_text = grants
+        .iter()
+        .any(|g| g == "GM_getResourceText" || g == "GM.getResourceText");
+    let mut seen: Vec<&Asset> = Vec::new();
     files
         .iter()
+        .filter(|(a, _)| {
+            let first = !seen.contains(&a);
+            seen.push(a);
+            first
+        })
         .map(|(a, b)| {
-            let f = shown_within(a, b, lines, bytes);
+            let f = shown_within(a, b, reads_text, lines, bytes);
             lines = lines.saturating_sub(f.shown_lines);
             bytes = bytes.saturating_sub(f.text.as_ref().map_or(0, String::len));
             f
@@ -72,23 +91,31 @@ pub fn shown_all_within(
         .collect()
 }
 
-fn shown_within(a: &Asset, bytes: &[u8], max_lines: usize, max_bytes: usize) -> ReviewedFile {
+fn shown_within(
+    a: &Asset,
+    bytes: &[u8],
+    reads_text: bool,
+    max_lines: usize,
+    max_bytes: usize,
+) -> ReviewedFile {
     let label = match &a.name {
         None => "@require".to_owned(),
         Some(n) => format!("@resource {}", visible(n)),
     };
-    let text = as_text(a, bytes);
+    let text = as_text(a, bytes, reads_text);
     let preview = text
         .as_deref()
         .map(|t| Preview::of_text(t, max_lines, max_bytes));
-    let note = match (&text, read_as(a, bytes)) {
+    // The label a decoder knows: another is read as UTF-8, as the registration reads it.
+    let read_in = read_as(a, bytes).filter(|l| crate::web::platform().decode(&[], l).is_some());
+    let note = match (&text, read_in) {
         (None, _) => Some(format!(
-            "Not text, so not shown: the write stores these {} bytes as they are",
+            "Not text, so not shown (the script does not read it as text: no @grant GM_getResourceText): the write stores these {} bytes as they are",
             a.size
         )),
-        (Some(_), Some(label)) => Some(format!(
+        (Some(_), Some(l)) => Some(format!(
             "Read in {}, as the browser reads it, and shown as read",
-            visible(label)
+            visible(l)
         )),
         (Some(_), None) => None,
     };
@@ -97,6 +124,7 @@ fn shown_within(a: &Asset, bytes: &[u8], max_lines: usize, max_bytes: usize) -> 
         url: visible(&a.url),
         final_url: a.final_url.as_deref().map(visible),
         sha256: a.sha256.clone(),
+        id: identity(a),
         size: a.size,
         shown_lines: preview.as_ref().map_or(0, |p| p.shown_lines),
         total_lines: preview.as_ref().map_or(0, |p| p.total_lines),
@@ -109,17 +137,27 @@ fn shown_within(a: &Asset, bytes: &[u8], max_lines: usize, max_bytes: usize) -> 
 
 /// All of the file's text, marked, for a reviewer who asks to read the rest of it.
 pub fn whole_text(a: &Asset, bytes: &[u8]) -> Option<String> {
-    as_text(a, bytes).as_deref().map(shown_text)
+    as_text(a, bytes, true).as_deref().map(shown_text)
+}
+
+/// [`ReviewedFile::id`]: the sha256 of the file's record (bytes' sha256, URL, name, type,
+/// charset, where a redirect led), which is what its registration is made from.
+pub fn identity(a: &Asset) -> String {
+    crate::guard::digest::sha256_hex(&serde_json::to_vec(a).unwrap_or_default())
 }
 
 /// The text the browser reads: a `@require`'s always (what runs, invalid sequences replaced as
-/// it replaces them); a `@resource`'s when it decodes whole (`GM_getResourceText` reads it the
-/// same way), else `None`: an image is not text.
-fn as_text(a: &Asset, bytes: &[u8]) -> Option<String> {
+/// it replaces them); a `@resource`'s when the script can read it as text (`reads_text`, its
+/// `GM_getResourceText`, which reads it the same way: a reviewer's resource of one invalid byte
+/// and a line of code was "not text" and ran through `eval`), when it decodes whole, or when
+/// its type is JavaScript (a `data:` URL of it can be loaded as a script); else `None`: an
+/// image is not text.
+fn as_text(a: &Asset, bytes: &[u8], reads_text: bool) -> Option<String> {
     let text = text_of(a, bytes);
     let replaced =
         text.contains('\u{FFFD}') && !bytes.windows(3).any(|w| w == "\u{FFFD}".as_bytes());
-    (a.is_require() || !replaced).then(|| text.into_owned())
+    let script_type = a.mime.contains("javascript") || a.mime.contains("ecmascript");
+    (a.is_require() || reads_text || script_type || !replaced).then(|| text.into_owned())
 }
 
 #[cfg(test)]
@@ -140,7 +178,7 @@ mod tests {
     }
 
     fn one(a: &Asset, bytes: &[u8]) -> ReviewedFile {
-        shown_all(&[(a.clone(), Rc::new(bytes.to_vec()))]).remove(0)
+        shown_all(&[(a.clone(), Rc::new(bytes.to_vec()))], &[]).remove(0)
     }
 
     #[test]
@@ -162,7 +200,8 @@ mod tests {
         assert!(!f.text.unwrap().contains("x999();"));
         assert!(whole_text(&a, long.as_bytes()).unwrap().contains("x999();"));
         let files = [(a.clone(), Rc::new(long.clone().into_bytes()))];
-        let whole = shown_all_within(&files, UPDATE_PREVIEW_LINES, UPDATE_PREVIEW_BYTES).remove(0);
+        let whole =
+            shown_all_within(&files, &[], UPDATE_PREVIEW_LINES, UPDATE_PREVIEW_BYTES).remove(0);
         assert!(!whole.partial && whole.text.unwrap().contains("x999();"));
     }
 
@@ -171,9 +210,15 @@ mod tests {
         let big: String = (0..300).map(|i| format!("y{i}();\n")).collect();
         let a = asset(None, None, big.as_bytes());
         let files: Vec<(Asset, Rc<Vec<u8>>)> = (0..16)
-            .map(|_| (a.clone(), Rc::new(big.clone().into_bytes())))
+            .map(|i| {
+                let a = Asset {
+                    url: format!("https://cdn.test/{i}.js"),
+                    ..a.clone()
+                };
+                (a, Rc::new(big.clone().into_bytes()))
+            })
             .collect();
-        let shown = shown_all(&files);
+        let shown = shown_all(&files, &[]);
         let lines: usize = shown.iter().map(|f| f.shown_lines).sum();
         let bytes: usize = shown
             .iter()
@@ -200,6 +245,51 @@ mod tests {
         // A @require's is what runs, replacements and all: shown.
         let f = one(&asset(None, None, png), png);
         assert!(f.text.unwrap().contains('\u{FFFD}'));
+        // R7: a resource of one invalid byte and a line of code, which the script evals through
+        // GM_getResourceText, was "not text": with that grant every resource is shown as read.
+        let hidden = b"//\xff\nsteal();";
+        let a = asset(Some("cfg"), None, hidden);
+        let files = [(a.clone(), Rc::new(hidden.to_vec()))];
+        assert_eq!(shown_all(&files, &[]).remove(0).text, None);
+        for grant in ["GM_getResourceText", "GM.getResourceText"] {
+            let f = shown_all(&files, &[grant.to_owned()]).remove(0);
+            assert!(f.text.unwrap().ends_with("\nsteal();"), "{grant}");
+        }
+        // So is one whose type is JavaScript (its data: URL can be loaded as a script).
+        let js = Asset {
+            mime: "text/javascript".into(),
+            ..a
+        };
+        assert!(one(&js, hidden).text.is_some());
+    }
+
+    /// A file's id changes with anything its registration is made from, not only its bytes.
+    #[test]
+    fn a_files_id_binds_its_charset_and_type() {
+        let a = asset(None, None, b"x");
+        let ids = [
+            identity(&a),
+            identity(&Asset {
+                charset: Some("iso-2022-jp".into()),
+                ..a.clone()
+            }),
+            identity(&Asset {
+                mime: "text/plain".into(),
+                ..a.clone()
+            }),
+            identity(&Asset {
+                name: Some("r".into()),
+                ..a.clone()
+            }),
+        ];
+        for (i, x) in ids.iter().enumerate() {
+            assert_eq!(
+                ids.iter().filter(|y| *y == x).count(),
+                1,
+                "id {i} not unique"
+            );
+        }
+        assert_eq!(identity(&a), identity(&a.clone()));
     }
 
     /// The review shows a @require as its registration reads it: a byte order mark decides,

@@ -103,6 +103,13 @@ pub enum UpdateError {
     Invalid { why: String },
     /// At Update: the server now sends other bytes than the user reviewed.
     Changed,
+    /// The new `@require`/`@resource` files cannot all be shown in the review (past its bound, as
+    /// marked): not offered, since Update stores only what was shown.
+    FilesNotShown {
+        lines: usize,
+        max_lines: usize,
+        max_mib: usize,
+    },
 }
 
 fn shown(s: &str) -> String {
@@ -191,6 +198,10 @@ impl fmt::Display for UpdateError {
                 f,
                 "the new version is not a script this provider stores ({}); {tail}",
                 crate::guard::diff::visible(&ellipsize(why, 300))
+            ),
+            UpdateError::FilesNotShown { lines, max_lines, max_mib } => write!(
+                f,
+                "the new version's @require/@resource files cannot all be shown here ({lines} lines; at most {max_lines} lines or {max_mib} MiB as shown, line breaks and invisible characters marked), so it is not offered: Update stores only what this page can show"
             ),
             UpdateError::Changed => write!(
                 f,

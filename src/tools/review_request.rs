@@ -141,7 +141,7 @@ pub(super) async fn review_request<E: Env>(
                 asset_store::fetch_for_review(&p.env, meta, plan_from, before_assets)
                     .await
                     .map_err(|e| ToolError::from(ScriptError::from(e)))?;
-            (review_files::shown_all(&new), fetched)
+            (review_files::shown_all(&new, &meta.grants), fetched)
         }
     };
     let verb = match w {

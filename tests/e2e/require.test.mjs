@@ -42,6 +42,8 @@ async function server() {
       res.end(JP);
       return;
     }
+    // 130,000 lines: spread as arguments, the popup's "Show the whole file" overflowed the stack.
+    if (path === "/many-lines.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end("x;\n".repeat(130_000) + "var LAST = 1;\n"); return; }
     if (path === "/swap.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(swapBody); return; }
     if (path === "/lib.js") { res.writeHead(200, { "content-type": "text/javascript" }); res.end(LIB); return; }
     if (path === "/text.txt") { res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }); res.end(TEXT); return; }
@@ -358,6 +360,30 @@ describe("require: @require/@resource fetched at write, run from storage", () =>
       assert.deepEqual(res.structuredContent.script.assets.map((a) => a.sha256), [hash]);
       assert.equal(srv.hits.filter((u) => u === "/swap.js").length, hitsBefore + 1, "the approved write asked the server again");
       assert.deepEqual(await load("rev.test"), { rev: "reviewed" });
+    } finally {
+      await popup.close();
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+    }
+  });
+
+  test("the popup shows the whole of a long file on request: 130,000 lines", T, async () => {
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    const popup = await h.context.newPage();
+    try {
+      await popup.setViewportSize({ width: 380, height: 600 });
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const pending = call("write_script", { source: script("many lines", ["@match http://many.test/*", `@require ${lib("/many-lines.js")}`], "1;") });
+      const item = popup.locator("#reviews > li.review").filter({ has: popup.getByText('Create the script "REQ many lines"', { exact: true }) });
+      await item.waitFor({ timeout: 10_000 });
+      assert.match(await item.locator("div.file").innerText(), /Not all of this file is shown: 400 of 130001 lines/);
+      await item.getByRole("button", { name: "Show the whole file" }).click();
+      await item.getByText(/^Showing the whole file: 130001 lines/).waitFor({ timeout: 20_000 });
+      const shown = await item.locator("pre.file").evaluate((pre) => [pre.childElementCount, pre.lastElementChild.textContent]);
+      assert.deepEqual(shown, [130_001, "var LAST = 1;"]);
+      const review = (await h.internal("state.get")).reviews.find((r) => r.summary === 'Create the script "REQ many lines"');
+      await h.internal("reviews.decide", { review: review.id, approve: false });
+      const res = await pending;
+      assert.equal(res.structuredContent?.error_code, "USER_REJECTED", JSON.stringify(res));
     } finally {
       await popup.close();
       await h.internal("policy.setSwitch", { name: "review", value: false });

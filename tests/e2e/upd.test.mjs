@@ -241,11 +241,14 @@ describe("script updates: Check for update, review, Update", () => {
       assert.equal(saved.ok, true, JSON.stringify(saved));
       uuids.push(saved.result.script.uuid);
     }
-    // Script 3 has a newer version; the others are current.
+    // Script 3 has a newer version, with a new library; the others are current.
     srv.serveSlow((path) => {
       const n = Number(/\/slow\/(\d+)/.exec(path)[1]);
-      return [200, n === 3 ? many[n].replace("@version 1.0", "@version 1.1") : many[n]];
+      return [200, n === 3 ? many[n].replace("@version 1.0", `@version 1.1\n// @require ${srv.url}/lib.js`) : many[n]];
     });
+    srv.serveLib(() => [200, "var MANY = 3;"]);
+    const libHits = () => srv.hits.filter((u) => u.endsWith("/lib.js")).length;
+    const libBefore = libHits();
     await options.reload();
     await options.locator("#check-all").click();
     await options.getByText(/^Checked \d+ script\(s\): /).waitFor({ timeout: 20_000 });
@@ -260,9 +263,12 @@ describe("script updates: Check for update, review, Update", () => {
       if (i === 3) assert.match(text, /^Upd many 3: version 1\.0 → 1\.1 is available\./, text);
       else if (i >= 0) assert.match(text, /^Upd many \d: Up to date: the server.s version is 1\.0, as installed \(1\.0\)\./, text);
     }
+    // Check all fetched no library: it is fetched when the review is opened, and shown.
+    assert.equal(libHits(), libBefore, "Check all fetched the update's new file");
     // Updated from the list: its row no longer offers the version now installed.
     await options.getByRole("button", { name: "Review the update of Upd many 3" }).click();
     await options.locator("#update-review").waitFor({ state: "visible" });
+    assert.equal(await options.locator("#update-review-files pre").innerText(), "var MANY = 3;");
     await sleep(900);
     await options.locator("#update-review-ok").click();
     await options.getByText(/^Updated Upd many 3 to version 1\.1/).waitFor({ timeout: 10_000 });
