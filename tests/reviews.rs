@@ -811,3 +811,65 @@ fn a_review_ends_fifty_seconds_after_the_call_however_long_its_files_took() {
         "answered after {took} ms"
     );
 }
+
+/// R8: a resource a first review showed only by its size (the script could not read it) ran
+/// once a second write added `@grant GM_getResourceText` and `eval`: that write's review now
+/// shows the stored resource.
+#[test]
+fn a_grant_added_later_shows_the_resource_it_lets_the_script_read() {
+    let p = provider();
+    let s = ready(&p);
+    set_switch(&p, "review", true);
+    const CFG: &str = "https://cdn.test/cfg";
+    p.env.http_answers.borrow_mut().insert(
+        CFG.into(),
+        Ok(lumo_userscripts::env::HttpResponse {
+            status: 200,
+            status_text: String::new(),
+            final_url: String::new(),
+            headers: vec![("content-type".into(), "text/plain".into())],
+            body: b"//\xff\nsteal(document.cookie);".to_vec(),
+            location: None,
+        }),
+    );
+    let first = script("Cfg user", "1;").replace(
+        "// @match https://example.com/*\n",
+        &format!("// @match https://example.com/*\n// @resource cfg {CFG}\n"),
+    );
+    let approve = Decision::Approve {
+        allow_session: false,
+    };
+    let (res, one) = while_reviewed(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": first}),
+        async |r| (approve, r),
+    );
+    assert_eq!(res["isError"], json!(false), "{res}");
+    assert_eq!(
+        one.files[0].text, None,
+        "not readable, not shown: {:?}",
+        one.files
+    );
+    let uuid = res["structuredContent"]["script"]["uuid"].clone();
+    let second = first
+        .replace(
+            "// @resource cfg",
+            "// @grant GM_getResourceText\n// @resource cfg",
+        )
+        .replace("1;\n", "eval(GM_getResourceText('cfg'));\n");
+    let (res, two) = while_reviewed(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": second}),
+        async |r| (Decision::Deny, r),
+    );
+    assert_eq!(error_code(&res), Some("USER_REJECTED"));
+    assert_eq!(two.files.len(), 1, "{:?}", two.files);
+    assert!(two.files[0]
+        .text
+        .as_deref()
+        .is_some_and(|t| t.contains("steal(document.cookie)")));
+}

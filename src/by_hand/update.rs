@@ -4,10 +4,10 @@
 //! and what changes in where it runs and what it may use and reach, as a review shows them —
 //! before anything is stored, with the code of each new `@require`/`@resource` file, fetched as
 //! the write would fetch it. `scripts.update` fetches them again and stores the update only if
-//! it is, byte for byte, what the user reviewed (the script's sha256 and each new file's): as
-//! the user's own write (`write_script`'s path: validation, the revision lock, history, audit),
-//! which takes those files' bytes, audited as `update_script` and recorded `via update`, keeping
-//! the script's on/off state and GM values.
+//! it is, byte for byte, what the user reviewed (the script's sha256 and each new file's `id`,
+//! its bytes and how they are read): as the user's own write (`write_script`'s path:
+//! validation, the revision lock, history, audit), which takes those files' bytes, audited as
+//! `update_script` and recorded `via update`, keeping the script's on/off state and GM values.
 //!
 //! The fetches are held to the `@require` rules (`gm::assets`): `https:`, `http:` only on this
 //! computer, each redirect judged before it is followed, without cookies, at most
@@ -258,7 +258,9 @@ async fn new_files<E: Env>(
     record: &ScriptRecord,
     metadata: &Metadata,
 ) -> Result<(Vec<ReviewedFile>, Reviewed), Refusal> {
-    let (new, fetched) = fetch_for_review(&p.env, metadata, &record.assets, &record.assets)
+    let before =
+        review_files::shown_before(&record.assets, &record.metadata.grants, &metadata.grants);
+    let (new, fetched) = fetch_for_review(&p.env, metadata, &record.assets, &before)
         .await
         .map_err(|e| Refusal::Store(ScriptError::from(e)))?;
     let files = review_files::shown_all_within(
@@ -411,7 +413,7 @@ fn sha256_of(s: Option<String>) -> Result<String, Value> {
 }
 
 /// `scripts.update`: stores the version the user reviewed (`sha256`, from the check, and `files`,
-/// the sha256 of each new file it showed) over the `revision` the check was made against,
+/// the `id` of each new file it showed: `review_files::identity`) over the `revision` the check was made against,
 /// fetched again; anything else the server sends now is refused, and nothing is stored. The
 /// write takes the files fetched here, which are those shown.
 pub(super) async fn apply<E: Env>(

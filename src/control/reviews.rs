@@ -88,6 +88,6 @@ pub(super) fn file<E: Env>(p: &Provider<E>, review: Option<String>, index: Optio
     };
     match p.review_file(&review, index) {
         Some(text) => json!({ "ok": true, "review": review, "index": index, "text": text }),
-        None => err("that review is no longer waiting, or has no such text file"),
+        None => err("that review is no longer waiting, or has no such file"),
     }
 }

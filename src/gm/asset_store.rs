@@ -187,7 +187,8 @@ impl Reviewed {
 /// The files a write adds to a script that holds `before`, for its review: those `meta` names
 /// that `before` does not, with their bytes — fetched as the write fetches them (planned from
 /// `plan_from`, the list the write plans from: a restore's revision's), checked as it checks
-/// them (a file the write would refuse fails here, before the user is asked), or, where the
+/// them (a file the write would refuse fails here, before the user is asked; the storage quota
+/// is asked at the write), or, where the
 /// write reuses a stored copy (a restore), that copy; and the answers, for the approved write to
 /// take ([`Reviewed`]).
 pub async fn fetch_for_review<E: Storage + Http + Clock>(

@@ -54,6 +54,28 @@ pub fn shown_all(files: &[(Asset, std::rc::Rc<Vec<u8>>)], grants: &[String]) -> 
     shown_all_within(files, grants, PREVIEW_LINES, PREVIEW_BYTES)
 }
 
+/// Whether a script with `grants` can read its `@resource` files' bytes: as text
+/// (`GM_getResourceText`), or through the `data:` URL `GM_getResourceURL` gives (`atob`, `fetch`),
+/// in any spelling (R8: a resource read through its URL was "not text" and ran through `eval`).
+pub fn reads_resources(grants: &[String]) -> bool {
+    grants.iter().any(|g| {
+        matches!(crate::gm::api::classify(g), crate::gm::api::Grant::Known(a)
+            if a.name == "GM_getResourceText" || a.name == "GM_getResourceURL")
+    })
+}
+
+/// The files a script held before a write that are to be shown as if new: all of them but its
+/// `@resource` files when the write gives it a grant that reads them (`reads_resources`) and it
+/// had none, since a resource a review showed only by its size may now be read and run (R8).
+pub fn shown_before(before: &[Asset], old_grants: &[String], new_grants: &[String]) -> Vec<Asset> {
+    let newly = reads_resources(new_grants) && !reads_resources(old_grants);
+    before
+        .iter()
+        .filter(|a| !newly || a.is_require())
+        .cloned()
+        .collect()
+}
+
 /// Lines and bytes an update's review shows of its new files in all: it is sent once, and
 /// cannot ask for the rest later (a check holds nothing), so an update whose files do not fit
 /// is not offered (`by_hand::update`); far past a real library (2 MiB of files at most, a
@@ -71,9 +93,7 @@ pub fn shown_all_within(
     bytes: usize,
 ) -> Vec<ReviewedFile> {
     let (mut lines, mut bytes) = (lines, bytes);
-    let reads_text = grants
-        .iter()
-        .any(|g| g == "GM_getResourceText" || g == "GM.getResourceText");
+    let reads_text = reads_resources(grants);
     let mut seen: Vec<&Asset> = Vec::new();
     files
         .iter()
@@ -110,7 +130,7 @@ fn shown_within(
     let read_in = read_as(a, bytes).filter(|l| crate::web::platform().decode(&[], l).is_some());
     let note = match (&text, read_in) {
         (None, _) => Some(format!(
-            "Not text, so not shown (the script does not read it as text: no @grant GM_getResourceText): the write stores these {} bytes as they are",
+            "Not text, so not shown (the script has no @grant that reads it, GM_getResourceText or GM_getResourceURL; a later write that adds one shows it): the write stores these {} bytes as they are",
             a.size
         )),
         (Some(_), Some(l)) => Some(format!(
@@ -147,11 +167,11 @@ pub fn identity(a: &Asset) -> String {
 }
 
 /// The text the browser reads: a `@require`'s always (what runs, invalid sequences replaced as
-/// it replaces them); a `@resource`'s when the script can read it as text (`reads_text`, its
-/// `GM_getResourceText`, which reads it the same way: a reviewer's resource of one invalid byte
-/// and a line of code was "not text" and ran through `eval`), when it decodes whole, or when
-/// its type is JavaScript (a `data:` URL of it can be loaded as a script); else `None`: an
-/// image is not text.
+/// it replaces them); a `@resource`'s when the script can read its bytes (`reads_text`:
+/// `GM_getResourceText`, which reads it the same way, or `GM_getResourceURL`'s `data:` URL — a
+/// reviewer's resource of one invalid byte and a line of code was "not text" and ran through
+/// `eval`), when it decodes whole, or when its type is JavaScript (a `data:` URL of it can be
+/// loaded as a script); else `None`: an image the script cannot read is not text.
 fn as_text(a: &Asset, bytes: &[u8], reads_text: bool) -> Option<String> {
     let text = text_of(a, bytes);
     let replaced =
@@ -255,12 +275,44 @@ mod tests {
             let f = shown_all(&files, &[grant.to_owned()]).remove(0);
             assert!(f.text.unwrap().ends_with("\nsteal();"), "{grant}");
         }
+        // R8: so with a grant that reads it through its data: URL, in any spelling.
+        for grant in [
+            "GM_getResourceURL",
+            "GM.getResourceUrl",
+            "GM.getResourceURL",
+        ] {
+            let f = shown_all(&files, &[grant.to_owned()]).remove(0);
+            assert!(f.text.unwrap().ends_with("\nsteal();"), "{grant}");
+        }
+        assert_eq!(
+            shown_all(&files, &["GM_setValue".to_owned()])
+                .remove(0)
+                .text,
+            None
+        );
         // So is one whose type is JavaScript (its data: URL can be loaded as a script).
         let js = Asset {
             mime: "text/javascript".into(),
             ..a
         };
         assert!(one(&js, hidden).text.is_some());
+    }
+
+    /// A write that gives a script a grant reading its resources shows those it already held.
+    #[test]
+    fn a_grant_that_reads_resources_shows_the_stored_ones_again() {
+        let req = asset(None, None, b"r");
+        let res = asset(Some("cfg"), None, b"c");
+        let before = [req.clone(), res.clone()];
+        let none: [String; 0] = [];
+        let text = ["GM_getResourceText".to_owned()];
+        assert_eq!(shown_before(&before, &none, &none), before.to_vec());
+        assert_eq!(shown_before(&before, &none, &text), vec![req.clone()]);
+        assert_eq!(
+            shown_before(&before, &text, &text),
+            before.to_vec(),
+            "shown when granted"
+        );
     }
 
     /// A file's id changes with anything its registration is made from, not only its bytes.

@@ -28,8 +28,8 @@ impl<E: Env> Provider<E> {
         w.request.full_diff()
     }
 
-    /// All of the text of a waiting review's file number `index`, marked. None when no such
-    /// review waits, it has no such file, or the file is not text.
+    /// All of the text of a waiting review's file number `index`, as the browser reads it,
+    /// marked. None when no such review waits or it has no such file.
     pub fn review_file(&self, id: &str, index: usize) -> Option<String> {
         let reviews = self.reviews.borrow();
         let r = &reviews.values().find(|w| w.request.id == id)?.request;

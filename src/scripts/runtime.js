@@ -139,14 +139,19 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
     return { name: cut(name, 100), message: cut(message, MAXT), ...placed(q) };
   };
   // Each late error reported is numbered (`n`), so a rejection the script handles later can be
-  // taken back by its number (`rejectionhandled`), as the console takes it back.
+  // taken back by its number (`rejectionhandled`), as the console takes it back. One taken back
+  // gives its place in MAXLATE back (R8: twenty handled later used them all, and the run read ok
+  // while a real error could no longer be sent), up to RETRACT times a page.
+  let lateN = 0, retracted = 0;
+  const RETRACT = MAXLATE * 5;
   const late = (e, p, rej) => {
     if (lateSent >= MAXLATE) return 0;
     lateSent++;
-    const m = { __proto__: null, lumo: T, v: V, kind: "late", rejection: rej, n: lateSent, error: describe(e, rej ? "rejection" : "thrown value", p) };
+    const n = ++lateN;
+    const m = { __proto__: null, lumo: T, v: V, kind: "late", rejection: rej, n, error: describe(e, rej ? "rejection" : "thrown value", p) };
     if (ran) out(m);
     else queue.push(m);
-    return lateSent;
+    return n;
   };
   const held = new WeakMap();
   try {
@@ -185,6 +190,10 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
         const n = ev.isTrusted ? held.get(ev.promise) : 0;
         if (!n) return;
         held.delete(ev.promise);
+        if (retracted < RETRACT) {
+          retracted++;
+          lateSent--;
+        }
         const i = queue.findIndex((m) => m.n === n);
         if (i >= 0) queue.splice(i, 1);
         else out({ __proto__: null, lumo: T, v: V, kind: "handled", n });

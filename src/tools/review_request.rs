@@ -127,6 +127,9 @@ pub(super) async fn review_request<E: Env>(
     // (`Reviewed`), so a server cannot swap them between the review and the approval. A restore
     // plans from the revision it brings back, whose stored copies are read here to be shown.
     let before_assets = current.as_ref().map_or(&[][..], |(r, _)| &r.assets[..]);
+    let before_grants = current
+        .as_ref()
+        .map_or(&[][..], |(r, _)| &r.metadata.grants[..]);
     let (files, fetched) = match (&proposed, w) {
         (None, _) | (_, WriteArgs::SetEnabled { .. }) => (Vec::new(), Reviewed::default()),
         (Some((meta, _, _)), _) => {
@@ -137,10 +140,10 @@ pub(super) async fn review_request<E: Env>(
             };
             // Its place among the reviews that may wait, taken before anything is fetched.
             let _place = p.reserve_review(&ctx.caller.key(), files_at_most(meta))?;
-            let (new, fetched) =
-                asset_store::fetch_for_review(&p.env, meta, plan_from, before_assets)
-                    .await
-                    .map_err(|e| ToolError::from(ScriptError::from(e)))?;
+            let before = review_files::shown_before(before_assets, before_grants, &meta.grants);
+            let (new, fetched) = asset_store::fetch_for_review(&p.env, meta, plan_from, &before)
+                .await
+                .map_err(|e| ToolError::from(ScriptError::from(e)))?;
             (review_files::shown_all(&new, &meta.grants), fetched)
         }
     };

@@ -328,6 +328,27 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     } finally {
       await page.close();
     }
+    // R8: 25 rejections handled later used up the page's 20 late errors, and a real error after
+    // them was never sent (the run read ok). One taken back gives its place back.
+    const many = await write(script("Runs handled many", ["@match http://late3.test/*"], [
+      "for (let i = 0; i < 25; i++) setTimeout(() => { const q = Promise.reject(new Error('handled ' + i)); setTimeout(() => q.catch(() => {}), 5); }, i * 25);",
+      "setTimeout(() => { throw new Error('real after many'); }, 900);", // line 7
+      "setTimeout(() => document.documentElement.setAttribute('data-late3', '1'), 1000);",
+    ]));
+    const third = await h.context.newPage();
+    try {
+      await third.goto(`http://late3.test:${server.port}/late`, { waitUntil: "load" });
+      await third.waitForFunction(() => document.documentElement.hasAttribute("data-late3"), null, { timeout: 5000 });
+      let run;
+      for (const deadline = Date.now() + 8000; Date.now() < deadline; await sleep(150)) {
+        run = (await call("script_runs", { uuid: many })).structuredContent.runs[0];
+        if (run?.lateErrors?.length === 1 && run.lateErrors[0].message === "real after many") break;
+      }
+      assert.deepEqual(run.lateErrors?.map((e) => [e.message, e.line]), [["real after many", 7]], JSON.stringify(run));
+      assert.equal(run.ok, false);
+    } finally {
+      await third.close();
+    }
   });
 
   // A tester's: an exception in GM_xmlhttpRequest's onload (the commonest async userscript bug)

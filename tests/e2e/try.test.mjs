@@ -516,6 +516,16 @@ describe("try_script: what the installed script would do", () => {
     assert.match(r.content[0].text, /the page was left \d+ ms into the watch/);
     await tab.waitForURL(/\/next$/);
     await tab.goto(url, { waitUntil: "load" });
+    // A pagehide the page (or the script) dispatches itself is not the page being left (R8).
+    const faked = await call("try_script", { source: script(["@match http://try.test/*"], [
+      "setTimeout(() => window.dispatchEvent(new Event('pagehide')), 50);",
+      "setTimeout(() => { throw new Error('after the fake'); }, 150);", // line 7
+    ]), url, watchMs: 400 });
+    const g = faked.structuredContent.frames[0];
+    assert.equal(g.leftPage, undefined, JSON.stringify(g));
+    assert.equal(g.watchedMs, 400, JSON.stringify(g));
+    assert.deepEqual(g.lateErrors.map((e) => [e.message, e.line]), [["after the fake", 7]]);
+    await tab.reload({ waitUntil: "load" });
   });
 
   // The tried code shares the kit's world: a script that takes over the world's timers or
