@@ -563,6 +563,25 @@ fn serve(p: &Provider<MemoryEnv>, url: &str, status: u16, body: &str) {
     );
 }
 
+/// The code of the script's registration, all entries.
+fn registered_code(p: &Provider<MemoryEnv>, uuid: &str) -> String {
+    p.env.registrations.borrow()[uuid]
+        .js
+        .iter()
+        .filter_map(|c| c.code.clone())
+        .collect()
+}
+
+/// How often `url` was fetched.
+fn fetched(p: &Provider<MemoryEnv>, url: &str) -> usize {
+    p.env
+        .fetched
+        .borrow()
+        .iter()
+        .filter(|r| r.url == url)
+        .count()
+}
+
 fn with_require(name: &str) -> String {
     script(name, "lib();").replace(
         "// @match https://example.com/*\n",
@@ -620,23 +639,13 @@ fn a_new_require_is_shown_in_its_review_and_the_approved_write_stores_those_byte
         "{whole}"
     );
     let uuid = res["structuredContent"]["script"]["uuid"].as_str().unwrap();
-    let code: String = p.env.registrations.borrow()[uuid]
-        .js
-        .iter()
-        .filter_map(|c| c.code.clone())
-        .collect();
+    let code = registered_code(&p, uuid);
     assert!(
         code.contains("var shown = 'reviewed';"),
         "the reviewed bytes run"
     );
     assert!(!code.contains("steal("), "the swapped bytes never run");
-    let asked = p
-        .env
-        .fetched
-        .borrow()
-        .iter()
-        .filter(|r| r.url == LIB)
-        .count();
+    let asked = fetched(&p, LIB);
     assert_eq!(asked, 1, "fetched once, for the review");
     // Nothing is left to ask for once decided.
     let gone = block_on(control::handle(
@@ -770,19 +779,9 @@ fn a_restore_shows_the_stored_code_it_brings_back() {
         Some("var first = 'stored';")
     );
     assert_eq!(whole["text"], json!("var first = 'stored';"), "{whole}");
-    let code: String = p.env.registrations.borrow()[&uuid]
-        .js
-        .iter()
-        .filter_map(|c| c.code.clone())
-        .collect();
+    let code = registered_code(&p, &uuid);
     assert!(code.contains("var first = 'stored';") && !code.contains("steal"));
-    let asked = p
-        .env
-        .fetched
-        .borrow()
-        .iter()
-        .filter(|r| r.url == LIB)
-        .count();
+    let asked = fetched(&p, LIB);
     assert_eq!(asked, 1, "only the first write fetched it");
 }
 

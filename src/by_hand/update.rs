@@ -413,9 +413,9 @@ fn sha256_of(s: Option<String>) -> Result<String, Value> {
 }
 
 /// `scripts.update`: stores the version the user reviewed (`sha256`, from the check, and `files`,
-/// the `id` of each new file it showed: `review_files::identity`) over the `revision` the check was made against,
-/// fetched again; anything else the server sends now is refused, and nothing is stored. The
-/// write takes the files fetched here, which are those shown.
+/// the `id` of each new file it showed: `review_files::identity`) over the `revision` the check
+/// was made against, fetched again; anything else the server sends now is refused, and nothing
+/// is stored. The write takes the files fetched here, which are those shown.
 pub(super) async fn apply<E: Env>(
     p: &Provider<E>,
     msg: &Value,

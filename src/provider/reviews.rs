@@ -48,6 +48,18 @@ impl<E: Env> Provider<E> {
         caller: &str,
         bytes: usize,
     ) -> Result<Preparing<'_, E>, QueueFull> {
+        self.admit_review(caller, bytes)?;
+        let n = self.preparing_seq.get().saturating_add(1);
+        self.preparing_seq.set(n);
+        self.preparing
+            .borrow_mut()
+            .insert(n, (caller.to_owned(), bytes));
+        Ok(Preparing { p: self, n })
+    }
+
+    /// Whether `caller` may have one more review, holding `bytes` of files, beside those that
+    /// wait and those being prepared.
+    fn admit_review(&self, caller: &str, bytes: usize) -> Result<(), QueueFull> {
         review::admit(
             self.reviews
                 .borrow()
@@ -61,13 +73,7 @@ impl<E: Env> Provider<E> {
                 ),
             caller,
             bytes,
-        )?;
-        let n = self.preparing_seq.get().saturating_add(1);
-        self.preparing_seq.set(n);
-        self.preparing
-            .borrow_mut()
-            .insert(n, (caller.to_owned(), bytes));
-        Ok(Preparing { p: self, n })
+        )
     }
 
     pub fn is_waived(&self, session: u64) -> bool {
@@ -89,21 +95,7 @@ impl<E: Env> Provider<E> {
         }
         let mut request = request;
         let wait = (request.expires_at - self.env.now_ms()).clamp(0.0, review::REVIEW_TIMEOUT_MS);
-        let full = review::admit(
-            self.reviews
-                .borrow()
-                .values()
-                .map(|w| (w.request.caller.as_str(), held(&w.request)))
-                .chain(
-                    self.preparing
-                        .borrow()
-                        .values()
-                        .map(|(c, b)| (c.as_str(), *b)),
-                ),
-            &request.caller,
-            held(&request),
-        );
-        full?;
+        self.admit_review(&request.caller, held(&request))?;
         let seq = self.review_seq.get().saturating_add(1);
         self.review_seq.set(seq);
         request.seq = seq;

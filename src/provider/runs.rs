@@ -190,40 +190,14 @@ impl<E: Env> Provider<E> {
         match message {
             Message::Gm(req) => Received::Answered(self.gm_request(&from.uuid, &sender, req).await),
             Message::Late(late) => {
-                let Some(doc) = sender.document_id else {
-                    return Received::NotLive;
-                };
-                let area = runs_area(sender.incognito);
-                let attach = |ring: &mut Ring, id| ring.attach_late(&doc, &late, id);
-                match self.store_late(area, &from.uuid, &attach, now).await {
-                    Ok(Some(id)) => Received::Stored {
-                        uuid: from.uuid,
-                        id,
-                    },
-                    Ok(None) => Received::NotLive,
-                    Err(e) => {
-                        self.note(format!("could not store a late error: {e}"));
-                        Received::Failed(e.0)
-                    }
-                }
+                let attach = |ring: &mut Ring, doc: &str, id| ring.attach_late(doc, &late, id);
+                self.late_change(from.uuid, &sender, now, "store a late error", &attach)
+                    .await
             }
             Message::Handled(n) => {
-                let Some(doc) = sender.document_id else {
-                    return Received::NotLive;
-                };
-                let area = runs_area(sender.incognito);
-                let retract = |ring: &mut Ring, id| ring.retract_late(&doc, n, id);
-                match self.store_late(area, &from.uuid, &retract, now).await {
-                    Ok(Some(id)) => Received::Stored {
-                        uuid: from.uuid,
-                        id,
-                    },
-                    Ok(None) => Received::NotLive,
-                    Err(e) => {
-                        self.note(format!("could not take back a late error: {e}"));
-                        Received::Failed(e.0)
-                    }
-                }
+                let retract = |ring: &mut Ring, doc: &str, id| ring.retract_late(doc, n, id);
+                self.late_change(from.uuid, &sender, now, "take back a late error", &retract)
+                    .await
             }
             Message::Run(report) => {
                 let seen = Seen {
@@ -304,6 +278,31 @@ impl<E: Env> Provider<E> {
             .max()
             .unwrap_or(0);
         Ok((got, last))
+    }
+
+    /// A late error or a retraction (`change`, given the sender's document) in the ring of the
+    /// script `uuid`; `what` names it for the worker's log.
+    async fn late_change(
+        &self,
+        uuid: String,
+        sender: &Sender,
+        now: f64,
+        what: &str,
+        change: &dyn Fn(&mut Ring, &str, u64) -> bool,
+    ) -> Received {
+        let Some(doc) = sender.document_id.as_deref() else {
+            return Received::NotLive;
+        };
+        let area = runs_area(sender.incognito);
+        let apply = |ring: &mut Ring, id| change(ring, doc, id);
+        match self.store_late(area, &uuid, &apply, now).await {
+            Ok(Some(id)) => Received::Stored { uuid, id },
+            Ok(None) => Received::NotLive,
+            Err(e) => {
+                self.note(format!("could not {what}: {e}"));
+                Received::Failed(e.0)
+            }
+        }
     }
 
     /// A late error joins the newest run of that document in the script's ring, or a retraction
