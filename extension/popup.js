@@ -20,10 +20,16 @@ const who = (id) => (id === 'user' ? 'you' : id === 'lumo' ? 'Lumo, by itself' :
 // A script deleted for good: its name (kept in the entry, the script being gone) and why: by
 // itself (`lumo`), or the user's own Delete forever / Empty trash.
 const WHY = { expired: '30 days in the trash were over', trashFull: 'the trash was full', deletedForever: 'Delete forever or Empty trash' };
-/** An entry's script: its name when the worker knows it (stored, or in the trash), and the
- *  start of its uuid, which tells two scripts of one name apart (the whole uuid as the title). */
-const target = (uuid) => el('small', { title: uuid }, ' ',
-  Object.hasOwn(scriptNames, uuid) ? ['“', ...marked(scriptNames[uuid]), '” · '] : '', uuid.slice(0, 8));
+/** An entry's script: the name the write left it with (kept in the entry) or else its name when
+ *  the worker knows it (stored, or in the trash), the name it has now when that differs, and
+ *  the start of its uuid, which tells two scripts of one name apart (the whole uuid as the title). */
+const target = (uuid, then) => {
+  const now = Object.hasOwn(scriptNames, uuid) ? scriptNames[uuid] : null;
+  const name = then ?? now;
+  return el('small', { title: uuid }, ' ',
+    name === null ? '' : ['“', ...marked(name), '” · '],
+    now !== null && now !== name ? ['now “', ...marked(now), '” · '] : '', uuid.slice(0, 8));
+};
 const purgedNote = (p) => p && el('div', { class: 'purged' }, el('small', {},
   '“', p.name ? marked(p.name) : '(no name)', '” left the trash for good: ', WHY[p.why] ?? String(p.why)));
 
@@ -285,7 +291,7 @@ function renderAudit() {
   }
   auditList.replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.unchanged ? ' (no change)' : '',
-      e.target ? target(e.target) : null, purgedNote(e.purged), el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
+      e.target ? target(e.target, e.name) : null, purgedNote(e.purged), el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
     el('small', {}, when(e.at))))
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
   disarmUndo();

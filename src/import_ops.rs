@@ -345,6 +345,7 @@ async fn import_items<E: Env>(
         from_trash: false,
         revision: None,
         purged: None,
+        name: None,
     };
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}"));

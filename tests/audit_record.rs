@@ -54,6 +54,7 @@ fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
         from_trash: false,
         revision: None,
         purged: None,
+        name: None,
     };
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(
@@ -208,5 +209,45 @@ fn a_write_whose_record_did_not_fit_is_recorded_with_its_result_once_it_does() {
         offs.iter().any(|e| e.result == "ok"
             && e.revision.map(serde_json::Value::from) == Some(revision.clone())),
         "the disabling write, revision {revision}, is recorded ok: {log:?}"
+    );
+}
+
+/// Each successful write keeps the name it left the script with, so the log still says what was
+/// written under which name after a later write renamed it (an agent's "Bank helper" renamed
+/// "Dark mode" is not shown as "Dark mode" throughout); a refusal keeps none.
+#[test]
+fn each_write_keeps_the_name_it_left() {
+    let p = provider();
+    let s = ready(&p);
+    let uuid = created(&p, &s, "Bank helper", "");
+    let renamed = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("Dark mode", "")}),
+    );
+    assert_eq!(renamed["isError"], json!(false), "{renamed}");
+    let refused = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": uuid, "revision": 1, "source": script("Stale", "")}),
+    );
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let mut names: Vec<(&str, &str, Option<&str>)> = log
+        .iter()
+        .map(|e| (e.tool.as_str(), e.result.as_str(), e.name.as_deref()))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            ("delete_script", "ok", Some("Dark mode")),
+            ("write_script", "CONFLICT", None),
+            ("write_script", "ok", Some("Bank helper")),
+            ("write_script", "ok", Some("Dark mode")),
+        ]
     );
 }

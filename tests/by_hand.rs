@@ -455,9 +455,15 @@ fn undo_of_a_try_is_refused_and_reverts_nothing() {
         entries.iter().all(|e| e.get("undoable").is_none()),
         "the log itself is unchanged"
     );
-    // The popup says which script each entry changed, by its name now (beside the log).
+    // The popup says which script each entry changed, by its name now (beside the log), and
+    // each successful write by the name it left (in its entry); the try and the refusal by none.
     assert_eq!(listed["names"], json!({ uuid.as_str(): "T" }), "{listed}");
-    assert!(entries.iter().all(|e| e.get("name").is_none()));
+    let kept: Vec<&Value> = entries.iter().map(|e| &e["name"]).collect();
+    assert_eq!(
+        kept,
+        [&Value::Null, &Value::Null, &json!("T"), &json!("T")],
+        "{listed}"
+    );
 }
 
 #[test]

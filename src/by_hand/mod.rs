@@ -205,6 +205,7 @@ async fn write_via<E: Env>(
         from_trash: false,
         revision: None,
         purged: None,
+        name: None,
     };
     let actor = Actor {
         by: BY_USER,

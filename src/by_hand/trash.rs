@@ -85,6 +85,7 @@ pub(super) async fn purge<E: Env>(
         from_trash: false,
         revision: None,
         purged: None,
+        name: None,
     };
     let failed = || Entry {
         at: p.env.now_ms(),
@@ -108,6 +109,7 @@ pub(super) async fn purge<E: Env>(
         .map(|g| Entry {
             target: Some(g.uuid.clone()),
             purged: Some(audit::Purged::new(&g.name, g.why.as_str())),
+            name: None,
             ..entry.clone()
         })
         .collect();

@@ -10,8 +10,9 @@ use serde_json::{json, Value};
 /// `audit.list`: both rings, merged newest first, the positions of the entries Undo can
 /// revert (`by_hand::can_undo`, the rule Undo itself applies): the popup draws a button for
 /// those and decides nothing; and the name of each target (a stored script's now, a trashed one's
-/// when it was deleted), so the popup says which script a write changed, not only a uuid. Beside the entries, not in
-/// them, so an export is the log alone (which never names what it did not purge).
+/// when it was deleted), so the popup says which script a write changed, not only a uuid, and
+/// when a write's own name (`Entry::name`, the name it left) is not the name now. Beside the
+/// entries, not in them, so an export is the log alone.
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match audit::read_all(&p.env).await {
         Ok(entries) => {
@@ -61,6 +62,5 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
 /// A script's name as the popup shows it: cut as a purged entry's is, invisible and direction
 /// characters marked (a U+202E in an agent's name cannot reorder the line it is shown in).
 fn shown(name: &str) -> Value {
-    let cut: String = name.chars().take(audit::MAX_PURGED_NAME).collect();
-    crate::guard::diff::visible(&cut).into()
+    audit::kept_name(name).into()
 }

@@ -86,6 +86,12 @@ pub struct Entry {
     /// it; never its source) and why it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purged: Option<Purged>,
+    /// The script's `@name` as a successful write left it (a delete: as it went to the trash),
+    /// cut and marked as [`Purged::name`] is: the log says what was written under which name,
+    /// even after a later write renamed the script. Entries written before it was kept, and
+    /// refusals, have none (the pages then show the script's name now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// What an entry of a script deleted for good keeps of it (see [`Entry::purged`]).
@@ -121,6 +127,7 @@ impl Entry {
             from_trash: false,
             revision: None,
             purged: Some(Purged::new(name, why)),
+            name: None,
         }
     }
 }
@@ -130,15 +137,21 @@ impl Entry {
 pub const PURGE_TOOL: &str = "purge_trash";
 
 impl Purged {
-    /// The name is untrusted text (an agent may have written the script): cut, then with every
-    /// invisible or direction character as a visible `⟨U+XXXX⟩`, as the pages show names.
+    /// The name as [`kept_name`] keeps it.
     pub fn new(name: &str, why: &str) -> Purged {
-        let cut: String = name.chars().take(MAX_PURGED_NAME).collect();
         Purged {
-            name: crate::guard::diff::visible(&cut),
+            name: kept_name(name),
             why: why.to_owned(),
         }
     }
+}
+
+/// A script's name as an entry keeps it: untrusted text (an agent may have written it), cut to
+/// [`MAX_PURGED_NAME`] characters, then every invisible or direction character made a visible
+/// `⟨U+XXXX⟩`, as the pages show names.
+pub fn kept_name(name: &str) -> String {
+    let cut: String = name.chars().take(MAX_PURGED_NAME).collect();
+    crate::guard::diff::visible(&cut)
 }
 
 /// Which budget an entry is kept in (see the module docs).
@@ -893,6 +906,7 @@ mod tests {
             from_trash: false,
             revision: None,
             purged: None,
+            name: None,
         }
     }
 

@@ -537,6 +537,7 @@ mod tests {
             from_trash: false,
             revision: None,
             purged: None,
+            name: None,
         };
         let echo = |p: &Provider<MemoryEnv>| {
             let local = p.env.dump(Area::Local);

@@ -238,6 +238,7 @@ impl<E: Env> Provider<E> {
                 from_trash: false,
                 revision: None,
                 purged: None,
+                name: None,
             })
             .await;
         }

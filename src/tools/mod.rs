@@ -86,6 +86,7 @@ pub async fn call<E: Env>(
                 from_trash: false,
                 revision: None,
                 purged: None,
+                name: None,
             })
             .await;
         }
@@ -117,6 +118,7 @@ pub async fn call<E: Env>(
         from_trash: false,
         revision: None,
         purged: None,
+        name: None,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
     // An approved write tells the review surface what it did.

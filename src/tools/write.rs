@@ -194,14 +194,15 @@ async fn write_locked<E: Env>(
     // registration, with the revisions the history dropped removed: storage calls issued after
     // an `update` wait until Chrome has saved every registration (~140 ms at 1,000 stored;
     // ARCHITECTURE.md, Decisions).
-    let finalize = |uuid: &str, revision: u64, unchanged: bool, from_trash: bool| {
+    let finalize = |record: &ScriptRecord, unchanged: bool, from_trash: bool| {
         let entry = journal.map(|j| Entry {
             at: p.env.now_ms(),
             result: "ok".to_owned(),
-            target: Some(uuid.to_owned()),
+            target: Some(record.uuid.clone()),
             unchanged,
             from_trash,
-            revision: Some(revision),
+            revision: Some(record.revision),
+            name: Some(crate::guard::audit::kept_name(&record.metadata.name)),
             ..j.clone()
         });
         // With the entries of what its `set` deleted for good besides (`Journaled::also`).
@@ -228,7 +229,7 @@ async fn write_locked<E: Env>(
                     sync::desired_for(&c.record, &c.source),
                     held,
                 ),
-                finalize(&c.record.uuid, c.record.revision, c.unchanged, c.from_trash),
+                finalize(&c.record, c.unchanged, c.from_trash),
                 history::remove_stale(&p.env, &stale),
             );
             let done = Executed {
@@ -242,7 +243,7 @@ async fn write_locked<E: Env>(
             p.scripts_deleted(&uuid);
             futures::join!(
                 p.sync_registration(&uuid, None, held),
-                finalize(&uuid, record.revision, false, false),
+                finalize(&record, false, false),
                 // Its tab objects end with it (a restore starts without them).
                 p.forget_tab_objects(&uuid)
             );

@@ -647,6 +647,20 @@ describe("options scripts, popup audit, review and disconnect", () => {
     await popup.close();
   });
 
+  // An audit log is a record: a write is listed under the name it gave the script, even after a
+  // later write renamed it ("Bank helper" renamed "Dark mode" is not "Dark mode" throughout); the
+  // name now is shown beside it, so the user can still tell which script that is.
+  test("Audit: a write keeps the name it left; a later rename is shown beside it", T, async () => {
+    await t.ok("write_script", { uuid: writes.a, revision: 1, source: userscript({ name: "E2E Audit A, renamed" }) });
+    const popup = await openPopup(h);
+    const items = region(popup, "Audit log").getByRole("listitem");
+    const ofA = items.filter({ hasText: /^ok write_script/ }).filter({ hasText: writes.a.slice(0, 8) });
+    const texts = await until(() => ofA.allTextContents(), (x) => x.length === 2);
+    assert.ok(texts[0].includes(`“E2E Audit A, renamed” · ${writes.a.slice(0, 8)}`) && !texts[0].includes("now “"), texts[0]);
+    assert.ok(texts[1].includes(`“E2E Audit A” · now “E2E Audit A, renamed” · ${writes.a.slice(0, 8)}`), texts[1]);
+    await popup.close();
+  });
+
   test("Review each write: the popup shows summary and diff; Approve lets the write through, Deny returns USER_REJECTED", T, async () => {
     const options = await openOptions(h);
     const reviewSwitch = options.getByRole("switch", { name: "Review each write" });
