@@ -346,6 +346,7 @@ async fn import_items<E: Env>(
         revision: None,
         purged: None,
         name: None,
+        count: None,
     };
     if let Err(e) = p.settle_interrupted_write().await {
         return err(format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}"));
@@ -403,16 +404,30 @@ async fn import_items<E: Env>(
         Ok(_) => "ok",
         Err(e) => code(e),
     };
+    // An import that ran says how many scripts it changed — a new version, or its values
+    // restored; none is "(no change)", as a write that changed nothing —, and one that wrote one
+    // script names it, by the name it left, as a write's entry does.
+    let changed = done.as_ref().ok().map(|d| {
+        d.changes
+            .iter()
+            .zip(&d.values)
+            .filter(|(c, values)| !c.unchanged || values.is_some())
+            .count()
+    });
+    let one = match &done {
+        Ok(d) => match d.changes.as_slice() {
+            [one] => Some(&one.record),
+            _ => None,
+        },
+        Err(_) => None,
+    };
     let finished = Entry {
         at: p.env.now_ms(),
         result: result.to_owned(),
-        target: match &done {
-            Ok(d) => match d.changes.as_slice() {
-                [one] => Some(one.record.uuid.clone()),
-                _ => None,
-            },
-            Err(_) => None,
-        },
+        target: one.map(|r| r.uuid.clone()),
+        name: one.map(|r| crate::guard::audit::kept_name(&r.metadata.name)),
+        count: changed.map(|n| n as u64),
+        unchanged: changed == Some(0),
         ..entry
     };
     if wrote {

@@ -55,6 +55,7 @@ fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
         revision: None,
         purged: None,
         name: None,
+        count: None,
     };
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(

@@ -171,11 +171,14 @@ fn an_import_stores_every_file_or_none() {
     assert_eq!(r["imported"].as_array().unwrap().len(), 2, "{r}");
     assert_eq!(listed(&p).len(), 3);
     let log = block_on(audit::read_all(&p.env)).unwrap();
-    assert!(
-        log.iter()
-            .any(|e| e.tool == "import_scripts" && e.caller == "user" && e.result == "ok"),
-        "{log:?}"
-    );
+    let ok: Vec<_> = log
+        .iter()
+        .filter(|e| e.tool == "import_scripts" && e.caller == "user" && e.result == "ok")
+        .collect();
+    // One entry for both, saying how many it wrote (naming none: it wrote two).
+    assert_eq!(ok.len(), 1, "{log:?}");
+    assert_eq!((ok[0].count, ok[0].unchanged), (Some(2), false), "{log:?}");
+    assert_eq!((&ok[0].target, &ok[0].name), (&None, &None), "{log:?}");
     let pending = p.env.dump(Area::Local).get("audit/pending").cloned();
     assert!(
         pending.is_some_and(|v| v.get("tool").is_none()),
@@ -224,6 +227,7 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     let got = op(&p, json!({"op": "scripts.get", "uuid": uuid}));
     assert!(got["script"]["source"].as_str().unwrap().contains("new"));
     // The same file again: nothing to store, no copy pushed into the history.
+    p.env.advance(1000.0);
     let r = op(
         &p,
         json!({"op": "scripts.import", "confirmed": true, "files": [file("dup.user.js", script("Dup", "new"))], "replace": [uuid]}),
@@ -232,6 +236,18 @@ fn a_duplicate_is_asked_about_then_replaced_with_history_or_kept() {
     assert_eq!(r["imported"][0]["revision"], json!(2));
     let h = op(&p, json!({"op": "scripts.revisions", "uuid": uuid}));
     assert_eq!(h["revisions"].as_array().unwrap().len(), 2, "{h}");
+    // The log says so: an import of one script that changed nothing, named by its name.
+    let last = block_on(audit::read_all(&p.env)).unwrap().remove(0);
+    assert_eq!(
+        (
+            last.tool.as_str(),
+            last.count,
+            last.unchanged,
+            last.name.as_deref()
+        ),
+        ("import_scripts", Some(0), true, Some("Dup")),
+        "{last:?}"
+    );
     // The same text switched off is a change of state: a revision.
     op(
         &p,

@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = block_on(p.writes_left(host.as_str()));
     let _ = block_on(p.admit_write(host.as_str()));
     let _ = block_on(audit::append(&p.env, &audit::Entry {
-        at: 0.0, tool: "t".into(), caller: "c".into(), result: "ok".into(), target: None, digest: String::new(), unchanged: false, from_trash: false, revision: None, purged: None, name: None,
+        at: 0.0, tool: "t".into(), caller: "c".into(), result: "ok".into(), target: None, digest: String::new(), unchanged: false, from_trash: false, revision: None, purged: None, name: None, count: None,
     }, &audit::Tail::default()));
     block_on(p.resume_interrupted_reviews());
     block_on(p.recover_interrupted_write());

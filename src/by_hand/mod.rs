@@ -206,6 +206,7 @@ async fn write_via<E: Env>(
         revision: None,
         purged: None,
         name: None,
+        count: None,
     };
     let actor = Actor {
         by: BY_USER,

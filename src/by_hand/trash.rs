@@ -86,6 +86,7 @@ pub(super) async fn purge<E: Env>(
         revision: None,
         purged: None,
         name: None,
+        count: None,
     };
     let failed = || Entry {
         at: p.env.now_ms(),
@@ -110,6 +111,7 @@ pub(super) async fn purge<E: Env>(
             target: Some(g.uuid.clone()),
             purged: Some(audit::Purged::new(&g.name, g.why.as_str())),
             name: None,
+            count: None,
             ..entry.clone()
         })
         .collect();

@@ -92,6 +92,10 @@ pub struct Entry {
     /// refusals, have none (the pages then show the script's name now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// How many scripts an import (or a restore from a backup) wrote: one entry stands for them
+    /// all (a log of 1,000 entries would otherwise lose its history to one large import).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
 }
 
 /// What an entry of a script deleted for good keeps of it (see [`Entry::purged`]).
@@ -128,6 +132,7 @@ impl Entry {
             revision: None,
             purged: Some(Purged::new(name, why)),
             name: None,
+            count: None,
         }
     }
 }
@@ -907,6 +912,7 @@ mod tests {
             revision: None,
             purged: None,
             name: None,
+            count: None,
         }
     }
 

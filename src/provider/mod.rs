@@ -538,6 +538,7 @@ mod tests {
             revision: None,
             purged: None,
             name: None,
+            count: None,
         };
         let echo = |p: &Provider<MemoryEnv>| {
             let local = p.env.dump(Area::Local);

@@ -239,6 +239,7 @@ impl<E: Env> Provider<E> {
                 revision: None,
                 purged: None,
                 name: None,
+                count: None,
             })
             .await;
         }

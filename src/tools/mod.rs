@@ -87,6 +87,7 @@ pub async fn call<E: Env>(
                 revision: None,
                 purged: None,
                 name: None,
+                count: None,
             })
             .await;
         }
@@ -119,6 +120,7 @@ pub async fn call<E: Env>(
         revision: None,
         purged: None,
         name: None,
+        count: None,
     };
     // A write that ran was audited under the write lock, write-ahead; a refusal is audited here.
     // An approved write tells the review surface what it did.

@@ -421,6 +421,13 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     assert.deepEqual(names.filter((n) => n.startsWith("Imported")), ["Imported A", "Imported B"]);
     assert.equal(names.filter((n) => n === "Hands u").length, 1, "the duplicate replaced, not added");
     assert.deepEqual(await onPage(["ia:v1", "ib:v1", "k:v2", "ro:v1", "u:v9"]), ["ia:v1", "ib:v1", "k:v2", "ro:v1", "u:v9"]);
+    // One audit entry stands for the three: the popup says how many it wrote.
+    const popup = await h.context.newPage();
+    await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+    const entry = popup.locator("#audit > li", { hasText: "import_scripts" }).first();
+    await entry.waitFor({ timeout: 3000 });
+    assert.match(await entry.textContent(), /^ok import_scripts \(3 scripts\)/);
+    await popup.close();
 
     const { writeFileSync, mkdtempSync, rmSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
