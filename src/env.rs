@@ -52,6 +52,9 @@ pub trait Storage {
     /// The keys stored in the area, without their values (`getKeys`): what a missing list
     /// would have named, found without copying every value in.
     async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError>;
+    /// The bytes the area's quota counts (`getBytesInUse`): of `keys`, or of everything with
+    /// `None`. Chrome counts each item as its key and its value's JSON.
+    async fn bytes_in_use(&self, area: Area, keys: Option<&[&str]>) -> Result<usize, EnvError>;
 }
 
 /// Time and randomness, injected so decisions are reproducible in tests.
@@ -493,6 +496,9 @@ pub mod memory {
         /// A `chrome.storage.local` `set` holding any of these keys fails (quota exceeded):
         /// one kind of write refused while the others are taken.
         pub fail_local_sets_holding: RefCell<Vec<String>>,
+        /// When set, a `chrome.storage.local` `set` past `QUOTA_BYTES` fails as Chrome's does
+        /// (off by default: it measures the whole area on every `set`).
+        pub enforce_quota: Cell<bool>,
         /// A `get` naming any key that starts with one of these fails with this error.
         pub fail_gets: RefCell<Vec<String>>,
         /// How many times a `get` yields before it reads (so what else is in flight runs first),
@@ -668,6 +674,18 @@ pub mod memory {
                 {
                     return Err(EnvError("QUOTA_BYTES quota exceeded (test)".into()));
                 }
+                if self.enforce_quota.get() {
+                    use crate::scripts::quota::{bytes_after, QUOTA_BYTES};
+                    let areas = self.areas.borrow();
+                    let empty = Map::new();
+                    let all = areas.get(&Area::Local).unwrap_or(&empty);
+                    let (_, after) = bytes_after(all, &items);
+                    if after > QUOTA_BYTES {
+                        return Err(EnvError(
+                            "Resource::kQuotaBytes quota exceeded (test)".into(),
+                        ));
+                    }
+                }
             }
             self.storage_log
                 .borrow_mut()
@@ -692,6 +710,19 @@ pub mod memory {
 
         async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError> {
             Ok(self.dump(area).keys().cloned().collect())
+        }
+
+        async fn bytes_in_use(&self, area: Area, keys: Option<&[&str]>) -> Result<usize, EnvError> {
+            use crate::scripts::quota::item_bytes;
+            let areas = self.areas.borrow();
+            let Some(all) = areas.get(&area) else {
+                return Ok(0);
+            };
+            Ok(all
+                .iter()
+                .filter(|(k, _)| keys.is_none_or(|ks| ks.contains(&k.as_str())))
+                .map(|(k, v)| item_bytes(k, v))
+                .fold(0, usize::saturating_add))
         }
 
         async fn remove(&self, area: Area, keys: &[&str]) -> Result<(), EnvError> {

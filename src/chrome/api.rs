@@ -51,6 +51,8 @@ extern "C" {
     pub fn remove(this: &StorageArea, keys: &JsValue) -> Result<Promise, JsValue>;
     #[wasm_bindgen(method, catch, js_name = getKeys)]
     pub fn get_keys(this: &StorageArea) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch, js_name = getBytesInUse)]
+    pub fn get_bytes_in_use(this: &StorageArea, keys: &JsValue) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(thread_local_v2, js_namespace = ["chrome", "storage"], js_name = local)]
     pub static STORAGE_LOCAL: StorageArea;

@@ -77,6 +77,22 @@ impl Storage for ChromeEnv {
         storage_get(area, &JsValue::NULL).await
     }
 
+    async fn bytes_in_use(&self, area: Area, keys: Option<&[&str]>) -> Result<usize, EnvError> {
+        let keys = keys.map_or(JsValue::NULL, |k| key_array(k));
+        let promise = with_area(area, |a| a.get_bytes_in_use(&keys))
+            .map_err(|e| js_error("storage.getBytesInUse", e))?;
+        let got = JsFuture::from(promise)
+            .await
+            .map_err(|e| js_error("storage.getBytesInUse", e))?;
+        got.as_f64()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            // A count of bytes, far below 2^53: exact in an f64.
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                EnvError("storage.getBytesInUse returned a value that is not a count".into())
+            })
+    }
+
     async fn keys(&self, area: Area) -> Result<Vec<String>, EnvError> {
         let promise =
             with_area(area, |a| a.get_keys()).map_err(|e| js_error("storage.getKeys", e))?;

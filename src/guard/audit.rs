@@ -798,6 +798,10 @@ impl<E: Storage> Storage for Journaled<'_, E> {
         self.inner.get(area, keys).await
     }
 
+    async fn bytes_in_use(&self, area: Area, keys: Option<&[&str]>) -> Result<usize, EnvError> {
+        self.inner.bytes_in_use(area, keys).await
+    }
+
     async fn set(&self, area: Area, mut items: Map<String, Value>) -> Result<(), EnvError> {
         self.gate().await?;
         let pending = if area == Area::Local {

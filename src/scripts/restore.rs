@@ -171,6 +171,7 @@ pub async fn restore<E: Storage + Clock + crate::env::Http>(
         items.extend(prepared.items);
         crate::gm::asset_store::check_quota(env, &items).await?;
     }
+    super::store::check_agent_room(env, &record.updated_by, &items).await?;
     env.set(Area::Local, items).await.map_err(storage_err)?;
     if !live {
         // Out of the trash index already; a failure here only leaves dead bytes.

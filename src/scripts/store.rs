@@ -7,7 +7,8 @@
 use super::history::{self, Revision};
 use super::metadata::{self, Diagnostic, Metadata, Severity};
 use super::names;
-use super::record::ScriptRecord;
+use super::quota;
+use super::record::{ScriptRecord, BY_PROVIDER, BY_USER};
 use crate::env::{Area, Clock, Http, Ids, Storage};
 use crate::gm::asset_store::{self, Prepared};
 use crate::gm::assets::AssetError;
@@ -89,6 +90,11 @@ pub enum ScriptError {
         max: usize,
     },
     Storage(String),
+    /// An agent's write would take storage past [`quota::AGENT_LIMIT_BYTES`]: `needed` bytes
+    /// in use after it.
+    StorageKept {
+        needed: usize,
+    },
     /// A `@require`/`@resource` file could not be fetched, checked or stored.
     Asset(AssetError),
 }
@@ -145,10 +151,58 @@ impl fmt::Display for ScriptError {
                 "patch not applied, nothing changed: edit {edit} replaces {occurrences} occurrence(s) and would make the source {} bytes, over the {max}-byte limit",
                 size.map_or_else(|| format!("more than {}", usize::MAX), |s| s.to_string())
             ),
+            ScriptError::Storage(e) if is_quota(e) => write!(
+                f,
+                "the extension's storage is full (chrome.storage.local holds at most {} MiB), nothing changed: empty the trash or delete scripts no longer needed (options page) ({e})",
+                quota::QUOTA_BYTES >> 20
+            ),
             ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
+            ScriptError::StorageKept { needed } => write!(
+                f,
+                "the extension's storage is nearly full: this write would bring it to {needed} bytes, past the {} an agent's write may fill of its {} MiB (the rest is kept for the user's own changes — turning scripts off, deleting them, Undo — and for the scripts' values); nothing changed. Ask the user to empty the trash or delete scripts no longer needed (options page), or write less",
+                quota::AGENT_LIMIT_BYTES,
+                quota::QUOTA_BYTES >> 20
+            ),
             ScriptError::Asset(e) => write!(f, "{e}"),
         }
     }
+}
+
+/// Whether a storage error is Chrome's quota refusal (`QUOTA_BYTES quota exceeded`, or
+/// `Resource::kQuotaBytes quota exceeded` in Chromium 156).
+fn is_quota(e: &str) -> bool {
+    e.contains("QUOTA_BYTES") || e.contains("kQuotaBytes")
+}
+
+/// Refuses an agent's `set` of `items` that would take `chrome.storage.local` past
+/// [`quota::AGENT_LIMIT_BYTES`] and is not one that frees bytes; the user's and the provider's
+/// own writes (`by`) are not bounded so: the reserve is theirs. Chrome counts the bytes: the
+/// area's, and of the keys `items` replaces, asked at once.
+pub(crate) async fn check_agent_room<S: Storage>(
+    s: &S,
+    by: &str,
+    items: &Map<String, Value>,
+) -> Result<(), ScriptError> {
+    if by == BY_USER || by == BY_PROVIDER {
+        return Ok(());
+    }
+    let keys: Vec<&str> = items.keys().map(String::as_str).collect();
+    let (all, replaced) = futures::join!(
+        s.bytes_in_use(Area::Local, None),
+        s.bytes_in_use(Area::Local, Some(&keys))
+    );
+    let in_use = all.map_err(storage_err)?;
+    let added = items
+        .iter()
+        .map(|(k, v)| quota::item_bytes(k, v))
+        .fold(0, usize::saturating_add);
+    let needed = in_use
+        .saturating_sub(replaced.map_err(storage_err)?)
+        .saturating_add(added);
+    if needed > quota::AGENT_LIMIT_BYTES && needed > in_use {
+        return Err(ScriptError::StorageKept { needed });
+    }
+    Ok(())
 }
 
 /// Parses and lints a source exactly as a write would.
@@ -644,6 +698,7 @@ async fn save<S: Storage>(
     if check_quota {
         asset_store::check_quota(s, &items).await?;
     }
+    check_agent_room(s, &record.updated_by, &items).await?;
     s.set(Area::Local, items).await.map_err(storage_err)?;
     Ok(stale)
 }

@@ -163,6 +163,7 @@ impl From<ScriptError> for ToolError {
             ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
             ScriptError::TooLarge { .. }
             | ScriptError::PatchTooLarge { .. }
+            | ScriptError::StorageKept { .. }
             | ScriptError::TooMany => ErrorCode::PayloadTooLarge,
             ScriptError::PatchFailed(_) => ErrorCode::InvalidArguments,
             ScriptError::Storage(_) => ErrorCode::StorageError,

@@ -78,6 +78,30 @@ describe("guardrails", () => {
     await provider.evaluate(() => chrome.storage.session.remove("rateWindow"));
   });
 
+  // An agent that fills chrome.storage.local to the byte leaves the user unable to turn a script
+  // off, delete it or undo (each of those writes too). Its writes stop short of the reserve,
+  // measured by Chrome's own getBytesInUse; the user's own changes may use it.
+  test("storage: an agent's write past the agents' share is refused, and the user can still turn a script off and delete it", T, async () => {
+    const provider = await h.providerPage();
+    const mine = await call("write_script", { source: source("Reserve mine") });
+    assert.equal(mine.isError, false, show(mine));
+    const uuid = mine.structuredContent.script.uuid;
+    try {
+      // Something else holds 6.9 MiB (as other scripts, their history and files would).
+      await provider.evaluate(() => chrome.storage.local.set({ "e2e/filler": "f".repeat(6.9 * 2 ** 20) }));
+      const big = await call("write_script", { source: source("Reserve big", `// ${"x".repeat(250_000)}`) });
+      assert.equal(big.structuredContent?.error_code, "PAYLOAD_TOO_LARGE", show(big.structuredContent));
+      assert.match(big.content[0].text, /storage is nearly full/);
+      const inUse = await provider.evaluate(() => chrome.storage.local.getBytesInUse(null));
+      assert.ok(inUse < 7 * 2 ** 20, `nothing of it was stored: ${inUse} bytes in use`);
+      const off = await h.internal("scripts.setEnabled", { uuid, enabled: false });
+      assert.equal(off.ok, true, show(off));
+    } finally {
+      await provider.evaluate(() => chrome.storage.local.remove("e2e/filler"));
+      await h.internal("scripts.delete", { uuid });
+    }
+  });
+
   test("review: the script changes while the user looks → approval gives CONFLICT, nothing overwritten", T, async () => {
     const created = await call("write_script", { source: source("Reviewed target") });
     const { uuid } = created.structuredContent.script;

@@ -1,0 +1,136 @@
+//! The storage an agent cannot take: however many scripts it writes, the user can still turn a
+//! script off, delete it and undo (an agent had filled `chrome.storage.local` to the byte in 46
+//! writes, and every change of the user's was then refused).
+
+mod common;
+
+use common::*;
+use futures::executor::block_on;
+use lumo_userscripts::control;
+use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::{Area, Storage};
+use lumo_userscripts::guard::audit;
+use lumo_userscripts::provider::Provider;
+use lumo_userscripts::scripts::quota::{AGENT_LIMIT_BYTES, QUOTA_BYTES};
+use serde_json::{json, Value};
+
+fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
+    block_on(control::handle(p, &v)).value
+}
+
+fn in_use(p: &Provider<MemoryEnv>) -> usize {
+    block_on(p.env.bytes_in_use(Area::Local, None)).unwrap()
+}
+
+/// A source of about 250 KiB (under the tools' 256 KiB), named `name`.
+fn big(name: &str) -> String {
+    let line = format!("// {name} {}\n", "x".repeat(96));
+    script(name, &line.repeat(250 * 1024 / line.len()))
+}
+
+/// Storage holding about `bytes` more, under a key of no script.
+fn filled(p: &Provider<MemoryEnv>, bytes: usize) {
+    put(p, [("filler".to_owned(), json!("f".repeat(bytes)))]);
+}
+
+#[test]
+fn an_agent_cannot_fill_the_storage_the_user_needs() {
+    let p = provider();
+    p.env.enforce_quota.set(true);
+    let s = ready(&p);
+    // The user's own script, written first.
+    let mine = op(&p, json!({"op": "scripts.save", "source": big("Mine")}));
+    let mine = mine["result"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Whatever else fills it (measuring a 10 MiB area on every `set` is slow: few writes).
+    filled(&p, 5 << 20);
+    // The agent writes as much as it may, one write every 2.1 s (under the rate limit).
+    let mut written = Vec::new();
+    let refusal = loop {
+        p.env.advance(2100.0);
+        let r = call(
+            &p,
+            &s,
+            "write_script",
+            json!({"source": big(&format!("Agent {}", written.len()))}),
+        );
+        if r["isError"] == json!(true) {
+            break r;
+        }
+        written.push(written_uuid(&r));
+        assert!(written.len() < 60, "never refused");
+    };
+    assert_eq!(error_code(&refusal), Some("PAYLOAD_TOO_LARGE"), "{refusal}");
+    let text = refusal["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("nearly full") && text.contains("empty the trash"),
+        "{text}"
+    );
+    assert!(in_use(&p) <= AGENT_LIMIT_BYTES, "{} in use", in_use(&p));
+    assert!(written.len() >= 5, "only {} written", written.len());
+    // A write that frees bytes is taken, even past the bound.
+    let smaller = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"uuid": written[0], "revision": 1, "source": script("Agent 0", "small")}),
+    );
+    assert_eq!(smaller["isError"], json!(false), "{smaller}");
+
+    // The user: turn the agent's scripts off, one by one (each pushes 250 KiB into the history).
+    for uuid in written.iter().skip(1).take(3) {
+        let r = op(
+            &p,
+            json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    // Their own script off, and undone.
+    p.env.advance(1000.0);
+    let r = op(
+        &p,
+        json!({"op": "scripts.setEnabled", "uuid": mine, "enabled": false}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let off = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    let r = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": mine, "caller": off.caller, "at": off.at, "via": "popup"}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    // And delete the agent's.
+    for uuid in &written {
+        let r = op(&p, json!({"op": "scripts.delete", "uuid": uuid}));
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    assert!(in_use(&p) <= QUOTA_BYTES);
+}
+
+/// The user's own writes are not held to the agents' bound: the reserve is theirs, up to
+/// Chrome's quota, whose refusal then says what to do.
+#[test]
+fn the_users_writes_may_use_the_reserve_and_a_full_storage_says_so() {
+    let p = provider();
+    p.env.enforce_quota.set(true);
+    filled(&p, 6 << 20);
+    let mut n = 0;
+    let refused = loop {
+        let r = op(
+            &p,
+            json!({"op": "scripts.save", "source": big(&format!("Mine {n}"))}),
+        );
+        if r["ok"] != json!(true) {
+            break r;
+        }
+        n += 1;
+        assert!(n < 60, "never refused");
+    };
+    assert!(in_use(&p) > AGENT_LIMIT_BYTES, "{} in use", in_use(&p));
+    let text = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("storage is full") && text.contains("empty the trash"),
+        "{refused}"
+    );
+}
