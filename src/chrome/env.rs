@@ -78,7 +78,7 @@ impl Storage for ChromeEnv {
     }
 
     async fn bytes_in_use(&self, area: Area, keys: Option<&[&str]>) -> Result<usize, EnvError> {
-        let keys = keys.map_or(JsValue::NULL, |k| key_array(k));
+        let keys = keys.map_or(JsValue::NULL, key_array);
         let promise = with_area(area, |a| a.get_bytes_in_use(&keys))
             .map_err(|e| js_error("storage.getBytesInUse", e))?;
         let got = JsFuture::from(promise)
@@ -86,8 +86,12 @@ impl Storage for ChromeEnv {
             .map_err(|e| js_error("storage.getBytesInUse", e))?;
         got.as_f64()
             .filter(|n| n.is_finite() && *n >= 0.0)
-            // A count of bytes, far below 2^53: exact in an f64.
-            .map(|n| n as usize)
+            // A count of bytes, finite and not negative (checked above), far below 2^53.
+            .map(|n| {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let n = n as usize;
+                n
+            })
             .ok_or_else(|| {
                 EnvError("storage.getBytesInUse returned a value that is not a count".into())
             })
