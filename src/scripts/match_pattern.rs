@@ -641,20 +641,23 @@ pub(crate) fn regex_escape(s: &str) -> String {
 /// An escaped path glob (only `*` is a wildcard, `\\` escapes), decoded as Chrome decodes it, as a
 /// RegExp piece over the raw `location.href` that never crosses into the fragment.
 fn glob_body_regex(escaped: &str) -> String {
-    let mut out = String::new();
+    use super::glob_regex::{committed, push_lit, push_wild};
+    // Committed as Chrome commits (`glob_regex`): `*a*a*a*a*Z` is linear in the address.
+    let mut pieces = Vec::new();
     let mut chars = escaped.chars();
     while let Some(c) = chars.next() {
         match c {
-            '*' => out.push_str("[^#]*"),
+            '*' => push_wild(&mut pieces, true, "[^#]"),
             '\\' => {
                 if let Some(n) = chars.next() {
-                    out.push_str(&char_regex(n));
+                    push_lit(&mut pieces, &char_regex(n));
                 }
             }
-            c => out.push_str(&char_regex(c)),
+            c => push_lit(&mut pieces, &char_regex(c)),
         }
     }
-    out
+    // No capturing group comes before the path's (the scheme and host use `(?:…)`).
+    committed(&pieces, &mut 0)
 }
 
 /// One literal character of a decoded path as a RegExp piece: the character itself or, where

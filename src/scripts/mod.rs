@@ -3,6 +3,7 @@
 pub mod backup;
 mod confusables;
 pub mod glob;
+pub mod glob_regex;
 pub mod history;
 pub mod import;
 pub mod match_pattern;

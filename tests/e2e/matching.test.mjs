@@ -364,6 +364,24 @@ describe("matching: what Chrome runs is what match_url says", () => {
     await ok("delete_script", { uuid: s.uuid });
   });
 
+  // R10 (high): a glob of many wildcards, checked by the page's guard and match_url as a plain
+  // RegExp, made V8 try every split of the address (`********Z`: 73 s on 59 characters): the
+  // page never loaded and the worker stalled for every caller. Each literal run is now
+  // committed to its leftmost place, as Chrome's own glob matching does: one pass.
+  test("globs of many wildcards cost one pass: the page loads, match_url answers at once, and both agree with Chrome", T, async () => {
+    const P = server.port;
+    const inc = await save("redos-inc", ["@include *a*a*a*a*a*a*a*a*Z"]);
+    const exc = await save("redos-exc", ["@match http://redos.test/*", "@exclude ********Z", "@exclude-match http://redos.test/*a*a*a*a*a*a*a*a*Z"]);
+    for (const [tail, ran] of [["a".repeat(90), ["redos-exc"]], [`${"a".repeat(90)}Z`, ["redos-inc"]]]) {
+      const url = `http://redos.test:${P}/${tail}`;
+      const started = Date.now();
+      assert.deepEqual(await ranOn(url), ran, url);
+      const says = await saysRun(url);
+      assert.ok(Date.now() - started < 15_000, `${Date.now() - started} ms`);
+      assert.deepEqual(says, ran.map((t) => (t === "redos-inc" ? inc.uuid : exc.uuid)), url);
+    }
+  });
+
   test("two scripts run in separate worlds: one cannot read the other's globals", T, async () => {
     const P = server.port;
     const a = await write("wa", ["@match http://worlds.test/*", "@run-at document-start"], 'globalThis.lumoSecret = "from A"; document.documentElement.setAttribute("data-ran-wa", "1");');
