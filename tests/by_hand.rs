@@ -498,6 +498,50 @@ fn undo_of_a_delete_brings_the_script_back_and_undo_of_a_create_trashes_it() {
     assert_eq!(t["scripts"][0]["uuid"], json!(fresh));
 }
 
+/// R9: the user saved v1 and edited it to v2; an agent deleted it; the user restored it from
+/// the trash. The delete is undone already: its Undo is not offered, and one asked for anyway
+/// changes nothing (read as a write, it reverted the user's edit to v1 under the delete's name).
+#[test]
+fn undo_of_a_delete_whose_script_was_restored_changes_nothing() {
+    let p = provider();
+    let s = ready(&p);
+    let c = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Mine", "v1")}),
+    );
+    let uuid = c["result"]["script"]["uuid"].as_str().unwrap().to_owned();
+    op(
+        &p,
+        json!({"op": "scripts.save", "uuid": uuid, "revision": 1, "source": script("Mine", "v2")}),
+    );
+    p.env.advance(1000.0);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let del = newest_entry(&p);
+    assert_eq!(del.tool, "delete_script");
+    p.env.advance(1000.0);
+    let back = op(
+        &p,
+        json!({"op": "scripts.restore", "uuid": uuid, "revision": 2, "currentRevision": 2}),
+    );
+    assert_eq!(back["ok"], json!(true), "{back}");
+    let listed = op(&p, json!({"op": "audit.list"}));
+    let entries = listed["entries"].as_array().unwrap();
+    let offered: Vec<&str> = listed["undoable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| entries[i.as_u64().unwrap() as usize]["tool"].as_str())
+        .collect();
+    assert!(!offered.contains(&"delete_script"), "{listed}");
+    let u = undo(&p, &uuid, &del);
+    assert_eq!(u["code"], json!("CONFLICT"), "{u}");
+    let got = op(&p, json!({"op": "scripts.get", "uuid": uuid}));
+    assert!(
+        got["script"]["source"].as_str().unwrap().contains("v2"),
+        "{got}"
+    );
+}
+
 #[test]
 fn only_the_user_purges_the_trash_and_purging_removes_history_too() {
     let p = provider();

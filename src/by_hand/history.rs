@@ -230,6 +230,16 @@ pub(super) async fn undo<E: Env>(
             "error": "the script was deleted since that write (it is in the trash); nothing was changed. Restore it from the trash first if you still want to undo that write.",
         });
     }
+    // A delete whose script is out of the trash again (restored since, by anyone, or by this
+    // Undo already) is undone. Read as a write, its "version before" is the one before the
+    // version it deleted: an earlier change reverted under the delete's name (R9).
+    if entry.tool == "delete_script" {
+        return json!({
+            "ok": false,
+            "code": "CONFLICT",
+            "error": "the script is out of the trash since that delete (it was restored): the delete is undone already; nothing was changed.",
+        });
+    }
     let h = match history::load(&p.env, &uuid).await {
         Ok(h) => h,
         Err(e) => return err(e.to_string()),

@@ -21,6 +21,7 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
             // A stored script by its name now, one in the trash by the name it had when deleted;
             // what cannot be read is left unnamed: the names are a help, the log stands alone.
             let mut names = serde_json::Map::new();
+            let mut live: VecSet<&str> = VecSet::new();
             let mut read_both = true;
             match crate::scripts::trash::names(&p.env).await {
                 Ok(trashed) => {
@@ -32,24 +33,31 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                 }
                 Err(_) => read_both = false,
             }
-            match p.scripts().await {
+            let snapshot = p.scripts().await;
+            match &snapshot {
                 Ok(snapshot) => {
                     for r in &snapshot.records {
                         if targets.contains(r.uuid.as_str()) {
                             names.insert(r.uuid.clone(), shown(&r.metadata.name));
+                            live.insert(r.uuid.as_str());
                         }
                     }
                 }
                 Err(_) => read_both = false,
             }
             // A script neither stored nor in the trash was deleted for good: its writes have
-            // nothing left to revert, so no Undo is offered for them.
+            // nothing left to revert, so no Undo is offered for them; nor for a delete whose
+            // script is out of the trash again (restored: that delete is undone already).
             let undoable: Vec<usize> = entries
                 .iter()
                 .enumerate()
                 .filter(|(_, e)| crate::by_hand::can_undo(e).is_ok())
                 .filter(|(_, e)| {
-                    !read_both || e.target.as_ref().is_some_and(|t| names.contains_key(t))
+                    !read_both
+                        || e.target.as_ref().is_some_and(|t| {
+                            names.contains_key(t)
+                                && !(e.tool == "delete_script" && live.contains(t.as_str()))
+                        })
                 })
                 .map(|(i, _)| i)
                 .collect();

@@ -818,6 +818,12 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const entries = (await h.internal("audit.list")).entries;
     const back = entries.findIndex((e) => e.tool === "restore_script" && e.target === uuid && e.caller === "user");
     assert.ok(back >= 0 && entries[back].fromTrash, JSON.stringify(entries[back]));
+    // The delete is undone already (the script is out of the trash): its row has no Undo, which
+    // would otherwise revert the version before the deleted one (R9).
+    await again.locator("#audit > li").nth(back).getByRole("button", { name: /^Undo/ }).waitFor({ timeout: 3000 });
+    const del = entries.findIndex((e) => e.tool === "delete_script" && e.target === uuid && e.caller === "user");
+    assert.ok(del > back, JSON.stringify(entries.slice(0, 4)));
+    assert.equal(await again.locator("#audit > li").nth(del).getByRole("button", { name: /^Undo/ }).count(), 0);
     await again.locator("#audit > li").nth(back).getByRole("button", { name: /^Undo/ }).click();
     await again.getByText(/^Undone/).waitFor({ timeout: 3000 });
     await again.close();
