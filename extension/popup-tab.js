@@ -1,5 +1,7 @@
 // The popup's "Scripts on this tab": the scripts whose rules reach the address the active tab
-// shows, each with what its last run there reported (seen running, or threw, or not seen), and
+// shows, and those that ran in its page though they are not reached from that address now (in a
+// frame; before a single-page site changed the address), each with what its last run there
+// reported (seen running, or threw, or not seen, and the worker's note of why), and
 // a switch that turns the script on or off everywhere (`scripts.setEnabled`, as on the options
 // page). The service worker decides which scripts are listed (`tab.scripts`: as match_url does).
 import { ARM_MS, ask, el, say, marked, oneAtATime } from './ui.js';
@@ -10,7 +12,7 @@ function state(s) {
   if (!s.enabled) return 'Off';
   if (!s.runs) return s.reason;
   const seen = s.seen;
-  if (!seen) return 'Not seen running on this page (it may have loaded before the script was on)';
+  if (!seen) return s.note ? 'Not seen running on this page' : 'Not seen running on this page (it may have loaded before the script was on)';
   if (seen.ok === false && seen.error) {
     const e = seen.error;
     const where = e.inRequire ? ' (in its @require code)' : e.line ? ` (line ${e.line})` : '';
@@ -72,7 +74,7 @@ export function tabSection(section, list, status) {
       });
       return el('li', { 'data-script': s.uuid },
         el('label', { class: 'row' }, box, el('strong', {}, marked(s.name))),
-        el('small', { class: 'tab-state' }, marked(state(s))));
+        el('small', { class: 'tab-state' }, marked(s.note ? `${state(s)}: ${s.note}` : state(s))));
     }));
     disarm();
   });

@@ -1,11 +1,17 @@
 //! The popup's "Scripts on this tab" (`tab.scripts {tab}`): the scripts whose rules reach the
 //! address the tab shows now, as `match_url` decides it, each with what its last run in that tab
 //! reported if that run was in the page the tab shows (its document still active: not a page
-//! the tab has since left). Read-only: turning one on or off is `scripts.setEnabled`.
+//! the tab has since left); then the scripts that ran in that page though its address does not
+//! reach them now — in a frame, or before a single-page site changed the address without
+//! loading (found by where runs were reported, `scripts::in_tabs`) —; and a note where a row
+//! may mislead (a script listed as running with no report: the page changed its address since
+//! it loaded, or more than 10 scripts run there). Read-only: turning one on or off is
+//! `scripts.setEnabled`.
 
-use crate::env::{DocumentState, Env, Tabs};
+use crate::env::{Area, DocumentState, Env, Tabs};
 use crate::guard::diff::visible;
 use crate::provider::Provider;
+use crate::scripts::in_tabs::{InTabs, IN_TABS_KEY};
 use crate::scripts::{registry, runs};
 use serde_json::{json, Value};
 
@@ -15,6 +21,8 @@ fn err(msg: impl Into<String>) -> Value {
 
 /// Documents whose state is asked per script at most (each a `webNavigation.getFrame`).
 const MAX_DOCUMENTS: usize = 5;
+/// Scripts listed at most that ran in the page but are not reached from its address now.
+const MAX_UNLISTED: usize = 20;
 
 /// The runs in `ring` reported from tab `tab`, newest first: the candidates for the page the tab
 /// shows now. Not only the newest: a page back from the back/forward cache reports no new run,
@@ -107,40 +115,152 @@ pub async fn list<E: Env>(p: &Provider<E>, tab: i64) -> Value {
         Ok(r) => r,
         Err(e) => return err(e.to_string()),
     };
+    let mut docs = Docs::default();
     let mut scripts = Vec::with_capacity(rows.len());
+    // The address the page the tab shows was loaded at, when a run there says it was another.
+    let mut loaded_at: Option<String> = None;
     for ((mut row, _), ring) in rows.into_iter().zip(&rings) {
-        // The top frame's newest run in a document still shown, else a frame's; a run whose
-        // page the tab has left (or Chrome names no document) is not this page's.
-        let mut shown: Vec<(&str, bool)> = Vec::new();
-        let (mut top_run, mut frame_run) = (None, None);
-        for run in in_tab(ring, tab) {
-            let Some(doc) = run.get("documentId").and_then(Value::as_str) else {
-                continue;
-            };
-            let active = match shown.iter().find(|(d, _)| *d == doc) {
-                Some((_, a)) => *a,
-                None if shown.len() >= MAX_DOCUMENTS => break,
-                None => {
-                    let a = matches!(p.env.document(doc).await, Ok(DocumentState::Active));
-                    shown.push((doc, a));
-                    a
-                }
-            };
-            if active && top(run) {
-                top_run = Some(run);
-                break;
-            }
-            if active && frame_run.is_none() {
-                frame_run = Some(run);
-            }
-        }
-        let seen = top_run.or(frame_run).map_or(Value::Null, seen_json);
+        let run = page_run(p, ring, tab, &mut docs).await;
+        note_load(run, &url, &mut loaded_at);
         if let Some(o) = row.as_object_mut() {
-            o.insert("seen".into(), seen);
+            o.insert("seen".into(), run.map_or(Value::Null, seen_json));
         }
         scripts.push(row);
     }
+    let listed: Vec<String> = scripts
+        .iter()
+        .filter_map(|s| s["uuid"].as_str().map(str::to_owned))
+        .collect();
+    for row in ran_unlisted(p, &snap, tab, &listed, &mut docs, &url, &mut loaded_at).await {
+        scripts.push(row);
+    }
+    // A script listed as running here with no report from this page: say why it may have none.
+    let running = scripts.iter().filter(|s| s["runs"] == json!(true)).count();
+    for s in &mut scripts {
+        if s["runs"] != json!(true) || !s["seen"].is_null() {
+            continue;
+        }
+        let note = match &loaded_at {
+            Some(at) => format!("this page changed its address after it loaded (at {}), and scripts run when a page loads: this one runs here at the next load", crate::text::ellipsize(at, 200)),
+            None if running > 10 => "more than 10 scripts run on this page: those past the tenth share one world without a channel to Lumo, so they run but send no report".to_owned(),
+            None => continue,
+        };
+        if let Some(o) = s.as_object_mut() {
+            o.insert("note".into(), visible(&note).into());
+        }
+    }
     json!({ "ok": true, "url": url, "scripts": scripts })
+}
+
+/// Documents asked about (`webNavigation.getFrame`), shared by the rows of one listing.
+#[derive(Default)]
+struct Docs(Vec<(String, bool)>);
+
+/// The run of `ring` in the page tab `tab` shows: the top frame's newest in a document still
+/// shown, else a frame's; a run whose page the tab has left (or Chrome names no document) is not
+/// this page's. At most [`MAX_DOCUMENTS`] documents asked about per script.
+async fn page_run<'a, E: Env>(
+    p: &Provider<E>,
+    ring: &'a runs::Ring,
+    tab: i64,
+    docs: &mut Docs,
+) -> Option<&'a Value> {
+    let mut asked = 0;
+    let mut frame_run = None;
+    for run in in_tab(ring, tab) {
+        let Some(doc) = run.get("documentId").and_then(Value::as_str) else {
+            continue;
+        };
+        let active = match docs.0.iter().find(|(d, _)| d == doc) {
+            Some((_, a)) => *a,
+            None if asked >= MAX_DOCUMENTS => break,
+            None => {
+                asked += 1;
+                let a = matches!(p.env.document(doc).await, Ok(DocumentState::Active));
+                docs.0.push((doc.to_owned(), a));
+                a
+            }
+        };
+        if active && top(run) {
+            return Some(run);
+        }
+        if active && frame_run.is_none() {
+            frame_run = Some(run);
+        }
+    }
+    frame_run
+}
+
+/// Keeps in `loaded_at` the address the top frame's page was loaded at, when `run` (in the page
+/// the tab shows) says it is not the address the tab shows now (`history.pushState`).
+fn note_load(run: Option<&Value>, url: &str, loaded_at: &mut Option<String>) {
+    let Some(run) = run.filter(|r| top(r)) else {
+        return;
+    };
+    match run.get("url").and_then(Value::as_str) {
+        Some(at) if at != url && at != runs::INCOGNITO_URL && loaded_at.is_none() => {
+            *loaded_at = Some(at.to_owned());
+        }
+        _ => {}
+    }
+}
+
+/// Scripts not reached from the address the tab shows that ran in the page it shows: its
+/// frames' scripts, and the ones that ran before the page changed its address without loading
+/// (a single-page site's `history.pushState`: Chrome injects nothing then). Found by where runs
+/// were reported (`in_tabs`), at most [`MAX_UNLISTED`], each with its run and why it is listed.
+async fn ran_unlisted<E: Env>(
+    p: &Provider<E>,
+    snap: &crate::scripts::store::Snapshot,
+    tab: i64,
+    listed: &[String],
+    docs: &mut Docs,
+    url: &str,
+    loaded_at: &mut Option<String>,
+) -> Vec<Value> {
+    let index = match p.env.get(Area::Session, &[IN_TABS_KEY]).await {
+        Ok(got) => InTabs::decode(got.get(IN_TABS_KEY)),
+        Err(_) => return Vec::new(),
+    };
+    let mut uuids: Vec<String> = Vec::new();
+    for place in index.of_tab(tab) {
+        if uuids.len() >= MAX_UNLISTED {
+            break;
+        }
+        if !listed.contains(&place.uuid) && !uuids.contains(&place.uuid) {
+            uuids.push(place.uuid.clone());
+        }
+    }
+    let Ok(rings) = p.run_rings(&uuids).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (uuid, ring) in uuids.iter().zip(&rings) {
+        let Some(r) = snap.records.iter().find(|r| &r.uuid == uuid) else {
+            continue;
+        };
+        let Some(run) = page_run(p, ring, tab, docs).await else {
+            continue;
+        };
+        note_load(Some(run), url, loaded_at);
+        let at = run.get("url").and_then(Value::as_str).unwrap_or_default();
+        let at = crate::text::ellipsize(at, 200);
+        let note = if top(run) {
+            format!("it ran when this page loaded, at {at}; the page has changed its address since without loading (as single-page sites do), to one its rules do not reach: it does not run at the next load of this address")
+        } else {
+            format!("it ran in a frame of this page, at {at}")
+        };
+        out.push(json!({
+            "uuid": r.uuid,
+            "name": visible(&r.metadata.name),
+            "enabled": r.enabled,
+            "runs": true,
+            "reason": "",
+            "seen": seen_json(run),
+            "note": visible(&note),
+        }));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use super::Provider;
 use crate::channel::{self, key_store, ChannelKey, Dropped, Message, Verdict};
 use crate::env::{Area, Env, EnvError};
+use crate::scripts::in_tabs::{InTabs, Place, IN_TABS_KEY};
 use crate::scripts::runs::{self, Budget, Ring, Seen, BUDGET_KEY, CURSOR_KEY, MAX_TOTAL_BYTES};
 use serde_json::{Map, Value};
 
@@ -239,36 +240,53 @@ impl<E: Env> Provider<E> {
         let _guard = self.runs_lock.lock().await;
         let area = runs_area(seen.incognito);
         let key = runs::runs_key(&seen.uuid);
-        let (got, last) = self.read_for_run(area, &key).await?;
+        let (got, last, mut in_tabs) = self.read_for_run(area, &key).await?;
         let id = runs::next_cursor(last, seen.at);
         let mut ring = Ring::decode(got.get(&key));
         ring.push(runs::run_json(id, seen, report), dropped);
+        // Where it ran, for the popup (`in_tabs`): a page's run, not the worker's own.
+        let place = match (seen.tab_id, &seen.document_id) {
+            (Some(tab), Some(doc)) => {
+                in_tabs.push(Place {
+                    tab,
+                    uuid: seen.uuid.clone(),
+                    document: crate::text::ellipsize(doc, 64),
+                    frame: seen.frame_id.unwrap_or(0),
+                });
+                Some(in_tabs)
+            }
+            _ => None,
+        };
         self.save_rings(
             area,
             &seen.uuid,
             ring,
             Budget::decode(got.get(BUDGET_KEY)),
             id,
+            place,
         )
         .await?;
         Ok(id)
     }
 
-    /// What a run's write reads of `area` (the script's ring, the cursor, the budget), and the
-    /// last cursor given in either area: the runs of both are read together, so each cursor is
-    /// past the other area's too. The two areas are asked at once.
+    /// What a run's write reads of `area` (the script's ring, the cursor, the budget), the
+    /// last cursor given in either area (the runs of both are read together, so each cursor is
+    /// past the other area's too), and where scripts ran by tab (`storage.session`'s). The two
+    /// areas are asked at once.
     async fn read_for_run(
         &self,
         area: Area,
         key: &str,
-    ) -> Result<(Map<String, Value>, u64), EnvError> {
-        let other = match area {
-            Area::Local => Area::Session,
-            Area::Session => Area::Local,
+    ) -> Result<(Map<String, Value>, u64, InTabs), EnvError> {
+        let local = [key, CURSOR_KEY, BUDGET_KEY];
+        let session = [key, CURSOR_KEY, BUDGET_KEY, IN_TABS_KEY];
+        let (other, own_keys, other_keys): (Area, &[&str], &[&str]) = match area {
+            Area::Local => (Area::Session, &local, &[CURSOR_KEY, IN_TABS_KEY]),
+            Area::Session => (Area::Local, &session, &[CURSOR_KEY]),
         };
         let (got, theirs) = futures::future::join(
-            self.env.get(area, &[key, CURSOR_KEY, BUDGET_KEY]),
-            self.env.get(other, &[CURSOR_KEY]),
+            self.env.get(area, own_keys),
+            self.env.get(other, other_keys),
         )
         .await;
         let (got, theirs) = (got?, theirs?);
@@ -277,7 +295,8 @@ impl<E: Env> Provider<E> {
             .filter_map(|m| m.get(CURSOR_KEY).and_then(Value::as_u64))
             .max()
             .unwrap_or(0);
-        Ok((got, last))
+        let in_tabs = InTabs::decode(got.get(IN_TABS_KEY).or(theirs.get(IN_TABS_KEY)));
+        Ok((got, last, in_tabs))
     }
 
     /// A late error or a retraction (`change`, given the sender's document) in the ring of the
@@ -323,14 +342,21 @@ impl<E: Env> Provider<E> {
             }
             let _guard = self.runs_lock.lock().await;
             let key = runs::runs_key(uuid);
-            let (got, last) = self.read_for_run(area, &key).await?;
+            let (got, last, _) = self.read_for_run(area, &key).await?;
             let id = runs::next_cursor(last, now.max(self.env.now_ms()));
             let mut ring = Ring::decode(got.get(&key));
             if !change(&mut ring, id) {
                 continue;
             }
-            self.save_rings(area, uuid, ring, Budget::decode(got.get(BUDGET_KEY)), id)
-                .await?;
+            self.save_rings(
+                area,
+                uuid,
+                ring,
+                Budget::decode(got.get(BUDGET_KEY)),
+                id,
+                None,
+            )
+            .await?;
             return Ok(Some(id));
         }
         Ok(None)
@@ -339,6 +365,8 @@ impl<E: Env> Provider<E> {
     /// Stores `ring` (of `uuid`) and the cursor, after bringing all rings within their total
     /// budget: the oldest runs of the biggest rings go first, each ring it trims written in the
     /// same `set`. Bounded work: at most 16 other rings read and 512 runs dropped per write.
+    /// With `in_tabs`, that too, in `storage.session` (in the same `set` when the ring is
+    /// there, else in one of its own, at once).
     async fn save_rings(
         &self,
         area: Area,
@@ -346,6 +374,7 @@ impl<E: Env> Provider<E> {
         ring: Ring,
         mut budget: Budget,
         cursor: u64,
+        in_tabs: Option<InTabs>,
     ) -> Result<(), EnvError> {
         budget.set(uuid, &ring);
         let mut loaded = crate::vec_map::VecMap::new();
@@ -365,7 +394,21 @@ impl<E: Env> Provider<E> {
         }
         m.insert(BUDGET_KEY.to_owned(), budget.encode());
         m.insert(CURSOR_KEY.to_owned(), Value::from(cursor));
-        self.env.set(area, m).await
+        match in_tabs {
+            Some(ix) if area == Area::Session => {
+                m.insert(IN_TABS_KEY.to_owned(), ix.encode());
+                self.env.set(area, m).await
+            }
+            Some(ix) => {
+                let mut s = Map::new();
+                s.insert(IN_TABS_KEY.to_owned(), ix.encode());
+                let (ring, places) =
+                    futures::future::join(self.env.set(area, m), self.env.set(Area::Session, s))
+                        .await;
+                ring.and(places)
+            }
+            None => self.env.set(area, m).await,
+        }
     }
 
     /// Reports of this script the rate limit refused that no stored ring counts yet.
@@ -475,6 +518,36 @@ mod tests {
             Received::NotLive
         );
         assert!(!p.env.dump(Area::Local).contains_key(&runs::runs_key(&uuid)));
+        assert!(!p.env.dump(Area::Session).contains_key(IN_TABS_KEY));
+    }
+
+    /// Each run's place (tab, document, frame) is kept in `storage.session` for the popup, so it
+    /// finds a script that ran in a page whose address no longer reaches it; a frame's run and
+    /// an incognito one's too (the ring of the latter in the same area, in one `set`).
+    #[test]
+    fn a_runs_place_is_kept_by_tab_in_the_session_area() {
+        let (p, uuid, key) = setup();
+        let frame = Sender {
+            frame_id: Some(4),
+            tab_id: Some(9),
+            document_id: Some("DOC2".into()),
+            incognito: true,
+            ..page()
+        };
+        for s in [page(), frame] {
+            let got = block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 1))), s));
+            assert!(matches!(got, Received::Stored { .. }), "{got:?}");
+        }
+        let ix = InTabs::decode(p.env.dump(Area::Session).get(IN_TABS_KEY));
+        let places: Vec<(i64, &str, &str, i64)> = ix
+            .of_tab(9)
+            .map(|p| (p.tab, p.uuid.as_str(), p.document.as_str(), p.frame))
+            .collect();
+        assert_eq!(
+            places,
+            [(9, uuid.as_str(), "DOC2", 4), (9, uuid.as_str(), "DOC1", 0)]
+        );
+        assert!(!p.env.dump(Area::Local).contains_key(IN_TABS_KEY));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod glob;
 pub mod glob_regex;
 pub mod history;
 pub mod import;
+pub mod in_tabs;
 pub mod match_pattern;
 pub mod metadata;
 pub mod names;

@@ -43,6 +43,10 @@ async function anyPathServer() {
           document.title = "forged";
         }, 30);
       </script>`);
+    } else if (req.url.includes("xframed")) {
+      // A page with a frame from another site.
+      const port = (req.headers.host ?? "").split(":")[1];
+      res.end(`<!doctype html><title>X framed</title><p>top</p><iframe src="http://spa-frame.test:${port}/child"></iframe>`);
     } else if (req.url.startsWith("/framed")) {
       res.end("<!doctype html><title>Framed</title><p>top</p><iframe src=\"/inner\"></iframe>");
     } else res.end("<!doctype html><title>Runs page</title><p id=p>hello</p>");
@@ -426,6 +430,38 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       await a.close();
       await b.close();
       for (const u of [ran, threw, late, elsewhere]) await h.internal("scripts.delete", { uuid: u });
+    }
+  });
+
+  // R10: the popup listed only the scripts whose rules reach the address the tab shows now. A
+  // single-page site changing it with history.pushState (Chrome injects nothing then) hid the
+  // script that ran and listed one that did not as "may have loaded before the script was on";
+  // a script that ran in a frame only was not listed at all.
+  test("popup: Scripts on this tab lists a script that ran before the page changed its address, and one that ran in a frame, each saying so", T, async () => {
+    const ranA = await write(script("Spa a", ["@match http://spa.test/a*"], ["0;"]));
+    const notB = await write(script("Spa b", ["@match http://spa.test/b*"], ["0;"]));
+    const inFrame = await write(script("Spa frame", ["@match http://spa-frame.test/*"], ["0;"]));
+    const page = await h.context.newPage();
+    const loaded = `http://spa.test:${server.port}/a-xframed`;
+    await page.goto(loaded, { waitUntil: "load" });
+    await runsOf(ranA);
+    await runsOf(inFrame);
+    await page.evaluate(() => history.pushState({}, "", "/b"));
+    await page.bringToFront();
+    const popup = await h.context.newPage();
+    try {
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const row = (uuid) => popup.locator(`#tab-scripts > li[data-script="${uuid}"]`);
+      const text = async (uuid) => (await row(uuid).innerText()).replace(/\s+/g, " ").trim();
+      await row(ranA).waitFor({ timeout: 8000 });
+      assert.equal(await text(ranA), `Spa a Ran here: it ran when this page loaded, at ${loaded}; the page has changed its address since without loading (as single-page sites do), to one its rules do not reach: it does not run at the next load of this address`);
+      await row(inFrame).waitFor({ timeout: 3000 });
+      assert.equal(await text(inFrame), `Spa frame Ran here: it ran in a frame of this page, at http://spa-frame.test:${server.port}/child`);
+      assert.equal(await text(notB), `Spa b Not seen running on this page: this page changed its address after it loaded (at ${loaded}), and scripts run when a page loads: this one runs here at the next load`);
+    } finally {
+      await popup.close();
+      await page.close();
+      for (const u of [ranA, notB, inFrame]) await h.internal("scripts.delete", { uuid: u });
     }
   });
 
