@@ -1333,6 +1333,14 @@ mod tests {
             ("@exclude http://bank.example/a/..", "resolves away"),
             ("@exclude-match http://bank.example:080/*", "the port 080"),
             ("@exclude-match http://*.168.1.1/*", "no subdomains"),
+            // R10: ports the browser refuses to load a page from (ERR_UNSAFE_PORT).
+            ("@exclude http://bank.example:0/*", "from port 0"),
+            ("@exclude-match http://bank.example:0/*", "from port 0"),
+            (
+                "@exclude-match https://bank.example:6000/*",
+                "from port 6000",
+            ),
+            ("@exclude http://[::1]:25/*", "from port 25"),
         ] {
             let p = parse(&script(&[
                 "// @name T",

@@ -366,6 +366,9 @@ pub enum Unmatchable {
     /// A port no address shows: the scheme's default (`http://a:80/`), or one with a leading
     /// zero (`:080`).
     Port(String),
+    /// A port the browser refuses to load a page from (`0`, and the Fetch standard's "bad
+    /// ports": `:25`, `:6000`…): `net::ERR_UNSAFE_PORT`, so no script runs there.
+    UnsafePort(String),
     /// `scheme://host` and nothing after it: the address always has its path, `/` at least.
     NoPath,
     /// A `.` or `..` path segment, which the browser resolves away before any rule sees it.
@@ -389,6 +392,7 @@ impl Unmatchable {
                  host are lowercase), or a glob from the scheme (*://…)"
             }
             Unmatchable::Port(_) => "leave the port out, or write it as the address does",
+            Unmatchable::UnsafePort(_) => "name a port a page can be loaded from",
             Unmatchable::NoPath => "add the path: scheme://host/ or scheme://host/*",
             Unmatchable::DotSegment => "write the path as it reads once resolved",
             Unmatchable::IpSubdomain => "write the address itself, without *.",
@@ -431,6 +435,11 @@ impl fmt::Display for Unmatchable {
                 f,
                 "no address shows the port {p} (the browser leaves a scheme's default port \
                  out, and writes none with a leading zero)"
+            ),
+            Unmatchable::UnsafePort(p) => write!(
+                f,
+                "the browser loads no page from port {p} (it refuses it as unsafe: \
+                 ERR_UNSAFE_PORT)"
             ),
             Unmatchable::NoPath => f.write_str(
                 "it ends at the host, but an address always goes on with its path (/ at least)",
@@ -618,6 +627,9 @@ fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
         if port.bytes().all(|b| b.is_ascii_digit()) && (zero_led || Some(port) == *default_port) {
             return Some(Unmatchable::Port(port.to_owned()));
         }
+        if is_unsafe_port(port) {
+            return Some(Unmatchable::UnsafePort(port.to_owned()));
+        }
     }
     let path = &rest[authority.len()..];
     if path.is_empty() {
@@ -629,6 +641,21 @@ fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
         || literal.contains("/../")
         || (whole && (literal.ends_with("/.") || literal.ends_with("/..")));
     dotted.then_some(Unmatchable::DotSegment)
+}
+
+/// Whether the browser refuses to load a page from `port` (written in decimal, no leading zero):
+/// `0`, and the Fetch standard's "bad ports" (<https://fetch.spec.whatwg.org/#bad-port>), which
+/// Chromium blocks as `net::ERR_UNSAFE_PORT`.
+fn is_unsafe_port(port: &str) -> bool {
+    const BAD: &[u16] = &[
+        0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95,
+        101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179,
+        389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601,
+        636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566,
+        6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+    ];
+    !(port.len() > 1 && port.starts_with('0'))
+        && port.parse::<u16>().is_ok_and(|p| BAD.contains(&p))
 }
 
 /// Whether the URL parser reads `host` as an IPv4 address (WHATWG's "ends in a number": its last
@@ -665,6 +692,9 @@ pub fn pattern_unmatchable(pattern: &str) -> Option<Unmatchable> {
         };
         if let Some(p) = port.filter(|p| p.len() > 1 && p.starts_with('0')) {
             return Some(Unmatchable::Port(p.to_owned()));
+        }
+        if let Some(p) = port.filter(|p| is_unsafe_port(p)) {
+            return Some(Unmatchable::UnsafePort(p.to_owned()));
         }
         // `*.168.1.1`: what follows `*.` ends in a number, so only an address could match it,
         // and Chrome matches no subdomain of an address (a full `*.127.0.0.1` is left alone).
