@@ -1305,6 +1305,49 @@ mod tests {
     /// Measured in Chromium 156 (`matching.test.mjs`): `@exclude` globs are compared with the
     /// address as the browser holds it (ASCII, scheme and host lowercase), and a pattern's path
     /// after Chrome decodes some escapes (so `café` matches there, a space never).
+    /// R10: a port the browser loads no page from (ERR_UNSAFE_PORT) keeps the script off no page
+    /// as an exclude (refused), and runs it nowhere as an include (warned).
+    #[test]
+    fn an_unsafe_port_is_refused_as_an_exclude_and_warned_as_an_include() {
+        for (rule, shows) in [
+            ("@exclude http://bank.example:0/*", "from port 0"),
+            ("@exclude-match http://bank.example:0/*", "from port 0"),
+            (
+                "@exclude-match https://bank.example:6000/*",
+                "from port 6000",
+            ),
+            ("@exclude http://[::1]:25/*", "from port 25"),
+        ] {
+            let p = parse(&script(&[
+                "// @name T",
+                "// @match *://*/*",
+                &format!("// {rule}"),
+            ]));
+            assert!(p.metadata.is_none(), "{rule} is refused");
+            assert!(
+                has(&p, 4, Severity::Error, shows),
+                "{rule}: {:?}",
+                p.diagnostics
+            );
+        }
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match http://bank.example:0/*",
+        ]));
+        assert!(p.metadata.is_some());
+        assert!(
+            has(&p, 3, Severity::Warning, "from port 0"),
+            "{:?}",
+            p.diagnostics
+        );
+        // A port a page may have is left alone.
+        let p = parse(&script(&[
+            "// @name T",
+            "// @match http://bank.example:8080/*",
+        ]));
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    }
+
     #[test]
     fn a_rule_that_matches_no_address_is_refused_as_an_exclude_and_warned_as_an_include() {
         for (rule, shows) in [
@@ -1333,14 +1376,6 @@ mod tests {
             ("@exclude http://bank.example/a/..", "resolves away"),
             ("@exclude-match http://bank.example:080/*", "the port 080"),
             ("@exclude-match http://*.168.1.1/*", "no subdomains"),
-            // R10: ports the browser refuses to load a page from (ERR_UNSAFE_PORT).
-            ("@exclude http://bank.example:0/*", "from port 0"),
-            ("@exclude-match http://bank.example:0/*", "from port 0"),
-            (
-                "@exclude-match https://bank.example:6000/*",
-                "from port 6000",
-            ),
-            ("@exclude http://[::1]:25/*", "from port 25"),
         ] {
             let p = parse(&script(&[
                 "// @name T",
