@@ -1095,7 +1095,32 @@ fn push_glob(
             ),
         );
     }
+    if glob_has_wild_question(value) && rule_syntax::as_regex(value).is_none() {
+        diags.warning(
+            line_no,
+            format!(
+                "@{key} \"{}\": ? in a glob is a wildcard, any one character or none (as \
+                 Chrome reads globs), not a query's \"?\": *?* is every address, and \
+                 https://site.example/?* is every page of the site; write \\? for a literal ?",
+                snippet(value)
+            ),
+        );
+    }
     list.push(value.to_owned());
+}
+
+/// Whether a glob holds a `?` not escaped by `\` (a wildcard: R10, `@exclude *?*` read as
+/// "pages with a query" kept the script off every page).
+fn glob_has_wild_question(glob: &str) -> bool {
+    let mut escaped = false;
+    for c in glob.chars() {
+        match (c, escaped) {
+            ('?', false) => return true,
+            ('\\', false) => escaped = true,
+            _ => escaped = false,
+        }
+    }
+    false
 }
 
 /// A rule that matches no page it names (`rule_syntax::Unmatchable`). An exclude is an error:
@@ -1270,8 +1295,11 @@ mod tests {
                 p.diagnostics
             );
         }
+        // (Line 7's `h?tps` is warned for its wildcard `?` only.)
         assert!(
-            p.diagnostics.iter().all(|d| d.line < 6 || d.line == 12),
+            p.diagnostics
+                .iter()
+                .all(|d| d.line < 6 || d.line == 12 || d.message.contains("? in a glob")),
             "{:?}",
             p.diagnostics
         );
@@ -1305,6 +1333,34 @@ mod tests {
     /// Measured in Chromium 156 (`matching.test.mjs`): `@exclude` globs are compared with the
     /// address as the browser holds it (ASCII, scheme and host lowercase), and a pattern's path
     /// after Chrome decodes some escapes (so `café` matches there, a space never).
+    /// R10: `?` in a glob is a wildcard (Chrome's reading), which an author who meant a query's
+    /// `?` does not expect: warned at its line, include or exclude; `\?` is a literal one.
+    #[test]
+    fn a_wildcard_question_mark_in_a_glob_is_warned() {
+        let p = parse(&script(&[
+            "// @name T",
+            "// @include https://site.example/?*",
+            "// @exclude *?*",
+            "// @include https://site.example/a\\?b=*",
+            "// @include /^https:\\/\\/x\\.example\\/a?$/",
+        ]));
+        assert!(p.metadata.is_some());
+        for line in [3, 4] {
+            assert!(
+                has(&p, line, Severity::Warning, "? in a glob is a wildcard"),
+                "{line}: {:?}",
+                p.diagnostics
+            );
+        }
+        assert!(
+            !p.diagnostics
+                .iter()
+                .any(|d| d.line >= 5 && d.message.contains("? in a glob")),
+            "{:?}",
+            p.diagnostics
+        );
+    }
+
     /// R10: a port the browser loads no page from (ERR_UNSAFE_PORT) keeps the script off no page
     /// as an exclude (refused), and runs it nowhere as an include (warned).
     #[test]
@@ -1448,7 +1504,14 @@ mod tests {
             "// @exclude-match http://*.127.0.0.1/*",
             "// @exclude-match http://*.example10/*",
         ]));
-        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        // Refused for none; warned only for a wildcard `?` (lines 6 and 12).
+        assert!(p.metadata.is_some());
+        let lines: Vec<usize> = p.diagnostics.iter().map(|d| d.line).collect();
+        assert_eq!(lines, [6, 12], "{:?}", p.diagnostics);
+        assert!(p
+            .diagnostics
+            .iter()
+            .all(|d| d.message.contains("? in a glob")));
         // A file pattern's host and port are Chrome's to ignore, not a reason to refuse it.
         let p = parse(&script(&[
             "// @name T",
