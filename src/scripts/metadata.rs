@@ -1481,8 +1481,12 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
-        // What does match stays accepted without a word: an encoded path, a capital in a path, a
-        // query that names another address, a non-ASCII path in a pattern (Chrome decodes it).
+    }
+
+    /// What does match stays accepted without a refusal: an encoded path, a capital in a path, a
+    /// query that names another address, a non-ASCII path in a pattern (Chrome decodes it).
+    #[test]
+    fn a_rule_that_matches_some_address_is_kept() {
         let p = parse(&script(&[
             "// @name T",
             "// @match *://*/*",
