@@ -13,6 +13,9 @@ const status = $('status');
 const switches = { endpoint: $('sw-endpoint'), writes: $('sw-writes'), review: $('sw-review') };
 const openSources = new Set();
 let confirmingDelete = null;
+/** With the trash full: the script the Delete being confirmed pushes out of it for good, as the
+ *  worker's `trash.list` names it (`nextOut`), said beside "Confirm delete". */
+let nextOut = null;
 /** Rows built per slice of the first render (or of a large change) before the page may paint. */
 const SLICE = 100;
 
@@ -156,7 +159,7 @@ const emptyNote = el('p', { class: 'empty' }, 'No scripts stored.');
 const problemNote = el('p', { class: 'notice' });
 
 /** Everything a row shows: when this is unchanged, the row is kept as it is. */
-const rowKey = (s) => JSON.stringify([s, provenance(s.createdBy), provenance(s.updatedBy), confirmingDelete === s.uuid]);
+const rowKey = (s) => JSON.stringify([s, provenance(s.createdBy), provenance(s.updatedBy), confirmingDelete === s.uuid, confirmingDelete === s.uuid && nextOut]);
 
 function scriptRow(s) {
   const rules = ruleLines(s);
@@ -174,7 +177,13 @@ function scriptRow(s) {
     await fillSource(e.target, s.uuid);
   } }, el('summary', {}, 'Source (read-only)'), el('pre', { 'aria-label': `Source of ${s.name}` }, '…'));
   if (openSources.has(s.uuid)) fillSource(source, s.uuid);
-  const confirm = (uuid) => { confirmingDelete = uuid; renderScripts(); };
+  // Asked before the question is shown, so what the delete also does is there with it.
+  const confirm = async (uuid) => {
+    const out = uuid ? (await ask('trash.list').catch(() => null))?.nextOut ?? null : null;
+    confirmingDelete = uuid;
+    nextOut = out;
+    renderScripts();
+  };
   // "Confirm delete" appears where "Delete" was: it takes no click for ARM_MS, or a
   // double-click on Delete would confirm its own question.
   // Armed by aria-disabled, not disabled: it takes the keyboard focus from Delete at once.
@@ -188,7 +197,9 @@ function scriptRow(s) {
     return b;
   };
   const del = confirmingDelete === s.uuid
-    ? [confirmButton(), ' ', el('button', { onclick: () => confirm(null) }, 'Cancel')]
+    ? [confirmButton(), ' ', el('button', { onclick: () => confirm(null) }, 'Cancel'),
+      nextOut ? el('p', { class: 'notice', role: 'status' }, `The trash is full (${nextOut.max} scripts): this delete removes its oldest, “`,
+        marked(nextOut.name ?? '(no name)'), '”, for good.') : null]
     : [el('button', { class: 'danger', 'aria-label': `Delete ${s.name}`, onclick: () => confirm(s.uuid) }, 'Delete')];
   const cell = (...c) => el('div', { role: 'cell' }, ...c);
   // Chrome refused its registration: stored and switched on, but it does not run.

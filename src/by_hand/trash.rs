@@ -12,14 +12,27 @@ use crate::scripts::store::{self, ScriptError};
 use crate::scripts::trash;
 use serde_json::{json, Value};
 
-/// `trash.list`: the trashed scripts, and the records that could not be read.
+/// `trash.list`: the trashed scripts, the records that could not be read, and, when the trash
+/// is full, the script the user's next Delete pushes out for good (`nextOut`: the options page
+/// says so beside "Confirm delete", R9: a Delete removed the oldest trashed script unsaid).
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     match expired_purged(p).await {
-        Ok((items, problems)) => json!({
-            "ok": true,
-            "scripts": items.iter().map(trash::Trashed::summary).collect::<Vec<_>>(),
-            "problems": problems.iter().map(|pr| json!({ "uuid": pr.uuid, "message": pr.message })).collect::<Vec<_>>(),
-        }),
+        Ok((items, problems)) => {
+            let next_out = match trash::next_out(&p.env).await {
+                Ok(Some((uuid, name))) => json!({
+                    "uuid": uuid,
+                    "name": name.map(|n| crate::guard::diff::visible(&n)),
+                    "max": trash::MAX_TRASH,
+                }),
+                _ => Value::Null,
+            };
+            json!({
+                "ok": true,
+                "scripts": items.iter().map(trash::Trashed::summary).collect::<Vec<_>>(),
+                "problems": problems.iter().map(|pr| json!({ "uuid": pr.uuid, "message": pr.message })).collect::<Vec<_>>(),
+                "nextOut": next_out,
+            })
+        }
         Err(e) => err(e.to_string()),
     }
 }

@@ -480,6 +480,23 @@ pub async fn names<S: Storage>(s: &S) -> Result<Vec<(String, String)>, ScriptErr
 
 /// Everything in the trash that is not expired, most recently deleted first, and what could not
 /// be read.
+/// The script the user's next delete would push out of the trash for good (its uuid, and its
+/// name when the index kept it), when the trash holds [`MAX_TRASH`] scripts whose 30 days are
+/// not over: the oldest, as [`split_expired`] takes it.
+pub async fn next_out<E: Storage + Clock>(
+    env: &E,
+) -> Result<Option<(String, Option<String>)>, ScriptError> {
+    let now = env.now_ms();
+    let slots: Vec<Slot> = load_index(env)
+        .await?
+        .into_iter()
+        .filter(|s| !expired(s, now))
+        .collect();
+    Ok((slots.len() >= MAX_TRASH)
+        .then(|| slots.into_iter().next().map(|s| (s.uuid, s.name)))
+        .flatten())
+}
+
 pub async fn list<E: Storage + Clock>(
     env: &E,
 ) -> Result<(Vec<Trashed>, Vec<store::Problem>), ScriptError> {
@@ -705,9 +722,15 @@ mod tests {
         let users = make("mine".into());
         del(AGENT, &users).unwrap();
         for n in 1..MAX_TRASH {
+            assert_eq!(block_on(next_out(&env)).unwrap(), None, "{n} in the trash");
             let u = make(format!("throwaway {n}"));
             del(AGENT, &u).unwrap();
         }
+        // Full: the user's next delete would push out the oldest, which the page is told.
+        assert_eq!(
+            block_on(next_out(&env)).unwrap(),
+            Some((users.clone(), Some("mine".to_owned())))
+        );
         // The trash is full: the 101st agent delete is refused, and changes nothing.
         let extra = make("one more".into());
         let before = env.dump(Area::Local);

@@ -1054,4 +1054,37 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       await popup.close();
     }
   });
+  // R9: with the trash full, the user's Delete pushes its oldest script out for good; the
+  // confirmation said nothing of it, and a script the user had trashed first was gone.
+  test("with the trash full, Confirm delete says which script the delete removes from the trash for good", T, async () => {
+    const filler = [];
+    const inTrash = async () => (await h.internal("trash.list")).scripts;
+    const first = await h.internal("scripts.save", { source: userscript({ tag: "precious", version: "v1", name: "Precious" }) });
+    assert.equal((await h.internal("scripts.delete", { uuid: first.result.script.uuid })).ok, true);
+    filler.push(first.result.script.uuid);
+    for (let n = (await inTrash()).length; n < 100; n++) {
+      const r = await h.internal("scripts.save", { source: userscript({ tag: `fill${n}`, version: "v1" }) });
+      assert.equal((await h.internal("scripts.delete", { uuid: r.result.script.uuid })).ok, true);
+      filler.push(r.result.script.uuid);
+    }
+    const oldest = (await inTrash()).at(-1);
+    const live = await h.internal("scripts.save", { source: userscript({ tag: "tobedeleted", version: "v1", name: "To be deleted" }) });
+    try {
+      await options.reload();
+      await options.getByRole("button", { name: "Delete To be deleted", exact: true }).click();
+      await options.getByRole("button", { name: "Confirm delete of To be deleted" }).waitFor({ timeout: 3000 });
+      const notice = options.locator(`[data-uuid="${live.result.script.uuid}"] .notice`);
+      assert.equal(await notice.textContent(), `The trash is full (100 scripts): this delete removes its oldest, “${oldest.name}”, for good.`);
+      await options.getByRole("button", { name: "Cancel", exact: true }).click();
+      // Below the bound, nothing is said.
+      await h.internal("trash.purge", { uuids: [filler.pop()] });
+      await options.getByRole("button", { name: "Delete To be deleted", exact: true }).click();
+      await options.getByRole("button", { name: "Confirm delete of To be deleted" }).waitFor({ timeout: 3000 });
+      assert.equal(await notice.count(), 0);
+      await options.getByRole("button", { name: "Cancel", exact: true }).click();
+    } finally {
+      await h.internal("scripts.delete", { uuid: live.result.script.uuid });
+      await h.internal("trash.purge", { uuids: [...filler, live.result.script.uuid] });
+    }
+  });
 });
