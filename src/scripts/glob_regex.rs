@@ -10,7 +10,9 @@
 //! holds, is never entered again, so the backreference consumes that much and nothing before it
 //! is tried twice. Only the last run keeps a plain wildcard before it (it must end the text:
 //! one pass). That commitment is Chrome's own reading of a glob, so the guard and Chrome agree
-//! on `?` globs too.
+//! on `?` globs too. A run holding `.tld` (labels of any length, the guard's own extension) is
+//! not committed: the wildcard before it stays plain, so such a glob may take time in the
+//! square of the address's length.
 
 /// One piece of a glob: a run of wildcards, or a literal run as RegExp source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,8 +20,11 @@ pub enum Piece {
     /// `star`: the run holds a `*` (any length); else `q` `?`s (at most `q` characters).
     /// `class`: what one character it covers may be (`[\s\S]`, `[^/]`, `[^#]`).
     Wild { star: bool, q: usize, class: String },
-    /// RegExp source of literal characters (escaped), `.tld`'s expansion included.
-    Lit(String),
+    /// RegExp source of literal characters (escaped), `.tld`'s expansion included; `fixed`
+    /// unless it holds one (`.tld` is labels of any length: locked inside a lookahead to its
+    /// first match, a run holding one would match less than the glob means, so the wildcard
+    /// before it stays plain and the engine may try its other lengths).
+    Lit { src: String, fixed: bool },
 }
 
 /// Appends a wildcard (`star`, or one `?`) of `class` to `pieces`, merged with a run before it
@@ -46,13 +51,18 @@ pub fn push_wild(pieces: &mut Vec<Piece>, star: bool, class: &str) {
     });
 }
 
-/// Appends literal RegExp source to `pieces`, merged with a literal run before it.
-pub fn push_lit(pieces: &mut Vec<Piece>, src: &str) {
-    if let Some(Piece::Lit(s)) = pieces.last_mut() {
+/// Appends literal RegExp source to `pieces`, merged with a literal run before it; `fixed`
+/// unless it is `.tld`'s expansion (see [`Piece::Lit`]).
+pub fn push_lit(pieces: &mut Vec<Piece>, src: &str, fixed: bool) {
+    if let Some(Piece::Lit { src: s, fixed: f }) = pieces.last_mut() {
         s.push_str(src);
+        *f &= fixed;
         return;
     }
-    pieces.push(Piece::Lit(src.to_owned()));
+    pieces.push(Piece::Lit {
+        src: src.to_owned(),
+        fixed,
+    });
 }
 
 /// The pieces as RegExp source, unanchored (the caller puts `^` before and what must end the
@@ -63,7 +73,7 @@ pub fn committed(pieces: &[Piece], group: &mut usize) -> String {
     let mut i = 0;
     while let Some(p) = pieces.get(i) {
         match p {
-            Piece::Lit(s) => out.push_str(s),
+            Piece::Lit { src, .. } => out.push_str(src),
             Piece::Wild { star, q, class } => {
                 let quant = if *star {
                     "*".to_owned()
@@ -72,7 +82,7 @@ pub fn committed(pieces: &[Piece], group: &mut usize) -> String {
                 };
                 match (pieces.get(i + 1), pieces.get(i + 2)) {
                     // A run with more glob after it: its leftmost place, committed.
-                    (Some(Piece::Lit(run)), Some(_)) => {
+                    (Some(Piece::Lit { src: run, fixed: true }), Some(_)) => {
                         *group = group.saturating_add(1);
                         out.push_str(&format!("(?=({class}{quant}?{run}))\\{group}"));
                         i += 1;
@@ -102,6 +112,7 @@ mod tests {
                 c => push_lit(
                     &mut p,
                     &super::super::match_pattern::regex_escape(&c.to_string()),
+                    true,
                 ),
             }
         }

@@ -650,10 +650,10 @@ fn glob_body_regex(escaped: &str) -> String {
             '*' => push_wild(&mut pieces, true, "[^#]"),
             '\\' => {
                 if let Some(n) = chars.next() {
-                    push_lit(&mut pieces, &char_regex(n));
+                    push_lit(&mut pieces, &char_regex(n), true);
                 }
             }
-            c => push_lit(&mut pieces, &char_regex(c)),
+            c => push_lit(&mut pieces, &char_regex(c), true),
         }
     }
     // No capturing group comes before the path's (the scheme and host use `(?:…)`).

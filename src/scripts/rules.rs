@@ -172,7 +172,7 @@ fn glob_regex_in(glob: &str, tld: &str, sections: Option<&Sections>) -> String {
     let mut chars = glob.char_indices();
     while let Some((at, c)) = chars.next() {
         if tlds.contains(&at) {
-            push_lit(&mut pieces, tld);
+            push_lit(&mut pieces, tld, false);
             // Skip "tld" (ASCII, so three chars).
             chars.nth(2);
             continue;
@@ -183,10 +183,10 @@ fn glob_regex_in(glob: &str, tld: &str, sections: Option<&Sections>) -> String {
             '?' => push_wild(&mut pieces, false, &class()),
             '\\' => {
                 if let Some((_, n)) = chars.next() {
-                    push_lit(&mut pieces, &regex_escape(&n.to_string()));
+                    push_lit(&mut pieces, &regex_escape(&n.to_string()), true);
                 }
             }
-            c => push_lit(&mut pieces, &regex_escape(&c.to_string())),
+            c => push_lit(&mut pieces, &regex_escape(&c.to_string()), true),
         }
     }
     format!("^{}$", committed(&pieces, &mut 0))
@@ -710,6 +710,24 @@ mod tests {
             for u in urls {
                 assert_eq!(glob_matches(g, u), re_test(&re, u), "{g} {re} {u}");
             }
+        }
+    }
+
+    /// R11: a run holding `.tld` is not committed (inside a lookahead its labels would be locked
+    /// to their first match): `*.google.tld*.uk/*` still excludes `www.google.co.uk`, where
+    /// `.tld` is `.co`.
+    #[test]
+    fn a_tld_run_may_take_any_of_its_lengths() {
+        let meta = crate::scripts::metadata::parse(
+            "// ==UserScript==\n// @name T\n// @match *://*/*\n// @exclude *.google.tld*.uk/*\n// ==/UserScript==\n",
+        )
+        .metadata
+        .unwrap();
+        let rules = compile(&meta).unwrap();
+        assert!(!verdict(&rules, "https://www.google.co.uk/").runs());
+        assert!(verdict(&rules, "https://www.example.co.uk/").runs());
+        for (glob, url) in [("*.google.tld*.uk/*", "https://www.google.co.uk/"), ("*a.tld*b", "xa.c.d.eb")] {
+            assert!(re_test(&glob_regex(glob, TLD_REGEX_EXCLUDE), url), "{glob} {url}");
         }
     }
 
