@@ -251,4 +251,10 @@ fn each_write_keeps_the_name_it_left() {
             ("write_script", "ok", Some("Dark mode")),
         ]
     );
+    // A long name is kept to 80 characters, so the log stays within its share of the storage.
+    let long = "n".repeat(150);
+    p.env.advance(1000.0);
+    created(&p, &s, &long, "");
+    let kept = block_on(audit::read_all(&p.env)).unwrap()[0].name.clone();
+    assert_eq!(kept, Some(format!("{}…", "n".repeat(80))));
 }

@@ -45,7 +45,7 @@ fn an_agent_cannot_fill_the_storage_the_user_needs() {
         .unwrap()
         .to_owned();
     // Whatever else fills it (measuring a 10 MiB area on every `set` is slow: few writes).
-    filled(&p, 5 << 20);
+    filled(&p, 3 << 20);
     // The agent writes as much as it may, one write every 2.1 s (under the rate limit).
     let mut written = Vec::new();
     let refusal = loop {

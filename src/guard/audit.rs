@@ -142,20 +142,30 @@ impl Entry {
 pub const PURGE_TOOL: &str = "purge_trash";
 
 impl Purged {
-    /// The name as [`kept_name`] keeps it.
+    /// The name is untrusted text (an agent may have written the script): cut, then with every
+    /// invisible or direction character as a visible `⟨U+XXXX⟩`, as the pages show names.
     pub fn new(name: &str, why: &str) -> Purged {
+        let cut: String = name.chars().take(MAX_PURGED_NAME).collect();
         Purged {
-            name: kept_name(name),
+            name: crate::guard::diff::visible(&cut),
             why: why.to_owned(),
         }
     }
 }
 
-/// A script's name as an entry keeps it: untrusted text (an agent may have written it), cut to
-/// [`MAX_PURGED_NAME`] characters, then every invisible or direction character made a visible
+/// The longest name a write's entry keeps ([`Entry::name`]), in characters: the log of 1,000
+/// entries stays within its share of the storage (`scripts::quota::AUDIT_ALLOWANCE_BYTES`).
+pub const MAX_ENTRY_NAME: usize = 80;
+
+/// A script's name as a write's entry keeps it, and as the popup is given the name now to set
+/// beside it: untrusted text (an agent may have written it), cut to [`MAX_ENTRY_NAME`]
+/// characters (`…` for the rest), then every invisible or direction character made a visible
 /// `⟨U+XXXX⟩`, as the pages show names.
 pub fn kept_name(name: &str) -> String {
-    let cut: String = name.chars().take(MAX_PURGED_NAME).collect();
+    let mut cut: String = name.chars().take(MAX_ENTRY_NAME).collect();
+    if cut.len() < name.len() {
+        cut.push('…');
+    }
     crate::guard::diff::visible(&cut)
 }
 

@@ -82,7 +82,13 @@ pub fn committed(pieces: &[Piece], group: &mut usize) -> String {
                 };
                 match (pieces.get(i + 1), pieces.get(i + 2)) {
                     // A run with more glob after it: its leftmost place, committed.
-                    (Some(Piece::Lit { src: run, fixed: true }), Some(_)) => {
+                    (
+                        Some(Piece::Lit {
+                            src: run,
+                            fixed: true,
+                        }),
+                        Some(_),
+                    ) => {
                         *group = group.saturating_add(1);
                         out.push_str(&format!("(?=({class}{quant}?{run}))\\{group}"));
                         i += 1;

@@ -726,8 +726,14 @@ mod tests {
         let rules = compile(&meta).unwrap();
         assert!(!verdict(&rules, "https://www.google.co.uk/").runs());
         assert!(verdict(&rules, "https://www.example.co.uk/").runs());
-        for (glob, url) in [("*.google.tld*.uk/*", "https://www.google.co.uk/"), ("*a.tld*b", "xa.c.d.eb")] {
-            assert!(re_test(&glob_regex(glob, TLD_REGEX_EXCLUDE), url), "{glob} {url}");
+        for (glob, url) in [
+            ("*.google.tld*.uk/*", "https://www.google.co.uk/"),
+            ("*a.tld*b", "xa.c.d.eb"),
+        ] {
+            assert!(
+                re_test(&glob_regex(glob, TLD_REGEX_EXCLUDE), url),
+                "{glob} {url}"
+            );
         }
     }
 

@@ -90,10 +90,11 @@ pub enum ScriptError {
         max: usize,
     },
     Storage(String),
-    /// An agent's write would take storage past [`quota::AGENT_LIMIT_BYTES`]: `needed` bytes
-    /// in use after it.
+    /// An agent's write would take storage past [`quota::agent_limit`] (`limit`): `needed`
+    /// bytes in use after it.
     StorageKept {
         needed: usize,
+        limit: usize,
     },
     /// A `@require`/`@resource` file could not be fetched, checked or stored.
     Asset(AssetError),
@@ -157,10 +158,9 @@ impl fmt::Display for ScriptError {
                 quota::QUOTA_BYTES >> 20
             ),
             ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
-            ScriptError::StorageKept { needed } => write!(
+            ScriptError::StorageKept { needed, limit } => write!(
                 f,
-                "the extension's storage is nearly full: this write would bring it to {needed} bytes, past the {} an agent's write may fill of its {} MiB (the rest is kept for the user's own changes — turning scripts off, deleting them, Undo — and for the scripts' values); nothing changed. Ask the user to empty the trash or delete scripts no longer needed (options page), or write less",
-                quota::AGENT_LIMIT_BYTES,
+                "the extension's storage is nearly full: this write would bring it to {needed} bytes, past the {limit} an agent's write may fill of its {} MiB now (the rest is kept for the user's own changes — turning scripts off, deleting them, Undo —, the audit log, and what the scripts' values and run reports may still grow by); nothing changed. Ask the user to empty the trash or delete scripts no longer needed (options page), or write less",
                 quota::QUOTA_BYTES >> 20
             ),
             ScriptError::Asset(e) => write!(f, "{e}"),
@@ -175,9 +175,10 @@ fn is_quota(e: &str) -> bool {
 }
 
 /// Refuses an agent's `set` of `items` that would take `chrome.storage.local` past
-/// [`quota::AGENT_LIMIT_BYTES`] and is not one that frees bytes; the user's and the provider's
-/// own writes (`by`) are not bounded so: the reserve is theirs. Chrome counts the bytes: the
-/// area's, and of the keys `items` replaces, asked at once.
+/// [`quota::agent_limit`] and is not one that frees bytes; the user's and the provider's own
+/// writes (`by`) are not bounded so: the reserve is theirs. Chrome counts the bytes — the
+/// area's, and of the keys `items` replaces — and the values' and runs' budgets say what they
+/// hold, all asked at once.
 pub(crate) async fn check_agent_room<S: Storage>(
     s: &S,
     by: &str,
@@ -187,10 +188,18 @@ pub(crate) async fn check_agent_room<S: Storage>(
         return Ok(());
     }
     let keys: Vec<&str> = items.keys().map(String::as_str).collect();
-    let (all, replaced) = futures::join!(
+    let budgets = [crate::gm::values::BUDGET_KEY, super::runs::BUDGET_KEY];
+    let (all, replaced, budgets) = futures::join!(
         s.bytes_in_use(Area::Local, None),
-        s.bytes_in_use(Area::Local, Some(&keys))
+        s.bytes_in_use(Area::Local, Some(&keys)),
+        s.get(Area::Local, &budgets)
     );
+    let budgets = budgets.map_err(storage_err)?;
+    let values_now = crate::gm::values::decode_budget(budgets.get(crate::gm::values::BUDGET_KEY))
+        .values()
+        .fold(0usize, |a, b| a.saturating_add(*b));
+    let runs_now = super::runs::Budget::decode(budgets.get(super::runs::BUDGET_KEY)).total();
+    let limit = quota::agent_limit(values_now, runs_now);
     let in_use = all.map_err(storage_err)?;
     let added = items
         .iter()
@@ -199,8 +208,8 @@ pub(crate) async fn check_agent_room<S: Storage>(
     let needed = in_use
         .saturating_sub(replaced.map_err(storage_err)?)
         .saturating_add(added);
-    if needed > quota::AGENT_LIMIT_BYTES && needed > in_use {
-        return Err(ScriptError::StorageKept { needed });
+    if needed > limit && needed > in_use {
+        return Err(ScriptError::StorageKept { needed, limit });
     }
     Ok(())
 }
