@@ -222,12 +222,34 @@ async fn ran_unlisted<E: Env>(
         Ok(got) => InTabs::decode(got.get(IN_TABS_KEY)),
         Err(_) => return Vec::new(),
     };
+    // Candidates: a stored script's place in a document still shown, newest first (places of
+    // pages the tab has left, or of scripts deleted since, do not take the places of these).
     let mut uuids: Vec<String> = Vec::new();
+    let mut asked = 0;
     for place in index.of_tab(tab) {
         if uuids.len() >= MAX_UNLISTED {
             break;
         }
-        if !listed.contains(&place.uuid) && !uuids.contains(&place.uuid) {
+        if listed.contains(&place.uuid)
+            || uuids.contains(&place.uuid)
+            || !snap.records.iter().any(|r| r.uuid == place.uuid)
+        {
+            continue;
+        }
+        let active = match docs.0.iter().find(|(d, _)| *d == place.document) {
+            Some((_, a)) => *a,
+            None if asked >= MAX_UNLISTED => continue,
+            None => {
+                asked += 1;
+                let a = matches!(
+                    p.env.document(&place.document).await,
+                    Ok(DocumentState::Active)
+                );
+                docs.0.push((place.document.clone(), a));
+                a
+            }
+        };
+        if active {
             uuids.push(place.uuid.clone());
         }
     }
@@ -243,12 +265,14 @@ async fn ran_unlisted<E: Env>(
             continue;
         };
         note_load(Some(run), url, loaded_at);
-        let at = run.get("url").and_then(Value::as_str).unwrap_or_default();
-        let at = crate::text::ellipsize(at, 200);
-        let note = if top(run) {
+        let raw = run.get("url").and_then(Value::as_str).unwrap_or_default();
+        let at = crate::text::ellipsize(raw, 200);
+        let note = if !top(run) {
+            format!("it ran in a frame of this page, at {at}")
+        } else if raw != url && raw != runs::INCOGNITO_URL {
             format!("it ran when this page loaded, at {at}; the page has changed its address since without loading (as single-page sites do), to one its rules do not reach: it does not run at the next load of this address")
         } else {
-            format!("it ran in a frame of this page, at {at}")
+            "it ran when this page loaded; its rules do not reach this page's address now (they changed since, or the page changed its address): it does not run at the next load".to_owned()
         };
         out.push(json!({
             "uuid": r.uuid,

@@ -463,6 +463,26 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       await page.close();
       for (const u of [ranA, notB, inFrame]) await h.internal("scripts.delete", { uuid: u });
     }
+    // A script whose rules were edited after it ran, on a page that kept its address: the row
+    // does not say the address changed (R11).
+    const edited = await write(script("Spa c", ["@match http://spa.test/c*"], ["0;"]));
+    const c = await h.context.newPage();
+    const again = await h.context.newPage();
+    try {
+      await c.goto(`http://spa.test:${server.port}/c`, { waitUntil: "load" });
+      await runsOf(edited);
+      const saved = await h.internal("scripts.save", { uuid: edited, revision: 1, source: script("Spa c", ["@match http://spa.test/d*"], ["0;"]) });
+      assert.equal(saved.ok, true, JSON.stringify(saved));
+      await c.bringToFront();
+      await again.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const row = again.locator(`#tab-scripts > li[data-script="${edited}"]`);
+      await row.waitFor({ timeout: 8000 });
+      assert.equal((await row.innerText()).replace(/\s+/g, " ").trim(), "Spa c Ran here: it ran when this page loaded; its rules do not reach this page's address now (they changed since, or the page changed its address): it does not run at the next load");
+    } finally {
+      await again.close();
+      await c.close();
+      await h.internal("scripts.delete", { uuid: edited });
+    }
   });
 
   test("a script that does not parse reports a SyntaxError at its own line", T, async () => {
