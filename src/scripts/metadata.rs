@@ -1081,6 +1081,17 @@ fn push_glob(
                 return;
             }
         }
+    } else if value.matches(['*', '?']).count() > MAX_GLOB_WILDCARDS {
+        // Each run of them is a numbered group of the guard's RegExp (`glob_regex`), of which
+        // V8 takes about 65,000: more would not compile, and no real glob has so many.
+        diags.error(
+            line_no,
+            format!(
+                "@{key} \"{}\" has more than {MAX_GLOB_WILDCARDS} wildcards (* or ?); write it with fewer",
+                snippet(value)
+            ),
+        );
+        return;
     } else if let Some(why) = rule_syntax::glob_unmatchable(value) {
         if !unmatchable(diags, line_no, key, value, why) {
             return;
@@ -1108,6 +1119,9 @@ fn push_glob(
     }
     list.push(value.to_owned());
 }
+
+/// The most wildcards an `@include`/`@exclude` glob may hold.
+pub const MAX_GLOB_WILDCARDS: usize = 256;
 
 /// Whether a glob holds a `?` not escaped by `\` (a wildcard: R10, `@exclude *?*` read as
 /// "pages with a query" kept the script off every page).
@@ -1359,6 +1373,29 @@ mod tests {
             "{:?}",
             p.diagnostics
         );
+    }
+
+    /// R11: every run of wildcards is a numbered group of the guard's RegExp, whose count V8
+    /// bounds: a glob of more than 256 wildcards is refused at its line.
+    #[test]
+    fn a_glob_of_too_many_wildcards_is_refused() {
+        let many = format!("*{}Z", "a*".repeat(MAX_GLOB_WILDCARDS));
+        for key in ["@include", "@exclude"] {
+            let p = parse(&script(&[
+                "// @name T",
+                "// @match *://*/*",
+                &format!("// {key} {many}"),
+            ]));
+            assert!(p.metadata.is_none(), "{key}");
+            assert!(
+                has(&p, 4, Severity::Error, "more than 256 wildcards"),
+                "{:?}",
+                p.diagnostics
+            );
+        }
+        let fine = format!("*{}Z", "a*".repeat(MAX_GLOB_WILDCARDS - 1));
+        let p = parse(&script(&["// @name T", &format!("// @include {fine}")]));
+        assert!(p.metadata.is_some(), "{:?}", p.diagnostics);
     }
 
     /// R10: a port the browser loads no page from (ERR_UNSAFE_PORT) keeps the script off no page
