@@ -67,7 +67,8 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
     }
 }
 
-/// A script's name as the popup shows it: cut as a purged entry's is, invisible and direction
+/// A script's name as the popup shows it: cut and marked as a write's entry keeps it
+/// (`audit::kept_name`), so the two compare as like for like; invisible and direction
 /// characters marked (a U+202E in an agent's name cannot reorder the line it is shown in).
 fn shown(name: &str) -> Value {
     audit::kept_name(name).into()

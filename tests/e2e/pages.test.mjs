@@ -651,7 +651,8 @@ describe("options scripts, popup audit, review and disconnect", () => {
   // later write renamed it ("Bank helper" renamed "Dark mode" is not "Dark mode" throughout); the
   // name now is shown beside it, so the user can still tell which script that is.
   test("Audit: a write keeps the name it left; a later rename is shown beside it", T, async () => {
-    await t.ok("write_script", { uuid: writes.a, revision: 1, source: userscript({ name: "E2E Audit A, renamed" }) });
+    // (Its source keeps the secret: the screenshots below open it.)
+    await t.ok("write_script", { uuid: writes.a, revision: 1, source: userscript({ name: "E2E Audit A, renamed", body: [`// ${SECRET}`] }) });
     const popup = await openPopup(h);
     const items = region(popup, "Audit log").getByRole("listitem");
     const ofA = items.filter({ hasText: /^ok write_script/ }).filter({ hasText: writes.a.slice(0, 8) });

@@ -375,6 +375,12 @@ describe("security", () => {
       assert.deepEqual(added.sort(), [own, "runs/budget", "runs/cursor"].sort(), `keys added by the script's run: ${show(added)}`);
       assert.ok(now.local[own].runs.every((r) => r.uuid === w.structuredContent.script.uuid && r.url.endsWith("/web.html")), show(now.local[own]));
       for (const k of added) delete now.local[k];
+      // And where it ran, for the popup (`runs/inTabs` in the session area): its own places only.
+      const placesBefore = (before.session["runs/inTabs"] ?? []).map((p) => JSON.stringify(p));
+      const newPlaces = (now.session["runs/inTabs"] ?? []).filter((p) => !placesBefore.includes(JSON.stringify(p)));
+      assert.ok(newPlaces.length >= 1 && newPlaces.every((p) => p[1] === w.structuredContent.script.uuid), show(newPlaces));
+      delete before.session["runs/inTabs"];
+      delete now.session["runs/inTabs"];
       assertSame(before, now, "after the script ran");
       assert.equal((await h.internal("state.get")).policy.reviewWrites, false);
     } finally {
