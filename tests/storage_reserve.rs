@@ -108,6 +108,28 @@ fn an_agent_cannot_fill_the_storage_the_user_needs() {
     assert!(in_use(&p) <= QUOTA_BYTES);
 }
 
+/// The agents' share holds nothing back for what may grow later (the scripts' values, the run
+/// reports bound themselves at their own writes): beside the user's own 6.7 MB of scripts (as
+/// 1,000 ordinary ones take), an agent may still write. A first version kept the values' and
+/// rings' whole bounds free and refused every agent write past 5 MiB in use.
+#[test]
+fn an_agent_may_write_beside_the_users_many_scripts() {
+    let p = provider();
+    p.env.enforce_quota.set(true);
+    let s = ready(&p);
+    for n in 0..27 {
+        let r = op(
+            &p,
+            json!({"op": "scripts.save", "source": big(&format!("Mine {n}"))}),
+        );
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    assert!(in_use(&p) > 6_700_000, "{} in use", in_use(&p));
+    let r = call(&p, &s, "write_script", json!({"source": big("Agent")}));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    assert!(in_use(&p) <= AGENT_LIMIT_BYTES, "{} in use", in_use(&p));
+}
+
 /// The user's own writes are not held to the agents' bound: the reserve is theirs, up to
 /// Chrome's quota, whose refusal then says what to do.
 #[test]

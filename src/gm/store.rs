@@ -2,7 +2,9 @@
 //! `values/budget` (uuid → bytes, for the total bound). One [`ValueStore`] per worker serializes
 //! the read-modify-write of every change, so two messages cannot lose each other's update; a
 //! change and its budget are one `storage.set`. Values stay while the script is in the trash
-//! (a restore brings them back) and go when it leaves it for good ([`purged_items`]).
+//! (a restore brings them back) and go when it leaves it for good ([`purged_items`]). A change
+//! that grows them stops at the agents' share of the storage (`quota::AGENT_LIMIT_BYTES`), as
+//! Chrome counts it: a script may be an agent's, and the rest is the user's reserve.
 //! Each change is numbered in the store's [`ChangeLog`] under the same lock, and a read for a
 //! page ([`ValueStore::read`]) takes the lock too, so the cursor a page is given names exactly
 //! the changes its values hold.
@@ -15,6 +17,7 @@ use serde_json::{json, Map, Value};
 use super::change_log::{ChangeLog, Page, Since};
 use super::values::{self, Change, Op, Values};
 use crate::env::{Area, Storage};
+use crate::scripts::quota;
 
 #[derive(Default)]
 pub struct ValueStore {
@@ -27,6 +30,11 @@ pub struct ValueStore {
 pub enum StoreError {
     Refused(values::ValueError),
     Storage(String),
+    /// The change would take `chrome.storage.local` to `needed` bytes, past
+    /// [`quota::AGENT_LIMIT_BYTES`]: the rest is the user's reserve and the audit's.
+    StorageKept {
+        needed: usize,
+    },
 }
 
 impl std::fmt::Display for StoreError {
@@ -34,6 +42,13 @@ impl std::fmt::Display for StoreError {
         match self {
             StoreError::Refused(e) => write!(f, "{e}"),
             StoreError::Storage(e) => write!(f, "GM values could not be saved: {e}"),
+            StoreError::StorageKept { needed } => write!(
+                f,
+                "GM_setValue refused: the extension's storage is nearly full (this change would \
+                 bring it to {needed} bytes, past the {} its scripts' values may fill; the rest \
+                 is kept for the user's own changes); nothing was changed",
+                quota::AGENT_LIMIT_BYTES
+            ),
         }
     }
 }
@@ -124,6 +139,21 @@ impl ValueStore {
         let mut items = Map::new();
         items.insert(key, vals.encode());
         items.insert(values::BUDGET_KEY.to_owned(), json!(budget));
+        let bytes = |m: &Map<String, Value>| {
+            m.iter()
+                .map(|(k, v)| quota::item_bytes(k, v))
+                .fold(0, usize::saturating_add)
+        };
+        let (before, after) = (bytes(&got), bytes(&items));
+        // Only a change that grows the values is measured (one call to Chrome).
+        if after > before {
+            let in_use = s
+                .bytes_in_use(Area::Local, None)
+                .await
+                .map_err(|e| StoreError::Storage(e.0))?;
+            quota::within_agent_limit(in_use, before, after)
+                .map_err(|needed| StoreError::StorageKept { needed })?;
+        }
         s.set(Area::Local, items)
             .await
             .map_err(|e| StoreError::Storage(e.0))?;

@@ -9,7 +9,6 @@ use super::Provider;
 use crate::env::Env;
 use crate::gm::api::{self, Grant};
 use crate::gm::message::GmRequest;
-use crate::gm::store::StoreError;
 use crate::scripts::record::ScriptRecord;
 
 /// How long a `values.wait` is held before it is answered with no change (the page asks again).
@@ -332,7 +331,7 @@ impl<E: Env> Provider<E> {
                 json!({ "ok": true, "changed": changes.len(), "n": n })
             }
             // Storage's `set` is whole or nothing: nothing to register.
-            Err(e @ (StoreError::Refused(_) | StoreError::Storage(_))) => {
+            Err(e) => {
                 change.settled();
                 error(e.to_string())
             }
@@ -956,6 +955,51 @@ mod tests {
         block_on(p.ensure_registry());
         let code = p.env.registrations.borrow()[&a].js[0].code.clone().unwrap();
         assert!(code.contains(r#"[["k","7032"]]"#));
+    }
+
+    /// Fills `chrome.storage.local` so `room` bytes are left below the agents' share
+    /// (negative: that far past it).
+    fn fill_to_share(p: &Provider<MemoryEnv>, room: isize) {
+        use crate::env::Storage;
+        let in_use = block_on(p.env.bytes_in_use(Area::Local, None)).unwrap()
+            - block_on(p.env.bytes_in_use(Area::Local, Some(&["filler"]))).unwrap();
+        let limit = crate::scripts::quota::AGENT_LIMIT_BYTES;
+        let bytes = limit.checked_add_signed(-room).unwrap() - in_use - "filler".len() - 2;
+        let mut m = serde_json::Map::new();
+        m.insert("filler".into(), "f".repeat(bytes).into());
+        block_on(p.env.set(Area::Local, m)).unwrap();
+    }
+
+    /// A script (an agent's, say) that hoards values stops below the agents' share, so the
+    /// user's reserve stays free; a change that frees bytes is still taken.
+    #[test]
+    fn a_value_change_that_grows_past_the_agents_share_is_refused() {
+        use crate::env::Storage;
+        let p = Provider::new(MemoryEnv::new());
+        let a = script(&p, "A", "// @grant GM_setValue\n// @grant GM_deleteValue\n");
+        let t = block_on(key_store::load(&p.env)).unwrap().token(&a, 1);
+        let r = gm(&p, &t, json!({"op": "values.set", "items": [["k", "1"]]}));
+        assert_eq!(r["ok"], true, "{r}");
+        fill_to_share(&p, 500);
+        let before = block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
+        let big = format!("\"{}\"", "x".repeat(1000));
+        let r = gm(&p, &t, json!({"op": "values.set", "items": [["big", big]]}));
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.contains("storage is nearly full"), "{r}");
+        assert_eq!(
+            block_on(p.env.bytes_in_use(Area::Local, None)).unwrap(),
+            before
+        );
+        let kept = block_on(crate::gm::store::load(&p.env, &a)).unwrap();
+        assert_eq!(kept.encode(), json!({"k": "1"}));
+        // What fits in the room left is taken; so, past the share, is a change that frees.
+        let r = gm(&p, &t, json!({"op": "values.set", "items": [["k2", "2"]]}));
+        assert_eq!(r["ok"], true, "{r}");
+        fill_to_share(&p, -100);
+        let r = gm(&p, &t, json!({"op": "values.delete", "keys": ["k"]}));
+        assert_eq!(r["ok"], true, "{r}");
+        let r = gm(&p, &t, json!({"op": "values.set", "items": [["k3", "3"]]}));
+        assert!(r["error"].as_str().is_some(), "{r}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! `onUserScriptMessage` is decided by `channel::decide` and, if it is a run report of a live
 //! script, appended to that script's ring (`scripts::runs`); a late error joins the run of the
 //! same document. Every ring write also weighs all rings against their total budget
-//! (`runs::enforce_budget`). Nothing here calls tools, the policy, the probe or a session: the
+//! (`runs::enforce_budget`), and in `chrome.storage.local` against the agents' share of the
+//! storage (`quota::rings_limit`). Nothing here calls tools, the policy, the probe or a session: the
 //! channel's only effect is a stored run.
 
 use super::Provider;
@@ -257,15 +258,24 @@ impl<E: Env> Provider<E> {
             }
             _ => None,
         };
-        self.save_rings(
-            area,
-            &seen.uuid,
-            ring,
-            Budget::decode(got.get(BUDGET_KEY)),
-            id,
-            place,
-        )
-        .await?;
+        let kept = self
+            .save_rings(
+                area,
+                &seen.uuid,
+                ring,
+                Budget::decode(got.get(BUDGET_KEY)),
+                id,
+                place,
+            )
+            .await?;
+        if !kept {
+            return Err(EnvError(format!(
+                "the extension's storage is nearly full (past the {} bytes run reports may \
+                 fill) and this script has no older run whose place the report could take; \
+                 it was not kept",
+                crate::scripts::quota::AGENT_LIMIT_BYTES
+            )));
+        }
         Ok(id)
     }
 
@@ -348,25 +358,29 @@ impl<E: Env> Provider<E> {
             if !change(&mut ring, id) {
                 continue;
             }
-            self.save_rings(
-                area,
-                uuid,
-                ring,
-                Budget::decode(got.get(BUDGET_KEY)),
-                id,
-                None,
-            )
-            .await?;
-            return Ok(Some(id));
+            // A ring trimmed empty at the storage's share loses the run and its late error.
+            let kept = self
+                .save_rings(
+                    area,
+                    uuid,
+                    ring,
+                    Budget::decode(got.get(BUDGET_KEY)),
+                    id,
+                    None,
+                )
+                .await?;
+            return Ok(kept.then_some(id));
         }
         Ok(None)
     }
 
     /// Stores `ring` (of `uuid`) and the cursor, after bringing all rings within their total
-    /// budget: the oldest runs of the biggest rings go first, each ring it trims written in the
+    /// budget (in `chrome.storage.local`, no more than they held plus what is left below the
+    /// agents' share, `quota::rings_limit`): the oldest runs of the biggest rings go first, each ring it trims written in the
     /// same `set`. Bounded work: at most 16 other rings read and 512 runs dropped per write.
     /// With `in_tabs`, that too, in `storage.session` (in the same `set` when the ring is
-    /// there, else in one of its own, at once).
+    /// there, else in one of its own, at once). Whether `uuid`'s ring still holds a run (the
+    /// oldest go first, so its newest is the last to go).
     async fn save_rings(
         &self,
         area: Area,
@@ -375,19 +389,28 @@ impl<E: Env> Provider<E> {
         mut budget: Budget,
         cursor: u64,
         in_tabs: Option<InTabs>,
-    ) -> Result<(), EnvError> {
+    ) -> Result<bool, EnvError> {
+        // In `chrome.storage.local`, the rings grow only below the agents' share: nearer it, a
+        // run takes the place of older ones, so runs never eat the user's reserve.
+        let max_total = match area {
+            Area::Local => {
+                let in_use = self.env.bytes_in_use(Area::Local, None).await?;
+                crate::scripts::quota::rings_limit(MAX_TOTAL_BYTES, budget.total(), in_use)
+            }
+            Area::Session => MAX_TOTAL_BYTES,
+        };
         budget.set(uuid, &ring);
         let mut loaded = crate::vec_map::VecMap::new();
         loaded.insert(uuid.to_owned(), ring);
         for _ in 0..16 {
-            let Some(need) = runs::enforce_budget(&mut budget, &mut loaded, MAX_TOTAL_BYTES, 512)
-            else {
+            let Some(need) = runs::enforce_budget(&mut budget, &mut loaded, max_total, 512) else {
                 break;
             };
             let k = runs::runs_key(&need);
             let got = self.env.get(area, &[&k]).await?;
             loaded.insert(need, Ring::decode(got.get(&k)));
         }
+        let kept = loaded.get(uuid).is_some_and(|r| !r.runs.is_empty());
         let mut m = Map::new();
         for (u, r) in &loaded {
             m.insert(runs::runs_key(u), r.encode());
@@ -397,7 +420,7 @@ impl<E: Env> Provider<E> {
         match in_tabs {
             Some(ix) if area == Area::Session => {
                 m.insert(IN_TABS_KEY.to_owned(), ix.encode());
-                self.env.set(area, m).await
+                self.env.set(area, m).await?;
             }
             Some(ix) => {
                 let mut s = Map::new();
@@ -405,10 +428,11 @@ impl<E: Env> Provider<E> {
                 let (ring, places) =
                     futures::future::join(self.env.set(area, m), self.env.set(Area::Session, s))
                         .await;
-                ring.and(places)
+                ring.and(places)?;
             }
-            None => self.env.set(area, m).await,
+            None => self.env.set(area, m).await?,
         }
+        Ok(kept)
     }
 
     /// Reports of this script the rate limit refused that no stored ring counts yet.
@@ -467,6 +491,81 @@ mod tests {
             document_id: Some("DOC1".into()),
             ..Sender::default()
         }
+    }
+
+    /// Run reports never grow the storage past the agents' share: a new one takes the place of
+    /// older ones, and one with no older run to replace is not kept, and says so.
+    #[test]
+    fn at_the_agents_share_a_run_takes_the_place_of_older_ones() {
+        use crate::env::Storage;
+        use crate::scripts::quota::AGENT_LIMIT_BYTES;
+        let (p, uuid, key) = setup();
+        // Another script, with no run yet (its runs will find no place).
+        let src =
+            "// ==UserScript==\n// @name B\n// @match https://example.com/*\n// ==/UserScript==\n";
+        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+        let b = block_on(store::create(&p.env, &snap, "user", src, true, 1 << 20)).unwrap();
+        block_on(p.sync_registration(
+            &b.record.uuid,
+            sync::desired_for(&b.record, &b.source),
+            None,
+        ));
+        let in_use = || block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
+        let run = |doc: &str| {
+            let from = Sender {
+                document_id: Some(doc.into()),
+                ..page()
+            };
+            block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 1))), from))
+        };
+        for doc in ["D1", "D2", "D3"] {
+            assert!(matches!(run(doc), Received::Stored { .. }));
+        }
+        // Filled to 10 bytes past the share.
+        let filler = AGENT_LIMIT_BYTES + 10 - in_use() - "filler".len() - 2;
+        let mut m = Map::new();
+        m.insert("filler".into(), "f".repeat(filler).into());
+        block_on(p.env.set(Area::Local, m)).unwrap();
+        let before = in_use();
+        assert_eq!(before, AGENT_LIMIT_BYTES + 10);
+        let Received::Stored { id, .. } = run("D4") else {
+            panic!("not stored")
+        };
+        let after = in_use();
+        assert!(after <= before + 8, "{before} → {after}");
+        let ring = &block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap()[0];
+        let ids: Vec<u64> = ring.runs.iter().filter_map(|r| r["id"].as_u64()).collect();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert_eq!(ring.runs[0]["documentId"], "D2", "the oldest went");
+        assert_eq!(ids.last(), Some(&id));
+        // B's first run takes the place of A's oldest (the biggest ring's; two: B's ring and
+        // its budget entry are new bytes too).
+        let tb = key.token(&b.record.uuid, 1);
+        let got = block_on(p.user_script_message(|| Some(report(&tb)), page()));
+        assert!(matches!(got, Received::Stored { .. }), "{got:?}");
+        let rings = block_on(p.run_rings(&[uuid, b.record.uuid])).unwrap();
+        assert_eq!((rings[0].runs.len(), rings[1].runs.len()), (1, 1));
+        assert!(in_use() <= after + 64, "{after} → {}", in_use());
+    }
+
+    /// With no older run anywhere whose place it could take, a run past the share is not kept,
+    /// and the worker's log says why.
+    #[test]
+    fn past_the_agents_share_a_first_run_is_not_kept() {
+        use crate::env::Storage;
+        let (p, uuid, key) = setup();
+        let in_use = block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
+        let filler = crate::scripts::quota::AGENT_LIMIT_BYTES + 1 - in_use - "filler".len() - 2;
+        let mut m = Map::new();
+        m.insert("filler".into(), "f".repeat(filler).into());
+        block_on(p.env.set(Area::Local, m)).unwrap();
+        let got = block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 1))), page()));
+        let Received::Failed(why) = got else {
+            panic!("{got:?}")
+        };
+        assert!(why.contains("nearly full"), "{why}");
+        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
+        assert!(rings[0].runs.is_empty());
     }
 
     #[test]

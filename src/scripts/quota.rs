@@ -1,6 +1,7 @@
-//! `chrome.storage.local`'s quota as this provider bounds it (a leaf: the import, the
-//! `@require`/`@resource` files of a write and every agent's write check against it before
-//! their one `set`).
+//! `chrome.storage.local`'s quota as this provider bounds it: the import and the
+//! `@require`/`@resource` files of a write check against it before their one `set`; every
+//! agent's write, a script's change of its values and the run reports' rings stop at the
+//! agents' share ([`AGENT_LIMIT_BYTES`]).
 
 use serde_json::{Map, Value};
 
@@ -15,30 +16,36 @@ pub const USER_RESERVE_BYTES: usize = 1024 * 1024;
 /// bytes (a name is kept to `guard::audit::MAX_ENTRY_NAME` characters).
 pub const AUDIT_ALLOWANCE_BYTES: usize = 1024 * 1024;
 
-/// How full an agent's write may leave `chrome.storage.local`, given what the scripts' values
-/// and the run reports' rings hold now (`values_now`, `runs_now`, from their budgets): the
-/// quota less the user's reserve, the audit's allowance, and what the values and the rings may
-/// still grow by after the write, with no write at all (their bounds less what they hold).
-/// Past it the write is refused, unless it frees bytes: however many scripts an agent writes,
-/// whatever their values hold and however many pages report runs, the user can still turn a
-/// script off, delete it or undo (R9: an agent filled the storage to the byte in 46 writes,
-/// and every change of the user's was then refused).
-pub fn agent_limit(values_now: usize, runs_now: usize) -> usize {
-    let growth = crate::gm::values::MAX_TOTAL_BYTES
-        .saturating_sub(values_now)
-        .saturating_add(super::runs::MAX_TOTAL_BYTES.saturating_sub(runs_now));
-    QUOTA_BYTES
-        .saturating_sub(USER_RESERVE_BYTES)
-        .saturating_sub(AUDIT_ALLOWANCE_BYTES)
-        .saturating_sub(growth)
+/// How full an agent's write may leave `chrome.storage.local`, and so may what grows without
+/// the user's hand — a script's `GM_setValue`, the run reports' rings (`gm::store`,
+/// `provider::runs`): the quota less the user's reserve and the audit's allowance. Past it an
+/// agent's write, or a change of values, is refused unless it frees bytes, and a run report
+/// takes the place of older ones; so whatever agents write, whatever their scripts' values hold
+/// and however many pages report runs, the user can still turn a script off, delete it or undo
+/// (R9: an agent filled the storage to the byte in 46 writes, and every change of the user's
+/// was then refused). Each bounds itself at its own write, against what Chrome counts in use:
+/// no share is held back for the others (a first version kept the values' and rings' whole
+/// bounds free, 5 MiB, and refused every agent write once the user stored 1,000 scripts).
+pub const AGENT_LIMIT_BYTES: usize = QUOTA_BYTES - USER_RESERVE_BYTES - AUDIT_ALLOWANCE_BYTES;
+
+/// Whether a `set` of items adding `added` bytes, where `replaced` bytes of the keys it sets
+/// are in use now of `in_use`, keeps the area within [`AGENT_LIMIT_BYTES`] or frees bytes:
+/// `Err(needed)`, the bytes in use after it, when neither.
+pub fn within_agent_limit(in_use: usize, replaced: usize, added: usize) -> Result<(), usize> {
+    let needed = in_use.saturating_sub(replaced).saturating_add(added);
+    if needed > AGENT_LIMIT_BYTES && needed > in_use {
+        return Err(needed);
+    }
+    Ok(())
 }
 
-/// [`agent_limit`] with no values and no runs stored: the least an agent's writes may fill.
-pub const AGENT_LIMIT_BYTES: usize = QUOTA_BYTES
-    - USER_RESERVE_BYTES
-    - AUDIT_ALLOWANCE_BYTES
-    - crate::gm::values::MAX_TOTAL_BYTES
-    - super::runs::MAX_TOTAL_BYTES;
+/// The most the run reports' rings may hold after a run is stored, given what they held
+/// before it (`rings_now`) and the area's bytes in use: their own bound, or, nearer the
+/// [`AGENT_LIMIT_BYTES`], no more than they hold plus what is left below it (a new run then
+/// takes the place of older ones).
+pub fn rings_limit(rings_bound: usize, rings_now: usize, in_use: usize) -> usize {
+    rings_bound.min(rings_now.saturating_add(AGENT_LIMIT_BYTES.saturating_sub(in_use)))
+}
 
 /// The bytes `chrome.storage` counts for one item: the key and the value's JSON.
 pub fn item_bytes(key: &str, v: &Value) -> usize {
@@ -63,25 +70,38 @@ pub fn bytes_after(all: &Map<String, Value>, items: &Map<String, Value>) -> (usi
 mod tests {
     use super::*;
 
-    /// R11: the agents' share leaves room for what grows without them — the values, the run
-    /// reports, the audit — so once those are full too the user's reserve is still free.
+    /// The agents' share, with the audit full too, leaves the user's reserve.
     #[test]
-    fn the_agents_share_leaves_the_users_reserve_once_everything_else_is_full() {
-        let (values, runs) = (
-            crate::gm::values::MAX_TOTAL_BYTES,
-            super::super::runs::MAX_TOTAL_BYTES,
-        );
-        assert_eq!(agent_limit(0, 0), AGENT_LIMIT_BYTES);
-        assert_eq!(AGENT_LIMIT_BYTES, 5 << 20);
-        // An agent fills its share while nothing else is stored; then values, runs and the
-        // audit grow to their bounds: the reserve is left.
-        let worst = agent_limit(0, 0) + values + runs + AUDIT_ALLOWANCE_BYTES;
-        assert_eq!(QUOTA_BYTES - worst, USER_RESERVE_BYTES);
-        // What they hold already is in use, not reserved twice.
+    fn the_agents_share_leaves_the_users_reserve_once_the_audit_is_full() {
+        assert_eq!(AGENT_LIMIT_BYTES, 8 << 20);
         assert_eq!(
-            agent_limit(values, runs),
-            QUOTA_BYTES - USER_RESERVE_BYTES - AUDIT_ALLOWANCE_BYTES
+            QUOTA_BYTES - AGENT_LIMIT_BYTES - AUDIT_ALLOWANCE_BYTES,
+            USER_RESERVE_BYTES
         );
-        assert_eq!(agent_limit(values + 1, runs + 1), agent_limit(values, runs));
+    }
+
+    #[test]
+    fn a_set_is_within_the_share_or_frees_bytes() {
+        let l = AGENT_LIMIT_BYTES;
+        assert_eq!(within_agent_limit(0, 0, l), Ok(()));
+        assert_eq!(within_agent_limit(0, 0, l + 1), Err(l + 1));
+        // What it replaces is not counted twice.
+        assert_eq!(within_agent_limit(l, 100, 100), Ok(()));
+        assert_eq!(within_agent_limit(l, 100, 101), Err(l + 1));
+        // Past the share (the user filled it), a set that shrinks is taken, one that grows not.
+        assert_eq!(within_agent_limit(l + 500, 300, 200), Ok(()));
+        assert_eq!(within_agent_limit(l + 500, 300, 300), Ok(()));
+        assert_eq!(within_agent_limit(l + 500, 300, 301), Err(l + 501));
+        assert_eq!(within_agent_limit(usize::MAX, 0, 1), Ok(()));
+    }
+
+    #[test]
+    fn the_rings_grow_only_below_the_share() {
+        let l = AGENT_LIMIT_BYTES;
+        assert_eq!(rings_limit(1000, 10, 0), 1000);
+        assert_eq!(rings_limit(1000, 10, l - 50), 60);
+        assert_eq!(rings_limit(1000, 10, l), 10);
+        assert_eq!(rings_limit(1000, 10, l + 99), 10);
+        assert_eq!(rings_limit(1000, usize::MAX, 0), 1000);
     }
 }

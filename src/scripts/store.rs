@@ -90,7 +90,7 @@ pub enum ScriptError {
         max: usize,
     },
     Storage(String),
-    /// An agent's write would take storage past [`quota::agent_limit`] (`limit`): `needed`
+    /// An agent's write would take storage past [`quota::AGENT_LIMIT_BYTES`] (`limit`): `needed`
     /// bytes in use after it.
     StorageKept {
         needed: usize,
@@ -160,7 +160,7 @@ impl fmt::Display for ScriptError {
             ScriptError::Storage(e) => write!(f, "storage failed, nothing changed: {e}"),
             ScriptError::StorageKept { needed, limit } => write!(
                 f,
-                "the extension's storage is nearly full: this write would bring it to {needed} bytes, past the {limit} an agent's write may fill of its {} MiB now (the rest is kept for the user's own changes — turning scripts off, deleting them, Undo —, the audit log, and what the scripts' values and run reports may still grow by); nothing changed. Ask the user to empty the trash or delete scripts no longer needed (options page), or write less",
+                "the extension's storage is nearly full: this write would bring it to {needed} bytes, past the {limit} an agent's write may fill of its {} MiB (the rest is kept for the user's own changes — turning scripts off, deleting them, Undo — and the audit log); nothing changed. Ask the user to empty the trash or delete scripts no longer needed (options page), or write less",
                 quota::QUOTA_BYTES >> 20
             ),
             ScriptError::Asset(e) => write!(f, "{e}"),
@@ -175,10 +175,9 @@ fn is_quota(e: &str) -> bool {
 }
 
 /// Refuses an agent's `set` of `items` that would take `chrome.storage.local` past
-/// [`quota::agent_limit`] and is not one that frees bytes; the user's and the provider's own
-/// writes (`by`) are not bounded so: the reserve is theirs. Chrome counts the bytes — the
-/// area's, and of the keys `items` replaces — and the values' and runs' budgets say what they
-/// hold, all asked at once.
+/// [`quota::AGENT_LIMIT_BYTES`] and is not one that frees bytes; the user's and the provider's
+/// own writes (`by`) are not bounded so: the reserve is theirs. Chrome counts the bytes — the
+/// area's, and of the keys `items` replaces —, both asked at once.
 pub(crate) async fn check_agent_room<S: Storage>(
     s: &S,
     by: &str,
@@ -188,30 +187,19 @@ pub(crate) async fn check_agent_room<S: Storage>(
         return Ok(());
     }
     let keys: Vec<&str> = items.keys().map(String::as_str).collect();
-    let budgets = [crate::gm::values::BUDGET_KEY, super::runs::BUDGET_KEY];
-    let (all, replaced, budgets) = futures::join!(
+    let (all, replaced) = futures::join!(
         s.bytes_in_use(Area::Local, None),
-        s.bytes_in_use(Area::Local, Some(&keys)),
-        s.get(Area::Local, &budgets)
+        s.bytes_in_use(Area::Local, Some(&keys))
     );
-    let budgets = budgets.map_err(storage_err)?;
-    let values_now = crate::gm::values::decode_budget(budgets.get(crate::gm::values::BUDGET_KEY))
-        .values()
-        .fold(0usize, |a, b| a.saturating_add(*b));
-    let runs_now = super::runs::Budget::decode(budgets.get(super::runs::BUDGET_KEY)).total();
-    let limit = quota::agent_limit(values_now, runs_now);
-    let in_use = all.map_err(storage_err)?;
     let added = items
         .iter()
         .map(|(k, v)| quota::item_bytes(k, v))
         .fold(0, usize::saturating_add);
-    let needed = in_use
-        .saturating_sub(replaced.map_err(storage_err)?)
-        .saturating_add(added);
-    if needed > limit && needed > in_use {
-        return Err(ScriptError::StorageKept { needed, limit });
-    }
-    Ok(())
+    let (all, replaced) = (all.map_err(storage_err)?, replaced.map_err(storage_err)?);
+    quota::within_agent_limit(all, replaced, added).map_err(|needed| ScriptError::StorageKept {
+        needed,
+        limit: quota::AGENT_LIMIT_BYTES,
+    })
 }
 
 /// Parses and lints a source exactly as a write would.

@@ -587,6 +587,35 @@ describe("gm: the GM functions a script is given", () => {
     assert.match(tally, /^GM_setValue refused: this script would hold 1001 keys, over the limit of 1000; nothing was changed \| then 1$/);
   });
 
+  // A script (an agent may have written it) hoards values to fill chrome.storage.local, so the
+  // user could no longer turn a script off or undo. A change that grows the values stops below
+  // the agents' share, as Chrome counts the bytes; it is refused whole and the script told why.
+  test("values: a change that would take the storage past the agents' share is refused and says why; with room, it is taken", T, async () => {
+    const s = await write("hoard", ["@match http://hoard.test/*", "@grant GM.setValue"],
+      "GM.setValue('big', 'x'.repeat(200000)).then(() => 'stored', (e) => e.message)\n"
+      + "  .then((out) => document.documentElement.setAttribute('data-gm-hoard', out));");
+    const page = await h.context.newPage();
+    await page.goto(`chrome-extension://${PROVIDER_ID}/options.html`);
+    try {
+      // Filled to 100 KB below the share (10 MiB less the user's 1 MiB and the audit's 1 MiB).
+      await page.evaluate(async () => {
+        const inUse = await chrome.storage.local.getBytesInUse(null);
+        const n = 8 * 2 ** 20 - 100_000 - inUse - "e2e/hoard-filler".length - 2;
+        await chrome.storage.local.set({ "e2e/hoard-filler": "f".repeat(n) });
+      });
+      const { hoard } = await loaded(url("hoard.test"), "hoard", 10000);
+      assert.match(hoard, /^GM_setValue refused: the extension's storage is nearly full \(this change would bring it to \d+ bytes, past the 8388608 /);
+      assert.equal(await stored(`values/${s.uuid}`), undefined, "nothing of it was stored");
+      await page.evaluate(() => chrome.storage.local.remove("e2e/hoard-filler"));
+      assert.equal((await loaded(url("hoard.test"), "hoard", 10000)).hoard, "stored");
+      assert.equal((await stored(`values/${s.uuid}`))?.big?.length, 200002);
+    } finally {
+      await page.evaluate(() => chrome.storage.local.remove("e2e/hoard-filler")).catch(() => {});
+      await page.close();
+      await call("delete_script", { uuid: s.uuid });
+    }
+  });
+
   // Violentmonkey maps any `GM.<name>` to `GM_<name>`: scripts written for it grant and call
   // `GM.xmlhttpRequest`. Before, the grant gave only `GM.xmlHttpRequest`, and the call threw.
   test("@grant GM.xmlhttpRequest gives GM.xmlhttpRequest, as Violentmonkey does", T, async () => {

@@ -86,11 +86,16 @@ describe("guardrails", () => {
     const mine = await call("write_script", { source: source("Reserve mine") });
     assert.equal(mine.isError, false, show(mine));
     const uuid = mine.structuredContent.script.uuid;
+    const written = [];
     try {
-      // Something else holds 4.9 MiB (as other scripts, their history and files would): with no
-      // values and few runs stored, an agent's writes may fill about 5 MiB.
-      await provider.evaluate(() => chrome.storage.local.set({ "e2e/filler": "f".repeat(4.9 * 2 ** 20) }));
+      // Something else (as other scripts, their history and files would) fills it to 400 KB
+      // below the agents' 8 MiB: one more 250 KB write fits, the next does not.
       const inUse = () => provider.evaluate(() => chrome.storage.local.getBytesInUse(null));
+      const room = 8 * 2 ** 20 - 400_000 - await inUse() - "e2e/filler".length - 2;
+      await provider.evaluate((n) => chrome.storage.local.set({ "e2e/filler": "f".repeat(n) }), room);
+      const fits = await call("write_script", { source: source("Reserve fits", `// ${"x".repeat(250_000)}`) });
+      assert.equal(fits.isError, false, show(fits.structuredContent));
+      written.push(fits.structuredContent.script.uuid);
       const before = await inUse();
       const big = await call("write_script", { source: source("Reserve big", `// ${"x".repeat(250_000)}`) });
       assert.equal(big.structuredContent?.error_code, "PAYLOAD_TOO_LARGE", show(big.structuredContent));
@@ -101,7 +106,9 @@ describe("guardrails", () => {
       assert.equal(off.ok, true, show(off));
     } finally {
       await provider.evaluate(() => chrome.storage.local.remove("e2e/filler"));
-      await h.internal("scripts.delete", { uuid });
+      for (const u of [uuid, ...written]) await h.internal("scripts.delete", { uuid: u });
+      // The 250 KB one leaves no weight in the trash for the next tests.
+      if (written.length) await h.internal("trash.purge", { uuids: written });
     }
   });
 
