@@ -102,6 +102,43 @@ fn a_write_stopped_before_its_result_is_finalized_as_interrupted() {
     assert_eq!(block_on(audit::read_all(&q.env)).unwrap().len(), 2);
 }
 
+/// The next worker's popup lists the leftover at once, as INTERRUPTED, while the start-up
+/// recovery still waits for the write lock (the first message's reconcile holds it): R9 saw
+/// it appear 1.5 s after the first list.
+#[test]
+fn the_first_audit_list_shows_a_write_the_last_worker_left_unfinished() {
+    let (q, stopped_uuid) = stopped_mid_write();
+    let listed = block_on(async {
+        let _held = q.write_lock().await;
+        lumo_userscripts::control::handle(&q, &json!({"op": "audit.list"}))
+            .await
+            .value
+    });
+    let entries = listed["entries"].as_array().unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["result"] == INTERRUPTED && e["target"] == json!(stopped_uuid)),
+        "{listed}"
+    );
+    assert_eq!(q.env.dump(Area::Local)[PENDING_KEY], json!({}));
+    // The recovery, and the next write, find nothing left to do.
+    block_on(q.recover_interrupted_write());
+    let s = ready_on(&q);
+    call(
+        &q,
+        &s,
+        "write_script",
+        json!({"source": script("Next", "")}),
+    );
+    let log = block_on(audit::read_all(&q.env)).unwrap();
+    assert_eq!(
+        log.iter().filter(|e| e.result == INTERRUPTED).count(),
+        1,
+        "{log:?}"
+    );
+}
+
 /// The same leftover, but the next worker's first write is refused before it begins: it waited
 /// for the write lock (held here, as the first message's reconcile holds it) while the user
 /// switched writes off. Its entry is appended; the earlier worker's pending one stays in its

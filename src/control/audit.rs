@@ -14,6 +14,11 @@ use serde_json::{json, Value};
 /// when a write's own name (`Entry::name`, the name it left) is not the name now. Beside the
 /// entries, not in them, so an export is the log alone.
 pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
+    // A write the last worker left unfinished is listed at once, as INTERRUPTED, not once the
+    // start-up recovery gets the write lock (R9: 1.5 s after the popup's first list).
+    if let Err(e) = p.settle_interrupted_write().await {
+        p.note(format!("could not record an interrupted write: {e}"));
+    }
     match audit::read_all(&p.env).await {
         Ok(entries) => {
             let targets: VecSet<&str> =

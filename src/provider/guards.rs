@@ -107,7 +107,9 @@ impl<E: Env> Provider<E> {
     }
 
     /// Finalizes a write the previous worker left pending as INTERRUPTED: once per worker,
-    /// before its first journaled write (the caller holds the write lock) or at start-up. A
+    /// before its first journaled write (the caller holds the write lock), at start-up, or
+    /// before the audit log is first listed (no write lock: no write of this worker has an
+    /// entry pending before this ran). A
     /// pending slot this worker could not finalize (storage full) is its own last write, which
     /// happened and was answered: it is recorded with its result (a tester saw it turned into an
     /// INTERRUPTED entry with no revision, and so no Undo).
@@ -116,6 +118,11 @@ impl<E: Env> Provider<E> {
             return Ok(());
         }
         let _guard = self.audit_lock.lock().await;
+        // Asked again under the lock: `audit.list` settles without the write lock, and a write
+        // that settled first may have its own entry pending by now.
+        if self.journal_settled.get() {
+            return Ok(());
+        }
         let finals = self.unsaved_finals.take();
         let settled = if finals.is_empty() {
             audit::finalize_interrupted(&self.env, &self.audit_tail)
