@@ -540,6 +540,36 @@ fn undo_of_a_delete_whose_script_was_restored_changes_nothing() {
         got["script"]["source"].as_str().unwrap().contains("v2"),
         "{got}"
     );
+    // R11: the agent deletes it again. The first delete is still undone already: not offered,
+    // and asked for anyway it says so (it said "restore it first", then, restored, "undone
+    // already"); the second is the one offered, and it brings the script back.
+    p.env.advance(1000.0);
+    call(&p, &s, "delete_script", json!({"uuid": uuid}));
+    let again = newest_entry(&p);
+    let listed = op(&p, json!({"op": "audit.list"}));
+    let entries = listed["entries"].as_array().unwrap();
+    let offered: Vec<f64> = listed["undoable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &entries[i.as_u64().unwrap() as usize])
+        .filter(|e| e["tool"] == "delete_script")
+        .filter_map(|e| e["at"].as_f64())
+        .collect();
+    assert_eq!(offered, vec![again.at], "{listed}");
+    let u = undo(&p, &uuid, &del);
+    assert_eq!(u["code"], json!("CONFLICT"), "{u}");
+    assert!(
+        u["error"].as_str().unwrap().contains("deleted again later"),
+        "{u}"
+    );
+    let u = undo(&p, &uuid, &again);
+    assert_eq!(u["ok"], json!(true), "{u}");
+    let got = op(&p, json!({"op": "scripts.get", "uuid": uuid}));
+    assert!(
+        got["script"]["source"].as_str().unwrap().contains("v2"),
+        "{got}"
+    );
 }
 
 #[test]

@@ -179,6 +179,46 @@ fn made_by(entry: &audit::Entry, h: &History, current: &ScriptRecord) -> Option<
     })
 }
 
+/// Undo of `entry`'s write to a script now in the trash (`t`): the delete that put it there is
+/// undone by a restore; any other write is not undone (that would undo the delete).
+async fn undo_in_trash<E: Env>(
+    p: &Provider<E>,
+    msg: &Value,
+    uuid: String,
+    entry: &audit::Entry,
+    t: &Trashed,
+) -> Value {
+    // The write was the delete (the script is still in the trash it put it in): bring it back,
+    // whoever made the script's last version.
+    if is_this_delete(entry, t) {
+        let now = t.record.revision;
+        let args = WriteArgs::Restore {
+            uuid,
+            revision: now,
+            current_revision: now,
+            live_only: false,
+            keep_enabled: false,
+        };
+        return write(p, msg, "restore_script", args).await;
+    }
+    // An earlier delete of it, undone since (restored) before this one (R11: "restore it
+    // first", then, restored, "undone already").
+    if entry.tool == "delete_script" {
+        return json!({
+            "ok": false,
+            "code": "CONFLICT",
+            "error": "the script was restored since that delete, and deleted again later: that delete is undone already; nothing was changed. Undo the later delete (or Restore it from the trash) to bring it back.",
+        });
+    }
+    // Another write, and the script was deleted since (by someone, or by that caller
+    // later): undoing that write must not undo the delete.
+    json!({
+        "ok": false,
+        "code": "CONFLICT",
+        "error": "the script was deleted since that write (it is in the trash); nothing was changed. Restore it from the trash first if you still want to undo that write.",
+    })
+}
+
 /// Undo of one audited write: brings back the revision before the one that write made. The
 /// write is named by its script, its caller and its time (the audit entry, which must be in the
 /// log as a successful, undoable write that changed something): the revision it made is the one
@@ -208,27 +248,8 @@ pub(super) async fn undo<E: Env>(
         Ok(x) => x,
         Err(e) => return err(e.to_string()),
     };
-    // The write was the delete (the script is still in the trash it put it in): bring it back,
-    // whoever made the script's last version.
     if let Current::Trashed(t) = &current {
-        if is_this_delete(&entry, t) {
-            let now = t.record.revision;
-            let args = WriteArgs::Restore {
-                uuid,
-                revision: now,
-                current_revision: now,
-                live_only: false,
-                keep_enabled: false,
-            };
-            return write(p, msg, "restore_script", args).await;
-        }
-        // Another write, and the script was deleted since (by someone, or by that caller
-        // later): undoing that write must not undo the delete.
-        return json!({
-            "ok": false,
-            "code": "CONFLICT",
-            "error": "the script was deleted since that write (it is in the trash); nothing was changed. Restore it from the trash first if you still want to undo that write.",
-        });
+        return undo_in_trash(p, msg, uuid, &entry, t).await;
     }
     // A delete whose script is out of the trash again (restored since, by anyone, or by this
     // Undo already) is undone. Read as a write, its "version before" is the one before the

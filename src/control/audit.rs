@@ -27,12 +27,17 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
             // what cannot be read is left unnamed: the names are a help, the log stands alone.
             let mut names = serde_json::Map::new();
             let mut live: VecSet<&str> = VecSet::new();
+            // When each script in the trash was deleted.
+            let mut deleted_at = crate::vec_map::VecMap::new();
             let mut read_both = true;
             match crate::scripts::trash::names(&p.env).await {
                 Ok(trashed) => {
-                    for (uuid, name) in trashed {
+                    for (uuid, name, at) in trashed {
                         if targets.contains(uuid.as_str()) {
-                            names.insert(uuid, shown(&name));
+                            if let Some(name) = name {
+                                names.insert(uuid.clone(), shown(&name));
+                            }
+                            deleted_at.insert(uuid, at);
                         }
                     }
                 }
@@ -52,7 +57,9 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
             }
             // A script neither stored nor in the trash was deleted for good: its writes have
             // nothing left to revert, so no Undo is offered for them; nor for a delete whose
-            // script is out of the trash again (restored: that delete is undone already).
+            // script is out of the trash again (restored: that delete is undone already), or
+            // in it by a later delete (restored, then deleted again: that later one is undone).
+            // A delete's entry is stamped after the script went to the trash.
             let undoable: Vec<usize> = entries
                 .iter()
                 .enumerate()
@@ -60,8 +67,11 @@ pub(super) async fn list<E: Env>(p: &Provider<E>) -> Value {
                 .filter(|(_, e)| {
                     !read_both
                         || e.target.as_ref().is_some_and(|t| {
-                            names.contains_key(t)
-                                && !(e.tool == "delete_script" && live.contains(t.as_str()))
+                            let deleted = deleted_at.get(t).copied();
+                            let is_delete = e.tool == "delete_script";
+                            (live.contains(t.as_str()) || deleted.is_some())
+                                && !(is_delete && live.contains(t.as_str()))
+                                && !(is_delete && deleted.is_some_and(|d| d > e.at))
                         })
                 })
                 .map(|(i, _)| i)

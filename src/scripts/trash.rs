@@ -468,13 +468,13 @@ pub async fn contains<E: Storage + Clock>(env: &E, uuid: &str) -> Result<bool, S
         .any(|s| s.uuid == uuid && now - s.deleted_at < KEEP_MS))
 }
 
-/// The name each script in the trash had when it was deleted, by uuid, read from the index
-/// alone (a slot an older version wrote has none).
-pub async fn names<S: Storage>(s: &S) -> Result<Vec<(String, String)>, ScriptError> {
+/// Each script in the trash by uuid: the name it had when it was deleted (a slot an older
+/// version wrote has none) and when, read from the index alone.
+pub async fn names<S: Storage>(s: &S) -> Result<Vec<(String, Option<String>, f64)>, ScriptError> {
     Ok(load_index(s)
         .await?
         .into_iter()
-        .filter_map(|sl| Some((sl.uuid, sl.name?)))
+        .map(|sl| (sl.uuid, sl.name, sl.deleted_at))
         .collect())
 }
 
