@@ -156,3 +156,51 @@ fn the_users_writes_may_use_the_reserve_and_a_full_storage_says_so() {
         "{refused}"
     );
 }
+
+/// R12: Chrome counts a `<` as `\u003C`, six bytes. Weighed as `serde_json` writes it, an
+/// agent's source of 255,000 `<` was taken 262 KB below the share and left the storage 1.2 MB
+/// past it; the user could not then turn the agent's script off (Chrome's quota refused).
+#[test]
+fn an_agents_write_is_weighed_as_chrome_counts_it() {
+    let p = provider();
+    p.env.enforce_quota.set(true);
+    let s = ready(&p);
+    let mine = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Mine", "x")}),
+    );
+    let mine = mine["result"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    filled(
+        &p,
+        AGENT_LIMIT_BYTES - 262_000 - in_use(&p) - "filler".len() - 2,
+    );
+    let body = format!("// {}\n", "<".repeat(255_000));
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Agent", &body)}),
+    );
+    assert_eq!(error_code(&r), Some("PAYLOAD_TOO_LARGE"), "{r}");
+    assert!(in_use(&p) <= AGENT_LIMIT_BYTES, "{} in use", in_use(&p));
+    // What Chrome would count, the same source in `a`s fits.
+    let body = format!("// {}\n", "a".repeat(255_000));
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Agent", &body)}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let agent = written_uuid(&r);
+    for uuid in [&agent, &mine] {
+        let off = op(
+            &p,
+            json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
+        );
+        assert_eq!(off["ok"], json!(true), "{off}");
+    }
+}

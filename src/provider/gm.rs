@@ -999,7 +999,44 @@ mod tests {
         let r = gm(&p, &t, json!({"op": "values.delete", "keys": ["k"]}));
         assert_eq!(r["ok"], true, "{r}");
         let r = gm(&p, &t, json!({"op": "values.set", "items": [["k3", "3"]]}));
-        assert!(r["error"].as_str().is_some(), "{r}");
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.contains("storage is nearly full"), "{r}");
+    }
+
+    /// R12: Chrome counts a `<` as `\u003C`, six bytes. Weighed as `serde_json` writes it, a
+    /// value of `<` passed the share five times over, and a change from `a`s to as many `<`s
+    /// (no longer, so never measured) filled the storage past its quota.
+    #[test]
+    fn a_value_change_is_weighed_as_chrome_counts_it() {
+        use crate::env::Storage;
+        let p = Provider::new(MemoryEnv::new());
+        let mut tokens = Vec::new();
+        for n in ["A", "B"] {
+            let a = script(&p, n, "// @grant GM_setValue\n");
+            tokens.push(block_on(key_store::load(&p.env)).unwrap().token(&a, 1));
+        }
+        fill_to_share(&p, 600_000);
+        let value = |c: &str| format!("\"{}\"", c.repeat(250_000));
+        for t in &tokens {
+            let r = gm(
+                &p,
+                t,
+                json!({"op": "values.set", "items": [["k", value("a")]]}),
+            );
+            assert_eq!(r["ok"], true, "{r}");
+        }
+        let limit = crate::scripts::quota::AGENT_LIMIT_BYTES;
+        let in_use = || block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
+        for t in &tokens {
+            let r = gm(
+                &p,
+                t,
+                json!({"op": "values.set", "items": [["k", value("<")]]}),
+            );
+            let e = r["error"].as_str().unwrap_or_default();
+            assert!(e.contains("storage is nearly full"), "{r}");
+        }
+        assert!(in_use() <= limit, "{} past the share", in_use() - limit);
     }
 
     #[test]

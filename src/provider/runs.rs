@@ -3,7 +3,7 @@
 //! script, appended to that script's ring (`scripts::runs`); a late error joins the run of the
 //! same document. Every ring write also weighs all rings against their total budget
 //! (`runs::enforce_budget`), and in `chrome.storage.local` against the agents' share of the
-//! storage (`quota::rings_limit`). Nothing here calls tools, the policy, the probe or a session: the
+//! storage (`Provider::within_share`). Nothing here calls tools, the policy, the probe or a session: the
 //! channel's only effect is a stored run.
 
 use super::Provider;
@@ -50,6 +50,14 @@ impl Sender {
         }
         self
     }
+}
+
+/// What a ring's write stores: a new run (with where it ran, for the popup), which may take
+/// the place of its own script's older runs to stay within the agents' share of the storage;
+/// or a late error or a retraction, which takes none.
+enum RingChange {
+    NewRun(Option<InTabs>),
+    Late,
 }
 
 /// What became of one message (for tests and the worker's log).
@@ -265,14 +273,14 @@ impl<E: Env> Provider<E> {
                 ring,
                 Budget::decode(got.get(BUDGET_KEY)),
                 id,
-                place,
+                RingChange::NewRun(place),
             )
             .await?;
         if !kept {
             return Err(EnvError(format!(
                 "the extension's storage is nearly full (past the {} bytes run reports may \
-                 fill) and this script has no older run whose place the report could take; \
-                 it was not kept",
+                 fill) and this script's older runs cannot make room for it: the report was \
+                 not kept",
                 crate::scripts::quota::AGENT_LIMIT_BYTES
             )));
         }
@@ -358,7 +366,7 @@ impl<E: Env> Provider<E> {
             if !change(&mut ring, id) {
                 continue;
             }
-            // A ring trimmed empty at the storage's share loses the run and its late error.
+            // At the storage's share, a change that would grow the ring is not stored.
             let kept = self
                 .save_rings(
                     area,
@@ -366,7 +374,7 @@ impl<E: Env> Provider<E> {
                     ring,
                     Budget::decode(got.get(BUDGET_KEY)),
                     id,
-                    None,
+                    RingChange::Late,
                 )
                 .await?;
             return Ok(kept.then_some(id));
@@ -375,12 +383,12 @@ impl<E: Env> Provider<E> {
     }
 
     /// Stores `ring` (of `uuid`) and the cursor, after bringing all rings within their total
-    /// budget (in `chrome.storage.local`, no more than they held plus what is left below the
-    /// agents' share, `quota::rings_limit`): the oldest runs of the biggest rings go first, each ring it trims written in the
+    /// budget: the oldest runs of the biggest rings go first, each ring it trims written in the
     /// same `set`. Bounded work: at most 16 other rings read and 512 runs dropped per write.
     /// With `in_tabs`, that too, in `storage.session` (in the same `set` when the ring is
-    /// there, else in one of its own, at once). Whether `uuid`'s ring still holds a run (the
-    /// oldest go first, so its newest is the last to go).
+    /// there, else in one of its own, at once). In `chrome.storage.local` the write stays
+    /// within the agents' share of the storage ([`Self::within_share`]). Whether the ring was
+    /// stored.
     async fn save_rings(
         &self,
         area: Area,
@@ -388,35 +396,32 @@ impl<E: Env> Provider<E> {
         ring: Ring,
         mut budget: Budget,
         cursor: u64,
-        in_tabs: Option<InTabs>,
+        change: RingChange,
     ) -> Result<bool, EnvError> {
-        // In `chrome.storage.local`, the rings grow only below the agents' share: nearer it, a
-        // run takes the place of older ones, so runs never eat the user's reserve.
-        let max_total = match area {
-            Area::Local => {
-                let in_use = self.env.bytes_in_use(Area::Local, None).await?;
-                crate::scripts::quota::rings_limit(MAX_TOTAL_BYTES, budget.total(), in_use)
-            }
-            Area::Session => MAX_TOTAL_BYTES,
+        let (in_tabs, replaceable) = match change {
+            RingChange::NewRun(place) => (place, true),
+            RingChange::Late => (None, false),
         };
         budget.set(uuid, &ring);
         let mut loaded = crate::vec_map::VecMap::new();
         loaded.insert(uuid.to_owned(), ring);
         for _ in 0..16 {
-            let Some(need) = runs::enforce_budget(&mut budget, &mut loaded, max_total, 512) else {
+            let Some(need) = runs::enforce_budget(&mut budget, &mut loaded, MAX_TOTAL_BYTES, 512)
+            else {
                 break;
             };
             let k = runs::runs_key(&need);
             let got = self.env.get(area, &[&k]).await?;
             loaded.insert(need, Ring::decode(got.get(&k)));
         }
-        let kept = loaded.get(uuid).is_some_and(|r| !r.runs.is_empty());
         let mut m = Map::new();
         for (u, r) in &loaded {
             m.insert(runs::runs_key(u), r.encode());
         }
         m.insert(BUDGET_KEY.to_owned(), budget.encode());
         m.insert(CURSOR_KEY.to_owned(), Value::from(cursor));
+        let kept =
+            area == Area::Session || self.within_share(uuid, &mut m, budget, replaceable).await?;
         match in_tabs {
             Some(ix) if area == Area::Session => {
                 m.insert(IN_TABS_KEY.to_owned(), ix.encode());
@@ -425,14 +430,67 @@ impl<E: Env> Provider<E> {
             Some(ix) => {
                 let mut s = Map::new();
                 s.insert(IN_TABS_KEY.to_owned(), ix.encode());
+                let ring = async {
+                    match kept {
+                        true => self.env.set(area, m).await,
+                        false => Ok(()),
+                    }
+                };
                 let (ring, places) =
-                    futures::future::join(self.env.set(area, m), self.env.set(Area::Session, s))
-                        .await;
+                    futures::future::join(ring, self.env.set(Area::Session, s)).await;
                 ring.and(places)?;
             }
-            None => self.env.set(area, m).await?,
+            None if kept => self.env.set(area, m).await?,
+            None => {}
         }
         Ok(kept)
+    }
+
+    /// Whether the rings' `set` of `m` keeps `chrome.storage.local` within the agents' share
+    /// (`quota::AGENT_LIMIT_BYTES`), as Chrome counts its bytes, or frees bytes: a script may be
+    /// an agent's, and runs must not eat the user's reserve. Past it, when `replaceable` (a new
+    /// run), the run takes the place of its own script's older runs, the oldest first (`m`
+    /// updated); a late change takes none. False: nothing may be written.
+    async fn within_share(
+        &self,
+        uuid: &str,
+        m: &mut Map<String, Value>,
+        mut budget: Budget,
+        replaceable: bool,
+    ) -> Result<bool, EnvError> {
+        use crate::scripts::quota::{item_bytes, within_agent_limit};
+        let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+        let (all, replaced) = futures::future::join(
+            self.env.bytes_in_use(Area::Local, None),
+            self.env.bytes_in_use(Area::Local, Some(&keys)),
+        )
+        .await;
+        let (all, replaced) = (all?, replaced?);
+        let key = runs::runs_key(uuid);
+        let bytes = |m: &Map<String, Value>| {
+            m.iter()
+                .map(|(k, v)| item_bytes(k, v))
+                .fold(0, usize::saturating_add)
+        };
+        let mut size = bytes(m);
+        let others = size.saturating_sub(m.get(&key).map_or(0, |v| item_bytes(&key, v)));
+        let mut ring = Ring::decode(m.get(&key));
+        while within_agent_limit(all, replaced, size).is_err() {
+            if !replaceable || ring.runs.len() <= 1 {
+                return Ok(false);
+            }
+            ring.runs.remove(0);
+            budget.set(uuid, &ring);
+            let (r, b) = (ring.encode(), budget.encode());
+            let old_budget = m.get(BUDGET_KEY).map_or(0, |v| item_bytes(BUDGET_KEY, v));
+            size = others
+                .saturating_sub(old_budget)
+                .saturating_add(item_bytes(BUDGET_KEY, &b))
+                .saturating_add(item_bytes(&key, &r));
+            m.insert(key.clone(), r);
+            m.insert(BUDGET_KEY.to_owned(), b);
+        }
+        Ok(true)
     }
 
     /// Reports of this script the rate limit refused that no stored ring counts yet.
@@ -493,79 +551,190 @@ mod tests {
         }
     }
 
-    /// Run reports never grow the storage past the agents' share: a new one takes the place of
-    /// older ones, and one with no older run to replace is not kept, and says so.
-    #[test]
-    fn at_the_agents_share_a_run_takes_the_place_of_older_ones() {
-        use crate::env::Storage;
-        use crate::scripts::quota::AGENT_LIMIT_BYTES;
-        let (p, uuid, key) = setup();
-        // Another script, with no run yet (its runs will find no place).
-        let src =
-            "// ==UserScript==\n// @name B\n// @match https://example.com/*\n// ==/UserScript==\n";
-        let snap = block_on(store::load_snapshot(&p.env)).unwrap();
-        let b = block_on(store::create(&p.env, &snap, "user", src, true, 1 << 20)).unwrap();
-        block_on(p.sync_registration(
-            &b.record.uuid,
-            sync::desired_for(&b.record, &b.source),
-            None,
-        ));
-        let in_use = || block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
-        let run = |doc: &str| {
-            let from = Sender {
-                document_id: Some(doc.into()),
-                ..page()
-            };
-            block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 1))), from))
-        };
-        for doc in ["D1", "D2", "D3"] {
-            assert!(matches!(run(doc), Received::Stored { .. }));
-        }
-        // Filled to 10 bytes past the share.
-        let filler = AGENT_LIMIT_BYTES + 10 - in_use() - "filler".len() - 2;
-        let mut m = Map::new();
-        m.insert("filler".into(), "f".repeat(filler).into());
-        block_on(p.env.set(Area::Local, m)).unwrap();
-        let before = in_use();
-        assert_eq!(before, AGENT_LIMIT_BYTES + 10);
-        let Received::Stored { id, .. } = run("D4") else {
-            panic!("not stored")
-        };
-        let after = in_use();
-        assert!(after <= before + 8, "{before} → {after}");
-        let ring = &block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap()[0];
-        let ids: Vec<u64> = ring.runs.iter().filter_map(|r| r["id"].as_u64()).collect();
-        assert_eq!(ids.len(), 3, "{ids:?}");
-        assert_eq!(ring.runs[0]["documentId"], "D2", "the oldest went");
-        assert_eq!(ids.last(), Some(&id));
-        // B's first run takes the place of A's oldest (the biggest ring's; two: B's ring and
-        // its budget entry are new bytes too).
-        let tb = key.token(&b.record.uuid, 1);
-        let got = block_on(p.user_script_message(|| Some(report(&tb)), page()));
-        assert!(matches!(got, Received::Stored { .. }), "{got:?}");
-        let rings = block_on(p.run_rings(&[uuid, b.record.uuid])).unwrap();
-        assert_eq!((rings[0].runs.len(), rings[1].runs.len()), (1, 1));
-        assert!(in_use() <= after + 64, "{after} → {}", in_use());
+    /// Scripts registered beside `setup`'s, named `S0`…
+    fn more_scripts(p: &Provider<MemoryEnv>, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                let src = format!("// ==UserScript==\n// @name S{i}\n// @match https://example.com/*\n// ==/UserScript==\n");
+                let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+                let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
+                block_on(p.sync_registration(
+                    &c.record.uuid,
+                    sync::desired_for(&c.record, &c.source),
+                    None,
+                ));
+                c.record.uuid
+            })
+            .collect()
     }
 
-    /// With no older run anywhere whose place it could take, a run past the share is not kept,
-    /// and the worker's log says why.
-    #[test]
-    fn past_the_agents_share_a_first_run_is_not_kept() {
+    /// A run of `uuid` in document `doc` with `lines` console lines of 500 `ch`.
+    fn run_of(
+        p: &Provider<MemoryEnv>,
+        key: &ChannelKey,
+        uuid: &str,
+        doc: &str,
+        ch: &str,
+        lines: usize,
+    ) -> Received {
+        p.env.advance(1000.0);
+        let line = json!({"level": "log", "text": ch.repeat(500)});
+        let msg =
+            json!({"lumo": key.token(uuid, 1), "v": 1, "kind": "run", "runAt": "document_idle",
+                         "ms": 3, "console": vec![line; lines]})
+            .to_string();
+        let from = Sender {
+            document_id: Some(doc.into()),
+            ..page()
+        };
+        block_on(p.user_script_message(|| Some(msg), from))
+    }
+
+    fn in_use(p: &Provider<MemoryEnv>) -> usize {
         use crate::env::Storage;
-        let (p, uuid, key) = setup();
-        let in_use = block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
-        let filler = crate::scripts::quota::AGENT_LIMIT_BYTES + 1 - in_use - "filler".len() - 2;
+        block_on(p.env.bytes_in_use(Area::Local, None)).unwrap()
+    }
+
+    /// Fills `chrome.storage.local` to `past` bytes past the agents' share.
+    fn fill_past_share(p: &Provider<MemoryEnv>, past: usize) {
+        use crate::env::Storage;
+        let limit = crate::scripts::quota::AGENT_LIMIT_BYTES;
         let mut m = Map::new();
-        m.insert("filler".into(), "f".repeat(filler).into());
+        m.insert(
+            "filler".into(),
+            "f".repeat(limit + past - in_use(p) - "filler".len() - 2)
+                .into(),
+        );
         block_on(p.env.set(Area::Local, m)).unwrap();
-        let got = block_on(p.user_script_message(|| Some(report(&key.token(&uuid, 1))), page()));
+        assert_eq!(in_use(p), limit + past);
+    }
+
+    fn docs(p: &Provider<MemoryEnv>, uuid: &str) -> Vec<String> {
+        let ring = &block_on(p.run_rings(&[uuid.to_owned()])).unwrap()[0];
+        ring.runs
+            .iter()
+            .filter_map(|r| r["documentId"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Run reports never grow the storage past the agents' share: a new one takes the place of
+    /// its own script's older ones; one whose script has none is not kept, says so, and costs
+    /// no other script a run.
+    #[test]
+    fn at_the_agents_share_a_run_takes_the_place_of_its_scripts_older_ones() {
+        let (p, uuid, key) = setup();
+        let b = more_scripts(&p, 1).remove(0);
+        for doc in ["D1", "D2", "D3"] {
+            assert!(matches!(
+                run_of(&p, &key, &uuid, doc, "a", 2),
+                Received::Stored { .. }
+            ));
+        }
+        fill_past_share(&p, 10);
+        let before = in_use(&p);
+        assert!(matches!(
+            run_of(&p, &key, &uuid, "D4", "a", 2),
+            Received::Stored { .. }
+        ));
+        assert!(in_use(&p) <= before, "{before} → {}", in_use(&p));
+        assert_eq!(docs(&p, &uuid), ["D2", "D3", "D4"]);
+        // A bigger run takes two places.
+        assert!(matches!(
+            run_of(&p, &key, &uuid, "D5", "a", 4),
+            Received::Stored { .. }
+        ));
+        assert_eq!(docs(&p, &uuid), ["D4", "D5"]);
+        // B has no run to give up: its first is not kept, and A keeps all of its own.
+        let got = run_of(&p, &key, &b, "B1", "a", 1);
         let Received::Failed(why) = got else {
             panic!("{got:?}")
         };
-        assert!(why.contains("nearly full"), "{why}");
-        let rings = block_on(p.run_rings(std::slice::from_ref(&uuid))).unwrap();
-        assert!(rings[0].runs.is_empty());
+        assert!(
+            why.contains("nearly full") && why.contains("older runs cannot make room"),
+            "{why}"
+        );
+        assert!(docs(&p, &b).is_empty());
+        assert_eq!(docs(&p, &uuid), ["D4", "D5"]);
+        assert!(in_use(&p) <= before, "{before} → {}", in_use(&p));
+    }
+
+    /// R12: Chrome counts a `<` as `\u003C`, six bytes: runs of `<` console lines taking the
+    /// place of runs of `a` grew the storage past the share, to past the quota, when the rings
+    /// were weighed as `serde_json` writes them.
+    #[test]
+    fn runs_of_escaped_characters_are_weighed_as_chrome_counts_them() {
+        let (p, _, key) = setup();
+        let uuids = more_scripts(&p, 8);
+        for i in 0..4 {
+            for u in &uuids {
+                let _ = run_of(&p, &key, u, &format!("A{i}"), "a", 16);
+            }
+        }
+        fill_past_share(&p, 0);
+        for i in 0..4 {
+            for u in &uuids {
+                let _ = run_of(&p, &key, u, &format!("L{i}"), "<", 16);
+            }
+        }
+        let limit = crate::scripts::quota::AGENT_LIMIT_BYTES;
+        assert!(in_use(&p) <= limit, "{} past the share", in_use(&p) - limit);
+        // The newest `<` run of each script took its place.
+        for u in &uuids {
+            assert_eq!(docs(&p, u).last().map(String::as_str), Some("L3"), "{u}");
+        }
+    }
+
+    /// R12: at the share a late error that would grow a ring is not stored, and not said to
+    /// be; the run it belongs to stays.
+    #[test]
+    fn at_the_agents_share_a_late_error_is_not_stored_and_takes_no_run() {
+        let (p, uuid, key) = setup();
+        for doc in ["D0", "D1", "D2"] {
+            assert!(matches!(
+                run_of(&p, &key, &uuid, doc, "a", 1),
+                Received::Stored { .. }
+            ));
+        }
+        fill_past_share(&p, 0);
+        let late = json!({"lumo": key.token(&uuid, 1), "v": 1, "kind": "late", "rejection": false,
+                          "error": {"name": "Error", "message": "late one", "line": 3, "column": 1}})
+        .to_string();
+        let from = Sender {
+            document_id: Some("D0".into()),
+            ..page()
+        };
+        let got = block_on(p.user_script_message(|| Some(late), from));
+        assert_eq!(got, Received::NotLive);
+        assert_eq!(docs(&p, &uuid), ["D0", "D1", "D2"]);
+        assert_eq!(in_use(&p), crate::scripts::quota::AGENT_LIMIT_BYTES);
+    }
+
+    /// R12: what a purge left in `runs/budget` (entries of rings no longer stored) does not let
+    /// the rings grow past the share.
+    #[test]
+    fn stale_budget_entries_do_not_let_the_rings_grow_past_the_share() {
+        use crate::env::Storage;
+        let (p, _, key) = setup();
+        let uuids = more_scripts(&p, 8);
+        let stale: Map<String, Value> = (1..10)
+            .map(|i| {
+                (
+                    format!("0e0e0e0e-0000-4000-8000-00000000000{i}"),
+                    json!(60_000),
+                )
+            })
+            .collect();
+        let mut m = Map::new();
+        m.insert(BUDGET_KEY.into(), Value::Object(stale));
+        block_on(p.env.set(Area::Local, m)).unwrap();
+        fill_past_share(&p, 0);
+        for i in 0..6 {
+            for u in &uuids {
+                let _ = run_of(&p, &key, u, &format!("D{i}"), "é", 16);
+            }
+        }
+        let limit = crate::scripts::quota::AGENT_LIMIT_BYTES;
+        assert!(in_use(&p) <= limit, "{} past the share", in_use(&p) - limit);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub const AUDIT_ALLOWANCE_BYTES: usize = 1024 * 1024;
 /// the user's hand — a script's `GM_setValue`, the run reports' rings (`gm::store`,
 /// `provider::runs`): the quota less the user's reserve and the audit's allowance. Past it an
 /// agent's write, or a change of values, is refused unless it frees bytes, and a run report
-/// takes the place of older ones; so whatever agents write, whatever their scripts' values hold
+/// takes the place of its script's older ones; so whatever agents write, whatever their scripts' values hold
 /// and however many pages report runs, the user can still turn a script off, delete it or undo
 /// (R9: an agent filled the storage to the byte in 46 writes, and every change of the user's
 /// was then refused). Each bounds itself at its own write, against what Chrome counts in use:
@@ -39,18 +39,84 @@ pub fn within_agent_limit(in_use: usize, replaced: usize, added: usize) -> Resul
     Ok(())
 }
 
-/// The most the run reports' rings may hold after a run is stored, given what they held
-/// before it (`rings_now`) and the area's bytes in use: their own bound, or, nearer the
-/// [`AGENT_LIMIT_BYTES`], no more than they hold plus what is left below it (a new run then
-/// takes the place of older ones).
-pub fn rings_limit(rings_bound: usize, rings_now: usize, in_use: usize) -> usize {
-    rings_bound.min(rings_now.saturating_add(AGENT_LIMIT_BYTES.saturating_sub(in_use)))
+/// The bytes `chrome.storage` counts for one item: the key and the value's JSON as Chrome
+/// writes it ([`chrome_json_len`]; R12: counted as `serde_json` writes it, a source of `<`
+/// took six times the bytes measured).
+pub fn item_bytes(key: &str, v: &Value) -> usize {
+    key.len().saturating_add(chrome_json_len(v))
 }
 
-/// The bytes `chrome.storage` counts for one item: the key and the value's JSON.
-pub fn item_bytes(key: &str, v: &Value) -> usize {
-    key.len()
-        .saturating_add(serde_json::to_string(v).map_or(usize::MAX, |s| s.len()))
+/// The length of `v` as Chrome's `base::JSONWriter` writes it, which its storage quota and
+/// `getBytesInUse` count (`SettingsStorageQuotaEnforcer`): strings escape `<` as `\u003C` and
+/// U+2028/U+2029 (six bytes each, measured in Chromium 156); a number that is not an int32 is
+/// a double, written in its shortest digits with an exponent from 10^12 (a timestamp in ms,
+/// `1700000000001`, is `1.700000000001e+12`), else `.0` added when integral.
+pub fn chrome_json_len(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(b) => 4 + usize::from(!*b),
+        Value::Number(n) => number_len(n),
+        Value::String(s) => string_len(s),
+        Value::Array(a) => a.iter().fold(2 + a.len().saturating_sub(1), |n, x| {
+            n.saturating_add(chrome_json_len(x))
+        }),
+        Value::Object(o) => o.iter().fold(2 + o.len().saturating_sub(1), |n, (k, x)| {
+            n.saturating_add(string_len(k))
+                .saturating_add(1)
+                .saturating_add(chrome_json_len(x))
+        }),
+    }
+}
+
+/// A JSON string's length with its quotes, escaped as Chrome escapes it (by bytes: U+2028 and
+/// U+2029 are `E2 80 A8`/`A9` in UTF-8, and no other character's bytes hold `E2 80 A8`).
+fn string_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    let extra = b.iter().enumerate().fold(0usize, |n, (i, &c)| {
+        n.saturating_add(match c {
+            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
+            b'<' | 0x00..=0x1f => 5,
+            0xe2 if b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xa8 | 0xa9)) => 3,
+            _ => 0,
+        })
+    });
+    b.len().saturating_add(2).saturating_add(extra)
+}
+
+/// A number's length as Chrome writes the double JavaScript gave it (an int32 as an integer).
+fn number_len(n: &serde_json::Number) -> usize {
+    let Some(f) = n.as_f64().filter(|f| f.is_finite()) else {
+        return 4; // `null`: not a JSON number in JavaScript.
+    };
+    if f.fract() == 0.0 && f >= f64::from(i32::MIN) && f <= f64::from(i32::MAX) {
+        // `{}` of an integral f64 prints its integer digits (`-0` counts as `0`: V8 gives it as
+        // the int32 0).
+        return format!("{}", f.abs()).len() + usize::from(f < 0.0);
+    }
+    // Shortest round-trip digits and the decimal exponent, from Rust's `{:e}`: `d.ddde±x`.
+    let e = format!("{:e}", f.abs());
+    let (mantissa, exp) = e.split_once('e').unwrap_or((e.as_str(), "0"));
+    let digits = mantissa.len() - usize::from(mantissa.contains('.'));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sign = usize::from(f < 0.0);
+    // `base::NumberToString`: decimal for exponents -6 to 11, else `d.ddde+x` / `de-x`.
+    if (-6..12).contains(&exp) {
+        // Digits before the decimal point: 0.000ddd, ddd000 (and `.0` added by the writer),
+        // or dd.d.
+        let point = exp + 1;
+        let zeros = usize::try_from(point.unsigned_abs()).unwrap_or(0);
+        let body = if point <= 0 {
+            2 + zeros + digits
+        } else if zeros >= digits {
+            zeros + 2
+        } else {
+            digits + 1
+        };
+        sign + body
+    } else {
+        let exp_digits = exp.unsigned_abs().to_string().len();
+        sign + digits + usize::from(digits > 1) + 2 + exp_digits
+    }
 }
 
 /// The bytes in use after `items` are set over `all` (the area's current content).
@@ -69,6 +135,52 @@ pub fn bytes_after(all: &Map<String, Value>, items: &Map<String, Value>) -> (usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// What Chromium 156's `getBytesInUse` counted for each value (less the key), measured.
+    #[test]
+    fn values_count_as_chrome_writes_them() {
+        for (v, chrome) in [
+            (json!("a"), 3),
+            (json!("<"), 8),
+            (json!(">"), 3),
+            (json!("\u{2028}"), 8),
+            (json!("&"), 3),
+            (json!("\u{7f}"), 3),
+            (json!("\u{1}"), 8),
+            (json!(5), 1),
+            (json!(1_700_000_000_001u64), 18),
+            (json!(1.5), 3),
+            (json!({"a": [1, "x"]}), 13),
+            (json!(1e21), 5),
+            (json!(1e-7), 4),
+            (json!("é"), 4),
+            (json!("😀"), 6),
+        ] {
+            assert_eq!(chrome_json_len(&v), chrome, "{v}");
+        }
+        // Measured too, as `base::NumberToString` and the writer give them.
+        for (v, chrome) in [
+            (json!(-3), 2),
+            (json!(2_147_483_648u64), 12),   // 2147483648.0
+            (json!(999_999_999_999u64), 14), // 999999999999.0
+            (json!(1e12), 5),                // 1e+12
+            (json!(1_700_000_000_000.0), 7), // 1.7e+12
+            (json!(-1.25e15), 9),            // -1.25e+15
+            (json!(0.001), 5),
+            (json!(1e-6), 8), // 0.000001
+            (json!("\"\\\n"), 8),
+            (json!(null), 4),
+            (json!(false), 5),
+            (json!([]), 2),
+            (json!({}), 2),
+            (json!("\t"), 4),
+            (json!(1.5e20), 7), // 1.5e+20
+        ] {
+            assert_eq!(chrome_json_len(&v), chrome, "{v}");
+        }
+        assert_eq!(item_bytes("k<", &json!("<")), 2 + 8);
+    }
 
     /// The agents' share, with the audit full too, leaves the user's reserve.
     #[test]
@@ -93,15 +205,5 @@ mod tests {
         assert_eq!(within_agent_limit(l + 500, 300, 300), Ok(()));
         assert_eq!(within_agent_limit(l + 500, 300, 301), Err(l + 501));
         assert_eq!(within_agent_limit(usize::MAX, 0, 1), Ok(()));
-    }
-
-    #[test]
-    fn the_rings_grow_only_below_the_share() {
-        let l = AGENT_LIMIT_BYTES;
-        assert_eq!(rings_limit(1000, 10, 0), 1000);
-        assert_eq!(rings_limit(1000, 10, l - 50), 60);
-        assert_eq!(rings_limit(1000, 10, l), 10);
-        assert_eq!(rings_limit(1000, 10, l + 99), 10);
-        assert_eq!(rings_limit(1000, usize::MAX, 0), 1000);
     }
 }
