@@ -204,3 +204,60 @@ fn an_agents_write_is_weighed_as_chrome_counts_it() {
         assert_eq!(off["ok"], json!(true), "{off}");
     }
 }
+
+/// R13: with the storage full to the byte, a change that failed could not record its own
+/// failure, and every later write — "Delete forever" and "Empty trash" too, which only free
+/// bytes — was refused until it was: the user could free nothing. A purge now runs, and the
+/// records follow once it has made room.
+#[test]
+fn a_full_storage_can_always_be_emptied_from_the_trash() {
+    let p = provider();
+    p.env.enforce_quota.set(true);
+    let big_one = op(&p, json!({"op": "scripts.save", "source": big("Old")}));
+    let big_one = big_one["result"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = op(&p, json!({"op": "scripts.delete", "uuid": big_one}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let small = op(
+        &p,
+        json!({"op": "scripts.save", "source": script("Small", "x")}),
+    );
+    let small = small["result"]["script"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    filled(&p, QUOTA_BYTES - in_use(&p) - "filler".len() - 2);
+    let off = json!({"op": "scripts.setEnabled", "uuid": small, "enabled": false});
+    let r = op(&p, off.clone());
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("storage is full"),
+        "{r}"
+    );
+    let r = op(&p, off.clone());
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no write runs until"),
+        "{r}"
+    );
+    let r = op(&p, json!({"op": "trash.purge", "uuids": [big_one]}));
+    assert_eq!(r["purged"], json!(1), "{r}");
+    let log = block_on(audit::read_all(&p.env)).unwrap();
+    let results: Vec<(&str, &str)> = log
+        .iter()
+        .map(|e| (e.tool.as_str(), e.result.as_str()))
+        .collect();
+    assert!(results.contains(&(audit::PURGE_TOOL, "ok")), "{results:?}");
+    assert!(
+        results.contains(&("set_script_enabled", "STORAGE_ERROR")),
+        "{results:?}"
+    );
+    let r = op(&p, off);
+    assert_eq!(r["ok"], json!(true), "{r}");
+}

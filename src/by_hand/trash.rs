@@ -106,11 +106,11 @@ pub(super) async fn purge<E: Env>(
         result: "STORAGE_ERROR".to_owned(),
         ..entry.clone()
     };
-    if let Err(e) = p.settle_interrupted_write().await {
-        // The slot still holds an earlier worker's entry: appended, not finalized.
-        p.audit(&failed()).await;
-        return err(unsettled(&e));
-    }
+    // An earlier entry that could not be saved for want of storage blocks every write but
+    // this one: a purge only frees bytes, and refused, it would leave a full storage so for
+    // good (R13). It then runs unjournaled, and its entries follow the earlier ones once it
+    // freed room; a worker stopped between leaves it unaudited.
+    let unsettled = p.settle_interrupted_write().await.err();
     let going = match trash::named(&p.env, only.as_deref()).await {
         Ok(g) => g,
         Err(e) => {
@@ -131,10 +131,51 @@ pub(super) async fn purge<E: Env>(
     if entries.is_empty() {
         entries.push(entry.clone());
     }
-    let env = Journaled::new(&p.env, entries.first().cloned());
-    env.also(entries.iter().skip(1).cloned().collect());
+    let journal = if unsettled.is_none() {
+        entries.first().cloned()
+    } else {
+        None
+    };
+    let env = Journaled::new(&p.env, journal);
+    if unsettled.is_some() {
+        p.note(format!(
+            "purging unjournaled: {}",
+            unsettled
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        ));
+    } else {
+        env.also(entries.iter().skip(1).cloned().collect());
+    }
     let done = trash::purge(&env, only.as_deref()).await;
+    // Settled now (with the room the purge freed)? Else its entries are appended: the slot
+    // may hold an earlier worker's entry, which finalizing would clear.
+    let settled = unsettled.is_none()
+        || (done.is_ok()
+            && match p.settle_interrupted_write().await {
+                Ok(()) => true,
+                Err(e) => {
+                    p.note(unsettled_text(&e));
+                    false
+                }
+            });
     match done {
+        Ok(n) if !settled => {
+            for e in &entries {
+                p.audit(&Entry {
+                    at: p.env.now_ms(),
+                    result: "ok".to_owned(),
+                    ..e.clone()
+                })
+                .await;
+            }
+            json!({ "ok": true, "purged": n })
+        }
+        Err(e) if !settled => {
+            p.audit(&failed()).await;
+            err(e.to_string())
+        }
         Ok(n) => {
             let at = p.env.now_ms();
             let all: Vec<Entry> = entries
@@ -157,7 +198,7 @@ pub(super) async fn purge<E: Env>(
     }
 }
 
-fn unsettled(e: &audit::AuditError) -> String {
+fn unsettled_text(e: &audit::AuditError) -> String {
     format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}")
 }
 
@@ -173,7 +214,7 @@ pub(crate) async fn sweep<E: Env>(p: &Provider<E>) -> Result<usize, ScriptError>
     }
     p.settle_interrupted_write()
         .await
-        .map_err(|e| ScriptError::Storage(unsettled(&e)))?;
+        .map_err(|e| ScriptError::Storage(unsettled_text(&e)))?;
     let uuids: Vec<String> = due.iter().map(|g| g.uuid.clone()).collect();
     let mut entries = left_entries(p.env.now_ms(), &due).into_iter();
     let Some(first) = entries.next() else {
