@@ -149,8 +149,7 @@ pub(super) async fn purge<E: Env>(
         env.also(entries.iter().skip(1).cloned().collect());
     }
     let done = trash::purge(&env, only.as_deref()).await;
-    // Settled now (with the room the purge freed)? Else its entries are appended: the slot
-    // may hold an earlier worker's entry, which finalizing would clear.
+    // Settled now, with the room the purge freed?
     let settled = unsettled.is_none()
         || (done.is_ok()
             && match p.settle_interrupted_write().await {
@@ -160,39 +159,48 @@ pub(super) async fn purge<E: Env>(
                     false
                 }
             });
+    let failed = failed();
+    recorded(p, done, entries, failed, settled).await
+}
+
+/// A purge's answer, its entries saved: finalized from the slot they were pending in (or that
+/// a purge run unjournaled cleared, once settled); else appended, since the slot may hold an
+/// earlier worker's entry, which finalizing would clear.
+async fn recorded<E: Env>(
+    p: &Provider<E>,
+    done: Result<usize, crate::scripts::store::ScriptError>,
+    entries: Vec<Entry>,
+    failed: Entry,
+    settled: bool,
+) -> Value {
+    let at = p.env.now_ms();
+    let all: Vec<Entry> = entries
+        .into_iter()
+        .map(|e| Entry {
+            at,
+            result: "ok".to_owned(),
+            ..e
+        })
+        .collect();
     match done {
-        Ok(n) if !settled => {
-            for e in &entries {
-                p.audit(&Entry {
-                    at: p.env.now_ms(),
-                    result: "ok".to_owned(),
-                    ..e.clone()
-                })
-                .await;
-            }
-            json!({ "ok": true, "purged": n })
-        }
-        Err(e) if !settled => {
-            p.audit(&failed()).await;
-            err(e.to_string())
-        }
         Ok(n) => {
-            let at = p.env.now_ms();
-            let all: Vec<Entry> = entries
-                .into_iter()
-                .map(|e| Entry {
-                    at,
-                    result: "ok".to_owned(),
-                    ..e
-                })
-                .collect();
-            p.audit_final_all(&all).await;
+            if settled {
+                p.audit_final_all(&all).await;
+            } else {
+                for e in &all {
+                    p.audit(e).await;
+                }
+            }
             json!({ "ok": true, "purged": n })
         }
         // A purge that failed deleted nothing (its one `set` did not happen, and carried the
         // pending entries): one entry says the user's action failed.
         Err(e) => {
-            p.audit_final(&failed()).await;
+            if settled {
+                p.audit_final(&failed).await;
+            } else {
+                p.audit(&failed).await;
+            }
             err(e.to_string())
         }
     }
