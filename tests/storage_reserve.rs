@@ -79,14 +79,34 @@ fn an_agent_cannot_fill_the_storage_the_user_needs() {
     );
     assert_eq!(smaller["isError"], json!(false), "{smaller}");
 
-    // The user: turn the agent's scripts off, one by one (each pushes 250 KiB into the history).
-    for uuid in written.iter().skip(1).take(3) {
+    // The user: turn every one of the agent's scripts off (R13: each switch copied its
+    // 250 KiB source into the history, and after eight the user could turn off, delete and
+    // undo nothing). Near the quota a switch keeps no copy.
+    for uuid in written.iter().skip(1) {
+        p.env.advance(1.0);
         let r = op(
             &p,
             json!({"op": "scripts.setEnabled", "uuid": uuid, "enabled": false}),
         );
         assert_eq!(r["ok"], json!(true), "{r}");
     }
+    assert!(
+        in_use(&p) <= QUOTA_BYTES - lumo_userscripts::scripts::quota::DELETE_ROOM_BYTES,
+        "{} in use",
+        in_use(&p)
+    );
+    // Undo of the last switch, which kept no copy, switches back.
+    p.env.advance(1000.0);
+    let last = block_on(audit::read_all(&p.env)).unwrap()[0].clone();
+    assert_eq!(last.tool, "set_script_enabled", "{last:?}");
+    let target = last.target.clone().unwrap();
+    let r = op(
+        &p,
+        json!({"op": "scripts.undo", "uuid": target, "caller": last.caller, "at": last.at, "via": "popup"}),
+    );
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let got = op(&p, json!({"op": "scripts.get", "uuid": target}));
+    assert_eq!(got["script"]["enabled"], json!(true), "{got}");
     // Their own script off, and undone.
     p.env.advance(1000.0);
     let r = op(

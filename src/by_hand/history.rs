@@ -303,6 +303,17 @@ pub(super) async fn undo<E: Env>(
         .await;
     };
     if h.find(before).is_none() {
+        // A switch that kept no copy of the version it replaced (the storage was nearly full:
+        // `store::set_enabled`) is undone by switching back.
+        if entry.tool == "set_script_enabled" && made == now {
+            let enabled = !current.record().enabled;
+            let args = WriteArgs::SetEnabled {
+                uuid,
+                enabled,
+                revision: Some(now),
+            };
+            return write(p, msg, "set_script_enabled", args).await;
+        }
         return err(ScriptError::RevisionNotFound {
             uuid,
             revision: before,

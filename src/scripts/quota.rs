@@ -12,6 +12,11 @@ pub const HEADROOM_BYTES: usize = 256 * 1024;
 /// Kept for the user's own changes when agents write: turning a script off, deleting it, Undo
 /// (each pushes a version into the history) and the audit entries they make.
 pub const USER_RESERVE_BYTES: usize = 1024 * 1024;
+/// Kept free by the user's own switches: one that would leave less keeps no copy of the
+/// version it replaced in the history (R13: each switch of a 250 KB script copied its source,
+/// and after eight the user could delete nothing, since a delete writes the script's trash
+/// copy before it removes the live one: up to its source, at most 256 KiB).
+pub const DELETE_ROOM_BYTES: usize = 512 * 1024;
 /// What the audit log's two rings may hold at most: 1,000 entries each, an entry a few hundred
 /// bytes (a name is kept to `guard::audit::MAX_ENTRY_NAME` characters).
 pub const AUDIT_ALLOWANCE_BYTES: usize = 1024 * 1024;

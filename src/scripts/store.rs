@@ -946,12 +946,15 @@ pub async fn set_enabled<E: Storage + Clock>(
         updated_via: actor.via(),
         ..current.clone()
     };
-    let prev = Revision {
-        record: current,
-        source: source.clone(),
-    };
-    let replaced = Replaced { prev, read: None };
-    let stale_history = save(env, &record, None, None, Some(replaced), Map::new()).await?;
+    let kept = history_has_room(env, actor.by, &current, &source).await?;
+    let replaced = kept.then(|| Replaced {
+        prev: Revision {
+            record: current,
+            source: source.clone(),
+        },
+        read: None,
+    });
+    let stale_history = save(env, &record, None, None, replaced, Map::new()).await?;
     Ok(Change {
         record,
         source,
@@ -961,6 +964,30 @@ pub async fn set_enabled<E: Storage + Clock>(
         diagnostics: Vec::new(),
         stale_history,
     })
+}
+
+/// Whether a switch by `by` keeps a copy of the version it replaces in the history: always
+/// but the user's when that copy would leave less than [`quota::DELETE_ROOM_BYTES`] free of
+/// the quota, as Chrome counts it. Without it, Undo of the switch switches back
+/// (`by_hand::history`); turning a script off must not cost the room to delete one.
+async fn history_has_room<S: Storage>(
+    s: &S,
+    by: &str,
+    current: &ScriptRecord,
+    source: &str,
+) -> Result<bool, ScriptError> {
+    if by != BY_USER {
+        return Ok(true);
+    }
+    let in_use = s
+        .bytes_in_use(Area::Local, None)
+        .await
+        .map_err(storage_err)?;
+    let copy = serde_json::to_value(current)
+        .map(|r| quota::chrome_json_len(&r))
+        .unwrap_or(usize::MAX)
+        .saturating_add(quota::chrome_json_len(&Value::String(source.to_owned())));
+    Ok(in_use.saturating_add(copy) <= quota::QUOTA_BYTES.saturating_sub(quota::DELETE_ROOM_BYTES))
 }
 
 #[cfg(test)]
