@@ -349,7 +349,7 @@ async fn import_items<E: Env>(
         count: None,
     };
     if let Err(e) = p.settle_interrupted_write().await {
-        return err(format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}"));
+        return err(crate::guard::audit::unsettled_message(&e));
     }
     // Expired trash still holds bytes the quota counts: it goes first. A purge rewrites the GM
     // values budget, so no value change may land between its read and its write.

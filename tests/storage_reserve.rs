@@ -263,7 +263,7 @@ fn a_full_storage_can_always_be_emptied_from_the_trash() {
         r["error"]
             .as_str()
             .unwrap_or_default()
-            .contains("no write runs until"),
+            .contains("no write runs until it is: Resource::kQuotaBytes quota exceeded (test). If the storage is full, make room: \"Delete forever\" or \"Empty trash\""),
         "{r}"
     );
     let r = op(&p, json!({"op": "trash.purge", "uuids": [big_one]}));

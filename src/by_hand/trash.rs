@@ -207,7 +207,7 @@ async fn recorded<E: Env>(
 }
 
 fn unsettled_text(e: &audit::AuditError) -> String {
-    format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}")
+    audit::unsettled_message(e)
 }
 
 /// Deletes for good what is past its 30 days in the trash (or the oldest past its count bound),

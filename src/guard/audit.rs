@@ -233,6 +233,13 @@ pub enum AuditError {
     Encode(String),
 }
 
+/// Why a write is refused while an earlier audit entry waits to be saved (`Provider::
+/// settle_interrupted_write`), and what frees a full storage then (R13: the message gave the
+/// user nothing to act on).
+pub fn unsettled_message(e: &AuditError) -> String {
+    format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}. If the storage is full, make room: \"Delete forever\" or \"Empty trash\" on the options page runs even now")
+}
+
 impl std::fmt::Display for AuditError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -69,11 +69,15 @@ pub(crate) async fn run_write<'a, E: Env>(
     });
     let mut began = false;
     let mut finalized = false;
-    let done = match (&journal, p.settle_interrupted_write().await, p.scripts().await) {
+    let done = match (
+        &journal,
+        p.settle_interrupted_write().await,
+        p.scripts().await,
+    ) {
         (Some(_), Err(e), _) => Executed {
             result: Err(ToolError::new(
                 ErrorCode::StorageError,
-                format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}"),
+                crate::guard::audit::unsettled_message(&e),
             )),
             target: named.clone(),
         },
