@@ -796,9 +796,14 @@ const VALUES_JS: &str = concat!(
     "if(bad){console.error(bad);for(const x of w)x[1](new Error(bad))}else for(const x of w)x[0]();if(pend)soon()})};",
     // A key's own change answered: its number is this page's, and a change another page made
     // meanwhile is taken only if the worker stored it later.
-    "const settle=(keys,r)=>{const n=r&&!r.error&&typeof r.n==='number'?r.n:0;for(const k of keys){",
+    // A refused change: the page's copy of each key goes back to what is stored (`kept`,
+    // [key, text|null] pairs), unless a later change of it is on its way.
+    "const settle=(keys,r)=>{const n=r&&!r.error&&typeof r.n==='number'?r.n:0;",
+    "const kept=r&&r.error&&Array.isArray(r.kept)?new Map(r.kept.filter(x=>Array.isArray(x)&&typeof x[0]==='string')):null;",
+    "for(const k of keys){",
     "const c=(fly.get(k)||1)-1;c?fly.set(k,c):fly.delete(k);if(n>(mine.get(k)||0))mine.set(k,n);",
-    "const h=held.get(k);if(h&&!fly.has(k)&&!(pend&&pend.has(k))){held.delete(k);if(h.n>(mine.get(k)||0))remote(k,h.t)}}};",
+    "const h=held.get(k),idle=!fly.has(k)&&!(pend&&pend.has(k));if(h&&idle){held.delete(k);if(h.n>(mine.get(k)||0))remote(k,h.t)}",
+    "else if(kept&&idle&&kept.has(k)){const t=kept.get(k);remote(k,typeof t==='string'?t:undefined)}}};",
     // A change goes in a task of its own, after the one that made it: a message, not a timer,
     // which Chrome delays up to a minute in a hidden tab. What is waiting goes at once when the
     // page is hidden or left (a tab closed: no later task runs), and a change made from then

@@ -330,10 +330,25 @@ impl<E: Env> Provider<E> {
                 change.settled();
                 json!({ "ok": true, "changed": changes.len(), "n": n })
             }
-            // Storage's `set` is whole or nothing: nothing to register.
+            // Storage's `set` is whole or nothing: nothing to register. The page is told what
+            // its keys hold, so its copy reads the stored values again (R13: a refused value
+            // read back for seconds, as if kept).
             Err(e) => {
                 change.settled();
-                error(e.to_string())
+                let keys: Vec<&str> = match op {
+                    crate::gm::values::Op::Set(items) => {
+                        items.iter().map(|(k, _)| k.as_str()).collect()
+                    }
+                    crate::gm::values::Op::Delete(keys) => {
+                        keys.iter().map(String::as_str).collect()
+                    }
+                };
+                let mut answer = error(e.to_string());
+                if let Ok(stored) = crate::gm::store::load(&self.env, &record.uuid).await {
+                    let kept: Vec<Value> = keys.iter().map(|k| json!([k, stored.get(k)])).collect();
+                    answer["kept"] = Value::Array(kept);
+                }
+                answer
             }
         }
     }
@@ -983,9 +998,15 @@ mod tests {
         fill_to_share(&p, 500);
         let before = block_on(p.env.bytes_in_use(Area::Local, None)).unwrap();
         let big = format!("\"{}\"", "x".repeat(1000));
-        let r = gm(&p, &t, json!({"op": "values.set", "items": [["big", big]]}));
+        let r = gm(
+            &p,
+            &t,
+            json!({"op": "values.set", "items": [["k", "2"], ["big", big]]}),
+        );
         let e = r["error"].as_str().unwrap_or_default();
         assert!(e.contains("storage is nearly full"), "{r}");
+        // The page is told what its keys hold, so its copy goes back to them.
+        assert_eq!(r["kept"], json!([["k", "1"], ["big", null]]));
         assert_eq!(
             block_on(p.env.bytes_in_use(Area::Local, None)).unwrap(),
             before
