@@ -343,12 +343,14 @@ impl<E: Env> Provider<E> {
                         keys.iter().map(String::as_str).collect()
                     }
                 };
-                let mut answer = error(e.to_string());
-                if let Ok(stored) = crate::gm::store::load(&self.env, &record.uuid).await {
-                    let kept: Vec<Value> = keys.iter().map(|k| json!([k, stored.get(k)])).collect();
-                    answer["kept"] = Value::Array(kept);
+                match crate::gm::store::load(&self.env, &record.uuid).await {
+                    Ok(stored) => {
+                        let kept: Vec<Value> =
+                            keys.iter().map(|k| json!([k, stored.get(k)])).collect();
+                        json!({ "error": e.to_string(), "kept": kept })
+                    }
+                    Err(_) => error(e.to_string()),
                 }
-                answer
             }
         }
     }
