@@ -3,8 +3,8 @@
 //! script, appended to that script's ring (`scripts::runs`); a late error joins the run of the
 //! same document. Every ring write also weighs all rings against their total budget
 //! (`runs::enforce_budget`), and in `chrome.storage.local` against the agents' share of the
-//! storage (`Provider::within_share`). Nothing here calls tools, the policy, the probe or a session: the
-//! channel's only effect is a stored run.
+//! storage (`Provider::within_share`). Nothing here calls tools, the policy, the probe or a
+//! session: the channel's only effect is a stored run.
 
 use super::Provider;
 use crate::channel::{self, key_store, ChannelKey, Dropped, Message, Verdict};
@@ -473,7 +473,10 @@ impl<E: Env> Provider<E> {
                 .fold(0, usize::saturating_add)
         };
         let mut size = bytes(m);
-        let others = size.saturating_sub(m.get(&key).map_or(0, |v| item_bytes(&key, v)));
+        // What the write holds besides the two items a trim rewrites: the ring and the budget.
+        let others = [key.as_str(), BUDGET_KEY].iter().fold(size, |n, k| {
+            n.saturating_sub(m.get(*k).map_or(0, |v| item_bytes(k, v)))
+        });
         let mut ring = Ring::decode(m.get(&key));
         while within_agent_limit(all, replaced, size).is_err() {
             if !replaceable || ring.runs.len() <= 1 {
@@ -482,14 +485,14 @@ impl<E: Env> Provider<E> {
             ring.runs.remove(0);
             budget.set(uuid, &ring);
             let (r, b) = (ring.encode(), budget.encode());
-            let old_budget = m.get(BUDGET_KEY).map_or(0, |v| item_bytes(BUDGET_KEY, v));
             size = others
-                .saturating_sub(old_budget)
                 .saturating_add(item_bytes(BUDGET_KEY, &b))
                 .saturating_add(item_bytes(&key, &r));
             m.insert(key.clone(), r);
             m.insert(BUDGET_KEY.to_owned(), b);
         }
+        // What is written is what was weighed.
+        debug_assert_eq!(size, bytes(m));
         Ok(true)
     }
 

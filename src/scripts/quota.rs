@@ -25,10 +25,10 @@ pub const AUDIT_ALLOWANCE_BYTES: usize = 1024 * 1024;
 /// the user's hand — a script's `GM_setValue`, the run reports' rings (`gm::store`,
 /// `provider::runs`): the quota less the user's reserve and the audit's allowance. Past it an
 /// agent's write, or a change of values, is refused unless it frees bytes, and a run report
-/// takes the place of its script's older ones; so whatever agents write, whatever their scripts' values hold
-/// and however many pages report runs, the user can still turn a script off, delete it or undo
-/// (R9: an agent filled the storage to the byte in 46 writes, and every change of the user's
-/// was then refused). Each bounds itself at its own write, against what Chrome counts in use:
+/// takes the place of its script's older ones; so whatever agents write, whatever their
+/// scripts' values hold and however many pages report runs, the user can still turn a script
+/// off, delete it or undo (R9: an agent filled the storage to the byte in 46 writes, and every
+/// change of the user's was then refused). Each bounds itself at its own write, against what Chrome counts in use:
 /// no share is held back for the others (a first version kept the values' and rings' whole
 /// bounds free, 5 MiB, and refused every agent write once the user stored 1,000 scripts).
 pub const AGENT_LIMIT_BYTES: usize = QUOTA_BYTES - USER_RESERVE_BYTES - AUDIT_ALLOWANCE_BYTES;
