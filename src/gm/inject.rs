@@ -802,8 +802,10 @@ const VALUES_JS: &str = concat!(
     "const kept=r&&r.error&&Array.isArray(r.kept)?new Map(r.kept.filter(x=>Array.isArray(x)&&typeof x[0]==='string')):null;",
     "for(const k of keys){",
     "const c=(fly.get(k)||1)-1;c?fly.set(k,c):fly.delete(k);if(n>(mine.get(k)||0))mine.set(k,n);",
-    "const h=held.get(k),idle=!fly.has(k)&&!(pend&&pend.has(k));if(h&&idle){held.delete(k);if(h.n>(mine.get(k)||0))remote(k,h.t)}",
-    "else if(kept&&idle&&kept.has(k)){const t=kept.get(k);remote(k,typeof t==='string'?t:undefined)}}};",
+    // `kept` was read after any change held here, so it wins over one (R14).
+    "const h=held.get(k),idle=!fly.has(k)&&!(pend&&pend.has(k));",
+    "if(kept&&idle&&kept.has(k)){held.delete(k);const t=kept.get(k);remote(k,typeof t==='string'?t:undefined)}",
+    "else if(h&&idle){held.delete(k);if(h.n>(mine.get(k)||0))remote(k,h.t)}}};",
     // A change goes in a task of its own, after the one that made it: a message, not a timer,
     // which Chrome delays up to a minute in a hidden tab. What is waiting goes at once when the
     // page is hidden or left (a tab closed: no later task runs), and a change made from then
