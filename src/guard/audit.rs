@@ -237,7 +237,7 @@ pub enum AuditError {
 /// settle_interrupted_write`), and what frees a full storage then (R13: the message gave the
 /// user nothing to act on).
 pub fn unsettled_message(e: &AuditError) -> String {
-    format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}. If the storage is full, make room: \"Delete forever\" or \"Empty trash\" on the options page runs even now")
+    format!("the record of an earlier write (interrupted, or not saved for want of storage) could not be saved, so no write runs until it is: {e}. If the storage is full and scripts are in the trash, make room: \"Delete forever\" or \"Empty trash\" on the options page runs even now")
 }
 
 impl std::fmt::Display for AuditError {

@@ -12,11 +12,17 @@ pub const HEADROOM_BYTES: usize = 256 * 1024;
 /// Kept for the user's own changes when agents write: turning a script off, deleting it, Undo
 /// (each pushes a version into the history) and the audit entries they make.
 pub const USER_RESERVE_BYTES: usize = 1024 * 1024;
+/// Most bytes a script's source may take as Chrome stores it ([`string_json_len`]): one and a
+/// half times the tools' 256 KiB of text, room for the escapes an ordinary script holds (a
+/// newline or a tab is two bytes, a `<` six), so the room a delete needs is bounded (R14:
+/// 256 KiB of `<` is 1.5 MiB).
+pub const MAX_STORED_SOURCE_BYTES: usize = 384 * 1024;
 /// Kept free by the user's own switches: one that would leave less keeps no copy of the
 /// version it replaced in the history (R13: each switch of a 250 KB script copied its source,
-/// and after eight the user could delete nothing, since a delete writes the script's trash
-/// copy before it removes the live one: up to its source, at most 256 KiB).
-pub const DELETE_ROOM_BYTES: usize = 512 * 1024;
+/// and after eight the user could delete nothing). A delete writes the script's trash copy —
+/// its source and its record, which repeats the source's header at most — before it removes
+/// the live one: at most twice [`MAX_STORED_SOURCE_BYTES`], and a little.
+pub const DELETE_ROOM_BYTES: usize = 2 * MAX_STORED_SOURCE_BYTES + 64 * 1024;
 /// What the audit log's two rings may hold at most: 1,000 entries each, an entry a few hundred
 /// bytes (a name is kept to `guard::audit::MAX_ENTRY_NAME` characters).
 pub const AUDIT_ALLOWANCE_BYTES: usize = 1024 * 1024;
@@ -61,12 +67,12 @@ pub fn chrome_json_len(v: &Value) -> usize {
         Value::Null => 4,
         Value::Bool(b) => 4 + usize::from(!*b),
         Value::Number(n) => number_len(n),
-        Value::String(s) => string_len(s),
+        Value::String(s) => string_json_len(s),
         Value::Array(a) => a.iter().fold(2 + a.len().saturating_sub(1), |n, x| {
             n.saturating_add(chrome_json_len(x))
         }),
         Value::Object(o) => o.iter().fold(2 + o.len().saturating_sub(1), |n, (k, x)| {
-            n.saturating_add(string_len(k))
+            n.saturating_add(string_json_len(k))
                 .saturating_add(1)
                 .saturating_add(chrome_json_len(x))
         }),
@@ -75,7 +81,7 @@ pub fn chrome_json_len(v: &Value) -> usize {
 
 /// A JSON string's length with its quotes, escaped as Chrome escapes it (by bytes: U+2028 and
 /// U+2029 are `E2 80 A8`/`A9` in UTF-8, and no other character's bytes hold `E2 80 A8`).
-fn string_len(s: &str) -> usize {
+pub fn string_json_len(s: &str) -> usize {
     let b = s.as_bytes();
     let extra = b.iter().enumerate().fold(0usize, |n, (i, &c)| {
         n.saturating_add(match c {
@@ -181,6 +187,7 @@ mod tests {
             (json!({}), 2),
             (json!("\t"), 4),
             (json!(1.5e20), 7), // 1.5e+20
+            (json!(-0.0), 1),   // JSON.parse("-0.0") is -0, stored as 0
         ] {
             assert_eq!(chrome_json_len(&v), chrome, "{v}");
         }

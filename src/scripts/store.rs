@@ -90,6 +90,11 @@ pub enum ScriptError {
         max: usize,
     },
     Storage(String),
+    /// The source would take `stored` bytes as Chrome stores it, past
+    /// [`quota::MAX_STORED_SOURCE_BYTES`].
+    StoredTooLarge {
+        stored: usize,
+    },
     /// An agent's write would take storage past [`quota::AGENT_LIMIT_BYTES`] (`limit`): `needed`
     /// bytes in use after it.
     StorageKept {
@@ -144,6 +149,7 @@ impl fmt::Display for ScriptError {
                 write!(f, "invalid metadata block: {}", errors.join("; "))
             }
             ScriptError::TooLarge { size, max } => write!(f, "the source is {size} bytes, over the {max}-byte limit"),
+            ScriptError::StoredTooLarge { stored } => write!(f, "the source would take {stored} bytes as Chrome stores it, over the {}-byte limit: Chrome's storage writes each `<` and each control character as a six-byte escape, and each newline, tab, quote or backslash as two; nothing changed", quota::MAX_STORED_SOURCE_BYTES),
             ScriptError::TooMany => write!(f, "{MAX_SCRIPTS} scripts are stored, the most this provider keeps; delete some first"),
             ScriptError::TrashFull { max } => write!(f, "not deleted: the trash already holds {max} scripts, and another would remove the oldest for good, which only the user does; ask the user to restore or empty some in the trash on the options page"),
             ScriptError::PatchFailed(why) => write!(f, "patch not applied, nothing changed: {why}"),
@@ -202,7 +208,8 @@ pub(crate) async fn check_agent_room<S: Storage>(
     })
 }
 
-/// Parses and lints a source exactly as a write would.
+/// Parses and lints a source exactly as a write would: at most `max_bytes` of text, and
+/// [`quota::MAX_STORED_SOURCE_BYTES`] as Chrome stores it.
 pub fn validate(
     source: &str,
     max_bytes: usize,
@@ -212,6 +219,11 @@ pub fn validate(
             size: source.len(),
             max: max_bytes,
         });
+    }
+    // `usize::MAX`: the diagnostics of a source already stored, which no bound refuses.
+    let stored = quota::string_json_len(source);
+    if max_bytes != usize::MAX && stored > quota::MAX_STORED_SOURCE_BYTES {
+        return Err(ScriptError::StoredTooLarge { stored });
     }
     let parsed = metadata::parse(source);
     let diagnostics = parsed.diagnostics;
@@ -986,7 +998,7 @@ async fn history_has_room<S: Storage>(
     let copy = serde_json::to_value(current)
         .map(|r| quota::chrome_json_len(&r))
         .unwrap_or(usize::MAX)
-        .saturating_add(quota::chrome_json_len(&Value::String(source.to_owned())));
+        .saturating_add(quota::string_json_len(source));
     Ok(in_use.saturating_add(copy) <= quota::QUOTA_BYTES.saturating_sub(quota::DELETE_ROOM_BYTES))
 }
 

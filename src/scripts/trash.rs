@@ -538,6 +538,12 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
         .into_iter()
         .partition(|sl| uuids.is_some_and(|u| !u.contains(&sl.uuid)));
     let gone: Vec<String> = gone.into_iter().map(|s| s.uuid).collect();
+    // Nothing goes: no `set` (on a storage full to the byte it could be refused for a key it
+    // adds, R14), but the sweeps below still free what is dead.
+    if gone.is_empty() {
+        sweep_dead(s).await;
+        return Ok(0);
+    }
     let mut items = Map::new();
     items.insert(TRASH_INDEX_KEY.to_owned(), index_json(&keep));
     items.insert(
@@ -560,9 +566,14 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
         let _ = s.remove(Area::Local, &refs).await;
     }
     forget_private_runs(s, &gone).await;
-    // What an earlier purge stopped before its `remove` left listed nowhere goes now; then the
-    // @require/@resource bytes nothing names any more (a failure of either only leaves dead
-    // bytes until the next purge).
+    sweep_dead(s).await;
+    Ok(gone.len())
+}
+
+/// What an earlier purge stopped before its `remove` left listed nowhere goes now; then the
+/// @require/@resource bytes nothing names any more (a failure of either only leaves dead bytes
+/// until the next purge).
+async fn sweep_dead<S: Storage>(s: &S) {
     if let Ok(all) = s.get_all(Area::Local).await {
         let left = ownerless(&all);
         if !left.is_empty() {
@@ -571,7 +582,6 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
         }
     }
     let _ = crate::gm::asset_store::sweep(s).await;
-    Ok(gone.len())
 }
 
 /// What has been in the trash 30 days (or is past the count bound), which [`purge_expired`]

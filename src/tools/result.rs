@@ -162,6 +162,7 @@ impl From<ScriptError> for ToolError {
             | ScriptError::TrashFull { .. } => ErrorCode::Conflict,
             ScriptError::InvalidMetadata(_) => ErrorCode::InvalidMetadata,
             ScriptError::TooLarge { .. }
+            | ScriptError::StoredTooLarge { .. }
             | ScriptError::PatchTooLarge { .. }
             | ScriptError::StorageKept { .. }
             | ScriptError::TooMany => ErrorCode::PayloadTooLarge,
