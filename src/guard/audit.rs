@@ -145,28 +145,47 @@ impl Purged {
     /// The name is untrusted text (an agent may have written the script): cut, then with every
     /// invisible or direction character as a visible `⟨U+XXXX⟩`, as the pages show names.
     pub fn new(name: &str, why: &str) -> Purged {
-        let cut: String = name.chars().take(MAX_PURGED_NAME).collect();
         Purged {
-            name: crate::guard::diff::visible(&cut),
+            name: bounded_visible(name, MAX_PURGED_NAME),
             why: why.to_owned(),
         }
     }
 }
 
-/// The longest name a write's entry keeps ([`Entry::name`]), in characters: the log of 1,000
-/// entries stays within its share of the storage (`scripts::quota::AUDIT_ALLOWANCE_BYTES`).
+/// The longest name a write's entry keeps ([`Entry::name`]), in characters (and in stored
+/// bytes, [`MAX_NAME_STORED_BYTES`]): the log's two rings of 1,000 entries stay within their
+/// share of the storage (`scripts::quota::AUDIT_ALLOWANCE_BYTES`).
 pub const MAX_ENTRY_NAME: usize = 80;
 
 /// A script's name as a write's entry keeps it, and as the popup is given the name now to set
 /// beside it: untrusted text (an agent may have written it), cut to [`MAX_ENTRY_NAME`]
-/// characters (`…` for the rest), then every invisible or direction character made a visible
-/// `⟨U+XXXX⟩`, as the pages show names.
+/// characters and [`MAX_NAME_STORED_BYTES`] (`…` for the rest), every invisible or direction
+/// character made a visible `⟨U+XXXX⟩`, as the pages show names.
 pub fn kept_name(name: &str) -> String {
-    let mut cut: String = name.chars().take(MAX_ENTRY_NAME).collect();
-    if cut.len() < name.len() {
-        cut.push('…');
+    bounded_visible(name, MAX_ENTRY_NAME)
+}
+
+/// The most bytes a name in an entry takes as Chrome stores it (R12: 80 `<` are 480 bytes, 80
+/// invisible characters, each marked `⟨U+XXXX⟩`, more; a full log passed its 1 MiB).
+pub const MAX_NAME_STORED_BYTES: usize = 240;
+
+/// `name` cut to `max_chars` characters and [`MAX_NAME_STORED_BYTES`] stored bytes (`…` for
+/// the rest), every invisible or direction character made a visible `⟨U+XXXX⟩`.
+fn bounded_visible(name: &str, max_chars: usize) -> String {
+    let room = MAX_NAME_STORED_BYTES - '…'.len_utf8();
+    let (mut out, mut bytes) = (String::new(), 0usize);
+    let mut buf = [0u8; 4];
+    for (i, c) in name.chars().enumerate() {
+        let piece = crate::guard::diff::visible(c.encode_utf8(&mut buf));
+        let n = crate::scripts::quota::string_json_len(&piece) - 2;
+        if i == max_chars || bytes + n > room {
+            out.push('…');
+            return out;
+        }
+        out.push_str(&piece);
+        bytes += n;
     }
-    crate::guard::diff::visible(&cut)
+    out
 }
 
 /// Which budget an entry is kept in (see the module docs).
@@ -919,6 +938,55 @@ mod tests {
     use super::*;
     use crate::env::memory::MemoryEnv;
     use futures::executor::block_on;
+
+    /// R12: the log stays within its share of the storage however an agent names its
+    /// scripts: the biggest entry either ring can hold, a thousand times each, as Chrome
+    /// counts the bytes (the chunk keys and heads besides), is within the allowance.
+    #[test]
+    fn a_full_log_stays_within_its_allowance_whatever_the_names() {
+        use crate::scripts::quota::{chrome_json_len, AUDIT_ALLOWANCE_BYTES};
+        for name in ["<".repeat(300), "\u{202e}".repeat(300), "字".repeat(300)] {
+            let kept = kept_name(&name);
+            assert!(chrome_json_len(&Value::String(kept.clone())) <= MAX_NAME_STORED_BYTES + 2);
+            assert!(kept.ends_with('…'), "{kept}");
+            let effect = Entry {
+                at: 1_700_000_000_000.123,
+                tool: "set_script_enabled".into(),
+                caller: "a".repeat(32),
+                result: "INTERRUPTED".into(),
+                target: Some("00000000-0000-4000-8000-000000000001".into()),
+                digest: "f".repeat(64),
+                unchanged: true,
+                from_trash: true,
+                revision: Some(u64::from(u32::MAX)),
+                purged: None,
+                name: Some(kept),
+                count: Some(u64::from(u32::MAX)),
+            };
+            // A purge's entry names its script in `purged`, not `name`.
+            let purge = Entry {
+                purged: Some(Purged::new(&name, "deletedForever")),
+                name: None,
+                ..effect.clone()
+            };
+            let refusal = Entry {
+                result: "REVIEW_INTERRUPTED".into(),
+                purged: None,
+                name: None,
+                count: None,
+                revision: None,
+                ..effect.clone()
+            };
+            let size = |e: &Entry| chrome_json_len(&serde_json::to_value(e).unwrap()) + 1;
+            let ring = |e: &Entry| MAX_ENTRIES * size(e) + MAX_CHUNKS as usize * 32;
+            let effects = ring(&effect).max(ring(&purge));
+            assert!(
+                effects + ring(&refusal) <= AUDIT_ALLOWANCE_BYTES,
+                "{effects} + {} bytes",
+                ring(&refusal)
+            );
+        }
+    }
 
     fn entry(i: usize) -> Entry {
         Entry {

@@ -24,7 +24,8 @@ pub const MAX_STORED_SOURCE_BYTES: usize = 384 * 1024;
 /// the live one: at most twice [`MAX_STORED_SOURCE_BYTES`], and a little.
 pub const DELETE_ROOM_BYTES: usize = 2 * MAX_STORED_SOURCE_BYTES + 64 * 1024;
 /// What the audit log's two rings may hold at most: 1,000 entries each, an entry a few hundred
-/// bytes (a name is kept to `guard::audit::MAX_ENTRY_NAME` characters).
+/// bytes (a name is kept to `guard::audit::MAX_NAME_STORED_BYTES` as Chrome stores it; the
+/// test `a_full_log_stays_within_its_allowance_whatever_the_names` adds the worst up).
 pub const AUDIT_ALLOWANCE_BYTES: usize = 1024 * 1024;
 
 /// How full an agent's write may leave `chrome.storage.local`, and so may what grows without
