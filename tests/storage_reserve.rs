@@ -18,6 +18,15 @@ fn op(p: &Provider<MemoryEnv>, v: Value) -> Value {
     block_on(control::handle(p, &v)).value
 }
 
+/// The uuid of `source`, saved by the user's own hands.
+fn saved_by_hand(p: &Provider<MemoryEnv>, source: &str) -> String {
+    let r = op(p, json!({"op": "scripts.save", "source": source}));
+    r["result"]["script"]["uuid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not saved: {r}"))
+        .to_owned()
+}
+
 fn in_use(p: &Provider<MemoryEnv>) -> usize {
     block_on(p.env.bytes_in_use(Area::Local, None)).unwrap()
 }
@@ -39,11 +48,7 @@ fn an_agent_cannot_fill_the_storage_the_user_needs() {
     p.env.enforce_quota.set(true);
     let s = ready(&p);
     // The user's own script, written first.
-    let mine = op(&p, json!({"op": "scripts.save", "source": big("Mine")}));
-    let mine = mine["result"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let mine = saved_by_hand(&p, &big("Mine"));
     // Whatever else fills it (measuring a 10 MiB area on every `set` is slow: few writes).
     filled(&p, 3 << 20);
     // The agent writes as much as it may, one write every 2.1 s (under the rate limit).
@@ -182,14 +187,7 @@ fn an_agents_write_is_weighed_as_chrome_counts_it() {
     let p = provider();
     p.env.enforce_quota.set(true);
     let s = ready(&p);
-    let mine = op(
-        &p,
-        json!({"op": "scripts.save", "source": script("Mine", "x")}),
-    );
-    let mine = mine["result"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let mine = saved_by_hand(&p, &script("Mine", "x"));
     filled(
         &p,
         AGENT_LIMIT_BYTES - 262_000 - in_use(&p) - "filler".len() - 2,
@@ -230,21 +228,10 @@ fn an_agents_write_is_weighed_as_chrome_counts_it() {
 fn a_full_storage_can_always_be_emptied_from_the_trash() {
     let p = provider();
     p.env.enforce_quota.set(true);
-    let big_one = op(&p, json!({"op": "scripts.save", "source": big("Old")}));
-    let big_one = big_one["result"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let big_one = saved_by_hand(&p, &big("Old"));
     let r = op(&p, json!({"op": "scripts.delete", "uuid": big_one}));
     assert_eq!(r["ok"], json!(true), "{r}");
-    let small = op(
-        &p,
-        json!({"op": "scripts.save", "source": script("Small", "x")}),
-    );
-    let small = small["result"]["script"]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let small = saved_by_hand(&p, &script("Small", "x"));
     filled(&p, QUOTA_BYTES - in_use(&p) - "filler".len() - 2);
     let off = json!({"op": "scripts.setEnabled", "uuid": small, "enabled": false});
     let r = op(&p, off.clone());

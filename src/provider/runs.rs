@@ -557,17 +557,7 @@ mod tests {
     /// Scripts registered beside `setup`'s, named `S0`…
     fn more_scripts(p: &Provider<MemoryEnv>, n: usize) -> Vec<String> {
         (0..n)
-            .map(|i| {
-                let src = format!("// ==UserScript==\n// @name S{i}\n// @match https://example.com/*\n// ==/UserScript==\n");
-                let snap = block_on(store::load_snapshot(&p.env)).unwrap();
-                let c = block_on(store::create(&p.env, &snap, "user", &src, true, 1 << 20)).unwrap();
-                block_on(p.sync_registration(
-                    &c.record.uuid,
-                    sync::desired_for(&c.record, &c.source),
-                    None,
-                ));
-                c.record.uuid
-            })
+            .map(|i| super::super::gm_test_support::script(p, &format!("S{i}"), ""))
             .collect()
     }
 
