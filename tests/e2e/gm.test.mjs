@@ -480,8 +480,10 @@ describe("gm: the GM functions a script is given", () => {
   // values are values (a default is for a missing key only), the plural forms take an array or
   // an object of defaults, and GM_setValue returns nothing while GM.setValue is a promise.
   // Fails if any of these reads otherwise.
+  // Setting `undefined` (or a function, which JSON leaves out) deletes the key, in the page and
+  // in storage, as GM_deleteValue does: fails if either is stored as something.
   test("values: falsy values, defaults, and GM_getValues/GM_setValues/GM_deleteValues in array and object forms", T, async () => {
-    await write("shapes", ["@match http://shapes.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_getValues",
+    const s = await write("shapes", ["@match http://shapes.test/*", "@grant GM_setValue", "@grant GM_getValue", "@grant GM_getValues",
       "@grant GM_setValues", "@grant GM_deleteValues", "@grant GM_listValues", "@grant GM.setValue", "@grant GM.listValues"],
       "const ret = GM_setValue('n', 0);\n"
       + "GM_setValue('f', false); GM_setValue('z', null); GM_setValue('s', ''); GM_setValue('o', { a: [1, { b: true }] });\n"
@@ -490,15 +492,19 @@ describe("gm: the GM functions a script is given", () => {
       + "  GM_getValue('missing') === undefined, GM_getValue('missing', 'd')];\n"
       + "const arr = GM_getValues(['x', 'y', 'nope']), obj = GM_getValues({ x: 0, nope: 'dflt' });\n"
       + "GM_deleteValues(['x', 'y']);\n"
+      + "GM_setValue('u', 1); GM_setValue('fn', 2); GM_setValue('u', undefined); GM_setValue('fn', () => 1); got.push(GM_getValue('u', 'gone'));\n"
+      + "const cyc = {}; cyc.self = cyc; try { GM_setValue('c', cyc); got.push('stored'); } catch (e) { got.push(e.name); }\n"
       + "const p = GM.setValue('p', 1);\n"
       + "p.then(async (pv) => document.documentElement.setAttribute('data-gm-shapes', JSON.stringify({ ret: ret === undefined, got, arr, obj,\n"
       + "  list: GM_listValues().sort(), promise: p instanceof Promise, pv: pv === undefined, glist: (await GM.listValues()).sort() })));");
     const got = await loaded(url("shapes.test"), "shapes", 5000);
     assert.deepEqual(JSON.parse(got.shapes), {
-      ret: true, got: [0, false, null, "", { a: [1, { b: true }] }, true, "d"],
+      ret: true, got: [0, false, null, "", { a: [1, { b: true }] }, true, "d", "gone", "TypeError"],
       arr: { x: 1, y: "two" }, obj: { x: 1, nope: "dflt" },
       list: ["f", "n", "o", "p", "s", "z"], promise: true, pv: true, glist: ["f", "n", "o", "p", "s", "z"],
     });
+    const kept = await until(() => stored(`values/${s.uuid}`), (v) => v?.p !== undefined, 5000);
+    assert.deepEqual(Object.keys(kept ?? {}).sort(), ["f", "n", "o", "p", "s", "z"], JSON.stringify(kept));
   });
 
   test("values: a key named __proto__ is a key like any other, also on the next page load", T, async () => {
