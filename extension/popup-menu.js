@@ -12,6 +12,27 @@ export async function targetTab() {
   return tabs.sort((a, b) => (b.lastAccessed ?? 0) - (a.lastAccessed ?? 0))[0];
 }
 
+/** After a click: the command's script may copy. Chrome refuses its page's own write (this
+ *  click and the focus are the popup's), so the popup writes what the page asks, with this
+ *  click's user action, and says so; the page is told how it went. Only the clicked entry's
+ *  script can ask, within seconds of the click (the worker's `gm::clipboard`). */
+async function copyFor(item, c, status) {
+  const got = await ask('menu.clipboard', { entry: item.entry });
+  if (typeof got.ticket !== 'number') return;
+  let error = null;
+  try {
+    const text = String(got.text);
+    const parts = { 'text/plain': new Blob([text], { type: 'text/plain' }) };
+    if (got.html) parts['text/html'] = new Blob([text], { type: 'text/html' });
+    await navigator.clipboard.write([new ClipboardItem(parts)]);
+  } catch (e) {
+    error = e?.message ?? String(e);
+  }
+  await ask('menu.clipboardDone', { ticket: got.ticket, error });
+  if (error) throw new Error(`"${c.caption}" of ${item.name} could not copy: ${error}`);
+  say(status, `"${c.caption}" of ${item.name} copied ${[...String(got.text)].length} characters to the clipboard.`);
+}
+
 export function menuSection(section, list, status) {
   // A command runs a script's code in the page, so, as the audit's Undo, a button that moved
   // under the pointer takes no click for ARM_MS: when the list is rebuilt (a page added or
@@ -52,6 +73,7 @@ export function menuSection(section, list, status) {
           try {
             const { delivered } = await ask('menu.click', { entry: item.entry, id: c.id });
             say(status, delivered ? `Ran "${c.caption}" of ${item.name}.` : `"${c.caption}" will run when the page next asks (within seconds).`);
+            copyFor(item, c, status).catch((e) => say(status, e.message, 'error'));
           } catch (e) {
             say(status, e.message, 'error');
           } finally {

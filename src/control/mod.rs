@@ -159,6 +159,21 @@ pub enum Op {
         #[serde(default, deserialize_with = "loose")]
         id: Option<String>,
     },
+    /// After a click: what the clicked command's script asks the popup to copy, if anything
+    /// (`provider::gm_clipboard`): `{ticket, text, html}` or `{}`.
+    #[serde(rename = "menu.clipboard")]
+    MenuClipboard {
+        #[serde(default, deserialize_with = "loose")]
+        entry: Option<u64>,
+    },
+    /// The popup wrote `ticket` to the clipboard, or could not (`error`).
+    #[serde(rename = "menu.clipboardDone")]
+    MenuClipboardDone {
+        #[serde(default, deserialize_with = "loose")]
+        ticket: Option<u64>,
+        #[serde(default, deserialize_with = "loose")]
+        error: Option<String>,
+    },
     /// `bridge.*`: the local bridge's family (`bridge_ops`).
     #[serde(skip)]
     Bridge(BridgeOp),
@@ -256,6 +271,14 @@ async fn run<E: Env>(p: &Provider<E>, op: Op, msg: &Value) -> Reply {
                 Err(why) => err(why).into(),
             },
             _ => err("menu.click needs \"entry\" and \"id\" as menu.list gave them").into(),
+        },
+        Op::MenuClipboard { entry } => match entry {
+            Some(e) => p.menu_clipboard(e).await.into(),
+            None => err("menu.clipboard needs the \"entry\" menu.click named").into(),
+        },
+        Op::MenuClipboardDone { ticket, error } => match ticket {
+            Some(t) => p.menu_clipboard_done(t, error.as_deref()).into(),
+            None => err("menu.clipboardDone needs the \"ticket\" menu.clipboard gave").into(),
         },
         Op::Bridge(op) => crate::bridge_ops::run(p, op).await,
         Op::Runs(op) => crate::runs_ops::run(p, op).await,

@@ -1,12 +1,14 @@
 //! `GM_setClipboard(data, type)` / `GM.setClipboard`, written from the script's own world: a
 //! `copy` command whose event the script fills (`clipboardData.setData`), and if Chrome refuses
-//! the command, `navigator.clipboard.writeText`. No message to the worker: the service worker
-//! has no clipboard, and an offscreen document (reason `CLIPBOARD`) would need the
-//! `clipboardWrite` permission and a document kept for it, to do what the page's own world can
-//! do when the user acted. The page shares the DOM and its copy listeners run during that
-//! command: only Chrome's own (trusted) event is filled, never one the page dispatches then. Chrome allows a copy after a user action in the page (a click, a
-//! key, a menu command's click); without one it refuses, and the script is told (console error;
-//! `GM.setClipboard` rejects).
+//! the command, `navigator.clipboard.writeText`. The page shares the DOM and its copy listeners
+//! run during that command: only Chrome's own (trusted) event is filled, never one the page
+//! dispatches then. Chrome allows a copy after a user action in the page (a click, a key) while
+//! its document has the focus. A menu command clicked in the popup has neither (the click and
+//! the focus are the popup's), so a refused write then goes to the worker, which has the popup
+//! write it if that click allows it (`gm::clipboard`); otherwise the script is told Chrome's
+//! refusal (console error; `GM.setClipboard` rejects). No offscreen document: it would need the
+//! `clipboardWrite` permission, one more warning at install, and would let a script write at
+//! any time.
 
 pub const SET_CLIPBOARD_JS: &str = concat!(
     "const CB=(v,t)=>{const k=t&&typeof t==='object'?t.type||t.mimetype:t;",
@@ -18,7 +20,11 @@ pub const SET_CLIPBOARD_JS: &str = concat!(
     "document.addEventListener('copy',h,true);try{document.execCommand('copy')}catch(e){}finally{document.removeEventListener('copy',h,true)}",
     "if(ok)return Promise.resolve();",
     "const no=()=>{throw new Error('GM_setClipboard: Chrome refused to write the clipboard (it allows it after a user action in the page, such as a click)')};",
-    "return navigator.clipboard&&navigator.clipboard.writeText?navigator.clipboard.writeText(s).then(()=>{},no):Promise.resolve().then(no)};",
+    // Refused here: the popup writes it if the user just clicked one of this script's commands
+    // there. Its answer says why not (a try or a world without channel: Chrome's refusal).
+    "const pop=()=>S('clipboard',{text:s,type:m}).then(r=>{if(r&&r.ok)return;",
+    "if(r&&typeof r.error==='string'&&r.error.startsWith('GM_setClipboard'))throw new Error(r.error);no()},()=>no());",
+    "return(navigator.clipboard&&navigator.clipboard.writeText?navigator.clipboard.writeText(s):Promise.reject()).then(()=>{},pop)};",
     "d('GM_setClipboard',(v,t,f)=>{CB(v,t).then(()=>{if(typeof f==='function')f()},e=>console.error(e.message))});",
     "G.setClipboard=(v,t)=>CB(v,t);",
 );

@@ -78,6 +78,9 @@ pub enum GmRequest {
     TabObjectSave(String),
     /// `GM_getTabs`: this script's objects of every open tab.
     TabObjectAll,
+    /// `GM_setClipboard` that Chrome refused in the page, for the popup to write when a click
+    /// on one of the script's menu commands there allows it (`gm::clipboard`).
+    Clipboard(super::clipboard::Write),
     /// A request whose fields this provider does not take (a `responseType: 'stream'`, a body
     /// over [`MAX_BODY_BYTES`], an op it does not know): answered with why, so the script's
     /// `onerror` says it rather than "no answer from the provider" (the channel, which parses
@@ -232,6 +235,7 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         "notify.close" => Ok(GmRequest::NoticeClose {
             id: super::tabs::notice_id(o).map_err(GmError)?,
         }),
+        "clipboard" => super::clipboard::parse(o).map(GmRequest::Clipboard),
         "tabobj.get" => Ok(GmRequest::TabObjectGet),
         "tabobj.all" => Ok(GmRequest::TabObjectAll),
         "tabobj.save" => Ok(GmRequest::TabObjectSave(

@@ -8,6 +8,7 @@ pub mod asset_store;
 pub mod assets;
 pub mod change_log;
 pub mod charset;
+pub mod clipboard;
 pub mod clipboard_js;
 pub mod connect;
 pub mod download_js;

@@ -110,7 +110,8 @@ fn acts(req: &GmRequest) -> bool {
         | GmRequest::Xhr(_)
         | GmRequest::TabOpen(_)
         | GmRequest::Notify(_)
-        | GmRequest::TabObjectSave(_) => true,
+        | GmRequest::TabObjectSave(_)
+        | GmRequest::Clipboard(_) => true,
         GmRequest::Menu(commands) => !commands.is_empty(),
         // Listed, not `_`: a new request must be placed on one side or the other.
         GmRequest::ValuesGet
@@ -301,6 +302,7 @@ impl<E: Env> Provider<E> {
             GmRequest::Menu(_) => {
                 error("GM_registerMenuCommand: this script does not @grant GM_registerMenuCommand")
             }
+            GmRequest::Clipboard(w) => self.gm_clipboard(&record, from, w).await,
             GmRequest::Refused(why) => error(why.to_string()),
         }
     }

@@ -167,9 +167,12 @@ impl<E: Env> Provider<E> {
                 return Err(gone().to_owned());
             }
         }
-        if self.gm_menus.borrow_mut().click(entry, id, true).is_err() {
-            return Err(gone().to_owned());
-        }
+        let clicked = match self.gm_menus.borrow_mut().click(entry, id, true) {
+            Ok(e) => (e.uuid.clone(), e.place.document.clone()),
+            Err(_) => return Err(gone().to_owned()),
+        };
+        // The command may copy: its page's write, which Chrome refuses, goes to the popup.
+        self.note_click(entry, &clicked.0, clicked.1.as_deref());
         let waiter = self.menu_waiters.borrow_mut().remove(&entry);
         let delivered = waiter.is_some_and(|w| w.send(json!({ "click": id })).is_ok());
         if !delivered {

@@ -5,6 +5,7 @@
 
 mod bridge;
 mod gm;
+mod gm_clipboard;
 mod gm_menu;
 mod gm_tab_objects;
 mod gm_tabs;
@@ -181,6 +182,8 @@ pub struct Provider<E> {
     /// (`tools::try_script::hold_world`); a reconcile leaves them alone.
     pub(crate) try_worlds: RefCell<VecMap<String, TryWorld>>,
     menu_waiters: RefCell<gm_menu::MenuWaiters>,
+    /// A menu command's `GM_setClipboard` on its way to the popup (`gm_clipboard`).
+    clipboard: RefCell<gm_clipboard::Handoff>,
     /// Tabs and notifications scripts opened (`gm_tabs`).
     gm_opened: RefCell<gm_tabs::Opened>,
     /// Scripts' tab objects (`GM_saveTab`: `gm_tab_objects`), and the lock of their first read.
@@ -257,6 +260,7 @@ impl<E: Env> Provider<E> {
             tries_unplaced: Cell::new(0),
             try_worlds: RefCell::new(VecMap::new()),
             menu_waiters: RefCell::new(Default::default()),
+            clipboard: RefCell::new(Default::default()),
             gm_opened: RefCell::new(Default::default()),
             gm_tab_objects: RefCell::new(Default::default()),
             tab_objects_load: Mutex::new(()),

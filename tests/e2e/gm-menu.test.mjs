@@ -139,6 +139,65 @@ describe("gm-menu: menu commands in the popup, tabs, notifications, GM in try_sc
     }
   });
 
+  // A menu command clicked in the popup: that click and the focus are the popup's, so Chrome
+  // refuses the page's own write (seen with Playwright's focus emulation off, as in a user's
+  // browser). The popup writes it instead, for that script's page only, in the seconds after
+  // that click: not without a click, and not for another script in the same page. Fails
+  // without it: the command's write is refused and the clipboard keeps what it held.
+  test("GM_setClipboard in a menu command clicked in the popup is written by the popup; without a click, or by another script, it is refused", T, async () => {
+    await write("popclip", ["@match http://popclip.test/*", "@grant GM_setClipboard", "@grant GM.setClipboard", "@grant GM_registerMenuCommand"],
+      "const root = document.documentElement;\n"
+      + "const tell = (k, p) => p.then(() => root.setAttribute(k, 'ok'), (e) => root.setAttribute(k, 'refused: ' + e.message));\n"
+      + "GM_registerMenuCommand('Copy', () => { document.dispatchEvent(new Event('lumo-other-copy')); tell('data-clip', GM.setClipboard('<b>menu copy \u2713</b>', 'html')); });\n"
+      + "document.addEventListener('lumo-copy-now', () => tell('data-noclick', GM.setClipboard('no click')));\n"
+      + "root.setAttribute('data-popclip', '1');");
+    await write("otherclip", ["@match http://popclip.test/*", "@grant GM.setClipboard", "@run-at document-start"],
+      "document.addEventListener('lumo-other-copy', () => GM.setClipboard('from another script').then(\n"
+      + "  () => document.documentElement.setAttribute('data-other', 'ok'), (e) => document.documentElement.setAttribute('data-other', 'refused: ' + e.message)));");
+    const reader = `http://localhost:${server.port}`;
+    await h.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: reader });
+    const onReader = async (f) => {
+      const r = await h.context.newPage();
+      try {
+        await r.goto(`${reader}/`);
+        await r.bringToFront();
+        return await r.evaluate(f);
+      } finally {
+        await r.close();
+      }
+    };
+    const clipboard = () => onReader(async () => {
+      const [item] = await navigator.clipboard.read();
+      const html = item.types.includes("text/html") ? await (await item.getType("text/html")).text() : null;
+      return { html, text: await navigator.clipboard.readText() };
+    });
+    await onReader(() => navigator.clipboard.writeText("held before"));
+    await tab.goto(url("popclip.test", "/"), { waitUntil: "load" });
+    await until(async () => (await attr("data-popclip")) === "1", 5000, "the script ran");
+    // As in a user's browser: a page not in front has no focus.
+    const unfocused = async (page) => (await h.context.newCDPSession(page)).send("Emulation.setFocusEmulationEnabled", { enabled: false });
+    await unfocused(tab);
+    const p = await popup();
+    await unfocused(p);
+    try {
+      await tab.evaluate(() => document.dispatchEvent(new Event("lumo-copy-now")));
+      await until(async () => (await attr("data-noclick")) !== null, 10000, "the write without a click settled");
+      assert.match(await attr("data-noclick"), /^refused: GM_setClipboard: Chrome refused .*menu commands in the popup/);
+      await p.bringToFront();
+      await p.locator('#menu button[data-command="Copy"]').click();
+      await until(async () => (await attr("data-clip")) !== null, 10000, "the menu command's write settled");
+      assert.equal(await attr("data-clip"), "ok");
+      await until(async () => (await attr("data-other")) !== null, 10000, "the other script's write settled");
+      assert.match(await attr("data-other"), /^refused: GM_setClipboard: Chrome refused/);
+      await p.waitForFunction(() => /copied 18 characters to the clipboard/.test(document.body.textContent), null, { timeout: 5000 });
+    } finally {
+      await p.close();
+    }
+    const got = await clipboard();
+    assert.equal(got.text, "<b>menu copy \u2713</b>");
+    assert.match(got.html ?? "", /<b>menu copy \u2713<\/b>/);
+  });
+
   test("a page's commands are offered while Chrome shows that page: an iframe's go with it, a navigating iframe leaves the page's, a page back from the back/forward cache offers them again", T, async () => {
     await write("F", ["@match http://menu.test/*", "@match http://frame.test/*", "@grant GM_registerMenuCommand"],
       "const top = location.host.startsWith('menu.');\n"
