@@ -230,7 +230,9 @@ $('trash-empty').addEventListener('click', async () => {
   if (!n) return;
   if (!confirm(`Empty the trash? The ${n} script${n > 1 ? 's' : ''} listed in it, and ${n > 1 ? 'their' : 'its'} history, ${n > 1 ? 'are' : 'is'} deleted for good.`)) return;
   const res = await askRaw('trash.purge', { listed });
-  say(status(), res.ok ? `Deleted ${res.purged} script(s) forever.` : res.error, res.ok ? 'info' : 'error');
+  // A script restored (or purged) while the dialog was open is not counted: say so.
+  const gone = res.ok && res.purged < n ? ` ${n - res.purged} of the ${n} listed had left the trash meanwhile.` : '';
+  say(status(), res.ok ? `Deleted ${res.purged} script(s) forever.${gone}` : res.error, res.ok ? 'info' : 'error');
   changed();
 });
 document.addEventListener('lumo:scripts-changed', () => renderTrash());

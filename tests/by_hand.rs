@@ -1131,6 +1131,47 @@ fn empty_trash_purges_what_the_page_listed_not_a_later_delete() {
     );
 }
 
+/// R15: "Delete forever" of a script an agent restored while the confirm dialog was open said
+/// "Deleted … forever." and audited an "ok" purge, while the script was live and running.
+#[test]
+fn delete_forever_of_a_script_restored_meanwhile_deletes_nothing_and_says_so() {
+    let p = provider();
+    let s = ready(&p);
+    let a = created(&p, &s, "A", "1");
+    call(&p, &s, "delete_script", json!({"uuid": a}));
+    let r = call(
+        &p,
+        &s,
+        "restore_script",
+        json!({"uuid": a, "revision": 1, "current_revision": 1}),
+    );
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let r = op(&p, json!({"op": "trash.purge", "uuids": [a]}));
+    assert_eq!(
+        (&r["ok"], &r["code"]),
+        (&json!(false), &json!("NOT_FOUND")),
+        "{r}"
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("no longer in the trash"),
+        "{r}"
+    );
+    let entry = newest_entry(&p);
+    assert_eq!(
+        (
+            entry.tool.as_str(),
+            entry.result.as_str(),
+            entry.target.as_deref()
+        ),
+        ("purge_trash", "NOT_FOUND", Some(a.as_str()))
+    );
+    let listed = op(&p, json!({"op": "scripts.list"}));
+    assert!(listed.to_string().contains(&a), "still live: {listed}");
+}
+
 /// One item of `trash/index` that no longer decodes (its time damaged) still names its script:
 /// the trash lists it from the script's own entry, and the next rewrite of the index (another
 /// delete) keeps it, so it can still be restored, or deleted for good.

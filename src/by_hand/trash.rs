@@ -160,7 +160,10 @@ pub(super) async fn purge<E: Env>(
                 }
             });
     let failed = failed();
-    recorded(p, done, entries, failed, settled).await
+    // "Delete forever" of a script no longer in the trash (restored while the user read the
+    // list or the confirm dialog) deleted nothing: not an "ok" purge (R15).
+    let missing = !emptying && going.is_empty();
+    recorded(p, done, entries, failed, settled, missing).await
 }
 
 /// A purge's answer, its entries saved: finalized from the slot they were pending in (or that
@@ -172,13 +175,15 @@ async fn recorded<E: Env>(
     entries: Vec<Entry>,
     failed: Entry,
     settled: bool,
+    missing: bool,
 ) -> Value {
     let at = p.env.now_ms();
+    let result = if missing { "NOT_FOUND" } else { "ok" };
     let all: Vec<Entry> = entries
         .into_iter()
         .map(|e| Entry {
             at,
-            result: "ok".to_owned(),
+            result: result.to_owned(),
             ..e
         })
         .collect();
@@ -190,6 +195,13 @@ async fn recorded<E: Env>(
                 for e in &all {
                     p.audit(e).await;
                 }
+            }
+            if missing {
+                return json!({
+                    "ok": false,
+                    "code": "NOT_FOUND",
+                    "error": "that script is no longer in the trash (restored, or deleted for good, since the list was shown); nothing was deleted",
+                });
             }
             json!({ "ok": true, "purged": n })
         }
