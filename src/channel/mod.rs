@@ -109,6 +109,9 @@ pub fn decide_hinted(
     // GM requests have their own, larger window: run reports cannot starve them, nor they
     // the reports.
     let admitted = match envelope.message {
+        Message::Gm(crate::gm::message::GmRequest::ValuesWait { .. }) => {
+            limits.admit_wait(&from.uuid, now)
+        }
         Message::Gm(_) => limits.admit_gm(&from.uuid, now),
         Message::Run(_) => limits.admit_script(&from.uuid, now),
         // A retraction is charged as the late error it takes back.
@@ -210,6 +213,41 @@ mod tests {
             decide_hinted(&mut l, Some(&key), Some(&tb), || Some(report(&ta)), 10.0),
             Verdict::Drop(Dropped::UnknownSender)
         );
+    }
+
+    /// R15: three tabs' value heartbeats and the listeners' waits shared one window of 600, so
+    /// the waits spent what the changes needed and the values were refused. Waits have their
+    /// own: a script past its waits still changes values, and past its GM requests still waits.
+    #[test]
+    fn a_listeners_waits_do_not_spend_the_scripts_gm_requests() {
+        let key = ChannelKey::from_uuids(A, B).unwrap();
+        let mut l = rate::RateLimit::default();
+        let ta = key.token(A, 1);
+        let wait =
+            json!({"lumo": ta, "v": 1, "kind": "gm", "op": "values.wait", "since": 1}).to_string();
+        let set =
+            json!({"lumo": ta, "v": 1, "kind": "gm", "op": "values.set", "items": [["k", "1"]]})
+                .to_string();
+        let mut send = |m: &str| match decide_hinted(
+            &mut l,
+            Some(&key),
+            Some(&ta),
+            || Some(m.to_owned()),
+            1.0,
+        ) {
+            Verdict::Accept { from, held, .. } => {
+                l.backlog.release(&from.uuid, held);
+                true
+            }
+            Verdict::Drop(Dropped::RateLimited) => false,
+            other => panic!("{other:?}"),
+        };
+        let waits = (0..rate::WAIT_PER_SCRIPT + 10)
+            .filter(|_| send(&wait))
+            .count();
+        assert_eq!(waits, usize::try_from(rate::WAIT_PER_SCRIPT).unwrap());
+        let sets = (0..rate::GM_PER_SCRIPT + 10).filter(|_| send(&set)).count();
+        assert_eq!(sets, usize::try_from(rate::GM_PER_SCRIPT).unwrap());
     }
 
     /// Accepted messages wait in the worker (a value batch for the values lock): past its

@@ -15,12 +15,16 @@ pub const PER_SCRIPT: u32 = 30;
 /// GM requests accepted per script per window (a page's value changes are batched per task,
 /// so this is clicks and requests, not loop iterations).
 pub const GM_PER_SCRIPT: u32 = 600;
+/// A listener's waits (`values.wait`) accepted per script per window: apart from its other GM
+/// requests, so every page listening to another's changes does not spend what they may send.
+/// A wait costs no storage, and a page asks at most once a second while changes stream.
+pub const WAIT_PER_SCRIPT: u32 = 1200;
 /// Late errors (`Message::Late`) accepted per script per window.
 pub const LATE_PER_SCRIPT: u32 = 60;
 /// Messages of one proven script looked at per window, before parsing: exactly what its
 /// per-kind bounds allow together, so a script within them (a download's `onprogress` polls
 /// while it sets values, say) is never cut short by its share — only a script past them is.
-pub const PER_SCRIPT_ANY: u32 = PER_SCRIPT + GM_PER_SCRIPT + LATE_PER_SCRIPT;
+pub const PER_SCRIPT_ANY: u32 = PER_SCRIPT + GM_PER_SCRIPT + WAIT_PER_SCRIPT + LATE_PER_SCRIPT;
 /// Messages looked at (parsed) per window from all scripts together, counted before parsing:
 /// four scripts' whole shares, so one or two flooding scripts still leave room for the rest.
 pub const ALL: u32 = 4 * PER_SCRIPT_ANY;
@@ -74,6 +78,7 @@ pub struct RateLimit {
     late: VecMap<String, Window>,
     scripts: VecMap<String, Window>,
     gm: VecMap<String, Window>,
+    waits: VecMap<String, Window>,
     /// Messages refused per script since its last accepted one (reported with the next run).
     dropped: VecMap<String, u64>,
     /// Accepted messages not yet answered, by their bytes (`super::backlog`).
@@ -141,6 +146,11 @@ impl RateLimit {
         admit_in(&mut self.gm, uuid, now, GM_PER_SCRIPT)
     }
 
+    /// After the token proved the script: false when its listeners' waits are over their bound.
+    pub fn admit_wait(&mut self, uuid: &str, now: f64) -> bool {
+        admit_in(&mut self.waits, uuid, now, WAIT_PER_SCRIPT)
+    }
+
     /// How many of this script's messages were refused since the last call (and resets it).
     pub fn take_dropped(&mut self, uuid: &str) -> u64 {
         self.dropped.remove(uuid).unwrap_or(0)
@@ -196,7 +206,13 @@ mod tests {
         for _ in 0..LATE_PER_SCRIPT {
             ok += u32::from(r.admit_proven("a", 5.0) && r.admit_late("a", 5.0));
         }
-        assert_eq!(ok, GM_PER_SCRIPT + PER_SCRIPT + LATE_PER_SCRIPT);
+        for _ in 0..WAIT_PER_SCRIPT {
+            ok += u32::from(r.admit_proven("a", 5.0) && r.admit_wait("a", 5.0));
+        }
+        assert_eq!(
+            ok,
+            GM_PER_SCRIPT + PER_SCRIPT + LATE_PER_SCRIPT + WAIT_PER_SCRIPT
+        );
         assert_eq!(r.pending_dropped("a"), 0);
         // One more of anything is over its share.
         assert!(!r.admit_proven("a", 5.0));

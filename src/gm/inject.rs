@@ -792,7 +792,7 @@ const VALUES_JS: &str = concat!(
     "const q=[];if(del.length)q.push([del,S('values.delete',{keys:del})]);",
     "if(set.length)q.push([set.map(x=>x[0]),S('values.set',{items:set})]);busy++;",
     "Promise.allSettled(q.map(x=>x[1])).then(rs=>{busy--;let bad=null;rs.forEach((o,i)=>{const r=o.status==='fulfilled'?o.value:null;",
-    "settle(q[i][0],r);if(!r||r.error)bad=bad||r&&r.error||o.reason&&o.reason.message||'GM values: the provider did not answer; not saved'});",
+    "settle(q[i][0],r);if(r&&r.rate)resync();if(!r||r.error)bad=bad||r&&r.error||o.reason&&o.reason.message||'GM values: the provider did not answer; the change may not have been saved'});",
     "if(bad){console.error(bad);for(const x of w)x[1](new Error(bad))}else for(const x of w)x[0]();if(pend)soon()})};",
     // A key's own change answered: its number is this page's, and a change another page made
     // meanwhile is taken only if the worker stored it later.
@@ -840,12 +840,15 @@ const VALUES_JS: &str = concat!(
     // again is answered at once; told to read the values whole (its first wait, a restarted
     // worker, a restore), it does once nothing of its own is unsent or unanswered. A page back
     // from the back/forward cache starts a new loop (`pg`): its old wait may never be answered.
-    "let cur=null;const poll=g=>{if(g!==pg)return;S('values.wait',{since:cur}).then(r=>{if(g!==pg)return;",
+    // A wait answered within a second asks again only a second after it was sent: pages that
+    // change a value many times a second cost each listening page one wait a second (R15:
+    // three tabs' heartbeats spent the script's requests, and its values were refused).
+    "let cur=null;const poll=g=>{if(g!==pg)return;const at=Date.now();S('values.wait',{since:cur}).then(r=>{if(g!==pg)return;",
     "if(r&&r.resync){if(!refresh(x=>{if(g!==pg)return;if(x&&typeof x.cursor==='number')cur=x.cursor;",
     "setTimeout(()=>poll(g),x&&!x.error?0:2000)}))setTimeout(()=>poll(g),1000);return}",
     "if(r&&Array.isArray(r.changes))for(const c of r.changes)",
     "if(Array.isArray(c)&&typeof c[0]==='string')heard(c[0],typeof c[2]==='string'?c[2]:undefined,c[3]);",
-    "if(r&&typeof r.cursor==='number')cur=r.cursor;setTimeout(()=>poll(g),r&&!r.error?0:2000)},",
+    "if(r&&typeof r.cursor==='number')cur=r.cursor;setTimeout(()=>poll(g),r&&!r.error?Math.max(0,1000-(Date.now()-at)):2000)},",
     "()=>{if(g===pg)setTimeout(()=>poll(g),2000)})};",
     // Without a listener nothing waits in the worker (which would keep it running): this
     // page's copy is asked for again when the page is shown again, and as it is read while
@@ -859,6 +862,9 @@ const VALUES_JS: &str = concat!(
     "for(const k of Object.keys(C))if(!dk.has(k)&&!Object.prototype.hasOwnProperty.call(got,k))remote(k,undefined);",
     "for(const k of Object.keys(got))if(!dk.has(k)&&typeof got[k]==='string')remote(k,got[k])}if(then)then(r)},",
     "()=>{dirty=null;if(then)then(null)});return true};",
+    // A change refused for the script's request rate left this page's copy ahead of what is
+    // stored: it is read again once the rate allows (and again while it does not).
+    "let rsy=0;const resync=()=>{if(rsy)return;rsy=setTimeout(()=>{rsy=0;if(!refresh(x=>{if(!x||x.error)resync()}))resync()},10000)};",
     "const stale=()=>{if(document.visibilityState==='visible'&&Date.now()-synced>5000)refresh()},shown=e=>{if(e.isTrusted&&Date.now()-synced>1000)refresh()};",
     // One listener: hidden, what waits goes at once; shown again, the copy is asked for.
     "document.addEventListener('visibilitychange',e=>{if(document.visibilityState==='hidden'){if(e.isTrusted)flush()}else shown(e)});",

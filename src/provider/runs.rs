@@ -86,10 +86,20 @@ impl Received {
                 "error",
                 Value::from(full.message()),
             )])),
+            // The script's own bound: it is told, so a refused `GM.setValue` rejects at once and
+            // the page reads its values again (R15: silence read as "did not answer").
+            Received::Dropped(Dropped::RateLimited) => Some(crate::value::object(vec![
+                ("error", Value::from(RATE_LIMITED)),
+                ("rate", Value::Bool(true)),
+            ])),
             _ => None,
         }
     }
 }
+
+/// What a script over its own bound of messages is told.
+pub const RATE_LIMITED: &str = "GM: this script sent more requests than it may in a minute (600 \
+     GM requests for all its pages together); this one was refused and did nothing";
 
 /// Where a run's ring is kept: a page in an incognito window leaves nothing on disk, so its
 /// runs are in `chrome.storage.session` (memory only, gone when the browser quits).
@@ -930,7 +940,8 @@ mod tests {
     }
 
     /// Each message's place in the backlog is given back once it is handled, whatever became
-    /// of it; a script refused for its backlog is told why, anything else learns nothing.
+    /// of it; a script refused for its backlog or its rate is told why, anything else learns
+    /// nothing.
     #[test]
     fn a_handled_message_leaves_the_backlog_and_a_backlog_refusal_says_why() {
         let (p, uuid, key) = setup();
@@ -944,7 +955,13 @@ mod tests {
             .answer()
             .unwrap();
         assert_eq!(said["error"], full.message());
-        assert_eq!(Received::Dropped(Dropped::RateLimited).answer(), None);
+        // Over its own rate, the script is told so (a refused GM change must not read as a
+        // provider that never answered, R15).
+        let said = Received::Dropped(Dropped::RateLimited).answer().unwrap();
+        assert_eq!(
+            (&said["error"], &said["rate"]),
+            (&json!(RATE_LIMITED), &json!(true))
+        );
         assert_eq!(Received::NotLive.answer(), None);
     }
 

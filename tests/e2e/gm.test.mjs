@@ -626,6 +626,28 @@ describe("gm: the GM functions a script is given", () => {
     }
   });
 
+  // R15: a script past its 600 GM requests a minute got no answer: `GM.setValue` rejected with
+  // "did not answer", and the page kept reading the refused value for as long as it ran. Now
+  // it is told why, and the page reads the stored values again once the rate allows.
+  test("values: a change past the script's request rate is refused and says why; the page's copy goes back to what is stored", { timeout: 150_000 }, async () => {
+    const s = await write("rate", ["@match http://ratevals.test/*", "@grant GM.setValue", "@grant GM_getValue"],
+      "(async () => { let n = -1, refused = null;\n"
+      + "  for (let i = 0; i < 700; i++) { try { await GM.setValue('k', i); n = i; } catch (e) { refused = e.message; break; } }\n"
+      + "  document.documentElement.setAttribute('data-gm-rate', JSON.stringify({ n, refused, copy: GM_getValue('k') }));\n"
+      + "  const t0 = Date.now(); const back = () => GM_getValue('k') === n ? document.documentElement.setAttribute('data-gm-back', String(Date.now() - t0)) : setTimeout(back, 200); back();\n"
+      + "})();");
+    await tab.goto(url("ratevals.test"), { waitUntil: "load" });
+    await tab.waitForFunction(() => document.documentElement.hasAttribute("data-gm-rate"), null, { timeout: 30000 });
+    const rate = JSON.parse((await attributes()).rate);
+    assert.ok(rate.n >= 500 && rate.n < 600, JSON.stringify(rate));
+    assert.match(rate.refused ?? "", /^GM: this script sent more requests than it may in a minute/);
+    assert.equal(rate.copy, rate.n + 1, "the refused value is the page's copy at first");
+    assert.equal(JSON.parse((await stored(`values/${s.uuid}`))?.k ?? "null"), rate.n, "the last accepted value is stored");
+    // Read again from storage once the script's minute is over (asked every 10 s till then).
+    await tab.waitForFunction(() => document.documentElement.hasAttribute("data-gm-back"), null, { timeout: 80000, polling: 500 });
+    console.log(`# the page's copy went back after ${(await attributes()).back} ms`);
+  });
+
   // Violentmonkey maps any `GM.<name>` to `GM_<name>`: scripts written for it grant and call
   // `GM.xmlhttpRequest`. Before, the grant gave only `GM.xmlHttpRequest`, and the call threw.
   test("@grant GM.xmlhttpRequest gives GM.xmlhttpRequest, as Violentmonkey does", T, async () => {
