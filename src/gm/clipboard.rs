@@ -6,7 +6,6 @@
 //! through the popup at any other time. This is the rule and the page's request; the provider's
 //! side is `provider::gm_clipboard`, the popup's `popup-menu.js`.
 
-use super::message::GmError;
 use serde_json::{Map, Value};
 
 /// The most text one write carries (the channel's message bound is 600 KiB).
@@ -22,17 +21,17 @@ pub struct Write {
     pub html: bool,
 }
 
-/// The page's `clipboard` request: `{text, type}`.
-pub fn parse(o: &Map<String, Value>) -> Result<Write, GmError> {
+/// The page's `clipboard` request: `{text, type}`, or why not (a leaf: `gm::message` wraps it).
+pub fn parse(o: &Map<String, Value>) -> Result<Write, String> {
     let text = o
         .get("text")
         .and_then(Value::as_str)
-        .ok_or_else(|| GmError("GM_setClipboard: the text must be a string".into()))?;
+        .ok_or_else(|| "GM_setClipboard: the text must be a string".to_owned())?;
     if text.len() > MAX_TEXT_BYTES {
-        return Err(GmError(format!(
+        return Err(format!(
             "GM_setClipboard: the text is {} bytes, over the {MAX_TEXT_BYTES} a menu command may copy",
             text.len()
-        )));
+        ));
     }
     let html = o.get("type").and_then(Value::as_str) == Some("text/html");
     Ok(Write {
@@ -94,7 +93,7 @@ mod tests {
         assert!(parse(&obj(json!({"text": 5}))).is_err());
         let over = "x".repeat(MAX_TEXT_BYTES + 1);
         let e = parse(&obj(json!({"text": over}))).unwrap_err();
-        assert!(e.0.contains("over the 524288"), "{e}");
+        assert!(e.contains("over the 524288"), "{e}");
         assert!(parse(&obj(json!({"text": "x".repeat(MAX_TEXT_BYTES)}))).is_ok());
     }
 

@@ -235,7 +235,9 @@ pub fn parse(o: &Map<String, Value>) -> Result<GmRequest, GmError> {
         "notify.close" => Ok(GmRequest::NoticeClose {
             id: super::tabs::notice_id(o).map_err(GmError)?,
         }),
-        "clipboard" => super::clipboard::parse(o).map(GmRequest::Clipboard),
+        "clipboard" => super::clipboard::parse(o)
+            .map(GmRequest::Clipboard)
+            .map_err(GmError),
         "tabobj.get" => Ok(GmRequest::TabObjectGet),
         "tabobj.all" => Ok(GmRequest::TabObjectAll),
         "tabobj.save" => Ok(GmRequest::TabObjectSave(
