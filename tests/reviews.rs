@@ -9,6 +9,7 @@ use futures::executor::block_on;
 use futures::future::{join, join_all};
 use lumo_userscripts::control;
 use lumo_userscripts::env::memory::MemoryEnv;
+use lumo_userscripts::env::Area;
 use lumo_userscripts::guard::review::{Decision, ReviewRequest, MAX_PENDING_PER_CALLER};
 use lumo_userscripts::ids::ExtensionId;
 use lumo_userscripts::provider::Provider;
@@ -871,4 +872,79 @@ fn a_grant_added_later_shows_the_resource_it_lets_the_script_read() {
         .text
         .as_deref()
         .is_some_and(|t| t.contains("steal(document.cookie)")));
+}
+
+/// A provider on `p`'s storage: the next worker, after `p`'s stopped.
+fn next_worker(p: &Provider<MemoryEnv>) -> Provider<MemoryEnv> {
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    q.env.uuid_counter.set(p.env.uuid_counter.get());
+    q
+}
+
+/// R15: the user approved (or denied) a write and the worker stopped a moment later, before
+/// the write's journaled `set` or the refusal's entry: the review's stub was already gone, and
+/// the log held no trace of the write the user was asked about. The stub now stays until the
+/// call has recorded its outcome; a write whose entry did land (pending in its `set`) is not
+/// audited twice.
+#[test]
+fn a_review_decided_just_before_the_worker_stopped_leaves_one_entry() {
+    use lumo_userscripts::guard::{audit, review};
+    let approve = Decision::Approve {
+        allow_session: false,
+    };
+    for (decision, landed, want) in [
+        (Decision::Deny, false, "REVIEW_INTERRUPTED"),
+        (approve, false, "REVIEW_INTERRUPTED"),
+        (approve, true, "INTERRUPTED"),
+    ] {
+        let p = provider();
+        let s = ready(&p);
+        let uuid = created(&p, &s, &script("Cut", "x();"))["uuid"].clone();
+        set_switch(&p, "review", true);
+        // Each storage read yields once, so the call can be stopped between its steps.
+        p.env.get_yields.set(1);
+        let edit = json!({"uuid": uuid, "revision": 1, "source": script("Cut", "y();")});
+        let mut call = Box::pin(result(&p, &s, tool_call(9, "write_script", edit)));
+        block_on(async {
+            let id = loop {
+                assert!(futures::poll!(call.as_mut()).is_pending());
+                if let Some(r) = p.pending_reviews().first() {
+                    break r.id.clone();
+                }
+                YieldNow(false).await;
+            };
+            assert!(p.decide(&id, decision));
+            // One step on: the decision is taken, and the next storage read waits.
+            assert!(futures::poll!(call.as_mut()).is_pending());
+        });
+        drop(call);
+        let q = next_worker(&p);
+        if landed {
+            // The stop came after the write's journaled `set`: its entry is pending.
+            let stubs = q.env.dump(Area::Local)[review::STUBS_KEY].clone();
+            let stub = &stubs[0];
+            let mut pending = serde_json::Map::new();
+            pending.insert(
+                audit::PENDING_KEY.into(),
+                json!({"at": stub["createdAt"].as_f64().unwrap() - 5.0, "tool": "write_script",
+                       "caller": stub["caller"], "result": "PENDING", "target": uuid, "digest": stub["digest"]}),
+            );
+            q.env
+                .areas
+                .borrow_mut()
+                .get_mut(&Area::Local)
+                .unwrap()
+                .extend(pending);
+        }
+        block_on(q.recover_interrupted_write());
+        block_on(q.resume_interrupted_reviews());
+        let log = block_on(audit::read_all(&q.env)).unwrap();
+        let writes: Vec<&str> = log
+            .iter()
+            .filter(|e| e.tool == "write_script" && e.result != "ok")
+            .map(|e| e.result.as_str())
+            .collect();
+        assert_eq!(writes, [want], "{decision:?}, landed {landed}: {log:?}");
+    }
 }

@@ -522,6 +522,23 @@ pub async fn finalize_all<S: Storage>(
     append_all_with(s, entries, items, tail).await
 }
 
+/// Whether a write of `caller` with arguments `digest` has an entry from `since` on: pending
+/// in the write-ahead slot, or in the log. A review's stub left by a stopped worker whose
+/// write recorded itself is not audited again as interrupted.
+pub async fn recorded_since<S: Storage>(s: &S, caller: &str, digest: &str, since: f64) -> bool {
+    let is_it = |e: &Entry| e.caller == caller && e.digest == digest && e.at >= since;
+    let pending = match s.get(Area::Local, &[PENDING_KEY]).await {
+        Ok(got) => got.get(PENDING_KEY).is_some_and(|v| {
+            let all: Vec<&Value> = v.as_array().map_or_else(|| vec![v], |a| a.iter().collect());
+            all.into_iter()
+                .filter_map(|e| <Entry as serde::Deserialize>::deserialize(e).ok())
+                .any(|e| is_it(&e))
+        }),
+        Err(_) => false,
+    };
+    pending || read_all(s).await.is_ok_and(|log| log.iter().any(is_it))
+}
+
 /// At worker start (or before the first write of a worker): a pending entry left by a worker
 /// that stopped mid-write is finalized as [`INTERRUPTED`] (a slot holding several, a list, has
 /// each finalized so, in one `set`). Returns them (none if there was none).

@@ -119,6 +119,9 @@ pub struct Provider<E> {
     next_session: Cell<u64>,
     /// Writes waiting for the user's review, by arrival (`ReviewRequest::seq`).
     reviews: RefCell<VecMap<u64, Waiting>>,
+    /// Reviews decided whose write has not yet recorded its outcome: their stubs stay on disk
+    /// until it has, so a worker stopped between leaves a trace (`reviews`, R15).
+    decided_stubs: RefCell<Vec<crate::guard::review::Stub>>,
     /// The last review's `seq`: arrival order, never reused in this worker.
     review_seq: Cell<u64>,
     /// Reviews being prepared (their files fetched), by a number of their own: caller and the
@@ -232,6 +235,7 @@ impl<E: Env> Provider<E> {
             sessions: RefCell::new(VecMap::new()),
             next_session: Cell::new(1),
             reviews: RefCell::new(VecMap::new()),
+            decided_stubs: RefCell::new(Vec::new()),
             review_seq: Cell::new(0),
             preparing: RefCell::new(VecMap::new()),
             preparing_seq: Cell::new(0),

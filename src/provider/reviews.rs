@@ -91,7 +91,7 @@ impl<E: Env> Provider<E> {
         // The session closed (the user's Disconnect, a revocation) after the call's checks: a
         // review shown now would ask the user about a caller already sent away.
         if !self.session_open(request.session) {
-            return Ok((Decision::Cancelled, Told(None)));
+            return Ok((Decision::Cancelled, Told::nobody()));
         }
         let mut request = request;
         let wait = (request.expires_at - self.env.now_ms()).clamp(0.0, review::REVIEW_TIMEOUT_MS);
@@ -120,16 +120,35 @@ impl<E: Env> Provider<E> {
             Either::Left((Err(_), _)) => Decision::Cancelled,
             Either::Right(_) => Decision::Expired,
         };
-        let told = Told(self.reviews.borrow_mut().remove(&seq).and_then(|w| w.told));
+        // Its stub stays stored until the call has recorded what became of the write
+        // (`review_recorded`): removed now, a worker stopped before the write's journaled
+        // `set` or the refusal's entry left no trace of the user's decision (R15).
+        let decided = self.reviews.borrow_mut().remove(&seq);
+        let told = match decided {
+            Some(w) => {
+                self.decided_stubs.borrow_mut().push(w.request.stub());
+                Told {
+                    tell: w.told,
+                    review: Some(w.request.id),
+                }
+            }
+            None => Told::nobody(),
+        };
         if let Decision::Approve {
             allow_session: true,
         } = decision
         {
             self.allow_session(session);
         }
-        self.save_review_stubs().await;
         self.changed();
         Ok((decision, told))
+    }
+
+    /// The call whose write review `id` asked about has recorded its outcome (in the audit log,
+    /// or pending in the write's journaled `set`): its stub goes.
+    pub(crate) async fn review_recorded(&self, id: &str) {
+        self.decided_stubs.borrow_mut().retain(|s| s.id != id);
+        self.save_review_stubs().await;
     }
 
     /// The user's decision from the review surface. False when no such review waits (it
@@ -185,6 +204,7 @@ impl<E: Env> Provider<E> {
             .borrow()
             .values()
             .map(|w| w.request.stub())
+            .chain(self.decided_stubs.borrow().iter().cloned())
             .collect();
         let mut m = Map::new();
         m.insert(
@@ -219,14 +239,23 @@ impl<E: Env> Provider<E> {
                     .collect()
             })
             .unwrap_or_default();
-        let orphans: Vec<Stub> = stubs
-            .into_iter()
-            .filter(|s| !self.reviews.borrow().values().any(|w| w.request.id == s.id))
-            .collect();
+        let live = |s: &Stub| {
+            self.reviews.borrow().values().any(|w| w.request.id == s.id)
+                || self.decided_stubs.borrow().iter().any(|d| d.id == s.id)
+        };
+        let orphans: Vec<Stub> = stubs.into_iter().filter(|s| !live(s)).collect();
         if orphans.is_empty() {
             return;
         }
         for s in &orphans {
+            // Decided, and its write recorded itself (pending, or finished) before the stop.
+            // The write's entry is dated when its call began, before the review was made
+            // (its files fetched first, within a minute): an entry of the same caller and
+            // arguments from that minute on is this write's.
+            let since = s.created_at - 60_000.0;
+            if crate::guard::audit::recorded_since(&self.env, &s.caller, &s.digest, since).await {
+                continue;
+            }
             self.audit(&Entry {
                 at: self.env.now_ms(),
                 tool: s.tool.clone(),
@@ -252,15 +281,27 @@ pub type Applied = Result<(), ToolError>;
 
 /// Where an approved write tells its outcome ([`Provider::decide_told`]); nothing for a write
 /// that was not approved from the review surface.
-pub struct Told(Option<oneshot::Sender<Applied>>);
+pub struct Told {
+    tell: Option<oneshot::Sender<Applied>>,
+    /// The review decided, whose stub waits for the call's record ([`Provider::review_recorded`]).
+    review: Option<String>,
+}
 
 impl Told {
     pub fn nobody() -> Self {
-        Told(None)
+        Told {
+            tell: None,
+            review: None,
+        }
+    }
+
+    /// The review whose decision this call carried out, if any.
+    pub fn review(&self) -> Option<&str> {
+        self.review.as_deref()
     }
 
     pub fn tell<T>(&mut self, outcome: &Result<T, ToolError>) {
-        if let Some(tx) = self.0.take() {
+        if let Some(tx) = self.tell.take() {
             let _ = tx.send(outcome.as_ref().map(drop).map_err(Clone::clone));
         }
     }

@@ -138,6 +138,9 @@ pub async fn call<E: Env>(
         }
     };
     told.tell(&done.result);
+    if let Some(id) = told.review() {
+        p.review_recorded(id).await;
+    }
     CallOutcome::Result(done.result.unwrap_or_else(|e| e.to_result()))
 }
 
