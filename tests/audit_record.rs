@@ -295,3 +295,70 @@ fn each_write_keeps_the_name_it_left() {
     let kept = block_on(audit::read_all(&p.env)).unwrap()[0].name.clone();
     assert_eq!(kept, Some(format!("{}…", "n".repeat(80))));
 }
+
+/// R15: an agent's delete cut off after its `set` (the script in the trash, its entry pending)
+/// was listed INTERRUPTED with no Undo: its revision was read from a `script/` key, which a
+/// delete's `set` does not hold. It is read from the trash copy, and Undo brings it back.
+#[test]
+fn a_delete_stopped_before_its_result_is_recorded_can_be_undone() {
+    let p = provider();
+    let s = ready(&p);
+    let r = call(
+        &p,
+        &s,
+        "write_script",
+        json!({"source": script("Gone", "")}),
+    );
+    let uuid = written_uuid(&r);
+    p.env.advance(1000.0);
+    let pending = Entry {
+        at: p.env.now.get(),
+        tool: "delete_script".into(),
+        caller: HOST.into(),
+        result: String::new(),
+        target: Some(uuid.clone()),
+        digest: "0".repeat(64),
+        unchanged: false,
+        from_trash: false,
+        revision: None,
+        purged: None,
+        name: None,
+        count: None,
+    };
+    let snap = block_on(store::load_snapshot(&p.env)).unwrap();
+    let actor = store::Actor {
+        by: HOST,
+        via: Some("delete_script"),
+    };
+    block_on(lumo_userscripts::scripts::trash::delete(
+        &Journaled::new(&p.env, Some(pending.clone())),
+        &snap,
+        actor,
+        &uuid,
+        None,
+    ))
+    .unwrap();
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    q.env.uuid_counter.set(p.env.uuid_counter.get());
+    block_on(q.recover_interrupted_write());
+    let listed = block_on(lumo_userscripts::control::handle(
+        &q,
+        &json!({"op": "audit.list"}),
+    ))
+    .value;
+    let entries = listed["entries"].as_array().unwrap();
+    let i = entries
+        .iter()
+        .position(|e| e["tool"] == "delete_script" && e["result"] == INTERRUPTED)
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        listed["undoable"].as_array().unwrap().contains(&json!(i)),
+        "{listed}"
+    );
+    let undo = json!({"op": "scripts.undo", "uuid": uuid, "caller": HOST, "at": pending.at});
+    let r = block_on(lumo_userscripts::control::handle(&q, &undo)).value;
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let live = block_on(store::load_snapshot(&q.env)).unwrap();
+    assert!(live.records.iter().any(|r| r.uuid == uuid), "restored");
+}

@@ -873,13 +873,21 @@ impl<E: Storage> Storage for Journaled<'_, E> {
             // finalized landed all the same (this `set` holds both), and its INTERRUPTED entry
             // then says which version it made, for Undo. Not a restore's: whether it brought
             // the script back from the trash (undone by a delete) is known only at its end.
+            // A delete's `set` holds the trash copy instead (R15: an interrupted delete had no
+            // Undo though it landed).
             if e.revision.is_none() && e.tool != "restore_script" {
-                e.revision = e
-                    .target
-                    .as_deref()
-                    .and_then(|t| items.get(&format!("script/{t}")))
-                    .and_then(|r| r.get("revision"))
-                    .and_then(Value::as_u64);
+                e.revision = e.target.as_deref().and_then(|t| {
+                    items
+                        .get(&format!("script/{t}"))
+                        .or_else(|| {
+                            (e.tool == "delete_script")
+                                .then(|| items.get(&format!("trash/{t}")))
+                                .flatten()
+                                .and_then(|x| x.get("record"))
+                        })
+                        .and_then(|r| r.get("revision"))
+                        .and_then(Value::as_u64)
+                });
             }
             e.result = PENDING.to_owned();
             let also = self.also.borrow();
