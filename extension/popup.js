@@ -157,8 +157,13 @@ function reviewItem(r) {
       say(status, text);
       finish(r.id, text);
     } catch (e) {
-      say(status, e.message, 'error');
-      finish(r.id, 'No longer waiting.');
+      // Chrome's own words when the worker stopped before it answered (R15 showed them raw).
+      const stopped = /message channel closed|Receiving end does not exist/i.test(e.message);
+      const text = stopped
+        ? 'The extension restarted before it answered: the log below says what became of this write.'
+        : e.message;
+      say(status, text, 'error');
+      finish(r.id, stopped ? text : 'No longer waiting.');
     }
   };
   const buttons = [
