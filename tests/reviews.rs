@@ -927,7 +927,7 @@ fn a_review_decided_just_before_the_worker_stopped_leaves_one_entry() {
             let mut pending = serde_json::Map::new();
             pending.insert(
                 audit::PENDING_KEY.into(),
-                json!({"at": stub["createdAt"].as_f64().unwrap() - 5.0, "tool": "write_script",
+                json!({"at": stub["decidedAt"].as_f64().unwrap(), "tool": "write_script",
                        "caller": stub["caller"], "result": "PENDING", "target": uuid, "digest": stub["digest"]}),
             );
             q.env
@@ -947,4 +947,51 @@ fn a_review_decided_just_before_the_worker_stopped_leaves_one_entry() {
             .collect();
         assert_eq!(writes, [want], "{decision:?}, landed {landed}: {log:?}");
     }
+}
+
+/// R16: a stub was taken for recorded when any entry of the same caller and arguments was in
+/// the log: an agent's retry of a denied write, approved and cut off, was never audited.
+#[test]
+fn a_retried_write_approved_and_cut_off_is_audited_though_its_first_try_was_denied() {
+    use lumo_userscripts::guard::audit;
+    let p = provider();
+    let s = ready(&p);
+    let uuid = created(&p, &s, &script("Again", "x();"))["uuid"].clone();
+    set_switch(&p, "review", true);
+    let edit = json!({"uuid": uuid, "revision": 1, "source": script("Again", "y();")});
+    let (first, ()) = while_reviewed(&p, &s, "write_script", edit.clone(), async |_| {
+        (Decision::Deny, ())
+    });
+    assert_eq!(error_code(&first), Some("USER_REJECTED"), "{first}");
+    p.env.advance(5000.0);
+    p.env.get_yields.set(1);
+    let mut call = Box::pin(result(&p, &s, tool_call(10, "write_script", edit)));
+    block_on(async {
+        let id = loop {
+            assert!(futures::poll!(call.as_mut()).is_pending());
+            if let Some(r) = p.pending_reviews().first() {
+                break r.id.clone();
+            }
+            YieldNow(false).await;
+        };
+        p.env.advance(1000.0);
+        assert!(p.decide(
+            &id,
+            Decision::Approve {
+                allow_session: false
+            }
+        ));
+        assert!(futures::poll!(call.as_mut()).is_pending());
+    });
+    drop(call);
+    let q = next_worker(&p);
+    block_on(q.recover_interrupted_write());
+    block_on(q.resume_interrupted_reviews());
+    let log = block_on(audit::read_all(&q.env)).unwrap();
+    let results: Vec<&str> = log
+        .iter()
+        .filter(|e| e.tool == "write_script" && e.result != "ok")
+        .map(|e| e.result.as_str())
+        .collect();
+    assert_eq!(results, ["REVIEW_INTERRUPTED", "USER_REJECTED"], "{log:?}");
 }

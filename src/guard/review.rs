@@ -143,7 +143,7 @@ pub fn describe(verb: &str, before: Option<Version>, after: Option<Version>) -> 
     }
 }
 
-/// The part of a request kept in `chrome.storage.session` (no source, no diff).
+/// The part of a request kept in `chrome.storage.local` (no source, no diff).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stub {
@@ -153,6 +153,10 @@ pub struct Stub {
     pub target: Option<String>,
     pub digest: String,
     pub created_at: f64,
+    /// When the user decided it: its write's entry is dated from then on (a stub kept until
+    /// that entry is recorded, `Provider::review_recorded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<f64>,
 }
 
 impl ReviewRequest {
@@ -164,6 +168,7 @@ impl ReviewRequest {
             target: self.target.clone(),
             digest: self.digest.clone(),
             created_at: self.created_at,
+            decided_at: None,
         }
     }
 

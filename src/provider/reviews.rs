@@ -120,13 +120,18 @@ impl<E: Env> Provider<E> {
             Either::Left((Err(_), _)) => Decision::Cancelled,
             Either::Right(_) => Decision::Expired,
         };
-        // Its stub stays stored until the call has recorded what became of the write
-        // (`review_recorded`): removed now, a worker stopped before the write's journaled
-        // `set` or the refusal's entry left no trace of the user's decision (R15).
+        // Its stub stays stored, with the time of the decision, until the call has recorded
+        // what became of the write (`review_recorded`): removed now, a worker stopped before
+        // the write's journaled `set` or the refusal's entry left no trace of the user's
+        // decision (R15).
         let decided = self.reviews.borrow_mut().remove(&seq);
         let told = match decided {
             Some(w) => {
-                self.decided_stubs.borrow_mut().push(w.request.stub());
+                let stub = Stub {
+                    decided_at: Some(self.env.now_ms()),
+                    ..w.request.stub()
+                };
+                self.decided_stubs.borrow_mut().push(stub);
                 Told {
                     tell: w.told,
                     review: Some(w.request.id),
@@ -139,6 +144,11 @@ impl<E: Env> Provider<E> {
         } = decision
         {
             self.allow_session(session);
+        }
+        // Stored with the time of the decision, which tells this call's entry from an earlier
+        // call's with the same arguments at the next start.
+        if told.review.is_some() {
+            self.save_review_stubs().await;
         }
         self.changed();
         Ok((decision, told))
@@ -248,13 +258,15 @@ impl<E: Env> Provider<E> {
             return;
         }
         for s in &orphans {
-            // Decided, and its write recorded itself (pending, or finished) before the stop.
-            // The write's entry is dated when its call began, before the review was made
-            // (its files fetched first, within a minute): an entry of the same caller and
-            // arguments from that minute on is this write's.
-            let since = s.created_at - 60_000.0;
-            if crate::guard::audit::recorded_since(&self.env, &s.caller, &s.digest, since).await {
-                continue;
+            // Decided, and its write recorded itself (pending, or finished) before the stop:
+            // the entry of the same caller and arguments dated from the decision on (a reviewed
+            // write's entry is dated at the decision, `tools::write`; an earlier call with the
+            // same arguments, refused or done, is dated before it, R16).
+            if let Some(since) = s.decided_at {
+                if crate::guard::audit::recorded_since(&self.env, &s.caller, &s.digest, since).await
+                {
+                    continue;
+                }
             }
             self.audit(&Entry {
                 at: self.env.now_ms(),

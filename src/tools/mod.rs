@@ -256,15 +256,13 @@ async fn write<E: Env>(
     let still = || -> std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>> {
         Box::pin(still_allowed(p, ctx, reviewed, Waited::Write))
     };
-    let done = write::run_write(
-        p,
-        actor,
-        parsed,
-        Some(entry.clone()),
-        gate,
-        Some(&still),
-        fetched,
-    );
+    // A reviewed write is dated at the decision: its entry then tells a stopped worker's stub
+    // of this call apart from an earlier call's with the same arguments (`reviews`).
+    let entry = Entry {
+        at: if reviewed { p.env.now_ms() } else { entry.at },
+        ..entry.clone()
+    };
+    let done = write::run_write(p, actor, parsed, Some(entry), gate, Some(&still), fetched);
     let ((), done) = futures::join!(record, done);
     Ok(done)
 }
