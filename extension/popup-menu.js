@@ -15,22 +15,25 @@ export async function targetTab() {
 /** After a click: the command's script may copy. Chrome refuses its page's own write (this
  *  click and the focus are the popup's), so the popup writes what the page asks, with this
  *  click's user action, and says so; the page is told how it went. Only the clicked entry's
- *  script can ask, within seconds of the click (the worker's `gm::clipboard`). */
+ *  script can ask, within seconds of the click (the worker's `gm::clipboard`). A command may
+ *  copy more than once: each write is asked for in turn, and the last one stays. */
 async function copyFor(item, c, status) {
-  const got = await ask('menu.clipboard', { entry: item.entry });
-  if (typeof got.ticket !== 'number') return;
-  let error = null;
-  try {
-    const text = String(got.text);
-    const parts = { 'text/plain': new Blob([text], { type: 'text/plain' }) };
-    if (got.html) parts['text/html'] = new Blob([text], { type: 'text/html' });
-    await navigator.clipboard.write([new ClipboardItem(parts)]);
-  } catch (e) {
-    error = e?.message ?? String(e);
+  for (let n = 0; n < 4; n++) {
+    const got = await ask('menu.clipboard', { entry: item.entry });
+    if (typeof got.ticket !== 'number') return;
+    let error = null;
+    try {
+      const text = String(got.text);
+      const parts = { 'text/plain': new Blob([text], { type: 'text/plain' }) };
+      if (got.html) parts['text/html'] = new Blob([text], { type: 'text/html' });
+      await navigator.clipboard.write([new ClipboardItem(parts)]);
+    } catch (e) {
+      error = e?.message ?? String(e);
+    }
+    await ask('menu.clipboardDone', { ticket: got.ticket, error });
+    if (error) throw new Error(`"${c.caption}" of ${item.name} could not copy: ${error}`);
+    say(status, `"${c.caption}" of ${item.name} copied ${[...String(got.text)].length} characters to the clipboard.`);
   }
-  await ask('menu.clipboardDone', { ticket: got.ticket, error });
-  if (error) throw new Error(`"${c.caption}" of ${item.name} could not copy: ${error}`);
-  say(status, `"${c.caption}" of ${item.name} copied ${[...String(got.text)].length} characters to the clipboard.`);
 }
 
 export function menuSection(section, list, status) {

@@ -8,8 +8,11 @@
 
 use serde_json::{Map, Value};
 
-/// The most text one write carries (the channel's message bound is 600 KiB).
+/// The most text one write carries, in UTF-8 bytes.
 pub const MAX_TEXT_BYTES: usize = 512 * 1024;
+/// The most the page sends, as JSON text in UTF-16 units: the channel drops a message over
+/// 600 KiB unanswered (`channel::message`), and escapes can make the text six times longer.
+pub const MAX_JSON_CHARS: usize = 480_000;
 /// How long after a click in the popup its script's page may ask the popup to write.
 pub const CLICK_WINDOW_MS: f64 = 4_000.0;
 

@@ -22,7 +22,10 @@ pub const SET_CLIPBOARD_JS: &str = concat!(
     "const no=()=>{throw new Error('GM_setClipboard: Chrome refused to write the clipboard (it allows it after a user action in the page, such as a click)')};",
     // Refused here: the popup writes it if the user just clicked one of this script's commands
     // there. Its answer says why not (a try or a world without channel: Chrome's refusal).
-    "const pop=()=>S('clipboard',{text:s,type:m}).then(r=>{if(r&&r.ok)return;",
+    // The channel takes a message of at most 600 KiB as JSON text: a longer one would get no
+    // answer at all (R16: 400 KiB of line breaks is 800 KiB escaped).
+    "const pop=()=>JSON.stringify(s).length>__MAXJ__?Promise.reject(new Error('GM_setClipboard: Chrome refused to write the clipboard, and the text is too long for the popup to copy it (over __MAXJ__ characters as JSON)')):",
+    "S('clipboard',{text:s,type:m}).then(r=>{if(r&&r.ok)return;",
     "if(r&&typeof r.error==='string'&&r.error.startsWith('GM_setClipboard'))throw new Error(r.error);no()},()=>no());",
     "return(navigator.clipboard&&navigator.clipboard.writeText?navigator.clipboard.writeText(s):Promise.reject()).then(()=>{},pop)};",
     "d('GM_setClipboard',(v,t,f)=>{CB(v,t).then(()=>{if(typeof f==='function')f()},e=>console.error(e.message))});",
@@ -34,6 +37,14 @@ mod tests {
     #[test]
     fn one_line() {
         assert!(!super::SET_CLIPBOARD_JS.contains('\n'));
+        // The page's bound is filled in where the code is put around a script.
+        let src = "// ==UserScript==\n// @name c\n// @grant GM_setClipboard\n// ==/UserScript==\n";
+        let m = crate::scripts::metadata::parse(src).metadata.unwrap();
+        let js = crate::gm::inject::prelude("u", &m, src);
+        assert!(
+            !js.contains("__MAXJ__") && js.contains(".length>480000?"),
+            "{js}"
+        );
         if let Ok(p) = std::env::var("LUMO_DUMP_CLIP") {
             let src = "// ==UserScript==\n// @name c\n// @grant GM_setClipboard\n// @grant GM.setClipboard\n// @grant GM_openInTab\n// @grant GM_notification\n// @grant GM_registerMenuCommand\n// ==/UserScript==\n";
             let m = crate::scripts::metadata::parse(src).metadata.unwrap();

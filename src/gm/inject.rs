@@ -231,7 +231,10 @@ fn api_js(name: &str, uuid: &str, meta: &Metadata, source: &str) -> String {
         "GM_registerMenuCommand" | "GM_unregisterMenuCommand" => super::menu_js::menu_js(),
         "GM_openInTab" => super::tabs_js::OPEN_IN_TAB_JS.to_owned(),
         "GM_notification" => super::tabs_js::NOTIFICATION_JS.to_owned(),
-        "GM_setClipboard" => super::clipboard_js::SET_CLIPBOARD_JS.to_owned(),
+        "GM_setClipboard" => super::clipboard_js::SET_CLIPBOARD_JS.replace(
+            "__MAXJ__",
+            &super::clipboard::MAX_JSON_CHARS.to_string(),
+        ),
         "GM_getTab" => super::tab_objects_js::GET_TAB_JS.to_owned(),
         "GM_saveTab" => super::tab_objects_js::save_tab_js(),
         "GM_getTabs" => super::tab_objects_js::GET_TABS_JS.to_owned(),

@@ -15,12 +15,16 @@ use crate::gm::clipboard::{self, Click, Write};
 
 /// How long a page's write waits for the popup to write it (the popup may have closed).
 pub const HANDOFF_MS: f64 = 6_000.0;
+/// A page's writes that may wait for the popup at once (a command may copy twice: the last
+/// one written is what the clipboard holds, as in a page).
+pub const MAX_PENDING: usize = 4;
 
-/// The click, the page's write waiting for the popup, and the popup's wait for it.
+/// The click, the page's writes waiting for the popup, and the popup's wait for them.
 #[derive(Default)]
 pub(crate) struct Handoff {
     click: Option<Click>,
-    pending: Option<Pending>,
+    /// Oldest first; a handed one waits for the popup's outcome.
+    pending: Vec<Pending>,
     /// The popup's wait: the entry it clicked, the wait's number, where to answer.
     popup: Option<(u64, u64, oneshot::Sender<Value>)>,
     next_ticket: u64,
@@ -34,15 +38,44 @@ struct Pending {
     answer: oneshot::Sender<Value>,
 }
 
+impl Handoff {
+    /// The oldest write for `entry` not yet handed to its popup: handed now.
+    fn hand(&mut self, entry: u64) -> Option<Value> {
+        let p = self
+            .pending
+            .iter_mut()
+            .find(|p| p.entry == entry && p.write.is_some())?;
+        let w = p.write.take()?;
+        Some(offer(p.ticket, &w))
+    }
+
+    /// Answers and drops the writes not yet handed that `drop` picks.
+    fn refuse(&mut self, drop: impl Fn(&Pending) -> bool, why: &str) {
+        let (gone, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.write.is_some() && drop(p));
+        self.pending = kept;
+        for p in gone {
+            let _ = p.answer.send(json!({ "error": why }));
+        }
+    }
+}
+
 fn offer(ticket: u64, w: &Write) -> Value {
     json!({ "ok": true, "ticket": ticket, "text": w.text, "html": w.html })
 }
 
 impl<E: Env> Provider<E> {
     /// The user clicked a command of entry `entry` (script `uuid`, page `document`) in the popup.
+    /// Writes an earlier click left for a popup that never asked are not this click's.
     pub(crate) fn note_click(&self, entry: u64, uuid: &str, document: Option<&str>) {
         let now = self.env.now_ms();
-        self.clipboard.borrow_mut().click = document.map(|d| Click {
+        let mut h = self.clipboard.borrow_mut();
+        h.refuse(
+            |_| true,
+            "GM_setClipboard: the popup did not write it before another menu command was clicked",
+        );
+        h.click = document.map(|d| Click {
             entry,
             uuid: uuid.to_owned(),
             document: d.to_owned(),
@@ -71,23 +104,36 @@ impl<E: Env> Provider<E> {
             else {
                 return json!({ "error": clipboard::REFUSED });
             };
+            if h.pending.len() >= MAX_PENDING {
+                let oldest = h
+                    .pending
+                    .iter()
+                    .find(|p| p.write.is_some())
+                    .map(|p| p.ticket);
+                h.refuse(
+                    |p| Some(p.ticket) == oldest,
+                    "GM_setClipboard: later writes of this script's replaced this one before the popup wrote it",
+                );
+                if h.pending.len() >= MAX_PENDING {
+                    return json!({ "error": "GM_setClipboard: the popup is still writing this script's earlier copies" });
+                }
+            }
             h.next_ticket += 1;
             let ticket = h.next_ticket;
-            if let Some(old) = h.pending.take() {
-                let _ = old.answer.send(json!({ "error": "GM_setClipboard: a later write of this script's replaced this one before the popup wrote it" }));
-            }
-            let waiting = h.popup.take_if(|(e, _, _)| *e == entry);
-            // Handed over, or kept for the popup's next wait if this one stopped listening.
-            let write = match waiting {
-                Some((_, _, popup)) => popup.send(offer(ticket, &write)).err().map(|_| write),
-                None => Some(write),
-            };
-            h.pending = Some(Pending {
+            h.pending.push(Pending {
                 ticket,
                 entry,
-                write,
+                write: Some(write),
                 answer: tx,
             });
+            // The popup already waits: it gets the oldest not yet handed (this one, or one
+            // before it; it asks again for the rest). A wait that stopped listening gets none.
+            let waiting = h.popup.take_if(|(e, _, s)| *e == entry && !s.is_canceled());
+            if let Some((_, _, popup)) = waiting {
+                if let Some(offered) = h.hand(entry) {
+                    let _ = popup.send(offered);
+                }
+            }
             ticket
         };
         let timer = self.env.sleep(HANDOFF_MS);
@@ -95,26 +141,24 @@ impl<E: Env> Provider<E> {
         match futures::future::select(rx, timer).await {
             futures::future::Either::Left((Ok(v), _)) => v,
             _ => {
-                let mut h = self.clipboard.borrow_mut();
-                if h.pending.as_ref().is_some_and(|p| p.ticket == ticket) {
-                    h.pending = None;
-                }
+                self.clipboard
+                    .borrow_mut()
+                    .pending
+                    .retain(|p| p.ticket != ticket);
                 json!({ "error": "GM_setClipboard: the popup closed before it wrote the clipboard (Chrome refused the page's own write)" })
             }
         }
     }
 
-    /// The popup's wait after its click on `entry`: what the script's page asks it to write
-    /// (`{ok, ticket, text, html}`), or `{ok}` alone when nothing comes within the click's
-    /// window.
+    /// The popup's wait after its click on `entry`: the oldest write the script's page asks it
+    /// to make (`{ok, ticket, text, html}`), or `{ok}` alone when nothing comes within the
+    /// click's window. The popup asks again after each write, for one that came meanwhile.
     pub async fn menu_clipboard(&self, entry: u64) -> Value {
         let (tx, rx) = oneshot::channel();
         let wait = {
             let mut h = self.clipboard.borrow_mut();
-            if let Some(p) = h.pending.as_mut().filter(|p| p.entry == entry) {
-                if let Some(w) = p.write.take() {
-                    return offer(p.ticket, &w);
-                }
+            if let Some(offered) = h.hand(entry) {
+                return offered;
             }
             h.next_ticket += 1;
             let wait = h.next_ticket;
@@ -141,12 +185,14 @@ impl<E: Env> Provider<E> {
     /// The popup wrote `ticket` (or could not: `error`); its page is told.
     pub fn menu_clipboard_done(&self, ticket: u64, error: Option<&str>) -> Value {
         let mut h = self.clipboard.borrow_mut();
-        let Some(p) = h
+        let Some(i) = h
             .pending
-            .take_if(|p| p.ticket == ticket && p.write.is_none())
+            .iter()
+            .position(|p| p.ticket == ticket && p.write.is_none())
         else {
             return json!({ "ok": false, "error": "that clipboard write is no longer waiting (its page gave up, or a later one replaced it)" });
         };
+        let p = h.pending.remove(i);
         let answer = match error {
             None => json!({ "ok": true }),
             Some(e) => {
@@ -287,6 +333,53 @@ mod tests {
             "{r}"
         );
         // A popup asking later gets nothing of it.
+        assert_eq!(block_on(p.menu_clipboard(entry)), json!({"ok": true}));
+    }
+
+    /// R16: a command that copies twice (text, then a corrected text) had its first write told
+    /// "replaced" while the popup was writing it, and its second lost. Each is handed in turn.
+    #[test]
+    fn a_command_that_copies_twice_has_both_written_in_order() {
+        let (p, [ta, ..], entry) = clicked();
+        let first = p.user_script_message(|| Some(copy(&ta, "one")), page("d1"));
+        let second = p.user_script_message(|| Some(copy(&ta, "two")), page("d1"));
+        let popup = async {
+            let mut written = Vec::new();
+            for _ in 0..2 {
+                let got = p.menu_clipboard(entry).await;
+                written.push(got["text"].as_str().unwrap().to_owned());
+                let t = got["ticket"].as_u64().unwrap();
+                assert_eq!(p.menu_clipboard_done(t, None), json!({"ok": true}));
+            }
+            written
+        };
+        let ((a, b), written) = block_on(join(join(first, second), popup));
+        assert_eq!(written, ["one", "two"]);
+        assert_eq!(
+            (answered(a), answered(b)),
+            (json!({"ok": true}), json!({"ok": true}))
+        );
+    }
+
+    /// R16: a write left by a click whose popup never asked was handed to the popup of the next
+    /// click, as that command's copy. A click refuses what an earlier one left.
+    #[test]
+    fn a_new_click_does_not_hand_over_what_an_earlier_one_left() {
+        let (p, [ta, ..], entry) = clicked();
+        let left = p.user_script_message(|| Some(copy(&ta, "stale")), page("d1"));
+        let click = async {
+            assert!(p.menu_click(entry, "c").await.is_ok());
+        };
+        let (r, ()) = block_on(join(left, click));
+        let r = answered(r);
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("before another menu command was clicked"),
+            "{r}"
+        );
+        p.env.timers_fire.set(true);
         assert_eq!(block_on(p.menu_clipboard(entry)), json!({"ok": true}));
     }
 }

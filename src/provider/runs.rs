@@ -97,9 +97,11 @@ impl Received {
     }
 }
 
-/// What a script over its own bound of messages is told.
-pub const RATE_LIMITED: &str = "GM: this script sent more requests than it may in a minute (600 \
-     GM requests for all its pages together); this one was refused and did nothing";
+/// What a script over a bound of messages is told: its own (per kind, or its share of the
+/// channel) or, while others flood, the channel's (R16: it blamed the script alone).
+pub const RATE_LIMITED: &str = "GM: refused for the rate: this script's pages, or all scripts \
+     together, sent more messages in the last minute than the provider takes (one script: 600 GM \
+     requests and 1,200 value-listener waits); this one did nothing";
 
 /// Where a run's ring is kept: a page in an incognito window leaves nothing on disk, so its
 /// runs are in `chrome.storage.session` (memory only, gone when the browser quits).

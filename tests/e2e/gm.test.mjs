@@ -640,7 +640,7 @@ describe("gm: the GM functions a script is given", () => {
     await tab.waitForFunction(() => document.documentElement.hasAttribute("data-gm-rate"), null, { timeout: 30000 });
     const rate = JSON.parse((await attributes()).rate);
     assert.ok(rate.n >= 500 && rate.n < 600, JSON.stringify(rate));
-    assert.match(rate.refused ?? "", /^GM: this script sent more requests than it may in a minute/);
+    assert.match(rate.refused ?? "", /^GM: refused for the rate: this script's pages, or all scripts together, sent more messages/);
     assert.equal(rate.copy, rate.n + 1, "the refused value is the page's copy at first");
     assert.equal(JSON.parse((await stored(`values/${s.uuid}`))?.k ?? "null"), rate.n, "the last accepted value is stored");
     // Read again from storage once the script's minute is over (asked every 10 s till then).
