@@ -160,7 +160,7 @@ pub enum Op {
         id: Option<String>,
     },
     /// After a click: what the clicked command's script asks the popup to copy, if anything
-    /// (`provider::gm_clipboard`): `{ticket, text, html}` or `{}`.
+    /// (`provider::gm_clipboard`): `{ok, ticket, text, html}`, or `{ok}` alone.
     #[serde(rename = "menu.clipboard")]
     MenuClipboard {
         #[serde(default, deserialize_with = "loose")]
