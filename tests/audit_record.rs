@@ -43,20 +43,7 @@ fn twelve_hundred_refused_calls_do_not_wipe_a_real_write() {
 /// uuid of the script whose write has no result yet.
 fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
     let p = provider();
-    let pending = Entry {
-        at: 1.0,
-        tool: "write_script".into(),
-        caller: HOST.into(),
-        result: String::new(),
-        target: None,
-        digest: "0".repeat(64),
-        unchanged: false,
-        from_trash: false,
-        revision: None,
-        purged: None,
-        name: None,
-        count: None,
-    };
+    let pending = pending_entry(1.0, "write_script", None);
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let c = block_on(store::create(
         &Journaled::new(&p.env, Some(pending)),
@@ -71,10 +58,25 @@ fn stopped_mid_write() -> (Provider<MemoryEnv>, String) {
         p.env.dump(Area::Local)[PENDING_KEY]["target"],
         json!(c.record.uuid)
     );
-    let q = Provider::new(MemoryEnv::new());
-    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
-    q.env.uuid_counter.set(p.env.uuid_counter.get());
-    (q, c.record.uuid)
+    (next_worker(&p), c.record.uuid)
+}
+
+/// The host's write-ahead entry of a `tool` call at `at`, not yet finished.
+fn pending_entry(at: f64, tool: &str, target: Option<String>) -> Entry {
+    Entry {
+        at,
+        tool: tool.into(),
+        caller: HOST.into(),
+        result: String::new(),
+        target,
+        digest: "0".repeat(64),
+        unchanged: false,
+        from_trash: false,
+        revision: None,
+        purged: None,
+        name: None,
+        count: None,
+    }
 }
 
 #[test]
@@ -311,20 +313,7 @@ fn a_delete_stopped_before_its_result_is_recorded_can_be_undone() {
     );
     let uuid = written_uuid(&r);
     p.env.advance(1000.0);
-    let pending = Entry {
-        at: p.env.now.get(),
-        tool: "delete_script".into(),
-        caller: HOST.into(),
-        result: String::new(),
-        target: Some(uuid.clone()),
-        digest: "0".repeat(64),
-        unchanged: false,
-        from_trash: false,
-        revision: None,
-        purged: None,
-        name: None,
-        count: None,
-    };
+    let pending = pending_entry(p.env.now.get(), "delete_script", Some(uuid.clone()));
     let snap = block_on(store::load_snapshot(&p.env)).unwrap();
     let actor = store::Actor {
         by: HOST,
@@ -338,9 +327,7 @@ fn a_delete_stopped_before_its_result_is_recorded_can_be_undone() {
         None,
     ))
     .unwrap();
-    let q = Provider::new(MemoryEnv::new());
-    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
-    q.env.uuid_counter.set(p.env.uuid_counter.get());
+    let q = next_worker(&p);
     block_on(q.recover_interrupted_write());
     let listed = block_on(lumo_userscripts::control::handle(
         &q,

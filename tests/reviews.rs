@@ -874,12 +874,34 @@ fn a_grant_added_later_shows_the_resource_it_lets_the_script_read() {
         .is_some_and(|t| t.contains("steal(document.cookie)")));
 }
 
-/// A provider on `p`'s storage: the next worker, after `p`'s stopped.
-fn next_worker(p: &Provider<MemoryEnv>) -> Provider<MemoryEnv> {
-    let q = Provider::new(MemoryEnv::new());
-    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
-    q.env.uuid_counter.set(p.env.uuid_counter.get());
-    q
+/// Sends `edit` as a reviewed `write_script`, has the user decide `decision` once it waits,
+/// lets the call take one step more (each storage read yields once, so the next one waits),
+/// then stops the worker: the next worker, on `p`'s storage.
+fn decided_then_stopped(
+    p: &Provider<MemoryEnv>,
+    s: &Session,
+    edit: Value,
+    decision: Decision,
+) -> Provider<MemoryEnv> {
+    p.env.get_yields.set(1);
+    let mut call = Box::pin(result(p, s, tool_call(10, "write_script", edit)));
+    block_on(async {
+        let id = loop {
+            assert!(futures::poll!(call.as_mut()).is_pending());
+            if let Some(r) = p.pending_reviews().first() {
+                break r.id.clone();
+            }
+            YieldNow(false).await;
+        };
+        p.env.advance(1000.0);
+        assert!(p.decide(&id, decision));
+        assert!(
+            futures::poll!(call.as_mut()).is_pending(),
+            "{decision:?}: done"
+        );
+    });
+    drop(call);
+    next_worker(p)
 }
 
 /// R15: the user approved (or denied) a write and the worker stopped a moment later, before
@@ -902,24 +924,8 @@ fn a_review_decided_just_before_the_worker_stopped_leaves_one_entry() {
         let s = ready(&p);
         let uuid = created(&p, &s, &script("Cut", "x();"))["uuid"].clone();
         set_switch(&p, "review", true);
-        // Each storage read yields once, so the call can be stopped between its steps.
-        p.env.get_yields.set(1);
         let edit = json!({"uuid": uuid, "revision": 1, "source": script("Cut", "y();")});
-        let mut call = Box::pin(result(&p, &s, tool_call(9, "write_script", edit)));
-        block_on(async {
-            let id = loop {
-                assert!(futures::poll!(call.as_mut()).is_pending());
-                if let Some(r) = p.pending_reviews().first() {
-                    break r.id.clone();
-                }
-                YieldNow(false).await;
-            };
-            assert!(p.decide(&id, decision));
-            // One step on: the decision is taken, and the next storage read waits.
-            assert!(futures::poll!(call.as_mut()).is_pending());
-        });
-        drop(call);
-        let q = next_worker(&p);
+        let q = decided_then_stopped(&p, &s, edit, decision);
         if landed {
             // The stop came after the write's journaled `set`: its entry is pending.
             let stubs = q.env.dump(Area::Local)[review::STUBS_KEY].clone();
@@ -964,27 +970,10 @@ fn a_retried_write_approved_and_cut_off_is_audited_though_its_first_try_was_deni
     });
     assert_eq!(error_code(&first), Some("USER_REJECTED"), "{first}");
     p.env.advance(5000.0);
-    p.env.get_yields.set(1);
-    let mut call = Box::pin(result(&p, &s, tool_call(10, "write_script", edit)));
-    block_on(async {
-        let id = loop {
-            assert!(futures::poll!(call.as_mut()).is_pending());
-            if let Some(r) = p.pending_reviews().first() {
-                break r.id.clone();
-            }
-            YieldNow(false).await;
-        };
-        p.env.advance(1000.0);
-        assert!(p.decide(
-            &id,
-            Decision::Approve {
-                allow_session: false
-            }
-        ));
-        assert!(futures::poll!(call.as_mut()).is_pending());
-    });
-    drop(call);
-    let q = next_worker(&p);
+    let approve = Decision::Approve {
+        allow_session: false,
+    };
+    let q = decided_then_stopped(&p, &s, edit, approve);
     block_on(q.recover_interrupted_write());
     block_on(q.resume_interrupted_reviews());
     let log = block_on(audit::read_all(&q.env)).unwrap();

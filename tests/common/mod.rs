@@ -170,3 +170,11 @@ pub fn switches_withdrawn() -> [(Value, &'static str); 3] {
         ),
     ]
 }
+
+/// A provider on `p`'s storage: the next worker, after `p`'s stopped.
+pub fn next_worker(p: &Provider<MemoryEnv>) -> Provider<MemoryEnv> {
+    let q = Provider::new(MemoryEnv::new());
+    *q.env.areas.borrow_mut() = p.env.areas.borrow().clone();
+    q.env.uuid_counter.set(p.env.uuid_counter.get());
+    q
+}
