@@ -42,7 +42,7 @@ const purgedNote = (p) => p && el('div', { class: 'purged' }, el('small', {},
 // leaves the list. Every button names its review by id. A newly shown review's buttons wait
 // ARM_MS before they take a click, so a review appearing where the pointer already is cannot
 // catch a click meant for something else.
-const shown = new Map(); // review id -> { li, done: boolean }
+const shown = new Map(); // review id -> { li, session, done: boolean, deciding?: boolean }
 let pointerInside = false;
 const section = $('reviews-section');
 const list = $('reviews');
@@ -144,19 +144,39 @@ function reviewItem(r) {
     // review leaves the worker's list, and this item waits for that answer, not for the list.
     const item = shown.get(r.id);
     if (item) item.deciding = true;
+    // "Approve all" approves the session's other waiting writes too (the worker does): they
+    // leave the list as approved, not as "decided, cancelled or expired".
+    const alongside = allowSession
+      ? [...shown].filter(([id, it]) => id !== r.id && it.session === r.session && !it.done && !it.deciding)
+      : [];
+    for (const [, it] of alongside) {
+      it.deciding = true;
+      for (const b of it.li.querySelectorAll('.actions button')) b.disabled = true;
+    }
     if (approve) say(status, 'Approved; applying…');
     try {
-      const { applied, why } = await ask('reviews.decide', { review: r.id, approve, ...(allowSession ? { allowSession } : {}) });
+      const { applied, why, alsoApproved } = await ask('reviews.decide', { review: r.id, approve, ...(allowSession ? { allowSession } : {}) });
+      const approvedWith = new Set(alsoApproved ?? []);
+      for (const [id, it] of alongside) {
+        if (approvedWith.has(id)) finish(id, 'Approved with “Approve all” on another write of this session.');
+        else it.deciding = false; // no longer waiting when the worker decided: the list says why
+      }
+      const n = approvedWith.size;
+      const also = n === 0 ? '' : n === 1 ? ' Its other waiting write was approved with it.' : ` Its ${n} other waiting writes were approved with it.`;
       if (applied === false) {
-        const text = `Approved, but not applied: ${why}`;
+        const text = `Approved, but not applied: ${why}${also}`;
         say(status, text, 'error');
         finish(r.id, text);
         return;
       }
-      const text = applied === null ? `${done} Still being applied: the log below will show the result.` : done;
+      const text = (applied === null ? `${done} Still being applied: the log below will show the result.` : done) + also;
       say(status, text);
       finish(r.id, text);
     } catch (e) {
+      for (const [, it] of alongside) {
+        it.deciding = false;
+        for (const b of it.li.querySelectorAll('.actions button')) b.disabled = false;
+      }
       // Chrome's own words when the worker stopped before it answered (R15 showed them raw).
       const stopped = /message channel closed|Receiving end does not exist/i.test(e.message);
       const text = stopped
@@ -222,7 +242,7 @@ function renderReviews(reviews) {
   for (const r of [...reviews].sort((a, b) => a.seq - b.seq)) {
     if (shown.has(r.id)) continue;
     const li = reviewItem(r);
-    shown.set(r.id, { li, done: false });
+    shown.set(r.id, { li, session: r.session, done: false });
     list.append(li);
   }
   section.hidden = shown.size === 0;

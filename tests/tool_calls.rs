@@ -384,6 +384,55 @@ fn allow_for_this_session_skips_later_reviews_on_that_port_only() {
     assert_eq!(error_code(&r), Some("USER_REJECTED"));
 }
 
+/// "Approve all from this session" on one waiting write approves that session's other waiting
+/// writes too (R15: they kept waiting), and no other session's.
+#[test]
+fn approve_all_takes_the_sessions_waiting_writes_and_no_others() {
+    let p = provider();
+    let s = ready(&p);
+    let other = ready(&p);
+    set_switch(&p, "review", true);
+    let msg = |id: u64, name: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "write_script", "arguments": {"source": script(name, "")}}});
+    let (a, b, c) = (msg(1, "A"), msg(2, "B"), msg(3, "C"));
+    let user = async {
+        while p.pending_reviews().len() < 3 {
+            YieldNow(false).await;
+        }
+        let first = p.pending_reviews()[0].id.clone();
+        let answer = lumo_userscripts::control::handle(
+            &p,
+            &json!({"op": "reviews.decide", "review": first, "approve": true, "allowSession": true}),
+        )
+        .await;
+        assert_eq!(answer.value["applied"], json!(true), "{}", answer.value);
+        let second = answer.value["alsoApproved"][0].as_str().unwrap_or_default();
+        assert_eq!(
+            answer.value["alsoApproved"].as_array().map(Vec::len),
+            Some(1)
+        );
+        assert!(
+            second.ends_with('2'),
+            "the session's own other write: {}",
+            answer.value
+        );
+        // The other session's write still waits for its own answer.
+        let left = p.pending_reviews();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(p.decide(&left[0].id, Decision::Deny));
+    };
+    let calls = futures::future::join3(p.handle_mcp(&s, &a), p.handle_mcp(&s, &b), async {
+        // The other session's write is asked about after the first two.
+        while p.pending_reviews().len() < 2 {
+            YieldNow(false).await;
+        }
+        p.handle_mcp(&other, &c).await
+    });
+    let ((ra, rb, rc), ()) = block_on(join(calls, user));
+    assert_eq!(reply(ra)["result"]["isError"], json!(false));
+    assert_eq!(reply(rb)["result"]["isError"], json!(false));
+    assert_eq!(error_code(&reply(rc)["result"]), Some("USER_REJECTED"));
+}
+
 #[test]
 fn doomed_writes_fail_before_asking_the_user() {
     let p = provider();

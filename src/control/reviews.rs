@@ -3,14 +3,15 @@
 use super::err;
 use crate::env::Env;
 use crate::guard::review::Decision;
-use crate::provider::Provider;
+use crate::provider::{Decided, Provider};
 use crate::tools::result::{ErrorCode, ToolError};
 use futures::future::{select, Either};
 use serde_json::{json, Value};
 
-/// `reviews.decide`: approve (maybe for the rest of the session) or deny one review. An
-/// approval's answer waits (up to [`APPLY_WAIT_MS`]) for the write it approved, and says whether
-/// it was applied: it may not be, when the script changed or went meanwhile.
+/// `reviews.decide`: approve (maybe for the rest of the session, with the session's other
+/// waiting writes: `alsoApproved` lists their ids) or deny one review. An approval's answer
+/// waits (up to [`APPLY_WAIT_MS`]) for the write it approved, and says whether it was applied:
+/// it may not be, when the script changed or went meanwhile.
 pub(super) async fn decide<E: Env>(
     p: &Provider<E>,
     review: Option<String>,
@@ -30,7 +31,7 @@ pub(super) async fn decide<E: Env>(
     } else {
         Decision::Deny
     };
-    let Some(outcome) = p.decide_told(&review, decision) else {
+    let Some(Decided { outcome, also }) = p.decide_told(&review, decision) else {
         return err(
             "that review is no longer waiting (it expired, was cancelled or was already decided)",
         );
@@ -39,15 +40,22 @@ pub(super) async fn decide<E: Env>(
         return json!({ "ok": true });
     }
     let waited = select(outcome, Box::pin(p.env.sleep(APPLY_WAIT_MS))).await;
-    let not_applied = |why: String| json!({ "ok": true, "applied": false, "why": why });
-    match waited {
+    let mut answer = match waited {
         Either::Left((Ok(Ok(())), _)) => json!({ "ok": true, "applied": true }),
-        Either::Left((Ok(Err(e)), _)) => not_applied(in_user_words(&e)),
-        Either::Left((Err(_), _)) => not_applied(
-            "it stopped before it finished (its connection closed); the audit log has what happened".to_owned(),
-        ),
+        Either::Left((Ok(Err(e)), _)) => {
+            json!({ "ok": true, "applied": false, "why": in_user_words(&e) })
+        }
+        Either::Left((Err(_), _)) => json!({
+            "ok": true,
+            "applied": false,
+            "why": "it stopped before it finished (its connection closed); the audit log has what happened",
+        }),
         Either::Right(_) => json!({ "ok": true, "applied": null }),
+    };
+    if let (false, Some(fields)) = (also.is_empty(), answer.as_object_mut()) {
+        fields.insert("alsoApproved".into(), json!(also));
     }
+    answer
 }
 
 /// How long an approval's answer waits for the write: a write waits its turn behind others and

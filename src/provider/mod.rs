@@ -34,7 +34,7 @@ use std::rc::Rc;
 pub use bridge::{BridgeAnswer, BridgeAuth, BridgeView, AUTH_KEY as BRIDGE_AUTH_KEY};
 pub use guards::AdmitError;
 pub use registry::{RegistryState, SyncOutcome};
-pub use reviews::{Applied, Told};
+pub use reviews::{Applied, Decided, Told};
 pub use runs::{Received, Sender};
 pub use sessions::{MAX_REFUSED_PORTS, MAX_UNOPENED_PORTS, REFUSED_WINDOW_MS};
 pub use state::{watched, Watched};

@@ -170,14 +170,38 @@ impl<E: Env> Provider<E> {
     /// [`Self::decide`], and where the decided write's outcome will come: an approved write
     /// may still not apply (the script changed or went meanwhile, writes were turned off), and
     /// the review surface must not say it did. None when no such review waits.
-    pub fn decide_told(&self, id: &str, decision: Decision) -> Option<oneshot::Receiver<Applied>> {
+    ///
+    /// "Approve all from this session" approves that session's other waiting writes too: its
+    /// later writes will not ask, and those already listed are no different (R15: they kept
+    /// waiting, though the button said "all"). Their ids come with the answer.
+    pub fn decide_told(&self, id: &str, decision: Decision) -> Option<Decided> {
         let mut reviews = self.reviews.borrow_mut();
         let w = reviews.values_mut().find(|w| w.request.id == id)?;
         let tx = w.decide.take()?;
+        let session = w.request.session;
         let (told, outcome) = oneshot::channel();
         w.told = Some(told);
+        let mut also = Vec::new();
+        if let Decision::Approve {
+            allow_session: true,
+        } = decision
+        {
+            for w in reviews
+                .values_mut()
+                .filter(|w| w.request.session == session)
+            {
+                if let Some(tx) = w.decide.take() {
+                    also.push((w.request.id.clone(), tx));
+                }
+            }
+        }
         drop(reviews);
-        tx.send(decision).ok().map(|()| outcome)
+        tx.send(decision).ok()?;
+        let also = also
+            .into_iter()
+            .filter_map(|(id, tx)| tx.send(decision).ok().map(|()| id))
+            .collect();
+        Some(Decided { outcome, also })
     }
 
     /// Every waiting review ends with `decision` (the user turned writes off: none can apply).
@@ -286,6 +310,13 @@ impl<E: Env> Provider<E> {
         }
         self.save_review_stubs().await;
     }
+}
+
+/// A decision taken: where the decided write's outcome will come, and the other reviews an
+/// "approve all" decided with it.
+pub struct Decided {
+    pub outcome: oneshot::Receiver<Applied>,
+    pub also: Vec<String>,
 }
 
 /// What an approved write did: done, or refused after all (with the refusal the agent got).

@@ -175,6 +175,43 @@ describe("the review surface", () => {
     }
   });
 
+  test("\"Approve all from this session\" approves that session's writes already waiting, and no other caller's", T, async () => {
+    await resetRate();
+    await h.internal("policy.setSwitch", { name: "review", value: true });
+    const host = await h.hostPage();
+    const popup = await openPopup();
+    try {
+      await start(host, "all1", s, "write_script", { source: userscript("All one") });
+      await until(reviews, (r) => r.length === 1);
+      await start(secondPage, "other", s2, "write_script", { source: userscript("Not theirs") });
+      await until(reviews, (r) => r.length === 2);
+      await start(host, "all2", s, "write_script", { source: userscript("All two") });
+      await until(reviews, (r) => r.length === 3);
+      const first = reviewItem(popup, 'Create the script "All one"');
+      const second = reviewItem(popup, 'Create the script "All two"');
+      await second.waitFor({ timeout: 8000 });
+      const all = first.getByRole("button", { name: "Approve all from this session" });
+      await until(() => all.isEnabled(), Boolean, 5000);
+      await all.click();
+      assert.equal((await settle(host, "all1")).isError, false);
+      const two = await settle(host, "all2");
+      assert.equal(two.isError, false, `the session's other waiting write was approved: ${show(two)}`);
+      await second.getByText("Approved with “Approve all” on another write of this session.").waitFor({ timeout: 8000 });
+      await first.getByText(/Its other waiting write was approved with it\.$/).waitFor({ timeout: 8000 });
+      const left = await reviews();
+      assert.deepEqual(left.map((r) => r.summary), ['Create the script "Not theirs"'], "the other caller's write still waits");
+      const listed = await h.lumo("callTool", s, "list_scripts", {});
+      const names = listed.structuredContent.scripts.map((x) => x.name);
+      assert.ok(names.includes("All one") && names.includes("All two"), show(names));
+    } finally {
+      await popup.close();
+      await denyAll();
+      assert.equal((await settle(secondPage, "other")).structuredContent?.error_code, "USER_REJECTED");
+      // Off here, on in the next test: that drops this session's allowance.
+      await h.internal("policy.setSwitch", { name: "review", value: false });
+    }
+  });
+
   test("a payload after line 400: the popup says the change is not all shown, and shows all of it on request", T, async () => {
     await h.internal("policy.setSwitch", { name: "review", value: true });
     const host = await h.hostPage();
