@@ -984,3 +984,38 @@ fn a_retried_write_approved_and_cut_off_is_audited_though_its_first_try_was_deni
         .collect();
     assert_eq!(results, ["REVIEW_INTERRUPTED", "USER_REJECTED"], "{log:?}");
 }
+
+/// Two reviews of the same write (an agent's retry while its first still waited), both decided
+/// and cut off before either recorded anything: each is audited. The check read the log again
+/// per stub, and found the entry it had just written for the first one.
+#[test]
+fn two_decided_stubs_of_the_same_write_are_each_audited() {
+    use lumo_userscripts::guard::{audit, review};
+    let stub = |id: &str| {
+        json!({"id": id, "caller": HOST, "tool": "delete_script", "target": "u", "digest": "ab",
+               "createdAt": 1.0, "decidedAt": 2.0})
+    };
+    // Neither recorded, then one recorded (its entry pending): each entry answers for one.
+    for (landed, want) in [
+        (false, vec!["REVIEW_INTERRUPTED"; 2]),
+        (true, vec!["REVIEW_INTERRUPTED", "INTERRUPTED"]),
+    ] {
+        let p = provider();
+        let mut m = serde_json::Map::new();
+        m.insert(review::STUBS_KEY.into(), json!([stub("r1"), stub("r2")]));
+        if landed {
+            m.insert(
+                audit::PENDING_KEY.into(),
+                json!({"at": 3.0, "tool": "delete_script", "caller": HOST, "result": "PENDING",
+                       "target": "u", "digest": "ab"}),
+            );
+        }
+        block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
+        let q = next_worker(&p);
+        block_on(q.recover_interrupted_write());
+        block_on(q.resume_interrupted_reviews());
+        let log = block_on(audit::read_all(&q.env)).unwrap();
+        let results: Vec<&str> = log.iter().map(|e| e.result.as_str()).collect();
+        assert_eq!(results, want, "landed {landed}: {log:?}");
+    }
+}

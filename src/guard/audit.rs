@@ -522,21 +522,26 @@ pub async fn finalize_all<S: Storage>(
     append_all_with(s, entries, items, tail).await
 }
 
-/// Whether a write of `caller` with arguments `digest` has an entry from `since` on: pending
-/// in the write-ahead slot, or in the log. A review's stub left by a stopped worker whose
-/// write recorded itself is not audited again as interrupted.
-pub async fn recorded_since<S: Storage>(s: &S, caller: &str, digest: &str, since: f64) -> bool {
-    let is_it = |e: &Entry| e.caller == caller && e.digest == digest && e.at >= since;
-    let pending = match s.get(Area::Local, &[PENDING_KEY]).await {
-        Ok(got) => got.get(PENDING_KEY).is_some_and(|v| {
+/// Every entry dated from `since` on: pending in the write-ahead slot, or in the log. A review's
+/// stub left by a stopped worker whose write recorded itself (the same caller and arguments,
+/// dated from the decision on) is not audited again as interrupted. Read once for all the
+/// stubs, before any is audited: read again per stub, it found the entry just written for an
+/// earlier stub of the same write.
+pub async fn recorded_since<S: Storage>(s: &S, since: f64) -> Vec<Entry> {
+    let mut found: Vec<Entry> = match s.get(Area::Local, &[PENDING_KEY]).await {
+        Ok(got) => got.get(PENDING_KEY).map_or_else(Vec::new, |v| {
             let all: Vec<&Value> = v.as_array().map_or_else(|| vec![v], |a| a.iter().collect());
             all.into_iter()
                 .filter_map(|e| <Entry as serde::Deserialize>::deserialize(e).ok())
-                .any(|e| is_it(&e))
+                .filter(|e| e.at >= since)
+                .collect()
         }),
-        Err(_) => false,
+        Err(_) => Vec::new(),
     };
-    pending || read_all(s).await.is_ok_and(|log| log.iter().any(is_it))
+    if let Ok(log) = read_all(s).await {
+        found.extend(log.into_iter().filter(|e| e.at >= since));
+    }
+    found
 }
 
 /// At worker start (or before the first write of a worker): a pending entry left by a worker
