@@ -209,9 +209,8 @@ mod tests {
     use super::*;
     use crate::channel::key_store;
     use crate::env::memory::MemoryEnv;
-    use crate::provider::gm_test_support::{answered, script};
+    use crate::provider::gm_test_support::{answered, finish, script};
     use crate::provider::Sender;
-    use futures::executor::block_on;
     use futures::future::join;
 
     const GRANTS: &str = "// @grant GM_registerMenuCommand\n// @grant GM.setClipboard\n";
@@ -237,7 +236,7 @@ mod tests {
         let a = script(&p, "A", GRANTS);
         let b = script(&p, "B", "// @grant GM_setClipboard\n");
         let n = script(&p, "N", "// @grant GM_registerMenuCommand\n");
-        let key = block_on(key_store::load(&p.env)).unwrap();
+        let key = finish(key_store::load(&p.env)).unwrap();
         let ta = key.token(&a, 1);
         let menu = json!({"lumo": ta, "v": 1, "kind": "gm", "op": "menu", "commands": [["c", "Copy", null]]}).to_string();
         let wait = p.user_script_message(|| Some(menu.clone()), page("d1"));
@@ -246,7 +245,7 @@ mod tests {
             assert_eq!(p.menu_click(entry, "c").await, Ok(true));
             entry
         };
-        let (r, entry) = block_on(join(wait, click));
+        let (r, entry) = finish(join(wait, click));
         assert_eq!(answered(r), json!({"click": "c"}));
         (p, [ta, key.token(&b, 1), key.token(&n, 1)], entry)
     }
@@ -265,7 +264,7 @@ mod tests {
             // Told once: the same ticket again is not waiting.
             assert_eq!(p.menu_clipboard_done(t, None)["ok"], false);
         };
-        let (r, ()) = block_on(join(asked, popup));
+        let (r, ()) = finish(join(asked, popup));
         assert_eq!(answered(r), json!({"ok": true}));
         // The popup waits first; the page's write is handed to it. The popup could not write:
         // the page is told why.
@@ -275,7 +274,7 @@ mod tests {
             p.menu_clipboard_done(t, Some("Document is not focused."));
         };
         let asked = p.user_script_message(|| Some(copy(&ta, "two")), page("d1"));
-        let ((), r) = block_on(join(popup, asked));
+        let ((), r) = finish(join(popup, asked));
         let r = answered(r);
         assert!(
             r["error"]
@@ -290,17 +289,17 @@ mod tests {
     fn no_copy_without_a_click_for_that_scripts_page_within_seconds() {
         let (p, [ta, tb, tn], entry) = clicked();
         // Another script in the clicked page rides nothing of A's click.
-        let r = answered(block_on(
+        let r = answered(finish(
             p.user_script_message(|| Some(copy(&tb, "b")), page("d1")),
         ));
         assert_eq!(r["error"], clipboard::REFUSED);
         // A in another page of its own.
-        let r = answered(block_on(
+        let r = answered(finish(
             p.user_script_message(|| Some(copy(&ta, "a")), page("d2")),
         ));
         assert_eq!(r["error"], clipboard::REFUSED);
         // A script without the grant is refused as such.
-        let r = answered(block_on(
+        let r = answered(finish(
             p.user_script_message(|| Some(copy(&tn, "n")), page("d1")),
         ));
         assert!(
@@ -312,20 +311,20 @@ mod tests {
         );
         // A, too late.
         p.env.advance(clipboard::CLICK_WINDOW_MS + 1.0);
-        let r = answered(block_on(
+        let r = answered(finish(
             p.user_script_message(|| Some(copy(&ta, "a")), page("d1")),
         ));
         assert_eq!(r["error"], clipboard::REFUSED);
         // Nothing was offered to the popup meanwhile: its wait ends empty.
         p.env.timers_fire.set(true);
-        assert_eq!(block_on(p.menu_clipboard(entry)), json!({"ok": true}));
+        assert_eq!(finish(p.menu_clipboard(entry)), json!({"ok": true}));
     }
 
     #[test]
     fn a_page_whose_popup_never_asks_is_told_and_its_text_is_not_kept() {
         let (p, [ta, ..], entry) = clicked();
         p.env.timers_fire.set(true);
-        let r = answered(block_on(
+        let r = answered(finish(
             p.user_script_message(|| Some(copy(&ta, "secret")), page("d1")),
         ));
         assert!(
@@ -333,7 +332,7 @@ mod tests {
             "{r}"
         );
         // A popup asking later gets nothing of it.
-        assert_eq!(block_on(p.menu_clipboard(entry)), json!({"ok": true}));
+        assert_eq!(finish(p.menu_clipboard(entry)), json!({"ok": true}));
     }
 
     /// R16: a command that copies twice (text, then a corrected text) had its first write told
@@ -353,7 +352,7 @@ mod tests {
             }
             written
         };
-        let ((a, b), written) = block_on(join(join(first, second), popup));
+        let ((a, b), written) = finish(join(join(first, second), popup));
         assert_eq!(written, ["one", "two"]);
         assert_eq!(
             (answered(a), answered(b)),
@@ -370,7 +369,7 @@ mod tests {
         let click = async {
             assert!(p.menu_click(entry, "c").await.is_ok());
         };
-        let (r, ()) = block_on(join(left, click));
+        let (r, ()) = finish(join(left, click));
         let r = answered(r);
         assert!(
             r["error"]
@@ -380,6 +379,6 @@ mod tests {
             "{r}"
         );
         p.env.timers_fire.set(true);
-        assert_eq!(block_on(p.menu_clipboard(entry)), json!({"ok": true}));
+        assert_eq!(finish(p.menu_clipboard(entry)), json!({"ok": true}));
     }
 }

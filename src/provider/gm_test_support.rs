@@ -1,5 +1,5 @@
 //! Test helpers shared by the GM request tests (`gm`, `gm_menu`, `gm_tabs`): a stored,
-//! registered script, a GM message as a page sends it, and the answer it got.
+//! registered script, a GM message as a page sends it, the answer it got, and a bounded wait.
 
 use super::{Provider, Received};
 use crate::env::memory::MemoryEnv;
@@ -30,6 +30,21 @@ pub(super) fn gm_raw(token: &str, fields: Value) -> String {
     m.insert("v".into(), 1.into());
     m.insert("kind".into(), "gm".into());
     Value::Object(m).to_string()
+}
+
+/// Runs `f` to its end, failing the test when it is still waiting after 10,000 steps: a wait
+/// nothing will answer (test timers do not fire) would otherwise hang the test, not fail it.
+pub(super) fn finish<F: std::future::Future>(f: F) -> F::Output {
+    use futures::future::{select, Either};
+    let bound = async {
+        for _ in 0..10_000 {
+            crate::env::memory::yield_now().await;
+        }
+    };
+    match block_on(select(Box::pin(f), Box::pin(bound))) {
+        Either::Left((out, _)) => out,
+        Either::Right(_) => panic!("still waiting after 10,000 steps: nothing will answer it"),
+    }
 }
 
 /// The answer a message got; anything else fails the test.
