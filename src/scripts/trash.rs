@@ -280,14 +280,38 @@ async fn going<S: Storage>(s: &S, gone: Vec<(String, Left)>) -> Result<Vec<Going
 }
 
 /// The runs of incognito pages (`chrome.storage.session`, `scripts::runs`) of scripts gone for
-/// good; best effort: they go when the browser quits anyway.
+/// good, with their share of that area's budget; best effort: they go when the browser quits
+/// anyway.
 async fn forget_private_runs<S: Storage>(s: &S, gone: &[String]) {
     if gone.is_empty() {
         return;
     }
+    if let Ok(Some(budget)) = runs_budget_without(s, Area::Session, gone).await {
+        let mut items = Map::new();
+        items.insert(super::runs::BUDGET_KEY.to_owned(), budget);
+        let _ = s.set(Area::Session, items).await;
+    }
     let keys: Vec<String> = gone.iter().map(|u| super::runs::runs_key(u)).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let _ = s.remove(Area::Session, &refs).await;
+}
+
+/// `runs/budget` of `area` without the rings of `gone` (None when it names none of them):
+/// left in, a purged script's entry counted bytes no ring holds against every other script's
+/// run reports (R12).
+async fn runs_budget_without<S: Storage>(
+    s: &S,
+    area: Area,
+    gone: &[String],
+) -> Result<Option<Value>, ScriptError> {
+    let key = super::runs::BUDGET_KEY;
+    let got = s.get(area, &[key]).await.map_err(storage_err)?;
+    let mut budget = super::runs::Budget::decode(got.get(key));
+    let mut changed = false;
+    for u in gone {
+        changed |= budget.bytes.remove(u.as_str()).is_some();
+    }
+    Ok(changed.then(|| budget.encode()))
 }
 
 /// Keys that hold a script for good once it leaves the trash (its history's: [`history::keys_of`]),
@@ -556,6 +580,9 @@ pub async fn purge<S: Storage>(s: &S, uuids: Option<&[String]>) -> Result<usize,
         .await
         .map_err(storage_err)?;
     items.insert(crate::gm::values::BUDGET_KEY.to_owned(), budget);
+    if let Some(budget) = runs_budget_without(s, Area::Local, &gone).await? {
+        items.insert(super::runs::BUDGET_KEY.to_owned(), budget);
+    }
     let history_keys = history::keys_of(s, &gone).await.map_err(storage_err)?;
     s.set(Area::Local, items).await.map_err(storage_err)?;
     let mut dead = purged_keys(&gone);
@@ -630,7 +657,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_purged_script_takes_its_run_reports_with_it_and_a_trashed_one_keeps_them() {
+    fn a_purged_script_takes_its_run_reports_and_their_budget_with_it_and_a_trashed_one_keeps_them()
+    {
         use crate::env::memory::MemoryEnv;
         use futures::executor::block_on;
         let env = MemoryEnv::new();
@@ -648,12 +676,15 @@ mod tests {
         .unwrap();
         let uuid = c.record.uuid;
         let key = super::super::runs::runs_key(&uuid);
+        let budget_key = super::super::runs::BUDGET_KEY;
         let mut m = Map::new();
         m.insert(
             key.clone(),
             serde_json::json!({"v": 1, "runs": [], "dropped": 0}),
         );
-        block_on(env.set(Area::Local, m)).unwrap();
+        m.insert(budget_key.into(), json!({&uuid: 40, "other": 7}));
+        block_on(env.set(Area::Local, m.clone())).unwrap();
+        block_on(env.set(Area::Session, m)).unwrap();
         let snap = block_on(super::super::store::load_snapshot(&env)).unwrap();
         let actor = Actor {
             by: "user",
@@ -672,6 +703,11 @@ mod tests {
             !env.dump(Area::Local).contains_key(&key),
             "purged with the script"
         );
+        // R12: its bytes left the runs' budget too, in both areas.
+        for area in [Area::Local, Area::Session] {
+            assert_eq!(env.dump(area)[budget_key], json!({"other": 7}), "{area:?}");
+            assert!(!env.dump(area).contains_key(&key), "{area:?}");
+        }
     }
 
     fn slot(n: u8, at: f64) -> Slot {
