@@ -21,6 +21,8 @@
         clippy::expect_used,
         clippy::panic,
         clippy::indexing_slicing,
+        // (which does not cover `str`: a byte index inside a character panics too)
+        clippy::string_slice,
         // …and sizes stay exact on wasm32, where usize is 32 bits.
         clippy::cast_possible_truncation,
         clippy::cast_possible_wrap,

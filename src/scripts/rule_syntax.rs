@@ -631,11 +631,11 @@ fn literal_glob_unmatchable(scheme: &str, rest: &str) -> Option<Unmatchable> {
             return Some(Unmatchable::UnsafePort(port.to_owned()));
         }
     }
-    let path = &rest[authority.len()..];
+    let path = rest.get(authority.len()..).unwrap_or_default();
     if path.is_empty() {
         return Some(Unmatchable::NoPath);
     }
-    let literal = path.find(['*', '?', '#']).map_or(path, |i| &path[..i]);
+    let literal = path.split(['*', '?', '#']).next().unwrap_or_default();
     let whole = literal.len() == path.len();
     let dotted = literal.contains("/./")
         || literal.contains("/../")

@@ -400,7 +400,7 @@ fn percent_escape(glob: &str) -> bool {
             if authority.contains(['*', '?']) {
                 rest
             } else {
-                &rest[authority.len()..]
+                rest.get(authority.len()..).unwrap_or_default()
             }
         }
         None => glob,
@@ -487,7 +487,10 @@ fn without_userinfo(href: &str) -> std::borrow::Cow<'_, str> {
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     match authority.rsplit_once('@') {
-        Some((userinfo, _)) => format!("{scheme}://{}", &rest[userinfo.len() + 1..]).into(),
+        Some((userinfo, _)) => {
+            let after = rest.get(userinfo.len() + 1..).unwrap_or_default();
+            format!("{scheme}://{after}").into()
+        }
         None => href.into(),
     }
 }
