@@ -181,23 +181,22 @@ impl<E: Env> Provider<E> {
         let session = w.request.session;
         let (told, outcome) = oneshot::channel();
         w.told = Some(told);
-        let mut also = Vec::new();
-        if let Decision::Approve {
-            allow_session: true,
-        } = decision
-        {
-            for w in reviews
-                .values_mut()
-                .filter(|w| w.request.session == session)
-            {
-                if let Some(tx) = w.decide.take() {
-                    also.push((w.request.id.clone(), tx));
-                }
-            }
-        }
         drop(reviews);
         tx.send(decision).ok()?;
-        let also = also
+        // Taken only once this one is decided: a sender taken and dropped cancels its write.
+        let rest: Vec<(String, oneshot::Sender<Decision>)> = match decision {
+            Decision::Approve {
+                allow_session: true,
+            } => self
+                .reviews
+                .borrow_mut()
+                .values_mut()
+                .filter(|w| w.request.session == session)
+                .filter_map(|w| Some((w.request.id.clone(), w.decide.take()?)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let also = rest
             .into_iter()
             .filter_map(|(id, tx)| tx.send(decision).ok().map(|()| id))
             .collect();
