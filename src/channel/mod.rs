@@ -113,7 +113,7 @@ pub fn decide_hinted(
             limits.admit_wait(&from.uuid, now)
         }
         Message::Gm(_) => limits.admit_gm(&from.uuid, now),
-        Message::Run(_) => limits.admit_script(&from.uuid, now),
+        Message::Run(ref r) => limits.admit_run(&from.uuid, r.error.is_some(), now),
         // A retraction is charged as the late error it takes back.
         Message::Late(_) | Message::Handled(_) => limits.admit_late(&from.uuid, now),
     };

@@ -10,8 +10,12 @@
 
 use crate::vec_map::VecMap;
 
-/// Messages accepted per script per window.
+/// Run reports accepted per script per window.
 pub const PER_SCRIPT: u32 = 30;
+/// Run reports with an error accepted per script per window, apart from [`PER_SCRIPT`]: a page
+/// with 40 frames spent the window in one load, and the one frame that failed was dropped
+/// (R17), while an error is what an agent reads the runs for.
+pub const FAILED_PER_SCRIPT: u32 = 30;
 /// GM requests accepted per script per window (a page's value changes are batched per task,
 /// so this is clicks and requests, not loop iterations).
 pub const GM_PER_SCRIPT: u32 = 600;
@@ -24,7 +28,8 @@ pub const LATE_PER_SCRIPT: u32 = 60;
 /// Messages of one proven script looked at per window, before parsing: exactly what its
 /// per-kind bounds allow together, so a script within them (a download's `onprogress` polls
 /// while it sets values, say) is never cut short by its share — only a script past them is.
-pub const PER_SCRIPT_ANY: u32 = PER_SCRIPT + GM_PER_SCRIPT + WAIT_PER_SCRIPT + LATE_PER_SCRIPT;
+pub const PER_SCRIPT_ANY: u32 =
+    PER_SCRIPT + FAILED_PER_SCRIPT + GM_PER_SCRIPT + WAIT_PER_SCRIPT + LATE_PER_SCRIPT;
 /// Messages looked at (parsed) per window from all scripts together, counted before parsing:
 /// four scripts' whole shares, so one or two flooding scripts still leave room for the rest.
 pub const ALL: u32 = 4 * PER_SCRIPT_ANY;
@@ -77,6 +82,7 @@ pub struct RateLimit {
     any: VecMap<String, Window>,
     late: VecMap<String, Window>,
     scripts: VecMap<String, Window>,
+    failed: VecMap<String, Window>,
     gm: VecMap<String, Window>,
     waits: VecMap<String, Window>,
     /// Messages refused per script since its last accepted one (reported with the next run).
@@ -127,9 +133,14 @@ impl RateLimit {
         }
     }
 
-    /// After the token proved the script: false when that script is over its bound.
-    pub fn admit_script(&mut self, uuid: &str, now: f64) -> bool {
-        let ok = admit_in(&mut self.scripts, uuid, now, PER_SCRIPT);
+    /// After the token proved the script: false when that script's run reports (`failed`:
+    /// those with an error, which have a window of their own) are over their bound (counted).
+    pub fn admit_run(&mut self, uuid: &str, failed: bool, now: f64) -> bool {
+        let ok = if failed {
+            admit_in(&mut self.failed, uuid, now, FAILED_PER_SCRIPT)
+        } else {
+            admit_in(&mut self.scripts, uuid, now, PER_SCRIPT)
+        };
         if !ok {
             self.count_dropped(uuid);
         }
@@ -166,19 +177,25 @@ mod tests {
         let mut r = RateLimit::default();
         let t = 1000.0;
         for _ in 0..PER_SCRIPT {
-            assert!(r.admit_script("a", t));
+            assert!(r.admit_run("a", false, t));
         }
-        assert!(!r.admit_script("a", t + 1.0));
-        assert!(!r.admit_script("a", t + 2.0));
+        assert!(!r.admit_run("a", false, t + 1.0));
+        assert!(!r.admit_run("a", false, t + 2.0));
+        // Its failed runs have a window of their own (R17: a page of 40 frames spent the
+        // first, and its one error was dropped).
+        for _ in 0..FAILED_PER_SCRIPT {
+            assert!(r.admit_run("a", true, t + 2.0));
+        }
+        assert!(!r.admit_run("a", true, t + 2.0));
         // Another script is not starved by the first.
-        assert!(r.admit_script("b", t + 3.0));
-        assert_eq!(r.pending_dropped("a"), 2);
-        assert_eq!(r.take_dropped("a"), 2);
+        assert!(r.admit_run("b", false, t + 3.0));
+        assert_eq!(r.pending_dropped("a"), 3);
+        assert_eq!(r.take_dropped("a"), 3);
         assert_eq!(r.take_dropped("a"), 0);
         // The window ends.
-        assert!(r.admit_script("a", t + WINDOW_MS));
+        assert!(r.admit_run("a", false, t + WINDOW_MS));
         // A clock that goes back starts a new window instead of blocking for ever.
-        assert!(r.admit_script("a", 0.0));
+        assert!(r.admit_run("a", false, 0.0));
     }
 
     #[test]
@@ -201,7 +218,10 @@ mod tests {
             ok += u32::from(r.admit_proven("a", 5.0) && r.admit_gm("a", 5.0));
         }
         for _ in 0..PER_SCRIPT {
-            ok += u32::from(r.admit_proven("a", 5.0) && r.admit_script("a", 5.0));
+            ok += u32::from(r.admit_proven("a", 5.0) && r.admit_run("a", false, 5.0));
+        }
+        for _ in 0..FAILED_PER_SCRIPT {
+            ok += u32::from(r.admit_proven("a", 5.0) && r.admit_run("a", true, 5.0));
         }
         for _ in 0..LATE_PER_SCRIPT {
             ok += u32::from(r.admit_proven("a", 5.0) && r.admit_late("a", 5.0));
@@ -211,7 +231,7 @@ mod tests {
         }
         assert_eq!(
             ok,
-            GM_PER_SCRIPT + PER_SCRIPT + LATE_PER_SCRIPT + WAIT_PER_SCRIPT
+            GM_PER_SCRIPT + PER_SCRIPT + FAILED_PER_SCRIPT + LATE_PER_SCRIPT + WAIT_PER_SCRIPT
         );
         assert_eq!(r.pending_dropped("a"), 0);
         // One more of anything is over its share.
@@ -244,7 +264,7 @@ mod tests {
     fn tracking_is_bounded() {
         let mut r = RateLimit::default();
         for i in 0..(MAX_TRACKED * 2) {
-            assert!(r.admit_script(&format!("s{i}"), 1.0));
+            assert!(r.admit_run(&format!("s{i}"), false, 1.0));
         }
         assert!(r.scripts.len() <= MAX_TRACKED);
     }

@@ -118,6 +118,15 @@ pub async fn run<E: Env>(p: &Provider<E>, args: &Value) -> Result<Value, ToolErr
             },
         )
     };
+    // Runs refused for the rate may hold the very error asked for (R17: the text said "No runs
+    // with errors", and only structuredContent counted them).
+    if dropped > 0 {
+        text.push_str(&format!(
+            " {dropped} run report(s) were refused for the rate (a script's pages may report {} runs a minute, and {} more with an error): the runs they held are not listed, errors included.",
+            crate::channel::rate::PER_SCRIPT,
+            crate::channel::rate::FAILED_PER_SCRIPT,
+        ));
+    }
     // What each run did, for a client that gives the model the text alone: errors in full,
     // console output cut short (`structuredContent` keeps all of it).
     if !selected.is_empty() {

@@ -47,6 +47,12 @@ async function anyPathServer() {
       // A page with a frame from another site.
       const port = (req.headers.host ?? "").split(":")[1];
       res.end(`<!doctype html><title>X framed</title><p>top</p><iframe src="http://spa-frame.test:${port}/child"></iframe>`);
+    } else if (req.url.startsWith("/forty")) {
+      // 39 frames, then (once they have reported) a 40th, the one whose run fails.
+      const frames = Array.from({ length: 39 }, (_, i) => `<iframe src="/frame${i}"></iframe>`).join("");
+      res.end(`<!doctype html><title>Forty</title>${frames}<script>
+        addEventListener("load", () => setTimeout(() => { const f = document.createElement("iframe"); f.src = "/frame39"; document.body.append(f); }, 1500));
+      </script>`);
     } else if (req.url.startsWith("/framed")) {
       res.end("<!doctype html><title>Framed</title><p>top</p><iframe src=\"/inner\"></iframe>");
     } else res.end("<!doctype html><title>Runs page</title><p id=p>hello</p>");
@@ -554,6 +560,27 @@ describe("script_runs: what installed scripts did on real page loads", () => {
   // bound is dropped before its text is copied into the wasm, whose memory never shrinks: three
   // unproven 32 MiB messages (from a user-script world with messaging, as any script's is) once
   // grew it from 1.3 to 34.9 MB for the worker's life.
+  test("a page of 40 frames spends a script's run reports in one load: the failing frame's run is still listed, and the text says what was refused", T, async () => {
+    const uuid = await write(script("Runs forty", ["@match http://forty.test/*"], [
+      "if (location.pathname === '/frame39') throw new Error('frame39-failed');",
+    ]));
+    const page = await h.context.newPage();
+    await page.goto(`http://forty.test:${server.port}/forty`, { waitUntil: "load" });
+    try {
+      const failed = await runsOf(uuid, { errorsOnly: true }, 1, 10_000);
+      assert.equal(failed.runs.length, 1, `the one failing run is listed: ${JSON.stringify(failed)}`);
+      assert.equal(failed.runs[0].error.message, "frame39-failed");
+      assert.match(failed.runs[0].url, /\/frame39$/);
+      const all = await call("script_runs", { uuid });
+      const { droppedByRateLimit, runs } = all.structuredContent;
+      assert.equal(runs.length, 31, "30 runs a minute, and the failed one");
+      assert.equal(droppedByRateLimit, 10);
+      assert.match(all.content[0].text, /10 run report\(s\) were refused for the rate \(a script's pages may report 30 runs a minute, and 30 more with an error\)/);
+    } finally {
+      await page.close();
+    }
+  });
+
   test("a message over the channel's bound is dropped without growing the worker's memory", T, async () => {
     const page = await visit("/big");
     const before = await h.workerWasmMemory();
