@@ -1299,8 +1299,8 @@ fn a_purge_stopped_before_its_remove_leaves_nothing_for_good() {
 
 /// The user turned a script off, then restores an older version of its code from the History
 /// page: it stays off (that version was on, but restoring code must not turn back on a script
-/// the user stopped). An Undo of the switch still turns it back on, and the agent's
-/// restore_script still brings the revision back whole, as its review says.
+/// the user stopped). The agent's restore_script keeps it off too (R17: it turned it back on),
+/// and its review says so; set_script_enabled is the agent's switch.
 #[test]
 fn a_history_restore_keeps_the_script_off_that_the_user_turned_off() {
     let p = provider();
@@ -1335,14 +1335,42 @@ fn a_history_restore_keeps_the_script_off_that_the_user_turned_off() {
         p.env.registrations.borrow().get(&uuid).is_none(),
         "it is registered with Chrome"
     );
-    // The agent's restore_script of revision 2 (which was on) brings it back whole.
-    let a = call(
-        &p,
-        &s,
-        "restore_script",
-        json!({"uuid": uuid, "revision": 2, "current_revision": 4}),
-    );
+    // The agent's restore_script of revision 2 (which was on) brings its code back, not its
+    // switch: the review says the script stays off, and it does.
+    set_switch(&p, "review", true);
+    let reviewed = std::cell::RefCell::new(Vec::new());
+    let user = async {
+        let r = loop {
+            if let Some(r) = p.pending_reviews().into_iter().next() {
+                break r;
+            }
+            lumo_userscripts::env::memory::yield_now().await;
+        };
+        reviewed.replace(r.effects.clone());
+        assert!(p.decide(
+            &r.id,
+            lumo_userscripts::guard::review::Decision::Approve {
+                allow_session: false
+            }
+        ));
+    };
+    let msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "restore_script", "arguments": {"uuid": uuid, "revision": 2, "current_revision": 4}}});
+    let (out, ()) =
+        futures::executor::block_on(futures::future::join(p.handle_mcp(&s, &msg), user));
+    let a = reply(out)["result"].clone();
     assert_eq!(a["isError"], json!(false), "{a}");
     let g = call(&p, &s, "get_script", json!({"uuid": uuid}));
-    assert_eq!(g["structuredContent"]["script"]["enabled"], json!(true));
+    let got = &g["structuredContent"]["script"];
+    assert_eq!(got["source"], json!(script("H", "v2")));
+    assert_eq!(
+        got["enabled"],
+        json!(false),
+        "the agent's restore turned it back on"
+    );
+    assert!(p.env.registrations.borrow().get(&uuid).is_none());
+    let effects = reviewed.borrow().join("\n");
+    assert!(
+        !effects.contains("Re-enables") && !effects.is_empty(),
+        "the review said it would run: {effects}"
+    );
 }

@@ -480,6 +480,9 @@ fn parse_restore(def: &ToolDef, args: &Value) -> Result<WriteArgs, ToolError> {
         revision: a.revision,
         current_revision: a.current_revision,
         live_only: false,
-        keep_enabled: false,
+        // The user's off switch holds: only the revision's code comes back, as the options
+        // page's Restore does (R17: an agent's restore of an older revision turned back on a
+        // script the user had turned off). set_script_enabled is the agent's way to switch.
+        keep_enabled: true,
     })
 }

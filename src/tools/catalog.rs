@@ -444,7 +444,7 @@ pub static TOOLS: &[ToolDef] = &[
         name: "restore_script",
         title: "Restore a userscript version",
         #[cfg(not(target_arch = "wasm32"))]
-        description: "Brings back an earlier revision of a script as its new current version (the version it replaces stays in the history, so this can be undone too), or brings a deleted script back from the trash with its registration. Pass the revision to restore and current_revision, the revision the script is at as you last read it (a stale one fails with CONFLICT and changes nothing). A revision no longer kept fails with NOT_FOUND.",
+        description: "Brings back an earlier revision of a script as its new current version (the version it replaces stays in the history, so this can be undone too), or brings a deleted script back from the trash with its registration. The script stays on or off as it is now (only the revision's code comes back; set_script_enabled switches it). Pass the revision to restore and current_revision, the revision the script is at as you last read it (a stale one fails with CONFLICT and changes nothing). A revision no longer kept fails with NOT_FOUND.",
         class: Class::Write,
         destructive: true,
         idempotent: false,

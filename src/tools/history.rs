@@ -151,17 +151,22 @@ pub(super) async fn list_trash<E: Env>(p: &Provider<E>) -> Result<Value, ToolErr
 }
 
 /// What the user reviews for a restore: the live script (`None` when it is in the trash) and
-/// the version the restore brings back; refused at once when it could not succeed.
+/// the version the restore brings back (on or off as the script is now when `keep_enabled`, as
+/// the restore will leave it); refused at once when it could not succeed.
 pub(super) async fn preview<E: Env>(
     p: &Provider<E>,
     uuid: &str,
     revision: u64,
     expected: u64,
+    keep_enabled: bool,
 ) -> Result<(Option<(ScriptRecord, String)>, history::Revision), ToolError> {
-    let (current, target) = restore::plan(&p.env, uuid, Some(revision))
+    let (current, mut target) = restore::plan(&p.env, uuid, Some(revision))
         .await
         .map_err(ToolError::from)?;
     store::check_revision(current.record(), Some(expected)).map_err(ToolError::from)?;
+    if keep_enabled {
+        target.record.enabled = current.record().enabled;
+    }
     Ok(match current {
         Current::Live(r, s) => (Some((r, s)), target),
         Current::Trashed(_) => (None, target),

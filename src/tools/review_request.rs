@@ -36,10 +36,12 @@ pub(super) async fn review_request<E: Env>(
             uuid,
             revision,
             current_revision,
+            keep_enabled,
             ..
         } => {
             let (live, target) =
-                super::history::preview(p, uuid, *revision, *current_revision).await?;
+                super::history::preview(p, uuid, *revision, *current_revision, *keep_enabled)
+                    .await?;
             (live, Some(target))
         }
         _ => match w.target() {

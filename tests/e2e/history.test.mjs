@@ -99,6 +99,22 @@ describe("history: revisions, restore and trash, seen on a real page", () => {
     assert.deepEqual(await keysOf(), [], "purged: no key of its history is left");
   });
 
+  test("the user turned a script off: the agent's restore_script brings back the code and leaves it off", T, async () => {
+    const w = await t.ok("write_script", { source: userscript({ tag: "off", version: "v1" }) });
+    const u = w.script.uuid;
+    await t.ok("write_script", { uuid: u, revision: 1, source: userscript({ tag: "off", version: "v2" }) });
+    const off = await env.h.internal("scripts.setEnabled", { uuid: u, enabled: false });
+    assert.equal(off.ok, true, JSON.stringify(off));
+    const r = await t.ok("restore_script", { uuid: u, revision: 1, current_revision: 3 });
+    assert.equal(r.script.enabled, false, "R17: the restore turned it back on");
+    assert.equal(r.registered, false);
+    assert.deepEqual(await seen(env.tab, env.url(), ["h:v1"]), ["h:v1"], "the script the user turned off does not run");
+    // The agent's switch is set_script_enabled: then the restored code runs.
+    await t.ok("set_script_enabled", { uuid: u, enabled: true });
+    assert.deepEqual(await seen(env.tab, env.url(), ["h:v1", "off:v1"]), ["h:v1", "off:v1"]);
+    await t.ok("delete_script", { uuid: u });
+  });
+
   test("the worker stopped mid-restore, 20 times: the script is whole and no version is lost", T, async () => {
     const sources = new Set();
     const stored = async () => (await t.ok("get_script", { uuid })).script;
