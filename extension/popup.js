@@ -292,6 +292,9 @@ function disarmUndo() {
 const moved = new ResizeObserver(disarmUndo);
 for (const e of document.querySelectorAll('main > *:not(#audit-section), #audit-section > :not(#audit)')) moved.observe(e);
 
+/** The audit rows drawn at most, newest first. */
+const SHOWN = 200;
+
 function renderAudit() {
   if (inAudit() && auditList.childElementCount) {
     auditHeld = true;
@@ -314,10 +317,19 @@ function renderAudit() {
     select.replaceChildren(el('option', { value: '' }, 'All'), ...callers.map((c) => el('option', { value: c }, who(c))));
     select.value = callers.includes(caller) ? caller : '';
   }
-  auditList.replaceChildren(...(shownEntries.length ? shownEntries.slice(0, 200).map((e) => el('li', {},
+  const row = (e) => el('li', {},
     el('span', { class: 'what' }, el('span', { class: e.result === 'ok' ? 'ok' : 'bad' }, e.result), ` ${e.tool}`, e.count > 0 ? ` (${e.count} script${e.count === 1 ? '' : 's'})` : '', e.unchanged ? ' (no change)' : '',
       e.target ? target(e.target, e.name) : null, purgedNote(e.purged), el('div', {}, el('small', {}, who(e.caller))), undoButton(e, undoable.has(e))),
-    el('small', {}, when(e.at))))
+    el('small', {}, when(e.at)));
+  // The newest SHOWN rows; past them, only what can still be undone, and how many are not shown
+  // (R17: rows past the 200th were cut off silently, Undo of an hour-old write out of reach).
+  const older = shownEntries.slice(SHOWN);
+  const stillUndoable = older.filter((e) => undoable.has(e));
+  const hidden = older.length - stillUndoable.length;
+  const more = older.length === 0 ? [] : [el('li', { class: 'empty' },
+    `${hidden} older entr${hidden === 1 ? 'y is' : 'ies are'} not shown (Export has every one; the filters narrow the list)${stillUndoable.length ? '. Below: the older ones you can still undo.' : '.'}`),
+  ...stillUndoable.map(row)];
+  auditList.replaceChildren(...(shownEntries.length ? [...shownEntries.slice(0, SHOWN).map(row), ...more]
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));
   disarmUndo();
 }

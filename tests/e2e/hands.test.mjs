@@ -1087,4 +1087,43 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
       await h.internal("trash.purge", { uuids: [...filler, live.result.script.uuid] });
     }
   });
+
+  test("popup: past the 200 newest audit rows it says how many are not shown, and an older write that can still be undone stays in reach", T, async () => {
+    const w = await call("write_script", { source: userscript({ tag: "deep", version: "v1" }) });
+    const uuid = w.script.uuid;
+    await call("write_script", { uuid, revision: 1, source: userscript({ tag: "deep", version: "v2" }) });
+    // 200 of the user's own saves of another script bury the agent's write past row 200.
+    const mine = await h.internal("scripts.save", { source: userscript({ tag: "busy", version: "0", name: "Busy" }) });
+    const busy = mine.result.script.uuid;
+    for (let rev = 1; rev <= 200; rev++) {
+      const r = await h.internal("scripts.save", { uuid: busy, revision: rev, source: userscript({ tag: "busy", version: String(rev), name: "Busy" }) });
+      assert.equal(r.ok, true, JSON.stringify(r));
+    }
+    const { entries, undoable } = await h.internal("audit.list");
+    const at = entries.findIndex((e) => e.tool === "write_script" && e.target === uuid && e.result === "ok");
+    assert.ok(at >= 200, `the agent's write is past row 200: ${at}`);
+    assert.ok(undoable.includes(at), "and can still be undone");
+    const reachable = undoable.filter((i) => i >= 200);
+    const popup = await h.context.newPage();
+    try {
+      await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
+      const note = popup.locator("#audit > li.empty");
+      await note.waitFor({ timeout: 5000 });
+      const hidden = entries.length - 200 - reachable.length;
+      assert.equal(await note.textContent(), `${hidden} older entr${hidden === 1 ? "y is" : "ies are"} not shown (Export has every one; the filters narrow the list). Below: the older ones you can still undo.`);
+      const rows = popup.locator("#audit > li");
+      assert.equal(await rows.count(), 200 + 1 + reachable.length, "200 rows, the note, and the older writes with Undo");
+      const row = rows.nth(201 + reachable.indexOf(at));
+      assert.match(await row.textContent(), /write_script/);
+      await row.getByRole("button", { name: /^Undo/ }).click();
+      await popup.getByText(/^Undone/).waitFor({ timeout: 5000 });
+      const back = await call("get_script", { uuid });
+      assert.equal(back.script.source, userscript({ tag: "deep", version: "v1" }), "the version before the undone write is back");
+    } finally {
+      await popup.close();
+      await h.internal("scripts.delete", { uuid });
+      await h.internal("scripts.delete", { uuid: busy });
+      await h.internal("trash.purge", { uuids: [uuid, busy] });
+    }
+  });
 });
