@@ -48,10 +48,11 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
   const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
   // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead, at most
   // 100 entries each and 500 in one line (a Map holding itself is expanded until then: each
-  // expansion is a new object, which JSON's own cycle check does not see). An Error (JSON's {})
-  // as "name: message", as the console prints it; a number as itself (JSON's null for NaN).
-  // Taken before the script runs.
-  const M = Map, ST = Set, RX = RegExp, ER = Error;
+  // expansion is a new object, which JSON's own cycle check does not see); an array's and an
+  // object's first 100 entries, as try_script shows them (R17: all were, here). An Error
+  // (JSON's {}) as "name: message", as the console prints it; a number as itself (JSON's null
+  // for NaN). Taken before the script runs.
+  const M = Map, ST = Set, RX = RegExp, ER = Error, isArray = Array.isArray, keys = Object.keys;
   const said = (e) => String(e.name) + ": " + String(e.message);
   const show = (a) => {
     if (typeof a === "string") return a;
@@ -60,7 +61,20 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
     const tagged = (k, v) => {
       if (v instanceof RX) return String(v);
       if (v instanceof ER) return said(v);
-      if (!(v instanceof M || v instanceof ST)) return v;
+      if (isArray(v)) {
+        if (v.length <= 100) return v;
+        const first = [];
+        for (let i = 0; i < 100; i++) first[i] = v[i];
+        return first;
+      }
+      if (!(v instanceof M || v instanceof ST)) {
+        if (v === null || typeof v !== "object") return v;
+        const ks = keys(v);
+        if (ks.length <= 100) return v;
+        const first = {};
+        for (let i = 0; i < 100; i++) first[ks[i]] = v[ks[i]];
+        return first;
+      }
       if (budget <= 0) return "[\u2026]";
       const out = [];
       for (const e of v) {

@@ -103,6 +103,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       "document.documentElement.setAttribute('data-ran-ok', '1');",
       "console.log('at', new Date(0), new Map([['k', 1]]), new Set([2]), /a+/g);", // line 8
       "const self = new Map(); self.set('self', self); console.log(self);", // line 9: bounded
+      "console.log({ a: Array.from({ length: 150 }, () => 0) });", // line 10: 100 entries, as a try
     ]));
     const page = await visit("/ok?x=1", "data-ran-ok");
     const out = await runsOf(uuid);
@@ -118,8 +119,10 @@ describe("script_runs: what installed scripts did on real page loads", () => {
     assert.deepEqual(run.console.slice(0, 2), [{ level: "log", text: "hello from /ok", line: 6 },
       { level: "log", text: 'at "1970-01-01T00:00:00.000Z" {"[Map]":[["k",1]]} {"[Set]":[2]} "/a+/g"', line: 8 }]);
     // A Map holding itself is expanded to a bound, not until the stack overflows.
-    assert.equal(run.console.length, 3, JSON.stringify(run.console));
+    assert.equal(run.console.length, 4, JSON.stringify(run.console));
     assert.ok(run.console[2].text.startsWith('{"[Map]":[["self",{"[Map]":[["self",'), run.console[2].text.slice(0, 80));
+    // An array's first 100 entries, as try_script shows them (R17: all 150 were).
+    assert.equal(run.console[3].text, `{"a":[${Array(100).fill(0).join(",")}]}`);
     assert.equal(typeof run.durationMs, "number");
     assert.ok(Math.abs(run.at - Date.now()) < 60_000, JSON.stringify(run));
     assert.equal(typeof out.cursor, "number");
