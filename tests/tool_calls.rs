@@ -165,7 +165,7 @@ fn bad_arguments_are_readable_errors() {
             json!({"uuid": "00000000-0000-4000-8000-000000000099"}),
             "NOT_FOUND",
         ),
-        ("list_scripts", json!({"limit": 1000}), "PAYLOAD_TOO_LARGE"),
+        ("list_scripts", json!({"limit": 1000}), "INVALID_ARGUMENTS"),
         ("list_scripts", json!({"bogus": 1}), "INVALID_ARGUMENTS"),
         (
             "list_scripts",

@@ -317,10 +317,12 @@ pub(super) fn parse_read(def: &ToolDef, args: &Value) -> Result<ReadArgs, ToolEr
             let a: ListArgs = parse(def, args)?;
             match a.limit {
                 Some(0) => return Err(invalid(def.name, "limit must be at least 1")),
+                // An argument out of its schema's range, not a payload too large (R17: an agent
+                // may read 413 as "the data is too big").
                 Some(n) if n > MAX_PAGE as u64 => {
-                    return Err(ToolError::new(
-                        ErrorCode::PayloadTooLarge,
-                        format!("limit {n} is over the page size of {MAX_PAGE}"),
+                    return Err(invalid(
+                        def.name,
+                        format!("limit {n} is over the page size of {MAX_PAGE}: ask for at most {MAX_PAGE}, and page on with nextCursor"),
                     ))
                 }
                 _ => {}

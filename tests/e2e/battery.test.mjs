@@ -510,7 +510,7 @@ describe("battery: bad input is answered with a clear error and changes nothing"
   toolCase("uuid is a number", "get_script", { uuid: 5 }, "INVALID_ARGUMENTS");
   toolCase("edits is an object", "patch_script", () => ({ uuid: A().uuid, revision: A().revision, edits: { search: "a", replace: "b" } }), "INVALID_ARGUMENTS", null, W);
   toolCase("limit: 0", "list_scripts", { limit: 0 }, "INVALID_ARGUMENTS", /limit/);
-  toolCase("limit: 1e9", "list_scripts", { limit: 1e9 }, "PAYLOAD_TOO_LARGE", /limit 1000000000 is over the page size of 100/);
+  toolCase("limit: 1e9", "list_scripts", { limit: 1e9 }, "INVALID_ARGUMENTS", /limit 1000000000 is over the page size of 100: ask for at most 100, and page on with nextCursor/);
   toolCase("limit: -1", "list_scripts", { limit: -1 }, "INVALID_ARGUMENTS");
   toolCase("revision: -1", "set_script_enabled", () => ({ uuid: A().uuid, enabled: false, revision: -1 }), "INVALID_ARGUMENTS", /-1|revision/, W);
   toolCase("revision: 1.5", "set_script_enabled", () => ({ uuid: A().uuid, enabled: false, revision: 1.5 }), "INVALID_ARGUMENTS", /1\.5|revision/, W);
