@@ -155,6 +155,13 @@ fn an_import_stores_every_file_or_none() {
         json!({"op": "scripts.import", "confirmed": true, "files": [file("a.user.js", script("A", "1")), file("a2.user.js", script("A", "2"))]}),
         "a.user.js and a2.user.js",
     );
+    // Two files whose names read the same (a Cyrillic е): the error says why they are one
+    // script, since the user sees two names (R17).
+    refused(
+        &p,
+        json!({"op": "scripts.import", "confirmed": true, "files": [file("one.user.js", script("Twice X", "1")), file("two.user.js", script("Twic\u{435} X", "2"))]}),
+        "one.user.js and two.user.js have the same @namespace and @name, or ones that read the same (look-alike letters",
+    );
     // Storage failing: the one set fails whole.
     *p.env.fail_writes.borrow_mut() = Some("QUOTA_BYTES quota exceeded".into());
     refused(

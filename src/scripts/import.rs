@@ -98,7 +98,7 @@ impl fmt::Display for ImportError {
             }
             ImportError::SameTwice { first, second } => write!(
                 f,
-                "{first} and {second} have the same @namespace and @name: one script is stored once, so leave one of them out; nothing was imported"
+                "{first} and {second} have the same @namespace and @name, or ones that read the same (look-alike letters, invisible characters and odd spaces are compared as what they look like): one script is stored once, so leave one of them out; nothing was imported"
             ),
             ImportError::Duplicates(d) => write!(
                 f,
