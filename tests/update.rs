@@ -415,7 +415,15 @@ fn an_older_or_equal_version_is_no_update_and_cannot_be_stored() {
             "0.9",
             "No update: the server offers version 0.9, older than the installed 1.0.",
         ),
-        ("1.0.0", "Up to date"),
+        (
+            "1.0",
+            "Up to date: the server's version is 1.0, as installed (1.0).",
+        ),
+        // R17: a version written otherwise that compares equal is not said to be the same.
+        (
+            "1.0.0",
+            "No update: the server offers version 1.0.0, which compares equal to the installed 1.0",
+        ),
     ] {
         let p = provider();
         let uuid = create(&p, &v1(&[&format!("@updateURL {USER_JS}")]));

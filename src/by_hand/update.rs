@@ -351,7 +351,14 @@ pub(super) async fn check<E: Env>(
                     Verdict::Older => format!(
                         "No update: the server offers version {v}, older than the installed {was}."
                     ),
-                    _ => format!("Up to date: the server's version is {v}, as installed ({was})."),
+                    _ if v == was => {
+                        format!("Up to date: the server's version is {v}, as installed ({was}).")
+                    }
+                    // R17: "v1" and "v2" compare equal (Violentmonkey's order reads numbers
+                    // only after a letter-led part), which "as installed" hid.
+                    _ => format!(
+                        "No update: the server offers version {v}, which compares equal to the installed {was} (only the numbers of a version are compared, as Violentmonkey does), so it is not newer."
+                    ),
                 }
                 .into(),
             );
