@@ -249,8 +249,32 @@ async function importConfirmed(op, args, verb) {
   if (!shown.ok) return shown;
   const answers = await reviewImport(shown.preview, verb);
   if (!answers) return { ok: false, cancelled: true, error: 'cancelled' };
-  return askRaw(op, { ...args, ...answers, confirmed: true });
+  // Fetching a slow server's files takes up to 30 s: said, and no second import meanwhile
+  // (R17: the page showed nothing for 20 s, and its file inputs stayed live).
+  const files = shown.preview.files ?? 0;
+  const doing = verb === 'Import' ? 'Importing' : 'Restoring';
+  say(status(), files ? `${doing}: fetching ${files} @require/@resource file${files === 1 ? '' : 's'} (at most 30 s)…` : `${doing}…`);
+  busy(true);
+  try {
+    return await askRaw(op, { ...args, ...answers, confirmed: true });
+  } finally {
+    busy(false);
+  }
 }
+
+/** While an import or a restore is stored, its file inputs and the drop area take nothing. */
+function busy(on) {
+  for (const id of ['import-files', 'restore-file']) $(id).disabled = on;
+  $('import-drop').classList.toggle('busy', on);
+  $('import-drop').setAttribute('aria-busy', String(on));
+}
+
+/** A zip archive (another manager's backup, Violentmonkey's or Tampermonkey's): its first bytes. */
+async function isZip(file) {
+  const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
+  return head.length === 4 && head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
+}
+const ZIP_REFUSED = 'a .zip archive (another manager\'s backup?), which is not read: unzip it and import the .user.js files inside';
 
 /** Shows what an import would store (the worker's preview: its text from the file comes with
  *  invisible and direction characters marked, bounded) and resolves to the user's answers
@@ -378,6 +402,7 @@ export async function importFiles(files) {
   const read = [];
   for (const f of files) {
     if (f.size > MAX_SOURCE_BYTES) { refused.push(`${f.name}: refused, ${f.size} bytes is over the ${MAX_SOURCE_BYTES}-byte limit (not read)`); continue; }
+    if (await isZip(f)) { refused.push(`${f.name}: refused, ${ZIP_REFUSED}`); continue; }
     const source = await utf8(f);
     if (source === null) { refused.push(`${f.name}: refused, not UTF-8 text (imported, its bytes would be stored changed)`); continue; }
     if (!/==UserScript==/.test(source)) { refused.push(`${f.name}: refused, not a userscript (no // ==UserScript== block)`); continue; }
@@ -401,6 +426,7 @@ export async function exportAll({ values = false } = {}) {
  *  then the worker stores every script or none. Resolves to null when the user cancels. */
 export async function restoreBackup(file) {
   if (file.size > MAX_BACKUP_BYTES) throw new Error(`the file is ${file.size} bytes, over the ${MAX_BACKUP_BYTES}-byte limit for a backup (not read)`);
+  if (await isZip(file)) throw new Error(`the file is ${ZIP_REFUSED} (a backup from this extension is a .json file)`);
   const text = await utf8(file);
   if (text === null) throw new Error('the file is not UTF-8 text, as a backup from this extension is');
   const r = await importConfirmed('backup.restore', { text }, 'Restore');
@@ -414,7 +440,11 @@ $('import-files').addEventListener('change', (e) => { importFiles([...e.target.f
 const drop = $('import-drop');
 drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
 drop.addEventListener('dragleave', () => drop.classList.remove('over'));
-drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove('over'); importFiles([...e.dataTransfer.files]); });
+drop.addEventListener('drop', (e) => {
+  e.preventDefault();
+  drop.classList.remove('over');
+  if (!drop.classList.contains('busy')) importFiles([...e.dataTransfer.files]);
+});
 $('export-all').addEventListener('click', async () => {
   try {
     const values = $('export-values').checked;

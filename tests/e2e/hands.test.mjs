@@ -447,6 +447,12 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     await options.locator("#import-files").setInputFiles([{ name: "latin1.user.js", mimeType: "text/javascript", buffer: latin1 }]);
     await options.getByText(/latin1\.user\.js: refused, not UTF-8 text/).waitFor({ timeout: 3000 });
     assert.equal((await scripts()).filter((s) => s.name === "Latin one").length, 0);
+    // Another manager's zip backup: said to be an archive, not "not UTF-8" (R17).
+    const zip = Buffer.concat([Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x14, 0x00]), Buffer.alloc(40, 0x81)]);
+    await options.locator("#import-files").setInputFiles([{ name: "vm-export.zip", mimeType: "application/zip", buffer: zip }]);
+    await options.getByText("vm-export.zip: refused, a .zip archive (another manager's backup?), which is not read: unzip it and import the .user.js files inside", { exact: true }).waitFor({ timeout: 3000 });
+    await options.locator("#restore-file").setInputFiles([{ name: "vm-export.zip", mimeType: "application/zip", buffer: zip }]);
+    await options.locator("#status").getByText(/^Backup not restored: the file is a \.zip archive/).waitFor({ timeout: 3000 });
   });
 
   test("when a script runs and in which frames are shown in the import's confirmation and the options list, as Chrome is given them", T, async () => {
@@ -1107,7 +1113,7 @@ describe("the user's own hands: editor, import/export, trash and undo", () => {
     const popup = await h.context.newPage();
     try {
       await popup.goto(`chrome-extension://${PROVIDER_ID}/popup.html`);
-      const note = popup.locator("#audit > li.empty");
+      const note = popup.locator("#audit > li.empty", { hasText: "older entr" });
       await note.waitFor({ timeout: 5000 });
       const hidden = entries.length - 200 - reachable.length;
       assert.equal(await note.textContent(), `${hidden} older entr${hidden === 1 ? "y is" : "ies are"} not shown (Export has every one; the filters narrow the list). Below: the older ones you can still undo.`);
