@@ -142,52 +142,87 @@ pub fn shown_text(source: &str) -> String {
     out
 }
 
-/// A unified-style diff of `old` → `new` over [`shown_lines`]: the common leading and trailing
-/// lines are trimmed and the changed middle is shown with three lines of context. Linear time, so
-/// a 256 KiB source cannot stall the worker. Every line is in it; [`Preview`] bounds what is sent
-/// to the popup at once.
+/// A unified-style diff of `old` → `new` over [`shown_lines`]: the lines kept as unchanged are
+/// those [`super::diff_align::common`] pairs (the common start and end, and the lines in between
+/// both sides have once and in the same order), and each change is shown with three lines of
+/// context, changes closer than that in one hunk. Bounded work, so a 256 KiB source cannot stall
+/// the worker. Every line is in it; [`Preview`] bounds what is sent to the popup at once.
 pub fn line_diff(old: &str, new: &str) -> Vec<String> {
     let a = shown_lines(old);
     let b = shown_lines(new);
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    if prefix == a.len() && prefix == b.len() {
+    if a == b {
         return vec![if old == new {
             "(no change to the source)".to_owned()
         } else {
             "(the lines are the same; only line endings or the final line break differ)".to_owned()
         }];
     }
-    let ctx = 3;
-    let start = prefix.saturating_sub(ctx);
-    let a_end = a.len() - suffix;
-    let b_end = b.len() - suffix;
-    let post = ctx.min(a.len() - a_end);
-    let mut out =
-        Vec::with_capacity(1 + (prefix - start) + (a_end - prefix) + (b_end - prefix) + post);
-    out.push(format!(
-        "@@ -{},{} +{},{} @@",
-        start + 1,
-        a_end - start + post,
-        start + 1,
-        b_end - start + post
-    ));
-    let slice = |v: &[String], from: usize, to: usize, sign: char, out: &mut Vec<String>| {
-        for l in v.get(from..to).unwrap_or(&[]) {
-            out.push(format!("{sign}{l}"));
+    // Each step: a line kept (its index on both sides), removed (in `a`) or added (in `b`);
+    // removals before additions between two kept lines.
+    #[derive(Clone, Copy)]
+    enum Op {
+        Same(usize),
+        Del(usize),
+        Add(usize),
+    }
+    let mut ops = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    for (x, y) in super::diff_align::common(&a, &b)
+        .into_iter()
+        .chain([(a.len(), b.len())])
+    {
+        ops.extend((i..x).map(Op::Del));
+        ops.extend((j..y).map(Op::Add));
+        if x < a.len() {
+            ops.push(Op::Same(x));
         }
-    };
-    slice(&a, start, prefix, ' ', &mut out);
-    slice(&a, prefix, a_end, '-', &mut out);
-    slice(&b, prefix, b_end, '+', &mut out);
-    slice(&a, a_end, a_end + post, ' ', &mut out);
+        (i, j) = (x + 1, y + 1);
+    }
+    // The hunks: each change with its context, merged where contexts meet.
+    let ctx = 3;
+    let mut hunks: Vec<(usize, usize)> = Vec::new();
+    for (k, op) in ops.iter().enumerate() {
+        if matches!(op, Op::Same(_)) {
+            continue;
+        }
+        let (from, to) = (k.saturating_sub(ctx), (k + 1 + ctx).min(ops.len()));
+        match hunks.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => hunks.push((from, to)),
+        }
+    }
+    // Where each step starts on either side: the lines of `a` and of `b` before it.
+    let mut at = Vec::with_capacity(ops.len() + 1);
+    let (mut na, mut nb) = (0usize, 0usize);
+    for op in &ops {
+        at.push((na, nb));
+        match op {
+            Op::Same(_) => (na, nb) = (na + 1, nb + 1),
+            Op::Del(_) => na += 1,
+            Op::Add(_) => nb += 1,
+        }
+    }
+    at.push((na, nb));
+    let line = |v: &[String], n: usize| v.get(n).map_or("", String::as_str).to_owned();
+    let mut out = Vec::with_capacity(ops.len() + hunks.len());
+    for (from, to) in hunks {
+        let (sa, sb) = at.get(from).copied().unwrap_or_default();
+        let (ea, eb) = at.get(to).copied().unwrap_or_default();
+        out.push(format!(
+            "@@ -{},{} +{},{} @@",
+            sa + 1,
+            ea - sa,
+            sb + 1,
+            eb - sb
+        ));
+        for op in ops.get(from..to).unwrap_or(&[]) {
+            out.push(match *op {
+                Op::Same(x) => format!(" {}", line(&a, x)),
+                Op::Del(x) => format!("-{}", line(&a, x)),
+                Op::Add(y) => format!("+{}", line(&b, y)),
+            });
+        }
+    }
     out
 }
 
@@ -426,6 +461,35 @@ mod tests {
         assert_eq!(
             line_diff("a\r\nb", "a\nb\n"),
             ["(the lines are the same; only line endings or the final line break differ)"]
+        );
+    }
+
+    /// R17: an update that changed `@version` and added lines at the end showed every line in
+    /// between as removed and added again. Two changes far apart are two hunks.
+    #[test]
+    fn unchanged_lines_between_two_changes_are_context_not_changes() {
+        let head = "// ==UserScript==\n// @name A\n// @version 1\n// @match https://a.test/*\n// @updateURL https://a.test/a.user.js\n// ==/UserScript==\n";
+        let body: String = (0..10).map(|i| format!("step({i});\n")).collect();
+        let old = format!("{head}{body}");
+        let new = format!("{}{body}more();\n", head.replace("@version 1", "@version 2"));
+        let d = line_diff(&old, &new);
+        assert_eq!(
+            d,
+            [
+                "@@ -1,6 +1,6 @@",
+                " // ==UserScript==",
+                " // @name A",
+                "-// @version 1",
+                "+// @version 2",
+                " // @match https://a.test/*",
+                " // @updateURL https://a.test/a.user.js",
+                " // ==/UserScript==",
+                "@@ -14,3 +14,4 @@",
+                " step(7);",
+                " step(8);",
+                " step(9);",
+                "+more();",
+            ]
         );
     }
 

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod diff;
+pub mod diff_align;
 pub mod digest;
 pub mod effects;
 pub mod rate_limit;
