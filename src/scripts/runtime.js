@@ -47,12 +47,13 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
   };
   const cut = (s, n) => s.length > n ? s.slice(0, n) + "\u2026" : s;
   // JSON shows a Map, a Set and a RegExp as {}: shown as try_script shows them instead, at most
-  // 100 entries each and 500 in one line (a Map holding itself is expanded until then: each
-  // expansion is a new object, which JSON's own cycle check does not see); an array's and an
-  // object's first 100 entries, as try_script shows them (R17: all were, here). An Error
-  // (JSON's {}) as "name: message", as the console prints it; a number as itself (JSON's null
-  // for NaN). Taken before the script runs.
-  const M = Map, ST = Set, RX = RegExp, ER = Error, isArray = Array.isArray, keys = Object.keys;
+  // 100 entries each; an array's and an object's first 100 entries likewise (R17: all were,
+  // here); 500 entries cut in one line in all. A Map, or a long array or object, holding itself
+  // is expanded until then: each expansion is a new object, which JSON's own cycle check does
+  // not see, so the budget is what stops it (R18: without it, an object of 20,000 keys holding
+  // itself took 6 s on the page's thread). An Error (JSON's {}) as "name: message", as the
+  // console prints it; a number as itself (JSON's null for NaN). Taken before the script runs.
+  const M = Map, ST = Set, RX = RegExp, ER = Error, isArray = Array.isArray, keys = Object.keys, bare = Object.create;
   const said = (e) => String(e.name) + ": " + String(e.message);
   const show = (a) => {
     if (typeof a === "string") return a;
@@ -63,6 +64,7 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
       if (v instanceof ER) return said(v);
       if (isArray(v)) {
         if (v.length <= 100) return v;
+        if ((budget -= 100) < 0) return "[\u2026]";
         const first = [];
         for (let i = 0; i < 100; i++) first[i] = v[i];
         return first;
@@ -71,7 +73,9 @@ const __lumoWorld = ((T, RA, PL, SL, RQ, N, V, MAXL, MAXT, MAXC, MAXLATE, G, SNA
         if (v === null || typeof v !== "object") return v;
         const ks = keys(v);
         if (ks.length <= 100) return v;
-        const first = {};
+        if ((budget -= 100) < 0) return "[\u2026]";
+        // No prototype: a "__proto__" key is an entry like any other.
+        const first = bare(null);
         for (let i = 0; i < 100; i++) first[ks[i]] = v[ks[i]];
         return first;
       }
