@@ -987,28 +987,36 @@ fn a_retried_write_approved_and_cut_off_is_audited_though_its_first_try_was_deni
 
 /// Two reviews of the same write (an agent's retry while its first still waited), both decided
 /// and cut off before either recorded anything: each is audited. The check read the log again
-/// per stub, and found the entry it had just written for the first one.
+/// per stub, and found the entry it had just written for the first one. Each entry answers for
+/// one stub, the earliest decided taking the earliest entry it can (R18: taken newest first, a
+/// stub decided later was left without its own entry).
 #[test]
 fn two_decided_stubs_of_the_same_write_are_each_audited() {
     use lumo_userscripts::guard::{audit, review};
-    let stub = |id: &str| {
+    let stub = |id: &str, decided: f64| {
         json!({"id": id, "caller": HOST, "tool": "delete_script", "target": "u", "digest": "ab",
-               "createdAt": 1.0, "decidedAt": 2.0})
+               "createdAt": 1.0, "decidedAt": decided})
     };
-    // Neither recorded, then one recorded (its entry pending): each entry answers for one.
+    let entry = |at: f64| {
+        json!({"at": at, "tool": "delete_script", "caller": HOST, "result": "PENDING",
+               "target": "u", "digest": "ab"})
+    };
     for (landed, want) in [
-        (false, vec!["REVIEW_INTERRUPTED"; 2]),
-        (true, vec!["REVIEW_INTERRUPTED", "INTERRUPTED"]),
+        // Neither recorded.
+        (vec![], vec!["REVIEW_INTERRUPTED"; 2]),
+        // One recorded (its entry pending).
+        (vec![entry(3.0)], vec!["REVIEW_INTERRUPTED", "INTERRUPTED"]),
+        // Both recorded, each after its own decision.
+        (vec![entry(2.5), entry(5.5)], vec!["INTERRUPTED"; 2]),
     ] {
         let p = provider();
         let mut m = serde_json::Map::new();
-        m.insert(review::STUBS_KEY.into(), json!([stub("r1"), stub("r2")]));
-        if landed {
-            m.insert(
-                audit::PENDING_KEY.into(),
-                json!({"at": 3.0, "tool": "delete_script", "caller": HOST, "result": "PENDING",
-                       "target": "u", "digest": "ab"}),
-            );
+        m.insert(
+            review::STUBS_KEY.into(),
+            json!([stub("r1", 2.0), stub("r2", 5.0)]),
+        );
+        if !landed.is_empty() {
+            m.insert(audit::PENDING_KEY.into(), json!(landed));
         }
         block_on(lumo_userscripts::env::Storage::set(&p.env, Area::Local, m)).unwrap();
         let q = next_worker(&p);
@@ -1016,6 +1024,6 @@ fn two_decided_stubs_of_the_same_write_are_each_audited() {
         block_on(q.resume_interrupted_reviews());
         let log = block_on(audit::read_all(&q.env)).unwrap();
         let results: Vec<&str> = log.iter().map(|e| e.result.as_str()).collect();
-        assert_eq!(results, want, "landed {landed}: {log:?}");
+        assert_eq!(results, want, "landed {landed:?}: {log:?}");
     }
 }

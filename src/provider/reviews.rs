@@ -285,18 +285,35 @@ impl<E: Env> Provider<E> {
             Some(since) => crate::guard::audit::recorded_since(&self.env, since).await,
             None => Vec::new(),
         };
-        for s in &orphans {
-            // Decided, and its write recorded itself (pending, or finished) before the stop:
-            // the entry of the same caller and arguments dated from the decision on (a reviewed
-            // write's entry is dated at the decision, `tools::write`; an earlier call with the
-            // same arguments, refused or done, is dated before it, R16). Each entry answers
-            // for one stub: two reviews of the same write, one recorded, leave one to audit.
-            let own = |e: &Entry| {
-                s.decided_at
-                    .is_some_and(|t| e.caller == s.caller && e.digest == s.digest && e.at >= t)
-            };
+        // Decided, and its write recorded itself (pending, or finished) before the stop: the
+        // entry of the same caller and arguments dated from the decision on (a reviewed write's
+        // entry is dated at the decision, `tools::write`; an earlier call with the same
+        // arguments, refused or done, is dated before it, R16). Each entry answers for one
+        // stub, the earliest decided taking the earliest entry it can (R18: taken newest first,
+        // a later stub was left without its own entry and audited as interrupted).
+        recorded.sort_by(|x, y| x.at.total_cmp(&y.at));
+        let mut by_decision: Vec<usize> = (0..orphans.len()).collect();
+        let decided = |k: usize| {
+            orphans
+                .get(k)
+                .and_then(|s| s.decided_at)
+                .unwrap_or(f64::INFINITY)
+        };
+        by_decision.sort_by(|&i, &j| decided(i).total_cmp(&decided(j)));
+        let mut answered = vec![false; orphans.len()];
+        for k in by_decision {
+            let Some(s) = orphans.get(k) else { continue };
+            let Some(t) = s.decided_at else { continue };
+            let own = |e: &Entry| e.caller == s.caller && e.digest == s.digest && e.at >= t;
             if let Some(i) = recorded.iter().position(own) {
-                recorded.swap_remove(i);
+                recorded.remove(i);
+                if let Some(a) = answered.get_mut(k) {
+                    *a = true;
+                }
+            }
+        }
+        for (s, answered) in orphans.iter().zip(answered) {
+            if answered {
                 continue;
             }
             self.audit(&Entry {
