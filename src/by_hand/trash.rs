@@ -148,7 +148,7 @@ pub(super) async fn purge<E: Env>(
     } else {
         env.also(entries.iter().skip(1).cloned().collect());
     }
-    let done = trash::purge(&env, only.as_deref()).await;
+    let done = p.runs_locked(trash::purge(&env, only.as_deref())).await;
     // Settled now, with the room the purge freed?
     let settled = unsettled.is_none()
         || (done.is_ok()
@@ -242,7 +242,7 @@ pub(crate) async fn sweep<E: Env>(p: &Provider<E>) -> Result<usize, ScriptError>
     };
     let env = Journaled::new(&p.env, Some(first.clone()));
     env.also(entries.collect());
-    let done = trash::purge(&env, Some(&uuids)).await;
+    let done = p.runs_locked(trash::purge(&env, Some(&uuids))).await;
     // A purge that failed stored nothing: its one `set` carries the entries.
     if done.is_ok() {
         let mut all = vec![first];

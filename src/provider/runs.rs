@@ -252,6 +252,14 @@ impl<E: Env> Provider<E> {
         }
     }
 
+    /// Runs `f` with the run reports' lock held: a purge rewrites `runs/budget`, which a report
+    /// being stored reads and then writes under that lock (R18: a report read before the purge's
+    /// `set` and written after it brought the purged script's entry back).
+    pub(crate) async fn runs_locked<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        let _guard = self.runs_lock.lock().await;
+        f.await
+    }
+
     async fn store_run(
         &self,
         seen: &Seen,

@@ -298,7 +298,8 @@ async fn forget_private_runs<S: Storage>(s: &S, gone: &[String]) {
 
 /// `runs/budget` of `area` without the rings of `gone` (None when it names none of them):
 /// left in, a purged script's entry counted bytes no ring holds against every other script's
-/// run reports (R12).
+/// run reports (R12). Read and written back with the run reports' lock held by the caller
+/// (`Provider::runs_locked`), as a report's store reads and writes it.
 async fn runs_budget_without<S: Storage>(
     s: &S,
     area: Area,
