@@ -118,13 +118,13 @@ pub async fn run<E: Env>(p: &Provider<E>, args: &Value) -> Result<Value, ToolErr
             },
         )
     };
-    // Runs refused for the rate may hold the very error asked for (R17: the text said "No runs
-    // with errors", and only structuredContent counted them).
+    // Reports refused may hold the very error asked for (R17: the text said "No runs with
+    // errors", and only structuredContent counted them). The count is of every message of
+    // these scripts' pages refused for a bound (R18: not only run reports), so it says so.
     if dropped > 0 {
+        use crate::channel::rate::{FAILED_PER_SCRIPT, LATE_PER_SCRIPT, PER_SCRIPT};
         text.push_str(&format!(
-            " {dropped} run report(s) were refused for the rate (a script's pages may report {} runs a minute, and {} more with an error): the runs they held are not listed, errors included.",
-            crate::channel::rate::PER_SCRIPT,
-            crate::channel::rate::FAILED_PER_SCRIPT,
+            " {dropped} message(s) of these scripts' pages were refused for a bound (a script's pages may send {PER_SCRIPT} run reports a minute, {FAILED_PER_SCRIPT} more of runs that failed and {LATE_PER_SCRIPT} later errors, within their share of the channel): runs or errors they held are not listed."
         ));
     }
     // What each run did, for a client that gives the model the text alone: errors in full,

@@ -578,7 +578,7 @@ describe("script_runs: what installed scripts did on real page loads", () => {
       const { droppedByRateLimit, runs } = all.structuredContent;
       assert.equal(runs.length, 31, "30 runs a minute, and the failed one");
       assert.equal(droppedByRateLimit, 10);
-      assert.match(all.content[0].text, /10 run report\(s\) were refused for the rate \(a script's pages may report 30 runs a minute, and 30 more with an error\)/);
+      assert.match(all.content[0].text, /10 message\(s\) of these scripts' pages were refused for a bound \(a script's pages may send 30 run reports a minute, 30 more of runs that failed and 60 later errors, within their share of the channel\): runs or errors they held are not listed\./);
     } finally {
       await page.close();
     }
