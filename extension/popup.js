@@ -159,7 +159,10 @@ function reviewItem(r) {
       const approvedWith = new Set(alsoApproved ?? []);
       for (const [id, it] of alongside) {
         if (approvedWith.has(id)) finish(id, 'Approved with “Approve all” on another write of this session.');
-        else it.deciding = false; // no longer waiting when the worker decided: the list says why
+        else { // not waiting when the worker decided: the next refresh says why
+          it.deciding = false;
+          for (const b of it.li.querySelectorAll('.actions button')) b.disabled = false;
+        }
       }
       const n = approvedWith.size;
       const also = n === 0 ? '' : n === 1 ? ' Its other waiting write was approved with it.' : ` Its ${n} other waiting writes were approved with it.`;
@@ -327,7 +330,8 @@ function renderAudit() {
   const stillUndoable = older.filter((e) => undoable.has(e));
   const hidden = older.length - stillUndoable.length;
   const more = older.length === 0 ? [] : [el('li', { class: 'empty' },
-    `${hidden} older entr${hidden === 1 ? 'y is' : 'ies are'} not shown (Export has every one; the filters narrow the list)${stillUndoable.length ? '. Below: the older ones you can still undo.' : '.'}`),
+    hidden === 0 ? 'Older entries you can still undo:'
+      : `${hidden} older entr${hidden === 1 ? 'y is' : 'ies are'} not shown (Export has every one; the filters narrow the list)${stillUndoable.length ? '. Below: the older ones you can still undo.' : '.'}`),
   ...stillUndoable.map(row)];
   auditList.replaceChildren(...(shownEntries.length ? [...shownEntries.slice(0, SHOWN).map(row), ...more]
     : [el('li', { class: 'empty' }, entries.length ? 'No entry matches the filters.' : 'No write has been attempted yet.')]));

@@ -341,6 +341,8 @@ pub(super) async fn check<E: Env>(
     };
     match found.offered {
         Offered::Current { verdict, version } => {
+            // Compared as offered and as stored, not as cut for showing (R18).
+            let same = m.version.as_deref() == Some(version.as_str());
             let v = shown(&version, 80);
             let was = installed.unwrap_or_else(|| "(none)".into());
             o.insert("update".into(), false.into());
@@ -351,7 +353,7 @@ pub(super) async fn check<E: Env>(
                     Verdict::Older => format!(
                         "No update: the server offers version {v}, older than the installed {was}."
                     ),
-                    _ if v == was => {
+                    _ if same => {
                         format!("Up to date: the server's version is {v}, as installed ({was}).")
                     }
                     // R17: "v1" and "v2" compare equal (Violentmonkey's order reads numbers

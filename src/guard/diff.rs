@@ -471,7 +471,10 @@ mod tests {
         let head = "// ==UserScript==\n// @name A\n// @version 1\n// @match https://a.test/*\n// @updateURL https://a.test/a.user.js\n// ==/UserScript==\n";
         let body: String = (0..10).map(|i| format!("step({i});\n")).collect();
         let old = format!("{head}{body}");
-        let new = format!("{}{body}more();\n", head.replace("@version 1", "@version 2"));
+        let new = format!(
+            "{}{body}more();\n",
+            head.replace("@version 1", "@version 2")
+        );
         let d = line_diff(&old, &new);
         assert_eq!(
             d,
